@@ -1,0 +1,57 @@
+# edgesched — build, test and demo. Needs only Go (see go.mod for the version).
+# Never cleans the Go build cache: rebuilding Kubernetes parts takes minutes.
+
+GO        ?= go
+BIN       ?= bin
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X github.com/edgesched/edgesched/internal/edgectl.Version=$(VERSION)
+PKGS      := ./...
+FUZZTIME  ?= 15s
+DEMO_OUT  ?= demo-out
+
+.PHONY: all build demo test test-short bench lint fmt generate fuzz tidy clean help
+
+all: lint build test
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build bin/edgectl
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/edgectl ./cmd/edgectl
+
+demo: build ## run the demo: every baseline on the openb trace and an edge scenario
+	./$(BIN)/edgectl demo --out $(DEMO_OUT)
+
+test: ## all tests with the race detector (end-to-end included as they land)
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+test-short: ## quick tests
+	$(GO) test -short -count=1 $(PKGS)
+
+bench: ## benchmarks (speed goals are measured here, never asserted in tests)
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./sim/...
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+fmt: ## format the code
+	gofmt -w $$(git ls-files '*.go')
+
+generate: ## regenerate generated files (committed; generators pinned in go.mod)
+	$(GO) generate $(PKGS)
+
+fuzz: ## run every fuzz target for FUZZTIME each
+	@for target in $$($(GO) test -list 'Fuzz.*' ./... | grep -E '^(Fuzz|ok)' | awk '/^ok/{pkg=$$2} /^Fuzz/{print pkg"@"$$1}'); do \
+		pkg=$${target%@*}; fn=$${target#*@}; \
+		echo "== $$pkg $$fn"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
+
+tidy: ## go mod tidy
+	$(GO) mod tidy
+
+clean: ## remove build outputs (not the Go cache)
+	rm -rf $(BIN) $(DEMO_OUT)

@@ -1,0 +1,46 @@
+package edgectl
+
+import (
+	"io"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+)
+
+// Version is stamped at build time with -ldflags "-X ...edgectl.Version=".
+var Version = "dev"
+
+// Options carry what a command needs from its process: the logger.
+// The zero value logs nothing.
+type Options struct {
+	Logger *slog.Logger
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// NewRootCommand returns the edgectl command tree.
+func NewRootCommand(opts Options) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "edgectl",
+		Short: "Operate edgesched: simulate, compare and (soon) push model rounds",
+		Long: `edgectl is the operator's tool for edgesched, a learned, federated scheduler
+for fleets of K3s edge clusters.
+
+Today it runs the heterogeneous-cluster simulator: compare scheduling
+policies on the openb production traces or on edge scenarios.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newSimCommand(opts),
+		newDemoCommand(opts),
+		newScenarioCommand(opts),
+		newVersionCommand(),
+	)
+	return root
+}

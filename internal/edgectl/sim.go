@@ -1,0 +1,211 @@
+package edgectl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/report"
+)
+
+type simFlags struct {
+	nodes, pods, scenario string
+	policies              string
+	mode                  string
+	seed                  uint64
+	seeds                 string
+	target, step          float64
+	inflateBy             string
+	tieBreak              string
+	samples               int
+	baseLatencyMs         float64
+	parallel              int
+	out                   string
+	output                string
+	progress              string
+	columns               string
+}
+
+func newSimCommand(opts Options) *cobra.Command {
+	f := &simFlags{}
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Compare scheduling policies in the heterogeneous-cluster simulator",
+		Long: `Run scheduling policies side by side on a cluster and a workload and report
+every measure of scheduling quality (allocation, failures, fragmentation,
+utilisation, latency proxy, cross-zone traffic, carbon, decision time).
+
+Inputs are an openb node and pod list (--nodes/--pods; files or the embedded
+openb:NAME traces) or a scenario (--scenario FILE or builtin:NAME).
+
+Modes: inflate (the FGD paper's method: sample pods until the arrived GPU
+demand reaches --target of capacity) and replay (pods arrive and leave at
+their trace times). The default is inflate for openb inputs and replay for
+scenarios.`,
+		Example: `  edgectl sim                                        # all baselines, openb default, inflate, seed 1
+  edgectl sim --seeds 1-5 --policies fgd,best-fit,random-fit --out out/openb
+  edgectl sim --scenario builtin:retail-fleet --mode replay -o json
+  edgectl sim --nodes openb:gpu_node --pods openb:gpushare40 --tie-break first`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.run(cmd.Context(), cmd, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.nodes, "nodes", "", "openb node list: a CSV file or openb:all_node|gpu_node (default openb:all_node)")
+	fl.StringVar(&f.pods, "pods", "", "openb pod list: a CSV file or openb:default|cpu050|gpushare40|gpuspec10|multigpu20 (default openb:default)")
+	fl.StringVar(&f.scenario, "scenario", "", "scenario YAML file, or builtin:NAME (see 'edgectl scenario list')")
+	fl.StringVar(&f.policies, "policies", "all", "comma-separated policies (see 'edgectl sim --help'): random-fit, best-fit, dot-product, gpu-packing, gpu-clustering, fgd, k8s-default, trimaran-tlp, or all")
+	fl.StringVar(&f.mode, "mode", "", "inflate or replay (default: inflate for openb, replay for scenarios)")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of a single run (sampling and tie-breaks)")
+	fl.StringVar(&f.seeds, "seeds", "", "several seeds: N,M or N-M (overrides --seed)")
+	fl.Float64Var(&f.target, "target", 1.3, "inflate: stop when arrived demand reaches this share of capacity")
+	fl.Float64Var(&f.step, "step", 0.01, "inflate: spacing of the recorded curve, as a share of capacity")
+	fl.StringVar(&f.inflateBy, "inflate-by", "", "inflate: resource whose capacity the target refers to, gpu or cpu (default gpu when the cluster has GPUs)")
+	fl.StringVar(&f.tieBreak, "tie-break", "random", "how equally scored nodes are chosen: random (seeded) or first (lowest node index)")
+	fl.IntVar(&f.samples, "samples", 240, "replay: evenly spaced time samples for the measures")
+	fl.Float64Var(&f.baseLatencyMs, "base-latency-ms", 10, "latency proxy: service time on an idle node")
+	fl.IntVar(&f.parallel, "parallel", 0, "concurrent runs (default: number of CPUs)")
+	fl.StringVar(&f.out, "out", "", "directory for results.json, runs.csv, curve.csv, series.csv and PNG plots")
+	fl.StringVarP(&f.output, "output", "o", "table", "stdout format: table or json")
+	fl.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto (when a terminal), always or never")
+	fl.StringVar(&f.columns, "columns", "", "table columns, comma-separated measure names (default depends on the mode)")
+	return cmd
+}
+
+func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts Options) error {
+	if f.output != "table" && f.output != "json" {
+		return fmt.Errorf("-o/--output: %q (want table or json)", f.output)
+	}
+	in, err := loadInput(f.nodes, f.pods, f.scenario)
+	if err != nil {
+		return err
+	}
+	factories, err := resolvePolicies(f.policies)
+	if err != nil {
+		return err
+	}
+	seeds := []uint64{f.seed}
+	if f.seeds != "" {
+		if seeds, err = parseSeeds(f.seeds); err != nil {
+			return err
+		}
+	}
+	mode := sim.Inflate
+	if in.fromScenario {
+		mode = sim.Replay
+	}
+	if f.mode != "" {
+		if mode, err = sim.ParseMode(f.mode); err != nil {
+			return fmt.Errorf("--mode: %w", err)
+		}
+	}
+	cfg := sim.DefaultRunConfig(mode)
+	cfg.InflateTarget, cfg.InflateStep, cfg.InflateResource = f.target, f.step, f.inflateBy
+	cfg.TieBreak = sim.TieBreak(f.tieBreak)
+	cfg.Samples, cfg.BaseLatencyMs = f.samples, f.baseLatencyMs
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if mode == sim.Replay && !in.timed {
+		return fmt.Errorf("--mode replay: %s has no creation times; use --mode inflate", in.name)
+	}
+	var cols []string
+	if f.columns != "" {
+		known := map[string]bool{}
+		for _, m := range sim.Measures() {
+			known[m.Name] = true
+		}
+		for _, c := range strings.Split(f.columns, ",") {
+			c = strings.TrimSpace(c)
+			if !known[c] {
+				return fmt.Errorf("--columns: unknown measure %q (see docs/sim.md)", c)
+			}
+			cols = append(cols, c)
+		}
+	}
+	doc, err := runComparison(ctx, cmd.ErrOrStderr(), opts, comparison{in: in, factories: factories, seeds: seeds, cfg: cfg, parallel: f.parallel, progress: f.progress})
+	if err != nil {
+		return err
+	}
+	stdout := cmd.OutOrStdout()
+	if f.output == "json" {
+		if err := doc.WriteJSON(stdout); err != nil {
+			return err
+		}
+	} else if err := printTable(stdout, doc, cols); err != nil {
+		return err
+	}
+	if f.out != "" {
+		// Keep stdout one JSON document in json mode: paths go to stderr.
+		pathsTo := stdout
+		if f.output == "json" {
+			pathsTo = cmd.ErrOrStderr()
+		}
+		return writeOutputs(pathsTo, doc, f.out)
+	}
+	return nil
+}
+
+// comparison is one run of several policies and seeds on an input.
+type comparison struct {
+	in        *input
+	factories []sim.Factory
+	seeds     []uint64
+	cfg       sim.RunConfig
+	parallel  int
+	progress  string
+}
+
+func runComparison(ctx context.Context, stderr io.Writer, opts Options, c comparison) (*report.Document, error) {
+	show, err := wantProgress(c.progress, stderr)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.logger()
+	log.Info("simulating", "input", c.in.name, "mode", c.cfg.Mode, "nodes", len(c.in.env.Nodes), "pods", len(c.in.env.Pods), "policies", len(c.factories), "seeds", c.seeds, "scenario_seed", c.in.scenarioSeed)
+	update, finish := newBar(stderr, show, fmt.Sprintf("%s %s (%d runs)", c.cfg.Mode, c.in.name, len(c.factories)*len(c.seeds)))
+	results, err := sim.Compare(ctx, c.in.env, c.factories, sim.CompareConfig{Run: c.cfg, Seeds: c.seeds, Parallel: c.parallel, Progress: update})
+	finish()
+	if err != nil {
+		return nil, err
+	}
+	doc := report.NewDocument(c.in.name, c.in.env, c.cfg, c.seeds, results)
+	doc.Config.ScenarioSeed = c.in.scenarioSeed
+	return doc, nil
+}
+
+func printTable(w io.Writer, doc *report.Document, cols []string) error {
+	if cols == nil {
+		cols = report.DefaultColumns(doc.Mode, doc.Capacity.GPUMilli > 0)
+	}
+	fmt.Fprintf(w, "%s, %s mode, %d nodes, %d workload pods, seeds %v, ties %s\n", doc.Scenario, doc.Mode, doc.Nodes, doc.WorkloadPods, doc.Seeds, doc.Config.TieBreak)
+	if doc.Config.ScenarioSeed != 0 {
+		fmt.Fprintf(w, "scenario generator seed %d\n", doc.Config.ScenarioSeed)
+	}
+	fmt.Fprintln(w)
+	return doc.WriteTable(w, cols)
+}
+
+func writeOutputs(w io.Writer, doc *report.Document, dir string) error {
+	if err := doc.WriteFiles(dir); err != nil {
+		return err
+	}
+	plots, err := doc.WritePlots(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nwrote %s/{results.json,runs.csv,series.csv", dir)
+	if doc.Mode == sim.Inflate {
+		fmt.Fprint(w, ",curve.csv")
+	}
+	fmt.Fprintln(w, "}")
+	for _, p := range plots {
+		fmt.Fprintf(w, "wrote %s\n", p)
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package baseline
+
+import (
+	"math"
+
+	"github.com/edgesched/edgesched/sim"
+)
+
+// FGDPolicy is Fragmentation Gradient Descent (Weng et al., "Beware of
+// Fragmentation", USENIX ATC'23): place each pod where it increases the
+// cluster's GPU fragmentation the least, measured against the target
+// workload (sim.TargetWorkload.GPUFrag). A pod that shares a GPU tries every
+// device that fits and keeps the best; whole-GPU pods take fully free
+// devices.
+//
+// Score, as in the paper's artifact: with delta the increase in milli-GPU,
+//
+//	primary = int(100 * sigmoid(-delta / 1000))   in [0, 100]
+//
+// The integer matters: it merges near-equal increases. Among equal primary
+// scores the artifact's scheduler (a kube-scheduler fork) takes the first
+// node, which consolidates; a stock scheduler picks at random, and FGD then
+// loses its edge (measured on openb default, 5 seeds: 8.9% of GPUs left
+// unallocated at 100% demand with random ties, 4.8% with first-node ties).
+// This policy keeps the engine's seeded random tie-break and states the
+// consolidation explicitly as a secondary key inside the score:
+//
+//	score = primary + 0.999 * (1000 * gpuUsed + cpuUsed) / 1001
+//
+// gpuUsed and cpuUsed being the node's allocated shares of the largest
+// node's capacity: among equal primaries, the fuller node wins, GPU first.
+//
+// Cost: the increase depends only on the node's state and the pod's shape,
+// so it is cached per (node, shape) and recomputed only after the node
+// changes; node states themselves are memoised by sim.State.
+type FGDPolicy struct {
+	shapes int
+	cache  []fgdEntry
+}
+
+type fgdEntry struct {
+	version uint64 // node version + 1; 0 means empty
+	delta   float64
+	gpu     int32 // device for a shared-GPU pod, -1 otherwise
+}
+
+// NewFGD returns an FGD policy for env.
+func NewFGD(env *sim.Env) *FGDPolicy {
+	return &FGDPolicy{shapes: env.Shapes, cache: make([]fgdEntry, len(env.Nodes)*max(1, env.Shapes))}
+}
+
+// Name implements sim.Policy.
+func (*FGDPolicy) Name() string { return FGD }
+
+// Score implements sim.Policy.
+func (f *FGDPolicy) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
+	mx := st.Env.MaxNode
+	for i, n := range nodes {
+		d, _ := f.eval(st, p, int(n))
+		nd := &st.Nodes[n]
+		var gpuUsed float64
+		if mx.GPU > 0 {
+			gpuUsed = 1 - float64(nd.GPUFreeTotal)/float64(mx.GPU)
+		}
+		cpuUsed := 1 - float64(nd.CPUFree)/float64(mx.CPU)
+		scores[i] = float64(FGDScore(d)) + 0.999*(1000*gpuUsed+cpuUsed)/1001
+	}
+}
+
+// FGDScore is the artifact's integer score of a fragmentation increase
+// delta (milli-GPU): int(100 * sigmoid(-delta/1000)).
+func FGDScore(delta float64) int64 {
+	return int64(MaxNodeScore / (1 + math.Exp(delta/1000)))
+}
+
+// PickGPUs implements sim.GPUPicker.
+func (f *FGDPolicy) PickGPUs(st *sim.State, p *sim.Pod, n int, dst []int) []int {
+	if p.GPUs == 1 && p.GPUMilli < sim.MilliGPU {
+		_, g := f.eval(st, p, n)
+		return append(dst[:0], g)
+	}
+	return st.BestFitGPUs(n, p, dst)
+}
+
+// Delta returns the fragmentation increase (milli-GPU) of placing p on node
+// n and the device a shared-GPU pod would use there (-1 otherwise).
+func (f *FGDPolicy) Delta(st *sim.State, p *sim.Pod, n int) (float64, int) { return f.eval(st, p, n) }
+
+func (f *FGDPolicy) eval(st *sim.State, p *sim.Pod, n int) (float64, int) {
+	nd := &st.Nodes[n]
+	var e *fgdEntry
+	if int(p.Shape) < f.shapes {
+		e = &f.cache[n*f.shapes+int(p.Shape)]
+		if e.version == nd.Version+1 {
+			return e.delta, int(e.gpu)
+		}
+	}
+	before := nd.FragGPU
+	after, gpu := 0.0, -1
+	switch {
+	case p.GPUs == 0:
+		after = st.GPUFragOf(nd.CPUFree-p.CPU, nd.Model, nd.GPUFree)
+	case p.GPUs == 1 && p.GPUMilli < sim.MilliGPU:
+		var one [1]int
+		for g, free := range nd.GPUFree {
+			if free < p.GPUMilli || seenShare(nd.GPUFree[:g], free) {
+				continue
+			}
+			one[0] = g
+			a := st.GPUFragAfter(n, p, one[:])
+			if gpu < 0 || a < after {
+				after, gpu = a, g
+			}
+		}
+	default:
+		var buf [sim.MaxGPUsPerNode]int
+		after = st.GPUFragAfter(n, p, st.BestFitGPUs(n, p, buf[:0]))
+	}
+	d := after - before
+	if e != nil {
+		*e = fgdEntry{version: nd.Version + 1, delta: d, gpu: int32(gpu)}
+	}
+	return d, gpu
+}
+
+// seenShare reports whether an earlier device had the same free share (the
+// resulting node state, and so its fragmentation, would be identical).
+func seenShare(prev []int64, free int64) bool {
+	for _, f := range prev {
+		if f == free {
+			return true
+		}
+	}
+	return false
+}

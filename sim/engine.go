@@ -1,0 +1,576 @@
+package sim
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Mode is an evaluation mode.
+type Mode string
+
+// Evaluation modes.
+const (
+	// Replay: pods arrive and leave at their trace times; pods that do not
+	// fit wait (pending) and are retried when capacity frees up.
+	Replay Mode = "replay"
+	// Inflate: the FGD paper's method. Pods are sampled (seeded, with
+	// replacement) from the workload and placed one by one, never leaving,
+	// until the arrived demand reaches a target share of cluster capacity.
+	Inflate Mode = "inflate"
+)
+
+// ParseMode parses "replay" or "inflate".
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case Replay, Inflate:
+		return Mode(s), nil
+	}
+	return "", fmt.Errorf("%w: mode %q (want replay or inflate)", ErrInvalid, s)
+}
+
+// TieBreak selects how ties between equally scored nodes are broken.
+type TieBreak string
+
+// Tie-break rules.
+const (
+	TieRandom TieBreak = "random"
+	TieFirst  TieBreak = "first"
+)
+
+// Random streams derived from a run's seed; each has its own purpose so
+// that, for example, a policy drawing more numbers never changes which pods
+// inflate mode samples.
+const (
+	streamSample   = 1
+	streamTieBreak = 2
+	streamPolicy   = 3
+)
+
+// RunConfig configures one run. Start from DefaultRunConfig.
+type RunConfig struct {
+	Mode Mode
+	Seed uint64
+	// InflateTarget is where inflate mode stops, as a share of cluster
+	// capacity of InflateResource (default 1.3, the paper's 130%).
+	InflateTarget float64
+	// InflateStep is the spacing of the recorded curve (default 0.01).
+	InflateStep float64
+	// InflateResource is "gpu" or "cpu"; "" picks gpu when the cluster has
+	// GPUs and the workload asks for them, cpu otherwise.
+	InflateResource string
+	// TieBreak is how equal best scores are resolved: TieRandom (default,
+	// uniform with the seeded tie-break stream, like kube-scheduler's
+	// selectHost) or TieFirst (lowest node index, like the deterministic
+	// scheduler fork the FGD paper's artifact runs on).
+	TieBreak TieBreak
+	// Samples is the number of evenly spaced time samples in replay mode
+	// (default 240).
+	Samples int
+	// BaseLatencyMs is the service time of a pod on an idle node in the
+	// latency proxy (default 10).
+	BaseLatencyMs float64
+	// MaxUtil caps node utilisation in the latency proxy's 1/(1-rho)
+	// slowdown (default 0.95, i.e. at most 20x).
+	MaxUtil float64
+	// Check verifies the state's invariants after every binding (slow; for
+	// tests and debugging).
+	Check bool
+	// OnBind, when set, is called before every binding with the chosen node
+	// and devices; the state still shows the node before the pod lands.
+	OnBind func(st *State, pod *Pod, node int, gpus []int)
+	// Progress, when set, is called with work done out of total now and
+	// then; total is permille of the target (inflate) or events (replay).
+	Progress func(done, total int64)
+}
+
+// DefaultRunConfig returns the defaults for a mode.
+func DefaultRunConfig(mode Mode) RunConfig {
+	return RunConfig{Mode: mode, Seed: 1, TieBreak: TieRandom, InflateTarget: 1.3, InflateStep: 0.01, Samples: 240, BaseLatencyMs: 10, MaxUtil: 0.95}
+}
+
+// Validate checks the configuration.
+func (c *RunConfig) Validate() error {
+	if _, err := ParseMode(string(c.Mode)); err != nil {
+		return err
+	}
+	switch {
+	case !(c.InflateTarget > 0 && c.InflateTarget <= 10):
+		return fmt.Errorf("%w: inflate target must be in (0, 10], got %v", ErrInvalid, c.InflateTarget)
+	case !(c.InflateStep > 0 && c.InflateStep <= c.InflateTarget):
+		return fmt.Errorf("%w: inflate step must be in (0, target], got %v", ErrInvalid, c.InflateStep)
+	case c.TieBreak != "" && c.TieBreak != TieRandom && c.TieBreak != TieFirst:
+		return fmt.Errorf("%w: tie break %q (want random or first)", ErrInvalid, c.TieBreak)
+	case c.InflateResource != "" && c.InflateResource != "gpu" && c.InflateResource != "cpu":
+		return fmt.Errorf("%w: inflate resource %q (want gpu or cpu)", ErrInvalid, c.InflateResource)
+	case c.Samples < 2 || c.Samples > 100000:
+		return fmt.Errorf("%w: samples must be in [2, 100000], got %d", ErrInvalid, c.Samples)
+	case !(c.BaseLatencyMs > 0) || math.IsInf(c.BaseLatencyMs, 0):
+		return fmt.Errorf("%w: base latency must be > 0, got %v", ErrInvalid, c.BaseLatencyMs)
+	case !(c.MaxUtil > 0 && c.MaxUtil < 1):
+		return fmt.Errorf("%w: max utilisation must be in (0, 1), got %v", ErrInvalid, c.MaxUtil)
+	}
+	return nil
+}
+
+// CurvePoint is one step of an inflate sweep.
+type CurvePoint struct {
+	ArrivedShare float64 `json:"arrived_gpu_share"`
+	// UnallocatedGPUShare is 1 - allocated GPU / GPU capacity.
+	UnallocatedGPUShare float64 `json:"unallocated_gpu_share"`
+	FailedPods          int     `json:"failed_pods"`
+	ArrivedPods         int     `json:"arrived_pods"`
+	AllocCPUShare       float64 `json:"alloc_cpu_share"`
+	FragGPUShare        float64 `json:"frag_gpu_share"`
+}
+
+// SeriesPoint is one utilisation sample: X is seconds (replay) or the
+// arrived share of the inflate resource (inflate).
+type SeriesPoint struct {
+	X        float64 `json:"x"`
+	AllocCPU float64 `json:"alloc_cpu"`
+	AllocMem float64 `json:"alloc_mem"`
+	AllocGPU float64 `json:"alloc_gpu"`
+	UsedCPU  float64 `json:"used_cpu"`
+	UsedMem  float64 `json:"used_mem"`
+}
+
+// Result is what one run of one policy measured.
+type Result struct {
+	Policy      string             `json:"policy"`
+	Seed        uint64             `json:"seed"`
+	Mode        Mode               `json:"mode"`
+	WallSeconds float64            `json:"wall_seconds"`
+	Decisions   int                `json:"decisions"`
+	Measures    map[string]float64 `json:"measures"`
+	Curve       []CurvePoint       `json:"curve,omitempty"`
+	Series      []SeriesPoint      `json:"series,omitempty"`
+}
+
+// ErrPolicy wraps a policy's misbehaviour (an invalid device choice, a
+// failing Start).
+var ErrPolicy = errors.New("sim: policy error")
+
+// Run evaluates one policy on env. It is deterministic for a given env,
+// policy and config (decision latency aside).
+func Run(ctx context.Context, env *Env, f Factory, cfg RunConfig) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Mode == Replay && !env.HasTimes {
+		return nil, fmt.Errorf("%w: replay mode needs pods with creation times", ErrInvalid)
+	}
+	pol, err := f.New(env)
+	if err != nil {
+		return nil, fmt.Errorf("new policy %s: %w", f.Name, err)
+	}
+	st := NewState(env)
+	r := &runner{
+		env: env, st: st, pol: pol, cfg: cfg,
+		tie:    rand.New(rand.NewPCG(cfg.Seed, streamTieBreak)),
+		cand:   make([]int32, 0, len(env.Nodes)),
+		scores: make([]float64, len(env.Nodes)),
+		rec:    newRecorder(env, cfg),
+	}
+	if picker, ok := pol.(GPUPicker); ok {
+		r.picker = picker
+	}
+	if s, ok := pol.(Starter); ok {
+		if err := s.Start(st, rand.New(rand.NewPCG(cfg.Seed, streamPolicy))); err != nil {
+			return nil, fmt.Errorf("%w: start %s: %v", ErrPolicy, pol.Name(), err)
+		}
+	}
+	start := time.Now()
+	switch cfg.Mode {
+	case Inflate:
+		err = r.inflate(ctx)
+	case Replay:
+		err = r.replay(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res := r.rec.result()
+	res.Policy = pol.Name()
+	res.Seed = cfg.Seed
+	res.Mode = cfg.Mode
+	res.WallSeconds = time.Since(start).Seconds()
+	res.Decisions = r.decisions
+	return res, nil
+}
+
+type runner struct {
+	env       *Env
+	st        *State
+	pol       Policy
+	picker    GPUPicker
+	cfg       RunConfig
+	tie       *rand.Rand
+	cand      []int32
+	scores    []float64
+	gpus      []int
+	ties      []int32
+	rec       *recorder
+	decisions int
+}
+
+// schedule tries to bind pod id; it reports whether the pod was placed.
+func (r *runner) schedule(id int32) (bool, error) {
+	st := r.st
+	p := &st.Pods[id]
+	t0 := time.Now()
+	r.decisions++
+	r.cand = r.cand[:0]
+	for n := range st.Nodes {
+		if st.Feasible(n, p) {
+			r.cand = append(r.cand, int32(n))
+		}
+	}
+	if len(r.cand) == 0 {
+		r.rec.decision(time.Since(t0))
+		return false, nil
+	}
+	scores := r.scores[:len(r.cand)]
+	r.pol.Score(st, p, r.cand, scores)
+	n := int(r.pick(scores))
+	if r.picker != nil {
+		r.gpus = r.picker.PickGPUs(st, p, n, r.gpus[:0])
+	} else {
+		r.gpus = st.BestFitGPUs(n, p, r.gpus[:0])
+	}
+	r.rec.decision(time.Since(t0))
+	if r.cfg.OnBind != nil {
+		r.cfg.OnBind(st, p, n, r.gpus)
+	}
+	if err := st.Bind(id, n, r.gpus); err != nil {
+		return false, fmt.Errorf("%w: %s: %v", ErrPolicy, r.pol.Name(), err)
+	}
+	if r.cfg.Check {
+		if err := st.CheckInvariants(); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// pick returns the candidate with the highest score, breaking ties
+// uniformly at random. NaN scores rank lowest.
+func (r *runner) pick(scores []float64) int32 {
+	best := math.Inf(-1)
+	for _, s := range scores {
+		if s > best {
+			best = s
+		}
+	}
+	eps := 1e-9 * max(1, math.Abs(best))
+	if math.IsInf(best, 0) {
+		eps = 0
+	}
+	r.ties = r.ties[:0]
+	for i, s := range scores {
+		if s >= best-eps || (math.IsInf(best, -1) && !(s > best)) {
+			r.ties = append(r.ties, r.cand[i])
+		}
+	}
+	if len(r.ties) == 1 || r.cfg.TieBreak == TieFirst {
+		return r.ties[0]
+	}
+	return r.ties[r.tie.IntN(len(r.ties))]
+}
+
+func (r *runner) inflateResource() string {
+	if r.cfg.InflateResource != "" {
+		return r.cfg.InflateResource
+	}
+	if r.env.Capacity.GPU > 0 {
+		for i := range r.env.Pods {
+			if r.env.Pods[i].GPUs > 0 {
+				return "gpu"
+			}
+		}
+	}
+	return "cpu"
+}
+
+func (r *runner) inflate(ctx context.Context) error {
+	env, st := r.env, r.st
+	if len(env.Pods) == 0 {
+		return fmt.Errorf("%w: inflate mode needs a workload with pods", ErrInvalid)
+	}
+	res := r.inflateResource()
+	capacity, demand := env.Capacity.GPU, func(p *Pod) int64 { return p.GPUDemand() }
+	if res == "cpu" {
+		capacity, demand = env.Capacity.CPU, func(p *Pod) int64 { return p.CPU }
+	} else if capacity == 0 {
+		return fmt.Errorf("%w: inflate by gpu on a cluster without GPUs", ErrInvalid)
+	}
+	var positive bool
+	for i := range env.Pods {
+		if demand(&env.Pods[i]) > 0 {
+			positive = true
+			break
+		}
+	}
+	if !positive {
+		return fmt.Errorf("%w: no pod of the workload asks for %s, so inflating by it never ends", ErrInvalid, res)
+	}
+	r.rec.inflate = true
+	sample := rand.New(rand.NewPCG(r.cfg.Seed, streamSample))
+	target := int64(math.Ceil(r.cfg.InflateTarget * float64(capacity)))
+	steps := int(math.Round(r.cfg.InflateTarget / r.cfg.InflateStep))
+	stepDemand := func(k int) int64 { return int64(math.Ceil(float64(k) * r.cfg.InflateStep * float64(capacity))) }
+	var arrived int64
+	r.rec.sample(st, 0)
+	r.rec.curvePoint(st, 0)
+	next := 1
+	var lastProgress int64 = -1
+	for arrived < target {
+		if len(st.Pods)%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		id, err := st.AddPod(env.Pods[sample.IntN(len(env.Pods))])
+		if err != nil {
+			return err
+		}
+		p := &st.Pods[id]
+		arrived += demand(p)
+		r.rec.arrive(p)
+		ok, err := r.schedule(id)
+		if err != nil {
+			return err
+		}
+		r.rec.outcome(p, ok)
+		// Record every curve step this pod's demand crossed.
+		for next <= steps && arrived >= stepDemand(next) {
+			share := float64(next) * r.cfg.InflateStep
+			r.rec.sample(st, share)
+			r.rec.curvePoint(st, share)
+			next++
+		}
+		if r.cfg.Progress != nil {
+			if pm := min(1000, arrived*1000/target); pm != lastProgress {
+				lastProgress = pm
+				r.cfg.Progress(pm, 1000)
+			}
+		}
+	}
+	return nil
+}
+
+// timedEvent is a departure or a pending pod's deadline.
+type timedEvent struct {
+	t  int64
+	id int32
+}
+type eventHeap []timedEvent
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].t != h[j].t {
+		return h[i].t < h[j].t
+	}
+	return h[i].id < h[j].id
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(timedEvent)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// replay state of each pod
+const (
+	podWaiting uint8 = iota
+	podPending
+	podPlaced
+	podFailed
+)
+
+func (r *runner) replay(ctx context.Context) error {
+	env, st := r.env, r.st
+	n := len(env.Pods)
+	// Pods join the run in arrival order, so a pod's ID is its rank.
+	tpl := make([]int, n)
+	for i := range tpl {
+		tpl[i] = i
+	}
+	sort.SliceStable(tpl, func(a, b int) bool { return env.Pods[tpl[a]].Create < env.Pods[tpl[b]].Create })
+	for _, t := range tpl {
+		if _, err := st.AddPod(env.Pods[t]); err != nil {
+			return err
+		}
+	}
+	t0, tEnd := int64(0), int64(0)
+	if n > 0 {
+		t0 = st.Pods[0].Create
+		tEnd = st.Pods[n-1].Create
+	}
+	for i := range st.Pods {
+		if d := st.Pods[i].Delete; d != NoDeletion && d > tEnd {
+			tEnd = d
+		}
+	}
+	samples := make([]int64, r.cfg.Samples)
+	for i := range samples {
+		samples[i] = t0 + int64(math.Round(float64(tEnd-t0)*float64(i)/float64(len(samples)-1)))
+	}
+	status := make([]uint8, n)
+	var deps, deadlines eventHeap
+	var pending []int32 // ordered by priority (desc), then arrival order
+	byPriority := func(a, b int32) int {
+		pa, pb := &st.Pods[a], &st.Pods[b]
+		if pa.Priority != pb.Priority {
+			return int(pb.Priority) - int(pa.Priority)
+		}
+		return int(a) - int(b)
+	}
+	bound := func(id int32) {
+		p := &st.Pods[id]
+		status[id] = podPlaced
+		r.rec.outcome(p, true)
+		if p.Delete != NoDeletion {
+			heap.Push(&deps, timedEvent{t: p.Delete, id: id})
+		}
+	}
+	ai, si := 0, 0
+	totalEvents := int64(2 * n)
+	var done, lastProgress int64
+	st.Now = t0
+	r.rec.startClock(t0)
+	for ai < n || deps.Len() > 0 || deadlines.Len() > 0 || si < len(samples) {
+		if done%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		// The next event: at equal times departures go first, then
+		// deadlines of pending pods, then arrivals, then the sample.
+		next, kind := int64(math.MaxInt64), 0
+		if deps.Len() > 0 && deps[0].t < next {
+			next, kind = deps[0].t, 1
+		}
+		if deadlines.Len() > 0 && deadlines[0].t < next {
+			next, kind = deadlines[0].t, 2
+		}
+		if ai < n && st.Pods[ai].Create < next {
+			next, kind = st.Pods[ai].Create, 3
+		}
+		if si < len(samples) && samples[si] < next {
+			next, kind = samples[si], 4
+		}
+		r.rec.advanceTo(st, next)
+		st.Now = next
+		switch kind {
+		case 1: // a pod leaves: retry the pending pods that now fit there
+			d := heap.Pop(&deps).(timedEvent)
+			node := int(st.Placements[d.id].Node)
+			if err := st.Unbind(d.id); err != nil {
+				return err
+			}
+			done++
+			kept := pending[:0]
+			for _, id := range pending {
+				if st.Feasible(node, &st.Pods[id]) {
+					ok, err := r.schedule(id)
+					if err != nil {
+						return err
+					}
+					if ok {
+						bound(id)
+						continue
+					}
+				}
+				kept = append(kept, id)
+			}
+			pending = kept
+		case 2: // a pending pod's time is up: it failed
+			d := heap.Pop(&deadlines).(timedEvent)
+			if status[d.id] == podPending {
+				status[d.id] = podFailed
+				r.rec.outcome(&st.Pods[d.id], false)
+				if i, found := slices.BinarySearchFunc(pending, d.id, byPriority); found {
+					pending = slices.Delete(pending, i, i+1)
+				}
+			}
+		case 3:
+			id := int32(ai)
+			ai++
+			p := &st.Pods[id]
+			r.rec.arrive(p)
+			done++
+			ok, err := r.schedule(id)
+			switch {
+			case err != nil:
+				return err
+			case ok:
+				bound(id)
+			case p.Delete != NoDeletion && p.Delete <= st.Now:
+				status[id] = podFailed
+				r.rec.outcome(p, false)
+			default:
+				status[id] = podPending
+				i, _ := slices.BinarySearchFunc(pending, id, byPriority)
+				pending = slices.Insert(pending, i, id)
+				if p.Delete != NoDeletion {
+					heap.Push(&deadlines, timedEvent{t: p.Delete, id: id})
+				}
+			}
+		case 4:
+			r.rec.sample(st, float64(st.Now))
+			si++
+		}
+		if r.cfg.Progress != nil && (done-lastProgress)*100 >= totalEvents {
+			lastProgress = done
+			r.cfg.Progress(min(done, totalEvents), totalEvents)
+		}
+	}
+	r.rec.pendingAtEnd(len(pending))
+	if r.cfg.Progress != nil {
+		r.cfg.Progress(totalEvents, totalEvents)
+	}
+	return nil
+}
+
+// CheckInvariants verifies that no node is over-committed and that the
+// running totals match the nodes. It is O(nodes + running pods).
+func (st *State) CheckInvariants() error {
+	var alloc Resources
+	for i := range st.Nodes {
+		nd := &st.Nodes[i]
+		if nd.CPUFree < 0 || nd.MemFree < 0 || nd.CPUFree > nd.CPU || nd.MemFree > nd.Mem {
+			return fmt.Errorf("%w: node %s cpu free %d/%d mem free %d/%d", ErrPlacement, nd.Name, nd.CPUFree, nd.CPU, nd.MemFree, nd.Mem)
+		}
+		for g, f := range nd.GPUFree {
+			if f < 0 || f > MilliGPU {
+				return fmt.Errorf("%w: node %s gpu %d free %d", ErrPlacement, nd.Name, g, f)
+			}
+		}
+		alloc.CPU += nd.CPU - nd.CPUFree
+		alloc.Mem += nd.Mem - nd.MemFree
+		alloc.GPU += int64(nd.GPUs)*MilliGPU - nd.GPUFreeTotal
+	}
+	if alloc != st.Alloc {
+		return fmt.Errorf("%w: node allocations %+v do not match totals %+v", ErrPlacement, alloc, st.Alloc)
+	}
+	var pods Resources
+	for _, id := range st.running {
+		p := &st.Pods[id]
+		pods.CPU += p.CPU
+		pods.Mem += p.Mem
+		pods.GPU += p.GPUDemand()
+	}
+	if pods != st.Alloc {
+		return fmt.Errorf("%w: running pods %+v do not match totals %+v", ErrPlacement, pods, st.Alloc)
+	}
+	return nil
+}

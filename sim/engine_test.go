@@ -1,0 +1,435 @@
+package sim_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/baseline"
+)
+
+// randomEnv builds a random heterogeneous cluster and workload from a seed:
+// mixed architectures, GPU models, taints, labels, services and times.
+func randomEnv(t testing.TB, seed uint64) *sim.Env {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 99))
+	zones := []sim.Zone{{Name: "z0"}, {Name: "z1"}, {Name: "z2"}}[:1+rng.IntN(3)]
+	models := []string{"T4", "P100", "A10"}
+	c := &sim.Cluster{Name: "random", Zones: zones}
+	for i := range 5 + rng.IntN(35) {
+		n := sim.NodeSpec{
+			Name: fmt.Sprintf("n%d", i), CPU: int64(4+rng.IntN(60)) * 1000, Memory: int64(8+rng.IntN(120)) * 1024,
+			Arch: sim.ArchAMD64, Zone: zones[rng.IntN(len(zones))].Name, FailureRate: rng.Float64() * 0.1,
+		}
+		if rng.IntN(4) == 0 {
+			n.Arch = sim.ArchARM64
+		}
+		if g := []int{0, 0, 1, 2, 4, 8}[rng.IntN(6)]; g > 0 {
+			n.GPUs, n.GPUModel = g, models[rng.IntN(len(models))]
+		}
+		if rng.IntN(6) == 0 {
+			n.Taints = []sim.Taint{{Key: "dedicated", Value: "batch", Effect: sim.EffectNoSchedule}}
+		}
+		if rng.IntN(3) == 0 {
+			n.Labels = map[string]string{"disk": "ssd"}
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	w := &sim.Workload{Name: "random"}
+	services := []string{"web", "api", "db", "cache"}
+	for i := range 50 + rng.IntN(250) {
+		p := sim.PodSpec{
+			Name: fmt.Sprintf("p%d", i), CPU: int64(rng.IntN(16000)), Memory: int64(rng.IntN(32768)),
+			Create: int64(rng.IntN(10000)), Delete: sim.NoDeletion, Priority: int32(rng.IntN(3)),
+		}
+		switch rng.IntN(5) {
+		case 0:
+			p.GPUs, p.GPUMilli = 1, int64(1+rng.IntN(1000))
+		case 1:
+			p.GPUs, p.GPUMilli = 1+rng.IntN(4), 1000
+		}
+		if p.GPUs > 0 && rng.IntN(4) == 0 {
+			p.GPUSpec = []string{models[rng.IntN(len(models))]}
+		}
+		if rng.IntN(5) == 0 {
+			p.Arch = sim.ArchAMD64
+		}
+		if rng.IntN(8) == 0 {
+			p.Tolerations = []sim.Toleration{{Key: "dedicated", Exists: true, AnyEffect: true}}
+		}
+		if rng.IntN(10) == 0 {
+			p.NodeSelector = map[string]string{"disk": "ssd"}
+		}
+		if rng.IntN(3) == 0 {
+			p.Delete = p.Create + int64(1+rng.IntN(5000))
+		}
+		if rng.IntN(2) == 0 {
+			p.Service = services[rng.IntN(len(services))]
+		}
+		w.Pods = append(w.Pods, p)
+	}
+	w.Services = services
+	w.Dependencies = []sim.Dependency{{From: "web", To: "api", CallsPerSecond: 10}, {From: "api", To: "db", CallsPerSecond: 5}, {From: "api", To: "cache", CallsPerSecond: 20}}
+	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// shadow is an independent model of node capacity, checked on every bind.
+type shadow struct {
+	cpu, mem []int64
+	gpu      [][]int64
+	pods     map[int32]shadowPod
+}
+
+type shadowPod struct {
+	node int
+	gpus []int
+}
+
+func newShadow(env *sim.Env) *shadow {
+	s := &shadow{pods: map[int32]shadowPod{}}
+	for _, n := range env.Cluster.Nodes {
+		s.cpu = append(s.cpu, n.CPU)
+		s.mem = append(s.mem, n.Memory)
+		g := make([]int64, n.GPUs)
+		for i := range g {
+			g[i] = sim.MilliGPU
+		}
+		s.gpu = append(s.gpu, g)
+	}
+	return s
+}
+
+// check verifies, from the specs alone, that pod p may land on node n with
+// the given devices, then records the binding.
+func (s *shadow) check(env *sim.Env, p *sim.Pod, n int, gpus []int) error {
+	spec := env.Spec(p)
+	node := env.Cluster.Nodes[n]
+	switch {
+	case s.cpu[n] < spec.CPU:
+		return fmt.Errorf("cpu: %d free < %d", s.cpu[n], spec.CPU)
+	case s.mem[n] < spec.Memory:
+		return fmt.Errorf("memory: %d free < %d", s.mem[n], spec.Memory)
+	case spec.Arch != sim.ArchAny && spec.Arch != node.Arch:
+		return fmt.Errorf("arch %v on %v node", spec.Arch, node.Arch)
+	case len(gpus) != spec.GPUs:
+		return fmt.Errorf("%d devices for %d gpus", len(gpus), spec.GPUs)
+	}
+	if spec.GPUs > 0 && len(spec.GPUSpec) > 0 {
+		ok := false
+		for _, m := range spec.GPUSpec {
+			ok = ok || m == node.GPUModel
+		}
+		if !ok {
+			return fmt.Errorf("model %s not in %v", node.GPUModel, spec.GPUSpec)
+		}
+	}
+	for k, v := range spec.NodeSelector {
+		if node.Labels[k] != v {
+			return fmt.Errorf("selector %s=%s", k, v)
+		}
+	}
+	for _, taint := range node.Taints {
+		ok := false
+		for _, tol := range spec.Tolerations {
+			ok = ok || tol.Tolerates(taint)
+		}
+		if !ok {
+			return fmt.Errorf("untolerated taint %s", taint.Key)
+		}
+	}
+	seen := map[int]bool{}
+	for _, g := range gpus {
+		if g < 0 || g >= len(s.gpu[n]) || seen[g] || s.gpu[n][g] < spec.GPUMilli {
+			return fmt.Errorf("device %d cannot take %d", g, spec.GPUMilli)
+		}
+		seen[g] = true
+	}
+	s.cpu[n] -= spec.CPU
+	s.mem[n] -= spec.Memory
+	for _, g := range gpus {
+		s.gpu[n][g] -= spec.GPUMilli
+	}
+	s.pods[p.ID] = shadowPod{node: n, gpus: append([]int(nil), gpus...)}
+	return nil
+}
+
+// release removes pods that have left by time now (replay).
+func (s *shadow) release(st *sim.State, now int64) {
+	for id, sp := range s.pods {
+		p := &st.Pods[id]
+		if p.Delete != sim.NoDeletion && p.Delete <= now {
+			spec := st.Env.Spec(p)
+			s.cpu[sp.node] += spec.CPU
+			s.mem[sp.node] += spec.Memory
+			for _, g := range sp.gpus {
+				s.gpu[sp.node][g] += spec.GPUMilli
+			}
+			delete(s.pods, id)
+		}
+	}
+}
+
+// Property: whatever the policy, no node is ever over-committed, every
+// bound pod passed an independent filter, and replay conserves pods.
+func TestPropertiesAllBaselines(t *testing.T) {
+	seeds := []uint64{1, 2, 3, 4, 5, 6}
+	if testing.Short() {
+		seeds = seeds[:2]
+	}
+	for _, seed := range seeds {
+		env := randomEnv(t, seed)
+		for _, f := range baseline.All() {
+			for _, mode := range []sim.Mode{sim.Inflate, sim.Replay} {
+				t.Run(fmt.Sprintf("seed%d/%s/%s", seed, f.Name, mode), func(t *testing.T) {
+					sh := newShadow(env)
+					cfg := sim.DefaultRunConfig(mode)
+					cfg.Seed = seed
+					cfg.Check = true
+					cfg.InflateTarget = 1.5
+					cfg.Samples = 20
+					var bindErr error
+					cfg.OnBind = func(st *sim.State, p *sim.Pod, n int, gpus []int) {
+						if mode == sim.Replay {
+							sh.release(st, st.Now)
+						}
+						if err := sh.check(env, p, n, gpus); err != nil && bindErr == nil {
+							bindErr = fmt.Errorf("pod %s on node %s: %w", env.Spec(p).Name, env.Nodes[n].Name, err)
+						}
+					}
+					res, err := sim.Run(context.Background(), env, f, cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if bindErr != nil {
+						t.Fatal(bindErr)
+					}
+					m := res.Measures
+					arrived, placed, failed := m["pods_arrived"], m["pods_placed"], m["pods_failed"]
+					if arrived != placed+failed+m["pods_pending"] {
+						t.Errorf("pods not conserved: arrived %v != placed %v + failed %v + pending %v", arrived, placed, failed, m["pods_pending"])
+					}
+					if mode == sim.Replay && int(arrived) != len(env.Pods) {
+						t.Errorf("replay arrived %v pods, workload has %d", arrived, len(env.Pods))
+					}
+					for name, v := range m {
+						if math.IsNaN(v) || math.IsInf(v, 0) {
+							t.Errorf("measure %s = %v", name, v)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestInflateDeterministicAndSeeded(t *testing.T) {
+	env := randomEnv(t, 11)
+	f, _ := baseline.Lookup(baseline.BestFit)
+	run := func(seed uint64) *sim.Result {
+		cfg := sim.DefaultRunConfig(sim.Inflate)
+		cfg.Seed = seed
+		res, err := sim.Run(context.Background(), env, f, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a, b, c := run(3), run(3), run(4)
+	if len(a.Curve) != len(b.Curve) || a.Measures["pods_arrived"] != b.Measures["pods_arrived"] {
+		t.Fatal("same seed gave different runs")
+	}
+	for i := range a.Curve {
+		if a.Curve[i] != b.Curve[i] {
+			t.Fatalf("curve point %d differs: %+v vs %+v", i, a.Curve[i], b.Curve[i])
+		}
+	}
+	same := a.Measures["pods_arrived"] == c.Measures["pods_arrived"]
+	for i := range min(len(a.Curve), len(c.Curve)) {
+		same = same && a.Curve[i] == c.Curve[i]
+	}
+	if same {
+		t.Error("seeds 3 and 4 sampled identical workloads")
+	}
+	// The curve has one point per step, 0 to 130%, with arrived shares
+	// increasing by the step and unallocated share in [0, 1].
+	if len(a.Curve) != 131 {
+		t.Fatalf("curve has %d points, want 131", len(a.Curve))
+	}
+	for i, p := range a.Curve {
+		if math.Abs(p.ArrivedShare-float64(i)*0.01) > 1e-9 || p.UnallocatedGPUShare < 0 || p.UnallocatedGPUShare > 1 {
+			t.Fatalf("curve point %d = %+v", i, p)
+		}
+		if i > 0 && p.FailedPods < a.Curve[i-1].FailedPods {
+			t.Fatalf("failed pods decreased at point %d", i)
+		}
+	}
+}
+
+// constPolicy scores every node the same, or with a function.
+type constPolicy struct {
+	score func(n int32) float64
+}
+
+func (constPolicy) Name() string { return "const" }
+func (c constPolicy) Score(_ *sim.State, _ *sim.Pod, nodes []int32, scores []float64) {
+	for i, n := range nodes {
+		scores[i] = c.score(n)
+	}
+}
+
+func factoryOf(p sim.Policy) sim.Factory {
+	return sim.Factory{Name: p.Name(), New: func(*sim.Env) (sim.Policy, error) { return p, nil }}
+}
+
+// firstPlacements runs replay and returns where each pod went.
+func placements(t *testing.T, env *sim.Env, f sim.Factory, cfg sim.RunConfig) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	cfg.OnBind = func(st *sim.State, p *sim.Pod, n int, _ []int) { out[env.Spec(p).Name] = n }
+	if _, err := sim.Run(context.Background(), env, f, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func uniformEnv(t *testing.T, nodes, pods int) *sim.Env {
+	t.Helper()
+	c := &sim.Cluster{Name: "u"}
+	for i := range nodes {
+		c.Nodes = append(c.Nodes, sim.NodeSpec{Name: fmt.Sprintf("n%d", i), CPU: 1_000_000, Memory: 1 << 20, Arch: sim.ArchAMD64})
+	}
+	w := &sim.Workload{}
+	for i := range pods {
+		w.Pods = append(w.Pods, sim.PodSpec{Name: fmt.Sprintf("p%d", i), CPU: 1, Memory: 1, Create: int64(i), Delete: sim.NoDeletion})
+	}
+	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// Ties are broken uniformly: 4000 pods over 4 equal nodes land about 1000
+// on each. With p = 1/4, the count per node has sd sqrt(4000*.25*.75) ≈
+// 27.4, so 6 sd = 164 bounds a fair split with overwhelming probability.
+func TestTieBreakUniformAndSeeded(t *testing.T) {
+	env := uniformEnv(t, 4, 4000)
+	cfg := sim.DefaultRunConfig(sim.Replay)
+	cfg.Samples = 2
+	f := factoryOf(constPolicy{score: func(int32) float64 { return 1 }})
+	got := placements(t, env, f, cfg)
+	counts := make([]int, 4)
+	for _, n := range got {
+		counts[n]++
+	}
+	for n, c := range counts {
+		if math.Abs(float64(c)-1000) > 164 {
+			t.Errorf("node %d got %d of 4000 pods, want about 1000 (counts %v)", n, c, counts)
+		}
+	}
+	again := placements(t, env, f, cfg)
+	for k, v := range got {
+		if again[k] != v {
+			t.Fatal("same seed placed pods differently")
+		}
+	}
+	cfg.TieBreak = sim.TieFirst
+	for name, n := range placements(t, env, f, cfg) {
+		if n != 0 {
+			t.Fatalf("tie-break first put %s on node %d, want 0", name, n)
+		}
+	}
+}
+
+// The highest score wins; NaN ranks lowest; ties within 1e-9 relative are
+// ties.
+func TestPickHighest(t *testing.T) {
+	env := uniformEnv(t, 5, 50)
+	cfg := sim.DefaultRunConfig(sim.Replay)
+	cfg.Samples = 2
+	scores := []float64{math.NaN(), 3, 7, 7 - 1e-12, 2}
+	got := placements(t, env, factoryOf(constPolicy{score: func(n int32) float64 { return scores[n] }}), cfg)
+	seen := map[int]bool{}
+	for _, n := range got {
+		seen[n] = true
+	}
+	if len(seen) != 2 || !seen[2] || !seen[3] {
+		t.Errorf("pods went to nodes %v, want exactly nodes 2 and 3 (scores 7 and 7-1e-12)", seen)
+	}
+	nan := placements(t, env, factoryOf(constPolicy{score: func(int32) float64 { return math.NaN() }}), cfg)
+	if len(nan) != 50 {
+		t.Errorf("all-NaN scores placed %d of 50 pods, want 50", len(nan))
+	}
+}
+
+type badPicker struct{ constPolicy }
+
+func (badPicker) PickGPUs(_ *sim.State, _ *sim.Pod, _ int, dst []int) []int { return append(dst[:0], 99) }
+
+func TestPolicyMisbehaviourIsAnError(t *testing.T) {
+	env := randomEnv(t, 5)
+	_, err := sim.Run(context.Background(), env, factoryOf(badPicker{constPolicy{score: func(int32) float64 { return 0 }}}), sim.DefaultRunConfig(sim.Inflate))
+	if !errors.Is(err, sim.ErrPolicy) {
+		t.Fatalf("Run error = %v, want ErrPolicy", err)
+	}
+}
+
+func TestRunHonoursContext(t *testing.T) {
+	env := randomEnv(t, 5)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f, _ := baseline.Lookup(baseline.FGD)
+	if _, err := sim.Run(ctx, env, f, sim.DefaultRunConfig(sim.Inflate)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run error = %v, want context.Canceled", err)
+	}
+}
+
+func TestRunConfigValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*sim.RunConfig)
+	}{
+		{"bad mode", func(c *sim.RunConfig) { c.Mode = "fast" }},
+		{"zero target", func(c *sim.RunConfig) { c.InflateTarget = 0 }},
+		{"NaN target", func(c *sim.RunConfig) { c.InflateTarget = math.NaN() }},
+		{"step above target", func(c *sim.RunConfig) { c.InflateStep = 2 }},
+		{"bad resource", func(c *sim.RunConfig) { c.InflateResource = "disk" }},
+		{"bad tie break", func(c *sim.RunConfig) { c.TieBreak = "last" }},
+		{"one sample", func(c *sim.RunConfig) { c.Samples = 1 }},
+		{"no base latency", func(c *sim.RunConfig) { c.BaseLatencyMs = 0 }},
+		{"util cap 1", func(c *sim.RunConfig) { c.MaxUtil = 1 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := sim.DefaultRunConfig(sim.Inflate)
+			tt.mutate(&c)
+			if err := c.Validate(); !errors.Is(err, sim.ErrInvalid) {
+				t.Fatalf("Validate = %v, want ErrInvalid", err)
+			}
+		})
+	}
+	c := sim.DefaultRunConfig(sim.Replay)
+	if err := c.Validate(); err != nil {
+		t.Fatalf("default config invalid: %v", err)
+	}
+}
+
+func TestReplayNeedsTimes(t *testing.T) {
+	c := &sim.Cluster{Nodes: []sim.NodeSpec{{Name: "n", CPU: 1000, Memory: 1000, Arch: sim.ArchAMD64}}}
+	env, err := sim.NewEnv(c, &sim.Workload{Pods: []sim.PodSpec{{Name: "p", CPU: 1}}, Untimed: true}, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := baseline.Lookup(baseline.BestFit)
+	if _, err := sim.Run(context.Background(), env, f, sim.DefaultRunConfig(sim.Replay)); !errors.Is(err, sim.ErrInvalid) {
+		t.Fatalf("replay of an untimed workload: %v, want ErrInvalid", err)
+	}
+}

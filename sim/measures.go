@@ -1,0 +1,365 @@
+package sim
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// MeasureInfo documents one measure of a Result.
+type MeasureInfo struct {
+	Name, Unit, Description string
+	// Modes lists the modes that report it ("" for both).
+	Modes string
+}
+
+// Measures lists every measure a run can report, in display order. The
+// list is the reference for docs/sim.md and the comparison table.
+func Measures() []MeasureInfo {
+	return []MeasureInfo{
+		{"pods_arrived", "pods", "pods that arrived", ""},
+		{"pods_placed", "pods", "pods that were bound to a node", ""},
+		{"pods_failed", "pods", "pods never placed (inflate: no node fitted; replay: deadline passed while pending)", ""},
+		{"pods_pending", "pods", "pods still waiting when the trace ends (replay)", "replay"},
+		{"failure_rate", "share", "pods_failed / pods_arrived", ""},
+		{"alloc_cpu", "share", "CPU requested by placed pods / CPU requested by arrived pods", ""},
+		{"alloc_mem", "share", "memory requested by placed pods / memory requested by arrived pods", ""},
+		{"alloc_gpu", "share", "GPU requested by placed pods / GPU requested by arrived pods", ""},
+		{"unallocated_gpu_share", "share", "1 - allocated GPU / GPU capacity at the end of the sweep", "inflate"},
+		{"unallocated_gpu_share_at_100", "share", "1 - allocated GPU / GPU capacity when arrived GPU demand first reaches 100% of capacity (the FGD paper's headline)", "inflate"},
+		{"failed_pods_at_100", "pods", "pods failed when arrived GPU demand first reaches 100% of capacity", "inflate"},
+		{"frag_gpu_share_at_100", "share", "fragmented GPU (FGD measure) / GPU capacity at 100% arrived demand", "inflate"},
+		{"fragmentation", "share", "mean over samples of fragmented capacity / capacity: frag_gpu_share when the typical pod needs a GPU (Env.GPUPrimary), frag_cpu_share otherwise", ""},
+		{"frag_gpu_share", "share", "mean over samples of FGD's fragmented GPU / GPU capacity", ""},
+		{"frag_cpu_share", "share", "mean over samples of free CPU unusable by the typical pod / CPU capacity", ""},
+		{"util_alloc_cpu_mean", "share", "mean over samples of requested CPU / CPU capacity", ""},
+		{"util_alloc_cpu_p95", "share", "95th percentile over samples of requested CPU / CPU capacity", ""},
+		{"util_alloc_mem_mean", "share", "mean over samples of requested memory / memory capacity", ""},
+		{"util_alloc_mem_p95", "share", "95th percentile over samples of requested memory / memory capacity", ""},
+		{"util_alloc_gpu_mean", "share", "mean over samples of allocated GPU / GPU capacity", ""},
+		{"util_alloc_gpu_p95", "share", "95th percentile over samples of allocated GPU / GPU capacity", ""},
+		{"util_used_cpu_mean", "share", "mean over samples of used CPU (requests x usage) / CPU capacity", ""},
+		{"util_used_cpu_p95", "share", "95th percentile over samples of used CPU / CPU capacity", ""},
+		{"util_used_mem_mean", "share", "mean over samples of used memory / memory capacity", ""},
+		{"util_used_mem_p95", "share", "95th percentile over samples of used memory / memory capacity", ""},
+		{"latency_mean_ms", "ms", "mean per-pod latency proxy over samples: base x 1/(1-rho) of the node's CPU use + call-rate-weighted RTT to dependencies", ""},
+		{"latency_p95_ms", "ms", "95th percentile of the per-pod latency proxy over samples", ""},
+		{"cross_zone_traffic", "share", "mean over samples of the share of dependency call rate that crosses zones", ""},
+		{"carbon_g_per_h", "gCO2/h", "mean over samples of the emission rate of placed work (replay: curve at the hour; inflate: daily mean curve)", ""},
+		{"carbon_g", "gCO2", "emissions of placed work integrated over the trace", "replay"},
+		{"decision_us_mean", "us", "mean time per pod of the filter + score + select pass", ""},
+		{"decision_us_p99", "us", "99th percentile of the time per pod of the filter + score + select pass", ""},
+	}
+}
+
+// recorder accumulates a run's measures.
+type recorder struct {
+	env     *Env
+	cfg     RunConfig
+	inflate bool
+
+	nArrived, nPlaced, nFailed, nPending int
+	arrivedDemand, placedDemand          Resources
+
+	allocCPU, allocMem, allocGPU, usedCPU, usedMem []float64
+	fragGPU, fragCPU, cross, carbonRate            []float64
+	latency                                        logHist
+	decisions                                      []int64
+	curve                                          []CurvePoint
+	series                                         []SeriesPoint
+	at100                                          *CurvePoint
+
+	clock   int64
+	carbonG float64
+	svcRTT  []float64
+	svcRate []float64
+}
+
+func newRecorder(env *Env, cfg RunConfig) *recorder {
+	return &recorder{
+		env: env, cfg: cfg, latency: newLogHist(),
+		svcRTT:  make([]float64, len(env.Services)*len(env.Zones)),
+		svcRate: make([]float64, len(env.Services)*len(env.Zones)),
+	}
+}
+
+func (r *recorder) decision(d time.Duration) { r.decisions = append(r.decisions, int64(d)) }
+
+func (r *recorder) arrive(p *Pod) {
+	r.nArrived++
+	r.arrivedDemand.CPU += p.CPU
+	r.arrivedDemand.Mem += p.Mem
+	r.arrivedDemand.GPU += p.GPUDemand()
+}
+
+func (r *recorder) outcome(p *Pod, ok bool) {
+	if !ok {
+		r.nFailed++
+		return
+	}
+	r.nPlaced++
+	r.placedDemand.CPU += p.CPU
+	r.placedDemand.Mem += p.Mem
+	r.placedDemand.GPU += p.GPUDemand()
+}
+
+func (r *recorder) pendingAtEnd(n int) { r.nPending = n }
+
+func (r *recorder) startClock(t int64) { r.clock = t }
+
+// advanceTo integrates emissions of the current placement up to time t,
+// splitting at hour boundaries where the carbon curves change.
+func (r *recorder) advanceTo(st *State, t int64) {
+	for r.clock < t {
+		end := min(t, (r.clock/3600+1)*3600)
+		dt := float64(end - r.clock)
+		for cz, w := range st.PowerByCarbonZone {
+			if w != 0 {
+				// W * s / 3600 = Wh; / 1000 = kWh; * g/kWh = g
+				r.carbonG += w * dt / 3600 / 1000 * r.env.CarbonAt(int32(cz), r.clock)
+			}
+		}
+		r.clock = end
+	}
+}
+
+func share(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// sample records the utilisation, fragmentation, traffic, carbon and
+// latency measures of the current state at position x.
+func (r *recorder) sample(st *State, x float64) {
+	env := r.env
+	c := env.Capacity
+	sp := SeriesPoint{
+		X:        x,
+		AllocCPU: share(float64(st.Alloc.CPU), float64(c.CPU)),
+		AllocMem: share(float64(st.Alloc.Mem), float64(c.Mem)),
+		AllocGPU: share(float64(st.Alloc.GPU), float64(c.GPU)),
+		UsedCPU:  share(st.UsedCPU, float64(c.CPU)),
+		UsedMem:  share(st.UsedMem, float64(c.Mem)),
+	}
+	r.series = append(r.series, sp)
+	r.allocCPU = append(r.allocCPU, sp.AllocCPU)
+	r.allocMem = append(r.allocMem, sp.AllocMem)
+	r.allocGPU = append(r.allocGPU, sp.AllocGPU)
+	r.usedCPU = append(r.usedCPU, sp.UsedCPU)
+	r.usedMem = append(r.usedMem, sp.UsedMem)
+	r.fragGPU = append(r.fragGPU, share(st.FragGPU, float64(c.GPU)))
+	r.fragCPU = append(r.fragCPU, share(st.FragCPU, float64(c.CPU)))
+
+	var rate float64
+	for cz, w := range st.PowerByCarbonZone {
+		if r.inflate {
+			rate += w / 1000 * env.CarbonMean(int32(cz))
+		} else {
+			rate += w / 1000 * env.CarbonAt(int32(cz), st.Now)
+		}
+	}
+	r.carbonRate = append(r.carbonRate, rate)
+
+	// Cross-zone traffic: a service's calls spread evenly over the callee's
+	// replicas, so edge (A, B) crosses zones with probability
+	// 1 - sum_z (a_z/A)(b_z/B).
+	Z := len(env.Zones)
+	var total, crossing float64
+	for _, e := range env.Edges {
+		a, b := st.ServiceCount(int(e.From)), st.ServiceCount(int(e.To))
+		if a == 0 || b == 0 || e.Rate == 0 {
+			continue
+		}
+		var same float64
+		for z := range Z {
+			same += float64(st.ServiceZoneCount(int(e.From), z)) * float64(st.ServiceZoneCount(int(e.To), z))
+		}
+		total += e.Rate
+		crossing += e.Rate * (1 - same/(float64(a)*float64(b)))
+	}
+	if total > 0 {
+		r.cross = append(r.cross, crossing/total)
+	}
+
+	// Latency proxy: per running pod, base * 1/(1 - rho) + the call-rate
+	// weighted mean RTT from its zone to its callees' replicas.
+	for s := range env.Services {
+		for z := range Z {
+			var w, rtt float64
+			for _, ei := range env.OutEdges[s] {
+				e := env.Edges[ei]
+				b := st.ServiceCount(int(e.To))
+				if b == 0 || e.Rate == 0 {
+					continue
+				}
+				var exp float64
+				for z2 := range Z {
+					exp += float64(st.ServiceZoneCount(int(e.To), z2)) * env.RTT[z][z2]
+				}
+				w += e.Rate
+				rtt += e.Rate * exp / float64(b)
+			}
+			r.svcRTT[s*Z+z] = share(rtt, w)
+		}
+	}
+	for _, id := range st.Running() {
+		p := &st.Pods[id]
+		nd := &st.Nodes[st.Placements[id].Node]
+		rho := min(nd.CPUUsed/float64(nd.CPU), r.cfg.MaxUtil)
+		l := r.cfg.BaseLatencyMs / (1 - rho)
+		if p.Service >= 0 {
+			l += r.svcRTT[int(p.Service)*Z+int(nd.Zone)]
+		}
+		r.latency.add(l)
+	}
+}
+
+func (r *recorder) curvePoint(st *State, arrivedShare float64) {
+	c := r.env.Capacity
+	cp := CurvePoint{
+		ArrivedShare:        arrivedShare,
+		UnallocatedGPUShare: 1 - share(float64(st.Alloc.GPU), float64(c.GPU)),
+		FailedPods:          r.nFailed,
+		ArrivedPods:         r.nArrived,
+		AllocCPUShare:       share(float64(st.Alloc.CPU), float64(c.CPU)),
+		FragGPUShare:        share(st.FragGPU, float64(c.GPU)),
+	}
+	r.curve = append(r.curve, cp)
+	if r.at100 == nil && arrivedShare >= 1-1e-9 {
+		r.at100 = &r.curve[len(r.curve)-1]
+	}
+}
+
+func (r *recorder) result() *Result {
+	m := map[string]float64{
+		"pods_arrived": float64(r.nArrived),
+		"pods_placed":  float64(r.nPlaced),
+		"pods_failed":  float64(r.nFailed),
+		"failure_rate": share(float64(r.nFailed), float64(r.nArrived)),
+	}
+	hasGPU := r.env.Capacity.GPU > 0
+	put := func(name string, num, den int64) {
+		if den > 0 {
+			m[name] = float64(num) / float64(den)
+		}
+	}
+	put("alloc_cpu", r.placedDemand.CPU, r.arrivedDemand.CPU)
+	put("alloc_mem", r.placedDemand.Mem, r.arrivedDemand.Mem)
+	put("alloc_gpu", r.placedDemand.GPU, r.arrivedDemand.GPU)
+	if r.inflate {
+		if hasGPU && len(r.curve) > 0 {
+			last := r.curve[len(r.curve)-1]
+			m["unallocated_gpu_share"] = last.UnallocatedGPUShare
+		}
+		if r.at100 != nil && hasGPU {
+			m["unallocated_gpu_share_at_100"] = r.at100.UnallocatedGPUShare
+			m["failed_pods_at_100"] = float64(r.at100.FailedPods)
+			m["frag_gpu_share_at_100"] = r.at100.FragGPUShare
+		}
+	} else {
+		m["pods_pending"] = float64(r.nPending)
+		m["carbon_g"] = r.carbonG
+	}
+	m["frag_cpu_share"] = mean(r.fragCPU)
+	m["fragmentation"] = m["frag_cpu_share"]
+	if hasGPU {
+		m["frag_gpu_share"] = mean(r.fragGPU)
+		if r.env.GPUPrimary {
+			m["fragmentation"] = m["frag_gpu_share"]
+		}
+		m["util_alloc_gpu_mean"] = mean(r.allocGPU)
+		m["util_alloc_gpu_p95"] = quantile(r.allocGPU, 0.95)
+	}
+	m["util_alloc_cpu_mean"] = mean(r.allocCPU)
+	m["util_alloc_cpu_p95"] = quantile(r.allocCPU, 0.95)
+	m["util_alloc_mem_mean"] = mean(r.allocMem)
+	m["util_alloc_mem_p95"] = quantile(r.allocMem, 0.95)
+	m["util_used_cpu_mean"] = mean(r.usedCPU)
+	m["util_used_cpu_p95"] = quantile(r.usedCPU, 0.95)
+	m["util_used_mem_mean"] = mean(r.usedMem)
+	m["util_used_mem_p95"] = quantile(r.usedMem, 0.95)
+	if r.latency.n > 0 {
+		m["latency_mean_ms"] = r.latency.mean()
+		m["latency_p95_ms"] = r.latency.quantile(0.95)
+	}
+	if len(r.cross) > 0 {
+		m["cross_zone_traffic"] = mean(r.cross)
+	}
+	m["carbon_g_per_h"] = mean(r.carbonRate)
+	if len(r.decisions) > 0 {
+		var sum int64
+		for _, d := range r.decisions {
+			sum += d
+		}
+		m["decision_us_mean"] = float64(sum) / float64(len(r.decisions)) / 1e3
+		ds := slices.Clone(r.decisions)
+		slices.Sort(ds)
+		m["decision_us_p99"] = float64(ds[min(len(ds)-1, int(math.Ceil(0.99*float64(len(ds))))-1)]) / 1e3
+	}
+	return &Result{Measures: m, Curve: r.curve, Series: r.series}
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// quantile returns the q-quantile of v by the nearest-rank method.
+func quantile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	k := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(k, len(s)-1))]
+}
+
+// logHist is a histogram with logarithmic bins (1% wide) for quantiles of
+// positive values over many samples in constant memory.
+type logHist struct {
+	counts []int64
+	n      int64
+	sum    float64
+}
+
+const (
+	histMin   = 0.01
+	histRatio = 1.01
+	histBins  = 1900 // 0.01 * 1.01^1900 ≈ 1.6e6
+)
+
+func newLogHist() logHist { return logHist{counts: make([]int64, histBins)} }
+
+func (h *logHist) add(v float64) {
+	h.n++
+	h.sum += v
+	b := 0
+	if v > histMin {
+		b = int(math.Log(v/histMin) / math.Log(histRatio))
+	}
+	h.counts[min(b, histBins-1)]++
+}
+
+func (h *logHist) mean() float64 { return h.sum / float64(h.n) }
+
+// quantile returns the geometric middle of the bin holding the q-quantile.
+func (h *logHist) quantile(q float64) float64 {
+	rank := int64(math.Ceil(q * float64(h.n)))
+	var c int64
+	for b, k := range h.counts {
+		c += k
+		if c >= rank && k > 0 {
+			return histMin * math.Pow(histRatio, float64(b)+0.5)
+		}
+	}
+	return histMin * math.Pow(histRatio, histBins)
+}

@@ -1,0 +1,394 @@
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/edgesched/edgesched/sim"
+)
+
+// Errors of the scenario loader. Problems in a file come as a
+// *sim.LineError wrapping one of these or a sim error.
+var (
+	ErrSyntax     = errors.New("scenario: syntax")
+	ErrUnknownRef = errors.New("scenario: unknown reference")
+	ErrTooLarge   = errors.New("scenario: too large")
+)
+
+// APIVersion and Kind identify a scenario document.
+const (
+	APIVersion = "edgesched.io/v1alpha1"
+	Kind       = "Scenario"
+)
+
+// Limits that keep a hostile or mistaken file from exhausting memory.
+const (
+	MaxFileBytes = 8 << 20
+	MaxNodes     = 100_000
+	MaxPods      = 2_000_000
+)
+
+// Scenario is the YAML document (see docs/scenario.md for every field).
+type Scenario struct {
+	APIVersion   string       `yaml:"apiVersion"`
+	Kind         string       `yaml:"kind"`
+	Name         string       `yaml:"name"`
+	Description  string       `yaml:"description"`
+	Seed         uint64       `yaml:"seed"`
+	Zones        []Zone       `yaml:"zones"`
+	CarbonZones  []CarbonZone `yaml:"carbonZones"`
+	Network      *Network     `yaml:"network"`
+	GPUModels    []GPUModel   `yaml:"gpuModels"`
+	NodePools    []NodePool   `yaml:"nodePools"`
+	Workload     Workload     `yaml:"workload"`
+	Dependencies []Dependency `yaml:"dependencies"`
+	pos          pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (s *Scenario) UnmarshalYAML(n *yaml.Node) error {
+	type raw Scenario
+	return strict(n, (*raw)(s), &s.pos)
+}
+
+// Zone declares a zone.
+type Zone struct {
+	Name       string `yaml:"name"`
+	CarbonZone string `yaml:"carbonZone"`
+	pos        pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (z *Zone) UnmarshalYAML(n *yaml.Node) error {
+	type raw Zone
+	return strict(n, (*raw)(z), &z.pos)
+}
+
+// CarbonZone declares a grid region's hourly intensity curve (gCO2/kWh).
+type CarbonZone struct {
+	Name  string    `yaml:"name"`
+	Curve []float64 `yaml:"curve"`
+	pos   pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (c *CarbonZone) UnmarshalYAML(n *yaml.Node) error {
+	type raw CarbonZone
+	return strict(n, (*raw)(c), &c.pos)
+}
+
+// Network declares round-trip times in milliseconds.
+type Network struct {
+	IntraZoneMs float64    `yaml:"intraZoneMs"`
+	InterZoneMs float64    `yaml:"interZoneMs"`
+	Pairs       []ZonePair `yaml:"pairs"`
+	pos         pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (nw *Network) UnmarshalYAML(n *yaml.Node) error {
+	type raw Network
+	return strict(n, (*raw)(nw), &nw.pos)
+}
+
+// ZonePair is a measured RTT between two zones.
+type ZonePair struct {
+	A   string  `yaml:"a"`
+	B   string  `yaml:"b"`
+	Ms  float64 `yaml:"ms"`
+	pos pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (z *ZonePair) UnmarshalYAML(n *yaml.Node) error {
+	type raw ZonePair
+	return strict(n, (*raw)(z), &z.pos)
+}
+
+// GPUModel declares a GPU type.
+type GPUModel struct {
+	Name      string  `yaml:"name"`
+	MemoryMiB int64   `yaml:"memoryMiB"`
+	Watts     float64 `yaml:"watts"`
+	pos       pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (g *GPUModel) UnmarshalYAML(n *yaml.Node) error {
+	type raw GPUModel
+	return strict(n, (*raw)(g), &g.pos)
+}
+
+// Taint is a node taint.
+type Taint struct {
+	Key    string `yaml:"key"`
+	Value  string `yaml:"value"`
+	Effect string `yaml:"effect"`
+	pos    pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (t *Taint) UnmarshalYAML(n *yaml.Node) error {
+	type raw Taint
+	return strict(n, (*raw)(t), &t.pos)
+}
+
+// Toleration is a pod toleration (operator Equal or Exists).
+type Toleration struct {
+	Key      string `yaml:"key"`
+	Operator string `yaml:"operator"`
+	Value    string `yaml:"value"`
+	Effect   string `yaml:"effect"`
+	pos      pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (t *Toleration) UnmarshalYAML(n *yaml.Node) error {
+	type raw Toleration
+	return strict(n, (*raw)(t), &t.pos)
+}
+
+// Power is a node power model.
+type Power struct {
+	IdleWatts    float64 `yaml:"idleWatts"`
+	WattsPerCore float64 `yaml:"wattsPerCore"`
+	WattsPerGPU  float64 `yaml:"wattsPerGPU"`
+	pos          pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (p *Power) UnmarshalYAML(n *yaml.Node) error {
+	type raw Power
+	return strict(n, (*raw)(p), &p.pos)
+}
+
+// NodePool declares count identical nodes, or imports an openb node list.
+type NodePool struct {
+	Name string `yaml:"name"`
+	// OpenB imports nodes from an openb node list (a path relative to the
+	// scenario file, or openb:all_node); capacity fields must then be unset.
+	OpenB string `yaml:"openb"`
+	// Limit keeps the first Limit nodes of an openb list (0: all).
+	Limit int `yaml:"limit"`
+	// Stride keeps every Stride-th node of an openb list (0 or 1: all), for
+	// a representative slice of a large cluster.
+	Stride int `yaml:"stride"`
+	Count  int `yaml:"count"`
+	// Zones spreads the pool's nodes round-robin; Zone is a single zone.
+	Zones       []string          `yaml:"zones"`
+	Zone        string            `yaml:"zone"`
+	Arch        string            `yaml:"arch"`
+	CPUMilli    int64             `yaml:"cpuMilli"`
+	MemoryMiB   int64             `yaml:"memoryMiB"`
+	GPUs        int               `yaml:"gpus"`
+	GPUModel    string            `yaml:"gpuModel"`
+	Labels      map[string]string `yaml:"labels"`
+	Taints      []Taint           `yaml:"taints"`
+	FailureRate float64           `yaml:"failureRate"`
+	CarbonZone  string            `yaml:"carbonZone"`
+	Power       *Power            `yaml:"power"`
+	pos         pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (p *NodePool) UnmarshalYAML(n *yaml.Node) error {
+	type raw NodePool
+	return strict(n, (*raw)(p), &p.pos)
+}
+
+// PodTemplate is the shape of a pod: requests and constraints.
+type PodTemplate struct {
+	CPUMilli      int64             `yaml:"cpuMilli"`
+	MemoryMiB     int64             `yaml:"memoryMiB"`
+	GPUs          int               `yaml:"gpus"`
+	GPUMilli      int64             `yaml:"gpuMilli"`
+	GPUSpec       []string          `yaml:"gpuSpec"`
+	QoS           string            `yaml:"qos"`
+	Priority      int32             `yaml:"priority"`
+	Arch          string            `yaml:"arch"`
+	NodeSelector  map[string]string `yaml:"nodeSelector"`
+	Tolerations   []Toleration      `yaml:"tolerations"`
+	Usage         float64           `yaml:"usage"`
+	CPULimitMilli int64             `yaml:"cpuLimitMilli"`
+	pos           pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (t *PodTemplate) UnmarshalYAML(n *yaml.Node) error {
+	type raw PodTemplate
+	return strict(n, (*raw)(t), &t.pos)
+}
+
+// Pod is one explicit pod.
+type Pod struct {
+	Name    string    `yaml:"name"`
+	Service string    `yaml:"service"`
+	Create  Duration  `yaml:"create"`
+	Delete  *Duration `yaml:"delete"`
+	// Template fields, inline.
+	PodTemplate `yaml:",inline"`
+	pos         pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (p *Pod) UnmarshalYAML(n *yaml.Node) error {
+	type raw struct {
+		Name    string    `yaml:"name"`
+		Service string    `yaml:"service"`
+		Create  Duration  `yaml:"create"`
+		Delete  *Duration `yaml:"delete"`
+	}
+	if n.Kind != yaml.MappingNode {
+		return strict(n, &raw{}, &p.pos)
+	}
+	// Split the mapping: pod keys here, the rest is the template.
+	own := &yaml.Node{Kind: yaml.MappingNode, Line: n.Line, Column: n.Column}
+	tpl := &yaml.Node{Kind: yaml.MappingNode, Line: n.Line, Column: n.Column}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		switch n.Content[i].Value {
+		case "name", "service", "create", "delete":
+			own.Content = append(own.Content, n.Content[i], n.Content[i+1])
+		default:
+			tpl.Content = append(tpl.Content, n.Content[i], n.Content[i+1])
+		}
+	}
+	var r raw
+	if err := strict(own, &r, &p.pos); err != nil {
+		return err
+	}
+	if err := p.PodTemplate.UnmarshalYAML(tpl); err != nil {
+		return err
+	}
+	for k, l := range p.PodTemplate.pos.keys {
+		p.pos.keys[k] = l
+	}
+	p.Name, p.Service, p.Create, p.Delete = r.Name, r.Service, r.Create, r.Delete
+	return nil
+}
+
+// Service is a long-running, replicated service (a Deployment).
+type Service struct {
+	Name     string      `yaml:"name"`
+	Replicas int         `yaml:"replicas"`
+	Start    Duration    `yaml:"start"`
+	Template PodTemplate `yaml:"template"`
+	pos      pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (s *Service) UnmarshalYAML(n *yaml.Node) error {
+	type raw Service
+	return strict(n, (*raw)(s), &s.pos)
+}
+
+// Workload declares the pods: imported, explicit, replicated services and
+// generated arrivals, all combined.
+type Workload struct {
+	// OpenB imports an openb pod list (path relative to the scenario file,
+	// or openb:default and the like).
+	OpenB     string     `yaml:"openb"`
+	Limit     int        `yaml:"limit"`
+	Pods      []Pod      `yaml:"pods"`
+	Services  []Service  `yaml:"services"`
+	Generator *Generator `yaml:"generator"`
+	pos       pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (w *Workload) UnmarshalYAML(n *yaml.Node) error {
+	type raw Workload
+	return strict(n, (*raw)(w), &w.pos)
+}
+
+// Dependency is a call edge between services.
+type Dependency struct {
+	From           string  `yaml:"from"`
+	To             string  `yaml:"to"`
+	CallsPerSecond float64 `yaml:"callsPerSecond"`
+	pos            pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (d *Dependency) UnmarshalYAML(n *yaml.Node) error {
+	type raw Dependency
+	return strict(n, (*raw)(d), &d.pos)
+}
+
+// Loaded is a scenario turned into a cluster and a workload.
+type Loaded struct {
+	Name        string
+	Description string
+	// Seed is the generator seed the scenario used (stored for the record).
+	Seed     uint64
+	Cluster  *sim.Cluster
+	Workload *sim.Workload
+}
+
+// Load reads a scenario file, or a built-in one named "builtin:NAME".
+func Load(path string) (*Loaded, error) {
+	if name, ok := strings.CutPrefix(path, "builtin:"); ok {
+		b, err := builtinBytes(name)
+		if err != nil {
+			return nil, err
+		}
+		return Parse(b, path, "")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open scenario: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read scenario %s: %w", path, err)
+	}
+	if len(b) > MaxFileBytes {
+		return nil, &sim.LineError{File: path, Err: fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxFileBytes)}
+	}
+	return Parse(b, path, filepath.Dir(path))
+}
+
+// Parse decodes and builds a scenario. file names it in errors; dir is
+// where relative trace paths are resolved ("" for built-ins, which may only
+// use embedded openb traces).
+func Parse(b []byte, file, dir string) (*Loaded, error) {
+	out, err := parse(b, dir)
+	if err != nil {
+		var le *sim.LineError
+		if errors.As(err, &le) && le.File == "" {
+			le.File = file
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+func parse(b []byte, dir string) (*Loaded, error) {
+	if len(b) > MaxFileBytes {
+		return nil, &sim.LineError{Err: fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxFileBytes)}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if err == io.EOF {
+			return nil, &sim.LineError{Err: fmt.Errorf("%w: empty document", ErrSyntax)}
+		}
+		return nil, yamlErr(err)
+	}
+	if len(doc.Content) == 0 {
+		return nil, &sim.LineError{Err: fmt.Errorf("%w: empty document", ErrSyntax)}
+	}
+	var s Scenario
+	if err := s.UnmarshalYAML(doc.Content[0]); err != nil {
+		return nil, err
+	}
+	b2 := &builder{s: &s, dir: dir}
+	return b2.build()
+}

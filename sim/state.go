@@ -1,0 +1,467 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrPlacement reports a binding that would over-commit a node or break a
+// constraint; State never applies such a binding.
+var ErrPlacement = errors.New("sim: invalid placement")
+
+// Node is a node's static description plus its changing allocation.
+type Node struct {
+	NodeInfo
+	CPUFree, MemFree int64
+	// GPUFree holds each device's free share in milli-GPU.
+	GPUFree []int64
+	// FullFree counts devices with all 1000 milli-GPU free, MaxFree is the
+	// largest free share of any device and GPUFreeTotal their sum.
+	FullFree     int32
+	MaxFree      int64
+	GPUFreeTotal int64
+	// CPUUsed and MemUsed are the resources actually used by the node's
+	// pods (requests times usage), in milli-CPU and MiB.
+	CPUUsed, MemUsed float64
+	// NZCPU and NZMem are the requests as the kube-scheduler counts them
+	// for scoring: a pod without a CPU (memory) request counts 100 milli-CPU
+	// (200 MiB).
+	NZCPU, NZMem int64
+	Pods         int32
+	// Version changes whenever the node's allocation changes, so policies
+	// can cache per-node results.
+	Version uint64
+	// FragGPU and FragCPU are the node's fragmentation (see TargetWorkload).
+	FragGPU, FragCPU float64
+}
+
+// Kubernetes' defaults for pods without requests, used in scoring only.
+const (
+	DefaultNonZeroMilliCPU = 100
+	DefaultNonZeroMemMiB   = 200
+)
+
+// Placement records where a pod runs.
+type Placement struct {
+	Node int32 // -1 when not running
+	GPUs []int16
+}
+
+// State is the changing state of one run: node allocations, where each pod
+// runs, and running totals the measures need. A State belongs to one run
+// and one goroutine.
+type State struct {
+	Env   *Env
+	Nodes []Node
+	// Pods are the run's pods, indexed by Pod.ID.
+	Pods []Pod
+	// Placements[i] is where pod i runs.
+	Placements []Placement
+	// Now is the simulated time in seconds.
+	Now int64
+
+	// Alloc sums the requests of running pods; UsedCPU and UsedMem their
+	// actual use.
+	Alloc            Resources
+	UsedCPU, UsedMem float64
+	// FragGPU and FragCPU sum the nodes' fragmentation.
+	FragGPU, FragCPU float64
+	// PowerByCarbonZone is the power (W) of placed work per carbon zone.
+	PowerByCarbonZone []float64
+
+	running []int32
+	runPos  []int32
+	// svcZone[s*Z+z] counts service s's running replicas in zone z.
+	svcZone  []int32
+	svcCount []int32
+	tags     []int32 // per node, per GPU-affinity tag
+	tagKinds []int32 // per node, number of distinct tags present
+
+	memo map[fragKey]float64
+}
+
+// NewState returns the empty cluster of env.
+func NewState(env *Env) *State {
+	st := &State{
+		Env:               env,
+		Nodes:             make([]Node, len(env.Nodes)),
+		PowerByCarbonZone: make([]float64, len(env.CarbonZones)),
+		svcZone:           make([]int32, len(env.Services)*len(env.Zones)),
+		svcCount:          make([]int32, len(env.Services)),
+		tags:              make([]int32, len(env.Nodes)*NumGPUTags),
+		tagKinds:          make([]int32, len(env.Nodes)),
+		memo:              map[fragKey]float64{},
+	}
+	var gpus int
+	for i := range env.Nodes {
+		gpus += int(env.Nodes[i].GPUs)
+	}
+	backing := make([]int64, gpus)
+	for i := range env.Nodes {
+		ni := &env.Nodes[i]
+		n := &st.Nodes[i]
+		n.NodeInfo = *ni
+		n.CPUFree, n.MemFree = ni.CPU, ni.Mem
+		n.GPUFree, backing = backing[:ni.GPUs:ni.GPUs], backing[ni.GPUs:]
+		for g := range n.GPUFree {
+			n.GPUFree[g] = MilliGPU
+		}
+		n.FullFree = ni.GPUs
+		n.GPUFreeTotal = int64(ni.GPUs) * MilliGPU
+		if ni.GPUs > 0 {
+			n.MaxFree = MilliGPU
+		}
+		st.refreshFrag(i)
+	}
+	return st
+}
+
+// AddPod appends a pod to the run and returns its ID. The pod need not be
+// one of the workload's (tests and twins add their own), but its service
+// must be -1 or an index of Env.Services, and a constrained pod's Template
+// must index Env.Pods.
+func (st *State) AddPod(p Pod) (int32, error) {
+	switch {
+	case p.Service < -1 || int(p.Service) >= len(st.Env.Services):
+		return -1, fmt.Errorf("%w: pod service %d (have %d services; -1 for none)", ErrInvalid, p.Service, len(st.Env.Services))
+	case p.Constrained && (p.Template < 0 || int(p.Template) >= len(st.Env.Pods)):
+		return -1, fmt.Errorf("%w: constrained pod with template %d", ErrInvalid, p.Template)
+	case p.GPUs < 0 || p.CPU < 0 || p.Mem < 0 || (p.GPUs > 0 && (p.GPUMilli <= 0 || p.GPUMilli > MilliGPU)):
+		return -1, fmt.Errorf("%w: pod requests cpu %d mem %d gpus %d x %d", ErrInvalid, p.CPU, p.Mem, p.GPUs, p.GPUMilli)
+	}
+	p.ID = int32(len(st.Pods))
+	st.Pods = append(st.Pods, p)
+	st.Placements = append(st.Placements, Placement{Node: -1})
+	st.runPos = append(st.runPos, -1)
+	return p.ID, nil
+}
+
+// Running returns the IDs of running pods (do not modify).
+func (st *State) Running() []int32 { return st.running }
+
+// Feasible reports whether pod p fits on node n now: CPU, memory, GPU count
+// and share, GPU model, architecture, node selector and taints.
+func (st *State) Feasible(n int, p *Pod) bool {
+	nd := &st.Nodes[n]
+	if nd.CPUFree < p.CPU || nd.MemFree < p.Mem {
+		return false
+	}
+	if p.Arch != ArchAny && p.Arch != nd.Arch {
+		return false
+	}
+	if p.GPUs > 0 {
+		if nd.Model < 0 || (p.GPUMask != 0 && p.GPUMask&(1<<uint(nd.Model)) == 0) {
+			return false
+		}
+		switch {
+		case p.GPUMilli >= MilliGPU:
+			if nd.FullFree < p.GPUs {
+				return false
+			}
+		case p.GPUs == 1:
+			if nd.MaxFree < p.GPUMilli {
+				return false
+			}
+		default:
+			var fits int32
+			for _, g := range nd.GPUFree {
+				if g >= p.GPUMilli {
+					fits++
+				}
+			}
+			if fits < p.GPUs {
+				return false
+			}
+		}
+	}
+	if nd.Restricted || p.Constrained {
+		return st.constraintsOK(nd, p)
+	}
+	return true
+}
+
+func (st *State) constraintsOK(nd *Node, p *Pod) bool {
+	spec := st.Env.Spec(p)
+	for k, v := range spec.NodeSelector {
+		if nd.Labels[k] != v {
+			return false
+		}
+	}
+	for _, t := range nd.Taints {
+		if t.Effect == EffectPreferNoSchedule {
+			continue
+		}
+		tolerated := false
+		for _, tol := range spec.Tolerations {
+			if tol.Tolerates(t) {
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return false
+		}
+	}
+	return true
+}
+
+// BestFitGPUs picks devices for p on node n the way a GPU-sharing device
+// plugin does by default: for a shared GPU, the device with the least free
+// share that still fits (lowest index on ties); for whole GPUs, the
+// lowest-indexed fully free devices. It appends to dst and returns it.
+func (st *State) BestFitGPUs(n int, p *Pod, dst []int) []int {
+	dst = dst[:0]
+	if p.GPUs == 0 {
+		return dst
+	}
+	nd := &st.Nodes[n]
+	if p.GPUMilli >= MilliGPU {
+		for g, f := range nd.GPUFree {
+			if f == MilliGPU {
+				dst = append(dst, g)
+				if int32(len(dst)) == p.GPUs {
+					break
+				}
+			}
+		}
+		return dst
+	}
+	for range p.GPUs {
+		best := -1
+		for g, f := range nd.GPUFree {
+			if f < p.GPUMilli || containsInt(dst, g) {
+				continue
+			}
+			if best < 0 || f < nd.GPUFree[best] {
+				best = g
+			}
+		}
+		if best < 0 {
+			break
+		}
+		dst = append(dst, best)
+	}
+	return dst
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Bind binds pod id to node n using the given devices. It refuses (with
+// ErrPlacement and no change) anything that does not fit.
+func (st *State) Bind(id int32, n int, gpus []int) error {
+	if id < 0 || int(id) >= len(st.Pods) {
+		return fmt.Errorf("%w: no pod %d", ErrPlacement, id)
+	}
+	if n < 0 || n >= len(st.Nodes) {
+		return fmt.Errorf("%w: no node %d", ErrPlacement, n)
+	}
+	p := &st.Pods[id]
+	if st.Placements[id].Node >= 0 {
+		return fmt.Errorf("%w: pod %d already runs on node %d", ErrPlacement, id, st.Placements[id].Node)
+	}
+	if !st.Feasible(n, p) {
+		return fmt.Errorf("%w: pod %d does not fit on node %s", ErrPlacement, id, st.Nodes[n].Name)
+	}
+	nd := &st.Nodes[n]
+	if int32(len(gpus)) != p.GPUs {
+		return fmt.Errorf("%w: pod %d needs %d gpus, got %d device ids", ErrPlacement, id, p.GPUs, len(gpus))
+	}
+	for i, g := range gpus {
+		if g < 0 || g >= len(nd.GPUFree) || nd.GPUFree[g] < p.GPUMilli || containsInt(gpus[:i], g) {
+			return fmt.Errorf("%w: pod %d: device %d on node %s cannot take %d milli-GPU", ErrPlacement, id, g, nd.Name, p.GPUMilli)
+		}
+	}
+	var ids []int16
+	if len(gpus) > 0 {
+		ids = make([]int16, len(gpus))
+		for i, g := range gpus {
+			ids[i] = int16(g)
+		}
+	}
+	st.Placements[id] = Placement{Node: int32(n), GPUs: ids}
+	st.apply(p, n, ids, +1)
+	st.runPos[id] = int32(len(st.running))
+	st.running = append(st.running, id)
+	return nil
+}
+
+// Unbind unbinds a running pod and frees its resources.
+func (st *State) Unbind(id int32) error {
+	if id < 0 || int(id) >= len(st.Pods) || st.Placements[id].Node < 0 {
+		return fmt.Errorf("%w: pod %d is not running", ErrPlacement, id)
+	}
+	pl := st.Placements[id]
+	st.apply(&st.Pods[id], int(pl.Node), pl.GPUs, -1)
+	st.Placements[id] = Placement{Node: -1}
+	pos := st.runPos[id]
+	last := st.running[len(st.running)-1]
+	st.running[pos] = last
+	st.runPos[last] = pos
+	st.running = st.running[:len(st.running)-1]
+	st.runPos[id] = -1
+	return nil
+}
+
+// apply adds (sign=+1) or removes (sign=-1) a pod's use of node n.
+func (st *State) apply(p *Pod, n int, gpus []int16, sign int64) {
+	nd := &st.Nodes[n]
+	nd.CPUFree -= sign * p.CPU
+	nd.MemFree -= sign * p.Mem
+	nzc, nzm := p.CPU, p.Mem
+	if nzc == 0 {
+		nzc = DefaultNonZeroMilliCPU
+	}
+	if nzm == 0 {
+		nzm = DefaultNonZeroMemMiB
+	}
+	nd.NZCPU += sign * nzc
+	nd.NZMem += sign * nzm
+	usedCPU := float64(p.CPU) * p.Usage
+	usedMem := float64(p.Mem) * p.Usage
+	nd.CPUUsed += float64(sign) * usedCPU
+	nd.MemUsed += float64(sign) * usedMem
+	nd.Pods += int32(sign)
+	for _, g := range gpus {
+		nd.GPUFree[g] -= sign * p.GPUMilli
+	}
+	if len(gpus) > 0 {
+		nd.FullFree, nd.MaxFree, nd.GPUFreeTotal = 0, 0, 0
+		for _, f := range nd.GPUFree {
+			if f == MilliGPU {
+				nd.FullFree++
+			}
+			nd.MaxFree = max(nd.MaxFree, f)
+			nd.GPUFreeTotal += f
+		}
+		tag := GPUTag(p)
+		k := n*NumGPUTags + tag
+		before := st.tags[k]
+		st.tags[k] += int32(sign)
+		if before == 0 && st.tags[k] > 0 {
+			st.tagKinds[n]++
+		} else if before > 0 && st.tags[k] == 0 {
+			st.tagKinds[n]--
+		}
+	}
+	nd.Version++
+
+	st.Alloc.CPU += sign * p.CPU
+	st.Alloc.Mem += sign * p.Mem
+	st.Alloc.GPU += sign * p.GPUDemand()
+	st.UsedCPU += float64(sign) * usedCPU
+	st.UsedMem += float64(sign) * usedMem
+	st.PowerByCarbonZone[nd.CarbonZone] += float64(sign) * podWatts(nd, p)
+	if p.Service >= 0 {
+		st.svcZone[int(p.Service)*len(st.Env.Zones)+int(nd.Zone)] += int32(sign)
+		st.svcCount[p.Service] += int32(sign)
+	}
+	st.refreshFrag(n)
+}
+
+func podWatts(nd *Node, p *Pod) float64 {
+	return float64(p.CPU)*p.Usage/1000*nd.WattsPerCore + float64(p.GPUDemand())/MilliGPU*nd.WattsPerGPU
+}
+
+// NumGPUTags is the number of GPU-affinity tags: tag 0 is "shares one
+// GPU", tag k >= 1 is "takes k whole GPUs".
+const NumGPUTags = MaxGPUsPerNode + 1
+
+// GPUTag returns the pod's GPU-affinity tag (-1 for a pod without GPUs),
+// as used by the GPU Clustering baseline.
+func GPUTag(p *Pod) int {
+	switch {
+	case p.GPUs == 0:
+		return -1
+	case p.GPUMilli < MilliGPU:
+		return 0
+	}
+	return int(p.GPUs)
+}
+
+// TagCount returns how many running pods on node n have the given tag, and
+// TagKinds how many distinct tags are present there.
+func (st *State) TagCount(n, tag int) int32 { return st.tags[n*NumGPUTags+tag] }
+
+// TagKinds returns the number of distinct GPU-affinity tags on node n.
+func (st *State) TagKinds(n int) int32 { return st.tagKinds[n] }
+
+// ServiceZoneCount returns how many replicas of service s run in zone z.
+func (st *State) ServiceZoneCount(s, z int) int32 { return st.svcZone[s*len(st.Env.Zones)+z] }
+
+// ServiceCount returns how many replicas of service s run.
+func (st *State) ServiceCount(s int) int32 { return st.svcCount[s] }
+
+// fragKey identifies a node state for the GPU fragmentation memo.
+type fragKey struct {
+	cpuLevel int64
+	model    int32
+	n        int32
+	g        [8]int16
+}
+
+// refreshFrag recomputes node n's fragmentation and the cluster totals.
+func (st *State) refreshFrag(n int) {
+	nd := &st.Nodes[n]
+	st.FragGPU -= nd.FragGPU
+	st.FragCPU -= nd.FragCPU
+	nd.FragGPU = st.GPUFragOf(nd.CPUFree, nd.Model, nd.GPUFree)
+	nd.FragCPU = st.Env.Target.CPUFrag(nd.CPUFree, nd.MemFree)
+	st.FragGPU += nd.FragGPU
+	st.FragCPU += nd.FragCPU
+}
+
+// GPUFragOf returns TargetWorkload.GPUFrag for a node state, memoised on
+// the state (free CPU level, model, sorted device shares); nodes with more
+// than 8 devices are computed directly.
+func (st *State) GPUFragOf(cpuFree int64, model int32, gpuFree []int64) float64 {
+	t := st.Env.Target
+	if len(gpuFree) == 0 {
+		return 0
+	}
+	if len(gpuFree) > 8 {
+		return t.GPUFrag(cpuFree, model, gpuFree)
+	}
+	k := fragKey{cpuLevel: t.cpuLevel(cpuFree), model: model, n: int32(len(gpuFree))}
+	for i, g := range gpuFree {
+		// insertion sort, descending
+		j := i
+		for j > 0 && k.g[j-1] < int16(g) {
+			k.g[j] = k.g[j-1]
+			j--
+		}
+		k.g[j] = int16(g)
+	}
+	if v, ok := st.memo[k]; ok {
+		return v
+	}
+	var buf [8]int64
+	for i := range k.n {
+		buf[i] = int64(k.g[i])
+	}
+	v := t.GPUFrag(t.levelCPU(k.cpuLevel), model, buf[:k.n])
+	st.memo[k] = v
+	return v
+}
+
+// GPUFragAfter returns node n's GPU fragmentation if pod p were placed on
+// the given devices (without placing it).
+func (st *State) GPUFragAfter(n int, p *Pod, gpus []int) float64 {
+	nd := &st.Nodes[n]
+	if len(nd.GPUFree) == 0 {
+		return 0
+	}
+	var buf [MaxGPUsPerNode]int64
+	after := buf[:len(nd.GPUFree)]
+	copy(after, nd.GPUFree)
+	for _, g := range gpus {
+		after[g] -= p.GPUMilli
+	}
+	return st.GPUFragOf(nd.CPUFree-p.CPU, nd.Model, after)
+}

@@ -1,0 +1,182 @@
+package sim
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+func newTinyState(t *testing.T, pods ...PodSpec) *State {
+	t.Helper()
+	if len(pods) == 0 {
+		pods = []PodSpec{pod("x", 1, 1, 0, 0)}
+	}
+	c := tinyCluster()
+	c.Nodes[1].Taints = []Taint{{Key: "gpu", Value: "t4", Effect: EffectNoSchedule}}
+	c.Nodes[1].Labels = map[string]string{"disk": "ssd"}
+	env, err := NewEnv(c, &Workload{Pods: pods}, EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := NewState(env)
+	for i := range env.Pods {
+		if _, err := st.AddPod(env.Pods[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+func TestFeasible(t *testing.T) {
+	tol := []Toleration{{Key: "gpu", Exists: true, AnyEffect: true}}
+	tests := []struct {
+		name string
+		pod  PodSpec
+		want [3]bool // g8, g2 (tainted T4, disk=ssd), c0 (arm64)
+	}{
+		{"small cpu pod", pod("a", 1000, 1024, 0, 0), [3]bool{true, false, true}},
+		{"tolerates taint", PodSpec{Name: "a", CPU: 1000, Memory: 1024, Tolerations: tol, Delete: NoDeletion}, [3]bool{true, true, true}},
+		{"too much cpu", pod("a", 70000, 1024, 0, 0), [3]bool{true, false, false}},
+		{"too much memory", pod("a", 1000, 300000, 0, 0), [3]bool{true, false, false}},
+		{"shared gpu", pod("a", 1000, 1024, 1, 300), [3]bool{true, false, false}},
+		{"eight gpus", pod("a", 1000, 1024, 8, 1000), [3]bool{true, false, false}},
+		{"nine gpus", pod("a", 1000, 1024, 9, 1000), [3]bool{false, false, false}},
+		{"only T4", PodSpec{Name: "a", CPU: 1, GPUs: 1, GPUMilli: 1000, GPUSpec: []string{"T4"}, Tolerations: tol, Delete: NoDeletion}, [3]bool{false, true, false}},
+		{"arm64 image", PodSpec{Name: "a", CPU: 1, Arch: ArchARM64, Delete: NoDeletion}, [3]bool{false, false, true}},
+		{"node selector", PodSpec{Name: "a", CPU: 1, NodeSelector: map[string]string{"disk": "ssd"}, Tolerations: tol, Delete: NoDeletion}, [3]bool{false, true, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := newTinyState(t, tt.pod)
+			for n := range 3 {
+				if got := st.Feasible(n, &st.Pods[0]); got != tt.want[n] {
+					t.Errorf("Feasible(node %s) = %v, want %v", st.Nodes[n].Name, got, tt.want[n])
+				}
+			}
+		})
+	}
+}
+
+func TestBindUnbindAccounting(t *testing.T) {
+	st := newTinyState(t,
+		PodSpec{Name: "share", CPU: 4000, Memory: 8192, GPUs: 1, GPUMilli: 300, CPUUsage: 0.5, Service: "web", Delete: NoDeletion},
+		PodSpec{Name: "whole", CPU: 8000, Memory: 16384, GPUs: 2, GPUMilli: 1000, CPUUsage: 0.5, Delete: NoDeletion},
+		PodSpec{Name: "free", CPU: 0, Memory: 0, Delete: NoDeletion},
+	)
+	fragBefore := st.FragGPU
+	if err := st.Bind(0, 0, []int{3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Bind(1, 0, []int{0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Bind(2, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	nd := &st.Nodes[0]
+	// 96000 - 4000 - 8000 cpu; GPUs 0,1 full, 3 at 700.
+	if nd.CPUFree != 84000 || nd.GPUFree[3] != 700 || nd.GPUFree[0] != 0 || nd.FullFree != 5 || nd.MaxFree != 1000 || nd.GPUFreeTotal != 5700 {
+		t.Errorf("node g8 after binds: cpu %d gpus %v full %d max %d total %d", nd.CPUFree, nd.GPUFree, nd.FullFree, nd.MaxFree, nd.GPUFreeTotal)
+	}
+	// Used CPU: (4000 + 8000) * 0.5 = 6000.
+	if nd.CPUUsed != 6000 || st.UsedCPU != 6000 {
+		t.Errorf("used cpu = %v / %v, want 6000", nd.CPUUsed, st.UsedCPU)
+	}
+	// The request-less pod counts 100 milli-CPU and 200 MiB for scoring.
+	if st.Nodes[2].NZCPU != DefaultNonZeroMilliCPU || st.Nodes[2].NZMem != DefaultNonZeroMemMiB {
+		t.Errorf("non-zero requests = %d, %d", st.Nodes[2].NZCPU, st.Nodes[2].NZMem)
+	}
+	if want := (Resources{CPU: 12000, Mem: 24576, GPU: 2300}); st.Alloc != want {
+		t.Errorf("Alloc = %+v, want %+v", st.Alloc, want)
+	}
+	if st.TagCount(0, 0) != 1 || st.TagCount(0, 2) != 1 || st.TagKinds(0) != 2 {
+		t.Errorf("tags: share %d, 2-gpu %d, kinds %d", st.TagCount(0, 0), st.TagCount(0, 2), st.TagKinds(0))
+	}
+	web, _ := st.Env.ServiceIndex("web")
+	if st.ServiceCount(web) != 1 || st.ServiceZoneCount(web, 0) != 1 {
+		t.Errorf("service counts = %d, zone a %d", st.ServiceCount(web), st.ServiceZoneCount(web, 0))
+	}
+	if len(st.Running()) != 3 {
+		t.Errorf("running = %v", st.Running())
+	}
+	if err := st.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int32{1, 0, 2} {
+		if err := st.Unbind(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.Alloc != (Resources{}) || math.Abs(st.UsedCPU) > 1e-9 || st.TagKinds(0) != 0 || len(st.Running()) != 0 {
+		t.Errorf("after unbind: alloc %+v used %v kinds %d running %v", st.Alloc, st.UsedCPU, st.TagKinds(0), st.Running())
+	}
+	if math.Abs(st.FragGPU-fragBefore) > 1e-9 {
+		t.Errorf("fragmentation %v did not return to %v", st.FragGPU, fragBefore)
+	}
+	if err := st.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBindRefusesWithoutChange(t *testing.T) {
+	st := newTinyState(t, pod("a", 1000, 1024, 1, 600), pod("b", 1000, 1024, 1, 600), pod("c", 100000, 1, 0, 0))
+	if err := st.Bind(0, 0, []int{2}); err != nil {
+		t.Fatal(err)
+	}
+	before := st.Nodes[0]
+	tests := []struct {
+		name string
+		id   int32
+		node int
+		gpus []int
+	}{
+		{"device too full", 1, 0, []int{2}},
+		{"device out of range", 1, 0, []int{8}},
+		{"too few devices", 1, 0, nil},
+		{"device twice", 1, 0, []int{3, 3}},
+		{"already running", 0, 0, []int{4}},
+		{"does not fit", 2, 0, nil},
+		{"no such node", 1, 7, []int{0}},
+		{"no such pod", 9, 0, []int{0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := st.Bind(tt.id, tt.node, tt.gpus)
+			if !errors.Is(err, ErrPlacement) {
+				t.Fatalf("Bind error = %v, want ErrPlacement", err)
+			}
+			if st.Nodes[0].CPUFree != before.CPUFree || st.Nodes[0].GPUFree[2] != 400 || st.Nodes[0].Version != before.Version {
+				t.Fatal("refused bind changed the node")
+			}
+		})
+	}
+	if err := st.Unbind(1); !errors.Is(err, ErrPlacement) {
+		t.Errorf("Unbind of a pending pod = %v, want ErrPlacement", err)
+	}
+}
+
+func TestBestFitGPUs(t *testing.T) {
+	st := newTinyState(t, pod("a", 1, 1, 1, 500), pod("b", 1, 1, 1, 200), pod("c", 1, 1, 3, 1000), pod("d", 1, 1, 1, 900))
+	nd := &st.Nodes[0]
+	copy(nd.GPUFree, []int64{1000, 600, 300, 1000, 500, 0, 1000, 1000})
+	tests := []struct {
+		id   int32
+		want []int
+	}{
+		{0, []int{4}},       // 500: fits 1000,600,1000,500,1000,1000; least free is device 4 (500)
+		{1, []int{2}},       // 200: device 2 (300) is the tightest fit
+		{2, []int{0, 3, 6}}, // whole GPUs: lowest-indexed fully free devices
+		{3, []int{0}},       // 900: only full devices fit; the first
+	}
+	for _, tt := range tests {
+		got := st.BestFitGPUs(0, &st.Pods[tt.id], nil)
+		if len(got) != len(tt.want) {
+			t.Fatalf("pod %d: devices %v, want %v", tt.id, got, tt.want)
+		}
+		for i := range got {
+			if got[i] != tt.want[i] {
+				t.Fatalf("pod %d: devices %v, want %v", tt.id, got, tt.want)
+			}
+		}
+	}
+}
