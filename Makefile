@@ -22,8 +22,7 @@ build: ## build bin/edgectl
 demo: build ## run the demo: every baseline on the openb trace and an edge scenario
 	./$(BIN)/edgectl demo --out $(DEMO_OUT)
 
-test: ## all tests with the race detector (end-to-end included as they land)
-	$(GO) vet $(PKGS)
+test: lint ## lint, then all tests with the race detector (end-to-end included as they land)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 test-short: ## quick tests
@@ -44,10 +43,10 @@ generate: ## regenerate generated files (committed; generators pinned in go.mod)
 	$(GO) generate $(PKGS)
 
 fuzz: ## run every fuzz target for FUZZTIME each
-	@for target in $$($(GO) test -list 'Fuzz.*' ./... | grep -E '^(Fuzz|ok)' | awk '/^ok/{pkg=$$2} /^Fuzz/{print pkg"@"$$1}'); do \
+	@for target in $$($(GO) test -list 'Fuzz.*' ./... | awk '/^Fuzz/{names[n++]=$$1} /^ok/{for(i=0;i<n;i++) print $$2"@"names[i]; n=0}'); do \
 		pkg=$${target%@*}; fn=$${target#*@}; \
 		echo "== $$pkg $$fn"; \
-		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg || exit 1; \
 	done
 
 tidy: ## go mod tidy

@@ -372,7 +372,9 @@ func TestPickHighest(t *testing.T) {
 
 type badPicker struct{ constPolicy }
 
-func (badPicker) PickGPUs(_ *sim.State, _ *sim.Pod, _ int, dst []int) []int { return append(dst[:0], 99) }
+func (badPicker) PickGPUs(_ *sim.State, _ *sim.Pod, _ int, dst []int) []int {
+	return append(dst[:0], 99)
+}
 
 func TestPolicyMisbehaviourIsAnError(t *testing.T) {
 	env := randomEnv(t, 5)

@@ -74,6 +74,7 @@ type State struct {
 	// svcZone[s*Z+z] counts service s's running replicas in zone z.
 	svcZone  []int32
 	svcCount []int32
+	fit      []nodeFit
 	tags     []int32 // per node, per GPU-affinity tag
 	tagKinds []int32 // per node, number of distinct tags present
 
@@ -85,6 +86,7 @@ func NewState(env *Env) *State {
 	st := &State{
 		Env:               env,
 		Nodes:             make([]Node, len(env.Nodes)),
+		fit:               make([]nodeFit, len(env.Nodes)),
 		PowerByCarbonZone: make([]float64, len(env.CarbonZones)),
 		svcZone:           make([]int32, len(env.Services)*len(env.Zones)),
 		svcCount:          make([]int32, len(env.Services)),
@@ -112,6 +114,7 @@ func NewState(env *Env) *State {
 			n.MaxFree = MilliGPU
 		}
 		st.refreshFrag(i)
+		st.refreshFit(i)
 	}
 	return st
 }
@@ -142,29 +145,29 @@ func (st *State) Running() []int32 { return st.running }
 // Feasible reports whether pod p fits on node n now: CPU, memory, GPU count
 // and share, GPU model, architecture, node selector and taints.
 func (st *State) Feasible(n int, p *Pod) bool {
-	nd := &st.Nodes[n]
-	if nd.CPUFree < p.CPU || nd.MemFree < p.Mem {
+	f := &st.fit[n]
+	if f.cpuFree < p.CPU || f.memFree < p.Mem {
 		return false
 	}
-	if p.Arch != ArchAny && p.Arch != nd.Arch {
+	if p.Arch != ArchAny && p.Arch != f.arch {
 		return false
 	}
 	if p.GPUs > 0 {
-		if nd.Model < 0 || (p.GPUMask != 0 && p.GPUMask&(1<<uint(nd.Model)) == 0) {
+		if f.model < 0 || (p.GPUMask != 0 && p.GPUMask&(1<<uint(f.model)) == 0) {
 			return false
 		}
 		switch {
 		case p.GPUMilli >= MilliGPU:
-			if nd.FullFree < p.GPUs {
+			if f.fullFree < p.GPUs {
 				return false
 			}
 		case p.GPUs == 1:
-			if nd.MaxFree < p.GPUMilli {
+			if f.maxFree < p.GPUMilli {
 				return false
 			}
 		default:
 			var fits int32
-			for _, g := range nd.GPUFree {
+			for _, g := range st.Nodes[n].GPUFree {
 				if g >= p.GPUMilli {
 					fits++
 				}
@@ -174,10 +177,25 @@ func (st *State) Feasible(n int, p *Pod) bool {
 			}
 		}
 	}
-	if nd.Restricted || p.Constrained {
-		return st.constraintsOK(nd, p)
+	if f.restricted || p.Constrained {
+		return st.constraintsOK(&st.Nodes[n], p)
 	}
 	return true
+}
+
+// nodeFit is the part of a node the filter reads, packed so the filter's
+// scan over every node stays in cache (40 bytes a node instead of the
+// full Node).
+type nodeFit struct {
+	cpuFree, memFree, maxFree int64
+	fullFree, model           int32
+	arch                      Arch
+	restricted                bool
+}
+
+func (st *State) refreshFit(n int) {
+	nd := &st.Nodes[n]
+	st.fit[n] = nodeFit{cpuFree: nd.CPUFree, memFree: nd.MemFree, maxFree: nd.MaxFree, fullFree: nd.FullFree, model: nd.Model, arch: nd.Arch, restricted: nd.Restricted}
 }
 
 func (st *State) constraintsOK(nd *Node, p *Pod) bool {
@@ -363,6 +381,7 @@ func (st *State) apply(p *Pod, n int, gpus []int16, sign int64) {
 		st.svcCount[p.Service] += int32(sign)
 	}
 	st.refreshFrag(n)
+	st.refreshFit(n)
 }
 
 func podWatts(nd *Node, p *Pod) float64 {

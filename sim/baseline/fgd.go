@@ -41,6 +41,7 @@ type FGDPolicy struct {
 type fgdEntry struct {
 	version uint64 // node version + 1; 0 means empty
 	delta   float64
+	score   int32 // FGDScore(delta), cached: the sigmoid is costly
 	gpu     int32 // device for a shared-GPU pod, -1 otherwise
 }
 
@@ -56,14 +57,14 @@ func (*FGDPolicy) Name() string { return FGD }
 func (f *FGDPolicy) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
 	mx := st.Env.MaxNode
 	for i, n := range nodes {
-		d, _ := f.eval(st, p, int(n))
+		e := f.entry(st, p, int(n))
 		nd := &st.Nodes[n]
 		var gpuUsed float64
 		if mx.GPU > 0 {
 			gpuUsed = 1 - float64(nd.GPUFreeTotal)/float64(mx.GPU)
 		}
 		cpuUsed := 1 - float64(nd.CPUFree)/float64(mx.CPU)
-		scores[i] = float64(FGDScore(d)) + 0.999*(1000*gpuUsed+cpuUsed)/1001
+		scores[i] = float64(e.score) + 0.999*(1000*gpuUsed+cpuUsed)/1001
 	}
 }
 
@@ -87,12 +88,18 @@ func (f *FGDPolicy) PickGPUs(st *sim.State, p *sim.Pod, n int, dst []int) []int 
 func (f *FGDPolicy) Delta(st *sim.State, p *sim.Pod, n int) (float64, int) { return f.eval(st, p, n) }
 
 func (f *FGDPolicy) eval(st *sim.State, p *sim.Pod, n int) (float64, int) {
+	e := f.entry(st, p, n)
+	return e.delta, int(e.gpu)
+}
+
+// entry returns the (cached) evaluation of p on node n.
+func (f *FGDPolicy) entry(st *sim.State, p *sim.Pod, n int) fgdEntry {
 	nd := &st.Nodes[n]
 	var e *fgdEntry
 	if int(p.Shape) < f.shapes {
 		e = &f.cache[n*f.shapes+int(p.Shape)]
 		if e.version == nd.Version+1 {
-			return e.delta, int(e.gpu)
+			return *e
 		}
 	}
 	before := nd.FragGPU
@@ -117,10 +124,11 @@ func (f *FGDPolicy) eval(st *sim.State, p *sim.Pod, n int) (float64, int) {
 		after = st.GPUFragAfter(n, p, st.BestFitGPUs(n, p, buf[:0]))
 	}
 	d := after - before
+	fresh := fgdEntry{version: nd.Version + 1, delta: d, score: int32(FGDScore(d)), gpu: int32(gpu)}
 	if e != nil {
-		*e = fgdEntry{version: nd.Version + 1, delta: d, gpu: int32(gpu)}
+		*e = fresh
 	}
-	return d, gpu
+	return fresh
 }
 
 // seenShare reports whether an earlier device had the same free share (the

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"image/color"
 	"os"
 	"path/filepath"
 
@@ -30,10 +31,10 @@ func (d *Document) WritePlots(dir string) ([]string, error) {
 	}
 	var files []string
 	if d.Mode == sim.Inflate && d.Capacity.GPUMilli > 0 {
-		p := d.curvePlot()
+		full, zoom := d.curvePlot(false), d.curvePlot(true)
 		path := filepath.Join(dir, UnallocatedPlot)
-		if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
-			return nil, fmt.Errorf("save %s: %w", UnallocatedPlot, err)
+		if err := savePanels(path, 7*vg.Inch, 3.5*vg.Inch, full, zoom); err != nil {
+			return nil, err
 		}
 		files = append(files, path)
 	}
@@ -72,7 +73,14 @@ func (d *Document) meanXY(policy string, points func(Run) plotter.XYs) plotter.X
 	return sum
 }
 
-func (d *Document) addLines(p *plot.Plot, points func(Run) plotter.XYs) {
+// palette is Tableau 10, distinct for up to ten policies.
+var palette = []color.RGBA{
+	{0x1f, 0x77, 0xb4, 0xff}, {0xff, 0x7f, 0x0e, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0xd6, 0x27, 0x28, 0xff}, {0x94, 0x67, 0xbd, 0xff},
+	{0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}, {0x7f, 0x7f, 0x7f, 0xff}, {0xbc, 0xbd, 0x22, 0xff}, {0x17, 0xbe, 0xcf, 0xff},
+}
+
+func (d *Document) addLines(p *plot.Plot, legend bool, points func(Run) plotter.XYs) {
+	p.Add(plotter.NewGrid())
 	for i, pol := range d.Policies() {
 		xy := d.meanXY(pol, points)
 		if len(xy) == 0 {
@@ -82,63 +90,47 @@ func (d *Document) addLines(p *plot.Plot, points func(Run) plotter.XYs) {
 		if err != nil {
 			continue // NaN or Inf points: skip the line rather than fail
 		}
-		l.Color = plotutil.Color(i)
-		l.Dashes = plotutil.Dashes(i / 7)
+		l.Color = palette[i%len(palette)]
+		l.Dashes = plotutil.Dashes(i / len(palette))
 		l.Width = vg.Points(1.5)
 		p.Add(l)
-		p.Legend.Add(pol, l)
+		if legend {
+			p.Legend.Add(pol, l)
+		}
 	}
 	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Add(plotter.NewGrid())
 }
 
-func (d *Document) curvePlot() *plot.Plot {
+func (d *Document) curvePlot(zoom bool) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: GPUs left unallocated (mean of %d seeds)", d.Scenario, len(d.Seeds))
 	p.X.Label.Text = "arrived GPU demand (% of cluster GPU capacity)"
 	p.Y.Label.Text = "unallocated GPU (% of capacity)"
-	d.addLines(p, func(r Run) plotter.XYs {
-		xy := make(plotter.XYs, len(r.Curve))
-		for i, c := range r.Curve {
-			xy[i].X, xy[i].Y = 100*c.ArrivedShare, 100*c.UnallocatedGPUShare
+	d.addLines(p, !zoom, func(r Run) plotter.XYs {
+		var xy plotter.XYs
+		for _, c := range r.Curve {
+			if !zoom || c.ArrivedShare >= 0.8-1e-9 {
+				xy = append(xy, plotter.XY{X: 100 * c.ArrivedShare, Y: 100 * c.UnallocatedGPUShare})
+			}
 		}
 		return xy
 	})
+	if zoom {
+		p.Title.Text = "detail from 80% arrived demand"
+		p.Y.Min = 0
+	}
 	return p
 }
 
-func (d *Document) saveUtilization(path string) error {
-	xLabel := "time (hours)"
-	xOf := func(x float64) float64 { return x / 3600 }
-	if d.Mode == sim.Inflate {
-		xLabel = "arrived demand (% of capacity)"
-		xOf = func(x float64) float64 { return 100 * x }
+// savePanels stacks plots vertically in one PNG.
+func savePanels(path string, w, h vg.Length, panels ...*plot.Plot) error {
+	plots := make([][]*plot.Plot, len(panels))
+	for i, p := range panels {
+		plots[i] = []*plot.Plot{p}
 	}
-	panel := func(title string, y func(sim.SeriesPoint) float64) *plot.Plot {
-		p := plot.New()
-		p.Title.Text = title
-		p.X.Label.Text = xLabel
-		p.Y.Label.Text = "% of capacity"
-		d.addLines(p, func(r Run) plotter.XYs {
-			xy := make(plotter.XYs, len(r.Series))
-			for i, s := range r.Series {
-				xy[i].X, xy[i].Y = xOf(s.X), 100*y(s)
-			}
-			return xy
-		})
-		return p
-	}
-	plots := [][]*plot.Plot{
-		{panel(d.Scenario+": requested CPU", func(s sim.SeriesPoint) float64 { return s.AllocCPU })},
-		{panel(d.Scenario+": used CPU", func(s sim.SeriesPoint) float64 { return s.UsedCPU })},
-	}
-	if d.Capacity.GPUMilli > 0 {
-		plots = append(plots, []*plot.Plot{panel(d.Scenario+": allocated GPU", func(s sim.SeriesPoint) float64 { return s.AllocGPU })})
-	}
-	img := vgimg.New(7*vg.Inch, vg.Length(len(plots))*3.5*vg.Inch)
+	img := vgimg.New(w, vg.Length(len(panels))*h)
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(8)}
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(8)}
 	canvases := plot.Align(plots, tiles, dc)
 	for i := range plots {
 		plots[i][0].Draw(canvases[i][0])
@@ -152,4 +144,38 @@ func (d *Document) saveUtilization(path string) error {
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}
 	return f.Close()
+}
+
+func (d *Document) saveUtilization(path string) error {
+	xLabel := "time (hours)"
+	xOf := func(x float64) float64 { return x / 3600 }
+	if d.Mode == sim.Inflate {
+		xLabel = "arrived demand (% of capacity)"
+		xOf = func(x float64) float64 { return 100 * x }
+	}
+	panel := func(title string, y func(sim.SeriesPoint) float64, legend bool) *plot.Plot {
+		p := plot.New()
+		p.Title.Text = title
+		p.X.Label.Text = xLabel
+		p.Y.Label.Text = "% of capacity"
+		d.addLines(p, legend, func(r Run) plotter.XYs {
+			xy := make(plotter.XYs, len(r.Series))
+			for i, s := range r.Series {
+				xy[i].X, xy[i].Y = xOf(s.X), 100*y(s)
+			}
+			return xy
+		})
+		if d.Mode == sim.Inflate {
+			p.Legend.Top = false // the curves rise from the bottom left
+		}
+		return p
+	}
+	panels := []*plot.Plot{
+		panel(d.Scenario+": requested CPU", func(s sim.SeriesPoint) float64 { return s.AllocCPU }, true),
+		panel("used CPU (requests x usage)", func(s sim.SeriesPoint) float64 { return s.UsedCPU }, false),
+	}
+	if d.Capacity.GPUMilli > 0 {
+		panels = append(panels, panel("allocated GPU", func(s sim.SeriesPoint) float64 { return s.AllocGPU }, false))
+	}
+	return savePanels(path, 7*vg.Inch, 3.2*vg.Inch, panels...)
 }

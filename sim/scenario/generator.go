@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"go.yaml.in/yaml/v3"
 
@@ -90,6 +91,61 @@ func (m *Mix) UnmarshalYAML(n *yaml.Node) error {
 	return strict(n, (*raw)(m), &m.pos)
 }
 
+// Bounds on a generator: start and duration (400 days), bursts and mix
+// entries.
+const (
+	MaxGeneratorSeconds = 400 * 24 * 3600
+	MaxBursts           = 1000
+	MaxMix              = 1000
+)
+
+// burstTimeline is the product of the burst multipliers as a step function:
+// mult[i] holds on [edges[i], edges[i+1]).
+type burstTimeline struct {
+	edges []float64
+	mult  []float64
+}
+
+func newBurstTimeline(bursts []Burst) burstTimeline {
+	var bt burstTimeline
+	for _, b := range bursts {
+		bt.edges = append(bt.edges, float64(b.At), float64(b.At+b.Duration))
+	}
+	slices.Sort(bt.edges)
+	bt.edges = slices.Compact(bt.edges)
+	bt.mult = make([]float64, len(bt.edges))
+	for i, e := range bt.edges {
+		m := 1.0
+		for _, b := range bursts {
+			if e >= float64(b.At) && e < float64(b.At+b.Duration) {
+				m *= b.Multiplier
+			}
+		}
+		bt.mult[i] = m
+	}
+	return bt
+}
+
+// at returns the multiplier at time t.
+func (bt burstTimeline) at(t float64) float64 {
+	i, found := slices.BinarySearch(bt.edges, t)
+	if !found {
+		i--
+	}
+	if i < 0 {
+		return 1
+	}
+	return bt.mult[i]
+}
+
+func (bt burstTimeline) max() float64 {
+	m := 1.0
+	for _, v := range bt.mult {
+		m = max(m, v)
+	}
+	return m
+}
+
 type genPod struct {
 	spec  sim.PodSpec
 	line  int
@@ -104,8 +160,10 @@ func (b *builder) generate(g *Generator, seed uint64) ([]genPod, error) {
 	const f = "workload.generator"
 	a := &g.Arrivals
 	switch {
-	case g.Duration <= 0:
-		return nil, errAt(g.pos.at("duration"), f+".duration", sim.ErrInvalid, "must be > 0")
+	case g.Duration <= 0 || g.Duration > MaxGeneratorSeconds:
+		return nil, errAt(g.pos.at("duration"), f+".duration", sim.ErrInvalid, "must be in (0s, %ds] (400 days)", MaxGeneratorSeconds)
+	case g.Start > MaxGeneratorSeconds:
+		return nil, errAt(g.pos.at("start"), f+".start", sim.ErrInvalid, "must be at most %ds (400 days)", MaxGeneratorSeconds)
 	case a.Process != "" && a.Process != "poisson" && a.Process != "uniform":
 		return nil, errAt(a.pos.at("process"), f+".arrivals.process", sim.ErrInvalid, "%q, want poisson or uniform", a.Process)
 	case !finite(a.RatePerHour) || a.RatePerHour <= 0:
@@ -123,13 +181,19 @@ func (b *builder) generate(g *Generator, seed uint64) ([]genPod, error) {
 		}
 		amp, peak = d.Amplitude, d.PeakHour
 	}
-	maxBurst := 1.0
+	if len(g.Bursts) > MaxBursts {
+		return nil, errAt(g.pos.at("bursts"), f+".bursts", ErrTooLarge, "%d bursts, at most %d", len(g.Bursts), MaxBursts)
+	}
+	if len(g.Mix) > MaxMix {
+		return nil, errAt(g.pos.at("mix"), f+".mix", ErrTooLarge, "%d entries, at most %d", len(g.Mix), MaxMix)
+	}
 	for i, bu := range g.Bursts {
 		if !finite(bu.Multiplier) || bu.Multiplier <= 0 || bu.Multiplier > 1000 {
 			return nil, errAt(bu.pos.at("multiplier"), fmt.Sprintf("%s.bursts[%d].multiplier", f, i), sim.ErrInvalid, "%v, want (0, 1000]", bu.Multiplier)
 		}
-		maxBurst = max(maxBurst, bu.Multiplier)
 	}
+	bursts := newBurstTimeline(g.Bursts)
+	maxBurst := bursts.max()
 	var totalW float64
 	specs := make([]sim.PodSpec, len(g.Mix))
 	for i := range g.Mix {
@@ -164,12 +228,7 @@ func (b *builder) generate(g *Generator, seed uint64) ([]genPod, error) {
 			h := math.Mod(t/3600, 24)
 			r *= 1 + amp*math.Cos(2*math.Pi*(h-peak)/24)
 		}
-		for _, bu := range g.Bursts {
-			if t >= float64(bu.At) && t < float64(bu.At+bu.Duration) {
-				r *= bu.Multiplier
-			}
-		}
-		return r
+		return r * bursts.at(t)
 	}
 	rng := rand.New(rand.NewPCG(seed, generatorStream))
 	lambdaMax := a.RatePerHour / 3600 * (1 + amp) * maxBurst
@@ -196,15 +255,19 @@ func (b *builder) generate(g *Generator, seed uint64) ([]genPod, error) {
 		out = append(out, genPod{spec: ps, line: m.pos.line, field: fmt.Sprintf("%s.mix[%d]", f, k)})
 	}
 	if a.Process == "uniform" {
-		// Evenly spaced in "rate time": the next arrival comes when the
-		// integral of the rate since the last one reaches 1.
-		const dt = 1.0
+		// Evenly spaced in "rate time": an arrival whenever the integral of
+		// the rate since the last one reaches 1, integrated in 10 s steps
+		// (at most 3.5M steps for the longest generator) and placed inside
+		// the step where it falls.
+		const dt = 10.0
 		acc := 0.0
 		for t := start; t < end; t += dt {
-			acc += rate(t) * dt
-			for acc >= 1 {
-				acc--
-				emit(t)
+			step := min(dt, end-t)
+			r := rate(t)
+			acc += r * step
+			for acc >= 1-1e-9 { // tolerate the float sum's rounding
+				acc = max(0, acc-1)
+				emit(t + step - acc/r)
 			}
 		}
 		return out, nil

@@ -32,7 +32,7 @@ const (
 const (
 	MaxFileBytes = 8 << 20
 	MaxNodes     = 100_000
-	MaxPods      = 2_000_000
+	MaxPods      = 1_000_000
 )
 
 // Scenario is the YAML document (see docs/scenario.md for every field).
@@ -384,6 +384,9 @@ func parse(b []byte, dir string) (*Loaded, error) {
 	}
 	if len(doc.Content) == 0 {
 		return nil, &sim.LineError{Err: fmt.Errorf("%w: empty document", ErrSyntax)}
+	}
+	if _, err := expandedSize(doc.Content[0], maxYAMLNodes); err != nil {
+		return nil, err
 	}
 	var s Scenario
 	if err := s.UnmarshalYAML(doc.Content[0]); err != nil {

@@ -29,6 +29,47 @@ func (p pos) at(key string) int {
 	return p.line
 }
 
+// maxYAMLNodes bounds the YAML document's size after alias expansion, so a
+// small file of nested aliases ("billion laughs") cannot blow up decoding.
+const maxYAMLNodes = 4_000_000
+
+// expandedSize counts the nodes of n with aliases expanded, without
+// expanding them (sizes are memoised per node); it stops early past limit
+// and reports alias cycles.
+func expandedSize(n *yaml.Node, limit int) (int, error) {
+	memo := map[*yaml.Node]int{}
+	visiting := map[*yaml.Node]bool{}
+	var size func(n *yaml.Node) (int, error)
+	size = func(n *yaml.Node) (int, error) {
+		if v, ok := memo[n]; ok {
+			return v, nil
+		}
+		if visiting[n] {
+			return 0, &sim.LineError{Line: n.Line, Err: fmt.Errorf("%w: an alias refers to itself", ErrSyntax)}
+		}
+		visiting[n] = true
+		total := 1
+		kids := n.Content
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			kids = []*yaml.Node{n.Alias}
+		}
+		for _, k := range kids {
+			v, err := size(k)
+			if err != nil {
+				return 0, err
+			}
+			total += v
+			if total > limit {
+				return 0, &sim.LineError{Line: n.Line, Err: fmt.Errorf("%w: over %d YAML nodes once aliases are expanded", ErrTooLarge, limit)}
+			}
+		}
+		visiting[n] = false
+		memo[n] = total
+		return total, nil
+	}
+	return size(n)
+}
+
 // yamlFields lists the yaml keys of a struct type, sorted.
 func yamlFields(t reflect.Type) []string {
 	var out []string

@@ -1,0 +1,88 @@
+package edgectl
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgesched/edgesched/sim/report"
+)
+
+func TestSimTable(t *testing.T) {
+	out, _, err := run(t, "sim", "--policies", "fgd,best-fit", "--progress", "never")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"openb:all_node + openb:default, inflate mode, 1523 nodes, 8152 workload pods, seeds [1], ties random", "unalloc_gpu@100%", "fgd", "best-fit"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSimJSONAndFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	out, errOut, err := run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "k8s-default,trimaran-tlp", "--seeds", "1-2", "-o", "json", "--out", dir, "--progress", "always")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc report.Document
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v\n%s", err, out)
+	}
+	if doc.Mode != "replay" || len(doc.Runs) != 4 || doc.Runs[0].Policy != "k8s-default" || doc.Runs[3].Seed != 2 || doc.Config.ScenarioSeed != 11 {
+		t.Errorf("document: mode %s, %d runs, first %s, last seed %d, scenario seed %d", doc.Mode, len(doc.Runs), doc.Runs[0].Policy, doc.Runs[3].Seed, doc.Config.ScenarioSeed)
+	}
+	if !strings.Contains(errOut, "wrote "+dir) || !strings.Contains(errOut, "%") {
+		t.Errorf("stderr lacks the progress bar or the file list:\n%s", errOut)
+	}
+	for _, f := range []string{"results.json", "runs.csv", "series.csv", "utilization.png"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestSimErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sim", "--frobnicate"}, "unknown flag: --frobnicate"},
+		{[]string{"sim", "--policies", "magic"}, `--policies: baseline: unknown policy "magic"`},
+		{[]string{"sim", "--mode", "fast"}, `--mode: sim: invalid value: mode "fast"`},
+		{[]string{"sim", "--seeds", "5-1"}, `--seeds: "5-1" is not a range`},
+		{[]string{"sim", "--seeds", "x"}, `--seeds: "x" is not a seed`},
+		{[]string{"sim", "--scenario", "builtin:retail-fleet", "--nodes", "openb:all_node"}, "give --scenario or --nodes/--pods, not both"},
+		{[]string{"sim", "--pods", "openb:multigpu20", "--mode", "replay"}, "has no creation times; use --mode inflate"},
+		{[]string{"sim", "--columns", "happiness"}, `--columns: unknown measure "happiness"`},
+		{[]string{"sim", "-o", "yaml"}, `-o/--output: "yaml"`},
+		{[]string{"sim", "--target", "-1"}, "inflate target must be in (0, 10]"},
+		{[]string{"sim", "--tie-break", "last"}, `tie break "last"`},
+		{[]string{"sim", "--progress", "sometimes"}, `--progress: "sometimes"`},
+		{[]string{"sim", "--nodes", "/nonexistent.csv"}, "open trace: open /nonexistent.csv"},
+		{[]string{"sim", "--scenario", "builtin:moon-base"}, `built-in scenario "moon-base"`},
+		{[]string{"sim", "extra"}, `unknown command "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, _, err := run(t, tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSimBadTraceNamesLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pods.csv")
+	if err := os.WriteFile(path, []byte("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,1024,1,500\np2,abc,1024,0,0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := run(t, "sim", "--pods", path)
+	if err == nil || !strings.Contains(err.Error(), path+`:3: field cpu_milli: openb: bad value: "abc" is not an integer`) {
+		t.Fatalf("error = %v", err)
+	}
+}

@@ -1,0 +1,169 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/scenario"
+)
+
+func smallEnv(t *testing.T) *sim.Env {
+	t.Helper()
+	c := &sim.Cluster{Name: "small", Nodes: []sim.NodeSpec{
+		{Name: "a", CPU: 32000, Memory: 65536, GPUs: 4, GPUModel: "T4", Arch: sim.ArchAMD64},
+		{Name: "b", CPU: 32000, Memory: 65536, GPUs: 2, GPUModel: "T4", Arch: sim.ArchAMD64},
+	}}
+	w := &sim.Workload{Pods: []sim.PodSpec{
+		{Name: "s", CPU: 2000, Memory: 1024, GPUs: 1, GPUMilli: 300, Delete: sim.NoDeletion},
+		{Name: "w", CPU: 4000, Memory: 4096, GPUs: 1, GPUMilli: 1000, Delete: sim.NoDeletion},
+		{Name: "c", CPU: 1000, Memory: 512, Delete: sim.NoDeletion},
+	}}
+	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func compare(t *testing.T, env *sim.Env, mode sim.Mode, names ...string) *Document {
+	t.Helper()
+	var fs []sim.Factory
+	for _, n := range names {
+		f, err := baseline.Lookup(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs = append(fs, f)
+	}
+	cfg := sim.DefaultRunConfig(mode)
+	cfg.Samples = 12
+	seeds := []uint64{1, 2}
+	res, err := sim.Compare(context.Background(), env, fs, sim.CompareConfig{Run: cfg, Seeds: seeds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewDocument("small", env, cfg, seeds, res)
+}
+
+// The JSON document carries what docs/sim-json.md promises machines.
+func TestJSONDocument(t *testing.T) {
+	doc := compare(t, smallEnv(t), sim.Inflate, "fgd", "best-fit")
+	var buf bytes.Buffer
+	if err := doc.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["schema"] != Schema || got["mode"] != "inflate" {
+		t.Errorf("schema %v mode %v", got["schema"], got["mode"])
+	}
+	runs := got["runs"].([]any)
+	if len(runs) != 4 {
+		t.Fatalf("%d runs, want 2 policies x 2 seeds", len(runs))
+	}
+	for _, r := range runs {
+		run := r.(map[string]any)
+		for _, k := range []string{"policy", "seed", "mode", "wall_seconds", "decisions", "measures", "curve"} {
+			if _, ok := run[k]; !ok {
+				t.Fatalf("run lacks %q: %v", k, run)
+			}
+		}
+		m := run["measures"].(map[string]any)
+		for _, k := range []string{"unallocated_gpu_share_at_100", "failure_rate", "fragmentation", "util_used_cpu_mean", "latency_p95_ms", "carbon_g_per_h", "decision_us_mean"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("measures lack %q", k)
+			}
+		}
+		curve := run["curve"].([]any)
+		if len(curve) != 131 {
+			t.Fatalf("curve has %d points, want 131", len(curve))
+		}
+		p := curve[100].(map[string]any)
+		for _, k := range []string{"arrived_gpu_share", "unallocated_gpu_share", "failed_pods"} {
+			if _, ok := p[k]; !ok {
+				t.Errorf("curve point lacks %q", k)
+			}
+		}
+		if p["arrived_gpu_share"].(float64) != 1 {
+			t.Errorf("point 100 at %v, want 1", p["arrived_gpu_share"])
+		}
+	}
+}
+
+func TestTableFilesAndPlots(t *testing.T) {
+	doc := compare(t, smallEnv(t), sim.Inflate, "random-fit", "fgd")
+	var buf bytes.Buffer
+	if err := doc.WriteTable(&buf, DefaultColumns(doc.Mode, true)); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"policy", "unalloc_gpu@100%", "random-fit", "fgd", "decisions/s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	dir := t.TempDir()
+	if err := doc.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	for name, rows := range map[string]int{"runs.csv": 1 + 4, "curve.csv": 1 + 4*131} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := csv.NewReader(f).ReadAll()
+		f.Close()
+		if err != nil || len(recs) != rows {
+			t.Errorf("%s: %d rows (%v), want %d", name, len(recs), err, rows)
+		}
+	}
+	plots, err := doc.WritePlots(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plots) != 2 {
+		t.Fatalf("plots = %v, want unallocated and utilization", plots)
+	}
+	for _, p := range plots {
+		b, err := os.ReadFile(p)
+		if err != nil || len(b) < 1000 || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+			t.Errorf("%s is not a PNG (%d bytes, %v)", p, len(b), err)
+		}
+	}
+}
+
+func TestReplayDocument(t *testing.T) {
+	l, err := scenario.Load("builtin:factory-vision")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := compare(t, env, sim.Replay, "k8s-default")
+	if _, n := doc.Mean("k8s-default", "carbon_g"); n != 2 {
+		t.Errorf("carbon_g reported by %d runs, want 2", n)
+	}
+	if v, _ := doc.Mean("k8s-default", "cross_zone_traffic"); !(v >= 0 && v <= 1) {
+		t.Errorf("cross_zone_traffic = %v", v)
+	}
+	dir := t.TempDir()
+	plots, err := doc.WritePlots(dir)
+	if err != nil || len(plots) != 1 {
+		t.Fatalf("replay plots = %v, %v; want only utilization", plots, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, UnallocatedPlot)); !os.IsNotExist(err) {
+		t.Error("replay wrote an unallocated-GPU curve")
+	}
+}
