@@ -10,6 +10,8 @@ import (
 // CompareConfig runs several policies over several seeds.
 type CompareConfig struct {
 	// Run is the per-run configuration; its Seed and Progress are replaced.
+	// Its OnBind, when set, is called from several runs at once and must be
+	// safe for concurrent use.
 	Run   RunConfig
 	Seeds []uint64
 	// Parallel bounds concurrent runs; 0 means GOMAXPROCS. Decision

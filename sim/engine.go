@@ -111,8 +111,8 @@ func (c *RunConfig) Validate() error {
 		return fmt.Errorf("%w: inflate resource %q (want gpu or cpu)", ErrInvalid, c.InflateResource)
 	case c.Samples < 2 || c.Samples > 100000:
 		return fmt.Errorf("%w: samples must be in [2, 100000], got %d", ErrInvalid, c.Samples)
-	case !(c.BaseLatencyMs > 0) || math.IsInf(c.BaseLatencyMs, 0):
-		return fmt.Errorf("%w: base latency must be > 0, got %v", ErrInvalid, c.BaseLatencyMs)
+	case !(c.BaseLatencyMs > 0 && c.BaseLatencyMs <= 1e5):
+		return fmt.Errorf("%w: base latency must be in (0, 1e5] ms, got %v", ErrInvalid, c.BaseLatencyMs)
 	case !(c.MaxUtil > 0 && c.MaxUtil < 1):
 		return fmt.Errorf("%w: max utilisation must be in (0, 1), got %v", ErrInvalid, c.MaxUtil)
 	}
@@ -121,6 +121,9 @@ func (c *RunConfig) Validate() error {
 
 // CurvePoint is one step of an inflate sweep.
 type CurvePoint struct {
+	// ArrivedShare is the arrived demand of the inflate resource (GPU unless
+	// inflating by CPU) over its capacity; the curve has a point at every
+	// step, at exactly 1 and at the target.
 	ArrivedShare float64 `json:"arrived_gpu_share"`
 	// UnallocatedGPUShare is 1 - allocated GPU / GPU capacity.
 	UnallocatedGPUShare float64 `json:"unallocated_gpu_share"`
@@ -197,6 +200,11 @@ func Run(ctx context.Context, env *Env, f Factory, cfg RunConfig) (*Result, erro
 		return nil, err
 	}
 	res := r.rec.result()
+	for name, v := range res.Measures {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%w: measure %s is %v (inputs out of range?)", ErrInvalid, name, v)
+		}
+	}
 	res.Policy = pol.Name()
 	res.Seed = cfg.Seed
 	res.Mode = cfg.Mode
@@ -321,10 +329,18 @@ func (r *runner) inflate(ctx context.Context) error {
 		return fmt.Errorf("%w: no pod of the workload asks for %s, so inflating by it never ends", ErrInvalid, res)
 	}
 	r.rec.inflate = true
-	sample := rand.New(rand.NewPCG(r.cfg.Seed, streamSample))
+	// Expected samples to reach the target: target / mean demand per pod.
+	var sum int64
+	for i := range env.Pods {
+		sum += demand(&env.Pods[i])
+	}
 	target := int64(math.Ceil(r.cfg.InflateTarget * float64(capacity)))
-	steps := int(math.Round(r.cfg.InflateTarget / r.cfg.InflateStep))
-	stepDemand := func(k int) int64 { return int64(math.Ceil(float64(k) * r.cfg.InflateStep * float64(capacity))) }
+	if expected := float64(target) / (float64(sum) / float64(len(env.Pods))); expected > MaxInflatePods {
+		return fmt.Errorf("%w: inflating to %.0f%% of capacity would take about %.3g pods (at most %d)", ErrInvalid, 100*r.cfg.InflateTarget, expected, MaxInflatePods)
+	}
+	sample := rand.New(rand.NewPCG(r.cfg.Seed, streamSample))
+	marks := curveMarks(r.cfg.InflateTarget, r.cfg.InflateStep)
+	markDemand := func(share float64) int64 { return int64(math.Ceil(share * float64(capacity))) }
 	var arrived int64
 	r.rec.sample(st, 0)
 	r.rec.curvePoint(st, 0)
@@ -335,6 +351,9 @@ func (r *runner) inflate(ctx context.Context) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+		}
+		if len(st.Pods) >= MaxInflatePods {
+			return fmt.Errorf("%w: inflate sampled %d pods without reaching the target", ErrInvalid, MaxInflatePods)
 		}
 		id, err := st.AddPod(env.Pods[sample.IntN(len(env.Pods))])
 		if err != nil {
@@ -348,11 +367,10 @@ func (r *runner) inflate(ctx context.Context) error {
 			return err
 		}
 		r.rec.outcome(p, ok)
-		// Record every curve step this pod's demand crossed.
-		for next <= steps && arrived >= stepDemand(next) {
-			share := float64(next) * r.cfg.InflateStep
-			r.rec.sample(st, share)
-			r.rec.curvePoint(st, share)
+		// Record every mark this pod's demand crossed.
+		for next < len(marks) && arrived >= markDemand(marks[next]) {
+			r.rec.sample(st, marks[next])
+			r.rec.curvePoint(st, marks[next])
 			next++
 		}
 		if r.cfg.Progress != nil {
@@ -363,6 +381,29 @@ func (r *runner) inflate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// MaxInflatePods bounds the pods one inflate run may sample.
+const MaxInflatePods = 20_000_000
+
+// curveMarks returns the arrived shares an inflate curve records: 0, every
+// step below the target, exactly 1 (when the target reaches it) and the
+// target itself.
+func curveMarks(target, step float64) []float64 {
+	var marks []float64
+	for k := 0; ; k++ {
+		m := math.Round(float64(k)*step*1e9) / 1e9
+		if m >= target-1e-9 {
+			break
+		}
+		marks = append(marks, m)
+	}
+	if target > 1+1e-9 {
+		marks = append(marks, 1)
+	}
+	marks = append(marks, target)
+	slices.Sort(marks)
+	return slices.CompactFunc(marks, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })
 }
 
 // timedEvent is a departure or a pending pod's deadline.
@@ -447,26 +488,32 @@ func (r *runner) replay(ctx context.Context) error {
 	var done, lastProgress int64
 	st.Now = t0
 	r.rec.startClock(t0)
-	for ai < n || deps.Len() > 0 || deadlines.Len() > 0 || si < len(samples) {
-		if done%256 == 0 {
+	for iter := 0; ai < n || deps.Len() > 0 || deadlines.Len() > 0 || si < len(samples); iter++ {
+		if iter%64 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
 		// The next event: at equal times departures go first, then
 		// deadlines of pending pods, then arrivals, then the sample.
-		next, kind := int64(math.MaxInt64), 0
-		if deps.Len() > 0 && deps[0].t < next {
-			next, kind = deps[0].t, 1
+		var next int64
+		kind := 0
+		consider := func(t int64, k int) {
+			if kind == 0 || t < next {
+				next, kind = t, k
+			}
 		}
-		if deadlines.Len() > 0 && deadlines[0].t < next {
-			next, kind = deadlines[0].t, 2
+		if deps.Len() > 0 {
+			consider(deps[0].t, 1)
 		}
-		if ai < n && st.Pods[ai].Create < next {
-			next, kind = st.Pods[ai].Create, 3
+		if deadlines.Len() > 0 {
+			consider(deadlines[0].t, 2)
 		}
-		if si < len(samples) && samples[si] < next {
-			next, kind = samples[si], 4
+		if ai < n {
+			consider(st.Pods[ai].Create, 3)
+		}
+		if si < len(samples) {
+			consider(samples[si], 4)
 		}
 		r.rec.advanceTo(st, next)
 		st.Now = next

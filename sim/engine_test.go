@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
@@ -433,5 +435,101 @@ func TestReplayNeedsTimes(t *testing.T) {
 	f, _ := baseline.Lookup(baseline.BestFit)
 	if _, err := sim.Run(context.Background(), env, f, sim.DefaultRunConfig(sim.Replay)); !errors.Is(err, sim.ErrInvalid) {
 		t.Fatalf("replay of an untimed workload: %v, want ErrInvalid", err)
+	}
+}
+
+// Replay over the longest allowed trace (317 years) with a pod that never
+// fits finishes fast: time advances in closed form, not hour by hour.
+func TestReplayLongTraceIsFast(t *testing.T) {
+	c := &sim.Cluster{Nodes: []sim.NodeSpec{{Name: "n", CPU: 1000, Memory: 1000, Arch: sim.ArchAMD64}}}
+	w := &sim.Workload{Pods: []sim.PodSpec{
+		{Name: "long", CPU: 500, Memory: 1, Create: 0, Delete: sim.MaxTime},
+		{Name: "late", CPU: 600, Memory: 1, Create: sim.MaxTime - 1, Delete: sim.MaxTime},
+		{Name: "never", CPU: 600, Memory: 1, Create: 10, Delete: sim.NoDeletion},
+	}}
+	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := baseline.Lookup(baseline.BestFit)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := sim.Run(ctx, env, f, sim.DefaultRunConfig(sim.Replay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// IDs follow arrival: long (t=0), never (t=10), late (t=MaxTime-1).
+	// long takes 500 of 1000; never (600) and late (600) wait. At MaxTime
+	// long leaves: the retry places never (first in line), late still does
+	// not fit (400 free) and its deadline, MaxTime, makes it fail.
+	m := res.Measures
+	if m["pods_placed"] != 2 || m["pods_pending"] != 0 || m["pods_failed"] != 1 {
+		t.Errorf("placed %v pending %v failed %v, want 2, 0, 1", m["pods_placed"], m["pods_pending"], m["pods_failed"])
+	}
+	// Only long runs for a while: 0.5 core x usage x 8 W/core for MaxTime
+	// seconds at the default 475 g/kWh.
+	want := 500 * env.Pods[0].Usage / 1000 * 8 * float64(sim.MaxTime) / 3600 / 1000 * sim.DefaultCarbonIntensity
+	if got := m["carbon_g"]; math.Abs(got-want) > 1e-6*want {
+		t.Errorf("carbon_g = %v, want %v", got, want)
+	}
+}
+
+func TestInflateRefusesUnboundedRuns(t *testing.T) {
+	c := &sim.Cluster{Nodes: []sim.NodeSpec{{Name: "n", CPU: sim.MaxQuantity, Memory: 1000, Arch: sim.ArchAMD64}}}
+	env, err := sim.NewEnv(c, &sim.Workload{Pods: []sim.PodSpec{{Name: "tiny", CPU: 1, Memory: 0}}}, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := baseline.Lookup(baseline.BestFit)
+	_, err = sim.Run(context.Background(), env, f, sim.DefaultRunConfig(sim.Inflate))
+	if !errors.Is(err, sim.ErrInvalid) {
+		t.Fatalf("inflating 1e12 milli-CPU with 1-milli pods: %v, want ErrInvalid", err)
+	}
+}
+
+func TestCompareOrderErrorsAndProgress(t *testing.T) {
+	env := randomEnv(t, 21)
+	var fs []sim.Factory
+	for _, n := range []string{baseline.FGD, baseline.BestFit, baseline.RandomFit} {
+		f, _ := baseline.Lookup(n)
+		fs = append(fs, f)
+	}
+	var last, total int64
+	res, err := sim.Compare(context.Background(), env, fs, sim.CompareConfig{
+		Run: sim.DefaultRunConfig(sim.Inflate), Seeds: []uint64{4, 5}, Parallel: 3,
+		Progress: func(done, tot int64) {
+			if done < last || done > tot {
+				t.Errorf("progress %d/%d after %d", done, tot, last)
+			}
+			last, total = done, tot
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Policy != fs[i/2].Name || r.Seed != []uint64{4, 5}[i%2] {
+			t.Errorf("result %d is %s seed %d", i, r.Policy, r.Seed)
+		}
+	}
+	if last != total || total != 6000 {
+		t.Errorf("progress ended at %d/%d, want 6000/6000", last, total)
+	}
+	bad := sim.Factory{Name: "broken", New: func(*sim.Env) (sim.Policy, error) { return nil, errors.New("no weights") }}
+	if _, err := sim.Compare(context.Background(), env, append(fs, bad), sim.CompareConfig{Run: sim.DefaultRunConfig(sim.Inflate), Seeds: []uint64{1}}); err == nil || !strings.Contains(err.Error(), "broken seed 1: new policy broken: no weights") {
+		t.Errorf("a failing policy: %v", err)
+	}
+	if _, err := sim.Compare(context.Background(), env, nil, sim.CompareConfig{Run: sim.DefaultRunConfig(sim.Inflate), Seeds: []uint64{1}}); !errors.Is(err, sim.ErrInvalid) {
+		t.Errorf("no policies: %v", err)
+	}
+}
+
+func TestReplayHonoursContext(t *testing.T) {
+	env := randomEnv(t, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f, _ := baseline.Lookup(baseline.BestFit)
+	if _, err := sim.Run(ctx, env, f, sim.DefaultRunConfig(sim.Replay)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("replay error = %v, want context.Canceled", err)
 	}
 }

@@ -165,8 +165,8 @@ func (e *Env) compileCluster(c *Cluster) error {
 			return fmt.Errorf("carbon zone %s: %w: empty curve", cz.Name, ErrInvalid)
 		}
 		for h, v := range cz.Curve {
-			if !finiteNonNeg(v) {
-				return fmt.Errorf("carbon zone %s: %w: curve[%d] = %v must be a finite number >= 0", cz.Name, ErrInvalid, h, v)
+			if !inRange(v, MaxCarbon) {
+				return fmt.Errorf("carbon zone %s: %w: curve[%d] = %v must be a finite number in [0, %g]", cz.Name, ErrInvalid, h, v, float64(MaxCarbon))
 			}
 		}
 		carbonIdx[cz.Name] = i
@@ -219,8 +219,8 @@ func (e *Env) compileCluster(c *Cluster) error {
 		if _, dup := e.modelIdx[m.Name]; dup {
 			return fmt.Errorf("gpu model %s: %w", m.Name, ErrDuplicate)
 		}
-		if !finiteNonNeg(m.Watts) || m.MemoryMiB < 0 {
-			return fmt.Errorf("gpu model %s: %w: watts and memory must be >= 0", m.Name, ErrInvalid)
+		if !inRange(m.Watts, MaxWatts) || m.MemoryMiB < 0 || m.MemoryMiB > MaxQuantity {
+			return fmt.Errorf("gpu model %s: %w: watts and memory must be finite, >= 0 and bounded", m.Name, ErrInvalid)
 		}
 		if m.Watts == 0 {
 			m.Watts = DefaultGPUWatts
@@ -263,9 +263,9 @@ func (e *Env) compileCluster(c *Cluster) error {
 			}
 			model = int32(m)
 		}
-		pw := n.Power
-		if pw == (PowerModel{}) {
-			pw = DefaultPower(n.Arch)
+		pw := DefaultPower(n.Arch)
+		if n.Power != nil {
+			pw = *n.Power
 		}
 		gpuW := pw.WattsPerGPU
 		if gpuW == 0 && model >= 0 {
@@ -297,12 +297,13 @@ func (e *Env) compileCluster(c *Cluster) error {
 // without one: roughly the world-average grid intensity.
 const DefaultCarbonIntensity = 475
 
-func (e *Env) compileNetwork(nw Network) error {
-	if nw.IntraZoneMs == 0 && nw.InterZoneMs == 0 && len(nw.Pairs) == 0 {
-		nw = DefaultNetwork()
+func (e *Env) compileNetwork(given *Network) error {
+	nw := DefaultNetwork()
+	if given != nil {
+		nw = *given
 	}
-	if !finiteNonNeg(nw.IntraZoneMs) || !finiteNonNeg(nw.InterZoneMs) {
-		return fmt.Errorf("network: %w: RTTs must be finite and >= 0", ErrInvalid)
+	if !inRange(nw.IntraZoneMs, MaxRTTMs) || !inRange(nw.InterZoneMs, MaxRTTMs) {
+		return fmt.Errorf("network: %w: RTTs must be finite and in [0, %g] ms", ErrInvalid, float64(MaxRTTMs))
 	}
 	n := len(e.Zones)
 	e.RTT = make([][]float64, n)
@@ -322,8 +323,8 @@ func (e *Env) compileNetwork(nw Network) error {
 		if !okA || !okB {
 			return fmt.Errorf("network: %w: zone pair %q-%q", ErrUnknownRef, p.A, p.B)
 		}
-		if !finiteNonNeg(p.Ms) {
-			return fmt.Errorf("network: %w: RTT %q-%q must be finite and >= 0, got %v", ErrInvalid, p.A, p.B, p.Ms)
+		if !inRange(p.Ms, MaxRTTMs) {
+			return fmt.Errorf("network: %w: RTT %q-%q must be finite and in [0, %g], got %v", ErrInvalid, p.A, p.B, float64(MaxRTTMs), p.Ms)
 		}
 		e.RTT[a][b], e.RTT[b][a] = p.Ms, p.Ms
 	}
@@ -406,8 +407,8 @@ func (e *Env) compileWorkload(w *Workload) error {
 			return fmt.Errorf("dependency %s->%s: %w: service %q", d.From, d.To, ErrUnknownRef, d.From)
 		case !okT:
 			return fmt.Errorf("dependency %s->%s: %w: service %q", d.From, d.To, ErrUnknownRef, d.To)
-		case !finiteNonNeg(d.CallsPerSecond):
-			return fmt.Errorf("dependency %s->%s: %w: calls per second must be finite and >= 0, got %v", d.From, d.To, ErrInvalid, d.CallsPerSecond)
+		case !inRange(d.CallsPerSecond, MaxCallRate):
+			return fmt.Errorf("dependency %s->%s: %w: calls per second must be finite and in [0, %g], got %v", d.From, d.To, ErrInvalid, float64(MaxCallRate), d.CallsPerSecond)
 		}
 		e.Edges = append(e.Edges, Edge{From: int32(f), To: int32(t), Rate: d.CallsPerSecond})
 	}
@@ -457,6 +458,36 @@ func (e *Env) CarbonAt(cz int32, t int64) float64 {
 		h = 0
 	}
 	return c[h%int64(len(c))]
+}
+
+// carbonIntegral is the integral of a carbon zone's intensity over [a, b)
+// seconds, in (g/kWh)·s, computed per hour segment with whole cycles of the
+// curve in closed form.
+func (e *Env) carbonIntegral(cz int32, a, b int64) float64 {
+	c := e.CarbonZones[cz].Curve
+	if b <= a {
+		return 0
+	}
+	a, b = max(a, 0), max(b, 0)
+	var cycle float64
+	for _, v := range c {
+		cycle += v
+	}
+	hourOf := func(t int64) int64 { return t / 3600 }
+	ha, hb := hourOf(a), hourOf(b)
+	if ha == hb {
+		return float64(b-a) * c[ha%int64(len(c))]
+	}
+	// partial first hour, whole hours in between, partial last hour
+	total := float64((ha+1)*3600-a) * c[ha%int64(len(c))]
+	total += float64(b-hb*3600) * c[hb%int64(len(c))]
+	first, n := ha+1, hb-(ha+1) // whole hours [first, first+n)
+	cycles := n / int64(len(c))
+	total += float64(cycles) * cycle * 3600
+	for h := first + cycles*int64(len(c)); h < first+n; h++ {
+		total += c[h%int64(len(c))] * 3600
+	}
+	return total
 }
 
 // CarbonMean is the mean of a carbon zone's curve.

@@ -107,20 +107,21 @@ func (r *recorder) pendingAtEnd(n int) { r.nPending = n }
 
 func (r *recorder) startClock(t int64) { r.clock = t }
 
-// advanceTo integrates emissions of the current placement up to time t,
-// splitting at hour boundaries where the carbon curves change.
+// advanceTo integrates emissions of the current placement up to time t.
+// Power is constant in between; each carbon curve is integrated in closed
+// form (whole cycles, then the remaining hours), so the cost does not grow
+// with the length of the interval.
 func (r *recorder) advanceTo(st *State, t int64) {
-	for r.clock < t {
-		end := min(t, (r.clock/3600+1)*3600)
-		dt := float64(end - r.clock)
-		for cz, w := range st.PowerByCarbonZone {
-			if w != 0 {
-				// W * s / 3600 = Wh; / 1000 = kWh; * g/kWh = g
-				r.carbonG += w * dt / 3600 / 1000 * r.env.CarbonAt(int32(cz), r.clock)
-			}
-		}
-		r.clock = end
+	if t <= r.clock {
+		return
 	}
+	for cz, w := range st.PowerByCarbonZone {
+		if w != 0 {
+			// W * s / 3600 = Wh; / 1000 = kWh; * g/kWh = g
+			r.carbonG += w / 3600 / 1000 * r.env.carbonIntegral(int32(cz), r.clock, t)
+		}
+	}
+	r.clock = t
 }
 
 func share(a, b float64) float64 {
@@ -335,18 +336,25 @@ const (
 	histMin   = 0.01
 	histRatio = 1.01
 	histBins  = 1900 // 0.01 * 1.01^1900 ≈ 1.6e6
+	// histMax clamps values (and so the mean) to the last bin's range; the
+	// latency proxy stays far below it for bounded inputs.
+	histMax = 1.5e6
 )
 
 func newLogHist() logHist { return logHist{counts: make([]int64, histBins)} }
 
 func (h *logHist) add(v float64) {
+	if math.IsNaN(v) || v < 0 {
+		v = 0
+	}
+	v = min(v, histMax)
 	h.n++
 	h.sum += v
 	b := 0
 	if v > histMin {
 		b = int(math.Log(v/histMin) / math.Log(histRatio))
 	}
-	h.counts[min(b, histBins-1)]++
+	h.counts[max(0, min(b, histBins-1))]++
 }
 
 func (h *logHist) mean() float64 { return h.sum / float64(h.n) }

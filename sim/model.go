@@ -14,6 +14,19 @@ const MilliGPU = 1000
 // NoDeletion marks a pod that never leaves the cluster on its own.
 const NoDeletion int64 = -1
 
+// Bounds that keep every sum and product of the simulator inside int64 and
+// every loop finite: capacities and requests (milli-CPU, MiB) up to 1e12,
+// times up to 1e10 s (317 years), call rates up to 1e9/s, RTTs up to 1e6 ms.
+const (
+	MaxQuantity   = 1_000_000_000_000
+	MaxTime       = 10_000_000_000
+	MaxCallRate   = 1e9
+	MaxRTTMs      = 1e6
+	MaxWatts      = 1e7
+	MaxCarbon     = 1e5
+	MaxFailureDay = 1e6
+)
+
 // Errors returned by validation. They are wrapped with the name of the
 // offending object and field, so errors.Is can classify them.
 var (
@@ -257,7 +270,8 @@ type NodeSpec struct {
 	Taints     []Taint
 	// FailureRate is the expected number of node failures per day.
 	FailureRate float64
-	Power       PowerModel
+	// Power is the node's power model; nil means DefaultPower(Arch).
+	Power *PowerModel
 }
 
 // Validate checks a node on its own (references are checked by NewEnv).
@@ -265,10 +279,10 @@ func (n *NodeSpec) Validate() error {
 	switch {
 	case n.Name == "":
 		return fmt.Errorf("%w: node without a name", ErrInvalid)
-	case n.CPU <= 0:
-		return fmt.Errorf("node %s: %w: cpu must be > 0, got %d", n.Name, ErrInvalid, n.CPU)
-	case n.Memory <= 0:
-		return fmt.Errorf("node %s: %w: memory must be > 0, got %d", n.Name, ErrInvalid, n.Memory)
+	case n.CPU <= 0 || n.CPU > MaxQuantity:
+		return fmt.Errorf("node %s: %w: cpu must be in (0, %d], got %d", n.Name, ErrInvalid, int64(MaxQuantity), n.CPU)
+	case n.Memory <= 0 || n.Memory > MaxQuantity:
+		return fmt.Errorf("node %s: %w: memory must be in (0, %d], got %d", n.Name, ErrInvalid, int64(MaxQuantity), n.Memory)
 	case n.GPUs < 0 || n.GPUs > MaxGPUsPerNode:
 		return fmt.Errorf("node %s: %w: gpus must be in [0, %d], got %d", n.Name, ErrInvalid, MaxGPUsPerNode, n.GPUs)
 	case n.GPUs > 0 && n.GPUModel == "":
@@ -277,10 +291,10 @@ func (n *NodeSpec) Validate() error {
 		return fmt.Errorf("node %s: %w: gpu model %q but 0 gpus", n.Name, ErrInvalid, n.GPUModel)
 	case n.Arch == ArchAny:
 		return fmt.Errorf("node %s: %w: arch must be amd64 or arm64", n.Name, ErrInvalid)
-	case !finiteNonNeg(n.FailureRate):
-		return fmt.Errorf("node %s: %w: failure rate must be a finite number >= 0, got %v", n.Name, ErrInvalid, n.FailureRate)
-	case !finiteNonNeg(n.Power.IdleWatts) || !finiteNonNeg(n.Power.WattsPerCore) || !finiteNonNeg(n.Power.WattsPerGPU):
-		return fmt.Errorf("node %s: %w: power figures must be finite and >= 0", n.Name, ErrInvalid)
+	case !finiteNonNeg(n.FailureRate) || n.FailureRate > MaxFailureDay:
+		return fmt.Errorf("node %s: %w: failure rate must be a finite number in [0, %g], got %v", n.Name, ErrInvalid, float64(MaxFailureDay), n.FailureRate)
+	case n.Power != nil && (!inRange(n.Power.IdleWatts, MaxWatts) || !inRange(n.Power.WattsPerCore, MaxWatts) || !inRange(n.Power.WattsPerGPU, MaxWatts)):
+		return fmt.Errorf("node %s: %w: power figures must be finite and in [0, %g]", n.Name, ErrInvalid, float64(MaxWatts))
 	}
 	return nil
 }
@@ -293,7 +307,8 @@ type Cluster struct {
 	Name        string
 	Zones       []Zone
 	CarbonZones []CarbonZone
-	Network     Network
+	// Network gives zone RTTs; nil means DefaultNetwork().
+	Network *Network
 	// GPUModels lists the GPU types nodes and pods may name; at most 64.
 	GPUModels []GPUModel
 	Nodes     []NodeSpec
@@ -332,10 +347,10 @@ func (p *PodSpec) Validate() error {
 	switch {
 	case p.Name == "":
 		return fmt.Errorf("%w: pod without a name", ErrInvalid)
-	case p.CPU < 0:
-		return fmt.Errorf("pod %s: %w: cpu must be >= 0, got %d", p.Name, ErrInvalid, p.CPU)
-	case p.Memory < 0:
-		return fmt.Errorf("pod %s: %w: memory must be >= 0, got %d", p.Name, ErrInvalid, p.Memory)
+	case p.CPU < 0 || p.CPU > MaxQuantity:
+		return fmt.Errorf("pod %s: %w: cpu must be in [0, %d], got %d", p.Name, ErrInvalid, int64(MaxQuantity), p.CPU)
+	case p.Memory < 0 || p.Memory > MaxQuantity:
+		return fmt.Errorf("pod %s: %w: memory must be in [0, %d], got %d", p.Name, ErrInvalid, int64(MaxQuantity), p.Memory)
 	case p.GPUs < 0 || p.GPUs > MaxGPUsPerNode:
 		return fmt.Errorf("pod %s: %w: gpus must be in [0, %d], got %d", p.Name, ErrInvalid, MaxGPUsPerNode, p.GPUs)
 	case p.GPUs == 0 && p.GPUMilli != 0:
@@ -346,14 +361,16 @@ func (p *PodSpec) Validate() error {
 		return fmt.Errorf("pod %s: %w: a pod with %d gpus must take whole gpus (gpu_milli %d), got %d", p.Name, ErrInvalid, p.GPUs, MilliGPU, p.GPUMilli)
 	case p.GPUs == 0 && len(p.GPUSpec) > 0:
 		return fmt.Errorf("pod %s: %w: gpu_spec set on a pod without gpus", p.Name, ErrInvalid)
-	case p.Create < 0:
-		return fmt.Errorf("pod %s: %w: creation time must be >= 0, got %d", p.Name, ErrInvalid, p.Create)
+	case p.Create < 0 || p.Create > MaxTime:
+		return fmt.Errorf("pod %s: %w: creation time must be in [0, %d] s, got %d", p.Name, ErrInvalid, int64(MaxTime), p.Create)
+	case p.Delete != NoDeletion && p.Delete > MaxTime:
+		return fmt.Errorf("pod %s: %w: deletion time must be at most %d s, got %d", p.Name, ErrInvalid, int64(MaxTime), p.Delete)
 	case p.Delete != NoDeletion && p.Delete < p.Create:
 		return fmt.Errorf("pod %s: %w: deletion time %d is before creation time %d", p.Name, ErrInvalid, p.Delete, p.Create)
 	case !finiteNonNeg(p.CPUUsage) || p.CPUUsage > 64:
 		return fmt.Errorf("pod %s: %w: cpu usage must be a finite share in [0, 64], got %v", p.Name, ErrInvalid, p.CPUUsage)
-	case p.CPULimit < 0:
-		return fmt.Errorf("pod %s: %w: cpu limit must be >= 0, got %d", p.Name, ErrInvalid, p.CPULimit)
+	case p.CPULimit < 0 || p.CPULimit > MaxQuantity:
+		return fmt.Errorf("pod %s: %w: cpu limit must be in [0, %d], got %d", p.Name, ErrInvalid, int64(MaxQuantity), p.CPULimit)
 	}
 	return nil
 }
@@ -381,3 +398,6 @@ type Workload struct {
 }
 
 func finiteNonNeg(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
+
+// inRange reports whether v is a finite number in [0, hi].
+func inRange(v, hi float64) bool { return finiteNonNeg(v) && v <= hi }

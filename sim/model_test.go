@@ -96,14 +96,15 @@ func TestNodeSpecValidate(t *testing.T) {
 	}{
 		{"valid", func(*NodeSpec) {}, ""},
 		{"no name", func(n *NodeSpec) { n.Name = "" }, "without a name"},
-		{"zero cpu", func(n *NodeSpec) { n.CPU = 0 }, "cpu must be > 0"},
-		{"negative memory", func(n *NodeSpec) { n.Memory = -1 }, "memory must be > 0"},
+		{"zero cpu", func(n *NodeSpec) { n.CPU = 0 }, "cpu must be in (0, 1000000000000], got 0"},
+		{"huge cpu", func(n *NodeSpec) { n.CPU = 5e18 }, "cpu must be in (0, 1000000000000]"},
+		{"negative memory", func(n *NodeSpec) { n.Memory = -1 }, "memory must be in (0,"},
 		{"gpus without model", func(n *NodeSpec) { n.GPUs = 2 }, "no gpu model"},
 		{"model without gpus", func(n *NodeSpec) { n.GPUModel = "T4" }, "but 0 gpus"},
 		{"too many gpus", func(n *NodeSpec) { n.GPUs = 65; n.GPUModel = "T4" }, "gpus must be in"},
 		{"no arch", func(n *NodeSpec) { n.Arch = ArchAny }, "arch must be"},
 		{"NaN failure rate", func(n *NodeSpec) { n.FailureRate = math.NaN() }, "failure rate"},
-		{"infinite power", func(n *NodeSpec) { n.Power.WattsPerCore = math.Inf(1) }, "power"},
+		{"infinite power", func(n *NodeSpec) { n.Power = &PowerModel{WattsPerCore: math.Inf(1)} }, "power"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,13 +126,16 @@ func TestPodSpecValidate(t *testing.T) {
 		{"valid", func(*PodSpec) {}, ""},
 		{"valid shared gpu", func(p *PodSpec) { p.GPUs, p.GPUMilli = 1, 250 }, ""},
 		{"valid whole gpus", func(p *PodSpec) { p.GPUs, p.GPUMilli = 4, 1000 }, ""},
-		{"negative cpu", func(p *PodSpec) { p.CPU = -1 }, "cpu must be >= 0"},
+		{"negative cpu", func(p *PodSpec) { p.CPU = -1 }, "cpu must be in [0, 1000000000000], got -1"},
 		{"milli without gpus", func(p *PodSpec) { p.GPUMilli = 10 }, "gpu_milli must be 0"},
 		{"gpus without milli", func(p *PodSpec) { p.GPUs = 1 }, "gpu_milli must be in"},
 		{"milli over 1000", func(p *PodSpec) { p.GPUs, p.GPUMilli = 1, 1001 }, "gpu_milli must be in"},
 		{"shared multi gpu", func(p *PodSpec) { p.GPUs, p.GPUMilli = 2, 500 }, "whole gpus"},
 		{"spec without gpus", func(p *PodSpec) { p.GPUSpec = []string{"T4"} }, "gpu_spec set"},
 		{"deleted before created", func(p *PodSpec) { p.Create, p.Delete = 10, 5 }, "before creation"},
+		{"created too late", func(p *PodSpec) { p.Create = MaxTime + 1 }, "creation time must be in"},
+		{"deleted too late", func(p *PodSpec) { p.Delete = math.MaxInt64 }, "deletion time must be at most"},
+		{"huge request", func(p *PodSpec) { p.Memory = MaxQuantity + 1 }, "memory must be in [0,"},
 		{"NaN usage", func(p *PodSpec) { p.CPUUsage = math.NaN() }, "cpu usage"},
 	}
 	for _, tt := range tests {

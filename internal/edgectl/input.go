@@ -125,8 +125,8 @@ func parseSeeds(s string) ([]uint64, error) {
 		if b-a >= 1000 || len(out)+int(b-a+1) > 1000 {
 			return nil, fmt.Errorf("--seeds: at most 1000 seeds")
 		}
-		for v := a; v <= b; v++ {
-			out = append(out, v)
+		for i := uint64(0); i <= b-a; i++ { // by count: a+i cannot wrap
+			out = append(out, a+i)
 		}
 	}
 	if len(out) == 0 {

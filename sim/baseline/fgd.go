@@ -25,10 +25,14 @@ import (
 // This policy keeps the engine's seeded random tie-break and states the
 // consolidation explicitly as a secondary key inside the score:
 //
-//	score = primary + 0.999 * (1000 * gpuUsed + cpuUsed) / 1001
+//	score = primary + 0.999 * (1000 * (1 - gpuFree/maxGPU) + (1 - cpuFree/maxCPU)) / 1001
 //
-// gpuUsed and cpuUsed being the node's allocated shares of the largest
-// node's capacity: among equal primaries, the fuller node wins, GPU first.
+// with maxGPU and maxCPU the largest node's capacities: among equal
+// primaries the node with the least free GPU wins (a node without GPUs has
+// none free, so CPU-only pods stay off GPU nodes), then the least free CPU.
+// Measured against alternatives on openb (5 seeds, unallocated GPU at 100%):
+// keying on allocated rather than free GPU gives 6.4% on default (this key
+// 4.9%), 5.6% on cpu050 (5.2%), 7.6% on gpushare40 (6.2%).
 //
 // Cost: the increase depends only on the node's state and the pod's shape,
 // so it is cached per (node, shape) and recomputed only after the node

@@ -204,6 +204,9 @@ func (t *table) int(c string, allowEmpty bool, def int64) (int64, error) {
 	if v < 0 {
 		return 0, t.errf(c, ErrBadValue, "%d is negative", v)
 	}
+	if limit := int64(sim.MaxQuantity); strings.HasSuffix(c, "_time") && v > sim.MaxTime || v > limit {
+		return 0, t.errf(c, ErrBadValue, "%d is too large", v)
+	}
 	return v, nil
 }
 

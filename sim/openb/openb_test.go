@@ -116,6 +116,8 @@ func TestReadPodsBadInput(t *testing.T) {
 		{"duplicate", header + "p,5,1,0,0,,LS,0,1\np,5,1,0,0,,LS,0,1\n", ErrDuplicate, `t.csv:3: field name: openb: duplicate name: "p" already on line 2`},
 		{"bad quoting", header + "p,5,1,0,0,,LS,0,1\n\"q,5\n", ErrBadValue, "t.csv:3:"},
 		{"empty name", header + ",5,1,0,0,,LS,0,1\n", ErrBadValue, "t.csv:2: field name"},
+		{"huge cpu", header + "p,5000000000000000000,1,0,0,,LS,0,1\n", ErrBadValue, "t.csv:2: field cpu_milli: openb: bad value: 5000000000000000000 is too large"},
+		{"endless deletion", header + "p,5,1,0,0,,LS,0,9223372036854775807\n", ErrBadValue, "t.csv:2: field deletion_time: openb: bad value: 9223372036854775807 is too large"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,6 +29,9 @@ func errAt(line int, field string, base error, format string, args ...any) error
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
+// inRange reports whether v is a finite number in [0, hi].
+func inRange(v, hi float64) bool { return finite(v) && v >= 0 && v <= hi }
+
 func (b *builder) build() (*Loaded, error) {
 	s := b.s
 	switch {
@@ -96,14 +99,20 @@ func (b *builder) zonesAndNetwork() error {
 	}
 	nw := b.s.Network
 	if nw == nil {
-		b.cluster.Network = sim.DefaultNetwork()
-		return nil
+		return nil // sim's default network
 	}
-	if !finite(nw.IntraZoneMs) || nw.IntraZoneMs < 0 {
-		return errAt(nw.pos.at("intraZoneMs"), "network.intraZoneMs", sim.ErrInvalid, "%v must be finite and >= 0", nw.IntraZoneMs)
+	def := sim.DefaultNetwork()
+	if _, set := nw.pos.keys["intraZoneMs"]; !set {
+		nw.IntraZoneMs = def.IntraZoneMs
 	}
-	if !finite(nw.InterZoneMs) || nw.InterZoneMs < 0 {
-		return errAt(nw.pos.at("interZoneMs"), "network.interZoneMs", sim.ErrInvalid, "%v must be finite and >= 0", nw.InterZoneMs)
+	if _, set := nw.pos.keys["interZoneMs"]; !set {
+		nw.InterZoneMs = def.InterZoneMs
+	}
+	if !inRange(nw.IntraZoneMs, sim.MaxRTTMs) {
+		return errAt(nw.pos.at("intraZoneMs"), "network.intraZoneMs", sim.ErrInvalid, "%v must be finite and in [0, %g]", nw.IntraZoneMs, float64(sim.MaxRTTMs))
+	}
+	if !inRange(nw.InterZoneMs, sim.MaxRTTMs) {
+		return errAt(nw.pos.at("interZoneMs"), "network.interZoneMs", sim.ErrInvalid, "%v must be finite and in [0, %g]", nw.InterZoneMs, float64(sim.MaxRTTMs))
 	}
 	out := sim.Network{IntraZoneMs: nw.IntraZoneMs, InterZoneMs: nw.InterZoneMs}
 	for i, p := range nw.Pairs {
@@ -113,12 +122,12 @@ func (b *builder) zonesAndNetwork() error {
 			return errAt(p.pos.at("a"), f+".a", ErrUnknownRef, "zone %q", p.A)
 		case !b.zones[p.B]:
 			return errAt(p.pos.at("b"), f+".b", ErrUnknownRef, "zone %q", p.B)
-		case !finite(p.Ms) || p.Ms < 0:
-			return errAt(p.pos.at("ms"), f+".ms", sim.ErrInvalid, "%v must be finite and >= 0", p.Ms)
+		case !inRange(p.Ms, sim.MaxRTTMs):
+			return errAt(p.pos.at("ms"), f+".ms", sim.ErrInvalid, "%v must be finite and in [0, %g]", p.Ms, float64(sim.MaxRTTMs))
 		}
 		out.Pairs = append(out.Pairs, sim.ZonePair{A: p.A, B: p.B, Ms: p.Ms})
 	}
-	b.cluster.Network = out
+	b.cluster.Network = &out
 	return nil
 }
 
@@ -197,8 +206,8 @@ func (b *builder) nodePools() error {
 		if p.CarbonZone != "" && !b.carbon[p.CarbonZone] {
 			return errAt(p.pos.at("carbonZone"), f+".carbonZone", ErrUnknownRef, "carbon zone %q is not declared in carbonZones", p.CarbonZone)
 		}
-		if !finite(p.FailureRate) || p.FailureRate < 0 {
-			return errAt(p.pos.at("failureRate"), f+".failureRate", sim.ErrInvalid, "%v must be finite and >= 0", p.FailureRate)
+		if !inRange(p.FailureRate, sim.MaxFailureDay) {
+			return errAt(p.pos.at("failureRate"), f+".failureRate", sim.ErrInvalid, "%v must be finite and in [0, %g]", p.FailureRate, float64(sim.MaxFailureDay))
 		}
 		arch := sim.ArchAMD64
 		if p.Arch != "" {
@@ -219,18 +228,24 @@ func (b *builder) nodePools() error {
 			}
 			taints = append(taints, sim.Taint{Key: t.Key, Value: t.Value, Effect: eff})
 		}
-		power := sim.DefaultPower(arch)
+		var power *sim.PowerModel // nil: the architecture's default
 		if p.Power != nil {
 			pw := p.Power
+			pm := sim.DefaultPower(arch) // keys left out keep their defaults
 			for _, v := range []struct {
 				name string
-				v    float64
-			}{{"idleWatts", pw.IdleWatts}, {"wattsPerCore", pw.WattsPerCore}, {"wattsPerGPU", pw.WattsPerGPU}} {
-				if !finite(v.v) || v.v < 0 {
-					return errAt(pw.pos.at(v.name), f+".power."+v.name, sim.ErrInvalid, "%v must be finite and >= 0", v.v)
+				src  float64
+				dst  *float64
+			}{{"idleWatts", pw.IdleWatts, &pm.IdleWatts}, {"wattsPerCore", pw.WattsPerCore, &pm.WattsPerCore}, {"wattsPerGPU", pw.WattsPerGPU, &pm.WattsPerGPU}} {
+				if _, set := pw.pos.keys[v.name]; !set {
+					continue
 				}
+				if !inRange(v.src, sim.MaxWatts) {
+					return errAt(pw.pos.at(v.name), f+".power."+v.name, sim.ErrInvalid, "%v must be finite and in [0, %g]", v.src, float64(sim.MaxWatts))
+				}
+				*v.dst = v.src
 			}
-			power = sim.PowerModel{IdleWatts: pw.IdleWatts, WattsPerCore: pw.WattsPerCore, WattsPerGPU: pw.WattsPerGPU}
+			power = &pm
 		}
 		var specs []sim.NodeSpec
 		if p.OpenB != "" {
@@ -263,10 +278,10 @@ func (b *builder) nodePools() error {
 				return errAt(p.pos.line, f+".name", sim.ErrInvalid, "a pool needs a name (its nodes are NAME-0, NAME-1, ...)")
 			case p.Count <= 0 || p.Count > MaxNodes:
 				return errAt(p.pos.at("count"), f+".count", sim.ErrInvalid, "%d, want 1..%d", p.Count, MaxNodes)
-			case p.CPUMilli <= 0:
-				return errAt(p.pos.at("cpuMilli"), f+".cpuMilli", sim.ErrInvalid, "%d, want > 0", p.CPUMilli)
-			case p.MemoryMiB <= 0:
-				return errAt(p.pos.at("memoryMiB"), f+".memoryMiB", sim.ErrInvalid, "%d, want > 0", p.MemoryMiB)
+			case p.CPUMilli <= 0 || p.CPUMilli > sim.MaxQuantity:
+				return errAt(p.pos.at("cpuMilli"), f+".cpuMilli", sim.ErrInvalid, "%d, want > 0 (at most %d)", p.CPUMilli, int64(sim.MaxQuantity))
+			case p.MemoryMiB <= 0 || p.MemoryMiB > sim.MaxQuantity:
+				return errAt(p.pos.at("memoryMiB"), f+".memoryMiB", sim.ErrInvalid, "%d, want > 0 (at most %d)", p.MemoryMiB, int64(sim.MaxQuantity))
 			case p.GPUs < 0 || p.GPUs > sim.MaxGPUsPerNode:
 				return errAt(p.pos.at("gpus"), f+".gpus", sim.ErrInvalid, "%d, want 0..%d", p.GPUs, sim.MaxGPUsPerNode)
 			case p.GPUs > 0 && !b.modelSet[p.GPUModel]:
@@ -306,6 +321,8 @@ func (b *builder) podSpec(t *PodTemplate, name, f string) (sim.PodSpec, error) {
 	}{
 		{t.CPUMilli < 0, "cpuMilli", fmt.Sprintf("%d is negative", t.CPUMilli)},
 		{t.MemoryMiB < 0, "memoryMiB", fmt.Sprintf("%d is negative", t.MemoryMiB)},
+		{t.CPUMilli > sim.MaxQuantity, "cpuMilli", fmt.Sprintf("%d exceeds %d", t.CPUMilli, int64(sim.MaxQuantity))},
+		{t.MemoryMiB > sim.MaxQuantity, "memoryMiB", fmt.Sprintf("%d exceeds %d", t.MemoryMiB, int64(sim.MaxQuantity))},
 		{t.GPUs < 0 || t.GPUs > sim.MaxGPUsPerNode, "gpus", fmt.Sprintf("%d, want 0..%d", t.GPUs, sim.MaxGPUsPerNode)},
 		{t.GPUs > 0 && (t.GPUMilli <= 0 || t.GPUMilli > sim.MilliGPU), "gpuMilli", fmt.Sprintf("%d, want 1..%d for a pod with gpus", t.GPUMilli, sim.MilliGPU)},
 		{t.GPUs == 0 && t.GPUMilli != 0, "gpuMilli", fmt.Sprintf("%d given for a pod without gpus", t.GPUMilli)},
@@ -473,8 +490,8 @@ func (b *builder) dependencies() error {
 			return errAt(d.pos.at("from"), f+".from", ErrUnknownRef, "service %q is not in the workload", d.From)
 		case !b.services[d.To]:
 			return errAt(d.pos.at("to"), f+".to", ErrUnknownRef, "service %q is not in the workload", d.To)
-		case !finite(d.CallsPerSecond) || d.CallsPerSecond < 0:
-			return errAt(d.pos.at("callsPerSecond"), f+".callsPerSecond", sim.ErrInvalid, "%v must be finite and >= 0", d.CallsPerSecond)
+		case !inRange(d.CallsPerSecond, sim.MaxCallRate):
+			return errAt(d.pos.at("callsPerSecond"), f+".callsPerSecond", sim.ErrInvalid, "%v must be finite and in [0, %g]", d.CallsPerSecond, float64(sim.MaxCallRate))
 		}
 		b.workload.Dependencies = append(b.workload.Dependencies, sim.Dependency{From: d.From, To: d.To, CallsPerSecond: d.CallsPerSecond})
 	}

@@ -204,8 +204,8 @@ func (b *builder) generate(g *Generator, seed uint64) ([]genPod, error) {
 			return nil, errAt(m.pos.line, mf+".name", sim.ErrInvalid, "missing (generated pods are NAME-N)")
 		case !finite(m.Weight) || m.Weight <= 0:
 			return nil, errAt(m.pos.at("weight"), mf+".weight", sim.ErrInvalid, "%v, want > 0", m.Weight)
-		case m.Lifetime <= 0:
-			return nil, errAt(m.pos.at("lifetime"), mf+".lifetime", sim.ErrInvalid, "must be > 0")
+		case m.Lifetime <= 0 || m.Lifetime > MaxGeneratorSeconds:
+			return nil, errAt(m.pos.at("lifetime"), mf+".lifetime", sim.ErrInvalid, "must be in (0s, %ds] (400 days)", MaxGeneratorSeconds)
 		}
 		ps, err := b.podSpec(&m.Template, m.Name, mf+".template")
 		if err != nil {
@@ -251,7 +251,8 @@ func (b *builder) generate(g *Generator, seed uint64) ([]genPod, error) {
 		if !m.Fixed {
 			life = rng.ExpFloat64() * life
 		}
-		ps.Delete = ps.Create + max(1, int64(math.Round(life)))
+		// exponential draws are capped at 50 means (e^-50: never in practice)
+		ps.Delete = ps.Create + max(1, int64(math.Round(min(life, 50*float64(m.Lifetime)))))
 		out = append(out, genPod{spec: ps, line: m.pos.line, field: fmt.Sprintf("%s.mix[%d]", f, k)})
 	}
 	if a.Process == "uniform" {

@@ -102,8 +102,33 @@ func TestParseMinimal(t *testing.T) {
 	if len(w.Pods) != 1 || w.Pods[0].Delete != sim.NoDeletion || w.Pods[0].Service != "web" {
 		t.Errorf("pods = %+v", w.Pods)
 	}
-	if def := sim.DefaultNetwork(); c.Network.InterZoneMs != def.InterZoneMs || c.Network.IntraZoneMs != def.IntraZoneMs {
-		t.Errorf("network = %+v", c.Network)
+	if c.Network != nil {
+		t.Errorf("network = %+v, want nil (the simulator's default)", c.Network)
+	}
+	// An explicit all-zero network stays zero; a partial one keeps the
+	// defaults for the keys left out.
+	for _, tt := range []struct {
+		doc          string
+		intra, inter float64
+	}{
+		{"network: {intraZoneMs: 0, interZoneMs: 0}\n", 0, 0},
+		{"network: {interZoneMs: 12}\n", sim.DefaultNetwork().IntraZoneMs, 12},
+	} {
+		l, err := Parse([]byte(minimal+tt.doc), "t.yaml", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nw := l.Cluster.Network; nw == nil || nw.IntraZoneMs != tt.intra || nw.InterZoneMs != tt.inter {
+			t.Errorf("%q: network %+v, want intra %v inter %v", tt.doc, nw, tt.intra, tt.inter)
+		}
+	}
+	// A partial power block keeps the architecture's defaults elsewhere.
+	l, err = Parse([]byte(strings.Replace(minimal, "memoryMiB: 4096}", "memoryMiB: 4096, power: {wattsPerGPU: 99}}", 1)), "t.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pw, def := l.Cluster.Nodes[0].Power, sim.DefaultPower(sim.ArchAMD64); pw == nil || pw.WattsPerGPU != 99 || pw.WattsPerCore != def.WattsPerCore || pw.IdleWatts != def.IdleWatts {
+		t.Errorf("power = %+v, want defaults with 99 W per GPU", pw)
 	}
 }
 

@@ -157,21 +157,20 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return &sim.LineError{Line: n.Line, Err: fmt.Errorf("%w: a duration must be a number of seconds or a string like 15m", ErrSyntax)}
 	}
+	var secs int64
 	if v, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
-		if v < 0 {
-			return &sim.LineError{Line: n.Line, Err: fmt.Errorf("%w: duration %d is negative", sim.ErrInvalid, v)}
+		secs = v
+	} else {
+		v, err := time.ParseDuration(n.Value)
+		if err != nil {
+			return &sim.LineError{Line: n.Line, Err: fmt.Errorf("%w: bad duration %q (want seconds or a string like 15m)", sim.ErrInvalid, n.Value)}
 		}
-		*d = Duration(v)
-		return nil
+		secs = int64(v / time.Second)
 	}
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return &sim.LineError{Line: n.Line, Err: fmt.Errorf("%w: bad duration %q (want seconds or a string like 15m)", sim.ErrInvalid, n.Value)}
+	if secs < 0 || secs > sim.MaxTime {
+		return &sim.LineError{Line: n.Line, Err: fmt.Errorf("%w: duration %q must be in [0, %d] s", sim.ErrInvalid, n.Value, int64(sim.MaxTime))}
 	}
-	if v < 0 {
-		return &sim.LineError{Line: n.Line, Err: fmt.Errorf("%w: duration %q is negative", sim.ErrInvalid, n.Value)}
-	}
-	*d = Duration(v / time.Second)
+	*d = Duration(secs)
 	return nil
 }
 
