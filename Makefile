@@ -9,7 +9,7 @@ PKGS      := ./...
 FUZZTIME  ?= 15s
 DEMO_OUT  ?= demo-out
 
-.PHONY: all build demo test test-short bench lint fmt generate fuzz tidy clean help
+.PHONY: all build demo test test-short bench lint fmt generate fuzz tidy clean help train
 
 all: lint build test
 
@@ -28,8 +28,19 @@ test: lint ## lint, then all tests with the race detector (end-to-end included a
 test-short: ## quick tests
 	$(GO) test -short -count=1 $(PKGS)
 
+MODELS    ?= default edge
+TRAIN_OUT ?= out/train
+
+train: build ## retrain the shipped models (models/*.esm) and check they are reproduced bit for bit; INSTALL=1 replaces them
+	@for m in $(MODELS); do \
+		./$(BIN)/edgectl train --config configs/train-$$m.yaml --out $(TRAIN_OUT)/$$m --progress never || exit 1; \
+		if [ "$(INSTALL)" = 1 ]; then cp $(TRAIN_OUT)/$$m/model.esm models/$$m.esm && echo "installed models/$$m.esm"; \
+		elif cmp -s $(TRAIN_OUT)/$$m/model.esm models/$$m.esm; then echo "models/$$m.esm: reproduced bit for bit"; \
+		else echo "models/$$m.esm: NOT reproduced ($(TRAIN_OUT)/$$m/model.esm differs; INSTALL=1 replaces it)"; exit 1; fi; \
+	done
+
 bench: ## benchmarks (speed goals are measured here, never asserted in tests)
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./sim/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./sim/... ./policy/... ./models/...
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

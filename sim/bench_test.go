@@ -12,15 +12,7 @@ import (
 
 func openbEnv(b *testing.B) *sim.Env {
 	b.Helper()
-	nodes, err := openb.LoadNodes("openb:"+openb.AllNodes, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pods, err := openb.LoadPods("openb:"+openb.Default, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	env, err := sim.NewEnv(&sim.Cluster{Name: "openb", Nodes: nodes}, &sim.Workload{Pods: pods.Pods}, sim.EnvOptions{})
+	env, err := openb.LoadEnv("openb:"+openb.AllNodes, "openb:"+openb.Default)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -85,6 +85,11 @@ type RunConfig struct {
 	// OnBind, when set, is called before every binding with the chosen node
 	// and devices; the state still shows the node before the pod lands.
 	OnBind func(st *State, pod *Pod, node int, gpus []int)
+	// OnOutcome, when set, is called after every scheduling attempt with
+	// the node the pod was bound to, or -1 when nothing fitted (in replay
+	// the pod may still be placed on a later retry). Trainers compute
+	// rewards here.
+	OnOutcome func(st *State, pod *Pod, node int)
 	// Progress, when set, is called with work done out of total now and
 	// then; total is permille of the target (inflate) or events (replay).
 	Progress func(done, total int64)
@@ -242,6 +247,9 @@ func (r *runner) schedule(id int32) (bool, error) {
 	}
 	if len(r.cand) == 0 {
 		r.rec.decision(time.Since(t0))
+		if r.cfg.OnOutcome != nil {
+			r.cfg.OnOutcome(st, p, -1)
+		}
 		return false, nil
 	}
 	scores := r.scores[:len(r.cand)]
@@ -263,6 +271,9 @@ func (r *runner) schedule(id int32) (bool, error) {
 		if err := st.CheckInvariants(); err != nil {
 			return false, err
 		}
+	}
+	if r.cfg.OnOutcome != nil {
+		r.cfg.OnOutcome(st, p, n)
 	}
 	return true, nil
 }

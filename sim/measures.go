@@ -42,6 +42,8 @@ func Measures() []MeasureInfo {
 		{"util_used_cpu_p95", "share", "95th percentile over samples of used CPU / CPU capacity", ""},
 		{"util_used_mem_mean", "share", "mean over samples of used memory / memory capacity", ""},
 		{"util_used_mem_p95", "share", "95th percentile over samples of used memory / memory capacity", ""},
+		{"util_active_cpu_mean", "share", "mean over samples of used CPU / CPU capacity of the nodes running at least one pod (the rest could sleep)", ""},
+		{"nodes_active_mean", "nodes", "mean over samples of the nodes running at least one pod", ""},
 		{"latency_mean_ms", "ms", "mean per-pod latency proxy over samples: base x 1/(1-rho) of the node's CPU use + call-rate-weighted RTT to dependencies", ""},
 		{"latency_p95_ms", "ms", "95th percentile of the per-pod latency proxy over samples", ""},
 		{"cross_zone_traffic", "share", "mean over samples of the share of dependency call rate that crosses zones", ""},
@@ -62,6 +64,7 @@ type recorder struct {
 	arrivedDemand, placedDemand          Resources
 
 	allocCPU, allocMem, allocGPU, usedCPU, usedMem []float64
+	activeUtil, activeNodes                        []float64
 	fragGPU, fragCPU, cross, carbonRate            []float64
 	latency                                        logHist
 	decisions                                      []int64
@@ -151,6 +154,17 @@ func (r *recorder) sample(st *State, x float64) {
 	r.usedCPU = append(r.usedCPU, sp.UsedCPU)
 	r.usedMem = append(r.usedMem, sp.UsedMem)
 	r.fragGPU = append(r.fragGPU, share(st.FragGPU, float64(c.GPU)))
+	var activeUsed, activeCap float64
+	var active int
+	for i := range st.Nodes {
+		if nd := &st.Nodes[i]; nd.Pods > 0 {
+			active++
+			activeUsed += nd.CPUUsed
+			activeCap += float64(nd.CPU)
+		}
+	}
+	r.activeUtil = append(r.activeUtil, share(activeUsed, activeCap))
+	r.activeNodes = append(r.activeNodes, float64(active))
 	r.fragCPU = append(r.fragCPU, share(st.FragCPU, float64(c.CPU)))
 
 	var rate float64
@@ -163,46 +177,16 @@ func (r *recorder) sample(st *State, x float64) {
 	}
 	r.carbonRate = append(r.carbonRate, rate)
 
-	// Cross-zone traffic: a service's calls spread evenly over the callee's
-	// replicas, so edge (A, B) crosses zones with probability
-	// 1 - sum_z (a_z/A)(b_z/B).
-	Z := len(env.Zones)
-	var total, crossing float64
-	for _, e := range env.Edges {
-		a, b := st.ServiceCount(int(e.From)), st.ServiceCount(int(e.To))
-		if a == 0 || b == 0 || e.Rate == 0 {
-			continue
-		}
-		var same float64
-		for z := range Z {
-			same += float64(st.ServiceZoneCount(int(e.From), z)) * float64(st.ServiceZoneCount(int(e.To), z))
-		}
-		total += e.Rate
-		crossing += e.Rate * (1 - same/(float64(a)*float64(b)))
-	}
-	if total > 0 {
-		r.cross = append(r.cross, crossing/total)
+	if c, ok := st.CrossZoneShare(); ok {
+		r.cross = append(r.cross, c)
 	}
 
 	// Latency proxy: per running pod, base * 1/(1 - rho) + the call-rate
 	// weighted mean RTT from its zone to its callees' replicas.
+	Z := len(env.Zones)
 	for s := range env.Services {
 		for z := range Z {
-			var w, rtt float64
-			for _, ei := range env.OutEdges[s] {
-				e := env.Edges[ei]
-				b := st.ServiceCount(int(e.To))
-				if b == 0 || e.Rate == 0 {
-					continue
-				}
-				var exp float64
-				for z2 := range Z {
-					exp += float64(st.ServiceZoneCount(int(e.To), z2)) * env.RTT[z][z2]
-				}
-				w += e.Rate
-				rtt += e.Rate * exp / float64(b)
-			}
-			r.svcRTT[s*Z+z] = share(rtt, w)
+			r.svcRTT[s*Z+z] = st.DependencyRTT(s, z)
 		}
 	}
 	for _, id := range st.Running() {
@@ -281,6 +265,8 @@ func (r *recorder) result() *Result {
 	m["util_used_cpu_p95"] = quantile(r.usedCPU, 0.95)
 	m["util_used_mem_mean"] = mean(r.usedMem)
 	m["util_used_mem_p95"] = quantile(r.usedMem, 0.95)
+	m["util_active_cpu_mean"] = mean(r.activeUtil)
+	m["nodes_active_mean"] = mean(r.activeNodes)
 	if r.latency.n > 0 {
 		m["latency_mean_ms"] = r.latency.mean()
 		m["latency_p95_ms"] = r.latency.quantile(0.95)

@@ -29,7 +29,8 @@ type Node struct {
 	NZCPU, NZMem int64
 	Pods         int32
 	// Version changes whenever the node's allocation changes, so policies
-	// can cache per-node results.
+	// can cache per-node results. Versions come from the state's clock, so
+	// a node never reuses one, and clones draw from disjoint ranges.
 	Version uint64
 	// FragGPU and FragCPU are the node's fragmentation (see TargetWorkload).
 	FragGPU, FragCPU float64
@@ -68,6 +69,11 @@ type State struct {
 	FragGPU, FragCPU float64
 	// PowerByCarbonZone is the power (W) of placed work per carbon zone.
 	PowerByCarbonZone []float64
+	// ServiceVersion changes whenever a pod of a service is bound or
+	// unbound, so caches of dependency-dependent values know when to go.
+	ServiceVersion uint64
+	// clock issues node versions (see Node.Version).
+	clock uint64
 
 	running []int32
 	runPos  []int32
@@ -368,7 +374,8 @@ func (st *State) apply(p *Pod, n int, gpus []int16, sign int64) {
 			st.tagKinds[n]--
 		}
 	}
-	nd.Version++
+	st.clock++
+	nd.Version = st.clock
 
 	st.Alloc.CPU += sign * p.CPU
 	st.Alloc.Mem += sign * p.Mem
@@ -379,6 +386,7 @@ func (st *State) apply(p *Pod, n int, gpus []int16, sign int64) {
 	if p.Service >= 0 {
 		st.svcZone[int(p.Service)*len(st.Env.Zones)+int(nd.Zone)] += int32(sign)
 		st.svcCount[p.Service] += int32(sign)
+		st.ServiceVersion++
 	}
 	st.refreshFrag(n)
 	st.refreshFit(n)
@@ -483,4 +491,91 @@ func (st *State) GPUFragAfter(n int, p *Pod, gpus []int) float64 {
 		after[g] -= p.GPUMilli
 	}
 	return st.GPUFragOf(nd.CPUFree-p.CPU, nd.Model, after)
+}
+
+// Clone returns an independent copy of the state for what-if evaluation
+// (lookahead, twins). The copy shares the fragmentation memo, which only
+// caches pure values, so the copy and the original must stay in one
+// goroutine. Unchanged nodes keep their versions, so per-node caches keyed
+// by version stay valid for them; nodes the copy changes take versions
+// from versionBase up, which must be above every version the original
+// and other live copies will issue (e.g. k << 40 for the k-th copy).
+func (st *State) Clone(versionBase uint64) *State {
+	c := *st
+	c.Nodes = make([]Node, len(st.Nodes))
+	var gpus int
+	for i := range st.Nodes {
+		gpus += len(st.Nodes[i].GPUFree)
+	}
+	backing := make([]int64, 0, gpus)
+	for i := range st.Nodes {
+		c.Nodes[i] = st.Nodes[i]
+		start := len(backing)
+		backing = append(backing, st.Nodes[i].GPUFree...)
+		c.Nodes[i].GPUFree = backing[start:len(backing):len(backing)]
+	}
+	c.clock = versionBase
+	c.Pods = append([]Pod(nil), st.Pods...)
+	c.Placements = make([]Placement, len(st.Placements))
+	for i, p := range st.Placements {
+		c.Placements[i] = Placement{Node: p.Node, GPUs: append([]int16(nil), p.GPUs...)}
+	}
+	c.PowerByCarbonZone = append([]float64(nil), st.PowerByCarbonZone...)
+	c.running = append([]int32(nil), st.running...)
+	c.runPos = append([]int32(nil), st.runPos...)
+	c.svcZone = append([]int32(nil), st.svcZone...)
+	c.svcCount = append([]int32(nil), st.svcCount...)
+	c.fit = append([]nodeFit(nil), st.fit...)
+	c.tags = append([]int32(nil), st.tags...)
+	c.tagKinds = append([]int32(nil), st.tagKinds...)
+	return &c
+}
+
+// CrossZoneShare is the share of dependency call rate that crosses zones
+// now. A service's calls spread evenly over the callee's replicas, so edge
+// (A, B) crosses zones with probability 1 - sum_z (a_z/A)(b_z/B); edges
+// weigh by call rate. ok is false when no edge has replicas at both ends.
+func (st *State) CrossZoneShare() (share float64, ok bool) {
+	var total, crossing float64
+	for _, e := range st.Env.Edges {
+		a, b := st.ServiceCount(int(e.From)), st.ServiceCount(int(e.To))
+		if a == 0 || b == 0 || e.Rate == 0 {
+			continue
+		}
+		var same float64
+		for z := range st.Env.Zones {
+			same += float64(st.ServiceZoneCount(int(e.From), z)) * float64(st.ServiceZoneCount(int(e.To), z))
+		}
+		total += e.Rate
+		crossing += e.Rate * (1 - same/(float64(a)*float64(b)))
+	}
+	if total == 0 {
+		return 0, false
+	}
+	return crossing / total, true
+}
+
+// DependencyRTT is the call-rate weighted mean round-trip time (ms) from
+// zone z to the replicas of service s's callees, calls spread evenly over
+// each callee's replicas; 0 when no callee runs.
+func (st *State) DependencyRTT(s, z int) float64 {
+	env := st.Env
+	var w, rtt float64
+	for _, ei := range env.OutEdges[s] {
+		e := env.Edges[ei]
+		b := st.ServiceCount(int(e.To))
+		if b == 0 || e.Rate == 0 {
+			continue
+		}
+		var exp float64
+		for z2 := range env.Zones {
+			exp += float64(st.ServiceZoneCount(int(e.To), z2)) * env.RTT[z][z2]
+		}
+		w += e.Rate
+		rtt += e.Rate * exp / float64(b)
+	}
+	if w == 0 {
+		return 0
+	}
+	return rtt / w
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/sim"
-	"github.com/edgesched/edgesched/sim/baseline"
 )
 
 func newDemoCommand(opts Options) *cobra.Command {
@@ -19,9 +18,10 @@ func newDemoCommand(opts Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the simulator comparison on the shipped openb trace and an edge scenario",
-		Long: `demo compares every baseline scheduler on the real openb production trace
-(1,523 heterogeneous nodes, FGD paper's inflate method up to 130% of GPU
-capacity) and replays the built-in retail-fleet edge scenario, printing the
+		Long: `demo compares every baseline scheduler and the shipped learned policies on
+the real openb production trace (1,523 heterogeneous nodes, FGD paper's
+inflate method up to 130% of GPU capacity; model "default") and on a replay
+of the built-in retail-fleet edge scenario (model "edge"), printing the
 tables and writing results and plots under --out.
 
 The federated demo (embedded NATS, coordinator, simulated sites) will join
@@ -32,17 +32,22 @@ this command as its parts land.`,
 			runs := []struct {
 				sub, scenario string
 				mode          sim.Mode
+				policies      string
 			}{
-				{"openb", "", sim.Inflate},
-				{"retail-fleet", "builtin:retail-fleet", sim.Replay},
+				{"openb", "", sim.Inflate, "all,learned"},
+				{"retail-fleet", "builtin:retail-fleet", sim.Replay, "all,learned:edge"},
 			}
 			for i, r := range runs {
-				in, err := loadInput("", "", r.scenario)
+				in, err := loadInput("", "", r.scenario, nil)
+				if err != nil {
+					return err
+				}
+				factories, err := resolvePolicies(r.policies)
 				if err != nil {
 					return err
 				}
 				cfg := sim.DefaultRunConfig(r.mode)
-				doc, err := runComparison(cmd.Context(), cmd.ErrOrStderr(), opts, comparison{in: in, factories: baseline.All(), seeds: []uint64{seed}, cfg: cfg, parallel: parallel, progress: progress})
+				doc, err := runComparison(cmd.Context(), cmd.ErrOrStderr(), opts, comparison{in: in, factories: factories, seeds: []uint64{seed}, cfg: cfg, parallel: parallel, progress: progress})
 				if err != nil {
 					return err
 				}

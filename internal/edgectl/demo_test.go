@@ -13,7 +13,7 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"inflate mode, 1523 nodes", "retail-fleet, replay mode", "fgd", "k8s-default", "trimaran-tlp"} {
+	for _, want := range []string{"inflate mode, 1523 nodes", "retail-fleet, replay mode", "fgd", "k8s-default", "trimaran-tlp", "learned", "learned:edge"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
 		}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgesched/edgesched/models"
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -26,15 +28,19 @@ type input struct {
 	// timed reports whether replay is possible.
 	timed        bool
 	fromScenario bool
+	// generated reports a scenario whose workload comes from a generator
+	// (so another seed gives another workload).
+	generated bool
 }
 
-// loadInput reads either a scenario or an openb node and pod list.
-func loadInput(nodes, pods, scen string) (*input, error) {
+// loadInput reads either a scenario or an openb node and pod list;
+// workloadSeed, when set, replaces a scenario's generator seed.
+func loadInput(nodes, pods, scen string, workloadSeed *uint64) (*input, error) {
 	if scen != "" {
 		if nodes != "" || pods != "" {
 			return nil, fmt.Errorf("give --scenario or --nodes/--pods, not both")
 		}
-		l, err := scenario.Load(scen)
+		l, err := scenario.LoadWith(scen, scenario.Options{Seed: workloadSeed})
 		if err != nil {
 			return nil, err
 		}
@@ -42,7 +48,7 @@ func loadInput(nodes, pods, scen string) (*input, error) {
 		if err != nil {
 			return nil, fmt.Errorf("scenario %s: %w", scen, err)
 		}
-		return &input{name: l.Name, env: env, scenarioSeed: l.Seed, timed: env.HasTimes, fromScenario: true}, nil
+		return &input{name: l.Name, env: env, scenarioSeed: l.Seed, timed: env.HasTimes, fromScenario: true, generated: l.Generated}, nil
 	}
 	if nodes == "" {
 		nodes = defaultNodes
@@ -74,33 +80,72 @@ func shortRef(ref string) string {
 }
 
 // resolvePolicies turns a comma-separated list into factories; "all" (or
-// an empty list) means every baseline.
+// "baselines", or an empty list) stands for every baseline, and may be
+// combined with others ("all,learned").
 func resolvePolicies(list string) ([]sim.Factory, error) {
 	list = strings.TrimSpace(list)
-	if list == "" || list == "all" || list == "baselines" {
-		return baseline.All(), nil
+	if list == "" {
+		list = "all"
 	}
 	var out []sim.Factory
 	seen := map[string]bool{}
+	add := func(f sim.Factory) {
+		if !seen[f.Name] {
+			seen[f.Name] = true
+			out = append(out, f)
+		}
+	}
 	for _, name := range strings.Split(list, ",") {
 		name = strings.TrimSpace(name)
-		if name == "" {
-			continue
+		switch {
+		case name == "":
+		case name == "all" || name == "baselines":
+			for _, f := range baseline.All() {
+				add(f)
+			}
+		case strings.HasPrefix(name, "learned"):
+			f, err := learnedFactory(name)
+			if err != nil {
+				return nil, fmt.Errorf("--policies: %w", err)
+			}
+			add(f)
+		default:
+			f, err := baseline.Lookup(name)
+			if err != nil {
+				return nil, fmt.Errorf("--policies: %w", err)
+			}
+			add(f)
 		}
-		f, err := baseline.Lookup(name)
-		if err != nil {
-			return nil, fmt.Errorf("--policies: %w", err)
-		}
-		if seen[f.Name] {
-			continue
-		}
-		seen[f.Name] = true
-		out = append(out, f)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("--policies: no policy named")
 	}
 	return out, nil
+}
+
+// learnedFactory resolves "learned" (the shipped default model),
+// "learned:NAME" (a shipped model, see models.Names) or "learned:FILE" (a
+// path: it contains a slash or ends in .esm).
+func learnedFactory(name string) (sim.Factory, error) {
+	ref, ok := strings.CutPrefix(name, "learned:")
+	if !ok {
+		if name != "learned" {
+			return sim.Factory{}, fmt.Errorf("%q: want learned, learned:NAME or learned:FILE", name)
+		}
+		ref = "default"
+	}
+	if !strings.ContainsRune(ref, '/') && !strings.HasSuffix(ref, ".esm") {
+		m, err := models.Load(ref)
+		if err != nil {
+			return sim.Factory{}, err
+		}
+		return policy.Factory(name, m), nil
+	}
+	d, err := policy.ReadFile(ref)
+	if err != nil {
+		return sim.Factory{}, err
+	}
+	return policy.Factory(name, d.Model), nil
 }
 
 // parseSeeds reads "7", "1,2,3" or "1-5" (at most 1000 seeds).
@@ -114,23 +159,23 @@ func parseSeeds(s string) ([]uint64, error) {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.ParseUint(strings.TrimSpace(lo), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("--seeds: %q is not a seed (want N, N,M or N-M)", part)
+			return nil, fmt.Errorf("%q is not a seed (want N, N,M or N-M)", part)
 		}
 		b := a
 		if isRange {
 			if b, err = strconv.ParseUint(strings.TrimSpace(hi), 10, 64); err != nil || b < a {
-				return nil, fmt.Errorf("--seeds: %q is not a range (want N-M with N <= M)", part)
+				return nil, fmt.Errorf("%q is not a range (want N-M with N <= M)", part)
 			}
 		}
 		if b-a >= 1000 || len(out)+int(b-a+1) > 1000 {
-			return nil, fmt.Errorf("--seeds: at most 1000 seeds")
+			return nil, fmt.Errorf("at most 1000 seeds")
 		}
 		for i := uint64(0); i <= b-a; i++ { // by count: a+i cannot wrap
 			out = append(out, a+i)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("--seeds: empty")
+		return nil, fmt.Errorf("empty")
 	}
 	return out, nil
 }

@@ -27,18 +27,20 @@ func (o Options) logger() *slog.Logger {
 func NewRootCommand(opts Options) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "edgectl",
-		Short: "Operate edgesched: simulate, compare and (soon) push model rounds",
+		Short: "Operate edgesched: simulate, train policies and (soon) push model rounds",
 		Long: `edgectl is the operator's tool for edgesched, a learned, federated scheduler
 for fleets of K3s edge clusters.
 
-Today it runs the heterogeneous-cluster simulator: compare scheduling
-policies on the openb production traces or on edge scenarios.`,
+Today it runs the heterogeneous-cluster simulator (compare scheduling
+policies, learned ones included, on the openb production traces or on edge
+scenarios) and trains learned policies in it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.AddCommand(
 		newSimCommand(opts),
 		newDemoCommand(opts),
+		newTrainCommand(opts),
 		newScenarioCommand(opts),
 		newVersionCommand(),
 	)

@@ -21,7 +21,7 @@ func TestScenarioListShowValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, err = run(t, "scenario", "validate", path)
-	if err != nil || !strings.HasPrefix(out, "retail-fleet: ok: 20 nodes in 3 zones") {
+	if err != nil || !strings.HasPrefix(out, "retail-fleet: ok: 24 nodes in 3 zones") {
 		t.Fatalf("validate: %v\n%s", err, out)
 	}
 	bad := strings.Replace(src, "cpuMilli: 4000", "cpuMilli: -4000", 1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,8 @@ import (
 type simFlags struct {
 	nodes, pods, scenario string
 	policies              string
+	scenarioSeeds         string
+	versus                string
 	mode                  string
 	seed                  uint64
 	seeds                 string
@@ -45,11 +48,17 @@ openb:NAME traces) or a scenario (--scenario FILE or builtin:NAME).
 Modes: inflate (the FGD paper's method: sample pods until the arrived GPU
 demand reaches --target of capacity) and replay (pods arrive and leave at
 their trace times). The default is inflate for openb inputs and replay for
-scenarios.`,
+scenarios.
+
+Learned policies: "learned" is the shipped default model (trained on openb),
+"learned:edge" another shipped model (see models/), "learned:FILE" a model
+written by 'edgectl train'.`,
 		Example: `  edgectl sim                                        # all baselines, openb default, inflate, seed 1
   edgectl sim --seeds 1-5 --policies fgd,best-fit,random-fit --out out/openb
   edgectl sim --scenario builtin:retail-fleet --mode replay -o json
-  edgectl sim --nodes openb:gpu_node --pods openb:gpushare40 --tie-break first`,
+  edgectl sim --nodes openb:gpu_node --pods openb:gpushare40 --tie-break first
+  edgectl sim --seeds 1-5 --policies fgd,learned
+  edgectl sim --scenario builtin:retail-fleet --policies k8s-default,learned:edge,learned:out/train/model.esm`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.run(cmd.Context(), cmd, opts)
@@ -59,7 +68,9 @@ scenarios.`,
 	fl.StringVar(&f.nodes, "nodes", "", "openb node list: a CSV file or openb:all_node|gpu_node (default openb:all_node)")
 	fl.StringVar(&f.pods, "pods", "", "openb pod list: a CSV file or openb:default|cpu050|gpushare40|gpuspec10|multigpu20 (default openb:default)")
 	fl.StringVar(&f.scenario, "scenario", "", "scenario YAML file, or builtin:NAME (see 'edgectl scenario list')")
-	fl.StringVar(&f.policies, "policies", "all", "comma-separated policies (see 'edgectl sim --help'): random-fit, best-fit, dot-product, gpu-packing, gpu-clustering, fgd, k8s-default, trimaran-tlp, or all")
+	fl.StringVar(&f.policies, "policies", "all", "comma-separated policies (see 'edgectl sim --help'): random-fit, best-fit, dot-product, gpu-packing, gpu-clustering, fgd, k8s-default, trimaran-tlp, all (the baselines), learned, learned:NAME (shipped model) or learned:FILE")
+	fl.StringVar(&f.scenarioSeeds, "scenario-seeds", "", "scenarios with a generator: regenerate the workload with each of these seeds (N,M or N-M) and run on every one (held-out workloads)")
+	fl.StringVar(&f.versus, "versus", "", "also print a before / after / change table of every policy against this one")
 	fl.StringVar(&f.mode, "mode", "", "inflate or replay (default: inflate for openb, replay for scenarios)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of a single run (sampling and tie-breaks)")
 	fl.StringVar(&f.seeds, "seeds", "", "several seeds: N,M or N-M (overrides --seed)")
@@ -81,9 +92,18 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts Options) er
 	if f.output != "table" && f.output != "json" {
 		return fmt.Errorf("-o/--output: %q (want table or json)", f.output)
 	}
-	in, err := loadInput(f.nodes, f.pods, f.scenario)
+	in, err := loadInput(f.nodes, f.pods, f.scenario, nil)
 	if err != nil {
 		return err
+	}
+	var workloads []uint64
+	if f.scenarioSeeds != "" {
+		if !in.generated {
+			return fmt.Errorf("--scenario-seeds: needs a --scenario with a workload generator")
+		}
+		if workloads, err = parseSeeds(f.scenarioSeeds); err != nil {
+			return fmt.Errorf("--scenario-seeds: %w", err)
+		}
 	}
 	factories, err := resolvePolicies(f.policies)
 	if err != nil {
@@ -92,7 +112,7 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts Options) er
 	seeds := []uint64{f.seed}
 	if f.seeds != "" {
 		if seeds, err = parseSeeds(f.seeds); err != nil {
-			return err
+			return fmt.Errorf("--seeds: %w", err)
 		}
 	}
 	mode := sim.Inflate
@@ -128,17 +148,36 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts Options) er
 			cols = append(cols, c)
 		}
 	}
-	doc, err := runComparison(ctx, cmd.ErrOrStderr(), opts, comparison{in: in, factories: factories, seeds: seeds, cfg: cfg, parallel: f.parallel, progress: f.progress})
+	var doc *report.Document
+	if len(workloads) == 0 {
+		doc, err = runComparison(ctx, cmd.ErrOrStderr(), opts, comparison{in: in, factories: factories, seeds: seeds, cfg: cfg, parallel: f.parallel, progress: f.progress})
+	} else {
+		doc, err = runWorkloads(ctx, cmd.ErrOrStderr(), opts, f.scenario, workloads, comparison{factories: factories, seeds: seeds, cfg: cfg, parallel: f.parallel, progress: f.progress})
+	}
 	if err != nil {
 		return err
+	}
+	if f.versus != "" && !slices.Contains(doc.Policies(), f.versus) {
+		return fmt.Errorf("--versus: %q is not among --policies", f.versus)
 	}
 	stdout := cmd.OutOrStdout()
 	if f.output == "json" {
 		if err := doc.WriteJSON(stdout); err != nil {
 			return err
 		}
-	} else if err := printTable(stdout, doc, cols); err != nil {
-		return err
+	} else {
+		if err := printTable(stdout, doc, cols); err != nil {
+			return err
+		}
+		if f.versus != "" {
+			vc := cols
+			if vc == nil {
+				vc = report.DefaultColumns(doc.Mode, doc.Capacity.GPUMilli > 0)
+			}
+			if err := doc.WriteVersus(stdout, f.versus, vc); err != nil {
+				return err
+			}
+		}
 	}
 	if f.out != "" {
 		// Keep stdout one JSON document in json mode: paths go to stderr.
@@ -179,12 +218,42 @@ func runComparison(ctx context.Context, stderr io.Writer, opts Options, c compar
 	return doc, nil
 }
 
+// runWorkloads runs the comparison on the scenario's workload regenerated
+// with each seed and merges the runs into one document.
+func runWorkloads(ctx context.Context, stderr io.Writer, opts Options, scen string, workloads []uint64, c comparison) (*report.Document, error) {
+	var doc *report.Document
+	for _, ws := range workloads {
+		in, err := loadInput("", "", scen, &ws)
+		if err != nil {
+			return nil, err
+		}
+		c.in = in
+		d, err := runComparison(ctx, stderr, opts, c)
+		if err != nil {
+			return nil, err
+		}
+		for i := range d.Runs {
+			d.Runs[i].ScenarioSeed = ws
+		}
+		if doc == nil {
+			doc = d
+			doc.Config.ScenarioSeed = 0
+		} else {
+			doc.Runs = append(doc.Runs, d.Runs...)
+		}
+	}
+	doc.Config.ScenarioSeeds = workloads
+	return doc, nil
+}
+
 func printTable(w io.Writer, doc *report.Document, cols []string) error {
 	if cols == nil {
 		cols = report.DefaultColumns(doc.Mode, doc.Capacity.GPUMilli > 0)
 	}
 	fmt.Fprintf(w, "%s, %s mode, %d nodes, %d workload pods, seeds %v, ties %s\n", doc.Scenario, doc.Mode, doc.Nodes, doc.WorkloadPods, doc.Seeds, doc.Config.TieBreak)
-	if doc.Config.ScenarioSeed != 0 {
+	if len(doc.Config.ScenarioSeeds) > 0 {
+		fmt.Fprintf(w, "%d workloads: scenario generator seeds %v (means over every workload and seed)\n", len(doc.Config.ScenarioSeeds), doc.Config.ScenarioSeeds)
+	} else if doc.Config.ScenarioSeed != 0 {
 		fmt.Fprintf(w, "scenario generator seed %d\n", doc.Config.ScenarioSeed)
 	}
 	fmt.Fprintln(w)

@@ -65,6 +65,10 @@ func TestSimErrors(t *testing.T) {
 		{[]string{"sim", "--nodes", "/nonexistent.csv"}, "open trace: open /nonexistent.csv"},
 		{[]string{"sim", "--scenario", "builtin:moon-base"}, `built-in scenario "moon-base"`},
 		{[]string{"sim", "extra"}, `unknown command "extra"`},
+		{[]string{"sim", "--scenario-seeds", "1-2"}, "--scenario-seeds: needs a --scenario with a workload generator"},
+		{[]string{"sim", "--scenario", "builtin:factory-vision", "--scenario-seeds", "2-1"}, `--scenario-seeds: "2-1" is not a range`},
+		{[]string{"sim", "--policies", "fgd", "--versus", "k8s-default"}, `--versus: "k8s-default" is not among --policies`},
+		{[]string{"sim", "--policies", "learned:nosuch"}, "no such shipped model"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -73,6 +77,38 @@ func TestSimErrors(t *testing.T) {
 				t.Fatalf("error = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSimWorkloadsVersus: --scenario-seeds runs every policy on each
+// regenerated workload; --versus adds before / after / change tables.
+func TestSimWorkloadsVersus(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	out, _, err := run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "k8s-default,trimaran-tlp", "--scenario-seeds", "3,4",
+		"--columns", "failure_rate,util_active_cpu_mean", "--versus", "k8s-default", "--progress", "never", "--out", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2 workloads: scenario generator seeds [3 4]", "trimaran-tlp versus k8s-default:", "before (k8s-default)", "util_active_cpu_mean"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc report.Document
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	// 2 policies x 2 workloads x 1 seed, workload-major.
+	if len(doc.Runs) != 4 || doc.Runs[0].ScenarioSeed != 3 || doc.Runs[3].ScenarioSeed != 4 || len(doc.Config.ScenarioSeeds) != 2 || doc.Config.ScenarioSeed != 0 {
+		t.Fatalf("runs %d, config %+v", len(doc.Runs), doc.Config)
+	}
+	// Different generator seeds give different workloads.
+	if doc.Runs[0].Measures["pods_arrived"] == doc.Runs[2].Measures["pods_arrived"] && doc.Runs[0].Measures["util_active_cpu_mean"] == doc.Runs[2].Measures["util_active_cpu_mean"] {
+		t.Error("workloads 3 and 4 look identical")
 	}
 }
 

@@ -16,15 +16,7 @@ func TestPaperOrderingOnOpenB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode: 15 full inflate sweeps of the 1,523-node openb cluster")
 	}
-	nodes, err := openb.LoadNodes("openb:"+openb.AllNodes, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := openb.LoadPods("openb:"+openb.Default, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := sim.NewEnv(&sim.Cluster{Name: "openb", Nodes: nodes}, &sim.Workload{Pods: pods.Pods}, sim.EnvOptions{})
+	env, err := openb.LoadEnv("openb:"+openb.AllNodes, "openb:"+openb.Default)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,6 +119,21 @@ func LoadPods(ref string, models []sim.GPUModel) (*PodList, error) {
 	return ReadPods(f, name, models)
 }
 
+// LoadEnv loads a node list and a pod list (references accepted by
+// LoadNodes and LoadPods) into a simulator environment with the default
+// GPU models.
+func LoadEnv(nodesRef, podsRef string) (*sim.Env, error) {
+	nodes, err := LoadNodes(nodesRef, nil)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := LoadPods(podsRef, nil)
+	if err != nil {
+		return nil, err
+	}
+	return sim.NewEnv(&sim.Cluster{Name: nodesRef, Nodes: nodes}, &sim.Workload{Name: podsRef, Pods: pods.Pods, Untimed: !pods.Timed}, sim.EnvOptions{})
+}
+
 // table is a CSV file with a header, read row by row.
 type table struct {
 	file string

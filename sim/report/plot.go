@@ -33,7 +33,7 @@ func (d *Document) WritePlots(dir string) ([]string, error) {
 	if d.Mode == sim.Inflate && d.Capacity.GPUMilli > 0 {
 		full, zoom := d.curvePlot(false), d.curvePlot(true)
 		path := filepath.Join(dir, UnallocatedPlot)
-		if err := savePanels(path, 7*vg.Inch, 3.5*vg.Inch, full, zoom); err != nil {
+		if err := SavePanels(path, 7*vg.Inch, 3.5*vg.Inch, full, zoom); err != nil {
 			return nil, err
 		}
 		files = append(files, path)
@@ -122,8 +122,8 @@ func (d *Document) curvePlot(zoom bool) *plot.Plot {
 	return p
 }
 
-// savePanels stacks plots vertically in one PNG.
-func savePanels(path string, w, h vg.Length, panels ...*plot.Plot) error {
+// SavePanels stacks plots vertically in one PNG.
+func SavePanels(path string, w, h vg.Length, panels ...*plot.Plot) error {
 	plots := make([][]*plot.Plot, len(panels))
 	for i, p := range panels {
 		plots[i] = []*plot.Plot{p}
@@ -177,5 +177,5 @@ func (d *Document) saveUtilization(path string) error {
 	if d.Capacity.GPUMilli > 0 {
 		panels = append(panels, panel("allocated GPU", func(s sim.SeriesPoint) float64 { return s.AllocGPU }, false))
 	}
-	return savePanels(path, 7*vg.Inch, 3.2*vg.Inch, panels...)
+	return SavePanels(path, 7*vg.Inch, 3.2*vg.Inch, panels...)
 }

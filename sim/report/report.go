@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -18,6 +19,9 @@ import (
 
 // Schema identifies the JSON document's layout (docs/sim-json.md).
 const Schema = "edgesched.sim/v1"
+
+// ErrReport wraps a request the document cannot answer.
+var ErrReport = errors.New("report: bad request")
 
 // Document is the machine-readable result of a comparison: `edgectl sim -o
 // json` prints it and results.json holds it.
@@ -55,18 +59,24 @@ type RunSettings struct {
 	Samples         int     `json:"samples,omitempty"`
 	BaseLatencyMs   float64 `json:"base_latency_ms"`
 	ScenarioSeed    uint64  `json:"scenario_seed,omitempty"`
+	// ScenarioSeeds lists the generator seeds when the runs span several
+	// generated workloads (each run records its own).
+	ScenarioSeeds []uint64 `json:"scenario_seeds,omitempty"`
 }
 
 // Run is one (policy, seed) run.
 type Run struct {
-	Policy      string             `json:"policy"`
-	Seed        uint64             `json:"seed"`
-	Mode        sim.Mode           `json:"mode"`
-	WallSeconds float64            `json:"wall_seconds"`
-	Decisions   int                `json:"decisions"`
-	Measures    map[string]float64 `json:"measures"`
-	Curve       []sim.CurvePoint   `json:"curve,omitempty"`
-	Series      []sim.SeriesPoint  `json:"series,omitempty"`
+	Policy string `json:"policy"`
+	Seed   uint64 `json:"seed"`
+	// ScenarioSeed is the generator seed of the run's workload, when the
+	// document spans several (RunSettings.ScenarioSeeds).
+	ScenarioSeed uint64             `json:"scenario_seed,omitempty"`
+	Mode         sim.Mode           `json:"mode"`
+	WallSeconds  float64            `json:"wall_seconds"`
+	Decisions    int                `json:"decisions"`
+	Measures     map[string]float64 `json:"measures"`
+	Curve        []sim.CurvePoint   `json:"curve,omitempty"`
+	Series       []sim.SeriesPoint  `json:"series,omitempty"`
 }
 
 // NewDocument assembles a document from results.
@@ -189,11 +199,45 @@ func (d *Document) WriteTable(w io.Writer, columns []string) error {
 	return tw.Flush()
 }
 
+// WriteVersus prints, for every policy other than base, a "before / after
+// / change" table against base: the mean of each measure over the runs,
+// and the relative change ((after - before) / before).
+func (d *Document) WriteVersus(w io.Writer, base string, columns []string) error {
+	if !slices.Contains(d.Policies(), base) {
+		return fmt.Errorf("%w: %q is not among the policies run", ErrReport, base)
+	}
+	for _, p := range d.Policies() {
+		if p == base {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s versus %s:\n", p, base)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "measure\tbefore ("+base+")\tafter\tchange\t")
+		for _, c := range columns {
+			b, nb := d.Mean(base, c)
+			a, na := d.Mean(p, c)
+			change := "-"
+			switch {
+			case nb == 0 || na == 0:
+			case b == 0 && a == 0:
+				change = "0%"
+			case b != 0:
+				change = fmt.Sprintf("%+.0f%%", 100*(a-b)/math.Abs(b))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", c, formatMeasure(c, b, nb), formatMeasure(c, a, na), change)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func formatMeasure(name string, v float64, n int) string {
 	switch {
 	case n == 0:
 		return "-"
-	case strings.HasPrefix(name, "pods_") || strings.HasPrefix(name, "failed_pods"):
+	case strings.HasPrefix(name, "pods_") || strings.HasPrefix(name, "failed_pods") || strings.HasPrefix(name, "nodes_"):
 		return fmt.Sprintf("%.1f", v)
 	case strings.HasSuffix(name, "_ms") || strings.HasSuffix(name, "_us_mean") || strings.HasSuffix(name, "_us_p99"):
 		return fmt.Sprintf("%.1f", v)
@@ -252,9 +296,9 @@ func ff(v float64) string { return strconv.FormatFloat(v, 'g', 10, 64) }
 func (d *Document) writeRunsCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	names := d.measureNames()
-	_ = cw.Write(append([]string{"policy", "seed", "mode", "wall_seconds", "decisions", "decisions_per_second"}, names...))
+	_ = cw.Write(append([]string{"policy", "seed", "scenario_seed", "mode", "wall_seconds", "decisions", "decisions_per_second"}, names...))
 	for _, r := range d.Runs {
-		row := []string{r.Policy, strconv.FormatUint(r.Seed, 10), string(r.Mode), ff(r.WallSeconds), strconv.Itoa(r.Decisions), ff(float64(r.Decisions) / math.Max(r.WallSeconds, 1e-9))}
+		row := []string{r.Policy, strconv.FormatUint(r.Seed, 10), strconv.FormatUint(r.ScenarioSeed, 10), string(r.Mode), ff(r.WallSeconds), strconv.Itoa(r.Decisions), ff(float64(r.Decisions) / math.Max(r.WallSeconds, 1e-9))}
 		for _, n := range names {
 			if v, ok := r.Measures[n]; ok {
 				row = append(row, ff(v))
@@ -270,10 +314,10 @@ func (d *Document) writeRunsCSV(w io.Writer) error {
 
 func (d *Document) writeCurveCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"policy", "seed", "arrived_gpu_share", "unallocated_gpu_share", "failed_pods", "arrived_pods", "alloc_cpu_share", "frag_gpu_share"})
+	_ = cw.Write([]string{"policy", "seed", "scenario_seed", "arrived_gpu_share", "unallocated_gpu_share", "failed_pods", "arrived_pods", "alloc_cpu_share", "frag_gpu_share"})
 	for _, r := range d.Runs {
 		for _, c := range r.Curve {
-			_ = cw.Write([]string{r.Policy, strconv.FormatUint(r.Seed, 10), ff(c.ArrivedShare), ff(c.UnallocatedGPUShare), strconv.Itoa(c.FailedPods), strconv.Itoa(c.ArrivedPods), ff(c.AllocCPUShare), ff(c.FragGPUShare)})
+			_ = cw.Write([]string{r.Policy, strconv.FormatUint(r.Seed, 10), strconv.FormatUint(r.ScenarioSeed, 10), ff(c.ArrivedShare), ff(c.UnallocatedGPUShare), strconv.Itoa(c.FailedPods), strconv.Itoa(c.ArrivedPods), ff(c.AllocCPUShare), ff(c.FragGPUShare)})
 		}
 	}
 	cw.Flush()
@@ -282,10 +326,10 @@ func (d *Document) writeCurveCSV(w io.Writer) error {
 
 func (d *Document) writeSeriesCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"policy", "seed", "x", "alloc_cpu", "alloc_mem", "alloc_gpu", "used_cpu", "used_mem"})
+	_ = cw.Write([]string{"policy", "seed", "scenario_seed", "x", "alloc_cpu", "alloc_mem", "alloc_gpu", "used_cpu", "used_mem"})
 	for _, r := range d.Runs {
 		for _, s := range r.Series {
-			_ = cw.Write([]string{r.Policy, strconv.FormatUint(r.Seed, 10), ff(s.X), ff(s.AllocCPU), ff(s.AllocMem), ff(s.AllocGPU), ff(s.UsedCPU), ff(s.UsedMem)})
+			_ = cw.Write([]string{r.Policy, strconv.FormatUint(r.Seed, 10), strconv.FormatUint(r.ScenarioSeed, 10), ff(s.X), ff(s.AllocCPU), ff(s.AllocMem), ff(s.AllocGPU), ff(s.UsedCPU), ff(s.UsedMem)})
 		}
 	}
 	cw.Flush()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,5 +166,28 @@ func TestReplayDocument(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, UnallocatedPlot)); !os.IsNotExist(err) {
 		t.Error("replay wrote an unallocated-GPU curve")
+	}
+}
+
+func TestWriteVersus(t *testing.T) {
+	d := &Document{Runs: []Run{
+		{Policy: "base", Measures: map[string]float64{"failure_rate": 0.02, "latency_p95_ms": 40}},
+		{Policy: "base", Measures: map[string]float64{"failure_rate": 0.04, "latency_p95_ms": 60}},
+		{Policy: "new", Measures: map[string]float64{"failure_rate": 0.003, "latency_p95_ms": 30}},
+	}}
+	var buf bytes.Buffer
+	if err := d.WriteVersus(&buf, "base", []string{"failure_rate", "latency_p95_ms", "carbon_g"}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	// failure: before mean (2% + 4%) / 2 = 3%, after 0.3%: (0.3 - 3) / 3 = -90%.
+	// latency: before (40 + 60) / 2 = 50, after 30: -40%. carbon: not measured.
+	for _, want := range []string{"new versus base:", "3.00%", "0.30%", "-90%", "50.0", "30.0", "-40%", "carbon_g", "-"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if err := d.WriteVersus(&buf, "nobody", nil); !errors.Is(err, ErrReport) {
+		t.Errorf("unknown base: %v", err)
 	}
 }

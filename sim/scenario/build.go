@@ -50,7 +50,7 @@ func (b *builder) build() (*Loaded, error) {
 			return nil, err
 		}
 	}
-	return &Loaded{Name: s.Name, Description: s.Description, Seed: s.Seed, Cluster: &b.cluster, Workload: &b.workload}, nil
+	return &Loaded{Name: s.Name, Description: s.Description, Seed: s.Seed, Cluster: &b.cluster, Workload: &b.workload, Generated: s.Workload.Generator != nil}, nil
 }
 
 func (b *builder) carbonZones() error {

@@ -329,16 +329,30 @@ type Loaded struct {
 	Seed     uint64
 	Cluster  *sim.Cluster
 	Workload *sim.Workload
+	// Generated reports that (part of) the workload comes from the
+	// generator, so another seed gives another workload.
+	Generated bool
+}
+
+// Options change how a scenario is built. The zero value builds it as
+// written.
+type Options struct {
+	// Seed, when set, replaces the scenario's generator seed (trainers draw
+	// fresh workloads from one scenario this way).
+	Seed *uint64
 }
 
 // Load reads a scenario file, or a built-in one named "builtin:NAME".
-func Load(path string) (*Loaded, error) {
+func Load(path string) (*Loaded, error) { return LoadWith(path, Options{}) }
+
+// LoadWith is Load with options.
+func LoadWith(path string, opt Options) (*Loaded, error) {
 	if name, ok := strings.CutPrefix(path, "builtin:"); ok {
 		b, err := builtinBytes(name)
 		if err != nil {
 			return nil, err
 		}
-		return Parse(b, path, "")
+		return ParseWith(b, path, "", opt)
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -352,14 +366,17 @@ func Load(path string) (*Loaded, error) {
 	if len(b) > MaxFileBytes {
 		return nil, &sim.LineError{File: path, Err: fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxFileBytes)}
 	}
-	return Parse(b, path, filepath.Dir(path))
+	return ParseWith(b, path, filepath.Dir(path), opt)
 }
 
 // Parse decodes and builds a scenario. file names it in errors; dir is
 // where relative trace paths are resolved ("" for built-ins, which may only
 // use embedded openb traces).
-func Parse(b []byte, file, dir string) (*Loaded, error) {
-	out, err := parse(b, dir)
+func Parse(b []byte, file, dir string) (*Loaded, error) { return ParseWith(b, file, dir, Options{}) }
+
+// ParseWith is Parse with options.
+func ParseWith(b []byte, file, dir string, opt Options) (*Loaded, error) {
+	out, err := parse(b, dir, opt)
 	if err != nil {
 		var le *sim.LineError
 		if errors.As(err, &le) && le.File == "" {
@@ -370,7 +387,7 @@ func Parse(b []byte, file, dir string) (*Loaded, error) {
 	return out, nil
 }
 
-func parse(b []byte, dir string) (*Loaded, error) {
+func parse(b []byte, dir string, opt Options) (*Loaded, error) {
 	if len(b) > MaxFileBytes {
 		return nil, &sim.LineError{Err: fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxFileBytes)}
 	}
@@ -391,6 +408,9 @@ func parse(b []byte, dir string) (*Loaded, error) {
 	var s Scenario
 	if err := s.UnmarshalYAML(doc.Content[0]); err != nil {
 		return nil, err
+	}
+	if opt.Seed != nil {
+		s.Seed = *opt.Seed
 	}
 	b2 := &builder{s: &s, dir: dir}
 	return b2.build()

@@ -64,14 +64,14 @@ func TestBuiltins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 12 boards + 6 mini-PCs + 2 GPU boxes; Online Boutique's 11 services.
+	// 12 boards + 9 mini-PCs + 3 GPU boxes = 24 nodes; Online Boutique's 11 services.
 	svcs := map[string]bool{}
 	for _, p := range l.Workload.Pods {
 		if p.Service != "" {
 			svcs[p.Service] = true
 		}
 	}
-	if len(l.Cluster.Nodes) != 20 || len(svcs) != 11 || len(l.Workload.Dependencies) != 15 || l.Seed != 7 {
+	if len(l.Cluster.Nodes) != 24 || len(svcs) != 11 || len(l.Workload.Dependencies) != 15 || l.Seed != 7 {
 		t.Errorf("retail-fleet: %d nodes, %d services, %d dependencies, seed %d", len(l.Cluster.Nodes), len(svcs), len(l.Workload.Dependencies), l.Seed)
 	}
 	if _, err := Load("builtin:nosuch"); !errors.Is(err, ErrUnknownBuiltin) {

@@ -1,0 +1,41 @@
+package models_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/edgesched/edgesched/models"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/openb"
+)
+
+// BenchmarkInflateSweep compares the shipped default model's full inflate
+// sweep (to 130% of GPU capacity, ~10,700 pods, 1,523 nodes, float path)
+// with FGD's: the goal is within 3x of FGD's time. Compare the
+// ns/op of the two sub-benchmarks.
+func BenchmarkInflateSweep(b *testing.B) {
+	env, err := openb.LoadEnv("openb:"+openb.AllNodes, "openb:"+openb.Default)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := models.Default()
+	if err != nil {
+		b.Fatal(err)
+	}
+	fgd, _ := baseline.Lookup("fgd")
+	for _, f := range []sim.Factory{fgd, policy.Factory("learned", m)} {
+		b.Run(f.Name, func(b *testing.B) {
+			var decisions int
+			for b.Loop() {
+				res, err := sim.Run(context.Background(), env, f, sim.DefaultRunConfig(sim.Inflate))
+				if err != nil {
+					b.Fatal(err)
+				}
+				decisions += res.Decisions
+			}
+			b.ReportMetric(float64(decisions)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}

@@ -1,0 +1,52 @@
+// Package models embeds the trained policies the repository ships, so
+// `edgectl sim --policies learned` works from any directory:
+//
+//	default  openb traces (GPU fragmentation), configs/train-default.yaml
+//	edge     the built-in retail-fleet scenario, configs/train-edge.yaml
+//
+// Each is reproducible bit for bit from its recorded config with
+// `make train` (linux/amd64, the Go version in go.mod).
+package models
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/edgesched/edgesched/policy"
+)
+
+//go:embed *.esm
+var files embed.FS
+
+// ErrUnknown is returned for a name that is not a shipped model.
+var ErrUnknown = errors.New("models: no such shipped model")
+
+// Names lists the shipped models.
+func Names() []string {
+	entries, _ := files.ReadDir(".")
+	var out []string
+	for _, e := range entries {
+		out = append(out, strings.TrimSuffix(e.Name(), ".esm"))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Load decodes a shipped model by name.
+func Load(name string) (*policy.Model, error) {
+	b, err := files.ReadFile(name + ".esm")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q (shipped: %s)", ErrUnknown, name, strings.Join(Names(), ", "))
+	}
+	d, err := policy.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("models/%s.esm: %w", name, err)
+	}
+	return d.Model, nil
+}
+
+// Default decodes the shipped default model.
+func Default() (*policy.Model, error) { return Load("default") }

@@ -1,0 +1,177 @@
+package policy
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/baseline"
+)
+
+// testEnv: two zones 20 ms apart; g2 (2 T4, zone a), g8 (8 G2, zone a),
+// arm (arm64, zone b, carbon 300). Services web -> api (10/s), api -> db
+// (30/s).
+func testEnv(t testing.TB) *sim.Env {
+	t.Helper()
+	c := &sim.Cluster{
+		Name:        "t",
+		Zones:       []sim.Zone{{Name: "a"}, {Name: "b", CarbonZone: "dirty"}},
+		CarbonZones: []sim.CarbonZone{{Name: "dirty", Curve: []float64{300}}},
+		Network:     &sim.Network{IntraZoneMs: 0, InterZoneMs: 20},
+		Nodes: []sim.NodeSpec{
+			{Name: "g2", CPU: 32000, Memory: 65536, GPUs: 2, GPUModel: "T4", Arch: sim.ArchAMD64, Zone: "a", FailureRate: math.E - 1},
+			{Name: "g8", CPU: 128000, Memory: 524288, GPUs: 8, GPUModel: "G2", Arch: sim.ArchAMD64, Zone: "a"},
+			{Name: "arm", CPU: 8000, Memory: 16384, Arch: sim.ArchARM64, Zone: "b"},
+		},
+	}
+	w := &sim.Workload{
+		Pods: []sim.PodSpec{
+			{Name: "share", CPU: 4000, Memory: 8192, GPUs: 1, GPUMilli: 500, QoS: sim.QoSLS, Priority: 1000, Delete: sim.NoDeletion, CPUUsage: 0.5},
+			{Name: "api-0", CPU: 2000, Memory: 1024, Service: "api", Delete: sim.NoDeletion, CPUUsage: 0.5},
+			{Name: "web-0", CPU: 1000, Memory: 1024, Service: "web", Delete: sim.NoDeletion, CPUUsage: 0.5},
+			{Name: "db-0", CPU: 1000, Memory: 1024, Service: "db", Delete: sim.NoDeletion, CPUUsage: 0.5},
+			{Name: "db-1", CPU: 1000, Memory: 1024, Service: "db", Delete: sim.NoDeletion, CPUUsage: 0.5},
+		},
+		Dependencies: []sim.Dependency{{From: "web", To: "api", CallsPerSecond: 10}, {From: "api", To: "db", CallsPerSecond: 30}},
+	}
+	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func newTestState(t testing.TB, env *sim.Env) *sim.State {
+	t.Helper()
+	st := sim.NewState(env)
+	for i := range env.Pods {
+		if _, err := st.AddPod(env.Pods[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+func TestExtract(t *testing.T) {
+	env := testEnv(t)
+	st := newTestState(t, env)
+	// web-0 on g2 (zone a), db-0 on g8 (zone a), db-1 on arm (zone b)
+	for _, b := range []struct {
+		id   int32
+		node int
+	}{{2, 0}, {3, 1}, {4, 2}} {
+		if err := st.Bind(b.id, b.node, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := NewExtractor(env)
+	f := make([]float32, NumFeatures)
+	get := func(name string) float32 {
+		for i, ft := range featureList {
+			if ft.Name == name {
+				return f[i]
+			}
+		}
+		t.Fatalf("no feature %s", name)
+		return 0
+	}
+	near := func(name string, want float64) {
+		t.Helper()
+		if got := float64(get(name)); math.Abs(got-want) > 1e-5 {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+
+	// The shared-GPU pod on g2: largest node 128000 CPU, 524288 MiB, 8000
+	// milli-GPU.
+	share := &st.Pods[0]
+	x.BeginPod(st, share)
+	x.Extract(st, share, 0, f)
+	near("pod_cpu", 4000.0/128000)
+	near("pod_mem", 8192.0/524288)
+	near("pod_gpu", 500.0/8000)
+	near("pod_share", 1)
+	near("pod_qos_ls", 1)
+	near("pod_priority", math.Tanh(1))
+	// g2 runs web-0 (1000 cpu, 1024 MiB): after the pod 27000/32000 cpu,
+	// 56320/65536 memory, 1500/2000 GPU.
+	near("cpu_free_after", 27000.0/32000)
+	near("mem_free_after", 56320.0/65536)
+	near("gpu_free_after", 0.75)
+	near("cpu_free_after_abs", 27000.0/128000)
+	near("gpu_free_after_abs", 1500.0/8000)
+	near("full_gpus_after", 1.0/8) // one device keeps 1000 free
+	near("device_leftover", 0.5)   // 1000 - 500 on the chosen device
+	d, _ := baseline.NewFGD(env).Delta(st, share, 0)
+	near("fgd_delta", d/1000)
+	near("fgd_score", float64(baseline.FGDScore(d))/100)
+	near("balance_after", 27000.0/32000-0.75)
+	near("load", 500.0/32000) // web-0 uses half of its 1000 milli
+	near("pod_cpu_rel", 4000.0/32000)
+	near("failure_rate", 1) // log(1 + e - 1)
+	near("carbon", float64(sim.DefaultCarbonIntensity)/1000)
+	near("dep_zone_colocation", 0) // no service
+	near("gpu_node_cpu_pod", 0)
+	near("arch_arm64", 0)
+
+	// api-0 talks to web (10/s, 1 replica in zone a) and db (30/s, one
+	// replica in each zone). On arm (zone b): co-location
+	// (10*0 + 30*0.5) / 40 = 0.375; RTT (10*20 + 30*(0+20)/2) / 40 =
+	// 12.5 ms -> 0.125.
+	api := &st.Pods[1]
+	x.BeginPod(st, api)
+	x.Extract(st, api, 2, f)
+	near("dep_zone_colocation", 0.375)
+	near("dep_rtt", 0.125)
+	near("arch_arm64", 1)
+	near("carbon", 0.3)
+	near("gpu_node_cpu_pod", 0)
+	// On g8 (zone a): (10*1 + 30*0.5) / 40 = 0.625, RTT (0 + 30*10)/40 = 7.5 ms.
+	x.Extract(st, api, 1, f)
+	near("dep_zone_colocation", 0.625)
+	near("dep_rtt", 0.075)
+	near("gpu_node_cpu_pod", 1)
+	near("gpu_free_after", 1)
+}
+
+func TestSchema(t *testing.T) {
+	s := NewSchema()
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	h := s.Hash()
+	// Fit: feature 0 sampled as 1, 3 -> mean 2, std 1; a constant feature
+	// gets the 1e-3 floor.
+	rows := [][]float32{make([]float32, NumFeatures), make([]float32, NumFeatures)}
+	rows[0][0], rows[1][0] = 1, 3
+	s.Fit(rows)
+	if s.Mean[0] != 2 || s.Std[0] != 1 || s.Std[1] != 1e-3 {
+		t.Errorf("Fit: mean %v std %v, std[1] %v", s.Mean[0], s.Std[0], s.Std[1])
+	}
+	if s.Hash() == h {
+		t.Error("hash did not change with the statistics")
+	}
+	v := []float32{5}
+	v = append(v, make([]float32, NumFeatures-1)...)
+	s.Normalize(v)
+	if v[0] != 3 {
+		t.Errorf("Normalize(5) = %v, want (5-2)/1 = 3", v[0])
+	}
+	for _, tt := range []struct {
+		name   string
+		mutate func(*Schema)
+	}{
+		{"other id", func(s *Schema) { s.ID = "edgesched.features/v0" }},
+		{"renamed", func(s *Schema) { s.Names[3] = "pod_sharing" }},
+		{"short", func(s *Schema) { s.Mean = s.Mean[:3] }},
+		{"zero std", func(s *Schema) { s.Std[2] = 0 }},
+		{"NaN mean", func(s *Schema) { s.Mean[2] = float32(math.NaN()) }},
+	} {
+		c := NewSchema()
+		tt.mutate(&c)
+		if err := c.Validate(); !errors.Is(err, ErrSchema) {
+			t.Errorf("%s: Validate = %v, want ErrSchema", tt.name, err)
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package policy
+
+import (
+	"github.com/edgesched/edgesched/sim"
+)
+
+// Learned is the learned policy as a simulator policy: the scorer MLP over
+// each candidate's normalised features; the engine binds the highest score.
+//
+// A node's score depends only on the node's state, the pod's shape, the
+// placement of the pod's dependency neighbours and the hour (carbon
+// curves), so scores are cached per (node, shape) and recomputed, in one
+// batch, only for the nodes where one of those changed.
+type Learned struct {
+	name       string
+	m          *Model
+	ext        *Extractor
+	shapes     int
+	cache      []learnedEntry
+	flatCarbon bool
+	x          []float32
+	stale      []int
+}
+
+type learnedEntry struct {
+	version uint64 // node version + 1; 0 means empty
+	svc     uint64
+	hour    int64
+	score   float32
+}
+
+// Factory returns a simulator factory for a model under a display name.
+func Factory(name string, m *Model) sim.Factory {
+	return sim.Factory{Name: name, New: func(env *sim.Env) (sim.Policy, error) { return NewLearned(name, m, env) }}
+}
+
+// NewLearned returns a learned policy for one run on env. The model is
+// only read; each run gets its own network copy, so runs may share a Model.
+func NewLearned(name string, m *Model, env *sim.Env) (*Learned, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	flat := true
+	for _, cz := range env.CarbonZones {
+		for _, v := range cz.Curve {
+			flat = flat && v == cz.Curve[0]
+		}
+	}
+	return &Learned{
+		name:       name,
+		m:          &Model{Schema: m.Schema, Net: m.Net.Clone(), Meta: m.Meta},
+		ext:        NewExtractor(env),
+		shapes:     env.Shapes,
+		cache:      make([]learnedEntry, len(env.Nodes)*max(1, env.Shapes)),
+		flatCarbon: flat,
+	}, nil
+}
+
+// Name implements sim.Policy.
+func (l *Learned) Name() string { return l.name }
+
+// Score implements sim.Policy.
+func (l *Learned) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
+	l.ext.BeginPod(st, p)
+	var hour int64
+	if !l.flatCarbon {
+		hour = st.Now / 3600
+	}
+	var svc uint64
+	if p.Service >= 0 {
+		svc = st.ServiceVersion
+	}
+	l.stale = l.stale[:0]
+	cacheable := int(p.Shape) < l.shapes
+	for i, n := range nodes {
+		if cacheable {
+			e := &l.cache[int(n)*l.shapes+int(p.Shape)]
+			if e.version == st.Nodes[n].Version+1 && e.svc == svc && e.hour == hour {
+				scores[i] = float64(e.score)
+				continue
+			}
+		}
+		l.stale = append(l.stale, i)
+	}
+	if len(l.stale) == 0 {
+		return
+	}
+	k := len(l.stale)
+	x := grow(&l.x, k*NumFeatures)
+	for j, i := range l.stale {
+		row := x[j*NumFeatures : (j+1)*NumFeatures]
+		l.ext.Extract(st, p, int(nodes[i]), row)
+		l.m.Schema.Normalize(row)
+	}
+	out, _, err := l.m.Net.Forward(x, k)
+	if err != nil { // shapes are ours; cannot happen
+		for _, i := range l.stale {
+			scores[i] = 0
+		}
+		return
+	}
+	for j, i := range l.stale {
+		scores[i] = float64(out[j])
+		if cacheable {
+			n := nodes[i]
+			l.cache[int(n)*l.shapes+int(p.Shape)] = learnedEntry{version: st.Nodes[n].Version + 1, svc: svc, hour: hour, score: out[j]}
+		}
+	}
+}
+
+// PickGPUs implements sim.GPUPicker with the device choice the features
+// describe.
+func (l *Learned) PickGPUs(st *sim.State, p *sim.Pod, n int, dst []int) []int {
+	return l.ext.PickGPUs(st, p, n, dst)
+}

@@ -1,0 +1,280 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"time"
+
+	"gorgonia.org/tensor"
+)
+
+// Model file format (float32, until the quant package's signed artifact
+// replaces it):
+//
+//	"ESM1"  magic
+//	uint32  header length (little endian), at most MaxHeaderBytes
+//	header  JSON (ModelHeader)
+//	payload float32 little endian, the parameters in Net.Params order
+//	        (length given by the header's layer sizes), then any extra
+//	        sections the header lists (checkpoints: optimiser state)
+//	uint32  CRC-32 (IEEE) of everything before it
+//
+// The decoder is strict: every refusal wraps ErrModel and names its reason.
+const (
+	modelMagic     = "ESM1"
+	FormatVersion  = 1
+	MaxHeaderBytes = 1 << 20
+	MaxModelBytes  = 64 << 20
+)
+
+// ErrModel is wrapped by every refusal of a model or checkpoint file.
+var ErrModel = errors.New("policy: bad model file")
+
+// Layers are a network's sizes.
+type Layers struct {
+	F  int `json:"features"`
+	H1 int `json:"hidden1"`
+	H2 int `json:"hidden2"`
+	HC int `json:"critic_hidden"`
+}
+
+// ModelHeader is the self-description of a model file.
+type ModelHeader struct {
+	Format     int    `json:"format"`
+	Kind       string `json:"kind"` // "model" or "checkpoint"
+	SchemaID   string `json:"schema_id"`
+	SchemaHash string `json:"schema_hash"`
+	Schema     struct {
+		Names []string  `json:"names"`
+		Mean  []float32 `json:"mean"`
+		Std   []float32 `json:"std"`
+	} `json:"schema"`
+	Layers     Layers `json:"layers"`
+	Activation string `json:"activation"`
+	DType      string `json:"dtype"`
+	// Sections after the parameters, each the size of the parameters
+	// (checkpoints: "adam_m", "adam_v").
+	Sections []string `json:"sections,omitempty"`
+	// Meta records provenance: seed, config, training figures.
+	Meta    map[string]any `json:"meta,omitempty"`
+	Created time.Time      `json:"created"`
+	// State is opaque trainer state (checkpoints).
+	State json.RawMessage `json:"state,omitempty"`
+}
+
+// Model is a trained network with the schema its inputs follow.
+type Model struct {
+	Schema Schema
+	Net    *Net
+	Meta   map[string]any
+	// Created is when the model was written; zero for a fresh model.
+	Created time.Time
+}
+
+// Validate checks the schema and the network's parameters (shapes and
+// finite values).
+func (m *Model) Validate() error {
+	if err := m.Schema.Validate(); err != nil {
+		return err
+	}
+	if m.Net == nil || m.Net.F != NumFeatures {
+		return fmt.Errorf("%w: network input is not %d features", ErrShape, NumFeatures)
+	}
+	shapes := Shapes(m.Net.F, m.Net.H1, m.Net.H2, m.Net.HC)
+	for i, p := range m.Net.Params() {
+		if !p.T.Shape().Eq(shapesOf(shapes[i])) {
+			return fmt.Errorf("%w: %s is %v, want %v", ErrShape, p.Name, p.T.Shape(), shapes[i])
+		}
+		for j, v := range f32(p.T) {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("%w: %s[%d] is %v", ErrModel, p.Name, j, v)
+			}
+		}
+	}
+	return nil
+}
+
+// Encode writes a model file with optional extra sections (same size as the
+// parameters each) and trainer state.
+func Encode(w io.Writer, m *Model, kind string, sections map[string]*Net, state json.RawMessage) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	h := ModelHeader{
+		Format: FormatVersion, Kind: kind, SchemaID: m.Schema.ID, SchemaHash: m.Schema.Hash(),
+		Layers:     Layers{F: m.Net.F, H1: m.Net.H1, H2: m.Net.H2, HC: m.Net.HC},
+		Activation: "relu", DType: "float32", Meta: m.Meta, Created: m.Created, State: state,
+	}
+	h.Schema.Names, h.Schema.Mean, h.Schema.Std = m.Schema.Names, m.Schema.Mean, m.Schema.Std
+	for name := range sections {
+		h.Sections = append(h.Sections, name)
+	}
+	sortStrings(h.Sections)
+	hb, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("encode model header: %w", err)
+	}
+	if len(hb) > MaxHeaderBytes {
+		return fmt.Errorf("%w: header of %d bytes exceeds %d", ErrModel, len(hb), MaxHeaderBytes)
+	}
+	var buf bytes.Buffer
+	buf.WriteString(modelMagic)
+	_ = binary.Write(&buf, binary.LittleEndian, uint32(len(hb)))
+	buf.Write(hb)
+	writeParams := func(n *Net) {
+		for _, p := range n.Params() {
+			_ = binary.Write(&buf, binary.LittleEndian, f32(p.T))
+		}
+	}
+	writeParams(m.Net)
+	for _, name := range h.Sections {
+		s := sections[name]
+		if s == nil || s.F != m.Net.F || s.H1 != m.Net.H1 || s.H2 != m.Net.H2 || s.HC != m.Net.HC {
+			return fmt.Errorf("%w: section %s does not match the network's shape", ErrShape, name)
+		}
+		writeParams(s)
+	}
+	_ = binary.Write(&buf, binary.LittleEndian, crc32.ChecksumIEEE(buf.Bytes()))
+	_, err = w.Write(buf.Bytes())
+	return err
+}
+
+// Decoded is a parsed model file.
+type Decoded struct {
+	Model    *Model
+	Header   ModelHeader
+	Sections map[string]*Net
+}
+
+// Decode parses and verifies a model file: magic, sizes, checksum, format
+// version, schema (ID, names and hash must be this build's), layer sizes
+// and finite weights, in that order.
+func Decode(b []byte) (*Decoded, error) {
+	if len(b) > MaxModelBytes {
+		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrModel, len(b), MaxModelBytes)
+	}
+	if len(b) < 12 || string(b[:4]) != modelMagic {
+		return nil, fmt.Errorf("%w: not an edgesched model (magic)", ErrModel)
+	}
+	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
+	if crc32.ChecksumIEEE(body) != sum {
+		return nil, fmt.Errorf("%w: checksum mismatch (corrupt or truncated)", ErrModel)
+	}
+	hl := binary.LittleEndian.Uint32(b[4:8])
+	if hl > MaxHeaderBytes || int(hl) > len(body)-8 {
+		return nil, fmt.Errorf("%w: header length %d out of range", ErrModel, hl)
+	}
+	var h ModelHeader
+	dec := json.NewDecoder(bytes.NewReader(b[8 : 8+hl]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&h); err != nil {
+		return nil, fmt.Errorf("%w: header: %v", ErrModel, err)
+	}
+	switch {
+	case h.Format != FormatVersion:
+		return nil, fmt.Errorf("%w: format version %d, this build reads %d", ErrModel, h.Format, FormatVersion)
+	case h.Kind != "model" && h.Kind != "checkpoint":
+		return nil, fmt.Errorf("%w: kind %q", ErrModel, h.Kind)
+	case h.Activation != "relu" || h.DType != "float32":
+		return nil, fmt.Errorf("%w: %s/%s network, this build runs relu/float32", ErrModel, h.Activation, h.DType)
+	}
+	schema := Schema{ID: h.SchemaID, Names: h.Schema.Names, Mean: h.Schema.Mean, Std: h.Schema.Std}
+	if err := schema.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrModel, err)
+	}
+	if got := schema.Hash(); got != h.SchemaHash {
+		return nil, fmt.Errorf("%w: schema hash %s does not match its statistics (%s)", ErrModel, h.SchemaHash, got)
+	}
+	l := h.Layers
+	if l.F != NumFeatures || l.H1 <= 0 || l.H2 <= 0 || l.HC <= 0 || l.H1 > 4096 || l.H2 > 4096 || l.HC > 4096 {
+		return nil, fmt.Errorf("%w: layer sizes %+v", ErrModel, l)
+	}
+	if len(h.Sections) > 4 {
+		return nil, fmt.Errorf("%w: %d sections", ErrModel, len(h.Sections))
+	}
+	var perNet int
+	for _, s := range Shapes(l.F, l.H1, l.H2, l.HC) {
+		perNet += shapesOf(s).TotalSize()
+	}
+	payload := body[8+hl:]
+	if want := perNet * 4 * (1 + len(h.Sections)); len(payload) != want {
+		return nil, fmt.Errorf("%w: payload of %d bytes, the layer sizes need %d", ErrModel, len(payload), want)
+	}
+	read := func(off int) (*Net, error) {
+		n, err := NewNet(l.F, l.H1, l.H2, l.HC, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range n.Params() {
+			d := f32(p.T)
+			for i := range d {
+				d[i] = math.Float32frombits(binary.LittleEndian.Uint32(payload[off:]))
+				off += 4
+			}
+		}
+		return n, nil
+	}
+	net, err := read(0)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Schema: schema, Net: net, Meta: h.Meta, Created: h.Created}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrModel, err)
+	}
+	out := &Decoded{Model: m, Header: h, Sections: map[string]*Net{}}
+	for i, name := range h.Sections {
+		s, err := read((i + 1) * perNet * 4)
+		if err != nil {
+			return nil, err
+		}
+		out.Sections[name] = s
+	}
+	return out, nil
+}
+
+// WriteFile encodes a model to path atomically (temporary file + rename).
+func WriteFile(path string, m *Model, kind string, sections map[string]*Net, state json.RawMessage) error {
+	var buf bytes.Buffer
+	if err := Encode(&buf, m, kind, sections, state); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write model: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write model: %w", err)
+	}
+	return nil
+}
+
+// ReadFile reads and decodes a model or checkpoint file.
+func ReadFile(path string) (*Decoded, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read model: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxModelBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read model %s: %w", path, err)
+	}
+	d, err := Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
+}
+
+func shapesOf(s []int) tensor.Shape { return tensor.Shape(s) }
+
+func sortStrings(s []string) { slices.Sort(s) }

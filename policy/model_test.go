@@ -1,0 +1,234 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"hash/crc32"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// testModel is a small random model (seeded) with a fitted schema.
+func testModel(t testing.TB, seed uint64) *Model {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 1))
+	net, err := NewNet(NumFeatures, 8, 6, 4, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSchema()
+	for i := range s.Mean {
+		s.Mean[i] = float32(rng.NormFloat64())
+		s.Std[i] = float32(0.5 + rng.Float64())
+	}
+	return &Model{Schema: s, Net: net, Meta: map[string]any{"seed": float64(seed)}}
+}
+
+func encode(t testing.TB, m *Model, kind string, sections map[string]*Net, state json.RawMessage) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := Encode(&buf, m, kind, sections, state); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// reseal recomputes the trailing checksum after a test edits the body, so
+// the decoder's later checks are the ones exercised.
+func reseal(b []byte) []byte {
+	b = append([]byte(nil), b...)
+	binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.ChecksumIEEE(b[:len(b)-4]))
+	return b
+}
+
+// rewriteHeader replaces the JSON header through edit and reseals.
+func rewriteHeader(t testing.TB, b []byte, edit func(h map[string]any)) []byte {
+	t.Helper()
+	hl := binary.LittleEndian.Uint32(b[4:8])
+	var h map[string]any
+	if err := json.Unmarshal(b[8:8+hl], &h); err != nil {
+		t.Fatal(err)
+	}
+	edit(h)
+	hb, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := append([]byte(modelMagic), 0, 0, 0, 0)
+	binary.LittleEndian.PutUint32(out[4:], uint32(len(hb)))
+	out = append(out, hb...)
+	out = append(out, b[8+hl:]...)
+	return reseal(out)
+}
+
+func sameNet(t *testing.T, a, b *Net) {
+	t.Helper()
+	pa, pb := a.Params(), b.Params()
+	for i := range pa {
+		da, db := f32(pa[i].T), f32(pb[i].T)
+		for j := range da {
+			if math.Float32bits(da[j]) != math.Float32bits(db[j]) {
+				t.Fatalf("%s[%d]: %v != %v", pa[i].Name, j, da[j], db[j])
+			}
+		}
+	}
+}
+
+func TestModelRoundTrip(t *testing.T) {
+	m := testModel(t, 3)
+	adamM, adamV := testModel(t, 4).Net, testModel(t, 5).Net
+	state := json.RawMessage(`{"iteration":7}`)
+	b := encode(t, m, "checkpoint", map[string]*Net{"adam_v": adamV, "adam_m": adamM}, state)
+	d, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameNet(t, m.Net, d.Model.Net)
+	sameNet(t, adamM, d.Sections["adam_m"])
+	sameNet(t, adamV, d.Sections["adam_v"])
+	if d.Header.Kind != "checkpoint" || string(d.Header.State) != string(state) || d.Model.Meta["seed"] != float64(3) {
+		t.Fatalf("header %+v", d.Header)
+	}
+	if strings.Join(d.Header.Sections, ",") != "adam_m,adam_v" {
+		t.Fatalf("sections %v, want sorted adam_m,adam_v", d.Header.Sections)
+	}
+	if d.Model.Schema.Hash() != m.Schema.Hash() {
+		t.Fatal("schema changed in the round trip")
+	}
+	// Encoding is deterministic: the same model gives the same bytes.
+	if !bytes.Equal(b, encode(t, m, "checkpoint", map[string]*Net{"adam_m": adamM, "adam_v": adamV}, state)) {
+		t.Fatal("two encodings of one model differ")
+	}
+	// Same scores from the decoded network.
+	x := make([]float32, 3*NumFeatures)
+	for i := range x {
+		x[i] = float32(i%7) - 3
+	}
+	s1, v1, _ := m.Net.Forward(x, 3)
+	s1 = append([]float32(nil), s1...)
+	s2, v2, _ := d.Model.Net.Forward(x, 3)
+	for i := range s1 {
+		if s1[i] != s2[i] {
+			t.Fatalf("score %d: %v != %v", i, s1[i], s2[i])
+		}
+	}
+	if v1 != v2 {
+		t.Fatalf("value %v != %v", v1, v2)
+	}
+}
+
+func TestModelFile(t *testing.T) {
+	m := testModel(t, 9)
+	path := filepath.Join(t.TempDir(), "m.esm")
+	if err := WriteFile(path, m, "model", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	d, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameNet(t, m.Net, d.Model.Net)
+	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
+		t.Fatalf("temporary file left behind: %v", err)
+	}
+	// A refused write leaves the existing file as it was.
+	bad := testModel(t, 10)
+	f32(bad.Net.W1)[0] = float32(math.NaN())
+	if err := WriteFile(path, bad, "model", nil, nil); err == nil {
+		t.Fatal("NaN model written")
+	}
+	if _, err := ReadFile(path); err != nil {
+		t.Fatalf("existing model damaged: %v", err)
+	}
+	if _, err := ReadFile(filepath.Join(t.TempDir(), "missing.esm")); err == nil {
+		t.Fatal("missing file read")
+	}
+}
+
+func TestModelRefusals(t *testing.T) {
+	good := encode(t, testModel(t, 1), "model", nil, nil)
+	hl := int(binary.LittleEndian.Uint32(good[4:8]))
+	nanAt := func(b []byte) []byte {
+		b = append([]byte(nil), b...)
+		binary.LittleEndian.PutUint32(b[8+hl:], math.Float32bits(float32(math.Inf(1))))
+		return reseal(b)
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"empty", nil, "magic"},
+		{"wrong magic", append([]byte("GGUF"), good[4:]...), "magic"},
+		{"flipped bit", func() []byte { b := append([]byte(nil), good...); b[len(b)/2] ^= 1; return b }(), "checksum"},
+		{"truncated", good[:len(good)-10], "checksum"},
+		{"header length past the end", func() []byte {
+			b := append([]byte(nil), good...)
+			binary.LittleEndian.PutUint32(b[4:], uint32(len(b)))
+			return reseal(b)
+		}(), "header length"},
+		{"header not JSON", func() []byte {
+			b := append([]byte(nil), good...)
+			b[8] = '!'
+			return reseal(b)
+		}(), "header"},
+		{"unknown header field", rewriteHeader(t, good, func(h map[string]any) { h["extra"] = 1 }), "unknown field"},
+		{"future format", rewriteHeader(t, good, func(h map[string]any) { h["format"] = 2 }), "format version 2"},
+		{"unknown kind", rewriteHeader(t, good, func(h map[string]any) { h["kind"] = "weights" }), `kind "weights"`},
+		{"int8 payload", rewriteHeader(t, good, func(h map[string]any) { h["dtype"] = "int8" }), "relu/float32"},
+		{"other schema", rewriteHeader(t, good, func(h map[string]any) { h["schema_id"] = "other/v9" }), "schema"},
+		{"schema hash mismatch", rewriteHeader(t, good, func(h map[string]any) { h["schema_hash"] = "00" }), "schema hash"},
+		{"stats tampered", rewriteHeader(t, good, func(h map[string]any) {
+			h["schema"].(map[string]any)["mean"].([]any)[0] = 99.0
+		}), "schema hash"},
+		{"wrong layer size", rewriteHeader(t, good, func(h map[string]any) { h["layers"].(map[string]any)["hidden1"] = 9 }), "payload"},
+		{"zero layer", rewriteHeader(t, good, func(h map[string]any) { h["layers"].(map[string]any)["hidden2"] = 0 }), "layer sizes"},
+		{"missing section payload", rewriteHeader(t, good, func(h map[string]any) { h["sections"] = []string{"adam_m"} }), "payload"},
+		{"infinite weight", nanAt(good), "+Inf"},
+		{"oversized", make([]byte, MaxModelBytes+1), "exceeds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode(tc.b)
+			if !errors.Is(err, ErrModel) {
+				t.Fatalf("err %v, want ErrModel", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %q does not name %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzDecode: no input crashes the decoder, and whatever it accepts
+// re-encodes to a file that decodes to the same parameters.
+func FuzzDecode(f *testing.F) {
+	f.Add(encode(f, testModel(f, 1), "model", nil, nil))
+	f.Add(encode(f, testModel(f, 2), "checkpoint", map[string]*Net{"adam_m": testModel(f, 3).Net}, json.RawMessage(`{"a":1}`)))
+	if b, err := os.ReadFile("../models/default.esm"); err == nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := Decode(b)
+		if err != nil {
+			if !errors.Is(err, ErrModel) && !errors.Is(err, ErrShape) && !errors.Is(err, ErrSchema) {
+				t.Fatalf("unwrapped error %v", err)
+			}
+			return
+		}
+		var buf bytes.Buffer
+		if err := Encode(&buf, d.Model, d.Header.Kind, d.Sections, d.Header.State); err != nil {
+			t.Fatalf("accepted model does not re-encode: %v", err)
+		}
+		d2, err := Decode(buf.Bytes())
+		if err != nil {
+			t.Fatalf("re-encoded model refused: %v", err)
+		}
+		sameNet(t, d.Model.Net, d2.Model.Net)
+	})
+}

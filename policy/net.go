@@ -1,0 +1,311 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"gorgonia.org/tensor"
+)
+
+// ErrShape reports parameters or inputs of the wrong shape.
+var ErrShape = errors.New("policy: wrong shape")
+
+// Net is the actor-critic network.
+//
+// Actor: one scorer MLP, F -> H1 -> H2 -> 1 with ReLU, applied to each
+// candidate node's feature row; the scores are the logits of a softmax over
+// the candidates, so any number of nodes works. Critic: the candidates'
+// last hidden layer pooled by mean and max (2*H2), then 2*H2 -> HC -> 1 with
+// ReLU. The trunk is shared. Parameters are float32 gorgonia tensors; the
+// backward pass is written out (Backward) and checked against finite
+// differences in the tests.
+//
+// A Net is not safe for concurrent use: Forward keeps activations for
+// Backward. Clone gives an independent copy.
+type Net struct {
+	F, H1, H2, HC int
+	W1, B1        *tensor.Dense // F x H1, H1
+	W2, B2        *tensor.Dense // H1 x H2, H2
+	W3, B3        *tensor.Dense // H2 x 1, 1
+	WC1, BC1      *tensor.Dense // 2*H2 x HC, HC
+	WC2, BC2      *tensor.Dense // HC x 1, 1
+
+	// activations of the last Forward
+	n          int
+	x, z1, a1  *tensor.Dense
+	z2, a2     *tensor.Dense
+	pool, zc   []float32
+	argmax     []int
+	scores     []float32
+	value      float32
+	bufA, bufB []float32
+}
+
+// Param is a named parameter tensor.
+type Param struct {
+	Name string
+	T    *tensor.Dense
+}
+
+// Params lists the parameters in a fixed order (serialisation and the
+// optimiser rely on it).
+func (m *Net) Params() []Param {
+	return []Param{
+		{"w1", m.W1}, {"b1", m.B1}, {"w2", m.W2}, {"b2", m.B2}, {"w3", m.W3}, {"b3", m.B3},
+		{"wc1", m.WC1}, {"bc1", m.BC1}, {"wc2", m.WC2}, {"bc2", m.BC2},
+	}
+}
+
+// Shapes returns the expected shape of each parameter, in Params order.
+func Shapes(f, h1, h2, hc int) [][]int {
+	return [][]int{{f, h1}, {h1}, {h1, h2}, {h2}, {h2, 1}, {1}, {2 * h2, hc}, {hc}, {hc, 1}, {1}}
+}
+
+// NewNet returns a network with He-initialised weights drawn from rng and
+// zero biases.
+func NewNet(f, h1, h2, hc int, rng *rand.Rand) (*Net, error) {
+	if f <= 0 || h1 <= 0 || h2 <= 0 || hc <= 0 || h1 > 4096 || h2 > 4096 || hc > 4096 {
+		return nil, fmt.Errorf("%w: layer sizes %d, %d, %d, %d", ErrShape, f, h1, h2, hc)
+	}
+	m := &Net{F: f, H1: h1, H2: h2, HC: hc}
+	shapes := Shapes(f, h1, h2, hc)
+	ts := make([]*tensor.Dense, len(shapes))
+	for i, s := range shapes {
+		ts[i] = tensor.New(tensor.WithShape(s...), tensor.Of(tensor.Float32))
+		if len(s) == 2 && rng != nil {
+			scale := math.Sqrt(2 / float64(s[0]))
+			if i == 4 || i == 8 { // output layers start small
+				scale = 0.1 / math.Sqrt(float64(s[0]))
+			}
+			for j, d := 0, ts[i].Data().([]float32); j < len(d); j++ {
+				d[j] = float32(rng.NormFloat64() * scale)
+			}
+		}
+	}
+	m.W1, m.B1, m.W2, m.B2, m.W3, m.B3, m.WC1, m.BC1, m.WC2, m.BC2 = ts[0], ts[1], ts[2], ts[3], ts[4], ts[5], ts[6], ts[7], ts[8], ts[9]
+	return m, nil
+}
+
+// Clone returns a deep copy (without activations).
+func (m *Net) Clone() *Net {
+	c := &Net{F: m.F, H1: m.H1, H2: m.H2, HC: m.HC}
+	ps := m.Params()
+	cs := make([]*tensor.Dense, len(ps))
+	for i, p := range ps {
+		cs[i] = p.T.Clone().(*tensor.Dense)
+	}
+	c.W1, c.B1, c.W2, c.B2, c.W3, c.B3, c.WC1, c.BC1, c.WC2, c.BC2 = cs[0], cs[1], cs[2], cs[3], cs[4], cs[5], cs[6], cs[7], cs[8], cs[9]
+	return c
+}
+
+// NumParams is the number of scalars in the network.
+func (m *Net) NumParams() int {
+	var n int
+	for _, p := range m.Params() {
+		n += p.T.Shape().TotalSize()
+	}
+	return n
+}
+
+func f32(t *tensor.Dense) []float32 { return t.Data().([]float32) }
+
+// dense wraps a slice of length r*c as an r x c tensor without copying.
+func dense(buf []float32, r, c int) *tensor.Dense {
+	return tensor.New(tensor.WithShape(r, c), tensor.WithBacking(buf[:r*c]))
+}
+
+// matmul computes a (r x k) times b (k x c) into a new r x c tensor; when
+// ta/tb are set, a/b are used transposed.
+func matmul(a, b *tensor.Dense, ta, tb bool) *tensor.Dense {
+	if ta {
+		_ = a.T()
+		defer a.UT()
+	}
+	if tb {
+		_ = b.T()
+		defer b.UT()
+	}
+	out, err := tensor.MatMul(a, b)
+	if err != nil {
+		// shapes are checked by the callers; a failure is a programming error
+		panic(fmt.Sprintf("policy: matmul %v x %v: %v", a.Shape(), b.Shape(), err))
+	}
+	return out.(*tensor.Dense)
+}
+
+// Forward computes the scores of n candidates whose normalised feature
+// rows are x (n*F values, row-major) and the critic's value. It keeps the
+// activations for Backward. The returned slice is reused by the next call.
+func (m *Net) Forward(x []float32, n int) ([]float32, float32, error) {
+	if n <= 0 || len(x) != n*m.F {
+		return nil, 0, fmt.Errorf("%w: %d values for %d candidates of %d features", ErrShape, len(x), n, m.F)
+	}
+	m.n = n
+	m.x = dense(x, n, m.F)
+	m.z1 = matmul(m.x, m.W1, false, false)
+	addBias(f32(m.z1), f32(m.B1))
+	m.a1 = dense(relu(grow(&m.bufA, n*m.H1), f32(m.z1)), n, m.H1)
+	m.z2 = matmul(m.a1, m.W2, false, false)
+	addBias(f32(m.z2), f32(m.B2))
+	m.a2 = dense(relu(grow(&m.bufB, n*m.H2), f32(m.z2)), n, m.H2)
+	s := matmul(m.a2, m.W3, false, false)
+	m.scores = grow(&m.scores, n)
+	b3 := f32(m.B3)[0]
+	for i, v := range f32(s) {
+		m.scores[i] = v + b3
+	}
+	// critic: pool a2 by mean and max
+	h2 := m.H2
+	m.pool = grow(&m.pool, 2*h2)
+	m.argmax = growInt(&m.argmax, h2)
+	a2 := f32(m.a2)
+	for j := range h2 {
+		var sum float32
+		best, bi := a2[j], 0
+		for i := range n {
+			v := a2[i*h2+j]
+			sum += v
+			if v > best {
+				best, bi = v, i
+			}
+		}
+		m.pool[j] = sum / float32(n)
+		m.pool[h2+j] = best
+		m.argmax[j] = bi
+	}
+	m.zc = grow(&m.zc, m.HC)
+	wc1, bc1, wc2 := f32(m.WC1), f32(m.BC1), f32(m.WC2)
+	var v float32
+	for k := range m.HC {
+		z := bc1[k]
+		for j := range 2 * h2 {
+			z += m.pool[j] * wc1[j*m.HC+k]
+		}
+		m.zc[k] = z
+		if z > 0 {
+			v += z * wc2[k]
+		}
+	}
+	m.value = v + f32(m.BC2)[0]
+	return m.scores, m.value, nil
+}
+
+// Backward adds to grads (a network of the same shape used as gradient
+// storage) the gradient of a loss whose derivatives with respect to the
+// last Forward's scores and value are dScores and dValue.
+func (m *Net) Backward(dScores []float32, dValue float32, grads *Net) {
+	n, h1, h2, hc := m.n, m.H1, m.H2, m.HC
+	// critic
+	gwc1, gbc1, gwc2 := f32(grads.WC1), f32(grads.BC1), f32(grads.WC2)
+	f32(grads.BC2)[0] += dValue
+	wc1, wc2 := f32(m.WC1), f32(m.WC2)
+	dpool := make([]float32, 2*h2)
+	for k := range hc {
+		if m.zc[k] <= 0 {
+			continue
+		}
+		gwc2[k] += m.zc[k] * dValue
+		dz := wc2[k] * dValue
+		gbc1[k] += dz
+		for j := range 2 * h2 {
+			gwc1[j*hc+k] += m.pool[j] * dz
+			dpool[j] += wc1[j*hc+k] * dz
+		}
+	}
+	// scorer output layer and pooling into dA2
+	da2 := make([]float32, n*h2)
+	w3 := f32(m.W3)
+	gw3 := f32(grads.W3)
+	a2 := f32(m.a2)
+	var db3 float32
+	for i := range n {
+		ds := dScores[i]
+		db3 += ds
+		for j := range h2 {
+			gw3[j] += a2[i*h2+j] * ds
+			da2[i*h2+j] += w3[j]*ds + dpool[j]/float32(n)
+		}
+	}
+	f32(grads.B3)[0] += db3
+	for j := range h2 {
+		da2[m.argmax[j]*h2+j] += dpool[h2+j]
+	}
+	// ReLU, then layer 2
+	z2 := f32(m.z2)
+	for i := range da2 {
+		if z2[i] <= 0 {
+			da2[i] = 0
+		}
+	}
+	dz2 := dense(da2, n, h2)
+	accumulate(f32(grads.W2), f32(matmul(m.a1, dz2, true, false)))
+	colSums(f32(grads.B2), da2, h2)
+	da1 := f32(matmul(dz2, m.W2, false, true))
+	z1 := f32(m.z1)
+	for i := range da1 {
+		if z1[i] <= 0 {
+			da1[i] = 0
+		}
+	}
+	dz1 := dense(da1, n, h1)
+	accumulate(f32(grads.W1), f32(matmul(m.x, dz1, true, false)))
+	colSums(f32(grads.B1), da1, h1)
+}
+
+// Zero sets every parameter to 0 (for gradient storage).
+func (m *Net) Zero() {
+	for _, p := range m.Params() {
+		d := f32(p.T)
+		for i := range d {
+			d[i] = 0
+		}
+	}
+}
+
+func addBias(z, b []float32) {
+	h := len(b)
+	for i := range z {
+		z[i] += b[i%h]
+	}
+}
+
+func relu(dst, z []float32) []float32 {
+	for i, v := range z {
+		if v > 0 {
+			dst[i] = v
+		} else {
+			dst[i] = 0
+		}
+	}
+	return dst
+}
+
+func accumulate(dst, src []float32) {
+	for i, v := range src {
+		dst[i] += v
+	}
+}
+
+func colSums(dst, m []float32, cols int) {
+	for i, v := range m {
+		dst[i%cols] += v
+	}
+}
+
+func grow(buf *[]float32, n int) []float32 {
+	if cap(*buf) < n {
+		*buf = make([]float32, n)
+	}
+	*buf = (*buf)[:n]
+	return *buf
+}
+
+func growInt(buf *[]int, n int) []int {
+	if cap(*buf) < n {
+		*buf = make([]int, n)
+	}
+	*buf = (*buf)[:n]
+	return *buf
+}

@@ -1,0 +1,282 @@
+package ppo
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ErrConfig wraps every refusal of a training configuration.
+var ErrConfig = errors.New("ppo: bad config")
+
+// Config is a training configuration (YAML, kind TrainConfig). Start from
+// DefaultConfig; docs/training.md documents every field.
+type Config struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Name       string `yaml:"name"`
+	// Seed drives everything random in training: slices, sampled pods,
+	// actions, minibatches.
+	Seed uint64    `yaml:"seed"`
+	Env  EnvConfig `yaml:"env"`
+	Net  NetConfig `yaml:"network"`
+	BC   BCConfig  `yaml:"bc"`
+	// Refine is an optional second cloning stage (typically a planning
+	// teacher on the whole cluster, recording the top candidates of the
+	// decisions that matter) run after BC and before PPO.
+	Refine  *BCConfig `yaml:"refine"`
+	PPO     PPOConfig `yaml:"ppo"`
+	Reward  Reward    `yaml:"reward"`
+	Eval    Eval      `yaml:"eval"`
+	Workers int       `yaml:"workers"`
+	// CheckpointEvery writes a checkpoint every N PPO iterations (0: only
+	// at the end).
+	CheckpointEvery int `yaml:"checkpointEvery"`
+}
+
+// EnvConfig says what the policy is trained on.
+type EnvConfig struct {
+	// Nodes and Pods are openb lists (files or openb:NAME); Scenario is a
+	// scenario file or builtin:NAME. Give one or the other.
+	Nodes    string `yaml:"nodes"`
+	Pods     string `yaml:"pods"`
+	Scenario string `yaml:"scenario"`
+	// Mode is inflate or replay.
+	Mode string `yaml:"mode"`
+	// InflateTarget ends training episodes (share of capacity).
+	InflateTarget float64 `yaml:"inflateTarget"`
+	// NodeFraction trains on random slices of the cluster holding this
+	// share of its nodes (1: the whole cluster every episode).
+	NodeFraction float64 `yaml:"nodeFraction"`
+	// FreshWorkloads draws a new scenario generator seed for every
+	// training episode; evaluation then runs on the workloads generated
+	// with the eval seeds.
+	FreshWorkloads bool `yaml:"freshWorkloads"`
+	// WarmStart [lo, hi] (inflate): the teacher places pods until the
+	// allocated share of capacity reaches a level drawn uniformly from
+	// [lo, hi]; PPO learns from there on, where placements decide failures.
+	// Empty: the learner acts from the first pod.
+	WarmStart []float64 `yaml:"warmStart"`
+}
+
+// NetConfig sizes the network.
+type NetConfig struct {
+	Hidden1      int `yaml:"hidden1"`
+	Hidden2      int `yaml:"hidden2"`
+	CriticHidden int `yaml:"criticHidden"`
+}
+
+// BCConfig is the behaviour-cloning warm start: the actor imitates a
+// teacher baseline on the teacher's own rollouts, and the critic learns
+// the teacher's returns. Episodes 0 skips it.
+type BCConfig struct {
+	// Teacher is a deterministic baseline name, or "fgd-lookahead" for the
+	// planning teacher configured by Lookahead.
+	Teacher   string    `yaml:"teacher"`
+	Lookahead Lookahead `yaml:"lookahead"`
+	Episodes  int       `yaml:"episodes"`
+	Epochs    int       `yaml:"epochs"`
+	LR        float64   `yaml:"lr"`
+	// RecordFrom records the teacher's decisions only once the allocated
+	// share of the primary resource reaches it (0: all decisions).
+	RecordFrom float64 `yaml:"recordFrom"`
+	// RecordTopK keeps only the teacher's TopK best candidates of each
+	// decision (0: all), so planning teachers on large clusters stay cheap
+	// to learn from.
+	RecordTopK int `yaml:"recordTopK"`
+	// NodeFraction overrides env.nodeFraction for the cloning episodes
+	// (0: same).
+	NodeFraction float64 `yaml:"nodeFraction"`
+}
+
+// PPOConfig holds the PPO hyper-parameters.
+type PPOConfig struct {
+	Iterations      int     `yaml:"iterations"`
+	EpisodesPerIter int     `yaml:"episodesPerIteration"`
+	Epochs          int     `yaml:"epochs"`
+	Minibatch       int     `yaml:"minibatch"`
+	Clip            float64 `yaml:"clip"`
+	Gamma           float64 `yaml:"gamma"`
+	Lambda          float64 `yaml:"lambda"`
+	LR              float64 `yaml:"lr"`
+	ValueCoef       float64 `yaml:"valueCoef"`
+	EntropyCoef     float64 `yaml:"entropyCoef"`
+	MaxGradNorm     float64 `yaml:"maxGradNorm"`
+	// TargetKL stops an iteration's epochs early once the approximate KL
+	// divergence from the rollout policy exceeds 1.5 x this (0: never).
+	TargetKL float64 `yaml:"targetKL"`
+}
+
+// Reward weights the per-decision reward, after the project's founding
+// formula Reward = w1 (1 - fragmentation) + w2 (application performance)
+// - w3 (decision latency), with penalties for failed placements,
+// cross-zone dependency traffic and carbon. Every term is a change caused
+// by the decision, so the episode's return sums to the end state's value.
+type Reward struct {
+	// Fragmentation (w1): minus the change of the cluster's fragmented
+	// share (GPU when the typical pod needs one, CPU otherwise).
+	Fragmentation float64 `yaml:"fragmentation"`
+	// Latency (w2): minus the placed pod's latency proxy / 100 ms.
+	Latency float64 `yaml:"latency"`
+	// DecisionLatency (w3): minus the candidates scored / 1000 (a
+	// deterministic stand-in for scoring time).
+	DecisionLatency float64 `yaml:"decisionLatency"`
+	// Failure: minus the demand share of a pod that fitted nowhere (GPU
+	// demand / GPU capacity when the typical pod needs a GPU, CPU
+	// otherwise), plus minus FailureCount per such pod.
+	Failure      float64 `yaml:"failure"`
+	FailureCount float64 `yaml:"failureCount"`
+	// CrossZone: minus the change of the cross-zone share of dependency
+	// traffic.
+	CrossZone float64 `yaml:"crossZone"`
+	// Carbon: minus the placed pod's emission rate / 100 gCO2/h.
+	Carbon float64 `yaml:"carbon"`
+	// Utilization: plus the change of the used-CPU share of the nodes that
+	// run pods.
+	Utilization float64 `yaml:"utilization"`
+}
+
+// Eval picks the best model: the greedy policy is run on the full cluster
+// or scenario every Every iterations over Seeds, and Measure ("reward" for
+// the greedy episodes' return, or a simulator measure name) decides.
+type Eval struct {
+	Seeds    []uint64 `yaml:"seeds"`
+	Every    int      `yaml:"every"`
+	Measure  string   `yaml:"measure"`
+	Maximize bool     `yaml:"maximize"`
+	// InflateTarget of the evaluation runs (inflate mode).
+	InflateTarget float64 `yaml:"inflateTarget"`
+}
+
+// DefaultConfig is a training on the openb default trace.
+func DefaultConfig() Config {
+	return Config{
+		APIVersion: "edgesched.io/v1alpha1", Kind: "TrainConfig", Name: "default", Seed: 42,
+		Env:     EnvConfig{Nodes: "openb:all_node", Pods: "openb:default", Mode: "inflate", InflateTarget: 1.05, NodeFraction: 0.125},
+		Net:     NetConfig{Hidden1: 32, Hidden2: 32, CriticHidden: 32},
+		BC:      BCConfig{Teacher: "fgd", Episodes: 16, Epochs: 3, LR: 3e-3},
+		PPO:     PPOConfig{Iterations: 40, EpisodesPerIter: 4, Epochs: 3, Minibatch: 256, Clip: 0.2, Gamma: 1, Lambda: 0.95, LR: 3e-4, ValueCoef: 0.5, EntropyCoef: 0.001, MaxGradNorm: 0.5, TargetKL: 0.02},
+		Reward:  Reward{Fragmentation: 1, Failure: 1},
+		Eval:    Eval{Seeds: []uint64{1001, 1002}, Every: 5, Measure: "unallocated_gpu_share_at_100", InflateTarget: 1.05},
+		Workers: 2, CheckpointEvery: 5,
+	}
+}
+
+// Validate checks the configuration and names the first bad field.
+func (c *Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...))
+	}
+	pos := func(v float64) bool { return v > 0 && !math.IsInf(v, 0) }
+	nonneg := func(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
+	switch {
+	case c.APIVersion != "edgesched.io/v1alpha1":
+		return bad("apiVersion", "%q, want edgesched.io/v1alpha1", c.APIVersion)
+	case c.Kind != "TrainConfig":
+		return bad("kind", "%q, want TrainConfig", c.Kind)
+	case c.Name == "":
+		return bad("name", "missing")
+	case (c.Env.Scenario == "") == (c.Env.Pods == ""):
+		return bad("env", "give scenario, or nodes and pods")
+	case c.Env.Mode != "inflate" && c.Env.Mode != "replay":
+		return bad("env.mode", "%q, want inflate or replay", c.Env.Mode)
+	case c.Env.Mode == "inflate" && !(c.Env.InflateTarget > 0 && c.Env.InflateTarget <= 3):
+		return bad("env.inflateTarget", "%v, want (0, 3]", c.Env.InflateTarget)
+	case !(c.Env.NodeFraction > 0 && c.Env.NodeFraction <= 1):
+		return bad("env.nodeFraction", "%v, want (0, 1]", c.Env.NodeFraction)
+	case len(c.Env.WarmStart) != 0 && (len(c.Env.WarmStart) != 2 || !(c.Env.WarmStart[0] >= 0 && c.Env.WarmStart[0] <= c.Env.WarmStart[1] && c.Env.WarmStart[1] < 3) || c.BC.Teacher == ""):
+		return bad("env.warmStart", "want [lo, hi] with 0 <= lo <= hi < 3 and a bc.teacher")
+	case c.Net.Hidden1 < 1 || c.Net.Hidden1 > 512 || c.Net.Hidden2 < 1 || c.Net.Hidden2 > 512 || c.Net.CriticHidden < 1 || c.Net.CriticHidden > 512:
+		return bad("network", "layer sizes must be in [1, 512]")
+	case c.BC.Episodes < 0 || c.BC.Epochs < 0 || (c.BC.Episodes > 0 && (c.BC.Teacher == "" || !pos(c.BC.LR) || c.BC.Epochs == 0)):
+		return bad("bc", "episodes and epochs >= 0; with episodes, a teacher, epochs >= 1 and lr > 0")
+	case c.BC.validate() != nil:
+		return bad("bc", "%v", c.BC.validate())
+	case c.Refine != nil && (c.Refine.Episodes < 1 || c.Refine.validate() != nil):
+		return bad("refine", "episodes >= 1; %v", c.Refine.validate())
+	case c.PPO.Iterations < 0 || c.PPO.EpisodesPerIter < 1 || c.PPO.Epochs < 1 || c.PPO.Minibatch < 1:
+		return bad("ppo", "iterations >= 0, episodesPerIteration, epochs and minibatch >= 1")
+	case !(c.PPO.Clip > 0 && c.PPO.Clip < 1):
+		return bad("ppo.clip", "%v, want (0, 1)", c.PPO.Clip)
+	case !(c.PPO.Gamma > 0 && c.PPO.Gamma <= 1) || !(c.PPO.Lambda >= 0 && c.PPO.Lambda <= 1):
+		return bad("ppo.gamma/lambda", "want gamma in (0, 1], lambda in [0, 1]")
+	case !pos(c.PPO.LR) || !nonneg(c.PPO.ValueCoef) || !nonneg(c.PPO.EntropyCoef) || !pos(c.PPO.MaxGradNorm) || !nonneg(c.PPO.TargetKL):
+		return bad("ppo", "lr and maxGradNorm > 0; valueCoef, entropyCoef, targetKL >= 0")
+	case !nonneg(c.Reward.Fragmentation) || !nonneg(c.Reward.Latency) || !nonneg(c.Reward.DecisionLatency) || !nonneg(c.Reward.Failure) || !nonneg(c.Reward.FailureCount) || !nonneg(c.Reward.CrossZone) || !nonneg(c.Reward.Carbon) || !nonneg(c.Reward.Utilization):
+		return bad("reward", "weights must be finite and >= 0")
+	case c.Eval.Every < 0 || len(c.Eval.Seeds) > 100 || c.Eval.Measure == "":
+		return bad("eval", "every >= 0, at most 100 seeds, a measure")
+	case c.Env.Mode == "inflate" && len(c.Eval.Seeds) > 0 && !(c.Eval.InflateTarget > 0 && c.Eval.InflateTarget <= 3):
+		return bad("eval.inflateTarget", "%v, want (0, 3]", c.Eval.InflateTarget)
+	case c.Workers < 1 || c.Workers > 64:
+		return bad("workers", "%d, want 1..64", c.Workers)
+	case c.CheckpointEvery < 0:
+		return bad("checkpointEvery", "%d, want >= 0", c.CheckpointEvery)
+	}
+	return nil
+}
+
+func (b *BCConfig) validate() error {
+	switch {
+	case b.Teacher == "fgd-lookahead" && (b.Lookahead.TopK < 2 || b.Lookahead.TopK > 64 || b.Lookahead.Horizon < 1 || b.Lookahead.Horizon > 10000 || b.Lookahead.Samples < 1 || b.Lookahead.Samples > 64 || !(b.Lookahead.Start >= 0)):
+		return errors.New("lookahead: topK 2..64, horizon 1..10000, samples 1..64, start >= 0")
+	case !(b.RecordFrom >= 0 && b.RecordFrom < 3) || b.RecordTopK < 0 || b.RecordTopK > 4096:
+		return errors.New("recordFrom in [0, 3), recordTopK in [0, 4096]")
+	case !(b.NodeFraction >= 0 && b.NodeFraction <= 1):
+		return errors.New("nodeFraction in [0, 1]")
+	case b.Episodes > 0 && (b.Teacher == "" || b.Epochs < 1 || !(b.LR > 0) || math.IsInf(b.LR, 0)):
+		return errors.New("with episodes: a teacher, epochs >= 1 and lr > 0")
+	}
+	return nil
+}
+
+// LoadConfig reads a YAML configuration: fields not given keep
+// DefaultConfig's values; unknown fields are refused with their line.
+func LoadConfig(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("open config: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return Config{}, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return ParseConfig(b, path)
+}
+
+// ParseConfig is LoadConfig on bytes; name labels errors.
+func ParseConfig(b []byte, name string) (Config, error) {
+	c := DefaultConfig()
+	// A scenario replaces the default openb trace rather than clashing
+	// with it: peek at env.scenario before decoding onto the defaults.
+	var peek struct {
+		Env struct {
+			Scenario string `yaml:"scenario"`
+		} `yaml:"env"`
+	}
+	if yaml.Unmarshal(b, &peek) == nil && peek.Env.Scenario != "" {
+		c.Env.Nodes, c.Env.Pods = "", ""
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && err != io.EOF {
+		return Config{}, fmt.Errorf("%w: %s: %v", ErrConfig, name, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return c, nil
+}
+
+// YAML renders the configuration (recorded beside trained models).
+func (c Config) YAML() []byte {
+	b, _ := yaml.Marshal(c)
+	return b
+}

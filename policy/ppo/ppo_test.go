@@ -1,0 +1,353 @@
+package ppo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgesched/edgesched/policy"
+)
+
+func TestParseConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		yaml string
+		want string // "" = accepted
+	}{
+		{"empty keeps defaults", "", ""},
+		{"scenario replaces the default trace", "env: {scenario: builtin:retail-fleet, mode: replay}", ""},
+		{"scenario and pods", "env: {scenario: builtin:retail-fleet, pods: openb:default}", "env: give scenario"},
+		{"unknown field", "ppo:\n  iterationz: 3\n", "line 2: field iterationz not found"},
+		{"wrong kind", "kind: Deployment", "kind"},
+		{"bad mode", "env: {mode: batch}", "env.mode"},
+		{"node fraction zero", "env: {nodeFraction: 0}", "env.nodeFraction"},
+		{"clip out of range", "ppo: {clip: 1.5}", "ppo.clip"},
+		{"negative reward weight", "reward: {crossZone: -1}", "reward"},
+		{"NaN learning rate", "ppo: {lr: .nan}", "ppo"},
+		{"bc without teacher", "bc: {teacher: '', episodes: 3}", "bc"},
+		{"lookahead out of range", "bc: {teacher: fgd-lookahead, lookahead: {topK: 1, horizon: 10, samples: 1}}", "lookahead"},
+		{"warm start without bounds order", "env: {warmStart: [0.9, 0.5]}", "env.warmStart"},
+		{"too many workers", "workers: 1000", "workers"},
+		{"not yaml", "{{{", "ppo: bad config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tc.yaml), "t.yaml")
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(tc.yaml, "scenario") && (c.Env.Nodes != "" || c.Env.Pods != "") {
+					t.Fatalf("default trace kept beside the scenario: %+v", c.Env)
+				}
+				// The recorded YAML parses back to the same configuration.
+				c2, err := ParseConfig(c.YAML(), "again")
+				if err != nil || !bytes.Equal(c.YAML(), c2.YAML()) {
+					t.Fatalf("round trip: %v\n%s\n%s", err, c.YAML(), c2.YAML())
+				}
+				return
+			}
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "t.yaml") {
+				t.Fatalf("err %v, want ErrConfig naming t.yaml and %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigFilesInRepo(t *testing.T) {
+	paths, _ := filepath.Glob("../../configs/train-*.yaml")
+	if len(paths) == 0 {
+		t.Fatal("no configs/train-*.yaml found")
+	}
+	for _, p := range paths {
+		if _, err := LoadConfig(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+func episodeOf(rewards, values []float32) *episode {
+	ep := &episode{}
+	for i := range rewards {
+		ep.steps = append(ep.steps, step{reward: rewards[i], value: values[i]})
+	}
+	return ep
+}
+
+func TestGAE(t *testing.T) {
+	// rewards 1, 0, 2; values 0.5, 0.4, 1.0; gamma 0.9, lambda 0.8; the
+	// value after the last step is 0.
+	//   delta2 = 2 - 1.0                  = 1.0   adv2 = 1.0
+	//   delta1 = 0 + 0.9*1.0 - 0.4        = 0.5   adv1 = 0.5 + 0.72*1.0   = 1.22
+	//   delta0 = 1 + 0.9*0.4 - 0.5        = 0.86  adv0 = 0.86 + 0.72*1.22 = 1.7384
+	// returns = adv + value: 2.2384, 1.62, 2.0.
+	// With lambda 1 GAE is the Monte Carlo return minus the value:
+	//   returns 1 + 0.9*(0 + 0.9*2) = 2.62, 0.9*2 = 1.8, 2.
+	for _, tc := range []struct {
+		name          string
+		lambda        float64
+		wantAdv, wRet []float64
+	}{
+		{"lambda 0.8", 0.8, []float64{1.7384, 1.22, 1.0}, []float64{2.2384, 1.62, 2.0}},
+		{"lambda 1 is Monte Carlo", 1, []float64{2.12, 1.4, 1.0}, []float64{2.62, 1.8, 2.0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ep := episodeOf([]float32{1, 0, 2}, []float32{0.5, 0.4, 1.0})
+			gae([]*episode{ep}, 0.9, tc.lambda)
+			for i, s := range ep.steps {
+				if math.Abs(float64(s.adv)-tc.wantAdv[i]) > 1e-5 || math.Abs(float64(s.ret)-tc.wRet[i]) > 1e-5 {
+					t.Errorf("step %d: adv %v ret %v, want %v %v", i, s.adv, s.ret, tc.wantAdv[i], tc.wRet[i])
+				}
+			}
+			mc := episodeOf([]float32{1, 0, 2}, []float32{0.5, 0.4, 1.0})
+			returnsToGo([]*episode{mc}, 0.9)
+			for i, s := range mc.steps {
+				// returnsToGo is the lambda-1 return whatever the values
+				if want := []float64{2.62, 1.8, 2.0}[i]; math.Abs(float64(s.ret)-want) > 1e-5 {
+					t.Errorf("returnsToGo step %d: %v, want %v", i, s.ret, want)
+				}
+			}
+		})
+	}
+}
+
+// surrogate is the PPO loss for one decision computed from the logits
+// directly (independently of policyGrad's closed-form gradient).
+func surrogate(logits []float64, action int, oldLogp, adv, clip, ent float64) float64 {
+	mx := math.Inf(-1)
+	for _, l := range logits {
+		mx = math.Max(mx, l)
+	}
+	var z float64
+	for _, l := range logits {
+		z += math.Exp(l - mx)
+	}
+	lp := func(i int) float64 { return logits[i] - mx - math.Log(z) }
+	var h float64
+	for i := range logits {
+		h -= math.Exp(lp(i)) * lp(i)
+	}
+	r := math.Exp(lp(action) - oldLogp)
+	return -math.Min(r*adv, math.Max(math.Min(r, 1+clip), 1-clip)*adv) - ent*h
+}
+
+func TestPolicyGradFiniteDifferences(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, tc := range []struct {
+		name         string
+		oldShift     float64 // old log-prob = current + shift: ratio = exp(-shift)
+		adv, entropy float64
+	}{
+		{"inside the clip, positive advantage", 0.05, 1.3, 0},
+		{"inside the clip, negative advantage", -0.05, -0.7, 0},
+		{"clipped above, positive advantage", -0.5, 1.0, 0},   // ratio 1.65 > 1.2: no surrogate gradient
+		{"above the clip, negative advantage", -0.5, -1.0, 0}, // pessimistic branch keeps the gradient
+		{"clipped below, negative advantage", 0.5, -1.0, 0},
+		{"entropy only", 0.5, -1.0, 0.3},
+		{"everything", 0.02, 0.8, 0.05},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := 5
+			logits := make([]float64, k)
+			for i := range logits {
+				logits[i] = rng.NormFloat64()
+			}
+			action := 2
+			var buf []float64
+			l32 := make([]float32, k)
+			for i := range l32 {
+				l32[i] = float32(logits[i])
+			}
+			lp := append([]float64(nil), logSoftmax(l32, &buf)...)
+			old := lp[action] + tc.oldShift
+			d := make([]float32, k)
+			loss, _ := policyGrad(lp, action, old, tc.adv, 0.2, tc.entropy, d)
+			if want := surrogate(logits, action, old, tc.adv, 0.2, tc.entropy); math.Abs(loss-tc.entropy*entropyOf(lp)-want) > 1e-5 {
+				t.Fatalf("loss %v, reference %v", loss-tc.entropy*entropyOf(lp), want)
+			}
+			const h = 1e-6
+			for i := range logits {
+				up := append([]float64(nil), logits...)
+				dn := append([]float64(nil), logits...)
+				up[i] += h
+				dn[i] -= h
+				num := (surrogate(up, action, old, tc.adv, 0.2, tc.entropy) - surrogate(dn, action, old, tc.adv, 0.2, tc.entropy)) / (2 * h)
+				if math.Abs(num-float64(d[i])) > 1e-4 {
+					t.Errorf("d/dlogit %d: analytic %v, numeric %v", i, d[i], num)
+				}
+			}
+		})
+	}
+}
+
+func entropyOf(lp []float64) float64 {
+	var h float64
+	for _, l := range lp {
+		h -= math.Exp(l) * l
+	}
+	return h
+}
+
+func TestAdamAndClip(t *testing.T) {
+	net, err := policy.NewNet(policy.NumFeatures, 2, 2, 2, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := net.Clone()
+	g := net.Clone()
+	g.Zero()
+	b1 := data(g.Params()[1]) // b1, 2 entries
+	b1[0], b1[1] = 3, -4
+	// global norm 5; clipped to 1 the gradient is (0.6, -0.8).
+	if n := clipNorm(g, 1); math.Abs(n-5) > 1e-6 || math.Abs(float64(b1[0])-0.6) > 1e-6 || math.Abs(float64(b1[1])+0.8) > 1e-6 {
+		t.Fatalf("clipNorm: norm %v, gradient %v", n, b1)
+	}
+	// Adam's first step moves each parameter by lr * g / |g| (bias
+	// correction makes m = g, v = g^2): +-0.01 here; untouched where g=0.
+	opt := newAdam(net)
+	opt.apply(net, g, 0.01)
+	after := data(net.Params()[1])
+	orig := data(before.Params()[1])
+	if math.Abs(float64(after[0]-orig[0])+0.01) > 1e-6 || math.Abs(float64(after[1]-orig[1])-0.01) > 1e-6 {
+		t.Fatalf("adam step: %v -> %v", orig, after)
+	}
+	if data(net.Params()[0])[0] != data(before.Params()[0])[0] {
+		t.Fatal("adam moved a parameter with zero gradient")
+	}
+}
+
+// tinyConfig trains on a 2% slice of the openb cluster (~24 nodes) to a
+// 40% fill: seconds, not minutes.
+func tinyConfig(iterations int) Config {
+	c := DefaultConfig()
+	c.Name = "tiny"
+	c.Seed = 5
+	c.Env.NodeFraction = 0.02
+	c.Env.InflateTarget = 0.4
+	c.BC.Episodes, c.BC.Epochs = 2, 2
+	c.PPO.Iterations, c.PPO.EpisodesPerIter, c.PPO.Epochs, c.PPO.Minibatch = iterations, 2, 2, 64
+	c.Eval = Eval{Seeds: []uint64{1001}, Every: 1, Measure: "reward", Maximize: true, InflateTarget: 0.05}
+	c.CheckpointEvery = 1
+	return c
+}
+
+// TestTrainResumeIsExact: a run of 3 iterations equals a run of 1
+// iteration resumed to 3, byte for byte, and the outputs are all there.
+func TestTrainResumeIsExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains three tiny policies (-short)")
+	}
+	ctx := context.Background()
+	full, part := t.TempDir(), t.TempDir()
+	res, err := Train(ctx, tinyConfig(3), Options{Out: full})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Iterations != 3 || len(res.History) != 2+3 { // 2 cloning epochs, 3 PPO iterations
+		t.Fatalf("iterations %d, history %d rows", res.Iterations, len(res.History))
+	}
+	for _, f := range []string{ModelFile, CheckpointFile, HistoryFile, CurveFile, ConfigFile} {
+		if st, err := os.Stat(filepath.Join(full, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	d, err := policy.ReadFile(res.ModelPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Model.Meta["name"] != "tiny" || d.Model.Meta["seed"] != float64(5) {
+		t.Fatalf("provenance %v", d.Model.Meta)
+	}
+	if _, err := Train(ctx, tinyConfig(1), Options{Out: part}); err != nil {
+		t.Fatal(err)
+	}
+	res2, err := Train(ctx, tinyConfig(3), Options{Out: part, Resume: filepath.Join(part, CheckpointFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(res.ModelPath)
+	b, _ := os.ReadFile(res2.ModelPath)
+	if !bytes.Equal(a, b) {
+		t.Fatal("resumed training differs from the uninterrupted run")
+	}
+	// The final checkpoints hold the same network, optimiser moments and
+	// best network (their histories differ only in wall-clock seconds).
+	weights := func(dir string) []byte {
+		d, err := policy.ReadFile(filepath.Join(dir, CheckpointFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := policy.Encode(&buf, d.Model, "checkpoint", d.Sections, nil); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	if !bytes.Equal(weights(full), weights(part)) {
+		t.Fatal("final checkpoints differ")
+	}
+
+	// A checkpoint refuses a different configuration, and a model file is
+	// not a checkpoint.
+	other := tinyConfig(3)
+	other.PPO.LR *= 2
+	if _, err := Train(ctx, other, Options{Out: t.TempDir(), Resume: filepath.Join(part, CheckpointFile)}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("resume with another lr: %v, want ErrConfig", err)
+	}
+	if _, err := Train(ctx, tinyConfig(3), Options{Out: t.TempDir(), Resume: res.ModelPath}); !errors.Is(err, policy.ErrModel) {
+		t.Fatalf("resume from a model: %v, want ErrModel", err)
+	}
+}
+
+// TestCloningImitatesTheTeacher: after cloning FGD the greedy network
+// mostly picks the node FGD picks; before, it does not.
+func TestCloningImitatesTheTeacher(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a tiny policy (-short)")
+	}
+	c := tinyConfig(0)
+	c.BC.Episodes, c.BC.Epochs = 6, 8
+	c.Eval.Seeds = nil
+	res, err := Train(context.Background(), c, Options{Out: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last := res.History[0].PolicyLoss, res.History[len(res.History)-1].PolicyLoss
+	// Cross-entropy to the teacher's choice must fall clearly: the
+	// untrained network is near uniform over ~24 candidates (ln 24 = 3.2).
+	if !(last < 0.7*first) {
+		t.Fatalf("cloning cross-entropy %v -> %v, want a fall of 30%%+", first, last)
+	}
+}
+
+// FuzzParseConfig: no input crashes the parser, every refusal wraps
+// ErrConfig, and an accepted config is valid and survives its own YAML.
+func FuzzParseConfig(f *testing.F) {
+	paths, _ := filepath.Glob("../../configs/train-*.yaml")
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("ppo: {clip: 0.3}\nreward: {carbon: 1}\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseConfig(b, "fuzz.yaml")
+		if err != nil {
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("unwrapped error %v", err)
+			}
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("accepted config does not validate: %v", err)
+		}
+		if _, err := ParseConfig(c.YAML(), "again"); err != nil {
+			t.Fatalf("accepted config's YAML refused: %v", err)
+		}
+	})
+}

@@ -1,0 +1,745 @@
+package ppo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/openb"
+	"github.com/edgesched/edgesched/sim/scenario"
+)
+
+// Files a training run writes into its output directory.
+const (
+	ModelFile      = "model.esm"
+	CheckpointFile = "checkpoint.esc"
+	HistoryFile    = "history.csv"
+	CurveFile      = "training_curve.png"
+	ConfigFile     = "config.yaml"
+)
+
+// Options are a training run's side inputs. The zero value is valid apart
+// from Out.
+type Options struct {
+	// Out is the output directory (created).
+	Out string
+	// Resume continues from a checkpoint written by an earlier run with the
+	// same configuration (PPO iterations may be raised).
+	Resume string
+	// Logger receives progress lines; nil discards them.
+	Logger *slog.Logger
+	// Progress, when set, is called after every phase step.
+	Progress func(Progress)
+}
+
+// Progress reports where training is.
+type Progress struct {
+	Phase                 string // "bc" or "ppo"
+	Iteration, Iterations int
+	Episodes              int
+	Row                   Row
+}
+
+// Row is one line of the training history.
+type Row struct {
+	Phase      string  `json:"phase"`
+	Iteration  int     `json:"iteration"`
+	Episodes   int     `json:"episodes"`
+	MeanReturn float64 `json:"mean_return"`
+	PolicyLoss float64 `json:"policy_loss"`
+	ValueLoss  float64 `json:"value_loss"`
+	Entropy    float64 `json:"entropy"`
+	KL         float64 `json:"kl"`
+	// Eval is the evaluation measure after this step, when EvalSet.
+	Eval    float64 `json:"eval"`
+	EvalSet bool    `json:"eval_set"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Result summarises a training run.
+type Result struct {
+	ModelPath  string
+	Best       float64
+	Iterations int
+	Episodes   int
+	Wall       time.Duration
+	History    []Row
+}
+
+type trainer struct {
+	cfg      Config
+	log      *slog.Logger
+	base     *sim.Env // the whole cluster or scenario, for evaluation
+	nodes    []sim.NodeSpec
+	cluster  *sim.Cluster
+	workload *sim.Workload
+	pcg      *rand.PCG
+	rng      *rand.Rand
+	schema   policy.Schema
+	net      *policy.Net
+	opt      *adam
+	iter     int
+	episodes int
+	history  []Row
+	cloned   []*episode // the first cloning stage's episodes
+	best     *policy.Net
+	bestVal  float64
+	haveBest bool
+	start    time.Time
+	progress func(Progress)
+	evalEnvs map[uint64]*sim.Env
+}
+
+// checkpoint state beside the network and optimiser sections.
+type ckState struct {
+	ConfigYAML string  `json:"config"`
+	Iter       int     `json:"iteration"`
+	Episodes   int     `json:"episodes"`
+	RNG        []byte  `json:"rng"`
+	AdamStep   int64   `json:"adam_step"`
+	History    []Row   `json:"history"`
+	HaveBest   bool    `json:"have_best"`
+	BestVal    float64 `json:"best_value"`
+}
+
+// Train runs behaviour cloning then PPO as configured, writing the best
+// model, checkpoints, the history and a training-curve plot into opt.Out.
+// It is deterministic for a configuration (same machine architecture and
+// Go version), whether or not it is resumed from a checkpoint.
+func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opt.Out == "" {
+		return nil, fmt.Errorf("%w: no output directory", ErrConfig)
+	}
+	if err := os.MkdirAll(opt.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("create output dir: %w", err)
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	t := &trainer{cfg: cfg, log: log, start: time.Now(), progress: opt.Progress}
+	if err := t.loadEnv(); err != nil {
+		return nil, err
+	}
+	t.pcg = rand.NewPCG(cfg.Seed, 0x7a17)
+	t.rng = rand.New(t.pcg)
+	if err := os.WriteFile(filepath.Join(opt.Out, ConfigFile), cfg.YAML(), 0o644); err != nil {
+		return nil, fmt.Errorf("write config: %w", err)
+	}
+	if opt.Resume != "" {
+		if err := t.resume(opt.Resume); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if t.net, err = policy.NewNet(policy.NumFeatures, cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden, t.rng); err != nil {
+			return nil, err
+		}
+		t.schema = policy.NewSchema()
+		if err := t.behaviourCloning(ctx, cfg.BC, "bc", true); err != nil {
+			return nil, err
+		}
+		if cfg.Refine != nil {
+			if err := t.evaluate(ctx, "bc"); err != nil {
+				return nil, err
+			}
+			if err := t.behaviourCloning(ctx, *cfg.Refine, "refine", false); err != nil {
+				return nil, err
+			}
+		}
+		t.opt = newAdam(t.net)
+		if err := t.evaluate(ctx, "bc"); err != nil {
+			return nil, err
+		}
+		if err := t.saveCheckpoint(opt.Out); err != nil {
+			return nil, err
+		}
+	}
+	for t.iter < cfg.PPO.Iterations {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := t.ppoIteration(ctx); err != nil {
+			return nil, err
+		}
+		if cfg.Eval.Every > 0 && t.iter%cfg.Eval.Every == 0 {
+			if err := t.evaluate(ctx, "ppo"); err != nil {
+				return nil, err
+			}
+		}
+		if cfg.CheckpointEvery > 0 && t.iter%cfg.CheckpointEvery == 0 {
+			if err := t.saveCheckpoint(opt.Out); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := t.saveCheckpoint(opt.Out); err != nil {
+		return nil, err
+	}
+	final := t.net
+	if t.haveBest {
+		final = t.best
+	}
+	model := t.model(final)
+	path := filepath.Join(opt.Out, ModelFile)
+	if err := policy.WriteFile(path, model, "model", nil, nil); err != nil {
+		return nil, err
+	}
+	if err := writeHistory(filepath.Join(opt.Out, HistoryFile), t.history); err != nil {
+		return nil, err
+	}
+	if err := plotCurve(filepath.Join(opt.Out, CurveFile), cfg, t.history); err != nil {
+		return nil, err
+	}
+	return &Result{ModelPath: path, Best: t.bestVal, Iterations: t.iter, Episodes: t.episodes, Wall: time.Since(t.start), History: t.history}, nil
+}
+
+// model wraps a network with the schema and provenance.
+func (t *trainer) model(net *policy.Net) *policy.Model {
+	meta := map[string]any{
+		"name": t.cfg.Name, "seed": t.cfg.Seed, "config": string(t.cfg.YAML()),
+		"ppo_iterations": t.iter, "episodes": t.episodes,
+	}
+	if t.haveBest {
+		meta["eval_measure"] = t.cfg.Eval.Measure
+		meta["eval_value"] = t.bestVal
+		meta["eval_seeds"] = t.cfg.Eval.Seeds
+	}
+	return &policy.Model{Schema: t.schema, Net: net, Meta: meta}
+}
+
+func (t *trainer) loadEnv() error {
+	e := t.cfg.Env
+	if e.Scenario != "" {
+		l, err := scenario.Load(e.Scenario)
+		if err != nil {
+			return err
+		}
+		env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+		if err != nil {
+			return err
+		}
+		t.base, t.cluster, t.workload = env, l.Cluster, l.Workload
+		return nil
+	}
+	nodes := e.Nodes
+	if nodes == "" {
+		nodes = "openb:" + openb.AllNodes
+	}
+	ns, err := openb.LoadNodes(nodes, nil)
+	if err != nil {
+		return err
+	}
+	pl, err := openb.LoadPods(e.Pods, nil)
+	if err != nil {
+		return err
+	}
+	t.nodes = ns
+	t.cluster = &sim.Cluster{Name: "train", Nodes: ns}
+	t.workload = &sim.Workload{Name: "train", Pods: pl.Pods, Untimed: !pl.Timed}
+	env, err := sim.NewEnv(t.cluster, t.workload, sim.EnvOptions{})
+	if err != nil {
+		return err
+	}
+	t.base = env
+	return nil
+}
+
+// episodeEnv builds the environment of a training episode with seed s.
+func (t *trainer) episodeEnv(s uint64, frac float64) (*sim.Env, error) {
+	e := t.cfg.Env
+	if e.Scenario != "" {
+		if !e.FreshWorkloads {
+			return t.base, nil
+		}
+		l, err := scenario.LoadWith(e.Scenario, scenario.Options{Seed: &s})
+		if err != nil {
+			return nil, err
+		}
+		return sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	}
+	if frac == 0 {
+		frac = e.NodeFraction
+	}
+	if frac >= 1 {
+		return t.base, nil
+	}
+	k := max(1, int(math.Round(float64(len(t.nodes))*frac)))
+	perm := rand.New(rand.NewPCG(s, 0x5e1ec7)).Perm(len(t.nodes))[:k]
+	slices.Sort(perm)
+	sub := make([]sim.NodeSpec, k)
+	for i, j := range perm {
+		sub[i] = t.nodes[j]
+	}
+	return sim.NewEnv(&sim.Cluster{Name: "slice", Nodes: sub}, t.workload, sim.EnvOptions{})
+}
+
+func (t *trainer) runConfig(eval bool) sim.RunConfig {
+	mode := sim.Inflate
+	if t.cfg.Env.Mode == "replay" {
+		mode = sim.Replay
+	}
+	rc := sim.DefaultRunConfig(mode)
+	rc.InflateTarget = t.cfg.Env.InflateTarget
+	if eval && t.cfg.Eval.InflateTarget > 0 {
+		rc.InflateTarget = t.cfg.Eval.InflateTarget
+	}
+	if rc.InflateStep > rc.InflateTarget {
+		rc.InflateStep = rc.InflateTarget
+	}
+	rc.Samples = 48
+	return rc
+}
+
+// collect runs n episodes in parallel on fresh environments and returns
+// them in order. Seeds are drawn from the trainer's stream first, so the
+// result does not depend on scheduling.
+func (t *trainer) collect(ctx context.Context, n int, mode actMode, schema policy.Schema, bc BCConfig) ([]*episode, error) {
+	seeds := make([]uint64, n)
+	warm := make([]float64, n)
+	for i := range seeds {
+		seeds[i] = t.rng.Uint64()
+		if ws := t.cfg.Env.WarmStart; mode == actSample && len(ws) == 2 {
+			warm[i] = ws[0] + (ws[1]-ws[0])*t.rng.Float64()
+		}
+	}
+	eps := make([]*episode, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(t.cfg.Workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			net := t.net.Clone()
+			for i := range next {
+				frac := 0.0
+				if mode == actTeacher {
+					frac = bc.NodeFraction
+				}
+				env, err := t.episodeEnv(seeds[i], frac)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				rc := t.runConfig(false)
+				rc.Seed = seeds[i]
+				eps[i], errs[i] = runEpisode(ctx, env, net, schema, mode, bc, rc, t.cfg.Reward, seeds[i]^0x9e3779b97f4a7c15, true, warm[i])
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	t.episodes += n
+	return eps, nil
+}
+
+// behaviourCloning collects teacher rollouts and trains the actor to
+// imitate the teacher and the critic to predict the teacher's returns;
+// with fit, it first fits the normalisation on the rollouts' raw features.
+func (t *trainer) behaviourCloning(ctx context.Context, bc BCConfig, phase string, fit bool) error {
+	n := bc.Episodes
+	teacherMode := actTeacher
+	if n == 0 { // still need statistics: sample from the untrained network
+		n, teacherMode = t.cfg.PPO.EpisodesPerIter, actSample
+	}
+	started := time.Now()
+	schema := t.schema
+	if fit {
+		schema = policy.NewSchema()
+	}
+	eps, err := t.collect(ctx, n, teacherMode, schema, bc)
+	if err != nil {
+		return err
+	}
+	if !fit {
+		// Refinement keeps training on the first stage's data too, so the
+		// network does not forget the general ranking it learned there.
+		return t.cloneFrom(ctx, append(eps, t.cloned...), bc, phase, started)
+	}
+	t.cloned = eps
+	// Normalisation statistics from (at most 200k) raw feature rows.
+	var rows [][]float32
+	var total int
+	for _, ep := range eps {
+		total += len(ep.x) / policy.NumFeatures
+	}
+	stride := max(1, total/200000)
+	var idx int
+	for _, ep := range eps {
+		for i := 0; i+policy.NumFeatures <= len(ep.x); i += policy.NumFeatures {
+			if idx%stride == 0 {
+				rows = append(rows, ep.x[i:i+policy.NumFeatures])
+			}
+			idx++
+		}
+	}
+	t.schema.Fit(rows)
+	for _, ep := range eps {
+		for i := 0; i+policy.NumFeatures <= len(ep.x); i += policy.NumFeatures {
+			t.schema.Normalize(ep.x[i : i+policy.NumFeatures])
+		}
+	}
+	if bc.Episodes == 0 {
+		return nil
+	}
+	return t.cloneFrom(ctx, eps, bc, phase, started)
+}
+
+// cloneFrom trains on recorded teacher episodes.
+func (t *trainer) cloneFrom(ctx context.Context, eps []*episode, bc BCConfig, phase string, started time.Time) error {
+	returnsToGo(eps, t.cfg.PPO.Gamma)
+	steps := flatten(eps)
+	opt := newAdam(t.net)
+	grads := t.net.Clone()
+	for epoch := range bc.Epochs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		order := t.rng.Perm(len(steps))
+		var lossSum, vlossSum float64
+		for b := 0; b < len(order); b += t.cfg.PPO.Minibatch {
+			grads.Zero()
+			batch := order[b:min(b+t.cfg.PPO.Minibatch, len(order))]
+			for _, si := range batch {
+				s := steps[si]
+				l, vl := bcStep(t.net, grads, s.ep.x[s.off:s.off+s.k*policy.NumFeatures], s, float32(t.cfg.PPO.ValueCoef))
+				lossSum += l
+				vlossSum += vl
+			}
+			scale(grads, 1/float32(len(batch)))
+			clipNorm(grads, t.cfg.PPO.MaxGradNorm)
+			opt.apply(t.net, grads, bc.LR)
+		}
+		row := Row{Phase: phase, Iteration: epoch + 1, Episodes: t.episodes, MeanReturn: meanReturn(eps), PolicyLoss: lossSum / float64(len(steps)), ValueLoss: vlossSum / float64(len(steps)), Seconds: time.Since(started).Seconds()}
+		t.history = append(t.history, row)
+		t.log.Info("behaviour cloning", "phase", phase, "epoch", epoch+1, "cross_entropy", row.PolicyLoss, "value_loss", row.ValueLoss)
+		if t.progress != nil {
+			t.progress(Progress{Phase: phase, Iteration: epoch + 1, Iterations: bc.Epochs, Episodes: t.episodes, Row: row})
+		}
+	}
+	return nil
+}
+
+// flatStep locates a step inside its episode.
+type flatStep struct {
+	*step
+	ep *episode
+}
+
+func flatten(eps []*episode) []flatStep {
+	var out []flatStep
+	for _, ep := range eps {
+		for i := range ep.steps {
+			out = append(out, flatStep{step: &ep.steps[i], ep: ep})
+		}
+	}
+	return out
+}
+
+// returnsToGo sets each step's return to the discounted sum of later
+// rewards (Monte Carlo targets for the critic during cloning).
+func returnsToGo(eps []*episode, gamma float64) {
+	for _, ep := range eps {
+		var g float64
+		for i := len(ep.steps) - 1; i >= 0; i-- {
+			g = float64(ep.steps[i].reward) + gamma*g
+			ep.steps[i].ret = float32(g)
+		}
+	}
+}
+
+// gae sets advantages and returns by generalised advantage estimation.
+func gae(eps []*episode, gamma, lambda float64) {
+	for _, ep := range eps {
+		var next, adv float64 // value after the last step is 0 (episode ends)
+		for i := len(ep.steps) - 1; i >= 0; i-- {
+			s := &ep.steps[i]
+			delta := float64(s.reward) + gamma*next - float64(s.value)
+			adv = delta + gamma*lambda*adv
+			s.adv = float32(adv)
+			s.ret = float32(adv + float64(s.value))
+			next = float64(s.value)
+		}
+	}
+}
+
+func meanReturn(eps []*episode) float64 {
+	var s float64
+	for _, ep := range eps {
+		s += ep.ret
+	}
+	return s / float64(len(eps))
+}
+
+// bcStep accumulates the gradient of cross-entropy to the teacher's action
+// plus the value loss; it returns both losses.
+func bcStep(net, grads *policy.Net, x []float32, s flatStep, vcoef float32) (float64, float64) {
+	logits, v, err := net.Forward(x, s.k)
+	if err != nil {
+		panic(err)
+	}
+	var buf []float64
+	lp := logSoftmax(logits, &buf)
+	d := make([]float32, s.k)
+	for i := range d {
+		d[i] = float32(math.Exp(lp[i]))
+	}
+	d[s.action]--
+	dv := 2 * vcoef * (v - s.ret)
+	net.Backward(d, dv, grads)
+	return -lp[s.action], float64((v - s.ret) * (v - s.ret))
+}
+
+// policyGrad writes into d the gradient, with respect to the logits, of
+// PPO's clipped surrogate loss plus the entropy bonus for one decision,
+//
+//	L = -min(r A, clip(r, 1-eps, 1+eps) A) - c_e H,   r = p(a) / p_old(a)
+//
+// given the log-probabilities lp, and returns the surrogate loss and H.
+// The surrogate's gradient flows only through the unclipped branch:
+// dL/ds_i = -A r (1[i=a] - p_i); the entropy's is c_e p_i (log p_i + H).
+func policyGrad(lp []float64, action int, oldLogp, adv, clip, entCoef float64, d []float32) (float64, float64) {
+	ratio := math.Exp(lp[action] - oldLogp)
+	surr1 := ratio * adv
+	surr2 := math.Max(math.Min(ratio, 1+clip), 1-clip) * adv
+	var h float64
+	for _, l := range lp {
+		h -= math.Exp(l) * l
+	}
+	g := 0.0
+	if surr1 <= surr2 {
+		g = -adv * ratio
+	}
+	for i, l := range lp {
+		p := math.Exp(l)
+		di := -g * p
+		if i == action {
+			di += g
+		}
+		d[i] = float32(di + entCoef*p*(l+h))
+	}
+	return -math.Min(surr1, surr2), h
+}
+
+func (t *trainer) ppoIteration(ctx context.Context) error {
+	c := t.cfg.PPO
+	started := time.Now()
+	eps, err := t.collect(ctx, c.EpisodesPerIter, actSample, t.schema, t.cfg.BC)
+	if err != nil {
+		return err
+	}
+	gae(eps, c.Gamma, c.Lambda)
+	steps := flatten(eps)
+	// normalise advantages over the batch
+	var mean, sq float64
+	for _, s := range steps {
+		mean += float64(s.adv)
+	}
+	mean /= float64(len(steps))
+	for _, s := range steps {
+		sq += (float64(s.adv) - mean) * (float64(s.adv) - mean)
+	}
+	std := math.Sqrt(sq/float64(len(steps))) + 1e-8
+	for _, s := range steps {
+		s.adv = float32((float64(s.adv) - mean) / std)
+	}
+	grads := t.net.Clone()
+	var pl, vl, ent, kl float64
+	var n int
+	var buf []float64
+epochs:
+	for range c.Epochs {
+		order := t.rng.Perm(len(steps))
+		var epochKL float64
+		for b := 0; b < len(order); b += c.Minibatch {
+			grads.Zero()
+			batch := order[b:min(b+c.Minibatch, len(order))]
+			for _, si := range batch {
+				s := steps[si]
+				x := s.ep.x[s.off : s.off+s.k*policy.NumFeatures]
+				logits, v, err := t.net.Forward(x, s.k)
+				if err != nil {
+					return err
+				}
+				lp := logSoftmax(logits, &buf)
+				d := make([]float32, s.k)
+				loss, h := policyGrad(lp, s.action, float64(s.logp), float64(s.adv), c.Clip, c.EntropyCoef, d)
+				dv := float32(2 * c.ValueCoef * float64(v-s.ret))
+				t.net.Backward(d, dv, grads)
+				pl += loss
+				vl += float64((v - s.ret) * (v - s.ret))
+				ent += h
+				epochKL += float64(s.logp) - lp[s.action]
+				n++
+			}
+			scale(grads, 1/float32(len(batch)))
+			clipNorm(grads, c.MaxGradNorm)
+			t.opt.apply(t.net, grads, c.LR)
+		}
+		kl = epochKL / float64(len(steps))
+		if c.TargetKL > 0 && kl > 1.5*c.TargetKL {
+			break epochs
+		}
+	}
+	t.iter++
+	row := Row{Phase: "ppo", Iteration: t.iter, Episodes: t.episodes, MeanReturn: meanReturn(eps), PolicyLoss: pl / float64(n), ValueLoss: vl / float64(n), Entropy: ent / float64(n), KL: kl, Seconds: time.Since(started).Seconds()}
+	t.history = append(t.history, row)
+	t.log.Info("ppo", "iteration", t.iter, "return", row.MeanReturn, "policy_loss", row.PolicyLoss, "value_loss", row.ValueLoss, "entropy", row.Entropy, "kl", row.KL)
+	if t.progress != nil {
+		t.progress(Progress{Phase: "ppo", Iteration: t.iter, Iterations: c.Iterations, Episodes: t.episodes, Row: row})
+	}
+	return nil
+}
+
+// evaluate runs the greedy policy on the evaluation seeds, records the
+// measure on the last history row and keeps the best network.
+func (t *trainer) evaluate(ctx context.Context, phase string) error {
+	ev := t.cfg.Eval
+	if len(ev.Seeds) == 0 {
+		return nil
+	}
+	model := t.model(t.net)
+	var sum float64
+	for _, seed := range ev.Seeds {
+		rc := t.runConfig(true)
+		rc.Seed = seed
+		env, err := t.evalEnv(seed)
+		if err != nil {
+			return err
+		}
+		if ev.Measure == "reward" {
+			ep, err := runEpisode(ctx, env, t.net.Clone(), t.schema, actGreedy, t.cfg.BC, rc, t.cfg.Reward, seed, false, 0)
+			if err != nil {
+				return err
+			}
+			sum += ep.ret
+			continue
+		}
+		res, err := sim.Run(ctx, env, policy.Factory("learned", model), rc)
+		if err != nil {
+			return err
+		}
+		v, ok := res.Measures[ev.Measure]
+		if !ok {
+			return fmt.Errorf("%w: eval.measure %q is not reported in %s mode", ErrConfig, ev.Measure, rc.Mode)
+		}
+		sum += v
+	}
+	val := sum / float64(len(ev.Seeds))
+	better := !t.haveBest || (ev.Maximize && val > t.bestVal) || (!ev.Maximize && val < t.bestVal)
+	if better {
+		t.best, t.bestVal, t.haveBest = t.net.Clone(), val, true
+	}
+	if len(t.history) > 0 {
+		t.history[len(t.history)-1].Eval, t.history[len(t.history)-1].EvalSet = val, true
+	}
+	t.log.Info("evaluation", "phase", phase, "iteration", t.iter, ev.Measure, val, "best", t.bestVal)
+	return nil
+}
+
+// evalEnv is the evaluation environment of a seed: the whole cluster or
+// scenario, or, for scenarios trained on fresh workloads, the scenario's
+// workload generated with that seed (so model selection sees several
+// workloads, none of them a training one).
+func (t *trainer) evalEnv(seed uint64) (*sim.Env, error) {
+	if t.cfg.Env.Scenario == "" || !t.cfg.Env.FreshWorkloads {
+		return t.base, nil
+	}
+	if env, ok := t.evalEnvs[seed]; ok {
+		return env, nil
+	}
+	l, err := scenario.LoadWith(t.cfg.Env.Scenario, scenario.Options{Seed: &seed})
+	if err != nil {
+		return nil, err
+	}
+	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if t.evalEnvs == nil {
+		t.evalEnvs = map[uint64]*sim.Env{}
+	}
+	t.evalEnvs[seed] = env
+	return env, nil
+}
+
+func (t *trainer) saveCheckpoint(dir string) error {
+	rng, err := t.pcg.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	st := ckState{ConfigYAML: string(t.cfg.ckKey()), Iter: t.iter, Episodes: t.episodes, RNG: rng, AdamStep: t.opt.step, History: t.history, HaveBest: t.haveBest, BestVal: t.bestVal}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	sections := map[string]*policy.Net{"adam_m": t.opt.m, "adam_v": t.opt.v}
+	if t.haveBest {
+		sections["best"] = t.best
+	}
+	return policy.WriteFile(filepath.Join(dir, CheckpointFile), t.model(t.net), "checkpoint", sections, b)
+}
+
+func (t *trainer) resume(path string) error {
+	d, err := policy.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if d.Header.Kind != "checkpoint" {
+		return fmt.Errorf("%w: %s is a %s, not a checkpoint", policy.ErrModel, path, d.Header.Kind)
+	}
+	var st ckState
+	if err := json.Unmarshal(d.Header.State, &st); err != nil {
+		return fmt.Errorf("%w: checkpoint state: %v", policy.ErrModel, err)
+	}
+	if st.ConfigYAML != string(t.cfg.ckKey()) {
+		return fmt.Errorf("%w: checkpoint %s was written with a different configuration (only ppo.iterations may change)", ErrConfig, path)
+	}
+	m, v := d.Sections["adam_m"], d.Sections["adam_v"]
+	if m == nil || v == nil {
+		return fmt.Errorf("%w: checkpoint lacks the optimiser state", policy.ErrModel)
+	}
+	if err := t.pcg.UnmarshalBinary(st.RNG); err != nil {
+		return fmt.Errorf("%w: checkpoint rng: %v", policy.ErrModel, err)
+	}
+	t.net, t.schema = d.Model.Net, d.Model.Schema
+	t.opt = &adam{m: m, v: v, step: st.AdamStep, b1: 0.9, b2: 0.999, eps: 1e-8}
+	t.iter, t.episodes, t.history = st.Iter, st.Episodes, st.History
+	t.haveBest, t.bestVal = st.HaveBest, st.BestVal
+	if st.HaveBest {
+		if t.best = d.Sections["best"]; t.best == nil {
+			return fmt.Errorf("%w: checkpoint lacks its best network", policy.ErrModel)
+		}
+	}
+	t.log.Info("resumed", "checkpoint", path, "iteration", t.iter, "episodes", t.episodes)
+	return nil
+}
+
+// ckKey is the configuration a checkpoint must match: everything but the
+// number of PPO iterations.
+func (c Config) ckKey() []byte {
+	c.PPO.Iterations = 0
+	return c.YAML()
+}
