@@ -24,6 +24,8 @@ demo: build ## run the demo: every baseline on the openb trace and an edge scena
 
 test: lint ## lint, then all tests with the race detector (end-to-end included as they land)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	@# the AVX2 kernel exists only with Go's experimental SIMD package
+	GOEXPERIMENT=simd $(GO) test -count=1 -run 'SIMD|Int8|Exact' ./quant/
 
 test-short: ## quick tests
 	$(GO) test -short -count=1 $(PKGS)
@@ -40,7 +42,8 @@ train: build ## retrain the shipped models (models/*.esm) and check they are rep
 	done
 
 bench: ## benchmarks (speed goals are measured here, never asserted in tests)
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./sim/... ./policy/... ./models/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./sim/... ./policy/... ./models/... ./quant/...
+	GOEXPERIMENT=simd $(GO) test -run '^$$' -bench . -benchmem -count 1 ./quant/...
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

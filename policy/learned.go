@@ -13,13 +13,57 @@ import (
 // batch, only for the nodes where one of those changed.
 type Learned struct {
 	name       string
-	m          *Model
+	sc         Scorer
 	ext        *Extractor
 	shapes     int
 	cache      []learnedEntry
 	flatCarbon bool
 	x          []float32
+	out        []float32
 	stale      []int
+}
+
+// Scorer scores a batch of candidate nodes for one pod from their raw
+// (unnormalised) feature rows: k rows of NumFeatures in raw, one score per
+// row into out. Every row of a call belongs to the same pod, so the pod
+// features (the first NumPodFeatures) are the same on every row; scorers
+// may compute their share once per call. A Scorer belongs to one run.
+type Scorer interface {
+	Scores(raw []float32, k int, out []float32) error
+}
+
+// NumPodFeatures is the number of leading features that describe the pod
+// alone (equal on every candidate row of a decision).
+const NumPodFeatures = 7
+
+// FloatScorer is the float32 network as a Scorer: it normalises with the
+// model's schema and runs the actor (Net.Scores).
+type FloatScorer struct {
+	m   *Model
+	buf []float32
+}
+
+// NewFloatScorer returns a scorer over a private copy of m's network.
+func NewFloatScorer(m *Model) (*FloatScorer, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &FloatScorer{m: &Model{Schema: m.Schema, Net: m.Net.Clone(), Meta: m.Meta}}, nil
+}
+
+// Scores implements Scorer.
+func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
+	x := grow(&f.buf, len(raw))
+	copy(x, raw)
+	for i := 0; i+NumFeatures <= len(x); i += NumFeatures {
+		f.m.Schema.Normalize(x[i : i+NumFeatures])
+	}
+	s, err := f.m.Net.Scores(x, k)
+	if err != nil {
+		return err
+	}
+	copy(out, s)
+	return nil
 }
 
 type learnedEntry struct {
@@ -37,9 +81,16 @@ func Factory(name string, m *Model) sim.Factory {
 // NewLearned returns a learned policy for one run on env. The model is
 // only read; each run gets its own network copy, so runs may share a Model.
 func NewLearned(name string, m *Model, env *sim.Env) (*Learned, error) {
-	if err := m.Validate(); err != nil {
+	sc, err := NewFloatScorer(m)
+	if err != nil {
 		return nil, err
 	}
+	return NewLearnedScorer(name, sc, env), nil
+}
+
+// NewLearnedScorer returns a learned policy for one run on env that scores
+// with sc (the float network, or the int8 one of package quant).
+func NewLearnedScorer(name string, sc Scorer, env *sim.Env) *Learned {
 	flat := true
 	for _, cz := range env.CarbonZones {
 		for _, v := range cz.Curve {
@@ -48,12 +99,12 @@ func NewLearned(name string, m *Model, env *sim.Env) (*Learned, error) {
 	}
 	return &Learned{
 		name:       name,
-		m:          &Model{Schema: m.Schema, Net: m.Net.Clone(), Meta: m.Meta},
+		sc:         sc,
 		ext:        NewExtractor(env),
 		shapes:     env.Shapes,
 		cache:      make([]learnedEntry, len(env.Nodes)*max(1, env.Shapes)),
 		flatCarbon: flat,
-	}, nil
+	}
 }
 
 // Name implements sim.Policy.
@@ -88,12 +139,10 @@ func (l *Learned) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float
 	k := len(l.stale)
 	x := grow(&l.x, k*NumFeatures)
 	for j, i := range l.stale {
-		row := x[j*NumFeatures : (j+1)*NumFeatures]
-		l.ext.Extract(st, p, int(nodes[i]), row)
-		l.m.Schema.Normalize(row)
+		l.ext.Extract(st, p, int(nodes[i]), x[j*NumFeatures:(j+1)*NumFeatures])
 	}
-	out, _, err := l.m.Net.Forward(x, k)
-	if err != nil { // shapes are ours; cannot happen
+	out := grow(&l.out, k)
+	if err := l.sc.Scores(x, k, out); err != nil { // shapes are ours; cannot happen
 		for _, i := range l.stale {
 			scores[i] = 0
 		}

@@ -100,6 +100,32 @@ func (m *Net) Clone() *Net {
 	return c
 }
 
+// Flat returns every parameter, in Params order, as one vector (the
+// layout of federated weight updates).
+func (m *Net) Flat() []float32 {
+	out := make([]float32, 0, m.NumParams())
+	for _, p := range m.Params() {
+		out = append(out, f32(p.T)...)
+	}
+	return out
+}
+
+// AddFlat adds scale * delta (in Flat's layout) to the parameters.
+func (m *Net) AddFlat(delta []float32, scale float32) error {
+	if len(delta) != m.NumParams() {
+		return fmt.Errorf("%w: delta of %d values for %d parameters", ErrShape, len(delta), m.NumParams())
+	}
+	i := 0
+	for _, p := range m.Params() {
+		d := f32(p.T)
+		for j := range d {
+			d[j] += scale * delta[i]
+			i++
+		}
+	}
+	return nil
+}
+
 // NumParams is the number of scalars in the network.
 func (m *Net) NumParams() int {
 	var n int
@@ -135,12 +161,20 @@ func matmul(a, b *tensor.Dense, ta, tb bool) *tensor.Dense {
 	return out.(*tensor.Dense)
 }
 
-// Forward computes the scores of n candidates whose normalised feature
-// rows are x (n*F values, row-major) and the critic's value. It keeps the
-// activations for Backward. The returned slice is reused by the next call.
-func (m *Net) Forward(x []float32, n int) ([]float32, float32, error) {
+// Scores computes only the actor's scores of n candidates (inference):
+// Forward without the critic. The returned slice is reused by the next
+// call; Backward must not follow Scores.
+func (m *Net) Scores(x []float32, n int) ([]float32, error) {
+	if err := m.actor(x, n); err != nil {
+		return nil, err
+	}
+	return m.scores, nil
+}
+
+// actor runs the scorer MLP, keeping its activations.
+func (m *Net) actor(x []float32, n int) error {
 	if n <= 0 || len(x) != n*m.F {
-		return nil, 0, fmt.Errorf("%w: %d values for %d candidates of %d features", ErrShape, len(x), n, m.F)
+		return fmt.Errorf("%w: %d values for %d candidates of %d features", ErrShape, len(x), n, m.F)
 	}
 	m.n = n
 	m.x = dense(x, n, m.F)
@@ -155,6 +189,16 @@ func (m *Net) Forward(x []float32, n int) ([]float32, float32, error) {
 	b3 := f32(m.B3)[0]
 	for i, v := range f32(s) {
 		m.scores[i] = v + b3
+	}
+	return nil
+}
+
+// Forward computes the scores of n candidates whose normalised feature
+// rows are x (n*F values, row-major) and the critic's value. It keeps the
+// activations for Backward. The returned slice is reused by the next call.
+func (m *Net) Forward(x []float32, n int) ([]float32, float32, error) {
+	if err := m.actor(x, n); err != nil {
+		return nil, 0, err
 	}
 	// critic: pool a2 by mean and max
 	h2 := m.H2

@@ -1,8 +1,14 @@
-// Package quant will hold the int8 side of the policy: per-channel
-// quantisation of weights, calibrated int8 activations, pure-Go integer
-// inference kernels that score a pod's candidate nodes in one batch, the
-// signed model artifact format (header, payload, ed25519 signature) and the
-// int8 codec for federated weight updates.
+// Package quant is the int8 side of the policy and the system's model
+// format: signed artifacts (Artifact, Encode, Decode; docs/quant.md),
+// ed25519 keys (Signer, Keyring), quantization of a float model calibrated
+// on simulator states (CollectRows, Quantize), the all-integer scorer
+// (Int8Net) with its portable and AVX2 kernels, the int8 policy in the
+// simulator (Factory, MeasureAgreement), and the codec of federated
+// weight updates (EncodeUpdate, DecodeUpdate).
 //
-// Nothing is implemented yet; see the project's open issues.
+// Concurrency and lifetimes: an Artifact is a plain value; a Keyring and
+// an Int8Net are read-only once built and safe to share; an Int8Scorer
+// (Int8Net.Scorer) holds scratch and belongs to one goroutine (one
+// simulator run or one scheduling cycle at a time). Decode never trusts
+// its input: the signature is checked before anything else is read.
 package quant

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -42,7 +43,7 @@ this command as its parts land.`,
 				if err != nil {
 					return err
 				}
-				factories, err := resolvePolicies(r.policies)
+				factories, err := resolvePolicies(r.policies, quant.DecodeOptions{})
 				if err != nil {
 					return err
 				}

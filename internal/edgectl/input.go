@@ -1,12 +1,14 @@
 package edgectl
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -82,7 +84,8 @@ func shortRef(ref string) string {
 // resolvePolicies turns a comma-separated list into factories; "all" (or
 // "baselines", or an empty list) stands for every baseline, and may be
 // combined with others ("all,learned").
-func resolvePolicies(list string) ([]sim.Factory, error) {
+// Artifacts (learned:FILE.esa) are verified with opt.
+func resolvePolicies(list string, opt quant.DecodeOptions) ([]sim.Factory, error) {
 	list = strings.TrimSpace(list)
 	if list == "" {
 		list = "all"
@@ -104,7 +107,7 @@ func resolvePolicies(list string) ([]sim.Factory, error) {
 				add(f)
 			}
 		case strings.HasPrefix(name, "learned"):
-			f, err := learnedFactory(name)
+			f, err := learnedFactory(name, opt)
 			if err != nil {
 				return nil, fmt.Errorf("--policies: %w", err)
 			}
@@ -124,15 +127,37 @@ func resolvePolicies(list string) ([]sim.Factory, error) {
 }
 
 // learnedFactory resolves "learned" (the shipped default model),
-// "learned:NAME" (a shipped model, see models.Names) or "learned:FILE" (a
-// path: it contains a slash or ends in .esm).
-func learnedFactory(name string) (sim.Factory, error) {
+// "learned:NAME" (a shipped model, see models.Names), "learned:FILE.esa"
+// (a float32 or int8 artifact, verified with opt) or "learned:FILE" (a
+// training output; any path containing a slash or ending in .esm).
+func learnedFactory(name string, opt quant.DecodeOptions) (sim.Factory, error) {
 	ref, ok := strings.CutPrefix(name, "learned:")
 	if !ok {
 		if name != "learned" {
 			return sim.Factory{}, fmt.Errorf("%q: want learned, learned:NAME or learned:FILE", name)
 		}
 		ref = "default"
+	}
+	if strings.HasSuffix(ref, ".esa") {
+		a, err := quant.ReadFile(ref, opt)
+		if err != nil {
+			if errors.Is(err, quant.ErrUnknownKey) || errors.Is(err, quant.ErrUnsigned) {
+				return sim.Factory{}, fmt.Errorf("%w (give its public key with --keys, or --allow-unsigned)", err)
+			}
+			return sim.Factory{}, err
+		}
+		if a.Header.DType == quant.Int8 {
+			n, err := quant.NewInt8Net(a)
+			if err != nil {
+				return sim.Factory{}, err
+			}
+			return quant.Factory(name, n), nil
+		}
+		m, err := a.Model()
+		if err != nil {
+			return sim.Factory{}, err
+		}
+		return policy.Factory(name, m), nil
 	}
 	if !strings.ContainsRune(ref, '/') && !strings.HasSuffix(ref, ".esm") {
 		m, err := models.Load(ref)

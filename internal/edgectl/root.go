@@ -41,6 +41,7 @@ scenarios) and trains learned policies in it.`,
 		newSimCommand(opts),
 		newDemoCommand(opts),
 		newTrainCommand(opts),
+		newModelCommand(opts),
 		newScenarioCommand(opts),
 		newVersionCommand(),
 	)

@@ -18,6 +18,8 @@ type simFlags struct {
 	policies              string
 	scenarioSeeds         string
 	versus                string
+	keys                  []string
+	allowUnsigned         bool
 	mode                  string
 	seed                  uint64
 	seeds                 string
@@ -52,7 +54,8 @@ scenarios.
 
 Learned policies: "learned" is the shipped default model (trained on openb),
 "learned:edge" another shipped model (see models/), "learned:FILE" a model
-written by 'edgectl train'.`,
+written by 'edgectl train', "learned:FILE.esa" a float32 or int8 artifact
+('edgectl model'), verified with --keys.`,
 		Example: `  edgectl sim                                        # all baselines, openb default, inflate, seed 1
   edgectl sim --seeds 1-5 --policies fgd,best-fit,random-fit --out out/openb
   edgectl sim --scenario builtin:retail-fleet --mode replay -o json
@@ -70,6 +73,8 @@ written by 'edgectl train'.`,
 	fl.StringVar(&f.scenario, "scenario", "", "scenario YAML file, or builtin:NAME (see 'edgectl scenario list')")
 	fl.StringVar(&f.policies, "policies", "all", "comma-separated policies (see 'edgectl sim --help'): random-fit, best-fit, dot-product, gpu-packing, gpu-clustering, fgd, k8s-default, trimaran-tlp, all (the baselines), learned, learned:NAME (shipped model) or learned:FILE")
 	fl.StringVar(&f.scenarioSeeds, "scenario-seeds", "", "scenarios with a generator: regenerate the workload with each of these seeds (N,M or N-M) and run on every one (held-out workloads)")
+	fl.StringSliceVar(&f.keys, "keys", nil, "public keys (files or directories of *.pub) that learned:FILE.esa artifacts must be signed with")
+	fl.BoolVar(&f.allowUnsigned, "allow-unsigned", false, "accept unsigned learned:FILE.esa artifacts")
 	fl.StringVar(&f.versus, "versus", "", "also print a before / after / change table of every policy against this one")
 	fl.StringVar(&f.mode, "mode", "", "inflate or replay (default: inflate for openb, replay for scenarios)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of a single run (sampling and tie-breaks)")
@@ -105,7 +110,11 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts Options) er
 			return fmt.Errorf("--scenario-seeds: %w", err)
 		}
 	}
-	factories, err := resolvePolicies(f.policies)
+	dopt, err := decodeOptions(f.keys, f.allowUnsigned)
+	if err != nil {
+		return err
+	}
+	factories, err := resolvePolicies(f.policies, dopt)
 	if err != nil {
 		return err
 	}

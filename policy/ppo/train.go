@@ -30,11 +30,17 @@ const (
 	ConfigFile     = "config.yaml"
 )
 
-// Options are a training run's side inputs. The zero value is valid apart
-// from Out.
+// Options are a training run's side inputs. The zero value is valid: it
+// trains from scratch and writes nothing.
 type Options struct {
-	// Out is the output directory (created).
+	// Out is the output directory (created). Empty: no files are written
+	// (Result.Model holds the model); resuming then needs a checkpoint
+	// from an earlier run.
 	Out string
+	// Init, when set, starts from this model (its schema and a copy of its
+	// network) instead of behaviour cloning: fine-tuning, and the local
+	// rounds of federated training. The optimiser starts fresh.
+	Init *policy.Model
 	// Resume continues from a checkpoint written by an earlier run with the
 	// same configuration (PPO iterations may be raised).
 	Resume string
@@ -70,6 +76,9 @@ type Row struct {
 
 // Result summarises a training run.
 type Result struct {
+	// Model is the best model by the evaluation measure (the final one
+	// without evaluation seeds); ModelPath is where it was written.
+	Model      *policy.Model
 	ModelPath  string
 	Best       float64
 	Iterations int
@@ -122,11 +131,10 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if opt.Out == "" {
-		return nil, fmt.Errorf("%w: no output directory", ErrConfig)
-	}
-	if err := os.MkdirAll(opt.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("create output dir: %w", err)
+	if opt.Out != "" {
+		if err := os.MkdirAll(opt.Out, 0o755); err != nil {
+			return nil, fmt.Errorf("create output dir: %w", err)
+		}
 	}
 	log := opt.Logger
 	if log == nil {
@@ -138,11 +146,25 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	}
 	t.pcg = rand.NewPCG(cfg.Seed, 0x7a17)
 	t.rng = rand.New(t.pcg)
-	if err := os.WriteFile(filepath.Join(opt.Out, ConfigFile), cfg.YAML(), 0o644); err != nil {
-		return nil, fmt.Errorf("write config: %w", err)
+	if opt.Out != "" {
+		if err := os.WriteFile(filepath.Join(opt.Out, ConfigFile), cfg.YAML(), 0o644); err != nil {
+			return nil, fmt.Errorf("write config: %w", err)
+		}
 	}
 	if opt.Resume != "" {
 		if err := t.resume(opt.Resume); err != nil {
+			return nil, err
+		}
+	} else if opt.Init != nil {
+		if err := opt.Init.Validate(); err != nil {
+			return nil, fmt.Errorf("initial model: %w", err)
+		}
+		if l := opt.Init.Net; l.H1 != cfg.Net.Hidden1 || l.H2 != cfg.Net.Hidden2 || l.HC != cfg.Net.CriticHidden {
+			return nil, fmt.Errorf("%w: initial model is %d/%d/%d, the config's network %d/%d/%d", ErrConfig, l.H1, l.H2, l.HC, cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden)
+		}
+		t.net, t.schema = opt.Init.Net.Clone(), opt.Init.Schema
+		t.opt = newAdam(t.net)
+		if err := t.evaluate(ctx, "init"); err != nil {
 			return nil, err
 		}
 	} else {
@@ -195,9 +217,12 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	if t.haveBest {
 		final = t.best
 	}
-	model := t.model(final)
-	path := filepath.Join(opt.Out, ModelFile)
-	if err := policy.WriteFile(path, model, "model", nil, nil); err != nil {
+	res := &Result{Model: t.model(final), Best: t.bestVal, Iterations: t.iter, Episodes: t.episodes, Wall: time.Since(t.start), History: t.history}
+	if opt.Out == "" {
+		return res, nil
+	}
+	res.ModelPath = filepath.Join(opt.Out, ModelFile)
+	if err := policy.WriteFile(res.ModelPath, res.Model, "model", nil, nil); err != nil {
 		return nil, err
 	}
 	if err := writeHistory(filepath.Join(opt.Out, HistoryFile), t.history); err != nil {
@@ -206,7 +231,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	if err := plotCurve(filepath.Join(opt.Out, CurveFile), cfg, t.history); err != nil {
 		return nil, err
 	}
-	return &Result{ModelPath: path, Best: t.bestVal, Iterations: t.iter, Episodes: t.episodes, Wall: time.Since(t.start), History: t.history}, nil
+	return res, nil
 }
 
 // model wraps a network with the schema and provenance.
@@ -686,6 +711,9 @@ func (t *trainer) evalEnv(seed uint64) (*sim.Env, error) {
 }
 
 func (t *trainer) saveCheckpoint(dir string) error {
+	if dir == "" {
+		return nil
+	}
 	rng, err := t.pcg.MarshalBinary()
 	if err != nil {
 		return err

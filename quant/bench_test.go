@@ -1,0 +1,60 @@
+package quant
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/edgesched/edgesched/policy"
+)
+
+// benchRows are n candidate rows of one pod: random node features, the
+// same pod features on every row (as in a real decision).
+func benchRows(n int, seed uint64) []float32 {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	F, P := policy.NumFeatures, policy.NumPodFeatures
+	x := make([]float32, n*F)
+	for i := range n {
+		for j := range F {
+			if j < P {
+				x[i*F+j] = float32(j) * 0.1
+			} else {
+				x[i*F+j] = float32(rng.NormFloat64())
+			}
+		}
+	}
+	return x
+}
+
+// BenchmarkScore1000 scores 1,000 candidate nodes of one pod, float32
+// (gorgonia) against int8; ns/node is the per-node cost.
+func BenchmarkScore1000(b *testing.B) {
+	m := randomModel(b, 32, 32, 1)
+	const n = 1000
+	rows := benchRows(n, 2)
+	a, err := Quantize(m, benchRows(5000, 3), DefaultCalibration(), Info{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, err := NewInt8Net(a)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fs, err := policy.NewFloatScorer(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		sc   policy.Scorer
+	}{{"float32", fs}, {"int8", q.Scorer()}} {
+		b.Run(c.name, func(b *testing.B) {
+			out := make([]float32, n)
+			for b.Loop() {
+				if err := c.sc.Scores(rows, n, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/node")
+		})
+	}
+}

@@ -1,0 +1,168 @@
+package quant_test
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/ppo"
+	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/openb"
+)
+
+// fedRun is federated averaging simulated in one process: every round,
+// each site fine-tunes the global model with PPO on its own slices of the
+// openb cluster, encodes its weight delta with enc, and the coordinator
+// decodes and averages the deltas into the global model.
+func fedRun(t *testing.T, start *policy.Model, enc quant.UpdateEncoding, sites, rounds int, siteCfg func(seed uint64) ppo.Config) (*policy.Model, int, int) {
+	t.Helper()
+	g := &policy.Model{Schema: start.Schema, Net: start.Net.Clone()}
+	var floatBytes, sent int
+	for r := range rounds {
+		sum := make([]float32, g.Net.NumParams())
+		base := g.Net.Flat()
+		for s := range sites {
+			cfg := siteCfg(uint64(1000*r + s + 1)) // the site's data and sampling this round
+			res, err := ppo.Train(context.Background(), cfg, ppo.Options{Init: g})
+			if err != nil {
+				t.Fatal(err)
+			}
+			local := res.Model.Net.Flat()
+			delta := make([]float32, len(local))
+			for i := range local {
+				delta[i] = local[i] - base[i]
+			}
+			id := "55d223a22dc037138a593bd99c6b5490256007c06af1e7c122c912b8f86a0c7b"
+			b, err := quant.EncodeUpdate(&quant.Update{Base: id, Values: delta}, quant.UpdateOptions{Encoding: enc, ChunkSize: quant.DefaultChunkSize, Seed: cfg.Seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fb, _ := quant.EncodeUpdate(&quant.Update{Base: id, Values: delta}, quant.UpdateOptions{Encoding: quant.UpdateFloat32})
+			sent, floatBytes = sent+len(b), floatBytes+len(fb)
+			u, err := quant.DecodeUpdate(b, len(delta))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range u.Values {
+				sum[i] += v / float32(sites)
+			}
+		}
+		if err := g.Net.AddFlat(sum, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return g, sent, floatBytes
+}
+
+// TestFederatedInt8Updates: federated training whose sites send int8
+// updates reaches the same quality as with float32 updates (within 1% of
+// the float result's unallocated GPU share, or better), for a quarter of
+// the bytes.
+// Both arms start from the same cloned policy and use the same seeds; only
+// the update codec differs.
+func TestFederatedInt8Updates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("federated training simulation: 2 arms x 3 sites x 4 rounds of PPO (-short)")
+	}
+	env, err := openb.LoadEnv("openb:"+openb.AllNodes, "openb:"+openb.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The common starting point: a policy cloned from FGD on small slices.
+	cfg := ppo.DefaultConfig()
+	cfg.Seed = 3
+	cfg.Env.NodeFraction = 0.04
+	cfg.BC.Episodes, cfg.BC.Epochs = 6, 4
+	cfg.PPO.Iterations = 0
+	cfg.Eval.Seeds = nil
+	start, err := ppo.Train(context.Background(), cfg, ppo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval := func(m *policy.Model) float64 {
+		var sum float64
+		for _, seed := range []uint64{2001, 2002} {
+			rc := sim.DefaultRunConfig(sim.Inflate)
+			rc.Seed, rc.InflateTarget = seed, 1.05
+			res, err := sim.Run(context.Background(), env, policy.Factory("g", m), rc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum += res.Measures["unallocated_gpu_share_at_100"] / 2
+		}
+		return sum
+	}
+	site := func(seed uint64) ppo.Config {
+		cfg := ppo.DefaultConfig()
+		cfg.Name, cfg.Seed = "site", seed
+		cfg.Env.NodeFraction, cfg.Env.InflateTarget = 0.04, 1.0
+		cfg.BC.Episodes = 0
+		cfg.PPO.Iterations, cfg.PPO.EpisodesPerIter, cfg.PPO.Epochs, cfg.PPO.LR = 2, 2, 2, 1e-3
+		cfg.Eval.Seeds = nil
+		return cfg
+	}
+	f32, fBytes, _ := fedRun(t, start.Model, quant.UpdateFloat32, 3, 4, site)
+	i8, iBytes, _ := fedRun(t, start.Model, quant.UpdateInt8, 3, 4, site)
+	ef, ei := eval(f32), eval(i8)
+	t.Logf("start %.4f; after 4 rounds: float32 updates %.4f (%d bytes sent), int8 updates %.4f (%d bytes, %.2fx less)", eval(start.Model), ef, fBytes, ei, iBytes, float64(fBytes)/float64(iBytes))
+	// Lower is better: int8 may not be more than 1% worse.
+	if rel := (ei - ef) / ef; rel > 0.01 {
+		t.Fatalf("int8 updates reach %.4f, float32 updates %.4f: %.1f%% worse", ei, ef, 100*rel)
+	}
+}
+
+// TestFederatedInt8UpdatesEdge is the same comparison where federated
+// training learns a lot: the retail fleet from an untrained network, the
+// edge reward of configs/train-edge.yaml. It takes minutes, so it runs
+// only with EDGESCHED_LONG=1.
+func TestFederatedInt8UpdatesEdge(t *testing.T) {
+	if os.Getenv("EDGESCHED_LONG") == "" {
+		t.Skip("minutes of federated PPO on the retail fleet; set EDGESCHED_LONG=1 to run it")
+	}
+	base, err := ppo.LoadConfig("../configs/train-edge.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := func(seed uint64) ppo.Config {
+		cfg := base
+		cfg.Seed = seed
+		cfg.PPO.Iterations = 3
+		cfg.Eval.Seeds = nil
+		return cfg
+	}
+	net, err := policy.NewNet(policy.NumFeatures, base.Net.Hidden1, base.Net.Hidden2, base.Net.CriticHidden, rand.New(rand.NewPCG(42, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Normalisation from one untrained episode, as training from scratch does.
+	stats := base
+	stats.PPO.Iterations, stats.Eval.Seeds = 0, nil
+	first, err := ppo.Train(context.Background(), stats, ppo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := &policy.Model{Schema: first.Model.Schema, Net: net}
+	eval := func(m *policy.Model) float64 {
+		cfg := base
+		cfg.PPO.Iterations = 0
+		cfg.Eval.Seeds = []uint64{101, 102, 103}
+		res, err := ppo.Train(context.Background(), cfg, ppo.Options{Init: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Best
+	}
+	const sites, rounds = 3, 8
+	f32, fBytes, _ := fedRun(t, start, quant.UpdateFloat32, sites, rounds, site)
+	i8, iBytes, _ := fedRun(t, start, quant.UpdateInt8, sites, rounds, site)
+	e0, ef, ei := eval(start), eval(f32), eval(i8)
+	t.Logf("greedy reward on held-out workloads 101-103: start %.2f; after %d rounds x %d sites: float32 updates %.2f (%d bytes), int8 updates %.2f (%d bytes, %.2fx less)", e0, rounds, sites, ef, fBytes, ei, iBytes, float64(fBytes)/float64(iBytes))
+	// Higher is better; int8 may fall short of float32 by 1% of the gain.
+	if ei < ef-0.01*math.Abs(ef-e0) {
+		t.Fatalf("int8 updates reach %.3f, float32 updates %.3f (start %.3f)", ei, ef, e0)
+	}
+}

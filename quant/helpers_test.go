@@ -1,0 +1,24 @@
+package quant
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/edgesched/edgesched/policy"
+)
+
+// randomModel is a seeded random model with a non-trivial schema.
+func randomModel(t testing.TB, h1, h2 int, seed uint64) *policy.Model {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 9))
+	net, err := policy.NewNet(policy.NumFeatures, h1, h2, 16, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := policy.NewSchema()
+	for i := range s.Mean {
+		s.Mean[i] = float32(0.2 * rng.NormFloat64())
+		s.Std[i] = float32(0.5 + rng.Float64())
+	}
+	return &policy.Model{Schema: s, Net: net}
+}

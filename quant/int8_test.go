@@ -1,0 +1,257 @@
+package quant
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/scenario"
+)
+
+// TestFloatPathMatchesReference is the cross-check of the float model: the
+// gorgonia path (policy.Net) and the independent float64 loops agree to
+// 1e-5 (relative to the score's magnitude) on random rows.
+func TestFloatPathMatchesReference(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		m := randomModel(t, 32, 32, seed)
+		const k = 200
+		x := benchRows(k, seed)
+		fs, err := policy.NewFloatScorer(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, k)
+		if err := fs.Scores(x, k, got); err != nil {
+			t.Fatal(err)
+		}
+		want, err := ReferenceScores(m, x, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range k {
+			if d := math.Abs(float64(got[i]) - want[i]); d > 1e-5*math.Max(1, math.Abs(want[i])) {
+				t.Fatalf("seed %d row %d: gorgonia %v, reference %v", seed, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestRequant: worked examples of the integer requantization.
+func TestRequant(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		acc  int32
+		m    int32
+		s    uint8
+		want uint8
+	}{
+		{"negative is ReLU'd", -500, 3, 2, 0},
+		{"zero", 0, 3, 2, 0},
+		// 10 * 3 / 4 = 7.5, rounds half up to 8
+		{"half rounds up", 10, 3, 2, 8},
+		// 9 * 3 / 4 = 6.75 -> 7
+		{"rounds to nearest", 9, 3, 2, 7},
+		// 1000 * 1 / 2 = 500 saturates at 255
+		{"saturates", 1000, 1, 1, 255},
+		{"no shift", 17, 5, 0, 85},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := requant(tc.acc, tc.m, tc.s); got != tc.want {
+				t.Fatalf("requant(%d, %d, %d) = %d, want %d", tc.acc, tc.m, tc.s, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMultipliersNeverOverflow: for every channel, the largest accumulator
+// times its multiplier plus the rounding term stays inside int32, and the
+// multiplier approximates the real ratio to 1/1000.
+func TestMultipliersNeverOverflow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for trial := range 50 {
+		fanIn, outs := 1+rng.IntN(64), 1+rng.IntN(16)
+		w := make([]int8, fanIn*outs)
+		for i := range w {
+			w[i] = int8(rng.IntN(255) - 127)
+		}
+		b := make([]int32, outs)
+		ws, os := make([]float32, outs), make([]float32, outs)
+		for c := range outs {
+			b[c] = int32(rng.IntN(20001) - 10000)
+			ws[c] = float32(math.Exp(rng.NormFloat64() * 3))
+			os[c] = float32(math.Exp(rng.NormFloat64() * 3))
+		}
+		m, s, err := multipliers(w, b, fanIn, actMax, ws, os)
+		if err != nil {
+			continue // a ratio beyond int32 reach is refused, not wrapped
+		}
+		for c := range outs {
+			var maxAcc int64
+			for _, v := range w[c*fanIn : (c+1)*fanIn] {
+				maxAcc += actMax * int64(abs8(v))
+			}
+			maxAcc += int64(math.Abs(float64(b[c])))
+			if p := maxAcc*int64(m[c]) + (int64(1)<<s[c])>>1; p > math.MaxInt32 {
+				t.Fatalf("trial %d channel %d: %d * %d overflows", trial, c, maxAcc, m[c])
+			}
+			M := float64(ws[c]) / float64(os[c])
+			if M < actMax && s[c] > 0 && math.Abs(float64(m[c])/math.Ldexp(1, int(s[c]))-M) > M/1000+math.Ldexp(1, -int(s[c])) {
+				t.Fatalf("trial %d channel %d: %d/2^%d approximates %v badly", trial, c, m[c], s[c], M)
+			}
+		}
+	}
+}
+
+// TestSWARIsExact: the packed dot products equal the plain ones, bit for
+// bit, including the extremes of every range.
+func TestSWARIsExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for _, tc := range []struct {
+		name       string
+		fanIn, out int
+		off        int64
+	}{{"int8 inputs, 19 x 32", 19, 32, inMax}, {"u8 inputs, 32 x 32", 32, 32, 0}, {"u8 inputs, 64 x 7 (two lanes)", 64, 7, 0}, {"one input", 1, 5, inMax}} {
+		t.Run(tc.name, func(t *testing.T) {
+			for trial := range 200 {
+				w := make([]int8, tc.fanIn*tc.out)
+				for i := range w {
+					switch trial % 3 {
+					case 0:
+						w[i] = int8(rng.IntN(255) - 127)
+					case 1:
+						w[i] = 127
+					default:
+						w[i] = -127
+					}
+				}
+				sw := newSWAR(w, tc.fanIn, tc.out, tc.off)
+				u := make([]uint64, tc.fanIn)
+				x := make([]int64, tc.fanIn)
+				var su int64
+				for k := range u {
+					hi := int64(255)
+					if tc.off > 0 {
+						hi = 254
+					}
+					v := rng.Int64N(hi + 1)
+					if trial%5 == 0 {
+						v = hi
+					}
+					u[k], x[k] = uint64(v), v-tc.off
+					su += v
+				}
+				got := make([]int32, tc.out)
+				sw.dots(u, su, got)
+				for c := range tc.out {
+					var want int64
+					for k := range tc.fanIn {
+						want += x[k] * int64(w[c*tc.fanIn+k])
+					}
+					if int64(got[c]) != want {
+						t.Fatalf("trial %d channel %d: packed %d, plain %d", trial, c, got[c], want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestInt8TracksFloat: on held-out rows the int8 scores follow the float
+// scores closely (error small against the spread of scores), the packed
+// and plain integer paths agree exactly, and round trips of the weights
+// stay within half a quantization step.
+func TestInt8TracksFloat(t *testing.T) {
+	m := randomModel(t, 32, 32, 11)
+	a, err := Quantize(m, benchRows(20000, 12), DefaultCalibration(), Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := NewInt8Net(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const k = 2000
+	x := benchRows(k, 13)
+	ref, _ := ReferenceScores(m, x, k)
+	sc := n.Scorer()
+	got := make([]float32, k)
+	if err := sc.Scores(x, k, got); err != nil {
+		t.Fatal(err)
+	}
+	var mean, sq, errSq float64
+	for i := range k {
+		mean += ref[i] / k
+	}
+	for i := range k {
+		sq += (ref[i] - mean) * (ref[i] - mean) / k
+		errSq += (float64(got[i]) - ref[i]) * (float64(got[i]) - ref[i]) / k
+	}
+	// int8 noise: a few tenths of a percent of the spread per layer.
+	if rel := math.Sqrt(errSq / sq); rel > 0.05 {
+		t.Fatalf("int8 error is %.3f of the score spread", rel)
+	}
+	for i := range 50 {
+		row := x[i*policy.NumFeatures : (i+1)*policy.NumFeatures]
+		sc.podShare(row)
+		n.quantizeInput(row, sc.q, policy.NumPodFeatures, policy.NumFeatures)
+		if p, q := sc.forward(), sc.forwardPlain(); p != q {
+			t.Fatalf("row %d: packed %v, plain %v", i, p, q)
+		}
+	}
+	// Weight round trip: dequantized w2 is within half a step of the
+	// float weight (with the activation scale folded in).
+	w2 := m.Net.Params()[2].T.Data().([]float32)
+	q2, s2, a1s := a.Tensor("w2").I8, a.Tensor("w2_scale").F32, a.Tensor("a1_scale").F32
+	H1, H2 := n.H1, n.H2
+	for c := range H2 {
+		for kk := range H1 {
+			want := float64(a1s[kk]) * float64(w2[kk*H2+c])
+			got := float64(q2[c*H1+kk]) * float64(s2[c])
+			if math.Abs(got-want) > float64(s2[c])/2*1.0001 {
+				t.Fatalf("w2[%d][%d]: %v dequantizes to %v (step %v)", kk, c, want, got, s2[c])
+			}
+		}
+	}
+}
+
+// TestInt8PolicyInSimulator: the int8 policy runs in the simulator and
+// agrees with the float policy on most decisions of a replay.
+func TestInt8PolicyInSimulator(t *testing.T) {
+	l, err := scenario.Load("builtin:factory-vision")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := randomModel(t, 32, 32, 21)
+	rows, seen, err := CollectRows(context.Background(), env, m, []sim.RunConfig{sim.DefaultRunConfig(sim.Replay)}, 5000, 1)
+	if err != nil || seen == 0 || len(rows) != min(seen, 5000)*policy.NumFeatures {
+		t.Fatalf("CollectRows: %d rows of %d seen, %v", len(rows)/policy.NumFeatures, seen, err)
+	}
+	a, err := Quantize(m, rows, DefaultCalibration(), Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := NewInt8Net(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sim.DefaultRunConfig(sim.Replay)
+	cfg.Seed = 2
+	ag, err := MeasureAgreement(context.Background(), env, m, n, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("agreement %.4f over %d decisions", ag.Rate(), ag.Decisions)
+	if ag.Decisions == 0 || ag.Rate() < 0.8 {
+		t.Fatalf("agreement %.3f over %d decisions", ag.Rate(), ag.Decisions)
+	}
+	if _, err := sim.Run(context.Background(), env, Factory("int8", n), cfg); err != nil {
+		t.Fatal(err)
+	}
+}

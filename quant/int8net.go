@@ -1,0 +1,308 @@
+package quant
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/edgesched/edgesched/policy"
+)
+
+// Int8Net is the all-integer scorer (QuantScheme): int8 inputs, int8
+// weights, int32 accumulation and biases, unsigned 8-bit activations, and
+// integer requantization between layers (acc * m >> s, with m sized at
+// load time so the product never overflows int32). Only the input
+// quantization (features are floats) and the final score scale are float.
+//
+// An Int8Net is read-only after NewInt8Net; Scorer gives each run its own
+// scratch, so one Int8Net may serve many runs at once.
+type Int8Net struct {
+	F, H1, H2 int
+	// input quantization: q = clamp(round((x - mean) * inv), -127, 127)
+	mean, inv []float32
+	w1        []int8 // H1 x F, output-major
+	b1        []int32
+	m1        []int32
+	s1        []uint8
+	w2        []int8 // H2 x H1
+	b2        []int32
+	m2        []int32
+	s2        []uint8
+	w3        []int8 // H2
+	b3        int32
+	outScale  float32
+	// packed node-feature part of layer 1, and layer 2 (see swar)
+	sw1, sw2 *swar
+	// the AVX2 kernel (nil unless SIMDKernel)
+	vec *vecNet
+}
+
+// ErrQuant wraps refusals of quantization.
+var ErrQuant = errors.New("quant: cannot quantize")
+
+// Largest magnitudes of the int8 inputs and u8 activations.
+const (
+	inMax  = 127
+	actMax = 255
+)
+
+// NewInt8Net builds the integer scorer of an int8 artifact and derives
+// its requantization multipliers.
+func NewInt8Net(a *Artifact) (*Int8Net, error) {
+	if a.Header.DType != Int8 {
+		return nil, fmt.Errorf("%w: a %s artifact is not int8", ErrArtifact, a.Header.DType)
+	}
+	l := a.Header.Layers
+	t := func(name string) []float32 { return a.Tensor(name).F32 }
+	n := &Int8Net{F: l.F, H1: l.H1, H2: l.H2,
+		w1: a.Tensor("w1").I8, b1: a.Tensor("b1").I32, w2: a.Tensor("w2").I8, b2: a.Tensor("b2").I32,
+		w3: a.Tensor("w3").I8, b3: a.Tensor("b3").I32[0]}
+	inScale := t("in_scale")
+	s := a.Schema()
+	n.mean = append([]float32(nil), s.Mean...)
+	n.inv = make([]float32, l.F)
+	for j := range n.inv {
+		n.inv[j] = float32(1 / (float64(s.Std[j]) * float64(inScale[j])))
+	}
+	var err error
+	if n.m1, n.s1, err = multipliers(n.w1, n.b1, l.F, inMax, t("w1_scale"), t("a1_scale")); err != nil {
+		return nil, fmt.Errorf("layer 1: %w", err)
+	}
+	if n.m2, n.s2, err = multipliers(n.w2, n.b2, l.H1, actMax, t("w2_scale"), t("a2_scale")); err != nil {
+		return nil, fmt.Errorf("layer 2: %w", err)
+	}
+	n.outScale = t("w3_scale")[0]
+	P := policy.NumPodFeatures
+	nodeW := make([]int8, 0, l.H1*(l.F-P))
+	for c := range l.H1 {
+		nodeW = append(nodeW, n.w1[c*l.F+P:(c+1)*l.F]...)
+	}
+	n.sw1 = newSWAR(nodeW, l.F-P, l.H1, inMax)
+	n.sw2 = newSWAR(n.w2, l.H1, l.H2, 0)
+	n.vec = newVecNet(n)
+	return n, nil
+}
+
+// multipliers returns, per output channel c, m_c and s_c with
+// m_c / 2^s_c ~ wScale[c] / outScale[c] (s_c <= 30), m_c as large as
+// possible while |acc| * m_c <= 2^30 for every accumulator the layer can
+// produce (|acc| <= inputMax * sum |w| + |b|), so acc * m_c plus the
+// rounding term never overflows int32.
+func multipliers(w []int8, b []int32, fanIn int, inputMax int64, wScale, outScale []float32) ([]int32, []uint8, error) {
+	outs := len(b)
+	m := make([]int32, outs)
+	sh := make([]uint8, outs)
+	for c := range outs {
+		var maxAcc int64
+		for _, v := range w[c*fanIn : (c+1)*fanIn] {
+			maxAcc += inputMax * int64(abs8(v))
+		}
+		maxAcc += int64(math.Abs(float64(b[c])))
+		maxAcc = max(maxAcc, 1)
+		limit := (int64(1) << 30) / maxAcc
+		M := float64(wScale[c]) / float64(outScale[c])
+		if !(M > 0) || math.IsInf(M, 0) {
+			return nil, nil, fmt.Errorf("%w: channel %d multiplier %v", ErrQuant, c, M)
+		}
+		if M >= actMax && limit >= actMax {
+			// Any positive accumulator already saturates: m = 255, s = 0
+			// gives the same activations.
+			m[c], sh[c] = actMax, 0
+			continue
+		}
+		s := 0
+		for s < 30 && math.Round(M*math.Ldexp(1, s+1)) <= float64(limit) {
+			s++
+		}
+		mc := int64(math.Round(M * math.Ldexp(1, s)))
+		if mc < 1 || mc > limit {
+			return nil, nil, fmt.Errorf("%w: channel %d: multiplier %v does not fit int32 arithmetic (accumulator up to %d)", ErrQuant, c, M, maxAcc)
+		}
+		m[c], sh[c] = int32(mc), uint8(s)
+	}
+	return m, sh, nil
+}
+
+func abs8(v int8) int32 {
+	if v < 0 {
+		return -int32(v)
+	}
+	return int32(v)
+}
+
+// requant maps a layer's accumulator to its ReLU'd u8 activation.
+func requant(acc, m int32, s uint8) uint8 {
+	if acc <= 0 {
+		return 0
+	}
+	p := acc * m // cannot overflow: m was sized for the layer's largest |acc|
+	if s > 0 {
+		p = (p + 1<<(s-1)) >> s
+	}
+	if p > actMax {
+		return actMax
+	}
+	return uint8(p)
+}
+
+// quantizeInput maps raw features [from, to) to int8 inputs.
+func (n *Int8Net) quantizeInput(raw []float32, q []int8, from, to int) {
+	for j := from; j < to; j++ {
+		v := (raw[j] - n.mean[j]) * n.inv[j]
+		switch {
+		case v >= inMax:
+			q[j] = inMax
+		case v <= -inMax:
+			q[j] = -inMax
+		default:
+			q[j] = int8(math.RoundToEven(float64(v)))
+		}
+	}
+}
+
+// dotS8 is the int8 x int8 dot product with int32 accumulation.
+func dotS8(a, b []int8) int32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 int32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += int32(a[i]) * int32(b[i])
+		s1 += int32(a[i+1]) * int32(b[i+1])
+		s2 += int32(a[i+2]) * int32(b[i+2])
+		s3 += int32(a[i+3]) * int32(b[i+3])
+	}
+	for ; i < len(a); i++ {
+		s0 += int32(a[i]) * int32(b[i])
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// dotU8 is the u8 x int8 dot product with int32 accumulation.
+func dotU8(a []uint8, b []int8) int32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 int32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += int32(a[i]) * int32(b[i])
+		s1 += int32(a[i+1]) * int32(b[i+1])
+		s2 += int32(a[i+2]) * int32(b[i+2])
+		s3 += int32(a[i+3]) * int32(b[i+3])
+	}
+	for ; i < len(a); i++ {
+		s0 += int32(a[i]) * int32(b[i])
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// Scorer returns a policy.Scorer over n with its own scratch (one per run).
+func (n *Int8Net) Scorer() *Int8Scorer {
+	s := &Int8Scorer{n: n, q: make([]int8, n.F), pod: make([]int32, n.H1), a1: make([]uint8, n.H1), a2: make([]uint8, n.H2),
+		podRaw: make([]float32, policy.NumPodFeatures), u: make([]uint64, max(n.F, n.H1)), acc: make([]int32, max(n.H1, n.H2))}
+	if n.vec != nil {
+		s.vs = n.vec.scratch()
+	}
+	return s
+}
+
+// Int8Scorer scores with an Int8Net. Not safe for concurrent use.
+type Int8Scorer struct {
+	n      *Int8Net
+	q      []int8
+	pod    []int32 // bias + pod features' share of layer 1
+	podRaw []float32
+	a1, a2 []uint8
+	u      []uint64
+	acc    []int32
+	vs     *vecScratch
+}
+
+var _ policy.Scorer = (*Int8Scorer)(nil)
+
+// Scores implements policy.Scorer: the pod features' share of layer 1 is
+// computed once per call (and again for any row whose pod features
+// differ), then each row runs the rest of the MLP in integers.
+func (s *Int8Scorer) Scores(raw []float32, k int, out []float32) error {
+	n := s.n
+	F, P := n.F, policy.NumPodFeatures
+	if k <= 0 || len(raw) != k*F || len(out) < k {
+		return fmt.Errorf("%w: %d values for %d candidates of %d features", policy.ErrShape, len(raw), k, F)
+	}
+	havePod := false
+	for i := range k {
+		row := raw[i*F : (i+1)*F]
+		if !havePod || !equalF32(row[:P], s.podRaw) {
+			s.podShare(row)
+			havePod = true
+		}
+		n.quantizeInput(row, s.q, P, F)
+		if n.vec != nil {
+			out[i] = n.vec.forward(n, s.q, s.pod, s.vs)
+		} else {
+			out[i] = s.forward()
+		}
+	}
+	return nil
+}
+
+func (s *Int8Scorer) podShare(row []float32) {
+	n := s.n
+	P := policy.NumPodFeatures
+	copy(s.podRaw, row[:P])
+	n.quantizeInput(row, s.q, 0, P)
+	for c := range n.H1 {
+		s.pod[c] = n.b1[c] + dotS8(s.q[:P], n.w1[c*n.F:c*n.F+P])
+	}
+}
+
+func equalF32(a, b []float32) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// forward runs layers 1 (node features), 2 and 3 on s.q with the packed
+// (SWAR) dot products; forwardPlain is the same arithmetic one product at
+// a time (the reference the packed path must equal exactly).
+func (s *Int8Scorer) forward() float32 {
+	n := s.n
+	F, P := n.F, policy.NumPodFeatures
+	var su int64
+	for j := P; j < F; j++ {
+		v := int64(s.q[j]) + inMax
+		s.u[j-P] = uint64(v)
+		su += v
+	}
+	n.sw1.dots(s.u, su, s.acc)
+	for c := range n.H1 {
+		s.a1[c] = requant(s.pod[c]+s.acc[c], n.m1[c], n.s1[c])
+	}
+	su = 0
+	for k, v := range s.a1 {
+		s.u[k] = uint64(v)
+		su += int64(v)
+	}
+	n.sw2.dots(s.u, su, s.acc)
+	for c := range n.H2 {
+		s.a2[c] = requant(n.b2[c]+s.acc[c], n.m2[c], n.s2[c])
+	}
+	return float32(n.b3+dotU8(s.a2, n.w3)) * n.outScale
+}
+
+func (s *Int8Scorer) forwardPlain() float32 {
+	n := s.n
+	F, P := n.F, policy.NumPodFeatures
+	xq := s.q[P:F]
+	for c := range n.H1 {
+		acc := s.pod[c] + dotS8(xq, n.w1[c*F+P:(c+1)*F])
+		s.a1[c] = requant(acc, n.m1[c], n.s1[c])
+	}
+	H1 := n.H1
+	for c := range n.H2 {
+		acc := n.b2[c] + dotU8(s.a1, n.w2[c*H1:(c+1)*H1])
+		s.a2[c] = requant(acc, n.m2[c], n.s2[c])
+	}
+	return float32(n.b3+dotU8(s.a2, n.w3)) * n.outScale
+}

@@ -1,0 +1,18 @@
+//go:build !(goexperiment.simd && amd64)
+
+package quant
+
+// SIMDKernel reports whether this build scores with the AVX2 kernel (built
+// with GOEXPERIMENT=simd, on a CPU with AVX2): not this build, which uses
+// the portable packed (SWAR) kernel.
+func SIMDKernel() bool { return false }
+
+type vecNet struct{}
+
+type vecScratch struct{}
+
+func newVecNet(*Int8Net) *vecNet { return nil }
+
+func (v *vecNet) scratch() *vecScratch { return nil }
+
+func (v *vecNet) forward(*Int8Net, []int8, []int32, *vecScratch) float32 { return 0 }

@@ -1,0 +1,86 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/edgesched/edgesched/policy"
+)
+
+// reference is the float scorer written out in float64 loops from the
+// parameter slices, independently of the gorgonia path (policy.Net): the
+// cross-check of the float model and the source of calibration
+// activations.
+type reference struct {
+	f, h1, h2          int
+	mean, std          []float64
+	w1, b1, w2, b2, w3 []float64
+	b3                 float64
+	xn, a1, a2         []float64 // activations of the last row
+}
+
+func newReference(m *policy.Model) (*reference, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	p := m.Net.Params()
+	d := func(i int) []float64 {
+		v := p[i].T.Data().([]float32)
+		out := make([]float64, len(v))
+		for j := range v {
+			out[j] = float64(v[j])
+		}
+		return out
+	}
+	r := &reference{f: m.Net.F, h1: m.Net.H1, h2: m.Net.H2,
+		w1: d(0), b1: d(1), w2: d(2), b2: d(3), w3: d(4), b3: d(5)[0]}
+	for j := range r.f {
+		r.mean = append(r.mean, float64(m.Schema.Mean[j]))
+		r.std = append(r.std, float64(m.Schema.Std[j]))
+	}
+	r.xn, r.a1, r.a2 = make([]float64, r.f), make([]float64, r.h1), make([]float64, r.h2)
+	return r, nil
+}
+
+// score runs one raw feature row.
+func (r *reference) score(raw []float32) float64 {
+	for j := range r.f {
+		r.xn[j] = (float64(raw[j]) - r.mean[j]) / r.std[j]
+	}
+	for c := range r.h1 {
+		z := r.b1[c]
+		for j := range r.f {
+			z += r.xn[j] * r.w1[j*r.h1+c]
+		}
+		r.a1[c] = math.Max(z, 0)
+	}
+	for c := range r.h2 {
+		z := r.b2[c]
+		for k := range r.h1 {
+			z += r.a1[k] * r.w2[k*r.h2+c]
+		}
+		r.a2[c] = math.Max(z, 0)
+	}
+	s := r.b3
+	for k := range r.h2 {
+		s += r.a2[k] * r.w3[k]
+	}
+	return s
+}
+
+// ReferenceScores scores raw feature rows (k rows) with the float model in
+// plain float64 loops, independently of the gorgonia path.
+func ReferenceScores(m *policy.Model, raw []float32, k int) ([]float64, error) {
+	r, err := newReference(m)
+	if err != nil {
+		return nil, err
+	}
+	if k <= 0 || len(raw) != k*r.f {
+		return nil, fmt.Errorf("%w: %d values for %d rows", policy.ErrShape, len(raw), k)
+	}
+	out := make([]float64, k)
+	for i := range k {
+		out[i] = r.score(raw[i*r.f : (i+1)*r.f])
+	}
+	return out, nil
+}

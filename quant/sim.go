@@ -1,0 +1,142 @@
+package quant
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/sim"
+)
+
+// Factory returns a simulator factory that scores with the int8 network
+// (the same feature extraction and score cache as the float policy).
+func Factory(name string, n *Int8Net) sim.Factory {
+	return sim.Factory{Name: name, New: func(env *sim.Env) (sim.Policy, error) {
+		return policy.NewLearnedScorer(name, n.Scorer(), env), nil
+	}}
+}
+
+// recorder passes scoring through and keeps a seeded reservoir sample of
+// the raw rows it saw.
+type recorder struct {
+	inner policy.Scorer
+	rows  []float32
+	seen  int
+	max   int
+	rng   *rand.Rand
+}
+
+func (r *recorder) Scores(raw []float32, k int, out []float32) error {
+	F := policy.NumFeatures
+	for i := range k {
+		row := raw[i*F : (i+1)*F]
+		switch {
+		case r.seen < r.max:
+			r.rows = append(r.rows, row...)
+		default:
+			if j := r.rng.IntN(r.seen + 1); j < r.max {
+				copy(r.rows[j*F:(j+1)*F], row)
+			}
+		}
+		r.seen++
+	}
+	return r.inner.Scores(raw, k, out)
+}
+
+// CollectRows runs the float model on env once per run configuration and
+// returns up to maxRows raw candidate rows (a reservoir sample seeded by
+// seed, so the same inputs give the same rows) and how many rows were
+// seen. Use runs whose seeds are not the ones the quantized model will be
+// judged on.
+func CollectRows(ctx context.Context, env *sim.Env, m *policy.Model, runs []sim.RunConfig, maxRows int, seed uint64) ([]float32, int, error) {
+	if maxRows < 1 {
+		return nil, 0, fmt.Errorf("%w: maxRows %d", ErrQuant, maxRows)
+	}
+	rec := &recorder{max: maxRows, rng: rand.New(rand.NewPCG(seed, 0xca1))}
+	for _, rc := range runs {
+		f := sim.Factory{Name: "calibration", New: func(env *sim.Env) (sim.Policy, error) {
+			sc, err := policy.NewFloatScorer(m)
+			if err != nil {
+				return nil, err
+			}
+			rec.inner = sc
+			return policy.NewLearnedScorer("calibration", rec, env), nil
+		}}
+		if _, err := sim.Run(ctx, env, f, rc); err != nil {
+			return nil, 0, err
+		}
+	}
+	return rec.rows, rec.seen, nil
+}
+
+// Agreement is how often the int8 policy picks the node the float policy
+// picks, on the float policy's own trajectory.
+type Agreement struct {
+	Decisions int
+	// Same counts decisions where both pick the same node (each taking the
+	// lowest-index node among its equal best scores).
+	Same int
+}
+
+// Rate is Same / Decisions.
+func (a Agreement) Rate() float64 {
+	if a.Decisions == 0 {
+		return 0
+	}
+	return float64(a.Same) / float64(a.Decisions)
+}
+
+// shadow lets the float policy decide and scores the same candidates with
+// the int8 policy alongside.
+type shadow struct {
+	float, q *policy.Learned
+	buf      []float64
+	agree    *Agreement
+}
+
+func (s *shadow) Name() string { return s.float.Name() }
+
+func (s *shadow) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
+	s.float.Score(st, p, nodes, scores)
+	if len(nodes) < 2 {
+		return
+	}
+	s.buf = slices.Grow(s.buf[:0], len(nodes))[:len(nodes)]
+	s.q.Score(st, p, nodes, s.buf)
+	s.agree.Decisions++
+	if argmax(scores) == argmax(s.buf) {
+		s.agree.Same++
+	}
+}
+
+func (s *shadow) PickGPUs(st *sim.State, p *sim.Pod, n int, dst []int) []int {
+	return s.float.PickGPUs(st, p, n, dst)
+}
+
+func argmax(v []float64) int {
+	best := 0
+	for i := range v {
+		if v[i] > v[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// MeasureAgreement runs the float model on env with cfg and counts, at
+// every decision with two or more candidates, whether the int8 network
+// would have picked the same node.
+func MeasureAgreement(ctx context.Context, env *sim.Env, m *policy.Model, n *Int8Net, cfg sim.RunConfig) (Agreement, error) {
+	var a Agreement
+	f := sim.Factory{Name: "agreement", New: func(env *sim.Env) (sim.Policy, error) {
+		fl, err := policy.NewLearned("float", m, env)
+		if err != nil {
+			return nil, err
+		}
+		return &shadow{float: fl, q: policy.NewLearnedScorer("int8", n.Scorer(), env), agree: &a}, nil
+	}}
+	_, err := sim.Run(ctx, env, f, cfg)
+	return a, err
+}
