@@ -247,7 +247,7 @@ func (a *Artifact) Encode(s *Signer) ([]byte, error) {
 	}
 	sig := make([]byte, sigLen)
 	if s != nil {
-		sig = s.sign(buf.Bytes())
+		sig = s.Sign(buf.Bytes())
 	}
 	buf.Write(sig)
 	return buf.Bytes(), nil

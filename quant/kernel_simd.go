@@ -20,6 +20,7 @@ func SIMDKernel() bool { return archsimd.X86.AVX2() }
 type vecLayer struct {
 	pairs, blocks, width int
 	w                    []int16
+	w32                  [][32]int16 // w in 512-bit rows (width 16)
 }
 
 func newVecLayer(w []int8, fanIn, outs, width int) *vecLayer {
@@ -39,6 +40,12 @@ func newVecLayer(w []int8, fanIn, outs, width int) *vecLayer {
 					}
 				}
 			}
+		}
+	}
+	if width == 16 {
+		l.w32 = make([][32]int16, len(l.w)/32)
+		for i := range l.w32 {
+			copy(l.w32[i][:], l.w[32*i:])
 		}
 	}
 	return l
@@ -82,16 +89,16 @@ func (l *vecLayer) dots(pairs []int32, out []int32) {
 
 // dots512 is dots with AVX-512: 16 channels per VPMADDWD.
 func (l *vecLayer) dots512(pairs []int32, out []int32) {
-	w := l.w
+	w := l.w32
 	B := l.blocks
 	b := 0
 	for ; b+2 <= B; b += 2 {
 		var a0, a1 archsimd.Int32x16
 		for p, v := range pairs[:l.pairs] {
 			x := archsimd.BroadcastInt32x16(v).AsInt16x32()
-			o := (p*B + b) * 32
-			a0 = a0.Add(x.DotProductPairs(archsimd.LoadInt16x32Slice(w[o:])))
-			a1 = a1.Add(x.DotProductPairs(archsimd.LoadInt16x32Slice(w[o+32:])))
+			o := p*B + b
+			a0 = a0.Add(x.DotProductPairs(archsimd.LoadInt16x32(&w[o])))
+			a1 = a1.Add(x.DotProductPairs(archsimd.LoadInt16x32(&w[o+1])))
 		}
 		a0.StoreSlice(out[b*16:])
 		a1.StoreSlice(out[b*16+16:])
@@ -100,7 +107,7 @@ func (l *vecLayer) dots512(pairs []int32, out []int32) {
 		var a archsimd.Int32x16
 		for p, v := range pairs[:l.pairs] {
 			x := archsimd.BroadcastInt32x16(v).AsInt16x32()
-			a = a.Add(x.DotProductPairs(archsimd.LoadInt16x32Slice(w[(p*B+b)*32:])))
+			a = a.Add(x.DotProductPairs(archsimd.LoadInt16x32(&w[p*B+b])))
 		}
 		a.StoreSlice(out[b*16:])
 	}
@@ -189,14 +196,30 @@ type vecScratch struct {
 
 func (v *vecNet) scratch() *vecScratch {
 	m := max(v.h1p, v.h2p)
-	return &vecScratch{pairs: make([]int32, max(v.l1.pairs, v.l2.pairs)), acc: make([]int32, m), act: make([]int32, m), pod: make([]int32, v.h1p)}
+	return &vecScratch{pairs: make([]int32, max(v.l1.pairs, v.l2.pairs, 16)), acc: make([]int32, m), act: make([]int32, m), pod: make([]int32, v.h1p)}
 }
 
 // forward scores one row whose node features are quantized in q[P:F],
 // with the pod's share of layer 1 (bias included) in pod.
 func (v *vecNet) forward(n *Int8Net, q []int8, pod []int32, sc *vecScratch) float32 {
 	P := policy.NumPodFeatures
-	x := q[P:n.F]
+	v.packInt8(q[P:n.F], sc)
+	copy(sc.pod, pod)
+	v.l1.dots(sc.pairs[:v.l1.pairs], sc.acc[:v.h1p])
+	vecRequant(sc.acc[:v.h1p], sc.pod, v.m1, v.r1, v.s1, sc.act[:v.h1p], v.width)
+	v.packActs(sc.act[:v.h1p], sc)
+	v.l2.dots(sc.pairs[:v.l2.pairs], sc.acc[:v.h2p])
+	vecRequant(sc.acc[:v.h2p], v.b2, v.m2, v.r2, v.s2, sc.act[:v.h2p], v.width)
+	acc := n.b3
+	act, w3 := sc.act[:n.H2], v.w3[:n.H2]
+	for k := range act {
+		acc += act[k] * w3[k]
+	}
+	return float32(acc) * n.outScale
+}
+
+// packInt8 packs signed int8 inputs into int16 pairs (zero padded).
+func (v *vecNet) packInt8(x []int8, sc *vecScratch) {
 	for p := range v.l1.pairs {
 		lo := uint32(uint16(int16(x[2*p])))
 		var hi uint32
@@ -205,22 +228,23 @@ func (v *vecNet) forward(n *Int8Net, q []int8, pod []int32, sc *vecScratch) floa
 		}
 		sc.pairs[p] = int32(lo | hi<<16)
 	}
-	copy(sc.pod, pod)
-	v.l1.dots(sc.pairs[:v.l1.pairs], sc.acc[:v.h1p])
-	vecRequant(sc.acc[:v.h1p], sc.pod, v.m1, v.r1, v.s1, sc.act[:v.h1p], v.width)
-	for p := range v.l2.pairs {
-		lo := uint32(sc.act[2*p])
-		var hi uint32
-		if 2*p+1 < n.H1 {
-			hi = uint32(sc.act[2*p+1])
+}
+
+// packActs packs u8 activations (held in int32 lanes, padded with zeros
+// to a whole number of vectors) into int16 pairs: narrowing each 16 lanes
+// to int16 lays out consecutive activations as pairs.
+func (v *vecNet) packActs(act []int32, sc *vecScratch) {
+	for i := 0; i+16 <= len(act); i += 16 {
+		archsimd.LoadInt32x16Slice(act[i:]).TruncateToInt16().AsInt32x8().StoreSlice(sc.pairs[i/2:])
+	}
+	if rem := len(act) % 16; rem != 0 {
+		for i := len(act) - rem; i < len(act); i += 2 {
+			lo := uint32(act[i])
+			var hi uint32
+			if i+1 < len(act) {
+				hi = uint32(act[i+1])
+			}
+			sc.pairs[i/2] = int32(lo | hi<<16)
 		}
-		sc.pairs[p] = int32(lo | hi<<16)
 	}
-	v.l2.dots(sc.pairs[:v.l2.pairs], sc.acc[:v.h2p])
-	vecRequant(sc.acc[:v.h2p], v.b2, v.m2, v.r2, v.s2, sc.act[:v.h2p], v.width)
-	acc := n.b3
-	for k := range n.H2 {
-		acc += sc.act[k] * v.w3[k]
-	}
-	return float32(acc) * n.outScale
 }

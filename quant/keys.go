@@ -54,7 +54,8 @@ func GenerateKey(r io.Reader) (*Signer, ed25519.PublicKey, error) {
 // Public returns the signer's public key.
 func (s *Signer) Public() ed25519.PublicKey { return s.priv.Public().(ed25519.PublicKey) }
 
-func (s *Signer) sign(msg []byte) []byte { return ed25519.Sign(s.priv, msg) }
+// Sign signs a message with the private key.
+func (s *Signer) Sign(msg []byte) []byte { return ed25519.Sign(s.priv, msg) }
 
 // Keyring holds the public keys artifacts may be signed with, by key ID.
 // The zero value is empty; a Keyring is read-only once built and safe for

@@ -53,8 +53,13 @@ func (e UpdateEncoding) String() string {
 	return fmt.Sprintf("encoding(%d)", uint8(e))
 }
 
-// ErrUpdate wraps every refusal of an update.
-var ErrUpdate = errors.New("quant: bad update")
+// ErrUpdate wraps every refusal of an update; ErrNonFinite and ErrShape
+// are wrapped as well for NaN/Inf values and a wrong number of values.
+var (
+	ErrUpdate    = errors.New("quant: bad update")
+	ErrNonFinite = errors.New("quant: non-finite value")
+	ErrShape     = errors.New("quant: wrong number of values")
+)
 
 // Update is a decoded weight delta.
 type Update struct {
@@ -93,7 +98,7 @@ func EncodeUpdate(u *Update, opt UpdateOptions) ([]byte, error) {
 	}
 	for i, v := range u.Values {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return nil, fmt.Errorf("%w: value %d is %v", ErrUpdate, i, v)
+			return nil, fmt.Errorf("%w: %w: value %d is %v", ErrUpdate, ErrNonFinite, i, v)
 		}
 	}
 	var buf bytes.Buffer
@@ -159,7 +164,7 @@ func DecodeUpdate(b []byte, maxValues int) (*Update, error) {
 	chunk := int(binary.LittleEndian.Uint16(b[6:]))
 	n := int(binary.LittleEndian.Uint32(b[40:]))
 	if n == 0 || n > maxValues {
-		return nil, fmt.Errorf("%w: %d values (this receiver takes 1..%d)", ErrUpdate, n, maxValues)
+		return nil, fmt.Errorf("%w: %w: %d values (this receiver takes 1..%d)", ErrUpdate, ErrShape, n, maxValues)
 	}
 	var want int
 	switch enc {
@@ -189,7 +194,7 @@ func DecodeUpdate(b []byte, maxValues int) (*Update, error) {
 		for i := range u.Values {
 			v := math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("%w: value %d is %v", ErrUpdate, i, v)
+				return nil, fmt.Errorf("%w: %w: value %d is %v", ErrUpdate, ErrNonFinite, i, v)
 			}
 			u.Values[i] = v
 		}
@@ -200,7 +205,7 @@ func DecodeUpdate(b []byte, maxValues int) (*Update, error) {
 		scale := math.Float32frombits(binary.LittleEndian.Uint32(p[off:]))
 		off += 4
 		if !(scale >= 0) || scale > math.MaxFloat32/127 {
-			return nil, fmt.Errorf("%w: chunk %d scale is %v", ErrUpdate, lo/chunk, scale)
+			return nil, fmt.Errorf("%w: %w: chunk %d scale is %v", ErrUpdate, ErrNonFinite, lo/chunk, scale)
 		}
 		for i := lo; i < min(lo+chunk, n); i++ {
 			q := int8(p[off])
@@ -212,4 +217,50 @@ func DecodeUpdate(b []byte, maxValues int) (*Update, error) {
 		}
 	}
 	return u, nil
+}
+
+// Residual is error feedback for compressed updates: the part of a delta
+// that int8 rounding did not transmit is added to the next delta, so over
+// rounds the coordinator receives what the site learned (without it, the
+// rounding noise of every round accumulates in the global model). A site
+// keeps one Residual across rounds and persists Values with its outbox.
+// The zero value is empty; not safe for concurrent use.
+type Residual struct {
+	v []float32
+}
+
+// NewResidual restores a residual saved with Values.
+func NewResidual(values []float32) *Residual {
+	return &Residual{v: append([]float32(nil), values...)}
+}
+
+// Values returns the residual (nil before the first Encode).
+func (r *Residual) Values() []float32 { return r.v }
+
+// Encode encodes delta plus the residual and keeps what the encoding lost.
+func (r *Residual) Encode(u *Update, opt UpdateOptions) ([]byte, error) {
+	x := append([]float32(nil), u.Values...)
+	if r.v != nil {
+		if len(r.v) != len(x) {
+			return nil, fmt.Errorf("%w: residual of %d values for a delta of %d", ErrUpdate, len(r.v), len(x))
+		}
+		for i := range x {
+			x[i] += r.v[i]
+		}
+	}
+	b, err := EncodeUpdate(&Update{Base: u.Base, Values: x}, opt)
+	if err != nil {
+		return nil, err
+	}
+	sent, err := DecodeUpdate(b, len(x))
+	if err != nil {
+		return nil, err
+	}
+	if r.v == nil {
+		r.v = make([]float32, len(x))
+	}
+	for i := range x {
+		r.v[i] = x[i] - sent.Values[i]
+	}
+	return b, nil
 }

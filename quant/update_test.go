@@ -212,3 +212,51 @@ func FuzzDecodeUpdate(f *testing.F) {
 		}
 	})
 }
+
+// TestResidualCarriesTheError: with error feedback the sum of what was
+// sent over many rounds tracks the sum of the true deltas to within one
+// quantization step (the residual), whereas independent rounding drifts
+// like a random walk.
+func TestResidualCarriesTheError(t *testing.T) {
+	const rounds, n = 200, 300
+	var r Residual
+	trueSum := make([]float64, n)
+	sentSum := make([]float64, n)
+	plainSum := make([]float64, n)
+	for round := range rounds {
+		d := randomDelta(n, uint64(round))
+		opt := UpdateOptions{Encoding: UpdateInt8, ChunkSize: 64, Seed: uint64(round)}
+		b, err := r.Encode(&Update{Base: testBase, Values: d}, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := DecodeUpdate(b, 0)
+		pb, _ := EncodeUpdate(&Update{Base: testBase, Values: d}, opt)
+		p, _ := DecodeUpdate(pb, 0)
+		for i := range d {
+			trueSum[i] += float64(d[i])
+			sentSum[i] += float64(u.Values[i])
+			plainSum[i] += float64(p.Values[i])
+		}
+	}
+	var efErr, plainErr float64
+	for i := range trueSum {
+		// with feedback: true - sent is exactly the residual left
+		if d := math.Abs(trueSum[i] - sentSum[i] - float64(r.Values()[i])); d > 1e-3 {
+			t.Fatalf("value %d: true %v, sent %v, residual %v", i, trueSum[i], sentSum[i], r.Values()[i])
+		}
+		efErr += math.Abs(trueSum[i] - sentSum[i])
+		plainErr += math.Abs(trueSum[i] - plainSum[i])
+	}
+	t.Logf("mean |error| of the summed updates over %d rounds: %.2e with error feedback, %.2e without", rounds, efErr/n, plainErr/n)
+	if efErr*3 > plainErr {
+		t.Fatalf("error feedback %.3g is not well below plain rounding %.3g", efErr, plainErr)
+	}
+	if _, err := r.Encode(&Update{Base: testBase, Values: make([]float32, 7)}, DefaultUpdateOptions(1)); !errors.Is(err, ErrUpdate) {
+		t.Fatalf("residual of another size: %v", err)
+	}
+	restored := NewResidual(r.Values())
+	if len(restored.Values()) != n || restored.Values()[5] != r.Values()[5] {
+		t.Fatal("NewResidual does not restore")
+	}
+}

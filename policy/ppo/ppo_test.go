@@ -351,3 +351,37 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestFedProxKeepsTheModelNear: with a large proximal coefficient the
+// fine-tuned model stays much closer to where it started.
+func TestFedProxKeepsTheModelNear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains tiny policies (-short)")
+	}
+	start, err := Train(context.Background(), tinyConfig(0), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dist := func(mu float64) float64 {
+		cfg := tinyConfig(3)
+		cfg.Eval.Seeds = nil
+		cfg.PPO.LR = 3e-3
+		res, err := Train(context.Background(), cfg, Options{Init: start.Model, ProxMu: mu})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Decisions == 0 {
+			t.Fatal("no decisions counted")
+		}
+		a, b := start.Model.Net.Flat(), res.Model.Net.Flat()
+		var d float64
+		for i := range a {
+			d += float64(a[i]-b[i]) * float64(a[i]-b[i])
+		}
+		return math.Sqrt(d)
+	}
+	free, prox := dist(0), dist(1000)
+	if !(prox < 0.5*free) {
+		t.Fatalf("distance from the start: %v without the proximal term, %v with mu=1000", free, prox)
+	}
+}

@@ -41,6 +41,10 @@ type Options struct {
 	// network) instead of behaviour cloning: fine-tuning, and the local
 	// rounds of federated training. The optimiser starts fresh.
 	Init *policy.Model
+	// ProxMu adds FedProx's proximal term mu/2 ||w - w_init||^2 to every
+	// PPO step's loss (with Init; 0: none), keeping a site's local model
+	// near the global one.
+	ProxMu float64
 	// Resume continues from a checkpoint written by an earlier run with the
 	// same configuration (PPO iterations may be raised).
 	Resume string
@@ -83,8 +87,10 @@ type Result struct {
 	Best       float64
 	Iterations int
 	Episodes   int
-	Wall       time.Duration
-	History    []Row
+	// Decisions is the number of scheduling decisions PPO trained on.
+	Decisions int
+	Wall      time.Duration
+	History   []Row
 }
 
 type trainer struct {
@@ -109,6 +115,10 @@ type trainer struct {
 	start    time.Time
 	progress func(Progress)
 	evalEnvs map[uint64]*sim.Env
+	// FedProx anchor and coefficient
+	prox      *policy.Net
+	proxMu    float32
+	decisions int
 }
 
 // checkpoint state beside the network and optimiser sections.
@@ -164,6 +174,9 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 		}
 		t.net, t.schema = opt.Init.Net.Clone(), opt.Init.Schema
 		t.opt = newAdam(t.net)
+		if opt.ProxMu > 0 {
+			t.prox, t.proxMu = opt.Init.Net.Clone(), float32(opt.ProxMu)
+		}
 		if err := t.evaluate(ctx, "init"); err != nil {
 			return nil, err
 		}
@@ -217,7 +230,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	if t.haveBest {
 		final = t.best
 	}
-	res := &Result{Model: t.model(final), Best: t.bestVal, Iterations: t.iter, Episodes: t.episodes, Wall: time.Since(t.start), History: t.history}
+	res := &Result{Model: t.model(final), Best: t.bestVal, Iterations: t.iter, Episodes: t.episodes, Decisions: t.decisions, Wall: time.Since(t.start), History: t.history}
 	if opt.Out == "" {
 		return res, nil
 	}
@@ -537,6 +550,17 @@ func bcStep(net, grads *policy.Net, x []float32, s flatStep, vcoef float32) (flo
 	return -lp[s.action], float64((v - s.ret) * (v - s.ret))
 }
 
+// addProx adds the gradient of mu/2 ||w - anchor||^2, mu (w - anchor).
+func addProx(grads, w, anchor *policy.Net, mu float32) {
+	g, p, a := grads.Params(), w.Params(), anchor.Params()
+	for i := range g {
+		gd, pd, ad := data(g[i]), data(p[i]), data(a[i])
+		for j := range gd {
+			gd[j] += mu * (pd[j] - ad[j])
+		}
+	}
+}
+
 // policyGrad writes into d the gradient, with respect to the logits, of
 // PPO's clipped surrogate loss plus the entropy bonus for one decision,
 //
@@ -577,6 +601,7 @@ func (t *trainer) ppoIteration(ctx context.Context) error {
 	}
 	gae(eps, c.Gamma, c.Lambda)
 	steps := flatten(eps)
+	t.decisions += len(steps)
 	// normalise advantages over the batch
 	var mean, sq float64
 	for _, s := range steps {
@@ -620,6 +645,9 @@ epochs:
 				n++
 			}
 			scale(grads, 1/float32(len(batch)))
+			if t.prox != nil {
+				addProx(grads, t.net, t.prox, t.proxMu)
+			}
 			clipNorm(grads, c.MaxGradNorm)
 			t.opt.apply(t.net, grads, c.LR)
 		}

@@ -1,0 +1,672 @@
+package flclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// Trainer trains a site's policy for one round.
+type Trainer interface {
+	// Train fine-tunes base as local asks and returns the trained model and
+	// how many scheduling decisions it trained on (the update's weight).
+	Train(ctx context.Context, base *policy.Model, local federated.LocalTraining, seed uint64) (*policy.Model, int64, error)
+}
+
+// Outbox policies when the outbox is full.
+const (
+	DropOldest = "drop-oldest"
+	RefuseNew  = "refuse-new"
+)
+
+// Config configures a site's federated-learning client. Start from
+// DefaultConfig.
+type Config struct {
+	// Site is the site ID (a DNS label), Signer its key (registered with
+	// the coordinator).
+	Site   string
+	Signer *quant.Signer
+	// ModelKeys verify the coordinator's model artifacts.
+	ModelKeys *quant.Keyring
+	// DataDir holds agent.db (created).
+	DataDir string
+	Trainer Trainer
+	// OutboxLimit bounds the buffered updates (default 64); OutboxPolicy
+	// says what happens when it is full: DropOldest (default) or
+	// RefuseNew. Either is counted (Counters.DroppedFull).
+	OutboxLimit  int
+	OutboxPolicy string
+	// Update encoding (default int8 with error feedback) and chunk size.
+	Encoding  quant.UpdateEncoding
+	ChunkSize int
+	// AsyncInterval: in an async round, train again every interval from the
+	// newest model this site has, even without news from the coordinator
+	// (updates buffer in the outbox while the link is down). 0: train once
+	// per announced round.
+	AsyncInterval time.Duration
+	// PublishTimeout bounds one publish attempt (default 5s); failed
+	// attempts back off from BackoffMin to BackoffMax with jitter.
+	PublishTimeout         time.Duration
+	BackoffMin, BackoffMax time.Duration
+	// Seed drives training and rounding seeds (with the sequence).
+	Seed   uint64
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{OutboxLimit: 64, OutboxPolicy: DropOldest, Encoding: quant.UpdateInt8, ChunkSize: quant.DefaultChunkSize,
+		PublishTimeout: 5 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 5 * time.Second}
+}
+
+// ErrConfig wraps configuration refusals.
+var ErrConfig = errors.New("flclient: bad config")
+
+// Validate names the first bad field.
+func (c *Config) Validate() error {
+	switch {
+	case !federated.ValidSite(c.Site):
+		return fmt.Errorf("%w: Site %q is not a DNS label", ErrConfig, c.Site)
+	case c.Signer == nil:
+		return fmt.Errorf("%w: Signer required", ErrConfig)
+	case c.ModelKeys == nil || len(c.ModelKeys.IDs()) == 0:
+		return fmt.Errorf("%w: ModelKeys required (the coordinator's public key)", ErrConfig)
+	case c.DataDir == "":
+		return fmt.Errorf("%w: DataDir required", ErrConfig)
+	case c.Trainer == nil:
+		return fmt.Errorf("%w: Trainer required", ErrConfig)
+	case c.OutboxLimit < 1:
+		return fmt.Errorf("%w: OutboxLimit %d", ErrConfig, c.OutboxLimit)
+	case c.OutboxPolicy != DropOldest && c.OutboxPolicy != RefuseNew:
+		return fmt.Errorf("%w: OutboxPolicy %q (want %s or %s)", ErrConfig, c.OutboxPolicy, DropOldest, RefuseNew)
+	case c.Encoding != quant.UpdateInt8 && c.Encoding != quant.UpdateFloat32:
+		return fmt.Errorf("%w: Encoding %v", ErrConfig, c.Encoding)
+	case c.ChunkSize < 1 || c.ChunkSize > 65535:
+		return fmt.Errorf("%w: ChunkSize %d", ErrConfig, c.ChunkSize)
+	case c.PublishTimeout <= 0 || c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin || c.AsyncInterval < 0:
+		return fmt.Errorf("%w: timeouts and backoff must be positive (BackoffMax >= BackoffMin)", ErrConfig)
+	}
+	return nil
+}
+
+// Client is a site's FL client: it trains on announced rounds, keeps every
+// update in a bbolt outbox until the stream has it, and installs verified
+// models. Create with New, run with Run; methods are safe for concurrent
+// use.
+type Client struct {
+	cfg Config
+	db  *bolt.DB
+	log *slog.Logger
+
+	wake     chan struct{} // publisher wake-up
+	mu       sync.Mutex    // guards the fields below
+	round    *federated.RoundAnnouncement
+	notice   *federated.ModelNotice
+	residual *quant.Residual
+	onModel  []func(Installed)
+}
+
+// New opens (or creates) the agent's store.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	db, err := openStore(filepath.Join(cfg.DataDir, "agent.db"))
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c := &Client{cfg: cfg, db: db, log: log.With("site", cfg.Site), wake: make(chan struct{}, 1), residual: &quant.Residual{}}
+	_ = db.View(func(tx *bolt.Tx) error {
+		if raw := tx.Bucket(bucketMeta).Get(keyResidual); len(raw) > 0 {
+			c.residual = quant.NewResidual(bytesFloats(raw))
+		}
+		return nil
+	})
+	return c, nil
+}
+
+// Close closes the store; call it after Run returned.
+func (c *Client) Close() error { return c.db.Close() }
+
+// OnModel registers f to be called (from the client's goroutine) after a
+// model is installed. Register before Run.
+func (c *Client) OnModel(f func(Installed)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onModel = append(c.onModel, f)
+}
+
+// Run serves until ctx ends: it watches the round and model keys, trains,
+// publishes the outbox and installs models. Connection loss is survived:
+// work continues locally and the outbox drains when the link is back.
+func (c *Client) Run(ctx context.Context, nc *nats.Conn) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	sub, err := nc.Subscribe(federated.AckSubjectPrefix+c.cfg.Site, c.onAck)
+	if err != nil {
+		return fmt.Errorf("subscribe to acks: %w", err)
+	}
+	defer sub.Unsubscribe()
+	events := make(chan jetstream.KeyValueEntry, 16)
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); c.watch(ctx, js, events) }()
+	go func() { defer wg.Done(); c.publishLoop(ctx, js) }()
+	go func() { defer wg.Done(); c.workLoop(ctx, js, events) }()
+	c.kick()
+	wg.Wait()
+	return ctx.Err()
+}
+
+func (c *Client) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// watch follows the state bucket's keys, re-watching with backoff after
+// any failure (no bucket yet, connection lost).
+func (c *Client) watch(ctx context.Context, js jetstream.JetStream, out chan<- jetstream.KeyValueEntry) {
+	b := backoff.New(c.cfg.BackoffMin, c.cfg.BackoffMax, c.cfg.Seed^0x77)
+	for ctx.Err() == nil {
+		err := func() error {
+			kv, err := js.KeyValue(ctx, federated.StateBucket)
+			if err != nil {
+				return err
+			}
+			w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+			if err != nil {
+				return err
+			}
+			defer w.Stop()
+			b.Reset()
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case e, ok := <-w.Updates():
+					if !ok {
+						return errors.New("watcher closed")
+					}
+					if e == nil {
+						continue
+					}
+					select {
+					case out <- e:
+					case <-ctx.Done():
+						return nil
+					}
+				}
+			}
+		}()
+		if err != nil && ctx.Err() == nil {
+			c.log.Debug("watch state", "err", err)
+			if !b.Sleep(ctx) {
+				return
+			}
+		}
+	}
+}
+
+// workLoop reacts to announcements and notices: installs models and trains
+// for rounds, and in async rounds also on the AsyncInterval timer.
+func (c *Client) workLoop(ctx context.Context, js jetstream.JetStream, events <-chan jetstream.KeyValueEntry) {
+	var tick <-chan time.Time
+	if c.cfg.AsyncInterval > 0 {
+		t := time.NewTicker(c.cfg.AsyncInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-events:
+			switch e.Key() {
+			case federated.KeyModel:
+				n, err := federated.DecodeModelNotice(e.Value())
+				if err != nil {
+					c.log.Warn("model notice refused", "err", err)
+					continue
+				}
+				c.mu.Lock()
+				c.notice = n
+				c.mu.Unlock()
+				if err := c.install(ctx, js, n); err != nil {
+					c.log.Warn("model not installed", "version", n.Version, "err", err)
+				}
+			case federated.KeyRound:
+				a, err := federated.DecodeAnnouncement(e.Value())
+				if err != nil {
+					c.log.Warn("round announcement refused", "err", err)
+					continue
+				}
+				c.mu.Lock()
+				c.round = a
+				c.mu.Unlock()
+				if err := c.trainRound(ctx, js, a, false); err != nil && ctx.Err() == nil {
+					c.log.Warn("training", "round", a.Round, "err", err)
+				}
+			}
+		case <-tick:
+			c.mu.Lock()
+			a := c.round
+			c.mu.Unlock()
+			if a != nil && a.Mode == federated.Async {
+				if err := c.trainRound(ctx, js, a, true); err != nil && ctx.Err() == nil {
+					c.log.Warn("async training", "round", a.Round, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// trainRound trains once for announcement a (unless this round was
+// already trained and again is false) and queues the update.
+func (c *Client) trainRound(ctx context.Context, js jetstream.JetStream, a *federated.RoundAnnouncement, again bool) error {
+	var last uint64
+	_ = c.db.View(func(tx *bolt.Tx) error { last = getU64(tx.Bucket(bucketMeta), keyRound); return nil })
+	if a.Round <= last && !again {
+		return nil
+	}
+	base, baseID, baseVersion, err := c.baseModel(ctx, js, a)
+	if err != nil {
+		return err
+	}
+	var seq uint64
+	_ = c.db.View(func(tx *bolt.Tx) error { seq = getU64(tx.Bucket(bucketMeta), keySeq) + 1; return nil })
+	seed := c.cfg.Seed ^ (seq * 0x9e3779b97f4a7c15)
+	trained, samples, err := c.cfg.Trainer.Train(ctx, base, a.Local, seed)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if samples <= 0 {
+		samples = 1
+	}
+	bf, tf := base.Net.Flat(), trained.Net.Flat()
+	if len(bf) != len(tf) {
+		return fmt.Errorf("trainer changed the network's shape (%d -> %d parameters)", len(bf), len(tf))
+	}
+	delta := make([]float32, len(bf))
+	for i := range bf {
+		delta[i] = tf[i] - bf[i]
+	}
+	return c.enqueue(a.Round, baseID, baseVersion, samples, delta, seed)
+}
+
+// baseModel is the model to train from: the announced base (fetched and
+// verified), or, when the coordinator is out of reach in an async round,
+// the newest installed float model.
+func (c *Client) baseModel(ctx context.Context, js jetstream.JetStream, a *federated.RoundAnnouncement) (*policy.Model, string, uint64, error) {
+	fctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
+	defer cancel()
+	a2, _, err := c.fetchArtifact(fctx, js, a.BaseObject, a.BaseVersion, quant.Float32)
+	if err == nil {
+		if a2.Header.ModelID != a.BaseModel {
+			return nil, "", 0, fmt.Errorf("base object %s is model %s, the round names %s", a.BaseObject, a2.Header.ModelID, a.BaseModel)
+		}
+		m, err := a2.Model()
+		return m, a.BaseModel, a.BaseVersion, err
+	}
+	if a.Mode != federated.Async {
+		return nil, "", 0, err
+	}
+	inst, art, ierr := c.installedArtifact(quant.Float32)
+	if ierr != nil {
+		return nil, "", 0, fmt.Errorf("%v; and no installed model: %w", err, ierr)
+	}
+	m, merr := art.Model()
+	return m, inst.Float, inst.Version, merr
+}
+
+// fetchArtifact gets and verifies an artifact from the object store (or
+// the local copy of an installed version), returning it and its bytes.
+func (c *Client) fetchArtifact(ctx context.Context, js jetstream.JetStream, object string, version uint64, dtype string) (*quant.Artifact, []byte, error) {
+	var local []byte
+	_ = c.db.View(func(tx *bolt.Tx) error {
+		local = append([]byte(nil), tx.Bucket(bucketModels).Get(blobKey(version, dtype))...)
+		return nil
+	})
+	raw := local
+	if len(raw) == 0 {
+		obj, err := js.ObjectStore(ctx, federated.ModelBucket)
+		if err != nil {
+			return nil, nil, fmt.Errorf("model bucket: %w", err)
+		}
+		if raw, err = obj.GetBytes(ctx, object); err != nil {
+			return nil, nil, fmt.Errorf("fetch %s: %w", object, err)
+		}
+	}
+	a, err := quant.Decode(raw, quant.DecodeOptions{Keys: c.cfg.ModelKeys})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", object, err)
+	}
+	if a.Header.Version != version || a.Header.DType != dtype {
+		return nil, nil, fmt.Errorf("%s: holds %s version %d, expected %s version %d", object, a.Header.DType, a.Header.Version, dtype, version)
+	}
+	return a, raw, nil
+}
+
+// enqueue signs an update and writes it to the outbox, with the next
+// sequence and the error-feedback residual, in one transaction.
+func (c *Client) enqueue(round uint64, baseID string, baseVersion uint64, samples int64, delta []float32, seed uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	res := quant.NewResidual(c.residual.Values())
+	payload, err := res.Encode(&quant.Update{Base: baseID, Values: delta}, quant.UpdateOptions{Encoding: c.cfg.Encoding, ChunkSize: c.cfg.ChunkSize, Seed: seed})
+	if err != nil {
+		return err
+	}
+	err = c.db.Update(func(tx *bolt.Tx) error {
+		m, ob := tx.Bucket(bucketMeta), tx.Bucket(bucketOutbox)
+		if ob.Stats().KeyN >= c.cfg.OutboxLimit {
+			if c.cfg.OutboxPolicy == RefuseNew {
+				if err := bumpCounters(tx, func(k *Counters) { k.DroppedFull++ }); err != nil {
+					return err
+				}
+				return errOutboxFull
+			}
+			k, _ := ob.Cursor().First()
+			if err := ob.Delete(k); err != nil {
+				return err
+			}
+			if err := bumpCounters(tx, func(k *Counters) { k.DroppedFull++ }); err != nil {
+				return err
+			}
+		}
+		seq := getU64(m, keySeq) + 1
+		msg, err := federated.EncodeUpdateMsg(federated.UpdateHeader{Site: c.cfg.Site, Seq: seq, Round: round, BaseModel: baseID,
+			BaseVersion: baseVersion, Samples: samples, Created: time.Now().UTC()}, payload, c.cfg.Signer)
+		if err != nil {
+			return err
+		}
+		for _, kv := range [][2][]byte{{keySeq, u64(seq)}, {keyRound, u64(max(round, getU64(m, keyRound)))}, {keyTrained, u64(baseVersion)}, {keyResidual, floatsBytes(res.Values())}} {
+			if err := m.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		if err := ob.Put(u64(seq), msg); err != nil {
+			return err
+		}
+		return bumpCounters(tx, func(k *Counters) { k.Trained++ })
+	})
+	if errors.Is(err, errOutboxFull) {
+		c.log.Warn("outbox full: update not made", "limit", c.cfg.OutboxLimit)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("write outbox: %w", err)
+	}
+	c.residual = res
+	c.log.Info("update queued", "round", round, "base_version", baseVersion, "bytes", len(payload))
+	c.kick()
+	return nil
+}
+
+var errOutboxFull = errors.New("flclient: outbox full")
+
+// publishLoop sends the outbox oldest first; an entry leaves the outbox
+// only once the stream acknowledged it (de-duplicated by its MsgID, so a
+// retry after a lost acknowledgement is harmless).
+func (c *Client) publishLoop(ctx context.Context, js jetstream.JetStream) {
+	b := backoff.New(c.cfg.BackoffMin, c.cfg.BackoffMax, c.cfg.Seed^0x9b)
+	for ctx.Err() == nil {
+		seq, msg := c.oldest()
+		if msg == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.wake:
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
+		_, err := js.Publish(pctx, federated.UpdateSubjectPrefix+c.cfg.Site, msg,
+			jetstream.WithMsgID(federated.MsgID(c.cfg.Site, seq)), jetstream.WithExpectStream(federated.UpdateStream))
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			_ = c.db.Update(func(tx *bolt.Tx) error {
+				return bumpCounters(tx, func(k *Counters) { k.PublishFailures++; k.LastPublishError = err.Error() })
+			})
+			c.log.Debug("publish failed; backing off", "seq", seq, "err", err)
+			if !b.Sleep(ctx) {
+				return
+			}
+			continue
+		}
+		b.Reset()
+		if err := c.db.Update(func(tx *bolt.Tx) error {
+			if err := tx.Bucket(bucketOutbox).Delete(u64(seq)); err != nil {
+				return err
+			}
+			return bumpCounters(tx, func(k *Counters) { k.Published++ })
+		}); err != nil {
+			c.log.Error("outbox", "err", err)
+		}
+	}
+}
+
+func (c *Client) oldest() (uint64, []byte) {
+	var seq uint64
+	var msg []byte
+	_ = c.db.View(func(tx *bolt.Tx) error {
+		k, v := tx.Bucket(bucketOutbox).Cursor().First()
+		if k != nil {
+			seq, msg = getU64FromKey(k), append([]byte(nil), v...)
+		}
+		return nil
+	})
+	return seq, msg
+}
+
+func getU64FromKey(k []byte) uint64 {
+	var v uint64
+	for _, b := range k {
+		v = v<<8 | uint64(b)
+	}
+	return v
+}
+
+// onAck records the coordinator's verdicts.
+func (c *Client) onAck(m *nats.Msg) {
+	a, err := federated.DecodeAck(m.Data)
+	if err != nil || a.Site != c.cfg.Site {
+		return
+	}
+	_ = c.db.Update(func(tx *bolt.Tx) error {
+		return bumpCounters(tx, func(k *Counters) {
+			switch a.Status {
+			case federated.Accepted:
+				k.Accepted++
+			case federated.Duplicate:
+				k.Duplicate++
+			default:
+				if k.Rejected == nil {
+					k.Rejected = map[string]int{}
+				}
+				k.Rejected[a.Reason]++
+			}
+		})
+	})
+}
+
+// install verifies and installs a published model: both artifacts must
+// verify against ModelKeys, be the versions the notice names, and move
+// the version forward; the previous model is kept as last known good.
+func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federated.ModelNotice) error {
+	cur, _, err := c.installedArtifact(quant.Int8)
+	if err == nil && cur.Version >= n.Version {
+		return nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
+	defer cancel()
+	q, qraw, err := c.fetchArtifact(fctx, js, n.Int8Object, n.Version, quant.Int8)
+	if err == nil && q.Header.ModelID != n.Int8Model {
+		err = fmt.Errorf("int8 object holds model %s, the notice names %s", q.Header.ModelID, n.Int8Model)
+	}
+	var f *quant.Artifact
+	var fraw []byte
+	if err == nil {
+		f, fraw, err = c.fetchArtifact(fctx, js, n.FloatObject, n.Version, quant.Float32)
+	}
+	if err == nil && f.Header.ModelID != n.FloatModel {
+		err = fmt.Errorf("float object holds model %s, the notice names %s", f.Header.ModelID, n.FloatModel)
+	}
+	if err == nil && cur != nil {
+		err = quant.CheckNewer(&quant.Header{ModelID: cur.Int8, Version: cur.Version}, &q.Header)
+	}
+	if err != nil {
+		_ = c.db.Update(func(tx *bolt.Tx) error { return bumpCounters(tx, func(k *Counters) { k.RefusedModels++ }) })
+		return err
+	}
+	inst := Installed{Version: n.Version, Round: n.Round, Float: f.Header.ModelID, Int8: q.Header.ModelID, Installed: time.Now().UTC()}
+	err = c.db.Update(func(tx *bolt.Tx) error {
+		mb := tx.Bucket(bucketModels)
+		if prev := mb.Get(keyInstalled); prev != nil {
+			if err := mb.Put(keyLKG, append([]byte(nil), prev...)); err != nil {
+				return err
+			}
+		}
+		raw, err := json.Marshal(inst)
+		if err != nil {
+			return err
+		}
+		if err := mb.Put(keyInstalled, raw); err != nil {
+			return err
+		}
+		if err := mb.Put(blobKey(n.Version, quant.Float32), fraw); err != nil {
+			return err
+		}
+		if err := mb.Put(blobKey(n.Version, quant.Int8), qraw); err != nil {
+			return err
+		}
+		pruneBlobs(mb, tx, n.Version)
+		return bumpCounters(tx, func(k *Counters) { k.Installed++ })
+	})
+	if err != nil {
+		return fmt.Errorf("install model version %d: %w", n.Version, err)
+	}
+	c.log.Info("model installed", "version", n.Version, "int8", q.Header.ModelID[:12])
+	c.mu.Lock()
+	hooks := append([]func(Installed){}, c.onModel...)
+	c.mu.Unlock()
+	for _, f := range hooks {
+		f(inst)
+	}
+	return nil
+}
+
+// pruneBlobs keeps the artifacts of the installed and last-known-good
+// versions only.
+func pruneBlobs(mb *bolt.Bucket, tx *bolt.Tx, keep uint64) {
+	var lkg Installed
+	if raw := mb.Get(keyLKG); raw != nil {
+		_ = json.Unmarshal(raw, &lkg)
+	}
+	var drop [][]byte
+	_ = mb.ForEach(func(k, _ []byte) error {
+		var v uint64
+		var d string
+		if _, err := fmt.Sscanf(string(k), "blob/%d/%s", &v, &d); err == nil && v != keep && v != lkg.Version {
+			drop = append(drop, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	for _, k := range drop {
+		_ = mb.Delete(k)
+	}
+}
+
+// installedArtifact returns the installed model and its verified artifact
+// of a dtype.
+func (c *Client) installedArtifact(dtype string) (*Installed, *quant.Artifact, error) {
+	var inst *Installed
+	var raw []byte
+	err := c.db.View(func(tx *bolt.Tx) error {
+		mb := tx.Bucket(bucketModels)
+		v := mb.Get(keyInstalled)
+		if v == nil {
+			return errors.New("no model installed")
+		}
+		inst = &Installed{}
+		if err := json.Unmarshal(v, inst); err != nil {
+			return fmt.Errorf("%w: installed: %v", ErrStore, err)
+		}
+		raw = append([]byte(nil), mb.Get(blobKey(inst.Version, dtype))...)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := quant.Decode(raw, quant.DecodeOptions{Keys: c.cfg.ModelKeys})
+	if err != nil {
+		return inst, nil, fmt.Errorf("installed version %d: %w", inst.Version, err)
+	}
+	return inst, a, nil
+}
+
+// InstalledInt8 returns the installed int8 artifact (what the scheduler
+// runs) and its record; an error when none is installed yet.
+func (c *Client) InstalledInt8() (*Installed, *quant.Artifact, error) {
+	return c.installedArtifact(quant.Int8)
+}
+
+// Status is a snapshot of the client.
+type Status struct {
+	Site      string     `json:"site"`
+	Seq       uint64     `json:"seq"`
+	Round     uint64     `json:"last_trained_round"`
+	Outbox    int        `json:"outbox"`
+	Installed *Installed `json:"installed,omitempty"`
+	Counters  Counters   `json:"counters"`
+}
+
+// Status reads the client's durable state.
+func (c *Client) Status() (Status, error) {
+	s := Status{Site: c.cfg.Site}
+	err := c.db.View(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		s.Seq, s.Round = getU64(m, keySeq), getU64(m, keyRound)
+		s.Outbox = tx.Bucket(bucketOutbox).Stats().KeyN
+		if v := tx.Bucket(bucketModels).Get(keyInstalled); v != nil {
+			s.Installed = &Installed{}
+			if err := json.Unmarshal(v, s.Installed); err != nil {
+				return err
+			}
+		}
+		var err error
+		s.Counters, err = getCounters(tx)
+		return err
+	})
+	return s, err
+}

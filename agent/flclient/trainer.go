@@ -1,0 +1,68 @@
+package flclient
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/ppo"
+)
+
+// PPOTrainer trains in the site's twin: PPO fine-tuning (package
+// policy/ppo) of the round's base model on the site's environment (Config's
+// env: its scenario, or its slice of a cluster and its pods), with the
+// round's iterations, episodes, learning rate and FedProx coefficient.
+type PPOTrainer struct {
+	Config ppo.Config
+}
+
+var _ Trainer = (*PPOTrainer)(nil)
+
+// Train implements Trainer.
+func (p *PPOTrainer) Train(ctx context.Context, base *policy.Model, local federated.LocalTraining, seed uint64) (*policy.Model, int64, error) {
+	cfg := p.Config
+	cfg.Seed = seed
+	cfg.BC.Episodes = 0
+	cfg.Refine = nil
+	cfg.PPO.Iterations, cfg.PPO.EpisodesPerIter, cfg.PPO.LR = local.Iterations, local.Episodes, local.LR
+	cfg.Eval.Seeds = nil
+	cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden = base.Net.H1, base.Net.H2, base.Net.HC
+	res, err := ppo.Train(ctx, cfg, ppo.Options{Init: base, ProxMu: local.ProxMu})
+	if err != nil {
+		return nil, 0, err
+	}
+	return res.Model, int64(res.Decisions), nil
+}
+
+// SyntheticTrainer moves the model a fixed fraction of the way towards a
+// target (plus seeded noise): a stand-in for training in protocol tests
+// and benchmarks, where what matters is that updates are real weight
+// deltas of the right shape, not what they learn.
+type SyntheticTrainer struct {
+	// Target in policy.Net.Flat order; Rate in (0, 1]; Noise is the
+	// standard deviation added per parameter; Samples the update weight.
+	Target  []float32
+	Rate    float32
+	Noise   float64
+	Samples int64
+}
+
+// Train implements Trainer.
+func (s *SyntheticTrainer) Train(_ context.Context, base *policy.Model, _ federated.LocalTraining, seed uint64) (*policy.Model, int64, error) {
+	w := base.Net.Flat()
+	if len(s.Target) != len(w) {
+		return nil, 0, errors.New("flclient: synthetic target has the wrong size")
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5e))
+	delta := make([]float32, len(w))
+	for i := range w {
+		delta[i] = s.Rate*(s.Target[i]-w[i]) + float32(s.Noise*rng.NormFloat64())
+	}
+	out := &policy.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: base.Meta}
+	if err := out.Net.AddFlat(delta, 1); err != nil {
+		return nil, 0, err
+	}
+	return out, max(1, s.Samples), nil
+}

@@ -1,0 +1,296 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/policy"
+)
+
+// Admin endpoint names (subjects AdminSubjectPrefix + "." + name).
+const (
+	EndpointRoundStart    = "round.start"
+	EndpointRoundStatus   = "round.status"
+	EndpointRoundList     = "round.list"
+	EndpointModelList     = "model.list"
+	EndpointModelShow     = "model.show"
+	EndpointModelPromote  = "model.promote"
+	EndpointModelRollback = "model.rollback"
+	EndpointSites         = "sites"
+	EndpointRejects       = "rejects"
+)
+
+// AdminRequest is the body of admin requests (fields by endpoint).
+type AdminRequest struct {
+	Round   uint64 `json:"round,omitempty"`
+	Version uint64 `json:"version,omitempty"`
+	Limit   int    `json:"limit,omitempty"`
+}
+
+// SiteStatus is a site as the sites endpoint reports it.
+type SiteStatus struct {
+	Site
+	Registered bool `json:"registered"`
+}
+
+// serveAdmin registers the admin API as a NATS micro service.
+func (c *Coordinator) serveAdmin(nc *nats.Conn) (micro.Service, error) {
+	svc, err := micro.AddService(nc, micro.Config{Name: federated.AdminService, Version: "1.0.0",
+		Description: "edgesched coordinator: rounds, models, sites"})
+	if err != nil {
+		return nil, fmt.Errorf("admin service: %w", err)
+	}
+	g := svc.AddGroup(federated.AdminSubjectPrefix)
+	handlers := map[string]func(context.Context, AdminRequest) (any, error){
+		EndpointRoundStart: func(ctx context.Context, _ AdminRequest) (any, error) { return c.StartRound(ctx) },
+		EndpointRoundStatus: func(_ context.Context, r AdminRequest) (any, error) {
+			if r.Round == 0 {
+				return c.currentRoundLocked()
+			}
+			return c.RoundRecord(r.Round)
+		},
+		EndpointRoundList:     func(_ context.Context, r AdminRequest) (any, error) { return c.Rounds(r.Limit) },
+		EndpointModelList:     func(_ context.Context, r AdminRequest) (any, error) { return c.Models(r.Limit) },
+		EndpointModelShow:     func(_ context.Context, r AdminRequest) (any, error) { return c.ModelRecord(r.Version) },
+		EndpointModelPromote:  func(ctx context.Context, r AdminRequest) (any, error) { return c.Promote(ctx, r.Version) },
+		EndpointModelRollback: func(ctx context.Context, r AdminRequest) (any, error) { return c.Rollback(ctx, r.Version) },
+		EndpointSites:         func(_ context.Context, _ AdminRequest) (any, error) { return c.Sites() },
+		EndpointRejects:       func(_ context.Context, _ AdminRequest) (any, error) { return c.Rejects() },
+	}
+	for name, h := range handlers {
+		h := h
+		err := g.AddEndpoint(strings.ReplaceAll(name, ".", "-"), micro.HandlerFunc(func(req micro.Request) {
+			var ar AdminRequest
+			if len(req.Data()) > 0 {
+				if err := json.Unmarshal(req.Data(), &ar); err != nil {
+					_ = req.Error("400", "bad request: "+err.Error(), nil)
+					return
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			out, err := h(ctx, ar)
+			if err != nil {
+				code := "500"
+				if errors.Is(err, ErrBusy) || errors.Is(err, ErrNotFound) {
+					code = "409"
+				}
+				_ = req.Error(code, err.Error(), nil)
+				return
+			}
+			_ = req.RespondJSON(out)
+		}), micro.WithEndpointSubject(name))
+		if err != nil {
+			svc.Stop()
+			return nil, fmt.Errorf("admin endpoint %s: %w", name, err)
+		}
+	}
+	return svc, nil
+}
+
+// ErrNotFound is returned for an unknown round or model version.
+var ErrNotFound = errors.New("coordinator: not found")
+
+func (c *Coordinator) currentRoundLocked() (*Round, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, err := c.currentRound()
+	if err == nil && r == nil {
+		return nil, fmt.Errorf("%w: no round yet", ErrNotFound)
+	}
+	return r, err
+}
+
+// RoundRecord returns a round.
+func (c *Coordinator) RoundRecord(n uint64) (*Round, error) {
+	var r *Round
+	err := c.db.View(func(tx *bolt.Tx) error {
+		var err error
+		r, err = getRound(tx, n)
+		return err
+	})
+	if err == nil && r == nil {
+		err = fmt.Errorf("%w: round %d", ErrNotFound, n)
+	}
+	return r, err
+}
+
+// Rounds lists the newest rounds first (limit 0: 50).
+func (c *Coordinator) Rounds(limit int) ([]Round, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	var out []Round
+	err := c.db.View(func(tx *bolt.Tx) error {
+		cur := tx.Bucket(bucketRounds).Cursor()
+		for k, v := cur.Last(); k != nil && len(out) < limit; k, v = cur.Prev() {
+			var r Round
+			if err := jsonUnmarshal(v, &r); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Models lists the registry, newest first (limit 0: 50).
+func (c *Coordinator) Models(limit int) ([]Model, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	var out []Model
+	err := c.db.View(func(tx *bolt.Tx) error {
+		cur := tx.Bucket(bucketModels).Cursor()
+		for k, v := cur.Last(); k != nil && len(out) < limit; k, v = cur.Prev() {
+			var m Model
+			if err := jsonUnmarshal(v, &m); err != nil {
+				return err
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ModelRecord returns one registry entry (0: the newest).
+func (c *Coordinator) ModelRecord(version uint64) (*Model, error) {
+	var m *Model
+	err := c.db.View(func(tx *bolt.Tx) error {
+		if version == 0 {
+			version = getU64(tx.Bucket(bucketMeta), keyVersion)
+		}
+		var err error
+		m, err = getModel(tx, version)
+		return err
+	})
+	if err == nil && m == nil {
+		err = fmt.Errorf("%w: model version %d", ErrNotFound, version)
+	}
+	return m, err
+}
+
+// Promote publishes a candidate model (AutoPublish off). Only a version
+// above every published one can be promoted: versions only move forward.
+func (c *Coordinator) Promote(ctx context.Context, version uint64) (*Model, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, err := c.ModelRecord(version)
+	if err != nil {
+		return nil, err
+	}
+	if m.Status == ModelPublished {
+		return m, nil
+	}
+	latest, err := c.latestPublished()
+	if err != nil {
+		return nil, err
+	}
+	if latest != nil && latest.Version > m.Version {
+		return nil, fmt.Errorf("%w: version %d is older than the published %d; use rollback to bring its weights back as a new version", ErrBusy, m.Version, latest.Version)
+	}
+	m.Status = ModelPending
+	if err := c.db.Update(func(tx *bolt.Tx) error {
+		if err := putJSON(tx.Bucket(bucketModels), u64(m.Version), m); err != nil {
+			return err
+		}
+		return audit(tx, c.clock.Now(), "model.promoted", m.Round, "", fmt.Sprintf("version %d", m.Version))
+	}); err != nil {
+		return nil, err
+	}
+	return m, c.publishModel(ctx, m)
+}
+
+// Rollback republishes an older model's weights as a new version (loaders
+// refuse versions that go back, so a rollback moves forward too).
+func (c *Coordinator) Rollback(ctx context.Context, version uint64) (*Model, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old *Model
+	var m *policy.Model
+	err := c.db.View(func(tx *bolt.Tx) error {
+		var err error
+		if old, err = getModel(tx, version); err != nil || old == nil {
+			return err
+		}
+		m, err = c.floatModel(tx, version)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if old == nil {
+		return nil, fmt.Errorf("%w: model version %d", ErrNotFound, version)
+	}
+	rec, err := c.storeModel(ctx, m, old.Round, old.FloatModel, c.clock.Now(), fmt.Sprintf("rollback to version %d", version))
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status != ModelPublished {
+		rec.Status = ModelPending
+		if err := c.db.Update(func(tx *bolt.Tx) error { return putJSON(tx.Bucket(bucketModels), u64(rec.Version), rec) }); err != nil {
+			return nil, err
+		}
+	}
+	return rec, c.publishModel(ctx, rec)
+}
+
+// Sites reports every registered site and any other that sent updates.
+func (c *Coordinator) Sites() ([]SiteStatus, error) {
+	seen := map[string]bool{}
+	var out []SiteStatus
+	err := c.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSites).ForEach(func(k, v []byte) error {
+			var s Site
+			if err := jsonUnmarshal(v, &s); err != nil {
+				return err
+			}
+			_, reg := c.cfg.Sites.SiteKey(s.Site)
+			seen[s.Site] = true
+			out = append(out, SiteStatus{Site: s, Registered: reg})
+			return nil
+		})
+	})
+	for _, s := range c.cfg.Sites.Sites() {
+		if !seen[s] {
+			out = append(out, SiteStatus{Site: Site{Site: s}, Registered: true})
+		}
+	}
+	return out, err
+}
+
+// Rejects returns the count of refused updates by reason.
+func (c *Coordinator) Rejects() (map[string]uint64, error) {
+	out := map[string]uint64{}
+	err := c.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRejects).ForEach(func(k, v []byte) error {
+			out[string(k)] = getU64(tx.Bucket(bucketRejects), k)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// FloatModel returns the float model of a stored version.
+func (c *Coordinator) FloatModel(version uint64) (*policy.Model, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var m *policy.Model
+	err := c.db.View(func(tx *bolt.Tx) error {
+		var err error
+		m, err = c.floatModel(tx, version)
+		return err
+	})
+	return m, err
+}

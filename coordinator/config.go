@@ -1,0 +1,174 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// ErrConfig wraps every refusal of a configuration.
+var ErrConfig = errors.New("coordinator: bad config")
+
+// Clock is the coordinator's time source; tests inject one to drive round
+// deadlines.
+type Clock interface{ Now() time.Time }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// Config configures a coordinator. Start from DefaultConfig; the zero
+// values of optional fields are documented.
+type Config struct {
+	// DataDir holds coordinator.db (created).
+	DataDir string
+	// Sites may send updates; their signatures are checked against it.
+	Sites *federated.Registry
+	// Signer signs every published model.
+	Signer *quant.Signer
+	// Aggregator is the aggregation rule.
+	Aggregator federated.AggregatorConfig
+	// ClipNorm clips every update's L2 norm (0: off; DP sets its own).
+	ClipNorm float64
+	// DP, when set, adds client-level Gaussian noise to each aggregate and
+	// accounts the privacy loss (reported in round stats).
+	DP *federated.DPConfig
+	// Mode of new rounds: sync, or async (FedBuff: aggregate every Buffer
+	// updates).
+	Mode federated.Mode
+	// RoundDuration is a sync round's deadline after it opens.
+	RoundDuration time.Duration
+	// MinUpdates is a sync round's quorum; at the deadline with fewer
+	// updates the round fails and the model stays.
+	MinUpdates int
+	// Buffer is the async mode's aggregation size.
+	Buffer int
+	// MaxStaleness refuses async updates trained more than this many
+	// versions ago (0: any).
+	MaxStaleness int
+	// Local is what sites are asked to train per round.
+	Local federated.LocalTraining
+	// ServerLR scales the aggregate before it is applied (default 1).
+	ServerLR float64
+	// AutoRounds opens the next round as soon as one ends (sync), until
+	// Rounds rounds have run (0: no limit). Without it rounds start on
+	// request (admin round.start).
+	AutoRounds bool
+	Rounds     int
+	// AutoPublish publishes every round's model; otherwise models wait as
+	// candidates for 'edgectl model promote'.
+	AutoPublish bool
+	// Calibrate returns raw feature rows for quantizing a model (usually
+	// quant.CollectRows on the fleet's scenario). Required.
+	Calibrate func(ctx context.Context, m *policy.Model) ([]float32, error)
+	// Calibration options of quantization (zero: quant.DefaultCalibration).
+	Calibration quant.CalibrationOptions
+	// Seed drives the DP noise (with the round number).
+	Seed uint64
+	// Clock (nil: the wall clock).
+	Clock Clock
+	// Logger (nil: discard).
+	Logger *slog.Logger
+	// Registerer receives the coordinator's metrics (nil: a private
+	// registry, see Coordinator.Gatherer).
+	Registerer prometheus.Registerer
+	// PollInterval is how often deadlines are checked (default 200ms).
+	PollInterval time.Duration
+	// DuplicateWindow is the update stream's de-duplication window
+	// (default 2 minutes); older replays are caught by the per-site
+	// high-water marks.
+	DuplicateWindow time.Duration
+	// KeepUpdates is how many rounds' stored updates are kept (default 10).
+	KeepUpdates int
+	// Failpoint, when set, is called at named points of the state machine
+	// (FailUpdateCommitted, FailRoundClosed, FailModelStored,
+	// FailModelPublished); crash tests make it kill the process there.
+	Failpoint func(name string)
+}
+
+// Failpoints (see Config.Failpoint).
+const (
+	FailUpdateCommitted = "update.committed" // update recorded, not yet acked on the stream
+	FailRoundClosed     = "round.closed"     // round marked aggregating, nothing aggregated yet
+	FailModelStored     = "model.stored"     // new model stored, not yet published
+	FailModelPublished  = "model.published"  // model on the bus, round record not final
+)
+
+func (c *Config) fail(name string) {
+	if c.Failpoint != nil {
+		c.Failpoint(name)
+	}
+}
+
+// DefaultConfig is synchronous FedAvg rounds of 5 minutes with a quorum of
+// one update.
+func DefaultConfig() Config {
+	return Config{
+		Aggregator: federated.DefaultAggregatorConfig(),
+		Mode:       federated.Sync, RoundDuration: 5 * time.Minute, MinUpdates: 1, Buffer: 4,
+		Local:    federated.LocalTraining{Iterations: 3, Episodes: 2, LR: 1e-3},
+		ServerLR: 1, AutoPublish: true, Calibration: quant.DefaultCalibration(),
+		PollInterval: 200 * time.Millisecond, DuplicateWindow: 2 * time.Minute, KeepUpdates: 10,
+	}
+}
+
+// Validate names the first bad field.
+func (c *Config) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case c.DataDir == "":
+		return bad("DataDir", "required")
+	case c.Sites == nil || len(c.Sites.Sites()) == 0:
+		return bad("Sites", "no registered sites")
+	case c.Signer == nil:
+		return bad("Signer", "required (published models are signed)")
+	case c.Calibrate == nil:
+		return bad("Calibrate", "required (published models are quantized)")
+	case c.Mode != federated.Sync && c.Mode != federated.Async:
+		return bad("Mode", "%q, want sync or async", c.Mode)
+	case c.RoundDuration <= 0:
+		return bad("RoundDuration", "%v, want > 0", c.RoundDuration)
+	case c.MinUpdates < 1:
+		return bad("MinUpdates", "%d, want >= 1", c.MinUpdates)
+	case c.Mode == federated.Async && c.Buffer < 1:
+		return bad("Buffer", "%d, want >= 1", c.Buffer)
+	case c.MaxStaleness < 0 || c.Rounds < 0 || c.KeepUpdates < 1:
+		return bad("MaxStaleness/Rounds/KeepUpdates", "must be >= 0 (KeepUpdates >= 1)")
+	case !(c.ServerLR > 0 && c.ServerLR <= 10):
+		return bad("ServerLR", "%v, want (0, 10]", c.ServerLR)
+	case c.ClipNorm < 0:
+		return bad("ClipNorm", "%v, want >= 0", c.ClipNorm)
+	case c.PollInterval <= 0 || c.DuplicateWindow <= 0:
+		return bad("PollInterval/DuplicateWindow", "must be > 0")
+	}
+	if err := c.Aggregator.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.DP != nil {
+		if err := c.DP.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+	}
+	if _, err := federated.DecodeAnnouncement(mustAnnouncement(c)); err != nil {
+		return fmt.Errorf("%w: Local: %v", ErrConfig, err)
+	}
+	return nil
+}
+
+// mustAnnouncement renders a dummy announcement of the config to reuse the
+// protocol's bounds on local training.
+func mustAnnouncement(c *Config) []byte {
+	b, _ := federated.Marshal(federated.RoundAnnouncement{V: federated.ProtocolVersion, Round: 1, Mode: c.Mode,
+		BaseModel: fmt.Sprintf("%064d", 0), BaseObject: "x", BaseVersion: 1, MinUpdates: max(1, c.MinUpdates), Local: c.Local})
+	return b
+}

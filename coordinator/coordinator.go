@@ -1,0 +1,587 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// Coordinator runs federated rounds. Create it with New, register the
+// first model with Bootstrap, then Run it on a NATS connection. Its
+// methods are safe for concurrent use; state changes are serialised and
+// each is one bbolt transaction.
+type Coordinator struct {
+	cfg     Config
+	db      *bolt.DB
+	log     *slog.Logger
+	clock   Clock
+	metrics *metrics
+
+	mu  sync.Mutex // serialises state changes and bus I/O of publication
+	bus *bus       // nil until Run
+	// dp accountant (rounds of noise so far); rebuilt from the store
+	dp *federated.Accountant
+	// decoded float models by version (guarded by mu)
+	cache map[uint64]*policy.Model
+}
+
+// bus is the coordinator's NATS side.
+type bus struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	kv  jetstream.KeyValue
+	obj jetstream.ObjectStore
+}
+
+// New opens (or creates) the coordinator's store.
+func New(cfg Config) (*Coordinator, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = wallClock{}
+	}
+	if cfg.Calibration.Method == "" {
+		cfg.Calibration = quant.DefaultCalibration()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	db, err := openStore(filepath.Join(cfg.DataDir, "coordinator.db"))
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c := &Coordinator{cfg: cfg, db: db, log: log, clock: cfg.Clock}
+	if c.metrics, err = newMetrics(cfg.Registerer); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if cfg.DP != nil {
+		c.dp = federated.NewAccountant(*cfg.DP)
+		// rounds already noised, from the store
+		_ = db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketRounds).ForEach(func(_, v []byte) error {
+				var r Round
+				if jsonUnmarshal(v, &r) == nil && r.State == StatePublished && r.Stats["dp_epsilon"] > 0 {
+					c.dp.Step()
+				}
+				return nil
+			})
+		})
+	}
+	return c, nil
+}
+
+// Close closes the store. Call it after Run returned.
+func (c *Coordinator) Close() error { return c.db.Close() }
+
+// Bootstrap registers m as model version 1 when the registry is empty
+// (it is published when Run starts); otherwise it does nothing.
+func (c *Coordinator) Bootstrap(ctx context.Context, m *policy.Model) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var have bool
+	if err := c.db.View(func(tx *bolt.Tx) error {
+		have = getU64(tx.Bucket(bucketMeta), keyVersion) > 0
+		return nil
+	}); err != nil || have {
+		return err
+	}
+	_, err := c.storeModel(ctx, m, 0, "", c.clock.Now(), "bootstrap")
+	return err
+}
+
+// prepared is a new model version, quantized and signed, not yet stored.
+type prepared struct {
+	rec    *Model
+	fb, qb []byte
+}
+
+// prepareModel quantizes and signs m as the next version. Callers hold
+// c.mu (so the version is still free when they store it).
+func (c *Coordinator) prepareModel(ctx context.Context, m *policy.Model, round uint64, parent string, created time.Time, note string) (*prepared, error) {
+	var version uint64
+	if err := c.db.View(func(tx *bolt.Tx) error {
+		version = getU64(tx.Bucket(bucketMeta), keyVersion) + 1
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	info := quant.Info{Version: version, Round: round, Parent: parent, Created: created, Metrics: map[string]float64{"round": float64(round)}}
+	fa, err := quant.FromModel(m, info)
+	if err != nil {
+		return nil, fmt.Errorf("model version %d: %w", version, err)
+	}
+	fb, err := fa.Encode(c.cfg.Signer)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.cfg.Calibrate(ctx, m)
+	if err != nil {
+		return nil, fmt.Errorf("calibrate model version %d: %w", version, err)
+	}
+	info.Parent = fa.Header.ModelID
+	qa, err := quant.Quantize(m, rows, c.cfg.Calibration, info)
+	if err != nil {
+		return nil, fmt.Errorf("quantize model version %d: %w", version, err)
+	}
+	qb, err := qa.Encode(c.cfg.Signer)
+	if err != nil {
+		return nil, err
+	}
+	rec := &Model{Version: version, Round: round, Status: ModelPending, FloatModel: fa.Header.ModelID, Int8Model: qa.Header.ModelID, Parent: parent, Created: created.UTC(), Note: note}
+	if !c.cfg.AutoPublish && round > 0 {
+		rec.Status = ModelCandidate
+	}
+	return &prepared{rec: rec, fb: fb, qb: qb}, nil
+}
+
+// putModel stores a prepared model in tx as the next version.
+func (c *Coordinator) putModel(tx *bolt.Tx, p *prepared) error {
+	m := tx.Bucket(bucketMeta)
+	if next := getU64(m, keyVersion) + 1; next != p.rec.Version {
+		return fmt.Errorf("%w: model version %d prepared, %d is next", ErrStore, p.rec.Version, next)
+	}
+	if err := putJSON(tx.Bucket(bucketModels), u64(p.rec.Version), p.rec); err != nil {
+		return err
+	}
+	bl := tx.Bucket(bucketBlobs)
+	if err := bl.Put(blobKey(p.rec.Version, quant.Float32), p.fb); err != nil {
+		return err
+	}
+	if err := bl.Put(blobKey(p.rec.Version, quant.Int8), p.qb); err != nil {
+		return err
+	}
+	if err := m.Put(keyVersion, u64(p.rec.Version)); err != nil {
+		return err
+	}
+	return audit(tx, c.clock.Now(), "model.stored", p.rec.Round, "", fmt.Sprintf("version %d (%s) float %s int8 %s", p.rec.Version, p.rec.Note, short(p.rec.FloatModel), short(p.rec.Int8Model)))
+}
+
+// storeModel prepares and stores m as the next version. Callers hold c.mu.
+func (c *Coordinator) storeModel(ctx context.Context, m *policy.Model, round uint64, parent string, created time.Time, note string) (*Model, error) {
+	p, err := c.prepareModel(ctx, m, round, parent, created, note)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.db.Update(func(tx *bolt.Tx) error { return c.putModel(tx, p) }); err != nil {
+		return nil, fmt.Errorf("store model version %d: %w", p.rec.Version, err)
+	}
+	c.log.Info("model stored", "version", p.rec.Version, "round", round, "float", short(p.rec.FloatModel), "int8", short(p.rec.Int8Model), "status", p.rec.Status)
+	return p.rec, nil
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// Run serves until ctx is cancelled: it sets up the stream, KV and object
+// store, publishes what a crash left pending, resumes the current round,
+// consumes updates, watches deadlines and serves the admin API. Every
+// goroutine it starts is owned by it and stopped before it returns.
+func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
+	b, err := c.setupBus(ctx, nc)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.bus = b
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.bus = nil
+		c.mu.Unlock()
+	}()
+	if err := c.recover(ctx); err != nil {
+		return err
+	}
+	admin, err := c.serveAdmin(nc)
+	if err != nil {
+		return err
+	}
+	defer admin.Stop()
+	cons, err := b.js.CreateOrUpdateConsumer(ctx, federated.UpdateStream, jetstream.ConsumerConfig{
+		Durable: "coordinator", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: 4096,
+	})
+	if err != nil {
+		return fmt.Errorf("create update consumer: %w", err)
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	wg.Add(2)
+	go func() { defer wg.Done(); errc <- c.consume(ctx, cons) }()
+	go func() { defer wg.Done(); errc <- c.tickLoop(ctx) }()
+	<-ctx.Done()
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Coordinator) setupBus(ctx context.Context, nc *nats.Conn) (*bus, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: federated.UpdateStream, Subjects: []string{federated.UpdateSubjectPrefix + "*"},
+		Storage: jetstream.FileStorage, Duplicates: c.cfg.DuplicateWindow, MaxMsgSize: federated.MaxUpdateBytes,
+	}); err != nil {
+		return nil, fmt.Errorf("create update stream: %w", err)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: federated.StateBucket, History: 1, Storage: jetstream.FileStorage})
+	if err != nil {
+		return nil, fmt.Errorf("create state bucket: %w", err)
+	}
+	obj, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: federated.ModelBucket, Storage: jetstream.FileStorage})
+	if err != nil {
+		return nil, fmt.Errorf("create model bucket: %w", err)
+	}
+	return &bus{nc: nc, js: js, kv: kv, obj: obj}, nil
+}
+
+// recover publishes pending models and resumes the current round after a
+// restart (or on first start).
+func (c *Coordinator) recover(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.publishPending(ctx); err != nil {
+		return err
+	}
+	r, err := c.currentRound()
+	if err != nil {
+		return err
+	}
+	switch {
+	case r == nil:
+		if c.cfg.AutoRounds {
+			_, err = c.openRound(ctx)
+		}
+	case r.State == StateCollecting:
+		err = c.announce(ctx, r)
+	case r.State == StateAggregating:
+		c.log.Info("resuming aggregation after restart", "round", r.Round)
+		err = c.aggregate(ctx, r)
+	default:
+		if c.cfg.AutoRounds && c.roundsLeft() {
+			_, err = c.openRound(ctx)
+		}
+	}
+	return err
+}
+
+func (c *Coordinator) currentRound() (*Round, error) {
+	var r *Round
+	err := c.db.View(func(tx *bolt.Tx) error {
+		n := getU64(tx.Bucket(bucketMeta), keyRound)
+		if n == 0 {
+			return nil
+		}
+		var err error
+		r, err = getRound(tx, n)
+		return err
+	})
+	return r, err
+}
+
+func (c *Coordinator) roundsLeft() bool {
+	if c.cfg.Rounds == 0 {
+		return true
+	}
+	var n uint64
+	_ = c.db.View(func(tx *bolt.Tx) error { n = getU64(tx.Bucket(bucketMeta), keyRound); return nil })
+	return n < uint64(c.cfg.Rounds)
+}
+
+// publishPending puts every pending model on the bus (object store, then
+// the KV notice of the newest), idempotently. Callers hold c.mu.
+func (c *Coordinator) publishPending(ctx context.Context) error {
+	var pending []*Model
+	err := c.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketModels).ForEach(func(_, v []byte) error {
+			var m Model
+			if err := jsonUnmarshal(v, &m); err != nil {
+				return err
+			}
+			if m.Status == ModelPending {
+				pending = append(pending, &m)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, m := range pending {
+		if err := c.publishModel(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// objectName names a model's artifact in the object store.
+func objectName(version uint64, dtype string) string {
+	return fmt.Sprintf("v%06d.%s.esa", version, dtype)
+}
+
+// publishModel puts a stored model's artifacts into the object store,
+// announces it in the KV bucket and marks it published.
+func (c *Coordinator) publishModel(ctx context.Context, m *Model) error {
+	var fb, qb []byte
+	if err := c.db.View(func(tx *bolt.Tx) error {
+		bl := tx.Bucket(bucketBlobs)
+		fb = append([]byte(nil), bl.Get(blobKey(m.Version, quant.Float32))...)
+		qb = append([]byte(nil), bl.Get(blobKey(m.Version, quant.Int8))...)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if len(fb) == 0 || len(qb) == 0 {
+		return fmt.Errorf("%w: model version %d has no stored artifacts", ErrStore, m.Version)
+	}
+	b := c.bus
+	if b == nil {
+		return errors.New("coordinator: not connected")
+	}
+	fo, qo := objectName(m.Version, quant.Float32), objectName(m.Version, quant.Int8)
+	if _, err := b.obj.PutBytes(ctx, fo, fb); err != nil {
+		return fmt.Errorf("publish %s: %w", fo, err)
+	}
+	if _, err := b.obj.PutBytes(ctx, qo, qb); err != nil {
+		return fmt.Errorf("publish %s: %w", qo, err)
+	}
+	notice := federated.ModelNotice{V: federated.ProtocolVersion, Version: m.Version, Round: m.Round,
+		FloatModel: m.FloatModel, FloatObject: fo, Int8Model: m.Int8Model, Int8Object: qo, Published: c.clock.Now().UTC()}
+	raw, err := federated.Marshal(notice)
+	if err != nil {
+		return err
+	}
+	if _, err := b.kv.Put(ctx, federated.KeyModel, raw); err != nil {
+		return fmt.Errorf("announce model version %d: %w", m.Version, err)
+	}
+	err = c.db.Update(func(tx *bolt.Tx) error {
+		cur, err := getModel(tx, m.Version)
+		if err != nil || cur == nil {
+			return fmt.Errorf("%w: model version %d vanished", ErrStore, m.Version)
+		}
+		cur.Status = ModelPublished
+		if err := putJSON(tx.Bucket(bucketModels), u64(m.Version), cur); err != nil {
+			return err
+		}
+		return audit(tx, c.clock.Now(), "model.published", m.Round, "", fmt.Sprintf("version %d", m.Version))
+	})
+	if err != nil {
+		return err
+	}
+	c.metrics.modelVersion.Set(float64(m.Version))
+	c.log.Info("model published", "version", m.Version, "round", m.Round)
+	c.cfg.fail(FailModelPublished)
+	return nil
+}
+
+// latestPublished returns the newest published model.
+func (c *Coordinator) latestPublished() (*Model, error) {
+	var out *Model
+	err := c.db.View(func(tx *bolt.Tx) error {
+		cur := tx.Bucket(bucketModels).Cursor()
+		for k, v := cur.Last(); k != nil; k, v = cur.Prev() {
+			var m Model
+			if err := jsonUnmarshal(v, &m); err != nil {
+				return err
+			}
+			if m.Status == ModelPublished || m.Status == ModelPending {
+				out = &m
+				return nil
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// StartRound opens a new round trained from the newest published model.
+// It refuses while a round is collecting or aggregating.
+func (c *Coordinator) StartRound(ctx context.Context) (*Round, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.openRound(ctx)
+}
+
+// ErrBusy is returned when a round is already under way.
+var ErrBusy = errors.New("coordinator: a round is under way")
+
+func (c *Coordinator) openRound(ctx context.Context) (*Round, error) {
+	cur, err := c.currentRound()
+	if err != nil {
+		return nil, err
+	}
+	if cur != nil && (cur.State == StateCollecting || cur.State == StateAggregating) {
+		return nil, fmt.Errorf("%w: round %d is %s", ErrBusy, cur.Round, cur.State)
+	}
+	base, err := c.latestPublished()
+	if err != nil {
+		return nil, err
+	}
+	if base == nil {
+		return nil, errors.New("coordinator: no model to train from (Bootstrap first)")
+	}
+	now := c.clock.Now().UTC()
+	r := &Round{Mode: c.cfg.Mode, State: StateCollecting, BaseModel: base.FloatModel, BaseVersion: base.Version,
+		Opened: now, Deadline: now.Add(c.cfg.RoundDuration), MinUpdates: c.cfg.MinUpdates, Expected: c.cfg.Sites.Sites(), Local: c.cfg.Local}
+	err = c.db.Update(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		r.Round = getU64(m, keyRound) + 1
+		if err := m.Put(keyRound, u64(r.Round)); err != nil {
+			return err
+		}
+		if err := putJSON(tx.Bucket(bucketRounds), u64(r.Round), r); err != nil {
+			return err
+		}
+		if _, err := tx.Bucket(bucketUpdates).CreateBucketIfNotExists(u64(r.Round)); err != nil {
+			return err
+		}
+		return audit(tx, now, "round.opened", r.Round, "", fmt.Sprintf("%s from version %d, deadline %s", r.Mode, r.BaseVersion, r.Deadline.Format(time.RFC3339)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.metrics.round.Set(float64(r.Round))
+	c.log.Info("round opened", "round", r.Round, "mode", r.Mode, "base_version", r.BaseVersion)
+	return r, c.announce(ctx, r)
+}
+
+// announce writes the round announcement to the KV bucket.
+func (c *Coordinator) announce(ctx context.Context, r *Round) error {
+	if c.bus == nil {
+		return nil // announced when Run starts
+	}
+	a := federated.RoundAnnouncement{V: federated.ProtocolVersion, Round: r.Round, Mode: r.Mode, BaseModel: r.BaseModel,
+		BaseObject: objectName(r.BaseVersion, quant.Float32), BaseVersion: r.BaseVersion, Opened: r.Opened, Deadline: r.Deadline,
+		MinUpdates: r.MinUpdates, Local: r.Local}
+	raw, err := federated.Marshal(a)
+	if err != nil {
+		return err
+	}
+	if _, err := c.bus.kv.Put(ctx, federated.KeyRound, raw); err != nil {
+		return fmt.Errorf("announce round %d: %w", r.Round, err)
+	}
+	return nil
+}
+
+// tickLoop checks the current round's deadline every PollInterval.
+func (c *Coordinator) tickLoop(ctx context.Context) error {
+	t := time.NewTicker(c.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if err := c.Tick(ctx); err != nil {
+				c.log.Error("round tick", "err", err)
+			}
+		}
+	}
+}
+
+// Tick evaluates the current round against the clock: a sync round past
+// its deadline aggregates (with its quorum) or fails. Run calls it every
+// PollInterval; tests with an injected clock may call it directly.
+func (c *Coordinator) Tick(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, err := c.currentRound()
+	if err != nil || r == nil {
+		return err
+	}
+	switch {
+	case r.State == StateCollecting && r.Mode == federated.Sync && !c.clock.Now().Before(r.Deadline):
+		return c.closeRound(ctx, r)
+	case r.State == StateAggregating:
+		return c.aggregate(ctx, r)
+	case (r.State == StatePublished || r.State == StateFailed) && c.cfg.AutoRounds && c.roundsLeft() && c.bus != nil:
+		_, err := c.openRound(ctx)
+		return err
+	}
+	return nil
+}
+
+// CloseRound ends the current round's collection now (instead of at its
+// deadline): it aggregates with its quorum, or fails. A round already
+// closed is left as it is.
+func (c *Coordinator) CloseRound(ctx context.Context, round uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, err := c.currentRound()
+	if err != nil {
+		return err
+	}
+	if r == nil || r.Round != round {
+		return fmt.Errorf("%w: round %d is not the current round", ErrNotFound, round)
+	}
+	if r.State != StateCollecting {
+		return nil // already closed
+	}
+	return c.closeRound(ctx, r)
+}
+
+// closeRound ends collection: with the quorum it moves to aggregating and
+// aggregates; without, the round fails. Callers hold c.mu.
+func (c *Coordinator) closeRound(ctx context.Context, r *Round) error {
+	now := c.clock.Now().UTC()
+	if r.Accepted < r.MinUpdates {
+		r.State, r.Closed, r.Note = StateFailed, now, fmt.Sprintf("%d of %d required updates by the deadline", r.Accepted, r.MinUpdates)
+		err := c.db.Update(func(tx *bolt.Tx) error {
+			if err := putJSON(tx.Bucket(bucketRounds), u64(r.Round), r); err != nil {
+				return err
+			}
+			return audit(tx, now, "round.failed", r.Round, "", r.Note)
+		})
+		c.metrics.rounds.WithLabelValues(StateFailed).Inc()
+		c.log.Warn("round failed", "round", r.Round, "note", r.Note)
+		return err
+	}
+	r.State, r.Closed = StateAggregating, now
+	if err := c.db.Update(func(tx *bolt.Tx) error {
+		if err := putJSON(tx.Bucket(bucketRounds), u64(r.Round), r); err != nil {
+			return err
+		}
+		return audit(tx, now, "round.closed", r.Round, "", fmt.Sprintf("%d updates", r.Accepted))
+	}); err != nil {
+		return err
+	}
+	c.cfg.fail(FailRoundClosed)
+	return c.aggregate(ctx, r)
+}
+
+// dpRNG is the seeded stream of a round's DP noise.
+func (c *Coordinator) dpRNG(round uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(c.cfg.Seed, round))
+}

@@ -1,0 +1,58 @@
+package coordinator
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+type metrics struct {
+	gatherer     prometheus.Gatherer
+	updates      *prometheus.CounterVec
+	updateBytes  prometheus.Counter
+	rounds       *prometheus.CounterVec
+	round        prometheus.Gauge
+	modelVersion prometheus.Gauge
+	aggregation  prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	var gatherer prometheus.Gatherer
+	if reg == nil {
+		r := prometheus.NewRegistry()
+		reg, gatherer = r, r
+	} else if g, ok := reg.(prometheus.Gatherer); ok {
+		gatherer = g
+	}
+	m := &metrics{
+		gatherer: gatherer,
+		updates: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "updates_total",
+			Help: "Site updates by verdict (accepted, duplicate, rejected) and rejection reason."}, []string{"status", "reason"}),
+		updateBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "update_bytes_total",
+			Help: "Bytes of update messages received."}),
+		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "rounds_total",
+			Help: "Rounds ended, by final state."}, []string{"state"}),
+		round: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "round",
+			Help: "The current round number."}),
+		modelVersion: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "model_version",
+			Help: "The newest published model version."}),
+		aggregation: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "aggregation_seconds",
+			Help: "Time to aggregate a round, quantize, sign and store the model.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
+	}
+	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// MetricsHandler serves the coordinator's Prometheus metrics (when its
+// registry is its own or a Gatherer).
+func (c *Coordinator) MetricsHandler() http.Handler {
+	if c.metrics.gatherer == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(c.metrics.gatherer, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,210 @@
+package coordinator
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgesched/edgesched/federated"
+)
+
+// bbolt layout (coordinator.db). Every state change is one transaction.
+var (
+	bucketMeta    = []byte("meta")    // schema, current round, current model version, audit sequence
+	bucketRounds  = []byte("rounds")  // round (uint64 BE) -> Round JSON
+	bucketUpdates = []byte("updates") // round (uint64 BE) -> bucket: site -> update message
+	bucketSites   = []byte("sites")   // site -> Site JSON
+	bucketModels  = []byte("models")  // version (uint64 BE) -> Model JSON
+	bucketBlobs   = []byte("blobs")   // "<version>/float32" | "<version>/int8" -> artifact bytes
+	bucketAudit   = []byte("audit")   // sequence (uint64 BE) -> Event JSON
+	bucketRejects = []byte("rejects") // reason -> count (uint64 BE)
+
+	keySchema  = []byte("schema")
+	keyRound   = []byte("round")
+	keyVersion = []byte("version")
+	keyAudit   = []byte("audit")
+)
+
+const schemaVersion = "1"
+
+// ErrStore wraps a damaged or foreign database.
+var ErrStore = errors.New("coordinator: bad store")
+
+// Round states.
+const (
+	StateCollecting  = "collecting"
+	StateAggregating = "aggregating"
+	StatePublished   = "published"
+	StateFailed      = "failed"
+)
+
+// Round is a round's durable record.
+type Round struct {
+	Round       uint64                  `json:"round"`
+	Mode        federated.Mode          `json:"mode"`
+	State       string                  `json:"state"`
+	BaseModel   string                  `json:"base_model"`
+	BaseVersion uint64                  `json:"base_version"`
+	Opened      time.Time               `json:"opened"`
+	Deadline    time.Time               `json:"deadline"`
+	MinUpdates  int                     `json:"min_updates"`
+	Expected    []string                `json:"expected"`
+	Local       federated.LocalTraining `json:"local"`
+	Accepted    int                     `json:"accepted"`
+	Rejected    map[string]int          `json:"rejected,omitempty"`
+	// Closed is when aggregation started (the published artifacts carry it
+	// as their creation time, so a recomputation is byte-identical).
+	Closed time.Time `json:"closed,omitempty"`
+	// Result is the model version the round published (0 before).
+	Result uint64 `json:"result,omitempty"`
+	// Note says why a round failed, or what its aggregation reported.
+	Note  string             `json:"note,omitempty"`
+	Stats map[string]float64 `json:"stats,omitempty"`
+}
+
+// Site is what the coordinator knows of a site.
+type Site struct {
+	Site string `json:"site"`
+	// HWM is the highest update sequence seen from the site (accepted or
+	// not): anything at or below it is a duplicate or a replay.
+	HWM       uint64         `json:"hwm"`
+	LastSeen  time.Time      `json:"last_seen"`
+	LastRound uint64         `json:"last_round"`
+	Accepted  int            `json:"accepted"`
+	Rejected  map[string]int `json:"rejected,omitempty"`
+	// ModelVersion is the base version of the site's last update (the
+	// model it trained from).
+	ModelVersion uint64 `json:"model_version"`
+}
+
+// Model statuses.
+const (
+	ModelPending   = "pending"   // stored, not yet on the bus
+	ModelPublished = "published" // in the object store and announced
+	ModelCandidate = "candidate" // stored, waiting for promotion (AutoPublish off)
+)
+
+// Model is a registry entry.
+type Model struct {
+	Version    uint64    `json:"version"`
+	Round      uint64    `json:"round"`
+	Status     string    `json:"status"`
+	FloatModel string    `json:"float_model"`
+	Int8Model  string    `json:"int8_model"`
+	Parent     string    `json:"parent,omitempty"`
+	Created    time.Time `json:"created"`
+	// Note records where the model came from (bootstrap, round, promote).
+	Note string `json:"note,omitempty"`
+}
+
+// Event is an audit log entry.
+type Event struct {
+	Seq    uint64    `json:"seq"`
+	Time   time.Time `json:"time"`
+	Kind   string    `json:"kind"`
+	Round  uint64    `json:"round,omitempty"`
+	Site   string    `json:"site,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+func u64(v uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return b[:]
+}
+
+func getU64(b *bolt.Bucket, k []byte) uint64 {
+	v := b.Get(k)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// openStore opens (creating) the database and checks its schema.
+func openStore(path string) (*bolt.DB, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open coordinator store: %w", err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketRounds, bucketUpdates, bucketSites, bucketModels, bucketBlobs, bucketAudit, bucketRejects} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		m := tx.Bucket(bucketMeta)
+		switch v := m.Get(keySchema); {
+		case v == nil:
+			return m.Put(keySchema, []byte(schemaVersion))
+		case string(v) != schemaVersion:
+			return fmt.Errorf("%w: schema %q, this build reads %q", ErrStore, v, schemaVersion)
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open coordinator store %s: %w", path, err)
+	}
+	return db, nil
+}
+
+func putJSON(b *bolt.Bucket, k []byte, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(k, raw)
+}
+
+func getJSON(b *bolt.Bucket, k []byte, v any) (bool, error) {
+	raw := b.Get(k)
+	if raw == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return false, fmt.Errorf("%w: %s/%x: %v", ErrStore, "record", k, err)
+	}
+	return true, nil
+}
+
+// audit appends an event in tx.
+func audit(tx *bolt.Tx, now time.Time, kind string, round uint64, site, detail string) error {
+	m := tx.Bucket(bucketMeta)
+	seq := getU64(m, keyAudit) + 1
+	if err := m.Put(keyAudit, u64(seq)); err != nil {
+		return err
+	}
+	return putJSON(tx.Bucket(bucketAudit), u64(seq), Event{Seq: seq, Time: now.UTC(), Kind: kind, Round: round, Site: site, Detail: detail})
+}
+
+func getRound(tx *bolt.Tx, round uint64) (*Round, error) {
+	var r Round
+	ok, err := getJSON(tx.Bucket(bucketRounds), u64(round), &r)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func getModel(tx *bolt.Tx, version uint64) (*Model, error) {
+	var m Model
+	ok, err := getJSON(tx.Bucket(bucketModels), u64(version), &m)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &m, nil
+}
+
+func blobKey(version uint64, dtype string) []byte {
+	return []byte(fmt.Sprintf("%020d/%s", version, dtype))
+}
+
+func countReject(tx *bolt.Tx, reason string) error {
+	b := tx.Bucket(bucketRejects)
+	return b.Put([]byte(reason), u64(getU64(b, []byte(reason))+1))
+}

@@ -1,0 +1,253 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/quant"
+)
+
+func jsonUnmarshal(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	return nil
+}
+
+// consume pulls updates and handles them one at a time; fetch errors are
+// retried with capped, jittered backoff.
+func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) error {
+	backoff := backoff.New(50*time.Millisecond, 5*time.Second, c.cfg.Seed)
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(64, jetstream.FetchMaxWait(500*time.Millisecond))
+		if err == nil {
+			for msg := range batch.Messages() {
+				c.handle(ctx, msg)
+			}
+			err = batch.Error()
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			c.log.Warn("fetch updates", "err", err)
+			if !backoff.Sleep(ctx) {
+				return ctx.Err()
+			}
+			continue
+		}
+		backoff.Reset()
+	}
+	return ctx.Err()
+}
+
+// handle processes one update message: verify, then record it (or why it
+// was refused) in one transaction, then ack it on the stream, then answer
+// the site. A crash between the commit and the stream ack redelivers the
+// message, which the site's high-water mark then marks as a duplicate: an
+// update is never applied twice.
+func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg) {
+	ack, err := c.Process(ctx, msg.Data())
+	if err != nil {
+		// store failure: leave it unacked, JetStream redelivers it
+		c.log.Error("process update", "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	if err := msg.Ack(); err != nil {
+		c.log.Warn("ack update on the stream", "err", err)
+	}
+	if ack != nil {
+		if raw, err := federated.Marshal(ack); err == nil {
+			if b := c.bus; b != nil {
+				_ = b.nc.Publish(federated.AckSubjectPrefix+ack.Site, raw)
+			}
+		}
+	}
+}
+
+// Process decides on one update message and records the verdict. It
+// returns the Ack for the site (nil when the message cannot be attributed
+// to a site) and an error only when the store failed (the message must be
+// retried).
+func (c *Coordinator) Process(ctx context.Context, data []byte) (*federated.Ack, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now().UTC()
+	c.metrics.updateBytes.Add(float64(len(data)))
+	m, err := federated.DecodeUpdateMsg(data, c.cfg.Sites)
+	if err != nil {
+		reason := federated.ReasonMalformed
+		switch {
+		case errors.Is(err, federated.ErrUnknownSite):
+			reason = federated.ReasonUnknownSite
+		case errors.Is(err, federated.ErrSiteSignature):
+			reason = federated.ReasonSignature
+		case len(data) > federated.MaxUpdateBytes:
+			reason = federated.ReasonTooLarge
+		}
+		c.log.Warn("update refused", "reason", reason, "err", err)
+		c.metrics.updates.WithLabelValues("rejected", reason).Inc()
+		return nil, c.db.Update(func(tx *bolt.Tx) error {
+			if err := countReject(tx, reason); err != nil {
+				return err
+			}
+			return audit(tx, now, "update.rejected", 0, "", fmt.Sprintf("%s: %v", reason, err))
+		})
+	}
+	h := m.Header
+	ack := &federated.Ack{V: federated.ProtocolVersion, Site: h.Site, Seq: h.Seq, Round: h.Round}
+	err = c.db.Update(func(tx *bolt.Tx) error {
+		var site Site
+		if _, err := getJSON(tx.Bucket(bucketSites), []byte(h.Site), &site); err != nil {
+			return err
+		}
+		site.Site, site.LastSeen = h.Site, now
+		if h.Seq <= site.HWM {
+			// the same message again (a retry whose ack was lost, after
+			// the stream's de-duplication window) or an old one replayed:
+			// either way it changes nothing, and it is counted
+			ack.Status, ack.Reason = federated.Duplicate, federated.ReasonReplay
+			if site.Rejected == nil {
+				site.Rejected = map[string]int{}
+			}
+			site.Rejected[federated.ReasonReplay]++
+			if err := countReject(tx, federated.ReasonReplay); err != nil {
+				return err
+			}
+			return putJSON(tx.Bucket(bucketSites), []byte(h.Site), &site)
+		}
+		site.HWM = h.Seq
+		reason, detail, err := c.accept(tx, m, &site)
+		if err != nil {
+			return err
+		}
+		if reason != "" {
+			ack.Status, ack.Reason = federated.Rejected, reason
+			if site.Rejected == nil {
+				site.Rejected = map[string]int{}
+			}
+			site.Rejected[reason]++
+			if err := countReject(tx, reason); err != nil {
+				return err
+			}
+			if err := audit(tx, now, "update.rejected", h.Round, h.Site, fmt.Sprintf("seq %d: %s: %s", h.Seq, reason, detail)); err != nil {
+				return err
+			}
+		} else {
+			ack.Status = federated.Accepted
+			site.Accepted++
+			site.LastRound, site.ModelVersion = h.Round, h.BaseVersion
+		}
+		return putJSON(tx.Bucket(bucketSites), []byte(h.Site), &site)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record update %s: %w", federated.MsgID(h.Site, h.Seq), err)
+	}
+	c.cfg.fail(FailUpdateCommitted)
+	c.metrics.updates.WithLabelValues(string(ack.Status), ack.Reason).Inc()
+	c.log.Debug("update", "site", h.Site, "seq", h.Seq, "round", h.Round, "status", ack.Status, "reason", ack.Reason)
+	if ack.Status == federated.Accepted {
+		if err := c.afterAccept(ctx); err != nil {
+			c.log.Error("after accepting an update", "err", err)
+		}
+	}
+	return ack, nil
+}
+
+// accept checks an authenticated update against the current round and
+// stores it; it returns a rejection reason (and detail) or "" when
+// accepted. It runs inside Process's transaction.
+func (c *Coordinator) accept(tx *bolt.Tx, m *federated.UpdateMsg, site *Site) (string, string, error) {
+	h := m.Header
+	cur := getU64(tx.Bucket(bucketMeta), keyRound)
+	r, err := getRound(tx, cur)
+	if err != nil {
+		return "", "", err
+	}
+	switch {
+	case r == nil || h.Round > r.Round:
+		return federated.ReasonFutureRound, fmt.Sprintf("round %d, current %d", h.Round, cur), nil
+	case r.Mode == federated.Sync && h.Round < r.Round:
+		return federated.ReasonStaleRound, fmt.Sprintf("round %d, current %d", h.Round, r.Round), nil
+	case r.State != StateCollecting:
+		return federated.ReasonRoundClosed, fmt.Sprintf("round %d is %s", r.Round, r.State), nil
+	case r.Mode == federated.Sync && h.BaseModel != r.BaseModel:
+		return federated.ReasonBaseModel, fmt.Sprintf("trained from %s, round base %s", short(h.BaseModel), short(r.BaseModel)), nil
+	}
+	if r.Mode == federated.Async {
+		// the base must be a model we published, not too old
+		base, err := getModel(tx, h.BaseVersion)
+		if err != nil {
+			return "", "", err
+		}
+		if base == nil || base.FloatModel != h.BaseModel {
+			return federated.ReasonBaseModel, fmt.Sprintf("version %d is not %s", h.BaseVersion, short(h.BaseModel)), nil
+		}
+		if st := int(r.BaseVersion) - int(h.BaseVersion); c.cfg.MaxStaleness > 0 && st > c.cfg.MaxStaleness {
+			return federated.ReasonStaleRound, fmt.Sprintf("%d versions old (at most %d)", st, c.cfg.MaxStaleness), nil
+		}
+	}
+	dims, err := c.dims(tx, r.BaseVersion)
+	if err != nil {
+		return "", "", err
+	}
+	u, err := quant.DecodeUpdate(m.Payload, dims)
+	switch {
+	case errors.Is(err, quant.ErrNonFinite):
+		return federated.ReasonNonFinite, err.Error(), nil
+	case errors.Is(err, quant.ErrShape):
+		return federated.ReasonShape, err.Error(), nil
+	case err != nil:
+		return federated.ReasonMalformed, err.Error(), nil
+	case len(u.Values) != dims:
+		return federated.ReasonShape, fmt.Sprintf("%d values, the model has %d", len(u.Values), dims), nil
+	case u.Base != h.BaseModel:
+		return federated.ReasonBaseModel, "payload and header name different base models", nil
+	}
+	ub := tx.Bucket(bucketUpdates).Bucket(u64(r.Round))
+	if ub == nil {
+		return "", "", fmt.Errorf("%w: round %d has no update bucket", ErrStore, r.Round)
+	}
+	key := []byte(h.Site)
+	if r.Mode == federated.Async {
+		key = []byte(federated.MsgID(h.Site, h.Seq))
+	} else if ub.Get(key) != nil {
+		return federated.ReasonReplay, fmt.Sprintf("site already contributed to round %d", r.Round), nil
+	}
+	if err := ub.Put(key, encodeStored(m)); err != nil {
+		return "", "", err
+	}
+	r.Accepted++
+	if err := putJSON(tx.Bucket(bucketRounds), u64(r.Round), r); err != nil {
+		return "", "", err
+	}
+	return "", "", audit(tx, c.clock.Now(), "update.accepted", r.Round, h.Site, fmt.Sprintf("seq %d, %d samples, base version %d", h.Seq, h.Samples, h.BaseVersion))
+}
+
+// afterAccept closes a sync round once every expected site contributed,
+// and aggregates an async buffer once it is full.
+func (c *Coordinator) afterAccept(ctx context.Context) error {
+	r, err := c.currentRound()
+	if err != nil || r == nil || r.State != StateCollecting {
+		return err
+	}
+	if (r.Mode == federated.Sync && r.Accepted >= len(r.Expected)) || (r.Mode == federated.Async && r.Accepted >= c.cfg.Buffer) {
+		return c.closeRound(ctx, r)
+	}
+	return nil
+}
+
+// dims is the parameter count of a stored model version.
+func (c *Coordinator) dims(tx *bolt.Tx, version uint64) (int, error) {
+	m, err := c.floatModel(tx, version)
+	if err != nil {
+		return 0, err
+	}
+	return m.Net.NumParams(), nil
+}

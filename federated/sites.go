@@ -1,0 +1,77 @@
+package federated
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/edgesched/edgesched/quant"
+)
+
+// Registry is the set of sites allowed to send updates, each with its
+// ed25519 public key. The zero value is empty; a Registry is read-only
+// once built and safe for concurrent use.
+type Registry struct {
+	keys map[string]ed25519.PublicKey
+}
+
+var _ SiteKeys = (*Registry)(nil)
+
+// Add registers a site's key.
+func (r *Registry) Add(site string, pub ed25519.PublicKey) error {
+	if !ValidSite(site) {
+		return fmt.Errorf("%w: site %q is not a DNS label", ErrMessage, site)
+	}
+	if len(pub) != ed25519.PublicKeySize {
+		return fmt.Errorf("%w: site %q key of %d bytes", quant.ErrKey, site, len(pub))
+	}
+	if r.keys == nil {
+		r.keys = map[string]ed25519.PublicKey{}
+	}
+	r.keys[site] = append(ed25519.PublicKey(nil), pub...)
+	return nil
+}
+
+// SiteKey implements SiteKeys.
+func (r *Registry) SiteKey(site string) (ed25519.PublicKey, bool) {
+	k, ok := r.keys[site]
+	return k, ok
+}
+
+// Sites lists the registered sites, sorted.
+func (r *Registry) Sites() []string {
+	var out []string
+	for s := range r.keys {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// LoadRegistry reads a directory of SITE.pub key files (written by
+// 'edgectl model keygen --name SITE'): the file name is the site ID.
+func LoadRegistry(dir string) (*Registry, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.pub"))
+	if err != nil {
+		return nil, fmt.Errorf("site registry: %w", err)
+	}
+	if len(files) == 0 {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("site registry: %w", err)
+		}
+	}
+	r := &Registry{}
+	for _, f := range files {
+		pub, err := quant.ReadPublicKey(f)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.Add(strings.TrimSuffix(filepath.Base(f), ".pub"), pub); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,211 @@
+// Package coordcmd is edge-coordinator's command line: flags, logging,
+// the NATS connection, the metrics endpoint and signals, wired to package
+// coordinator. cmd/edge-coordinator only calls Main.
+package coordcmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/models"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/scenario"
+)
+
+// FailpointEnv names the environment variable crash tests use: NAME or
+// NAME:N makes the process SIGKILL itself the N-th time (default first) it
+// reaches failpoint NAME (coordinator.Fail*).
+const FailpointEnv = "EDGESCHED_FAILPOINT"
+
+// Main runs edge-coordinator with args until ctx ends; it returns the
+// process exit code.
+func Main(ctx context.Context, args []string, stderr io.Writer) int {
+	if err := run(ctx, args, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "edge-coordinator:", err)
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("edge-coordinator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	d := coordinator.DefaultConfig()
+	var (
+		url         = fs.String("nats", nats.DefaultURL, "NATS server URL")
+		data        = fs.String("data", "coordinator-data", "data directory (coordinator.db)")
+		keyFile     = fs.String("key", "", "private key that signs published models (edgectl model keygen); required")
+		sitesDir    = fs.String("sites", "", "directory of SITE.pub keys of the sites allowed to send updates; required")
+		model       = fs.String("model", "edge", "initial model when the registry is empty: a shipped name or a .esm file")
+		calib       = fs.String("calibrate", "builtin:retail-fleet", "scenario whose simulated states calibrate the int8 quantization of each model")
+		mode        = fs.String("mode", string(d.Mode), "round mode: sync or async (FedBuff)")
+		roundDur    = fs.Duration("round-duration", d.RoundDuration, "sync round deadline")
+		minUpdates  = fs.Int("min-updates", d.MinUpdates, "sync round quorum")
+		buffer      = fs.Int("buffer", d.Buffer, "async: updates per aggregation")
+		maxStale    = fs.Int("max-staleness", 0, "async: refuse updates trained this many versions ago or more (0: any)")
+		rounds      = fs.Int("rounds", 0, "with --auto-rounds: stop after this many rounds (0: no limit)")
+		autoRounds  = fs.Bool("auto-rounds", false, "open the next round as soon as one ends")
+		manualPub   = fs.Bool("manual-publish", false, "keep round models as candidates until 'edgectl model promote'")
+		rule        = fs.String("aggregator", d.Aggregator.Rule, "fedavg, fedbuff, median, trimmed-mean, krum or multi-krum")
+		trimBeta    = fs.Float64("trim-beta", d.Aggregator.TrimBeta, "trimmed mean: share trimmed at each end")
+		byzantine   = fs.Int("byzantine", d.Aggregator.Byzantine, "krum: Byzantine sites tolerated")
+		clip        = fs.Float64("clip", 0, "L2 clip of every update (0: off)")
+		dpNoise     = fs.Float64("dp-noise", 0, "client-level DP noise multiplier (0: off)")
+		dpClip      = fs.Float64("dp-clip", 1, "client-level DP clip norm")
+		dpDelta     = fs.Float64("dp-delta", 1e-5, "client-level DP delta for the reported epsilon")
+		serverLR    = fs.Float64("server-lr", d.ServerLR, "server learning rate on the aggregate")
+		iters       = fs.Int("local-iterations", d.Local.Iterations, "PPO iterations per site per round")
+		episodes    = fs.Int("local-episodes", d.Local.Episodes, "episodes per PPO iteration")
+		lr          = fs.Float64("local-lr", d.Local.LR, "local learning rate")
+		proxMu      = fs.Float64("prox-mu", 0, "FedProx proximal coefficient (0: FedAvg)")
+		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9464)")
+		seed        = fs.Uint64("seed", 1, "seed of DP noise and jitter")
+		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *keyFile == "" || *sitesDir == "" {
+		return errors.New("--key and --sites are required")
+	}
+	signer, err := quant.ReadSigner(*keyFile)
+	if err != nil {
+		return fmt.Errorf("--key: %w", err)
+	}
+	sites, err := federated.LoadRegistry(*sitesDir)
+	if err != nil {
+		return fmt.Errorf("--sites: %w", err)
+	}
+	initial, err := loadModel(*model)
+	if err != nil {
+		return fmt.Errorf("--model: %w", err)
+	}
+	cfg := d
+	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Logger, cfg.Seed = *data, sites, signer, log, *seed
+	cfg.Mode, cfg.RoundDuration, cfg.MinUpdates, cfg.Buffer, cfg.MaxStaleness = federated.Mode(*mode), *roundDur, *minUpdates, *buffer, *maxStale
+	cfg.Rounds, cfg.AutoRounds, cfg.AutoPublish = *rounds, *autoRounds, !*manualPub
+	cfg.Aggregator.Rule, cfg.Aggregator.TrimBeta, cfg.Aggregator.Byzantine = *rule, *trimBeta, *byzantine
+	cfg.ClipNorm, cfg.ServerLR = *clip, *serverLR
+	cfg.Local = federated.LocalTraining{Iterations: *iters, Episodes: *episodes, LR: *lr, ProxMu: *proxMu}
+	if *dpNoise > 0 {
+		cfg.DP = &federated.DPConfig{ClipNorm: *dpClip, NoiseMultiplier: *dpNoise, Delta: *dpDelta}
+	}
+	if cfg.Calibrate, err = ScenarioCalibration(*calib); err != nil {
+		return fmt.Errorf("--calibrate: %w", err)
+	}
+	if fp := os.Getenv(FailpointEnv); fp != "" {
+		cfg.Failpoint = failpoint(fp)
+	}
+	c, err := coordinator.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Bootstrap(ctx, initial); err != nil {
+		return err
+	}
+	nc, err := nats.Connect(*url, nats.Name("edge-coordinator"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond), nats.ReconnectJitter(250*time.Millisecond, time.Second))
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", *url, err)
+	}
+	defer nc.Drain()
+	if *metricsAddr != "" {
+		ln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		srv := &http.Server{Handler: c.MetricsHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		log.Info("metrics", "addr", ln.Addr().String())
+	}
+	log.Info("coordinator up", "nats", *url, "sites", len(sites.Sites()), "mode", cfg.Mode, "aggregator", cfg.Aggregator.Rule)
+	err = c.Run(ctx, nc)
+	if errors.Is(err, context.Canceled) {
+		log.Info("coordinator stopped")
+		return nil
+	}
+	return err
+}
+
+func loadModel(ref string) (*policy.Model, error) {
+	if strings.HasSuffix(ref, ".esm") || strings.ContainsRune(ref, '/') {
+		d, err := policy.ReadFile(ref)
+		if err != nil {
+			return nil, err
+		}
+		return d.Model, nil
+	}
+	return models.Load(ref)
+}
+
+// ScenarioCalibration returns a calibration source: one replay (or
+// inflate, for openb-based scenarios without times) of the scenario with
+// the candidate model, a seeded sample of 20,000 rows.
+func ScenarioCalibration(ref string) (func(context.Context, *policy.Model) ([]float32, error), error) {
+	l, err := scenario.Load(ref)
+	if err != nil {
+		return nil, err
+	}
+	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	if err != nil {
+		return nil, err
+	}
+	rc := sim.DefaultRunConfig(sim.Replay)
+	if !env.HasTimes {
+		rc = sim.DefaultRunConfig(sim.Inflate)
+	}
+	rc.Seed = 9001
+	return func(ctx context.Context, m *policy.Model) ([]float32, error) {
+		rows, _, err := quant.CollectRows(ctx, env, m, []sim.RunConfig{rc}, 20000, 9001)
+		return rows, err
+	}, nil
+}
+
+// failpoint kills the process (SIGKILL, like kill -9) at a named point.
+func failpoint(spec string) func(string) {
+	name, nth := spec, 1
+	if i := strings.LastIndexByte(spec, ':'); i > 0 {
+		if n, err := strconv.Atoi(spec[i+1:]); err == nil && n > 0 {
+			name, nth = spec[:i], n
+		}
+	}
+	hits := 0
+	return func(at string) {
+		if at != name {
+			return
+		}
+		if hits++; hits == nth {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // never returns
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package fl
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// TestTwentyAgentsFullRounds: 20 sites train three synchronous rounds
+// against a real embedded NATS server; every round takes all 20 updates,
+// the model versions advance 1 -> 4, every site installs version 4, and
+// the global model moves towards what the sites learn.
+func TestTwentyAgentsFullRounds(t *testing.T) {
+	srv := startNATS(t)
+	f := newFleet(t, srv.ClientURL(), 20)
+	cfg := f.coordinatorConfig(t.TempDir())
+	cfg.AutoRounds, cfg.Rounds, cfg.MinUpdates = true, 3, 20
+	start := smallModel(t, 1)
+	c, _ := f.runCoordinator(cfg, start)
+	var agents []*agent
+	for _, s := range f.sites {
+		agents = append(agents, f.startAgent(s, filepath.Join(t.TempDir(), s), f.synthetic(0.001), nil))
+	}
+	eventually(t, 60*time.Second, "three published rounds", func() (bool, string) {
+		rs, err := c.Rounds(0)
+		if err != nil || len(rs) < 3 || rs[0].State != coordinator.StatePublished {
+			return false, fmt.Sprintf("%d rounds, %v", len(rs), err)
+		}
+		return true, ""
+	})
+	rs, _ := c.Rounds(0)
+	for _, r := range rs {
+		if r.Accepted != 20 || r.State != coordinator.StatePublished {
+			t.Errorf("round %d: %s with %d updates", r.Round, r.State, r.Accepted)
+		}
+	}
+	m, err := c.ModelRecord(0)
+	if err != nil || m.Version != 4 {
+		t.Fatalf("newest model %+v %v, want version 4", m, err)
+	}
+	eventually(t, 20*time.Second, "every site on version 4", func() (bool, string) {
+		for i, a := range agents {
+			st, err := a.c.Status()
+			if err != nil || st.Installed == nil || st.Installed.Version != 4 || st.Outbox != 0 {
+				return false, fmt.Sprintf("site %d: %+v %v", i, st, err)
+			}
+		}
+		return true, ""
+	})
+	// Each round moves half way to the target (rate 0.5): after three the
+	// distance is about 1/8 of the start (int8 updates and noise aside).
+	_, art, err := agents[0].c.InstalledInt8()
+	if err != nil || art.Header.DType != quant.Int8 {
+		t.Fatalf("installed artifact: %v", err)
+	}
+	final := fetchFloat(t, c, 4)
+	d0, d3 := distance(start.Net.Flat(), f.target), distance(final, f.target)
+	t.Logf("distance to the sites' target: %.4f -> %.4f after 3 rounds", d0, d3)
+	if d3 > 0.2*d0 {
+		t.Fatalf("global model did not converge: %.4f -> %.4f", d0, d3)
+	}
+	for _, a := range agents {
+		st, _ := a.c.Status()
+		if st.Counters.Accepted != 3 || st.Counters.Trained != 3 {
+			t.Errorf("%s: counters %+v", st.Site, st.Counters)
+		}
+	}
+}
+
+// fetchFloat reads a model version's weights through the admin API's
+// registry and the store (via Rollback's source path).
+func fetchFloat(t *testing.T, c *coordinator.Coordinator, version uint64) []float32 {
+	t.Helper()
+	m, err := c.FloatModel(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Net.Flat()
+}
+
+var _ = context.Background
