@@ -19,7 +19,7 @@ help: ## list targets
 build: ## build bin/edgectl
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/edgectl ./cmd/edgectl
 
-demo: build ## run the demo: every baseline on the openb trace and an edge scenario
+demo: build ## run the demo: schedulers compared on openb and an edge scenario, then federated learning over embedded NATS
 	./$(BIN)/edgectl demo --out $(DEMO_OUT)
 
 test: lint ## lint, then all tests with the race detector (end-to-end included as they land)
@@ -42,7 +42,9 @@ train: build ## retrain the shipped models (models/*.esm) and check they are rep
 	done
 
 bench: ## benchmarks (speed goals are measured here, never asserted in tests)
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./sim/... ./policy/... ./models/... ./quant/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./sim/... ./policy/... ./models/... ./quant/... ./federated/...
+	@# coordinator throughput: 1,000 sites, a 50k-parameter model, loopback NATS (one round per run)
+	$(GO) test -run '^$$' -bench CoordinatorThroughput -benchtime 1x -count 3 ./test/fl/
 	GOEXPERIMENT=simd $(GO) test -run '^$$' -bench . -benchmem -count 1 ./quant/...
 
 lint: ## gofmt and go vet

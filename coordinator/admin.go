@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,10 +37,13 @@ type AdminRequest struct {
 	Limit   int    `json:"limit,omitempty"`
 }
 
-// SiteStatus is a site as the sites endpoint reports it.
+// SiteStatus is a site as the sites endpoint reports it: the
+// coordinator's record of its updates and, when the site has reported
+// since the coordinator started, its newest SiteReport.
 type SiteStatus struct {
 	Site
-	Registered bool `json:"registered"`
+	Registered bool                  `json:"registered"`
+	Report     *federated.SiteReport `json:"report,omitempty"`
 }
 
 // serveAdmin registers the admin API as a NATS micro service.
@@ -267,6 +271,12 @@ func (c *Coordinator) Sites() ([]SiteStatus, error) {
 			out = append(out, SiteStatus{Site: Site{Site: s}, Registered: true})
 		}
 	}
+	for i := range out {
+		if r, ok := c.siteReport(out[i].Site.Site); ok {
+			out[i].Report = &r
+		}
+	}
+	slices.SortFunc(out, func(a, b SiteStatus) int { return strings.Compare(a.Site.Site, b.Site.Site) })
 	return out, err
 }
 

@@ -38,6 +38,9 @@ type Coordinator struct {
 	dp *federated.Accountant
 	// decoded float models by version (guarded by mu)
 	cache map[uint64]*policy.Model
+
+	repMu   sync.Mutex // guards reports
+	reports map[string]federated.SiteReport
 }
 
 // bus is the coordinator's NATS side.
@@ -222,6 +225,11 @@ func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
 		return err
 	}
 	defer admin.Stop()
+	reports, err := nc.Subscribe(federated.StatusSubjectPrefix+"*", c.onSiteReport)
+	if err != nil {
+		return fmt.Errorf("subscribe to site reports: %w", err)
+	}
+	defer reports.Unsubscribe()
 	cons, err := b.js.CreateOrUpdateConsumer(ctx, federated.UpdateStream, jetstream.ConsumerConfig{
 		Durable: "coordinator", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: 4096,
 	})
@@ -284,7 +292,12 @@ func (c *Coordinator) recover(ctx context.Context) error {
 			_, err = c.openRound(ctx)
 		}
 	case r.State == StateCollecting:
-		err = c.announce(ctx, r)
+		// A crash between recording the update that completed the round
+		// and closing the round leaves it collecting with nothing more to
+		// come: announce it again, then close it if it is complete.
+		if err = c.announce(ctx, r); err == nil {
+			err = c.afterAccept(ctx, r)
+		}
 	case r.State == StateAggregating:
 		c.log.Info("resuming aggregation after restart", "round", r.Round)
 		err = c.aggregate(ctx, r)
@@ -400,6 +413,7 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) error {
 	if err != nil {
 		return err
 	}
+	m.Status = ModelPublished
 	c.metrics.modelVersion.Set(float64(m.Version))
 	c.log.Info("model published", "version", m.Version, "round", m.Round)
 	c.cfg.fail(FailModelPublished)

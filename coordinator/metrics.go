@@ -15,6 +15,7 @@ type metrics struct {
 	round        prometheus.Gauge
 	modelVersion prometheus.Gauge
 	aggregation  prometheus.Histogram
+	reports      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -39,8 +40,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "The newest published model version."}),
 		aggregation: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "aggregation_seconds",
 			Help: "Time to aggregate a round, quantize, sign and store the model.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "site_reports_total",
+			Help: "Site heartbeat reports, by outcome (ok, refused)."}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation} {
+	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation, m.reports} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

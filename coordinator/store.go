@@ -79,6 +79,11 @@ type Site struct {
 	// ModelVersion is the base version of the site's last update (the
 	// model it trained from).
 	ModelVersion uint64 `json:"model_version"`
+	// LastStatus and LastReason are the verdict on update HWM: should the
+	// stream deliver that update again (the coordinator stopped after
+	// recording it, before acking it), it gets the same verdict.
+	LastStatus federated.AckStatus `json:"last_status,omitempty"`
+	LastReason string              `json:"last_reason,omitempty"`
 }
 
 // Model statuses.

@@ -49,8 +49,8 @@ func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) erro
 // handle processes one update message: verify, then record it (or why it
 // was refused) in one transaction, then ack it on the stream, then answer
 // the site. A crash between the commit and the stream ack redelivers the
-// message, which the site's high-water mark then marks as a duplicate: an
-// update is never applied twice.
+// message, which the site's high-water mark then recognises: it gets its
+// recorded verdict again, and an update is never applied twice.
 func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg) {
 	ack, err := c.Process(ctx, msg.Data())
 	if err != nil {
@@ -102,12 +102,22 @@ func (c *Coordinator) Process(ctx context.Context, data []byte) (*federated.Ack,
 	}
 	h := m.Header
 	ack := &federated.Ack{V: federated.ProtocolVersion, Site: h.Site, Seq: h.Seq, Round: h.Round}
+	var round *Round // the current round as accept left it (when accepted)
+	again := false   // the update recorded last, delivered again
 	err = c.db.Update(func(tx *bolt.Tx) error {
 		var site Site
 		if _, err := getJSON(tx.Bucket(bucketSites), []byte(h.Site), &site); err != nil {
 			return err
 		}
 		site.Site, site.LastSeen = h.Site, now
+		if h.Seq == site.HWM && site.LastStatus != "" {
+			// the stream redelivers the update recorded last when the
+			// coordinator stopped between recording it and acking it: it
+			// was judged then, so it gets the same verdict and changes
+			// nothing (it is no replay)
+			ack.Status, ack.Reason, again = site.LastStatus, site.LastReason, true
+			return nil
+		}
 		if h.Seq <= site.HWM {
 			// the same message again (a retry whose ack was lost, after
 			// the stream's de-duplication window) or an old one replayed:
@@ -123,10 +133,11 @@ func (c *Coordinator) Process(ctx context.Context, data []byte) (*federated.Ack,
 			return putJSON(tx.Bucket(bucketSites), []byte(h.Site), &site)
 		}
 		site.HWM = h.Seq
-		reason, detail, err := c.accept(tx, m, &site)
+		reason, detail, r, err := c.accept(tx, m, &site)
 		if err != nil {
 			return err
 		}
+		round = r
 		if reason != "" {
 			ack.Status, ack.Reason = federated.Rejected, reason
 			if site.Rejected == nil {
@@ -144,16 +155,21 @@ func (c *Coordinator) Process(ctx context.Context, data []byte) (*federated.Ack,
 			site.Accepted++
 			site.LastRound, site.ModelVersion = h.Round, h.BaseVersion
 		}
+		site.LastStatus, site.LastReason = ack.Status, ack.Reason
 		return putJSON(tx.Bucket(bucketSites), []byte(h.Site), &site)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record update %s: %w", federated.MsgID(h.Site, h.Seq), err)
 	}
+	if again {
+		c.log.Info("update delivered again: verdict repeated", "site", h.Site, "seq", h.Seq, "status", ack.Status, "reason", ack.Reason)
+		return ack, nil
+	}
 	c.cfg.fail(FailUpdateCommitted)
 	c.metrics.updates.WithLabelValues(string(ack.Status), ack.Reason).Inc()
 	c.log.Debug("update", "site", h.Site, "seq", h.Seq, "round", h.Round, "status", ack.Status, "reason", ack.Reason)
 	if ack.Status == federated.Accepted {
-		if err := c.afterAccept(ctx); err != nil {
+		if err := c.afterAccept(ctx, round); err != nil {
 			c.log.Error("after accepting an update", "err", err)
 		}
 	}
@@ -161,81 +177,87 @@ func (c *Coordinator) Process(ctx context.Context, data []byte) (*federated.Ack,
 }
 
 // accept checks an authenticated update against the current round and
-// stores it; it returns a rejection reason (and detail) or "" when
-// accepted. It runs inside Process's transaction.
-func (c *Coordinator) accept(tx *bolt.Tx, m *federated.UpdateMsg, site *Site) (string, string, error) {
+// stores it; it returns a rejection reason (and detail) or "" and the
+// updated current round when accepted. It runs inside Process's
+// transaction.
+func (c *Coordinator) accept(tx *bolt.Tx, m *federated.UpdateMsg, site *Site) (string, string, *Round, error) {
 	h := m.Header
 	cur := getU64(tx.Bucket(bucketMeta), keyRound)
 	r, err := getRound(tx, cur)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
 	switch {
 	case r == nil || h.Round > r.Round:
-		return federated.ReasonFutureRound, fmt.Sprintf("round %d, current %d", h.Round, cur), nil
+		return federated.ReasonFutureRound, fmt.Sprintf("round %d, current %d", h.Round, cur), nil, nil
 	case r.Mode == federated.Sync && h.Round < r.Round:
-		return federated.ReasonStaleRound, fmt.Sprintf("round %d, current %d", h.Round, r.Round), nil
+		return federated.ReasonStaleRound, fmt.Sprintf("round %d, current %d", h.Round, r.Round), nil, nil
 	case r.State != StateCollecting:
-		return federated.ReasonRoundClosed, fmt.Sprintf("round %d is %s", r.Round, r.State), nil
+		return federated.ReasonRoundClosed, fmt.Sprintf("round %d is %s", r.Round, r.State), nil, nil
 	case r.Mode == federated.Sync && h.BaseModel != r.BaseModel:
-		return federated.ReasonBaseModel, fmt.Sprintf("trained from %s, round base %s", short(h.BaseModel), short(r.BaseModel)), nil
+		return federated.ReasonBaseModel, fmt.Sprintf("trained from %s, round base %s", short(h.BaseModel), short(r.BaseModel)), nil, nil
 	}
 	if r.Mode == federated.Async {
 		// the base must be a model we published, not too old
 		base, err := getModel(tx, h.BaseVersion)
 		if err != nil {
-			return "", "", err
+			return "", "", nil, err
 		}
 		if base == nil || base.FloatModel != h.BaseModel {
-			return federated.ReasonBaseModel, fmt.Sprintf("version %d is not %s", h.BaseVersion, short(h.BaseModel)), nil
+			return federated.ReasonBaseModel, fmt.Sprintf("version %d is not %s", h.BaseVersion, short(h.BaseModel)), nil, nil
 		}
 		if st := int(r.BaseVersion) - int(h.BaseVersion); c.cfg.MaxStaleness > 0 && st > c.cfg.MaxStaleness {
-			return federated.ReasonStaleRound, fmt.Sprintf("%d versions old (at most %d)", st, c.cfg.MaxStaleness), nil
+			return federated.ReasonStaleRound, fmt.Sprintf("%d versions old (at most %d)", st, c.cfg.MaxStaleness), nil, nil
 		}
 	}
 	dims, err := c.dims(tx, r.BaseVersion)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
 	u, err := quant.DecodeUpdate(m.Payload, dims)
 	switch {
 	case errors.Is(err, quant.ErrNonFinite):
-		return federated.ReasonNonFinite, err.Error(), nil
+		return federated.ReasonNonFinite, err.Error(), nil, nil
 	case errors.Is(err, quant.ErrShape):
-		return federated.ReasonShape, err.Error(), nil
+		return federated.ReasonShape, err.Error(), nil, nil
 	case err != nil:
-		return federated.ReasonMalformed, err.Error(), nil
+		return federated.ReasonMalformed, err.Error(), nil, nil
 	case len(u.Values) != dims:
-		return federated.ReasonShape, fmt.Sprintf("%d values, the model has %d", len(u.Values), dims), nil
+		return federated.ReasonShape, fmt.Sprintf("%d values, the model has %d", len(u.Values), dims), nil, nil
 	case u.Base != h.BaseModel:
-		return federated.ReasonBaseModel, "payload and header name different base models", nil
+		return federated.ReasonBaseModel, "payload and header name different base models", nil, nil
 	}
 	ub := tx.Bucket(bucketUpdates).Bucket(u64(r.Round))
 	if ub == nil {
-		return "", "", fmt.Errorf("%w: round %d has no update bucket", ErrStore, r.Round)
+		return "", "", nil, fmt.Errorf("%w: round %d has no update bucket", ErrStore, r.Round)
 	}
 	key := []byte(h.Site)
 	if r.Mode == federated.Async {
 		key = []byte(federated.MsgID(h.Site, h.Seq))
 	} else if ub.Get(key) != nil {
-		return federated.ReasonReplay, fmt.Sprintf("site already contributed to round %d", r.Round), nil
+		return federated.ReasonReplay, fmt.Sprintf("site already contributed to round %d", r.Round), nil, nil
 	}
 	if err := ub.Put(key, encodeStored(m)); err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
 	r.Accepted++
 	if err := putJSON(tx.Bucket(bucketRounds), u64(r.Round), r); err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
-	return "", "", audit(tx, c.clock.Now(), "update.accepted", r.Round, h.Site, fmt.Sprintf("seq %d, %d samples, base version %d", h.Seq, h.Samples, h.BaseVersion))
+	if err := audit(tx, c.clock.Now(), "update.accepted", r.Round, h.Site, fmt.Sprintf("seq %d, %d samples, base version %d", h.Seq, h.Samples, h.BaseVersion)); err != nil {
+		return "", "", nil, err
+	}
+	return "", "", r, nil
 }
 
 // afterAccept closes a sync round once every expected site contributed,
-// and aggregates an async buffer once it is full.
-func (c *Coordinator) afterAccept(ctx context.Context) error {
-	r, err := c.currentRound()
-	if err != nil || r == nil || r.State != StateCollecting {
-		return err
+// and aggregates an async buffer once it is full. r is the current round
+// as the accepting transaction stored it (callers hold c.mu, so it is
+// still current): reading it back would decode its record, which lists
+// every expected site, once more per update.
+func (c *Coordinator) afterAccept(ctx context.Context, r *Round) error {
+	if r == nil || r.State != StateCollecting {
+		return nil
 	}
 	if (r.Mode == federated.Sync && r.Accepted >= len(r.Expected)) || (r.Mode == federated.Async && r.Accepted >= c.cfg.Buffer) {
 		return c.closeRound(ctx, r)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"time"
 
@@ -204,6 +205,9 @@ func EncodeUpdateMsg(h UpdateHeader, payload []byte, s *quant.Signer) ([]byte, e
 	if err != nil {
 		return nil, fmt.Errorf("encode update header: %w", err)
 	}
+	if len(hb) > MaxControlBytes {
+		return nil, fmt.Errorf("%w: update header of %d bytes exceeds %d", ErrMessage, len(hb), MaxControlBytes)
+	}
 	var buf bytes.Buffer
 	buf.WriteString(updateMagic)
 	buf.WriteByte(ProtocolVersion)
@@ -309,7 +313,9 @@ func decodeStrict(b []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
+	// dec.More reports false for a trailing '}' or ']', so ask for the
+	// next token: only the end of input (after white space) is clean.
+	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("trailing data")
 	}
 	return nil

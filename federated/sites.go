@@ -37,6 +37,9 @@ func (r *Registry) Add(site string, pub ed25519.PublicKey) error {
 
 // SiteKey implements SiteKeys.
 func (r *Registry) SiteKey(site string) (ed25519.PublicKey, bool) {
+	if r == nil {
+		return nil, false
+	}
 	k, ok := r.keys[site]
 	return k, ok
 }
@@ -44,6 +47,9 @@ func (r *Registry) SiteKey(site string) (ed25519.PublicKey, bool) {
 // Sites lists the registered sites, sorted.
 func (r *Registry) Sites() []string {
 	var out []string
+	if r == nil {
+		return out
+	}
 	for s := range r.keys {
 		out = append(out, s)
 	}

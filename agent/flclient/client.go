@@ -64,6 +64,10 @@ type Config struct {
 	// attempts back off from BackoffMin to BackoffMax with jitter.
 	PublishTimeout         time.Duration
 	BackoffMin, BackoffMax time.Duration
+	// ReportInterval is how often the site publishes its SiteReport
+	// (installed model, pending outbox) for `edgectl sites`; it also
+	// reports after every install and ack. 0 turns reports off.
+	ReportInterval time.Duration
 	// Seed drives training and rounding seeds (with the sequence).
 	Seed   uint64
 	Logger *slog.Logger
@@ -72,7 +76,8 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{OutboxLimit: 64, OutboxPolicy: DropOldest, Encoding: quant.UpdateInt8, ChunkSize: quant.DefaultChunkSize,
-		PublishTimeout: 5 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 5 * time.Second}
+		PublishTimeout: 5 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 5 * time.Second,
+		ReportInterval: 10 * time.Second}
 }
 
 // ErrConfig wraps configuration refusals.
@@ -99,7 +104,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: Encoding %v", ErrConfig, c.Encoding)
 	case c.ChunkSize < 1 || c.ChunkSize > 65535:
 		return fmt.Errorf("%w: ChunkSize %d", ErrConfig, c.ChunkSize)
-	case c.PublishTimeout <= 0 || c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin || c.AsyncInterval < 0:
+	case c.PublishTimeout <= 0 || c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin || c.AsyncInterval < 0 || c.ReportInterval < 0:
 		return fmt.Errorf("%w: timeouts and backoff must be positive (BackoffMax >= BackoffMin)", ErrConfig)
 	}
 	return nil
@@ -115,6 +120,7 @@ type Client struct {
 	log *slog.Logger
 
 	wake     chan struct{} // publisher wake-up
+	nudge    chan struct{} // reporter wake-up
 	mu       sync.Mutex    // guards the fields below
 	round    *federated.RoundAnnouncement
 	notice   *federated.ModelNotice
@@ -138,7 +144,7 @@ func New(cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Client{cfg: cfg, db: db, log: log.With("site", cfg.Site), wake: make(chan struct{}, 1), residual: &quant.Residual{}}
+	c := &Client{cfg: cfg, db: db, log: log.With("site", cfg.Site), wake: make(chan struct{}, 1), nudge: make(chan struct{}, 1), residual: &quant.Residual{}}
 	_ = db.View(func(tx *bolt.Tx) error {
 		if raw := tx.Bucket(bucketMeta).Get(keyResidual); len(raw) > 0 {
 			c.residual = quant.NewResidual(bytesFloats(raw))
@@ -174,10 +180,11 @@ func (c *Client) Run(ctx context.Context, nc *nats.Conn) error {
 	defer sub.Unsubscribe()
 	events := make(chan jetstream.KeyValueEntry, 16)
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); c.watch(ctx, js, events) }()
 	go func() { defer wg.Done(); c.publishLoop(ctx, js) }()
 	go func() { defer wg.Done(); c.workLoop(ctx, js, events) }()
+	go func() { defer wg.Done(); c.reportLoop(ctx, nc) }()
 	c.kick()
 	wg.Wait()
 	return ctx.Err()
@@ -426,6 +433,7 @@ func (c *Client) enqueue(round uint64, baseID string, baseVersion uint64, sample
 	c.residual = res
 	c.log.Info("update queued", "round", round, "base_version", baseVersion, "bytes", len(payload))
 	c.kick()
+	c.report()
 	return nil
 }
 
@@ -518,6 +526,7 @@ func (c *Client) onAck(m *nats.Msg) {
 			}
 		})
 	})
+	c.report()
 }
 
 // install verifies and installs a published model: both artifacts must
@@ -577,6 +586,7 @@ func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federat
 		return fmt.Errorf("install model version %d: %w", n.Version, err)
 	}
 	c.log.Info("model installed", "version", n.Version, "int8", q.Header.ModelID[:12])
+	c.report()
 	c.mu.Lock()
 	hooks := append([]func(Installed){}, c.onModel...)
 	c.mu.Unlock()

@@ -22,9 +22,17 @@ float32 or int8 tensors and an ed25519 signature (docs/quant.md).
   sign      package a trained model (.esm, or a shipped name) as a signed float32 artifact
   quantize  calibrate and quantize a model to a signed int8 artifact, and report its fidelity
   inspect   print an artifact's header, tensors and signature status
-  verify    check an artifact's signature, schema and version against a keyring`,
+  verify    check an artifact's signature, schema and version against a keyring
+
+With a running coordinator (over NATS, --server or $EDGESCHED_NATS):
+
+  list      the model registry, newest first
+  show      one registry entry
+  promote   publish a candidate model
+  rollback  republish an older model's weights as a new version`,
 	}
-	cmd.AddCommand(newModelKeygenCommand(), newModelSignCommand(), newModelQuantizeCommand(opts), newModelInspectCommand(), newModelVerifyCommand())
+	cmd.AddCommand(newModelKeygenCommand(), newModelSignCommand(), newModelQuantizeCommand(opts), newModelInspectCommand(), newModelVerifyCommand(),
+		newModelListCommand(), newModelShowCommand(), newModelPromoteCommand(), newModelRollbackCommand())
 	return cmd
 }
 

@@ -27,13 +27,16 @@ func (o Options) logger() *slog.Logger {
 func NewRootCommand(opts Options) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "edgectl",
-		Short: "Operate edgesched: simulate, train policies and (soon) push model rounds",
+		Short: "Operate edgesched: simulate, train policies, run federated rounds",
 		Long: `edgectl is the operator's tool for edgesched, a learned, federated scheduler
 for fleets of K3s edge clusters.
 
-Today it runs the heterogeneous-cluster simulator (compare scheduling
-policies, learned ones included, on the openb production traces or on edge
-scenarios) and trains learned policies in it.`,
+It runs the heterogeneous-cluster simulator (compare scheduling policies,
+learned ones included, on the openb production traces or on edge
+scenarios), trains learned policies in it, makes and checks signed int8
+model artifacts, and drives the fleet's federated learning through the
+coordinator's admin API over NATS (round, model list/show/promote/rollback,
+sites). 'edgectl demo' runs the whole system on one machine.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -42,6 +45,8 @@ scenarios) and trains learned policies in it.`,
 		newDemoCommand(opts),
 		newTrainCommand(opts),
 		newModelCommand(opts),
+		newRoundCommand(),
+		newSitesCommand(),
 		newScenarioCommand(opts),
 		newVersionCommand(),
 	)

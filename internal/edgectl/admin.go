@@ -1,0 +1,141 @@
+package edgectl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/spf13/cobra"
+
+	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/federated"
+)
+
+// ServerEnv names the environment variable that sets --server's default.
+const ServerEnv = "EDGESCHED_NATS"
+
+// adminFlags are the flags of every verb that talks to the coordinator's
+// admin API over NATS.
+type adminFlags struct {
+	server  string
+	creds   string
+	timeout time.Duration
+	output  string
+}
+
+func (f *adminFlags) register(cmd *cobra.Command) {
+	def := os.Getenv(ServerEnv)
+	if def == "" {
+		def = nats.DefaultURL
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.server, "server", "s", def, "NATS server URL of the fleet (default from $"+ServerEnv+")")
+	fl.StringVar(&f.creds, "creds", "", "NATS credentials file (user JWT and NKey seed)")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the coordinator")
+	fl.StringVarP(&f.output, "output", "o", "table", "table or json")
+}
+
+func (f *adminFlags) validate() error {
+	if f.output != "table" && f.output != "json" {
+		return fmt.Errorf("--output %q: want table or json", f.output)
+	}
+	if f.timeout <= 0 {
+		return fmt.Errorf("--timeout %v: must be positive", f.timeout)
+	}
+	return nil
+}
+
+// call sends one admin request and decodes the JSON answer into out.
+func (f *adminFlags) call(endpoint string, req coordinator.AdminRequest, out any) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	opts := []nats.Option{nats.Name("edgectl"), nats.Timeout(f.timeout)}
+	if f.creds != "" {
+		opts = append(opts, nats.UserCredentials(f.creds))
+	}
+	nc, err := nats.Connect(f.server, opts...)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", f.server, err)
+	}
+	defer nc.Close()
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	subject := federated.AdminSubjectPrefix + "." + endpoint
+	msg, err := nc.Request(subject, body, f.timeout)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return fmt.Errorf("no coordinator answers on %s at %s (is edge-coordinator running?)", subject, f.server)
+	case errors.Is(err, nats.ErrTimeout):
+		return fmt.Errorf("coordinator did not answer %s within %v", endpoint, f.timeout)
+	case err != nil:
+		return fmt.Errorf("%s: %w", endpoint, err)
+	}
+	if e := msg.Header.Get(micro.ErrorHeader); e != "" {
+		return fmt.Errorf("coordinator: %s (%s)", e, msg.Header.Get(micro.ErrorCodeHeader))
+	}
+	if err := json.Unmarshal(msg.Data, out); err != nil {
+		return fmt.Errorf("decode %s answer: %w", endpoint, err)
+	}
+	return nil
+}
+
+// print writes v as indented JSON (-o json) or with table.
+func (f *adminFlags) print(w io.Writer, v any, table func(tw *tabwriter.Writer)) error {
+	if f.output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	table(tw)
+	return tw.Flush()
+}
+
+// ago formats how long ago t was ("-" for never).
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		d = 0
+	}
+	return d.String() + " ago"
+}
+
+// short abbreviates a model ID.
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	if id == "" {
+		return "-"
+	}
+	return id
+}
+
+func dash(n uint64) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+// versionArg parses a model version or round number argument.
+func versionArg(what, s string) (uint64, error) {
+	var v uint64
+	if _, err := fmt.Sscan(strings.TrimPrefix(s, "v"), &v); err != nil || v == 0 {
+		return 0, fmt.Errorf("%s %q: want a positive number", what, s)
+	}
+	return v, nil
+}

@@ -1,0 +1,255 @@
+package edgectl
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/edgesched/edgesched/agent/flclient"
+	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// adminFleet is an embedded NATS server with a real coordinator (manual
+// publishing, so promote has a candidate) and one real site client.
+type adminFleet struct {
+	url   string
+	coord *coordinator.Coordinator
+	site  *flclient.Client
+}
+
+func startAdminFleet(t *testing.T) *adminFleet {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	newKey := func(seed byte) *quant.Signer {
+		s, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{seed, 0xad}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	coordKey, siteKey := newKey(1), newKey(2)
+	reg := &federated.Registry{}
+	if err := reg.Add("store-1", siteKey.Public()); err != nil {
+		t.Fatal(err)
+	}
+	net, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := &policy.Model{Schema: policy.NewSchema(), Net: net}
+	cfg := coordinator.DefaultConfig()
+	cfg.DataDir, cfg.Sites, cfg.Signer = t.TempDir(), reg, coordKey
+	cfg.Calibrate = func(context.Context, *policy.Model) ([]float32, error) {
+		rng := rand.New(rand.NewPCG(2, 2))
+		rows := make([]float32, 200*policy.NumFeatures)
+		for i := range rows {
+			rows[i] = float32(rng.NormFloat64())
+		}
+		return rows, nil
+	}
+	cfg.RoundDuration, cfg.MinUpdates, cfg.AutoPublish = time.Hour, 1, false
+	cfg.Local = federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-3}
+	cfg.PollInterval = 20 * time.Millisecond
+	c, err := coordinator.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Bootstrap(context.Background(), start); err != nil {
+		t.Fatal(err)
+	}
+	f := &adminFleet{url: srv.ClientURL(), coord: c}
+	ctx, cancel := context.WithCancel(context.Background())
+	connect := func(name string) *nats.Conn {
+		nc, err := nats.Connect(f.url, nats.Name(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nc
+	}
+	cnc, snc := connect("coordinator"), connect("store-1")
+	done := make(chan struct{}, 2)
+	go func() { _ = c.Run(ctx, cnc); done <- struct{}{} }()
+	scfg := flclient.DefaultConfig()
+	scfg.Site, scfg.Signer, scfg.DataDir = "store-1", siteKey, t.TempDir()
+	scfg.ModelKeys = &quant.Keyring{}
+	if _, err := scfg.ModelKeys.Add(coordKey.Public()); err != nil {
+		t.Fatal(err)
+	}
+	target := append([]float32(nil), net.Flat()...)
+	for i := range target {
+		target[i] += 0.1
+	}
+	scfg.Trainer = &flclient.SyntheticTrainer{Target: target, Rate: 0.5, Samples: 10}
+	scfg.ReportInterval = 50 * time.Millisecond
+	if f.site, err = flclient.New(scfg); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = f.site.Run(ctx, snc); done <- struct{}{} }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		<-done
+		cnc.Close()
+		snc.Close()
+		c.Close()
+		f.site.Close()
+	})
+	waitFor(t, "the admin API", func() bool {
+		_, _, err := run(t, "round", "list", "--server", f.url, "--timeout", "1s")
+		return err == nil
+	})
+	return f
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestAdminVerbs drives a round and the model registry through the CLI
+// against a real coordinator: round start -> the site trains -> a
+// candidate model (version 2, manual publishing) -> promote -> rollback
+// to version 1 (published as version 3); sites shows the site's report.
+func TestAdminVerbs(t *testing.T) {
+	f := startAdminFleet(t)
+	s := "--server=" + f.url
+	out, _, err := run(t, "round", "start", s)
+	if err != nil || !strings.Contains(out, "round 1 opened (sync): training from model version 1") {
+		t.Fatalf("round start: %v\n%s", err, out)
+	}
+	if _, _, err := run(t, "round", "start", s); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("second round start while collecting: %v", err)
+	}
+	waitFor(t, "round 1 to end", func() bool {
+		r, err := f.coord.RoundRecord(1)
+		return err == nil && r.Result != 0
+	})
+	out, _, err = run(t, "round", "status", "1", s)
+	if err != nil || !strings.Contains(out, "updates         1 accepted") || !strings.Contains(out, "model version 2") {
+		t.Fatalf("round status:\n%s %v", out, err)
+	}
+	out, _, err = run(t, "round", "list", s, "-o", "json")
+	var rounds []coordinator.Round
+	if err != nil || json.Unmarshal([]byte(out), &rounds) != nil || len(rounds) != 1 || rounds[0].Accepted != 1 {
+		t.Fatalf("round list json: %v\n%s", err, out)
+	}
+	// Manual publishing: version 2 waits as a candidate.
+	out, _, err = run(t, "model", "list", s)
+	if err != nil || !strings.Contains(out, "v2       candidate") || !strings.Contains(out, "v1       published") {
+		t.Fatalf("model list:\n%s %v", out, err)
+	}
+	out, _, err = run(t, "model", "promote", "2", s)
+	if err != nil || !strings.Contains(out, "model version 2 published") {
+		t.Fatalf("promote:\n%s %v", out, err)
+	}
+	waitFor(t, "the site to install version 2", func() bool {
+		st, err := f.site.Status()
+		return err == nil && st.Installed != nil && st.Installed.Version == 2
+	})
+	out, _, err = run(t, "model", "rollback", "1", s)
+	if err != nil || !strings.Contains(out, "weights of version 1 published as version 3") {
+		t.Fatalf("rollback:\n%s %v", out, err)
+	}
+	out, _, err = run(t, "model", "show", "3", s, "-o", "json")
+	var m coordinator.Model
+	if err != nil || json.Unmarshal([]byte(out), &m) != nil || m.Version != 3 || !strings.Contains(m.Note, "rollback to version 1") {
+		t.Fatalf("model show json: %v\n%s", err, out)
+	}
+	v1, err := f.coord.ModelRecord(1)
+	if err != nil || m.FloatModel != v1.FloatModel {
+		t.Fatalf("rollback weights: version 3 float %s, version 1 float %s (%v)", m.FloatModel, v1.FloatModel, err)
+	}
+	// Round 2 makes candidate version 4; a rollback publishes version 5;
+	// promoting 4 now would move sites backwards and is refused.
+	if _, _, err := run(t, "round", "start", s); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "round 2 to end", func() bool {
+		r, err := f.coord.RoundRecord(2)
+		return err == nil && r.Result == 4
+	})
+	if out, _, err = run(t, "model", "rollback", "1", s); err != nil || !strings.Contains(out, "as version 5") {
+		t.Fatalf("second rollback: %v\n%s", err, out)
+	}
+	out, _, err = run(t, "model", "promote", "4", s)
+	if err == nil || !strings.Contains(err.Error(), "older than the published 5") {
+		t.Fatalf("promoting an old version: %v\n%s", err, out)
+	}
+	waitFor(t, "the site's report of version 5", func() bool {
+		out, _, err = run(t, "sites", s, "-o", "json")
+		var ss []coordinator.SiteStatus
+		return err == nil && json.Unmarshal([]byte(out), &ss) == nil && len(ss) == 1 && ss[0].Report != nil && ss[0].Report.ModelVersion == 5
+	})
+	out, _, err = run(t, "sites", s)
+	if err != nil || !strings.Contains(out, "store-1") || !strings.Contains(out, "v5") {
+		t.Fatalf("sites:\n%s %v", out, err)
+	}
+	fields := strings.Fields(strings.Split(out, "\n")[1])
+	// SITE REGISTERED LAST-SEEN(2 fields: "Ns ago") LAST-ROUND MODEL OUTBOX ACCEPTED ...
+	if len(fields) < 9 || fields[4] != "2" || fields[5] != "v5" || fields[6] != "0" || fields[7] != "2" {
+		t.Fatalf("sites row %q: want last round 2, model v5, outbox 0, accepted 2", fields)
+	}
+}
+
+func TestAdminErrors(t *testing.T) {
+	f := startAdminFleet(t)
+	srv := "--server=" + f.url
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown version", []string{"model", "show", "99", srv}, "not found: model version 99"},
+		{"bad version", []string{"model", "promote", "x", srv}, `version "x": want a positive number`},
+		{"bad output", []string{"sites", srv, "-o", "yaml"}, `--output "yaml"`},
+		{"no round yet", []string{"round", "status", srv}, "no round yet"},
+		{"bad limit", []string{"round", "list", srv, "--limit", "0"}, "--limit 0"},
+		{"nothing listening", []string{"sites", "--server", "nats://127.0.0.1:1", "--timeout", "1s"}, "connect to nats://127.0.0.1:1"},
+		{"unknown flag", []string{"sites", "--bogus"}, "unknown flag: --bogus"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := run(t, c.args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%v: got %v, want an error containing %q", c.args, err, c.want)
+			}
+		})
+	}
+	// No coordinator on a live server: the error says so.
+	plain, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go plain.Start()
+	if !plain.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	defer plain.Shutdown()
+	_, _, err = run(t, "round", "list", "--server", plain.ClientURL())
+	if err == nil || !strings.Contains(err.Error(), "no coordinator answers") {
+		t.Fatalf("no coordinator: %v", err)
+	}
+}

@@ -1,0 +1,777 @@
+package fl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgesched/edgesched/agent/flclient"
+	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/coordcmd"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// crashSites and crashRounds size every run of the crash test: three sites
+// train two synchronous rounds, so the registry goes from version 1 (the
+// bootstrap model) to version 3.
+const (
+	crashSites  = 3
+	crashRounds = 2
+	crashFinal  = 1 + crashRounds
+)
+
+// crashRandomKills is how many runs are killed at seeded random moments.
+const crashRandomKills = 3
+
+// crashSeedEnv overrides the seed of the random-moment kills (the test logs
+// the seed it used, so a failure can be replayed).
+const crashSeedEnv = "EDGESCHED_CRASH_SEED"
+
+// TestCoordinatorCrashRecovery: the edge-coordinator process is killed
+// with SIGKILL (like kill -9) in the middle of a round, at each of the
+// coordinator's failpoints and at seeded random moments, and restarted on
+// the same data directory (with what the killed process had fetched and
+// not acked redelivered at once, as after the consumer's AckWait). Each
+// time the rounds finish with models
+// bit-identical (same content IDs, same weights) to an uninterrupted run of
+// the same sites and the same seeds; every site's update is applied exactly
+// once per round (none twice, none lost); the model versions on the bus and
+// at the sites only move forward; and the bbolt file the kill left behind,
+// and the final one, pass bbolt's consistency check.
+func TestCoordinatorCrashRecovery(t *testing.T) {
+	bin := buildEdgeCoordinator(t)
+	start := time.Now()
+	ref := runCrashScenario(t, bin, crashKill{})
+	t.Logf("reference run (no kill): %v; versions %s", ref.elapsed.Round(time.Millisecond), ref.describe())
+
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(crashSeedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", crashSeedEnv, s, err)
+		}
+		seed = v
+	}
+	rng := rand.New(rand.NewPCG(seed, 0xc7a5))
+	// anywhere from the coordinator's start to the end of an uninterrupted run
+	var randomAt []time.Duration
+	for range crashRandomKills {
+		randomAt = append(randomAt, time.Duration(rng.Int64N(int64(ref.elapsed)+1)))
+	}
+	t.Logf("random kills: seed %d (replay with %s=%d): SIGKILL at %v after start", seed, crashSeedEnv, seed, randomAt)
+
+	cases := []struct {
+		name string
+		kill crashKill
+	}{
+		// the second update is recorded, not yet acked on the stream
+		{"update.committed:2", crashKill{failpoint: coordinator.FailUpdateCommitted + ":2"}},
+		// the round's last update is recorded, the round not yet closed
+		{"update.committed:3", crashKill{failpoint: coordinator.FailUpdateCommitted + ":3"}},
+		// round 1 marked aggregating, nothing aggregated
+		{"round.closed", crashKill{failpoint: coordinator.FailRoundClosed}},
+		// round 1's model stored, not yet on the bus
+		{"model.stored", crashKill{failpoint: coordinator.FailModelStored}},
+		// the bootstrap model on the bus, before the first round opens
+		{"model.published", crashKill{failpoint: coordinator.FailModelPublished}},
+		// round 1's model on the bus, round 2 not yet opened
+		{"model.published:2", crashKill{failpoint: coordinator.FailModelPublished + ":2"}},
+	}
+	for i, at := range randomAt {
+		cases = append(cases, struct {
+			name string
+			kill crashKill
+		}{fmt.Sprintf("random-%d", i+1), crashKill{after: at, random: true}})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := runCrashScenario(t, bin, tc.kill)
+			t.Logf("killed and restarted: %v; versions %s", got.elapsed.Round(time.Millisecond), got.describe())
+			compareCrashRuns(t, ref, got)
+		})
+	}
+	t.Logf("crash test: %v in all", time.Since(start).Round(time.Millisecond))
+}
+
+// buildEdgeCoordinator builds cmd/edge-coordinator into the test's
+// temporary directory (the Go build cache makes this quick), or skips the
+// test when there is no go tool.
+func buildEdgeCoordinator(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, serr := os.Stat(goTool); serr != nil {
+			t.Skipf("crash test needs the go tool to build edge-coordinator: not on PATH (%v) nor in GOROOT (%v)", err, serr)
+		}
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "edge-coordinator")
+	began := time.Now()
+	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/edge-coordinator")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/edge-coordinator: %v\n%s", err, out)
+	}
+	t.Logf("built edge-coordinator in %v", time.Since(began).Round(time.Millisecond))
+	return bin
+}
+
+// crashKill says how a run is interrupted: at a failpoint (NAME[:N], see
+// coordcmd.FailpointEnv), or by the test's SIGKILL a fixed time after the
+// start (random). The zero value is the uninterrupted reference run.
+type crashKill struct {
+	failpoint string
+	after     time.Duration
+	random    bool
+}
+
+func (k crashKill) kills() bool { return k.failpoint != "" || k.random }
+
+// crashResult is what a run produced.
+type crashResult struct {
+	elapsed time.Duration
+	models  map[uint64]coordinator.Model // by version
+	weights map[uint64][]float32         // float weights by version
+}
+
+func (r crashResult) describe() string {
+	var parts []string
+	for v := uint64(1); v <= crashFinal; v++ {
+		m := r.models[v]
+		parts = append(parts, fmt.Sprintf("v%d float %s int8 %s", v, short12(m.FloatModel), short12(m.Int8Model)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func short12(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// compareCrashRuns checks that the round models of a run are bit-identical
+// to the reference's. (The bootstrap model's content is the same too; its
+// creation time is not part of the content ID.)
+func compareCrashRuns(t *testing.T, ref, got crashResult) {
+	t.Helper()
+	for v := uint64(1); v <= crashFinal; v++ {
+		rm, gm := ref.models[v], got.models[v]
+		if rm.FloatModel != gm.FloatModel || rm.Int8Model != gm.Int8Model {
+			t.Errorf("version %d: float %s int8 %s, the uninterrupted run made float %s int8 %s",
+				v, short12(gm.FloatModel), short12(gm.Int8Model), short12(rm.FloatModel), short12(rm.Int8Model))
+		}
+		rw, gw := ref.weights[v], got.weights[v]
+		if len(rw) != len(gw) {
+			t.Errorf("version %d: %d weights, the uninterrupted run has %d", v, len(gw), len(rw))
+			continue
+		}
+		for i := range rw {
+			if math.Float32bits(rw[i]) != math.Float32bits(gw[i]) {
+				t.Errorf("version %d: weight %d is %v, the uninterrupted run has %v", v, i, gw[i], rw[i])
+				break
+			}
+		}
+	}
+}
+
+// coordProc is an edge-coordinator child process.
+type coordProc struct {
+	cmd     *exec.Cmd
+	done    chan struct{}
+	waitErr error // set before done closes
+	logPath string
+}
+
+func startCoordProc(t *testing.T, bin string, args []string, failpoint, logPath string) *coordProc {
+	t.Helper()
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, coordcmd.FailpointEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	if failpoint != "" {
+		env = append(env, coordcmd.FailpointEnv+"="+failpoint)
+	}
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
+	fmt.Fprintf(logf, "=== start %s (failpoint %q)\n", strings.Join(args, " "), failpoint)
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatalf("start edge-coordinator: %v", err)
+	}
+	p := &coordProc{cmd: cmd, done: make(chan struct{}), logPath: logPath}
+	go func() {
+		p.waitErr = cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if !p.exited() {
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+func (p *coordProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// killedBySIGKILL reports whether the process ended by SIGKILL.
+func (p *coordProc) killedBySIGKILL() bool {
+	var ee *exec.ExitError
+	if !errors.As(p.waitErr, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// waitExit waits for the process to end.
+func (p *coordProc) waitExit(t *testing.T, within time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("edge-coordinator did not exit within %v (%s)", within, what)
+	}
+}
+
+// stop ends the process with SIGTERM and expects a clean exit.
+func (p *coordProc) stop(t *testing.T) {
+	t.Helper()
+	if p.exited() {
+		t.Fatalf("edge-coordinator exited on its own: %v", p.waitErr)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.waitExit(t, 15*time.Second, "after SIGTERM")
+	if p.waitErr != nil {
+		t.Fatalf("edge-coordinator stopped with %v", p.waitErr)
+	}
+}
+
+// crashAgent is an in-process site client that records every model
+// version it installs.
+type crashAgent struct {
+	*agent
+	site     string
+	mu       sync.Mutex
+	versions []uint64
+}
+
+func (a *crashAgent) installed() []uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.versions)
+}
+
+// startCrashAgent is startAgent with the install hook registered before
+// the client runs. Its trainer is deterministic (no noise).
+func (f *fleet) startCrashAgent(site, dir string) *crashAgent {
+	t := f.t
+	ca := &crashAgent{site: site}
+	cfg := flclient.DefaultConfig()
+	cfg.Site, cfg.Signer, cfg.DataDir, cfg.Trainer = site, f.keys[site], dir, f.synthetic(0)
+	cfg.ModelKeys = &quant.Keyring{}
+	if _, err := cfg.ModelKeys.Add(f.coordKey.Public()); err != nil {
+		t.Fatal(err)
+	}
+	cfg.BackoffMin, cfg.BackoffMax, cfg.PublishTimeout = 10*time.Millisecond, 200*time.Millisecond, 2*time.Second
+	c, err := flclient.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.OnModel(func(in flclient.Installed) {
+		ca.mu.Lock()
+		ca.versions = append(ca.versions, in.Version)
+		ca.mu.Unlock()
+	})
+	nc := connect(t, f.url, site)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx, nc) }()
+	var haltOnce, closeOnce sync.Once
+	halt := func() { haltOnce.Do(func() { cancel(); <-done }) }
+	stop := func() { halt(); closeOnce.Do(func() { c.Close() }) }
+	t.Cleanup(stop)
+	ca.agent = &agent{c: c, halt: halt, stop: stop, nc: nc}
+	return ca
+}
+
+// verdicts counts the coordinator's answers the agent received.
+func verdicts(st flclient.Status) int {
+	n := st.Counters.Accepted + st.Counters.Duplicate
+	for _, v := range st.Counters.Rejected {
+		n += v
+	}
+	return n
+}
+
+// busLog records the state bucket's puts (round announcements and model
+// notices) in the order the server took them.
+type busLog struct {
+	mu      sync.Mutex
+	notices []federated.ModelNotice
+	rounds  []federated.RoundAnnouncement
+	bad     []string
+}
+
+func watchStateBucket(t *testing.T, url string) *busLog {
+	t.Helper()
+	nc := connect(t, url, "crash-watcher")
+	l := &busLog{}
+	prefix := "$KV." + federated.StateBucket + "."
+	sub, err := nc.Subscribe(prefix+">", func(m *nats.Msg) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(m.Data) == 0 {
+			return // a delete or purge marker
+		}
+		switch strings.TrimPrefix(m.Subject, prefix) {
+		case federated.KeyModel:
+			n, err := federated.DecodeModelNotice(m.Data)
+			if err != nil {
+				l.bad = append(l.bad, err.Error())
+				return
+			}
+			l.notices = append(l.notices, *n)
+		case federated.KeyRound:
+			a, err := federated.DecodeAnnouncement(m.Data)
+			if err != nil {
+				l.bad = append(l.bad, err.Error())
+				return
+			}
+			l.rounds = append(l.rounds, *a)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return l
+}
+
+// check: model versions and rounds on the bus never go back, and a version
+// or round announced again is announced with the same content.
+func (l *busLog) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range l.bad {
+		t.Errorf("undecodable state bucket entry: %s", b)
+	}
+	seen := map[uint64]federated.ModelNotice{}
+	var last uint64
+	var versions []uint64
+	for _, n := range l.notices {
+		versions = append(versions, n.Version)
+		if n.Version < last {
+			t.Errorf("model version went back on the bus: %v", versions)
+		}
+		last = max(last, n.Version)
+		if prev, ok := seen[n.Version]; ok && (prev.FloatModel != n.FloatModel || prev.Int8Model != n.Int8Model) {
+			t.Errorf("version %d announced as two different models: %s and %s", n.Version, short12(prev.FloatModel), short12(n.FloatModel))
+		}
+		seen[n.Version] = n
+	}
+	if last != crashFinal {
+		t.Errorf("model notices on the bus %v, want them to end at version %d", versions, crashFinal)
+	}
+	rounds := map[uint64]federated.RoundAnnouncement{}
+	var lastRound uint64
+	for _, a := range l.rounds {
+		if a.Round < lastRound {
+			t.Errorf("round announcements went back: round %d after %d", a.Round, lastRound)
+		}
+		lastRound = max(lastRound, a.Round)
+		if prev, ok := rounds[a.Round]; ok && (prev.BaseModel != a.BaseModel || prev.BaseVersion != a.BaseVersion || !prev.Deadline.Equal(a.Deadline)) {
+			t.Errorf("round %d announced twice differently: %+v then %+v", a.Round, prev, a)
+		}
+		rounds[a.Round] = a
+	}
+	if lastRound != crashRounds {
+		t.Errorf("last round announced %d, want %d", lastRound, crashRounds)
+	}
+	t.Logf("bus: %d model notices %v, %d round announcements", len(l.notices), versions, len(l.rounds))
+}
+
+// redeliverNow resets the coordinator's durable consumer to its ack floor,
+// as if the AckWait of what the killed process had fetched but not acked
+// had run out: the restarted coordinator gets those updates again at once
+// (a redelivery of an update it already recorded must change nothing).
+func redeliverNow(t *testing.T, url string) {
+	t.Helper()
+	nc := connect(t, url, "crash-reset")
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := js.Consumer(ctx, federated.UpdateStream, "coordinator")
+	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Logf("no update consumer yet: nothing to redeliver")
+		return
+	}
+	if err != nil {
+		t.Fatalf("update consumer: %v", err)
+	}
+	pending := cons.CachedInfo().NumAckPending
+	res, err := js.ResetConsumer(ctx, federated.UpdateStream, "coordinator")
+	if err != nil {
+		t.Fatalf("reset the update consumer: %v", err)
+	}
+	t.Logf("update consumer reset to stream sequence %d: %d updates the killed coordinator had not acked come again", res.ResetSeq, pending)
+}
+
+// waitServing waits until the coordinator process answers on its admin
+// API (it has recovered and handles signals), failing should it exit.
+func waitServing(t *testing.T, url string, p *coordProc) {
+	t.Helper()
+	nc := connect(t, url, "crash-probe")
+	defer nc.Close()
+	eventually(t, 20*time.Second, "the restarted coordinator to serve", func() (bool, string) {
+		if p.exited() {
+			t.Fatalf("edge-coordinator exited: %v", p.waitErr)
+		}
+		_, err := nc.Request(federated.AdminSubjectPrefix+"."+coordinator.EndpointRoundList, []byte("{}"), 200*time.Millisecond)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+// checkBolt opens a coordinator.db read-only and runs bbolt's consistency
+// check over it.
+func checkBolt(t *testing.T, path, when string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("open %s %s: %v", path, when, err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		var errs []error
+		for err := range tx.Check() {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		t.Fatalf("bbolt check of coordinator.db %s: %v", when, err)
+	}
+}
+
+// auditCounts counts the audit log's events by kind and subject (round,
+// site or version), read straight from the store.
+func auditCounts(t *testing.T, path string) map[string]int {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := map[string]int{}
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("audit"))
+		if b == nil {
+			return errors.New("no audit bucket")
+		}
+		return b.ForEach(func(_, v []byte) error {
+			var e coordinator.Event
+			if err := json.Unmarshal(v, &e); err != nil {
+				return err
+			}
+			switch e.Kind {
+			case "update.accepted":
+				out[fmt.Sprintf("%s round %d %s", e.Kind, e.Round, e.Site)]++
+			case "round.aggregated":
+				out[fmt.Sprintf("%s round %d", e.Kind, e.Round)]++
+			case "model.stored":
+				// "version N (...)"
+				v, _, _ := strings.Cut(strings.TrimPrefix(e.Detail, "version "), " ")
+				out[e.Kind+" version "+v]++
+			default:
+				out[e.Kind]++
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatalf("audit log: %v", err)
+	}
+	return out
+}
+
+// runCrashScenario runs the coordinator binary with three in-process sites
+// for crashRounds rounds, interrupted as kill says, and checks the
+// invariants that do not need the reference run.
+func runCrashScenario(t *testing.T, bin string, kill crashKill) crashResult {
+	t.Helper()
+	srv := startNATS(t)
+	f := newFleet(t, srv.ClientURL(), crashSites)
+	dir := t.TempDir()
+	keyPath, _, err := quant.WriteKeyPair(dir, "coordinator", f.coordKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sitesDir, scratch := filepath.Join(dir, "sites"), filepath.Join(dir, "site-keys")
+	for _, d := range []string{sitesDir, scratch} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range f.sites {
+		_, pub, err := quant.WriteKeyPair(scratch, s, f.keys[s])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(pub, filepath.Join(sitesDir, s+".pub")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modelPath := filepath.Join(dir, "start.esm")
+	if err := policy.WriteFile(modelPath, smallModel(t, 1), "model", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(dir, "data")
+	dbPath := filepath.Join(dataDir, "coordinator.db")
+	logPath := filepath.Join(dir, "edge-coordinator.log")
+	args := []string{"--nats", srv.ClientURL(), "--data", dataDir, "--key", keyPath, "--sites", sitesDir, "--model", modelPath,
+		"--calibrate", "builtin:factory-vision", "--auto-rounds", "--rounds", strconv.Itoa(crashRounds),
+		"--round-duration", "1h", "--min-updates", strconv.Itoa(crashSites),
+		"--local-iterations", "1", "--local-episodes", "1", "--seed", "7", "--log-level", "debug"}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(logPath); err == nil {
+				t.Logf("edge-coordinator log:\n%s", b)
+			}
+		}
+	})
+	bus := watchStateBucket(t, srv.ClientURL())
+
+	began := time.Now()
+	proc := startCoordProc(t, bin, args, kill.failpoint, logPath)
+	if kill.random {
+		timer := time.AfterFunc(kill.after, func() { _ = proc.cmd.Process.Signal(syscall.SIGKILL) })
+		t.Cleanup(func() { timer.Stop() })
+	}
+	// Sites join one at a time, each once the previous one's round-1
+	// update got its verdict (or the coordinator died), so a failpoint
+	// hits a known update.
+	var agents []*crashAgent
+	joinSites := func(p *coordProc) {
+		for len(agents) < len(f.sites) {
+			s := f.sites[len(agents)]
+			a := f.startCrashAgent(s, filepath.Join(dir, "agents", s))
+			agents = append(agents, a)
+			eventually(t, 30*time.Second, s+"'s first verdict or the coordinator's death", func() (bool, string) {
+				st, err := a.c.Status()
+				return p.exited() || (err == nil && verdicts(st) > 0), fmt.Sprintf("%+v %v", st, err)
+			})
+			if p.exited() {
+				return
+			}
+		}
+	}
+	joinSites(proc)
+	if kill.kills() {
+		// a failpoint must be reached; the random kill comes when it comes
+		proc.waitExit(t, 30*time.Second, "waiting for the kill")
+		if !proc.killedBySIGKILL() {
+			t.Fatalf("edge-coordinator ended with %v, want death by SIGKILL", proc.waitErr)
+		}
+		t.Logf("edge-coordinator killed %v after start, with %d of %d sites joined", time.Since(began).Round(time.Millisecond), len(agents), len(f.sites))
+		checkBolt(t, dbPath, "as the kill left it")
+		redeliverNow(t, srv.ClientURL())
+		proc = startCoordProc(t, bin, args, "", logPath)
+		waitServing(t, srv.ClientURL(), proc)
+		joinSites(proc)
+	}
+	// Every site installs the final version, has sent everything and got
+	// a verdict on each update: a failpoint kills before the update being
+	// handled is acked on the stream, so it comes again and is answered;
+	// a random kill may also fall between that ack and the answer to the
+	// site, losing one verdict.
+	wantVerdicts := crashSites * crashRounds
+	if kill.random {
+		wantVerdicts--
+	}
+	eventually(t, 30*time.Second, fmt.Sprintf("every site on version %d", crashFinal), func() (bool, string) {
+		if proc.exited() {
+			t.Fatalf("edge-coordinator exited: %v", proc.waitErr)
+		}
+		n := 0
+		for _, a := range agents {
+			st, err := a.c.Status()
+			if err != nil || st.Installed == nil || st.Installed.Version != crashFinal || st.Outbox != 0 {
+				return false, fmt.Sprintf("%s: %+v %v", a.site, st, err)
+			}
+			n += verdicts(st)
+		}
+		return n >= wantVerdicts, fmt.Sprintf("%d verdicts, want %d", n, wantVerdicts)
+	})
+	elapsed := time.Since(began)
+	proc.stop(t)
+	for _, a := range agents {
+		a.halt()
+	}
+
+	// Sites: exactly one update made, sent and accepted per round; versions
+	// installed in increasing order.
+	lost := 0
+	for _, a := range agents {
+		st, err := a.c.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := st.Counters
+		if st.Seq != crashRounds || k.Trained != crashRounds || k.Published != crashRounds || st.Outbox != 0 || k.DroppedFull != 0 {
+			t.Errorf("%s: seq %d, trained %d, published %d, outbox %d, dropped %d; want %d updates made and sent",
+				a.site, st.Seq, k.Trained, k.Published, st.Outbox, k.DroppedFull, crashRounds)
+		}
+		if len(k.Rejected) > 0 || k.Duplicate > 0 || k.Accepted > crashRounds {
+			t.Errorf("%s: verdicts %+v, want %d accepted and nothing else", a.site, k, crashRounds)
+		}
+		lost += crashRounds - k.Accepted
+		vs := a.installed()
+		for i := 1; i < len(vs); i++ {
+			if vs[i] <= vs[i-1] {
+				t.Errorf("%s installed versions %v: not increasing", a.site, vs)
+				break
+			}
+		}
+		if len(vs) == 0 || vs[len(vs)-1] != crashFinal {
+			t.Errorf("%s installed versions %v, want the last to be %d", a.site, vs, crashFinal)
+		}
+	}
+	if lost > crashSites*crashRounds-wantVerdicts {
+		t.Errorf("%d accepted verdicts never reached their sites", lost)
+	}
+	bus.check(t)
+
+	// The coordinator's store after a clean stop: consistent, each round
+	// took each site's update once, one model per round.
+	checkBolt(t, dbPath, "after the restarted coordinator stopped")
+	audit := auditCounts(t, dbPath)
+	for r := uint64(1); r <= crashRounds; r++ {
+		if n := audit[fmt.Sprintf("round.aggregated round %d", r)]; n != 1 {
+			t.Errorf("round %d aggregated %d times", r, n)
+		}
+		for _, s := range f.sites {
+			if n := audit[fmt.Sprintf("update.accepted round %d %s", r, s)]; n != 1 {
+				t.Errorf("round %d: %s's update accepted %d times", r, s, n)
+			}
+		}
+	}
+	for v := 1; v <= crashFinal; v++ {
+		if n := audit[fmt.Sprintf("model.stored version %d", v)]; n != 1 {
+			t.Errorf("model version %d stored %d times", v, n)
+		}
+	}
+	if n := audit["update.rejected"]; n != 0 {
+		t.Errorf("%d updates rejected", n)
+	}
+
+	c, err := coordinator.New(f.coordinatorConfig(dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rounds, err := c.Rounds(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rounds) != crashRounds {
+		t.Errorf("%d rounds, want %d", len(rounds), crashRounds)
+	}
+	for _, r := range rounds {
+		if r.State != coordinator.StatePublished || r.Accepted != crashSites || r.Result != r.Round+1 || r.Stats["updates"] != crashSites {
+			t.Errorf("round %d: %s, %d accepted, result version %d, stats %v; want published, %d accepted, version %d",
+				r.Round, r.State, r.Accepted, r.Result, r.Stats, crashSites, r.Round+1)
+		}
+	}
+	sites, err := c.Sites()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sites {
+		if s.Accepted != crashRounds || s.HWM != crashRounds || len(s.Rejected) > 0 {
+			t.Errorf("coordinator's record of %s: %d accepted, hwm %d, rejected %v; want %d, %d, none", s.Site.Site, s.Accepted, s.HWM, s.Rejected, crashRounds, crashRounds)
+		}
+	}
+	rej, err := c.Rejects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for reason, n := range rej {
+		if n > 0 {
+			t.Errorf("coordinator counted %d rejections for %s", n, reason)
+		}
+	}
+	models, err := c.Models(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := crashResult{elapsed: elapsed, models: map[uint64]coordinator.Model{}, weights: map[uint64][]float32{}}
+	for _, m := range models {
+		res.models[m.Version] = m
+		if m.Status != coordinator.ModelPublished {
+			t.Errorf("model version %d is %s, want published", m.Version, m.Status)
+		}
+	}
+	if len(models) != crashFinal {
+		t.Errorf("%d model versions, want %d", len(models), crashFinal)
+	}
+	for v := uint64(1); v <= crashFinal; v++ {
+		m, err := c.FloatModel(v)
+		if err != nil {
+			t.Fatalf("model version %d: %v", v, err)
+		}
+		res.weights[v] = m.Net.Flat()
+	}
+	return res
+}

@@ -1,0 +1,446 @@
+//go:build unix
+
+package fl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// The acceptance benchmark: coordinator aggregation throughput for a
+// 50k-parameter model with 1,000 sites on loopback. Every iteration is one
+// synchronous round: the sites' signed int8 updates (encoded before the
+// timer starts) are published to the JetStream update stream with their
+// MsgIDs, as agents publish them, and the timer stops once the coordinator
+// has accepted all of them, aggregated, stored and published the new
+// model. Everything runs in this process (NATS server included), so the
+// heap figures cover the server's buffers too.
+
+// tpLayers are the hidden sizes giving exactly 50,000 parameters with
+// policy.NumFeatures (26) inputs: 26*130+130 + 130*125+125 + 125+1 +
+// 250*119+119 + 119+1.
+var tpLayers = [3]int{130, 125, 119}
+
+const tpParams = 50_000
+
+// tpOptions configure a throughput run.
+type tpOptions struct {
+	sites  int
+	layers [3]int
+	rule   string
+}
+
+// tpRig is a running coordinator on an embedded NATS server with a
+// publisher connection and the sites' keys.
+type tpRig struct {
+	tb     testing.TB
+	c      *coordinator.Coordinator
+	js     jetstream.JetStream
+	sites  []string
+	keys   []*quant.Signer
+	params int
+}
+
+// tpRound is one round's pre-encoded updates.
+type tpRound struct {
+	round *coordinator.Round
+	msgs  [][]byte
+	bytes int64
+}
+
+// tpResult is what one timed round measured.
+type tpResult struct {
+	elapsed   time.Duration // publish of the first update to the model on the bus
+	ingest    time.Duration // publish of the first update to the round's close (all accepted)
+	accepted  int
+	version   uint64
+	heapPeak  uint64        // peak in-use heap bytes while timed
+	heapStart uint64        // in-use heap bytes when the timer started
+	cpu       time.Duration // CPU time of the process (user + system) while timed
+}
+
+// cpuTime is the CPU time the process used so far (0 where unsupported).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func tpStartNATS(tb testing.TB) *server.Server {
+	tb.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(), NoSigs: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		tb.Fatal("nats server not ready")
+	}
+	tb.Cleanup(srv.Shutdown)
+	return srv
+}
+
+func tpConnect(tb testing.TB, url, name string) *nats.Conn {
+	tb.Helper()
+	nc, err := nats.Connect(url, nats.Name(name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	return nc
+}
+
+func tpKey(tb testing.TB, seed int) *quant.Signer {
+	tb.Helper()
+	s, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), 0x7b}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// tpCalibrationRows are random feature rows (like calibrationRows): they
+// keep the quantization of every new model cheap.
+func tpCalibrationRows(_ context.Context, _ *policy.Model) ([]float32, error) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	rows := make([]float32, 256*policy.NumFeatures)
+	for i := range rows {
+		rows[i] = float32(rng.NormFloat64())
+	}
+	return rows, nil
+}
+
+// tpSetup starts NATS and a coordinator with the start model registered
+// (no round open yet).
+func tpSetup(tb testing.TB, o tpOptions) *tpRig {
+	tb.Helper()
+	srv := tpStartNATS(tb)
+	reg := &federated.Registry{}
+	rig := &tpRig{tb: tb}
+	for i := range o.sites {
+		s := fmt.Sprintf("site-%04d", i)
+		k := tpKey(tb, i+1)
+		if err := reg.Add(s, k.Public()); err != nil {
+			tb.Fatal(err)
+		}
+		rig.sites, rig.keys = append(rig.sites, s), append(rig.keys, k)
+	}
+	net, err := policy.NewNet(policy.NumFeatures, o.layers[0], o.layers[1], o.layers[2], rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rig.params = net.NumParams()
+
+	cfg := coordinator.DefaultConfig()
+	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Calibrate = tb.TempDir(), reg, tpKey(tb, 50_000), tpCalibrationRows
+	cfg.Aggregator.Rule = o.rule
+	cfg.RoundDuration, cfg.MinUpdates = time.Hour, o.sites
+	cfg.AutoRounds, cfg.AutoPublish = false, true
+	cfg.Local = federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-3}
+	cfg.PollInterval = 50 * time.Millisecond
+	c, err := coordinator.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := c.Bootstrap(context.Background(), &policy.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, tpConnect(tb, srv.ClientURL(), "coordinator")) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			tb.Errorf("coordinator: %v", err)
+		}
+		c.Close()
+	})
+	rig.c = c
+	// Run publishes the bootstrap model once its bus is up.
+	tpWait(tb, 30*time.Second, "bootstrap model published", func() (bool, error) {
+		m, err := c.ModelRecord(1)
+		return err == nil && m.Status == coordinator.ModelPublished, nil
+	})
+	if rig.js, err = jetstream.New(tpConnect(tb, srv.ClientURL(), "sites")); err != nil {
+		tb.Fatal(err)
+	}
+	return rig
+}
+
+// tpWait polls cond every millisecond until it holds, fails or the
+// deadline passes.
+func tpWait(tb testing.TB, within time.Duration, what string, cond func() (bool, error)) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, err := cond()
+		switch {
+		case err != nil:
+			tb.Fatalf("waiting for %s: %v", what, err)
+		case ok:
+			return
+		case time.Now().After(deadline):
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// prepare opens the next round and encodes every site's signed int8
+// update for it (in parallel; seq = round, so MsgIDs are fresh).
+func (rig *tpRig) prepare() *tpRound {
+	tb := rig.tb
+	tb.Helper()
+	r, err := rig.c.StartRound(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := &tpRound{round: r, msgs: make([][]byte, len(rig.sites))}
+	errs := make([]error, len(rig.sites))
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			delta := make([]float32, rig.params)
+			for i := range work {
+				rng := rand.New(rand.NewPCG(uint64(i), r.Round))
+				for j := range delta {
+					delta[j] = float32(0.01 * rng.NormFloat64())
+				}
+				payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Values: delta}, quant.DefaultUpdateOptions(uint64(i)<<32|r.Round))
+				if err == nil {
+					out.msgs[i], err = federated.EncodeUpdateMsg(federated.UpdateHeader{Site: rig.sites[i], Seq: r.Round, Round: r.Round,
+						BaseModel: r.BaseModel, BaseVersion: r.BaseVersion, Samples: int64(100 + i%50), Created: time.Now().UTC()}, payload, rig.keys[i])
+				}
+				errs[i] = err
+			}
+		})
+	}
+	for i := range rig.sites {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		tb.Fatal(err)
+	}
+	for _, m := range out.msgs {
+		out.bytes += int64(len(m))
+	}
+	return out
+}
+
+// heapInUse is runtime.MemStats.HeapInuse (objects plus the free space of
+// in-use spans) read through runtime/metrics, which does not stop the
+// world.
+func heapInUse(s []metrics.Sample) uint64 {
+	metrics.Read(s)
+	var n uint64
+	for _, x := range s {
+		if x.Value.Kind() == metrics.KindUint64 {
+			n += x.Value.Uint64()
+		}
+	}
+	return n
+}
+
+func heapSamples() []metrics.Sample {
+	return []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}}
+}
+
+// run publishes a prepared round and waits until its model is published:
+// the timed part of the benchmark.
+func (rig *tpRig) run(p *tpRound) tpResult {
+	tb := rig.tb
+	tb.Helper()
+	var res tpResult
+	// sample the heap every 2ms until the round is done
+	stop, sampled := make(chan struct{}), make(chan uint64, 1)
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop) }) }
+	defer halt() // a failed round stops the sampler too
+	s := heapSamples()
+	res.heapStart = heapInUse(s)
+	go func() {
+		s, peak := heapSamples(), res.heapStart
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			peak = max(peak, heapInUse(s))
+			select {
+			case <-stop:
+				sampled <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+
+	cpu0, start := cpuTime(), time.Now()
+	futures := make([]jetstream.PubAckFuture, len(p.msgs))
+	for i, m := range p.msgs {
+		f, err := rig.js.PublishAsync(federated.UpdateSubjectPrefix+rig.sites[i], m,
+			jetstream.WithMsgID(federated.MsgID(rig.sites[i], p.round.Round)), jetstream.WithExpectStream(federated.UpdateStream))
+		if err != nil {
+			tb.Fatalf("publish update of %s: %v", rig.sites[i], err)
+		}
+		futures[i] = f
+	}
+	select {
+	case <-rig.js.PublishAsyncComplete():
+	case <-time.After(2 * time.Minute):
+		tb.Fatal("stream did not acknowledge the updates")
+	}
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			tb.Fatalf("update of %s not stored: %v", rig.sites[i], err)
+		}
+	}
+	// Poll the model registry's newest record (a small JSON document)
+	// every millisecond; the round record (its JSON lists all expected
+	// sites) only every 25ms, to notice a failed round: polling it every
+	// millisecond would compete for the CPU with the coordinator.
+	next := time.Now()
+	tpWait(tb, 10*time.Minute, fmt.Sprintf("round %d published", p.round.Round), func() (bool, error) {
+		m, err := rig.c.ModelRecord(0)
+		if err != nil {
+			return false, err
+		}
+		if m.Round == p.round.Round && m.Status == coordinator.ModelPublished {
+			return true, nil
+		}
+		if time.Now().After(next) {
+			next = time.Now().Add(25 * time.Millisecond)
+			r, err := rig.c.RoundRecord(p.round.Round)
+			if err == nil && r.State == coordinator.StateFailed {
+				err = fmt.Errorf("round %d failed: %s", r.Round, r.Note)
+			}
+			return false, err
+		}
+		return false, nil
+	})
+	res.elapsed, res.cpu = time.Since(start), cpuTime()-cpu0
+	halt()
+	res.heapPeak = <-sampled
+	r, err := rig.c.RoundRecord(p.round.Round)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if r.State != coordinator.StatePublished {
+		tb.Fatalf("round %d is %s after its model was published", r.Round, r.State)
+	}
+	res.ingest = r.Closed.Sub(start)
+	res.accepted, res.version = r.Accepted, r.Result
+	if res.accepted != len(rig.sites) {
+		tb.Fatalf("round %d: %d updates accepted, want %d", r.Round, res.accepted, len(rig.sites))
+	}
+	return res
+}
+
+// BenchmarkCoordinatorThroughput: 1,000 sites send signed int8 updates of
+// a 50,000-parameter model over loopback NATS; one round per iteration.
+// Metrics: updates/s, MB/s (update message bytes, NATS framing aside),
+// ns/update, ingest-ms and aggregate-ms per round (publish to round close;
+// close to model on the bus), cpu-ms per round (user and system CPU time
+// of the whole process, NATS server included: steadier than wall time on
+// a shared machine), MB-peak (peak in-use heap of the process,
+// NATS server and the round's pre-encoded messages included) and
+// MB-peak-delta (its rise over the heap when the timer started).
+func BenchmarkCoordinatorThroughput(b *testing.B) {
+	const sites = 1000
+	for _, rule := range []string{federated.RuleFedAvg, federated.RuleMedian} {
+		b.Run(rule, func(b *testing.B) {
+			rig := tpSetup(b, tpOptions{sites: sites, layers: tpLayers, rule: rule})
+			if rig.params != tpParams {
+				b.Fatalf("model has %d parameters, want %d", rig.params, tpParams)
+			}
+			var (
+				rounds, updates, wire int64
+				elapsed, ingest, cpu  time.Duration
+				peak, peakDelta       uint64
+			)
+			for b.Loop() {
+				b.StopTimer()
+				p := rig.prepare()
+				runtime.GC() // the previous round's garbage is not this round's
+				b.StartTimer()
+				res := rig.run(p)
+				b.StopTimer()
+				rounds++
+				updates += int64(len(p.msgs))
+				wire += p.bytes
+				elapsed += res.elapsed
+				ingest += res.ingest
+				cpu += res.cpu
+				peak = max(peak, res.heapPeak)
+				peakDelta = max(peakDelta, res.heapPeak-res.heapStart)
+				b.StartTimer()
+			}
+			sec := elapsed.Seconds()
+			b.ReportMetric(float64(updates)/sec, "updates/s")
+			b.ReportMetric(float64(wire)/1e6/sec, "MB/s")
+			b.ReportMetric(float64(elapsed.Nanoseconds())/float64(updates), "ns/update")
+			b.ReportMetric(float64(ingest.Milliseconds())/float64(rounds), "ingest-ms")
+			b.ReportMetric(float64((elapsed-ingest).Milliseconds())/float64(rounds), "aggregate-ms")
+			b.ReportMetric(float64(cpu.Milliseconds())/float64(rounds), "cpu-ms")
+			b.ReportMetric(float64(peak)/1e6, "MB-peak")
+			b.ReportMetric(float64(peakDelta)/1e6, "MB-peak-delta")
+			b.Logf("%d parameters, %d sites, %d rounds, %.1f KB per update", rig.params, sites, rounds, float64(wire)/float64(updates)/1e3)
+		})
+	}
+}
+
+// TestThroughputHarness runs the benchmark's code path on a small
+// configuration: two rounds of 20 sites, every update accepted, every
+// round's model published.
+func TestThroughputHarness(t *testing.T) {
+	const sites = 20
+	rig := tpSetup(t, tpOptions{sites: sites, layers: [3]int{8, 8, 8}, rule: federated.RuleFedAvg})
+	for round := uint64(1); round <= 2; round++ {
+		p := rig.prepare()
+		if p.round.Round != round || len(p.msgs) != sites || p.bytes == 0 {
+			t.Fatalf("prepared round %d with %d messages (%d bytes), want round %d", p.round.Round, len(p.msgs), p.bytes, round)
+		}
+		res := rig.run(p)
+		if res.accepted != sites || res.version != round+1 {
+			t.Fatalf("round %d: %d accepted, model version %d", round, res.accepted, res.version)
+		}
+		if res.elapsed <= 0 || res.ingest <= 0 || res.ingest > res.elapsed || res.heapPeak == 0 {
+			t.Fatalf("round %d: implausible measurements %+v", round, res)
+		}
+	}
+	rejects, err := rig.c.Rejects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for reason, n := range rejects {
+		if n > 0 {
+			t.Errorf("%d updates rejected (%s)", n, reason)
+		}
+	}
+	m, err := rig.c.ModelRecord(0)
+	if err != nil || m.Version != 3 || m.Status != coordinator.ModelPublished {
+		t.Fatalf("newest model %+v %v, want version 3 published", m, err)
+	}
+}
