@@ -9,7 +9,7 @@ PKGS      := ./...
 FUZZTIME  ?= 15s
 DEMO_OUT  ?= demo-out
 
-.PHONY: all build demo test test-short bench lint fmt generate fuzz tidy clean help train
+.PHONY: all build demo test test-short bench lint fmt generate fuzz tidy clean help train e2e-bin
 
 all: lint build test
 
@@ -22,8 +22,14 @@ build: ## build bin/edgectl
 demo: build ## run the demo: schedulers compared on openb and an edge scenario, then federated learning over embedded NATS
 	./$(BIN)/edgectl demo --out $(DEMO_OUT)
 
-test: lint ## lint, then all tests with the race detector (end-to-end included as they land)
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+E2E_BIN   ?= $(BIN)/e2e
+
+e2e-bin: ## build the programs the end-to-end tests start (kine, kube-apiserver, kube-scheduler, edge-scheduler)
+	@echo "building end-to-end binaries into $(E2E_BIN) (minutes the first time on a cold Go build cache)"
+	$(GO) build -o $(E2E_BIN)/ github.com/k3s-io/kine k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler ./cmd/edge-scheduler
+
+test: lint e2e-bin ## lint, then all tests with the race detector, end-to-end included
+	EDGESCHED_E2E_BIN_DIR=$(abspath $(E2E_BIN)) $(GO) test -race -count=1 -timeout 20m $(PKGS)
 	@# the AVX2 kernel exists only with Go's experimental SIMD package
 	GOEXPERIMENT=simd $(GO) test -count=1 -run 'SIMD|Int8|Exact' ./quant/
 

@@ -1,9 +1,12 @@
-// Package deploy will hold the K3s deployment: plain manifests and a Helm
-// chart (agent DaemonSet, edge-scheduler Deployment with its RBAC and
-// KubeSchedulerConfiguration, the model ConfigMap, coordinator and NATS with
-// JetStream, a NATS leaf-node configuration for sites) and systemd units for
-// running agent and coordinator outside Kubernetes. The Go package embeds
-// them so tests can render and dry-run-apply them against a real API server.
+// Package deploy holds the K3s deployment files. Today:
+// edge-scheduler/scheduler-config.yaml, a KubeSchedulerConfiguration that
+// runs cmd/edge-scheduler as a secondary scheduler (schedulerName
+// edgesched) with the EdgePolicy plugin (see docs/edge-plugin.md).
 //
-// Nothing is implemented yet; see the project's open issues.
+// Still to come: plain manifests and a Helm chart (agent DaemonSet,
+// edge-scheduler Deployment with its RBAC, the model ConfigMap,
+// coordinator and NATS with JetStream, a NATS leaf-node configuration for
+// sites) and systemd units for running agent and coordinator outside
+// Kubernetes, embedded so tests can render and dry-run-apply them against
+// a real API server.
 package deploy

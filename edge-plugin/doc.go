@@ -1,8 +1,58 @@
-// Package edgeplugin will hold EdgePolicy, the kube-scheduler framework
-// plugin (PreFilter, Filter, PreScore, Score, NormalizeScore) that runs the
-// int8 policy inside the scheduler; the model loader with signature checks
-// and atomic hot swap; the node-telemetry reader; per-placement
-// explanations; and the HTTP extender mode for K3s's embedded scheduler.
+// Package edgeplugin is EdgePolicy, a kube-scheduler framework plugin
+// (k8s.io/kube-scheduler/framework, Kubernetes v1.37) that places pods
+// with the project's learned int8 policy, making the same choices the
+// policy makes in the simulator (quant.Factory) for the same cluster state.
 //
-// Nothing is implemented yet; see the project's open issues.
+// Extension points:
+//   - PreFilter/Filter: the hard GPU constraints upstream plugins do not
+//     model: accepted GPU models and per-device fit (whole free devices,
+//     or one device with the requested share free). Totals, CPU, memory,
+//     architecture, selectors and taints stay with the upstream plugins.
+//   - PreScore: converts the scheduler's snapshot into the simulator's
+//     types (sim.Env, sim.State), extracts the features of the pod on
+//     every feasible node (policy.Extractor) and runs the int8 network
+//     once over the batch; normalised scores go to CycleState.
+//   - Score: a lookup of PreScore's result; NormalizeScore: a clamp.
+//   - Reserve/Unreserve/PreBind: the pod's GPU devices (FGD's device for
+//     a share, as in the simulator) are chosen at Reserve and recorded in
+//     the pod annotation edgesched.io/gpu-devices at PreBind.
+//
+// The Kubernetes conventions (resource names, labels, annotations) are
+// in conventions.go and docs/edge-plugin.md.
+//
+// Concurrency and lifetime:
+//   - One EdgePolicy serves a profile for the scheduler's lifetime. Filter
+//     runs on many goroutines at once; it only reads the NodeInfo and a
+//     concurrency-safe cache of converted nodes keyed by the NodeInfo's
+//     generation (immutable entries).
+//   - The converter keeps one sim.State (with its Extractor) across cycles
+//     and brings it up to date in PreScore, re-binding only the nodes whose
+//     generation changed. State and Extractor are not safe for concurrent
+//     use: every use happens under the converter's mutex (PreScore's
+//     feature extraction and scoring, Reserve's device choice). Reserve only
+//     reuses the State if no later PreScore changed it (an epoch check);
+//     otherwise it models the node alone. The scheduler runs one scheduling
+//     cycle at a time, so the mutex is uncontended in practice. CycleState
+//     data is read-only once PreScore returns, so Clone shares it.
+//   - The model sits behind an atomic.Pointer. A cycle loads it once and
+//     uses that model throughout, even if a swap happens meanwhile; swaps
+//     never wait for cycles and cycles never wait for swaps. Each model
+//     hands out scorers (scratch buffers) from its own sync.Pool.
+//   - Models load from a file polled by a goroutine that lives until the
+//     context given to New ends. A refused file (signature, format,
+//     rollback) keeps the previous model; without any model the plugin
+//     scores every node 0 (neutral) and counts a fallback.
+//   - A panic in conversion, features or model code is recovered: that
+//     cycle scores 0 everywhere and panics_total and fallbacks_total
+//     count it. Score never blocks and never fails.
+//   - Device reservations live in memory until the pod's annotation is in
+//     the snapshot or 10 minutes pass; after a restart the annotations
+//     (written at PreBind) are the record. GPU pods without one get a
+//     deterministic best-fit assignment.
+//
+// Not done yet: ConfigMap watching, node telemetry (measured load instead
+// of the usage model), service dependencies (the dependency features are
+// 0), explanations, the HTTP extender mode for K3s's embedded scheduler,
+// incremental snapshot conversion, and SignPlugin (pods are not batched,
+// which is correct because scores depend on the cluster state).
 package edgeplugin

@@ -101,6 +101,7 @@ Tables go to stdout; results, report.md and plots under --out.`,
 	fl.IntVar(&fc.Rounds, "rounds", fc.Rounds, "federated rounds")
 	fl.IntVar(&fc.Local.Iterations, "local-iterations", fc.Local.Iterations, "PPO iterations per site per round")
 	fl.IntVar(&fc.Local.Episodes, "local-episodes", fc.Local.Episodes, "episodes per PPO iteration")
+	fl.Float64Var(&fc.ServerLR, "server-lr", fc.ServerLR, "server learning rate on the aggregated update (1: plain FedAvg)")
 	return cmd
 }
 

@@ -186,7 +186,7 @@ func (d *demo) federate(ctx context.Context, initial *policy.Model, res *Result)
 	cc.DataDir, cc.Sites, cc.Signer, cc.Calibrate, cc.Seed = filepath.Join(cfg.Out, "coordinator"), reg, coordKey, calib, cfg.Seed
 	cc.Logger = d.log.With("component", "coordinator")
 	cc.MinUpdates, cc.RoundDuration, cc.AutoRounds, cc.Rounds = len(cfg.Sites), time.Hour, true, cfg.Rounds
-	cc.Local, cc.PollInterval = cfg.Local, 100*time.Millisecond
+	cc.Local, cc.PollInterval, cc.ServerLR = cfg.Local, 100*time.Millisecond, cfg.ServerLR
 	c, err := coordinator.New(cc)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,128 @@
+package edgeplugin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+// Args configure EdgePolicy (pluginConfig[].args in the
+// KubeSchedulerConfiguration). Unknown fields are refused.
+type Args struct {
+	// ModelPath is the signed int8 artifact (.esa) to load and watch.
+	ModelPath string `json:"modelPath"`
+	// PublicKeys are files with the trusted signing keys (edgectl's
+	// "edgesched-ed25519-public" format); at least one is required.
+	PublicKeys []string `json:"publicKeys"`
+	// ReloadInterval is how often ModelPath is checked for a new model
+	// (Go duration; default 10s, between 1s and 1h).
+	ReloadInterval string `json:"reloadInterval,omitempty"`
+	// TargetWorkload is the typical-pod distribution fragmentation is
+	// measured against: an openb pod list reference (openb:default) or a
+	// CSV path in that format. Default openb:default.
+	TargetWorkload string `json:"targetWorkload,omitempty"`
+	// TargetThreshold is the popularity share kept in the target
+	// workload, in (0, 1]; default 0.95 (as in the simulator).
+	TargetThreshold float64 `json:"targetThreshold,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultReloadInterval  = 10 * time.Second
+	DefaultTargetWorkload  = "openb:default"
+	DefaultTargetThreshold = 0.95
+)
+
+// ErrArgs wraps every argument refusal.
+var ErrArgs = errors.New("edgeplugin: invalid EdgePolicy args")
+
+// SetDefaults fills unset fields.
+func (a *Args) SetDefaults() {
+	if a.ReloadInterval == "" {
+		a.ReloadInterval = DefaultReloadInterval.String()
+	}
+	if a.TargetWorkload == "" {
+		a.TargetWorkload = DefaultTargetWorkload
+	}
+	if a.TargetThreshold == 0 {
+		a.TargetThreshold = DefaultTargetThreshold
+	}
+}
+
+// Validate checks defaulted args.
+func (a *Args) Validate() error {
+	if a.ModelPath == "" {
+		return fmt.Errorf("%w: modelPath is required", ErrArgs)
+	}
+	if len(a.PublicKeys) == 0 {
+		return fmt.Errorf("%w: publicKeys needs at least one key file (models are only accepted signed)", ErrArgs)
+	}
+	for i, k := range a.PublicKeys {
+		if k == "" {
+			return fmt.Errorf("%w: publicKeys[%d] is empty", ErrArgs, i)
+		}
+	}
+	d, err := a.reloadInterval()
+	if err != nil {
+		return fmt.Errorf("%w: reloadInterval %q: %v", ErrArgs, a.ReloadInterval, err)
+	}
+	if d < time.Second || d > time.Hour {
+		return fmt.Errorf("%w: reloadInterval %s must be between 1s and 1h", ErrArgs, d)
+	}
+	if !(a.TargetThreshold > 0 && a.TargetThreshold <= 1) {
+		return fmt.Errorf("%w: targetThreshold %v must be in (0, 1]", ErrArgs, a.TargetThreshold)
+	}
+	return nil
+}
+
+func (a *Args) reloadInterval() (time.Duration, error) { return time.ParseDuration(a.ReloadInterval) }
+
+// DecodeArgs reads plugin args as the scheduler passes them (a
+// *runtime.Unknown holding JSON or YAML, or nil), strictly, then applies
+// defaults and validates.
+func DecodeArgs(obj runtime.Object) (*Args, error) {
+	a := &Args{}
+	switch o := obj.(type) {
+	case nil:
+	case *Args:
+		*a = *o
+	case *runtime.Unknown:
+		if len(o.Raw) > 0 {
+			raw := o.Raw
+			if o.ContentType == runtime.ContentTypeYAML {
+				j, err := yaml.YAMLToJSON(raw)
+				if err != nil {
+					return nil, fmt.Errorf("%w: %v", ErrArgs, err)
+				}
+				raw = j
+			}
+			if err := yaml.UnmarshalStrict(raw, a); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrArgs, err)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("%w: args of type %T", ErrArgs, obj)
+	}
+	a.SetDefaults()
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// DeepCopyObject and GetObjectKind let *Args be passed where the framework
+// expects a runtime.Object (tests and embedding programs).
+func (a *Args) DeepCopyObject() runtime.Object {
+	b, _ := json.Marshal(a)
+	c := &Args{}
+	_ = json.Unmarshal(b, c)
+	return c
+}
+
+// GetObjectKind implements runtime.Object.
+func (a *Args) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }

@@ -1,0 +1,479 @@
+package edgeplugin
+
+import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/sim"
+)
+
+// This file converts the scheduler's snapshot into the simulator's types
+// (sim.Env and sim.State), so that the features and the int8 policy see
+// exactly what they would see in the simulator for the same cluster.
+
+const mib = 1 << 20
+
+// convPod is a pod on a node in the simulator's terms, with the devices it
+// holds.
+type convPod struct {
+	pod     sim.Pod
+	devices []int
+}
+
+// nodeEntry is one node converted; immutable once built, cached by the
+// NodeInfo's generation (which the scheduler bumps on every change).
+type nodeEntry struct {
+	gen     int64
+	spec    sim.NodeSpec
+	ok      bool // false: the node cannot be modelled (no CPU or memory)
+	pods    []convPod
+	skipped int
+	free    []int64 // per-device free share after pods
+}
+
+// simPod converts a pod; ok is false for a pod whose GPU request is
+// malformed.
+func simPod(p *v1.Pod) (sim.Pod, error) {
+	var cpu, mem int64
+	for i := range p.Spec.Containers {
+		r := p.Spec.Containers[i].Resources.Requests
+		cpu += r.Cpu().MilliValue()
+		mem += r.Memory().Value()
+	}
+	for i := range p.Spec.InitContainers { // the effective request is the max of init and the sum
+		r := p.Spec.InitContainers[i].Resources.Requests
+		cpu = max(cpu, r.Cpu().MilliValue())
+		mem = max(mem, r.Memory().Value())
+	}
+	if p.Spec.Overhead != nil {
+		cpu += p.Spec.Overhead.Cpu().MilliValue()
+		mem += p.Spec.Overhead.Memory().Value()
+	}
+	req, err := podGPURequest(p)
+	sp := sim.Pod{
+		CPU: cpu, Mem: (mem + mib - 1) / mib, GPUs: req.GPUs, GPUMilli: req.Milli,
+		QoS: podQoS(p), Service: -1, Usage: podUsage(p), Delete: sim.NoDeletion,
+	}
+	if p.Spec.Priority != nil {
+		sp.Priority = *p.Spec.Priority
+	}
+	return sp, err
+}
+
+// nodeSpecOf converts a node's static attributes.
+func nodeSpecOf(n *v1.Node) (sim.NodeSpec, bool) {
+	a := n.Status.Allocatable
+	spec := sim.NodeSpec{Name: n.Name, CPU: a.Cpu().MilliValue(), Memory: a.Memory().Value() / mib, Zone: n.Labels[LabelZone]}
+	spec.GPUs, spec.GPUModel = nodeGPUs(n)
+	arch, err := sim.ParseArch(n.Labels[LabelArch])
+	if err != nil || arch == sim.ArchAny {
+		arch = sim.ArchAMD64
+	}
+	spec.Arch = arch
+	if s, ok := n.Annotations[AnnotationFailureRate]; ok {
+		if v, err := strconv.ParseFloat(s, 64); err == nil && v >= 0 && v <= sim.MaxFailureDay {
+			spec.FailureRate = v
+		}
+	}
+	ok := spec.CPU > 0 && spec.Memory > 0 && spec.CPU <= sim.MaxQuantity && spec.Memory <= sim.MaxQuantity
+	return spec, ok
+}
+
+// reservations remembers the devices chosen at Reserve until the pod's
+// annotation (set in PreBind) shows up in the snapshot, or for ttl.
+type reservations struct {
+	m sync.Map // types.UID -> reservation
+}
+
+type reservation struct {
+	node    string
+	devices []int
+	at      time.Time
+}
+
+const reservationTTL = 10 * time.Minute
+
+func (r *reservations) get(uid types.UID, node string) ([]int, bool) {
+	v, ok := r.m.Load(uid)
+	if !ok {
+		return nil, false
+	}
+	res := v.(reservation)
+	if res.node != node {
+		return nil, false
+	}
+	return res.devices, true
+}
+
+func (r *reservations) put(uid types.UID, node string, devices []int, now time.Time) {
+	r.m.Store(uid, reservation{node: node, devices: devices, at: now})
+	r.m.Range(func(k, v any) bool {
+		if now.Sub(v.(reservation).at) > reservationTTL {
+			r.m.Delete(k)
+		}
+		return true
+	})
+}
+
+// convertNode converts a node and its pods. GPU pods keep the devices of
+// their AnnotationGPUDevices, else of a reservation; the rest get devices
+// derived deterministically (best fit in namespace/name order, after the
+// recorded ones). Pods that do not fit the model of the node are skipped.
+func convertNode(ni fwk.NodeInfo, res *reservations) *nodeEntry {
+	n := ni.Node()
+	e := &nodeEntry{gen: ni.GetGeneration()}
+	if n == nil {
+		return e
+	}
+	e.spec, e.ok = nodeSpecOf(n)
+	e.free = make([]int64, e.spec.GPUs)
+	for i := range e.free {
+		e.free[i] = sim.MilliGPU
+	}
+	type pending struct {
+		p   *v1.Pod
+		sp  sim.Pod
+		dev []int
+	}
+	var later []pending
+	for _, pi := range ni.GetPods() {
+		p := pi.GetPod()
+		sp, err := simPod(p)
+		if err != nil {
+			e.skipped++
+			continue
+		}
+		if sp.GPUs == 0 {
+			e.pods = append(e.pods, convPod{pod: sp})
+			continue
+		}
+		dev, ok := podDevices(p, sp.GPUs, e.spec.GPUs)
+		if !ok {
+			dev, ok = res.get(p.UID, n.Name)
+		}
+		if !ok || !takeDevices(e.free, dev, sp.GPUMilli) {
+			later = append(later, pending{p: p, sp: sp})
+			continue
+		}
+		e.pods = append(e.pods, convPod{pod: sp, devices: dev})
+	}
+	slices.SortFunc(later, func(a, b pending) int {
+		return cmp.Or(cmp.Compare(a.p.Namespace, b.p.Namespace), cmp.Compare(a.p.Name, b.p.Name))
+	})
+	for _, l := range later {
+		dev := bestFit(e.free, l.sp.GPUs, l.sp.GPUMilli)
+		if dev == nil || !takeDevices(e.free, dev, l.sp.GPUMilli) {
+			e.skipped++
+			continue
+		}
+		e.pods = append(e.pods, convPod{pod: l.sp, devices: dev})
+	}
+	return e
+}
+
+// takeDevices subtracts milli from each device if all of them have it.
+func takeDevices(free []int64, dev []int, milli int64) bool {
+	for _, g := range dev {
+		if g < 0 || g >= len(free) || free[g] < milli {
+			return false
+		}
+	}
+	for _, g := range dev {
+		free[g] -= milli
+	}
+	return true
+}
+
+// bestFit mirrors sim.State.BestFitGPUs: for a share, the device with the
+// least free share that fits; for whole devices, the lowest free ones.
+func bestFit(free []int64, n int32, milli int64) []int {
+	var dst []int
+	if milli >= sim.MilliGPU {
+		for g, f := range free {
+			if f == sim.MilliGPU {
+				dst = append(dst, g)
+				if int32(len(dst)) == n {
+					return dst
+				}
+			}
+		}
+		return nil
+	}
+	for range n {
+		best := -1
+		for g, f := range free {
+			if f < milli || slices.Contains(dst, g) {
+				continue
+			}
+			if best < 0 || f < free[best] {
+				best = g
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		dst = append(dst, best)
+	}
+	return dst
+}
+
+// gpuFits is sim.State.Feasible's GPU rule on per-device free shares.
+func gpuFits(free []int64, n int32, milli int64) bool {
+	var fits int32
+	for _, f := range free {
+		if f >= milli {
+			fits++
+		}
+	}
+	return fits >= n
+}
+
+// converter turns snapshots into simulator views. Converted nodes are
+// cached by NodeInfo generation (concurrency-safe, for Filter); the
+// environment is cached by the nodes' static specs; and one State is kept
+// and updated in place between cycles: only nodes whose generation changed
+// have their pods unbound and bound again.
+type converter struct {
+	target *sim.TargetWorkload
+	res    *reservations
+	nodes  sync.Map // node name -> *nodeEntry
+
+	// mu guards everything below and every use of cur's State.
+	mu     sync.Mutex
+	envSig uint64
+	env    *sim.Env
+	index  map[string]int
+	cur    *view
+	epoch  uint64
+}
+
+func newConverter(target *sim.TargetWorkload) *converter {
+	return &converter{target: target, res: &reservations{}}
+}
+
+// node returns the converted node, from the cache when its generation
+// matches. Safe for concurrent use (Filter runs in parallel).
+func (c *converter) node(ni fwk.NodeInfo) *nodeEntry {
+	n := ni.Node()
+	if n == nil {
+		return &nodeEntry{}
+	}
+	if v, ok := c.nodes.Load(n.Name); ok {
+		if e := v.(*nodeEntry); e.gen == ni.GetGeneration() {
+			return e
+		}
+	}
+	e := convertNode(ni, c.res)
+	c.nodes.Store(n.Name, e)
+	return e
+}
+
+// view is the simulator's picture of the cluster. The State and the
+// Extractor are single-goroutine: a view is only used under the
+// converter's lock (withView), or owned outright (fresh).
+type view struct {
+	env   *sim.Env
+	st    *sim.State
+	ext   *policy.Extractor
+	index map[string]int
+	epoch uint64
+	// incremental bookkeeping: per node, its entry and its pods' IDs
+	entries []*nodeEntry
+	podIDs  [][]int32
+	dirty   bool // a mutation did not finish (panic): rebuild
+}
+
+// withView brings the kept State up to date with the snapshot all (nodes
+// sorted by name: the simulator's node order, so "first on ties" agrees)
+// and runs fn on it under the converter's lock.
+func (c *converter) withView(all []fwk.NodeInfo, fn func(*view) error) error {
+	entries := c.entries(all)
+	if len(entries) == 0 {
+		return fmt.Errorf("no schedulable nodes to model")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	env, index, changed, err := c.envFor(entries)
+	if err != nil {
+		return err
+	}
+	v := c.cur
+	if changed || v == nil || v.dirty || len(v.st.Pods) > 4*len(v.st.Running())+4096 {
+		v = newView(env, index, len(entries))
+	}
+	c.epoch++
+	c.cur, v.epoch = v, c.epoch
+	v.dirty = true
+	skipped := 0
+	for i, e := range entries {
+		if v.entries[i] == e {
+			continue
+		}
+		for _, id := range v.podIDs[i] {
+			_ = v.st.Unbind(id)
+		}
+		v.podIDs[i] = v.podIDs[i][:0]
+		skipped += e.skipped
+		for _, cp := range e.pods {
+			id, err := v.st.AddPod(cp.pod)
+			if err == nil {
+				err = v.st.Bind(id, i, cp.devices)
+			}
+			if err != nil {
+				skipped++
+				continue
+			}
+			v.podIDs[i] = append(v.podIDs[i], id)
+		}
+		v.entries[i] = e
+	}
+	v.dirty = false
+	if skipped > 0 {
+		metricSkippedPods.Add(float64(skipped))
+	}
+	return fn(v)
+}
+
+// withCurrent runs fn on the kept view if it is still the one of epoch.
+func (c *converter) withCurrent(epoch uint64, fn func(*view) error) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil || c.cur.epoch != epoch || c.cur.dirty {
+		return false, nil
+	}
+	return true, fn(c.cur)
+}
+
+func newView(env *sim.Env, index map[string]int, n int) *view {
+	return &view{env: env, st: sim.NewState(env), ext: policy.NewExtractor(env), index: index,
+		entries: make([]*nodeEntry, n), podIDs: make([][]int32, n)}
+}
+
+// entries converts the snapshot's modellable nodes, sorted by name.
+func (c *converter) entries(all []fwk.NodeInfo) []*nodeEntry {
+	entries := make([]*nodeEntry, 0, len(all))
+	for _, ni := range all {
+		if e := c.node(ni); e.ok {
+			entries = append(entries, e)
+		}
+	}
+	slices.SortFunc(entries, func(a, b *nodeEntry) int { return cmp.Compare(a.spec.Name, b.spec.Name) })
+	return entries
+}
+
+// fresh builds a private view of a few nodes (not kept), e.g. for one
+// node's device choice.
+func (c *converter) fresh(all []fwk.NodeInfo) (*view, error) {
+	entries := c.entries(all)
+	if len(entries) == 0 {
+		return nil, fmt.Errorf("no schedulable nodes to model")
+	}
+	env, index, err := c.compileEnv(entries)
+	if err != nil {
+		return nil, err
+	}
+	v := newView(env, index, len(entries))
+	for i, e := range entries {
+		for _, cp := range e.pods {
+			if id, err := v.st.AddPod(cp.pod); err == nil {
+				_ = v.st.Bind(id, i, cp.devices)
+			}
+		}
+	}
+	return v, nil
+}
+
+// envFor returns the compiled environment of the nodes' static specs,
+// rebuilt (changed) only when one of them changed. Call with c.mu held.
+func (c *converter) envFor(entries []*nodeEntry) (*sim.Env, map[string]int, bool, error) {
+	h := fnv.New64a()
+	var b []byte
+	for _, e := range entries {
+		s := &e.spec
+		b = b[:0]
+		b = append(b, s.Name...)
+		b = append(b, 0)
+		b = strconv.AppendInt(b, s.CPU, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, s.Memory, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(s.GPUs), 10)
+		b = append(b, s.GPUModel...)
+		b = append(b, ',', byte(s.Arch))
+		b = append(b, s.Zone...)
+		b = append(b, 0)
+		b = strconv.AppendUint(b, math.Float64bits(s.FailureRate), 16)
+		h.Write(b)
+	}
+	sig := h.Sum64()
+	if c.env != nil && c.envSig == sig && len(c.index) == len(entries) {
+		return c.env, c.index, false, nil
+	}
+	env, index, err := c.compileEnv(entries)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	c.env, c.envSig, c.index = env, sig, index
+	return env, index, true, nil
+}
+
+// compileEnv compiles the environment of the nodes' static specs with the
+// target workload.
+func (c *converter) compileEnv(entries []*nodeEntry) (*sim.Env, map[string]int, error) {
+	cl := &sim.Cluster{Name: "kubernetes", GPUModels: sim.KnownGPUModels()}
+	known := map[string]bool{}
+	for _, m := range cl.GPUModels {
+		known[m.Name] = true
+	}
+	zones := map[string]bool{}
+	for _, e := range entries {
+		s := e.spec
+		if s.Zone == "" {
+			s.Zone = "default"
+		}
+		zones[s.Zone] = true
+		if s.GPUModel != "" && !known[s.GPUModel] {
+			if len(cl.GPUModels) < 64 { // unknown models are appended: known indices stay fixed
+				known[s.GPUModel] = true
+				cl.GPUModels = append(cl.GPUModels, sim.GPUModel{Name: s.GPUModel})
+			} else {
+				s.GPUs, s.GPUModel = 0, ""
+			}
+		}
+		cl.Nodes = append(cl.Nodes, s)
+	}
+	for _, z := range slices.Sorted(mapsKeys(zones)) {
+		cl.Zones = append(cl.Zones, sim.Zone{Name: z})
+	}
+	env, err := sim.NewEnv(cl, &sim.Workload{Name: "target"}, sim.EnvOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	env.Target = c.target
+	index := make(map[string]int, len(entries))
+	for i, e := range entries {
+		index[e.spec.Name] = i
+	}
+	return env, index, nil
+}
+
+func mapsKeys(m map[string]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}

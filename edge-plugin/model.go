@@ -1,0 +1,181 @@
+package edgeplugin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// Model is one installed int8 policy: immutable after install, shared by
+// every scheduling cycle that started while it was current.
+type Model struct {
+	Header quant.Header
+	net    *quant.Int8Net
+	// scorers hands each cycle its own scratch (Int8Scorer is not safe for
+	// concurrent use; the Int8Net is).
+	scorers sync.Pool
+}
+
+func newModel(h quant.Header, newScorer func() policy.Scorer) *Model {
+	m := &Model{Header: h}
+	m.scorers.New = func() any { return newScorer() }
+	return m
+}
+
+func (m *Model) getScorer() policy.Scorer  { return m.scorers.Get().(policy.Scorer) }
+func (m *Model) putScorer(s policy.Scorer) { m.scorers.Put(s) }
+
+// ModelStore holds the current model behind an atomic pointer: readers
+// never lock and never wait for a load; a load verifies everything before
+// one atomic store, so a refused file leaves the last-known-good model in
+// place.
+type ModelStore struct {
+	keys    *quant.Keyring
+	current atomic.Pointer[Model]
+	// mu serialises installs (the version check and the store).
+	mu       sync.Mutex
+	lastRaw  []byte
+	lastStat fileStamp
+}
+
+type fileStamp struct {
+	size int64
+	mod  time.Time
+}
+
+// NewModelStore returns an empty store trusting keys.
+func NewModelStore(keys *quant.Keyring) *ModelStore { return &ModelStore{keys: keys} }
+
+// Current returns the model in use, or nil.
+func (s *ModelStore) Current() *Model { return s.current.Load() }
+
+// Refusal reasons (metric label values).
+const (
+	refuseRead      = "read"
+	refuseSignature = "signature"
+	refuseArtifact  = "artifact"
+	refuseRollback  = "rollback"
+	refuseInt8      = "int8"
+)
+
+// Install verifies raw (signature against the keyring, artifact checks,
+// int8 dtype, schema), refuses versions that do not increase, and swaps it
+// in. It returns whether a new model was installed.
+func (s *ModelStore) Install(raw []byte) (bool, error) {
+	a, err := quant.Decode(raw, quant.DecodeOptions{Keys: s.keys})
+	if err != nil {
+		reason := refuseArtifact
+		if errors.Is(err, quant.ErrSignature) || errors.Is(err, quant.ErrUnsigned) || errors.Is(err, quant.ErrUnknownKey) {
+			reason = refuseSignature
+		}
+		return false, s.refuse(reason, err)
+	}
+	net, err := quant.NewInt8Net(a)
+	if err != nil {
+		return false, s.refuse(refuseInt8, err)
+	}
+	return s.install(a.Header, func() policy.Scorer { return net.Scorer() }, net)
+}
+
+// install swaps in a verified model (tests inject scorers through it).
+func (s *ModelStore) install(h quant.Header, newScorer func() policy.Scorer, net *quant.Int8Net) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.current.Load()
+	if cur != nil {
+		if err := quant.CheckNewer(&cur.Header, &h); err != nil {
+			return false, s.refuse(refuseRollback, err)
+		}
+		if cur.Header.ModelID == h.ModelID && cur.Header.Version == h.Version {
+			return false, nil // the same model again
+		}
+	}
+	m := newModel(h, newScorer)
+	m.net = net
+	s.current.Store(m)
+	metricSwaps.Inc()
+	if cur != nil {
+		metricModelVersion.DeleteLabelValues(shortID(cur.Header.ModelID))
+	}
+	metricModelVersion.WithLabelValues(shortID(h.ModelID)).Set(float64(h.Version))
+	return true, nil
+}
+
+func (s *ModelStore) refuse(reason string, err error) error {
+	metricRefusals.WithLabelValues(reason).Inc()
+	return fmt.Errorf("edgeplugin: model refused (%s): %w", reason, err)
+}
+
+// LoadFile reads path and installs it unless its bytes are the ones last
+// seen. A missing or unreadable file is a refusal.
+func (s *ModelStore) LoadFile(path string) (bool, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false, s.refuse(refuseRead, err)
+	}
+	stamp := fileStamp{size: st.Size(), mod: st.ModTime()}
+	s.mu.Lock()
+	same := stamp == s.lastStat
+	s.mu.Unlock()
+	if same {
+		return false, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false, s.refuse(refuseRead, err)
+	}
+	raw, err := io.ReadAll(io.LimitReader(f, quant.MaxArtifactBytes+1))
+	f.Close()
+	if err != nil {
+		return false, s.refuse(refuseRead, err)
+	}
+	s.mu.Lock()
+	unchanged := bytes.Equal(raw, s.lastRaw)
+	s.lastStat = stamp
+	s.lastRaw = raw
+	s.mu.Unlock()
+	if unchanged {
+		return false, nil
+	}
+	return s.Install(raw)
+}
+
+// Watch polls path every interval until ctx ends, installing new models
+// and logging refusals. It runs on its own goroutine: scheduling never
+// waits for it.
+func (s *ModelStore) Watch(ctx context.Context, path string, interval time.Duration) {
+	logger := klog.FromContext(ctx).WithValues("plugin", Name, "model", path)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if ok, err := s.LoadFile(path); err != nil {
+			logger.Error(err, "Keeping the previous model")
+		} else if ok {
+			h := s.Current().Header
+			logger.Info("Installed model", "version", h.Version, "modelID", shortID(h.ModelID))
+		}
+	}
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

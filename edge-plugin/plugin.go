@@ -1,0 +1,428 @@
+package edgeplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/openb"
+)
+
+// Name is the plugin's name in the scheduler's registry and profiles.
+const Name = "EdgePolicy"
+
+// EdgePolicy is the kube-scheduler plugin running the learned int8 policy.
+type EdgePolicy struct {
+	handle fwk.Handle
+	args   Args
+	models *ModelStore
+	conv   *converter
+	now    func() time.Time
+}
+
+var (
+	_ fwk.PreFilterPlugin = (*EdgePolicy)(nil)
+	_ fwk.FilterPlugin    = (*EdgePolicy)(nil)
+	_ fwk.PreScorePlugin  = (*EdgePolicy)(nil)
+	_ fwk.ScorePlugin     = (*EdgePolicy)(nil)
+	_ fwk.ScoreExtensions = (*EdgePolicy)(nil)
+	_ fwk.ReservePlugin   = (*EdgePolicy)(nil)
+	_ fwk.PreBindPlugin   = (*EdgePolicy)(nil)
+)
+
+// New is the plugin factory (app.WithPlugin(Name, New)). It validates the
+// args, loads the trusted keys and the target workload, tries the model
+// file once (a missing or bad model is logged and counted: the plugin
+// then scores neutrally until a good one appears) and starts watching the
+// file until ctx ends.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := quant.LoadKeyring(args.PublicKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: publicKeys: %v", ErrArgs, err)
+	}
+	target, err := LoadTarget(args.TargetWorkload, args.TargetThreshold)
+	if err != nil {
+		return nil, fmt.Errorf("%w: targetWorkload: %v", ErrArgs, err)
+	}
+	p := newEdgePolicy(h, *args, NewModelStore(keys), target)
+	logger := klog.FromContext(ctx).WithValues("plugin", Name)
+	if _, err := p.models.LoadFile(args.ModelPath); err != nil {
+		logger.Error(err, "No model yet: scoring neutrally until one loads", "path", args.ModelPath)
+	}
+	d, _ := args.reloadInterval()
+	go p.models.Watch(ctx, args.ModelPath, d)
+	return p, nil
+}
+
+func newEdgePolicy(h fwk.Handle, args Args, models *ModelStore, target *sim.TargetWorkload) *EdgePolicy {
+	RegisterMetrics()
+	return &EdgePolicy{handle: h, args: args, models: models, conv: newConverter(target), now: time.Now}
+}
+
+// LoadTarget compiles the target workload of an openb pod list reference
+// (openb:NAME or a CSV path) the way the simulator does for its own
+// workload (sim.NewTargetWorkload with threshold).
+func LoadTarget(ref string, threshold float64) (*sim.TargetWorkload, error) {
+	pods, err := openb.LoadPods(ref, nil)
+	if err != nil {
+		return nil, err
+	}
+	env, err := sim.NewEnv(&sim.Cluster{Name: "target", Nodes: []sim.NodeSpec{{Name: "n", CPU: 1, Memory: 1, Arch: sim.ArchAMD64}}},
+		&sim.Workload{Name: ref, Pods: pods.Pods, Untimed: !pods.Timed}, sim.EnvOptions{TargetThreshold: threshold})
+	if err != nil {
+		return nil, err
+	}
+	return env.Target, nil
+}
+
+// Models returns the plugin's model store (for loaders and tests).
+func (p *EdgePolicy) Models() *ModelStore { return p.models }
+
+// Name implements fwk.Plugin.
+func (p *EdgePolicy) Name() string { return Name }
+
+const (
+	preFilterKey fwk.StateKey = "PreFilter" + Name
+	preScoreKey  fwk.StateKey = "PreScore" + Name
+)
+
+// preFilterState is the pod's parsed GPU request.
+type preFilterState struct{ req gpuRequest }
+
+func (s *preFilterState) Clone() fwk.StateData { return s }
+
+// PreFilter parses the pod's GPU request; pods without one skip Filter.
+func (p *EdgePolicy) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	req, err := podGPURequest(pod)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	if req.GPUs == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	cs.Write(preFilterKey, &preFilterState{req: req})
+	return nil, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin. None: Filter reads
+// the NodeInfo it is given (preemption's what-if copies included).
+func (p *EdgePolicy) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter rejection reasons.
+const (
+	ReasonNoGPU        = "node has no GPUs"
+	ReasonGPUModel     = "node's GPU model is not accepted by the pod"
+	ReasonGPUShare     = "insufficient free GPU share on the node's devices"
+	ReasonGPUAllocated = "node does not have enough whole free GPUs"
+)
+
+// Filter checks GPU model and per-device fit (whole devices free, or one
+// device with the requested share free). Upstream NodeResourcesFit
+// checks the totals; only the per-device view is ours.
+func (p *EdgePolicy) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	v, err := cs.Read(preFilterKey)
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("reading %s: %w", preFilterKey, err))
+	}
+	req := v.(*preFilterState).req
+	if ni.Node() == nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node not found")
+	}
+	gpus, model := nodeGPUs(ni.Node())
+	if gpus == 0 {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ReasonNoGPU)
+	}
+	if !req.accepts(model) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ReasonGPUModel)
+	}
+	if int(req.GPUs) > gpus {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ReasonGPUAllocated)
+	}
+	e := p.conv.node(ni)
+	if !gpuFits(e.free, req.GPUs, req.Milli) {
+		if req.Milli >= sim.MilliGPU {
+			return fwk.NewStatus(fwk.Unschedulable, ReasonGPUAllocated)
+		}
+		return fwk.NewStatus(fwk.Unschedulable, ReasonGPUShare)
+	}
+	return nil
+}
+
+// preScoreState holds one cycle's results: the view (for Reserve's device
+// choice) and the normalised score of every feasible node. Read-only
+// after PreScore, so Clone shares it.
+type preScoreState struct {
+	epoch  uint64 // the converter's view this cycle scored on (0: none)
+	pod    sim.Pod
+	scores map[string]int64
+}
+
+func (s *preScoreState) Clone() fwk.StateData { return s }
+
+// PreScore converts the snapshot, computes the pod's features on every
+// feasible node and runs the int8 policy once for all of them (one batch:
+// the pod's share of the first layer is computed once). Failures, panics
+// included, never fail the cycle: every node then scores 0 (neutral) and
+// a fallback is counted.
+func (p *EdgePolicy) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	logger := klog.FromContext(ctx)
+	ps := &preScoreState{scores: make(map[string]int64, len(nodes))}
+	cs.Write(preScoreKey, ps)
+	sp, err := simPod(pod)
+	if err != nil {
+		metricFallbacks.WithLabelValues("error").Inc()
+		return nil
+	}
+	ps.pod = sp
+	var all []fwk.NodeInfo
+	if p.handle != nil && p.handle.SnapshotSharedLister() != nil {
+		all, err = p.handle.SnapshotSharedLister().NodeInfos().List()
+	}
+	if err != nil || len(all) == 0 {
+		all = nodes
+	}
+	m := p.models.Current()
+	start := time.Now()
+	reason, err := p.score(m, all, nodes, ps)
+	metricInference.Observe(time.Since(start).Seconds())
+	if reason != "" {
+		metricFallbacks.WithLabelValues(reason).Inc()
+		clear(ps.scores)
+		if err != nil {
+			logger.Error(err, "EdgePolicy scored neutrally", "pod", klog.KObj(pod), "reason", reason)
+		}
+	}
+	return nil
+}
+
+// errNoModel marks a cycle without a model.
+var errNoModel = errors.New("no model loaded")
+
+// score fills ps (view and scores); it contains panics. reason is ""
+// on success.
+func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreState) (reason string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			metricPanics.Inc()
+			reason, err = "panic", fmt.Errorf("panic in policy: %v", r)
+			klog.V(4).InfoS("EdgePolicy panic stack", "stack", string(debug.Stack()))
+		}
+	}()
+	if m == nil {
+		return "no_model", nil
+	}
+	reason = ""
+	err = p.conv.withView(all, func(v *view) error {
+		ps.epoch = v.epoch
+		idx := make([]int, 0, len(nodes))
+		names := make([]string, 0, len(nodes))
+		for _, ni := range nodes {
+			if n := ni.Node(); n != nil {
+				// Only nodes the simulator also finds feasible are scored
+				// (the features assume the pod fits); others keep 0.
+				if i, ok := v.index[n.Name]; ok && v.st.Feasible(i, &ps.pod) {
+					idx = append(idx, i)
+					names = append(names, n.Name)
+				}
+			}
+		}
+		if len(idx) == 0 {
+			return nil
+		}
+		const F = policy.NumFeatures
+		x := make([]float32, len(idx)*F)
+		v.ext.BeginPod(v.st, &ps.pod)
+		for j, i := range idx {
+			v.ext.Extract(v.st, &ps.pod, i, x[j*F:(j+1)*F])
+		}
+		raw := make([]float32, len(idx))
+		sc := m.getScorer()
+		if err := sc.Scores(x, len(idx), raw); err != nil {
+			return err // a scorer that failed is not returned to the pool
+		}
+		m.putScorer(sc)
+		norm := normalize(raw, idx)
+		for j, n := range names {
+			ps.scores[n] = norm[j]
+		}
+		return nil
+	})
+	if err != nil {
+		return "error", err
+	}
+	return "", nil
+}
+
+// normalize maps raw scores to [0, MaxNodeScore] keeping the argmax
+// exact: every node tied with the best (as the simulator counts ties)
+// gets MaxNodeScore, every other node scales linearly into
+// [0, MaxNodeScore-1]. NaN ranks lowest.
+func normalize(raw []float32, _ []int) []int64 {
+	out := make([]int64, len(raw))
+	best, worst := math.Inf(-1), math.Inf(1)
+	for _, r := range raw {
+		s := float64(r)
+		if math.IsNaN(s) {
+			continue
+		}
+		best, worst = max(best, s), min(worst, s)
+	}
+	if math.IsInf(best, -1) {
+		return out
+	}
+	eps := 1e-9 * max(1, math.Abs(best))
+	if math.IsInf(best, 0) {
+		eps = 0
+	}
+	span := best - worst
+	for i, r := range raw {
+		s := float64(r)
+		switch {
+		case math.IsNaN(s):
+			out[i] = fwk.MinNodeScore
+		case s >= best-eps:
+			out[i] = fwk.MaxNodeScore
+		case span > 0 && !math.IsInf(span, 0):
+			out[i] = min(fwk.MaxNodeScore-1, max(fwk.MinNodeScore, int64(math.Floor(float64(fwk.MaxNodeScore-1)*(s-worst)/span))))
+		default:
+			out[i] = fwk.MinNodeScore
+		}
+	}
+	return out
+}
+
+// Score returns the node's score computed in PreScore (0 when the cycle
+// fell back or the node was not modelled). It never blocks.
+func (p *EdgePolicy) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	v, err := cs.Read(preScoreKey)
+	if err != nil || ni.Node() == nil {
+		return 0, nil
+	}
+	s := v.(*preScoreState).scores[ni.Node().Name]
+	return min(fwk.MaxNodeScore, max(fwk.MinNodeScore, s)), nil
+}
+
+// ScoreExtensions implements fwk.ScorePlugin.
+func (p *EdgePolicy) ScoreExtensions() fwk.ScoreExtensions { return p }
+
+// NormalizeScore implements fwk.ScoreExtensions. Scores are normalised
+// over the whole feasible set in PreScore (Score sees one node at a
+// time); here they are only clamped to [MinNodeScore, MaxNodeScore], so
+// the plugin's output range holds whatever happens upstream.
+func (p *EdgePolicy) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	for i := range scores {
+		scores[i].Score = min(fwk.MaxNodeScore, max(fwk.MinNodeScore, scores[i].Score))
+	}
+	return nil
+}
+
+// Reserve chooses the devices of a GPU pod on its node (the policy's own
+// choice: FGD's device for a share, the lowest free devices otherwise)
+// and remembers them for PreBind and for the next snapshots.
+func (p *EdgePolicy) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	req, err := podGPURequest(pod)
+	if err != nil || req.GPUs == 0 {
+		return nil
+	}
+	dev, err := p.pickDevices(cs, pod, nodeName)
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("%s: choosing GPU devices on %s: %w", Name, nodeName, err))
+	}
+	p.conv.res.put(pod.UID, nodeName, dev, p.now())
+	return nil
+}
+
+func (p *EdgePolicy) pickDevices(cs fwk.CycleState, pod *v1.Pod, nodeName string) (dev []int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			metricPanics.Inc()
+			dev, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	sp, err := simPod(pod)
+	if err != nil {
+		return nil, err
+	}
+	pick := func(v *view) error {
+		i, ok := v.index[nodeName]
+		if !ok {
+			return fmt.Errorf("node %s not modelled", nodeName)
+		}
+		if !v.st.Feasible(i, &sp) {
+			return errors.New("pod does not fit the node's devices")
+		}
+		d := v.ext.PickGPUs(v.st, &sp, i, nil)
+		if int32(len(d)) != sp.GPUs {
+			return errors.New("no device choice")
+		}
+		dev = append([]int(nil), d...)
+		return nil
+	}
+	// The view PreScore used, if nothing rebuilt it since.
+	if d, rerr := cs.Read(preScoreKey); rerr == nil && d.(*preScoreState).epoch != 0 {
+		if ok, err := p.conv.withCurrent(d.(*preScoreState).epoch, pick); ok {
+			return dev, err
+		}
+	}
+	// Otherwise (PreScore did not run: one feasible node) model that node
+	// alone; the device choice depends only on the node and the target.
+	if p.handle == nil || p.handle.SnapshotSharedLister() == nil {
+		return nil, errors.New("no snapshot")
+	}
+	ni, err := p.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
+	if err != nil {
+		return nil, err
+	}
+	v, err := p.conv.fresh([]fwk.NodeInfo{ni})
+	if err != nil {
+		return nil, err
+	}
+	return dev, pick(v)
+}
+
+// Unreserve forgets the devices chosen at Reserve.
+func (p *EdgePolicy) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	p.conv.res.m.Delete(pod.UID)
+}
+
+// PreBindPreFlight implements fwk.PreBindPlugin: only GPU pods with a
+// reservation need PreBind.
+func (p *EdgePolicy) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if _, ok := p.conv.res.get(pod.UID, nodeName); !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return nil, nil
+}
+
+// PreBind records the chosen devices in the pod's AnnotationGPUDevices
+// (a merge patch), so the next snapshots and a restarted scheduler see
+// the same device state.
+func (p *EdgePolicy) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	dev, ok := p.conv.res.get(pod.UID, nodeName)
+	if !ok || p.handle == nil || p.handle.ClientSet() == nil {
+		return nil
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationGPUDevices, formatDevices(dev))
+	_, err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("%s: recording GPU devices: %w", Name, err))
+	}
+	return nil
+}

@@ -1,0 +1,425 @@
+package edgeplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/component-base/metrics/testutil"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/sim"
+)
+
+func gpuNode(name, model string, gpus int) sim.NodeSpec {
+	return sim.NodeSpec{Name: name, CPU: 64000, Memory: 256 << 10, GPUs: gpus, GPUModel: model, Arch: sim.ArchAMD64}
+}
+
+func TestFilter(t *testing.T) {
+	p := newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95))
+	t4 := gpuNode("t4", "T4", 2)
+	// a pod holding 700 of device 0 and one holding device 1 whole
+	holder := func(name, dev string, s sim.PodSpec) *v1.Pod {
+		pod := k8sPod(s)
+		pod.Name = name
+		pod.Annotations[AnnotationGPUDevices] = dev
+		return pod
+	}
+	share700 := holder("h1", "0", sim.PodSpec{Name: "h1", CPU: 1000, Memory: 1024, GPUs: 1, GPUMilli: 700})
+	whole := holder("h2", "1", sim.PodSpec{Name: "h2", CPU: 1000, Memory: 1024, GPUs: 1, GPUMilli: 1000})
+	cases := []struct {
+		name  string
+		pod   sim.PodSpec
+		node  sim.NodeSpec
+		held  []*v1.Pod
+		code  fwk.Code
+		why   string
+		skips bool
+	}{
+		{name: "cpu pod skips", pod: sim.PodSpec{Name: "a", CPU: 100, Memory: 10}, node: t4, skips: true},
+		{name: "fits share", pod: sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 300}, node: t4, held: []*v1.Pod{share700, whole}, code: fwk.Success},
+		{name: "share does not fit", pod: sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 400}, node: t4, held: []*v1.Pod{share700, whole}, code: fwk.Unschedulable, why: ReasonGPUShare},
+		{name: "whole gpu fits", pod: sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 1000}, node: t4, held: []*v1.Pod{share700}, code: fwk.Success},
+		{name: "no whole gpu left", pod: sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 1000}, node: t4, held: []*v1.Pod{share700, whole}, code: fwk.Unschedulable, why: ReasonGPUAllocated},
+		{name: "too many gpus", pod: sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 4, GPUMilli: 1000}, node: t4, code: fwk.UnschedulableAndUnresolvable, why: ReasonGPUAllocated},
+		{name: "model accepted", pod: sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 500, GPUSpec: []string{"V100M16", "T4"}}, node: t4, code: fwk.Success},
+		{name: "model mismatch", pod: sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 500, GPUSpec: []string{"A100"}}, node: t4, code: fwk.UnschedulableAndUnresolvable, why: ReasonGPUModel},
+		{name: "cpu-only node", pod: sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 500}, node: sim.NodeSpec{Name: "c", CPU: 8000, Memory: 8192, Arch: sim.ArchARM64}, code: fwk.UnschedulableAndUnresolvable, why: ReasonNoGPU},
+		{name: "unannotated holders are derived", pod: sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 2, GPUMilli: 1000}, node: t4,
+			held: []*v1.Pod{k8sPod(sim.PodSpec{Name: "x", CPU: 1, Memory: 1, GPUs: 1, GPUMilli: 100})}, code: fwk.Unschedulable, why: ReasonGPUAllocated},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cs := framework.NewCycleState()
+			pod := k8sPod(c.pod)
+			ni := nodeInfo(k8sNode(c.node), c.held...)
+			_, st := p.PreFilter(context.Background(), cs, pod, []fwk.NodeInfo{ni})
+			if c.skips {
+				if st.Code() != fwk.Skip {
+					t.Fatalf("PreFilter = %v, want Skip", st)
+				}
+				return
+			}
+			if !st.IsSuccess() {
+				t.Fatalf("PreFilter = %v", st)
+			}
+			got := p.Filter(context.Background(), cs, pod, ni)
+			if got.Code() != c.code || (c.why != "" && got.Message() != c.why) {
+				t.Fatalf("Filter = %v (%q), want %v %q", got.Code(), got.Message(), c.code, c.why)
+			}
+		})
+	}
+}
+
+func TestPreFilterBadRequest(t *testing.T) {
+	p := newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95))
+	for _, ann := range []map[string]string{
+		{AnnotationGPUMilli: "1500"},
+		{AnnotationGPUMilli: "x"},
+		{AnnotationGPUModels: "T4"}, // models without a GPU request
+	} {
+		pod := k8sPod(sim.PodSpec{Name: "a", CPU: 1, Memory: 1})
+		for k, v := range ann {
+			pod.Annotations[k] = v
+		}
+		_, st := p.PreFilter(context.Background(), framework.NewCycleState(), pod, nil)
+		if st.Code() != fwk.UnschedulableAndUnresolvable {
+			t.Errorf("%v: PreFilter = %v, want UnschedulableAndUnresolvable", ann, st)
+		}
+	}
+}
+
+// cluster builds a random cluster snapshot: nodes of random shapes with
+// random pods on them.
+func randomSnapshot(rng *rand.Rand, n int) []fwk.NodeInfo {
+	models := []string{"T4", "A10", "V100M16", "P100"}
+	var out []fwk.NodeInfo
+	for i := range n {
+		spec := sim.NodeSpec{Name: fmt.Sprintf("r%05d", i), CPU: int64(4000 + rng.IntN(124000)), Memory: int64(8192 + rng.IntN(500000)), Arch: sim.ArchAMD64}
+		if rng.IntN(3) > 0 {
+			spec.GPUs = 1 + rng.IntN(8)
+			spec.GPUModel = models[rng.IntN(len(models))]
+		}
+		if rng.IntN(5) == 0 {
+			spec.Arch = sim.ArchARM64
+		}
+		var pods []*v1.Pod
+		for j := range rng.IntN(6) {
+			ps := sim.PodSpec{Name: fmt.Sprintf("%s-p%d", spec.Name, j), CPU: int64(rng.IntN(4000)), Memory: int64(rng.IntN(8192))}
+			if spec.GPUs > 0 && rng.IntN(2) == 0 {
+				ps.GPUs, ps.GPUMilli = 1, int64(100+rng.IntN(900))
+			}
+			pods = append(pods, k8sPod(ps))
+		}
+		out = append(out, nodeInfo(k8sNode(spec), pods...))
+	}
+	return out
+}
+
+func runCycle(t testing.TB, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) (fwk.NodeScoreList, fwk.CycleState) {
+	t.Helper()
+	ctx := context.Background()
+	cs := framework.NewCycleState()
+	feasible := nodes
+	if _, st := p.PreFilter(ctx, cs, pod, nodes); st.Code() == fwk.Success {
+		feasible = nil
+		for _, ni := range nodes {
+			if p.Filter(ctx, cs, pod, ni).IsSuccess() && fitsCPUMem(pod, ni) {
+				feasible = append(feasible, ni)
+			}
+		}
+	} else if st.Code() != fwk.Skip {
+		t.Fatalf("PreFilter: %v", st)
+	} else {
+		feasible = nil
+		for _, ni := range nodes {
+			if fitsCPUMem(pod, ni) {
+				feasible = append(feasible, ni)
+			}
+		}
+	}
+	if st := p.PreScore(ctx, cs, pod, feasible); !st.IsSuccess() {
+		t.Fatalf("PreScore: %v", st)
+	}
+	scores := make(fwk.NodeScoreList, 0, len(feasible))
+	for _, ni := range feasible {
+		s, st := p.Score(ctx, cs, pod, ni)
+		if !st.IsSuccess() {
+			t.Fatalf("Score: %v", st)
+		}
+		scores = append(scores, fwk.NodeScore{Name: ni.Node().Name, Score: s})
+	}
+	if st := p.NormalizeScore(ctx, cs, pod, scores); !st.IsSuccess() {
+		t.Fatalf("NormalizeScore: %v", st)
+	}
+	return scores, cs
+}
+
+// fitsCPUMem stands in for upstream NodeResourcesFit (CPU and memory).
+func fitsCPUMem(pod *v1.Pod, ni fwk.NodeInfo) bool {
+	sp, _ := simPod(pod)
+	a, r := ni.GetAllocatable(), ni.GetRequested()
+	return r.GetMilliCPU()+sp.CPU <= a.GetMilliCPU() && r.GetMemory()+sp.Mem*mib <= a.GetMemory()
+}
+
+func TestScoreRangeProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for trial := range 20 {
+		nodes := randomSnapshot(rng, 5+rng.IntN(60))
+		p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
+		if trial%2 == 0 {
+			tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p = newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+		}
+		for k := range 10 {
+			ps := sim.PodSpec{Name: fmt.Sprintf("q%d", k), CPU: int64(rng.IntN(8000)), Memory: int64(rng.IntN(16000))}
+			if rng.IntN(2) == 0 {
+				ps.GPUs, ps.GPUMilli = 1, int64(50+rng.IntN(951))
+				if rng.IntN(3) == 0 {
+					ps.GPUs, ps.GPUMilli = int(1+rng.IntN(4)), 1000
+				}
+			}
+			scores, _ := runCycle(t, p, k8sPod(ps), nodes)
+			top := 0
+			for _, s := range scores {
+				if s.Score < fwk.MinNodeScore || s.Score > fwk.MaxNodeScore {
+					t.Fatalf("score %d of %s out of range", s.Score, s.Name)
+				}
+				if s.Score == fwk.MaxNodeScore {
+					top++
+				}
+			}
+			if len(scores) > 0 && top == 0 {
+				t.Fatalf("no node got MaxNodeScore among %d", len(scores))
+			}
+		}
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	got := normalize([]float32{1, 3, 3, 2, float32(nanF())}, nil)
+	want := []int64{0, 100, 100, 49, 0}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("normalize = %v, want %v", got, want)
+		}
+	}
+}
+
+func nanF() float64 { z := 0.0; return z / z }
+
+type panicScorer struct{}
+
+func (panicScorer) Scores([]float32, int, []float32) error { panic("boom") }
+
+func TestPanicContained(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	nodes := randomSnapshot(rng, 20)
+	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
+	h := p.models.Current().Header
+	h.Version++
+	h.ModelID = "panicking"
+	if ok, err := p.models.install(h, func() policy.Scorer { return panicScorer{} }, nil); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	before, _ := testutil.GetCounterMetricValue(metricPanics)
+	fb, _ := testutil.GetCounterMetricValue(metricFallbacks.WithLabelValues("panic"))
+	scores, _ := runCycle(t, p, k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 100}), nodes)
+	for _, s := range scores {
+		if s.Score != 0 {
+			t.Fatalf("score %d after a panic, want 0", s.Score)
+		}
+	}
+	after, _ := testutil.GetCounterMetricValue(metricPanics)
+	fa, _ := testutil.GetCounterMetricValue(metricFallbacks.WithLabelValues("panic"))
+	if after != before+1 || fa != fb+1 {
+		t.Fatalf("panics %v -> %v, fallbacks %v -> %v; want +1 each", before, after, fb, fa)
+	}
+}
+
+func TestNoModelScoresNeutral(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 2))
+	nodes := randomSnapshot(rng, 10)
+	a := Args{ModelPath: "x", PublicKeys: []string{"x"}}
+	a.SetDefaults()
+	p := newEdgePolicy(&fakeHandle{lister: &fakeLister{nodes: nodes}}, a, NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
+	scores, _ := runCycle(t, p, k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 100}), nodes)
+	for _, s := range scores {
+		if s.Score != 0 {
+			t.Fatalf("score %d without a model", s.Score)
+		}
+	}
+}
+
+func TestHotSwapRace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	nodes := randomSnapshot(rng, 30)
+	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
+	s := testSigner(t, 1)
+	blobs := make([][]byte, 30)
+	for i := range blobs {
+		blobs[i] = encodeVersion(t, s, uint64(i+2))
+	}
+	var stop atomic.Bool
+	var cycles atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for k := 0; !stop.Load(); k++ {
+				cycles.Add(1)
+				pod := k8sPod(sim.PodSpec{Name: fmt.Sprintf("w%d-%d", w, k), CPU: 500, Memory: 512, GPUs: 1, GPUMilli: 250})
+				scores, _ := runCycle(t, p, pod, nodes)
+				for _, sc := range scores {
+					if sc.Score < 0 || sc.Score > fwk.MaxNodeScore {
+						t.Errorf("score %d out of range", sc.Score)
+					}
+				}
+			}
+		})
+	}
+	for _, b := range blobs {
+		if ok, err := p.models.Install(b); !ok || err != nil {
+			t.Errorf("install: %v %v", ok, err)
+		}
+		// let a few cycles run on this model before the next swap
+		for target := cycles.Load() + 3; cycles.Load() < target; {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d scoring cycles across %d swaps", cycles.Load(), len(blobs))
+	if v := p.models.Current().Header.Version; v != 31 {
+		t.Fatalf("version %d after swaps, want 31", v)
+	}
+}
+
+func TestModelRefusals(t *testing.T) {
+	s := testSigner(t, 1)
+	other := testSigner(t, 99)
+	store := NewModelStore(testKeyring(t, s))
+	if ok, err := store.Install(encodeVersion(t, s, 5)); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	good := store.Current()
+	refused := func(reason string) float64 {
+		v, _ := testutil.GetCounterMetricValue(metricRefusals.WithLabelValues(reason))
+		return v
+	}
+	tampered := encodeVersion(t, s, 6)
+	tampered[len(tampered)-100] ^= 1
+	cases := []struct {
+		name   string
+		raw    []byte
+		reason string
+		is     error
+	}{
+		{"untrusted key", encodeVersion(t, other, 6), refuseSignature, quant.ErrUnknownKey},
+		{"tampered", tampered, refuseSignature, quant.ErrSignature},
+		{"older version", encodeVersion(t, s, 4), refuseRollback, quant.ErrRollback},
+		{"garbage", []byte("not a model"), refuseArtifact, quant.ErrArtifact},
+	}
+	for _, c := range cases {
+		before := refused(c.reason)
+		ok, err := store.Install(c.raw)
+		if ok || err == nil || !errors.Is(err, c.is) {
+			t.Errorf("%s: Install = %v, %v; want refusal wrapping %v", c.name, ok, err, c.is)
+		}
+		if got := refused(c.reason); got != before+1 {
+			t.Errorf("%s: refusals{%s} %v -> %v", c.name, c.reason, before, got)
+		}
+		if store.Current() != good {
+			t.Fatalf("%s: the previous model was replaced", c.name)
+		}
+	}
+	// the same model again is a no-op; a newer one swaps
+	if ok, err := store.Install(encodeVersion(t, s, 5)); ok || err != nil {
+		t.Fatalf("same model: %v %v", ok, err)
+	}
+	if ok, err := store.Install(encodeVersion(t, s, 6)); !ok || err != nil {
+		t.Fatalf("newer model: %v %v", ok, err)
+	}
+}
+
+func TestLoadFileAndArgs(t *testing.T) {
+	dir := t.TempDir()
+	s := testSigner(t, 1)
+	_, pub, err := quant.WriteKeyPair(dir, "test", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, dir, "model.esa", encodeVersion(t, s, 3))
+	raw := fmt.Sprintf(`{"modelPath":%q,"publicKeys":[%q],"reloadInterval":"2s"}`, path, pub)
+	pl, err := New(t.Context(), &runtime.Unknown{Raw: []byte(raw), ContentType: runtime.ContentTypeJSON}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pl.(*EdgePolicy)
+	if m := p.Models().Current(); m == nil || m.Header.Version != 3 {
+		t.Fatalf("model not loaded at start: %+v", m)
+	}
+	// a rewrite with a newer version is picked up by LoadFile
+	writeFile(t, dir, "model.esa", encodeVersion(t, s, 4))
+	if ok, err := p.Models().LoadFile(path); !ok || err != nil {
+		t.Fatalf("reload: %v %v", ok, err)
+	}
+	for _, bad := range []string{
+		`{}`,
+		`{"modelPath":"m"}`,
+		`{"modelPath":"m","publicKeys":["k"],"reloadInterval":"10ms"}`,
+		`{"modelPath":"m","publicKeys":["k"],"targetThreshold":2}`,
+		`{"modelPath":"m","publicKeys":["k"],"unknownField":1}`,
+	} {
+		if _, err := DecodeArgs(&runtime.Unknown{Raw: []byte(bad)}); !errors.Is(err, ErrArgs) {
+			t.Errorf("DecodeArgs(%s) = %v, want ErrArgs", bad, err)
+		}
+	}
+	a, err := DecodeArgs(&runtime.Unknown{Raw: []byte("modelPath: m\npublicKeys: [k]\n"), ContentType: runtime.ContentTypeYAML})
+	if err != nil || a.ReloadInterval != "10s" || a.TargetWorkload != DefaultTargetWorkload || a.TargetThreshold != DefaultTargetThreshold {
+		t.Fatalf("defaults: %+v %v", a, err)
+	}
+}
+
+// TestReserveWithoutPreScore covers the single-feasible-node path (the
+// scheduler skips PreScore/Score): Reserve models the node alone.
+func TestReserveWithoutPreScore(t *testing.T) {
+	spec := gpuNode("only", "T4", 4)
+	held := k8sPod(sim.PodSpec{Name: "h", CPU: 1, Memory: 1, GPUs: 1, GPUMilli: 600})
+	held.Annotations[AnnotationGPUDevices] = "2"
+	ni := nodeInfo(k8sNode(spec), held)
+	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: []fwk.NodeInfo{ni}}}, sim.NewTargetWorkload(nil, 0.95))
+	pod := k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 100, GPUs: 1, GPUMilli: 300})
+	cs := framework.NewCycleState()
+	if st := p.Reserve(context.Background(), cs, pod, "only"); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	dev, ok := p.conv.res.get(pod.UID, "only")
+	if !ok || len(dev) != 1 {
+		t.Fatalf("devices %v %v", dev, ok)
+	}
+	if _, st := p.PreBindPreFlight(context.Background(), cs, pod, "only"); !st.IsSuccess() {
+		t.Fatalf("PreBindPreFlight = %v, want Success for a reserved GPU pod", st)
+	}
+	p.Unreserve(context.Background(), cs, pod, "only")
+	if _, st := p.PreBindPreFlight(context.Background(), cs, pod, "only"); st.Code() != fwk.Skip {
+		t.Fatalf("PreBindPreFlight after Unreserve = %v, want Skip", st)
+	}
+	// a pod that cannot fit any device is refused at Reserve
+	big := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 100, GPUs: 4, GPUMilli: 1000})
+	if st := p.Reserve(context.Background(), framework.NewCycleState(), big, "only"); st.IsSuccess() {
+		t.Fatal("Reserve succeeded for a pod that does not fit")
+	}
+}
