@@ -394,10 +394,7 @@ func (c *Client) enqueue(round uint64, baseID string, baseVersion uint64, sample
 		m, ob := tx.Bucket(bucketMeta), tx.Bucket(bucketOutbox)
 		if ob.Stats().KeyN >= c.cfg.OutboxLimit {
 			if c.cfg.OutboxPolicy == RefuseNew {
-				if err := bumpCounters(tx, func(k *Counters) { k.DroppedFull++ }); err != nil {
-					return err
-				}
-				return errOutboxFull
+				return errOutboxFull // counted below: this transaction rolls back
 			}
 			k, _ := ob.Cursor().First()
 			if err := ob.Delete(k); err != nil {
@@ -425,6 +422,10 @@ func (c *Client) enqueue(round uint64, baseID string, baseVersion uint64, sample
 	})
 	if errors.Is(err, errOutboxFull) {
 		c.log.Warn("outbox full: update not made", "limit", c.cfg.OutboxLimit)
+		if err := c.db.Update(func(tx *bolt.Tx) error { return bumpCounters(tx, func(k *Counters) { k.DroppedFull++ }) }); err != nil {
+			return fmt.Errorf("count refused update: %w", err)
+		}
+		c.report()
 		return nil
 	}
 	if err != nil {
