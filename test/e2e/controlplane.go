@@ -331,9 +331,9 @@ type SchedulerOptions struct {
 
 // StartScheduler starts a scheduler against the control plane with a
 // kubeconfig file for the admin token, leader election off, and its
-// secure port on a free 127.0.0.1 port, and waits until its /readyz
-// answers 200 (its informers have synced). It fails t if the scheduler
-// does not become ready.
+// secure port on a free 127.0.0.1 port (the returned Process's URL), and
+// waits until its /readyz answers 200 (its informers have synced). It
+// fails t if the scheduler does not become ready.
 func (cp *ControlPlane) StartScheduler(t testing.TB, o SchedulerOptions) *Process {
 	t.Helper()
 	if o.Binary == "" {
@@ -382,10 +382,10 @@ func (cp *ControlPlane) StartScheduler(t testing.TB, o SchedulerOptions) *Proces
 		if err != nil {
 			t.Fatalf("e2e: %v", err)
 		}
-		url := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + "/readyz"
+		p.URL = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		start := time.Now()
 		err = waitFor(ctx, p, name+" /readyz", func(ctx context.Context) (bool, error) {
-			return httpOK(ctx, hc, url, ""), nil
+			return httpOK(ctx, hc, p.URL+"/readyz", ""), nil
 		})
 		if err == nil {
 			t.Logf("e2e: %s ready in %s", name, time.Since(start).Round(time.Millisecond))

@@ -3,7 +3,8 @@
 // datastore) and the real kube-apiserver — registers Node objects with
 // heterogeneous capacity (no kubelet: the harness sets the Ready condition
 // and lifts the not-ready taint itself, like kwok), and starts schedulers
-// (the stock kube-scheduler, later edge-scheduler) against it.
+// (the stock kube-scheduler, or edge-scheduler with the EdgePolicy plugin:
+// edgescheduler_test.go) against it.
 //
 // Programs are built from the versions pinned in go.mod (kine and
 // kube-apiserver are Go tool dependencies; kube-scheduler comes from the

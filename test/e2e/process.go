@@ -26,9 +26,13 @@ const DefaultStopGrace = 10 * time.Second
 type Process struct {
 	Name    string // short name used in messages and the log file name
 	LogPath string
-	cmd     *exec.Cmd
-	log     *os.File
-	grace   time.Duration
+	// URL is the https base address of the program's secure port when the
+	// harness chose it (StartScheduler sets it, e.g. for GET URL+"/metrics"
+	// with the admin token); empty otherwise.
+	URL   string
+	cmd   *exec.Cmd
+	log   *os.File
+	grace time.Duration
 
 	done     chan struct{} // closed when the process has exited
 	waitErr  error
