@@ -16,6 +16,8 @@
 //   - Reserve/Unreserve/PreBind: the pod's GPU devices (FGD's device for
 //     a share, as in the simulator) are chosen at Reserve and recorded in
 //     the pod annotation edgesched.io/gpu-devices at PreBind.
+//   - PreBind also writes edgesched.io/explanation (explain.go): exact
+//     Shapley values of feature groups for the chosen node's score.
 //
 // The Kubernetes conventions (resource names, labels, annotations) are
 // in conventions.go and docs/edge-plugin.md.
@@ -50,9 +52,12 @@
 //     (written at PreBind) are the record. GPU pods without one get a
 //     deterministic best-fit assignment.
 //
+// extender.go serves the same Filter and Score decisions over the
+// kube-scheduler HTTP extender protocol (`edge-scheduler extender`) for
+// K3s's embedded scheduler.
+//
 // Not done yet: ConfigMap watching, node telemetry (measured load instead
 // of the usage model), service dependencies (the dependency features are
-// 0), explanations, the HTTP extender mode for K3s's embedded scheduler,
-// incremental snapshot conversion, and SignPlugin (pods are not batched,
+// 0), incremental snapshot conversion, and SignPlugin (pods are not batched,
 // which is correct because scores depend on the cluster state).
 package edgeplugin

@@ -172,6 +172,9 @@ type preScoreState struct {
 	epoch  uint64 // the converter's view this cycle scored on (0: none)
 	pod    sim.Pod
 	scores map[string]int64
+	// explain keeps the features for the explanation (explain.go); nil
+	// when the cycle fell back.
+	explain *explainInput
 }
 
 func (s *preScoreState) Clone() fwk.StateData { return s }
@@ -262,6 +265,7 @@ func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreStat
 		for j, n := range names {
 			ps.scores[n] = norm[j]
 		}
+		ps.explain = &explainInput{model: m, x: x, names: names, raw: raw}
 		return nil
 	})
 	if err != nil {
@@ -403,9 +407,9 @@ func (p *EdgePolicy) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod,
 }
 
 // PreBindPreFlight implements fwk.PreBindPlugin: only GPU pods with a
-// reservation need PreBind.
-func (p *EdgePolicy) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
-	if _, ok := p.conv.res.get(pod.UID, nodeName); !ok {
+// reservation and pods whose node the policy scored need PreBind.
+func (p *EdgePolicy) PreBindPreFlight(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if _, ok := p.conv.res.get(pod.UID, nodeName); !ok && !explainable(cs, nodeName) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	return nil, nil
@@ -413,15 +417,39 @@ func (p *EdgePolicy) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *
 
 // PreBind records the chosen devices in the pod's AnnotationGPUDevices
 // (a merge patch), so the next snapshots and a restarted scheduler see
-// the same device state.
-func (p *EdgePolicy) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+// the same device state, and the policy's AnnotationExplanation in the
+// same patch. A failed explanation is left out; a patch that only carries
+// the explanation has a short deadline and never fails the binding.
+func (p *EdgePolicy) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	dev, ok := p.conv.res.get(pod.UID, nodeName)
-	if !ok || p.handle == nil || p.handle.ClientSet() == nil {
+	if p.handle == nil || p.handle.ClientSet() == nil {
 		return nil
 	}
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationGPUDevices, formatDevices(dev))
-	_, err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	ann := map[string]string{}
+	if ok {
+		ann[AnnotationGPUDevices] = formatDevices(dev)
+	}
+	if e := p.explanationAnnotation(ctx, cs, nodeName); e != "" {
+		ann[AnnotationExplanation] = e
+	}
+	if len(ann) == 0 {
+		return nil
+	}
+	patch, err := annotationPatch(ann)
+	if err == nil {
+		pctx := ctx
+		if !ok {
+			var cancel context.CancelFunc
+			pctx, cancel = context.WithTimeout(ctx, explainPatchTimeout)
+			defer cancel()
+		}
+		_, err = p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(pctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
 	if err != nil {
+		if !ok {
+			klog.FromContext(ctx).Error(err, "EdgePolicy: recording the explanation", "pod", klog.KObj(pod))
+			return nil
+		}
 		return fwk.AsStatus(fmt.Errorf("%s: recording GPU devices: %w", Name, err))
 	}
 	return nil

@@ -48,6 +48,7 @@ sites). 'edgectl demo' runs the whole system on one machine.`,
 		newRoundCommand(),
 		newSitesCommand(),
 		newScenarioCommand(opts),
+		newExplainCommand(),
 		newVersionCommand(),
 	)
 	return root

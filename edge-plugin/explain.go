@@ -1,0 +1,379 @@
+package edgeplugin
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"time"
+
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/edgesched/edgesched/policy"
+)
+
+// Explanations: every pod EdgePolicy scored gets the annotation
+// AnnotationExplanation at PreBind, saying why the policy liked its node:
+// the int8 model's raw score there, the score of a baseline node, and the
+// exact Shapley values of the feature groups (FeatureGroups) that split the
+// difference between the two.
+//
+// Game. The players are the G feature groups; the value of a coalition S is
+// the int8 scorer's raw output on the chosen node's feature vector with the
+// features of the groups outside S replaced by the baseline's. The baseline
+// is the mean of the pod's scored candidate nodes' raw feature vectors (the
+// features are normalised affinely inside the scorer, so this is also the
+// mean after normalisation). The explanation therefore answers "why this
+// node rather than a typical candidate": pod features are equal on every
+// candidate, so the pod group is a dummy player and gets exactly 0, and the
+// attributions add up to score(node) - score(mean candidate)
+// (efficiency). Zeros after normalisation would instead compare with the
+// training set's average decision, which mixes in what the pod is and says
+// less about the choice of node.
+//
+// Cost. All 2^G coalitions are scored in one batch with a scorer of the
+// model that scored the cycle (the same Int8Scorer code, so the
+// attributions explain what ran): 2^7 = 128 forward passes, tens of
+// microseconds, done in PreBind (the binding cycle, off the scheduling
+// path) from the features PreScore left in CycleState.
+
+// AnnotationExplanation is the pod annotation EdgePolicy writes at PreBind:
+// compact JSON of an Explanation. Informational: nothing reads it back.
+const AnnotationExplanation = "edgesched.io/explanation"
+
+// ExplanationFormat is the version of the annotation's JSON (field "v").
+const ExplanationFormat = 1
+
+// ExplanationMethod names how the attributions are computed (field
+// "method").
+const ExplanationMethod = "shapley-groups/mean-candidate"
+
+// explainTopK is how many groups (largest |attribution| first) the
+// annotation lists; the others' sum is Rest.
+const explainTopK = 5
+
+// maxExplainGroups bounds the 2^G coalitions of ShapleyGroups.
+const maxExplainGroups = 12
+
+// explainPatchTimeout bounds the API call of a PreBind that only writes the
+// explanation (a pod without GPU devices to record): the binding must not
+// wait long for an informational annotation.
+const explainPatchTimeout = 5 * time.Second
+
+// Explanation is the content of AnnotationExplanation.
+type Explanation struct {
+	Format       int    `json:"v"`
+	Method       string `json:"method"`
+	ModelID      string `json:"modelID"`
+	ModelVersion uint64 `json:"modelVersion"`
+	Node         string `json:"node"`
+	// Score is the int8 model's raw score of the node, Baseline the score
+	// of the mean candidate; NormalizedScore is what EdgePolicy's Score
+	// returned for the node (0..100).
+	Score           float64 `json:"score"`
+	Baseline        float64 `json:"baseline"`
+	NormalizedScore int64   `json:"normalizedScore"`
+	// Candidates is the number of nodes scored (the baseline's sample).
+	Candidates int `json:"candidates"`
+	// Groups are the explainTopK groups of largest |attribution|, largest
+	// first, leaving out groups with exactly 0 (dummies such as the pod
+	// group); Rest is the sum of the others' attributions, so that
+	// Baseline + sum(Groups) + Rest = Score (up to rounding).
+	Groups     []GroupAttribution `json:"groups"`
+	Rest       float64            `json:"rest"`
+	ComputedAt time.Time          `json:"computedAt"`
+}
+
+// GroupAttribution is one feature group's Shapley value.
+type GroupAttribution struct {
+	Group       string  `json:"group"`
+	Attribution float64 `json:"attribution"`
+}
+
+// ParseExplanation decodes an AnnotationExplanation value.
+func ParseExplanation(s string) (*Explanation, error) {
+	var e Explanation
+	if err := json.Unmarshal([]byte(s), &e); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", AnnotationExplanation, err)
+	}
+	if e.Format != ExplanationFormat {
+		return nil, fmt.Errorf("annotation %s: format %d, want %d", AnnotationExplanation, e.Format, ExplanationFormat)
+	}
+	return &e, nil
+}
+
+// FeatureGroup is a named set of features of the schema
+// (policy.FeatureList), a player of the explanation's Shapley game.
+type FeatureGroup struct {
+	Name, Description string
+	Features          []string // feature names, schema order
+	index             []int
+}
+
+// featureGroups partition the 26 features of edgesched.features/v1. They
+// follow the schema's own sections, except that its "node attributes and
+// load" section is split into architecture, load/failure and carbon, which
+// an operator reads as different reasons. The schema has no GPU-model
+// feature (models are a hard constraint, checked in Filter), so "arch" is
+// the only node-type group.
+var featureGroups = resolveGroups([]FeatureGroup{
+	{Name: "pod", Description: "pod requests, GPU share, QoS and priority (equal on every candidate: 0 against the mean candidate)",
+		Features: []string{"pod_cpu", "pod_mem", "pod_gpu", "pod_share", "pod_qos_ls", "pod_qos_be", "pod_priority"}},
+	{Name: "resources", Description: "the node's free CPU, memory, GPU and whole devices after placement",
+		Features: []string{"cpu_free_after", "mem_free_after", "gpu_free_after", "cpu_free_after_abs", "gpu_free_after_abs", "full_gpus_after"}},
+	{Name: "gpu-fit", Description: "GPU fit and fragmentation: device leftover, FGD fragmentation change, CPU pod on a GPU node, CPU/GPU balance",
+		Features: []string{"device_leftover", "fgd_delta", "fgd_score", "frag_after", "gpu_node_cpu_pod", "balance_after"}},
+	{Name: "arch", Description: "the node's CPU architecture (arm64)",
+		Features: []string{"arch_arm64"}},
+	{Name: "load", Description: "node load, the pod's share of the node's CPU, node failure rate",
+		Features: []string{"load", "pod_cpu_rel", "failure_rate"}},
+	{Name: "carbon", Description: "grid carbon intensity at the node",
+		Features: []string{"carbon"}},
+	{Name: "dependencies", Description: "co-location with and RTT to the pod's service dependencies (0 until the plugin models services)",
+		Features: []string{"dep_zone_colocation", "dep_rtt"}},
+})
+
+// FeatureGroups returns the explanation's feature groups.
+func FeatureGroups() []FeatureGroup {
+	out := make([]FeatureGroup, len(featureGroups))
+	for i, g := range featureGroups {
+		out[i] = g
+		out[i].Features = slices.Clone(g.Features)
+		out[i].index = slices.Clone(g.index)
+	}
+	return out
+}
+
+// resolveGroups fills the feature indices from the schema; a name not in
+// the schema is left out (TestFeatureGroupsPartition catches it).
+func resolveGroups(gs []FeatureGroup) []FeatureGroup {
+	pos := map[string]int{}
+	for i, f := range policy.FeatureList() {
+		pos[f.Name] = i
+	}
+	for i := range gs {
+		for _, n := range gs[i].Features {
+			if j, ok := pos[n]; ok {
+				gs[i].index = append(gs[i].index, j)
+			}
+		}
+	}
+	return gs
+}
+
+func groupIndices(gs []FeatureGroup) [][]int {
+	out := make([][]int, len(gs))
+	for i, g := range gs {
+		out[i] = g.index
+	}
+	return out
+}
+
+// ShapleyGroups computes the exact Shapley values of the feature groups
+// for the scorer's output on x (one raw feature vector) against base:
+// coalition S scores x with the features of the groups outside S taken
+// from base. All 2^G coalitions run in one Scores batch; phi[i] is
+//
+//	sum over S not containing i of |S|!(G-|S|-1)!/G! (v(S+i) - v(S)).
+//
+// full = v(all groups) = score(x) and empty = v(no group) = score(base),
+// so sum(phi) = full - empty. Features in no group keep x's value.
+func ShapleyGroups(sc policy.Scorer, x, base []float32, groups [][]int) (phi []float64, full, empty float64, err error) {
+	G, F := len(groups), len(x)
+	if G == 0 || G > maxExplainGroups {
+		return nil, 0, 0, fmt.Errorf("%d feature groups: want 1..%d", G, maxExplainGroups)
+	}
+	if len(base) != F {
+		return nil, 0, 0, fmt.Errorf("baseline has %d features, x has %d", len(base), F)
+	}
+	for _, g := range groups {
+		for _, j := range g {
+			if j < 0 || j >= F {
+				return nil, 0, 0, fmt.Errorf("feature index %d out of [0, %d)", j, F)
+			}
+		}
+	}
+	n := 1 << G
+	rows := make([]float32, n*F)
+	for s := range n {
+		row := rows[s*F : (s+1)*F]
+		copy(row, x)
+		for i, g := range groups {
+			if s&(1<<i) == 0 {
+				for _, j := range g {
+					row[j] = base[j]
+				}
+			}
+		}
+	}
+	v32 := make([]float32, n)
+	if err := sc.Scores(rows, n, v32); err != nil {
+		return nil, 0, 0, err
+	}
+	// w[k] = k!(G-k-1)!/G!
+	w := make([]float64, G)
+	for k := range G {
+		w[k] = math.Exp(lgamma(k+1) + lgamma(G-k) - lgamma(G+1))
+	}
+	phi = make([]float64, G)
+	for i := range G {
+		bit := 1 << i
+		var sum float64
+		for s := range n {
+			if s&bit == 0 {
+				sum += w[bits.OnesCount(uint(s))] * (float64(v32[s|bit]) - float64(v32[s]))
+			}
+		}
+		phi[i] = sum
+	}
+	return phi, float64(v32[n-1]), float64(v32[0]), nil
+}
+
+func lgamma(n int) float64 {
+	v, _ := math.Lgamma(float64(n))
+	return v
+}
+
+// explainInput is what PreScore leaves for the explanation: the model that
+// scored, the raw features of every scored candidate (row j is node
+// names[j]) and their raw scores. Read-only.
+type explainInput struct {
+	model *Model
+	x     []float32
+	names []string
+	raw   []float32
+}
+
+func (e *explainInput) row(node string) int {
+	if e == nil || e.model == nil {
+		return -1
+	}
+	return slices.Index(e.names, node)
+}
+
+// explainable reports whether the cycle scored nodeName (PreScore ran,
+// with a model, without falling back).
+func explainable(cs fwk.CycleState, nodeName string) bool {
+	ps := readPreScore(cs)
+	return ps != nil && ps.explain.row(nodeName) >= 0
+}
+
+func readPreScore(cs fwk.CycleState) *preScoreState {
+	if cs == nil {
+		return nil
+	}
+	v, err := cs.Read(preScoreKey)
+	if err != nil {
+		return nil
+	}
+	ps, _ := v.(*preScoreState)
+	return ps
+}
+
+// explain computes the explanation of the chosen node from the cycle's
+// state; it contains panics.
+func (p *EdgePolicy) explain(cs fwk.CycleState, nodeName string) (e *Explanation, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			metricPanics.Inc()
+			e, err = nil, fmt.Errorf("panic in explanation: %v", r)
+		}
+	}()
+	ps := readPreScore(cs)
+	if ps == nil {
+		return nil, errors.New("no PreScore state")
+	}
+	j := ps.explain.row(nodeName)
+	if j < 0 {
+		return nil, fmt.Errorf("node %s was not scored", nodeName)
+	}
+	return explainRow(ps.explain, j, ps.scores[nodeName], p.now())
+}
+
+// explainRow explains candidate j of in.
+func explainRow(in *explainInput, j int, normalized int64, now time.Time) (*Explanation, error) {
+	const F = policy.NumFeatures
+	k := len(in.names)
+	if len(in.x) != k*F {
+		return nil, fmt.Errorf("%d feature values for %d candidates", len(in.x), k)
+	}
+	base := make([]float32, F)
+	sum := make([]float64, F)
+	for r := range k {
+		for f, v := range in.x[r*F : (r+1)*F] {
+			sum[f] += float64(v)
+		}
+	}
+	for f := range F {
+		base[f] = float32(sum[f] / float64(k))
+	}
+	sc := in.model.getScorer()
+	phi, full, empty, err := ShapleyGroups(sc, in.x[j*F:(j+1)*F], base, groupIndices(featureGroups))
+	if err != nil {
+		return nil, err // a scorer that failed is not returned to the pool
+	}
+	in.model.putScorer(sc)
+	e := &Explanation{
+		Format: ExplanationFormat, Method: ExplanationMethod,
+		ModelID: in.model.Header.ModelID, ModelVersion: in.model.Header.Version,
+		Node: in.names[j], Score: full, Baseline: empty, NormalizedScore: normalized,
+		Candidates: k, ComputedAt: now.UTC().Truncate(time.Second),
+	}
+	order := make([]int, len(phi))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(math.Abs(phi[b]), math.Abs(phi[a])) })
+	for r, i := range order {
+		if phi[i] == 0 {
+			continue // a dummy (e.g. the pod group): nothing to list
+		}
+		if r < explainTopK {
+			e.Groups = append(e.Groups, GroupAttribution{Group: featureGroups[i].Name, Attribution: round6(phi[i])})
+		} else {
+			e.Rest += phi[i]
+		}
+	}
+	e.Score, e.Baseline, e.Rest = round6(e.Score), round6(e.Baseline), round6(e.Rest)
+	return e, nil
+}
+
+// round6 keeps the annotation compact (6 significant decimals).
+func round6(v float64) float64 {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return v
+	}
+	return math.Round(v*1e6) / 1e6
+}
+
+// explanationAnnotation returns the annotation value for the pod's node,
+// or "" (logged at V(4)) when there is none: explanations never fail or
+// delay a binding beyond their bounded computation.
+func (p *EdgePolicy) explanationAnnotation(ctx context.Context, cs fwk.CycleState, nodeName string) string {
+	if !explainable(cs, nodeName) {
+		return ""
+	}
+	e, err := p.explain(cs, nodeName)
+	if err == nil && (math.IsNaN(e.Score) || math.IsInf(e.Score, 0) || math.IsNaN(e.Baseline) || math.IsInf(e.Baseline, 0)) {
+		err = errors.New("non-finite score") // JSON cannot carry it
+	}
+	var b []byte
+	if err == nil {
+		b, err = json.Marshal(e)
+	}
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("EdgePolicy: no explanation", "node", nodeName, "err", err)
+		return ""
+	}
+	return string(b)
+}
+
+// annotationPatch is a merge patch setting the given annotations.
+func annotationPatch(ann map[string]string) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+}

@@ -1,0 +1,450 @@
+package edgeplugin
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/component-base/metrics/testutil"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/sim"
+)
+
+var updateGolden = flag.Bool("update-explain-golden", false, "rewrite internal/edgectl/testdata/explained-pod.json")
+
+// goldenPod is the explained pod edgectl's tests read.
+var goldenPod = filepath.Join("..", "internal", "edgectl", "testdata", "explained-pod.json")
+
+func TestFeatureGroupsPartition(t *testing.T) {
+	gs := FeatureGroups()
+	if len(gs) == 0 || len(gs) > 8 {
+		t.Fatalf("%d groups, want 1..8 (2^G forward passes per explanation)", len(gs))
+	}
+	seen := make([]string, policy.NumFeatures)
+	names := policy.FeatureList()
+	for _, g := range gs {
+		if len(g.index) != len(g.Features) || len(g.Features) == 0 {
+			t.Fatalf("group %s: features %v resolve to %v (names not in the schema?)", g.Name, g.Features, g.index)
+		}
+		for k, j := range g.index {
+			if seen[j] != "" {
+				t.Fatalf("feature %s in groups %s and %s", names[j].Name, seen[j], g.Name)
+			}
+			seen[j] = g.Name
+			if names[j].Name != g.Features[k] {
+				t.Fatalf("group %s: index %d is %s, not %s", g.Name, j, names[j].Name, g.Features[k])
+			}
+		}
+	}
+	for j, g := range seen {
+		if g == "" {
+			t.Errorf("feature %s is in no group", names[j].Name)
+		}
+	}
+	// the pod group is exactly the pod features (equal on every candidate)
+	if !slices.Equal(gs[0].index, []int{0, 1, 2, 3, 4, 5, 6}) || policy.NumPodFeatures != 7 {
+		t.Fatalf("pod group %v", gs[0].index)
+	}
+}
+
+// funcScorer is a policy.Scorer over a float function of one row.
+type funcScorer struct {
+	f     func(x []float32) float64
+	width int
+}
+
+func (s funcScorer) Scores(raw []float32, k int, out []float32) error {
+	for i := range k {
+		out[i] = float32(s.f(raw[i*s.width : (i+1)*s.width]))
+	}
+	return nil
+}
+
+// permutationShapley is the textbook definition: the average over all G!
+// orders of adding the groups to the baseline of each group's marginal
+// contribution, one forward pass at a time (independent of ShapleyGroups'
+// subset weights and batching).
+func permutationShapley(t testing.TB, sc policy.Scorer, x, base []float32, groups [][]int) []float64 {
+	t.Helper()
+	G := len(groups)
+	phi := make([]float64, G)
+	perm := make([]int, G)
+	for i := range perm {
+		perm[i] = i
+	}
+	one := func(row []float32) float64 {
+		var out [1]float32
+		if err := sc.Scores(row, 1, out[:]); err != nil {
+			t.Fatal(err)
+		}
+		return float64(out[0])
+	}
+	count := 0
+	var rec func(k int)
+	rec = func(k int) {
+		if k == G {
+			row := slices.Clone(base)
+			prev := one(row)
+			for _, g := range perm {
+				for _, j := range groups[g] {
+					row[j] = x[j]
+				}
+				v := one(row)
+				phi[g] += v - prev
+				prev = v
+			}
+			count++
+			return
+		}
+		for i := k; i < G; i++ {
+			perm[k], perm[i] = perm[i], perm[k]
+			rec(k + 1)
+			perm[k], perm[i] = perm[i], perm[k]
+		}
+	}
+	rec(0)
+	for i := range phi {
+		phi[i] /= float64(count)
+	}
+	return phi
+}
+
+func TestShapleyMatchesPermutations(t *testing.T) {
+	f := func(x []float32) float64 {
+		a := make([]float64, len(x))
+		for i, v := range x {
+			a[i] = float64(v)
+		}
+		return a[0]*a[2] + math.Sin(a[3]+a[1]) + a[4]*a[4]*a[5] + math.Max(a[0], a[5])
+	}
+	sc := funcScorer{f: f, width: 6}
+	groups := [][]int{{0, 1}, {2}, {3, 4}, {5}}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for range 20 {
+		x, base := make([]float32, 6), make([]float32, 6)
+		for i := range x {
+			x[i], base[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		}
+		phi, full, empty, err := ShapleyGroups(sc, x, base, groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := permutationShapley(t, sc, x, base, groups)
+		var sum float64
+		for i := range phi {
+			sum += phi[i]
+			if math.Abs(phi[i]-ref[i]) > 1e-6 {
+				t.Fatalf("phi %v, permutations %v", phi, ref)
+			}
+		}
+		if math.Abs(sum-(full-empty)) > 1e-6 {
+			t.Fatalf("efficiency: sum %v, v(N)-v(0) %v", sum, full-empty)
+		}
+	}
+}
+
+func TestShapleySymmetryAndDummy(t *testing.T) {
+	// f = x0 + x1 + x0 x1: groups 0 and 1 are symmetric, group 2 a dummy
+	sc := funcScorer{f: func(x []float32) float64 { return float64(x[0] + x[1] + x[0]*x[1]) }, width: 3}
+	phi, full, empty, err := ShapleyGroups(sc, []float32{1, 1, 5}, []float32{0, 0, 0}, [][]int{{0}, {1}, {2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full != 3 || empty != 0 || phi[0] != 1.5 || phi[1] != 1.5 || phi[2] != 0 {
+		t.Fatalf("phi %v, v(N) %v, v(0) %v; want [1.5 1.5 0], 3, 0", phi, full, empty)
+	}
+	// errors
+	if _, _, _, err := ShapleyGroups(sc, []float32{1, 1, 5}, []float32{0, 0}, [][]int{{0}}); err == nil {
+		t.Error("short baseline accepted")
+	}
+	if _, _, _, err := ShapleyGroups(sc, []float32{1, 1, 5}, []float32{0, 0, 0}, [][]int{{3}}); err == nil {
+		t.Error("feature index out of range accepted")
+	}
+	if _, _, _, err := ShapleyGroups(sc, []float32{1, 1, 5}, []float32{0, 0, 0}, make([][]int, maxExplainGroups+1)); err == nil {
+		t.Error("too many groups accepted")
+	}
+}
+
+// explainedCycle runs a scheduling cycle and returns the best node and the
+// PreScore state.
+func explainedCycle(t testing.TB, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) (string, fwk.CycleState, *preScoreState) {
+	t.Helper()
+	scores, cs := runCycle(t, p, pod, nodes)
+	best := ""
+	for _, s := range scores {
+		if s.Score == fwk.MaxNodeScore {
+			best = s.Name
+			break
+		}
+	}
+	ps := readPreScore(cs)
+	if best == "" || ps == nil || ps.explain == nil {
+		t.Fatalf("no scored node (%d candidates)", len(scores))
+	}
+	return best, cs, ps
+}
+
+// TestExplainInt8Model checks the explanations of the real int8 model:
+// efficiency, v(N) equal to the score PreScore computed, the pod and
+// dependency groups as dummies, and agreement with the permutation
+// definition.
+func TestExplainInt8Model(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 3))
+	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonzero := 0
+	for trial := range 6 {
+		nodes := randomSnapshot(rng, 10+rng.IntN(40))
+		p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+		ps := sim.PodSpec{Name: "e", CPU: int64(100 + rng.IntN(4000)), Memory: int64(100 + rng.IntN(8000))}
+		if trial%2 == 1 {
+			ps.GPUs, ps.GPUMilli = 1, int64(100+rng.IntN(800))
+		}
+		node, _, st := explainedCycle(t, p, k8sPod(ps), nodes)
+		in := st.explain
+		j := in.row(node)
+		e, err := explainRow(in, j, st.scores[node], time.Unix(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Score != round6(float64(in.raw[j])) {
+			t.Fatalf("explained score %v, PreScore's %v", e.Score, in.raw[j])
+		}
+		sum := e.Rest
+		for _, g := range e.Groups {
+			sum += g.Attribution
+		}
+		if d := math.Abs(sum - (e.Score - e.Baseline)); d > 1e-5 {
+			t.Fatalf("efficiency: attributions sum to %v, score - baseline = %v", sum, e.Score-e.Baseline)
+		}
+		// exact values against the permutation definition
+		F := policy.NumFeatures
+		base := make([]float32, F)
+		for f := range F {
+			var s float64
+			for r := range len(in.names) {
+				s += float64(in.x[r*F+f])
+			}
+			base[f] = float32(s / float64(len(in.names)))
+		}
+		sc := in.model.getScorer()
+		phi, _, _, err := ShapleyGroups(sc, in.x[j*F:(j+1)*F], base, groupIndices(featureGroups))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := permutationShapley(t, sc, in.x[j*F:(j+1)*F], base, groupIndices(featureGroups))
+		for i := range phi {
+			if math.Abs(phi[i]-ref[i]) > 1e-5*max(1, math.Abs(ref[i])) {
+				t.Fatalf("group %s: %v, permutations %v", featureGroups[i].Name, phi[i], ref[i])
+			}
+			if phi[i] != 0 {
+				nonzero++
+			}
+		}
+		if phi[0] != 0 || phi[len(phi)-1] != 0 {
+			t.Fatalf("pod group %v, dependencies %v: want exactly 0 (dummies)", phi[0], phi[len(phi)-1])
+		}
+		t.Logf("%s on %s of %d: score %.4f baseline %.4f %v rest %.4g", ps.Name, node, e.Candidates, e.Score, e.Baseline, e.Groups, e.Rest)
+	}
+	if nonzero == 0 {
+		t.Fatal("every attribution is 0")
+	}
+}
+
+// clientHandle adds a (fake) client to fakeHandle.
+type clientHandle struct {
+	*fakeHandle
+	cs kubernetes.Interface
+}
+
+func (h *clientHandle) ClientSet() kubernetes.Interface { return h.cs }
+
+func TestPreBindWritesExplanation(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	nodes := randomSnapshot(rng, 30)
+	client := fake.NewClientset()
+	h := &clientHandle{fakeHandle: &fakeHandle{lister: &fakeLister{nodes: nodes}}, cs: client}
+	p := newTestPlugin(t, h, sim.NewTargetWorkload(nil, 0.95))
+	ctx := context.Background()
+	for _, c := range []struct {
+		spec sim.PodSpec
+		gpu  bool
+	}{
+		{sim.PodSpec{Name: "cpu", CPU: 500, Memory: 512}, false},
+		{sim.PodSpec{Name: "share", CPU: 500, Memory: 512, GPUs: 1, GPUMilli: 300}, true},
+	} {
+		pod := k8sPod(c.spec)
+		if _, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		node, cs, _ := explainedCycle(t, p, pod, nodes)
+		if st := p.Reserve(ctx, cs, pod, node); !st.IsSuccess() {
+			t.Fatal(st)
+		}
+		if _, st := p.PreBindPreFlight(ctx, cs, pod, node); !st.IsSuccess() {
+			t.Fatalf("%s: PreBindPreFlight = %v", c.spec.Name, st)
+		}
+		if st := p.PreBind(ctx, cs, pod, node); !st.IsSuccess() {
+			t.Fatal(st)
+		}
+		got, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := ParseExplanation(got.Annotations[AnnotationExplanation])
+		if err != nil {
+			t.Fatalf("%s: %v (annotations %v)", c.spec.Name, err, got.Annotations)
+		}
+		if e.Node != node || e.ModelVersion != 1 || e.ModelID != p.models.Current().Header.ModelID || e.NormalizedScore != fwk.MaxNodeScore || len(e.Groups) == 0 || len(e.Groups) > explainTopK {
+			t.Fatalf("%s: explanation %+v", c.spec.Name, e)
+		}
+		if _, has := got.Annotations[AnnotationGPUDevices]; has != c.gpu {
+			t.Fatalf("%s: gpu-devices present %v, want %v", c.spec.Name, has, c.gpu)
+		}
+		if n := len(got.Annotations[AnnotationExplanation]); n > 1024 {
+			t.Errorf("annotation of %d bytes", n)
+		}
+	}
+	// a pod the API server does not know: an explanation-only patch fails
+	// without failing the binding; a device patch still fails it
+	ghost := k8sPod(sim.PodSpec{Name: "ghost", CPU: 500, Memory: 512})
+	node, cs, _ := explainedCycle(t, p, ghost, nodes)
+	if st := p.PreBind(ctx, cs, ghost, node); !st.IsSuccess() {
+		t.Fatalf("explanation-only PreBind failed the binding: %v", st)
+	}
+	ghostGPU := k8sPod(sim.PodSpec{Name: "ghost-gpu", CPU: 500, Memory: 512, GPUs: 1, GPUMilli: 200})
+	node, cs, _ = explainedCycle(t, p, ghostGPU, nodes)
+	if st := p.Reserve(ctx, cs, ghostGPU, node); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	if st := p.PreBind(ctx, cs, ghostGPU, node); st.IsSuccess() {
+		t.Fatal("device PreBind succeeded without the pod")
+	}
+}
+
+func TestExplainPanicContained(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 1))
+	nodes := randomSnapshot(rng, 10)
+	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
+	node, cs, ps := explainedCycle(t, p, k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 100}), nodes)
+	good := ps.explain
+	ps.explain = &explainInput{model: newModel(good.model.Header, func() policy.Scorer { return panicScorer{} }), x: good.x, names: good.names, raw: good.raw}
+	defer func() { ps.explain = good }()
+	before, _ := testutil.GetCounterMetricValue(metricPanics)
+	if s := p.explanationAnnotation(context.Background(), cs, node); s != "" {
+		t.Fatalf("explanation %q from a panicking scorer", s)
+	}
+	if after, _ := testutil.GetCounterMetricValue(metricPanics); after != before+1 {
+		t.Fatalf("panics %v -> %v", before, after)
+	}
+	// a cycle that fell back (no model) has nothing to explain: PreBind skips
+	a := Args{ModelPath: "x", PublicKeys: []string{"x"}}
+	a.SetDefaults()
+	q := newEdgePolicy(&fakeHandle{lister: &fakeLister{nodes: nodes}}, a, NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
+	pod := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 100})
+	_, cs = runCycle(t, q, pod, nodes)
+	if _, st := q.PreBindPreFlight(context.Background(), cs, pod, node); st.Code() != fwk.Skip {
+		t.Fatalf("PreBindPreFlight without a model = %v, want Skip", st)
+	}
+}
+
+// TestExplainedPodGolden keeps edgectl's test input a real explanation:
+// with -update-explain-golden it rewrites the file from a PreBind through
+// a fake API server; otherwise it checks the file still parses.
+func TestExplainedPodGolden(t *testing.T) {
+	if !*updateGolden {
+		b, err := os.ReadFile(goldenPod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pod v1.Pod
+		if err := json.Unmarshal(b, &pod); err != nil {
+			t.Fatal(err)
+		}
+		e, err := ParseExplanation(pod.Annotations[AnnotationExplanation])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := e.Rest
+		for _, g := range e.Groups {
+			sum += g.Attribution
+		}
+		if math.Abs(sum-(e.Score-e.Baseline)) > 1e-5 {
+			t.Fatalf("golden explanation is not efficient: %+v", e)
+		}
+		return
+	}
+	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := randomSnapshot(rand.New(rand.NewPCG(2026, 7)), 40)
+	client := fake.NewClientset()
+	p := newTestPlugin(t, &clientHandle{fakeHandle: &fakeHandle{lister: &fakeLister{nodes: nodes}}, cs: client}, tgt)
+	p.now = func() time.Time { return time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC) }
+	pod := k8sPod(sim.PodSpec{Name: "inference-7f9c", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 400, QoS: sim.QoSLS})
+	pod.Namespace = "vision"
+	ctx := context.Background()
+	if _, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node, cs, _ := explainedCycle(t, p, pod, nodes)
+	if st := p.Reserve(ctx, cs, pod, node); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	if st := p.PreBind(ctx, cs, pod, node); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	got, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.NodeName = node
+	got.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	got.ResourceVersion, got.ManagedFields = "", nil
+	b, err := json.MarshalIndent(got, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(goldenPod, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkExplain measures one explanation (2^G batched forward passes
+// of the int8 model, plus the baseline over the candidates) for a pod
+// scored on 100 and 1000 random nodes.
+func BenchmarkExplain(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		nodes := randomSnapshot(rand.New(rand.NewPCG(uint64(n), 9)), n)
+		p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
+		node, _, ps := explainedCycle(b, p, k8sPod(sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}), nodes)
+		j := ps.explain.row(node)
+		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := explainRow(ps.explain, j, 100, time.Time{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(int(1)<<len(featureGroups)), "passes")
+		})
+	}
+}

@@ -1,0 +1,353 @@
+package edgeplugin
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+)
+
+// This file runs the extender as a server: `edge-scheduler extender`
+// (ExtenderMain), StartExtenderServer for tests and embedding programs,
+// and InformerSource, the production ClusterSource.
+
+// InformerSource is a ClusterSource backed by client-go informers: all
+// nodes, and the pods assigned to a node that are not finished (field
+// selector spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed),
+// indexed by node. Reads are from the informers' memory only.
+type InformerSource struct {
+	nodes, pods cache.SharedIndexInformer
+	factories   []informers.SharedInformerFactory
+}
+
+const podNodeIndex = "edgesched.io/node-name"
+
+// NewInformerSource prepares the informers; Start runs them.
+func NewInformerSource(client kubernetes.Interface) (*InformerSource, error) {
+	nf := informers.NewSharedInformerFactory(client, 0)
+	pf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "spec.nodeName!=,status.phase!=" + string(v1.PodSucceeded) + ",status.phase!=" + string(v1.PodFailed)
+	}))
+	s := &InformerSource{nodes: nf.Core().V1().Nodes().Informer(), pods: pf.Core().V1().Pods().Informer(), factories: []informers.SharedInformerFactory{nf, pf}}
+	// Keep only what the policy reads: managed fields and image lists are
+	// most of an object's memory.
+	if err := s.nodes.SetTransform(func(o any) (any, error) {
+		if n, ok := o.(*v1.Node); ok {
+			n.ManagedFields, n.Status.Images = nil, nil
+		}
+		return o, nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := s.pods.SetTransform(func(o any) (any, error) {
+		if p, ok := o.(*v1.Pod); ok {
+			p.ManagedFields = nil
+		}
+		return o, nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := s.pods.AddIndexers(cache.Indexers{podNodeIndex: func(o any) ([]string, error) {
+		if p, ok := o.(*v1.Pod); ok && p.Spec.NodeName != "" {
+			return []string{p.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Start runs the informers until ctx ends (it does not wait for sync).
+func (s *InformerSource) Start(ctx context.Context) {
+	for _, f := range s.factories {
+		f.Start(ctx.Done())
+	}
+}
+
+// Synced implements ClusterSource.
+func (s *InformerSource) Synced() bool { return s.nodes.HasSynced() && s.pods.HasSynced() }
+
+// ListNodes implements ClusterSource.
+func (s *InformerSource) ListNodes() []*v1.Node {
+	objs := s.nodes.GetStore().List()
+	out := make([]*v1.Node, 0, len(objs))
+	for _, o := range objs {
+		if n, ok := o.(*v1.Node); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// GetNode implements ClusterSource.
+func (s *InformerSource) GetNode(name string) (*v1.Node, bool) {
+	o, ok, err := s.nodes.GetStore().GetByKey(name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	n, ok := o.(*v1.Node)
+	return n, ok
+}
+
+// PodsOnNode implements ClusterSource.
+func (s *InformerSource) PodsOnNode(name string) []*v1.Pod {
+	objs, err := s.pods.GetIndexer().ByIndex(podNodeIndex, name)
+	if err != nil {
+		return nil
+	}
+	out := make([]*v1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*v1.Pod); ok && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ExtenderServerConfig configures StartExtenderServer.
+type ExtenderServerConfig struct {
+	// Listen is the TCP address ("127.0.0.1:8888"; port 0 picks one).
+	Listen string
+	// Args are the policy's (as EdgePolicy's plugin args).
+	Args Args
+	// Source is the cluster state; nil builds an InformerSource from
+	// Kubeconfig (empty: in-cluster configuration).
+	Source     ClusterSource
+	Kubeconfig string
+	// Options: URL prefix of the verbs and body cap.
+	Options ExtenderOptions
+	// TLSCertFile and TLSKeyFile serve HTTPS when both are set.
+	TLSCertFile, TLSKeyFile string
+	// ShutdownTimeout bounds the graceful shutdown (default 10s).
+	ShutdownTimeout time.Duration
+}
+
+// ExtenderServer is a running extender.
+type ExtenderServer struct {
+	ext  *Extender
+	addr string
+	tls  bool
+	done chan struct{}
+	err  error
+}
+
+// StartExtenderServer loads the policy, starts the cluster source, binds
+// cfg.Listen and serves until ctx ends (then shuts down gracefully). It
+// returns once the listener is bound: Addr is usable at once. The
+// informers sync in the background (/readyz reports it).
+func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*ExtenderServer, error) {
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		return nil, errors.New("edgesched extender: --tls-cert and --tls-key go together")
+	}
+	var tlsConf *tls.Config
+	if cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("edgesched extender: TLS key pair: %w", err)
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	args := cfg.Args
+	pl, err := New(ctx, &args, nil) // validates, loads keys, target and model, watches the model file
+	if err != nil {
+		return nil, err
+	}
+	src := cfg.Source
+	if src == nil {
+		rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("edgesched extender: kubeconfig: %w", err)
+		}
+		rc.UserAgent = "edge-scheduler-extender"
+		client, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("edgesched extender: client: %w", err)
+		}
+		is, err := NewInformerSource(client)
+		if err != nil {
+			return nil, fmt.Errorf("edgesched extender: informers: %w", err)
+		}
+		is.Start(ctx)
+		src = is
+	}
+	ext := NewExtender(pl.(*EdgePolicy), src, cfg.Options)
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("edgesched extender: listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           ext.Handler(),
+		TLSConfig:         tlsConf,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	s := &ExtenderServer{ext: ext, addr: ln.Addr().String(), tls: tlsConf != nil, done: make(chan struct{})}
+	serveErr := make(chan error, 1)
+	go func() {
+		var err error
+		if tlsConf != nil {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		serveErr <- err
+	}()
+	timeout := cfg.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	go func() {
+		defer close(s.done)
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), timeout)
+			err := srv.Shutdown(sctx)
+			cancel()
+			if serr := <-serveErr; err == nil {
+				err = serr
+			}
+			s.err = err
+		case s.err = <-serveErr:
+			_ = srv.Close()
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the bound address (host:port).
+func (s *ExtenderServer) Addr() string { return s.addr }
+
+// URL is the urlPrefix for the KubeSchedulerConfiguration's extender.
+func (s *ExtenderServer) URL() string {
+	scheme := "http"
+	if s.tls {
+		scheme = "https"
+	}
+	return scheme + "://" + s.addr + s.ext.prefix
+}
+
+// Extender is the served handler.
+func (s *ExtenderServer) Extender() *Extender { return s.ext }
+
+// Done is closed once the server has stopped.
+func (s *ExtenderServer) Done() <-chan struct{} { return s.done }
+
+// Wait blocks until the server has stopped and returns why (nil after a
+// clean shutdown).
+func (s *ExtenderServer) Wait() error {
+	<-s.done
+	return s.err
+}
+
+// stringList is a repeatable, comma-separated flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error {
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			*l = append(*l, x)
+		}
+	}
+	return nil
+}
+
+// ExtenderMain is `edge-scheduler extender`: it parses args (without the
+// subcommand), serves until ctx ends and returns the exit code (0 done or
+// --help, 1 failure, 2 usage).
+func ExtenderMain(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("edge-scheduler extender", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg       ExtenderServerConfig
+		keys      stringList
+		reload    time.Duration
+		verbosity int
+	)
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8888", "address to serve the extender on (host:port)")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig for the node and pod informers (empty: in-cluster service account)")
+	fs.StringVar(&cfg.Args.ModelPath, "model", "", "signed int8 model artifact (.esa) to load and watch (required)")
+	fs.Var(&keys, "keys", "trusted public key file(s), comma-separated or repeated (required)")
+	fs.StringVar(&cfg.Args.TargetWorkload, "target-workload", DefaultTargetWorkload, "typical-pod distribution for the fragmentation features (openb:NAME or a CSV path)")
+	fs.Float64Var(&cfg.Args.TargetThreshold, "target-threshold", DefaultTargetThreshold, "popularity share kept in the target workload, in (0, 1]")
+	fs.DurationVar(&reload, "reload-interval", DefaultReloadInterval, "how often the model file is checked (1s..1h)")
+	fs.StringVar(&cfg.Options.Prefix, "prefix", "", "URL path prefix of the verbs (the verbs are PREFIX/filter and PREFIX/prioritize)")
+	fs.Int64Var(&cfg.Options.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body accepted")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key)")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key of --tls-cert (PEM)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to let in-flight calls finish on SIGTERM")
+	fs.IntVar(&verbosity, "v", 0, "log verbosity (klog)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: edge-scheduler extender --model FILE --keys FILE[,FILE] [flags]
+
+Serves EdgePolicy's decisions over the kube-scheduler HTTP extender protocol
+(POST PREFIX/filter and PREFIX/prioritize, ExtenderArgs with full Node objects:
+configure nodeCacheCapable: false), for schedulers that cannot load the plugin,
+such as K3s's embedded kube-scheduler. Also serves /healthz, /readyz (node and
+pod informers synced) and /metrics. See docs/edge-plugin.md, "Extender mode".
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	usage := func(msg string) int {
+		fmt.Fprintf(stderr, "edge-scheduler extender: %s (see --help)\n", msg)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return usage(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	}
+	if cfg.Args.ModelPath == "" {
+		return usage("--model is required")
+	}
+	if len(keys) == 0 {
+		return usage("--keys is required (models are only accepted signed)")
+	}
+	cfg.Args.PublicKeys = keys
+	cfg.Args.ReloadInterval = reload.String()
+	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(kfs)
+	_ = kfs.Set("v", strconv.Itoa(verbosity))
+	defer klog.Flush()
+
+	s, err := StartExtenderServer(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "edge-scheduler extender: %v\n", err)
+		return 1
+	}
+	klog.InfoS("EdgePolicy extender serving", "url", s.URL(), "filter", s.ext.FilterPath(), "prioritize", s.ext.PrioritizePath())
+	if err := s.Wait(); err != nil {
+		fmt.Fprintf(stderr, "edge-scheduler extender: %v\n", err)
+		return 1
+	}
+	klog.InfoS("EdgePolicy extender stopped")
+	return 0
+}
