@@ -29,6 +29,11 @@ type Args struct {
 	// TargetThreshold is the popularity share kept in the target
 	// workload, in (0, 1]; default 0.95 (as in the simulator).
 	TargetThreshold float64 `json:"targetThreshold,omitempty"`
+	// TelemetryMaxAge is the staleness bound of the agents' node
+	// telemetry (the edgesched.io/telemetry annotation): an older summary
+	// counts as missing and the node's load comes from the usage model
+	// (Go duration; default 2m, between 10s and 1h).
+	TelemetryMaxAge string `json:"telemetryMaxAge,omitempty"`
 }
 
 // Defaults.
@@ -36,6 +41,7 @@ const (
 	DefaultReloadInterval  = 10 * time.Second
 	DefaultTargetWorkload  = "openb:default"
 	DefaultTargetThreshold = 0.95
+	DefaultTelemetryMaxAge = 2 * time.Minute
 )
 
 // ErrArgs wraps every argument refusal.
@@ -51,6 +57,9 @@ func (a *Args) SetDefaults() {
 	}
 	if a.TargetThreshold == 0 {
 		a.TargetThreshold = DefaultTargetThreshold
+	}
+	if a.TelemetryMaxAge == "" {
+		a.TelemetryMaxAge = DefaultTelemetryMaxAge.String()
 	}
 }
 
@@ -77,10 +86,25 @@ func (a *Args) Validate() error {
 	if !(a.TargetThreshold > 0 && a.TargetThreshold <= 1) {
 		return fmt.Errorf("%w: targetThreshold %v must be in (0, 1]", ErrArgs, a.TargetThreshold)
 	}
+	m, err := a.telemetryMaxAge()
+	if err != nil {
+		return fmt.Errorf("%w: telemetryMaxAge %q: %v", ErrArgs, a.TelemetryMaxAge, err)
+	}
+	if m < 10*time.Second || m > time.Hour {
+		return fmt.Errorf("%w: telemetryMaxAge %s must be between 10s and 1h", ErrArgs, m)
+	}
 	return nil
 }
 
 func (a *Args) reloadInterval() (time.Duration, error) { return time.ParseDuration(a.ReloadInterval) }
+
+// telemetryMaxAge is the parsed TelemetryMaxAge (the default when unset).
+func (a *Args) telemetryMaxAge() (time.Duration, error) {
+	if a.TelemetryMaxAge == "" {
+		return DefaultTelemetryMaxAge, nil
+	}
+	return time.ParseDuration(a.TelemetryMaxAge)
+}
 
 // DecodeArgs reads plugin args as the scheduler passes them (a
 // *runtime.Unknown holding JSON or YAML, or nil), strictly, then applies

@@ -12,8 +12,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -40,6 +42,11 @@ type nodeEntry struct {
 	pods    []convPod
 	skipped int
 	free    []int64 // per-device free share after pods
+	// tel is the node's telemetry summary (nil when the annotation is
+	// absent or malformed); telErr is the decoding error of a malformed
+	// one. Freshness is judged per cycle (telemetry.go), not here.
+	tel    *telemetry.Summary
+	telErr error
 }
 
 // simPod converts a pod; ok is false for a pod whose GPU request is
@@ -137,6 +144,7 @@ func convertNode(ni fwk.NodeInfo, res *reservations) *nodeEntry {
 		return e
 	}
 	e.spec, e.ok = nodeSpecOf(n)
+	e.tel, e.telErr = nodeTelemetry(n)
 	e.free = make([]int64, e.spec.GPUs)
 	for i := range e.free {
 		e.free[i] = sim.MilliGPU
@@ -256,10 +264,16 @@ type converter struct {
 	index  map[string]int
 	cur    *view
 	epoch  uint64
+
+	// Node telemetry (telemetry.go): the staleness bound (<= 0: the
+	// default), the clock (nil: time.Now) and where transitions are logged.
+	telMaxAge time.Duration
+	clock     func() time.Time
+	log       klog.Logger
 }
 
 func newConverter(target *sim.TargetWorkload) *converter {
-	return &converter{target: target, res: &reservations{}}
+	return &converter{target: target, res: &reservations{}, log: klog.Background()}
 }
 
 // node returns the converted node, from the cache when its generation
@@ -292,6 +306,11 @@ type view struct {
 	entries []*nodeEntry
 	podIDs  [][]int32
 	dirty   bool // a mutation did not finish (panic): rebuild
+	// telemetry (telemetry.go): per node, the measured CPU use applied to
+	// its CPUUsed (NaN: none, the usage model's sum stands) and the
+	// telemetry state of the last cycle (for logging transitions).
+	measured []float64
+	telState []telState
 }
 
 // withView brings the kept State up to date with the snapshot all (nodes
@@ -311,6 +330,7 @@ func (c *converter) withView(all []fwk.NodeInfo, fn func(*view) error) error {
 	v := c.cur
 	if changed || v == nil || v.dirty || len(v.st.Pods) > 4*len(v.st.Running())+4096 {
 		v = newView(env, index, len(entries))
+		v.inheritTelemetry(c.cur)
 	}
 	c.epoch++
 	c.cur, v.epoch = v, c.epoch
@@ -338,6 +358,7 @@ func (c *converter) withView(all []fwk.NodeInfo, fn func(*view) error) error {
 		}
 		v.entries[i] = e
 	}
+	c.applyTelemetry(v, entries)
 	v.dirty = false
 	if skipped > 0 {
 		metricSkippedPods.Add(float64(skipped))
@@ -357,7 +378,7 @@ func (c *converter) withCurrent(epoch uint64, fn func(*view) error) (bool, error
 
 func newView(env *sim.Env, index map[string]int, n int) *view {
 	return &view{env: env, st: sim.NewState(env), ext: policy.NewExtractor(env), index: index,
-		entries: make([]*nodeEntry, n), podIDs: make([][]int32, n)}
+		entries: make([]*nodeEntry, n), podIDs: make([][]int32, n), measured: nanSlice(n), telState: make([]telState, n)}
 }
 
 // entries converts the snapshot's modellable nodes, sorted by name.

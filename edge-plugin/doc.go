@@ -56,8 +56,13 @@
 // kube-scheduler HTTP extender protocol (`edge-scheduler extender`) for
 // K3s's embedded scheduler.
 //
-// Not done yet: ConfigMap watching, node telemetry (measured load instead
-// of the usage model), service dependencies (the dependency features are
-// 0), incremental snapshot conversion, and SignPlugin (pods are not batched,
-// which is correct because scores depend on the cluster state).
+// Node telemetry (telemetry.go): a fresh edgesched.io/telemetry summary
+// written by the node's agent (format in agent/telemetry) gives the node's
+// measured CPU load; a missing, malformed or stale one falls back to the
+// usage model and is counted (telemetry_fallbacks_total).
+//
+// Not done yet: ConfigMap watching, service dependencies (the dependency
+// features are 0), incremental snapshot conversion, and SignPlugin (pods
+// are not batched, which is correct because scores depend on the cluster
+// state).
 package edgeplugin

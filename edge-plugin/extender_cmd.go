@@ -293,6 +293,7 @@ func ExtenderMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.Args.TargetWorkload, "target-workload", DefaultTargetWorkload, "typical-pod distribution for the fragmentation features (openb:NAME or a CSV path)")
 	fs.Float64Var(&cfg.Args.TargetThreshold, "target-threshold", DefaultTargetThreshold, "popularity share kept in the target workload, in (0, 1]")
 	fs.DurationVar(&reload, "reload-interval", DefaultReloadInterval, "how often the model file is checked (1s..1h)")
+	fs.StringVar(&cfg.Args.TelemetryMaxAge, "telemetry-max-age", DefaultTelemetryMaxAge.String(), "staleness bound of the nodes' edgesched.io/telemetry annotations (10s..1h); older summaries fall back to the usage model")
 	fs.StringVar(&cfg.Options.Prefix, "prefix", "", "URL path prefix of the verbs (the verbs are PREFIX/filter and PREFIX/prioritize)")
 	fs.Int64Var(&cfg.Options.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body accepted")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key)")

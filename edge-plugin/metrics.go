@@ -58,6 +58,12 @@ var (
 		Help:           "Running pods left out of the policy's view of a node because they do not fit the simulator's model of it (overcommit, bad GPU request).",
 		StabilityLevel: metrics.ALPHA,
 	})
+	metricTelemetryFallbacks = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "telemetry_fallbacks_total",
+		Help:           "Nodes modelled in a scheduling cycle whose load came from the usage model instead of the agent's telemetry annotation, by reason (missing, stale, malformed); one count per node per cycle.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
 )
 
 var registerOnce sync.Once
@@ -66,6 +72,6 @@ var registerOnce sync.Once
 // (idempotent). Metrics of component-base are no-ops until registered.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(metricModelVersion, metricInference, metricFallbacks, metricPanics, metricRefusals, metricSwaps, metricSkippedPods)
+		legacyregistry.MustRegister(metricModelVersion, metricInference, metricFallbacks, metricPanics, metricRefusals, metricSwaps, metricSkippedPods, metricTelemetryFallbacks)
 	})
 }

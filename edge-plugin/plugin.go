@@ -63,6 +63,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	p := newEdgePolicy(h, *args, NewModelStore(keys), target)
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
+	p.conv.log = logger
 	if _, err := p.models.LoadFile(args.ModelPath); err != nil {
 		logger.Error(err, "No model yet: scoring neutrally until one loads", "path", args.ModelPath)
 	}
@@ -73,7 +74,10 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 
 func newEdgePolicy(h fwk.Handle, args Args, models *ModelStore, target *sim.TargetWorkload) *EdgePolicy {
 	RegisterMetrics()
-	return &EdgePolicy{handle: h, args: args, models: models, conv: newConverter(target), now: time.Now}
+	p := &EdgePolicy{handle: h, args: args, models: models, conv: newConverter(target), now: time.Now}
+	p.conv.telMaxAge, _ = args.telemetryMaxAge() // validated by DecodeArgs; <= 0 means the default
+	p.conv.clock = func() time.Time { return p.now() }
+	return p
 }
 
 // LoadTarget compiles the target workload of an openb pod list reference

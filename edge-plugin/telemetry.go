@@ -1,0 +1,160 @@
+package edgeplugin
+
+import (
+	"math"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/edgesched/edgesched/agent/telemetry"
+)
+
+// This file maps the agents' node telemetry (the telemetry.AnnotationKey
+// Node annotation) onto the simulator's state.
+//
+// The policy's "load" feature is sim.Node.CPUUsed / CPU, where CPUUsed is
+// kept by sim.State as the sum over the node's pods of request × usage
+// (the usage model, or the pod's edgesched.io/cpu-usage annotation). For a
+// node with a fresh summary, CPUUsed is replaced by the measured use,
+// utilisation × the node's allocatable CPU, so the feature is the measured
+// utilisation. Otherwise (missing, malformed or stale summary) CPUUsed is
+// the pods' sum exactly as without telemetry, and the fallback is counted.
+//
+// The annotation is decoded once per NodeInfo generation (convertNode);
+// freshness is judged every cycle against the injected clock, since a
+// summary ages without its node changing.
+
+// telState is a node's telemetry state in a cycle.
+type telState uint8
+
+const (
+	telMissing telState = iota // zero: the state of a node never seen
+	telFresh
+	telStale
+	telMalformed
+)
+
+// telReasons are the metric's reason labels, by telState.
+var telReasons = [...]string{telMissing: "missing", telFresh: "", telStale: "stale", telMalformed: "malformed"}
+
+// nodeTelemetry decodes a node's telemetry annotation: nil, nil when
+// absent; nil and the error when malformed.
+func nodeTelemetry(n *v1.Node) (*telemetry.Summary, error) {
+	a, ok := n.Annotations[telemetry.AnnotationKey]
+	if !ok {
+		return nil, nil
+	}
+	s, err := telemetry.Decode(a)
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func nanSlice(n int) []float64 {
+	s := make([]float64, n)
+	for i := range s {
+		s[i] = math.NaN()
+	}
+	return s
+}
+
+// inheritTelemetry carries the nodes' last telemetry states over from the
+// previous view (by name), so a rebuilt view does not log them again.
+func (v *view) inheritTelemetry(old *view) {
+	if old == nil {
+		return
+	}
+	for name, i := range v.index {
+		if j, ok := old.index[name]; ok && j < len(old.telState) && i < len(v.telState) {
+			v.telState[i] = old.telState[j]
+		}
+	}
+}
+
+// applyTelemetry sets every node's measured load for this cycle (fresh
+// telemetry) or restores the usage model's (fallback, counted by reason),
+// and logs transitions into and out of stale or malformed telemetry once
+// per node. Call with c.mu held, after the nodes' pods are bound.
+func (c *converter) applyTelemetry(v *view, entries []*nodeEntry) {
+	now := time.Now
+	if c.clock != nil {
+		now = c.clock
+	}
+	t := now()
+	maxAge := c.telMaxAge
+	if maxAge <= 0 {
+		maxAge = DefaultTelemetryMaxAge
+	}
+	var counts [len(telReasons)]int
+	for i, e := range entries {
+		st, want := telMissing, math.NaN()
+		switch {
+		case e.telErr != nil:
+			st = telMalformed
+		case e.tel == nil:
+		case !e.tel.Fresh(t, maxAge):
+			st = telStale
+		default:
+			st, want = telFresh, e.tel.CPU*float64(e.spec.CPU)
+		}
+		counts[st]++
+		if prev := v.telState[i]; prev != st {
+			c.logTelemetry(e, prev, st, t, maxAge)
+			v.telState[i] = st
+		}
+		v.setLoad(i, want)
+	}
+	for st, n := range counts {
+		if n > 0 && telState(st) != telFresh {
+			metricTelemetryFallbacks.WithLabelValues(telReasons[st]).Add(float64(n))
+		}
+	}
+}
+
+// logTelemetry logs a node's telemetry transition (called once per
+// transition, not per cycle).
+func (c *converter) logTelemetry(e *nodeEntry, prev, st telState, now time.Time, maxAge time.Duration) {
+	node := e.spec.Name
+	switch st {
+	case telStale:
+		c.log.Info("Node telemetry is stale: using the usage model for the node's load until a fresh summary arrives",
+			"node", node, "summaryTime", e.tel.Time, "age", e.tel.Age(now).Round(time.Second), "maxAge", maxAge)
+	case telMalformed:
+		c.log.Info("Node telemetry annotation is malformed: using the usage model for the node's load",
+			"node", node, "annotation", telemetry.AnnotationKey, "err", e.telErr)
+	case telFresh:
+		if prev == telStale || prev == telMalformed {
+			c.log.Info("Node telemetry is usable again", "node", node)
+		} else {
+			c.log.V(4).Info("Node telemetry in use", "node", node)
+		}
+	case telMissing:
+		if prev != telMissing {
+			c.log.V(2).Info("Node telemetry annotation removed: using the usage model for the node's load", "node", node)
+		}
+	}
+}
+
+// setLoad makes node i's CPUUsed the measured use want, or, for NaN, the
+// usage model's sum over its bound pods (bit for bit what a state built
+// from scratch holds: the pods' terms summed in binding order from 0).
+// Nodes that never had telemetry are not touched.
+func (v *view) setLoad(i int, want float64) {
+	had := !math.IsNaN(v.measured[i])
+	if math.IsNaN(want) && !had {
+		return
+	}
+	nd := &v.st.Nodes[i]
+	target := want
+	if math.IsNaN(want) {
+		target = 0
+		for _, id := range v.podIDs[i] {
+			p := &v.st.Pods[id]
+			target += float64(p.CPU) * p.Usage
+		}
+	}
+	v.st.UsedCPU += target - nd.CPUUsed
+	nd.CPUUsed = target
+	v.measured[i] = want
+}

@@ -1,0 +1,343 @@
+package edgeplugin
+
+import (
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"k8s.io/component-base/metrics/testutil"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/edgesched/edgesched/agent/telemetry"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/sim"
+)
+
+// telFixture is two otherwise equal CPU nodes, "a" and "b", each running
+// one pod (so the usage model's load is not 0), a plugin with a fake
+// clock and a captured log.
+type telFixture struct {
+	p     *EdgePolicy
+	infos []*framework.NodeInfo
+	nodes []fwk.NodeInfo
+	now   time.Time
+	mu    sync.Mutex
+	logs  []string
+}
+
+var telT0 = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+
+func newTelFixture(t *testing.T) *telFixture {
+	t.Helper()
+	f := &telFixture{now: telT0}
+	for _, name := range []string{"a", "b"} {
+		n := k8sNode(sim.NodeSpec{Name: name, CPU: 32000, Memory: 128 << 10, Arch: sim.ArchAMD64})
+		running := k8sPod(sim.PodSpec{Name: "run-" + name, CPU: 8000, Memory: 4096, QoS: sim.QoSBurstable})
+		running.Annotations[AnnotationCPUUsage] = "0.7" // the same measured use on both (the usage model hashes the name)
+		ni := nodeInfo(n, running)
+		f.infos = append(f.infos, ni)
+		f.nodes = append(f.nodes, ni)
+	}
+	target, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.p = newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: f.nodes}}, target)
+	f.p.now = func() time.Time { return f.now }
+	f.p.conv.log = funcr.New(func(prefix, args string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.logs = append(f.logs, args)
+	}, funcr.Options{Verbosity: 2})
+	return f
+}
+
+// setAnnotation replaces node i's Node (a new generation, as the
+// scheduler's cache does on an update) with the telemetry annotation set
+// to value, or removed when value is "".
+func (f *telFixture) setAnnotation(i int, value string) {
+	n := f.infos[i].Node().DeepCopy()
+	if value == "" {
+		delete(n.Annotations, telemetry.AnnotationKey)
+	} else {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[telemetry.AnnotationKey] = value
+	}
+	f.infos[i].SetNode(n)
+}
+
+func encodeSummary(t *testing.T, cpu float64, at time.Time) string {
+	t.Helper()
+	s, err := telemetry.Encode(telemetry.Summary{Time: at, Window: 10 * time.Second, CPU: cpu, Mem: 0.5, Load1: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// cycle runs one scheduling cycle for a small CPU pod and returns the
+// normalised scores, the raw scores and the load feature, by node.
+func (f *telFixture) cycle(t *testing.T) (norm map[string]int64, raw, load map[string]float32) {
+	t.Helper()
+	pod := k8sPod(sim.PodSpec{Name: "new", CPU: 2000, Memory: 2048, QoS: sim.QoSLS})
+	scores, cs := runCycle(t, f.p, pod, f.nodes)
+	norm, raw, load = map[string]int64{}, map[string]float32{}, map[string]float32{}
+	for _, s := range scores {
+		norm[s.Name] = s.Score
+	}
+	d, err := cs.Read(preScoreKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := d.(*preScoreState).explain
+	if ex == nil || len(ex.names) != 2 {
+		t.Fatalf("cycle fell back or scored %v", ex)
+	}
+	li := loadFeature(t)
+	for j, n := range ex.names {
+		raw[n] = ex.raw[j]
+		load[n] = ex.x[j*policy.NumFeatures+li]
+	}
+	return norm, raw, load
+}
+
+func loadFeature(t *testing.T) int {
+	for i, ft := range policy.FeatureList() {
+		if ft.Name == "load" {
+			return i
+		}
+	}
+	t.Fatal("no load feature")
+	return -1
+}
+
+// cpuUsed is node name's CPUUsed in the kept state.
+func (f *telFixture) cpuUsed(name string) float64 {
+	c := f.p.conv
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur.st.Nodes[c.cur.index[name]].CPUUsed
+}
+
+func fallbacks(t *testing.T, reason string) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(metricTelemetryFallbacks.WithLabelValues(reason))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func (f *telFixture) logsContaining(s string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, l := range f.logs {
+		if strings.Contains(l, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestTelemetryFreshChangesLoad: a fresh summary becomes the node's load
+// feature and changes the scores (in whichever direction the model
+// prefers); without telemetry the two equal nodes score the same.
+func TestTelemetryFreshChangesLoad(t *testing.T) {
+	f := newTelFixture(t)
+	missing0 := fallbacks(t, "missing")
+	norm0, raw0, load0 := f.cycle(t)
+	if load0["a"] != load0["b"] || raw0["a"] != raw0["b"] || norm0["a"] != norm0["b"] {
+		t.Fatalf("equal nodes differ without telemetry: load %v raw %v norm %v", load0, raw0, norm0)
+	}
+	if load0["a"] <= 0 {
+		t.Fatalf("usage-model load %v: the fixture's running pods should load the nodes", load0["a"])
+	}
+	if got := fallbacks(t, "missing") - missing0; got != 2 {
+		t.Fatalf("missing fallbacks counted %v, want 2 (both nodes, one cycle)", got)
+	}
+	usedModel := f.cpuUsed("b")
+
+	for _, cpu := range []float64{0.95, 0} {
+		f.setAnnotation(1, encodeSummary(t, cpu, f.now.Add(-30*time.Second)))
+		missing := fallbacks(t, "missing")
+		norm, raw, load := f.cycle(t)
+		if math.Abs(float64(load["b"])-cpu) > 1e-6 {
+			t.Fatalf("cpu %v: node b's load feature is %v, want the measured utilisation", cpu, load["b"])
+		}
+		if load["a"] != load0["a"] || raw["a"] != raw0["a"] {
+			t.Fatalf("cpu %v: node a without telemetry changed: load %v -> %v, raw %v -> %v", cpu, load0["a"], load["a"], raw0["a"], raw["a"])
+		}
+		if raw["b"] == raw0["b"] || raw["a"] == raw["b"] || norm["a"] == norm["b"] {
+			t.Fatalf("cpu %v: telemetry did not change the scores: raw %v (was %v), norm %v (was %v)", cpu, raw, raw0, norm, norm0)
+		}
+		if got := fallbacks(t, "missing") - missing; got != 1 {
+			t.Fatalf("cpu %v: missing fallbacks counted %v, want 1 (node a only)", cpu, got)
+		}
+		t.Logf("node b at cpu %.2f: raw a %.4f b %.4f (both %.4f without telemetry), normalised %v", cpu, raw["a"], raw["b"], raw0["a"], norm)
+	}
+
+	// Removing the annotation restores the usage model's load bit for bit.
+	f.setAnnotation(1, "")
+	missing := fallbacks(t, "missing")
+	norm, raw, load := f.cycle(t)
+	if got := f.cpuUsed("b"); got != usedModel {
+		t.Fatalf("CPUUsed after the annotation was removed = %v, want %v (the usage model's)", got, usedModel)
+	}
+	if load["b"] != load0["b"] || raw["b"] != raw0["b"] || norm["a"] != norm["b"] {
+		t.Fatalf("after removal: load %v raw %v norm %v, want as without telemetry (%v, %v)", load, raw, norm, load0, raw0)
+	}
+	if got := fallbacks(t, "missing") - missing; got != 2 {
+		t.Fatalf("missing fallbacks counted %v, want 2", got)
+	}
+}
+
+// TestTelemetryStale: a summary older than telemetryMaxAge (by the
+// injected clock, the node unchanged) falls back to the usage model, is
+// counted as stale every cycle and logged once; a newer summary is used
+// again.
+func TestTelemetryStale(t *testing.T) {
+	f := newTelFixture(t)
+	_, raw0, load0 := f.cycle(t)
+	usedModel := f.cpuUsed("b")
+	f.setAnnotation(1, encodeSummary(t, 0.9, f.now))
+	if _, _, load := f.cycle(t); math.Abs(float64(load["b"])-0.9) > 1e-6 {
+		t.Fatalf("fresh summary: load %v", load["b"])
+	}
+
+	f.now = f.now.Add(DefaultTelemetryMaxAge + time.Second) // the node does not change, time passes
+	stale := fallbacks(t, "stale")
+	for range 3 {
+		_, raw, load := f.cycle(t)
+		if load["b"] != load0["b"] || raw["b"] != raw0["b"] {
+			t.Fatalf("stale summary used: load %v raw %v, want %v %v", load["b"], raw["b"], load0["b"], raw0["b"])
+		}
+		if got := f.cpuUsed("b"); got != usedModel {
+			t.Fatalf("stale: CPUUsed %v, want the usage model's %v", got, usedModel)
+		}
+	}
+	if got := fallbacks(t, "stale") - stale; got != 3 {
+		t.Fatalf("stale fallbacks counted %v over 3 cycles, want 3", got)
+	}
+	if n := f.logsContaining("stale"); n != 1 {
+		t.Fatalf("stale logged %d times over 3 cycles, want once:\n%s", n, strings.Join(f.logs, "\n"))
+	}
+
+	// The agent catches up: used again, and a later staleness is logged again.
+	f.setAnnotation(1, encodeSummary(t, 0.2, f.now))
+	if _, _, load := f.cycle(t); math.Abs(float64(load["b"])-0.2) > 1e-6 {
+		t.Fatalf("refreshed summary: load %v", load["b"])
+	}
+	if n := f.logsContaining("usable again"); n != 1 {
+		t.Fatalf("recovery logged %d times", n)
+	}
+	f.now = f.now.Add(time.Hour)
+	f.cycle(t)
+	if n := f.logsContaining("stale"); n != 2 {
+		t.Fatalf("second staleness logged %d times in all, want 2", n)
+	}
+
+	// A timestamp far in the future (agent clock wrong) is not trusted.
+	f.setAnnotation(1, encodeSummary(t, 0.7, f.now.Add(time.Hour)))
+	stale = fallbacks(t, "stale")
+	if _, _, load := f.cycle(t); load["b"] != load0["b"] {
+		t.Fatalf("future summary used: load %v", load["b"])
+	}
+	if got := fallbacks(t, "stale") - stale; got != 1 {
+		t.Fatalf("future summary counted %v as stale, want 1", got)
+	}
+}
+
+// TestTelemetryMaxAgeArg: the bound comes from the args.
+func TestTelemetryMaxAgeArg(t *testing.T) {
+	f := newTelFixture(t)
+	f.p.conv.telMaxAge = 20 * time.Second
+	f.setAnnotation(1, encodeSummary(t, 0.9, f.now.Add(-30*time.Second)))
+	stale := fallbacks(t, "stale")
+	f.cycle(t)
+	if got := fallbacks(t, "stale") - stale; got != 1 {
+		t.Fatalf("30 s old summary with a 20 s bound: stale counted %v, want 1", got)
+	}
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{{"", true}, {"2m", true}, {"10s", true}, {"1h", true}, {"9s", false}, {"2h", false}, {"-1m", false}, {"soon", false}} {
+		a := Args{ModelPath: "m", PublicKeys: []string{"k"}, TelemetryMaxAge: c.in}
+		a.SetDefaults()
+		if err := a.Validate(); (err == nil) != c.ok {
+			t.Errorf("telemetryMaxAge %q: Validate = %v, want ok=%v", c.in, err, c.ok)
+		}
+	}
+	a := Args{ModelPath: "m", PublicKeys: []string{"k"}}
+	a.SetDefaults()
+	if d, _ := a.telemetryMaxAge(); d != DefaultTelemetryMaxAge || a.TelemetryMaxAge != "2m0s" {
+		t.Errorf("default telemetryMaxAge = %v (%q)", d, a.TelemetryMaxAge)
+	}
+}
+
+// TestTelemetryMalformed: annotations Decode refuses fall back, are
+// counted as malformed and logged once per transition.
+func TestTelemetryMalformed(t *testing.T) {
+	f := newTelFixture(t)
+	_, raw0, load0 := f.cycle(t)
+	usedModel := f.cpuUsed("b")
+	ok := encodeSummary(t, 0.9, f.now)
+	for _, bad := range []string{
+		"garbage",
+		strings.Replace(ok, `"cpu":0.9`, `"cpu":90`, 1), // percent, not a share
+		strings.Replace(ok, `"v":1`, `"v":2`, 1),
+		strings.Replace(ok, `"cpu":0.9`, `"cpu":0.9,"extra":1`, 1),
+		" ",
+	} {
+		f.setAnnotation(1, ok) // fresh first, so the fallback has something to undo
+		if _, _, load := f.cycle(t); math.Abs(float64(load["b"])-0.9) > 1e-6 {
+			t.Fatalf("fresh summary: load %v", load["b"])
+		}
+		f.setAnnotation(1, bad)
+		malformed, logged := fallbacks(t, "malformed"), f.logsContaining("malformed")
+		for range 2 {
+			_, raw, load := f.cycle(t)
+			if load["b"] != load0["b"] || raw["b"] != raw0["b"] || f.cpuUsed("b") != usedModel {
+				t.Fatalf("%q: load %v raw %v, want the usage model's %v %v", bad, load["b"], raw["b"], load0["b"], raw0["b"])
+			}
+		}
+		if got := fallbacks(t, "malformed") - malformed; got != 2 {
+			t.Fatalf("%q: malformed counted %v over 2 cycles, want 2", bad, got)
+		}
+		if got := f.logsContaining("malformed") - logged; got != 1 {
+			t.Fatalf("%q: malformed logged %d times, want once", bad, got)
+		}
+	}
+}
+
+// TestTelemetryIncremental: pods bound and removed on a node with fresh
+// telemetry leave its load at the measured value, and the fallback after
+// that is exactly the usage model of the pods then running (as a State
+// built from scratch has it).
+func TestTelemetryIncremental(t *testing.T) {
+	f := newTelFixture(t)
+	f.setAnnotation(1, encodeSummary(t, 0.5, f.now))
+	f.cycle(t)
+	extra := k8sPod(sim.PodSpec{Name: "extra", CPU: 6000, Memory: 1024, QoS: sim.QoSBurstable})
+	f.infos[1].AddPod(extra)
+	if _, _, load := f.cycle(t); math.Abs(float64(load["b"])-0.5) > 1e-6 {
+		t.Fatalf("after a binding: load %v, want the measured 0.5", load["b"])
+	}
+	f.setAnnotation(1, "")
+	f.cycle(t)
+	got := f.cpuUsed("b")
+
+	// Reference: a fresh plugin that never saw telemetry, same pods.
+	g := newTelFixture(t)
+	g.infos[1].AddPod(extra)
+	g.cycle(t)
+	if want := g.cpuUsed("b"); got != want {
+		t.Fatalf("CPUUsed after the fallback = %v, a state built from scratch has %v", got, want)
+	}
+}
