@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -31,6 +32,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
+	"github.com/edgesched/edgesched/agent/telemetry"
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/quant"
@@ -1104,5 +1106,82 @@ func TestEdgeSchedulerEndToEnd(t *testing.T) {
 		r.checkCluster(ctx)
 		r.checkNoFailures(ctx)
 	})
+	t.Run("TelemetryFallback", func(t *testing.T) {
+		r.t = t
+		r.telemetryFallback(ctx)
+		r.checkCluster(ctx)
+		r.checkNoFailures(ctx)
+	})
 	t.Logf("max milli-GPU on one device: %d; whole test %s", r.maxShare, time.Since(began).Round(time.Millisecond))
+}
+
+// setTelemetry writes a fresh telemetry summary (CPU 35% busy) to every
+// node, or with remove deletes the annotation.
+func (r *edgeRun) setTelemetry(ctx context.Context, remove bool) {
+	r.t.Helper()
+	value := "null"
+	if !remove {
+		enc, err := telemetry.Encode(telemetry.Summary{Time: time.Now().UTC(), Window: 10 * time.Second, CPU: 0.35, Mem: 0.5, Load1: 1})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		raw, err := json.Marshal(enc)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		value = string(raw)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + telemetry.AnnotationKey + `":` + value + `}}}`)
+	for _, n := range r.nodes {
+		if _, err := r.cp.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			r.t.Fatalf("patch telemetry of %s: %v", n.Name, err)
+		}
+	}
+}
+
+// missingDelta schedules one pod and returns how many "missing" telemetry
+// fallbacks the plugin counted meanwhile (one per modelled node without
+// a summary, per cycle).
+func (r *edgeRun) missingDelta(ctx context.Context, ns string) float64 {
+	r.t.Helper()
+	missing := func() float64 {
+		return r.scrape(ctx).sum("edgesched_plugin_telemetry_fallbacks_total", `reason="missing"`)
+	}
+	before := missing()
+	p := r.create(ctx, ns)
+	r.waitBound(ctx, ns, p.Name)
+	return missing() - before
+}
+
+// telemetryFallback: with a fresh telemetry summary on every node a
+// scheduling cycle counts no fallback; after the annotations are deleted
+// the plugin falls back to the usage model for the nodes and counts it.
+// The scheduler sees node updates through its informer, so each phase
+// polls (a pod per try) until the count shows the new state.
+func (r *edgeRun) telemetryFallback(ctx context.Context) {
+	r.t.Helper()
+	const ns = "telemetry"
+	if err := CreateNamespace(ctx, r.cp.Client, ns); err != nil {
+		r.t.Fatal(err)
+	}
+	if d := r.missingDelta(ctx, ns); d == 0 {
+		r.t.Fatalf("no missing-telemetry fallback counted before any node reported telemetry")
+	}
+	r.setTelemetry(ctx, false)
+	phase := func(what string, ok func(float64) bool) {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			d := r.missingDelta(ctx, ns)
+			if ok(d) {
+				r.t.Logf("%s: %v missing-telemetry fallbacks in the cycle", what, d)
+				return
+			}
+			if time.Now().After(deadline) {
+				r.t.Fatalf("%s: still %v missing-telemetry fallbacks per cycle after 30s", what, d)
+			}
+		}
+	}
+	phase("every node reporting", func(d float64) bool { return d == 0 })
+	r.setTelemetry(ctx, true)
+	phase("annotations deleted", func(d float64) bool { return d > 0 })
 }
