@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -61,9 +60,6 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	db, err := openStore(filepath.Join(cfg.DataDir, "coordinator.db"))
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/internal/boltkv"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 )
@@ -132,9 +132,6 @@ type Client struct {
 func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	db, err := openStore(filepath.Join(cfg.DataDir, "agent.db"))
 	if err != nil {
@@ -491,19 +488,11 @@ func (c *Client) oldest() (uint64, []byte) {
 	_ = c.db.View(func(tx *bolt.Tx) error {
 		k, v := tx.Bucket(bucketOutbox).Cursor().First()
 		if k != nil {
-			seq, msg = getU64FromKey(k), append([]byte(nil), v...)
+			seq, msg = boltkv.FromU64(k), append([]byte(nil), v...)
 		}
 		return nil
 	})
 	return seq, msg
-}
-
-func getU64FromKey(k []byte) uint64 {
-	var v uint64
-	for _, b := range k {
-		v = v<<8 | uint64(b)
-	}
-	return v
 }
 
 // onAck records the coordinator's verdicts.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgesched/edgesched/internal/boltkv"
 )
 
 // bbolt layout (agent.db): every change is one transaction.
@@ -57,43 +59,13 @@ type Installed struct {
 	Installed time.Time `json:"installed"`
 }
 
-func u64(v uint64) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], v)
-	return b[:]
-}
-
-func getU64(b *bolt.Bucket, k []byte) uint64 {
-	v := b.Get(k)
-	if len(v) != 8 {
-		return 0
-	}
-	return binary.BigEndian.Uint64(v)
-}
+// u64 and getU64 are the stores' big-endian uint64 keys and values.
+var u64, getU64 = boltkv.U64, boltkv.GetU64
 
 func openStore(path string) (*bolt.DB, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := boltkv.Open(path, "agent store", keySchema, schemaVersion, bucketMeta, bucketOutbox, bucketModels)
 	if err != nil {
-		return nil, fmt.Errorf("open agent store: %w", err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketOutbox, bucketModels} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		m := tx.Bucket(bucketMeta)
-		switch v := m.Get(keySchema); {
-		case v == nil:
-			return m.Put(keySchema, []byte(schemaVersion))
-		case string(v) != schemaVersion:
-			return fmt.Errorf("%w: schema %q, this build reads %q", ErrStore, v, schemaVersion)
-		}
-		return nil
-	})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open agent store %s: %w", path, err)
+		return nil, fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	return db, nil
 }
