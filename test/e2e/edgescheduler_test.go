@@ -276,7 +276,14 @@ func deploySchedulerConfig(t testing.TB, dir, kubeconfig, modelPath, keyDir stri
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
 		t.Fatalf("scheduler-config.yaml: %v", err)
 	}
-	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
+	// Keep the shipped client settings (qps, burst); only the kubeconfig
+	// is the test's.
+	conn, _ := cfg["clientConnection"].(map[string]any)
+	if conn == nil {
+		conn = map[string]any{}
+	}
+	conn["kubeconfig"] = kubeconfig
+	cfg["clientConnection"] = conn
 	cfg["leaderElection"] = map[string]any{"leaderElect": false}
 	profiles, _ := cfg["profiles"].([]any)
 	if len(profiles) != 1 {
