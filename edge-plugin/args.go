@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -15,7 +17,15 @@ import (
 // KubeSchedulerConfiguration). Unknown fields are refused.
 type Args struct {
 	// ModelPath is the signed int8 artifact (.esa) to load and watch.
-	ModelPath string `json:"modelPath"`
+	// Exactly one of ModelPath and ModelConfigMap is set.
+	ModelPath string `json:"modelPath,omitempty"`
+	// ModelConfigMap is "namespace/name" of a ConfigMap holding the
+	// signed artifact under ModelConfigMapKey (binaryData, or data): the
+	// plugin watches that one ConfigMap (model_configmap.go).
+	ModelConfigMap string `json:"modelConfigMap,omitempty"`
+	// ModelConfigMapKey is the ConfigMap key of the artifact (default
+	// model.esa); only with ModelConfigMap.
+	ModelConfigMapKey string `json:"modelConfigMapKey,omitempty"`
 	// PublicKeys are files with the trusted signing keys (edgectl's
 	// "edgesched-ed25519-public" format); at least one is required.
 	PublicKeys []string `json:"publicKeys"`
@@ -38,10 +48,11 @@ type Args struct {
 
 // Defaults.
 const (
-	DefaultReloadInterval  = 10 * time.Second
-	DefaultTargetWorkload  = "openb:default"
-	DefaultTargetThreshold = 0.95
-	DefaultTelemetryMaxAge = 2 * time.Minute
+	DefaultReloadInterval    = 10 * time.Second
+	DefaultTargetWorkload    = "openb:default"
+	DefaultTargetThreshold   = 0.95
+	DefaultTelemetryMaxAge   = 2 * time.Minute
+	DefaultModelConfigMapKey = "model.esa"
 )
 
 // ErrArgs wraps every argument refusal.
@@ -49,6 +60,9 @@ var ErrArgs = errors.New("edgeplugin: invalid EdgePolicy args")
 
 // SetDefaults fills unset fields.
 func (a *Args) SetDefaults() {
+	if a.ModelConfigMap != "" && a.ModelConfigMapKey == "" {
+		a.ModelConfigMapKey = DefaultModelConfigMapKey
+	}
 	if a.ReloadInterval == "" {
 		a.ReloadInterval = DefaultReloadInterval.String()
 	}
@@ -65,8 +79,21 @@ func (a *Args) SetDefaults() {
 
 // Validate checks defaulted args.
 func (a *Args) Validate() error {
-	if a.ModelPath == "" {
-		return fmt.Errorf("%w: modelPath is required", ErrArgs)
+	switch {
+	case a.ModelPath == "" && a.ModelConfigMap == "":
+		return fmt.Errorf("%w: a model source is required: modelPath (a file) or modelConfigMap (namespace/name)", ErrArgs)
+	case a.ModelPath != "" && a.ModelConfigMap != "":
+		return fmt.Errorf("%w: modelPath and modelConfigMap are mutually exclusive (set one model source)", ErrArgs)
+	case a.ModelConfigMapKey != "" && a.ModelConfigMap == "":
+		return fmt.Errorf("%w: modelConfigMapKey is only meaningful with modelConfigMap", ErrArgs)
+	}
+	if a.ModelConfigMap != "" {
+		if _, _, err := a.modelConfigMap(); err != nil {
+			return err
+		}
+		if errs := validation.IsConfigMapKey(a.ModelConfigMapKey); len(errs) > 0 {
+			return fmt.Errorf("%w: modelConfigMapKey %q: %s", ErrArgs, a.ModelConfigMapKey, strings.Join(errs, "; "))
+		}
 	}
 	if len(a.PublicKeys) == 0 {
 		return fmt.Errorf("%w: publicKeys needs at least one key file (models are only accepted signed)", ErrArgs)
@@ -94,6 +121,21 @@ func (a *Args) Validate() error {
 		return fmt.Errorf("%w: telemetryMaxAge %s must be between 10s and 1h", ErrArgs, m)
 	}
 	return nil
+}
+
+// modelConfigMap splits ModelConfigMap into a valid namespace and name.
+func (a *Args) modelConfigMap() (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(a.ModelConfigMap, "/")
+	if !ok || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("%w: modelConfigMap %q must be namespace/name", ErrArgs, a.ModelConfigMap)
+	}
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return "", "", fmt.Errorf("%w: modelConfigMap %q: namespace: %s", ErrArgs, a.ModelConfigMap, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return "", "", fmt.Errorf("%w: modelConfigMap %q: name: %s", ErrArgs, a.ModelConfigMap, strings.Join(errs, "; "))
+	}
+	return namespace, name, nil
 }
 
 func (a *Args) reloadInterval() (time.Duration, error) { return time.ParseDuration(a.ReloadInterval) }

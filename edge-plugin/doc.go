@@ -40,10 +40,13 @@
 //     uses that model throughout, even if a swap happens meanwhile; swaps
 //     never wait for cycles and cycles never wait for swaps. Each model
 //     hands out scorers (scratch buffers) from its own sync.Pool.
-//   - Models load from a file polled by a goroutine that lives until the
-//     context given to New ends. A refused file (signature, format,
-//     rollback) keeps the previous model; without any model the plugin
-//     scores every node 0 (neutral) and counts a fallback.
+//   - Models load from a file polled by a goroutine, or from one ConfigMap
+//     watched by an informer (model_configmap.go), either living until the
+//     context given to New ends; both share one verify-and-swap path. A
+//     refused model (signature, format, rollback) keeps the previous one
+//     (and, from a ConfigMap, is reported as a ModelRefused Event on it);
+//     without any model the plugin scores every node 0 (neutral) and
+//     counts a fallback.
 //   - A panic in conversion, features or model code is recovered: that
 //     cycle scores 0 everywhere and panics_total and fallbacks_total
 //     count it. Score never blocks and never fails.
@@ -61,7 +64,7 @@
 // measured CPU load; a missing, malformed or stale one falls back to the
 // usage model and is counted (telemetry_fallbacks_total).
 //
-// Not done yet: ConfigMap watching, service dependencies (the dependency
+// Not done yet: service dependencies (the dependency
 // features are 0), incremental snapshot conversion, and SignPlugin (pods
 // are not batched, which is correct because scores depend on the cluster
 // state).

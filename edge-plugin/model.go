@@ -114,7 +114,35 @@ func (s *ModelStore) install(h quant.Header, newScorer func() policy.Scorer, net
 
 func (s *ModelStore) refuse(reason string, err error) error {
 	metricRefusals.WithLabelValues(reason).Inc()
-	return fmt.Errorf("edgeplugin: model refused (%s): %w", reason, err)
+	return &RefusalError{Reason: reason, Err: err}
+}
+
+// RefusalError is a refused model: Reason is the refusals metric's label
+// (read, signature, artifact, rollback, int8).
+type RefusalError struct {
+	Reason string
+	Err    error
+}
+
+func (e *RefusalError) Error() string {
+	return fmt.Sprintf("edgeplugin: model refused (%s): %v", e.Reason, e.Err)
+}
+
+func (e *RefusalError) Unwrap() error { return e.Err }
+
+// installChanged is the verify-and-swap path of every model source (the
+// file poller and the ConfigMap watch): raw is installed (Install) unless
+// it is the byte string last offered, so a source that sees the same
+// bytes again neither re-verifies nor re-counts a refusal.
+func (s *ModelStore) installChanged(raw []byte) (bool, error) {
+	s.mu.Lock()
+	unchanged := s.lastRaw != nil && bytes.Equal(raw, s.lastRaw)
+	s.lastRaw = raw
+	s.mu.Unlock()
+	if unchanged {
+		return false, nil
+	}
+	return s.Install(raw)
 }
 
 // LoadFile reads path and installs it unless its bytes are the ones last
@@ -141,14 +169,9 @@ func (s *ModelStore) LoadFile(path string) (bool, error) {
 		return false, s.refuse(refuseRead, err)
 	}
 	s.mu.Lock()
-	unchanged := bytes.Equal(raw, s.lastRaw)
 	s.lastStat = stamp
-	s.lastRaw = raw
 	s.mu.Unlock()
-	if unchanged {
-		return false, nil
-	}
-	return s.Install(raw)
+	return s.installChanged(raw)
 }
 
 // Watch polls path every interval until ctx ends, installing new models

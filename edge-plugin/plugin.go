@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -47,7 +48,8 @@ var (
 // args, loads the trusted keys and the target workload, tries the model
 // file once (a missing or bad model is logged and counted: the plugin
 // then scores neutrally until a good one appears) and starts watching the
-// file until ctx ends.
+// file until ctx ends. With modelConfigMap it watches that ConfigMap
+// instead (model_configmap.go), also until ctx ends.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, err := DecodeArgs(obj)
 	if err != nil {
@@ -64,6 +66,18 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	p := newEdgePolicy(h, *args, NewModelStore(keys), target)
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	p.conv.log = logger
+	if args.ModelConfigMap != "" {
+		ns, name, _ := args.modelConfigMap() // validated by DecodeArgs
+		if h == nil || h.ClientSet() == nil {
+			return nil, fmt.Errorf("%w: modelConfigMap needs the scheduler's API client", ErrArgs)
+		}
+		var rec events.EventRecorder
+		if r := h.EventRecorder(); r != nil {
+			rec = r
+		}
+		startConfigMapSource(ctx, h.ClientSet(), rec, p.models, ns, name, args.ModelConfigMapKey)
+		return p, nil
+	}
 	if _, err := p.models.LoadFile(args.ModelPath); err != nil {
 		logger.Error(err, "No model yet: scoring neutrally until one loads", "path", args.ModelPath)
 	}

@@ -1,0 +1,194 @@
+package edgeplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+)
+
+// The ConfigMap model source: one ConfigMap (namespace/name from
+// modelConfigMap) watched by a namespace-scoped informer whose list and
+// watch carry the field selector metadata.name=NAME, so the scheduler
+// needs get/list/watch on that ConfigMap only. Every add and update goes
+// through the file source's verify-and-swap path
+// (ModelStore.installChanged): signature against the keyring, artifact
+// and int8 checks, version monotonicity, one atomic store. A refusal is
+// counted in model_refusals_total{reason} and also reported as a Warning
+// Event (reason ModelRefused) on the ConfigMap; the last-known-good model
+// stays. Deleting the ConfigMap keeps the model in use (logged).
+// Everything runs on the informer's goroutines: scheduling never waits.
+
+// Event reasons on the model ConfigMap.
+const (
+	EventModelRefused   = "ModelRefused"
+	EventModelInstalled = "ModelInstalled"
+)
+
+// eventAction is the events.k8s.io action of the model events.
+const eventAction = "LoadModel"
+
+// configMapSyncTimeout bounds how long New waits for the informer's first
+// list (so a model present at start is installed before the first
+// scheduling cycle); a slower or failing list is logged and the watch goes
+// on in the background.
+const configMapSyncTimeout = 10 * time.Second
+
+// configMapSource feeds one ConfigMap's model key into a ModelStore.
+type configMapSource struct {
+	store     *ModelStore
+	recorder  events.EventRecorder // nil: no events (metric and log only)
+	namespace string
+	name      string
+	key       string
+	logger    klog.Logger
+
+	mu      sync.Mutex
+	missing bool // the last ConfigMap seen had no model key
+}
+
+// startConfigMapSource starts watching namespace/name until ctx ends and
+// waits (at most configMapSyncTimeout) for the first list, installing the
+// model found there. The returned function blocks until every goroutine of
+// the watch has stopped after ctx ended (tests use it).
+func startConfigMapSource(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder,
+	store *ModelStore, namespace, name, key string) (wait func()) {
+	s := &configMapSource{store: store, recorder: recorder, namespace: namespace, name: name, key: key,
+		logger: klog.FromContext(ctx).WithValues("plugin", Name, "configMap", namespace+"/"+name, "key", key)}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, name).String()
+		}))
+	cms := factory.Core().V1().ConfigMaps()
+	inf := cms.Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.apply(obj) },
+		UpdateFunc: func(_, obj any) { s.apply(obj) },
+		DeleteFunc: s.deleted,
+	}); err != nil {
+		// only fails on a stopped informer, which this one is not yet
+		s.logger.Error(err, "Cannot watch the model ConfigMap")
+	}
+	factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		<-ctx.Done()
+		factory.Shutdown() // waits for the informer's goroutines
+	})
+
+	sctx, cancel := context.WithTimeout(ctx, configMapSyncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(sctx.Done(), inf.HasSynced) {
+		s.logger.Error(sctx.Err(), "The model ConfigMap is not listed yet (RBAC: get/list/watch on it?); watching in the background, scoring neutrally until a model loads")
+		return wg.Wait
+	}
+	// The handler delivers the add asynchronously; applying the listed
+	// object here installs it before New returns (the handler's later call
+	// with the same bytes is a no-op).
+	cm, err := cms.Lister().ConfigMaps(namespace).Get(name)
+	if err != nil {
+		s.logger.Info("No model ConfigMap yet: scoring neutrally until one is created")
+		return wg.Wait
+	}
+	s.apply(cm)
+	return wg.Wait
+}
+
+// modelBytes returns the model key of cm: binaryData (what kubectl
+// create configmap --from-file makes of a binary file), else data.
+func modelBytes(cm *v1.ConfigMap, key string) ([]byte, error) {
+	if b, ok := cm.BinaryData[key]; ok {
+		return b, nil
+	}
+	if d, ok := cm.Data[key]; ok {
+		return []byte(d), nil
+	}
+	return nil, fmt.Errorf("ConfigMap %s/%s has no key %q in binaryData or data", cm.Namespace, cm.Name, key)
+}
+
+// apply verifies and installs the ConfigMap's model (informer callback).
+func (s *configMapSource) apply(obj any) {
+	cm, ok := obj.(*v1.ConfigMap)
+	if !ok || cm.Namespace != s.namespace || cm.Name != s.name {
+		return
+	}
+	raw, err := modelBytes(cm, s.key)
+	// A key still missing is refused once, not on every other update.
+	s.mu.Lock()
+	again := err != nil && s.missing
+	s.missing = err != nil
+	s.mu.Unlock()
+	if again {
+		return
+	}
+	var installed bool
+	if err != nil {
+		err = s.store.refuse(refuseRead, err)
+	} else {
+		installed, err = s.store.installChanged(raw)
+	}
+	logger := s.logger.WithValues("resourceVersion", cm.ResourceVersion)
+	switch {
+	case err != nil:
+		reason, detail := "unknown", err
+		var re *RefusalError
+		if errors.As(err, &re) {
+			reason, detail = re.Reason, re.Err
+		}
+		keep := "no model loaded: scoring neutrally"
+		if m := s.store.Current(); m != nil {
+			keep = fmt.Sprintf("keeping model version %d (%s)", m.Header.Version, shortID(m.Header.ModelID))
+		}
+		logger.Error(err, "Model refused", "reason", reason, "kept", keep)
+		s.event(cm, v1.EventTypeWarning, EventModelRefused, "%s refused the model in key %s (reason %s): %v; %s",
+			Name, s.key, reason, trimErr(detail), keep)
+	case installed:
+		h := s.store.Current().Header
+		logger.Info("Installed model", "version", h.Version, "modelID", shortID(h.ModelID))
+		s.event(cm, v1.EventTypeNormal, EventModelInstalled, "%s installed model version %d (%s) from key %s",
+			Name, h.Version, shortID(h.ModelID), s.key)
+	}
+}
+
+// deleted keeps the current model: a deleted ConfigMap is no new model.
+func (s *configMapSource) deleted(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if cm, ok := obj.(*v1.ConfigMap); ok && (cm.Namespace != s.namespace || cm.Name != s.name) {
+		return
+	}
+	if m := s.store.Current(); m != nil {
+		s.logger.Info("Model ConfigMap deleted: keeping the model in use", "version", m.Header.Version, "modelID", shortID(m.Header.ModelID))
+	} else {
+		s.logger.Info("Model ConfigMap deleted: no model loaded, scoring neutrally")
+	}
+}
+
+func (s *configMapSource) event(cm *v1.ConfigMap, eventtype, reason, note string, args ...any) {
+	if s.recorder == nil {
+		return
+	}
+	s.recorder.Eventf(cm, nil, eventtype, reason, eventAction, note, args...)
+}
+
+// trimErr keeps an event's note well under the API's 1 kB limit.
+func trimErr(err error) string {
+	const max = 600
+	m := err.Error()
+	if len(m) > max {
+		m = m[:max] + "..."
+	}
+	return m
+}
