@@ -42,7 +42,7 @@ const (
 	AnnotationGPUModels = "edgesched.io/gpu-models"
 	// AnnotationGPUDevices records the device indices (comma separated,
 	// 0-based, in [0, node's device count)) a bound pod uses. EdgePolicy
-	// sets it in PreBind; a device plugin or the node agent may read it.
+	// sets it in Bind; a device plugin or the node agent may read it.
 	AnnotationGPUDevices = "edgesched.io/gpu-devices"
 	// AnnotationQoS overrides the pod's QoS class for the policy: LS,
 	// Burstable, BE or Guaranteed (the openb classes). Without it the

@@ -98,7 +98,7 @@ func nodeSpecOf(n *v1.Node) (sim.NodeSpec, bool) {
 }
 
 // reservations remembers the devices chosen at Reserve until the pod's
-// annotation (set in PreBind) shows up in the snapshot, or for ttl.
+// annotation (set in Bind) shows up in the snapshot, or for ttl.
 type reservations struct {
 	m sync.Map // types.UID -> reservation
 }

@@ -13,10 +13,12 @@
 //     every feasible node (policy.Extractor) and runs the int8 network
 //     once over the batch; normalised scores go to CycleState.
 //   - Score: a lookup of PreScore's result; NormalizeScore: a clamp.
-//   - Reserve/Unreserve/PreBind: the pod's GPU devices (FGD's device for
+//   - Reserve/Unreserve/Bind: the pod's GPU devices (FGD's device for
 //     a share, as in the simulator) are chosen at Reserve and recorded in
-//     the pod annotation edgesched.io/gpu-devices at PreBind.
-//   - PreBind also writes edgesched.io/explanation (explain.go): exact
+//     the pod annotation edgesched.io/gpu-devices at Bind, which binds
+//     the pod with a Binding carrying the annotations (one API write; pods
+//     with nothing to record are left to DefaultBinder).
+//   - Bind also writes edgesched.io/explanation (explain.go): exact
 //     Shapley values of feature groups for the chosen node's score.
 //
 // The Kubernetes conventions (resource names, labels, annotations) are
@@ -52,7 +54,7 @@
 //     count it. Score never blocks and never fails.
 //   - Device reservations live in memory until the pod's annotation is in
 //     the snapshot or 10 minutes pass; after a restart the annotations
-//     (written at PreBind) are the record. GPU pods without one get a
+//     (written at Bind) are the record. GPU pods without one get a
 //     deterministic best-fit assignment.
 //
 // extender.go serves the same Filter and Score decisions over the

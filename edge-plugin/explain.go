@@ -18,7 +18,7 @@ import (
 )
 
 // Explanations: every pod EdgePolicy scored gets the annotation
-// AnnotationExplanation at PreBind, saying why the policy liked its node:
+// AnnotationExplanation at Bind (in the Binding's annotations), saying why the policy liked its node:
 // the int8 model's raw score there, the score of a baseline node, and the
 // exact Shapley values of the feature groups (FeatureGroups) that split the
 // difference between the two.
@@ -39,10 +39,10 @@ import (
 // Cost. All 2^G coalitions are scored in one batch with a scorer of the
 // model that scored the cycle (the same Int8Scorer code, so the
 // attributions explain what ran): 2^7 = 128 forward passes, tens of
-// microseconds, done in PreBind (the binding cycle, off the scheduling
+// microseconds, done in Bind (the binding cycle, off the scheduling
 // path) from the features PreScore left in CycleState.
 
-// AnnotationExplanation is the pod annotation EdgePolicy writes at PreBind:
+// AnnotationExplanation is the pod annotation EdgePolicy writes at Bind:
 // compact JSON of an Explanation. Informational: nothing reads it back.
 const AnnotationExplanation = "edgesched.io/explanation"
 
@@ -59,11 +59,6 @@ const explainTopK = 5
 
 // maxExplainGroups bounds the 2^G coalitions of ShapleyGroups.
 const maxExplainGroups = 12
-
-// explainPatchTimeout bounds the API call of a PreBind that only writes the
-// explanation (a pod without GPU devices to record): the binding must not
-// wait long for an informational annotation.
-const explainPatchTimeout = 5 * time.Second
 
 // Explanation is the content of AnnotationExplanation.
 type Explanation struct {
@@ -371,9 +366,4 @@ func (p *EdgePolicy) explanationAnnotation(ctx context.Context, cs fwk.CycleStat
 		return ""
 	}
 	return string(b)
-}
-
-// annotationPatch is a merge patch setting the given annotations.
-func annotationPatch(ann map[string]string) ([]byte, error) {
-	return json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
 }

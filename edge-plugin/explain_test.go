@@ -3,7 +3,9 @@ package edgeplugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -14,9 +16,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -268,22 +273,70 @@ func TestExplainInt8Model(t *testing.T) {
 	}
 }
 
-// clientHandle adds a (fake) client to fakeHandle.
+// clientHandle adds a (fake) client to fakeHandle, without an API cacher
+// (SchedulerAsyncAPICalls off).
 type clientHandle struct {
 	*fakeHandle
 	cs kubernetes.Interface
 }
 
 func (h *clientHandle) ClientSet() kubernetes.Interface { return h.cs }
+func (h *clientHandle) APICacher() fwk.APICacher        { return nil }
 
-func TestPreBindWritesExplanation(t *testing.T) {
+// bindingClient is a fake clientset whose pods/binding does what
+// kube-apiserver's BindingREST does (the fake's own create of a
+// subresource stores nothing for a Binding): it refuses a missing pod,
+// another UID or a bound pod, sets spec.nodeName and merges the Binding's
+// annotations into the pod. It counts bindings and every other write.
+type bindingClient struct {
+	*fake.Clientset
+	bindings, otherWrites int
+}
+
+func newBindingClient() *bindingClient {
+	c := &bindingClient{Clientset: fake.NewClientset()}
+	c.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+			return false, nil, nil
+		}
+		if ca, ok := a.(k8stesting.CreateAction); ok && a.GetSubresource() == "binding" {
+			c.bindings++
+			b := ca.GetObject().(*v1.Binding)
+			obj, err := c.Tracker().Get(v1.SchemeGroupVersion.WithResource("pods"), b.Namespace, b.Name, metav1.GetOptions{})
+			if err != nil {
+				return true, nil, err
+			}
+			pod := obj.(*v1.Pod).DeepCopy()
+			if b.UID != "" && b.UID != pod.UID {
+				return true, nil, apierrors.NewConflict(v1.Resource("pods/binding"), b.Name, errors.New("UID mismatch"))
+			}
+			if pod.Spec.NodeName != "" {
+				return true, nil, apierrors.NewConflict(v1.Resource("pods/binding"), b.Name, errors.New("already assigned"))
+			}
+			pod.Spec.NodeName = b.Target.Name
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			maps.Copy(pod.Annotations, b.Annotations)
+			return true, nil, c.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), pod, pod.Namespace, metav1.UpdateOptions{})
+		}
+		if a.GetVerb() != "create" || a.GetSubresource() != "" {
+			c.otherWrites++
+		}
+		return false, nil, nil
+	})
+	return c
+}
+
+func TestBindWritesAnnotations(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	nodes := randomSnapshot(rng, 30)
-	client := fake.NewClientset()
+	client := newBindingClient()
 	h := &clientHandle{fakeHandle: &fakeHandle{lister: &fakeLister{nodes: nodes}}, cs: client}
 	p := newTestPlugin(t, h, sim.NewTargetWorkload(nil, 0.95))
 	ctx := context.Background()
-	for _, c := range []struct {
+	for i, c := range []struct {
 		spec sim.PodSpec
 		gpu  bool
 	}{
@@ -298,15 +351,20 @@ func TestPreBindWritesExplanation(t *testing.T) {
 		if st := p.Reserve(ctx, cs, pod, node); !st.IsSuccess() {
 			t.Fatal(st)
 		}
-		if _, st := p.PreBindPreFlight(ctx, cs, pod, node); !st.IsSuccess() {
-			t.Fatalf("%s: PreBindPreFlight = %v", c.spec.Name, st)
+		if st := p.Bind(ctx, cs, pod, node); !st.IsSuccess() {
+			t.Fatalf("%s: Bind = %v", c.spec.Name, st)
 		}
-		if st := p.PreBind(ctx, cs, pod, node); !st.IsSuccess() {
-			t.Fatal(st)
+		// one binding per pod (plus the refused rebinding below of the
+		// previous pod), nothing else
+		if client.bindings != 2*i+1 || client.otherWrites != 0 {
+			t.Fatalf("%s: %d bindings and %d other writes, want %d and 0", c.spec.Name, client.bindings, client.otherWrites, 2*i+1)
 		}
 		got, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if got.Spec.NodeName != node {
+			t.Fatalf("%s: bound to %q, want %s", c.spec.Name, got.Spec.NodeName, node)
 		}
 		e, err := ParseExplanation(got.Annotations[AnnotationExplanation])
 		if err != nil {
@@ -318,24 +376,57 @@ func TestPreBindWritesExplanation(t *testing.T) {
 		if _, has := got.Annotations[AnnotationGPUDevices]; has != c.gpu {
 			t.Fatalf("%s: gpu-devices present %v, want %v", c.spec.Name, has, c.gpu)
 		}
+		if c.gpu {
+			dev, _ := p.conv.res.get(pod.UID, node)
+			if got.Annotations[AnnotationGPUDevices] != formatDevices(dev) {
+				t.Fatalf("%s: gpu-devices %q, reserved %v", c.spec.Name, got.Annotations[AnnotationGPUDevices], dev)
+			}
+		}
 		if n := len(got.Annotations[AnnotationExplanation]); n > 1024 {
 			t.Errorf("annotation of %d bytes", n)
 		}
+		// a second binding of the same pod is refused, and Bind says so
+		if st := p.Bind(ctx, cs, pod, node); st.IsSuccess() || st.IsSkip() {
+			t.Fatalf("%s: rebinding a bound pod = %v, want an error", c.spec.Name, st)
+		}
 	}
-	// a pod the API server does not know: an explanation-only patch fails
-	// without failing the binding; a device patch still fails it
-	ghost := k8sPod(sim.PodSpec{Name: "ghost", CPU: 500, Memory: 512})
-	node, cs, _ := explainedCycle(t, p, ghost, nodes)
-	if st := p.PreBind(ctx, cs, ghost, node); !st.IsSuccess() {
-		t.Fatalf("explanation-only PreBind failed the binding: %v", st)
+	// a pod the API server does not know: the binding fails (whether or
+	// not it carries devices), as DefaultBinder's would
+	before := client.bindings
+	for _, spec := range []sim.PodSpec{
+		{Name: "ghost", CPU: 500, Memory: 512},
+		{Name: "ghost-gpu", CPU: 500, Memory: 512, GPUs: 1, GPUMilli: 200},
+	} {
+		ghost := k8sPod(spec)
+		node, cs, _ := explainedCycle(t, p, ghost, nodes)
+		if st := p.Reserve(ctx, cs, ghost, node); !st.IsSuccess() {
+			t.Fatal(st)
+		}
+		if st := p.Bind(ctx, cs, ghost, node); st.IsSuccess() || st.IsSkip() {
+			t.Fatalf("%s: Bind of a missing pod = %v, want an error", spec.Name, st)
+		}
 	}
-	ghostGPU := k8sPod(sim.PodSpec{Name: "ghost-gpu", CPU: 500, Memory: 512, GPUs: 1, GPUMilli: 200})
-	node, cs, _ = explainedCycle(t, p, ghostGPU, nodes)
-	if st := p.Reserve(ctx, cs, ghostGPU, node); !st.IsSuccess() {
-		t.Fatal(st)
+	if client.bindings != before+2 || client.otherWrites != 0 {
+		t.Fatalf("%d bindings and %d other writes after the ghosts", client.bindings-before, client.otherWrites)
 	}
-	if st := p.PreBind(ctx, cs, ghostGPU, node); st.IsSuccess() {
-		t.Fatal("device PreBind succeeded without the pod")
+}
+
+// TestBindSkipsWithoutAnnotations: a pod EdgePolicy has nothing to record
+// about (a CPU pod on a cycle without a model) is left to DefaultBinder
+// without any API call.
+func TestBindSkipsWithoutAnnotations(t *testing.T) {
+	nodes := randomSnapshot(rand.New(rand.NewPCG(5, 5)), 10)
+	client := newBindingClient()
+	a := Args{ModelPath: "x", PublicKeys: []string{"x"}}
+	a.SetDefaults()
+	q := newEdgePolicy(&clientHandle{fakeHandle: &fakeHandle{lister: &fakeLister{nodes: nodes}}, cs: client}, a, NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
+	pod := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 100})
+	_, cs := runCycle(t, q, pod, nodes)
+	if st := q.Bind(context.Background(), cs, pod, nodes[0].Node().Name); st.Code() != fwk.Skip {
+		t.Fatalf("Bind without a model = %v, want Skip", st)
+	}
+	if client.bindings != 0 || client.otherWrites != 0 || len(client.Actions()) != 0 {
+		t.Fatalf("Skip made API calls: %v", client.Actions())
 	}
 }
 
@@ -354,19 +445,20 @@ func TestExplainPanicContained(t *testing.T) {
 	if after, _ := testutil.GetCounterMetricValue(metricPanics); after != before+1 {
 		t.Fatalf("panics %v -> %v", before, after)
 	}
-	// a cycle that fell back (no model) has nothing to explain: PreBind skips
+	// a cycle that fell back (no model) has nothing to explain (Bind
+	// then skips: TestBindSkipsWithoutAnnotations)
 	a := Args{ModelPath: "x", PublicKeys: []string{"x"}}
 	a.SetDefaults()
 	q := newEdgePolicy(&fakeHandle{lister: &fakeLister{nodes: nodes}}, a, NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
 	pod := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 100})
 	_, cs = runCycle(t, q, pod, nodes)
-	if _, st := q.PreBindPreFlight(context.Background(), cs, pod, node); st.Code() != fwk.Skip {
-		t.Fatalf("PreBindPreFlight without a model = %v, want Skip", st)
+	if ann := q.bindAnnotations(context.Background(), cs, pod, node); len(ann) != 0 {
+		t.Fatalf("annotations without a model: %v", ann)
 	}
 }
 
 // TestExplainedPodGolden keeps edgectl's test input a real explanation:
-// with -update-explain-golden it rewrites the file from a PreBind through
+// with -update-explain-golden it rewrites the file from a Bind through
 // a fake API server; otherwise it checks the file still parses.
 func TestExplainedPodGolden(t *testing.T) {
 	if !*updateGolden {
@@ -396,7 +488,7 @@ func TestExplainedPodGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := randomSnapshot(rand.New(rand.NewPCG(2026, 7)), 40)
-	client := fake.NewClientset()
+	client := newBindingClient()
 	p := newTestPlugin(t, &clientHandle{fakeHandle: &fakeHandle{lister: &fakeLister{nodes: nodes}}, cs: client}, tgt)
 	p.now = func() time.Time { return time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC) }
 	pod := k8sPod(sim.PodSpec{Name: "inference-7f9c", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 400, QoS: sim.QoSLS})
@@ -409,7 +501,7 @@ func TestExplainedPodGolden(t *testing.T) {
 	if st := p.Reserve(ctx, cs, pod, node); !st.IsSuccess() {
 		t.Fatal(st)
 	}
-	if st := p.PreBind(ctx, cs, pod, node); !st.IsSuccess() {
+	if st := p.Bind(ctx, cs, pod, node); !st.IsSuccess() {
 		t.Fatal(st)
 	}
 	got, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})

@@ -59,7 +59,7 @@ import (
 // path only reads memory: no API calls.
 //
 // Differences from the plugin (the scheduler does not tell the extender
-// where it bound a pod): there is no Reserve/PreBind, so no
+// where it bound a pod): there is no Reserve/Bind, so no
 // edgesched.io/gpu-devices annotation is written and pods without one get
 // the converter's deterministic best-fit devices; and a binding made a
 // moment ago is only seen once the informer delivers it (the plugin sees

@@ -402,7 +402,7 @@ func TestExtenderParity(t *testing.T) {
 			t.Fatalf("Reserve: %v", st)
 		}
 		if dev, ok := plugin.conv.res.get(pod.UID, pick); ok {
-			pod.Annotations[AnnotationGPUDevices] = formatDevices(dev) // what PreBind records
+			pod.Annotations[AnnotationGPUDevices] = formatDevices(dev) // what Bind records
 		}
 		infos[index[pick]].AddPod(pod)
 		src.AddPod(onNode(pod, pick))

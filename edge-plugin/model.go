@@ -103,12 +103,13 @@ func (s *ModelStore) install(h quant.Header, newScorer func() policy.Scorer, net
 	}
 	m := newModel(h, newScorer)
 	m.net = net
-	s.current.Store(m)
+	// Metrics first: whoever sees the new model also sees them counted.
 	metricSwaps.Inc()
 	if cur != nil {
 		metricModelVersion.DeleteLabelValues(shortID(cur.Header.ModelID))
 	}
 	metricModelVersion.WithLabelValues(shortID(h.ModelID)).Set(float64(h.Version))
+	s.current.Store(m)
 	return true, nil
 }
 

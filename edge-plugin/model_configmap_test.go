@@ -217,6 +217,9 @@ func TestConfigMapModelSource(t *testing.T) {
 	if n := len(rec.list(EventModelRefused)); n != refusedBefore {
 		t.Errorf("%d refusal events after the label-only update and the delete, want %d", n, refusedBefore)
 	}
+	// The event follows the swap: wait for it, then check there is no
+	// other.
+	eventually(t, "ModelInstalled events for v1, v2, v3", func() bool { return len(rec.list(EventModelInstalled)) >= 3 })
 	if n := len(rec.list(EventModelInstalled)); n != 3 {
 		t.Errorf("%d ModelInstalled events, want 3 (v1, v2, v3)", n)
 	}

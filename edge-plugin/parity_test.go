@@ -106,7 +106,7 @@ func TestParityWithSimulator(t *testing.T) {
 			if !ok || !slices.Equal(dev, b.gpus) {
 				t.Fatalf("decision %d (%s): devices %v, simulator %v", k, b.pod, dev, b.gpus)
 			}
-			pod.Annotations[AnnotationGPUDevices] = formatDevices(dev) // what PreBind records
+			pod.Annotations[AnnotationGPUDevices] = formatDevices(dev) // what Bind records
 		}
 		infos[b.node].AddPod(pod)
 	}

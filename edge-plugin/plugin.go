@@ -11,10 +11,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
@@ -41,7 +41,7 @@ var (
 	_ fwk.ScorePlugin     = (*EdgePolicy)(nil)
 	_ fwk.ScoreExtensions = (*EdgePolicy)(nil)
 	_ fwk.ReservePlugin   = (*EdgePolicy)(nil)
-	_ fwk.PreBindPlugin   = (*EdgePolicy)(nil)
+	_ fwk.BindPlugin      = (*EdgePolicy)(nil)
 )
 
 // New is the plugin factory (app.WithPlugin(Name, New)). It validates the
@@ -357,7 +357,7 @@ func (p *EdgePolicy) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.P
 
 // Reserve chooses the devices of a GPU pod on its node (the policy's own
 // choice: FGD's device for a share, the lowest free devices otherwise)
-// and remembers them for PreBind and for the next snapshots.
+// and remembers them for Bind and for the next snapshots.
 func (p *EdgePolicy) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	req, err := podGPURequest(pod)
 	if err != nil || req.GPUs == 0 {
@@ -424,51 +424,64 @@ func (p *EdgePolicy) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod,
 	p.conv.res.m.Delete(pod.UID)
 }
 
-// PreBindPreFlight implements fwk.PreBindPlugin: only GPU pods with a
-// reservation and pods whose node the policy scored need PreBind.
-func (p *EdgePolicy) PreBindPreFlight(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
-	if _, ok := p.conv.res.get(pod.UID, nodeName); !ok && !explainable(cs, nodeName) {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
-	return nil, nil
-}
-
-// PreBind records the chosen devices in the pod's AnnotationGPUDevices
-// (a merge patch), so the next snapshots and a restarted scheduler see
-// the same device state, and the policy's AnnotationExplanation in the
-// same patch. A failed explanation is left out; a patch that only carries
-// the explanation has a short deadline and never fails the binding.
-func (p *EdgePolicy) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	dev, ok := p.conv.res.get(pod.UID, nodeName)
-	if p.handle == nil || p.handle.ClientSet() == nil {
-		return nil
-	}
-	ann := map[string]string{}
-	if ok {
-		ann[AnnotationGPUDevices] = formatDevices(dev)
+// bindAnnotations is what Bind writes on the pod: the devices Reserve
+// chose (AnnotationGPUDevices) and, when the cycle scored the node, the
+// policy's AnnotationExplanation (left out if it cannot be computed). Empty
+// for pods EdgePolicy has nothing to record about.
+func (p *EdgePolicy) bindAnnotations(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) map[string]string {
+	var ann map[string]string
+	if dev, ok := p.conv.res.get(pod.UID, nodeName); ok {
+		ann = map[string]string{AnnotationGPUDevices: formatDevices(dev)}
 	}
 	if e := p.explanationAnnotation(ctx, cs, nodeName); e != "" {
+		if ann == nil {
+			ann = map[string]string{}
+		}
 		ann[AnnotationExplanation] = e
 	}
+	return ann
+}
+
+// Bind binds the pod with one pods/binding request whose
+// metadata.annotations carry bindAnnotations: the API server's binding
+// subresource merges a Binding's annotations into the pod in the same
+// update that sets spec.nodeName, so the pod is bound and annotated in one
+// write (no PATCH besides the binding), and a pod is never bound without
+// its devices (or annotated without being bound). Pods with nothing to
+// record return Skip: the next bind plugin (DefaultBinder) binds them. The
+// request goes the way DefaultBinder's does (the scheduler's API cacher
+// when SchedulerAsyncAPICalls is on, else the client, retrying transient
+// errors), so the profile must run EdgePolicy's Bind before DefaultBinder
+// (deploy/edge-scheduler/scheduler-config.yaml: plugins.bind.enabled).
+func (p *EdgePolicy) Bind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	if p.handle == nil {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	ann := p.bindAnnotations(ctx, cs, pod, nodeName)
 	if len(ann) == 0 {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
+		Target:     v1.ObjectReference{Kind: "Node", Name: nodeName},
+	}
+	if c := p.handle.APICacher(); c != nil {
+		onFinish, err := c.BindPod(binding)
+		if err == nil {
+			err = c.WaitOnFinish(ctx, onFinish)
+		}
+		if err != nil {
+			return fwk.AsStatus(fmt.Errorf("%s: binding with annotations: %w", Name, err))
+		}
 		return nil
 	}
-	patch, err := annotationPatch(ann)
-	if err == nil {
-		pctx := ctx
-		if !ok {
-			var cancel context.CancelFunc
-			pctx, cancel = context.WithTimeout(ctx, explainPatchTimeout)
-			defer cancel()
-		}
-		_, err = p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(pctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	client := p.handle.ClientSet()
+	if client == nil {
+		return fwk.AsStatus(fmt.Errorf("%s: no API client to bind with", Name))
 	}
-	if err != nil {
-		if !ok {
-			klog.FromContext(ctx).Error(err, "EdgePolicy: recording the explanation", "pod", klog.KObj(pod))
-			return nil
-		}
-		return fwk.AsStatus(fmt.Errorf("%s: recording GPU devices: %w", Name, err))
+	klog.FromContext(ctx).V(3).Info("Attempting to bind pod to node", "pod", klog.KObj(pod), "node", klog.KRef("", nodeName), "annotations", len(ann))
+	if err := schedutil.BindPod(ctx, client, binding); err != nil {
+		return fwk.AsStatus(fmt.Errorf("%s: binding with annotations: %w", Name, err))
 	}
 	return nil
 }

@@ -410,12 +410,12 @@ func TestReserveWithoutPreScore(t *testing.T) {
 	if !ok || len(dev) != 1 {
 		t.Fatalf("devices %v %v", dev, ok)
 	}
-	if _, st := p.PreBindPreFlight(context.Background(), cs, pod, "only"); !st.IsSuccess() {
-		t.Fatalf("PreBindPreFlight = %v, want Success for a reserved GPU pod", st)
+	if ann := p.bindAnnotations(context.Background(), cs, pod, "only"); ann[AnnotationGPUDevices] != formatDevices(dev) {
+		t.Fatalf("Bind would write %v for a reserved GPU pod, want devices %v", ann, dev)
 	}
 	p.Unreserve(context.Background(), cs, pod, "only")
-	if _, st := p.PreBindPreFlight(context.Background(), cs, pod, "only"); st.Code() != fwk.Skip {
-		t.Fatalf("PreBindPreFlight after Unreserve = %v, want Skip", st)
+	if ann := p.bindAnnotations(context.Background(), cs, pod, "only"); len(ann) != 0 {
+		t.Fatalf("Bind would write %v after Unreserve, want nothing (Skip)", ann)
 	}
 	// a pod that cannot fit any device is refused at Reserve
 	big := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 100, GPUs: 4, GPUMilli: 1000})

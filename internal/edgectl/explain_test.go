@@ -14,7 +14,7 @@ import (
 )
 
 // testdata/explained-pod.json carries an explanation written by EdgePolicy
-// itself (edge-plugin's TestExplainedPodGolden, through PreBind).
+// itself (edge-plugin's TestExplainedPodGolden, through Bind).
 const goldenExplainedPod = "testdata/explained-pod.json"
 
 func readExplainedPod(t *testing.T) map[string]any {

@@ -712,7 +712,7 @@ func (r *edgeRun) parity(ctx context.Context, ns string, n int, net, other *quan
 	if err := CreateNamespace(ctx, r.cp.Client, ns); err != nil {
 		r.t.Fatal(err)
 	}
-	nontrivial, gpu, differ := 0, 0, 0
+	nontrivial, gpu, differ, explained := 0, 0, 0, 0
 	start := time.Now()
 	for range n {
 		before := r.allPods(ctx)
@@ -741,6 +741,19 @@ func (r *edgeRun) parity(ctx context.Context, ns string, n int, net, other *quan
 		if len(d.ties) < len(d.feasible) {
 			nontrivial++
 		}
+		// EdgePolicy's Bind writes the explanation in the Binding, so the
+		// pod is bound with it (the scheduler scores only with more than
+		// one feasible node)
+		if len(d.feasible) > 1 {
+			e, err := edgeplugin.ParseExplanation(bound.Annotations[edgeplugin.AnnotationExplanation])
+			if err != nil {
+				r.t.Fatalf("pod %s bound to %s: %v (annotations %v)", bound.Name, node, err, bound.Annotations)
+			}
+			if e.Node != node || e.Candidates < 2 || e.NormalizedScore != 100 {
+				r.t.Fatalf("pod %s bound to %s: explanation %+v", bound.Name, node, e)
+			}
+			explained++
+		}
 		if sp.GPUs > 0 {
 			gpu++
 			got, err := podDevices(bound)
@@ -766,8 +779,8 @@ func (r *edgeRun) parity(ctx context.Context, ns string, n int, net, other *quan
 		}
 		r.t.Logf("%s -> %s (tied best %d of %d feasible)", bound.Name, node, len(d.ties), len(d.feasible))
 	}
-	r.t.Logf("parity: %d of %d decisions agree with the simulator (%d narrower than the feasible set, %d GPU pods with matching devices) in %s",
-		n, n, nontrivial, gpu, time.Since(start).Round(time.Millisecond))
+	r.t.Logf("parity: %d of %d decisions agree with the simulator (%d narrower than the feasible set, %d GPU pods with matching devices, %d explained) in %s",
+		n, n, nontrivial, gpu, explained, time.Since(start).Round(time.Millisecond))
 	if other != nil {
 		r.t.Logf("the previous model would not have chosen %d of these %d nodes", differ, n)
 		if differ == 0 {

@@ -36,7 +36,8 @@ import (
 // each starts on an empty cluster (the previous batch is deleted), so
 // both see the same state. The rates are reported, never asserted
 // (wall-clock figures depend on the machine); what is asserted is that
-// every pod binds, fits, and, for EdgePolicy, records valid GPU devices.
+// every pod binds, fits, and, for EdgePolicy, records valid GPU devices
+// and an explanation.
 
 const (
 	tpNodes          = 32
@@ -258,8 +259,8 @@ func (w podWatcher) WatchWithContext(ctx context.Context, o metav1.ListOptions) 
 }
 
 // check asserts the batch's bindings: all bound, resources fit, and for
-// EdgePolicy every GPU pod names distinct existing devices with no device
-// over 1000 milli-GPU.
+// EdgePolicy every pod carries an explanation of its node and every GPU
+// pod names distinct existing devices with no device over 1000 milli-GPU.
 func (r *tpRig) check(tb testing.TB, profile string, pods []corev1.Pod) {
 	tb.Helper()
 	if err := CheckFits(r.nodes, pods); err != nil {
@@ -275,6 +276,16 @@ func (r *tpRig) check(tb testing.TB, profile string, pods []corev1.Pod) {
 		p := &pods[i]
 		if p.Spec.NodeName == "" {
 			tb.Fatalf("pod %s is not bound", p.Name)
+		}
+		if profile == edgeSchedulerName {
+			// written with the binding (EdgePolicy's Bind), not by a patch
+			e, err := edgeplugin.ParseExplanation(p.Annotations[edgeplugin.AnnotationExplanation])
+			if err != nil {
+				tb.Fatalf("pod %s: %v", p.Name, err)
+			}
+			if e.Node != p.Spec.NodeName {
+				tb.Fatalf("pod %s bound to %s, explanation names %s", p.Name, p.Spec.NodeName, e.Node)
+			}
 		}
 		req := PodRequests(p)
 		whole, milli := req[edgeplugin.ResourceGPU], req[edgeplugin.ResourceGPUMilli]
