@@ -30,17 +30,76 @@ func (s *store) Add(c Contribution) error {
 	return nil
 }
 
+// columnBlock is how many coordinates columns gathers at a time: the
+// block (columnBlock x contributions float32s) stays in cache while the
+// rows are read sequentially.
+const columnBlock = 128
+
 // columns calls fn for every coordinate i with the contributions' values
-// of that coordinate, sorted ascending (fn may not keep col).
-func (s *store) columns(fn func(i int, col []float32)) {
-	col := make([]float32, len(s.rows))
-	for i := range s.dim {
+// of that coordinate (fn may reorder col but not keep it). With sorted the
+// values come sorted ascending; otherwise in contribution order.
+func (s *store) columns(sorted bool, fn func(i int, col []float32)) {
+	n := len(s.rows)
+	buf := make([]float32, columnBlock*n)
+	for i0 := 0; i0 < s.dim; i0 += columnBlock {
+		w := min(columnBlock, s.dim-i0)
 		for j, r := range s.rows {
-			col[j] = r[i]
+			for b, v := range r[i0 : i0+w] {
+				buf[b*n+j] = v
+			}
 		}
-		slices.Sort(col)
-		fn(i, col)
+		for b := range w {
+			col := buf[b*n : (b+1)*n]
+			if sorted {
+				slices.Sort(col)
+			}
+			fn(i0+b, col)
+		}
 	}
+}
+
+// selectKth reorders v so that v[k] is the value a sort would put there,
+// with nothing larger before it and nothing smaller after it
+// (deterministic quickselect, median-of-three pivots; v holds no NaN).
+func selectKth(v []float32, k int) float32 {
+	lo, hi := 0, len(v)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		// median of three to v[mid]
+		if v[mid] < v[lo] {
+			v[mid], v[lo] = v[lo], v[mid]
+		}
+		if v[hi] < v[lo] {
+			v[hi], v[lo] = v[lo], v[hi]
+		}
+		if v[hi] < v[mid] {
+			v[hi], v[mid] = v[mid], v[hi]
+		}
+		pivot := v[mid]
+		i, j := lo, hi
+		for i <= j {
+			for v[i] < pivot {
+				i++
+			}
+			for v[j] > pivot {
+				j--
+			}
+			if i <= j {
+				v[i], v[j] = v[j], v[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return v[k]
+		}
+	}
+	return v[k]
 }
 
 // medianAggregator is the coordinate-wise median (see NewAggregator).
@@ -54,12 +113,15 @@ func (a *medianAggregator) Result() (Result, error) {
 		return Result{}, fmt.Errorf("%w: median: no contributions", ErrAggregate)
 	}
 	out := make([]float32, a.dim)
-	a.columns(func(i int, col []float32) {
+	a.columns(false, func(i int, col []float32) {
+		hi := selectKth(col, n/2)
 		if n%2 == 1 {
-			out[i] = col[n/2]
-		} else {
-			out[i] = float32((float64(col[n/2-1]) + float64(col[n/2])) / 2)
+			out[i] = hi
+			return
 		}
+		// the largest of the lower half is the other middle value
+		lo := slices.Max(col[:n/2])
+		out[i] = float32((float64(lo) + float64(hi)) / 2)
 	})
 	return Result{Delta: out, Used: slices.Clone(a.sites), Stats: map[string]float64{"count": float64(n)}}, nil
 }
@@ -92,7 +154,7 @@ func (a *trimmedMeanAggregator) Result() (Result, error) {
 	}
 	out := make([]float32, a.dim)
 	kept := float64(n - 2*k)
-	a.columns(func(i int, col []float32) {
+	a.columns(true, func(i int, col []float32) {
 		var s float64
 		for _, v := range col[k : n-k] {
 			s += float64(v)

@@ -425,3 +425,38 @@ func TestByzantineRobust(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectKthMatchesSort: for random columns with many ties, every k
+// gives the sorted value and partitions around it.
+func TestSelectKthMatchesSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for trial := range 300 {
+		n := 1 + rng.IntN(40)
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.IntN(7) - 3) // many ties
+			if trial%2 == 1 {
+				v[i] = float32(rng.NormFloat64())
+			}
+		}
+		sorted := slices.Clone(v)
+		slices.Sort(sorted)
+		for k := range n {
+			w := slices.Clone(v)
+			got := selectKth(w, k)
+			if got != sorted[k] || w[k] != got {
+				t.Fatalf("trial %d k %d: got %v, sorted %v", trial, k, got, sorted)
+			}
+			for i := range k {
+				if w[i] > got {
+					t.Fatalf("trial %d k %d: %v before the k-th is larger", trial, k, w[i])
+				}
+			}
+			for i := k + 1; i < n; i++ {
+				if w[i] < got {
+					t.Fatalf("trial %d k %d: %v after the k-th is smaller", trial, k, w[i])
+				}
+			}
+		}
+	}
+}
