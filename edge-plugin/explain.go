@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/edgesched/edgesched/edge-plugin/explanation"
 	"github.com/edgesched/edgesched/policy"
 )
 
@@ -42,16 +43,13 @@ import (
 // microseconds, done in Bind (the binding cycle, off the scheduling
 // path) from the features PreScore left in CycleState.
 
-// AnnotationExplanation is the pod annotation EdgePolicy writes at Bind:
-// compact JSON of an Explanation. Informational: nothing reads it back.
-const AnnotationExplanation = "edgesched.io/explanation"
-
-// ExplanationFormat is the version of the annotation's JSON (field "v").
-const ExplanationFormat = 1
-
-// ExplanationMethod names how the attributions are computed (field
-// "method").
-const ExplanationMethod = "shapley-groups/mean-candidate"
+// The annotation's format lives in package explanation, shared with
+// edgectl; these names keep the plugin's API.
+const (
+	AnnotationExplanation = explanation.Annotation
+	ExplanationFormat     = explanation.Format
+	ExplanationMethod     = explanation.Method
+)
 
 // explainTopK is how many groups (largest |attribution| first) the
 // annotation lists; the others' sum is Rest.
@@ -61,46 +59,13 @@ const explainTopK = 5
 const maxExplainGroups = 12
 
 // Explanation is the content of AnnotationExplanation.
-type Explanation struct {
-	Format       int    `json:"v"`
-	Method       string `json:"method"`
-	ModelID      string `json:"modelID"`
-	ModelVersion uint64 `json:"modelVersion"`
-	Node         string `json:"node"`
-	// Score is the int8 model's raw score of the node, Baseline the score
-	// of the mean candidate; NormalizedScore is what EdgePolicy's Score
-	// returned for the node (0..100).
-	Score           float64 `json:"score"`
-	Baseline        float64 `json:"baseline"`
-	NormalizedScore int64   `json:"normalizedScore"`
-	// Candidates is the number of nodes scored (the baseline's sample).
-	Candidates int `json:"candidates"`
-	// Groups are the explainTopK groups of largest |attribution|, largest
-	// first, leaving out groups with exactly 0 (dummies such as the pod
-	// group); Rest is the sum of the others' attributions, so that
-	// Baseline + sum(Groups) + Rest = Score (up to rounding).
-	Groups     []GroupAttribution `json:"groups"`
-	Rest       float64            `json:"rest"`
-	ComputedAt time.Time          `json:"computedAt"`
-}
+type Explanation = explanation.Explanation
 
 // GroupAttribution is one feature group's Shapley value.
-type GroupAttribution struct {
-	Group       string  `json:"group"`
-	Attribution float64 `json:"attribution"`
-}
+type GroupAttribution = explanation.GroupAttribution
 
 // ParseExplanation decodes an AnnotationExplanation value.
-func ParseExplanation(s string) (*Explanation, error) {
-	var e Explanation
-	if err := json.Unmarshal([]byte(s), &e); err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", AnnotationExplanation, err)
-	}
-	if e.Format != ExplanationFormat {
-		return nil, fmt.Errorf("annotation %s: format %d, want %d", AnnotationExplanation, e.Format, ExplanationFormat)
-	}
-	return &e, nil
-}
+func ParseExplanation(s string) (*Explanation, error) { return explanation.Parse(s) }
 
 // FeatureGroup is a named set of features of the schema
 // (policy.FeatureList), a player of the explanation's Shapley game.

@@ -160,25 +160,9 @@ func (n *Int8Net) quantizeInput(raw []float32, q []int8, from, to int) {
 	}
 }
 
-// dotS8 is the int8 x int8 dot product with int32 accumulation.
-func dotS8(a, b []int8) int32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 int32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += int32(a[i]) * int32(b[i])
-		s1 += int32(a[i+1]) * int32(b[i+1])
-		s2 += int32(a[i+2]) * int32(b[i+2])
-		s3 += int32(a[i+3]) * int32(b[i+3])
-	}
-	for ; i < len(a); i++ {
-		s0 += int32(a[i]) * int32(b[i])
-	}
-	return s0 + s1 + s2 + s3
-}
-
-// dotU8 is the u8 x int8 dot product with int32 accumulation.
-func dotU8(a []uint8, b []int8) int32 {
+// dot is the int8 x int8 (inputs) or u8 x int8 (activations) dot
+// product with int32 accumulation.
+func dot[T int8 | uint8](a []T, b []int8) int32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 int32
 	i := 0
@@ -250,7 +234,7 @@ func (s *Int8Scorer) podShare(row []float32) {
 	copy(s.podRaw, row[:P])
 	n.quantizeInput(row, s.q, 0, P)
 	for c := range n.H1 {
-		s.pod[c] = n.b1[c] + dotS8(s.q[:P], n.w1[c*n.F:c*n.F+P])
+		s.pod[c] = n.b1[c] + dot(s.q[:P], n.w1[c*n.F:c*n.F+P])
 	}
 }
 
@@ -288,7 +272,7 @@ func (s *Int8Scorer) forward() float32 {
 	for c := range n.H2 {
 		s.a2[c] = requant(n.b2[c]+s.acc[c], n.m2[c], n.s2[c])
 	}
-	return float32(n.b3+dotU8(s.a2, n.w3)) * n.outScale
+	return float32(n.b3+dot(s.a2, n.w3)) * n.outScale
 }
 
 func (s *Int8Scorer) forwardPlain() float32 {
@@ -296,13 +280,13 @@ func (s *Int8Scorer) forwardPlain() float32 {
 	F, P := n.F, policy.NumPodFeatures
 	xq := s.q[P:F]
 	for c := range n.H1 {
-		acc := s.pod[c] + dotS8(xq, n.w1[c*F+P:(c+1)*F])
+		acc := s.pod[c] + dot(xq, n.w1[c*F+P:(c+1)*F])
 		s.a1[c] = requant(acc, n.m1[c], n.s1[c])
 	}
 	H1 := n.H1
 	for c := range n.H2 {
-		acc := n.b2[c] + dotU8(s.a1, n.w2[c*H1:(c+1)*H1])
+		acc := n.b2[c] + dot(s.a1, n.w2[c*H1:(c+1)*H1])
 		s.a2[c] = requant(acc, n.m2[c], n.s2[c])
 	}
-	return float32(n.b3+dotU8(s.a2, n.w3)) * n.outScale
+	return float32(n.b3+dot(s.a2, n.w3)) * n.outScale
 }

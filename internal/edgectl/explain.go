@@ -18,38 +18,18 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/edgesched/edgesched/edge-plugin/explanation"
 )
 
-// annotationExplanation and podExplanation mirror
-// edgeplugin.AnnotationExplanation and edgeplugin.Explanation (format 1).
-// edgectl does not import the plugin, which would link kube-scheduler; the
-// test input testdata/explained-pod.json is written by the plugin's own
-// test (go test ./edge-plugin -run ExplainedPodGolden
-// -update-explain-golden), so a format change shows up here.
-const (
-	annotationExplanation = "edgesched.io/explanation"
-	explanationFormat     = 1
+// The annotation's format is package explanation's, which imports only
+// the standard library (edgectl must not link kube-scheduler).
+const annotationExplanation = explanation.Annotation
+
+type (
+	podExplanation   = explanation.Explanation
+	groupAttribution = explanation.GroupAttribution
 )
-
-type podExplanation struct {
-	Format          int                `json:"v"`
-	Method          string             `json:"method"`
-	ModelID         string             `json:"modelID"`
-	ModelVersion    uint64             `json:"modelVersion"`
-	Node            string             `json:"node"`
-	Score           float64            `json:"score"`
-	Baseline        float64            `json:"baseline"`
-	NormalizedScore int64              `json:"normalizedScore"`
-	Candidates      int                `json:"candidates"`
-	Groups          []groupAttribution `json:"groups"`
-	Rest            float64            `json:"rest"`
-	ComputedAt      time.Time          `json:"computedAt"`
-}
-
-type groupAttribution struct {
-	Group       string  `json:"group"`
-	Attribution float64 `json:"attribution"`
-}
 
 // explainedPod is the -o json output.
 type explainedPod struct {
@@ -215,17 +195,11 @@ func parseExplanation(pod *v1.Pod) (*podExplanation, error) {
 	if !ok {
 		return nil, fmt.Errorf("pod %s has no %s annotation: EdgePolicy did not score it (another scheduler, only one feasible node, no model loaded, or scheduled before explanations existed)", ref, annotationExplanation)
 	}
-	var e podExplanation
-	if err := json.Unmarshal([]byte(s), &e); err != nil {
-		return nil, fmt.Errorf("pod %s: malformed %s annotation: %w", ref, annotationExplanation, err)
+	e, err := explanation.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", ref, err)
 	}
-	if e.Format != explanationFormat {
-		return nil, fmt.Errorf("pod %s: %s annotation has format %d; this edgectl reads format %d", ref, annotationExplanation, e.Format, explanationFormat)
-	}
-	if e.Node == "" {
-		return nil, fmt.Errorf("pod %s: malformed %s annotation: no node", ref, annotationExplanation)
-	}
-	return &e, nil
+	return e, nil
 }
 
 func (f *explainFlags) print(w io.Writer, pod *v1.Pod) error {

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
-	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
 )
@@ -174,19 +173,7 @@ func TestEdgeSchedulerConfigMapModel(t *testing.T) {
 	// The trusted public key alone in its directory; no model file.
 	dir := t.TempDir()
 	trusted, untrusted := e2eSigner(t, 1), e2eSigner(t, 101)
-	keyDir := filepath.Join(dir, "trusted-keys")
-	for _, d := range []string{keyDir, filepath.Join(dir, "signing")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, pub, err := quant.WriteKeyPair(filepath.Join(dir, "signing"), "coordinator", trusted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(pub, filepath.Join(keyDir, "coordinator.pub")); err != nil {
-		t.Fatal(err)
-	}
+	keyDir := trustedKeyDir(t, dir, trusted)
 
 	// The shipped RBAC (its model-configmap ClusterRole and kube-system
 	// RoleBinding grant get/list/watch on the ConfigMap and events) and

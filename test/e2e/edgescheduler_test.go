@@ -193,6 +193,9 @@ func signedWithVersion(t testing.TB, a *quant.Artifact, s *quant.Signer, version
 // never reads a half-written model.
 func writeAtomic(t testing.TB, path string, b []byte) {
 	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -1037,23 +1040,8 @@ func TestEdgeSchedulerEndToEnd(t *testing.T) {
 	// the private keys elsewhere.
 	dir := t.TempDir()
 	trusted, untrusted := e2eSigner(t, 1), e2eSigner(t, 101)
-	keyDir := filepath.Join(dir, "trusted-keys")
-	for _, d := range []string{keyDir, filepath.Join(dir, "signing")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, pub, err := quant.WriteKeyPair(filepath.Join(dir, "signing"), "coordinator", trusted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(pub, filepath.Join(keyDir, "coordinator.pub")); err != nil {
-		t.Fatal(err)
-	}
+	keyDir := trustedKeyDir(t, dir, trusted)
 	modelPath := filepath.Join(dir, "model", "policy.esa")
-	if err := os.MkdirAll(filepath.Dir(modelPath), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	writeAtomic(t, modelPath, signedWithVersion(t, res.a.v1, trusted, 1))
 
 	// The shipped configuration and RBAC: the scheduler talks to the
@@ -1204,4 +1192,25 @@ func (r *edgeRun) telemetryFallback(ctx context.Context) {
 	phase("every node reporting", func(d float64) bool { return d == 0 })
 	r.setTelemetry(ctx, true)
 	phase("annotations deleted", func(d float64) bool { return d > 0 })
+}
+
+// trustedKeyDir writes s's key pair under dir and returns the directory
+// that holds its public key alone (dir/trusted-keys/coordinator.pub; the
+// private key stays in dir/signing), as the scheduler's publicKeys.
+func trustedKeyDir(t testing.TB, dir string, s *quant.Signer) string {
+	t.Helper()
+	keyDir := filepath.Join(dir, "trusted-keys")
+	for _, d := range []string{keyDir, filepath.Join(dir, "signing")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, pub, err := quant.WriteKeyPair(filepath.Join(dir, "signing"), "coordinator", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(pub, filepath.Join(keyDir, "coordinator.pub")); err != nil {
+		t.Fatal(err)
+	}
+	return keyDir
 }

@@ -122,21 +122,9 @@ func writeSignedModel(t testing.TB, dir string, a *quant.Artifact) signedModel {
 		t.Fatal(err)
 	}
 	signer := e2eSigner(t, 1)
-	keyDir := filepath.Join(dir, "trusted-keys")
-	for _, d := range []string{keyDir, filepath.Join(dir, "signing"), filepath.Join(dir, "model")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, pub, err := quant.WriteKeyPair(filepath.Join(dir, "signing"), "coordinator", signer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	keyDir := trustedKeyDir(t, dir, signer)
 	sm := signedModel{net: net, modelPath: filepath.Join(dir, "model", "policy.esa"),
 		pubPath: filepath.Join(keyDir, "coordinator.pub"), keyDir: keyDir}
-	if err := os.Rename(pub, sm.pubPath); err != nil {
-		t.Fatal(err)
-	}
 	writeAtomic(t, sm.modelPath, signedWithVersion(t, a, signer, 1))
 	return sm
 }

@@ -1,0 +1,72 @@
+// Package explanation is the format of the pod annotation in which
+// EdgePolicy explains a placement: one definition for the plugin that
+// writes it and for `edgectl explain`, which reads it without linking
+// kube-scheduler (this package imports only the standard library).
+//
+// Values are plain data, safe to share once built.
+package explanation
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Annotation is the pod annotation: compact JSON of an Explanation.
+const Annotation = "edgesched.io/explanation"
+
+// Format is the version of the annotation's JSON (field "v").
+const Format = 1
+
+// Method names how EdgePolicy computes the attributions (field "method"):
+// exact Shapley values of feature groups against the mean candidate.
+const Method = "shapley-groups/mean-candidate"
+
+// ErrMalformed wraps every refusal of Parse.
+var ErrMalformed = errors.New("explanation: malformed annotation")
+
+// Explanation is the content of the annotation.
+type Explanation struct {
+	Format       int    `json:"v"`
+	Method       string `json:"method"`
+	ModelID      string `json:"modelID"`
+	ModelVersion uint64 `json:"modelVersion"`
+	Node         string `json:"node"`
+	// Score is the int8 model's raw score of the node, Baseline the score
+	// of the mean candidate; NormalizedScore is what EdgePolicy's Score
+	// returned for the node (0..100).
+	Score           float64 `json:"score"`
+	Baseline        float64 `json:"baseline"`
+	NormalizedScore int64   `json:"normalizedScore"`
+	// Candidates is the number of nodes scored (the baseline's sample).
+	Candidates int `json:"candidates"`
+	// Groups are the groups of largest |attribution|, largest first,
+	// leaving out groups with exactly 0 (dummies such as the pod group);
+	// Rest is the sum of the others' attributions, so that
+	// Baseline + sum(Groups) + Rest = Score (up to rounding).
+	Groups     []GroupAttribution `json:"groups"`
+	Rest       float64            `json:"rest"`
+	ComputedAt time.Time          `json:"computedAt"`
+}
+
+// GroupAttribution is one feature group's Shapley value.
+type GroupAttribution struct {
+	Group       string  `json:"group"`
+	Attribution float64 `json:"attribution"`
+}
+
+// Parse decodes an annotation value: JSON of this Format naming a node.
+func Parse(s string) (*Explanation, error) {
+	var e Explanation
+	if err := json.Unmarshal([]byte(s), &e); err != nil {
+		return nil, fmt.Errorf("%w %s: %v", ErrMalformed, Annotation, err)
+	}
+	if e.Format != Format {
+		return nil, fmt.Errorf("%w %s: format %d; this build reads format %d", ErrMalformed, Annotation, e.Format, Format)
+	}
+	if e.Node == "" {
+		return nil, fmt.Errorf("%w %s: no node", ErrMalformed, Annotation)
+	}
+	return &e, nil
+}
