@@ -15,8 +15,12 @@ import (
 
 // BenchmarkCycle measures one pod's PreScore (snapshot conversion,
 // features, int8 policy over every node) plus Score for every node, per
-// node, on an unchanged snapshot (node conversions and the environment
-// come from the caches, as between two bindings far apart).
+// node. cpu-pod and gpu-share-pod run on an unchanged snapshot (node
+// conversions, the environment and every node's score come from the
+// caches); after-bind binds a pod to another node before each cycle, as a
+// scheduler does between two cycles (that node is converted again and
+// re-scored: one feature extraction and forward pass); convert-only is the
+// snapshot conversion alone.
 func BenchmarkCycle(b *testing.B) {
 	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
 	if err != nil {
@@ -27,7 +31,7 @@ func BenchmarkCycle(b *testing.B) {
 		nodes := randomSnapshot(rng, n)
 		p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
 		ctx := context.Background()
-		for _, phase := range []string{"cpu-pod", "gpu-share-pod", "convert-only"} {
+		for _, phase := range []string{"cpu-pod", "gpu-share-pod", "after-bind", "convert-only"} {
 			pod := k8sPod(sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096})
 			if phase == "gpu-share-pod" {
 				pod = k8sPod(sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300})
@@ -49,7 +53,15 @@ func BenchmarkCycle(b *testing.B) {
 					}
 				}()
 				b.ReportAllocs()
+				bound := 0
 				for b.Loop() {
+					if phase == "after-bind" {
+						// bind a small pod to the next node (the snapshot
+						// object changes in place, its generation moves on)
+						ni := feasible[bound%len(feasible)].(*framework.NodeInfo)
+						ni.AddPod(k8sPod(sim.PodSpec{Name: fmt.Sprintf("bound-%d", bound), CPU: 1, Memory: 1}))
+						bound++
+					}
 					if phase == "convert-only" {
 						if err := p.conv.withView(nodes, func(*view) error { return nil }); err != nil {
 							b.Fatal(err)

@@ -38,6 +38,7 @@ type convPod struct {
 type nodeEntry struct {
 	gen     int64
 	spec    sim.NodeSpec
+	sig     uint64 // hash of spec (specSig)
 	ok      bool // false: the node cannot be modelled (no CPU or memory)
 	pods    []convPod
 	skipped int
@@ -144,6 +145,7 @@ func convertNode(ni fwk.NodeInfo, res *reservations) *nodeEntry {
 		return e
 	}
 	e.spec, e.ok = nodeSpecOf(n)
+	e.sig = specSig(&e.spec)
 	e.tel, e.telErr = nodeTelemetry(n)
 	e.free = make([]int64, e.spec.GPUs)
 	for i := range e.free {
@@ -264,6 +266,15 @@ type converter struct {
 	index  map[string]int
 	cur    *view
 	epoch  uint64
+	// The last snapshot's node list, its entries by position and its
+	// positions in name order (entriesLocked): the scheduler's snapshot
+	// keeps one NodeInfo object per node and the same list while no node
+	// is added or removed, so a cycle usually re-sorts nothing.
+	lastInfos   []fwk.NodeInfo
+	lastEntries []*nodeEntry
+	lastOrder   []int
+	lastView    []int32 // view index by position (-1: not modelled)
+	sortedBuf   []*nodeEntry
 
 	// Node telemetry (telemetry.go): the staleness bound (<= 0: the
 	// default), the clock (nil: time.Now) and where transitions are logged.
@@ -311,18 +322,22 @@ type view struct {
 	// telemetry state of the last cycle (for logging transitions).
 	measured []float64
 	telState []telState
+	// scores cached per pod key and node (scorecache.go), and scratch
+	cache      scoreCache
+	stale      []int
+	xbuf, obuf []float32
 }
 
 // withView brings the kept State up to date with the snapshot all (nodes
 // sorted by name: the simulator's node order, so "first on ties" agrees)
 // and runs fn on it under the converter's lock.
 func (c *converter) withView(all []fwk.NodeInfo, fn func(*view) error) error {
-	entries := c.entries(all)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	entries := c.entriesLocked(all)
 	if len(entries) == 0 {
 		return fmt.Errorf("no schedulable nodes to model")
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	env, index, changed, err := c.envFor(entries)
 	if err != nil {
 		return err
@@ -393,6 +408,92 @@ func (c *converter) entries(all []fwk.NodeInfo) []*nodeEntry {
 	return entries
 }
 
+// entriesLocked is entries for withView, reusing the last snapshot's
+// conversions and name order where the list holds the same NodeInfo
+// objects. The result is valid until the next call. Call with c.mu held.
+func (c *converter) entriesLocked(all []fwk.NodeInfo) []*nodeEntry {
+	same := len(all) == len(c.lastInfos)
+	for i := 0; same && i < len(all); i++ {
+		same = all[i] == c.lastInfos[i]
+	}
+	if same {
+		for i, ni := range all {
+			old := c.lastEntries[i]
+			if old.gen == ni.GetGeneration() {
+				continue
+			}
+			e := c.node(ni)
+			// the same object now holding another node: sort again
+			same = same && e.spec.Name == old.spec.Name
+			c.lastEntries[i] = e
+		}
+	} else {
+		c.lastInfos = append(c.lastInfos[:0], all...)
+		c.lastEntries = c.lastEntries[:0]
+		for _, ni := range all {
+			c.lastEntries = append(c.lastEntries, c.node(ni))
+		}
+	}
+	if !same {
+		c.lastOrder = c.lastOrder[:0]
+		for i := range c.lastEntries {
+			c.lastOrder = append(c.lastOrder, i)
+		}
+		slices.SortFunc(c.lastOrder, func(a, b int) int {
+			return cmp.Compare(c.lastEntries[a].spec.Name, c.lastEntries[b].spec.Name)
+		})
+	}
+	out := c.sortedBuf[:0]
+	c.lastView = slices.Grow(c.lastView[:0], len(all))[:len(all)]
+	for _, i := range c.lastOrder {
+		c.lastView[i] = -1
+		if e := c.lastEntries[i]; e.ok {
+			c.lastView[i] = int32(len(out))
+			out = append(out, e)
+		}
+	}
+	c.sortedBuf = out
+	return out
+}
+
+// viewIndexer finds the view index of NodeInfo objects of the snapshot
+// withView last converted. Nodes the scheduler filtered come in the
+// snapshot's order (from a rotating start), so a cursor over the snapshot
+// list finds most with a few pointer comparisons; others fall back to the
+// view's name index. Use only inside withView's fn.
+type viewIndexer struct {
+	c   *converter
+	v   *view
+	cur int
+}
+
+// maxIndexerScan bounds the cursor's search before the name lookup.
+const maxIndexerScan = 32
+
+func (x *viewIndexer) index(ni fwk.NodeInfo) (int, bool) {
+	infos := x.c.lastInfos
+	if n := len(infos); n > 0 {
+		p := x.cur
+		for range min(n, maxIndexerScan) {
+			if p >= n {
+				p = 0
+			}
+			if infos[p] == ni {
+				x.cur = p + 1
+				i := int(x.c.lastView[p])
+				return i, i >= 0
+			}
+			p++
+		}
+	}
+	n := ni.Node()
+	if n == nil {
+		return 0, false
+	}
+	i, ok := x.v.index[n.Name]
+	return i, ok
+}
+
 // fresh builds a private view of a few nodes (not kept), e.g. for one
 // node's device choice.
 func (c *converter) fresh(all []fwk.NodeInfo) (*view, error) {
@@ -418,26 +519,10 @@ func (c *converter) fresh(all []fwk.NodeInfo) (*view, error) {
 // envFor returns the compiled environment of the nodes' static specs,
 // rebuilt (changed) only when one of them changed. Call with c.mu held.
 func (c *converter) envFor(entries []*nodeEntry) (*sim.Env, map[string]int, bool, error) {
-	h := fnv.New64a()
-	var b []byte
+	sig := uint64(len(entries))
 	for _, e := range entries {
-		s := &e.spec
-		b = b[:0]
-		b = append(b, s.Name...)
-		b = append(b, 0)
-		b = strconv.AppendInt(b, s.CPU, 10)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, s.Memory, 10)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, int64(s.GPUs), 10)
-		b = append(b, s.GPUModel...)
-		b = append(b, ',', byte(s.Arch))
-		b = append(b, s.Zone...)
-		b = append(b, 0)
-		b = strconv.AppendUint(b, math.Float64bits(s.FailureRate), 16)
-		h.Write(b)
+		sig = (sig ^ e.sig) * 0x100000001b3 // FNV-1a's step over the nodes' spec hashes
 	}
-	sig := h.Sum64()
 	if c.env != nil && c.envSig == sig && len(c.index) == len(entries) {
 		return c.env, c.index, false, nil
 	}
@@ -447,6 +532,26 @@ func (c *converter) envFor(entries []*nodeEntry) (*sim.Env, map[string]int, bool
 	}
 	c.env, c.envSig, c.index = env, sig, index
 	return env, index, true, nil
+}
+
+// specSig hashes a node's static spec (what envFor compares).
+func specSig(s *sim.NodeSpec) uint64 {
+	h := fnv.New64a()
+	b := make([]byte, 0, 128)
+	b = append(b, s.Name...)
+	b = append(b, 0)
+	b = strconv.AppendInt(b, s.CPU, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, s.Memory, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(s.GPUs), 10)
+	b = append(b, s.GPUModel...)
+	b = append(b, ',', byte(s.Arch))
+	b = append(b, s.Zone...)
+	b = append(b, 0)
+	b = strconv.AppendUint(b, math.Float64bits(s.FailureRate), 16)
+	h.Write(b)
+	return h.Sum64()
 }
 
 // compileEnv compiles the environment of the nodes' static specs with the

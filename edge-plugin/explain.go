@@ -27,21 +27,25 @@ import (
 // Game. The players are the G feature groups; the value of a coalition S is
 // the int8 scorer's raw output on the chosen node's feature vector with the
 // features of the groups outside S replaced by the baseline's. The baseline
-// is the mean of the pod's scored candidate nodes' raw feature vectors (the
-// features are normalised affinely inside the scorer, so this is also the
-// mean after normalisation). The explanation therefore answers "why this
-// node rather than a typical candidate": pod features are equal on every
-// candidate, so the pod group is a dummy player and gets exactly 0, and the
-// attributions add up to score(node) - score(mean candidate)
-// (efficiency). Zeros after normalisation would instead compare with the
-// training set's average decision, which mixes in what the pod is and says
-// less about the choice of node.
+// is the mean of the pod's scored candidate nodes' raw feature vectors (of
+// explainBaselineNodes of them, evenly spaced in name order, when there are
+// more; the annotation says how many: baselineNodes). The features are
+// normalised affinely inside the scorer, so this is also the mean after
+// normalisation. The explanation therefore answers "why this node rather
+// than a typical candidate": pod features are equal on every candidate, so
+// the pod group is a dummy player and gets exactly 0, and the attributions
+// add up to score(node) - score(mean candidate) (efficiency). Zeros after
+// normalisation would instead compare with the training set's average
+// decision, which mixes in what the pod is and says less about the choice
+// of node.
 //
-// Cost. All 2^G coalitions are scored in one batch with a scorer of the
-// model that scored the cycle (the same Int8Scorer code, so the
-// attributions explain what ran): 2^7 = 128 forward passes, tens of
-// microseconds, done in Bind (the binding cycle, off the scheduling
-// path) from the features PreScore left in CycleState.
+// Cost. Reserve extracts the chosen node's features and the baseline's
+// from the cycle's view (PreScore itself keeps no features: most of its
+// scores come from the score cache, scorecache.go). All 2^G coalitions
+// are then scored in Bind (the binding cycle, off the scheduling path) in
+// one batch with a scorer of the model that scored the cycle (the same
+// Int8Scorer code, so the attributions explain what ran): 2^7 = 128
+// forward passes, tens of microseconds.
 
 // The annotation's format lives in package explanation, shared with
 // edgectl; these names keep the plugin's API.
@@ -199,28 +203,99 @@ func lgamma(n int) float64 {
 	return v
 }
 
-// explainInput is what PreScore leaves for the explanation: the model that
-// scored, the raw features of every scored candidate (row j is node
-// names[j]) and their raw scores. Read-only.
+// explainBaselineNodes bounds the candidates the baseline averages: more
+// candidates are sampled evenly in name order (the simulator's node order).
+// 64 feature extractions cost tens of microseconds in Reserve.
+const explainBaselineNodes = 64
+
+// explainKey is the CycleState key of the explainInput Reserve keeps.
+const explainKey fwk.StateKey = Name + "/explain"
+
+// explainInput is what Reserve keeps for the explanation in Bind: the
+// model that scored the cycle, the chosen node's raw features and raw
+// score, and the baseline (the mean raw features of the candidates, or of
+// baselineNodes of them). Read-only.
 type explainInput struct {
-	model *Model
-	x     []float32
-	names []string
-	raw   []float32
+	model         *Model
+	node          string
+	row, base     []float32
+	raw           float32
+	candidates    int
+	baselineNodes int
 }
 
-func (e *explainInput) row(node string) int {
-	if e == nil || e.model == nil {
-		return -1
+func (e *explainInput) Clone() fwk.StateData { return e }
+
+func readExplain(cs fwk.CycleState) *explainInput {
+	if cs == nil {
+		return nil
 	}
-	return slices.Index(e.names, node)
+	v, err := cs.Read(explainKey)
+	if err != nil {
+		return nil
+	}
+	e, _ := v.(*explainInput)
+	return e
 }
 
-// explainable reports whether the cycle scored nodeName (PreScore ran,
-// with a model, without falling back).
+// explainable reports whether the cycle scored nodeName and Reserve kept
+// its explanation input.
 func explainable(cs fwk.CycleState, nodeName string) bool {
+	in := readExplain(cs)
+	return in != nil && in.model != nil && in.node == nodeName
+}
+
+// captureExplanation keeps, in CycleState, the chosen node's features and
+// the baseline, from the view PreScore scored on (Reserve runs in the same
+// scheduling cycle, so that view is still current unless something
+// rebuilt it: then there is no explanation). It contains panics.
+func (p *EdgePolicy) captureExplanation(ctx context.Context, cs fwk.CycleState, nodeName string) {
+	defer func() {
+		if r := recover(); r != nil {
+			metricPanics.Inc()
+			klog.FromContext(ctx).V(4).Info("EdgePolicy: no explanation", "node", nodeName, "panic", r)
+		}
+	}()
 	ps := readPreScore(cs)
-	return ps != nil && ps.explain.row(nodeName) >= 0
+	j := ps.candidate(nodeName)
+	if j < 0 {
+		return
+	}
+	in, err := p.explainFromView(ps, j, nodeName)
+	if err != nil || in == nil {
+		klog.FromContext(ctx).V(4).Info("EdgePolicy: no explanation", "node", nodeName, "err", err)
+		return
+	}
+	cs.Write(explainKey, in)
+}
+
+// explainFromView builds the explanation input of candidate j from the
+// converter's view of epoch ps.epoch; nil when that view is gone.
+func (p *EdgePolicy) explainFromView(ps *preScoreState, j int, nodeName string) (*explainInput, error) {
+	const F = policy.NumFeatures
+	k := len(ps.cand)
+	in := &explainInput{model: ps.model, node: nodeName, raw: ps.raw[j], candidates: k,
+		baselineNodes: min(k, explainBaselineNodes), row: make([]float32, F), base: make([]float32, F)}
+	ok, err := p.conv.withCurrent(ps.epoch, func(v *view) error {
+		v.ext.BeginPod(v.st, &ps.pod)
+		v.ext.Extract(v.st, &ps.pod, int(ps.cand[j]), in.row)
+		x := make([]float32, F)
+		sum := make([]float64, F)
+		for s := range in.baselineNodes {
+			v.ext.Extract(v.st, &ps.pod, int(ps.cand[s*k/in.baselineNodes]), x)
+			for f, val := range x {
+				sum[f] += float64(val)
+			}
+		}
+		for f := range F {
+			in.base[f] = float32(sum[f] / float64(in.baselineNodes))
+		}
+		return nil
+	})
+	if !ok {
+		return nil, errors.New("the cycle's view was rebuilt")
+	}
+	return in, err
 }
 
 func readPreScore(cs fwk.CycleState) *preScoreState {
@@ -244,36 +319,22 @@ func (p *EdgePolicy) explain(cs fwk.CycleState, nodeName string) (e *Explanation
 			e, err = nil, fmt.Errorf("panic in explanation: %v", r)
 		}
 	}()
-	ps := readPreScore(cs)
-	if ps == nil {
-		return nil, errors.New("no PreScore state")
-	}
-	j := ps.explain.row(nodeName)
-	if j < 0 {
+	in := readExplain(cs)
+	if in == nil || in.node != nodeName {
 		return nil, fmt.Errorf("node %s was not scored", nodeName)
 	}
-	return explainRow(ps.explain, j, ps.scores[nodeName], p.now())
+	norm, _ := readPreScore(cs).scoreOf(nodeName)
+	return explainRow(in, norm, p.now())
 }
 
-// explainRow explains candidate j of in.
-func explainRow(in *explainInput, j int, normalized int64, now time.Time) (*Explanation, error) {
+// explainRow explains in's node.
+func explainRow(in *explainInput, normalized int64, now time.Time) (*Explanation, error) {
 	const F = policy.NumFeatures
-	k := len(in.names)
-	if len(in.x) != k*F {
-		return nil, fmt.Errorf("%d feature values for %d candidates", len(in.x), k)
-	}
-	base := make([]float32, F)
-	sum := make([]float64, F)
-	for r := range k {
-		for f, v := range in.x[r*F : (r+1)*F] {
-			sum[f] += float64(v)
-		}
-	}
-	for f := range F {
-		base[f] = float32(sum[f] / float64(k))
+	if len(in.row) != F || len(in.base) != F {
+		return nil, fmt.Errorf("%d and %d feature values, want %d", len(in.row), len(in.base), F)
 	}
 	sc := in.model.getScorer()
-	phi, full, empty, err := ShapleyGroups(sc, in.x[j*F:(j+1)*F], base, groupIndices(featureGroups))
+	phi, full, empty, err := ShapleyGroups(sc, in.row, in.base, groupIndices(featureGroups))
 	if err != nil {
 		return nil, err // a scorer that failed is not returned to the pool
 	}
@@ -281,8 +342,8 @@ func explainRow(in *explainInput, j int, normalized int64, now time.Time) (*Expl
 	e := &Explanation{
 		Format: ExplanationFormat, Method: ExplanationMethod,
 		ModelID: in.model.Header.ModelID, ModelVersion: in.model.Header.Version,
-		Node: in.names[j], Score: full, Baseline: empty, NormalizedScore: normalized,
-		Candidates: k, ComputedAt: now.UTC().Truncate(time.Second),
+		Node: in.node, Score: full, Baseline: empty, NormalizedScore: normalized,
+		Candidates: in.candidates, BaselineNodes: in.baselineNodes, ComputedAt: now.UTC().Truncate(time.Second),
 	}
 	order := make([]int, len(phi))
 	for i := range order {

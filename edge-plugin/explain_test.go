@@ -185,9 +185,10 @@ func TestShapleySymmetryAndDummy(t *testing.T) {
 	}
 }
 
-// explainedCycle runs a scheduling cycle and returns the best node and the
-// PreScore state.
-func explainedCycle(t testing.TB, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) (string, fwk.CycleState, *preScoreState) {
+// explainedCycle runs a scheduling cycle up to Reserve on the best node and
+// returns that node, the cycle state and the explanation input Reserve
+// kept.
+func explainedCycle(t testing.TB, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) (string, fwk.CycleState, *explainInput) {
 	t.Helper()
 	scores, cs := runCycle(t, p, pod, nodes)
 	best := ""
@@ -197,11 +198,17 @@ func explainedCycle(t testing.TB, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeIn
 			break
 		}
 	}
-	ps := readPreScore(cs)
-	if best == "" || ps == nil || ps.explain == nil {
+	if best == "" {
 		t.Fatalf("no scored node (%d candidates)", len(scores))
 	}
-	return best, cs, ps
+	if st := p.Reserve(context.Background(), cs, pod, best); !st.IsSuccess() {
+		t.Fatalf("Reserve: %v", st)
+	}
+	in := readExplain(cs)
+	if in == nil || in.node != best {
+		t.Fatalf("Reserve kept no explanation input for %s: %+v", best, in)
+	}
+	return best, cs, in
 }
 
 // TestExplainInt8Model checks the explanations of the real int8 model:
@@ -222,15 +229,16 @@ func TestExplainInt8Model(t *testing.T) {
 		if trial%2 == 1 {
 			ps.GPUs, ps.GPUMilli = 1, int64(100+rng.IntN(800))
 		}
-		node, _, st := explainedCycle(t, p, k8sPod(ps), nodes)
-		in := st.explain
-		j := in.row(node)
-		e, err := explainRow(in, j, st.scores[node], time.Unix(0, 0))
+		node, cs, in := explainedCycle(t, p, k8sPod(ps), nodes)
+		names, raw, x := scoredCandidates(t, p, cs)
+		j := slices.Index(names, node)
+		norm, _ := readPreScore(cs).scoreOf(node)
+		e, err := explainRow(in, norm, time.Unix(0, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Score != round6(float64(in.raw[j])) {
-			t.Fatalf("explained score %v, PreScore's %v", e.Score, in.raw[j])
+		if e.Score != round6(float64(raw[j])) || in.raw != raw[j] {
+			t.Fatalf("explained score %v (kept %v), PreScore's %v", e.Score, in.raw, raw[j])
 		}
 		sum := e.Rest
 		for _, g := range e.Groups {
@@ -239,22 +247,30 @@ func TestExplainInt8Model(t *testing.T) {
 		if d := math.Abs(sum - (e.Score - e.Baseline)); d > 1e-5 {
 			t.Fatalf("efficiency: attributions sum to %v, score - baseline = %v", sum, e.Score-e.Baseline)
 		}
-		// exact values against the permutation definition
+		// the row is the node's features and the baseline the mean of all
+		// candidates' (at most 49 here, under explainBaselineNodes)
 		F := policy.NumFeatures
+		if !slices.Equal(in.row, x[j*F:(j+1)*F]) {
+			t.Fatalf("kept row %v, node's features %v", in.row, x[j*F:(j+1)*F])
+		}
 		base := make([]float32, F)
 		for f := range F {
 			var s float64
-			for r := range len(in.names) {
-				s += float64(in.x[r*F+f])
+			for r := range len(names) {
+				s += float64(x[r*F+f])
 			}
-			base[f] = float32(s / float64(len(in.names)))
+			base[f] = float32(s / float64(len(names)))
 		}
+		if !slices.Equal(in.base, base) || e.BaselineNodes != len(names) || e.Candidates != len(names) {
+			t.Fatalf("baseline %v over %d of %d, want %v over all %d", in.base, e.BaselineNodes, e.Candidates, base, len(names))
+		}
+		// exact values against the permutation definition
 		sc := in.model.getScorer()
-		phi, _, _, err := ShapleyGroups(sc, in.x[j*F:(j+1)*F], base, groupIndices(featureGroups))
+		phi, _, _, err := ShapleyGroups(sc, in.row, base, groupIndices(featureGroups))
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref := permutationShapley(t, sc, in.x[j*F:(j+1)*F], base, groupIndices(featureGroups))
+		ref := permutationShapley(t, sc, in.row, base, groupIndices(featureGroups))
 		for i := range phi {
 			if math.Abs(phi[i]-ref[i]) > 1e-5*max(1, math.Abs(ref[i])) {
 				t.Fatalf("group %s: %v, permutations %v", featureGroups[i].Name, phi[i], ref[i])
@@ -434,10 +450,10 @@ func TestExplainPanicContained(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 1))
 	nodes := randomSnapshot(rng, 10)
 	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
-	node, cs, ps := explainedCycle(t, p, k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 100}), nodes)
-	good := ps.explain
-	ps.explain = &explainInput{model: newModel(good.model.Header, func() policy.Scorer { return panicScorer{} }), x: good.x, names: good.names, raw: good.raw}
-	defer func() { ps.explain = good }()
+	node, cs, good := explainedCycle(t, p, k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 100}), nodes)
+	bad := *good
+	bad.model = newModel(good.model.Header, func() policy.Scorer { return panicScorer{} })
+	cs.Write(explainKey, &bad)
 	before, _ := testutil.GetCounterMetricValue(metricPanics)
 	if s := p.explanationAnnotation(context.Background(), cs, node); s != "" {
 		t.Fatalf("explanation %q from a panicking scorer", s)
@@ -520,19 +536,18 @@ func TestExplainedPodGolden(t *testing.T) {
 	}
 }
 
-// BenchmarkExplain measures one explanation (2^G batched forward passes
-// of the int8 model, plus the baseline over the candidates) for a pod
+// BenchmarkExplain measures one explanation in Bind (2^G batched forward
+// passes of the int8 model; the features were kept by Reserve) for a pod
 // scored on 100 and 1000 random nodes.
 func BenchmarkExplain(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		nodes := randomSnapshot(rand.New(rand.NewPCG(uint64(n), 9)), n)
 		p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
-		node, _, ps := explainedCycle(b, p, k8sPod(sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}), nodes)
-		j := ps.explain.row(node)
+		_, _, in := explainedCycle(b, p, k8sPod(sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}), nodes)
 		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := explainRow(ps.explain, j, 100, time.Time{}); err != nil {
+				if _, err := explainRow(in, 100, time.Time{}); err != nil {
 					b.Fatal(err)
 				}
 			}

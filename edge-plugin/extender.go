@@ -447,13 +447,13 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 // scores is PreScore for the extender: the plugin's normalised scores
 // (0..100) of the feasible nodes, with the same fallbacks and metrics.
 func (e *Extender) scores(ctx context.Context, pod *v1.Pod, feasible []*v1.Node) map[string]int64 {
-	ps := &preScoreState{scores: make(map[string]int64, len(feasible))}
+	out := make(map[string]int64, len(feasible))
 	sp, err := simPod(pod)
 	if err != nil {
 		metricFallbacks.WithLabelValues("error").Inc()
-		return ps.scores
+		return out
 	}
-	ps.pod = sp
+	ps := &preScoreState{pod: sp}
 	all, byName := e.allNodes(feasible)
 	allInfos := e.infos(all, pod.UID)
 	infos := make([]fwk.NodeInfo, 0, len(feasible))
@@ -466,12 +466,17 @@ func (e *Extender) scores(ctx context.Context, pod *v1.Pod, feasible []*v1.Node)
 	metricInference.Observe(time.Since(start).Seconds())
 	if reason != "" {
 		metricFallbacks.WithLabelValues(reason).Inc()
-		clear(ps.scores)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "EdgePolicy extender scored neutrally", "pod", klog.KObj(pod), "reason", reason)
 		}
+		return out
 	}
-	return ps.scores
+	for _, n := range feasible {
+		if s, ok := ps.scoreOf(n.Name); ok {
+			out[n.Name] = s
+		}
+	}
+	return out
 }
 
 // allNodes is the source's nodes with the request's objects in place of

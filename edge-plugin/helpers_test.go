@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/edgesched/edgesched/models"
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -263,4 +264,29 @@ func writeFile(t testing.TB, dir, name string, b []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// scoredCandidates returns the cycle's scored candidates (in the view's
+// node order), their raw scores and their raw feature rows, the features
+// extracted afresh from the cycle's view (which must still be current).
+func scoredCandidates(t testing.TB, p *EdgePolicy, cs fwk.CycleState) (names []string, raw, x []float32) {
+	t.Helper()
+	ps := readPreScore(cs)
+	if ps == nil || ps.model == nil || len(ps.cand) == 0 {
+		t.Fatal("the cycle fell back or scored no node")
+	}
+	const F = policy.NumFeatures
+	ok, err := p.conv.withCurrent(ps.epoch, func(v *view) error {
+		x = make([]float32, len(ps.cand)*F)
+		v.ext.BeginPod(v.st, &ps.pod)
+		for j, i := range ps.cand {
+			names = append(names, v.env.Nodes[i].Name)
+			v.ext.Extract(v.st, &ps.pod, int(i), x[j*F:(j+1)*F])
+		}
+		return nil
+	})
+	if !ok || err != nil {
+		t.Fatalf("the cycle's view is gone (%v)", err)
+	}
+	return names, append([]float32(nil), ps.raw...), x
 }

@@ -34,6 +34,12 @@ var (
 		Help:           "Scheduling cycles scored neutrally (all 0) instead of by the model, by reason (no_model, panic, error).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
+	metricScoreCache = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "score_cache_total",
+		Help:           "Candidate nodes scored from the per-node score cache (hit) or by feature extraction and inference (miss).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
 	metricPanics = metrics.NewCounter(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "panics_total",
@@ -72,6 +78,6 @@ var registerOnce sync.Once
 // (idempotent). Metrics of component-base are no-ops until registered.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(metricModelVersion, metricInference, metricFallbacks, metricPanics, metricRefusals, metricSwaps, metricSkippedPods, metricTelemetryFallbacks)
+		legacyregistry.MustRegister(metricModelVersion, metricInference, metricFallbacks, metricScoreCache, metricPanics, metricRefusals, metricSwaps, metricSkippedPods, metricTelemetryFallbacks)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,7 +17,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
-	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -32,6 +32,15 @@ type EdgePolicy struct {
 	models *ModelStore
 	conv   *converter
 	now    func() time.Time
+	// last is the latest PreScore's cycle and result: Score, called once
+	// per node, finds its state here without a CycleState lookup. Holding
+	// the cycle's CycleState keeps its address from being reused.
+	last atomic.Pointer[lastCycle]
+}
+
+type lastCycle struct {
+	cs fwk.CycleState
+	ps *preScoreState
 }
 
 var (
@@ -183,16 +192,50 @@ func (p *EdgePolicy) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	return nil
 }
 
-// preScoreState holds one cycle's results: the view (for Reserve's device
-// choice) and the normalised score of every feasible node. Read-only
-// after PreScore, so Clone shares it.
+// preScoreState holds one cycle's results: the view it scored on (for
+// Reserve's device choice and explanation) and the normalised score of
+// every candidate. Read-only after PreScore, so Clone shares it.
 type preScoreState struct {
-	epoch  uint64 // the converter's view this cycle scored on (0: none)
-	pod    sim.Pod
-	scores map[string]int64
-	// explain keeps the features for the explanation (explain.go); nil
-	// when the cycle fell back.
-	explain *explainInput
+	epoch uint64 // the converter's view this cycle scored on (0: none)
+	pod   sim.Pod
+	// model scored the cycle (nil: the cycle fell back, every node 0).
+	model *Model
+	// index is the view's node index (name -> node; immutable once built);
+	// pos maps a view node to its candidate position (-1: not scored);
+	// cand, raw and norm are per candidate: the view node, the model's raw
+	// score and the normalised score.
+	index map[string]int
+	pos   []int32
+	cand  []int32
+	raw   []float32
+	norm  []int64
+}
+
+// scoreOf returns the normalised score of node name and whether the cycle
+// scored it.
+func (s *preScoreState) scoreOf(name string) (int64, bool) {
+	j := s.candidate(name)
+	if j < 0 {
+		return 0, false
+	}
+	return s.norm[j], true
+}
+
+// candidate returns name's candidate position, or -1.
+func (s *preScoreState) candidate(name string) int {
+	if s == nil || s.model == nil {
+		return -1
+	}
+	i, ok := s.index[name]
+	if !ok || i < 0 || i >= len(s.pos) {
+		return -1
+	}
+	return int(s.pos[i])
+}
+
+// fallBack makes every node score 0 (neutral).
+func (s *preScoreState) fallBack() {
+	s.model, s.pos, s.cand, s.raw, s.norm = nil, nil, nil, nil, nil
 }
 
 func (s *preScoreState) Clone() fwk.StateData { return s }
@@ -204,8 +247,9 @@ func (s *preScoreState) Clone() fwk.StateData { return s }
 // a fallback is counted.
 func (p *EdgePolicy) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	logger := klog.FromContext(ctx)
-	ps := &preScoreState{scores: make(map[string]int64, len(nodes))}
+	ps := &preScoreState{}
 	cs.Write(preScoreKey, ps)
+	defer p.last.Store(&lastCycle{cs: cs, ps: ps})
 	sp, err := simPod(pod)
 	if err != nil {
 		metricFallbacks.WithLabelValues("error").Inc()
@@ -225,7 +269,7 @@ func (p *EdgePolicy) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	metricInference.Observe(time.Since(start).Seconds())
 	if reason != "" {
 		metricFallbacks.WithLabelValues(reason).Inc()
-		clear(ps.scores)
+		ps.fallBack()
 		if err != nil {
 			logger.Error(err, "EdgePolicy scored neutrally", "pod", klog.KObj(pod), "reason", reason)
 		}
@@ -252,38 +296,30 @@ func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreStat
 	reason = ""
 	err = p.conv.withView(all, func(v *view) error {
 		ps.epoch = v.epoch
-		idx := make([]int, 0, len(nodes))
-		names := make([]string, 0, len(nodes))
+		cand := make([]int32, 0, len(nodes))
+		x := viewIndexer{c: p.conv, v: v}
 		for _, ni := range nodes {
-			if n := ni.Node(); n != nil {
-				// Only nodes the simulator also finds feasible are scored
-				// (the features assume the pod fits); others keep 0.
-				if i, ok := v.index[n.Name]; ok && v.st.Feasible(i, &ps.pod) {
-					idx = append(idx, i)
-					names = append(names, n.Name)
-				}
+			// Only nodes the simulator also finds feasible are scored
+			// (the features assume the pod fits); others keep 0.
+			if i, ok := x.index(ni); ok && v.st.Feasible(i, &ps.pod) {
+				cand = append(cand, int32(i))
 			}
 		}
-		if len(idx) == 0 {
+		if len(cand) == 0 {
 			return nil
 		}
-		const F = policy.NumFeatures
-		x := make([]float32, len(idx)*F)
-		v.ext.BeginPod(v.st, &ps.pod)
-		for j, i := range idx {
-			v.ext.Extract(v.st, &ps.pod, i, x[j*F:(j+1)*F])
+		raw := make([]float32, len(cand))
+		if err := v.scoreCandidates(m, &ps.pod, cand, raw); err != nil {
+			return err
 		}
-		raw := make([]float32, len(idx))
-		sc := m.getScorer()
-		if err := sc.Scores(x, len(idx), raw); err != nil {
-			return err // a scorer that failed is not returned to the pool
+		pos := make([]int32, len(v.st.Nodes))
+		for i := range pos {
+			pos[i] = -1
 		}
-		m.putScorer(sc)
-		norm := normalize(raw, idx)
-		for j, n := range names {
-			ps.scores[n] = norm[j]
+		for j, i := range cand {
+			pos[i] = int32(j)
 		}
-		ps.explain = &explainInput{model: m, x: x, names: names, raw: raw}
+		ps.model, ps.index, ps.pos, ps.cand, ps.raw, ps.norm = m, v.index, pos, cand, raw, normalize(raw)
 		return nil
 	})
 	if err != nil {
@@ -296,7 +332,7 @@ func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreStat
 // exact: every node tied with the best (as the simulator counts ties)
 // gets MaxNodeScore, every other node scales linearly into
 // [0, MaxNodeScore-1]. NaN ranks lowest.
-func normalize(raw []float32, _ []int) []int64 {
+func normalize(raw []float32) []int64 {
 	out := make([]int64, len(raw))
 	best, worst := math.Inf(-1), math.Inf(1)
 	for _, r := range raw {
@@ -333,11 +369,17 @@ func normalize(raw []float32, _ []int) []int64 {
 // Score returns the node's score computed in PreScore (0 when the cycle
 // fell back or the node was not modelled). It never blocks.
 func (p *EdgePolicy) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	v, err := cs.Read(preScoreKey)
-	if err != nil || ni.Node() == nil {
+	n := ni.Node()
+	if n == nil {
 		return 0, nil
 	}
-	s := v.(*preScoreState).scores[ni.Node().Name]
+	var ps *preScoreState
+	if l := p.last.Load(); l != nil && l.cs == cs {
+		ps = l.ps
+	} else if ps = readPreScore(cs); ps == nil {
+		return 0, nil
+	}
+	s, _ := ps.scoreOf(n.Name)
 	return min(fwk.MaxNodeScore, max(fwk.MinNodeScore, s)), nil
 }
 
@@ -355,10 +397,13 @@ func (p *EdgePolicy) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.P
 	return nil
 }
 
-// Reserve chooses the devices of a GPU pod on its node (the policy's own
-// choice: FGD's device for a share, the lowest free devices otherwise)
-// and remembers them for Bind and for the next snapshots.
+// Reserve keeps what the explanation needs from the cycle's view (the
+// chosen node's features and the baseline: explain.go), then chooses the
+// devices of a GPU pod on its node (the policy's own choice: FGD's device
+// for a share, the lowest free devices otherwise) and remembers them for
+// Bind and for the next snapshots.
 func (p *EdgePolicy) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	p.captureExplanation(ctx, cs, nodeName)
 	req, err := podGPURequest(pod)
 	if err != nil || req.GPUs == 0 {
 		return nil

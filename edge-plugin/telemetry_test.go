@@ -91,18 +91,14 @@ func (f *telFixture) cycle(t *testing.T) (norm map[string]int64, raw, load map[s
 	for _, s := range scores {
 		norm[s.Name] = s.Score
 	}
-	d, err := cs.Read(preScoreKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex := d.(*preScoreState).explain
-	if ex == nil || len(ex.names) != 2 {
-		t.Fatalf("cycle fell back or scored %v", ex)
+	names, r, x := scoredCandidates(t, f.p, cs)
+	if len(names) != 2 {
+		t.Fatalf("cycle scored %v", names)
 	}
 	li := loadFeature(t)
-	for j, n := range ex.names {
-		raw[n] = ex.raw[j]
-		load[n] = ex.x[j*policy.NumFeatures+li]
+	for j, n := range names {
+		raw[n] = r[j]
+		load[n] = x[j*policy.NumFeatures+li]
 	}
 	return norm, raw, load
 }

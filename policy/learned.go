@@ -7,10 +7,12 @@ import (
 // Learned is the learned policy as a simulator policy: the scorer MLP over
 // each candidate's normalised features; the engine binds the highest score.
 //
-// A node's score depends only on the node's state, the pod's shape, the
-// placement of the pod's dependency neighbours and the hour (carbon
-// curves), so scores are cached per (node, shape) and recomputed, in one
-// batch, only for the nodes where one of those changed.
+// A node's score depends only on the node's state, the pod's features
+// (its shape's requests plus its QoS class, priority and service, which a
+// shape does not distinguish), the placement of the pod's dependency
+// neighbours and the hour (carbon curves), so scores are cached per (node,
+// shape), tagged with the rest, and recomputed, in one batch, only for the
+// nodes where one of those changed.
 type Learned struct {
 	name       string
 	sc         Scorer
@@ -70,7 +72,15 @@ type learnedEntry struct {
 	version uint64 // node version + 1; 0 means empty
 	svc     uint64
 	hour    int64
+	tag     podTag
 	score   float32
+}
+
+// podTag is what the features read of a pod beyond its shape.
+type podTag struct {
+	qos      sim.QoS
+	priority int32
+	service  int32
 }
 
 // Factory returns a simulator factory for a model under a display name.
@@ -123,10 +133,11 @@ func (l *Learned) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float
 	}
 	l.stale = l.stale[:0]
 	cacheable := int(p.Shape) < l.shapes
+	tag := podTag{qos: p.QoS, priority: p.Priority, service: p.Service}
 	for i, n := range nodes {
 		if cacheable {
 			e := &l.cache[int(n)*l.shapes+int(p.Shape)]
-			if e.version == st.Nodes[n].Version+1 && e.svc == svc && e.hour == hour {
+			if e.version == st.Nodes[n].Version+1 && e.svc == svc && e.hour == hour && e.tag == tag {
 				scores[i] = float64(e.score)
 				continue
 			}
@@ -152,7 +163,7 @@ func (l *Learned) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float
 		scores[i] = float64(out[j])
 		if cacheable {
 			n := nodes[i]
-			l.cache[int(n)*l.shapes+int(p.Shape)] = learnedEntry{version: st.Nodes[n].Version + 1, svc: svc, hour: hour, score: out[j]}
+			l.cache[int(n)*l.shapes+int(p.Shape)] = learnedEntry{version: st.Nodes[n].Version + 1, svc: svc, hour: hour, tag: tag, score: out[j]}
 		}
 	}
 }

@@ -61,30 +61,48 @@ func bindings(t *testing.T, env *sim.Env, f sim.Factory, cfg sim.RunConfig) []st
 // versions (binds and deletions), service placement (dependency
 // features) and the carbon hour; every binding must match a policy that
 // recomputes every score.
+//
+// The mixed variants give pods of one request shape different QoS
+// classes and priorities (as openb's traces do), which the shape does not
+// distinguish but the features read: a cache keyed by shape alone once
+// changed openb decisions after about 1,700 bindings.
 func TestLearnedCacheIsExact(t *testing.T) {
 	for _, name := range scenario.Builtins() {
-		t.Run(name, func(t *testing.T) {
-			l, err := scenario.Load("builtin:" + name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := randomModel(t, 5)
-			cfg := sim.DefaultRunConfig(sim.Replay)
-			cached := bindings(t, env, policy.Factory("learned", m), cfg)
-			fresh := bindings(t, env, sim.Factory{Name: "uncached", New: func(env *sim.Env) (sim.Policy, error) {
-				return &uncached{m: m, env: env}, nil
-			}}, cfg)
-			if len(cached) == 0 {
-				t.Fatal("no bindings")
-			}
-			if i := firstDiff(cached, fresh); i >= 0 {
-				t.Fatalf("binding %d of %d differs: cached %s, fresh %s", i, len(cached), at(cached, i), at(fresh, i))
-			}
-		})
+		for _, mixed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/mixed=%v", name, mixed), func(t *testing.T) {
+				testLearnedCacheIsExact(t, name, mixed)
+			})
+		}
+	}
+}
+
+func testLearnedCacheIsExact(t *testing.T, name string, mixed bool) {
+	l, err := scenario.Load("builtin:" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mixed {
+		qos := []sim.QoS{sim.QoSLS, sim.QoSBurstable, sim.QoSBE}
+		for i := range l.Workload.Pods {
+			l.Workload.Pods[i].QoS = qos[i%3]
+			l.Workload.Pods[i].Priority = int32(i % 2 * 1000)
+		}
+	}
+	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := randomModel(t, 5)
+	cfg := sim.DefaultRunConfig(sim.Replay)
+	cached := bindings(t, env, policy.Factory("learned", m), cfg)
+	fresh := bindings(t, env, sim.Factory{Name: "uncached", New: func(env *sim.Env) (sim.Policy, error) {
+		return &uncached{m: m, env: env}, nil
+	}}, cfg)
+	if len(cached) == 0 {
+		t.Fatal("no bindings")
+	}
+	if i := firstDiff(cached, fresh); i >= 0 {
+		t.Fatalf("binding %d of %d differs: cached %s, fresh %s", i, len(cached), at(cached, i), at(fresh, i))
 	}
 }
 

@@ -39,8 +39,11 @@ type Explanation struct {
 	Score           float64 `json:"score"`
 	Baseline        float64 `json:"baseline"`
 	NormalizedScore int64   `json:"normalizedScore"`
-	// Candidates is the number of nodes scored (the baseline's sample).
-	Candidates int `json:"candidates"`
+	// Candidates is the number of nodes scored; BaselineNodes how many of
+	// them the baseline averages (all of them up to 64; 0 in annotations
+	// written before the field existed means all).
+	Candidates    int `json:"candidates"`
+	BaselineNodes int `json:"baselineNodes,omitempty"`
 	// Groups are the groups of largest |attribution|, largest first,
 	// leaving out groups with exactly 0 (dummies such as the pod group);
 	// Rest is the sum of the others' attributions, so that

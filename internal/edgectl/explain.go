@@ -223,7 +223,11 @@ func (f *explainFlags) print(w io.Writer, pod *v1.Pod) error {
 	}
 	row("Model:", fmt.Sprintf("version %d (%s)", e.ModelVersion, short(e.ModelID)))
 	row("Score:", fmt.Sprintf("%.3f (normalized %d/100)", e.Score, e.NormalizedScore))
-	row("Baseline:", fmt.Sprintf("%.3f (score of the mean of %d candidate nodes' features)", e.Baseline, e.Candidates))
+	if e.BaselineNodes > 0 && e.BaselineNodes < e.Candidates {
+		row("Baseline:", fmt.Sprintf("%.3f (score of the mean of %d of the %d candidate nodes' features)", e.Baseline, e.BaselineNodes, e.Candidates))
+	} else {
+		row("Baseline:", fmt.Sprintf("%.3f (score of the mean of %d candidate nodes' features)", e.Baseline, e.Candidates))
+	}
 	if e.Method != "" {
 		row("Method:", "exact Shapley values over feature groups ("+e.Method+")")
 	}
