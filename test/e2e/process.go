@@ -145,6 +145,20 @@ func (p *Process) Stop() error {
 	return err
 }
 
+// Signal sends sig to the process (e.g. SIGSTOP and SIGCONT to pause and
+// resume it). A process that has exited is not an error.
+func (p *Process) Signal(sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	if err := syscall.Kill(p.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("%v %s (pid %d): %w", sig, p.Name, p.cmd.Process.Pid, err)
+	}
+	return nil
+}
+
 // LogTail returns up to the last n bytes of the process's log.
 func (p *Process) LogTail(n int64) string {
 	f, err := os.Open(p.LogPath)

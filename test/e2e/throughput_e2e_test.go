@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,7 +33,12 @@ import (
 // nodes. Each batch creates N pods at once for one profile and measures
 // pods per second from the first creation to the last binding as the
 // test's watch observes it (ms resolution; the PodScheduled condition's
-// timestamps have only 1 s). Batches alternate between the profiles and
+// timestamps have only 1 s). That "paced" rate is bounded by how fast the
+// test creates pods, so each profile also runs "saturated" batches: the
+// scheduler process is paused (SIGSTOP) while the whole batch is created,
+// then resumed (SIGCONT), and the rate runs from the resume to the last
+// binding: the scheduler drains a full queue as fast as it can (its
+// informers' catch-up included). Batches alternate between the profiles and
 // each starts on an empty cluster (the previous batch is deleted), so
 // both see the same state. The rates are reported, never asserted
 // (wall-clock figures depend on the machine); what is asserted is that
@@ -121,14 +127,21 @@ type tpResult struct {
 	profile  string
 	pods     int
 	created  time.Duration // first creation to last creation returned
-	total    time.Duration // first creation to last binding observed
+	total    time.Duration // first creation (saturated: the resume) to last binding observed
 	podsPerS float64
 }
 
+// Batch modes.
+const (
+	tpPaced     = "paced"
+	tpSaturated = "saturated"
+)
+
 // batch creates n pods for profile in a fresh namespace (8 creators in
-// parallel), waits for all bindings through a watch, checks them, and
+// parallel; in mode tpSaturated with the scheduler paused until all
+// exist), waits for all bindings through a watch, checks them, and
 // deletes the pods. It returns the measurement.
-func (r *tpRig) batch(ctx context.Context, tb testing.TB, profile string, n int) tpResult {
+func (r *tpRig) batch(ctx context.Context, tb testing.TB, profile, mode string, n int) tpResult {
 	tb.Helper()
 	r.seq++
 	ns := fmt.Sprintf("tp-%d-%s", r.seq, profile)
@@ -189,6 +202,12 @@ func (r *tpRig) batch(ctx context.Context, tb testing.TB, profile string, n int)
 		}
 	}()
 
+	if mode == tpSaturated {
+		if err := r.sched.Signal(syscall.SIGSTOP); err != nil {
+			tb.Fatalf("pause the scheduler: %v", err)
+		}
+		defer r.sched.Signal(syscall.SIGCONT) // resumed below; again if the batch fails first
+	}
 	work := make(chan *corev1.Pod)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
@@ -211,6 +230,12 @@ func (r *tpRig) batch(ctx context.Context, tb testing.TB, profile string, n int)
 	close(work)
 	wg.Wait()
 	created := time.Since(start)
+	if mode == tpSaturated {
+		start = time.Now()
+		if err := r.sched.Signal(syscall.SIGCONT); err != nil {
+			tb.Fatalf("resume the scheduler: %v", err)
+		}
+	}
 	close(errs)
 	for err := range errs {
 		tb.Fatal(err)
@@ -370,21 +395,25 @@ func TestSchedulingThroughput(t *testing.T) {
 	r := startThroughputRig(ctx, t)
 	t.Logf("rig ready at %s", time.Since(began).Round(time.Millisecond))
 
-	rates := map[string][]float64{}
+	rates := map[string][]float64{} // by mode + profile
 	profiles := []string{edgeSchedulerName, tpDefaultProfile}
+	modes := []string{tpPaced, tpSaturated}
 	for round := range tpRounds {
 		order := slices.Clone(profiles)
 		if round%2 == 1 {
 			slices.Reverse(order) // alternate which profile goes first
 		}
-		for _, profile := range order {
-			res := r.batch(ctx, t, profile, tpPods)
-			rates[profile] = append(rates[profile], res.podsPerS)
-			t.Logf("round %d %-15s %d pods: created in %s, all bound %s after the first creation: %.1f pods/s",
-				round, profile, res.pods, res.created.Round(time.Millisecond), res.total.Round(time.Millisecond), res.podsPerS)
+		for _, mode := range modes {
+			for _, profile := range order {
+				res := r.batch(ctx, t, profile, mode, tpPods)
+				rates[mode+profile] = append(rates[mode+profile], res.podsPerS)
+				t.Logf("round %d %-9s %-15s %d pods: created in %s, all bound %s after the %s: %.1f pods/s",
+					round, mode, profile, res.pods, res.created.Round(time.Millisecond), res.total.Round(time.Millisecond),
+					map[string]string{tpPaced: "first creation", tpSaturated: "resume"}[mode], res.podsPerS)
+			}
 		}
 	}
-	want := float64(tpRounds * tpPods)
+	want := float64(len(modes) * tpRounds * tpPods)
 	for _, profile := range profiles {
 		ok, failed, mean := r.attempts(ctx, t, profile)
 		if ok != want || failed != 0 {
@@ -392,20 +421,23 @@ func TestSchedulingThroughput(t *testing.T) {
 		}
 		t.Logf("profile %-15s mean scheduling attempt %s (scheduler metrics)", profile, mean.Round(time.Microsecond))
 	}
-	edge, def := median(rates[edgeSchedulerName]), median(rates[tpDefaultProfile])
-	ratio := edge / def
-	verdict := "meets"
-	if ratio < 0.9 {
-		verdict = "BELOW"
+	for _, mode := range modes {
+		edge, def := median(rates[mode+edgeSchedulerName]), median(rates[mode+tpDefaultProfile])
+		ratio := edge / def
+		verdict := "meets"
+		if ratio < 0.9 {
+			verdict = "BELOW"
+		}
+		t.Logf("throughput, %s (median of %d batches of %d pods, %d nodes): EdgePolicy %.1f pods/s, default plugins %.1f pods/s, ratio %.2f (%s the 0.9 goal; reported, not asserted)",
+			mode, tpRounds, tpPods, tpNodes, edge, def, ratio, verdict)
 	}
-	t.Logf("throughput (median of %d batches of %d pods, %d nodes): EdgePolicy %.1f pods/s, default plugins %.1f pods/s, ratio %.2f (%s the 0.9 goal; reported, not asserted)",
-		tpRounds, tpPods, tpNodes, edge, def, ratio, verdict)
 	t.Logf("whole test %s", time.Since(began).Round(time.Millisecond))
 }
 
 // BenchmarkSchedulingThroughput measures batches of tpPods pods per
 // profile on one rig; each iteration is one batch (created, bound,
-// checked, deleted). It reports pods/s (first creation to last binding).
+// checked, deleted), saturated (see the file comment). It reports pods/s
+// (the scheduler's resume to the last binding).
 func BenchmarkSchedulingThroughput(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -415,7 +447,7 @@ func BenchmarkSchedulingThroughput(b *testing.B) {
 			var pods int
 			var total time.Duration
 			for b.Loop() {
-				res := r.batch(ctx, b, profile, tpPods)
+				res := r.batch(ctx, b, profile, tpSaturated, tpPods)
 				pods += res.pods
 				total += res.total
 			}
