@@ -23,9 +23,8 @@
 // version, trailing data and oversized input are refused with one of the
 // sentinel errors (all of which wrap ErrInvalid).
 //
-// This file and annotation.go are all that exists so far; the collectors
-// (eBPF tracepoints through cilium/ebpf with a /proc fallback) and the
-// annotation writer arrive with the agent. The package stays
-// dependency-light (standard library only) because the scheduler links it:
+// The collectors live in subpackages (bpf: eBPF tracepoints through
+// cilium/ebpf; procfs: /proc and cgroup files) and the annotation writer
+// in package agent. This package stays dependency-light (standard library only) because the scheduler links it:
 // it must never import the kube-scheduler, nor client-go.
 package telemetry

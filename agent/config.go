@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/edgesched/edgesched/agent/telemetry"
+	"github.com/edgesched/edgesched/agent/telemetry/bpf"
+	"github.com/edgesched/edgesched/agent/telemetry/procfs"
+)
+
+// Defaults of Config.
+const (
+	DefaultSampleInterval   = time.Second
+	DefaultAnnotateInterval = 10 * time.Second
+	// DefaultStaleAfter is the scheduler plugin's default staleness bound
+	// (edge-plugin's DefaultTelemetryMaxAge, not imported: the agent must
+	// not link the kube-scheduler).
+	DefaultStaleAfter = 2 * time.Minute
+	DefaultRetryMin   = 500 * time.Millisecond
+	// DefaultShutdownTimeout bounds the metrics server's graceful stop.
+	DefaultShutdownTimeout = 5 * time.Second
+)
+
+// Errors.
+var (
+	// ErrConfig is wrapped by every Validate error.
+	ErrConfig = errors.New("agent: invalid config")
+	// ErrStalled is what /healthz reports when sampling has stopped.
+	ErrStalled = errors.New("agent: sampling stalled")
+)
+
+// Component is a long-running part of the agent process (the site
+// leader, the trace recorder, ...): Run is called once, under the agent's
+// context, and must return when that context ends. A Component that
+// returns an error before then stops the whole agent with that error; one
+// that returns nil early simply ends.
+type Component interface {
+	Run(ctx context.Context) error
+}
+
+// Probes are the kernel probes the agent reads (agent/telemetry/bpf's
+// *Probes). Snapshot returns counters cumulative since load and must be
+// safe to call from the sampling goroutine while Close is pending.
+type Probes interface {
+	Snapshot() (bpf.Snapshot, error)
+	Close() error
+}
+
+var _ Probes = (*bpf.Probes)(nil)
+
+// Config configures an Agent. Every zero field means the default its
+// comment names; DefaultConfig returns them filled in.
+type Config struct {
+	// NodeName is the Node whose telemetry annotation the agent writes.
+	// Required when Client is set.
+	NodeName string
+	// Client writes the annotation. Nil means the agent does not write
+	// annotations (metrics only, e.g. to measure it without a cluster).
+	Client kubernetes.Interface
+	// Logger receives the agent's logs. Nil discards them.
+	Logger *slog.Logger
+	// Proc says where the /proc collector reads, and which cgroup (if any)
+	// stands for the node: with Proc.Cgroup set, the summary's CPU and
+	// memory are that cgroup's, against its limits (or the host's CPUs and
+	// memory when it has none).
+	Proc procfs.Config
+	// LoadProbes loads the kernel probes (e.g. bpf.Load). Nil means eBPF
+	// is disabled: /proc only, logged once at Info. When it fails the
+	// agent logs one warning with the reason and uses /proc only.
+	LoadProbes func(log *slog.Logger) (Probes, error)
+	// SampleInterval is the period of sampling /proc and the probes. Zero
+	// means DefaultSampleInterval.
+	SampleInterval time.Duration
+	// AnnotateInterval is the least time between two annotation writes
+	// (and the period at which a write is considered). Zero means
+	// DefaultAnnotateInterval.
+	AnnotateInterval time.Duration
+	// Window is the span the summary's measures cover, ending at the last
+	// sample. Zero means AnnotateInterval. In [telemetry.MinWindow,
+	// telemetry.MaxWindow].
+	Window time.Duration
+	// StaleAfter is the scheduler plugin's staleness bound: an unchanged
+	// summary is rewritten once the last write is StaleAfter/2 old, so it
+	// never goes stale. Zero means DefaultStaleAfter.
+	StaleAfter time.Duration
+	// StallAfter is how long without a successful sample makes /healthz
+	// fail. Zero means 5 × SampleInterval, at least 5 s.
+	StallAfter time.Duration
+	// RetryMin and RetryMax bound the jittered exponential backoff between
+	// failed annotation writes. Zero means DefaultRetryMin and
+	// AnnotateInterval.
+	RetryMin, RetryMax time.Duration
+	// Seed seeds the backoff jitter. Zero means a seed drawn from the
+	// clock, logged at start.
+	Seed uint64
+	// MetricsAddr is the address of the HTTP server for /metrics and
+	// /healthz (e.g. ":9560"). Empty means no server (Handler still
+	// serves them).
+	MetricsAddr string
+	// ShutdownTimeout bounds the HTTP server's graceful stop. Zero means
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Components run beside the telemetry loops, under the agent's
+	// context (see Component).
+	Components []Component
+	// Now is the clock. Nil means time.Now. Tests inject one.
+	Now func() time.Time
+}
+
+// DefaultConfig returns a Config with every default filled in (no node,
+// no client, no probes, no metrics server).
+func DefaultConfig() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
+func (c *Config) setDefaults() {
+	if c.Proc.ProcRoot == "" {
+		c.Proc.ProcRoot = procfs.DefaultConfig().ProcRoot
+	}
+	if c.Proc.SysRoot == "" {
+		c.Proc.SysRoot = procfs.DefaultConfig().SysRoot
+	}
+	if c.SampleInterval == 0 {
+		c.SampleInterval = DefaultSampleInterval
+	}
+	if c.AnnotateInterval == 0 {
+		c.AnnotateInterval = DefaultAnnotateInterval
+	}
+	if c.Window == 0 {
+		c.Window = c.AnnotateInterval
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = DefaultStaleAfter
+	}
+	if c.StallAfter == 0 {
+		c.StallAfter = max(5*c.SampleInterval, 5*time.Second)
+	}
+	if c.RetryMin == 0 {
+		c.RetryMin = DefaultRetryMin
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = max(c.AnnotateInterval, c.RetryMin)
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate reports every problem of c (after defaults), each wrapping
+// ErrConfig.
+func (c Config) Validate() error {
+	c.setDefaults()
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...))
+	}
+	if c.Client != nil && c.NodeName == "" {
+		bad("a node name is required to write its annotation")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"sample interval", c.SampleInterval}, {"annotate interval", c.AnnotateInterval}, {"window", c.Window},
+		{"stale-after", c.StaleAfter}, {"stall-after", c.StallAfter}, {"retry min", c.RetryMin}, {"retry max", c.RetryMax},
+		{"shutdown timeout", c.ShutdownTimeout}} {
+		if d.v < 0 {
+			bad("%s %v is negative", d.name, d.v)
+		}
+	}
+	if c.SampleInterval > 0 && c.SampleInterval < 10*time.Millisecond {
+		bad("sample interval %v is below 10ms", c.SampleInterval)
+	}
+	if c.SampleInterval > c.AnnotateInterval {
+		bad("sample interval %v is longer than the annotate interval %v", c.SampleInterval, c.AnnotateInterval)
+	}
+	if c.Window > 0 && (c.Window < telemetry.MinWindow || c.Window > telemetry.MaxWindow) {
+		bad("window %v not in [%v, %v]", c.Window, telemetry.MinWindow, telemetry.MaxWindow)
+	}
+	if c.Window > 0 && c.Window < c.SampleInterval {
+		bad("window %v is shorter than the sample interval %v", c.Window, c.SampleInterval)
+	}
+	if c.StaleAfter > 0 && c.AnnotateInterval >= c.StaleAfter/2 {
+		bad("annotate interval %v must be below half the stale-after bound %v", c.AnnotateInterval, c.StaleAfter)
+	}
+	if c.StallAfter > 0 && c.StallAfter <= c.SampleInterval {
+		bad("stall-after %v must exceed the sample interval %v", c.StallAfter, c.SampleInterval)
+	}
+	if c.RetryMax < c.RetryMin {
+		bad("retry max %v is below retry min %v", c.RetryMax, c.RetryMin)
+	}
+	if err := c.Proc.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrConfig, err))
+	}
+	for i, comp := range c.Components {
+		if comp == nil {
+			bad("component %d is nil", i)
+		}
+	}
+	return errors.Join(errs...)
+}

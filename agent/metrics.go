@@ -1,0 +1,233 @@
+package agent
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/edgesched/edgesched/agent/telemetry/bpf"
+	"github.com/edgesched/edgesched/agent/telemetry/procfs"
+)
+
+const ns = "edgesched_agent"
+
+// metrics are the agent's Prometheus metrics, in its own registry. The
+// sampled values are exported by sampleCollector straight from the last
+// records at scrape time; the rest are ordinary instruments.
+type metrics struct {
+	reg *prometheus.Registry
+
+	samples            prometheus.Counter
+	sampleErrors       *prometheus.CounterVec
+	sampleDuration     prometheus.Histogram
+	annotationWrites   *prometheus.CounterVec
+	annotationSkips    *prometheus.CounterVec
+	annotationDuration prometheus.Histogram
+	annotationLast     prometheus.Gauge
+	source             *prometheus.GaugeVec
+}
+
+func newMetrics(a *Agent) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.samples = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "samples_total",
+		Help: "Successful samples of /proc (and the eBPF probes when loaded)."})
+	m.sampleErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "sample_errors_total",
+		Help: "Failed samples, by source (proc: the sample is dropped; ebpf: the probes are dropped and /proc continues)."}, []string{"source"})
+	m.sampleDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "sample_duration_seconds",
+		Help:    "Time to take one sample.",
+		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 14)}) // 25 µs .. 0.2 s
+	m.annotationWrites = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "annotation_writes_total",
+		Help: "Node telemetry annotation writes, by result (ok, error)."}, []string{"result"})
+	m.annotationSkips = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "annotation_skips_total",
+		Help: "Annotation writes skipped, by reason (unchanged: no change beyond the resolution and the last write is recent; too-soon)."}, []string{"reason"})
+	m.annotationDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "annotation_write_duration_seconds",
+		Help: "Latency of one annotation patch (successful or not).", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14)})
+	m.annotationLast = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "annotation_last_write_timestamp_seconds",
+		Help: "Timestamp (the summary's ts) of the last annotation written."})
+	m.source = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "telemetry_source",
+		Help: "1 for the telemetry source in use: ebpf (eBPF probes plus /proc) or proc (/proc only)."}, []string{"source"})
+	for _, r := range []string{"ok", "error"} {
+		m.annotationWrites.WithLabelValues(r)
+	}
+	for _, r := range []string{decideUnchanged, decideTooSoon} {
+		m.annotationSkips.WithLabelValues(r)
+	}
+	m.sampleErrors.WithLabelValues(SourceProc)
+	m.sampleErrors.WithLabelValues(SourceEBPF)
+	m.setSource(SourceProc)
+	m.reg.MustRegister(m.samples, m.sampleErrors, m.sampleDuration, m.annotationWrites, m.annotationSkips,
+		m.annotationDuration, m.annotationLast, m.source, &sampleCollector{a: a},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) setSource(s string) {
+	for _, x := range []string{SourceEBPF, SourceProc} {
+		v := 0.0
+		if x == s {
+			v = 1
+		}
+		m.source.WithLabelValues(x).Set(v)
+	}
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: nil, Registry: m.reg})
+}
+
+// Descriptions of the sampled values.
+var (
+	descCPU = prometheus.NewDesc(ns+"_cpu_utilisation_ratio",
+		"Busy share of a CPU (cpu=\"all\": all of them) over the last sample interval (/proc/stat).", []string{"cpu"}, nil)
+	descMemTotal     = prometheus.NewDesc(ns+"_memory_total_bytes", "MemTotal (/proc/meminfo).", nil, nil)
+	descMemAvailable = prometheus.NewDesc(ns+"_memory_available_bytes", "MemAvailable (/proc/meminfo).", nil, nil)
+	descLoad         = prometheus.NewDesc(ns+"_load_average", "Load average over 1, 5 and 15 minutes (/proc/loadavg).", []string{"window"}, nil)
+	descProcs        = prometheus.NewDesc(ns+"_procs", "Runnable (running) and blocked-on-I/O (blocked) tasks (/proc/stat).", []string{"state"}, nil)
+	descPSIAvg       = prometheus.NewDesc(ns+"_pressure_avg10_ratio",
+		"Share of the last 10 s some or all non-idle tasks were stalled on the resource (PSI, /proc/pressure).", []string{"resource", "kind"}, nil)
+	descPSITotal = prometheus.NewDesc(ns+"_pressure_stalled_seconds_total",
+		"Cumulative stall time (PSI, /proc/pressure).", []string{"resource", "kind"}, nil)
+	descNet        = prometheus.NewDesc(ns+"_network_bytes_total", "Bytes by device and direction (/proc/net/dev).", []string{"device", "direction"}, nil)
+	descNetPackets = prometheus.NewDesc(ns+"_network_packets_total", "Packets by device and direction (/proc/net/dev).", []string{"device", "direction"}, nil)
+	descNetErrors  = prometheus.NewDesc(ns+"_network_errors_total", "Errors by device and direction (/proc/net/dev).", []string{"device", "direction"}, nil)
+	descNetDrops   = prometheus.NewDesc(ns+"_network_drops_total", "Dropped packets by device and direction (/proc/net/dev).", []string{"device", "direction"}, nil)
+	descTCPSegs    = prometheus.NewDesc(ns+"_tcp_segments_total", "TCP segments received (in), sent (out) and retransmitted (retrans) (/proc/net/snmp).", []string{"kind"}, nil)
+	descCgCPU      = prometheus.NewDesc(ns+"_cgroup_cpu_seconds_total", "CPU time of the measured cgroup's tasks.", []string{"cgroup"}, nil)
+	descCgMem      = prometheus.NewDesc(ns+"_cgroup_memory_bytes", "Memory charged to the measured cgroup.", []string{"cgroup"}, nil)
+	descCgCPULim   = prometheus.NewDesc(ns+"_cgroup_cpu_limit_cpus", "CPU limit of the measured cgroup (0: none).", []string{"cgroup"}, nil)
+	descCgMemLim   = prometheus.NewDesc(ns+"_cgroup_memory_limit_bytes", "Memory limit of the measured cgroup (0: none).", []string{"cgroup"}, nil)
+	descRunq       = prometheus.NewDesc(ns+"_runqueue_latency_seconds",
+		"Run-queue latency (wakeup to running) of every task since the probes loaded (eBPF, log2 buckets).", nil, nil)
+	descRetrans = prometheus.NewDesc(ns+"_ebpf_tcp_retransmits_total", "TCP retransmissions seen by the eBPF probe since it loaded.", nil, nil)
+	descLast    = prometheus.NewDesc(ns+"_last_sample_timestamp_seconds", "Time of the last successful sample.", nil, nil)
+	descSummary = prometheus.NewDesc(ns+"_summary",
+		"The node summary over the window as last built (measure: cpu, mem, load1, runq_p99_us, retrans_per_s).", []string{"measure"}, nil)
+)
+
+// sampleCollector exports the last sample (and the last summary).
+type sampleCollector struct{ a *Agent }
+
+func (c *sampleCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descCPU, descMemTotal, descMemAvailable, descLoad, descProcs, descPSIAvg, descPSITotal,
+		descNet, descNetPackets, descNetErrors, descNetDrops, descTCPSegs, descCgCPU, descCgMem, descCgCPULim, descCgMemLim,
+		descRunq, descRetrans, descLast, descSummary} {
+		ch <- d
+	}
+}
+
+func (c *sampleCollector) Collect(ch chan<- prometheus.Metric) {
+	a := c.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.ring.len()
+	if n == 0 {
+		return
+	}
+	last := a.ring.at(n - 1)
+	p := &last.Proc
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(descLast, float64(last.At.UnixNano())/1e9)
+	if n >= 2 {
+		prev := a.ring.at(n - 2)
+		if u, ok := procfs.Utilisation(prev.Proc.Stat.Total, p.Stat.Total); ok {
+			gauge(descCPU, u, "all")
+		}
+		for i, on := range p.Stat.Online {
+			if on && i < len(prev.Proc.Stat.Online) && prev.Proc.Stat.Online[i] {
+				if u, ok := procfs.Utilisation(prev.Proc.Stat.CPUs[i], p.Stat.CPUs[i]); ok {
+					gauge(descCPU, u, strconv.Itoa(i))
+				}
+			}
+		}
+	}
+	gauge(descMemTotal, float64(p.Mem.MemTotal))
+	gauge(descMemAvailable, float64(p.Mem.MemAvailable))
+	gauge(descLoad, p.Load.Load1, "1m")
+	gauge(descLoad, p.Load.Load5, "5m")
+	gauge(descLoad, p.Load.Load15, "15m")
+	gauge(descProcs, float64(p.Stat.ProcsRunning), "running")
+	gauge(descProcs, float64(p.Stat.ProcsBlocked), "blocked")
+	for i := range procfs.NumPSI {
+		if !p.HasPSI[i] {
+			continue
+		}
+		r := procfs.PSIName(i)
+		gauge(descPSIAvg, p.PSI[i].Some.Avg10/100, r, "some")
+		counter(descPSITotal, p.PSI[i].Some.Total.Seconds(), r, "some")
+		if p.PSI[i].HasFull {
+			gauge(descPSIAvg, p.PSI[i].Full.Avg10/100, r, "full")
+			counter(descPSITotal, p.PSI[i].Full.Total.Seconds(), r, "full")
+		}
+	}
+	for _, d := range p.NetDev {
+		counter(descNet, float64(d.RxBytes), d.Name, "receive")
+		counter(descNet, float64(d.TxBytes), d.Name, "transmit")
+		counter(descNetPackets, float64(d.RxPackets), d.Name, "receive")
+		counter(descNetPackets, float64(d.TxPackets), d.Name, "transmit")
+		counter(descNetErrors, float64(d.RxErrors), d.Name, "receive")
+		counter(descNetErrors, float64(d.TxErrors), d.Name, "transmit")
+		counter(descNetDrops, float64(d.RxDropped), d.Name, "receive")
+		counter(descNetDrops, float64(d.TxDropped), d.Name, "transmit")
+	}
+	if p.HasTCP {
+		counter(descTCPSegs, float64(p.TCP.InSegs), "in")
+		counter(descTCPSegs, float64(p.TCP.OutSegs), "out")
+		counter(descTCPSegs, float64(p.TCP.RetransSegs), "retrans")
+	}
+	if p.HasCgroup {
+		cg := a.cfg.Proc.Cgroup
+		counter(descCgCPU, p.Cgroup.CPU.Seconds(), cg)
+		if p.Cgroup.HasMemory {
+			gauge(descCgMem, float64(p.Cgroup.Memory), cg)
+			gauge(descCgMemLim, float64(p.Cgroup.MemoryLimit), cg)
+		}
+		gauge(descCgCPULim, p.Cgroup.CPULimit, cg)
+	}
+	if last.HasKern {
+		ch <- runqHistogram(last.Kernel.RunQueue)
+		counter(descRetrans, float64(last.Kernel.Retransmits))
+	}
+	if s := a.lastSummary; s != nil {
+		gauge(descSummary, s.CPU, "cpu")
+		gauge(descSummary, s.Mem, "mem")
+		gauge(descSummary, s.Load1, "load1")
+		if s.RunQueueP99Us != nil {
+			gauge(descSummary, *s.RunQueueP99Us, "runq_p99_us")
+		}
+		if s.RetransPerS != nil {
+			gauge(descSummary, *s.RetransPerS, "retrans_per_s")
+		}
+	}
+}
+
+// runqHistogram renders the cumulative log2 µs histogram as a Prometheus
+// histogram in seconds: bucket i's upper bound is 2^(i+1) µs; the last
+// bucket (everything above 2^31 µs) is only in +Inf. The sum is estimated
+// from bucket midpoints (the probes keep no sum).
+func runqHistogram(h bpf.Histogram) prometheus.Metric {
+	buckets := make(map[float64]uint64, bpf.NumBuckets-1)
+	var cum uint64
+	var sum float64
+	for i, c := range h.Buckets {
+		cum += c
+		lo, hi := 0.0, math.Ldexp(1, i+1)
+		if i > 0 {
+			lo = math.Ldexp(1, i)
+		}
+		sum += float64(c) * (lo + hi) / 2 * float64(time.Microsecond) / float64(time.Second)
+		if i < bpf.NumBuckets-1 {
+			buckets[hi*1e-6] = cum
+		}
+	}
+	return prometheus.MustNewConstHistogram(descRunq, cum, sum, buckets)
+}

@@ -1,0 +1,235 @@
+// Package agentcmd is edge-agent's command line: flags, logging, the
+// Kubernetes client and the eBPF loader, wired to package agent.
+// cmd/edge-agent only calls Main with a context that SIGTERM and SIGINT
+// cancel; the agent then stops gracefully.
+//
+// Exit codes: 0 after a graceful stop or -h; 2 for a bad command line
+// (unknown flag, bad value, missing node name, unknown cgroup, unreadable
+// kubeconfig); 1 when the agent fails while running.
+package agentcmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/edgesched/edgesched/agent"
+	"github.com/edgesched/edgesched/agent/telemetry/bpf"
+	"github.com/edgesched/edgesched/agent/telemetry/procfs"
+)
+
+// NodeNameEnv is the environment variable --node-name defaults to (set
+// from the downward API in the DaemonSet).
+const NodeNameEnv = "NODE_NAME"
+
+// Exit codes.
+const (
+	ExitOK    = 0
+	ExitError = 1
+	ExitUsage = 2
+)
+
+// usageError marks a bad command line (exit 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// Main runs edge-agent with args until ctx ends; it returns the process
+// exit code.
+func Main(ctx context.Context, args []string, stderr io.Writer) int {
+	err := run(ctx, args, stderr)
+	var ue usageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.As(err, &ue):
+		fmt.Fprintln(stderr, "edge-agent:", err)
+		return ExitUsage
+	}
+	fmt.Fprintln(stderr, "edge-agent:", err)
+	return ExitError
+}
+
+// options are the parsed flags.
+type options struct {
+	nodeName, kubeconfig, dataDir, metricsAddr string
+	sampleInterval, annotateInterval           time.Duration
+	staleAfter                                 time.Duration
+	tracefs                                    string
+	noEBPF, noAnnotate                         bool
+	cgroup, procRoot, sysRoot                  string
+	seed                                       uint64
+	logLevel                                   string
+
+	// Site leader (TODO(lead): wire into agent.Config.Components once
+	// agent/site and agent/trace land).
+	site, namespace, natsURL, creds, siteKey, modelConfigMap, trustedKeys string
+	leaseDuration, traceRetention                                         time.Duration
+	traceMaxEvents                                                        int
+}
+
+func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("edge-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	d := agent.DefaultConfig()
+	fs.StringVar(&o.nodeName, "node-name", os.Getenv(NodeNameEnv), "the Node this agent reports for (default $"+NodeNameEnv+"); required unless --no-annotate")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty means the in-cluster service account")
+	fs.StringVar(&o.dataDir, "data-dir", "/var/lib/edgesched", "directory of the agent's local state (site trace, outbox, models)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9560", "serve /metrics and /healthz on this address (empty: no server)")
+	fs.DurationVar(&o.sampleInterval, "sample-interval", d.SampleInterval, "period of sampling /proc and the eBPF probes")
+	fs.DurationVar(&o.annotateInterval, "annotate-interval", d.AnnotateInterval, "least time between two writes of the node's telemetry annotation (also the summary window)")
+	fs.DurationVar(&o.staleAfter, "stale-after", d.StaleAfter, "the scheduler plugin's telemetry staleness bound (telemetryMaxAge): an unchanged summary is rewritten at half of it")
+	fs.StringVar(&o.tracefs, "tracefs", bpf.DefaultTracefsPath, "tracefs mount point (mounted there when missing)")
+	fs.BoolVar(&o.noEBPF, "no-ebpf", false, "do not load the eBPF probes: sample /proc only")
+	fs.BoolVar(&o.noAnnotate, "no-annotate", false, "do not write the node annotation (no Kubernetes client; metrics only)")
+	fs.StringVar(&o.cgroup, "cgroup", "", "report the CPU and memory of this cgroup (e.g. /kubepods/pod1, as in /proc/PID/cgroup) against its limits instead of the whole host")
+	fs.StringVar(&o.procRoot, "proc-root", "/proc", "procfs mount (the host's /proc when the agent runs in a container)")
+	fs.StringVar(&o.sysRoot, "sys-root", "/sys", "sysfs mount (cgroups under SYS-ROOT/fs/cgroup)")
+	fs.Uint64Var(&o.seed, "seed", 0, "seed of the retry jitter (0: from the clock; logged)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+
+	// Site leader flags (agent-contracts.md). TODO(lead): wire them to
+	// agent/site and agent/trace as agent.Config.Components.
+	fs.StringVar(&o.site, "site", "", "site name: run leader election among the site's agents (Lease edgesched-site-SITE)")
+	fs.StringVar(&o.namespace, "namespace", "edgesched-system", "namespace of the site Lease and the model ConfigMap")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "site leader Lease duration")
+	fs.StringVar(&o.natsURL, "nats", "", "NATS URL of the coordinator (leader only)")
+	fs.StringVar(&o.creds, "creds", "", "NATS credentials file")
+	fs.StringVar(&o.siteKey, "site-key", "", "the site's private key that signs its updates")
+	fs.StringVar(&o.modelConfigMap, "model-configmap", "edgesched-model", "ConfigMap the scheduler plugin loads models from")
+	fs.StringVar(&o.trustedKeys, "trusted-keys", "", "directory of the coordinator public keys models must be signed with")
+	fs.DurationVar(&o.traceRetention, "trace-retention", 168*time.Hour, "how long the site trace keeps events")
+	fs.IntVar(&o.traceMaxEvents, "trace-max-events", 1000000, "most events the site trace keeps")
+	return fs
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	var o options
+	fs := newFlagSet(stderr, &o)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err} // the flag package printed the usage
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return usagef("--log-level: %v", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--sample-interval", o.sampleInterval}, {"--annotate-interval", o.annotateInterval}, {"--stale-after", o.staleAfter},
+		{"--lease-duration", o.leaseDuration}, {"--trace-retention", o.traceRetention}} {
+		if d.v <= 0 {
+			return usagef("%s %v: must be positive", d.name, d.v)
+		}
+	}
+	if o.traceMaxEvents <= 0 {
+		return usagef("--trace-max-events %d: must be positive", o.traceMaxEvents)
+	}
+	if o.dataDir == "" {
+		return usagef("--data-dir must not be empty")
+	}
+	if !o.noEBPF {
+		if err := (bpf.Config{TracefsPath: o.tracefs}).Validate(); err != nil {
+			return usagef("--tracefs: %v", err)
+		}
+	}
+	cfg := agent.Config{
+		NodeName:         o.nodeName,
+		Logger:           log,
+		Proc:             procfs.Config{ProcRoot: o.procRoot, SysRoot: o.sysRoot, Cgroup: o.cgroup},
+		SampleInterval:   o.sampleInterval,
+		AnnotateInterval: o.annotateInterval,
+		StaleAfter:       o.staleAfter,
+		MetricsAddr:      o.metricsAddr,
+		Seed:             o.seed,
+	}
+	if !o.noAnnotate {
+		if o.nodeName == "" {
+			return usagef("--node-name (or $%s) is required to write the node's annotation (or pass --no-annotate)", NodeNameEnv)
+		}
+		client, err := kubeClient(o.kubeconfig)
+		if err != nil {
+			return usageError{err}
+		}
+		cfg.Client = client
+	}
+	if !o.noEBPF {
+		bc := bpf.DefaultConfig()
+		bc.TracefsPath = o.tracefs
+		cfg.LoadProbes = func(log *slog.Logger) (agent.Probes, error) {
+			p, err := bpf.Load(bc, log)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}
+	}
+	if set := siteFlagsSet(fs); len(set) > 0 {
+		// TODO(lead): build the site leader from these and append it to
+		// cfg.Components.
+		log.Warn("site-leader flags given but the site leader is not wired into this build yet; ignored", "flags", strings.Join(set, " "))
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return usageError{err}
+	}
+	return a.Run(ctx)
+}
+
+// siteFlagsSet lists the site-leader flags given on the command line.
+func siteFlagsSet(fs *flag.FlagSet) []string {
+	site := map[string]bool{"site": true, "namespace": true, "lease-duration": true, "nats": true, "creds": true, "site-key": true,
+		"model-configmap": true, "trusted-keys": true, "trace-retention": true, "trace-max-events": true}
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		if site[f.Name] {
+			set = append(set, "--"+f.Name)
+		}
+	})
+	return set
+}
+
+// kubeClient builds the clientset from a kubeconfig file, or the
+// in-cluster configuration when path is empty.
+func kubeClient(path string) (kubernetes.Interface, error) {
+	var rc *rest.Config
+	var err error
+	if path == "" {
+		if rc, err = rest.InClusterConfig(); err != nil {
+			return nil, fmt.Errorf("in-cluster Kubernetes config (pass --kubeconfig outside a pod, or --no-annotate): %w", err)
+		}
+	} else if rc, err = clientcmd.BuildConfigFromFlags("", path); err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
+	}
+	rc.UserAgent = "edge-agent"
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return client, nil
+}
