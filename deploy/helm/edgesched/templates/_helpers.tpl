@@ -1,0 +1,73 @@
+{{/* Name prefix of every object: the release name when it contains the
+chart name (release "edgesched" -> edgesched-agent, ...), else
+"<release>-<chart>"; fullnameOverride wins. */}}
+{{- define "edgesched.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "edgesched.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels of every object; call with (dict "ctx" $ "component" "agent"). */}}
+{{- define "edgesched.labels" -}}
+app.kubernetes.io/name: {{ include "edgesched.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: edgesched
+helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" }}
+{{- if .component }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels (immutable in Deployments, DaemonSets, StatefulSets). */}}
+{{- define "edgesched.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "edgesched.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* image reference; call with (dict "ctx" $ "image" .Values.agent.image). */}}
+{{- define "edgesched.image" -}}
+{{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion .image.tag) -}}
+{{- end -}}
+
+{{/* Where the trusted coordinator keys are mounted (a directory: every
+*.pub in it is trusted, quant.LoadKeyring). */}}
+{{- define "edgesched.trustedKeysDir" -}}/etc/edgesched/trusted-keys{{- end -}}
+
+{{/* NATS URL of the site leader: site.natsURL, else the leaf node. */}}
+{{- define "edgesched.siteNatsURL" -}}
+{{- if .Values.site.natsURL -}}
+{{- .Values.site.natsURL -}}
+{{- else if .Values.nats.leaf.enabled -}}
+{{- printf "nats://%s-nats-leaf.%s.svc:%d" (include "edgesched.fullname" .) .Release.Namespace (int .Values.nats.leaf.port) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Checks across values that the schema cannot express. */}}
+{{- define "edgesched.validate" -}}
+{{- if and .Values.site.enabled .Values.agent.enabled .Values.site.name (not (include "edgesched.siteNatsURL" .)) -}}
+{{- fail "site.name is set but the site leader has no NATS server: set site.natsURL or nats.leaf.enabled" -}}
+{{- end -}}
+{{- if and .Values.site.enabled .Values.nats.leaf.enabled (not .Values.nats.leaf.remoteURL) (not .Values.nats.leaf.remoteURLSecret) -}}
+{{- fail "nats.leaf.enabled needs the hub's leaf-node URL: nats.leaf.remoteURL or nats.leaf.remoteURLSecret" -}}
+{{- end -}}
+{{- if not (or .Values.site.enabled .Values.cloud.enabled) -}}
+{{- fail "nothing to install: site.enabled and cloud.enabled are both false" -}}
+{{- end -}}
+{{- end -}}
