@@ -55,7 +55,19 @@ type configMapSource struct {
 
 	mu      sync.Mutex
 	missing bool // the last ConfigMap seen had no model key
+
+	// Events raised while New runs are held and raised again later:
+	// kube-scheduler builds its plugins before its event broadcaster starts
+	// recording, and events recorded before that are dropped.
+	evMu sync.Mutex
+	hold bool
+	held []func()
 }
+
+// startupEventDelay is how long after New the events held during New are
+// raised (kube-scheduler starts recording events at the very beginning of
+// its Run, right after building the plugins).
+const startupEventDelay = 3 * time.Second
 
 // startConfigMapSource starts watching namespace/name until ctx ends and
 // waits (at most configMapSyncTimeout) for the first list, installing the
@@ -63,7 +75,7 @@ type configMapSource struct {
 // the watch has stopped after ctx ended (tests use it).
 func startConfigMapSource(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder,
 	store *ModelStore, namespace, name, key string) (wait func()) {
-	s := &configMapSource{store: store, recorder: recorder, namespace: namespace, name: name, key: key,
+	s := &configMapSource{store: store, recorder: recorder, namespace: namespace, name: name, key: key, hold: true,
 		logger: klog.FromContext(ctx).WithValues("plugin", Name, "configMap", namespace+"/"+name, "key", key)}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(namespace),
@@ -85,6 +97,15 @@ func startConfigMapSource(ctx context.Context, client kubernetes.Interface, reco
 	wg.Go(func() {
 		<-ctx.Done()
 		factory.Shutdown() // waits for the informer's goroutines
+	})
+	wg.Go(func() {
+		t := time.NewTimer(startupEventDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			s.releaseEvents()
+		case <-ctx.Done():
+		}
 	})
 
 	sctx, cancel := context.WithTimeout(ctx, configMapSyncTimeout)
@@ -180,7 +201,25 @@ func (s *configMapSource) event(cm *v1.ConfigMap, eventtype, reason, note string
 	if s.recorder == nil {
 		return
 	}
-	s.recorder.Eventf(cm, nil, eventtype, reason, eventAction, note, args...)
+	emit := func() { s.recorder.Eventf(cm, nil, eventtype, reason, eventAction, note, args...) }
+	s.evMu.Lock()
+	defer s.evMu.Unlock()
+	if s.hold {
+		s.held = append(s.held, emit)
+		return
+	}
+	emit()
+}
+
+// releaseEvents raises the events held since New, in order, and stops
+// holding.
+func (s *configMapSource) releaseEvents() {
+	s.evMu.Lock()
+	defer s.evMu.Unlock()
+	for _, emit := range s.held {
+		emit()
+	}
+	s.hold, s.held = false, nil
 }
 
 // trimErr keeps an event's note well under the API's 1 kB limit.

@@ -147,6 +147,11 @@ func TestConfigMapModelSource(t *testing.T) {
 	if v := version(); v != 1 {
 		t.Fatalf("model version %d after New, want 1 from the ConfigMap", v)
 	}
+	// Its event is held (kube-scheduler's broadcaster is not recording
+	// while plugins are built) and raised startupEventDelay later.
+	if n := len(rec.list(EventModelInstalled)); n != 0 {
+		t.Fatalf("%d ModelInstalled events raised during New, want them held", n)
+	}
 	eventually(t, "ModelInstalled event for v1", func() bool { return len(rec.list(EventModelInstalled)) >= 1 })
 	if e := rec.list(EventModelInstalled)[0]; e.kind != "ConfigMap" || e.namespace != cmNamespace || e.name != cmName || e.eventtype != v1.EventTypeNormal {
 		t.Fatalf("install event %+v, want a Normal event on %s/%s", e, cmNamespace, cmName)
