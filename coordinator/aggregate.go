@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -41,6 +42,10 @@ func (c *Coordinator) floatModel(tx *bolt.Tx, version uint64) (*policy.Model, er
 		return nil, err
 	}
 	a, err := quant.Decode(raw, quant.DecodeOptions{Keys: keys})
+	if errors.Is(err, quant.ErrUnknownKey) && c.cfg.ModelKeys != nil {
+		// signed before a key rotation
+		a, err = quant.Decode(raw, quant.DecodeOptions{Keys: c.cfg.ModelKeys})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: version %d: %v", ErrStore, version, err)
 	}

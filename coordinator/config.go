@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,12 @@ type Config struct {
 	Sites *federated.Registry
 	// Signer signs every published model.
 	Signer *quant.Signer
+	// ModelKeys are the other model-signing keys whose signatures on the
+	// registry's own stored models are accepted: the previous signing key
+	// during a key rotation (docs/security.md), so the current base model
+	// stays usable until it is re-signed. Keys retired in it are refused.
+	// nil: only Signer's.
+	ModelKeys *quant.Keyring
 	// Aggregator is the aggregation rule.
 	Aggregator federated.AggregatorConfig
 	// ClipNorm clips every update's L2 norm (0: off; DP sets its own).
@@ -132,6 +139,8 @@ func (c *Config) Validate() error {
 		return bad("Sites", "no registered sites")
 	case c.Signer == nil:
 		return bad("Signer", "required (published models are signed)")
+	case c.ModelKeys != nil && slices.Contains(c.ModelKeys.Retired(), c.Signer.ID):
+		return bad("Signer", "key %s is retired in ModelKeys", c.Signer.ID)
 	case c.Calibrate == nil:
 		return bad("Calibrate", "required (published models are quantized)")
 	case c.Mode != federated.Sync && c.Mode != federated.Async:

@@ -52,7 +52,7 @@ func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) erro
 // message, which the site's high-water mark then recognises: it gets its
 // recorded verdict again, and an update is never applied twice.
 func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg) {
-	ack, err := c.Process(ctx, msg.Data())
+	ack, err := c.ProcessFrom(ctx, msg.Subject(), msg.Data())
 	if err != nil {
 		// store failure: leave it unacked, JetStream redelivers it
 		c.log.Error("process update", "err", err)
@@ -76,14 +76,31 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg) {
 // to a site) and an error only when the store failed (the message must be
 // retried).
 func (c *Coordinator) Process(ctx context.Context, data []byte) (*federated.Ack, error) {
+	return c.ProcessFrom(ctx, "", data)
+}
+
+// errSubject: an update on another site's subject (ReasonSubject).
+var errSubject = errors.New("coordinator: update on another site's subject")
+
+// ProcessFrom is Process for a message that arrived on subject: an update
+// whose header names another site than its subject does is refused
+// (ReasonSubject) without touching either site's record, so relaying a
+// captured update cannot burn the real site's sequence. An empty subject
+// skips the check.
+func (c *Coordinator) ProcessFrom(ctx context.Context, subject string, data []byte) (*federated.Ack, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now().UTC()
 	c.metrics.updateBytes.Add(float64(len(data)))
 	m, err := federated.DecodeUpdateMsg(data, c.cfg.Sites)
+	if err == nil && subject != "" && subject != federated.UpdateSubjectPrefix+m.Header.Site {
+		err = fmt.Errorf("%w: site %q seq %d arrived on %s", errSubject, m.Header.Site, m.Header.Seq, subject)
+	}
 	if err != nil {
 		reason := federated.ReasonMalformed
 		switch {
+		case errors.Is(err, errSubject):
+			reason = federated.ReasonSubject
 		case errors.Is(err, federated.ErrUnknownSite):
 			reason = federated.ReasonUnknownSite
 		case errors.Is(err, federated.ErrSiteSignature):

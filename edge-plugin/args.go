@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
 )
 
 // Args configure EdgePolicy (pluginConfig[].args in the
@@ -28,7 +30,16 @@ type Args struct {
 	ModelConfigMapKey string `json:"modelConfigMapKey,omitempty"`
 	// PublicKeys are files with the trusted signing keys (edgectl's
 	// "edgesched-ed25519-public" format); at least one is required.
+	// Directories are read for *.pub, and *.retired files (keys retired
+	// by a rotation) are refused (docs/security.md).
 	PublicKeys []string `json:"publicKeys"`
+	// ModelStatePath is a state file (bbolt, created) keeping the highest
+	// model version ever accepted, so rollback protection survives
+	// restarts (model_trust.go). Empty: within one process only.
+	ModelStatePath string `json:"modelStatePath,omitempty"`
+	// ModelMaxAge refuses a new model whose signed creation time is older
+	// than this (Go duration, 1m..8760h; default: no limit).
+	ModelMaxAge string `json:"modelMaxAge,omitempty"`
 	// ReloadInterval is how often ModelPath is checked for a new model
 	// (Go duration; default 10s, between 1s and 1h).
 	ReloadInterval string `json:"reloadInterval,omitempty"`
@@ -52,7 +63,7 @@ const (
 	DefaultTargetWorkload    = "openb:default"
 	DefaultTargetThreshold   = 0.95
 	DefaultTelemetryMaxAge   = 2 * time.Minute
-	DefaultModelConfigMapKey = "model.esa"
+	DefaultModelConfigMapKey = conventions.DefaultModelConfigMapKey
 )
 
 // ErrArgs wraps every argument refusal.
@@ -112,6 +123,9 @@ func (a *Args) Validate() error {
 	}
 	if !(a.TargetThreshold > 0 && a.TargetThreshold <= 1) {
 		return fmt.Errorf("%w: targetThreshold %v must be in (0, 1]", ErrArgs, a.TargetThreshold)
+	}
+	if err := a.validateModelTrust(); err != nil {
+		return err
 	}
 	m, err := a.telemetryMaxAge()
 	if err != nil {

@@ -1,60 +1,30 @@
 package edgeplugin
 
 import (
-	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/sim"
 )
 
-// The Kubernetes conventions EdgePolicy reads and writes. They are the
-// contract with node labelling (device plugins, the agent), with workload
-// authors, and with the end-to-end harness; docs/edge-plugin.md documents
-// each of them. Do not rename them without a migration.
+// The Kubernetes conventions EdgePolicy reads and writes live in the
+// light package conventions (shared with the edge agent, which must not
+// link this package); docs/edge-plugin.md documents each of them.
 const (
-	// ResourceGPU is the extended resource counting a node's whole GPU
-	// devices (allocatable), and a pod's request for whole devices.
-	ResourceGPU v1.ResourceName = "nvidia.com/gpu"
-	// ResourceGPUMilli is the GPU share capacity of a node (1000 per
-	// device), and a pod's GPU request in milli-GPU: below 1000 it is a
-	// share of one device, otherwise a multiple of 1000 (whole devices).
-	ResourceGPUMilli v1.ResourceName = "edgesched.io/gpu-milli"
-
-	// LabelGPUModel is the node label naming the GPU model of all of the
-	// node's devices (e.g. "T4", "A100"; sim.KnownGPUModels lists the
-	// known ones, other names are accepted).
-	LabelGPUModel = "edgesched.io/gpu-model"
-	// LabelZone is the node's zone (failure and network domain).
-	LabelZone = v1.LabelTopologyZone
-	// LabelArch is the node's CPU architecture.
-	LabelArch = v1.LabelArchStable
-
-	// AnnotationGPUMilli is a pod's GPU share of one device in milli-GPU,
-	// in (0, 1000), for pods that share a device without requesting the
-	// ResourceGPUMilli extended resource.
-	AnnotationGPUMilli = "edgesched.io/gpu-milli"
-	// AnnotationGPUModels lists the GPU models a pod accepts (comma
-	// separated); absent or empty accepts any model.
-	AnnotationGPUModels = "edgesched.io/gpu-models"
-	// AnnotationGPUDevices records the device indices (comma separated,
-	// 0-based, in [0, node's device count)) a bound pod uses. EdgePolicy
-	// sets it in Bind; a device plugin or the node agent may read it.
-	AnnotationGPUDevices = "edgesched.io/gpu-devices"
-	// AnnotationQoS overrides the pod's QoS class for the policy: LS,
-	// Burstable, BE or Guaranteed (the openb classes). Without it the
-	// Kubernetes QoS class is used (BestEffort maps to BE).
-	AnnotationQoS = "edgesched.io/qos"
-	// AnnotationCPUUsage is a pod's measured CPU use as a share of its
-	// request (a float in [0, 64]); without it the simulator's default
-	// usage model (sim.DefaultUsage of the pod name) is assumed.
-	AnnotationCPUUsage = "edgesched.io/cpu-usage"
-	// AnnotationFailureRate is a node's expected failures per day (float
-	// >= 0), set by whoever tracks node health; absent means 0.
-	AnnotationFailureRate = "edgesched.io/failure-rate"
+	ResourceGPU           = conventions.ResourceGPU
+	ResourceGPUMilli      = conventions.ResourceGPUMilli
+	LabelGPUModel         = conventions.LabelGPUModel
+	LabelZone             = conventions.LabelZone
+	LabelArch             = conventions.LabelArch
+	AnnotationGPUMilli    = conventions.AnnotationGPUMilli
+	AnnotationGPUModels   = conventions.AnnotationGPUModels
+	AnnotationGPUDevices  = conventions.AnnotationGPUDevices
+	AnnotationQoS         = conventions.AnnotationQoS
+	AnnotationCPUUsage    = conventions.AnnotationCPUUsage
+	AnnotationFailureRate = conventions.AnnotationFailureRate
 )
 
 // gpuRequest is a pod's GPU demand in the simulator's terms.
@@ -64,100 +34,22 @@ type gpuRequest struct {
 	Models []string // accepted models; empty accepts any
 }
 
-// podGPURequest reads a pod's GPU demand from its containers' requests
-// (init containers are ignored: they do not hold devices while the pod
-// runs) and annotations.
+// podGPURequest reads a pod's GPU demand (conventions.PodGPURequest).
 func podGPURequest(p *v1.Pod) (gpuRequest, error) {
-	var whole, milli int64
-	for i := range p.Spec.Containers {
-		r := p.Spec.Containers[i].Resources
-		if q, ok := r.Requests[ResourceGPU]; ok {
-			whole += q.Value()
-		} else if q, ok := r.Limits[ResourceGPU]; ok { // extended resources: limit implies request
-			whole += q.Value()
-		}
-		if q, ok := r.Requests[ResourceGPUMilli]; ok {
-			milli += q.Value()
-		} else if q, ok := r.Limits[ResourceGPUMilli]; ok {
-			milli += q.Value()
-		}
-	}
-	var req gpuRequest
-	if s, ok := p.Annotations[AnnotationGPUMilli]; ok && milli == 0 {
-		v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-		if err != nil || v <= 0 || v >= sim.MilliGPU {
-			return req, fmt.Errorf("annotation %s=%q: want an integer in (0, %d)", AnnotationGPUMilli, s, sim.MilliGPU)
-		}
-		if whole > 0 {
-			return req, fmt.Errorf("annotation %s with a %s request: a shared GPU is one device", AnnotationGPUMilli, ResourceGPU)
-		}
-		milli = v
-	}
-	switch {
-	case whole < 0 || milli < 0 || whole > sim.MaxGPUsPerNode || milli > sim.MaxGPUsPerNode*sim.MilliGPU:
-		return req, fmt.Errorf("gpu request out of range: %d devices, %d milli-GPU", whole, milli)
-	case whole > 0 && milli > 0 && milli != whole*sim.MilliGPU:
-		return req, fmt.Errorf("%s=%d and %s=%d disagree (want %d = 1000 x devices)", ResourceGPU, whole, ResourceGPUMilli, milli, whole*sim.MilliGPU)
-	case whole > 0:
-		req.GPUs, req.Milli = int32(whole), sim.MilliGPU
-	case milli > 0 && milli < sim.MilliGPU:
-		req.GPUs, req.Milli = 1, milli
-	case milli > 0 && milli%sim.MilliGPU != 0:
-		return req, fmt.Errorf("%s=%d: above 1000 the request must take whole devices (a multiple of 1000)", ResourceGPUMilli, milli)
-	case milli > 0:
-		req.GPUs, req.Milli = int32(milli/sim.MilliGPU), sim.MilliGPU
-	}
-	if s := strings.TrimSpace(p.Annotations[AnnotationGPUModels]); s != "" {
-		if req.GPUs == 0 {
-			return req, fmt.Errorf("annotation %s on a pod without a GPU request", AnnotationGPUModels)
-		}
-		for _, m := range strings.Split(s, ",") {
-			if m = strings.TrimSpace(m); m != "" {
-				req.Models = append(req.Models, m)
-			}
-		}
-	}
-	return req, nil
+	r, err := conventions.PodGPURequest(p)
+	return gpuRequest{GPUs: r.GPUs, Milli: r.Milli, Models: r.Models}, err
 }
 
 // accepts reports whether a pod accepting models runs on GPU model m.
 func (r *gpuRequest) accepts(m string) bool {
-	if len(r.Models) == 0 {
-		return true
-	}
-	for _, x := range r.Models {
-		if x == m {
-			return true
-		}
-	}
-	return false
+	return (&conventions.GPURequest{Models: r.Models}).Accepts(m)
 }
 
 // podQoS maps a pod to the simulator's QoS class.
-func podQoS(p *v1.Pod) sim.QoS {
-	if s, ok := p.Annotations[AnnotationQoS]; ok {
-		if q, err := sim.ParseQoS(s); err == nil {
-			return q
-		}
-	}
-	switch p.Status.QOSClass {
-	case v1.PodQOSBestEffort:
-		return sim.QoSBE
-	case v1.PodQOSGuaranteed:
-		return sim.QoSGuaranteed
-	}
-	return sim.QoSBurstable
-}
+func podQoS(p *v1.Pod) sim.QoS { return conventions.PodQoS(p) }
 
 // podUsage is the CPU use of a pod as a share of its request.
-func podUsage(p *v1.Pod) float64 {
-	if s, ok := p.Annotations[AnnotationCPUUsage]; ok {
-		if v, err := strconv.ParseFloat(s, 64); err == nil && v >= 0 && v <= 64 && !math.IsNaN(v) {
-			return v
-		}
-	}
-	return sim.DefaultUsage(p.Name)
-}
+func podUsage(p *v1.Pod) float64 { return conventions.PodUsage(p) }
 
 // podDevices parses AnnotationGPUDevices; ok is false when it is absent
 // or malformed (the caller then derives an assignment).
@@ -198,24 +90,5 @@ func formatDevices(d []int) string {
 	return b.String()
 }
 
-// nodeGPUs returns a node's device count and model: the device count is
-// the allocatable nvidia.com/gpu, or edgesched.io/gpu-milli / 1000 when
-// only the share capacity is published. A node with devices but no model
-// label gets model "unknown".
-func nodeGPUs(n *v1.Node) (int, string) {
-	var count int64
-	if q, ok := n.Status.Allocatable[ResourceGPU]; ok {
-		count = q.Value()
-	} else if q, ok := n.Status.Allocatable[ResourceGPUMilli]; ok {
-		count = q.Value() / sim.MilliGPU
-	}
-	count = min(max(count, 0), sim.MaxGPUsPerNode)
-	if count == 0 {
-		return 0, ""
-	}
-	m := strings.TrimSpace(n.Labels[LabelGPUModel])
-	if m == "" {
-		m = "unknown"
-	}
-	return int(count), m
-}
+// nodeGPUs returns a node's device count and model (conventions.NodeGPUs).
+func nodeGPUs(n *v1.Node) (int, string) { return conventions.NodeGPUs(n) }

@@ -47,6 +47,8 @@ type ModelStore struct {
 	mu       sync.Mutex
 	lastRaw  []byte
 	lastStat fileStamp
+	// trust is the rollback floor and age limit (model_trust.go).
+	trust modelTrust
 }
 
 type fileStamp struct {
@@ -101,6 +103,12 @@ func (s *ModelStore) install(h quant.Header, newScorer func() policy.Scorer, net
 			return false, nil // the same model again
 		}
 	}
+	if err := s.checkTrust(&h); err != nil {
+		return false, err
+	}
+	if err := s.raiseFloor(&h); err != nil {
+		return false, err
+	}
 	m := newModel(h, newScorer)
 	m.net = net
 	// Metrics first: whoever sees the new model also sees them counted.
@@ -119,7 +127,7 @@ func (s *ModelStore) refuse(reason string, err error) error {
 }
 
 // RefusalError is a refused model: Reason is the refusals metric's label
-// (read, signature, artifact, rollback, int8).
+// (read, signature, artifact, rollback, int8, stale, state).
 type RefusalError struct {
 	Reason string
 	Err    error

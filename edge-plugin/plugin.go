@@ -72,7 +72,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: targetWorkload: %v", ErrArgs, err)
 	}
-	p := newEdgePolicy(h, *args, NewModelStore(keys), target)
+	models, err := OpenModelStore(args.modelStoreOptions(keys))
+	if err != nil {
+		return nil, fmt.Errorf("%w: modelStatePath: %v", ErrArgs, err)
+	}
+	p := newEdgePolicy(h, *args, models, target)
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	p.conv.log = logger
 	if args.ModelConfigMap != "" {

@@ -151,6 +151,10 @@ const (
 	ReasonNonFinite   = "non_finite"
 	ReasonTooLarge    = "too_large"
 	ReasonRoundClosed = "round_closed"
+	// ReasonSubject: the update arrived on another site's subject than
+	// the one its header names (a site relaying a message it did not
+	// make); it is not attributed to either site.
+	ReasonSubject = "wrong_subject"
 )
 
 // UpdateHeader describes an update message.

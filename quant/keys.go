@@ -17,6 +17,9 @@ import (
 var (
 	ErrKey        = errors.New("quant: bad key")
 	ErrUnknownKey = errors.New("quant: unknown signing key")
+	// ErrRetiredKey: the artifact's key was retired by a key rotation
+	// (it also matches ErrUnknownKey: the key is no longer trusted).
+	ErrRetiredKey = fmt.Errorf("%w: retired", ErrUnknownKey)
 )
 
 // KeyID names a public key: "ed25519:" and the first 16 hex digits of
@@ -57,11 +60,13 @@ func (s *Signer) Public() ed25519.PublicKey { return s.priv.Public().(ed25519.Pu
 // Sign signs a message with the private key.
 func (s *Signer) Sign(msg []byte) []byte { return ed25519.Sign(s.priv, msg) }
 
-// Keyring holds the public keys artifacts may be signed with, by key ID.
-// The zero value is empty; a Keyring is read-only once built and safe for
-// concurrent use.
+// Keyring holds the public keys artifacts may be signed with, by key ID,
+// and the IDs of retired keys (Retire), which are refused even when the
+// key is also added. The zero value is empty; a Keyring is read-only once
+// built and safe for concurrent use.
 type Keyring struct {
-	keys map[string]ed25519.PublicKey
+	keys    map[string]ed25519.PublicKey
+	retired map[string]bool
 }
 
 // Add trusts a public key and returns its ID.
@@ -77,19 +82,25 @@ func (k *Keyring) Add(pub ed25519.PublicKey) (string, error) {
 	return id, nil
 }
 
-// Lookup returns the key with an ID.
+// Lookup returns the key with an ID; a retired key is refused with
+// ErrRetiredKey (which also matches ErrUnknownKey).
 func (k *Keyring) Lookup(id string) (ed25519.PublicKey, error) {
+	if k.retired[id] {
+		return nil, fmt.Errorf("%w: %q was retired (key rotation); artifacts it signed are no longer trusted", ErrRetiredKey, id)
+	}
 	if pub, ok := k.keys[id]; ok {
 		return pub, nil
 	}
 	return nil, fmt.Errorf("%w: %q is not in the keyring", ErrUnknownKey, id)
 }
 
-// IDs lists the trusted key IDs.
+// IDs lists the trusted key IDs (retired keys excluded).
 func (k *Keyring) IDs() []string {
 	var out []string
 	for id := range k.keys {
-		out = append(out, id)
+		if !k.retired[id] {
+			out = append(out, id)
+		}
 	}
 	return out
 }
@@ -173,7 +184,9 @@ func ReadPublicKey(path string) (ed25519.PublicKey, error) {
 }
 
 // LoadKeyring trusts every public key file given: files, or directories
-// whose *.pub files are read.
+// whose *.pub files are read. Files named *.retired (given, or found in a
+// directory) hold retired public keys (RetiredSuffix): they are refused
+// even if a .pub of the same key is also present (docs/security.md).
 func LoadKeyring(paths ...string) (*Keyring, error) {
 	k := &Keyring{}
 	for _, p := range paths {
@@ -183,16 +196,27 @@ func LoadKeyring(paths ...string) (*Keyring, error) {
 		}
 		files := []string{p}
 		if st.IsDir() {
-			if files, err = filepath.Glob(filepath.Join(p, "*.pub")); err != nil {
+			pubs, err := filepath.Glob(filepath.Join(p, "*.pub"))
+			if err != nil {
 				return nil, fmt.Errorf("keyring: %w", err)
 			}
+			retired, err := filepath.Glob(filepath.Join(p, "*"+RetiredSuffix))
+			if err != nil {
+				return nil, fmt.Errorf("keyring: %w", err)
+			}
+			files = append(pubs, retired...)
 		}
 		for _, f := range files {
 			pub, err := ReadPublicKey(f)
 			if err != nil {
 				return nil, err
 			}
-			if _, err := k.Add(pub); err != nil {
+			if strings.HasSuffix(f, RetiredSuffix) {
+				_, err = k.Retire(pub)
+			} else {
+				_, err = k.Add(pub)
+			}
+			if err != nil {
 				return nil, err
 			}
 		}

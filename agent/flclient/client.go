@@ -16,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/boltkv"
 	"github.com/edgesched/edgesched/policy"
@@ -68,16 +69,32 @@ type Config struct {
 	// (installed model, pending outbox) for `edgectl sites`; it also
 	// reports after every install and ack. 0 turns reports off.
 	ReportInterval time.Duration
+	// StatePoll is how often the round and model keys are read again
+	// when no change notification arrived (default 5s; notifications can
+	// be lost while the link is down).
+	StatePoll time.Duration
+	// MaxModelAge refuses to install a model whose signed creation time
+	// is older than this (freeze protection, trust.go); 0: no limit.
+	MaxModelAge time.Duration
+	// FreezeAfter reports the model feed frozen when rounds have named a
+	// base version above the installed one for this long (0: off).
+	FreezeAfter time.Duration
+	// Now is the client's clock (nil: time.Now).
+	Now func() time.Time
 	// Seed drives training and rounding seeds (with the sequence).
 	Seed   uint64
 	Logger *slog.Logger
+	// Sequencer, when set, shares the sequence and the unsent updates
+	// with the site's other agents (agent/site); nil: this agent is the
+	// site's only one.
+	Sequencer Sequencer
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{OutboxLimit: 64, OutboxPolicy: DropOldest, Encoding: quant.UpdateInt8, ChunkSize: quant.DefaultChunkSize,
 		PublishTimeout: 5 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 5 * time.Second,
-		ReportInterval: 10 * time.Second}
+		ReportInterval: 10 * time.Second, StatePoll: 5 * time.Second}
 }
 
 // ErrConfig wraps configuration refusals.
@@ -106,6 +123,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: ChunkSize %d", ErrConfig, c.ChunkSize)
 	case c.PublishTimeout <= 0 || c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin || c.AsyncInterval < 0 || c.ReportInterval < 0:
 		return fmt.Errorf("%w: timeouts and backoff must be positive (BackoffMax >= BackoffMin)", ErrConfig)
+	case c.StatePoll <= 0 || c.MaxModelAge < 0 || c.FreezeAfter < 0:
+		return fmt.Errorf("%w: StatePoll must be positive, MaxModelAge and FreezeAfter >= 0", ErrConfig)
 	}
 	return nil
 }
@@ -142,6 +161,10 @@ func New(cfg Config) (*Client, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Client{cfg: cfg, db: db, log: log.With("site", cfg.Site), wake: make(chan struct{}, 1), nudge: make(chan struct{}, 1), residual: &quant.Residual{}}
+	if err := migrateHWM(db); err != nil {
+		db.Close()
+		return nil, err
+	}
 	_ = db.View(func(tx *bolt.Tx) error {
 		if raw := tx.Bucket(bucketMeta).Get(keyResidual); len(raw) > 0 {
 			c.residual = quant.NewResidual(bytesFloats(raw))
@@ -175,10 +198,14 @@ func (c *Client) Run(ctx context.Context, nc *nats.Conn) error {
 		return fmt.Errorf("subscribe to acks: %w", err)
 	}
 	defer sub.Unsubscribe()
+	if want := natsauth.SiteInboxPrefix(c.cfg.Site); nc.Opts.InboxPrefix != want {
+		c.log.Warn("NATS inbox prefix is not the site's: the fleet's NATS permissions will refuse replies", "inbox_prefix", nc.Opts.InboxPrefix, "want", want)
+	}
 	events := make(chan jetstream.KeyValueEntry, 16)
 	var wg sync.WaitGroup
-	wg.Add(4)
-	go func() { defer wg.Done(); c.watch(ctx, js, events) }()
+	wg.Add(5)
+	go func() { defer wg.Done(); c.watch(ctx, nc, js, events) }()
+	go func() { defer wg.Done(); c.freezeLoop(ctx) }()
 	go func() { defer wg.Done(); c.publishLoop(ctx, js) }()
 	go func() { defer wg.Done(); c.workLoop(ctx, js, events) }()
 	go func() { defer wg.Done(); c.reportLoop(ctx, nc) }()
@@ -191,50 +218,6 @@ func (c *Client) kick() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
-	}
-}
-
-// watch follows the state bucket's keys, re-watching with backoff after
-// any failure (no bucket yet, connection lost).
-func (c *Client) watch(ctx context.Context, js jetstream.JetStream, out chan<- jetstream.KeyValueEntry) {
-	b := backoff.New(c.cfg.BackoffMin, c.cfg.BackoffMax, c.cfg.Seed^0x77)
-	for ctx.Err() == nil {
-		err := func() error {
-			kv, err := js.KeyValue(ctx, federated.StateBucket)
-			if err != nil {
-				return err
-			}
-			w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-			if err != nil {
-				return err
-			}
-			defer w.Stop()
-			b.Reset()
-			for {
-				select {
-				case <-ctx.Done():
-					return nil
-				case e, ok := <-w.Updates():
-					if !ok {
-						return errors.New("watcher closed")
-					}
-					if e == nil {
-						continue
-					}
-					select {
-					case out <- e:
-					case <-ctx.Done():
-						return nil
-					}
-				}
-			}
-		}()
-		if err != nil && ctx.Err() == nil {
-			c.log.Debug("watch state", "err", err)
-			if !b.Sleep(ctx) {
-				return
-			}
-		}
 	}
 }
 
@@ -274,6 +257,7 @@ func (c *Client) workLoop(ctx context.Context, js jetstream.JetStream, events <-
 				c.mu.Lock()
 				c.round = a
 				c.mu.Unlock()
+				c.noteAnnouncement(a)
 				if err := c.trainRound(ctx, js, a, false); err != nil && ctx.Err() == nil {
 					c.log.Warn("training", "round", a.Round, "err", err)
 				}
@@ -294,8 +278,12 @@ func (c *Client) workLoop(ctx context.Context, js jetstream.JetStream, events <-
 // trainRound trains once for announcement a (unless this round was
 // already trained and again is false) and queues the update.
 func (c *Client) trainRound(ctx context.Context, js jetstream.JetStream, a *federated.RoundAnnouncement, again bool) error {
-	var last uint64
-	_ = c.db.View(func(tx *bolt.Tx) error { last = getU64(tx.Bucket(bucketMeta), keyRound); return nil })
+	var last, local uint64
+	_ = c.db.View(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		last, local = getU64(m, keyRound), getU64(m, keySeq)
+		return nil
+	})
 	if a.Round <= last && !again {
 		return nil
 	}
@@ -303,8 +291,21 @@ func (c *Client) trainRound(ctx context.Context, js jetstream.JetStream, a *fede
 	if err != nil {
 		return err
 	}
-	var seq uint64
-	_ = c.db.View(func(tx *bolt.Tx) error { seq = getU64(tx.Bucket(bucketMeta), keySeq) + 1; return nil })
+	seq := local + 1
+	if sq := c.cfg.Sequencer; sq != nil {
+		s, err := sq.Reserve(ctx, a.Round, local, again)
+		if errors.Is(err, ErrRoundQueued) {
+			c.log.Info("round skipped: another agent of the site queued its update", "round", a.Round)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reserve a sequence: %w", err)
+		}
+		if s <= local {
+			return fmt.Errorf("sequencer returned %d, not above this agent's %d", s, local)
+		}
+		seq = s
+	}
 	seed := c.cfg.Seed ^ (seq * 0x9e3779b97f4a7c15)
 	trained, samples, err := c.cfg.Trainer.Train(ctx, base, a.Local, seed)
 	if err != nil {
@@ -321,7 +322,7 @@ func (c *Client) trainRound(ctx context.Context, js jetstream.JetStream, a *fede
 	for i := range bf {
 		delta[i] = tf[i] - bf[i]
 	}
-	return c.enqueue(a.Round, baseID, baseVersion, samples, delta, seed)
+	return c.enqueue(ctx, seq, a.Round, again, baseID, baseVersion, samples, delta, seed)
 }
 
 // baseModel is the model to train from: the announced base (fetched and
@@ -359,11 +360,8 @@ func (c *Client) fetchArtifact(ctx context.Context, js jetstream.JetStream, obje
 	})
 	raw := local
 	if len(raw) == 0 {
-		obj, err := js.ObjectStore(ctx, federated.ModelBucket)
-		if err != nil {
-			return nil, nil, fmt.Errorf("model bucket: %w", err)
-		}
-		if raw, err = obj.GetBytes(ctx, object); err != nil {
+		var err error
+		if raw, err = fetchObject(ctx, js, object); err != nil {
 			return nil, nil, fmt.Errorf("fetch %s: %w", object, err)
 		}
 	}
@@ -377,9 +375,10 @@ func (c *Client) fetchArtifact(ctx context.Context, js jetstream.JetStream, obje
 	return a, raw, nil
 }
 
-// enqueue signs an update and writes it to the outbox, with the next
-// sequence and the error-feedback residual, in one transaction.
-func (c *Client) enqueue(round uint64, baseID string, baseVersion uint64, samples int64, delta []float32, seed uint64) error {
+// enqueue signs an update with sequence seq and writes it to the outbox,
+// with the sequence and the error-feedback residual, in one transaction.
+// With a Sequencer the signed update is staged with the site first.
+func (c *Client) enqueue(ctx context.Context, seq, round uint64, again bool, baseID string, baseVersion uint64, samples int64, delta []float32, seed uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	res := quant.NewResidual(c.residual.Values())
@@ -387,25 +386,40 @@ func (c *Client) enqueue(round uint64, baseID string, baseVersion uint64, sample
 	if err != nil {
 		return err
 	}
+	msg, err := federated.EncodeUpdateMsg(federated.UpdateHeader{Site: c.cfg.Site, Seq: seq, Round: round, BaseModel: baseID,
+		BaseVersion: baseVersion, Samples: samples, Created: time.Now().UTC()}, payload, c.cfg.Signer)
+	if err != nil {
+		return err
+	}
+	sq := c.cfg.Sequencer
+	if sq != nil {
+		if err := sq.Stage(ctx, seq, round, again, msg); err != nil {
+			if errors.Is(err, ErrRoundQueued) {
+				c.log.Info("update discarded: another agent of the site queued one for this round", "round", round, "seq", seq)
+				return nil
+			}
+			return fmt.Errorf("stage update %d with the site: %w", seq, err)
+		}
+	}
+	var dropped uint64 // the oldest entry, dropped for room (drop-oldest)
 	err = c.db.Update(func(tx *bolt.Tx) error {
+		dropped = 0
 		m, ob := tx.Bucket(bucketMeta), tx.Bucket(bucketOutbox)
+		if cur := getU64(m, keySeq); seq <= cur {
+			return fmt.Errorf("sequence %d is not above the outbox's %d", seq, cur)
+		}
 		if ob.Stats().KeyN >= c.cfg.OutboxLimit {
 			if c.cfg.OutboxPolicy == RefuseNew {
 				return errOutboxFull // counted below: this transaction rolls back
 			}
 			k, _ := ob.Cursor().First()
+			dropped = boltkv.FromU64(k)
 			if err := ob.Delete(k); err != nil {
 				return err
 			}
 			if err := bumpCounters(tx, func(k *Counters) { k.DroppedFull++ }); err != nil {
 				return err
 			}
-		}
-		seq := getU64(m, keySeq) + 1
-		msg, err := federated.EncodeUpdateMsg(federated.UpdateHeader{Site: c.cfg.Site, Seq: seq, Round: round, BaseModel: baseID,
-			BaseVersion: baseVersion, Samples: samples, Created: time.Now().UTC()}, payload, c.cfg.Signer)
-		if err != nil {
-			return err
 		}
 		for _, kv := range [][2][]byte{{keySeq, u64(seq)}, {keyRound, u64(max(round, getU64(m, keyRound)))}, {keyTrained, u64(baseVersion)}, {keyResidual, floatsBytes(res.Values())}} {
 			if err := m.Put(kv[0], kv[1]); err != nil {
@@ -417,6 +431,14 @@ func (c *Client) enqueue(round uint64, baseID string, baseVersion uint64, sample
 		}
 		return bumpCounters(tx, func(k *Counters) { k.Trained++ })
 	})
+	if sq != nil {
+		switch {
+		case err != nil:
+			c.siteDone(ctx, seq) // staged, never queued here
+		case dropped != 0:
+			c.siteDone(ctx, dropped)
+		}
+	}
 	if errors.Is(err, errOutboxFull) {
 		c.log.Warn("outbox full: update not made", "limit", c.cfg.OutboxLimit)
 		if err := c.db.Update(func(tx *bolt.Tx) error { return bumpCounters(tx, func(k *Counters) { k.DroppedFull++ }) }); err != nil {
@@ -478,6 +500,29 @@ func (c *Client) publishLoop(ctx context.Context, js jetstream.JetStream) {
 			return bumpCounters(tx, func(k *Counters) { k.Published++ })
 		}); err != nil {
 			c.log.Error("outbox", "err", err)
+			continue
+		}
+		if c.cfg.Sequencer != nil {
+			c.siteDone(ctx, seq)
+		}
+	}
+}
+
+// siteDone tells the Sequencer that update seq left the outbox, retrying
+// with backoff until it succeeds or ctx ends (the site's copy is then
+// left behind: a successor re-sends it under its Msg-Id, which the
+// stream's de-duplication window or the coordinator's high-water mark
+// turns into a no-op).
+func (c *Client) siteDone(ctx context.Context, seq uint64) {
+	b := backoff.New(c.cfg.BackoffMin, c.cfg.BackoffMax, c.cfg.Seed^seq)
+	for {
+		err := c.cfg.Sequencer.Done(ctx, seq)
+		if err == nil {
+			return
+		}
+		c.log.Warn("site copy of a sent update not removed; retrying", "seq", seq, "err", err)
+		if !b.Sleep(ctx) {
+			return
 		}
 	}
 }
@@ -517,73 +562,6 @@ func (c *Client) onAck(m *nats.Msg) {
 		})
 	})
 	c.report()
-}
-
-// install verifies and installs a published model: both artifacts must
-// verify against ModelKeys, be the versions the notice names, and move
-// the version forward; the previous model is kept as last known good.
-func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federated.ModelNotice) error {
-	cur, _, err := c.installedArtifact(quant.Int8)
-	if err == nil && cur.Version >= n.Version {
-		return nil
-	}
-	fctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
-	defer cancel()
-	q, qraw, err := c.fetchArtifact(fctx, js, n.Int8Object, n.Version, quant.Int8)
-	if err == nil && q.Header.ModelID != n.Int8Model {
-		err = fmt.Errorf("int8 object holds model %s, the notice names %s", q.Header.ModelID, n.Int8Model)
-	}
-	var f *quant.Artifact
-	var fraw []byte
-	if err == nil {
-		f, fraw, err = c.fetchArtifact(fctx, js, n.FloatObject, n.Version, quant.Float32)
-	}
-	if err == nil && f.Header.ModelID != n.FloatModel {
-		err = fmt.Errorf("float object holds model %s, the notice names %s", f.Header.ModelID, n.FloatModel)
-	}
-	if err == nil && cur != nil {
-		err = quant.CheckNewer(&quant.Header{ModelID: cur.Int8, Version: cur.Version}, &q.Header)
-	}
-	if err != nil {
-		_ = c.db.Update(func(tx *bolt.Tx) error { return bumpCounters(tx, func(k *Counters) { k.RefusedModels++ }) })
-		return err
-	}
-	inst := Installed{Version: n.Version, Round: n.Round, Float: f.Header.ModelID, Int8: q.Header.ModelID, Installed: time.Now().UTC()}
-	err = c.db.Update(func(tx *bolt.Tx) error {
-		mb := tx.Bucket(bucketModels)
-		if prev := mb.Get(keyInstalled); prev != nil {
-			if err := mb.Put(keyLKG, append([]byte(nil), prev...)); err != nil {
-				return err
-			}
-		}
-		raw, err := json.Marshal(inst)
-		if err != nil {
-			return err
-		}
-		if err := mb.Put(keyInstalled, raw); err != nil {
-			return err
-		}
-		if err := mb.Put(blobKey(n.Version, quant.Float32), fraw); err != nil {
-			return err
-		}
-		if err := mb.Put(blobKey(n.Version, quant.Int8), qraw); err != nil {
-			return err
-		}
-		pruneBlobs(mb, tx, n.Version)
-		return bumpCounters(tx, func(k *Counters) { k.Installed++ })
-	})
-	if err != nil {
-		return fmt.Errorf("install model version %d: %w", n.Version, err)
-	}
-	c.log.Info("model installed", "version", n.Version, "int8", q.Header.ModelID[:12])
-	c.report()
-	c.mu.Lock()
-	hooks := append([]func(Installed){}, c.onModel...)
-	c.mu.Unlock()
-	for _, f := range hooks {
-		f(inst)
-	}
-	return nil
 }
 
 // pruneBlobs keeps the artifacts of the installed and last-known-good

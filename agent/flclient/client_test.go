@@ -1,6 +1,7 @@
 package flclient
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -54,7 +55,7 @@ func TestOutboxFullPolicies(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range 5 {
-				if err := c.enqueue(1, base, 1, 10, []float32{0.5, -0.25, float32(i)}, uint64(i)); err != nil {
+				if err := c.enqueue(context.Background(), uint64(i+1), 1, false, base, 1, 10, []float32{0.5, -0.25, float32(i)}, uint64(i)); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -4,12 +4,20 @@
 // weight delta with the int8 codec and error feedback, signs it with the
 // site's key, and keeps it in a bounded bbolt outbox until JetStream has
 // stored it (published with an idempotency key, so retries cannot
-// duplicate it). It installs published models only after verifying their
-// signature and that the version moves forward, keeping the previous one
-// as last known good.
+// duplicate it). It reads the state bucket and the model store
+// with JetStream direct gets only (state.go: sites may not create
+// consumers under the fleet's NATS permissions) and installs published
+// models only after the trust rules of trust.go: signature by a trusted,
+// unretired key, a version above the highest ever installed (kept in
+// agent.db across restarts) and, optionally, a maximum age; it reports a
+// frozen model feed. The previous model is kept as last known good.
+// With a Sequencer (agent/site's ledger) the agents of one site share the
+// sequence and hand unsent updates over to the next site leader (Adopt,
+// Forget).
 //
-// Lifetimes and concurrency: New opens agent.db; Run owns three goroutines
-// (state watcher, worker, publisher) and returns when its context ends;
-// Close after Run. Every durable change is one bbolt transaction, so a
-// killed agent resumes with its outbox, sequence and residual intact.
+// Lifetimes and concurrency: New opens agent.db; Run owns its goroutines
+// (state reader, freeze check, worker, publisher, reporter) and returns
+// when its context ends; Close after Run. Every durable change is one
+// bbolt transaction, so a killed agent resumes with its outbox, sequence,
+// residual and rollback floor intact.
 package flclient

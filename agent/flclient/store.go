@@ -40,14 +40,20 @@ type Counters struct {
 	Published int `json:"published"`
 	// DroppedFull counts updates dropped because the outbox was full
 	// (drop-oldest policy) or not made (refuse-new policy).
-	DroppedFull      int            `json:"dropped_full"`
-	Accepted         int            `json:"accepted"`
-	Duplicate        int            `json:"duplicate"`
-	Rejected         map[string]int `json:"rejected,omitempty"`
-	Installed        int            `json:"installed"`
-	RefusedModels    int            `json:"refused_models"`
-	PublishFailures  int            `json:"publish_failures"`
-	LastPublishError string         `json:"last_publish_error,omitempty"`
+	DroppedFull   int            `json:"dropped_full"`
+	Accepted      int            `json:"accepted"`
+	Duplicate     int            `json:"duplicate"`
+	Rejected      map[string]int `json:"rejected,omitempty"`
+	Installed     int            `json:"installed"`
+	RefusedModels int            `json:"refused_models"`
+	// RefusedModelReasons counts refused models by reason (trust.go's
+	// Refuse* constants); LastRefusal is the newest refusal.
+	RefusedModelReasons map[string]int `json:"refused_model_reasons,omitempty"`
+	LastRefusal         string         `json:"last_refusal,omitempty"`
+	// Freezes counts the times the model feed was found frozen.
+	Freezes          int    `json:"freezes,omitempty"`
+	PublishFailures  int    `json:"publish_failures"`
+	LastPublishError string `json:"last_publish_error,omitempty"`
 }
 
 // Installed describes an installed model.

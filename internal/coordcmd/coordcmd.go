@@ -22,6 +22,7 @@ import (
 
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
@@ -81,7 +82,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9464)")
 		seed        = fs.Uint64("seed", 1, "seed of DP noise and jitter")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
+		modelKeys   = fs.String("model-keys", "", "directory (or file) of model-signing public keys whose signatures on stored models are also accepted (key rotation; *.retired refused)")
+		conn        natsauth.ClientConfig
 	)
+	conn.AddFlags(fs, natsauth.CoordinatorInboxPrefix)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -109,6 +113,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("--model: %w", err)
 	}
 	cfg := d
+	if *modelKeys != "" {
+		if cfg.ModelKeys, err = quant.LoadKeyring(*modelKeys); err != nil {
+			return fmt.Errorf("--model-keys: %w", err)
+		}
+	}
+	connOpts, err := conn.Options()
+	if err != nil {
+		return fmt.Errorf("NATS connection flags: %w", err)
+	}
 	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Logger, cfg.Seed = *data, sites, signer, log, *seed
 	cfg.Mode, cfg.RoundDuration, cfg.MinUpdates, cfg.Buffer, cfg.MaxStaleness = federated.Mode(*mode), *roundDur, *minUpdates, *buffer, *maxStale
 	cfg.Rounds, cfg.AutoRounds, cfg.AutoPublish = *rounds, *autoRounds, !*manualPub
@@ -132,7 +145,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := c.Bootstrap(ctx, initial); err != nil {
 		return err
 	}
-	nc, err := nats.Connect(*url, nats.Name("edge-coordinator"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond), nats.ReconnectJitter(250*time.Millisecond, time.Second))
+	connOpts = append(connOpts, nats.Name("edge-coordinator"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond), nats.ReconnectJitter(250*time.Millisecond, time.Second),
+		// refusals by the server (permissions) arrive asynchronously
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Error("NATS", "err", err) }))
+	nc, err := nats.Connect(*url, connOpts...)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", *url, err)
 	}
@@ -147,7 +163,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		defer srv.Close()
 		log.Info("metrics", "addr", ln.Addr().String())
 	}
-	log.Info("coordinator up", "nats", *url, "sites", len(sites.Sites()), "mode", cfg.Mode, "aggregator", cfg.Aggregator.Rule)
+	log.Info("coordinator up", "nats", *url, "tls", conn.Secure(), "nkey", conn.NKeySeedFile != "", "sites", len(sites.Sites()), "mode", cfg.Mode, "aggregator", cfg.Aggregator.Rule)
 	err = c.Run(ctx, nc)
 	if errors.Is(err, context.Canceled) {
 		log.Info("coordinator stopped")

@@ -16,16 +16,21 @@ import (
 
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/federated/natsauth"
 )
 
-// ServerEnv names the environment variable that sets --server's default.
-const ServerEnv = "EDGESCHED_NATS"
+// Environment variables that set the connection flags' defaults.
+const (
+	ServerEnv = "EDGESCHED_NATS"
+	NKeyEnv   = "EDGESCHED_NKEY"   // --nkey
+	TLSCAEnv  = "EDGESCHED_TLS_CA" // --tls-ca
+)
 
 // adminFlags are the flags of every verb that talks to the coordinator's
 // admin API over NATS.
 type adminFlags struct {
 	server  string
-	creds   string
+	conn    natsauth.ClientConfig
 	timeout time.Duration
 	output  string
 }
@@ -37,7 +42,12 @@ func (f *adminFlags) register(cmd *cobra.Command) {
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.server, "server", "s", def, "NATS server URL of the fleet (default from $"+ServerEnv+")")
-	fl.StringVar(&f.creds, "creds", "", "NATS credentials file (user JWT and NKey seed)")
+	fl.StringVar(&f.conn.CredsFile, "creds", "", "NATS credentials file (user JWT and NKey seed)")
+	fl.StringVar(&f.conn.NKeySeedFile, "nkey", os.Getenv(NKeyEnv), "the operator's NKey seed file (edgectl auth init; default from $"+NKeyEnv+")")
+	fl.StringVar(&f.conn.CAFile, "tls-ca", os.Getenv(TLSCAEnv), "CA bundle that verifies the NATS server; turns TLS on (default from $"+TLSCAEnv+")")
+	fl.StringVar(&f.conn.CertFile, "tls-cert", "", "client certificate for mutual TLS")
+	fl.StringVar(&f.conn.KeyFile, "tls-key", "", "client certificate's private key")
+	fl.StringVar(&f.conn.InboxPrefix, "inbox-prefix", natsauth.AdminInboxPrefix, "reply-subject prefix (the admin identity may only read its own)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the coordinator")
 	fl.StringVarP(&f.output, "output", "o", "table", "table or json")
 }
@@ -57,10 +67,21 @@ func (f *adminFlags) call(endpoint string, req coordinator.AdminRequest, out any
 	if err := f.validate(); err != nil {
 		return err
 	}
-	opts := []nats.Option{nats.Name("edgectl"), nats.Timeout(f.timeout)}
-	if f.creds != "" {
-		opts = append(opts, nats.UserCredentials(f.creds))
+	opts, err := f.conn.Options()
+	if err != nil {
+		return err
 	}
+	// the server reports a refused publish asynchronously: keep it to
+	// explain a request that then times out
+	denied := make(chan error, 1)
+	opts = append(opts, nats.Name("edgectl"), nats.Timeout(f.timeout), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			select {
+			case denied <- err:
+			default:
+			}
+		}
+	}))
 	nc, err := nats.Connect(f.server, opts...)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", f.server, err)
@@ -76,6 +97,11 @@ func (f *adminFlags) call(endpoint string, req coordinator.AdminRequest, out any
 	case errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("no coordinator answers on %s at %s (is edge-coordinator running?)", subject, f.server)
 	case errors.Is(err, nats.ErrTimeout):
+		select {
+		case perr := <-denied:
+			return fmt.Errorf("%s: the NATS server refused this identity (is it an operator's? --nkey): %w", endpoint, perr)
+		default:
+		}
 		return fmt.Errorf("coordinator did not answer %s within %v", endpoint, f.timeout)
 	case err != nil:
 		return fmt.Errorf("%s: %w", endpoint, err)

@@ -36,7 +36,7 @@ learned ones included, on the openb production traces or on edge
 scenarios), trains learned policies in it, makes and checks signed int8
 model artifacts, and drives the fleet's federated learning through the
 coordinator's admin API over NATS (round, model list/show/promote/rollback,
-sites). 'edgectl demo' runs the whole system on one machine.`,
+sites), and keeps the fleet's identities and keys (auth). 'edgectl demo' runs the whole system on one machine.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -47,7 +47,9 @@ sites). 'edgectl demo' runs the whole system on one machine.`,
 		newModelCommand(opts),
 		newRoundCommand(),
 		newSitesCommand(),
+		newAuthCommand(),
 		newScenarioCommand(opts),
+		newTraceCommand(),
 		newExplainCommand(),
 		newVersionCommand(),
 	)

@@ -19,6 +19,7 @@ import (
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/coordcmd"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/ppo"
@@ -198,10 +199,12 @@ func (d *demo) federate(ctx context.Context, initial *policy.Model, res *Result)
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	connect := func(name string) (*nats.Conn, error) {
-		return nats.Connect(srv.ClientURL(), nats.Name(name), nats.MaxReconnects(-1))
+	// each identity with its own inbox prefix, as the fleet's NATS
+	// permissions require (docs/security.md)
+	connect := func(name, inbox string) (*nats.Conn, error) {
+		return nats.Connect(srv.ClientURL(), nats.Name(name), nats.MaxReconnects(-1), nats.CustomInboxPrefix(inbox))
 	}
-	nc, err := connect("coordinator")
+	nc, err := connect("coordinator", natsauth.CoordinatorInboxPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +229,7 @@ func (d *demo) federate(ctx context.Context, initial *policy.Model, res *Result)
 		}
 		defer cl.Close()
 		clients[i] = cl
-		snc, err := connect(s.Name)
+		snc, err := connect(s.Name, natsauth.SiteInboxPrefix(s.Name))
 		if err != nil {
 			return nil, err
 		}

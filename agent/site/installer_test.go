@@ -1,0 +1,173 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/edgesched/edgesched/agent/flclient"
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// fixedSource is a ModelSource holding one artifact; it counts calls.
+type fixedSource struct {
+	mu    sync.Mutex
+	raw   []byte
+	calls int
+}
+
+func (f *fixedSource) InstalledInt8Bytes() (*flclient.Installed, []byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.raw == nil {
+		return nil, nil, errors.New("no model installed")
+	}
+	return &flclient.Installed{Version: 1}, f.raw, nil
+}
+
+func (f *fixedSource) set(raw []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.raw = raw
+}
+
+func (f *fixedSource) called() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// TestInstaller writes verified models into the ConfigMap: created, the
+// same again unchanged, a newer one updated, an older one or another of
+// the same version refused (the newer one stays), untrusted, unsigned and
+// float32 artifacts refused, an unverifiable artifact in the ConfigMap
+// replaced.
+func TestInstaller(t *testing.T) {
+	ctx := context.Background()
+	coord, rogue := key(t, 1), key(t, 2)
+	client := fake.NewClientset()
+	reg := prometheus.NewRegistry()
+	cfg := DefaultInstallerConfig()
+	cfg.Client, cfg.Keys, cfg.Source, cfg.Identity, cfg.Registerer = client, keyring(t, coord), &fixedSource{}, "node-a", reg
+	in, err := NewInstaller(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, v3, v3b := int8Bytes(t, coord, 1, 2), int8Bytes(t, coord, 1, 3), int8Bytes(t, coord, 2, 3)
+	floatArt, err := quant.FromModel(smallModel(t, 1), quant.Info{Version: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	floatBytes, err := floatArt.Encode(coord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsigned, err := floatArt.Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name    string
+		raw     []byte
+		action  string
+		err     error
+		version uint64 // in the ConfigMap afterwards
+	}{
+		{"create", v2, ActionCreated, nil, 2},
+		{"same again", v2, ActionUnchanged, nil, 2},
+		{"newer", v3, ActionUpdated, nil, 3},
+		{"older", v2, "", ErrOlder, 3},
+		{"another model, same version", v3b, "", ErrOlder, 3},
+		{"untrusted key", int8Bytes(t, rogue, 1, 7), "", ErrUntrusted, 3},
+		{"unsigned", unsigned, "", ErrUntrusted, 3},
+		{"float32", floatBytes, "", ErrUntrusted, 3},
+		{"garbage", []byte("not a model"), "", ErrUntrusted, 3},
+	}
+	for _, s := range steps {
+		res, err := in.Install(ctx, s.raw)
+		if !errors.Is(err, s.err) || (s.err == nil && res.Action != s.action) {
+			t.Fatalf("%s: %+v, %v; want %s, %v", s.name, res, err, s.action, s.err)
+		}
+		cm, gerr := client.CoreV1().ConfigMaps(conventions.DefaultModelConfigMapNamespace).Get(ctx, conventions.DefaultModelConfigMapName, metav1.GetOptions{})
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		a, derr := quant.Decode(cm.BinaryData[conventions.DefaultModelConfigMapKey], quant.DecodeOptions{Keys: cfg.Keys})
+		if derr != nil || a.Header.Version != s.version || cm.Annotations[AnnotationInstalledBy] != "node-a" {
+			t.Fatalf("%s: ConfigMap holds %v (%v), want version %d", s.name, a, derr, s.version)
+		}
+	}
+	// an artifact the keys do not verify, put there by someone: replaced
+	cm, _ := client.CoreV1().ConfigMaps(conventions.DefaultModelConfigMapNamespace).Get(ctx, conventions.DefaultModelConfigMapName, metav1.GetOptions{})
+	cm.BinaryData = nil
+	cm.Data = map[string]string{conventions.DefaultModelConfigMapKey: string(int8Bytes(t, rogue, 1, 99))}
+	if _, err := client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := in.Install(ctx, v3)
+	if err != nil || res.Action != ActionUpdated {
+		t.Fatalf("replacing an unverifiable model: %+v, %v", res, err)
+	}
+	cm, _ = client.CoreV1().ConfigMaps(cm.Namespace).Get(ctx, cm.Name, metav1.GetOptions{})
+	if _, ok := cm.Data[conventions.DefaultModelConfigMapKey]; ok || len(cm.BinaryData[conventions.DefaultModelConfigMapKey]) == 0 {
+		t.Fatal("the model is not (only) in binaryData")
+	}
+	// created 1, unchanged 1, updated 2, older 2, refused 4
+	for result, want := range map[string]float64{"created": 1, "unchanged": 1, "updated": 2, "older": 2, "refused": 4} {
+		if got := testutil.ToFloat64(in.installs.WithLabelValues(result)); got != want {
+			t.Errorf("installs{result=%s} = %v, want %v", result, got, want)
+		}
+	}
+}
+
+// TestInstallerRun follows the source: nothing installed yet writes
+// nothing; a model appears and Notify writes it.
+func TestInstallerRun(t *testing.T) {
+	coord := key(t, 1)
+	client := fake.NewClientset()
+	src := &fixedSource{}
+	cfg := DefaultInstallerConfig()
+	cfg.Client, cfg.Keys, cfg.Source, cfg.Namespace = client, keyring(t, coord), src, "edge"
+	in, err := NewInstaller(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	get := func() (*v1.ConfigMap, error) {
+		return client.CoreV1().ConfigMaps("edge").Get(context.Background(), conventions.DefaultModelConfigMapName, metav1.GetOptions{})
+	}
+	// the first check at start and one on Notify: nothing to write
+	poll(t, 5*time.Second, "two checks of the source", func() (bool, string) {
+		in.Notify()
+		return src.called() >= 2, fmt.Sprint(src.called())
+	})
+	if _, err := get(); err == nil {
+		t.Fatal("a ConfigMap was written with no model installed")
+	}
+	src.set(int8Bytes(t, coord, 1, 4))
+	in.Notify()
+	poll(t, 5*time.Second, "the model in the ConfigMap", func() (bool, string) {
+		cm, err := get()
+		if err != nil {
+			return false, err.Error()
+		}
+		return cm.Annotations[AnnotationModelVersion] == "4", cm.Annotations[AnnotationModelVersion]
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("run: %v", err)
+	}
+}

@@ -1,0 +1,168 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/edgesched/edgesched/agent/flclient"
+)
+
+const testNS = "edgesched-system"
+
+func newLedger(t *testing.T, client kubernetes.Interface, identity string) *Ledger {
+	t.Helper()
+	l, err := NewLedger(LedgerConfig{Client: client, Namespace: testNS, Site: "store-1", Identity: identity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestLedgerSequence: two agents' ledgers on one cluster hand out one
+// increasing sequence; a reservation is above the agent's own newest; a
+// round the site queued is refused before training and at staging; a
+// refused stage leaves no handover; Done removes it. (Logic only: the
+// fake clientset does not check resourceVersions, so the e2e test runs
+// concurrent reservations against the real apiserver.)
+func TestLedgerSequence(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	a, b := newLedger(t, client, "node-a"), newLedger(t, client, "node-b")
+	steps := []struct {
+		l            *Ledger
+		round, after uint64
+		again        bool
+		want         uint64
+		err          error
+	}{
+		{a, 1, 0, false, 1, nil},
+		{a, 2, 1, false, 2, nil},
+		{b, 3, 0, false, 3, nil},  // b's own newest is 0: the ledger's 2 counts
+		{b, 4, 9, false, 10, nil}, // b's own newest is 9 (an outbox from before)
+		{a, 4, 2, true, 11, nil},  // async: another update for the round
+	}
+	for i, s := range steps {
+		got, err := s.l.Reserve(ctx, s.round, s.after, s.again)
+		if !errors.Is(err, s.err) || got != s.want {
+			t.Fatalf("step %d: reserve %d, %v; want %d, %v", i, got, err, s.want, s.err)
+		}
+	}
+	// stage round 4 with sequence 10: the handover exists, the round is taken
+	if err := b.Stage(ctx, 10, 4, false, []byte("update-10")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Reserve(ctx, 4, 11, false); !errors.Is(err, flclient.ErrRoundQueued) {
+		t.Fatalf("round 4 again: %v, want ErrRoundQueued", err)
+	}
+	if err := a.Stage(ctx, 11, 4, false, []byte("update-11")); !errors.Is(err, flclient.ErrRoundQueued) {
+		t.Fatalf("staging round 4 again: %v, want ErrRoundQueued", err)
+	}
+	if err := a.Stage(ctx, 11, 4, true, []byte("update-11")); err != nil { // async: fine
+		t.Fatal(err)
+	}
+	if err := a.Stage(ctx, 10, 5, false, []byte("something else")); err == nil {
+		t.Fatal("a second update under sequence 10 was staged")
+	}
+	hs, err := a.Handovers(ctx)
+	if err != nil || len(hs) != 2 || hs[0].Seq != 10 || hs[0].By != "node-b" || string(hs[1].Msg) != "update-11" {
+		t.Fatalf("handovers %+v (%v)", hs, err)
+	}
+	if err := b.Done(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Done(ctx, 10); err != nil { // gone already: fine
+		t.Fatal(err)
+	}
+	st, err := a.State(ctx)
+	if err != nil || st.Seq != 11 || st.Round != 4 || st.By != "node-a" {
+		t.Fatalf("ledger %+v (%v), want seq 11, round 4, by node-a", st, err)
+	}
+	// a ledger someone broke is reported, not overwritten
+	cm, _ := client.CoreV1().ConfigMaps(testNS).Get(ctx, LedgerName("store-1"), metav1.GetOptions{})
+	cm.Data[ledgerKey] = `{"v":1,"site":"store-1","seq":"many"}`
+	if _, err := client.CoreV1().ConfigMaps(testNS).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Reserve(ctx, 9, 0, false); !errors.Is(err, ErrLedger) {
+		t.Fatalf("damaged ledger: %v, want ErrLedger", err)
+	}
+}
+
+// memOutbox is an outbox for the reconciliation logic; adopt refuses
+// messages starting with "bad".
+type memOutbox struct{ entries map[uint64][]byte }
+
+func (m *memOutbox) Outbox() ([]uint64, error) {
+	var out []uint64
+	for s := range m.entries {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (m *memOutbox) OutboxEntry(seq uint64) ([]byte, error) { return m.entries[seq], nil }
+
+func (m *memOutbox) Adopt(seq uint64, msg []byte) error {
+	if string(msg[:3]) == "bad" {
+		return fmt.Errorf("%w: not signed", flclient.ErrAdopt)
+	}
+	m.entries[seq] = msg
+	return nil
+}
+
+func (m *memOutbox) Forget(seqs ...uint64) error {
+	for _, s := range seqs {
+		delete(m.entries, s)
+	}
+	return nil
+}
+
+// TestReconcile: this agent holds 1, 2 and 7; the site's ledger is at 5
+// with handovers 2, 3, 4 (another agent queued 3 and 4 and delivered 1)
+// and a forged 5. Reconciling adopts 3 and 4, forgets 1, refuses 5,
+// keeps 2, and hands over 7 (from before the ledger), raising it to 7.
+func TestReconcile(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	other, me := newLedger(t, client, "node-b"), newLedger(t, client, "node-a")
+	for seq := uint64(1); seq <= 5; seq++ {
+		if _, err := other.Reserve(ctx, seq, 0, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []uint64{2, 3, 4} {
+		if err := other.handOver(ctx, s, []byte(fmt.Sprintf("msg-%d", s))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := other.handOver(ctx, 5, []byte("bad-5")); err != nil {
+		t.Fatal(err)
+	}
+	ob := &memOutbox{entries: map[uint64][]byte{1: []byte("msg-1"), 2: []byte("msg-2"), 7: []byte("msg-7")}}
+	r, err := me.Reconcile(ctx, ob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := ob.Outbox()
+	if !slices.Equal(r.Adopted, []uint64{3, 4}) || !slices.Equal(r.Forgotten, []uint64{1}) || !slices.Equal(r.Refused, []uint64{5}) ||
+		!slices.Equal(r.HandedOver, []uint64{7}) || r.Ledger.Seq != 7 || !slices.Equal(got, []uint64{2, 3, 4, 7}) {
+		t.Fatalf("reconciled %+v, outbox %v", r, got)
+	}
+	hs, _ := me.Handovers(ctx)
+	if len(hs) != 5 || hs[4].Seq != 7 || hs[4].By != "node-a" {
+		t.Fatalf("handovers after: %+v", hs)
+	}
+	// again: nothing to do
+	r, err = me.Reconcile(ctx, ob)
+	if err != nil || len(r.Adopted)+len(r.Forgotten)+len(r.HandedOver) != 0 {
+		t.Fatalf("second reconcile: %+v (%v)", r, err)
+	}
+}

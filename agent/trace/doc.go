@@ -1,0 +1,26 @@
+// Package trace is the site's workload trace: what ran on the cluster, in
+// the simulator's terms, kept in bbolt so the site leader can build its
+// digital twin (a sim/scenario file) for local training, and so
+// `edgectl trace export` can hand it to `edgectl sim` and `edgectl train`.
+//
+// A Recorder watches every Pod and Node through client-go informers and
+// records pod arrivals (at their creationTimestamp), bindings and
+// deletions with the requests the scheduler plugin reads (CPU, memory,
+// GPU count, share and models, QoS, priority), node usage from the agents'
+// telemetry annotation (agent/telemetry), and pod-to-pod call rates from
+// the flows annotation each agent publishes for its node (FlowsAnnotation,
+// fed by ObserveFlows from the node's eBPF flow collector). Every agent of
+// a site records (warm standbys), so the history survives a change of
+// leader. A Store keeps the events with bounded retention (age and count,
+// oldest first, in the same transaction as the append) plus the pods and
+// nodes that are current, and exports them with Export.
+//
+// On-disk records use a small versioned binary format (EncodeEvent,
+// DecodeEvent; fuzzed). docs/site-leader.md describes the formats, the
+// retention and what the export infers.
+//
+// Concurrency and lifetimes: a Store is safe for concurrent use and is
+// closed by its owner after every user stopped; Recorder.Run owns the
+// informers and a writer goroutine and returns after they stopped, having
+// written what was queued. ObserveFlows may be called from any goroutine.
+package trace

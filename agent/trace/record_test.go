@@ -1,0 +1,134 @@
+package trace
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgesched/edgesched/sim"
+)
+
+var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+
+// sampleEvents is one event of every kind, with non-trivial values.
+func sampleEvents() []Event {
+	return []Event{
+		{Kind: PodArrival, Time: t0, Pod: &Pod{UID: "u-1", Namespace: "shop", Name: "cart-7d9f-x2", Service: "cart", CPUMilli: 500, MemoryMiB: 256,
+			GPUs: 1, GPUMilli: 250, GPUModels: []string{"T4", "A10"}, QoS: sim.QoSLS, Priority: -5, Arch: sim.ArchARM64, CPULimitMilli: 1000, CPUUsage: 0.4}},
+		{Kind: PodArrival, Time: t0.Add(time.Second), Pod: &Pod{UID: "u-2", Namespace: "shop", Name: "db-0"}},
+		{Kind: PodBinding, Time: t0.Add(2 * time.Second), Pod: &Pod{UID: "u-1", Namespace: "shop", Name: "cart-7d9f-x2", Node: "edge-a"}},
+		{Kind: PodDeletion, Time: t0.Add(time.Hour), Pod: &Pod{UID: "u-1", Namespace: "shop", Name: "cart-7d9f-x2"}},
+		{Kind: NodeUsage, Time: t0.Add(10 * time.Second), Usage: &Usage{Node: "edge-a", CPU: 0.25, Mem: 0.5, CPUMilli: 4000, RequestedCPUMilli: 2000}},
+		{Kind: EdgeRate, Time: t0.Add(20 * time.Second), Edge: &Edge{Src: PodRef{"shop", "cart-7d9f-x2"}, Dst: PodRef{"shop", "db-0"}, CallsPerSecond: 12.5, Reporter: "edge-a"}},
+		{Kind: NodeInfo, Time: t0, Node: &Node{Name: "edge-a", CPUMilli: 4000, MemoryMiB: 8192, GPUs: 2, GPUModel: "T4", Zone: "zone-1", Arch: sim.ArchAMD64}},
+	}
+}
+
+func TestEventRoundTrip(t *testing.T) {
+	for _, e := range sampleEvents() {
+		t.Run(e.Kind.String(), func(t *testing.T) {
+			b, err := EncodeEvent(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := DecodeEvent(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, e) {
+				t.Fatalf("round trip:\n got %+v\nwant %+v", got, e)
+			}
+		})
+	}
+}
+
+func TestEventRefusals(t *testing.T) {
+	good, err := EncodeEvent(sampleEvents()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := func(cpu float64) Event {
+		return Event{Kind: NodeUsage, Time: t0, Usage: &Usage{Node: "n", CPU: cpu}}
+	}
+	decode := []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"empty", nil, "too short"},
+		{"version", append([]byte{9}, good[1:]...), "version 9"},
+		{"kind", append([]byte{1, 0}, good[2:]...), "unknown kind 0"},
+		{"kind high", append([]byte{1, 99}, good[2:]...), "unknown kind 99"},
+		{"truncated", good[:len(good)-3], "truncated"},
+		{"trailing", append(append([]byte{}, good...), 0), "trailing"},
+		{"string over the record", []byte{1, byte(PodDeletion), 0, 0x7f, 'a'}, "exceeds"},
+		{"oversized", make([]byte, MaxRecordBytes+1), "exceeds"},
+	}
+	for _, tc := range decode {
+		t.Run("decode "+tc.name, func(t *testing.T) {
+			_, err := DecodeEvent(tc.b)
+			if !errors.Is(err, ErrRecord) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want ErrRecord mentioning %q", err, tc.want)
+			}
+		})
+	}
+	encode := []struct {
+		name string
+		e    Event
+		want string
+	}{
+		{"no payload", Event{Kind: PodArrival, Time: t0}, "0 payloads"},
+		{"two payloads", Event{Kind: NodeUsage, Time: t0, Usage: &Usage{Node: "n"}, Node: &Node{Name: "n"}}, "2 payloads"},
+		{"no time", Event{Kind: NodeInfo, Node: &Node{Name: "n"}}, "no time"},
+		{"nan usage", usage(math.NaN()), "out of range"},
+		{"usage above 1", usage(1.5), "out of range"},
+		{"negative cpu", Event{Kind: PodArrival, Time: t0, Pod: &Pod{UID: "u", Namespace: "a", Name: "b", CPUMilli: -1}}, "out of range"},
+		{"gpu share without gpus", Event{Kind: PodArrival, Time: t0, Pod: &Pod{UID: "u", Namespace: "a", Name: "b", GPUMilli: 500}}, "gpu request"},
+		{"long name", Event{Kind: PodDeletion, Time: t0, Pod: &Pod{UID: "u", Namespace: "a", Name: strings.Repeat("x", maxString+1)}}, "name is"},
+		{"binding without node", Event{Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u", Namespace: "a", Name: "b"}}, "node missing"},
+		{"infinite rate", Event{Kind: EdgeRate, Time: t0, Edge: &Edge{Src: PodRef{"a", "b"}, Dst: PodRef{"a", "c"}, Reporter: "n", CallsPerSecond: math.Inf(1)}}, "rate"},
+		{"unknown kind", Event{Kind: 42, Time: t0, Node: &Node{Name: "n"}}, "unknown kind"},
+	}
+	for _, tc := range encode {
+		t.Run("encode "+tc.name, func(t *testing.T) {
+			_, err := EncodeEvent(tc.e)
+			if !errors.Is(err, ErrRecord) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want ErrRecord mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzDecodeEvent: any input decodes or is refused with ErrRecord, never
+// panics; what decodes re-encodes to a record that decodes to the same
+// event.
+func FuzzDecodeEvent(f *testing.F) {
+	for _, e := range sampleEvents() {
+		b, err := EncodeEvent(e)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{1, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := DecodeEvent(b)
+		if err != nil {
+			if !errors.Is(err, ErrRecord) {
+				t.Fatalf("error without ErrRecord: %v", err)
+			}
+			return
+		}
+		b2, err := EncodeEvent(e)
+		if err != nil {
+			t.Fatalf("decoded event does not encode: %v", err)
+		}
+		e2, err := DecodeEvent(b2)
+		if err != nil || !reflect.DeepEqual(e, e2) {
+			t.Fatalf("re-encoded event differs: %v\n%+v\n%+v", err, e, e2)
+		}
+	})
+}

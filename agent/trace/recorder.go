@@ -1,0 +1,700 @@
+package trace
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/edgesched/edgesched/agent/telemetry"
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/sim"
+)
+
+// LabelService names the service a pod is a replica of, for the trace's
+// dependency graph (takes precedence over app.kubernetes.io/name and app).
+const LabelService = "edgesched.io/service"
+
+// RecorderConfig configures a Recorder. Start from DefaultRecorderConfig.
+type RecorderConfig struct {
+	// Store receives the events (required; the caller closes it after Run).
+	Store *Store
+	// Client reads Pods and Nodes (cluster-wide list/watch) and patches
+	// this agent's Node (its flows annotation).
+	Client kubernetes.Interface
+	// NodeName is this agent's node: the flows given to ObserveFlows are
+	// published in its FlowsAnnotation. "" publishes nothing.
+	NodeName string
+	// FlowInterval is how often the flows annotation is written (the
+	// rate window); default 10s, at least 1s.
+	FlowInterval time.Duration
+	// BackoffMin and BackoffMax pace retries of failed writes (defaults
+	// 100ms and 5s).
+	BackoffMin, BackoffMax time.Duration
+	// Seed seeds the retry jitter.
+	Seed uint64
+	// Now is the clock (nil: time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// DefaultRecorderConfig returns the defaults.
+func DefaultRecorderConfig() RecorderConfig {
+	return RecorderConfig{FlowInterval: 10 * time.Second, BackoffMin: 100 * time.Millisecond, BackoffMax: 5 * time.Second}
+}
+
+// Validate names the first bad field.
+func (c *RecorderConfig) Validate() error {
+	switch {
+	case c.Store == nil:
+		return fmt.Errorf("%w: Store required", ErrConfig)
+	case c.Client == nil:
+		return fmt.Errorf("%w: Client required", ErrConfig)
+	case c.FlowInterval < time.Second || c.FlowInterval > time.Hour:
+		return fmt.Errorf("%w: FlowInterval %v, want 1s..1h", ErrConfig, c.FlowInterval)
+	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
+		return fmt.Errorf("%w: backoff must be positive (BackoffMax >= BackoffMin)", ErrConfig)
+	}
+	return nil
+}
+
+// Recorder records the site's workload into a Store: it watches every Pod
+// and Node of the cluster with client-go informers and turns what it sees
+// into events (arrivals at the pod's creationTimestamp, bindings,
+// deletions, node usage from the telemetry annotation, call rates from
+// every node's flows annotation). Every agent of a site runs one, so a new
+// leader has the history. Run owns its goroutines; ObserveFlows is safe to
+// call from any goroutine.
+type Recorder struct {
+	cfg RecorderConfig
+	log *slog.Logger
+	ch  chan Event
+
+	mu     sync.Mutex
+	stop   <-chan struct{}        // Run's ctx.Done(): queued sends give up
+	pods   map[types.UID]podState // recorded pods (alive)
+	nodes  map[string]Node        // recorded node attributes
+	usage  map[string]time.Time   // newest usage sample recorded per node
+	edges  map[string]time.Time   // newest flows window recorded per reporting node
+	flows  []FlowCount            // newest snapshot from ObserveFlows
+	flowAt time.Time
+	synced bool
+	stats  RecorderStats
+}
+
+// podState is what the recorder recorded of a live pod.
+type podState struct {
+	ref  PodRef
+	node string // "" while pending
+}
+
+// RecorderStats counts what a Recorder did since Run started.
+type RecorderStats struct {
+	Recorded, Skipped, Pruned int
+	// WriteErrors counts failed store transactions (retried).
+	WriteErrors int
+	// Malformed counts annotations and pods that could not be read (a
+	// pod with a malformed GPU request is recorded without GPUs).
+	Malformed int
+	// FlowsPublished counts flows annotations written.
+	FlowsPublished int
+}
+
+// NewRecorder checks cfg.
+func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Recorder{cfg: cfg, log: log, ch: make(chan Event, 4096), pods: map[types.UID]podState{}, nodes: map[string]Node{},
+		usage: map[string]time.Time{}, edges: map[string]time.Time{}}, nil
+}
+
+// Stats returns the counters.
+func (r *Recorder) Stats() RecorderStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats
+}
+
+// Synced reports whether the first list of pods and nodes was recorded
+// and reconciled with the store (pods deleted while the agent was down
+// are then recorded as deleted).
+func (r *Recorder) Synced() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.synced
+}
+
+// ObserveFlows hands the recorder the node's flow collector's newest
+// cumulative counts; the rates between two annotation writes are
+// published in FlowsAnnotation.
+func (r *Recorder) ObserveFlows(at time.Time, flows []FlowCount) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.flows, r.flowAt = append(r.flows[:0], flows...), at
+}
+
+const (
+	indexNode = "edgesched-node"
+	indexIP   = "edgesched-ip"
+	batchMax  = 512
+)
+
+// Run records until ctx ends. It returns ctx's error, or an error when
+// the informers cannot be set up.
+func (r *Recorder) Run(ctx context.Context) error {
+	live, err := r.cfg.Store.LivePods()
+	if err != nil {
+		return fmt.Errorf("read live pods: %w", err)
+	}
+	nodes, err := r.cfg.Store.Nodes()
+	if err != nil {
+		return fmt.Errorf("read nodes: %w", err)
+	}
+	r.mu.Lock()
+	r.stop = ctx.Done()
+	for _, e := range live {
+		r.pods[types.UID(e.Pod.UID)] = podState{ref: PodRef{e.Pod.Namespace, e.Pod.Name}, node: e.Pod.Node}
+	}
+	for _, e := range nodes {
+		r.nodes[e.Node.Name] = *e.Node
+	}
+	r.stats = RecorderStats{}
+	r.mu.Unlock()
+
+	factory := informers.NewSharedInformerFactory(r.cfg.Client, 0)
+	podInf := factory.Core().V1().Pods().Informer()
+	nodeInf := factory.Core().V1().Nodes().Informer()
+	if err := podInf.AddIndexers(cache.Indexers{indexNode: podNodeIndex, indexIP: podIPIndex}); err != nil {
+		return fmt.Errorf("pod indexers: %w", err)
+	}
+	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.podSeen(obj) },
+		UpdateFunc: func(_, obj any) { r.podSeen(obj) },
+		DeleteFunc: func(obj any) { r.podGone(obj) },
+	}); err != nil {
+		return fmt.Errorf("pod handler: %w", err)
+	}
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.nodeSeen(obj, podInf.GetIndexer()) },
+		UpdateFunc: func(_, obj any) { r.nodeSeen(obj, podInf.GetIndexer()) },
+		DeleteFunc: func(obj any) { r.nodeGone(obj) },
+	}); err != nil {
+		return fmt.Errorf("node handler: %w", err)
+	}
+
+	var wg sync.WaitGroup
+	wctx, stopWriter := context.WithCancel(context.WithoutCancel(ctx))
+	wg.Go(func() { r.writeLoop(wctx) })
+	factory.Start(ctx.Done())
+	defer func() {
+		factory.Shutdown() // handlers have returned: nothing more is queued
+		stopWriter()       // the writer drains what is queued, then stops
+		wg.Wait()
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced) {
+		return ctx.Err()
+	}
+	r.reconcile(podInf.GetIndexer(), nodeInf.GetIndexer())
+	// usage samples seen before the pods were listed were held back (the
+	// requests on each node were not known yet): record them now
+	for _, o := range nodeInf.GetIndexer().List() {
+		r.nodeSeen(o, podInf.GetIndexer())
+	}
+	if r.cfg.NodeName != "" {
+		wg.Go(func() { r.flowLoop(ctx, podInf.GetIndexer()) })
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// writeLoop appends queued events in batches, retrying a failed
+// transaction with backoff; when ctx ends it drains the queue once more.
+func (r *Recorder) writeLoop(ctx context.Context) {
+	b := backoff.New(r.cfg.BackoffMin, r.cfg.BackoffMax, r.cfg.Seed^0x7ace)
+	batch := make([]Event, 0, batchMax)
+	for {
+		batch = batch[:0]
+		select {
+		case e := <-r.ch:
+			batch = append(batch, e)
+		case <-ctx.Done():
+			for {
+				select {
+				case e := <-r.ch:
+					batch = append(batch, e)
+					continue
+				default:
+				}
+				break
+			}
+			if len(batch) > 0 {
+				r.append(batch)
+			}
+			return
+		}
+	fill:
+		for len(batch) < batchMax {
+			select {
+			case e := <-r.ch:
+				batch = append(batch, e)
+			default:
+				break fill
+			}
+		}
+		for !r.append(batch) {
+			if !b.Sleep(ctx) {
+				r.append(batch) // one last try on the way out
+				return
+			}
+		}
+		b.Reset()
+	}
+}
+
+func (r *Recorder) append(batch []Event) bool {
+	res, err := r.cfg.Store.Append(batch...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.stats.WriteErrors++
+		r.log.Error("trace write failed; retrying", "events", len(batch), "err", err)
+		return errors.Is(err, ErrRecord) // a record the format refuses is dropped, not retried
+	}
+	r.stats.Recorded += res.Recorded
+	r.stats.Skipped += res.Skipped
+	r.stats.Pruned += res.Pruned
+	return true
+}
+
+// emit queues an event for the writer; once Run's context ended it is
+// dropped (a restarted recorder finds arrivals again in its first list and
+// deletions by reconciling).
+func (r *Recorder) emit(e Event) {
+	select {
+	case r.ch <- e:
+	case <-r.stop:
+	}
+}
+
+// podSeen records a pod's arrival (once) and its binding, or its end when
+// it reached a terminal phase.
+func (r *Recorder) podSeen(obj any) {
+	p, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+		r.podGone(p)
+		return
+	}
+	r.mu.Lock()
+	st, known := r.pods[p.UID]
+	r.mu.Unlock()
+	if !known {
+		rec, err := PodRecord(p)
+		if err != nil {
+			r.mu.Lock()
+			r.stats.Malformed++
+			r.mu.Unlock()
+			r.log.Warn("pod recorded without its GPU request", "pod", p.Namespace+"/"+p.Name, "err", err)
+		}
+		r.emit(Event{Kind: PodArrival, Time: p.CreationTimestamp.Time, Pod: &rec})
+		st = podState{ref: PodRef{p.Namespace, p.Name}}
+		r.mu.Lock()
+		r.pods[p.UID] = st
+		r.mu.Unlock()
+	}
+	if p.Spec.NodeName != "" && p.Spec.NodeName != st.node {
+		r.emit(Event{Kind: PodBinding, Time: r.cfg.Now(), Pod: &Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName}})
+		st.node = p.Spec.NodeName
+		r.mu.Lock()
+		r.pods[p.UID] = st
+		r.mu.Unlock()
+	}
+}
+
+func (r *Recorder) podGone(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	p, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	_, known := r.pods[p.UID]
+	delete(r.pods, p.UID)
+	r.mu.Unlock()
+	if !known {
+		return
+	}
+	at := r.cfg.Now()
+	if dt := p.DeletionTimestamp; dt != nil && dt.Time.Before(at) {
+		at = dt.Time
+	}
+	r.emit(Event{Kind: PodDeletion, Time: at, Pod: &Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}})
+}
+
+// nodeSeen records a node's attributes when they change, its telemetry
+// summary and its published flows when newer than the last recorded.
+func (r *Recorder) nodeSeen(obj any, pods cache.Indexer) {
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	info := NodeRecord(n)
+	r.mu.Lock()
+	changed := r.nodes[n.Name] != info
+	if changed {
+		r.nodes[n.Name] = info
+	}
+	r.mu.Unlock()
+	if changed && info.CPUMilli > 0 {
+		r.emit(Event{Kind: NodeInfo, Time: r.cfg.Now(), Node: &info})
+	}
+	if v, ok := n.Annotations[telemetry.AnnotationKey]; ok {
+		r.nodeUsage(n, v, info, pods)
+	}
+	if v, ok := n.Annotations[FlowsAnnotation]; ok {
+		r.nodeFlows(n.Name, v)
+	}
+}
+
+func (r *Recorder) malformed(what, node string, err error) {
+	r.mu.Lock()
+	r.stats.Malformed++
+	r.mu.Unlock()
+	r.log.Debug("annotation not recorded", "annotation", what, "node", node, "err", err)
+}
+
+func (r *Recorder) nodeUsage(n *v1.Node, v string, info Node, pods cache.Indexer) {
+	s, err := telemetry.Decode(v)
+	if err != nil {
+		r.malformed(telemetry.AnnotationKey, n.Name, err)
+		return
+	}
+	r.mu.Lock()
+	if !r.synced {
+		r.mu.Unlock()
+		return // the pods are not listed yet: Run records it after the first list
+	}
+	last := r.usage[n.Name]
+	if !s.Time.After(last) {
+		r.mu.Unlock()
+		return
+	}
+	r.usage[n.Name] = s.Time
+	r.mu.Unlock()
+	var requested int64
+	objs, _ := pods.ByIndex(indexNode, n.Name)
+	for _, o := range objs {
+		if p, ok := o.(*v1.Pod); ok && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+			cpu, _ := podRequests(p)
+			requested += cpu
+		}
+	}
+	r.emit(Event{Kind: NodeUsage, Time: s.Time, Usage: &Usage{Node: n.Name, CPU: min(max(s.CPU, 0), 1), Mem: min(max(s.Mem, 0), 1),
+		CPUMilli: info.CPUMilli, RequestedCPUMilli: min(requested, sim.MaxQuantity)}})
+}
+
+func (r *Recorder) nodeFlows(node, v string) {
+	f, err := DecodeFlows(v)
+	if err != nil {
+		r.malformed(FlowsAnnotation, node, err)
+		return
+	}
+	r.mu.Lock()
+	last := r.edges[node]
+	if !f.Time.After(last) {
+		r.mu.Unlock()
+		return
+	}
+	r.edges[node] = f.Time
+	r.mu.Unlock()
+	for _, e := range f.Edges {
+		r.emit(Event{Kind: EdgeRate, Time: f.Time, Edge: &Edge{Src: e.Src, Dst: e.Dst, CallsPerSecond: e.CallsPerSecond, Reporter: node}})
+	}
+}
+
+func (r *Recorder) nodeGone(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	_, known := r.nodes[n.Name]
+	delete(r.nodes, n.Name)
+	r.mu.Unlock()
+	if known {
+		r.emit(Event{Kind: NodeInfo, Time: r.cfg.Now(), Node: &Node{Name: n.Name}})
+	}
+}
+
+// reconcile records as deleted the pods the store has alive that the
+// first list no longer shows (deleted while this agent was down), and
+// forgets nodes that are gone.
+func (r *Recorder) reconcile(pods, nodes cache.Indexer) {
+	present := map[types.UID]bool{}
+	for _, o := range pods.List() {
+		if p, ok := o.(*v1.Pod); ok {
+			present[p.UID] = true
+		}
+	}
+	now := r.cfg.Now()
+	var gone []Event
+	r.mu.Lock()
+	for uid, st := range r.pods {
+		if !present[uid] {
+			delete(r.pods, uid)
+			gone = append(gone, Event{Kind: PodDeletion, Time: now, Pod: &Pod{UID: string(uid), Namespace: st.ref.Namespace, Name: st.ref.Name}})
+		}
+	}
+	for name := range r.nodes {
+		if _, exists, _ := nodes.GetByKey(name); !exists {
+			delete(r.nodes, name)
+			gone = append(gone, Event{Kind: NodeInfo, Time: now, Node: &Node{Name: name}})
+		}
+	}
+	r.mu.Unlock()
+	if len(gone) > 0 {
+		r.log.Info("recording what changed while the agent was down", "events", len(gone))
+	}
+	for _, e := range gone {
+		r.emit(e)
+	}
+	r.mu.Lock()
+	r.synced = true
+	r.mu.Unlock()
+}
+
+// flowLoop publishes this node's call rates every FlowInterval.
+func (r *Recorder) flowLoop(ctx context.Context, pods cache.Indexer) {
+	t := time.NewTicker(r.cfg.FlowInterval)
+	defer t.Stop()
+	var rates flowRates
+	published := false // the last annotation written had edges
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		snap, at := append([]FlowCount(nil), r.flows...), r.flowAt
+		r.mu.Unlock()
+		if at.IsZero() {
+			continue
+		}
+		byAddr, win := rates.window(at, snap)
+		if win < time.Second {
+			continue
+		}
+		win = min(win, time.Hour)
+		f := Flows{Time: at, Window: win}
+		agg := map[[2]PodRef]float64{}
+		for k, rate := range byAddr {
+			src, ok1 := podByIP(pods, k[0])
+			dst, ok2 := podByIP(pods, k[1])
+			if ok1 && ok2 {
+				agg[[2]PodRef{src, dst}] += rate
+			}
+		}
+		for k, rate := range agg {
+			f.Edges = append(f.Edges, FlowEdge{Src: k[0], Dst: k[1], CallsPerSecond: min(rate, maxRate)})
+		}
+		if len(f.Edges) == 0 && !published {
+			continue
+		}
+		if err := r.publishFlows(ctx, f); err != nil {
+			r.log.Warn("flows annotation not written", "node", r.cfg.NodeName, "err", err)
+			continue
+		}
+		published = len(f.Edges) > 0
+	}
+}
+
+func (r *Recorder) publishFlows(ctx context.Context, f Flows) error {
+	v, err := EncodeFlows(f)
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{FlowsAnnotation: v}}})
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := r.cfg.Client.CoreV1().Nodes().Patch(pctx, r.cfg.NodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.stats.FlowsPublished++
+	r.mu.Unlock()
+	return nil
+}
+
+func podByIP(pods cache.Indexer, ip netip.Addr) (PodRef, bool) {
+	objs, err := pods.ByIndex(indexIP, ip.Unmap().String())
+	if err != nil || len(objs) != 1 {
+		return PodRef{}, false // unknown (outside the cluster) or ambiguous
+	}
+	p := objs[0].(*v1.Pod)
+	return PodRef{Namespace: p.Namespace, Name: p.Name}, true
+}
+
+func podNodeIndex(obj any) ([]string, error) {
+	p, ok := obj.(*v1.Pod)
+	if !ok || p.Spec.NodeName == "" {
+		return nil, nil
+	}
+	return []string{p.Spec.NodeName}, nil
+}
+
+// podIPIndex indexes running pods by their IPs; host-network pods share
+// their node's address and are left out.
+func podIPIndex(obj any) ([]string, error) {
+	p, ok := obj.(*v1.Pod)
+	if !ok || p.Spec.HostNetwork || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+		return nil, nil
+	}
+	var out []string
+	for _, ip := range p.Status.PodIPs {
+		if a, err := netip.ParseAddr(ip.IP); err == nil {
+			out = append(out, a.Unmap().String())
+		}
+	}
+	if len(out) == 0 && p.Status.PodIP != "" {
+		if a, err := netip.ParseAddr(p.Status.PodIP); err == nil {
+			out = append(out, a.Unmap().String())
+		}
+	}
+	return out, nil
+}
+
+// PodRecord converts a pod into the trace's Pod (its node left to
+// bindings): requests as the scheduler plugin reads them (the sum of the
+// containers', at least any init container's, plus overhead; memory
+// rounded up to MiB), the GPU request, QoS, priority, architecture (from
+// a kubernetes.io/arch node selector), CPU limit (when every container
+// sets one) and edgesched.io/cpu-usage. A malformed GPU request is
+// returned as an error with the record (without GPUs).
+func PodRecord(p *v1.Pod) (Pod, error) {
+	cpu, mem := podRequests(p)
+	rec := Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Service: PodService(p),
+		CPUMilli: min(cpu, sim.MaxQuantity), MemoryMiB: min((mem+(1<<20)-1)>>20, sim.MaxQuantity), QoS: conventions.PodQoS(p)}
+	gpu, err := conventions.PodGPURequest(p)
+	if err == nil {
+		rec.GPUs, rec.GPUMilli = gpu.GPUs, gpu.Milli
+		if len(gpu.Models) > maxModels {
+			gpu.Models = gpu.Models[:maxModels]
+		}
+		rec.GPUModels = gpu.Models
+	}
+	if p.Spec.Priority != nil {
+		rec.Priority = *p.Spec.Priority
+	}
+	if a, ok := p.Spec.NodeSelector[v1.LabelArchStable]; ok {
+		if arch, aerr := sim.ParseArch(a); aerr == nil {
+			rec.Arch = arch
+		}
+	}
+	var limit int64
+	for i := range p.Spec.Containers {
+		q, ok := p.Spec.Containers[i].Resources.Limits[v1.ResourceCPU]
+		if !ok {
+			limit = 0
+			break
+		}
+		limit += q.MilliValue()
+	}
+	rec.CPULimitMilli = min(max(limit, 0), sim.MaxQuantity)
+	if u, ok := conventions.PodCPUUsage(p); ok {
+		rec.CPUUsage = u
+	}
+	return rec, err
+}
+
+// podRequests is the pod's effective CPU (milli) and memory (bytes)
+// request: the containers' sum, at least any init container's, plus the
+// pod overhead.
+func podRequests(p *v1.Pod) (cpu, mem int64) {
+	for i := range p.Spec.Containers {
+		r := p.Spec.Containers[i].Resources.Requests
+		cpu += r.Cpu().MilliValue()
+		mem += r.Memory().Value()
+	}
+	for i := range p.Spec.InitContainers {
+		r := p.Spec.InitContainers[i].Resources.Requests
+		cpu = max(cpu, r.Cpu().MilliValue())
+		mem = max(mem, r.Memory().Value())
+	}
+	if p.Spec.Overhead != nil {
+		cpu += p.Spec.Overhead.Cpu().MilliValue()
+		mem += p.Spec.Overhead.Memory().Value()
+	}
+	return max(cpu, 0), max(mem, 0)
+}
+
+// PodService is the service a pod is a replica of: its LabelService,
+// app.kubernetes.io/name or app label, else its controller's name (a
+// ReplicaSet's without the pod-template-hash suffix, so a Deployment's
+// pods share one service across rollouts), else "".
+func PodService(p *v1.Pod) string {
+	for _, l := range []string{LabelService, "app.kubernetes.io/name", "app"} {
+		if v := p.Labels[l]; v != "" {
+			return v
+		}
+	}
+	ref := metav1.GetControllerOf(p)
+	if ref == nil {
+		return ""
+	}
+	if ref.Kind == "ReplicaSet" {
+		if h := p.Labels["pod-template-hash"]; h != "" {
+			return strings.TrimSuffix(ref.Name, "-"+h)
+		}
+	}
+	return ref.Name
+}
+
+// NodeRecord converts a node: allocatable CPU (milli) and memory (MiB),
+// GPUs and model as the plugin reads them, zone and architecture labels.
+func NodeRecord(n *v1.Node) Node {
+	a := n.Status.Allocatable
+	rec := Node{Name: n.Name, CPUMilli: min(max(a.Cpu().MilliValue(), 0), sim.MaxQuantity), MemoryMiB: min(max(a.Memory().Value()>>20, 0), sim.MaxQuantity),
+		Zone: n.Labels[conventions.LabelZone], Arch: sim.ArchAMD64}
+	gpus, model := conventions.NodeGPUs(n)
+	rec.GPUs, rec.GPUModel = int32(gpus), model
+	if arch, err := sim.ParseArch(n.Labels[conventions.LabelArch]); err == nil && arch != sim.ArchAny {
+		rec.Arch = arch
+	}
+	if len(rec.Zone) > maxString {
+		rec.Zone = rec.Zone[:maxString]
+	}
+	return rec
+}

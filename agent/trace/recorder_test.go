@@ -1,0 +1,248 @@
+package trace
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/edgesched/edgesched/agent/telemetry"
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/sim"
+)
+
+func testNode(name string, tel *telemetry.Summary) *v1.Node {
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{conventions.LabelZone: "zone-a", conventions.LabelGPUModel: "T4"}, Annotations: map[string]string{}},
+		Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi"), conventions.ResourceGPU: resource.MustParse("2")}}}
+	if tel != nil {
+		v, err := telemetry.Encode(*tel)
+		if err != nil {
+			panic(err)
+		}
+		n.Annotations[telemetry.AnnotationKey] = v
+	}
+	return n
+}
+
+func testPod(name, node, ip string, gpuMilli string) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(t0),
+		Labels: map[string]string{"app": "web"}, Annotations: map[string]string{}},
+		Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("100Mi")},
+			Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}}},
+		Status: v1.PodStatus{Phase: v1.PodRunning, PodIP: ip}}
+	if gpuMilli != "" {
+		p.Annotations[conventions.AnnotationGPUMilli] = gpuMilli
+	}
+	return p
+}
+
+// startRecorder runs a recorder until the returned stop is called.
+func startRecorder(t *testing.T, s *Store, client kubernetes.Interface, now func() time.Time) (*Recorder, func()) {
+	t.Helper()
+	cfg := DefaultRecorderConfig()
+	cfg.Store, cfg.Client, cfg.NodeName, cfg.FlowInterval, cfg.Now = s, client, "n1", time.Second, now
+	r, err := NewRecorder(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return r, func() {
+		cancel()
+		if err := <-done; err != context.Canceled {
+			t.Errorf("recorder: %v", err)
+		}
+	}
+}
+
+// poll checks cond every 20 ms until it holds or within passes.
+func poll(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s: %s", what, last)
+}
+
+func countKinds(t *testing.T, s *Store) map[Kind]int {
+	t.Helper()
+	n := map[Kind]int{}
+	if err := s.Events(func(_ uint64, e Event) error { n[e.Kind]++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestRecorderLogic drives a Recorder with client-go's fake clientset
+// (the e2e test runs it against the real apiserver): arrivals, bindings,
+// usage from the telemetry annotation, the node's flows published and
+// read back, and pods deleted while the recorder was down.
+func TestRecorderLogic(t *testing.T) {
+	ctx := context.Background()
+	tel := telemetry.Summary{Time: t0.Add(time.Minute), Window: 10 * time.Second, CPU: 0.5, Mem: 0.25, Load1: 1}
+	client := fake.NewClientset(testNode("n1", &tel),
+		testPod("web-1", "n1", "10.0.0.1", ""), testPod("web-2", "n1", "10.0.0.2", "300"), testPod("web-3", "", "", ""))
+	s := openTest(t, filepath.Join(t.TempDir(), "trace.db"), 24*time.Hour, 1000, func() time.Time { return t0.Add(time.Hour) })
+	defer s.Close()
+	r, stop := startRecorder(t, s, client, nil)
+	poll(t, 10*time.Second, "the first list recorded", func() (bool, string) {
+		k := countKinds(t, s)
+		return r.Synced() && k[PodArrival] == 3 && k[PodBinding] == 2 && k[NodeUsage] == 1, fmt.Sprint(k)
+	})
+	live, _ := s.LivePods()
+	var web2 *Pod
+	for _, e := range live {
+		if e.Pod.Name == "web-2" {
+			web2 = e.Pod
+		}
+	}
+	// 500m and 100Mi, one shared GPU at 300 milli, CPU limit 1000m,
+	// service from the app label, bound to n1
+	if web2 == nil || web2.CPUMilli != 500 || web2.MemoryMiB != 100 || web2.GPUs != 1 || web2.GPUMilli != 300 || web2.CPULimitMilli != 1000 || web2.Service != "web" || web2.Node != "n1" {
+		t.Fatalf("web-2 recorded as %+v", web2)
+	}
+	var usage *Usage
+	_ = s.Events(func(_ uint64, e Event) error {
+		if e.Kind == NodeUsage {
+			usage = e.Usage
+		}
+		return nil
+	})
+	// n1 has 4 CPUs; web-1 and web-2 request 500m each (web-3 is pending)
+	if usage == nil || usage.CPU != 0.5 || usage.CPUMilli != 4000 || usage.RequestedCPUMilli != 1000 {
+		t.Fatalf("usage %+v, want cpu 0.5 of 4000m with 1000m requested", usage)
+	}
+	nodes, _ := s.Nodes()
+	if len(nodes) != 1 || nodes[0].Node.GPUs != 2 || nodes[0].Node.GPUModel != "T4" || nodes[0].Node.Zone != "zone-a" || nodes[0].Node.Arch != sim.ArchAMD64 {
+		t.Fatalf("nodes %+v", nodes)
+	}
+
+	// flows: web-1 -> web-2 opens 50 connections per 10 s of collector
+	// time (5/s); an address outside the cluster is ignored
+	a, b, ext := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("192.0.2.9")
+	var conns uint64
+	at := t0
+	poll(t, 15*time.Second, "the flows annotation", func() (bool, string) {
+		conns += 50
+		at = at.Add(10 * time.Second)
+		r.ObserveFlows(at, []FlowCount{{Src: a, Dst: b, DstPort: 8080, Conns: conns}, {Src: a, Dst: ext, DstPort: 443, Conns: conns}})
+		time.Sleep(200 * time.Millisecond)
+		n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		v, ok := n.Annotations[FlowsAnnotation]
+		if !ok {
+			return false, "no annotation"
+		}
+		f, err := DecodeFlows(v)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(f.Edges) == 1 && f.Edges[0].Src.Name == "web-1" && f.Edges[0].Dst.Name == "web-2" && f.Edges[0].CallsPerSecond == 5, v
+	})
+	poll(t, 10*time.Second, "edges recorded from the annotation", func() (bool, string) {
+		k := countKinds(t, s)
+		return k[EdgeRate] >= 1, fmt.Sprint(k)
+	})
+	stop()
+
+	// while the recorder is down: web-1 is deleted, web-4 created
+	if err := client.CoreV1().Pods("shop").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Pods("shop").Create(ctx, testPod("web-4", "", "", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r, stop = startRecorder(t, s, client, nil)
+	defer stop()
+	poll(t, 10*time.Second, "the changes made while down", func() (bool, string) {
+		k := countKinds(t, s)
+		return r.Synced() && k[PodArrival] == 4 && k[PodDeletion] == 1, fmt.Sprint(k)
+	})
+	live, _ = s.LivePods()
+	if len(live) != 3 {
+		t.Fatalf("%d live pods, want web-2, web-3, web-4", len(live))
+	}
+	// a pod that finished counts as gone
+	done := testPod("web-3", "", "", "")
+	done.Status.Phase = v1.PodSucceeded
+	if _, err := client.CoreV1().Pods("shop").UpdateStatus(ctx, done, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 10*time.Second, "the finished pod", func() (bool, string) {
+		k := countKinds(t, s)
+		return k[PodDeletion] == 2, fmt.Sprint(k)
+	})
+}
+
+func TestRecorderConfig(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "trace.db"), time.Hour, 10, nil)
+	defer s.Close()
+	cases := []struct {
+		name string
+		mod  func(*RecorderConfig)
+	}{
+		{"no store", func(c *RecorderConfig) { c.Store = nil }},
+		{"no client", func(c *RecorderConfig) { c.Client = nil }},
+		{"interval", func(c *RecorderConfig) { c.FlowInterval = time.Millisecond }},
+		{"backoff", func(c *RecorderConfig) { c.BackoffMax = 0 }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultRecorderConfig()
+			cfg.Store, cfg.Client = s, fake.NewClientset()
+			tc.mod(&cfg)
+			if _, err := NewRecorder(cfg); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+// TestPodService: labels first, then the controller (a ReplicaSet's name
+// without its pod-template-hash).
+func TestPodService(t *testing.T) {
+	yes := true
+	rs := func(name string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{Kind: "ReplicaSet", Name: name, Controller: &yes}}
+	}
+	cases := []struct {
+		name   string
+		labels map[string]string
+		owners []metav1.OwnerReference
+		want   string
+	}{
+		{"edgesched label", map[string]string{LabelService: "cart", "app": "x"}, nil, "cart"},
+		{"app label", map[string]string{"app": "web"}, nil, "web"},
+		{"deployment", map[string]string{"pod-template-hash": "7d9f8"}, rs("api-7d9f8"), "api"},
+		{"statefulset", nil, []metav1.OwnerReference{{Kind: "StatefulSet", Name: "db", Controller: &yes}}, "db"},
+		{"bare pod", nil, nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels, OwnerReferences: tc.owners}}
+			if got := PodService(p); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

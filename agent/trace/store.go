@@ -1,0 +1,356 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgesched/edgesched/internal/boltkv"
+)
+
+// bbolt layout (trace.db). Every Append is one transaction.
+var (
+	bucketMeta   = []byte("meta")   // schema, next sequence, event count
+	bucketEvents = []byte("events") // sequence (uint64 BE) -> record (EncodeEvent)
+	bucketLive   = []byte("live")   // pod UID -> its PodArrival record, with its node once bound (pods not yet deleted)
+	bucketNodes  = []byte("nodes")  // node name -> NodeInfo record (nodes not deleted)
+	bucketSeen   = []byte("seen")   // "usage/<node>" | "edges/<node>" -> Unix nanoseconds of the newest sample recorded
+
+	keySchema = []byte("schema")
+	keySeq    = []byte("seq")   // last event sequence used
+	keyCount  = []byte("count") // events in bucketEvents
+)
+
+const schemaVersion = "1"
+
+// Defaults of StoreConfig.
+const (
+	DefaultMaxAge    = 168 * time.Hour
+	DefaultMaxEvents = 1_000_000
+)
+
+// ErrConfig wraps configuration refusals; ErrStore a damaged store.
+var (
+	ErrConfig = errors.New("trace: bad config")
+	ErrStore  = errors.New("trace: bad store")
+)
+
+// StoreConfig configures a trace store. Start from DefaultStoreConfig.
+type StoreConfig struct {
+	// Path is the bbolt file (created with its directory).
+	Path string
+	// MaxAge and MaxEvents bound retention: after every Append the oldest
+	// events (in recording order) go while there are more than MaxEvents
+	// or the oldest is older than MaxAge by the clock. Defaults 168h and
+	// 1,000,000; both must be positive.
+	MaxAge    time.Duration
+	MaxEvents int
+	// Now is the clock (nil: time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// DefaultStoreConfig returns the defaults for the file at path.
+func DefaultStoreConfig(path string) StoreConfig {
+	return StoreConfig{Path: path, MaxAge: DefaultMaxAge, MaxEvents: DefaultMaxEvents}
+}
+
+// Validate names the first bad field.
+func (c *StoreConfig) Validate() error {
+	switch {
+	case c.Path == "":
+		return fmt.Errorf("%w: Path required", ErrConfig)
+	case c.MaxAge <= 0:
+		return fmt.Errorf("%w: MaxAge %v must be positive", ErrConfig, c.MaxAge)
+	case c.MaxEvents < 1:
+		return fmt.Errorf("%w: MaxEvents %d must be positive", ErrConfig, c.MaxEvents)
+	}
+	return nil
+}
+
+// Store is the workload trace in bbolt: an append-only event log with
+// bounded retention, plus the current pods and nodes (so a long-running
+// pod whose arrival was pruned is still exported). Methods are safe for
+// concurrent use (bbolt serialises writers); Close after the last use.
+type Store struct {
+	cfg StoreConfig
+	db  *bolt.DB
+	log *slog.Logger
+}
+
+// OpenStore opens (or creates) the trace store.
+func OpenStore(cfg StoreConfig) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	db, err := boltkv.Open(cfg.Path, "trace store", keySchema, schemaVersion, bucketMeta, bucketEvents, bucketLive, bucketNodes, bucketSeen)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	return &Store{cfg: cfg, db: db, log: log}, nil
+}
+
+// OpenStoreReadOnly opens an existing store for reading (edgectl trace
+// export). bbolt locks the file while an agent has it open for writing, so
+// this waits at most 5 s and then fails: export from a stopped agent's
+// file, or from a copy taken while the agent was stopped.
+func OpenStoreReadOnly(path string) (*Store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("%w: open %s: %w", ErrStore, path, err)
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketEvents, bucketLive, bucketNodes} {
+			if tx.Bucket(b) == nil {
+				return fmt.Errorf("no %s bucket: not a trace store", b)
+			}
+		}
+		if v := tx.Bucket(bucketMeta).Get(keySchema); string(v) != schemaVersion {
+			return fmt.Errorf("%w: schema %q, this build reads %q", boltkv.ErrSchema, v, schemaVersion)
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%w: %s: %w", ErrStore, path, err)
+	}
+	return &Store{cfg: StoreConfig{Path: path, Now: time.Now}, db: db, log: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil
+}
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// AppendResult counts what an Append did.
+type AppendResult struct {
+	// Recorded events; Skipped ones that were already recorded (a pod's
+	// arrival seen again after a relist, a deletion of a pod not known,
+	// a binding to the node already known, a sample not newer than the
+	// newest of its node); Pruned by retention.
+	Recorded, Skipped, Pruned int
+}
+
+// Append records events in one transaction and applies retention.
+// NodeInfo events update the current nodes (a NodeInfo whose Node has
+// zero CPU removes the node); the other kinds go to the event log, with
+// the de-duplication AppendResult describes.
+func (s *Store) Append(evs ...Event) (AppendResult, error) {
+	var res AppendResult
+	enc := make([][]byte, len(evs))
+	for i := range evs {
+		b, err := EncodeEvent(evs[i])
+		if err != nil {
+			return res, err
+		}
+		enc[i] = b
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		res = AppendResult{}
+		meta, events, live, nodes, seen := tx.Bucket(bucketMeta), tx.Bucket(bucketEvents), tx.Bucket(bucketLive), tx.Bucket(bucketNodes), tx.Bucket(bucketSeen)
+		seq, count := boltkv.GetU64(meta, keySeq), boltkv.GetU64(meta, keyCount)
+		for i, e := range evs {
+			record := true
+			switch e.Kind {
+			case NodeInfo:
+				record = false
+				var err error
+				if e.Node.CPUMilli == 0 {
+					err = nodes.Delete([]byte(e.Node.Name))
+				} else {
+					err = nodes.Put([]byte(e.Node.Name), enc[i])
+				}
+				if err != nil {
+					return err
+				}
+				res.Recorded++
+			case PodArrival:
+				if live.Get([]byte(e.Pod.UID)) != nil {
+					record = false
+				} else if err := live.Put([]byte(e.Pod.UID), enc[i]); err != nil {
+					return err
+				}
+			case PodDeletion:
+				if live.Get([]byte(e.Pod.UID)) == nil {
+					record = false
+				} else if err := live.Delete([]byte(e.Pod.UID)); err != nil {
+					return err
+				}
+			case PodBinding:
+				raw := live.Get([]byte(e.Pod.UID))
+				if raw == nil {
+					record = false
+					break
+				}
+				cur, err := DecodeEvent(raw)
+				if err != nil {
+					return fmt.Errorf("%w: live pod %s: %w", ErrStore, e.Pod.UID, err)
+				}
+				if cur.Pod.Node == e.Pod.Node {
+					record = false
+					break
+				}
+				cur.Pod.Node = e.Pod.Node
+				b, err := EncodeEvent(cur)
+				if err != nil {
+					return err
+				}
+				if err := live.Put([]byte(e.Pod.UID), b); err != nil {
+					return err
+				}
+			case NodeUsage, EdgeRate:
+				// one sample per node and time: usage samples must move
+				// forward; the edges of one window share its time, so
+				// only an older window is refused
+				key, t := "", uint64(e.Time.UnixNano())
+				if e.Kind == EdgeRate {
+					key = "edges/" + e.Edge.Reporter
+				} else {
+					key = "usage/" + e.Usage.Node
+				}
+				last := boltkv.GetU64(seen, []byte(key))
+				if last != 0 && (t < last || (t == last && e.Kind == NodeUsage)) {
+					record = false
+				} else if err := seen.Put([]byte(key), boltkv.U64(t)); err != nil {
+					return err
+				}
+			}
+			if !record {
+				if e.Kind != NodeInfo {
+					res.Skipped++
+				}
+				continue
+			}
+			seq++
+			if err := events.Put(boltkv.U64(seq), enc[i]); err != nil {
+				return err
+			}
+			count++
+			res.Recorded++
+		}
+		pruned, err := s.prune(events, &count)
+		if err != nil {
+			return err
+		}
+		res.Pruned = pruned
+		if err := meta.Put(keySeq, boltkv.U64(seq)); err != nil {
+			return err
+		}
+		return meta.Put(keyCount, boltkv.U64(count))
+	})
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("append to trace: %w", err)
+	}
+	return res, nil
+}
+
+// prune deletes the oldest events while there are more than MaxEvents or
+// the oldest is older than MaxAge.
+func (s *Store) prune(events *bolt.Bucket, count *uint64) (int, error) {
+	cutoff := s.cfg.Now().Add(-s.cfg.MaxAge).UnixNano()
+	c := events.Cursor()
+	pruned := 0
+	// always the first: a bbolt cursor's Next after Delete skips a key
+	for k, v := c.First(); k != nil; k, v = c.First() {
+		if *count <= uint64(s.cfg.MaxEvents) {
+			t, ok := recordTime(v)
+			if ok && t >= cutoff {
+				break
+			}
+		}
+		if err := c.Delete(); err != nil {
+			return pruned, err
+		}
+		*count--
+		pruned++
+	}
+	return pruned, nil
+}
+
+// recordTime reads a record's time without decoding the rest.
+func recordTime(v []byte) (int64, bool) {
+	if len(v) < 3 {
+		return 0, false
+	}
+	d := decoder{b: v[2:]}
+	t := d.varint("time")
+	return t, d.err == nil
+}
+
+// Stats summarises the store.
+type Stats struct {
+	Events         int
+	Oldest, Newest time.Time // recording order's first and last event times (zero when empty)
+	LivePods       int
+	Nodes          int
+	LastSeq        uint64
+}
+
+// Stats reads the store's counts.
+func (s *Store) Stats() (Stats, error) {
+	var st Stats
+	err := s.db.View(func(tx *bolt.Tx) error {
+		meta, events := tx.Bucket(bucketMeta), tx.Bucket(bucketEvents)
+		st.Events, st.LastSeq = int(boltkv.GetU64(meta, keyCount)), boltkv.GetU64(meta, keySeq)
+		c := events.Cursor()
+		if _, v := c.First(); v != nil {
+			if t, ok := recordTime(v); ok {
+				st.Oldest = time.Unix(0, t).UTC()
+			}
+		}
+		if _, v := c.Last(); v != nil {
+			if t, ok := recordTime(v); ok {
+				st.Newest = time.Unix(0, t).UTC()
+			}
+		}
+		st.LivePods, st.Nodes = tx.Bucket(bucketLive).Stats().KeyN, tx.Bucket(bucketNodes).Stats().KeyN
+		return nil
+	})
+	return st, err
+}
+
+// Events calls fn for every event in recording order, with its sequence.
+// A record that does not decode stops the walk with an ErrStore error
+// naming its sequence (nothing is changed).
+func (s *Store) Events(fn func(seq uint64, e Event) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
+			e, err := DecodeEvent(v)
+			if err != nil {
+				return fmt.Errorf("%w: event %d: %w", ErrStore, boltkv.FromU64(k), err)
+			}
+			return fn(boltkv.FromU64(k), e)
+		})
+	})
+}
+
+// LivePods returns the pods recorded as arrived and not yet deleted
+// (their arrival records, with their node once bound).
+func (s *Store) LivePods() ([]Event, error) { return s.current(bucketLive) }
+
+// Nodes returns the current nodes (NodeInfo records).
+func (s *Store) Nodes() ([]Event, error) { return s.current(bucketNodes) }
+
+func (s *Store) current(bucket []byte) ([]Event, error) {
+	var out []Event
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+			e, err := DecodeEvent(v)
+			if err != nil {
+				return fmt.Errorf("%w: %s %q: %w", ErrStore, bucket, k, err)
+			}
+			out = append(out, e)
+			return nil
+		})
+	})
+	return out, err
+}

@@ -1,0 +1,123 @@
+package natsauth
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+)
+
+// ErrClientConfig wraps refusals of a ClientConfig.
+var ErrClientConfig = errors.New("natsauth: bad client config")
+
+// ClientConfig is how a component (agent, coordinator, edgectl) connects
+// to the fleet's NATS server. The zero value connects anonymously, in
+// plaintext, with the default inbox prefix — what an unsecured test
+// server accepts and the fleet's server refuses.
+type ClientConfig struct {
+	// NKeySeedFile is the identity's NKey seed file (mode 0600, from
+	// 'edgectl auth'); "" for none.
+	NKeySeedFile string
+	// CredsFile is a NATS credentials file (user JWT and seed, for
+	// operator/JWT deployments) instead of an NKey seed.
+	CredsFile string
+	// CAFile is the PEM bundle that verifies the server's certificate;
+	// setting it turns TLS on. Empty with a tls:// URL: the system roots.
+	CAFile string
+	// CertFile and KeyFile are the client certificate for mutual TLS
+	// (both or neither).
+	CertFile, KeyFile string
+	// InboxPrefix is the prefix of reply subjects; it must be the one the
+	// identity may subscribe to (SiteInboxPrefix, CoordinatorInboxPrefix,
+	// AdminInboxPrefix). Empty: the NATS default "_INBOX".
+	InboxPrefix string
+}
+
+// Validate names the first bad field.
+func (c *ClientConfig) Validate() error {
+	switch {
+	case c.NKeySeedFile != "" && c.CredsFile != "":
+		return fmt.Errorf("%w: an NKey seed and a credentials file are mutually exclusive", ErrClientConfig)
+	case (c.CertFile == "") != (c.KeyFile == ""):
+		return fmt.Errorf("%w: a client certificate needs both the certificate and its key", ErrClientConfig)
+	case c.InboxPrefix != "" && (strings.ContainsAny(c.InboxPrefix, "*> \t") || strings.HasSuffix(c.InboxPrefix, ".") || strings.HasPrefix(c.InboxPrefix, ".")):
+		return fmt.Errorf("%w: inbox prefix %q: want dot-separated tokens without wildcards", ErrClientConfig, c.InboxPrefix)
+	}
+	return nil
+}
+
+// Secure reports whether the connection uses TLS.
+func (c *ClientConfig) Secure() bool { return c.CAFile != "" || c.CertFile != "" }
+
+// Options returns the nats.Connect options: the NKey (read now: its seed
+// file must be private), or the credentials file; TLS with the CA and the
+// client certificate (loaded now, so a bad file is reported at start);
+// the inbox prefix.
+func (c *ClientConfig) Options() ([]nats.Option, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var opts []nats.Option
+	switch {
+	case c.NKeySeedFile != "":
+		kp, err := ReadSeedFile(c.NKeySeedFile)
+		if err != nil {
+			return nil, err
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSecret, err)
+		}
+		// the key pair stays in memory for reconnects (it is the
+		// identity: a process that connects holds it either way)
+		opts = append(opts, nats.Nkey(pub, kp.Sign))
+	case c.CredsFile != "":
+		if _, err := os.Stat(c.CredsFile); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSecret, err)
+		}
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	if c.Secure() {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.CAFile != "" {
+			pem, err := os.ReadFile(c.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("%w: CA: %v", ErrClientConfig, err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%w: CA %s holds no PEM certificate", ErrClientConfig, c.CAFile)
+			}
+			tc.RootCAs = pool
+		}
+		if c.CertFile != "" {
+			cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("%w: client certificate: %v", ErrClientConfig, err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		opts = append(opts, nats.Secure(tc))
+	}
+	if c.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(c.InboxPrefix))
+	}
+	return opts, nil
+}
+
+// AddFlags registers the connection flags on a standard flag set:
+// --nkey, --creds, --tls-ca, --tls-cert, --tls-key and --inbox-prefix
+// (default inbox, which commands set to their identity's prefix).
+func (c *ClientConfig) AddFlags(fs *flag.FlagSet, inbox string) {
+	fs.StringVar(&c.NKeySeedFile, "nkey", "", "NATS NKey seed file of this identity (mode 0600; edgectl auth)")
+	fs.StringVar(&c.CredsFile, "creds", "", "NATS credentials file (JWT deployments) instead of --nkey")
+	fs.StringVar(&c.CAFile, "tls-ca", "", "CA bundle (PEM) that verifies the NATS server; turns TLS on")
+	fs.StringVar(&c.CertFile, "tls-cert", "", "client certificate (PEM) for mutual TLS")
+	fs.StringVar(&c.KeyFile, "tls-key", "", "client certificate's private key (PEM)")
+	fs.StringVar(&c.InboxPrefix, "inbox-prefix", inbox, "reply-subject prefix; must match this identity's NATS permissions")
+}

@@ -1,0 +1,235 @@
+package natsauth
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// ErrServerConfig wraps refusals of ServerOptions.
+var ErrServerConfig = errors.New("natsauth: bad server options")
+
+// TLSFiles are the server's TLS files (PEM).
+type TLSFiles struct {
+	// Cert and Key: the server certificate (its SANs must name the host
+	// clients dial) and private key. Required.
+	Cert, Key string
+	// CA: the CA bundle that verifies client certificates; required when
+	// VerifyClients is set.
+	CA string
+	// VerifyClients requires every client to present a certificate signed
+	// by CA (mutual TLS) on top of its NKey.
+	VerifyClients bool
+	// Timeout of the TLS handshake (0: 2s).
+	Timeout time.Duration
+}
+
+// ServerOptions are the settings of a generated nats-server
+// configuration. Start from DefaultServerOptions.
+type ServerOptions struct {
+	// Name is the server_name (a JetStream server needs a stable one).
+	Name string
+	// Listen is the client address, host:port.
+	Listen string
+	// StoreDir is the JetStream store directory.
+	StoreDir string
+	// MaxPayload caps a message (bytes). Update messages are one signed
+	// int8 delta (50 KB for a 50,000-parameter policy); the default 8 MiB
+	// leaves room for float32 updates of larger models.
+	MaxPayload int64
+	// TLS: nil serves plaintext, which Validate refuses unless
+	// AllowPlaintext (tests on loopback only: NKey authentication still
+	// holds, but everything on the wire can be read).
+	TLS            *TLSFiles
+	AllowPlaintext bool
+	// AuthInclude, when set, makes the configuration include this file
+	// (relative to the configuration's directory) for the authorization
+	// block instead of inlining it, so revoking a site rewrites one small
+	// file before `nats-server --signal reload`.
+	AuthInclude string
+}
+
+// DefaultServerOptions: server "edgesched-hub" on 0.0.0.0:4222, JetStream
+// in /var/lib/nats/jetstream, 8 MiB payloads, TLS required (files to be
+// set), the authorization block included from auth.conf.
+func DefaultServerOptions() ServerOptions {
+	return ServerOptions{Name: "edgesched-hub", Listen: "0.0.0.0:4222", StoreDir: "/var/lib/nats/jetstream",
+		MaxPayload: 8 << 20, AuthInclude: "auth.conf"}
+}
+
+// Validate names the first bad field.
+func (o *ServerOptions) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrServerConfig, field, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case o.Name == "" || strings.ContainsAny(o.Name, " \t\n\"'\\"):
+		return bad("Name", "%q: want a non-empty word", o.Name)
+	case o.StoreDir == "":
+		return bad("StoreDir", "required (JetStream keeps the update stream, the state bucket and the models)")
+	case o.MaxPayload < 64<<10 || o.MaxPayload > 64<<20:
+		return bad("MaxPayload", "%d, want between 64 KiB and 64 MiB", o.MaxPayload)
+	case o.TLS == nil && !o.AllowPlaintext:
+		return bad("TLS", "required: sites reach the server over the WAN (set AllowPlaintext for loopback tests only)")
+	case strings.ContainsAny(o.AuthInclude, "\"\n/\\") || strings.HasPrefix(o.AuthInclude, "."):
+		return bad("AuthInclude", "%q: want a file name in the configuration's directory", o.AuthInclude)
+	}
+	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		return bad("Listen", "%q: %v", o.Listen, err)
+	}
+	if t := o.TLS; t != nil {
+		switch {
+		case t.Cert == "" || t.Key == "":
+			return bad("TLS", "Cert and Key are required")
+		case t.VerifyClients && t.CA == "":
+			return bad("TLS", "VerifyClients needs the client CA (CA)")
+		case t.Timeout < 0:
+			return bad("TLS", "Timeout %v", t.Timeout)
+		}
+	}
+	return nil
+}
+
+// confWriter writes the NATS configuration syntax: quoted strings (the
+// parser's escapes; quoting also keeps the "$JS..." subjects from being
+// read as variables).
+type confWriter struct {
+	b      bytes.Buffer
+	indent int
+}
+
+var confEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`, "\r", `\r`)
+
+func q(s string) string { return `"` + confEscaper.Replace(s) + `"` }
+
+func (w *confWriter) line(format string, a ...any) {
+	w.b.WriteString(strings.Repeat("  ", w.indent))
+	fmt.Fprintf(&w.b, format, a...)
+	w.b.WriteByte('\n')
+}
+
+func (w *confWriter) open(format string, a ...any) {
+	if format == "" {
+		w.line("{")
+	} else {
+		w.line(format+" {", a...)
+	}
+	w.indent++
+}
+
+func (w *confWriter) close() {
+	w.indent--
+	w.line("}")
+}
+
+func (w *confWriter) list(key string, items []string) {
+	if len(items) == 0 {
+		return
+	}
+	w.line("%s: [", key)
+	w.indent++
+	for _, it := range items {
+		w.line("%s", q(it))
+	}
+	w.indent--
+	w.line("]")
+}
+
+func (w *confWriter) user(comment, nkey string, p Permissions) {
+	w.line("# %s", comment)
+	w.open("")
+	w.line("nkey: %s", q(nkey))
+	w.open("permissions:")
+	w.open("publish:")
+	w.list("allow", p.Publish)
+	w.close()
+	w.open("subscribe:")
+	w.list("allow", p.Subscribe)
+	w.close()
+	if p.AllowResponses {
+		w.line("allow_responses: true")
+	}
+	w.close()
+	w.close()
+}
+
+const header = "# Generated by edgectl auth (github.com/edgesched/edgesched/federated/natsauth).\n# Do not edit: change the fleet with edgectl auth and regenerate (docs/security.md).\n"
+
+// RenderAuthorization renders the authorization block of a fleet: one
+// NKey user per identity (the coordinator, every admin, every site not
+// revoked) with its permissions. A revoked site has no user, so it
+// cannot connect once the server has reloaded the block.
+func RenderAuthorization(f *Fleet) ([]byte, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	if f.Coordinator == nil {
+		return nil, fmt.Errorf("%w: the fleet has no coordinator identity (edgectl auth init)", ErrIdentity)
+	}
+	w := &confWriter{}
+	w.b.WriteString(header)
+	w.open("authorization")
+	w.line("users: [")
+	w.indent++
+	w.user("coordinator "+f.Coordinator.Name, f.Coordinator.NKey, CoordinatorPermissions())
+	for _, a := range f.Admins {
+		w.user("admin "+a.Name, a.NKey, AdminPermissions())
+	}
+	for _, s := range f.ActiveSites() {
+		p, err := SitePermissions(s.Name)
+		if err != nil {
+			return nil, err
+		}
+		w.user("site "+s.Name, s.NKey, p)
+	}
+	w.indent--
+	w.line("]")
+	w.close()
+	return w.b.Bytes(), nil
+}
+
+// RenderServer renders a complete nats-server configuration for the
+// fleet: listener, JetStream, payload cap, TLS, and the authorization
+// block (inline, or an include of o.AuthInclude, which the caller writes
+// with RenderAuthorization).
+func RenderServer(f *Fleet, o ServerOptions) ([]byte, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	auth, err := RenderAuthorization(f)
+	if err != nil {
+		return nil, err
+	}
+	w := &confWriter{}
+	w.b.WriteString(header)
+	w.line("server_name: %s", q(o.Name))
+	w.line("listen: %s", q(o.Listen))
+	w.line("max_payload: %d", o.MaxPayload)
+	w.open("jetstream")
+	w.line("store_dir: %s", q(o.StoreDir))
+	w.close()
+	if t := o.TLS; t != nil {
+		w.open("tls")
+		w.line("cert_file: %s", q(t.Cert))
+		w.line("key_file: %s", q(t.Key))
+		if t.CA != "" {
+			w.line("ca_file: %s", q(t.CA))
+		}
+		w.line("verify: %v", t.VerifyClients)
+		timeout := t.Timeout
+		if timeout == 0 {
+			timeout = 2 * time.Second
+		}
+		w.line("timeout: %g", timeout.Seconds())
+		w.close()
+	}
+	if o.AuthInclude != "" {
+		w.line("include %s", o.AuthInclude)
+	} else {
+		w.b.Write(bytes.TrimPrefix(auth, []byte(header)))
+	}
+	return w.b.Bytes(), nil
+}

@@ -1,0 +1,145 @@
+package natsauth
+
+import (
+	"fmt"
+
+	"github.com/edgesched/edgesched/federated"
+)
+
+// Permissions are one NATS user's subject permissions: allow lists only
+// (everything not allowed is denied by the server), plus whether the user
+// may answer requests sent to it (allow_responses).
+type Permissions struct {
+	Publish        []string `json:"publish"`
+	Subscribe      []string `json:"subscribe"`
+	AllowResponses bool     `json:"allow_responses,omitempty"`
+}
+
+// Inbox prefixes: every identity's request replies arrive under its own
+// prefix, and its subscribe permission covers that prefix only, so no
+// identity can read another's replies (JetStream API answers, publish
+// acknowledgements, admin answers). Clients must connect with
+// nats.CustomInboxPrefix(the prefix) (ClientConfig.InboxPrefix).
+const (
+	siteInboxPre           = "_INBOX.site."
+	CoordinatorInboxPrefix = "_INBOX.coordinator"
+	AdminInboxPrefix       = "_INBOX.admin"
+)
+
+// SiteInboxPrefix is a site's inbox prefix.
+func SiteInboxPrefix(site string) string { return siteInboxPre + site }
+
+// Stream names behind the KV bucket and the object store (the JetStream
+// conventions "KV_<bucket>" and "OBJ_<bucket>").
+var (
+	stateStream = "KV_" + federated.StateBucket
+	modelStream = "OBJ_" + federated.ModelBucket
+)
+
+// SitePermissions are what a site may do, and nothing more:
+//
+//   - publish its own updates (edgesched.update.SITE, into the update
+//     stream) and its own status reports (edgesched.status.SITE);
+//   - receive its own acks (edgesched.ack.SITE) and replies on its own
+//     inbox (_INBOX.site.SITE.>);
+//   - read the state bucket and the model object store through JetStream
+//     direct gets (stream info, last message of a subject, next message
+//     of a subject) and see the bucket's change notifications
+//     ($KV.EDGESCHED_STATE.>, read-only: they are published by the
+//     coordinator).
+//
+// A site may not create consumers at all: a push consumer's delivery
+// subject is not checked against its creator's permissions, so a site
+// allowed to create one could have the server deliver stream messages to
+// any subject with a listener (the coordinator's admin endpoints
+// included). Direct gets answer only to the requester's reply subject.
+// Nothing lets a site write the KV bucket or the object store, read the
+// update stream (no consumer, no direct get, no subscription on
+// edgesched.update.>), or use the admin API.
+func SitePermissions(site string) (Permissions, error) {
+	if !federated.ValidSite(site) {
+		return Permissions{}, fmt.Errorf("%w: site %q is not a DNS label", ErrIdentity, site)
+	}
+	return Permissions{
+		Publish: []string{
+			federated.UpdateSubjectPrefix + site,
+			federated.StatusSubjectPrefix + site,
+			"$JS.API.STREAM.INFO." + stateStream,
+			"$JS.API.STREAM.INFO." + modelStream,
+			"$JS.API.DIRECT.GET." + stateStream + ".$KV." + federated.StateBucket + ".>",
+			"$JS.API.DIRECT.GET." + modelStream,
+			"$JS.API.DIRECT.GET." + modelStream + ".$O." + federated.ModelBucket + ".M.>",
+		},
+		Subscribe: []string{
+			federated.AckSubjectPrefix + site,
+			"$KV." + federated.StateBucket + ".>",
+			SiteInboxPrefix(site) + ".>",
+		},
+	}, nil
+}
+
+// CoordinatorPermissions are the coordinator's: it creates and manages
+// the update stream, the state bucket and the model store, pulls updates
+// through its durable consumer, writes the bucket and the store, answers
+// sites (acks) and the admin API, and reads site reports. It may not
+// publish updates (edgesched.update.>) nor read other identities' inboxes.
+func CoordinatorPermissions() Permissions {
+	var pub []string
+	for _, s := range []string{federated.UpdateStream, stateStream, modelStream} {
+		pub = append(pub, "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s, "$JS.API.STREAM.INFO."+s)
+	}
+	pub = append(pub,
+		"$JS.API.INFO",
+		// the durable pull consumer "coordinator" on the update stream
+		"$JS.API.CONSUMER.CREATE."+federated.UpdateStream+".>",
+		"$JS.API.CONSUMER.DURABLE.CREATE."+federated.UpdateStream+".coordinator",
+		"$JS.API.CONSUMER.INFO."+federated.UpdateStream+".coordinator",
+		"$JS.API.CONSUMER.MSG.NEXT."+federated.UpdateStream+".coordinator",
+		"$JS.ACK."+federated.UpdateStream+".>",
+		// the state bucket and the model store: write, read, and purge
+		// the chunks of a replaced object
+		"$KV."+federated.StateBucket+".>",
+		"$O."+federated.ModelBucket+".>",
+		"$JS.API.STREAM.PURGE."+modelStream,
+		"$JS.API.DIRECT.GET."+stateStream+".>",
+		"$JS.API.DIRECT.GET."+modelStream,
+		"$JS.API.DIRECT.GET."+modelStream+".>",
+		"$JS.API.STREAM.MSG.GET."+stateStream,
+		"$JS.API.STREAM.MSG.GET."+modelStream,
+		// acks to sites
+		federated.AckSubjectPrefix+"*",
+	)
+	return Permissions{
+		Publish: pub,
+		Subscribe: []string{
+			federated.StatusSubjectPrefix + "*",
+			federated.AdminSubjectPrefix + ".>",
+			"$SRV.>",
+			CoordinatorInboxPrefix + ".>",
+		},
+		// admin API answers and micro service discovery ($SRV.PING, ...)
+		AllowResponses: true,
+	}
+}
+
+// AdminPermissions are the operator's (edgectl): the coordinator's admin
+// API and service discovery, read-only JetStream information for
+// troubleshooting, and replies on the admin inbox. An admin cannot
+// publish updates, write the bucket or the store, or read any stream's
+// messages.
+func AdminPermissions() Permissions {
+	return Permissions{
+		Publish: []string{
+			federated.AdminSubjectPrefix + ".>",
+			"$SRV.>",
+			"$JS.API.INFO",
+			"$JS.API.STREAM.NAMES",
+			"$JS.API.STREAM.LIST",
+			"$JS.API.STREAM.INFO.*",
+			"$JS.API.CONSUMER.NAMES.*",
+			"$JS.API.CONSUMER.LIST.*",
+			"$JS.API.CONSUMER.INFO.*.*",
+		},
+		Subscribe: []string{AdminInboxPrefix + ".>"},
+	}
+}

@@ -1,0 +1,164 @@
+package coordcmd
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/federated/natsauth"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// syncBuffer is a bytes.Buffer safe for the coordinator's log goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAuthFlags: the connection and key-rotation flags refuse bad files
+// before anything connects, naming the problem.
+func TestAuthFlags(t *testing.T) {
+	d := natsauth.Dir{Path: filepath.Join(t.TempDir(), "fleet")}
+	if _, err := d.Init(natsauth.InitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateSite("store-1"); err != nil {
+		t.Fatal(err)
+	}
+	leaky := filepath.Join(t.TempDir(), "leaky.nk")
+	raw, _ := os.ReadFile(d.CoordinatorSeed())
+	if err := os.WriteFile(leaky, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// a trust directory in which the coordinator's own key is retired
+	retiredDir := t.TempDir()
+	pub, _ := os.ReadFile(d.File(filepath.Join(natsauth.ModelKeysDir, "model-1.pub")))
+	if err := os.WriteFile(filepath.Join(retiredDir, "model-1"+quant.RetiredSuffix), pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--key", d.ModelKeyFile("model-1"), "--sites", d.File(natsauth.SitesDir)}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"seed readable by others", []string{"--nkey", leaky}, "readable by its owner only"},
+		{"missing seed", []string{"--nkey", filepath.Join(t.TempDir(), "none.nk")}, "no such file"},
+		{"nkey and creds", []string{"--nkey", d.CoordinatorSeed(), "--creds", leaky}, "mutually exclusive"},
+		{"cert without key", []string{"--tls-cert", "c.pem"}, "both the certificate and its key"},
+		{"bad CA", []string{"--tls-ca", leaky}, "no PEM certificate"},
+		{"bad inbox prefix", []string{"--inbox-prefix", "_INBOX.>"}, "inbox prefix"},
+		{"signing key retired", []string{"--model-keys", retiredDir}, "retired"},
+		{"missing model keys", []string{"--model-keys", filepath.Join(t.TempDir(), "none")}, "--model-keys"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := Main(context.Background(), append(append([]string{}, base...), tc.args...), &stderr)
+			if code != 1 || !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 mentioning %q", code, stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestRunWithNKeyAndTLS runs edge-coordinator's Main against a real
+// nats-server configured by natsauth (NKey users, permissions, mutual
+// TLS): it connects with --nkey and the --tls-* flags, serves the admin
+// API (an operator gets an answer) and stops cleanly.
+func TestRunWithNKeyAndTLS(t *testing.T) {
+	d := natsauth.Dir{Path: filepath.Join(t.TempDir(), "fleet")}
+	if _, err := d.Init(natsauth.InitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateSite("store-1"); err != nil {
+		t.Fatal(err)
+	}
+	pki, err := natsauth.DevPKI(filepath.Join(t.TempDir(), "pki"), natsauth.DevPKIOptions{Hosts: []string{"127.0.0.1"}, Clients: []string{"coordinator", "admin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := natsauth.DefaultServerOptions()
+	o.Listen, o.StoreDir = "127.0.0.1:-1", t.TempDir()
+	o.TLS = &natsauth.TLSFiles{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA, VerifyClients: true}
+	conf, err := d.WriteServerConfig(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.NoSigs = true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"--nats", srv.ClientURL(), "--key", d.ModelKeyFile("model-1"), "--sites", d.File(natsauth.SitesDir),
+			"--model-keys", d.File(natsauth.ModelKeysDir), "--data", t.TempDir(), "--calibrate", "builtin:factory-vision",
+			"--nkey", d.CoordinatorSeed(), "--tls-ca", pki.CA, "--tls-cert", pki.ClientCerts["coordinator"], "--tls-key", pki.ClientKeys["coordinator"]}, stderr)
+	}()
+	admin := natsauth.ClientConfig{NKeySeedFile: d.AdminSeed("admin"), CAFile: pki.CA, CertFile: pki.ClientCerts["admin"], KeyFile: pki.ClientKeys["admin"], InboxPrefix: natsauth.AdminInboxPrefix}
+	aopts, err := admin.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL(), aopts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		msg, err := nc.Request(federated.AdminSubjectPrefix+".sites", []byte("{}"), time.Second)
+		if err == nil && strings.Contains(string(msg.Data), "store-1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no admin answer: %v\n%s", err, stderr.String())
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("coordinator exited %d:\n%s", code, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	if log := stderr.String(); !strings.Contains(log, "tls=true") || !strings.Contains(log, "nkey=true") || strings.Contains(log, "ermissions") {
+		t.Fatalf("coordinator log:\n%s", log)
+	}
+}

@@ -1,0 +1,47 @@
+package edgectl
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+func newAuthSiteListCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List the registry's sites: NKey, update key, created, revoked",
+		Example: `  edgectl auth site list --dir fleet -o json`,
+		Args:    cobra.NoArgs,
+	}
+	dir := fleetDir(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if output != "table" && output != "json" {
+			return fmt.Errorf("--output %q: want table or json", output)
+		}
+		f, err := dir().Load()
+		if err != nil {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if output == "json" {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(f.Sites)
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SITE\tSTATUS\tNKEY\tUPDATE KEY\tCREATED\tREVOKED")
+		for _, s := range f.Sites {
+			status := "active"
+			if s.Revoked != nil {
+				status = "revoked"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, status, s.NKey, s.UpdateKey, stamp(&s.Created), stamp(s.Revoked))
+		}
+		return tw.Flush()
+	}
+	return cmd
+}

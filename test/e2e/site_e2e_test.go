@@ -1,0 +1,710 @@
+//go:build unix
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+
+	"github.com/edgesched/edgesched/agent/flclient"
+	"github.com/edgesched/edgesched/agent/site"
+	"github.com/edgesched/edgesched/agent/telemetry"
+	"github.com/edgesched/edgesched/agent/trace"
+	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/scenario"
+)
+
+// This file runs the site leader's parts (agent/site, agent/trace, the FL
+// client with its site ledger, the model installer) of three agents
+// in-process against the real kube-apiserver on kine, with an embedded
+// NATS server and the real coordinator: leader election, failover after
+// a crash, the trace continuing on the new leader, the update sequence
+// and the crashed leader's unsent updates continuing through the new
+// leader, models written into the scheduler's ConfigMap; and, against the
+// same apiserver, the ledger's compare-and-swap under concurrent
+// reservations and a leader stepping down when it cannot renew.
+
+const (
+	siteName      = "store-1"
+	siteNamespace = "edgesched-system"
+	siteWorkNS    = "shop"
+	// The Lease timings of the failover test: a standby takes over at
+	// most LeaseDuration + 2 x (1 + JitterFactor) x RetryPeriod after the
+	// leader's last renewal (it sees that renewal up to one jittered retry
+	// late, and acquires up to one jittered retry after the expiry).
+	siteLease = 4 * time.Second
+	siteRenew = 2500 * time.Millisecond
+	siteRetry = 500 * time.Millisecond
+)
+
+func TestSiteLeader(t *testing.T) {
+	cp := Start(t, DefaultOptions())
+	ctx := context.Background()
+	for _, ns := range []string{siteNamespace, siteWorkNS} {
+		if err := CreateNamespace(ctx, cp.Client, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("LedgerCAS", func(t *testing.T) { siteLedgerCAS(t, cp) })
+	t.Run("StepsDown", func(t *testing.T) { siteStepsDown(t, cp) })
+	t.Run("Failover", func(t *testing.T) { siteFailover(t, cp) })
+}
+
+func siteClient(t *testing.T, cp *ControlPlane) kubernetes.Interface {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// siteLedgerCAS: three agents reserve 15 sequences each, all at once, for
+// another site: the apiserver's resourceVersion check makes every one of
+// the 45 unique, and the ledger ends at 45.
+func siteLedgerCAS(t *testing.T, cp *ControlPlane) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	seen := map[uint64]string{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 45)
+	for a := range 3 {
+		l, err := site.NewLedger(site.LedgerConfig{Client: siteClient(t, cp), Namespace: siteNamespace, Site: "cas-site", Identity: fmt.Sprintf("node-%d", a)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 15 {
+			wg.Go(func() {
+				seq, err := l.Reserve(ctx, 1, 0, true)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if prev, dup := seen[seq]; dup {
+					errs <- fmt.Errorf("sequence %d given to %s and node-%d (#%d)", seq, prev, a, i)
+				}
+				seen[seq] = fmt.Sprintf("node-%d", a)
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	l, _ := site.NewLedger(site.LedgerConfig{Client: cp.Client, Namespace: siteNamespace, Site: "cas-site", Identity: "reader"})
+	st, err := l.State(ctx)
+	if err != nil || st.Seq != 45 || len(seen) != 45 {
+		t.Fatalf("ledger %+v (%v) after 45 reservations, %d distinct", st, err, len(seen))
+	}
+}
+
+// siteStepsDown: another agent writes itself into the Lease (as after a
+// partition); the leader's renewals conflict and find the other holder,
+// and it stops its components once the renew deadline passed.
+func siteStepsDown(t *testing.T, cp *ControlPlane) {
+	ctx := context.Background()
+	comp := &siteProbe{}
+	cfg := site.DefaultConfig()
+	cfg.Site, cfg.Namespace, cfg.Identity, cfg.Client, cfg.Leader = "step-site", siteNamespace, "node-a", siteClient(t, cp), []site.Component{comp}
+	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = siteLease, siteRenew, siteRetry
+	cfg.KeepLeaseOnStop = true
+	e, err := site.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	siteEventually(t, 20*time.Second, "leadership", func() (bool, string) { return e.IsLeader() && comp.running(), e.Leader() })
+	leases := cp.Client.CoordinationV1().Leases(siteNamespace)
+	l, err := leases.Get(ctx, site.LeaseName("step-site"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, dur, now := "node-b", int32(3600), metav1.NewMicroTime(time.Now())
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime, l.Spec.AcquireTime = &other, &dur, &now, &now
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Now()
+	siteEventually(t, 20*time.Second, "stepping down", func() (bool, string) {
+		return !e.IsLeader() && !comp.running() && e.Leader() == "node-b", e.Leader()
+	})
+	// client-go keeps retrying the renewal (every retry period) until the
+	// renew deadline, then steps down: about RenewDeadline, plus up to a
+	// jittered retry until the first failed attempt
+	if d := time.Since(took); d > siteRenew+3*siteRetry {
+		t.Errorf("stepped down %v after losing the Lease, want within %v", d, siteRenew+3*siteRetry)
+	}
+	t.Logf("stepped down %v after another agent took the Lease", time.Since(took).Round(time.Millisecond))
+}
+
+// siteProbe is a leader component that reports whether it runs.
+type siteProbe struct {
+	mu sync.Mutex
+	on bool
+}
+
+func (p *siteProbe) Run(ctx context.Context) error {
+	p.set(true)
+	defer p.set(false)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (p *siteProbe) set(v bool) { p.mu.Lock(); p.on = v; p.mu.Unlock() }
+
+func (p *siteProbe) running() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.on }
+
+// siteEventually polls cond every 50 ms until it holds or within passes.
+func siteEventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s: %s", within, what, last)
+}
+
+// siteRig is the failover test's world: the control plane, NATS, the
+// coordinator, keys, and the agents.
+type siteRig struct {
+	t        *testing.T
+	cp       *ControlPlane
+	natsURL  string
+	coord    *coordinator.Coordinator
+	coordKey *quant.Signer
+	siteKey  *quant.Signer
+	target   []float32
+}
+
+// siteAgent is one agent's site parts, run in-process as the agent binary
+// runs them: the trace recorder on every agent, the elector with the FL
+// client and the installer as leader-only components.
+type siteAgent struct {
+	id      string
+	dir     string
+	store   *trace.Store
+	rec     *trace.Recorder
+	fl      *flclient.Client
+	ledger  *site.Ledger
+	elector *site.Elector
+	nc      *nats.Conn
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stopped bool
+}
+
+func (r *siteRig) startAgent(id, dir string) *siteAgent {
+	t := r.t
+	t.Helper()
+	client := siteClient(t, r.cp)
+	a := &siteAgent{id: id, dir: dir}
+	var err error
+	scfg := trace.DefaultStoreConfig(filepath.Join(dir, "trace.db"))
+	if a.store, err = trace.OpenStore(scfg); err != nil {
+		t.Fatal(err)
+	}
+	rcfg := trace.DefaultRecorderConfig()
+	rcfg.Store, rcfg.Client, rcfg.NodeName, rcfg.FlowInterval = a.store, client, id, time.Second
+	if a.rec, err = trace.NewRecorder(rcfg); err != nil {
+		t.Fatal(err)
+	}
+	if a.ledger, err = site.NewLedger(site.LedgerConfig{Client: client, Namespace: siteNamespace, Site: siteName, Identity: id}); err != nil {
+		t.Fatal(err)
+	}
+	keys := &quant.Keyring{}
+	if _, err := keys.Add(r.coordKey.Public()); err != nil {
+		t.Fatal(err)
+	}
+	fcfg := flclient.DefaultConfig()
+	fcfg.Site, fcfg.Signer, fcfg.DataDir, fcfg.ModelKeys, fcfg.Sequencer = siteName, r.siteKey, dir, keys, a.ledger
+	fcfg.Trainer = &flclient.SyntheticTrainer{Target: r.target, Rate: 0.5, Noise: 0.001, Samples: 100}
+	fcfg.AsyncInterval, fcfg.OutboxLimit, fcfg.ReportInterval = 300*time.Millisecond, 1000, 0
+	fcfg.BackoffMin, fcfg.BackoffMax, fcfg.PublishTimeout = 20*time.Millisecond, 500*time.Millisecond, 2*time.Second
+	if a.fl, err = flclient.New(fcfg); err != nil {
+		t.Fatal(err)
+	}
+	a.nc, err = nats.Connect(r.natsURL, nats.Name(id), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := site.NewFL(site.FLConfig{Client: a.fl, Conn: a.nc, Ledger: a.ledger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	icfg := site.DefaultInstallerConfig()
+	icfg.Client, icfg.Keys, icfg.Source, icfg.Identity = client, keys, a.fl, id
+	inst, err := site.NewInstaller(icfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.fl.OnModel(func(flclient.Installed) { inst.Notify() })
+	ecfg := site.DefaultConfig()
+	ecfg.Site, ecfg.Namespace, ecfg.Identity, ecfg.Client = siteName, siteNamespace, id, client
+	ecfg.LeaseDuration, ecfg.RenewDeadline, ecfg.RetryPeriod = siteLease, siteRenew, siteRetry
+	ecfg.Leader, ecfg.KeepLeaseOnStop = []site.Component{fl, inst}, true // stopping simulates a crash: the Lease stays
+	if a.elector, err = site.New(ecfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	a.wg.Go(func() { _ = a.rec.Run(ctx) })
+	a.wg.Go(func() { _ = a.elector.Run(ctx) })
+	t.Cleanup(a.stop)
+	return a
+}
+
+// stop ends the agent's context (without releasing the Lease) and closes
+// its stores, as a crash would leave them.
+func (a *siteAgent) stop() {
+	if a.stopped {
+		return
+	}
+	a.stopped = true
+	a.cancel()
+	a.wg.Wait()
+	a.nc.Close()
+	_ = a.fl.Close()
+	_ = a.store.Close()
+}
+
+// siteNATS runs an embedded JetStream server on a random loopback port.
+func siteNATS(t *testing.T) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
+}
+
+// siteCoordinator runs the coordinator in asynchronous (FedBuff) mode:
+// every 3 accepted updates make a new model version.
+func (r *siteRig) startCoordinator() {
+	t := r.t
+	reg := &federated.Registry{}
+	if err := reg.Add(siteName, r.siteKey.Public()); err != nil {
+		t.Fatal(err)
+	}
+	net, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := &policy.Model{Schema: policy.NewSchema(), Net: net}
+	target, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(99, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.target = target.Flat()
+	cfg := coordinator.DefaultConfig()
+	cfg.DataDir, cfg.Sites, cfg.Signer = t.TempDir(), reg, r.coordKey
+	cfg.Calibrate = func(context.Context, *policy.Model) ([]float32, error) {
+		rows := make([]float32, 200*policy.NumFeatures)
+		for i := range rows {
+			rows[i] = float32(i%7) - 3 // a spread of values to calibrate on
+		}
+		return rows, nil
+	}
+	cfg.RoundDuration, cfg.MinUpdates, cfg.PollInterval = time.Hour, 1, 20*time.Millisecond
+	cfg.Local = federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-3}
+	cfg.Mode, cfg.Buffer, cfg.AutoRounds = federated.Async, 3, true
+	c, err := coordinator.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Bootstrap(context.Background(), start); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(r.natsURL, nats.Name("coordinator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, nc) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		nc.Close()
+		c.Close()
+	})
+	r.coord = c
+}
+
+func (r *siteRig) siteRecord() coordinator.Site {
+	ss, err := r.coord.Sites()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, s := range ss {
+		if s.Site.Site == siteName {
+			return s.Site
+		}
+	}
+	return coordinator.Site{}
+}
+
+// sitePod is a pod bound to node (no scheduler runs: the test binds).
+func sitePod(name, node, app string, gpuMilli int) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: siteWorkNS, Labels: map[string]string{"app": app}, Annotations: map[string]string{}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}}}}}
+	if gpuMilli > 0 {
+		p.Annotations[conventions.AnnotationGPUMilli] = strconv.Itoa(gpuMilli)
+	}
+	return p
+}
+
+// siteFailover: three agents on three nodes; the leader delivers updates,
+// loses its NATS link, queues more, then crashes (its context ends, the
+// Lease is not released). Pods are created before, during and after the
+// takeover. Checked: another agent leads within the Lease timing; its
+// trace holds every pod's arrival exactly once at its creationTimestamp,
+// the deletions and the call graph, and exports to a scenario with the
+// same pods; it adopts the crashed leader's unsent updates and delivers
+// them, continuing the sequence, with no update refused as a replay and
+// every update made decided by the coordinator or still handed over; it
+// writes newer models into the scheduler's ConfigMap.
+func siteFailover(t *testing.T, cp *ControlPlane) {
+	ctx := context.Background()
+	srv := siteNATS(t)
+	r := &siteRig{t: t, cp: cp, natsURL: srv.ClientURL(), coordKey: e2eSigner(t, 40), siteKey: e2eSigner(t, 41)}
+	r.startCoordinator()
+
+	ids := []string{"edge-0", "edge-1", "edge-2"}
+	for i, id := range ids {
+		spec := sim.NodeSpec{Name: id, CPU: 8000, Memory: 16384, Zone: fmt.Sprintf("zone-%d", i%2)}
+		if i == 2 {
+			spec.GPUs, spec.GPUModel = 2, "T4"
+		}
+		n := NodeObject(spec)
+		tel, err := telemetry.Encode(telemetry.Summary{Time: time.Now().UTC(), Window: 10 * time.Second, CPU: 0.25 + 0.1*float64(i), Mem: 0.4, Load1: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Annotations = map[string]string{telemetry.AnnotationKey: tel}
+		if _, err := cp.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agents := map[string]*siteAgent{}
+	for _, id := range ids {
+		agents[id] = r.startAgent(id, filepath.Join(t.TempDir(), id))
+	}
+	pods := cp.Client.CoreV1().Pods(siteWorkNS)
+	created := map[string]metav1.Time{} // pod name -> creationTimestamp
+	create := func(p *corev1.Pod) {
+		t.Helper()
+		got, err := pods.Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created[p.Name] = got.CreationTimestamp
+	}
+	zero := int64(0)
+	deleted := map[string]bool{}
+	remove := func(name string) {
+		t.Helper()
+		if err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+		deleted[name] = true
+	}
+
+	// batch 1, before the crash: web and db pods, a GPU pod; web-0 and
+	// db-0 get pod IPs (the test plays kubelet) for the call graph
+	for i := range 4 {
+		create(sitePod(fmt.Sprintf("web-%d", i), ids[i%3], "web", 0))
+		create(sitePod(fmt.Sprintf("db-%d", i), ids[(i+1)%3], "db", 0))
+	}
+	create(sitePod("infer-0", ids[2], "infer", 500))
+	for name, ip := range map[string]string{"web-0": "10.42.0.10", "db-0": "10.42.1.10"} {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Phase, p.Status.PodIP, p.Status.PodIPs = corev1.PodRunning, ip, []corev1.PodIP{{IP: ip}}
+		if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	remove("web-3")
+
+	var leader *siteAgent
+	siteEventually(t, 30*time.Second, "a leader", func() (bool, string) {
+		for _, a := range agents {
+			if a.elector.IsLeader() {
+				leader = a
+				return true, ""
+			}
+		}
+		return false, "none leads"
+	})
+	// the nodes' telemetry, now that they run pods (the test plays the
+	// agents' runtime, which writes it)
+	for i, id := range ids {
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, id, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tel, err := telemetry.Encode(telemetry.Summary{Time: time.Now().UTC().Add(time.Second), Window: 10 * time.Second, CPU: 0.05 + 0.01*float64(i), Mem: 0.4, Load1: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Annotations[telemetry.AnnotationKey] = tel
+		if _, err := cp.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// the node of web-0 sees web-0 -> db-0 open 20 connections per second
+	flowNode := agents[ids[0]]
+	flowStart := time.Now()
+	siteEventually(t, 30*time.Second, "the leader to install a model, deliver updates, write the ConfigMap and record the batch", func() (bool, string) {
+		now := time.Now()
+		conns := uint64(20 * now.Sub(flowStart).Seconds())
+		flowNode.rec.ObserveFlows(now, []trace.FlowCount{{Src: netip.MustParseAddr("10.42.0.10"), Dst: netip.MustParseAddr("10.42.1.10"), DstPort: 5432, Conns: conns}})
+		st, _ := leader.fl.Status()
+		_, err := cp.Client.CoreV1().ConfigMaps(conventions.DefaultModelConfigMapNamespace).Get(ctx, conventions.DefaultModelConfigMapName, metav1.GetOptions{})
+		stats, _ := leader.store.Stats()
+		edges := 0
+		_ = leader.store.Events(func(_ uint64, e trace.Event) error {
+			if e.Kind == trace.EdgeRate {
+				edges++
+			}
+			return nil
+		})
+		return st.Installed != nil && st.Counters.Published >= 3 && err == nil && stats.LivePods == 8 && edges > 0,
+			fmt.Sprintf("fl %+v, configmap %v, live pods %d, edges %d", st.Counters, err, stats.LivePods, edges)
+	})
+	cmVersion := func() uint64 {
+		cm, err := cp.Client.CoreV1().ConfigMaps(conventions.DefaultModelConfigMapNamespace).Get(ctx, conventions.DefaultModelConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return 0
+		}
+		v, _ := strconv.ParseUint(cm.Annotations[site.AnnotationModelVersion], 10, 64)
+		return v
+	}
+
+	// the leader's NATS link goes down: it trains on and queues
+	leader.nc.Close()
+	siteEventually(t, 30*time.Second, "the leader to queue updates", func() (bool, string) {
+		st, _ := leader.fl.Status()
+		return st.Outbox >= 3, fmt.Sprintf("outbox %d", st.Outbox)
+	})
+	// crash: the context ends, the Lease stays
+	leader.cancel()
+	crashed := time.Now()
+	leader.wg.Wait()
+	pendingOld, _ := leader.fl.Outbox()
+	stOld, _ := leader.fl.Status()
+	oldStats, _ := leader.store.Stats()
+	leader.stop()
+	vBefore := cmVersion()
+	t.Logf("%s crashed with %d updates queued (sequences %v), %d made in all; ConfigMap at version %d", leader.id, len(pendingOld), pendingOld, stOld.Counters.Trained, vBefore)
+
+	// batch 2, while nobody leads
+	for i := range 3 {
+		create(sitePod(fmt.Sprintf("gap-%d", i), ids[i%3], "web", 0))
+	}
+	remove("db-3")
+
+	var next *siteAgent
+	siteEventually(t, 30*time.Second, "another agent to lead", func() (bool, string) {
+		for _, a := range agents {
+			if a != leader && a.elector.IsLeader() {
+				next = a
+				return true, ""
+			}
+		}
+		return false, "none leads"
+	})
+	takeover := time.Since(crashed)
+	bound := siteLease + time.Duration(2*(1+leaderelection.JitterFactor)*float64(siteRetry)) + time.Second // + 1 s for the apiserver round trips
+	t.Logf("%s took over %v after the crash (bound %v: Lease %v, retry %v)", next.id, takeover.Round(time.Millisecond), bound, siteLease, siteRetry)
+	if takeover > bound {
+		t.Errorf("takeover after %v, want within %v", takeover, bound)
+	}
+
+	// batch 3, under the new leader
+	for i := range 3 {
+		create(sitePod(fmt.Sprintf("after-%d", i), ids[i%3], "db", 0))
+	}
+	remove("gap-0")
+
+	// the new leader delivers the crashed leader's queued updates (they
+	// have the lower sequences, so they go first) and its own after them
+	maxOld := slices.Max(pendingOld)
+	siteEventually(t, 60*time.Second, "the new leader to deliver the adopted updates and its own, and to install a newer model", func() (bool, string) {
+		s := r.siteRecord()
+		st, _ := next.fl.Status()
+		return s.HWM > maxOld && st.Seq > maxOld && st.Counters.Published > len(pendingOld) && cmVersion() > vBefore,
+			fmt.Sprintf("hwm %d (old leader's max %d), new leader %+v, ConfigMap version %d", s.HWM, maxOld, st.Counters, cmVersion())
+	})
+	wantLive := len(created) - len(deleted)
+	siteEventually(t, 20*time.Second, "the new leader's trace to hold every pod", func() (bool, string) {
+		st, _ := next.store.Stats()
+		return st.LivePods == wantLive, fmt.Sprintf("live %d, want %d", st.LivePods, wantLive)
+	})
+
+	// stop everyone; then the coordinator's books must balance
+	stNew := map[string]flclient.Status{}
+	for _, a := range agents {
+		if a != leader {
+			a.cancel()
+			a.wg.Wait()
+			st, _ := a.fl.Status()
+			stNew[a.id] = st
+		}
+	}
+	handovers, err := next.ledger.Handovers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t, next, created, deleted, oldStats)
+	for _, a := range agents {
+		a.stop()
+	}
+	var hwm uint64
+	siteEventually(t, 10*time.Second, "the coordinator to settle", func() (bool, string) {
+		h := r.siteRecord().HWM
+		ok := h == hwm
+		hwm = h
+		time.Sleep(200 * time.Millisecond)
+		return ok, fmt.Sprint(h)
+	})
+	s := r.siteRecord()
+	verdicts := s.Accepted
+	for reason, n := range s.Rejected {
+		if reason == federated.ReasonReplay {
+			t.Errorf("%d updates were refused as replays", n)
+		}
+		verdicts += n
+	}
+	pending := 0
+	for _, h := range handovers {
+		if h.Seq > s.HWM {
+			pending++ // queued when the agents stopped: the next leader sends them
+		}
+	}
+	made := stOld.Counters.Trained
+	for _, st := range stNew {
+		made += st.Counters.Trained
+	}
+	if verdicts+pending != made {
+		t.Fatalf("the agents made %d updates; the coordinator decided on %d (%+v) and %d are still handed over", made, verdicts, s, pending)
+	}
+	t.Logf("site %s: %d updates made (%d by the crashed leader), %d decided (%d accepted, rejected %v), %d still handed over, high-water mark %d",
+		siteName, made, stOld.Counters.Trained, verdicts, s.Accepted, s.Rejected, pending, s.HWM)
+}
+
+// checkTrace compares the new leader's trace with what the test did: every
+// pod's arrival recorded once at its creationTimestamp, the deletions, the
+// call graph, and an export that loads with the same pods. oldStats is the
+// crashed leader's trace at its crash (it had the first batch).
+func checkTrace(t *testing.T, a *siteAgent, created map[string]metav1.Time, deleted map[string]bool, oldStats trace.Stats) {
+	t.Helper()
+	arrivals, deletions := map[string]int{}, map[string]bool{}
+	edges := 0
+	err := a.store.Events(func(_ uint64, e trace.Event) error {
+		switch e.Kind {
+		case trace.PodArrival:
+			if e.Pod.Namespace == siteWorkNS {
+				arrivals[e.Pod.Name]++
+				if want := created[e.Pod.Name].Time; !e.Time.Equal(want) {
+					t.Errorf("pod %s arrived at %v in the trace, created at %v", e.Pod.Name, e.Time, want)
+				}
+			}
+		case trace.PodDeletion:
+			deletions[e.Pod.Name] = true
+		case trace.EdgeRate:
+			edges++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range created {
+		if arrivals[name] != 1 {
+			t.Errorf("pod %s: %d arrivals in the new leader's trace, want 1", name, arrivals[name])
+		}
+		if deleted[name] != deletions[name] {
+			t.Errorf("pod %s: deletion recorded %v, want %v", name, deletions[name], deleted[name])
+		}
+	}
+	if edges == 0 {
+		t.Error("no call rates in the new leader's trace")
+	}
+	out, st, err := a.store.Export(trace.ExportOptions{Name: "failover"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := scenario.Parse(out, "failover.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]sim.PodSpec{}
+	for _, p := range l.Workload.Pods {
+		got[p.Name] = p
+	}
+	for name := range created {
+		p, ok := got[siteWorkNS+"/"+name]
+		switch {
+		case !ok:
+			t.Errorf("pod %s missing from the export", name)
+		case (p.Delete != sim.NoDeletion) != deleted[name]:
+			t.Errorf("pod %s: exported delete %d, deleted %v", name, p.Delete, deleted[name])
+		case p.CPU != 200 || p.Memory != 64:
+			t.Errorf("pod %s: exported %d milli-CPU, %d MiB; want 200, 64", name, p.CPU, p.Memory)
+		}
+	}
+	if inf := got[siteWorkNS+"/infer-0"]; inf.GPUs != 1 || inf.GPUMilli != 500 {
+		t.Errorf("infer-0 exported with %d GPUs at %d milli, want 1 at 500", inf.GPUs, inf.GPUMilli)
+	}
+	hasDep := false
+	for _, d := range l.Workload.Dependencies {
+		hasDep = hasDep || (d.From == "web" && d.To == "db" && d.CallsPerSecond > 0)
+	}
+	if len(l.Cluster.Nodes) != 3 || !hasDep || st.Measured == 0 {
+		t.Errorf("export: %d nodes, dependencies %+v, %d pods with measured usage; want 3, web->db, some", len(l.Cluster.Nodes), l.Workload.Dependencies, st.Measured)
+	}
+	t.Logf("new leader's trace: %d pods exported (%d measured usage), %d services, %d dependencies, %d nodes; the crashed leader had %d events, %d live pods",
+		st.Pods, st.Measured, st.Services, st.Dependencies, st.Nodes, oldStats.Events, oldStats.LivePods)
+}

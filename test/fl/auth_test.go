@@ -1,0 +1,184 @@
+package fl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/edgesched/edgesched/agent/flclient"
+	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/federated/natsauth"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// TestAuthTLSFleetCompletesRounds is the positive end-to-end flow with
+// the production security on: a fleet directory made by natsauth (the
+// code behind 'edgectl auth'), a real nats-server started from the
+// configuration it generates (NKey users with per-subject permissions,
+// mutual TLS with a CA), a coordinator and 20 site clients each
+// connecting with its own NKey, client certificate and inbox prefix. The
+// sites complete two synchronous rounds (every update accepted, every
+// site on version 3) and no connection ever hits a permission violation:
+// the permissions are enough for the real protocol, not only tight.
+func TestAuthTLSFleetCompletesRounds(t *testing.T) {
+	const n = 20
+	d := natsauth.Dir{Path: filepath.Join(t.TempDir(), "fleet")}
+	if _, err := d.Init(natsauth.InitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var sites []string
+	for i := range n {
+		s := fmt.Sprintf("site-%02d", i)
+		sites = append(sites, s)
+		if _, err := d.CreateSite(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pki, err := natsauth.DevPKI(filepath.Join(t.TempDir(), "pki"), natsauth.DevPKIOptions{Hosts: []string{"127.0.0.1"}, Clients: append([]string{"coordinator"}, sites...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := natsauth.DefaultServerOptions()
+	o.Listen, o.StoreDir = "127.0.0.1:-1", t.TempDir()
+	o.TLS = &natsauth.TLSFiles{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA, VerifyClients: true}
+	conf, err := d.WriteServerConfig(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.NoSigs = true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+
+	var errMu sync.Mutex
+	var connErrs []string
+	dial := func(name string, cc natsauth.ClientConfig) *nats.Conn {
+		t.Helper()
+		cc.CAFile, cc.CertFile, cc.KeyFile = pki.CA, pki.ClientCerts[name], pki.ClientKeys[name]
+		copts, err := cc.Options()
+		if err != nil {
+			t.Fatal(err)
+		}
+		copts = append(copts, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+				errMu.Lock()
+				defer errMu.Unlock()
+				connErrs = append(connErrs, name+": "+err.Error())
+			}))
+		nc, err := nats.Connect(srv.ClientURL(), copts...)
+		if err != nil {
+			t.Fatalf("%s: connect: %v", name, err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+
+	fl, err := d.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry, err := federated.LoadRegistry(d.File(natsauth.SitesDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := quant.ReadSigner(d.ModelKeyFile(fl.Signing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trust, err := quant.LoadKeyring(d.File(natsauth.ModelKeysDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := coordinator.DefaultConfig()
+	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Calibrate = t.TempDir(), registry, signer, calibrationRows
+	cfg.RoundDuration, cfg.PollInterval = time.Hour, 20*time.Millisecond
+	cfg.Local = federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-3}
+	cfg.AutoRounds, cfg.Rounds, cfg.MinUpdates = true, 2, n
+	c, err := coordinator.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Bootstrap(context.Background(), smallModel(t, 1)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	cnc := dial("coordinator", natsauth.ClientConfig{NKeySeedFile: d.CoordinatorSeed(), InboxPrefix: natsauth.CoordinatorInboxPrefix})
+	wg.Go(func() {
+		if err := c.Run(ctx, cnc); err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("coordinator: %v", err)
+		}
+	})
+
+	target := smallModel(t, 99).Net.Flat()
+	var clients []*flclient.Client
+	for _, s := range sites {
+		key, err := quant.ReadSigner(filepath.Join(d.SiteSecrets(s), s+".key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		scfg := flclient.DefaultConfig()
+		scfg.Site, scfg.Signer, scfg.ModelKeys, scfg.DataDir = s, key, trust, filepath.Join(t.TempDir(), s)
+		scfg.Trainer = &flclient.SyntheticTrainer{Target: target, Rate: 0.5, Noise: 0.001, Samples: 100}
+		scfg.BackoffMin, scfg.BackoffMax, scfg.PublishTimeout, scfg.StatePoll = 10*time.Millisecond, 200*time.Millisecond, 2*time.Second, time.Second
+		cl, err := flclient.New(scfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		clients = append(clients, cl)
+		nc := dial(s, natsauth.ClientConfig{NKeySeedFile: filepath.Join(d.SiteSecrets(s), natsauth.SeedFileName), InboxPrefix: natsauth.SiteInboxPrefix(s)})
+		wg.Go(func() { _ = cl.Run(ctx, nc) })
+	}
+	eventually(t, 90*time.Second, "two rounds published and every site on version 3", func() (bool, string) {
+		rs, err := c.Rounds(0)
+		if err != nil || len(rs) < 2 || rs[0].State != coordinator.StatePublished {
+			return false, fmt.Sprintf("%d rounds, %v", len(rs), err)
+		}
+		for _, cl := range clients {
+			st, err := cl.Status()
+			if err != nil || st.Installed == nil || st.Installed.Version != 3 {
+				return false, fmt.Sprintf("%s: %+v %v", st.Site, st.Installed, err)
+			}
+		}
+		return true, ""
+	})
+	rs, _ := c.Rounds(0)
+	for _, r := range rs {
+		if r.Accepted != n {
+			t.Errorf("round %d: %d updates accepted, want %d", r.Round, r.Accepted, n)
+		}
+	}
+	for _, cl := range clients {
+		st, _ := cl.Status()
+		if st.Counters.Accepted != 2 || st.Counters.RefusedModels != 0 {
+			t.Errorf("%s: counters %+v", st.Site, st.Counters)
+		}
+	}
+	errMu.Lock()
+	defer errMu.Unlock()
+	if len(connErrs) > 0 {
+		t.Fatalf("connection errors under the fleet's permissions: %q", connErrs)
+	}
+}
