@@ -235,6 +235,9 @@ func (a *Agent) sampleOnce() {
 			a.setSource(SourceProc)
 		} else {
 			ks, hasKern = kernelSample{RunQueue: snap.RunQueue, Retransmits: snap.Retransmits}, true
+			if a.cfg.OnProbeSnapshot != nil {
+				a.cfg.OnProbeSnapshot(at, snap)
+			}
 		}
 	}
 	a.m.sampleDuration.Observe(time.Since(start).Seconds())

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgesched/edgesched/agent/telemetry"
@@ -60,6 +61,13 @@ type Config struct {
 	// NodeName is the Node whose telemetry annotation the agent writes.
 	// Required when Client is set.
 	NodeName string
+	// OnProbeSnapshot, when set, receives every eBPF snapshot the agent
+	// takes (e.g. the site trace recorder's flow counts). It is called on
+	// the sampling goroutine and must not block. Nil: nothing.
+	OnProbeSnapshot func(at time.Time, s bpf.Snapshot)
+	// Registry is where the agent registers its metrics and what /metrics
+	// serves, so components can add theirs. Nil: a registry of its own.
+	Registry *prometheus.Registry
 	// Client writes the annotation. Nil means the agent does not write
 	// annotations (metrics only, e.g. to measure it without a cluster).
 	Client kubernetes.Interface

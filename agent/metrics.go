@@ -33,7 +33,10 @@ type metrics struct {
 }
 
 func newMetrics(a *Agent) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+	m := &metrics{reg: a.cfg.Registry}
+	if m.reg == nil {
+		m.reg = prometheus.NewRegistry()
+	}
 	m.samples = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "samples_total",
 		Help: "Successful samples of /proc (and the eBPF probes when loaded)."})
 	m.sampleErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "sample_errors_total",

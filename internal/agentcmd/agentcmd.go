@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,6 +27,7 @@ import (
 	"github.com/edgesched/edgesched/agent"
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
 	"github.com/edgesched/edgesched/agent/telemetry/procfs"
+	"github.com/edgesched/edgesched/federated/natsauth"
 )
 
 // NodeNameEnv is the environment variable --node-name defaults to (set
@@ -76,11 +78,11 @@ type options struct {
 	seed                                       uint64
 	logLevel                                   string
 
-	// Site leader (TODO(lead): wire into agent.Config.Components once
-	// agent/site and agent/trace land).
-	site, namespace, natsURL, creds, siteKey, modelConfigMap, trustedKeys string
-	leaseDuration, traceRetention                                         time.Duration
-	traceMaxEvents                                                        int
+	// Site leader (site.go).
+	site, namespace, natsURL, siteKey, modelConfigMap, modelConfigMapKey, trustedKeys string
+	leaseDuration, traceRetention                                                     time.Duration
+	traceMaxEvents                                                                    int
+	nats                                                                              natsauth.ClientConfig
 }
 
 func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
@@ -103,18 +105,18 @@ func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the retry jitter (0: from the clock; logged)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 
-	// Site leader flags (agent-contracts.md). TODO(lead): wire them to
-	// agent/site and agent/trace as agent.Config.Components.
-	fs.StringVar(&o.site, "site", "", "site name: run leader election among the site's agents (Lease edgesched-site-SITE)")
-	fs.StringVar(&o.namespace, "namespace", "edgesched-system", "namespace of the site Lease and the model ConfigMap")
-	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "site leader Lease duration")
-	fs.StringVar(&o.natsURL, "nats", "", "NATS URL of the coordinator (leader only)")
-	fs.StringVar(&o.creds, "creds", "", "NATS credentials file")
-	fs.StringVar(&o.siteKey, "site-key", "", "the site's private key that signs its updates")
-	fs.StringVar(&o.modelConfigMap, "model-configmap", "edgesched-model", "ConfigMap the scheduler plugin loads models from")
-	fs.StringVar(&o.trustedKeys, "trusted-keys", "", "directory of the coordinator public keys models must be signed with")
+	// Site leader flags (site.go, docs/site-leader.md).
+	fs.StringVar(&o.site, "site", "", "site name: record the site trace and run leader election among the site's agents (Lease edgesched-site-SITE); the leader trains, exchanges updates with the coordinator and installs models")
+	fs.StringVar(&o.namespace, "namespace", "edgesched-system", "namespace of the site Lease, the site ledger and (by default) the model ConfigMap")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "site leader Lease duration (renew deadline and retry period scale with it: 10s and 2s at 15s)")
+	fs.StringVar(&o.natsURL, "nats", "", "NATS URL of the coordinator or the site's leaf node (required with --site)")
+	fs.StringVar(&o.siteKey, "site-key", "", "the site's private key that signs its updates (required with --site)")
+	fs.StringVar(&o.modelConfigMap, "model-configmap", "edgesched-model", "ConfigMap the scheduler plugin loads models from: NAME (in --namespace) or NAMESPACE/NAME")
+	fs.StringVar(&o.modelConfigMapKey, "model-configmap-key", defaultModelConfigMapKey, "key of the model artifact in that ConfigMap (EdgePolicy's modelConfigMapKey)")
+	fs.StringVar(&o.trustedKeys, "trusted-keys", "", "directory of the coordinator's public keys models must be signed with (required with --site)")
 	fs.DurationVar(&o.traceRetention, "trace-retention", 168*time.Hour, "how long the site trace keeps events")
 	fs.IntVar(&o.traceMaxEvents, "trace-max-events", 1000000, "most events the site trace keeps")
+	o.nats.AddFlags(fs, "")
 	return fs
 }
 
@@ -165,14 +167,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		MetricsAddr:      o.metricsAddr,
 		Seed:             o.seed,
 	}
-	if !o.noAnnotate {
+	var client kubernetes.Interface
+	if !o.noAnnotate || o.site != "" {
 		if o.nodeName == "" {
-			return usagef("--node-name (or $%s) is required to write the node's annotation (or pass --no-annotate)", NodeNameEnv)
+			return usagef("--node-name (or $%s) is required to write the node's annotation and to run the site leader (or pass --no-annotate)", NodeNameEnv)
 		}
-		client, err := kubeClient(o.kubeconfig)
-		if err != nil {
+		var err error
+		if client, err = kubeClient(o.kubeconfig); err != nil {
 			return usageError{err}
 		}
+	}
+	if !o.noAnnotate {
 		cfg.Client = client
 	}
 	if !o.noEBPF {
@@ -186,10 +191,23 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return p, nil
 		}
 	}
-	if set := siteFlagsSet(fs); len(set) > 0 {
-		// TODO(lead): build the site leader from these and append it to
-		// cfg.Components.
-		log.Warn("site-leader flags given but the site leader is not wired into this build yet; ignored", "flags", strings.Join(set, " "))
+	if o.site == "" {
+		if set := siteFlagsSet(fs); len(set) > 0 {
+			return usagef("%s given without --site", strings.Join(set, " "))
+		}
+	} else {
+		if o.nats.InboxPrefix == "" {
+			o.nats.InboxPrefix = natsauth.SiteInboxPrefix(o.site)
+		}
+		cfg.Registry = prometheus.NewRegistry()
+		sp, err := buildSite(&o, client, cfg.Registry, log)
+		if err != nil {
+			return usageError{err}
+		}
+		defer sp.close(log)
+		cfg.Components = append(cfg.Components, sp.components...)
+		cfg.OnProbeSnapshot = sp.onSnapshot
+		log.Info("site leader enabled", "site", o.site, "namespace", o.namespace, "nats", o.natsURL, "lease", o.leaseDuration)
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
@@ -203,8 +221,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 // siteFlagsSet lists the site-leader flags given on the command line.
 func siteFlagsSet(fs *flag.FlagSet) []string {
-	site := map[string]bool{"site": true, "namespace": true, "lease-duration": true, "nats": true, "creds": true, "site-key": true,
-		"model-configmap": true, "trusted-keys": true, "trace-retention": true, "trace-max-events": true}
+	site := map[string]bool{"namespace": true, "lease-duration": true, "nats": true, "creds": true, "nkey": true, "site-key": true,
+		"model-configmap": true, "model-configmap-key": true, "trusted-keys": true, "trace-retention": true, "trace-max-events": true,
+		"tls-ca": true, "tls-cert": true, "tls-key": true, "inbox-prefix": true}
 	var set []string
 	fs.Visit(func(f *flag.Flag) {
 		if site[f.Name] {

@@ -21,6 +21,12 @@ func TestFlags(t *testing.T) {
 	dir := t.TempDir()
 	badKubeconfig := filepath.Join(dir, "kubeconfig")
 	os.WriteFile(badKubeconfig, []byte("this: is: not a kubeconfig"), 0o600)
+	// a well-formed kubeconfig (nothing listens there: building the
+	// client does not connect)
+	kubeconfig := filepath.Join(dir, "ok-kubeconfig")
+	os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"+
+		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"), 0o600)
+	site := []string{"--node-name", "n1", "--kubeconfig", kubeconfig, "--no-ebpf", "--site", "factory-1"}
 	cases := []struct {
 		name string
 		args []string
@@ -43,6 +49,11 @@ func TestFlags(t *testing.T) {
 		{"sample slower than annotate", []string{"--no-annotate", "--sample-interval", "20s"}, 2, "longer than the annotate interval"},
 		{"annotate too slow for staleness", []string{"--no-annotate", "--annotate-interval", "90s"}, 2, "below half the stale-after"},
 		{"bad trace events", []string{"--no-annotate", "--trace-max-events", "0"}, 2, "--trace-max-events"},
+		{"site flags without --site", []string{"--no-annotate", "--nats", "nats://127.0.0.1:4222"}, 2, "--nats given without --site"},
+		{"site without node name", []string{"--no-annotate", "--site", "factory-1"}, 2, "--node-name (or $NODE_NAME) is required"},
+		{"site without nats", site, 2, "--site needs --nats"},
+		{"site without key", append(site, "--nats", "nats://127.0.0.1:1"), 2, "--site needs --site-key"},
+		{"site with a missing key", append(site, "--nats", "nats://127.0.0.1:1", "--site-key", filepath.Join(dir, "none.key"), "--trusted-keys", dir), 2, "--site-key"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,7 +99,7 @@ func TestRunAndStop(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(ctx, []string{"--no-annotate", "--no-ebpf", "--metrics-addr", addr, "--sample-interval", "100ms",
-			"--annotate-interval", "1s", "--site", "factory-1"}, &stderr)
+			"--annotate-interval", "1s"}, &stderr)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	var body string
@@ -129,7 +140,7 @@ func TestRunAndStop(t *testing.T) {
 		t.Fatal("did not stop within 10 s of cancel")
 	}
 	log := stderr.String()
-	for _, want := range []string{"eBPF telemetry disabled", "site-leader flags given", "--site", "edge-agent stopped"} {
+	for _, want := range []string{"eBPF telemetry disabled", "edge-agent stopped"} {
 		if !strings.Contains(log, want) {
 			t.Fatalf("log lacks %q:\n%s", want, log)
 		}

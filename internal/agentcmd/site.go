@@ -1,0 +1,167 @@
+package agentcmd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/edgesched/edgesched/agent"
+	"github.com/edgesched/edgesched/agent/flclient"
+	"github.com/edgesched/edgesched/agent/site"
+	"github.com/edgesched/edgesched/agent/telemetry/bpf"
+	"github.com/edgesched/edgesched/agent/trace"
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/policy/ppo"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// siteParts is the site leader built from the flags: the trace recorder
+// (every agent records, so a new leader has the history) and the elector,
+// which runs the federated-learning client and the model installer while
+// this agent holds the site Lease.
+type siteParts struct {
+	components []agent.Component
+	onSnapshot func(time.Time, bpf.Snapshot)
+	closers    []func() error
+}
+
+// close releases what buildSite opened, last opened first; call it after
+// the agent's Run returned.
+func (s *siteParts) close(log *slog.Logger) {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](); err != nil {
+			log.Warn("closing the site leader", "err", err)
+		}
+	}
+}
+
+// modelConfigMap splits --model-configmap: NAME (in --namespace) or
+// NAMESPACE/NAME.
+func (o *options) modelConfigMapRef() (ns, name string) {
+	if i := strings.IndexByte(o.modelConfigMap, '/'); i >= 0 {
+		return o.modelConfigMap[:i], o.modelConfigMap[i+1:]
+	}
+	return o.namespace, o.modelConfigMap
+}
+
+// buildSite builds the site leader. It needs the API client, the NATS URL,
+// the site's signing key and the coordinator's public keys.
+func buildSite(o *options, kube kubernetes.Interface, reg prometheus.Registerer, log *slog.Logger) (_ *siteParts, err error) {
+	switch {
+	case kube == nil:
+		return nil, errors.New("--site needs the Kubernetes API (drop --no-annotate or give --kubeconfig)")
+	case o.nodeName == "":
+		return nil, fmt.Errorf("--site needs --node-name (or $%s): it is the agent's identity in the site Lease", NodeNameEnv)
+	case o.natsURL == "":
+		return nil, errors.New("--site needs --nats, the coordinator's NATS URL (or the site's leaf node)")
+	case o.siteKey == "":
+		return nil, errors.New("--site needs --site-key, the site's update-signing key (edgectl auth site create)")
+	case o.trustedKeys == "":
+		return nil, errors.New("--site needs --trusted-keys, the directory of the coordinator's model-signing public keys")
+	case o.leaseDuration <= 0:
+		return nil, fmt.Errorf("--lease-duration %s: want > 0", o.leaseDuration)
+	case o.traceRetention <= 0 || o.traceMaxEvents <= 0:
+		return nil, errors.New("--trace-retention and --trace-max-events must be > 0")
+	}
+	signer, err := quant.ReadSigner(o.siteKey)
+	if err != nil {
+		return nil, fmt.Errorf("--site-key: %w", err)
+	}
+	keys, err := quant.LoadKeyring(o.trustedKeys)
+	if err != nil {
+		return nil, fmt.Errorf("--trusted-keys: %w", err)
+	}
+	natsOpts, err := o.nats.Options()
+	if err != nil {
+		return nil, fmt.Errorf("NATS connection flags: %w", err)
+	}
+	p := &siteParts{}
+	defer func() {
+		if err != nil {
+			p.close(log)
+		}
+	}()
+
+	store, err := trace.OpenStore(trace.StoreConfig{Path: filepath.Join(o.dataDir, "trace.db"),
+		MaxAge: o.traceRetention, MaxEvents: o.traceMaxEvents, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open the site trace: %w", err)
+	}
+	p.closers = append(p.closers, store.Close)
+	rec, err := trace.NewRecorder(trace.RecorderConfig{Store: store, Client: kube, NodeName: o.nodeName,
+		FlowInterval: 10 * time.Second, Seed: o.seed, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("site trace recorder: %w", err)
+	}
+	p.onSnapshot = func(at time.Time, s bpf.Snapshot) {
+		flows := make([]trace.FlowCount, 0, len(s.Flows))
+		for _, f := range s.Flows {
+			flows = append(flows, trace.FlowCount{Src: f.Src, Dst: f.Dst, DstPort: f.DstPort, Conns: f.Conns})
+		}
+		rec.ObserveFlows(at, flows)
+	}
+
+	ledger, err := site.NewLedger(site.LedgerConfig{Client: kube, Namespace: o.namespace, Site: o.site, Identity: o.nodeName, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("site ledger: %w", err)
+	}
+	// The twin replays the recorded trace; PPO's other settings are the
+	// defaults, the round's iterations and learning rate come from the
+	// coordinator.
+	pc := ppo.DefaultConfig()
+	pc.Env.Mode = "replay"
+	fc := flclient.DefaultConfig()
+	fc.Site, fc.Signer, fc.ModelKeys, fc.DataDir = o.site, signer, keys, filepath.Join(o.dataDir, "fl")
+	fc.Trainer = &site.TwinTrainer{Trace: store, Dir: filepath.Join(o.dataDir, "twin"), Config: pc}
+	fc.Sequencer, fc.Seed, fc.Logger = ledger, o.seed, log
+	fl, err := flclient.New(fc)
+	if err != nil {
+		return nil, fmt.Errorf("federated-learning client: %w", err)
+	}
+	p.closers = append(p.closers, fl.Close)
+
+	// Connect now, retrying in the background while the server is away:
+	// the client's own loops back off while the connection is down.
+	natsOpts = append(natsOpts, nats.Name("edge-agent "+o.site+"/"+o.nodeName), nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1), nats.ReconnectWait(2*time.Second), nats.ReconnectJitter(500*time.Millisecond, 2*time.Second))
+	nc, err := nats.Connect(o.natsURL, natsOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS %s: %w", o.natsURL, err)
+	}
+	p.closers = append(p.closers, func() error { nc.Close(); return nil })
+	flc, err := site.NewFL(site.FLConfig{Client: fl, Conn: nc, Ledger: ledger, Seed: o.seed, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+
+	ic := site.DefaultInstallerConfig()
+	ic.Namespace, ic.Name = o.modelConfigMapRef()
+	ic.Key = o.modelConfigMapKey
+	ic.Client, ic.Keys, ic.Source, ic.Identity, ic.Registerer, ic.Seed, ic.Logger = kube, keys, fl, o.nodeName, reg, o.seed, log
+	inst, err := site.NewInstaller(ic)
+	if err != nil {
+		return nil, fmt.Errorf("model installer: %w", err)
+	}
+	fl.OnModel(func(flclient.Installed) { inst.Notify() })
+
+	renew, retry := site.ScaledTimings(o.leaseDuration)
+	ec := site.Config{Site: o.site, Namespace: o.namespace, Identity: o.nodeName, Client: kube,
+		LeaseDuration: o.leaseDuration, RenewDeadline: renew, RetryPeriod: retry,
+		Leader: []site.Component{flc, inst}, Registerer: reg, Seed: o.seed, Logger: log}
+	el, err := site.New(ec)
+	if err != nil {
+		return nil, fmt.Errorf("site leader election: %w", err)
+	}
+	p.components = []agent.Component{rec, el}
+	return p, nil
+}
+
+// defaultModelConfigMapKey is the plugin's default modelConfigMapKey.
+const defaultModelConfigMapKey = conventions.DefaultModelConfigMapKey
