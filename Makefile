@@ -63,6 +63,15 @@ test: lint e2e-bin ## lint, then all tests with the race detector, end-to-end in
 test-short: ## quick tests
 	$(GO) test -short -count=1 $(PKGS)
 
+# The long fault-injection run (`make test` runs a short one): docs/chaos.md.
+CHAOS_AGENTS   ?= 50
+CHAOS_DURATION ?= 15m
+
+.PHONY: chaos
+chaos: ## fault injection: CHAOS_AGENTS agents under mixed faults for CHAOS_DURATION (test/chaos)
+	EDGESCHED_CHAOS_AGENTS=$(CHAOS_AGENTS) EDGESCHED_CHAOS_DURATION=$(CHAOS_DURATION) \
+		$(GO) test -count=1 -timeout 90m -run '^TestChaos$$' -v ./test/chaos/
+
 MODELS    ?= default edge
 TRAIN_OUT ?= out/train
 

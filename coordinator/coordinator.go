@@ -232,6 +232,18 @@ func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
 	if err != nil {
 		return fmt.Errorf("create update consumer: %w", err)
 	}
+	// Updates a previous run fetched and never acked (it was killed) would
+	// come again only after AckWait; meanwhile the sites' newer updates
+	// would be judged first. Start again from the ack floor at once
+	// instead (this is the durable's only reader: one coordinator runs at
+	// a time). What was judged already keeps its verdict (updates.go).
+	if pending := cons.CachedInfo().NumAckPending; pending > 0 {
+		res, err := b.js.ResetConsumer(ctx, federated.UpdateStream, "coordinator")
+		if err != nil {
+			return fmt.Errorf("reset the update consumer to its ack floor: %w", err)
+		}
+		c.log.Info("updates fetched but not acked before a restart are delivered again now", "pending", pending, "from_stream_seq", res.ResetSeq)
+	}
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
 	wg.Add(2)

@@ -201,3 +201,66 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("valid config: %v", err)
 	}
 }
+
+// TestOutOfOrderRedelivery: the stream redelivers an update the
+// coordinator had fetched but not judged when it stopped only after
+// AckWait, by when the site's newer updates were judged: it arrives below
+// the site's high-water mark yet was never judged, and must be judged then
+// (it used to be refused as a replay, and lost, since the site had
+// already dropped it from its outbox). What was judged keeps its verdict:
+// the last one delivered again gets the same verdict, older ones count as
+// replays, and sequences more than judgedWindow below the high-water mark
+// are replays whatever they are.
+func TestOutOfOrderRedelivery(t *testing.T) {
+	ctx := context.Background()
+	u := newUnit(t, 2) // quorum 2: the round stays open
+	r, err := u.c.StartRound(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	process := func(seq uint64) *federated.Ack {
+		t.Helper()
+		ack, err := u.c.Process(ctx, u.update(t, "site-a", seq, r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack
+	}
+	replays := func() int {
+		t.Helper()
+		sites, err := u.c.Sites()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range sites {
+			if s.Site.Site == "site-a" {
+				return s.Site.Rejected[federated.ReasonReplay]
+			}
+		}
+		return 0
+	}
+	if ack := process(2); ack.Status != federated.Accepted {
+		t.Fatalf("seq 2: %+v, want accepted", ack)
+	}
+	// seq 1 arrives after seq 2 and was never judged: judged now (the site
+	// already contributed to this sync round, so the round rules reject
+	// it: status rejected, not the duplicate of an update refused unjudged)
+	first := process(1)
+	if first.Status != federated.Rejected || replays() != 1 {
+		t.Fatalf("seq 1 redelivered after seq 2: %+v with %d replays counted, want it judged (rejected by the round, 1 counted)", first, replays())
+	}
+	// the last judged update (HWM) again: the same verdict, not counted
+	if ack := process(2); ack.Status != federated.Accepted || replays() != 1 {
+		t.Fatalf("seq 2 again: %+v with %d replays, want accepted and none more counted", ack, replays())
+	}
+	// a judged one below HWM again: a replay, counted
+	if ack := process(1); ack.Status != federated.Duplicate || ack.Reason != federated.ReasonReplay || replays() != 2 {
+		t.Fatalf("seq 1 again: %+v with %d replays, want duplicate/replay and 2 counted", ack, replays())
+	}
+	// far below the kept verdicts: a replay even though never judged (with
+	// HWM 2+judgedWindow+1, verdicts are kept for seqs above 3: 3 is out)
+	process(2 + judgedWindow + 1)
+	if ack := process(3); ack.Status != federated.Duplicate || ack.Reason != federated.ReasonReplay {
+		t.Fatalf("seq 3 after HWM %d: %+v, want a replay (below the kept window)", 2+judgedWindow+1, ack)
+	}
+}

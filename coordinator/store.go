@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +24,7 @@ var (
 	bucketBlobs   = []byte("blobs")   // "<version>/float32" | "<version>/int8" -> artifact bytes
 	bucketAudit   = []byte("audit")   // sequence (uint64 BE) -> Event JSON
 	bucketRejects = []byte("rejects") // reason -> count (uint64 BE)
+	bucketJudged  = []byte("judged")  // site 0x00 seq (uint64 BE) -> verdict JSON (judgedWindow per site)
 
 	keySchema  = []byte("schema")
 	keyRound   = []byte("round")
@@ -84,6 +87,32 @@ type Site struct {
 	// recording it, before acking it), it gets the same verdict.
 	LastStatus federated.AckStatus `json:"last_status,omitempty"`
 	LastReason string              `json:"last_reason,omitempty"`
+	// JudgedFrom is the first sequence whose verdict is kept in the judged
+	// bucket (1 for sites first seen by a coordinator that keeps them; HWM+1
+	// for a site recorded before): an update at or below HWM and below
+	// JudgedFrom, or more than judgedWindow below HWM, is a replay.
+	JudgedFrom uint64 `json:"judged_from,omitempty"`
+}
+
+// judgedWindow is how many sequences below a site's HWM keep their
+// verdicts. The stream redelivers an update the coordinator fetched but
+// did not ack (it crashed) only after AckWait, while the site's newer
+// updates may be judged meanwhile: such an update arrives below HWM but
+// was never judged, and must be judged then, not refused as a replay. A
+// site sends far fewer than 4,096 updates in an AckWait.
+const judgedWindow = 4096
+
+// verdict is a judged update's recorded outcome.
+type verdict struct {
+	Status federated.AckStatus `json:"status"`
+	Reason string              `json:"reason,omitempty"`
+}
+
+func judgedKey(site string, seq uint64) []byte {
+	k := make([]byte, 0, len(site)+9)
+	k = append(k, site...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, seq)
 }
 
 // Model statuses.
@@ -121,7 +150,7 @@ var u64, getU64 = boltkv.U64, boltkv.GetU64
 
 // openStore opens (creating) the database and checks its schema.
 func openStore(path string) (*bolt.DB, error) {
-	db, err := boltkv.Open(path, "coordinator store", keySchema, schemaVersion, bucketMeta, bucketRounds, bucketUpdates, bucketSites, bucketModels, bucketBlobs, bucketAudit, bucketRejects)
+	db, err := boltkv.Open(path, "coordinator store", keySchema, schemaVersion, bucketMeta, bucketRounds, bucketUpdates, bucketSites, bucketModels, bucketBlobs, bucketAudit, bucketRejects, bucketJudged)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStore, err)
 	}
@@ -182,4 +211,35 @@ func blobKey(version uint64, dtype string) []byte {
 func countReject(tx *bolt.Tx, reason string) error {
 	b := tx.Bucket(bucketRejects)
 	return b.Put([]byte(reason), u64(getU64(b, []byte(reason))+1))
+}
+
+// getVerdict returns the recorded verdict on site's update seq, if any.
+func getVerdict(tx *bolt.Tx, site string, seq uint64) (*verdict, error) {
+	var v verdict
+	ok, err := getJSON(tx.Bucket(bucketJudged), judgedKey(site, seq), &v)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// putVerdict records the verdict on site's update seq and forgets the
+// site's verdicts more than judgedWindow below hwm.
+func putVerdict(tx *bolt.Tx, site string, seq, hwm uint64, v verdict) error {
+	b := tx.Bucket(bucketJudged)
+	if err := putJSON(b, judgedKey(site, seq), &v); err != nil {
+		return err
+	}
+	if hwm <= judgedWindow {
+		return nil
+	}
+	prefix := append([]byte(site), 0)
+	cutoff := judgedKey(site, hwm-judgedWindow)
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && bytes.Compare(k, cutoff) < 0; k, _ = c.Seek(prefix) {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

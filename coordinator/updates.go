@@ -127,15 +127,37 @@ func (c *Coordinator) ProcessFrom(ctx context.Context, subject string, data []by
 			return err
 		}
 		site.Site, site.LastSeen = h.Site, now
-		if h.Seq == site.HWM && site.LastStatus != "" {
-			// the stream redelivers the update recorded last when the
-			// coordinator stopped between recording it and acking it: it
-			// was judged then, so it gets the same verdict and changes
-			// nothing (it is no replay)
+		if site.JudgedFrom == 0 {
+			site.JudgedFrom = site.HWM + 1 // verdicts are kept from here on
+		}
+		if h.Seq == site.HWM && site.LastStatus != "" && h.Seq < site.JudgedFrom {
+			// (a record from before verdicts were kept) the stream
+			// redelivers the update recorded last when the coordinator
+			// stopped between recording it and acking it: same verdict
 			ack.Status, ack.Reason, again = site.LastStatus, site.LastReason, true
 			return nil
 		}
-		if h.Seq <= site.HWM {
+		judged := h.Seq <= site.HWM // without kept verdicts, HWM says
+		if h.Seq >= site.JudgedFrom && h.Seq+judgedWindow > site.HWM {
+			v, err := getVerdict(tx, h.Site, h.Seq)
+			if err != nil {
+				return err
+			}
+			if v != nil && h.Seq == site.HWM {
+				// the stream redelivers the update recorded last when the
+				// coordinator stopped between recording it and acking it:
+				// it was judged then, so it gets the same verdict and
+				// changes nothing (it is no replay)
+				ack.Status, ack.Reason, again = v.Status, v.Reason, true
+				return nil
+			}
+			// Not judged though below HWM: the stream redelivered it after
+			// newer ones (the coordinator had fetched it and stopped before
+			// judging it, and the site's later updates were judged while
+			// it waited out AckWait): judge it now.
+			judged = v != nil
+		}
+		if judged {
 			// the same message again (a retry whose ack was lost, after
 			// the stream's de-duplication window) or an old one replayed:
 			// either way it changes nothing, and it is counted
@@ -149,7 +171,7 @@ func (c *Coordinator) ProcessFrom(ctx context.Context, subject string, data []by
 			}
 			return putJSON(tx.Bucket(bucketSites), []byte(h.Site), &site)
 		}
-		site.HWM = h.Seq
+		site.HWM = max(site.HWM, h.Seq)
 		reason, detail, r, err := c.accept(tx, m, &site)
 		if err != nil {
 			return err
@@ -172,7 +194,12 @@ func (c *Coordinator) ProcessFrom(ctx context.Context, subject string, data []by
 			site.Accepted++
 			site.LastRound, site.ModelVersion = h.Round, h.BaseVersion
 		}
-		site.LastStatus, site.LastReason = ack.Status, ack.Reason
+		if h.Seq == site.HWM {
+			site.LastStatus, site.LastReason = ack.Status, ack.Reason
+		}
+		if err := putVerdict(tx, h.Site, h.Seq, site.HWM, verdict{Status: ack.Status, Reason: ack.Reason}); err != nil {
+			return err
+		}
 		return putJSON(tx.Bucket(bucketSites), []byte(h.Site), &site)
 	})
 	if err != nil {

@@ -39,7 +39,7 @@ type nodeEntry struct {
 	gen     int64
 	spec    sim.NodeSpec
 	sig     uint64 // hash of spec (specSig)
-	ok      bool // false: the node cannot be modelled (no CPU or memory)
+	ok      bool   // false: the node cannot be modelled (no CPU or memory)
 	pods    []convPod
 	skipped int
 	free    []int64 // per-device free share after pods

@@ -309,3 +309,27 @@ func FuzzDecodeFleet(f *testing.F) {
 		}
 	})
 }
+
+// TestInitKeepsOrphanedSecrets: a fleet directory whose registry is gone
+// but whose coordinator secrets (the model-signing keys) remain is not
+// re-initialised over them.
+func TestInitKeepsOrphanedSecrets(t *testing.T) {
+	d := Dir{Path: t.TempDir()}
+	if _, err := d.Init(InitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(d.File(FleetFile)); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadDir(d.p("secrets", "coordinator"))
+	if err != nil || len(before) == 0 {
+		t.Fatalf("no coordinator secrets after Init: %v", err)
+	}
+	if _, err := d.Init(InitOptions{}); !errors.Is(err, ErrExists) || !strings.Contains(err.Error(), "refusing to overwrite") {
+		t.Fatalf("Init over orphaned secrets: %v, want ErrExists refusing to overwrite", err)
+	}
+	after, err := os.ReadDir(d.p("secrets", "coordinator"))
+	if err != nil || len(after) != len(before) {
+		t.Fatalf("secrets changed: %d files before, %d after (%v)", len(before), len(after), err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -240,6 +241,15 @@ func (d Dir) Init(o InitOptions) (*Fleet, error) {
 	}
 	if o.ModelKey == "" {
 		o.ModelKey = "model-1"
+	}
+	// Secrets without a registry are a fleet that lost its fleet.json (or
+	// a copy gone wrong): never replace them, the model-signing keys among
+	// them cannot be made again.
+	if ents, err := os.ReadDir(d.p("secrets", "coordinator")); err == nil && len(ents) > 0 {
+		if _, err := os.Stat(d.p(FleetFile)); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s holds coordinator secrets but no %s: refusing to overwrite them (restore the registry, or move the secrets away to start a new fleet)",
+				ErrExists, d.p("secrets", "coordinator"), FleetFile)
+		}
 	}
 	return d.update(true, func(f *Fleet) error {
 		now := d.now()

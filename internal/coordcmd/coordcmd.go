@@ -23,6 +23,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
+	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
@@ -148,11 +149,21 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	connOpts = append(connOpts, nats.Name("edge-coordinator"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond), nats.ReconnectJitter(250*time.Millisecond, time.Second),
 		// refusals by the server (permissions) arrive asynchronously
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Error("NATS", "err", err) }))
+	// A server that is not up yet (a restart of the whole site, NATS
+	// starting after the coordinator) is waited for, not fatal.
+	connOpts = append(connOpts, nats.RetryOnFailedConnect(true))
 	nc, err := nats.Connect(*url, connOpts...)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", *url, err)
 	}
 	defer nc.Drain()
+	if err := waitConnected(ctx, nc, *seed, log); err != nil {
+		if errors.Is(err, context.Canceled) {
+			log.Info("coordinator stopped before NATS was reachable")
+			return nil
+		}
+		return err
+	}
 	if *metricsAddr != "" {
 		ln, err := net.Listen("tcp", *metricsAddr)
 		if err != nil {
@@ -170,6 +181,23 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// waitConnected waits, with capped jittered backoff, until nc has
+// connected (it retries on its own), logging every half minute.
+func waitConnected(ctx context.Context, nc *nats.Conn, seed uint64, log *slog.Logger) error {
+	b := backoff.New(50*time.Millisecond, 2*time.Second, seed^0xc0)
+	start, said := time.Now(), time.Time{}
+	for !nc.IsConnected() {
+		if time.Since(said) >= 30*time.Second {
+			log.Warn("NATS not reachable yet; retrying", "url", nc.Opts.Url, "waited", time.Since(start).Round(time.Second))
+			said = time.Now()
+		}
+		if !b.Sleep(ctx) {
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 func loadModel(ref string) (*policy.Model, error) {

@@ -3,6 +3,8 @@ package coordcmd
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,5 +162,76 @@ func TestRunWithNKeyAndTLS(t *testing.T) {
 	}
 	if log := stderr.String(); !strings.Contains(log, "tls=true") || !strings.Contains(log, "nkey=true") || strings.Contains(log, "ermissions") {
 		t.Fatalf("coordinator log:\n%s", log)
+	}
+}
+
+// TestWaitsForNATS: edge-coordinator started before its NATS server
+// waits for it (it used to exit 1 with "no servers available"), comes up
+// when the server does, and stops cleanly on cancel.
+func TestWaitsForNATS(t *testing.T) {
+	d := natsauth.Dir{Path: filepath.Join(t.TempDir(), "fleet")}
+	if _, err := d.Init(natsauth.InitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateSite("store-1"); err != nil {
+		t.Fatal(err)
+	}
+	// a free port for the server that is not running yet
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"--nats", url, "--key", d.ModelKeyFile("model-1"), "--sites", d.File(natsauth.SitesDir),
+			"--data", t.TempDir(), "--calibrate", "builtin:factory-vision"}, stderr)
+	}()
+	// the coordinator is waiting, not gone (bootstrap takes a moment, so
+	// poll its log for the connection attempt rather than sleep)
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), "bootstrap") && !strings.Contains(stderr.String(), "model") {
+		select {
+		case code := <-done:
+			t.Fatalf("coordinator exited %d before its NATS server started:\n%s", code, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("coordinator did not start:\n%s", stderr.String())
+		}
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("coordinator exited %d before its NATS server started:\n%s", code, stderr.String())
+	case <-time.After(500 * time.Millisecond):
+	}
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	for !strings.Contains(stderr.String(), "coordinator up") {
+		select {
+		case code := <-done:
+			t.Fatalf("coordinator exited %d:\n%s", code, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("coordinator did not come up after its server did:\n%s", stderr.String())
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
 	}
 }

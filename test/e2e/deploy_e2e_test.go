@@ -549,7 +549,7 @@ func TestDeployChart(t *testing.T) {
 				args := agentArgs(t, s)
 				for _, a := range []string{"--site=lab-1", "--namespace=" + chartNamespace, "--nats=nats://edgesched-nats-leaf.edgesched-system.svc:4222",
 					"--creds=/etc/edgesched/nats/nats.creds", "--site-key=/etc/edgesched/site-key/site.key",
-					"--model-configmap=edgesched-model", "--trusted-keys=/etc/edgesched/trusted-keys"} {
+					"--model-configmap=edgesched-model", "--model-configmap-key=model.esa", "--trusted-keys=/etc/edgesched/trusted-keys"} {
 					if !slices.Contains(args, a) {
 						t.Errorf("agent args %q: missing %s", args, a)
 					}
@@ -569,6 +569,36 @@ func TestDeployChart(t *testing.T) {
 				}
 				if ns := s[nsObj].GetLabels(); ns["pod-security.kubernetes.io/enforce"] != "privileged" {
 					t.Errorf("namespace labels %v: the agent needs the privileged Pod Security level", ns)
+				}
+			},
+		},
+		{
+			// the security model of docs/security.md: the site's own NKey
+			// and mutual TLS, a custom model key
+			name: "site-nkey-mtls",
+			args: []string{"--set", "namespace.create=true", "--set", "site.name=lab-2",
+				"--set", "site.natsURL=tls://nats.example.org:4222",
+				"--set", "site.natsNKeySecret=nats-nkey", "--set", "site.natsTLSSecret=nats-tls", "--set", "site.natsMutualTLS=true",
+				"--set", "model.key=policy.esa",
+				"--set-string", `trustedKeys.keys.coordinator\.pub=` + pub},
+			want:   []string{nsObj, agentDS, schedDeploy, schedConfig, siteLeaderRol, modelCM, keysCM},
+			absent: []string{coordSTS, natsSTS, leafDeploy},
+			notes:  `Site "lab-2"`,
+			check: func(t *testing.T, s objSet) {
+				args := agentArgs(t, s)
+				for _, a := range []string{"--site=lab-2", "--nats=tls://nats.example.org:4222", "--nkey=/etc/edgesched/nats-nkey/nats.nk",
+					"--tls-ca=/etc/edgesched/nats-tls/ca.crt", "--tls-cert=/etc/edgesched/nats-tls/tls.crt", "--tls-key=/etc/edgesched/nats-tls/tls.key",
+					"--model-configmap-key=policy.esa"} {
+					if !slices.Contains(args, a) {
+						t.Errorf("agent args %q: missing %s", args, a)
+					}
+				}
+				if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--creds") }) {
+					t.Errorf("agent args %q: --creds without natsCredsSecret", args)
+				}
+				// the scheduler reads the key the agent writes
+				if cm := s[schedConfig]; cm == nil || !strings.Contains(fmt.Sprint(cm.Object["data"]), "modelConfigMapKey: policy.esa") {
+					t.Errorf("scheduler configuration does not read model key policy.esa: %v", cm)
 				}
 			},
 		},
@@ -647,6 +677,7 @@ func TestDeployChart(t *testing.T) {
 		{"site name not a DNS label", []string{"--set", "site.name=Lab_1"}, "/site/name"},
 		{"unknown key", []string{"--set", "agent.hostNetwrk=true"}, "hostNetwrk"},
 		{"site without NATS", []string{"--set", "site.name=lab-1"}, "has no NATS server"},
+		{"two NATS identities", []string{"--set", "site.natsCredsSecret=a", "--set", "site.natsNKeySecret=b"}, "mutually exclusive"},
 		{"leaf without hub", []string{"--set", "nats.leaf.enabled=true"}, "needs the hub's leaf-node URL"},
 		{"nothing to install", []string{"--set", "site.enabled=false"}, "nothing to install"},
 		{"key file name", []string{"--set-string", `trustedKeys.keys.coordinator\.key=x`}, "coordinator.key"},

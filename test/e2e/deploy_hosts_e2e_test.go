@@ -561,7 +561,7 @@ func TestDeployProgramFlags(t *testing.T) {
 	for _, us := range units {
 		t.Run(us.name, func(t *testing.T) {
 			if !packageExists(t, us.pkg) {
-				t.Skipf("%s does not exist yet: its flags cannot be checked", us.pkg)
+				t.Fatalf("%s does not exist: the chart and the units name a program that is not built", us.pkg)
 			}
 			known := programFlags(t, buildLocal(t, us.pkg)[0])
 			check := func(where string, args []string) {

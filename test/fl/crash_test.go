@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +29,8 @@ import (
 	"github.com/edgesched/edgesched/internal/coordcmd"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/test/internal/boltcheck"
+	"github.com/edgesched/edgesched/test/internal/gobuild"
 )
 
 // crashSites and crashRounds size every run of the crash test: three sites
@@ -118,29 +120,7 @@ func TestCoordinatorCrashRecovery(t *testing.T) {
 // test when there is no go tool.
 func buildEdgeCoordinator(t *testing.T) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, serr := os.Stat(goTool); serr != nil {
-			t.Skipf("crash test needs the go tool to build edge-coordinator: not on PATH (%v) nor in GOROOT (%v)", err, serr)
-		}
-	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "edge-coordinator")
-	began := time.Now()
-	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/edge-coordinator")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/edge-coordinator: %v\n%s", err, out)
-	}
-	t.Logf("built edge-coordinator in %v", time.Since(began).Round(time.Millisecond))
-	return bin
+	return gobuild.Build(t, t.TempDir(), "./cmd/edge-coordinator")[0]
 }
 
 // crashKill says how a run is interrupted: at a failpoint (NAME[:N], see
@@ -484,22 +464,15 @@ func waitServing(t *testing.T, url string, p *coordProc) {
 	})
 }
 
-// checkBolt opens a coordinator.db read-only and runs bbolt's consistency
-// check over it.
+// checkBolt runs bbolt's consistency check over a coordinator.db (none
+// yet: the kill came before the coordinator made it, nothing to check).
 func checkBolt(t *testing.T, path, when string) {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatalf("open %s %s: %v", path, when, err)
+	err := boltcheck.Check(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Logf("no coordinator.db %s: nothing to check", when)
+		return
 	}
-	defer db.Close()
-	err = db.View(func(tx *bolt.Tx) error {
-		var errs []error
-		for err := range tx.Check() {
-			errs = append(errs, err)
-		}
-		return errors.Join(errs...)
-	})
 	if err != nil {
 		t.Fatalf("bbolt check of coordinator.db %s: %v", when, err)
 	}

@@ -343,7 +343,7 @@ func (p *Probes) cgroupCPU() (map[uint64]time.Duration, error) {
 			for _, v := range vals[i*p.ncpu : (i+1)*p.ncpu] {
 				ns += v
 			}
-			out[keys[i]] += time.Duration(ns)
+			out[keys[i]] = time.Duration(ns) // one entry per cgroup: a key seen twice is not counted twice
 		}
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return out, nil

@@ -1,0 +1,221 @@
+package chaosagent
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/test/chaos/internal/history"
+)
+
+func TestFlagErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no site", []string{"--key", "k", "--model-key", "m", "--data", "d", "--history", "h"}, "--site is required"},
+		{"no history", []string{"--site", "s", "--key", "k", "--model-key", "m", "--data", "d"}, "--history is required"},
+		{"unknown flag", []string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{"stray argument", []string{"--site", "s", "--key", "k", "--model-key", "m", "--data", "d", "--history", "h", "extra"}, `unexpected arguments ["extra"]`},
+		{"missing key file", []string{"--site", "s", "--key", "/nonexistent/k", "--model-key", "m", "--data", "d", "--history", "h"}, "--key: "},
+		{"bad skew", []string{"--clock-skew", "soon"}, `invalid value "soon" for flag -clock-skew`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := Main(context.Background(), tc.args, &stderr); code != 1 {
+				t.Fatalf("exit code %d, want 1 (stderr %q)", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("stderr %q, want it to name %q", stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestAgentRecordsHistory runs the agent against an embedded NATS server
+// and an in-process coordinator (async rounds, one update per
+// aggregation), stops it, starts it again on the same store, and checks
+// its history: a start and a stop record each time, every committed
+// update staged before its outbox write and done after the stream took
+// it, each accepted once by the coordinator, model versions increasing.
+func TestAgentRecordsHistory(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+
+	dir := t.TempDir()
+	rng := rand.NewChaCha8([32]byte{7})
+	coordKey, _, err := quant.GenerateKey(rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	siteKey, _, err := quant.GenerateKey(rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, coordPub, err := quant.WriteKeyPair(dir, "coordinator", coordKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sitePriv, _, err := quant.WriteKeyPair(dir, "store-1", siteKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &federated.Registry{}
+	if err := reg.Add("store-1", siteKey.Public()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := coordinator.DefaultConfig()
+	cfg.DataDir, cfg.Sites, cfg.Signer = filepath.Join(dir, "coord"), reg, coordKey
+	cfg.Mode, cfg.Buffer, cfg.AutoRounds, cfg.PollInterval = federated.Async, 1, true, 20*time.Millisecond
+	cfg.Calibrate = func(context.Context, *policy.Model) ([]float32, error) {
+		r := rand.New(rand.NewPCG(1, 2))
+		rows := make([]float32, 200*policy.NumFeatures)
+		for i := range rows {
+			rows[i] = float32(r.NormFloat64())
+		}
+		return rows, nil
+	}
+	c, err := coordinator.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(3, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Bootstrap(context.Background(), &policy.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, ccancel := context.WithCancel(context.Background())
+	cdone := make(chan error, 1)
+	go func() { cdone <- c.Run(cctx, nc) }()
+	var stopOnce sync.Once
+	stopCoordinator := func() {
+		stopOnce.Do(func() {
+			ccancel()
+			<-cdone
+			nc.Close()
+			if err := c.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(stopCoordinator)
+
+	hist := filepath.Join(dir, "history.jsonl")
+	args := []string{"--site", "store-1", "--key", sitePriv, "--model-key", coordPub, "--nats", srv.ClientURL(),
+		"--data", filepath.Join(dir, "agent"), "--history", hist, "--async-interval", "50ms", "--train-time", "1ms",
+		"--clock-skew", "-3m", "--quiesce-file", filepath.Join(dir, "quiesce")}
+	run := func(until func([]history.Record) bool) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		var logs bytes.Buffer
+		done := make(chan int, 1)
+		go func() { done <- Main(ctx, args, &logs) }()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			recs, _, _ := history.ReadFile(hist)
+			if until(recs) {
+				break
+			}
+			if time.Now().After(deadline) {
+				cancel()
+				<-done
+				t.Fatalf("history never got there: %d records\n%s", len(recs), logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		if code := <-done; code != 0 {
+			t.Fatalf("exit code %d\n%s", code, logs.String())
+		}
+	}
+	count := func(recs []history.Record, ev string) int {
+		n := 0
+		for _, r := range recs {
+			if r.Ev == ev {
+				n++
+			}
+		}
+		return n
+	}
+	// first run: until three updates went out and two models came in
+	run(func(recs []history.Record) bool {
+		return count(recs, history.EvDone) >= 3 && count(recs, history.EvInstalled) >= 2
+	})
+	// second run on the same store: one more update out
+	first, _, _ := history.ReadFile(hist)
+	run(func(recs []history.Record) bool { return count(recs, history.EvDone) > count(first, history.EvDone) })
+	// quiesced: no new update (the trainer refuses), the stop still comes
+	if err := os.WriteFile(filepath.Join(dir, "quiesce"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, _, _ := history.ReadFile(hist)
+	run(func(recs []history.Record) bool { return count(recs, history.EvStart) > count(before, history.EvStart) })
+
+	recs, torn, err := history.ReadFile(hist)
+	if err != nil || torn {
+		t.Fatalf("history: %v (torn %v)", err, torn)
+	}
+	if s, e := count(recs, history.EvStart), count(recs, history.EvStop); s != 3 || e != 3 {
+		t.Fatalf("%d starts and %d stops, want 3 of each", s, e)
+	}
+	if recs[0].SkewNS != int64(-3*time.Minute) {
+		t.Errorf("start record skew %v, want -3m", time.Duration(recs[0].SkewNS))
+	}
+	// the quiesced run made no update: its stop has the seq of its start
+	last := recs[len(recs)-1]
+	var lastStart history.Record
+	for _, r := range recs {
+		if r.Ev == history.EvStart {
+			lastStart = r
+		}
+	}
+	if last.Ev != history.EvStop || last.State.Seq != lastStart.State.Seq {
+		t.Errorf("quiesced run: started at seq %d, stopped at %+v", lastStart.State.Seq, last)
+	}
+
+	// the coordinator's verdicts, read the way the chaos test reads them
+	// (after the coordinator stopped)
+	stopCoordinator()
+	view, err := history.ReadCoordinator(filepath.Join(dir, "coord", "coordinator.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := history.Check([]history.Agent{{Site: "store-1", Records: recs}}, view.Verdicts)
+	if !rep.OK() {
+		t.Fatalf("violations: %q", rep.Violations)
+	}
+	// every committed update was applied or is still pending (the
+	// agent stopped with some in its outbox)
+	if rep.Written < 4 || rep.Applied+rep.Pending != rep.Written || rep.Installs < 2 || rep.Restarts != 2 {
+		t.Fatalf("report %+v: want >= 4 written, each applied or pending, >= 2 installs, 2 restarts", rep)
+	}
+	t.Logf("%d updates written, %d applied, %d pending; %d installs; %d verdicts in the audit log", rep.Written, rep.Applied, rep.Pending, rep.Installs, len(view.Verdicts))
+}
