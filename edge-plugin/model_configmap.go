@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -53,20 +54,26 @@ type configMapSource struct {
 	key       string
 	logger    klog.Logger
 
+	applyMu sync.Mutex // serialises apply
 	mu      sync.Mutex
 	missing bool // the last ConfigMap seen had no model key
 
 	// Events raised while New runs are held and raised again later:
 	// kube-scheduler builds its plugins before its event broadcaster starts
 	// recording, and events recorded before that are dropped.
-	evMu sync.Mutex
-	hold bool
-	held []func()
+	evMu    sync.Mutex
+	hold    bool
+	held    []func()
+	holding atomic.Bool // hold, readable without evMu (the scheduling path)
+
+	deletions atomic.Int64 // ConfigMap deletions seen (tests)
 }
 
 // startupEventDelay is how long after New the events held during New are
-// raised (kube-scheduler starts recording events at the very beginning of
-// its Run, right after building the plugins).
+// raised at the latest: kube-scheduler starts recording events at the very
+// beginning of its Run, right after building the plugins, so the first
+// scheduling cycle (EdgePolicy's PreFilter) raises them, and this timer
+// covers a scheduler with nothing to schedule.
 const startupEventDelay = 3 * time.Second
 
 // startConfigMapSource starts watching namespace/name until ctx ends and
@@ -74,9 +81,10 @@ const startupEventDelay = 3 * time.Second
 // model found there. The returned function blocks until every goroutine of
 // the watch has stopped after ctx ended (tests use it).
 func startConfigMapSource(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder,
-	store *ModelStore, namespace, name, key string) (wait func()) {
-	s := &configMapSource{store: store, recorder: recorder, namespace: namespace, name: name, key: key, hold: true,
+	store *ModelStore, namespace, name, key string) (s *configMapSource, wait func()) {
+	s = &configMapSource{store: store, recorder: recorder, namespace: namespace, name: name, key: key, hold: true,
 		logger: klog.FromContext(ctx).WithValues("plugin", Name, "configMap", namespace+"/"+name, "key", key)}
+	s.holding.Store(true)
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -112,7 +120,7 @@ func startConfigMapSource(ctx context.Context, client kubernetes.Interface, reco
 	defer cancel()
 	if !cache.WaitForCacheSync(sctx.Done(), inf.HasSynced) {
 		s.logger.Error(sctx.Err(), "The model ConfigMap is not listed yet (RBAC: get/list/watch on it?); watching in the background, scoring neutrally until a model loads")
-		return wg.Wait
+		return s, wg.Wait
 	}
 	// The handler delivers the add asynchronously; applying the listed
 	// object here installs it before New returns (the handler's later call
@@ -120,10 +128,10 @@ func startConfigMapSource(ctx context.Context, client kubernetes.Interface, reco
 	cm, err := cms.Lister().ConfigMaps(namespace).Get(name)
 	if err != nil {
 		s.logger.Info("No model ConfigMap yet: scoring neutrally until one is created")
-		return wg.Wait
+		return s, wg.Wait
 	}
 	s.apply(cm)
-	return wg.Wait
+	return s, wg.Wait
 }
 
 // modelBytes returns the model key of cm: binaryData (what kubectl
@@ -138,12 +146,17 @@ func modelBytes(cm *v1.ConfigMap, key string) ([]byte, error) {
 	return nil, fmt.Errorf("ConfigMap %s/%s has no key %q in binaryData or data", cm.Namespace, cm.Name, key)
 }
 
-// apply verifies and installs the ConfigMap's model (informer callback).
+// apply verifies and installs the ConfigMap's model (informer callback,
+// and New's own call on the listed object). Calls run one at a time: a
+// call that finds the bytes it was given already being installed must not
+// return before that install has finished (New relies on it).
 func (s *configMapSource) apply(obj any) {
 	cm, ok := obj.(*v1.ConfigMap)
 	if !ok || cm.Namespace != s.namespace || cm.Name != s.name {
 		return
 	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
 	raw, err := modelBytes(cm, s.key)
 	// A key still missing is refused once, not on every other update.
 	s.mu.Lock()
@@ -190,6 +203,7 @@ func (s *configMapSource) deleted(obj any) {
 	if cm, ok := obj.(*v1.ConfigMap); ok && (cm.Namespace != s.namespace || cm.Name != s.name) {
 		return
 	}
+	defer s.deletions.Add(1)
 	if m := s.store.Current(); m != nil {
 		s.logger.Info("Model ConfigMap deleted: keeping the model in use", "version", m.Header.Version, "modelID", shortID(m.Header.ModelID))
 	} else {
@@ -212,10 +226,14 @@ func (s *configMapSource) event(cm *v1.ConfigMap, eventtype, reason, note string
 }
 
 // releaseEvents raises the events held since New, in order, and stops
-// holding.
+// holding. Safe to call many times, from any goroutine.
 func (s *configMapSource) releaseEvents() {
+	if s == nil || !s.holding.Load() {
+		return
+	}
 	s.evMu.Lock()
 	defer s.evMu.Unlock()
+	s.holding.Store(false)
 	for _, emit := range s.held {
 		emit()
 	}

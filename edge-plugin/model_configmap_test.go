@@ -18,8 +18,10 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/sim"
 )
 
 // recordedEvent is one event of eventLog.
@@ -152,7 +154,11 @@ func TestConfigMapModelSource(t *testing.T) {
 	if n := len(rec.list(EventModelInstalled)); n != 0 {
 		t.Fatalf("%d ModelInstalled events raised during New, want them held", n)
 	}
-	eventually(t, "ModelInstalled event for v1", func() bool { return len(rec.list(EventModelInstalled)) >= 1 })
+	// the first scheduling cycle raises them (synchronously)
+	p.PreFilter(ctx, framework.NewCycleState(), k8sPod(sim.PodSpec{Name: "first", CPU: 100, Memory: 100}), nil)
+	if n := len(rec.list(EventModelInstalled)); n != 1 {
+		t.Fatalf("%d ModelInstalled events after the first cycle, want the held one", n)
+	}
 	if e := rec.list(EventModelInstalled)[0]; e.kind != "ConfigMap" || e.namespace != cmNamespace || e.name != cmName || e.eventtype != v1.EventTypeNormal {
 		t.Fatalf("install event %+v, want a Normal event on %s/%s", e, cmNamespace, cmName)
 	}
@@ -237,7 +243,7 @@ func TestConfigMapDeleteKeepsModel(t *testing.T) {
 	store := NewModelStore(testKeyring(t, s))
 	client := fake.NewClientset(modelConfigMap("m", encodeVersion(t, s, 7)))
 	ctx, cancel := context.WithCancel(t.Context())
-	wait := startConfigMapSource(ctx, client, nil, store, cmNamespace, cmName, "m")
+	src, wait := startConfigMapSource(ctx, client, nil, store, cmNamespace, cmName, "m")
 	if m := store.Current(); m == nil || m.Header.Version != 7 {
 		t.Fatalf("model %+v after start, want v7", m)
 	}
@@ -245,16 +251,8 @@ func TestConfigMapDeleteKeepsModel(t *testing.T) {
 	if err := client.CoreV1().ConfigMaps(cmNamespace).Delete(ctx, cmName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// the informer sees the deletion (its store empties) without touching
-	// the model
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := client.CoreV1().ConfigMaps(cmNamespace).Get(ctx, cmName, metav1.GetOptions{}); err != nil {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
+	// the informer sees the deletion without touching the model
+	eventually(t, "the source to see the deletion", func() bool { return src.deletions.Load() == 1 })
 	if store.Current() != good {
 		t.Fatal("deleting the ConfigMap replaced the model")
 	}
@@ -277,7 +275,7 @@ func TestConfigMapNotThereYet(t *testing.T) {
 	before := counterValue(t, refuseRead)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	wait := startConfigMapSource(ctx, client, nil, store, cmNamespace, cmName, DefaultModelConfigMapKey)
+	_, wait := startConfigMapSource(ctx, client, nil, store, cmNamespace, cmName, DefaultModelConfigMapKey)
 	defer wait()
 	defer cancel()
 	if store.Current() != nil || counterValue(t, refuseRead) != before {

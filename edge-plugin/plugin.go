@@ -32,6 +32,9 @@ type EdgePolicy struct {
 	models *ModelStore
 	conv   *converter
 	now    func() time.Time
+	// cmSource is the ConfigMap model source (nil with a model file); the
+	// first scheduling cycle releases the events it held during New.
+	cmSource *configMapSource
 	// last is the latest PreScore's cycle and result: Score, called once
 	// per node, finds its state here without a CycleState lookup. Holding
 	// the cycle's CycleState keeps its address from being reused.
@@ -88,7 +91,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		if r := h.EventRecorder(); r != nil {
 			rec = r
 		}
-		startConfigMapSource(ctx, h.ClientSet(), rec, p.models, ns, name, args.ModelConfigMapKey)
+		p.cmSource, _ = startConfigMapSource(ctx, h.ClientSet(), rec, p.models, ns, name, args.ModelConfigMapKey)
 		return p, nil
 	}
 	if _, err := p.models.LoadFile(args.ModelPath); err != nil {
@@ -141,6 +144,7 @@ func (s *preFilterState) Clone() fwk.StateData { return s }
 
 // PreFilter parses the pod's GPU request; pods without one skip Filter.
 func (p *EdgePolicy) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	p.cmSource.releaseEvents() // one atomic load after the first cycle
 	req, err := podGPURequest(pod)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
