@@ -16,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 )
@@ -37,6 +38,9 @@ type Coordinator struct {
 	dp *federated.Accountant
 	// decoded float models by version (guarded by mu)
 	cache map[uint64]*policy.Model
+	// publishDue: a publication failed and a stored model may be pending
+	// (guarded by mu; Tick publishes it)
+	publishDue bool
 
 	repMu   sync.Mutex // guards reports
 	reports map[string]federated.SiteReport
@@ -213,8 +217,21 @@ func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
 		c.bus = nil
 		c.mu.Unlock()
 	}()
-	if err := c.recover(ctx); err != nil {
-		return err
+	// Recovery talks to the bus (pending models, the round's announcement):
+	// a slow or restarting NATS server is retried, not fatal; a damaged
+	// store is.
+	for rb := backoff.New(250*time.Millisecond, 10*time.Second, c.cfg.Seed^0x7ec0); ; {
+		err := c.recover(ctx)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, ErrStore) || ctx.Err() != nil {
+			return err
+		}
+		c.log.Warn("recovery after start failed; retrying", "err", err)
+		if !rb.Sleep(ctx) {
+			return ctx.Err()
+		}
 	}
 	admin, err := c.serveAdmin(nc)
 	if err != nil {
@@ -374,7 +391,12 @@ func objectName(version uint64, dtype string) string {
 
 // publishModel puts a stored model's artifacts into the object store,
 // announces it in the KV bucket and marks it published.
-func (c *Coordinator) publishModel(ctx context.Context, m *Model) error {
+func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
+	defer func() {
+		if err != nil {
+			c.publishDue = true // Tick retries (publishPending)
+		}
+	}()
 	var fb, qb []byte
 	if err := c.db.View(func(tx *bolt.Tx) error {
 		bl := tx.Bucket(bucketBlobs)
@@ -539,6 +561,15 @@ func (c *Coordinator) tickLoop(ctx context.Context) error {
 func (c *Coordinator) Tick(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.publishDue && c.bus != nil {
+		// a model stored but not yet on the bus (its publication failed):
+		// publish it before anything else, above all before a new round
+		// trains from it
+		if err := c.publishPending(ctx); err != nil {
+			return fmt.Errorf("publish pending models: %w", err)
+		}
+		c.publishDue = false
+	}
 	r, err := c.currentRound()
 	if err != nil || r == nil {
 		return err
