@@ -264,3 +264,35 @@ func TestOutOfOrderRedelivery(t *testing.T) {
 		t.Fatalf("seq 3 after HWM %d: %+v, want a replay (below the kept window)", 2+judgedWindow+1, ack)
 	}
 }
+
+// TestUnattributedRefusalCountedOnce: a message no site can be blamed for
+// (junk) that the stream delivers again under the same stream sequence (the
+// coordinator stopped before acking it) is refused again but counted and
+// audited once; another junk message (another sequence) counts.
+func TestUnattributedRefusalCountedOnce(t *testing.T) {
+	ctx := context.Background()
+	u := newUnit(t, 1)
+	junk := func(seq uint64) {
+		t.Helper()
+		if ack, err := u.c.processFrom(ctx, "", []byte("not an update"), seq); err != nil || ack != nil {
+			t.Fatalf("junk at stream seq %d: ack %+v, err %v; want no ack and no error", seq, ack, err)
+		}
+	}
+	malformed := func() uint64 {
+		t.Helper()
+		r, err := u.c.Rejects()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r[federated.ReasonMalformed]
+	}
+	junk(7)
+	junk(7) // delivered again
+	if n := malformed(); n != 1 {
+		t.Fatalf("malformed counted %d times for one message delivered twice, want 1", n)
+	}
+	junk(8)
+	if n := malformed(); n != 2 {
+		t.Fatalf("malformed counted %d times for two messages, want 2", n)
+	}
+}

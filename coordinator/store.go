@@ -25,6 +25,7 @@ var (
 	bucketAudit   = []byte("audit")   // sequence (uint64 BE) -> Event JSON
 	bucketRejects = []byte("rejects") // reason -> count (uint64 BE)
 	bucketJudged  = []byte("judged")  // site 0x00 seq (uint64 BE) -> verdict JSON (judgedWindow per site)
+	bucketRefused = []byte("refused") // stream seq (uint64 BE) of unattributable refused messages (refusedWindow)
 
 	keySchema  = []byte("schema")
 	keyRound   = []byte("round")
@@ -150,7 +151,7 @@ var u64, getU64 = boltkv.U64, boltkv.GetU64
 
 // openStore opens (creating) the database and checks its schema.
 func openStore(path string) (*bolt.DB, error) {
-	db, err := boltkv.Open(path, "coordinator store", keySchema, schemaVersion, bucketMeta, bucketRounds, bucketUpdates, bucketSites, bucketModels, bucketBlobs, bucketAudit, bucketRejects, bucketJudged)
+	db, err := boltkv.Open(path, "coordinator store", keySchema, schemaVersion, bucketMeta, bucketRounds, bucketUpdates, bucketSites, bucketModels, bucketBlobs, bucketAudit, bucketRejects, bucketJudged, bucketRefused)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStore, err)
 	}
@@ -242,4 +243,33 @@ func putVerdict(tx *bolt.Tx, site string, seq, hwm uint64, v verdict) error {
 		}
 	}
 	return nil
+}
+
+// refusedWindow is how many stream sequences below the newest the record
+// of refused unattributable messages covers (a redelivery comes back
+// within the consumer's ack-pending limit).
+const refusedWindow = 1 << 16
+
+// seenUnattributed reports whether the unattributable message at stream
+// sequence seq was refused before, and records it if not (forgetting the
+// ones more than refusedWindow older).
+func seenUnattributed(tx *bolt.Tx, seq uint64) (bool, error) {
+	b := tx.Bucket(bucketRefused)
+	k := u64(seq)
+	if b.Get(k) != nil {
+		return true, nil
+	}
+	if err := b.Put(k, []byte{}); err != nil {
+		return false, err
+	}
+	if seq > refusedWindow {
+		cutoff := u64(seq - refusedWindow)
+		c := b.Cursor()
+		for k, _ := c.First(); k != nil && bytes.Compare(k, cutoff) < 0; k, _ = c.First() {
+			if err := c.Delete(); err != nil {
+				return false, err
+			}
+		}
+	}
+	return false, nil
 }

@@ -52,7 +52,11 @@ func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) erro
 // message, which the site's high-water mark then recognises: it gets its
 // recorded verdict again, and an update is never applied twice.
 func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg) {
-	ack, err := c.ProcessFrom(ctx, msg.Subject(), msg.Data())
+	var streamSeq uint64
+	if md, err := msg.Metadata(); err == nil {
+		streamSeq = md.Sequence.Stream
+	}
+	ack, err := c.processFrom(ctx, msg.Subject(), msg.Data(), streamSeq)
 	if err != nil {
 		// store failure: leave it unacked, JetStream redelivers it
 		c.log.Error("process update", "err", err)
@@ -88,6 +92,15 @@ var errSubject = errors.New("coordinator: update on another site's subject")
 // captured update cannot burn the real site's sequence. An empty subject
 // skips the check.
 func (c *Coordinator) ProcessFrom(ctx context.Context, subject string, data []byte) (*federated.Ack, error) {
+	return c.processFrom(ctx, subject, data, 0)
+}
+
+// processFrom is ProcessFrom for the message at streamSeq of the update
+// stream (0: unknown). A message that cannot be attributed to a site has no
+// sequence of its own to judge it by, so its refusal is recorded under
+// its stream sequence: delivered again (the coordinator stopped before
+// acking it), it is not counted twice.
+func (c *Coordinator) processFrom(ctx context.Context, subject string, data []byte, streamSeq uint64) (*federated.Ack, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now().UTC()
@@ -111,6 +124,11 @@ func (c *Coordinator) ProcessFrom(ctx context.Context, subject string, data []by
 		c.log.Warn("update refused", "reason", reason, "err", err)
 		c.metrics.updates.WithLabelValues("rejected", reason).Inc()
 		return nil, c.db.Update(func(tx *bolt.Tx) error {
+			if streamSeq > 0 {
+				if again, err := seenUnattributed(tx, streamSeq); err != nil || again {
+					return err
+				}
+			}
 			if err := countReject(tx, reason); err != nil {
 				return err
 			}
