@@ -21,6 +21,7 @@ import (
 
 	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
+	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 )
 
 // logBuffer is a goroutine-safe log sink.
@@ -45,7 +46,7 @@ func (l *logBuffer) String() string {
 // second over a 1 s window.
 func fastConfig(cs *fake.Clientset, logs *logBuffer) Config {
 	return Config{
-		NodeName: "n1", Client: cs, Seed: 7,
+		NodeName: "n1", Client: kubeclientset.Wrap(cs), Seed: 7,
 		Logger:         slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		SampleInterval: 100 * time.Millisecond, AnnotateInterval: time.Second, Window: time.Second,
 		RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
@@ -354,7 +355,7 @@ func TestConfigValidate(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"client without node", Config{Client: cs}, "node name is required"},
+		{"client without node", Config{Client: kubeclientset.Wrap(cs)}, "node name is required"},
 		{"negative interval", Config{SampleInterval: -time.Second}, "sample interval -1s is negative"},
 		{"tiny interval", Config{SampleInterval: time.Millisecond}, "below 10ms"},
 		{"sample longer than annotate", Config{SampleInterval: 20 * time.Second}, "longer than the annotate interval"},

@@ -76,7 +76,7 @@ func (a *Agent) writeSummary(ctx context.Context, s telemetry.Summary) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, max(a.cfg.AnnotateInterval, 5*time.Second))
 	defer cancel()
-	_, err = a.cfg.Client.CoreV1().Nodes().Patch(ctx, a.cfg.NodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "edge-agent"})
+	_, err = a.cfg.Client.Nodes().Patch(ctx, a.cfg.NodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "edge-agent"})
 	if err != nil {
 		return fmt.Errorf("patch node %s: %w", a.cfg.NodeName, err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 )
 
 // clock is a settable clock for tests.
@@ -82,7 +83,7 @@ func newTestAgent(t *testing.T, mutate func(*Config)) (*Agent, *fake.Clientset, 
 	cs := fake.NewClientset(node)
 	clk := &clock{t: t0}
 	cfg := Config{
-		NodeName: "n1", Client: cs, Now: clk.Now, Seed: 1,
+		NodeName: "n1", Client: kubeclientset.Wrap(cs), Now: clk.Now, Seed: 1,
 		RetryMin: time.Millisecond, RetryMax: 4 * time.Millisecond,
 	}
 	cfg.Proc.ProcRoot = "telemetry/procfs/testdata/real1/proc"

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
 	"github.com/edgesched/edgesched/agent/telemetry/procfs"
+	"github.com/edgesched/edgesched/internal/kube"
 )
 
 // Defaults of Config.
@@ -68,9 +68,11 @@ type Config struct {
 	// Registry is where the agent registers its metrics and what /metrics
 	// serves, so components can add theirs. Nil: a registry of its own.
 	Registry *prometheus.Registry
-	// Client writes the annotation. Nil means the agent does not write
-	// annotations (metrics only, e.g. to measure it without a cluster).
-	Client kubernetes.Interface
+	// Client writes the annotation (a PATCH of the Node): kube.NewForConfig's
+	// clients, or a client-go clientset adapted by kube/kubeclientset.
+	// Nil means the agent does not write annotations (metrics only, e.g.
+	// to measure it without a cluster).
+	Client kube.Interface
 	// Logger receives the agent's logs. Nil discards them.
 	Logger *slog.Logger
 	// Proc says where the /proc collector reads, and which cgroup (if any)

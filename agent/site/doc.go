@@ -1,6 +1,7 @@
 // Package site is the site leader of edge-agent: the agents of one site
 // (one K3s cluster) elect a leader with a coordination.k8s.io Lease
-// (Elector, client-go's leader election), and the leader alone runs the
+// (Elector: client-go's leader-election rules, implemented in lease.go on
+// internal/kube's Lease client), and the leader alone runs the
 // leader-only components: the federated-learning client (FL, training in
 // the site's twin with TwinTrainer from the workload trace that every
 // agent records with agent/trace) and the model installer (Installer,

@@ -11,14 +11,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/internal/kube"
 )
 
 // Component is a long-running part of the agent (the same method set as
@@ -33,6 +30,11 @@ const (
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
 	DefaultRetryPeriod   = 2 * time.Second
+	// JitterFactor: a standby tries to take the Lease every RetryPeriod
+	// x [1, 1+JitterFactor) (client-go's leader election uses the same
+	// factor), and Validate wants RenewDeadline > JitterFactor x
+	// RetryPeriod.
+	JitterFactor = 1.2
 )
 
 // LeaseName is the Lease a site's agents elect their leader with.
@@ -50,17 +52,22 @@ type Config struct {
 	Namespace string
 	// Identity is this agent's name in the election: its node name.
 	Identity string
-	// Client talks to the site's apiserver (leases get/create/update).
-	Client kubernetes.Interface
-	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's leader
-	// election timings (defaults 15s, 10s, 2s): a standby takes over at
-	// most about LeaseDuration + 2.2 x RetryPeriod after the leader's last
-	// renewal; a leader that cannot renew for RenewDeadline steps down.
+	// Client talks to the site's apiserver (leases get/create/update):
+	// kube.NewForConfig's clients, or a clientset adapted by
+	// kube/kubeclientset. Required.
+	Client kube.Interface
+	// LeaseDuration, RenewDeadline and RetryPeriod are the election's
+	// timings, with client-go's leader-election meaning and defaults (15s,
+	// 10s, 2s): a standby takes over at most about LeaseDuration + 2 x
+	// (1+JitterFactor) x RetryPeriod after the leader's last renewal; the
+	// leader renews every RetryPeriod, and one that cannot renew for
+	// RenewDeadline steps down. The Lease records LeaseDuration in whole
+	// seconds, rounded up (at least 1s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// KeepLeaseOnStop leaves the Lease to expire when Run's context ends.
-	// The zero value releases it (client-go's ReleaseOnCancel), after the
-	// leader-only components have stopped, so a standby takes over at
-	// once on a graceful shutdown. Tests set it to simulate a crash.
+	// The zero value releases it, after the leader-only components have
+	// stopped, so a standby takes over at once on a graceful shutdown.
+	// Tests set it to simulate a crash.
 	KeepLeaseOnStop bool
 	// Leader are the components that run only while this agent leads
 	// (the FL client, the model installer). They start when the Lease is
@@ -71,7 +78,8 @@ type Config struct {
 	BackoffMin, BackoffMax time.Duration
 	// Registerer receives the metrics (nil: not registered).
 	Registerer prometheus.Registerer
-	// Seed seeds the restart jitter.
+	// Seed seeds the jitter of the standby's retries and of the
+	// components' restarts.
 	Seed   uint64
 	Logger *slog.Logger
 }
@@ -93,9 +101,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: Identity (the node name) required", ErrConfig)
 	case c.Client == nil:
 		return fmt.Errorf("%w: Client required", ErrConfig)
-	case c.RetryPeriod <= 0 || c.RenewDeadline <= time.Duration(leaderelection.JitterFactor*float64(c.RetryPeriod)) || c.LeaseDuration <= c.RenewDeadline:
+	case c.RetryPeriod <= 0 || c.RenewDeadline <= time.Duration(JitterFactor*float64(c.RetryPeriod)) || c.LeaseDuration <= c.RenewDeadline:
 		return fmt.Errorf("%w: want LeaseDuration > RenewDeadline > %.1f x RetryPeriod > 0 (got %v, %v, %v)", ErrConfig,
-			leaderelection.JitterFactor, c.LeaseDuration, c.RenewDeadline, c.RetryPeriod)
+			JitterFactor, c.LeaseDuration, c.RenewDeadline, c.RetryPeriod)
+	case c.LeaseDuration < time.Second:
+		return fmt.Errorf("%w: LeaseDuration %v: the Lease counts whole seconds (at least 1s)", ErrConfig, c.LeaseDuration)
 	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
 		return fmt.Errorf("%w: backoff must be positive (BackoffMax >= BackoffMin)", ErrConfig)
 	}
@@ -108,9 +118,9 @@ func (c *Config) Validate() error {
 }
 
 // Elector runs the site's leader election (a coordination.k8s.io Lease
-// named LeaseName(site)) and the leader-only components while this agent
-// holds it. Create with New; Run once; IsLeader and Leader are safe for
-// concurrent use.
+// named LeaseName(site), lease.go) and the leader-only components while
+// this agent holds it. Create with New; Run once; IsLeader and Leader are
+// safe for concurrent use.
 type Elector struct {
 	cfg    Config
 	log    *slog.Logger
@@ -119,6 +129,9 @@ type Elector struct {
 
 	isLeader    prometheus.Gauge
 	transitions *prometheus.CounterVec
+
+	// owned by Run's goroutine (lease.go)
+	lease leaseState
 }
 
 // New checks cfg and registers the metrics
@@ -152,111 +165,59 @@ func New(cfg Config) (*Elector, error) {
 func (e *Elector) IsLeader() bool { return e.is.Load() }
 
 // Leader is the identity of the leader this agent last observed ("" before
-// any).
+// any; a released Lease does not clear it).
 func (e *Elector) Leader() string { return e.leader.Load().(string) }
 
 // Run takes part in the election until ctx ends: standing by, leading
 // (running the leader-only components) when it wins the Lease, and back
 // to standing by when it loses it. When ctx ends while leading, the
-// components are stopped first and only then is the Lease released
-// (unless KeepLeaseOnStop). It returns ctx's error.
+// components are stopped first, the Lease still being renewed meanwhile,
+// and only then is it released (unless KeepLeaseOnStop). It returns
+// ctx's error.
 func (e *Elector) Run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		if err := e.term(ctx); err != nil {
-			return err
+	e.lease = newLeaseState(e.cfg)
+	for ctx.Err() == nil && e.acquire(ctx) {
+		e.lead(ctx)
+		if ctx.Err() == nil {
+			e.log.Warn("lost the site lease: standing by")
 		}
 	}
 	return ctx.Err()
 }
 
-// term runs one client-go elector until it stops (ctx ended, or the lease
-// was lost), waiting for the leader-only components to stop.
-func (e *Elector) term(ctx context.Context) error {
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: LeaseName(e.cfg.Site), Namespace: e.cfg.Namespace},
-		Client:     e.cfg.Client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.Identity},
-		Labels:     map[string]string{"edgesched.io/site": e.cfg.Site},
-	}
-	// The elector's context is not ctx: while leading, ctx's end must
-	// first stop the components, then end the elector (which releases).
-	ectx, cancelElector := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelElector()
-	var mu sync.Mutex
-	leading := false
-	stopWatch := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !leading {
-			cancelElector()
-		}
-	})
-	defer stopWatch()
-	// client-go calls OnStartedLeading in a goroutine of its own; the term
-	// runs here instead, so Run can wait for the components to stop.
-	started := make(chan context.Context, 1)
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		Name:            LeaseName(e.cfg.Site),
-		LeaseDuration:   e.cfg.LeaseDuration,
-		RenewDeadline:   e.cfg.RenewDeadline,
-		RetryPeriod:     e.cfg.RetryPeriod,
-		ReleaseOnCancel: !e.cfg.KeepLeaseOnStop,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(lctx context.Context) { started <- lctx }, // at most once per elector: never blocks
-			OnStoppedLeading: func() {},
-			OnNewLeader: func(id string) {
-				e.leader.Store(id)
-				e.log.Info("site leader", "leader", id)
-			},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	runDone := make(chan struct{})
-	go func() {
-		defer close(runDone)
-		le.Run(ectx)
-	}()
-	select {
-	case lctx := <-started:
-		mu.Lock()
-		leading = true
-		mu.Unlock()
-		e.lead(ctx, lctx) // returns when the term ended (lease lost) or ctx ended
-		if ctx.Err() != nil {
-			cancelElector() // the components stopped: now the Lease may go
-		}
-		<-runDone
-		if ctx.Err() == nil {
-			e.log.Warn("lost the site lease: standing by")
-		}
-	case <-runDone: // ctx ended while standing by
-	}
-	return nil
-}
-
-// lead runs the leader-only components until lctx (the term) or ctx (the
-// agent) ends, then stops them and waits for them.
-func (e *Elector) lead(ctx, lctx context.Context) {
-	tctx, cancel := context.WithCancel(lctx)
-	defer cancel()
-	stop := context.AfterFunc(ctx, cancel)
-	defer stop()
+// lead runs the leader-only components while renewing the Lease, until
+// the Lease is lost or ctx ends; then it stops the components and waits
+// for them, and after a graceful stop releases the Lease. The renewals
+// and the release do not use ctx: the Lease is kept while the components
+// stop.
+func (e *Elector) lead(ctx context.Context) {
+	cctx, stopComponents := context.WithCancel(ctx)
+	defer stopComponents()
 	e.is.Store(true)
 	e.isLeader.Set(1)
 	e.transitions.WithLabelValues("leader").Inc()
 	e.log.Info("leading the site", "components", len(e.cfg.Leader))
 	var wg sync.WaitGroup
 	for i, c := range e.cfg.Leader {
-		wg.Go(func() { e.keepRunning(tctx, i, c) })
+		wg.Go(func() { e.keepRunning(cctx, i, c) })
 	}
-	wg.Wait()
+	stopped := make(chan struct{})
+	go func() { // owned by lead: it waits for stopped before returning
+		wg.Wait()
+		close(stopped)
+	}()
+
+	api := context.WithoutCancel(ctx)
+	kept := e.renewWhile(api, stopped)
+	stopComponents()
+	<-stopped
 	e.is.Store(false)
 	e.isLeader.Set(0)
 	e.transitions.WithLabelValues("standby").Inc()
 	e.log.Info("stopped leading: leader-only components stopped")
+	if kept && !e.cfg.KeepLeaseOnStop {
+		e.release(api)
+	}
 }
 
 // keepRunning runs c until ctx ends, restarting it with backoff when it

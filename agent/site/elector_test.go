@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 )
 
 // probe is a leader component that counts its runs and, when it stops,
@@ -45,7 +47,7 @@ func (p *probe) Run(ctx context.Context) error {
 
 func fastConfig(client kubernetes.Interface, id string, comps ...Component) Config {
 	cfg := DefaultConfig()
-	cfg.Site, cfg.Namespace, cfg.Identity, cfg.Client, cfg.Leader = "store-1", testNS, id, client, comps
+	cfg.Site, cfg.Namespace, cfg.Identity, cfg.Client, cfg.Leader = "store-1", testNS, id, kubeclientset.Wrap(client), comps
 	// lease 1.5 s > renew 1 s > 1.2 x retry 0.2 s
 	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 1500*time.Millisecond, time.Second, 200*time.Millisecond
 	cfg.BackoffMin, cfg.BackoffMax = 10*time.Millisecond, 50*time.Millisecond

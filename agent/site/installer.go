@@ -14,12 +14,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -53,8 +53,10 @@ var _ ModelSource = (*flclient.Client)(nil)
 // InstallerConfig configures an Installer. Start from
 // DefaultInstallerConfig.
 type InstallerConfig struct {
-	// Client writes the ConfigMap (get/create/update on it).
-	Client kubernetes.Interface
+	// Client writes the ConfigMap (get/create/update on it):
+	// kube.NewForConfig's clients, or a clientset adapted by
+	// kube/kubeclientset. Required.
+	Client kube.Interface
 	// Namespace, Name and Key locate the artifact: what EdgePolicy's args
 	// modelConfigMap (namespace/name) and modelConfigMapKey say (defaults
 	// kube-system, edgesched-model, model.esa).
@@ -227,7 +229,7 @@ func (i *Installer) Install(ctx context.Context, raw []byte) (InstallResult, err
 		return InstallResult{}, fmt.Errorf("%w: %w", ErrUntrusted, err)
 	}
 	res := InstallResult{Version: a.Header.Version, ModelID: a.Header.ModelID}
-	cms := i.cfg.Client.CoreV1().ConfigMaps(i.cfg.Namespace)
+	cms := i.cfg.Client.ConfigMaps(i.cfg.Namespace)
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cm, err := cms.Get(ctx, i.cfg.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

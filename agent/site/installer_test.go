@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -59,7 +60,7 @@ func TestInstaller(t *testing.T) {
 	client := fake.NewClientset()
 	reg := prometheus.NewRegistry()
 	cfg := DefaultInstallerConfig()
-	cfg.Client, cfg.Keys, cfg.Source, cfg.Identity, cfg.Registerer = client, keyring(t, coord), &fixedSource{}, "node-a", reg
+	cfg.Client, cfg.Keys, cfg.Source, cfg.Identity, cfg.Registerer = kubeclientset.Wrap(client), keyring(t, coord), &fixedSource{}, "node-a", reg
 	in, err := NewInstaller(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +139,7 @@ func TestInstallerRun(t *testing.T) {
 	client := fake.NewClientset()
 	src := &fixedSource{}
 	cfg := DefaultInstallerConfig()
-	cfg.Client, cfg.Keys, cfg.Source, cfg.Namespace = client, keyring(t, coord), src, "edge"
+	cfg.Client, cfg.Keys, cfg.Source, cfg.Namespace = kubeclientset.Wrap(client), keyring(t, coord), src, "edge"
 	in, err := NewInstaller(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -20,12 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/kube"
 )
 
 // The site ledger: how the agents of one site share the federated
@@ -80,7 +79,10 @@ var ErrLedger = errors.New("site: bad ledger")
 
 // LedgerConfig configures a Ledger.
 type LedgerConfig struct {
-	Client    kubernetes.Interface
+	// Client reads and writes the ledger and handover ConfigMaps:
+	// kube.NewForConfig's clients, or a clientset adapted by
+	// kube/kubeclientset. Required.
+	Client    kube.Interface
 	Namespace string
 	Site      string
 	// Identity is this agent's name (written as who changed what).
@@ -116,8 +118,8 @@ func NewLedger(cfg LedgerConfig) (*Ledger, error) {
 	return &Ledger{cfg: cfg, log: log.With("site", cfg.Site)}, nil
 }
 
-func (l *Ledger) cms() corev1client.ConfigMapInterface {
-	return l.cfg.Client.CoreV1().ConfigMaps(l.cfg.Namespace)
+func (l *Ledger) cms() kube.ConfigMapInterface {
+	return l.cfg.Client.ConfigMaps(l.cfg.Namespace)
 }
 
 // State reads the ledger (zero state when it does not exist yet).

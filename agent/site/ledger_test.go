@@ -12,13 +12,14 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/edgesched/edgesched/agent/flclient"
+	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 )
 
 const testNS = "edgesched-system"
 
 func newLedger(t *testing.T, client kubernetes.Interface, identity string) *Ledger {
 	t.Helper()
-	l, err := NewLedger(LedgerConfig{Client: client, Namespace: testNS, Site: "store-1", Identity: identity})
+	l, err := NewLedger(LedgerConfig{Client: kubeclientset.Wrap(client), Namespace: testNS, Site: "store-1", Identity: identity})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,14 +14,15 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -34,8 +35,13 @@ type RecorderConfig struct {
 	// Store receives the events (required; the caller closes it after Run).
 	Store *Store
 	// Client reads Pods and Nodes (cluster-wide list/watch) and patches
-	// this agent's Node (its flows annotation).
-	Client kubernetes.Interface
+	// this agent's Node (its flows annotation): kube.NewForConfig's clients
+	// or a clientset adapted by kube/kubeclientset. Required. When Client
+	// has the method IsWatchListSemanticsUnSupported() bool and it returns
+	// true (client-go's fake clientset, adapted), the informers list and
+	// watch instead of asking for watch-list streams, which the fake cannot
+	// serve.
+	Client kube.Interface
 	// NodeName is this agent's node: the flows given to ObserveFlows are
 	// published in its FlowsAnnotation. "" publishes nothing.
 	NodeName string
@@ -183,12 +189,9 @@ func (r *Recorder) Run(ctx context.Context) error {
 	r.stats = RecorderStats{}
 	r.mu.Unlock()
 
-	factory := informers.NewSharedInformerFactory(r.cfg.Client, 0)
-	podInf := factory.Core().V1().Pods().Informer()
-	nodeInf := factory.Core().V1().Nodes().Informer()
-	if err := podInf.AddIndexers(cache.Indexers{indexNode: podNodeIndex, indexIP: podIPIndex}); err != nil {
-		return fmt.Errorf("pod indexers: %w", err)
-	}
+	podInf := newInformer(r.cfg.Client, &v1.Pod{}, podsListWatch(r.cfg.Client.Pods(metav1.NamespaceAll)),
+		cache.Indexers{indexNode: podNodeIndex, indexIP: podIPIndex})
+	nodeInf := newInformer(r.cfg.Client, &v1.Node{}, nodesListWatch(r.cfg.Client.Nodes()), cache.Indexers{})
 	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.podSeen(obj) },
 		UpdateFunc: func(_, obj any) { r.podSeen(obj) },
@@ -204,13 +207,14 @@ func (r *Recorder) Run(ctx context.Context) error {
 		return fmt.Errorf("node handler: %w", err)
 	}
 
-	var wg sync.WaitGroup
+	var wg, informers sync.WaitGroup
 	wctx, stopWriter := context.WithCancel(context.WithoutCancel(ctx))
 	wg.Go(func() { r.writeLoop(wctx) })
-	factory.Start(ctx.Done())
+	informers.Go(func() { podInf.RunWithContext(ctx) })
+	informers.Go(func() { nodeInf.RunWithContext(ctx) })
 	defer func() {
-		factory.Shutdown() // handlers have returned: nothing more is queued
-		stopWriter()       // the writer drains what is queued, then stops
+		informers.Wait() // handlers have returned: nothing more is queued
+		stopWriter()     // the writer drains what is queued, then stops
 		wg.Wait()
 	}()
 	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced) {
@@ -549,7 +553,7 @@ func (r *Recorder) publishFlows(ctx context.Context, f Flows) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := r.cfg.Client.CoreV1().Nodes().Patch(pctx, r.cfg.NodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := r.cfg.Client.Nodes().Patch(pctx, r.cfg.NodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -697,4 +701,36 @@ func NodeRecord(n *v1.Node) Node {
 		rec.Zone = rec.Zone[:maxString]
 	}
 	return rec
+}
+
+// newInformer is a shared index informer of one resource (no resync),
+// built on the agent's own client rather than client-go's informers
+// package, whose factory links every API group's client into the binary.
+// client is asked whether it supports watch-list streams (see
+// RecorderConfig.Client).
+func newInformer(client any, obj runtime.Object, lw *cache.ListWatch, idx cache.Indexers) cache.SharedIndexInformer {
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), obj,
+		cache.SharedIndexInformerOptions{Indexers: idx})
+}
+
+func podsListWatch(c kube.PodInterface) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return c.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(ctx, o)
+		},
+	}
+}
+
+func nodesListWatch(c kube.NodeInterface) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return c.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(ctx, o)
+		},
+	}
 }

@@ -17,8 +17,15 @@ import (
 
 	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/internal/kube"
+	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 	"github.com/edgesched/edgesched/sim"
 )
+
+// fakeClient adapts the fake clientset, which says it cannot serve
+// watch-list streams (without that the informers would wait for the
+// end-of-initial-events bookmark the fake never sends).
+func fakeClient(cs kubernetes.Interface) kube.Interface { return kubeclientset.Wrap(cs) }
 
 func testNode(name string, tel *telemetry.Summary) *v1.Node {
 	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{conventions.LabelZone: "zone-a", conventions.LabelGPUModel: "T4"}, Annotations: map[string]string{}},
@@ -50,7 +57,7 @@ func testPod(name, node, ip string, gpuMilli string) *v1.Pod {
 func startRecorder(t *testing.T, s *Store, client kubernetes.Interface, now func() time.Time) (*Recorder, func()) {
 	t.Helper()
 	cfg := DefaultRecorderConfig()
-	cfg.Store, cfg.Client, cfg.NodeName, cfg.FlowInterval, cfg.Now = s, client, "n1", time.Second, now
+	cfg.Store, cfg.Client, cfg.NodeName, cfg.FlowInterval, cfg.Now = s, fakeClient(client), "n1", time.Second, now
 	r, err := NewRecorder(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +216,7 @@ func TestRecorderConfig(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultRecorderConfig()
-			cfg.Store, cfg.Client = s, fake.NewClientset()
+			cfg.Store, cfg.Client = s, fakeClient(fake.NewClientset())
 			tc.mod(&cfg)
 			if _, err := NewRecorder(cfg); err == nil {
 				t.Fatal("accepted")

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
 	"github.com/edgesched/edgesched/agent/telemetry/procfs"
 	"github.com/edgesched/edgesched/federated/natsauth"
+	"github.com/edgesched/edgesched/internal/kube"
 )
 
 // NodeNameEnv is the environment variable --node-name defaults to (set
@@ -167,7 +167,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		MetricsAddr:      o.metricsAddr,
 		Seed:             o.seed,
 	}
-	var client kubernetes.Interface
+	var client kube.Interface
 	if !o.noAnnotate || o.site != "" {
 		if o.nodeName == "" {
 			return usagef("--node-name (or $%s) is required to write the node's annotation and to run the site leader (or pass --no-annotate)", NodeNameEnv)
@@ -233,9 +233,11 @@ func siteFlagsSet(fs *flag.FlagSet) []string {
 	return set
 }
 
-// kubeClient builds the clientset from a kubeconfig file, or the
-// in-cluster configuration when path is empty.
-func kubeClient(path string) (kubernetes.Interface, error) {
+// kubeClient builds the agent's API clients (package kube: core/v1 and
+// coordination/v1 only, not client-go's clientset, which would link every
+// API group into the binary) from a kubeconfig file, or the in-cluster
+// configuration when path is empty.
+func kubeClient(path string) (kube.Interface, error) {
 	var rc *rest.Config
 	var err error
 	if path == "" {
@@ -246,7 +248,7 @@ func kubeClient(path string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
 	}
 	rc.UserAgent = "edge-agent"
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kube.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgesched/edgesched/agent"
 	"github.com/edgesched/edgesched/agent/flclient"
@@ -18,6 +17,7 @@ import (
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
 	"github.com/edgesched/edgesched/agent/trace"
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/policy/ppo"
 	"github.com/edgesched/edgesched/quant"
 )
@@ -53,9 +53,9 @@ func (o *options) modelConfigMapRef() (ns, name string) {
 
 // buildSite builds the site leader. It needs the API client, the NATS URL,
 // the site's signing key and the coordinator's public keys.
-func buildSite(o *options, kube kubernetes.Interface, reg prometheus.Registerer, log *slog.Logger) (_ *siteParts, err error) {
+func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *slog.Logger) (_ *siteParts, err error) {
 	switch {
-	case kube == nil:
+	case kc == nil:
 		return nil, errors.New("--site needs the Kubernetes API (drop --no-annotate or give --kubeconfig)")
 	case o.nodeName == "":
 		return nil, fmt.Errorf("--site needs --node-name (or $%s): it is the agent's identity in the site Lease", NodeNameEnv)
@@ -95,7 +95,7 @@ func buildSite(o *options, kube kubernetes.Interface, reg prometheus.Registerer,
 		return nil, fmt.Errorf("open the site trace: %w", err)
 	}
 	p.closers = append(p.closers, store.Close)
-	rec, err := trace.NewRecorder(trace.RecorderConfig{Store: store, Client: kube, NodeName: o.nodeName,
+	rec, err := trace.NewRecorder(trace.RecorderConfig{Store: store, Client: kc, NodeName: o.nodeName,
 		FlowInterval: 10 * time.Second, Seed: o.seed, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("site trace recorder: %w", err)
@@ -108,7 +108,7 @@ func buildSite(o *options, kube kubernetes.Interface, reg prometheus.Registerer,
 		rec.ObserveFlows(at, flows)
 	}
 
-	ledger, err := site.NewLedger(site.LedgerConfig{Client: kube, Namespace: o.namespace, Site: o.site, Identity: o.nodeName, Logger: log})
+	ledger, err := site.NewLedger(site.LedgerConfig{Client: kc, Namespace: o.namespace, Site: o.site, Identity: o.nodeName, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("site ledger: %w", err)
 	}
@@ -144,7 +144,7 @@ func buildSite(o *options, kube kubernetes.Interface, reg prometheus.Registerer,
 	ic := site.DefaultInstallerConfig()
 	ic.Namespace, ic.Name = o.modelConfigMapRef()
 	ic.Key = o.modelConfigMapKey
-	ic.Client, ic.Keys, ic.Source, ic.Identity, ic.Registerer, ic.Seed, ic.Logger = kube, keys, fl, o.nodeName, reg, o.seed, log
+	ic.Client, ic.Keys, ic.Source, ic.Identity, ic.Registerer, ic.Seed, ic.Logger = kc, keys, fl, o.nodeName, reg, o.seed, log
 	inst, err := site.NewInstaller(ic)
 	if err != nil {
 		return nil, fmt.Errorf("model installer: %w", err)
@@ -152,7 +152,7 @@ func buildSite(o *options, kube kubernetes.Interface, reg prometheus.Registerer,
 	fl.OnModel(func(flclient.Installed) { inst.Notify() })
 
 	renew, retry := site.ScaledTimings(o.leaseDuration)
-	ec := site.Config{Site: o.site, Namespace: o.namespace, Identity: o.nodeName, Client: kube,
+	ec := site.Config{Site: o.site, Namespace: o.namespace, Identity: o.nodeName, Client: kc,
 		LeaseDuration: o.leaseDuration, RenewDeadline: renew, RetryPeriod: retry,
 		Leader: []site.Component{flc, inst}, Registerer: reg, Seed: o.seed, Logger: log}
 	el, err := site.New(ec)

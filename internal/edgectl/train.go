@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/policy/ppo"
+	"github.com/edgesched/edgesched/policy/ppo/curve"
 )
 
 type trainFlags struct {
@@ -97,8 +98,13 @@ seed on one machine architecture.`,
 			if err != nil {
 				return err
 			}
+			if f.out != "" { // the plot is not part of the model: ppo.Train does not draw it
+				if err := curve.Write(filepath.Join(f.out, curve.File), cfg, res.History); err != nil {
+					return err
+				}
+			}
 			fmt.Fprintf(out, "done in %s: %d PPO iterations, %d episodes; best %s = %.5g\n", res.Wall.Round(time.Second), res.Iterations, res.Episodes, cfg.Eval.Measure, res.Best)
-			fmt.Fprintf(out, "wrote %s, %s/{%s,%s,%s,%s}\n", res.ModelPath, f.out, ppo.CheckpointFile, ppo.HistoryFile, ppo.CurveFile, ppo.ConfigFile)
+			fmt.Fprintf(out, "wrote %s, %s/{%s,%s,%s,%s}\n", res.ModelPath, f.out, ppo.CheckpointFile, ppo.HistoryFile, curve.File, ppo.ConfigFile)
 			return nil
 		},
 	}

@@ -44,6 +44,15 @@ func TestTrainThenSimulate(t *testing.T) {
 	if !strings.Contains(stderr, "ppo 3/3") {
 		t.Errorf("stderr lacks the progress bar:\n%s", stderr)
 	}
+	// every output of the run, the curve (drawn by edgectl, not ppo.Train) included
+	for _, f := range []string{"model.esm", "checkpoint.esc", "history.csv", "training_curve.png", "config.yaml"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	if !strings.Contains(stdout, "training_curve.png") {
+		t.Errorf("stdout does not name the curve:\n%s", stdout)
+	}
 	model := filepath.Join(out, "model.esm")
 	stdout, _, err = run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "k8s-default,learned:"+model, "--progress", "never")
 	if err != nil {

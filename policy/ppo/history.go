@@ -5,12 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-
-	"github.com/edgesched/edgesched/sim/report"
 )
 
 func writeHistory(path string, rows []Row) error {
@@ -34,45 +28,4 @@ func writeHistory(path string, rows []Row) error {
 		return fmt.Errorf("write history: %w", err)
 	}
 	return f.Close()
-}
-
-// plotCurve draws the training curve: PPO's mean episode return per
-// iteration, and the evaluation measure where it was taken (iteration 0 is
-// the behaviour-cloned start).
-func plotCurve(path string, cfg Config, rows []Row) error {
-	ret := plot.New()
-	ret.Title.Text = cfg.Name + ": mean training-episode return"
-	ret.X.Label.Text = "PPO iteration"
-	ret.Y.Label.Text = "return"
-	ev := plot.New()
-	ev.Title.Text = "evaluation: " + cfg.Eval.Measure + " (greedy, seeds " + fmt.Sprint(cfg.Eval.Seeds) + ")"
-	ev.X.Label.Text = "PPO iteration"
-	ev.Y.Label.Text = cfg.Eval.Measure
-	var rxy, exy plotter.XYs
-	for _, r := range rows {
-		it := float64(r.Iteration)
-		if r.Phase != "ppo" {
-			it = 0
-		} else {
-			rxy = append(rxy, plotter.XY{X: it, Y: r.MeanReturn})
-		}
-		if r.EvalSet {
-			exy = append(exy, plotter.XY{X: it, Y: r.Eval})
-		}
-	}
-	for _, s := range []struct {
-		p  *plot.Plot
-		xy plotter.XYs
-	}{{ret, rxy}, {ev, exy}} {
-		s.p.Add(plotter.NewGrid())
-		if len(s.xy) == 0 {
-			continue
-		}
-		l, pts, err := plotter.NewLinePoints(s.xy)
-		if err != nil {
-			return fmt.Errorf("plot training curve: %w", err)
-		}
-		s.p.Add(l, pts)
-	}
-	return report.SavePanels(path, 7*vg.Inch, 3.2*vg.Inch, ret, ev)
 }

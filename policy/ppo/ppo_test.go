@@ -251,7 +251,7 @@ func TestTrainResumeIsExact(t *testing.T) {
 	if res.Iterations != 3 || len(res.History) != 2+3 { // 2 cloning epochs, 3 PPO iterations
 		t.Fatalf("iterations %d, history %d rows", res.Iterations, len(res.History))
 	}
-	for _, f := range []string{ModelFile, CheckpointFile, HistoryFile, CurveFile, ConfigFile} {
+	for _, f := range []string{ModelFile, CheckpointFile, HistoryFile, ConfigFile} {
 		if st, err := os.Stat(filepath.Join(full, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s missing or empty: %v", f, err)
 		}

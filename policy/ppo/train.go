@@ -21,12 +21,14 @@ import (
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
-// Files a training run writes into its output directory.
+// Files a training run writes into its output directory. The training
+// curve (training_curve.png) is drawn from Result.History by package
+// policy/ppo/curve, which `edgectl train` calls: plotting stays out of
+// what the edge agent links.
 const (
 	ModelFile      = "model.esm"
 	CheckpointFile = "checkpoint.esc"
 	HistoryFile    = "history.csv"
-	CurveFile      = "training_curve.png"
 	ConfigFile     = "config.yaml"
 )
 
@@ -239,9 +241,6 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 		return nil, err
 	}
 	if err := writeHistory(filepath.Join(opt.Out, HistoryFile), t.history); err != nil {
-		return nil, err
-	}
-	if err := plotCurve(filepath.Join(opt.Out, CurveFile), cfg, t.history); err != nil {
 		return nil, err
 	}
 	return res, nil

@@ -19,8 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/agent/site"
@@ -29,6 +27,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
@@ -71,9 +70,11 @@ func TestSiteLeader(t *testing.T) {
 	t.Run("Failover", func(t *testing.T) { siteFailover(t, cp) })
 }
 
-func siteClient(t *testing.T, cp *ControlPlane) kubernetes.Interface {
+// siteClient is one agent's API client: the agent's own (package kube),
+// as edge-agent builds it.
+func siteClient(t *testing.T, cp *ControlPlane) kube.Interface {
 	t.Helper()
-	c, err := kubernetes.NewForConfig(cp.Config)
+	c, err := kube.NewForConfig(cp.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func siteLedgerCAS(t *testing.T, cp *ControlPlane) {
 	for err := range errs {
 		t.Error(err)
 	}
-	l, _ := site.NewLedger(site.LedgerConfig{Client: cp.Client, Namespace: siteNamespace, Site: "cas-site", Identity: "reader"})
+	l, _ := site.NewLedger(site.LedgerConfig{Client: siteClient(t, cp), Namespace: siteNamespace, Site: "cas-site", Identity: "reader"})
 	st, err := l.State(ctx)
 	if err != nil || st.Seq != 45 || len(seen) != 45 {
 		t.Fatalf("ledger %+v (%v) after 45 reservations, %d distinct", st, err, len(seen))
@@ -155,7 +156,7 @@ func siteStepsDown(t *testing.T, cp *ControlPlane) {
 	siteEventually(t, 20*time.Second, "stepping down", func() (bool, string) {
 		return !e.IsLeader() && !comp.running() && e.Leader() == "node-b", e.Leader()
 	})
-	// client-go keeps retrying the renewal (every retry period) until the
+	// the leader keeps retrying the renewal (every retry period) until the
 	// renew deadline, then steps down: about RenewDeadline, plus up to a
 	// jittered retry until the first failed attempt
 	if d := time.Since(took); d > siteRenew+3*siteRetry {
@@ -556,7 +557,7 @@ func siteFailover(t *testing.T, cp *ControlPlane) {
 		return false, "none leads"
 	})
 	takeover := time.Since(crashed)
-	bound := siteLease + time.Duration(2*(1+leaderelection.JitterFactor)*float64(siteRetry)) + time.Second // + 1 s for the apiserver round trips
+	bound := siteLease + time.Duration(2*(1+site.JitterFactor)*float64(siteRetry)) + time.Second // + 1 s for the apiserver round trips
 	t.Logf("%s took over %v after the crash (bound %v: Lease %v, retry %v)", next.id, takeover.Round(time.Millisecond), bound, siteLease, siteRetry)
 	if takeover > bound {
 		t.Errorf("takeover after %v, want within %v", takeover, bound)

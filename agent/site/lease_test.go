@@ -1,0 +1,202 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func TestLeaseSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int32
+	}{
+		{time.Second, 1},
+		{1500 * time.Millisecond, 2}, // rounded up: a standby never waits less than configured
+		{15 * time.Second, 15},
+		{15*time.Second + time.Nanosecond, 16},
+	} {
+		if got := leaseSeconds(tc.d); got != tc.want {
+			t.Errorf("leaseSeconds(%v) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+}
+
+// TestSpec: the holder's spec on a new Lease, a renewal and a takeover.
+func TestSpec(t *testing.T) {
+	e, err := New(fastConfig(fake.NewClientset(), "node-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.lease = newLeaseState(e.cfg)
+	t0 := metav1.NewMicroTime(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	now := metav1.NewMicroTime(t0.Add(time.Minute))
+	me, other, three := "node-a", "node-b", int32(3)
+	for _, tc := range []struct {
+		name        string
+		old         *coordinationv1.LeaseSpec
+		acquire     metav1.MicroTime
+		transitions int32
+	}{
+		{"new Lease", nil, now, 0},
+		// a renewal keeps the term's start and the count
+		{"renewal", &coordinationv1.LeaseSpec{HolderIdentity: &me, AcquireTime: &t0, LeaseTransitions: &three}, t0, 3},
+		// a takeover starts a term and counts it: 3 + 1
+		{"takeover", &coordinationv1.LeaseSpec{HolderIdentity: &other, AcquireTime: &t0, LeaseTransitions: &three}, now, 4},
+		{"after a release", &coordinationv1.LeaseSpec{HolderIdentity: new(string), AcquireTime: &t0, LeaseTransitions: &three}, now, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := e.spec(tc.old, now)
+			// fastConfig's lease of 1.5 s is written as 2 s
+			if str(sp.HolderIdentity) != "node-a" || i32(sp.LeaseDurationSeconds) != 2 || !sp.RenewTime.Equal(&now) {
+				t.Fatalf("holder %q, duration %d, renew %v", str(sp.HolderIdentity), i32(sp.LeaseDurationSeconds), sp.RenewTime)
+			}
+			if !sp.AcquireTime.Equal(&tc.acquire) || i32(sp.LeaseTransitions) != tc.transitions {
+				t.Fatalf("acquire %v, transitions %d; want %v, %d", sp.AcquireTime, i32(sp.LeaseTransitions), tc.acquire, tc.transitions)
+			}
+		})
+	}
+}
+
+// TestHeldByOther: another holder's term runs for its duration from when
+// this agent saw the spec change, on this agent's clock.
+func TestHeldByOther(t *testing.T) {
+	e, err := New(fastConfig(fake.NewClientset(), "node-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.lease = newLeaseState(e.cfg)
+	seen := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ten := int32(10)
+	lease := func(holder string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &ten}}
+	}
+	for _, tc := range []struct {
+		name   string
+		holder string
+		at     time.Duration // after seen
+		want   bool
+	}{
+		{"other, fresh", "node-b", 9 * time.Second, true},
+		{"other, expired", "node-b", 10 * time.Second, false}, // seen + 10 s: the term is over
+		{"nobody", "", time.Second, false},
+		{"me", "node-a", time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.lease.seenAt = time.Time{}
+			e.observe(lease(tc.holder), seen)
+			if got := e.heldByOther(seen.Add(tc.at)); got != tc.want {
+				t.Fatalf("heldByOther = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// observing the same spec again does not restart the term
+	e.lease.seenAt = time.Time{}
+	e.observe(lease("node-b"), seen)
+	e.observe(lease("node-b"), seen.Add(5*time.Second))
+	if e.heldByOther(seen.Add(10 * time.Second)) {
+		t.Fatal("an unchanged spec restarted the holder's term")
+	}
+	if e.Leader() != "node-b" {
+		t.Fatalf("observed leader %q", e.Leader())
+	}
+}
+
+// TestElectorFailover (two agents on the fake clientset): B stands by
+// while A renews; when A crashes (Lease kept), B takes over, but not
+// before A's term ran out; the Lease counts the transition.
+func TestElectorFailover(t *testing.T) {
+	client := fake.NewClientset()
+	pa, pb := &probe{client: client}, &probe{client: client}
+	ca, cb := fastConfig(client, "node-a", pa), fastConfig(client, "node-b", pb)
+	ca.KeepLeaseOnStop, cb.Seed = true, 2
+	a, err := New(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, crashA := context.WithCancel(context.Background())
+	bctx, stopB := context.WithCancel(context.Background())
+	aDone, bDone := make(chan error, 1), make(chan error, 1)
+	go func() { aDone <- a.Run(actx) }()
+	poll(t, 10*time.Second, "A leading", func() (bool, string) { return a.IsLeader(), a.Leader() })
+	go func() { bDone <- b.Run(bctx) }()
+	defer func() { stopB(); <-bDone }()
+	// B sees A as leader and stays standing by over 3 Lease durations
+	// (2 s each: fastConfig's 1.5 s rounded up) of A's renewals
+	poll(t, 10*time.Second, "B observing A", func() (bool, string) { return b.Leader() == "node-a", b.Leader() })
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		if b.IsLeader() || pb.runs.Load() != 0 {
+			t.Fatal("B took the Lease A renews")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	crashA()
+	<-aDone
+	crashed := time.Now()
+	poll(t, 10*time.Second, "B leading", func() (bool, string) { return b.IsLeader() && pb.runs.Load() == 1, b.Leader() })
+	// A renewed at most one retry period (0.2 s) before it crashed, and B
+	// counts the 2 s term from when it saw that renewal: no takeover
+	// before 2 s - 0.2 s = 1.8 s after the crash
+	if took := time.Since(crashed); took < 1800*time.Millisecond {
+		t.Fatalf("B took over %v after A's crash, inside A's term", took)
+	}
+	l, err := client.CoordinationV1().Leases(testNS).Get(context.Background(), LeaseName("store-1"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if str(l.Spec.HolderIdentity) != "node-b" || i32(l.Spec.LeaseTransitions) != 1 || l.Labels[labelSite] != "store-1" {
+		t.Fatalf("Lease %+v, labels %v; want node-b after 1 transition, labelled", l.Spec, l.Labels)
+	}
+}
+
+// TestElectorStepsDownWhenRenewalsFail: while every Lease call fails the
+// leader keeps its components for the renew deadline, then stops them;
+// once the API answers again it takes its own Lease back.
+func TestElectorStepsDownWhenRenewalsFail(t *testing.T) {
+	client := fake.NewClientset()
+	var failing atomic.Bool
+	client.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() {
+			return true, nil, errors.New("apiserver unreachable")
+		}
+		return false, nil, nil
+	})
+	p := &probe{client: client}
+	e, err := New(fastConfig(client, "node-a", p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	poll(t, 10*time.Second, "leadership", func() (bool, string) { return e.IsLeader() && p.runs.Load() == 1, e.Leader() })
+	failing.Store(true)
+	cut := time.Now()
+	poll(t, 10*time.Second, "stepping down", func() (bool, string) { return !e.IsLeader(), "" })
+	// the renewal that fails started at most a retry period (0.2 s)
+	// after the cut and gives up after the renew deadline (1 s): not
+	// before 1 s
+	if d := time.Since(cut); d < time.Second {
+		t.Fatalf("stepped down %v after renewals began to fail, before the renew deadline", d)
+	}
+	failing.Store(false)
+	poll(t, 10*time.Second, "leading again", func() (bool, string) { return e.IsLeader() && p.runs.Load() == 2, e.Leader() })
+	if l, s := testutil.ToFloat64(e.transitions.WithLabelValues("leader")), testutil.ToFloat64(e.transitions.WithLabelValues("standby")); l != 2 || s != 1 {
+		t.Fatalf("transitions leader %v, standby %v; want 2 and 1", l, s)
+	}
+}
