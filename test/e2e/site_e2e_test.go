@@ -628,8 +628,14 @@ func siteFailover(t *testing.T, cp *ControlPlane) {
 	for _, st := range stNew {
 		made += st.Counters.Trained
 	}
-	if verdicts+pending != made {
-		t.Fatalf("the agents made %d updates; the coordinator decided on %d (%+v) and %d are still handed over", made, verdicts, s, pending)
+	// Every update an agent committed is decided or still handed over.
+	// An agent stopped between staging an update in the ledger (a signed
+	// handover ConfigMap) and committing it to its outbox leaves one
+	// handover no counter has made; the next leader delivers it all the
+	// same (docs/site-leader.md, crash windows): at most one per agent.
+	if extra := verdicts + pending - made; extra < 0 || extra > len(agents) {
+		t.Fatalf("the agents made %d updates; the coordinator decided on %d (%+v) and %d are still handed over (want made <= decided+handed over <= made+%d)",
+			made, verdicts, s, pending, len(agents))
 	}
 	t.Logf("site %s: %d updates made (%d by the crashed leader), %d decided (%d accepted, rejected %v), %d still handed over, high-water mark %d",
 		siteName, made, stOld.Counters.Trained, verdicts, s.Accepted, s.Rejected, pending, s.HWM)
