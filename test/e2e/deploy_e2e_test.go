@@ -581,7 +581,7 @@ func TestDeployChart(t *testing.T) {
 				"--set", "site.natsNKeySecret=nats-nkey", "--set", "site.natsTLSSecret=nats-tls", "--set", "site.natsMutualTLS=true",
 				"--set", "model.key=policy.esa",
 				"--set-string", `trustedKeys.keys.coordinator\.pub=` + pub},
-			want:   []string{nsObj, agentDS, schedDeploy, schedConfig, siteLeaderRol, modelCM, keysCM},
+			want:   []string{nsObj, agentDS, schedDeploy, schedConfig, siteLeaderRol, keysCM},
 			absent: []string{coordSTS, natsSTS, leafDeploy},
 			notes:  `Site "lab-2"`,
 			check: func(t *testing.T, s objSet) {
