@@ -225,7 +225,10 @@ func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
 		if err == nil {
 			break
 		}
-		if errors.Is(err, ErrStore) || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // stopping: what failed was cut short by it
+		}
+		if errors.Is(err, ErrStore) {
 			return err
 		}
 		c.log.Warn("recovery after start failed; retrying", "err", err)

@@ -176,8 +176,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("coordinator up", "nats", *url, "tls", conn.Secure(), "nkey", conn.NKeySeedFile != "", "sites", len(sites.Sites()), "mode", cfg.Mode, "aggregator", cfg.Aggregator.Rule)
 	err = c.Run(ctx, nc)
-	if errors.Is(err, context.Canceled) {
-		log.Info("coordinator stopped")
+	if errors.Is(err, context.Canceled) || (err != nil && ctx.Err() != nil) {
+		// stopped (a bus call cut short by the stop may report a timeout)
+		log.Info("coordinator stopped", "last_err", err)
 		return nil
 	}
 	return err
@@ -190,7 +191,7 @@ func waitConnected(ctx context.Context, nc *nats.Conn, seed uint64, log *slog.Lo
 	start, said := time.Now(), time.Time{}
 	for !nc.IsConnected() {
 		if time.Since(said) >= 30*time.Second {
-			log.Warn("NATS not reachable yet; retrying", "url", nc.Opts.Url, "waited", time.Since(start).Round(time.Second))
+			log.Warn("NATS not reachable yet; retrying", "servers", nc.Servers(), "waited", time.Since(start).Round(time.Second))
 			said = time.Now()
 		}
 		if !b.Sleep(ctx) {
