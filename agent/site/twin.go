@@ -11,6 +11,7 @@ import (
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/agent/trace"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/atomicfile"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/ppo"
 )
@@ -73,18 +74,7 @@ func (t *TwinTrainer) Build() (string, error) {
 		return "", fmt.Errorf("twin directory: %w", err)
 	}
 	path := filepath.Join(t.Dir, "twin.yaml")
-	tmp, err := os.CreateTemp(t.Dir, ".twin-*.yaml")
-	if err != nil {
-		return "", fmt.Errorf("write the twin: %w", err)
-	}
-	_, werr := tmp.Write(out)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("write the twin: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
+	if err := atomicfile.Write(path, out, 0o600); err != nil {
 		return "", fmt.Errorf("write the twin: %w", err)
 	}
 	return path, nil

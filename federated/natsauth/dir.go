@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/atomicfile"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -145,7 +146,7 @@ func (d Dir) update(create bool, change func(f *Fleet) error) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(d.p(FleetFile), b, 0o644); err != nil {
+	if err := atomicfile.Write(d.p(FleetFile), b, 0o644); err != nil {
 		return nil, err
 	}
 	return f, d.reconcile(f)
@@ -206,7 +207,7 @@ func (d Dir) reconcile(f *Fleet) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(d.p(AuthConfFile), auth, 0o644)
+	return atomicfile.Write(d.p(AuthConfFile), auth, 0o644)
 }
 
 // mkSecretDir makes a fresh 0700 directory for secrets at path, replacing
@@ -324,7 +325,7 @@ func (d Dir) newModelKey(name string, now time.Time) (*ModelKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(d.p(ModelKeysDir, name+".pub"), b, 0o644); err != nil {
+	if err := atomicfile.Write(d.p(ModelKeysDir, name+".pub"), b, 0o644); err != nil {
 		return nil, err
 	}
 	if err := os.Remove(pub); err != nil {
@@ -388,7 +389,7 @@ func (d Dir) CreateSite(name string) (*SiteCredentials, error) {
 		if err := os.MkdirAll(d.p(SitesDir), 0o755); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(out.UpdatePub, b, 0o644); err != nil {
+		if err := atomicfile.Write(out.UpdatePub, b, 0o644); err != nil {
 			return err
 		}
 		f.Sites = append(f.Sites, Site{Identity: *id, UpdateKey: s.ID})
@@ -504,5 +505,5 @@ func (d Dir) WriteServerConfig(o ServerOptions) (string, error) {
 		return "", err
 	}
 	path := d.p(ServerConfFile)
-	return path, writeFileAtomic(path, b, 0o644)
+	return path, atomicfile.Write(path, b, 0o644)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/atomicfile"
 )
 
 // ErrPKI wraps refusals of DevPKIOptions.
@@ -138,7 +139,7 @@ func DevPKI(dir string, o DevPKIOptions) (*PKIFiles, error) {
 
 func writePEM(path, kind string, der []byte, mode os.FileMode) error {
 	b := pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der})
-	if err := writeFileAtomic(path, b, mode); err != nil {
+	if err := atomicfile.Write(path, b, mode); err != nil {
 		return err
 	}
 	return nil

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/agent/trace"
+	"github.com/edgesched/edgesched/internal/atomicfile"
 )
 
 func newTraceCommand() *cobra.Command {
@@ -64,7 +64,7 @@ agent's file, or from a copy taken while it was stopped.`,
 			if err != nil {
 				return err
 			}
-			if err := writeFileAtomic(out, b); err != nil {
+			if err := atomicfile.Write(out, b, 0o644); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d nodes, %d pods (%d with measured CPU usage), %d services, %d dependencies, from %s to %s\n",
@@ -78,28 +78,4 @@ agent's file, or from a copy taken while it was stopped.`,
 	fl.DurationVar(&since, "since", 0, "export only the last DUR of the trace (pods running at its start begin at time 0); 0: everything retained")
 	fl.StringVar(&name, "name", "site-trace", "the scenario's name")
 	return cmd
-}
-
-// writeFileAtomic writes b to path through a temporary file in the same
-// directory, so a reader never sees half a file.
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, werr := tmp.Write(b)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
