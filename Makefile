@@ -9,7 +9,7 @@ PKGS      := ./...
 FUZZTIME  ?= 15s
 DEMO_OUT  ?= demo-out
 
-.PHONY: all build demo test test-short bench lint fmt generate fuzz tidy clean help train e2e-bin helm manifests
+.PHONY: all agent build demo test test-short bench lint fmt generate fuzz tidy clean help train e2e-bin helm manifests
 
 all: lint build test
 
@@ -24,9 +24,20 @@ demo: build ## run the demo: schedulers compared on openb and an edge scenario, 
 
 E2E_BIN   ?= $(BIN)/e2e
 
+# edge-agent is built without gorgonia.org/tensor (policy/tensor_gonum.go:
+# the same gonum Sgemm, bit-identical results, 24.6 MB stripped instead of
+# 36.4 MB; docs/agent.md "Binary size"). internal/agentcmd/deps_test.go and
+# test/e2e/build.go read this line.
+AGENT_TAGS ?= nogorgonia
+
 e2e-bin: helm ## build the programs the end-to-end tests start (kine, kube-apiserver, kube-scheduler, edge-scheduler, edge-agent) and helm
 	@echo "building end-to-end binaries into $(E2E_BIN) (minutes the first time on a cold Go build cache)"
-	$(GO) build -o $(E2E_BIN)/ github.com/k3s-io/kine k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler ./cmd/edge-scheduler ./cmd/edge-agent
+	$(GO) build -o $(E2E_BIN)/ github.com/k3s-io/kine k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler ./cmd/edge-scheduler
+	$(GO) build -tags "$(AGENT_TAGS)" -o $(E2E_BIN)/ ./cmd/edge-agent
+
+agent: ## build bin/edge-agent as released (stripped, AGENT_TAGS)
+	$(GO) build -trimpath -tags "$(AGENT_TAGS)" -ldflags "-s -w" -o $(BIN)/edge-agent ./cmd/edge-agent
+	@ls -l $(BIN)/edge-agent
 
 # Helm, pinned (test/e2e/deploy_e2e_test.go checks this line): built with
 # `go install pkg@version` into bin/tools, so the main go.mod is untouched.
@@ -57,6 +68,8 @@ manifests: helm ## render deploy/manifests/{site,cloud}.yaml from the Helm chart
 
 test: lint e2e-bin ## lint, then all tests with the race detector, end-to-end included
 	EDGESCHED_E2E_BIN_DIR=$(abspath $(E2E_BIN)) $(GO) test -race -count=1 -timeout 20m $(PKGS)
+	@# the network's nogorgonia build (edge-agent's) must compute what the default build does
+	$(GO) test -tags "$(AGENT_TAGS)" -count=1 ./policy/... ./quant/ ./agent/flclient/
 	@# the AVX2 kernel exists only with Go's experimental SIMD package
 	GOEXPERIMENT=simd $(GO) test -count=1 -run 'SIMD|Int8|Exact' ./quant/
 

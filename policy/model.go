@@ -12,8 +12,6 @@ import (
 	"os"
 	"slices"
 	"time"
-
-	"gorgonia.org/tensor"
 )
 
 // Model file format (float32, until the quant package's signed artifact
@@ -90,8 +88,8 @@ func (m *Model) Validate() error {
 	}
 	shapes := Shapes(m.Net.F, m.Net.H1, m.Net.H2, m.Net.HC)
 	for i, p := range m.Net.Params() {
-		if !p.T.Shape().Eq(shapesOf(shapes[i])) {
-			return fmt.Errorf("%w: %s is %v, want %v", ErrShape, p.Name, p.T.Shape(), shapes[i])
+		if !slices.Equal(p.Dims(), shapes[i]) {
+			return fmt.Errorf("%w: %s is %v, want %v", ErrShape, p.Name, p.Dims(), shapes[i])
 		}
 		for j, v := range f32(p.T) {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
@@ -202,7 +200,11 @@ func Decode(b []byte) (*Decoded, error) {
 	}
 	var perNet int
 	for _, s := range Shapes(l.F, l.H1, l.H2, l.HC) {
-		perNet += shapesOf(s).TotalSize()
+		n := 1
+		for _, d := range s {
+			n *= d
+		}
+		perNet += n
 	}
 	payload := body[8+hl:]
 	if want := perNet * 4 * (1 + len(h.Sections)); len(payload) != want {
@@ -274,7 +276,5 @@ func ReadFile(path string) (*Decoded, error) {
 	}
 	return d, nil
 }
-
-func shapesOf(s []int) tensor.Shape { return tensor.Shape(s) }
 
 func sortStrings(s []string) { slices.Sort(s) }

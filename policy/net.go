@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-
-	"gorgonia.org/tensor"
 )
 
 // ErrShape reports parameters or inputs of the wrong shape.
@@ -18,7 +16,7 @@ var ErrShape = errors.New("policy: wrong shape")
 // candidate node's feature row; the scores are the logits of a softmax over
 // the candidates, so any number of nodes works. Critic: the candidates'
 // last hidden layer pooled by mean and max (2*H2), then 2*H2 -> HC -> 1 with
-// ReLU. The trunk is shared. Parameters are float32 gorgonia tensors; the
+// ReLU. The trunk is shared. Parameters are float32 Tensors (gorgonia.org/tensor; see Tensor); the
 // backward pass is written out (Backward) and checked against finite
 // differences in the tests.
 //
@@ -26,16 +24,16 @@ var ErrShape = errors.New("policy: wrong shape")
 // Backward. Clone gives an independent copy.
 type Net struct {
 	F, H1, H2, HC int
-	W1, B1        *tensor.Dense // F x H1, H1
-	W2, B2        *tensor.Dense // H1 x H2, H2
-	W3, B3        *tensor.Dense // H2 x 1, 1
-	WC1, BC1      *tensor.Dense // 2*H2 x HC, HC
-	WC2, BC2      *tensor.Dense // HC x 1, 1
+	W1, B1        *Tensor // F x H1, H1
+	W2, B2        *Tensor // H1 x H2, H2
+	W3, B3        *Tensor // H2 x 1, 1
+	WC1, BC1      *Tensor // 2*H2 x HC, HC
+	WC2, BC2      *Tensor // HC x 1, 1
 
 	// activations of the last Forward
 	n          int
-	x, z1, a1  *tensor.Dense
-	z2, a2     *tensor.Dense
+	x, z1, a1  *Tensor
+	z2, a2     *Tensor
 	pool, zc   []float32
 	argmax     []int
 	scores     []float32
@@ -46,8 +44,15 @@ type Net struct {
 // Param is a named parameter tensor.
 type Param struct {
 	Name string
-	T    *tensor.Dense
+	T    *Tensor
 }
+
+// Values returns the parameter's values, row-major, sharing its storage:
+// writes change the network.
+func (p Param) Values() []float32 { return f32(p.T) }
+
+// Dims returns the parameter's shape (do not modify it).
+func (p Param) Dims() []int { return dims(p.T) }
 
 // Params lists the parameters in a fixed order (serialisation and the
 // optimiser rely on it).
@@ -71,15 +76,15 @@ func NewNet(f, h1, h2, hc int, rng *rand.Rand) (*Net, error) {
 	}
 	m := &Net{F: f, H1: h1, H2: h2, HC: hc}
 	shapes := Shapes(f, h1, h2, hc)
-	ts := make([]*tensor.Dense, len(shapes))
+	ts := make([]*Tensor, len(shapes))
 	for i, s := range shapes {
-		ts[i] = tensor.New(tensor.WithShape(s...), tensor.Of(tensor.Float32))
+		ts[i] = newTensor(s...)
 		if len(s) == 2 && rng != nil {
 			scale := math.Sqrt(2 / float64(s[0]))
 			if i == 4 || i == 8 { // output layers start small
 				scale = 0.1 / math.Sqrt(float64(s[0]))
 			}
-			for j, d := 0, ts[i].Data().([]float32); j < len(d); j++ {
+			for j, d := 0, f32(ts[i]); j < len(d); j++ {
 				d[j] = float32(rng.NormFloat64() * scale)
 			}
 		}
@@ -92,9 +97,9 @@ func NewNet(f, h1, h2, hc int, rng *rand.Rand) (*Net, error) {
 func (m *Net) Clone() *Net {
 	c := &Net{F: m.F, H1: m.H1, H2: m.H2, HC: m.HC}
 	ps := m.Params()
-	cs := make([]*tensor.Dense, len(ps))
+	cs := make([]*Tensor, len(ps))
 	for i, p := range ps {
-		cs[i] = p.T.Clone().(*tensor.Dense)
+		cs[i] = cloneTensor(p.T)
 	}
 	c.W1, c.B1, c.W2, c.B2, c.W3, c.B3, c.WC1, c.BC1, c.WC2, c.BC2 = cs[0], cs[1], cs[2], cs[3], cs[4], cs[5], cs[6], cs[7], cs[8], cs[9]
 	return c
@@ -130,35 +135,9 @@ func (m *Net) AddFlat(delta []float32, scale float32) error {
 func (m *Net) NumParams() int {
 	var n int
 	for _, p := range m.Params() {
-		n += p.T.Shape().TotalSize()
+		n += len(f32(p.T))
 	}
 	return n
-}
-
-func f32(t *tensor.Dense) []float32 { return t.Data().([]float32) }
-
-// dense wraps a slice of length r*c as an r x c tensor without copying.
-func dense(buf []float32, r, c int) *tensor.Dense {
-	return tensor.New(tensor.WithShape(r, c), tensor.WithBacking(buf[:r*c]))
-}
-
-// matmul computes a (r x k) times b (k x c) into a new r x c tensor; when
-// ta/tb are set, a/b are used transposed.
-func matmul(a, b *tensor.Dense, ta, tb bool) *tensor.Dense {
-	if ta {
-		_ = a.T()
-		defer a.UT()
-	}
-	if tb {
-		_ = b.T()
-		defer b.UT()
-	}
-	out, err := tensor.MatMul(a, b)
-	if err != nil {
-		// shapes are checked by the callers; a failure is a programming error
-		panic(fmt.Sprintf("policy: matmul %v x %v: %v", a.Shape(), b.Shape(), err))
-	}
-	return out.(*tensor.Dense)
 }
 
 // Scores computes only the actor's scores of n candidates (inference):

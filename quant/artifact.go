@@ -603,7 +603,7 @@ func FromModel(m *policy.Model, info Info) (*Artifact, error) {
 	a := &Artifact{Header: newHeader(m, Float32, info)}
 	specs, _ := expectedTensors(Float32, a.Header.Layers)
 	for i, p := range m.Net.Params() {
-		a.Tensors = append(a.Tensors, Tensor{Name: specs[i].name, DType: Float32, Shape: specs[i].shape, F32: append([]float32(nil), p.T.Data().([]float32)...)})
+		a.Tensors = append(a.Tensors, Tensor{Name: specs[i].name, DType: Float32, Shape: specs[i].shape, F32: append([]float32(nil), p.Values()...)})
 	}
 	return a, nil
 }
@@ -619,7 +619,7 @@ func (a *Artifact) Model() (*policy.Model, error) {
 		return nil, err
 	}
 	for i, p := range net.Params() {
-		copy(p.T.Data().([]float32), a.Tensors[i].F32)
+		copy(p.Values(), a.Tensors[i].F32)
 	}
 	meta := map[string]any{"model_id": a.Header.ModelID, "version": a.Header.Version}
 	return &policy.Model{Schema: a.Schema(), Net: net, Meta: meta}, nil

@@ -203,7 +203,7 @@ func TestInt8TracksFloat(t *testing.T) {
 	}
 	// Weight round trip: dequantized w2 is within half a step of the
 	// float weight (with the activation scale folded in).
-	w2 := m.Net.Params()[2].T.Data().([]float32)
+	w2 := m.Net.Params()[2].Values()
 	q2, s2, a1s := a.Tensor("w2").I8, a.Tensor("w2_scale").F32, a.Tensor("a1_scale").F32
 	H1, H2 := n.H1, n.H2
 	for c := range H2 {

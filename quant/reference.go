@@ -25,7 +25,7 @@ func newReference(m *policy.Model) (*reference, error) {
 	}
 	p := m.Net.Params()
 	d := func(i int) []float64 {
-		v := p[i].T.Data().([]float32)
+		v := p[i].Values()
 		out := make([]float64, len(v))
 		for j := range v {
 			out[j] = float64(v[j])

@@ -41,7 +41,7 @@ func (a *adam) apply(params, grads *policy.Net, lr float64) {
 	}
 }
 
-func data(p policy.Param) []float32 { return p.T.Data().([]float32) }
+func data(p policy.Param) []float32 { return p.Values() }
 
 // scale multiplies every gradient by f.
 func scale(g *policy.Net, f float32) {

@@ -274,20 +274,54 @@ func (m *module) goBuild(t testing.TB, dir string, pkgs []string) error {
 		ctx, cancel = context.WithDeadline(ctx, dl.Add(-time.Minute))
 		defer cancel()
 	}
-	args := append([]string{"build", "-o", scratch + string(filepath.Separator)}, pkgs...)
-	t.Logf("e2e: building %s into %s (the first build of kube-apiserver/kube-scheduler takes several minutes)", strings.Join(pkgs, " "), dir)
+	start := time.Now()
+	// one go build per set of release tags (most programs have none)
+	byTags := map[string][]string{}
+	var tagSets []string
+	for _, p := range pkgs {
+		tags := releaseTags[p]
+		if _, ok := byTags[tags]; !ok {
+			tagSets = append(tagSets, tags)
+		}
+		byTags[tags] = append(byTags[tags], p)
+	}
+	for _, tags := range tagSets {
+		group := byTags[tags]
+		args := []string{"build", "-o", scratch + string(filepath.Separator)}
+		if tags != "" {
+			args = append(args, "-tags", tags)
+		}
+		args = append(args, group...)
+		t.Logf("e2e: building %s into %s (the first build of kube-apiserver/kube-scheduler takes several minutes)", strings.Join(args[3:], " "), dir)
+		if err := m.runGo(ctx, t, args, start); err != nil {
+			return fmt.Errorf("go build %s: %w", strings.Join(group, " "), err)
+		}
+	}
+	for _, p := range pkgs {
+		name := path.Base(p)
+		if err := os.Rename(filepath.Join(scratch, name), filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("install %s: %w", name, err)
+		}
+	}
+	t.Logf("e2e: built %s in %s", strings.Join(pkgs, " "), time.Since(start).Round(time.Second))
+	return nil
+}
+
+// runGo runs the go command with args in the module root, logging
+// progress every 30 seconds; the error carries the command's output.
+func (m *module) runGo(ctx context.Context, t testing.TB, args []string, start time.Time) error {
 	cmd := exec.CommandContext(ctx, m.goBin, args...)
 	cmd.Dir = m.root
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("go build: %w", err)
+		return err
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	tick := time.NewTicker(30 * time.Second)
 	defer tick.Stop()
+	var err error
 	for {
 		select {
 		case <-tick.C:
@@ -299,20 +333,18 @@ func (m *module) goBuild(t testing.TB, dir string, pkgs []string) error {
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("go build %s: stopped near the test deadline after %s; run again with a longer -timeout (the first build takes minutes):\n%s",
-				strings.Join(pkgs, " "), time.Since(start).Round(time.Second), out.String())
+			return fmt.Errorf("stopped near the test deadline after %s; run again with a longer -timeout (the first build takes minutes):\n%s",
+				time.Since(start).Round(time.Second), out.String())
 		}
-		return fmt.Errorf("go build %s: %v\n%s", strings.Join(pkgs, " "), err, out.String())
+		return fmt.Errorf("%v\n%s", err, out.String())
 	}
-	for _, p := range pkgs {
-		name := path.Base(p)
-		if err := os.Rename(filepath.Join(scratch, name), filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("install %s: %w", name, err)
-		}
-	}
-	t.Logf("e2e: built %s in %s", strings.Join(pkgs, " "), time.Since(start).Round(time.Second))
 	return nil
 }
+
+// releaseTags are the build tags a program of this module is released
+// with, so the tests run what users get: edge-agent is built with the
+// Makefile's AGENT_TAGS (policy/tensor_gonum.go says why).
+var releaseTags = map[string]string{"github.com/edgesched/edgesched/cmd/edge-agent": "nogorgonia"}
 
 // deadline is t.Deadline when t is a *testing.T.
 func deadline(t testing.TB) (time.Time, bool) {
