@@ -9,39 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/quant"
 )
-
-func startNATS(t *testing.T) *server.Server {
-	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv
-}
-
-func connect(t *testing.T, url, name string) *nats.Conn {
-	t.Helper()
-	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
 
 // testCoordinator runs an async (FedBuff, buffer 3) coordinator for site
 // store-1 and returns it.
@@ -51,27 +26,9 @@ func testCoordinator(t *testing.T, url string, coordKey, siteKey *quant.Signer) 
 	if err := reg.Add("store-1", siteKey.Public()); err != nil {
 		t.Fatal(err)
 	}
-	cfg := coordinator.DefaultConfig()
-	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Calibrate = t.TempDir(), reg, coordKey, calibrationRows
-	cfg.RoundDuration, cfg.MinUpdates, cfg.PollInterval = time.Hour, 1, 20*time.Millisecond
-	cfg.Local = federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-3}
+	cfg := fltest.CoordinatorConfig(t.TempDir(), reg, coordKey)
 	cfg.Mode, cfg.Buffer, cfg.AutoRounds = federated.Async, 3, true
-	c, err := coordinator.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Bootstrap(context.Background(), smallModel(t, 1)); err != nil {
-		t.Fatal(err)
-	}
-	nc := connect(t, url, "coordinator")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, nc) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		c.Close()
-	})
+	c, _ := fltest.RunCoordinator(t, url, cfg, smallModel(t, 1))
 	return c
 }
 
@@ -119,14 +76,14 @@ func run(comp Component) (stop func()) {
 // the sequence. The coordinator refuses none as a replay and decides on
 // every update made; A, back, forgets what B delivered for it.
 func TestFLHandover(t *testing.T) {
-	srv := startNATS(t)
+	srv := fltest.StartNATS(t)
 	coordKey, siteKey := key(t, 10), key(t, 11)
 	coord := testCoordinator(t, srv.ClientURL(), coordKey, siteKey)
 	k8s := fake.NewClientset()
 	la, lb := newLedger(t, k8s, "node-a"), newLedger(t, k8s, "node-b")
 	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	ca, cb := newSiteClient(t, dirA, siteKey, coordKey, la), newSiteClient(t, dirB, siteKey, coordKey, lb)
-	ncA := connect(t, srv.ClientURL(), "node-a")
+	ncA := fltest.Connect(t, srv.ClientURL(), "node-a")
 	fa, err := NewFL(FLConfig{Client: ca, Conn: ncA, Ledger: la})
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +109,7 @@ func TestFLHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fb, err := NewFL(FLConfig{Client: cb, Conn: connect(t, srv.ClientURL(), "node-b"), Ledger: lb})
+	fb, err := NewFL(FLConfig{Client: cb, Conn: fltest.Connect(t, srv.ClientURL(), "node-b"), Ledger: lb})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 )
@@ -22,37 +23,20 @@ func key(t testing.TB, seed byte) *quant.Signer {
 
 func keyring(t testing.TB, s *quant.Signer) *quant.Keyring {
 	t.Helper()
-	k := &quant.Keyring{}
-	if _, err := k.Add(s.Public()); err != nil {
-		t.Fatal(err)
-	}
-	return k
+	return fltest.Keyring(t, s)
 }
 
-// smallModel is a small network so training and quantizing are quick.
+// smallModel is a small network so training and quantizing are quick
+// (fltest.SmallModel).
 func smallModel(t testing.TB, seed uint64) *policy.Model {
 	t.Helper()
-	net, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(seed, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &policy.Model{Schema: policy.NewSchema(), Net: net}
-}
-
-// calibrationRows stands in for simulator states when quantizing.
-func calibrationRows(_ context.Context, _ *policy.Model) ([]float32, error) {
-	rng := rand.New(rand.NewPCG(4, 4))
-	rows := make([]float32, 500*policy.NumFeatures)
-	for i := range rows {
-		rows[i] = float32(rng.NormFloat64())
-	}
-	return rows, nil
+	return fltest.SmallModel(t, seed)
 }
 
 // int8Bytes is a signed int8 artifact of a small model at version v.
 func int8Bytes(t testing.TB, s *quant.Signer, seed, v uint64) []byte {
 	t.Helper()
-	rows, _ := calibrationRows(context.Background(), nil)
+	rows, _ := fltest.CalibrationRows(context.Background(), nil)
 	a, err := quant.Quantize(smallModel(t, seed), rows, quant.DefaultCalibration(), quant.Info{Version: v, Created: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
@@ -64,18 +48,9 @@ func int8Bytes(t testing.TB, s *quant.Signer, seed, v uint64) []byte {
 	return b
 }
 
-// poll checks cond every 20 ms until it holds or within passes.
+// poll checks cond every 20 ms until it holds or within passes
+// (fltest.Eventually).
 func poll(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s: %s", what, last)
+	fltest.Eventually(t, within, what, cond)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -202,7 +203,13 @@ func (l *Ledger) Reserve(ctx context.Context, round, after uint64, again bool) (
 		if !again && round <= st.Round {
 			return flclient.ErrRoundQueued
 		}
-		st.Seq = max(st.Seq, after) + 1
+		top := max(st.Seq, after)
+		if top == math.MaxUint64 {
+			// +1 would wrap to 0, below everything the coordinator has
+			// judged: every later update would be refused as a replay
+			return fmt.Errorf("%w: update sequence exhausted (ledger %d, agent's newest %d)", ErrLedger, st.Seq, after)
+		}
+		st.Seq = top + 1
 		return nil
 	})
 	if err != nil {

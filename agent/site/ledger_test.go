@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,6 +95,47 @@ func TestLedgerSequence(t *testing.T) {
 	}
 	if _, err := a.Reserve(ctx, 9, 0, false); !errors.Is(err, ErrLedger) {
 		t.Fatalf("damaged ledger: %v, want ErrLedger", err)
+	}
+}
+
+// TestLedgerSequenceExhausted: a sequence at the top of uint64 (a
+// ledger someone edited, or an agent's outbox) is refused instead of
+// wrapping to 0, and the ledger is left as it was.
+func TestLedgerSequenceExhausted(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name          string
+		ledger, after uint64
+	}{
+		{"agent's newest at the top", 0, math.MaxUint64},
+		{"ledger at the top", math.MaxUint64, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			l := newLedger(t, client, "node-a")
+			if tc.ledger > 0 {
+				if _, err := l.Reserve(ctx, 1, tc.ledger-1, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, err := l.State(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := l.Reserve(ctx, 2, tc.after, false)
+			if !errors.Is(err, ErrLedger) || !strings.Contains(err.Error(), "exhausted") {
+				t.Fatalf("reserve above %d/%d: %d, %v; want ErrLedger (exhausted)", tc.ledger, tc.after, got, err)
+			}
+			after, err := l.State(ctx)
+			if err != nil || after.Seq != before.Seq || after.Round != before.Round {
+				t.Fatalf("ledger %+v after the refusal, was %+v (%v)", after, before, err)
+			}
+		})
+	}
+	// the last usable sequence is still handed out: MaxUint64-1 -> MaxUint64
+	l := newLedger(t, fake.NewClientset(), "node-b")
+	if got, err := l.Reserve(ctx, 1, math.MaxUint64-1, false); err != nil || got != math.MaxUint64 {
+		t.Fatalf("reserve above MaxUint64-1: %d, %v", got, err)
 	}
 }
 

@@ -16,8 +16,11 @@
 // nodes that are current, and exports them with Export.
 //
 // On-disk records use a small versioned binary format (EncodeEvent,
-// DecodeEvent; fuzzed). docs/site-leader.md describes the formats, the
-// retention and what the export infers.
+// DecodeEvent; fuzzed). Store.Append refuses a record the format cannot
+// hold on its own (a RefusedError names each, with its pod and field) and
+// writes the rest of the batch; GPU model names are cut at record
+// construction instead (MaxGPUModel). docs/site-leader.md describes the
+// formats, the retention, the refusals and what the export infers.
 //
 // Concurrency and lifetimes: a Store is safe for concurrent use and is
 // closed by its owner after every user stopped; Recorder.Run owns the

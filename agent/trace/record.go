@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 
 	"github.com/edgesched/edgesched/sim"
 )
@@ -135,6 +136,14 @@ const (
 	// maxShare bounds usage shares and maxRate call rates.
 	maxShare = 64
 	maxRate  = sim.MaxCallRate
+	// MaxGPUModel bounds the GPU model names PodRecord and NodeRecord
+	// keep: 63 bytes, a Kubernetes label value's limit. A node's model is
+	// its edgesched.io/gpu-model label (at most 63 bytes in a real
+	// cluster), so a longer accepted name matches no node either way;
+	// cutting it keeps the pod's record, which 64 names of up to 1,024
+	// bytes could push past MaxRecordBytes. Node models are cut the same
+	// way, so names that matched still match.
+	MaxGPUModel = 63
 )
 
 // ErrRecord wraps every refusal of DecodeEvent and EncodeEvent.
@@ -289,12 +298,28 @@ func (e *Event) Validate() error {
 		errs = append(errs, str("name", n.Name, true), str("gpu model", n.GPUModel, false), str("zone", n.Zone, false))
 		if n.CPUMilli < 0 || n.CPUMilli > sim.MaxQuantity || n.MemoryMiB < 0 || n.MemoryMiB > sim.MaxQuantity ||
 			n.GPUs < 0 || n.GPUs > sim.MaxGPUsPerNode || n.Arch > sim.ArchARM64 {
-			errs = append(errs, bad("capacity out of range"))
+			errs = append(errs, bad("capacity out of range (%d milli-CPU, %d MiB, %d GPUs, arch %d)", n.CPUMilli, n.MemoryMiB, n.GPUs, n.Arch))
 		}
 	default:
 		return fmt.Errorf("%w: unknown kind %d", ErrRecord, uint8(e.Kind))
 	}
 	return errors.Join(errs...)
+}
+
+// truncate cuts s to at most n bytes, at the start of the UTF-8
+// character that crosses n (bytes that are not UTF-8 are cut at n).
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for i := n; i > 0 && i > n-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			cut = i
+			break
+		}
+	}
+	return s[:cut]
 }
 
 func share(v, hi float64) bool { return !math.IsNaN(v) && v >= 0 && v <= hi }

@@ -114,6 +114,21 @@ func FuzzDecodeEvent(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{1, 1})
+	// the largest arrival PodRecord makes: 64 accepted models of
+	// MaxGPUModel bytes, strings at the format's limit
+	big := sampleEvents()[0]
+	p := *big.Pod
+	p.UID, p.Name, p.Service = strings.Repeat("u", maxString), strings.Repeat("n", maxString), strings.Repeat("s", maxString)
+	p.GPUModels = nil
+	for i := range maxModels {
+		p.GPUModels = append(p.GPUModels, strings.Repeat(string(rune('a'+i%26)), MaxGPUModel))
+	}
+	big.Pod = &p
+	b, err := EncodeEvent(big)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := DecodeEvent(b)
 		if err != nil {
@@ -131,4 +146,31 @@ func FuzzDecodeEvent(f *testing.F) {
 			t.Fatalf("re-encoded event differs: %v\n%+v\n%+v", err, e, e2)
 		}
 	})
+}
+
+func TestTruncate(t *testing.T) {
+	cases := []struct {
+		name string
+		s    string
+		n    int
+		want string
+	}{
+		{"short", "T4", 63, "T4"},
+		{"exact", "abc", 3, "abc"},
+		{"ascii", "abcdef", 4, "abcd"},
+		// "é" is 2 bytes (0xC3 0xA9): a cut at 2 would split it
+		{"two-byte character across the cut", "aé", 2, "a"},
+		// "€" is 3 bytes: cut at 3 keeps "a" and drops the character
+		{"three-byte character across the cut", "a€b", 3, "a"},
+		{"character ending at the cut", "a€b", 4, "a€"},
+		// not UTF-8: continuation bytes only, cut where asked
+		{"not utf-8", "\x80\x80\x80\x80\x80\x80", 4, "\x80\x80\x80\x80"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := truncate(tc.s, tc.n); got != tc.want {
+				t.Fatalf("truncate(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+			}
+		})
+	}
 }

@@ -116,6 +116,10 @@ type RecorderStats struct {
 	// Malformed counts annotations and pods that could not be read (a
 	// pod with a malformed GPU request is recorded without GPUs).
 	Malformed int
+	// Refused counts events the store refused (Store.Append's
+	// RefusedError, logged once per batch with the reasons); the rest of
+	// their batches was written.
+	Refused int
 	// FlowsPublished counts flows annotations written.
 	FlowsPublished int
 }
@@ -168,44 +172,18 @@ const (
 )
 
 // Run records until ctx ends. It returns ctx's error, or an error when
-// the informers cannot be set up.
+// the informers cannot be set up. Run may be called again after it
+// returned (not while it runs): it starts from what the store has, as a
+// new Recorder would.
 func (r *Recorder) Run(ctx context.Context) error {
-	live, err := r.cfg.Store.LivePods()
+	if err := r.load(ctx.Done()); err != nil {
+		return err
+	}
+	inf, err := r.informers()
 	if err != nil {
-		return fmt.Errorf("read live pods: %w", err)
+		return err
 	}
-	nodes, err := r.cfg.Store.Nodes()
-	if err != nil {
-		return fmt.Errorf("read nodes: %w", err)
-	}
-	r.mu.Lock()
-	r.stop = ctx.Done()
-	for _, e := range live {
-		r.pods[types.UID(e.Pod.UID)] = podState{ref: PodRef{e.Pod.Namespace, e.Pod.Name}, node: e.Pod.Node}
-	}
-	for _, e := range nodes {
-		r.nodes[e.Node.Name] = *e.Node
-	}
-	r.stats = RecorderStats{}
-	r.mu.Unlock()
-
-	podInf := newInformer(r.cfg.Client, &v1.Pod{}, podsListWatch(r.cfg.Client.Pods(metav1.NamespaceAll)),
-		cache.Indexers{indexNode: podNodeIndex, indexIP: podIPIndex})
-	nodeInf := newInformer(r.cfg.Client, &v1.Node{}, nodesListWatch(r.cfg.Client.Nodes()), cache.Indexers{})
-	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { r.podSeen(obj) },
-		UpdateFunc: func(_, obj any) { r.podSeen(obj) },
-		DeleteFunc: func(obj any) { r.podGone(obj) },
-	}); err != nil {
-		return fmt.Errorf("pod handler: %w", err)
-	}
-	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { r.nodeSeen(obj, podInf.GetIndexer()) },
-		UpdateFunc: func(_, obj any) { r.nodeSeen(obj, podInf.GetIndexer()) },
-		DeleteFunc: func(obj any) { r.nodeGone(obj) },
-	}); err != nil {
-		return fmt.Errorf("node handler: %w", err)
-	}
+	podInf, nodeInf := inf.pods, inf.nodes
 
 	var wg, informers sync.WaitGroup
 	wctx, stopWriter := context.WithCancel(context.WithoutCancel(ctx))
@@ -217,7 +195,8 @@ func (r *Recorder) Run(ctx context.Context) error {
 		stopWriter()     // the writer drains what is queued, then stops
 		wg.Wait()
 	}()
-	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced) {
+	// the informers listed and the handlers went through the first list
+	if !cache.WaitForCacheSync(ctx.Done(), inf.synced...) {
 		return ctx.Err()
 	}
 	r.reconcile(podInf.GetIndexer(), nodeInf.GetIndexer())
@@ -231,6 +210,69 @@ func (r *Recorder) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	return ctx.Err()
+}
+
+// load reads the pods and nodes the store has current (what the recorder
+// recorded before it stopped).
+func (r *Recorder) load(stop <-chan struct{}) error {
+	live, err := r.cfg.Store.LivePods()
+	if err != nil {
+		return fmt.Errorf("read live pods: %w", err)
+	}
+	nodes, err := r.cfg.Store.Nodes()
+	if err != nil {
+		return fmt.Errorf("read nodes: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// a Recorder run again starts afresh: what the last run held in
+	// memory may not have reached the store (events queued as it stopped)
+	r.stop, r.synced = stop, false
+	r.pods, r.nodes, r.usage, r.edges = map[types.UID]podState{}, map[string]Node{}, map[string]time.Time{}, map[string]time.Time{}
+	for _, e := range live {
+		r.pods[types.UID(e.Pod.UID)] = podState{ref: PodRef{e.Pod.Namespace, e.Pod.Name}, node: e.Pod.Node}
+	}
+	for _, e := range nodes {
+		r.nodes[e.Node.Name] = *e.Node
+	}
+	r.stats = RecorderStats{}
+	return nil
+}
+
+// recorderInformers are the recorder's pod and node informers (not
+// started) and whether their handlers went through the first list.
+type recorderInformers struct {
+	pods, nodes cache.SharedIndexInformer
+	synced      []cache.InformerSynced
+}
+
+// informers builds the pod and node informers with the recorder's
+// handlers.
+func (r *Recorder) informers() (recorderInformers, error) {
+	var inf recorderInformers
+	inf.pods = newInformer(r.cfg.Client, &v1.Pod{}, podsListWatch(r.cfg.Client.Pods(metav1.NamespaceAll)),
+		cache.Indexers{indexNode: podNodeIndex, indexIP: podIPIndex})
+	inf.nodes = newInformer(r.cfg.Client, &v1.Node{}, nodesListWatch(r.cfg.Client.Nodes()), cache.Indexers{})
+	pods := inf.pods.GetIndexer()
+	reg, err := inf.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.podSeen(obj) },
+		UpdateFunc: func(_, obj any) { r.podSeen(obj) },
+		DeleteFunc: func(obj any) { r.podGone(obj) },
+	})
+	if err != nil {
+		return inf, fmt.Errorf("pod handler: %w", err)
+	}
+	inf.synced = append(inf.synced, reg.HasSynced)
+	reg, err = inf.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.nodeSeen(obj, pods) },
+		UpdateFunc: func(_, obj any) { r.nodeSeen(obj, pods) },
+		DeleteFunc: func(obj any) { r.nodeGone(obj) },
+	})
+	if err != nil {
+		return inf, fmt.Errorf("node handler: %w", err)
+	}
+	inf.synced = append(inf.synced, reg.HasSynced)
+	return inf, nil
 }
 
 // writeLoop appends queued events in batches, retrying a failed
@@ -279,16 +321,24 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 
 func (r *Recorder) append(batch []Event) bool {
 	res, err := r.cfg.Store.Append(batch...)
+	var refused *RefusedError
+	if err != nil && !errors.As(err, &refused) {
+		r.mu.Lock()
+		r.stats.WriteErrors++
+		r.mu.Unlock()
+		r.log.Error("trace write failed; retrying", "events", len(batch), "err", err)
+		return false
+	}
+	if refused != nil {
+		// dropped, not retried: the format would refuse them again
+		r.log.Warn("trace records refused; the rest of the batch was written", "refused", res.Refused, "events", len(batch), "err", err)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err != nil {
-		r.stats.WriteErrors++
-		r.log.Error("trace write failed; retrying", "events", len(batch), "err", err)
-		return errors.Is(err, ErrRecord) // a record the format refuses is dropped, not retried
-	}
 	r.stats.Recorded += res.Recorded
 	r.stats.Skipped += res.Skipped
 	r.stats.Pruned += res.Pruned
+	r.stats.Refused += res.Refused
 	return true
 }
 
@@ -302,8 +352,9 @@ func (r *Recorder) emit(e Event) {
 	}
 }
 
-// podSeen records a pod's arrival (once) and its binding, or its end when
-// it reached a terminal phase.
+// podSeen records a pod's arrival (once, at its creationTimestamp) and
+// its binding (at BindingTime), or its end when it reached a terminal
+// phase.
 func (r *Recorder) podSeen(obj any) {
 	p, ok := obj.(*v1.Pod)
 	if !ok {
@@ -324,19 +375,49 @@ func (r *Recorder) podSeen(obj any) {
 			r.mu.Unlock()
 			r.log.Warn("pod recorded without its GPU request", "pod", p.Namespace+"/"+p.Name, "err", err)
 		}
-		r.emit(Event{Kind: PodArrival, Time: p.CreationTimestamp.Time, Pod: &rec})
+		at := p.CreationTimestamp.Time
+		if at.IsZero() {
+			at = r.cfg.Now() // an apiserver always sets it; a fake may not
+		}
+		r.emit(Event{Kind: PodArrival, Time: at, Pod: &rec})
 		st = podState{ref: PodRef{p.Namespace, p.Name}}
 		r.mu.Lock()
 		r.pods[p.UID] = st
 		r.mu.Unlock()
 	}
 	if p.Spec.NodeName != "" && p.Spec.NodeName != st.node {
-		r.emit(Event{Kind: PodBinding, Time: r.cfg.Now(), Pod: &Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName}})
+		r.emit(Event{Kind: PodBinding, Time: BindingTime(p, r.cfg.Now()), Pod: &Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName}})
 		st.node = p.Spec.NodeName
 		r.mu.Lock()
 		r.pods[p.UID] = st
 		r.mu.Unlock()
 	}
+}
+
+// BindingTime is when pod p was bound: the lastTransitionTime of its
+// PodScheduled condition when that is True (the apiserver sets it when it
+// binds the pod; the kubelet for a pod created with its node), so an
+// agent that first sees a pod long bound (after a restart, or a pod
+// created while it was down) records when it was bound rather than when
+// it looked. The time is kept within [creationTimestamp, now] (clocks of
+// the apiserver and the agent may differ). Without the condition, or
+// with a zero time, it is now: the clock when the recorder saw the
+// binding.
+func BindingTime(p *v1.Pod, now time.Time) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type != v1.PodScheduled || c.Status != v1.ConditionTrue || c.LastTransitionTime.IsZero() {
+			continue
+		}
+		t := c.LastTransitionTime.Time
+		if created := p.CreationTimestamp.Time; !created.IsZero() && t.Before(created) {
+			t = created
+		}
+		if t.After(now) {
+			t = now
+		}
+		return t
+	}
+	return now
 }
 
 func (r *Recorder) podGone(obj any) {
@@ -462,18 +543,21 @@ func (r *Recorder) nodeGone(obj any) {
 // reconcile records as deleted the pods the store has alive that the
 // first list no longer shows (deleted while this agent was down), and
 // forgets nodes that are gone.
+//
+// It reads the informers' stores while holding r.mu, the lock the
+// handlers take to record a pod: every pod in r.pods was then either
+// loaded from the store or recorded by a handler, which the informer calls
+// after adding the pod to its store, so a pod absent from the store now is
+// gone (its own delete notification, if still queued, then finds it
+// forgotten). Reading the store first and locking after let a pod created
+// in between be recorded by its handler and then taken for deleted
+// (TestReconcileRace).
 func (r *Recorder) reconcile(pods, nodes cache.Indexer) {
-	present := map[types.UID]bool{}
-	for _, o := range pods.List() {
-		if p, ok := o.(*v1.Pod); ok {
-			present[p.UID] = true
-		}
-	}
 	now := r.cfg.Now()
 	var gone []Event
 	r.mu.Lock()
 	for uid, st := range r.pods {
-		if !present[uid] {
+		if !podPresent(pods, uid, st.ref) {
 			delete(r.pods, uid)
 			gone = append(gone, Event{Kind: PodDeletion, Time: now, Pod: &Pod{UID: string(uid), Namespace: st.ref.Namespace, Name: st.ref.Name}})
 		}
@@ -494,6 +578,22 @@ func (r *Recorder) reconcile(pods, nodes cache.Indexer) {
 	r.mu.Lock()
 	r.synced = true
 	r.mu.Unlock()
+}
+
+// podPresent reports whether the informer's store holds the pod uid (by
+// its namespace and name: a pod recreated under the same name has another
+// UID).
+func podPresent(pods cache.Indexer, uid types.UID, ref PodRef) bool {
+	key := ref.Name
+	if ref.Namespace != "" {
+		key = ref.Namespace + "/" + ref.Name
+	}
+	o, exists, err := pods.GetByKey(key)
+	if err != nil || !exists {
+		return false
+	}
+	p, ok := o.(*v1.Pod)
+	return ok && p.UID == uid
 }
 
 // flowLoop publishes this node's call rates every FlowInterval.
@@ -605,8 +705,12 @@ func podIPIndex(obj any) ([]string, error) {
 // containers', at least any init container's, plus overhead; memory
 // rounded up to MiB), the GPU request, QoS, priority, architecture (from
 // a kubernetes.io/arch node selector), CPU limit (when every container
-// sets one) and edgesched.io/cpu-usage. A malformed GPU request is
-// returned as an error with the record (without GPUs).
+// sets one) and edgesched.io/cpu-usage. Of the accepted GPU models the
+// first 64 are kept, each cut to MaxGPUModel bytes (see there). A
+// malformed GPU request is returned as an error with the record (without
+// GPUs). Other fields are kept as they are: one beyond the record
+// format's limits (a string over 1,024 bytes) makes Store.Append refuse
+// the record, naming the pod and the field.
 func PodRecord(p *v1.Pod) (Pod, error) {
 	cpu, mem := podRequests(p)
 	rec := Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Service: PodService(p),
@@ -616,6 +720,9 @@ func PodRecord(p *v1.Pod) (Pod, error) {
 		rec.GPUs, rec.GPUMilli = gpu.GPUs, gpu.Milli
 		if len(gpu.Models) > maxModels {
 			gpu.Models = gpu.Models[:maxModels]
+		}
+		for i, m := range gpu.Models {
+			gpu.Models[i] = truncate(m, MaxGPUModel)
 		}
 		rec.GPUModels = gpu.Models
 	}
@@ -687,19 +794,18 @@ func PodService(p *v1.Pod) string {
 }
 
 // NodeRecord converts a node: allocatable CPU (milli) and memory (MiB),
-// GPUs and model as the plugin reads them, zone and architecture labels.
+// GPUs and model as the plugin reads them (the model cut to MaxGPUModel
+// bytes), zone (cut to 1,024 bytes) and architecture labels.
 func NodeRecord(n *v1.Node) Node {
 	a := n.Status.Allocatable
 	rec := Node{Name: n.Name, CPUMilli: min(max(a.Cpu().MilliValue(), 0), sim.MaxQuantity), MemoryMiB: min(max(a.Memory().Value()>>20, 0), sim.MaxQuantity),
 		Zone: n.Labels[conventions.LabelZone], Arch: sim.ArchAMD64}
 	gpus, model := conventions.NodeGPUs(n)
-	rec.GPUs, rec.GPUModel = int32(gpus), model
+	rec.GPUs, rec.GPUModel = int32(gpus), truncate(model, MaxGPUModel)
 	if arch, err := sim.ParseArch(n.Labels[conventions.LabelArch]); err == nil && arch != sim.ArchAny {
 		rec.Arch = arch
 	}
-	if len(rec.Zone) > maxString {
-		rec.Zone = rec.Zone[:maxString]
-	}
+	rec.Zone = truncate(rec.Zone, maxString)
 	return rec
 }
 

@@ -1,10 +1,15 @@
 package trace
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -252,4 +257,204 @@ func TestPodService(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRecordBounds: GPU model names are cut to MaxGPUModel bytes (on a
+// character boundary) and at most 64 kept when a pod or node is turned
+// into a record, so the record encodes; the other fields are kept as
+// they are (the store refuses what the format cannot hold).
+func TestRecordBounds(t *testing.T) {
+	models := func(names ...string) *v1.Pod {
+		p := testPod("gpu", "", "", "")
+		p.Spec.Containers[0].Resources.Requests[conventions.ResourceGPU] = resource.MustParse("1")
+		p.Annotations[conventions.AnnotationGPUModels] = strings.Join(names, ",")
+		return p
+	}
+	many := make([]string, 70)
+	for i := range many {
+		many[i] = fmt.Sprintf("%03d-%s", i, strings.Repeat("m", 300))
+	}
+	// 62 ASCII bytes then "é" (2 bytes): bytes 63 and 64, cut before it
+	accent := strings.Repeat("a", 62) + "é"
+	cases := []struct {
+		name string
+		pod  *v1.Pod
+		want []string
+	}{
+		{"short names kept", models("T4", "A100"), []string{"T4", "A100"}},
+		{"long name cut", models("T4", strings.Repeat("g", 2000)), []string{"T4", strings.Repeat("g", MaxGPUModel)}},
+		{"cut on a character boundary", models(accent), []string{strings.Repeat("a", 62)}},
+		{"64 of 70 kept, each cut", models(many...), func() []string {
+			out := make([]string, maxModels)
+			for i := range out {
+				out[i] = many[i][:MaxGPUModel]
+			}
+			return out
+		}()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, err := PodRecord(tc.pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(rec.GPUModels, tc.want) {
+				t.Fatalf("models %q, want %q", rec.GPUModels, tc.want)
+			}
+			if _, err := EncodeEvent(Event{Kind: PodArrival, Time: t0, Pod: &rec}); err != nil {
+				t.Fatalf("record does not encode: %v", err)
+			}
+		})
+	}
+	t.Run("node model and zone", func(t *testing.T) {
+		n := testNode("g1", nil)
+		n.Labels[conventions.LabelGPUModel] = strings.Repeat("g", 500)
+		n.Labels[conventions.LabelZone] = strings.Repeat("z", 3000)
+		rec := NodeRecord(n)
+		if len(rec.GPUModel) != MaxGPUModel || len(rec.Zone) != maxString {
+			t.Fatalf("model of %d bytes, zone of %d; want %d and %d", len(rec.GPUModel), len(rec.Zone), MaxGPUModel, maxString)
+		}
+		if _, err := EncodeEvent(Event{Kind: NodeInfo, Time: t0, Node: &rec}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestBindingTime: the PodScheduled condition's time when it is True,
+// kept within [creationTimestamp, now]; the clock otherwise.
+func TestBindingTime(t *testing.T) {
+	now := t0.Add(2 * time.Hour)
+	cond := func(status v1.ConditionStatus, at time.Time) []v1.PodCondition {
+		return []v1.PodCondition{{Type: v1.PodInitialized, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(time.Minute))},
+			{Type: v1.PodScheduled, Status: status, LastTransitionTime: metav1.NewTime(at)}}
+	}
+	cases := []struct {
+		name  string
+		conds []v1.PodCondition
+		want  time.Time
+	}{
+		{"scheduled an hour ago", cond(v1.ConditionTrue, now.Add(-time.Hour)), now.Add(-time.Hour)},
+		{"no condition", nil, now},
+		{"not scheduled", cond(v1.ConditionFalse, now.Add(-time.Hour)), now},
+		{"zero time", cond(v1.ConditionTrue, time.Time{}), now},
+		// the pod was created at t0: an earlier time is another clock's
+		{"before creation", cond(v1.ConditionTrue, t0.Add(-time.Minute)), t0},
+		{"in the future", cond(v1.ConditionTrue, now.Add(time.Minute)), now},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testPod("p", "n1", "", "")
+			p.Status.Conditions = tc.conds
+			if got := BindingTime(p, now); !got.Equal(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRecorderBindingTimeAfterRestart: a fresh recorder (an agent just
+// restarted, with an empty store) that first sees a pod bound an hour
+// before records the binding at the pod's PodScheduled time, not at the
+// moment it looked; a bound pod without the condition gets the clock.
+func TestRecorderBindingTimeAfterRestart(t *testing.T) {
+	now := t0.Add(2 * time.Hour)
+	old := testPod("old", "n1", "", "") // created at t0
+	old.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}}
+	bare := testPod("bare", "n1", "", "")
+	client := fake.NewClientset(testNode("n1", nil), old, bare)
+	s := openTest(t, filepath.Join(t.TempDir(), "trace.db"), 24*time.Hour, 1000, func() time.Time { return now })
+	defer s.Close()
+	r, stop := startRecorder(t, s, client, func() time.Time { return now })
+	defer stop()
+	got := map[string]time.Time{}
+	poll(t, 10*time.Second, "two bindings", func() (bool, string) {
+		clear(got)
+		if err := s.Events(func(_ uint64, e Event) error {
+			if e.Kind == PodBinding {
+				got[e.Pod.Name] = e.Time
+			}
+			return nil
+		}); err != nil {
+			return false, err.Error()
+		}
+		return r.Synced() && len(got) == 2, fmt.Sprint(got)
+	})
+	if want := now.Add(-time.Hour); !got["old"].Equal(want) {
+		t.Errorf("old bound at %v, want its PodScheduled time %v (an hour before the recorder saw it)", got["old"], want)
+	}
+	if !got["bare"].Equal(now) {
+		t.Errorf("bare bound at %v, want the recorder's clock %v", got["bare"], now)
+	}
+}
+
+// TestRecorderRefusedPod: a pod the record format cannot hold (a service
+// label of 2,000 bytes, which a fake clientset does not refuse) is refused
+// on its own, counted and logged once with the pod and the field; the
+// other pods of its batch are recorded.
+func TestRecorderRefusedPod(t *testing.T) {
+	bad := testPod("bad", "", "", "")
+	bad.Labels["app"] = strings.Repeat("s", 2000)
+	client := fake.NewClientset(testPod("web-1", "", "", ""), bad, testPod("web-2", "", "", ""))
+	s := openTest(t, filepath.Join(t.TempDir(), "trace.db"), 24*time.Hour, 1000, func() time.Time { return t0 })
+	defer s.Close()
+	logs := &lockedBuffer{}
+	cfg := DefaultRecorderConfig()
+	cfg.Store, cfg.Client, cfg.Logger = s, fakeClient(client), slog.New(slog.NewTextHandler(logs, nil))
+	r, err := NewRecorder(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	poll(t, 10*time.Second, "the refusal counted", func() (bool, string) {
+		st := r.Stats()
+		return r.Synced() && st.Refused == 1 && st.Recorded == 2, fmt.Sprintf("%+v", st)
+	})
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatal(err)
+	}
+	live, err := s.LivePods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range live {
+		names = append(names, e.Pod.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"web-1", "web-2"}) {
+		t.Fatalf("live pods %v, want web-1 and web-2", names)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "trace records refused"); n != 1 {
+		t.Fatalf("%d refusal log lines, want 1:\n%s", n, out)
+	}
+	for _, w := range []string{"pod shop/bad, uid uid-bad", "service is 2000 bytes"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("log does not mention %q:\n%s", w, out)
+		}
+	}
+	if st := r.Stats(); st.WriteErrors != 0 {
+		t.Errorf("%d write errors, want 0 (a refusal is not retried)", st.WriteErrors)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger and a test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -136,121 +137,223 @@ type AppendResult struct {
 	// Recorded events; Skipped ones that were already recorded (a pod's
 	// arrival seen again after a relist, a deletion of a pod not known,
 	// a binding to the node already known, a sample not newer than the
-	// newest of its node); Pruned by retention.
-	Recorded, Skipped, Pruned int
+	// newest of its node); Pruned by retention; Refused records that were
+	// not written (the RefusedError Append returned names each).
+	Recorded, Skipped, Pruned, Refused int
 }
 
-// Append records events in one transaction and applies retention.
-// NodeInfo events update the current nodes (a NodeInfo whose Node has
-// zero CPU removes the node); the other kinds go to the event log, with
-// the de-duplication AppendResult describes.
+// ErrRefused marks an Append that refused some records of its batch and
+// appended the others (errors.Is; errors.As finds the RefusedError).
+var ErrRefused = errors.New("trace: records refused")
+
+// RefusedError is Append's error when it refused records of a batch: the
+// other records were appended in its transaction (AppendResult counts
+// them). Records holds one error per refused record in batch order, each
+// naming the record's place in the batch, its kind, its pod (namespace,
+// name and UID) or node, and the field; each wraps ErrRecord (a record
+// the format refuses), or ErrStore (a binding whose pod's current record
+// in the store does not decode: that record is left as it is).
+type RefusedError struct {
+	// Batch is the number of records Append was given.
+	Batch   int
+	Records []error
+}
+
+// maxListed bounds how many refusals Error spells out.
+const maxListed = 8
+
+func (e *RefusedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: %d of %d; the other %d were applied", ErrRefused, len(e.Records), e.Batch, e.Batch-len(e.Records))
+	for i, err := range e.Records {
+		if i == maxListed {
+			fmt.Fprintf(&b, "; and %d more", len(e.Records)-maxListed)
+			break
+		}
+		b.WriteString("; ")
+		b.WriteString(strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrRefused and the refusals.
+func (e *RefusedError) Unwrap() []error { return append([]error{ErrRefused}, e.Records...) }
+
+// refusal names the record i of a batch in its refusal.
+func refusal(i int, e *Event, err error) error {
+	return fmt.Errorf("record %d (%s of %s): %w", i, e.Kind, e.subject(), err)
+}
+
+// subject names what an event is about, for errors (strings clipped).
+func (e *Event) subject() string {
+	switch {
+	case e.Pod != nil:
+		return fmt.Sprintf("pod %s/%s, uid %s", clip(e.Pod.Namespace), clip(e.Pod.Name), clip(e.Pod.UID))
+	case e.Usage != nil:
+		return "node " + clip(e.Usage.Node)
+	case e.Edge != nil:
+		return fmt.Sprintf("edge %s/%s -> %s/%s seen by %s", clip(e.Edge.Src.Namespace), clip(e.Edge.Src.Name),
+			clip(e.Edge.Dst.Namespace), clip(e.Edge.Dst.Name), clip(e.Edge.Reporter))
+	case e.Node != nil:
+		return "node " + clip(e.Node.Name)
+	}
+	return "no payload"
+}
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	const n = 80
+	if len(s) <= n {
+		return s
+	}
+	return fmt.Sprintf("%s...(%d bytes)", truncate(s, n), len(s))
+}
+
+// Append records the valid events of evs in one transaction and applies
+// retention. NodeInfo events update the current nodes (a NodeInfo whose
+// Node has zero CPU removes the node); the other kinds go to the event
+// log, with the de-duplication AppendResult describes.
+//
+// A record that cannot be written (one the format refuses, see
+// Event.Validate; a binding of a pod whose current record does not
+// decode, or would outgrow MaxRecordBytes with its node) is refused on its
+// own: the others are appended and the error is a *RefusedError naming
+// each refused record and its field (errors.Is(err, ErrRefused)), with
+// the counts in the result. Any other error is the transaction's: then
+// nothing of the batch was written and the result is zero. Nothing
+// stored before is changed by a refusal.
 func (s *Store) Append(evs ...Event) (AppendResult, error) {
 	var res AppendResult
+	refused := make([]error, len(evs)) // by batch index; nil: not refused
 	enc := make([][]byte, len(evs))
+	good := 0
 	for i := range evs {
 		b, err := EncodeEvent(evs[i])
 		if err != nil {
-			return res, err
+			refused[i] = refusal(i, &evs[i], err)
+			continue
 		}
 		enc[i] = b
+		good++
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		res = AppendResult{}
-		meta, events, live, nodes, seen := tx.Bucket(bucketMeta), tx.Bucket(bucketEvents), tx.Bucket(bucketLive), tx.Bucket(bucketNodes), tx.Bucket(bucketSeen)
-		seq, count := boltkv.GetU64(meta, keySeq), boltkv.GetU64(meta, keyCount)
-		for i, e := range evs {
-			record := true
-			switch e.Kind {
-			case NodeInfo:
-				record = false
-				var err error
-				if e.Node.CPUMilli == 0 {
-					err = nodes.Delete([]byte(e.Node.Name))
-				} else {
-					err = nodes.Put([]byte(e.Node.Name), enc[i])
+	var inTx map[int]error // refusals found in the transaction
+	if good > 0 {
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			res, inTx = AppendResult{}, map[int]error{}
+			meta, events, live, nodes, seen := tx.Bucket(bucketMeta), tx.Bucket(bucketEvents), tx.Bucket(bucketLive), tx.Bucket(bucketNodes), tx.Bucket(bucketSeen)
+			seq, count := boltkv.GetU64(meta, keySeq), boltkv.GetU64(meta, keyCount)
+			for i, e := range evs {
+				if enc[i] == nil {
+					continue
 				}
-				if err != nil {
+				record := true
+				switch e.Kind {
+				case NodeInfo:
+					record = false
+					var err error
+					if e.Node.CPUMilli == 0 {
+						err = nodes.Delete([]byte(e.Node.Name))
+					} else {
+						err = nodes.Put([]byte(e.Node.Name), enc[i])
+					}
+					if err != nil {
+						return err
+					}
+					res.Recorded++
+				case PodArrival:
+					if live.Get([]byte(e.Pod.UID)) != nil {
+						record = false
+					} else if err := live.Put([]byte(e.Pod.UID), enc[i]); err != nil {
+						return err
+					}
+				case PodDeletion:
+					if live.Get([]byte(e.Pod.UID)) == nil {
+						record = false
+					} else if err := live.Delete([]byte(e.Pod.UID)); err != nil {
+						return err
+					}
+				case PodBinding:
+					raw := live.Get([]byte(e.Pod.UID))
+					if raw == nil {
+						record = false
+						break
+					}
+					cur, err := DecodeEvent(raw)
+					if err != nil {
+						inTx[i] = refusal(i, &evs[i], fmt.Errorf("%w: the pod's current record does not decode: %w", ErrStore, err))
+						continue
+					}
+					if cur.Pod.Node == e.Pod.Node {
+						record = false
+						break
+					}
+					cur.Pod.Node = e.Pod.Node
+					b, err := EncodeEvent(cur)
+					if err != nil {
+						inTx[i] = refusal(i, &evs[i], fmt.Errorf("the pod's current record with its node: %w", err))
+						continue
+					}
+					if err := live.Put([]byte(e.Pod.UID), b); err != nil {
+						return err
+					}
+				case NodeUsage, EdgeRate:
+					// one sample per node and time: usage samples must move
+					// forward; the edges of one window share its time, so
+					// only an older window is refused
+					key, t := "", uint64(e.Time.UnixNano())
+					if e.Kind == EdgeRate {
+						key = "edges/" + e.Edge.Reporter
+					} else {
+						key = "usage/" + e.Usage.Node
+					}
+					last := boltkv.GetU64(seen, []byte(key))
+					if last != 0 && (t < last || (t == last && e.Kind == NodeUsage)) {
+						record = false
+					} else if err := seen.Put([]byte(key), boltkv.U64(t)); err != nil {
+						return err
+					}
+				}
+				if !record {
+					if e.Kind != NodeInfo {
+						res.Skipped++
+					}
+					continue
+				}
+				seq++
+				if err := events.Put(boltkv.U64(seq), enc[i]); err != nil {
 					return err
 				}
+				count++
 				res.Recorded++
-			case PodArrival:
-				if live.Get([]byte(e.Pod.UID)) != nil {
-					record = false
-				} else if err := live.Put([]byte(e.Pod.UID), enc[i]); err != nil {
-					return err
-				}
-			case PodDeletion:
-				if live.Get([]byte(e.Pod.UID)) == nil {
-					record = false
-				} else if err := live.Delete([]byte(e.Pod.UID)); err != nil {
-					return err
-				}
-			case PodBinding:
-				raw := live.Get([]byte(e.Pod.UID))
-				if raw == nil {
-					record = false
-					break
-				}
-				cur, err := DecodeEvent(raw)
-				if err != nil {
-					return fmt.Errorf("%w: live pod %s: %w", ErrStore, e.Pod.UID, err)
-				}
-				if cur.Pod.Node == e.Pod.Node {
-					record = false
-					break
-				}
-				cur.Pod.Node = e.Pod.Node
-				b, err := EncodeEvent(cur)
-				if err != nil {
-					return err
-				}
-				if err := live.Put([]byte(e.Pod.UID), b); err != nil {
-					return err
-				}
-			case NodeUsage, EdgeRate:
-				// one sample per node and time: usage samples must move
-				// forward; the edges of one window share its time, so
-				// only an older window is refused
-				key, t := "", uint64(e.Time.UnixNano())
-				if e.Kind == EdgeRate {
-					key = "edges/" + e.Edge.Reporter
-				} else {
-					key = "usage/" + e.Usage.Node
-				}
-				last := boltkv.GetU64(seen, []byte(key))
-				if last != 0 && (t < last || (t == last && e.Kind == NodeUsage)) {
-					record = false
-				} else if err := seen.Put([]byte(key), boltkv.U64(t)); err != nil {
-					return err
-				}
 			}
-			if !record {
-				if e.Kind != NodeInfo {
-					res.Skipped++
-				}
-				continue
-			}
-			seq++
-			if err := events.Put(boltkv.U64(seq), enc[i]); err != nil {
+			pruned, err := s.prune(events, &count)
+			if err != nil {
 				return err
 			}
-			count++
-			res.Recorded++
-		}
-		pruned, err := s.prune(events, &count)
+			res.Pruned = pruned
+			if err := meta.Put(keySeq, boltkv.U64(seq)); err != nil {
+				return err
+			}
+			return meta.Put(keyCount, boltkv.U64(count))
+		})
 		if err != nil {
-			return err
+			return AppendResult{}, fmt.Errorf("append to trace: %w", err)
 		}
-		res.Pruned = pruned
-		if err := meta.Put(keySeq, boltkv.U64(seq)); err != nil {
-			return err
-		}
-		return meta.Put(keyCount, boltkv.U64(count))
-	})
-	if err != nil {
-		return AppendResult{}, fmt.Errorf("append to trace: %w", err)
 	}
-	return res, nil
+	var errs []error
+	for i, err := range refused {
+		if err == nil {
+			err = inTx[i]
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		return res, nil
+	}
+	res.Refused = len(errs)
+	return res, &RefusedError{Batch: len(evs), Records: errs}
 }
 
 // prune deletes the oldest events while there are more than MaxEvents or

@@ -3,7 +3,9 @@ package trace
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -177,4 +179,201 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "events/s")
+}
+
+// TestAppendRefusesRecordsIndividually: a batch with records the store
+// cannot write appends the others in its transaction and returns a
+// RefusedError naming each refused record (its place in the batch, pod or
+// node, field); what the store held before is untouched. Every case starts
+// from a store holding two pods (p-1 bound to n1, p-2) and a node.
+func TestAppendRefusesRecordsIndividually(t *testing.T) {
+	long := strings.Repeat("x", maxString+1)
+	pod := func(uid, name string) *Pod { return &Pod{UID: uid, Namespace: "ns", Name: name} }
+	withModel := func(i int, model string) Event {
+		e := arrival(i, t0)
+		e.Pod.GPUs, e.Pod.GPUMilli, e.Pod.GPUModels = 1, 500, []string{"T4", model}
+		return e
+	}
+	// big is an arrival just under MaxRecordBytes: 64 models of 240 bytes
+	// take 64 x (240 + 2) = 15,488 bytes; binding it to a node of 1,000
+	// bytes would take the record past 16,384
+	big := arrival(90, t0)
+	big.Pod.GPUs, big.Pod.GPUMilli = 1, 500
+	for range maxModels {
+		big.Pod.GPUModels = append(big.Pod.GPUModels, strings.Repeat("m", 240))
+	}
+	cases := []struct {
+		name string
+		// damage runs before the batch (in its own transaction)
+		damage func(tx *bolt.Tx) error
+		batch  []Event
+		// recorded, skipped and refused as AppendResult counts them
+		recorded, skipped, refused int
+		// want are substrings of the error (each refused record's
+		// place, pod and field); store is the sentinel every refusal wraps
+		want  []string
+		store error
+		// live pods after the batch (by name)
+		live []string
+	}{
+		{
+			name:     "all good",
+			batch:    []Event{arrival(3, t0), {Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u-3", Namespace: "ns", Name: "p-3", Node: "n1"}}},
+			recorded: 2,
+			live:     []string{"p-1", "p-2", "p-3"},
+		},
+		{
+			// arrival 3 and 5 are written, 4 (a GPU model over the
+			// format's 1,024 bytes) refused; the binding of 4 is then
+			// skipped (not a live pod), the deletion of p-2 written
+			name: "one oversized gpu model among good records",
+			batch: []Event{arrival(3, t0), withModel(4, strings.Repeat("g", 2000)), arrival(5, t0),
+				{Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u-4", Namespace: "ns", Name: "p-4", Node: "n1"}},
+				{Kind: PodDeletion, Time: t0, Pod: pod("u-2", "p-2")}},
+			recorded: 3, skipped: 1, refused: 1,
+			want:  []string{"1 of 5", "record 1 (pod-arrival of pod ns/p-4, uid u-4)", "gpu model is 2000 bytes"},
+			store: ErrRecord,
+			live:  []string{"p-1", "p-3", "p-5"},
+		},
+		{
+			// refused: 1 (name), 2 (no node), 3 (NaN share), 4 (rate);
+			// written: 0 and 5
+			name: "a bad record of every kind",
+			batch: []Event{arrival(3, t0),
+				{Kind: PodDeletion, Time: t0, Pod: pod("u-2", long)},
+				{Kind: PodBinding, Time: t0, Pod: pod("u-3", "p-3")},
+				{Kind: NodeUsage, Time: t0, Usage: &Usage{Node: "n1", CPU: math.NaN()}},
+				{Kind: EdgeRate, Time: t0, Edge: &Edge{Src: PodRef{"ns", "p-1"}, Dst: PodRef{"ns", "p-2"}, Reporter: "n1", CallsPerSecond: math.Inf(1)}},
+				{Kind: NodeUsage, Time: t0, Usage: &Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000}}},
+			recorded: 2, refused: 4,
+			want: []string{"4 of 6",
+				"record 1 (pod-deletion of pod ns/xxxx", "uid u-2)", "name is 1025 bytes",
+				"record 2 (pod-binding of pod ns/p-3, uid u-3)", "node missing",
+				"record 3 (node-usage of node n1)", "cpu NaN",
+				"record 4 (edge-rate of edge ns/p-1 -> ns/p-2 seen by n1)", "rate +Inf"},
+			store: ErrRecord,
+			live:  []string{"p-1", "p-2", "p-3"},
+		},
+		{
+			name:    "every record refused",
+			batch:   []Event{{Kind: PodArrival, Time: t0, Pod: pod("", "p-7")}, {Kind: NodeInfo, Node: &Node{Name: "n2", CPUMilli: 1}}},
+			refused: 2,
+			want:    []string{"2 of 2", "record 0 (pod-arrival of pod ns/p-7, uid )", "uid missing", "record 1 (node-info of node n2)", "no time"},
+			store:   ErrRecord,
+			live:    []string{"p-1", "p-2"},
+		},
+		{
+			// the error spells out the first 8 refusals (maxListed) and
+			// counts the other 10 - 8 = 2
+			name:     "many refused",
+			batch:    append(slices.Repeat([]Event{{Kind: PodArrival, Time: t0, Pod: pod("", "p-7")}}, 10), arrival(3, t0)),
+			recorded: 1, refused: 10,
+			want:  []string{"10 of 11; the other 1 were applied", "record 7 (pod-arrival", "; and 2 more"},
+			store: ErrRecord,
+			live:  []string{"p-1", "p-2", "p-3"},
+		},
+		{
+			// p-2's current record is damaged: its binding is refused and
+			// the damaged bytes left for an operator; the arrival is written
+			name:     "binding of a pod whose current record does not decode",
+			damage:   func(tx *bolt.Tx) error { return tx.Bucket(bucketLive).Put([]byte("u-2"), []byte{1, 200}) },
+			batch:    []Event{{Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u-2", Namespace: "ns", Name: "p-2", Node: "n1"}}, arrival(3, t0)},
+			recorded: 1, refused: 1,
+			want:  []string{"record 0 (pod-binding of pod ns/p-2, uid u-2)", "current record does not decode", "unknown kind 200"},
+			store: ErrStore,
+		},
+		{
+			name:     "binding that would outgrow the record",
+			batch:    []Event{big, {Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u-90", Namespace: "ns", Name: "p-90", Node: strings.Repeat("n", 1000)}}, arrival(3, t0)},
+			recorded: 2, refused: 1,
+			want:  []string{"record 1 (pod-binding of pod ns/p-90, uid u-90)", "with its node", "exceeds 16384"},
+			store: ErrRecord,
+			live:  []string{"p-1", "p-2", "p-3", "p-90"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTest(t, filepath.Join(t.TempDir(), "trace.db"), time.Hour, 100, func() time.Time { return t0 })
+			defer s.Close()
+			before := []Event{arrival(1, t0), arrival(2, t0),
+				{Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u-1", Namespace: "ns", Name: "p-1", Node: "n1"}},
+				{Kind: NodeInfo, Time: t0, Node: &Node{Name: "n1", CPUMilli: 4000, MemoryMiB: 8192}}}
+			if _, err := s.Append(before...); err != nil {
+				t.Fatal(err)
+			}
+			if tc.damage != nil {
+				if err := s.db.Update(tc.damage); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stBefore, _ := s.Stats()
+
+			res, err := s.Append(tc.batch...)
+			if res.Recorded != tc.recorded || res.Skipped != tc.skipped || res.Refused != tc.refused {
+				t.Fatalf("result %+v, want %d recorded, %d skipped, %d refused (err %v)", res, tc.recorded, tc.skipped, tc.refused, err)
+			}
+			if tc.refused == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				var re *RefusedError
+				if !errors.As(err, &re) || !errors.Is(err, ErrRefused) || len(re.Records) != tc.refused || re.Batch != len(tc.batch) {
+					t.Fatalf("error %v: want a RefusedError of %d records in a batch of %d", err, tc.refused, len(tc.batch))
+				}
+				for _, r := range re.Records {
+					if !errors.Is(r, tc.store) {
+						t.Errorf("refusal %q does not wrap %v", r, tc.store)
+					}
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error does not mention %q:\n%v", w, err)
+					}
+				}
+			}
+
+			// what was there is still there and readable, plus what was
+			// written: the event log grew by the recorded events (NodeInfo
+			// changes the current nodes, not the log)
+			st, _ := s.Stats()
+			n := 0
+			if err := s.Events(func(uint64, Event) error { n++; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if st.Events != stBefore.Events+tc.recorded || n != st.Events {
+				t.Fatalf("%d events (%d readable), want %d before + %d recorded", st.Events, n, stBefore.Events, tc.recorded)
+			}
+			if nodes, err := s.Nodes(); err != nil || len(nodes) != 1 || nodes[0].Node.Name != "n1" {
+				t.Fatalf("nodes %+v (%v), want n1", nodes, err)
+			}
+			if tc.damage != nil {
+				err := s.db.View(func(tx *bolt.Tx) error {
+					if v := tx.Bucket(bucketLive).Get([]byte("u-2")); string(v) != string([]byte{1, 200}) {
+						return fmt.Errorf("damaged record now %v", v)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return // LivePods stops at the damaged record, as it should
+			}
+			live, err := s.LivePods()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range live {
+				names = append(names, e.Pod.Name)
+				if e.Pod.Name == "p-1" && e.Pod.Node != "n1" {
+					t.Errorf("p-1 lost its node: %+v", e.Pod)
+				}
+			}
+			slices.Sort(names)
+			if !slices.Equal(names, tc.live) {
+				t.Fatalf("live pods %v, want %v", names, tc.live)
+			}
+		})
+	}
 }

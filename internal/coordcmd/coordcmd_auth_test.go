@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -41,13 +42,7 @@ func (s *syncBuffer) String() string {
 // TestAuthFlags: the connection and key-rotation flags refuse bad files
 // before anything connects, naming the problem.
 func TestAuthFlags(t *testing.T) {
-	d := natsauth.Dir{Path: filepath.Join(t.TempDir(), "fleet")}
-	if _, err := d.Init(natsauth.InitOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.CreateSite("store-1"); err != nil {
-		t.Fatal(err)
-	}
+	d := fltest.FleetDir(t, "store-1")
 	leaky := filepath.Join(t.TempDir(), "leaky.nk")
 	raw, _ := os.ReadFile(d.CoordinatorSeed())
 	if err := os.WriteFile(leaky, raw, 0o644); err != nil {
@@ -90,38 +85,8 @@ func TestAuthFlags(t *testing.T) {
 // TLS): it connects with --nkey and the --tls-* flags, serves the admin
 // API (an operator gets an answer) and stops cleanly.
 func TestRunWithNKeyAndTLS(t *testing.T) {
-	d := natsauth.Dir{Path: filepath.Join(t.TempDir(), "fleet")}
-	if _, err := d.Init(natsauth.InitOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.CreateSite("store-1"); err != nil {
-		t.Fatal(err)
-	}
-	pki, err := natsauth.DevPKI(filepath.Join(t.TempDir(), "pki"), natsauth.DevPKIOptions{Hosts: []string{"127.0.0.1"}, Clients: []string{"coordinator", "admin"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := natsauth.DefaultServerOptions()
-	o.Listen, o.StoreDir = "127.0.0.1:-1", t.TempDir()
-	o.TLS = &natsauth.TLSFiles{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA, VerifyClients: true}
-	conf, err := d.WriteServerConfig(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.NoSigs = true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
+	d := fltest.FleetDir(t, "store-1")
+	srv, pki := fltest.StartAuthServer(t, d, "coordinator", "admin")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr := &syncBuffer{}
@@ -169,13 +134,7 @@ func TestRunWithNKeyAndTLS(t *testing.T) {
 // waits for it (it used to exit 1 with "no servers available"), comes up
 // when the server does, and stops cleanly on cancel.
 func TestWaitsForNATS(t *testing.T) {
-	d := natsauth.Dir{Path: filepath.Join(t.TempDir(), "fleet")}
-	if _, err := d.Init(natsauth.InitOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.CreateSite("store-1"); err != nil {
-		t.Fatal(err)
-	}
+	d := fltest.FleetDir(t, "store-1")
 	// a free port for the server that is not running yet
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -211,15 +170,7 @@ func TestWaitsForNATS(t *testing.T) {
 		t.Fatalf("coordinator exited %d before its NATS server started:\n%s", code, stderr.String())
 	case <-time.After(500 * time.Millisecond):
 	}
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
+	fltest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir()})
 	for !strings.Contains(stderr.String(), "coordinator up") {
 		select {
 		case code := <-done:

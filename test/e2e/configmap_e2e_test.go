@@ -6,7 +6,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +18,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
-	"github.com/edgesched/edgesched/sim"
-	"github.com/edgesched/edgesched/sim/openb"
 )
 
 // This file runs edge-scheduler with EdgePolicy's ConfigMap model source
@@ -123,52 +120,10 @@ func (r *edgeRun) waitModelEvents(ctx context.Context, reason string, n int) []c
 func TestEdgeSchedulerConfigMapModel(t *testing.T) {
 	began := time.Now()
 	bins := Build(t, KinePkg, APIServerPkg, "github.com/edgesched/edgesched/cmd/edge-scheduler")
-	all, err := openb.LoadNodes("openb:"+openb.AllNodes, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	picked := slices.Clone(SelectNodes(all, cmModelNodes))
-	for i := range picked {
-		picked[i].Zone = []string{"edge-a", "edge-b", "edge-c"}[i%3]
-	}
-	type artResult struct {
-		a   *edgeArtifacts
-		err error
-	}
-	artCh := make(chan artResult, 1)
-	go func() {
-		a, err := quantizeShipped(&sim.Cluster{Name: "calibration", Nodes: picked,
-			Zones: []sim.Zone{{Name: "edge-a"}, {Name: "edge-b"}, {Name: "edge-c"}}})
-		artCh <- artResult{a, err}
-	}()
-	targetCh := make(chan error, 1)
-	var target *sim.TargetWorkload
-	go func() {
-		var err error
-		target, err = edgeplugin.LoadTarget(edgeTarget, edgeThreshold)
-		targetCh <- err
-	}()
-
-	cp := Start(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := RegisterNodes(ctx, cp.Client, picked, 0); err != nil {
-		t.Fatal(err)
-	}
-	nodeList, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(nodeList.Items) != cmModelNodes {
-		t.Fatalf("registered %d nodes, want %d", len(nodeList.Items), cmModelNodes)
-	}
-	res := <-artCh
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if err := <-targetCh; err != nil {
-		t.Fatal(err)
-	}
+	oc := startOpenbCluster(ctx, t, cmModelNodes, quantizeShipped)
+	cp, nodeList, arts := oc.cp, oc.nodes, oc.art
 
 	// The trusted public key alone in its directory; no model file.
 	dir := t.TempDir()
@@ -182,11 +137,11 @@ func TestEdgeSchedulerConfigMapModel(t *testing.T) {
 	cfgPath := configMapSchedulerConfig(t, dir, kubeconfig, keyDir)
 	sched := cp.StartScheduler(t, SchedulerOptions{Binary: bins[2], ConfigFile: cfgPath,
 		Args: []string{"--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig}})
-	ref, err := newSimReference(nodeList.Items, target)
+	ref, err := newSimReference(nodeList, oc.target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &edgeRun{t: t, cp: cp, sched: sched, ref: ref, nodes: nodeList.Items}
+	r := &edgeRun{t: t, cp: cp, sched: sched, ref: ref, nodes: nodeList}
 
 	// No ConfigMap yet: no model, and that is no refusal.
 	m := r.scrape(ctx)
@@ -198,7 +153,7 @@ func TestEdgeSchedulerConfigMapModel(t *testing.T) {
 	cms := cp.Client.CoreV1().ConfigMaps(cmModelNamespace)
 	if !t.Run("CreateV1", func(t *testing.T) {
 		r.t = t
-		if _, err := cms.Create(ctx, modelConfigMapObject(signedWithVersion(t, res.a.v1, trusted, 1)), metav1.CreateOptions{}); err != nil {
+		if _, err := cms.Create(ctx, modelConfigMapObject(signedWithVersion(t, arts.v1, trusted, 1)), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		r.waitMetric(ctx, "model v1 installed from the ConfigMap", func(m metrics) bool {
@@ -213,7 +168,7 @@ func TestEdgeSchedulerConfigMapModel(t *testing.T) {
 	}
 	if !t.Run("UpdateV2", func(t *testing.T) {
 		r.t = t
-		if _, err := cms.Update(ctx, modelConfigMapObject(signedWithVersion(t, res.a.v2, trusted, 2)), metav1.UpdateOptions{}); err != nil {
+		if _, err := cms.Update(ctx, modelConfigMapObject(signedWithVersion(t, arts.v2, trusted, 2)), metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		r.waitMetric(ctx, "model v2 swapped in", func(m metrics) bool {
@@ -227,7 +182,7 @@ func TestEdgeSchedulerConfigMapModel(t *testing.T) {
 	}
 	t.Run("UntrustedV3Refused", func(t *testing.T) {
 		r.t = t
-		if _, err := cms.Update(ctx, modelConfigMapObject(signedWithVersion(t, res.a.v1, untrusted, 3)), metav1.UpdateOptions{}); err != nil {
+		if _, err := cms.Update(ctx, modelConfigMapObject(signedWithVersion(t, arts.v1, untrusted, 3)), metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		m := r.waitMetric(ctx, "the untrusted v3 refused", func(m metrics) bool {

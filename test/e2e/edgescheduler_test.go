@@ -134,33 +134,118 @@ type edgeArtifacts struct {
 }
 
 func quantizeShipped(cl *sim.Cluster) (*edgeArtifacts, error) {
+	env, err := calibrationEnv(cl)
+	if err != nil {
+		return nil, err
+	}
+	var out [2]*quant.Artifact
+	for i, name := range []string{"default", "edge"} {
+		if out[i], err = quantizeIn(env, name, quant.Info{Version: uint64(i + 1), Created: time.Unix(1_800_000_000+int64(i), 0)}); err != nil {
+			return nil, err
+		}
+	}
+	return &edgeArtifacts{v1: out[0], v2: out[1]}, nil
+}
+
+// calibrationEnv is where calibration rows are collected: the first 300
+// pods of the target trace on cl.
+func calibrationEnv(cl *sim.Cluster) (*sim.Env, error) {
 	pl, err := openb.LoadPods(edgeTarget, nil)
 	if err != nil {
 		return nil, err
 	}
-	env, err := sim.NewEnv(cl, &sim.Workload{Name: "calibration", Pods: pl.Pods[:min(300, len(pl.Pods))], Untimed: !pl.Timed}, sim.EnvOptions{})
+	return sim.NewEnv(cl, &sim.Workload{Name: "calibration", Pods: pl.Pods[:min(300, len(pl.Pods))], Untimed: !pl.Timed}, sim.EnvOptions{})
+}
+
+// quantizeIn quantizes the shipped model name (models.Load) with 5000
+// calibration rows from a deterministic (seed 9001) Inflate run in env.
+func quantizeIn(env *sim.Env, name string, info quant.Info) (*quant.Artifact, error) {
+	rc := sim.DefaultRunConfig(sim.Inflate)
+	rc.Seed = 9001
+	m, err := models.Load(name)
 	if err != nil {
 		return nil, err
 	}
-	rc := sim.DefaultRunConfig(sim.Inflate)
-	rc.Seed = 9001
-	var out [2]*quant.Artifact
-	for i, name := range []string{"default", "edge"} {
-		m, err := models.Load(name)
-		if err != nil {
-			return nil, err
-		}
-		rows, _, err := quant.CollectRows(context.Background(), env, m, []sim.RunConfig{rc}, 5000, 9001)
-		if err != nil {
-			return nil, fmt.Errorf("calibrate %s: %w", name, err)
-		}
-		out[i], err = quant.Quantize(m, rows, quant.DefaultCalibration(),
-			quant.Info{Version: uint64(i + 1), Created: time.Unix(1_800_000_000+int64(i), 0)})
-		if err != nil {
-			return nil, fmt.Errorf("quantize %s: %w", name, err)
-		}
+	rows, _, err := quant.CollectRows(context.Background(), env, m, []sim.RunConfig{rc}, 5000, 9001)
+	if err != nil {
+		return nil, fmt.Errorf("calibrate %s: %w", name, err)
 	}
-	return &edgeArtifacts{v1: out[0], v2: out[1]}, nil
+	a, err := quant.Quantize(m, rows, quant.DefaultCalibration(), info)
+	if err != nil {
+		return nil, fmt.Errorf("quantize %s: %w", name, err)
+	}
+	return a, nil
+}
+
+// openbCluster is a control plane with registered openb nodes and what
+// was prepared while it started: the target workload and art.
+type openbCluster[A any] struct {
+	cp *ControlPlane
+	// picked are the registered nodes in SelectNodes' order, in zones
+	// edge-a, edge-b and edge-c in turn.
+	picked []sim.NodeSpec
+	// nodes are the registered nodes as the apiserver lists them.
+	nodes  []corev1.Node
+	target *sim.TargetWorkload
+	art    A
+	// prepared is how long prepare took.
+	prepared time.Duration
+}
+
+// startOpenbCluster starts the control plane and registers n openb nodes
+// (SelectNodes, zones edge-a/b/c in turn) while prepare runs on a
+// calibration cluster of the same nodes and the target workload
+// (edgeTarget, edgeThreshold) loads. It fails the test unless the
+// apiserver lists exactly the n nodes.
+func startOpenbCluster[A any](ctx context.Context, t testing.TB, n int, prepare func(*sim.Cluster) (A, error)) *openbCluster[A] {
+	t.Helper()
+	all, err := openb.LoadNodes("openb:"+openb.AllNodes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	picked := slices.Clone(SelectNodes(all, n))
+	zones := []string{"edge-a", "edge-b", "edge-c"}
+	for i := range picked {
+		picked[i].Zone = zones[i%len(zones)]
+	}
+	type artResult struct {
+		a   A
+		err error
+		d   time.Duration
+	}
+	artCh := make(chan artResult, 1)
+	go func() {
+		start := time.Now()
+		a, err := prepare(&sim.Cluster{Name: "calibration", Nodes: picked,
+			Zones: []sim.Zone{{Name: "edge-a"}, {Name: "edge-b"}, {Name: "edge-c"}}})
+		artCh <- artResult{a, err, time.Since(start)}
+	}()
+	targetCh := make(chan error, 1)
+	var target *sim.TargetWorkload
+	go func() {
+		var err error
+		target, err = edgeplugin.LoadTarget(edgeTarget, edgeThreshold)
+		targetCh <- err
+	}()
+	cp := Start(t, Options{})
+	if _, err := RegisterNodes(ctx, cp.Client, picked, 0); err != nil {
+		t.Fatal(err)
+	}
+	list, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != n {
+		t.Fatalf("registered %d nodes, want %d", len(list.Items), n)
+	}
+	res := <-artCh
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if err := <-targetCh; err != nil {
+		t.Fatal(err)
+	}
+	return &openbCluster[A]{cp: cp, picked: picked, nodes: list.Items, target: target, art: res.a, prepared: res.d}
 }
 
 // e2eSigner is a deterministic signing key (tests only).
@@ -960,43 +1045,12 @@ func (r *edgeRun) checkNoFailures(ctx context.Context) {
 func TestEdgeSchedulerEndToEnd(t *testing.T) {
 	began := time.Now()
 	bins := Build(t, KinePkg, APIServerPkg, "github.com/edgesched/edgesched/cmd/edge-scheduler")
-	all, err := openb.LoadNodes("openb:"+openb.AllNodes, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	picked := slices.Clone(SelectNodes(all, edgeNodes))
-	for i := range picked {
-		picked[i].Zone = []string{"edge-a", "edge-b", "edge-c"}[i%3]
-	}
-
-	// Quantizing (calibration runs of both shipped models) overlaps with
-	// the control plane's start.
-	type artResult struct {
-		a   *edgeArtifacts
-		err error
-		d   time.Duration
-	}
-	artCh := make(chan artResult, 1)
-	go func() {
-		start := time.Now()
-		a, err := quantizeShipped(&sim.Cluster{Name: "calibration", Nodes: picked,
-			Zones: []sim.Zone{{Name: "edge-a"}, {Name: "edge-b"}, {Name: "edge-c"}}})
-		artCh <- artResult{a, err, time.Since(start)}
-	}()
-	targetCh := make(chan error, 1)
-	var target *sim.TargetWorkload
-	go func() {
-		var err error
-		target, err = edgeplugin.LoadTarget(edgeTarget, edgeThreshold)
-		targetCh <- err
-	}()
-
-	cp := Start(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := RegisterNodes(ctx, cp.Client, picked, 0); err != nil {
-		t.Fatal(err)
-	}
+	// Quantizing (calibration runs of both shipped models) overlaps with
+	// the control plane's start.
+	oc := startOpenbCluster(ctx, t, edgeNodes, quantizeShipped)
+	cp, picked, target := oc.cp, oc.picked, oc.target
 	// A few nodes report a failure rate (a convention the policy reads).
 	for _, name := range []string{picked[1].Name, picked[4].Name, picked[7].Name} {
 		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"0.5"}}}`, edgeplugin.AnnotationFailureRate)
@@ -1004,6 +1058,7 @@ func TestEdgeSchedulerEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// the nodes listed again, as the policy sees them: with those annotations
 	nodeList, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -1018,20 +1073,13 @@ func TestEdgeSchedulerEndToEnd(t *testing.T) {
 	if len(nodeList.Items) != edgeNodes || gpuNodes < 10 || gpuNodes == edgeNodes {
 		t.Fatalf("want %d nodes, GPU and CPU-only: got %d, %d with GPUs", edgeNodes, len(nodeList.Items), gpuNodes)
 	}
-
-	res := <-artCh
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if err := <-targetCh; err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("quantized the shipped default (v1) and edge (v2) models in %s", res.d.Round(time.Millisecond))
-	net1, err := quant.NewInt8Net(res.a.v1)
+	arts := oc.art
+	t.Logf("quantized the shipped default (v1) and edge (v2) models in %s", oc.prepared.Round(time.Millisecond))
+	net1, err := quant.NewInt8Net(arts.v1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	net2, err := quant.NewInt8Net(res.a.v2)
+	net2, err := quant.NewInt8Net(arts.v2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1042,7 +1090,7 @@ func TestEdgeSchedulerEndToEnd(t *testing.T) {
 	trusted, untrusted := e2eSigner(t, 1), e2eSigner(t, 101)
 	keyDir := trustedKeyDir(t, dir, trusted)
 	modelPath := filepath.Join(dir, "model", "policy.esa")
-	writeAtomic(t, modelPath, signedWithVersion(t, res.a.v1, trusted, 1))
+	writeAtomic(t, modelPath, signedWithVersion(t, arts.v1, trusted, 1))
 
 	// The shipped configuration and RBAC: the scheduler talks to the
 	// apiserver as the manifests' ServiceAccount.
@@ -1086,7 +1134,7 @@ func TestEdgeSchedulerEndToEnd(t *testing.T) {
 	}
 	if !t.Run("HotSwap", func(t *testing.T) {
 		r.t = t
-		writeAtomic(t, modelPath, signedWithVersion(t, res.a.v2, trusted, 2))
+		writeAtomic(t, modelPath, signedWithVersion(t, arts.v2, trusted, 2))
 		r.waitMetric(ctx, "model v2 installed", func(m metrics) bool {
 			return m.sum("edgesched_plugin_model_version") == 2 && m.sum("edgesched_plugin_model_swaps_total") == 2
 		})
@@ -1099,7 +1147,7 @@ func TestEdgeSchedulerEndToEnd(t *testing.T) {
 	}
 	t.Run("UntrustedSignatureRefused", func(t *testing.T) {
 		r.t = t
-		writeAtomic(t, modelPath, signedWithVersion(t, res.a.v1, untrusted, 3))
+		writeAtomic(t, modelPath, signedWithVersion(t, arts.v1, untrusted, 3))
 		m := r.waitMetric(ctx, "the untrusted model refused", func(m metrics) bool {
 			return m.sum("edgesched_plugin_model_refusals_total", `reason="signature"`) >= 1
 		})

@@ -28,10 +28,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
-	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
-	"github.com/edgesched/edgesched/sim/openb"
 )
 
 // This file runs `edge-scheduler extender` (EdgePolicy over the HTTP
@@ -80,30 +78,11 @@ func extShapes() []edgeShape {
 // calibration rows from a deterministic openb run on cl, as
 // quantizeShipped does for both.
 func quantizeModel(cl *sim.Cluster, name string, version uint64) (*quant.Artifact, error) {
-	pl, err := openb.LoadPods(edgeTarget, nil)
+	env, err := calibrationEnv(cl)
 	if err != nil {
 		return nil, err
 	}
-	env, err := sim.NewEnv(cl, &sim.Workload{Name: "calibration", Pods: pl.Pods[:min(300, len(pl.Pods))], Untimed: !pl.Timed}, sim.EnvOptions{})
-	if err != nil {
-		return nil, err
-	}
-	rc := sim.DefaultRunConfig(sim.Inflate)
-	rc.Seed = 9001
-	m, err := models.Load(name)
-	if err != nil {
-		return nil, err
-	}
-	rows, _, err := quant.CollectRows(context.Background(), env, m, []sim.RunConfig{rc}, 5000, 9001)
-	if err != nil {
-		return nil, fmt.Errorf("calibrate %s: %w", name, err)
-	}
-	a, err := quant.Quantize(m, rows, quant.DefaultCalibration(),
-		quant.Info{Version: version, Created: time.Unix(1_800_000_000+int64(version), 0)})
-	if err != nil {
-		return nil, fmt.Errorf("quantize %s: %w", name, err)
-	}
-	return a, nil
+	return quantizeIn(env, name, quant.Info{Version: version, Created: time.Unix(1_800_000_000+int64(version), 0)})
 }
 
 // signedModel is a model file signed by a trusted key, and that key.
@@ -130,64 +109,15 @@ func writeSignedModel(t testing.TB, dir string, a *quant.Artifact) signedModel {
 }
 
 // edgeCluster is a control plane with registered openb nodes, the target
-// workload and a quantized model prepared alongside.
-type edgeCluster struct {
-	cp     *ControlPlane
-	nodes  []corev1.Node
-	target *sim.TargetWorkload
-	art    *quant.Artifact
-}
+// workload and the shipped default model quantized (version 1).
+type edgeCluster = openbCluster[*quant.Artifact]
 
 // startEdgeCluster starts the control plane and registers n openb nodes
-// (SelectNodes, zones edge-a/b/c) while the default model is quantized
-// and the target workload loaded.
+// (startOpenbCluster) while the default model is quantized and the target
+// workload loaded.
 func startEdgeCluster(ctx context.Context, t testing.TB, n int) *edgeCluster {
 	t.Helper()
-	all, err := openb.LoadNodes("openb:"+openb.AllNodes, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	picked := slices.Clone(SelectNodes(all, n))
-	zones := []string{"edge-a", "edge-b", "edge-c"}
-	for i := range picked {
-		picked[i].Zone = zones[i%len(zones)]
-	}
-	type artResult struct {
-		a   *quant.Artifact
-		err error
-	}
-	artCh := make(chan artResult, 1)
-	go func() {
-		a, err := quantizeModel(&sim.Cluster{Name: "calibration", Nodes: picked,
-			Zones: []sim.Zone{{Name: "edge-a"}, {Name: "edge-b"}, {Name: "edge-c"}}}, "default", 1)
-		artCh <- artResult{a, err}
-	}()
-	targetCh := make(chan error, 1)
-	var target *sim.TargetWorkload
-	go func() {
-		var err error
-		target, err = edgeplugin.LoadTarget(edgeTarget, edgeThreshold)
-		targetCh <- err
-	}()
-	cp := Start(t, Options{})
-	if _, err := RegisterNodes(ctx, cp.Client, picked, 0); err != nil {
-		t.Fatal(err)
-	}
-	list, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != n {
-		t.Fatalf("registered %d nodes, want %d", len(list.Items), n)
-	}
-	res := <-artCh
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if err := <-targetCh; err != nil {
-		t.Fatal(err)
-	}
-	return &edgeCluster{cp: cp, nodes: list.Items, target: target, art: res.a}
+	return startOpenbCluster(ctx, t, n, func(cl *sim.Cluster) (*quant.Artifact, error) { return quantizeModel(cl, "default", 1) })
 }
 
 // bestFitState is the extender's view of the bindings: every bound pod,

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -28,6 +26,7 @@ import (
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/kube"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
@@ -182,20 +181,11 @@ func (p *siteProbe) set(v bool) { p.mu.Lock(); p.on = v; p.mu.Unlock() }
 
 func (p *siteProbe) running() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.on }
 
-// siteEventually polls cond every 50 ms until it holds or within passes.
+// siteEventually polls cond every 50 ms until it holds or within passes
+// (fltest.Poll; the apiserver need not be asked more often).
 func siteEventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v waiting for %s: %s", within, what, last)
+	fltest.Poll(t, 50*time.Millisecond, within, what, cond)
 }
 
 // siteRig is the failover test's world: the control plane, NATS, the
@@ -245,10 +235,7 @@ func (r *siteRig) startAgent(id, dir string) *siteAgent {
 	if a.ledger, err = site.NewLedger(site.LedgerConfig{Client: client, Namespace: siteNamespace, Site: siteName, Identity: id}); err != nil {
 		t.Fatal(err)
 	}
-	keys := &quant.Keyring{}
-	if _, err := keys.Add(r.coordKey.Public()); err != nil {
-		t.Fatal(err)
-	}
+	keys := fltest.Keyring(t, r.coordKey)
 	fcfg := flclient.DefaultConfig()
 	fcfg.Site, fcfg.Signer, fcfg.DataDir, fcfg.ModelKeys, fcfg.Sequencer = siteName, r.siteKey, dir, keys, a.ledger
 	fcfg.Trainer = &flclient.SyntheticTrainer{Target: r.target, Rate: 0.5, Noise: 0.001, Samples: 100}
@@ -301,22 +288,7 @@ func (a *siteAgent) stop() {
 	_ = a.store.Close()
 }
 
-// siteNATS runs an embedded JetStream server on a random loopback port.
-func siteNATS(t *testing.T) *server.Server {
-	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv
-}
-
-// siteCoordinator runs the coordinator in asynchronous (FedBuff) mode:
+// startCoordinator runs the coordinator in asynchronous (FedBuff) mode:
 // every 3 accepted updates make a new model version.
 func (r *siteRig) startCoordinator() {
 	t := r.t
@@ -324,18 +296,8 @@ func (r *siteRig) startCoordinator() {
 	if err := reg.Add(siteName, r.siteKey.Public()); err != nil {
 		t.Fatal(err)
 	}
-	net, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(1, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := &policy.Model{Schema: policy.NewSchema(), Net: net}
-	target, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(99, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.target = target.Flat()
-	cfg := coordinator.DefaultConfig()
-	cfg.DataDir, cfg.Sites, cfg.Signer = t.TempDir(), reg, r.coordKey
+	r.target = fltest.SmallModel(t, 99).Net.Flat()
+	cfg := fltest.CoordinatorConfig(t.TempDir(), reg, r.coordKey)
 	cfg.Calibrate = func(context.Context, *policy.Model) ([]float32, error) {
 		rows := make([]float32, 200*policy.NumFeatures)
 		for i := range rows {
@@ -343,30 +305,8 @@ func (r *siteRig) startCoordinator() {
 		}
 		return rows, nil
 	}
-	cfg.RoundDuration, cfg.MinUpdates, cfg.PollInterval = time.Hour, 1, 20*time.Millisecond
-	cfg.Local = federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-3}
 	cfg.Mode, cfg.Buffer, cfg.AutoRounds = federated.Async, 3, true
-	c, err := coordinator.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Bootstrap(context.Background(), start); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(r.natsURL, nats.Name("coordinator"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, nc) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		nc.Close()
-		c.Close()
-	})
-	r.coord = c
+	r.coord, _ = fltest.RunCoordinator(t, r.natsURL, cfg, fltest.SmallModel(t, 1))
 }
 
 func (r *siteRig) siteRecord() coordinator.Site {
@@ -405,7 +345,7 @@ func sitePod(name, node, app string, gpuMilli int) *corev1.Pod {
 // writes newer models into the scheduler's ConfigMap.
 func siteFailover(t *testing.T, cp *ControlPlane) {
 	ctx := context.Background()
-	srv := siteNATS(t)
+	srv := fltest.StartNATS(t)
 	r := &siteRig{t: t, cp: cp, natsURL: srv.ClientURL(), coordKey: e2eSigner(t, 40), siteKey: e2eSigner(t, 41)}
 	r.startCoordinator()
 

@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -30,43 +30,12 @@ import (
 // the permissions are enough for the real protocol, not only tight.
 func TestAuthTLSFleetCompletesRounds(t *testing.T) {
 	const n = 20
-	d := natsauth.Dir{Path: filepath.Join(t.TempDir(), "fleet")}
-	if _, err := d.Init(natsauth.InitOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	var sites []string
 	for i := range n {
-		s := fmt.Sprintf("site-%02d", i)
-		sites = append(sites, s)
-		if _, err := d.CreateSite(s); err != nil {
-			t.Fatal(err)
-		}
+		sites = append(sites, fmt.Sprintf("site-%02d", i))
 	}
-	pki, err := natsauth.DevPKI(filepath.Join(t.TempDir(), "pki"), natsauth.DevPKIOptions{Hosts: []string{"127.0.0.1"}, Clients: append([]string{"coordinator"}, sites...)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := natsauth.DefaultServerOptions()
-	o.Listen, o.StoreDir = "127.0.0.1:-1", t.TempDir()
-	o.TLS = &natsauth.TLSFiles{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA, VerifyClients: true}
-	conf, err := d.WriteServerConfig(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.NoSigs = true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
+	d := fltest.FleetDir(t, sites...)
+	srv, pki := fltest.StartAuthServer(t, d, append([]string{"coordinator"}, sites...)...)
 
 	var errMu sync.Mutex
 	var connErrs []string
@@ -77,18 +46,12 @@ func TestAuthTLSFleetCompletesRounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		copts = append(copts, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
-			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-				errMu.Lock()
-				defer errMu.Unlock()
-				connErrs = append(connErrs, name+": "+err.Error())
-			}))
-		nc, err := nats.Connect(srv.ClientURL(), copts...)
-		if err != nil {
-			t.Fatalf("%s: connect: %v", name, err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
+		copts = append(copts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			errMu.Lock()
+			defer errMu.Unlock()
+			connErrs = append(connErrs, name+": "+err.Error())
+		}))
+		return fltest.Connect(t, srv.ClientURL(), name, copts...)
 	}
 
 	fl, err := d.Load()
@@ -107,17 +70,14 @@ func TestAuthTLSFleetCompletesRounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := coordinator.DefaultConfig()
-	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Calibrate = t.TempDir(), registry, signer, calibrationRows
-	cfg.RoundDuration, cfg.PollInterval = time.Hour, 20*time.Millisecond
-	cfg.Local = federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-3}
+	cfg := fltest.CoordinatorConfig(t.TempDir(), registry, signer)
 	cfg.AutoRounds, cfg.Rounds, cfg.MinUpdates = true, 2, n
 	c, err := coordinator.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Bootstrap(context.Background(), smallModel(t, 1)); err != nil {
+	if err := c.Bootstrap(context.Background(), fltest.SmallModel(t, 1)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -131,7 +91,7 @@ func TestAuthTLSFleetCompletesRounds(t *testing.T) {
 		}
 	})
 
-	target := smallModel(t, 99).Net.Flat()
+	target := fltest.SmallModel(t, 99).Net.Flat()
 	var clients []*flclient.Client
 	for _, s := range sites {
 		key, err := quant.ReadSigner(filepath.Join(d.SiteSecrets(s), s+".key"))
@@ -151,7 +111,7 @@ func TestAuthTLSFleetCompletesRounds(t *testing.T) {
 		nc := dial(s, natsauth.ClientConfig{NKeySeedFile: filepath.Join(d.SiteSecrets(s), natsauth.SeedFileName), InboxPrefix: natsauth.SiteInboxPrefix(s)})
 		wg.Go(func() { _ = cl.Run(ctx, nc) })
 	}
-	eventually(t, 90*time.Second, "two rounds published and every site on version 3", func() (bool, string) {
+	fltest.Eventually(t, 90*time.Second, "two rounds published and every site on version 3", func() (bool, string) {
 		rs, err := c.Rounds(0)
 		if err != nil || len(rs) < 2 || rs[0].State != coordinator.StatePublished {
 			return false, fmt.Sprintf("%d rounds, %v", len(rs), err)

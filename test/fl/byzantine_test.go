@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/policy"
 )
 
@@ -38,9 +39,9 @@ func (b *byzantine) Train(ctx context.Context, base *policy.Model, l federated.L
 // update) of what FedAvg of the 16 honest sites alone gives, while FedAvg
 // over all 20 is thrown far off.
 func TestByzantineSites(t *testing.T) {
-	start := smallModel(t, 1)
+	start := fltest.SmallModel(t, 1)
 	run := func(rule string, withByzantine bool) []float32 {
-		srv := startNATS(t)
+		srv := fltest.StartNATS(t)
 		f := newFleet(t, srv.ClientURL(), 20)
 		cfg := f.coordinatorConfig(t.TempDir())
 		cfg.Aggregator = federated.DefaultAggregatorConfig()
@@ -67,7 +68,7 @@ func TestByzantineSites(t *testing.T) {
 			}
 			f.startAgent(s, filepath.Join(t.TempDir(), s), tr, func(c *flclient.Config) { c.Seed = uint64(i) })
 		}
-		eventually(t, 30*time.Second, "the round's updates", func() (bool, string) {
+		fltest.Eventually(t, 30*time.Second, "the round's updates", func() (bool, string) {
 			rr, _ := c.RoundRecord(r.Round)
 			return rr.Accepted >= cfg.MinUpdates, fmt.Sprintf("%d accepted", rr.Accepted)
 		})

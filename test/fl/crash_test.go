@@ -27,6 +27,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/coordcmd"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/test/internal/boltcheck"
@@ -291,14 +292,7 @@ func (a *crashAgent) installed() []uint64 {
 func (f *fleet) startCrashAgent(site, dir string) *crashAgent {
 	t := f.t
 	ca := &crashAgent{site: site}
-	cfg := flclient.DefaultConfig()
-	cfg.Site, cfg.Signer, cfg.DataDir, cfg.Trainer = site, f.keys[site], dir, f.synthetic(0)
-	cfg.ModelKeys = &quant.Keyring{}
-	if _, err := cfg.ModelKeys.Add(f.coordKey.Public()); err != nil {
-		t.Fatal(err)
-	}
-	cfg.BackoffMin, cfg.BackoffMax, cfg.PublishTimeout = 10*time.Millisecond, 200*time.Millisecond, 2*time.Second
-	c, err := flclient.New(cfg)
+	c, err := flclient.New(f.agentConfig(site, dir, f.synthetic(0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,15 +301,7 @@ func (f *fleet) startCrashAgent(site, dir string) *crashAgent {
 		ca.versions = append(ca.versions, in.Version)
 		ca.mu.Unlock()
 	})
-	nc := connect(t, f.url, site)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(ctx, nc) }()
-	var haltOnce, closeOnce sync.Once
-	halt := func() { haltOnce.Do(func() { cancel(); <-done }) }
-	stop := func() { halt(); closeOnce.Do(func() { c.Close() }) }
-	t.Cleanup(stop)
-	ca.agent = &agent{c: c, halt: halt, stop: stop, nc: nc}
+	ca.agent = f.runAgent(site, c)
 	return ca
 }
 
@@ -339,7 +325,7 @@ type busLog struct {
 
 func watchStateBucket(t *testing.T, url string) *busLog {
 	t.Helper()
-	nc := connect(t, url, "crash-watcher")
+	nc := fltest.Connect(t, url, "crash-watcher")
 	l := &busLog{}
 	prefix := "$KV." + federated.StateBucket + "."
 	sub, err := nc.Subscribe(prefix+">", func(m *nats.Msg) {
@@ -425,7 +411,7 @@ func (l *busLog) check(t *testing.T) {
 // (a redelivery of an update it already recorded must change nothing).
 func redeliverNow(t *testing.T, url string) {
 	t.Helper()
-	nc := connect(t, url, "crash-reset")
+	nc := fltest.Connect(t, url, "crash-reset")
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -453,9 +439,9 @@ func redeliverNow(t *testing.T, url string) {
 // API (it has recovered and handles signals), failing should it exit.
 func waitServing(t *testing.T, url string, p *coordProc) {
 	t.Helper()
-	nc := connect(t, url, "crash-probe")
+	nc := fltest.Connect(t, url, "crash-probe")
 	defer nc.Close()
-	eventually(t, 20*time.Second, "the restarted coordinator to serve", func() (bool, string) {
+	fltest.Eventually(t, 20*time.Second, "the restarted coordinator to serve", func() (bool, string) {
 		if p.exited() {
 			t.Fatalf("edge-coordinator exited: %v", p.waitErr)
 		}
@@ -524,7 +510,7 @@ func auditCounts(t *testing.T, path string) map[string]int {
 // invariants that do not need the reference run.
 func runCrashScenario(t *testing.T, bin string, kill crashKill) crashResult {
 	t.Helper()
-	srv := startNATS(t)
+	srv := fltest.StartNATS(t)
 	f := newFleet(t, srv.ClientURL(), crashSites)
 	dir := t.TempDir()
 	keyPath, _, err := quant.WriteKeyPair(dir, "coordinator", f.coordKey)
@@ -547,7 +533,7 @@ func runCrashScenario(t *testing.T, bin string, kill crashKill) crashResult {
 		}
 	}
 	modelPath := filepath.Join(dir, "start.esm")
-	if err := policy.WriteFile(modelPath, smallModel(t, 1), "model", nil, nil); err != nil {
+	if err := policy.WriteFile(modelPath, fltest.SmallModel(t, 1), "model", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(dir, "data")
@@ -581,7 +567,7 @@ func runCrashScenario(t *testing.T, bin string, kill crashKill) crashResult {
 			s := f.sites[len(agents)]
 			a := f.startCrashAgent(s, filepath.Join(dir, "agents", s))
 			agents = append(agents, a)
-			eventually(t, 30*time.Second, s+"'s first verdict or the coordinator's death", func() (bool, string) {
+			fltest.Eventually(t, 30*time.Second, s+"'s first verdict or the coordinator's death", func() (bool, string) {
 				st, err := a.c.Status()
 				return p.exited() || (err == nil && verdicts(st) > 0), fmt.Sprintf("%+v %v", st, err)
 			})
@@ -613,7 +599,7 @@ func runCrashScenario(t *testing.T, bin string, kill crashKill) crashResult {
 	if kill.random {
 		wantVerdicts--
 	}
-	eventually(t, 30*time.Second, fmt.Sprintf("every site on version %d", crashFinal), func() (bool, string) {
+	fltest.Eventually(t, 30*time.Second, fmt.Sprintf("every site on version %d", crashFinal), func() (bool, string) {
 		if proc.exited() {
 			t.Fatalf("edge-coordinator exited: %v", proc.waitErr)
 		}

@@ -9,41 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 )
-
-// startNATS runs an embedded JetStream server on a random port with its
-// store in a temporary directory.
-func startNATS(t *testing.T) *server.Server {
-	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv
-}
-
-func connect(t *testing.T, url, name string) *nats.Conn {
-	t.Helper()
-	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
 
 // key is a reproducible test key.
 func key(t *testing.T, seed int) *quant.Signer {
@@ -53,26 +27,6 @@ func key(t *testing.T, seed int) *quant.Signer {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// smallModel is a small network so rounds are quick.
-func smallModel(t *testing.T, seed uint64) *policy.Model {
-	t.Helper()
-	net, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(seed, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &policy.Model{Schema: policy.NewSchema(), Net: net}
-}
-
-// calibrationRows stands in for simulator states in protocol tests.
-func calibrationRows(_ context.Context, _ *policy.Model) ([]float32, error) {
-	rng := rand.New(rand.NewPCG(4, 4))
-	rows := make([]float32, 500*policy.NumFeatures)
-	for i := range rows {
-		rows[i] = float32(rng.NormFloat64())
-	}
-	return rows, nil
 }
 
 // fleet is a coordinator and its sites' keys.
@@ -96,45 +50,21 @@ func newFleet(t *testing.T, url string, n int) *fleet {
 			t.Fatal(err)
 		}
 	}
-	f.target = smallModel(t, 99).Net.Flat()
+	f.target = fltest.SmallModel(t, 99).Net.Flat()
 	return f
 }
 
+// coordinatorConfig is fltest.CoordinatorConfig for the fleet's sites and
+// coordinator key, its store in dir.
 func (f *fleet) coordinatorConfig(dir string) coordinator.Config {
-	cfg := coordinator.DefaultConfig()
-	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Calibrate = dir, f.registry, f.coordKey, calibrationRows
-	cfg.RoundDuration, cfg.MinUpdates = time.Hour, 1
-	cfg.Local = federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-3}
-	cfg.PollInterval = 20 * time.Millisecond
-	return cfg
+	return fltest.CoordinatorConfig(dir, f.registry, f.coordKey)
 }
 
-// runCoordinator starts a coordinator and returns it with a stop function.
+// runCoordinator starts a coordinator on the fleet's server
+// (fltest.RunCoordinator) and returns it with its stop function.
 func (f *fleet) runCoordinator(cfg coordinator.Config, start *policy.Model) (*coordinator.Coordinator, func()) {
-	t := f.t
-	c, err := coordinator.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Bootstrap(context.Background(), start); err != nil {
-		t.Fatal(err)
-	}
-	nc := connect(t, f.url, "coordinator")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, nc) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil && err != context.Canceled {
-				t.Errorf("coordinator: %v", err)
-			}
-			c.Close()
-		})
-	}
-	t.Cleanup(stop)
-	return c, stop
+	f.t.Helper()
+	return fltest.RunCoordinator(f.t, f.url, cfg, start)
 }
 
 // agent is a running site client: halt stops it (its store stays open
@@ -145,23 +75,33 @@ type agent struct {
 	nc         *nats.Conn
 }
 
-func (f *fleet) startAgent(site, dir string, tr flclient.Trainer, mod func(*flclient.Config)) *agent {
-	t := f.t
+// agentConfig is a site client's configuration: the fleet's keys, its
+// store in dir, trainer tr and quick retries.
+func (f *fleet) agentConfig(site, dir string, tr flclient.Trainer) flclient.Config {
 	cfg := flclient.DefaultConfig()
 	cfg.Site, cfg.Signer, cfg.DataDir, cfg.Trainer = site, f.keys[site], dir, tr
-	cfg.ModelKeys = &quant.Keyring{}
-	if _, err := cfg.ModelKeys.Add(f.coordKey.Public()); err != nil {
-		t.Fatal(err)
-	}
+	cfg.ModelKeys = fltest.Keyring(f.t, f.coordKey)
 	cfg.BackoffMin, cfg.BackoffMax, cfg.PublishTimeout = 10*time.Millisecond, 200*time.Millisecond, 2*time.Second
+	return cfg
+}
+
+func (f *fleet) startAgent(site, dir string, tr flclient.Trainer, mod func(*flclient.Config)) *agent {
+	cfg := f.agentConfig(site, dir, tr)
 	if mod != nil {
 		mod(&cfg)
 	}
 	c, err := flclient.New(cfg)
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
-	nc := connect(t, f.url, site)
+	return f.runAgent(site, c)
+}
+
+// runAgent runs c on its own connection as site until the agent's halt
+// or stop, which the test's cleanup calls.
+func (f *fleet) runAgent(site string, c *flclient.Client) *agent {
+	t := f.t
+	nc := fltest.Connect(t, f.url, site)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx, nc) }()
@@ -174,22 +114,6 @@ func (f *fleet) startAgent(site, dir string, tr flclient.Trainer, mod func(*flcl
 
 func (f *fleet) synthetic(noise float64) *flclient.SyntheticTrainer {
 	return &flclient.SyntheticTrainer{Target: f.target, Rate: 0.5, Noise: noise, Samples: 100}
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s: %s", what, last)
 }
 
 func distance(a, b []float32) float64 {

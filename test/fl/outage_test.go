@@ -9,6 +9,7 @@ import (
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 )
 
 // siteRecord finds a site in the coordinator's view.
@@ -34,11 +35,11 @@ func siteRecord(t *testing.T, c *coordinator.Coordinator, site string) coordinat
 // the coordinator exactly once: the site's high-water mark equals its last
 // sequence, every sequence got a verdict, and none was seen twice.
 func TestCutOffAgentDeliversExactlyOnce(t *testing.T) {
-	srv := startNATS(t)
+	srv := fltest.StartNATS(t)
 	f := newFleet(t, srv.ClientURL(), 4)
 	cfg := f.coordinatorConfig(t.TempDir())
 	cfg.Mode, cfg.Buffer, cfg.AutoRounds = federated.Async, 3, true
-	c, _ := f.runCoordinator(cfg, smallModel(t, 1))
+	c, _ := f.runCoordinator(cfg, fltest.SmallModel(t, 1))
 	for _, s := range f.sites[:3] {
 		f.startAgent(s, filepath.Join(t.TempDir(), s), f.synthetic(0.001), func(cfg *flclient.Config) { cfg.AsyncInterval = 30 * time.Millisecond })
 	}
@@ -49,13 +50,13 @@ func TestCutOffAgentDeliversExactlyOnce(t *testing.T) {
 		cfg.AsyncInterval = 60 * time.Millisecond
 		cfg.OutboxLimit = 1000
 	})
-	eventually(t, 30*time.Second, "the site to install a model and deliver an update", func() (bool, string) {
+	fltest.Eventually(t, 30*time.Second, "the site to install a model and deliver an update", func() (bool, string) {
 		st, _ := cut.c.Status()
 		return st.Installed != nil && st.Counters.Published > 0, fmt.Sprintf("%+v", st)
 	})
 	p.Cut()
 	v0 := mustModel(t, c).Version
-	eventually(t, 60*time.Second, "five versions without the site, and its buffered updates", func() (bool, string) {
+	fltest.Eventually(t, 60*time.Second, "five versions without the site, and its buffered updates", func() (bool, string) {
 		st, _ := cut.c.Status()
 		v := mustModel(t, c).Version
 		return v >= v0+5 && st.Outbox >= 3, fmt.Sprintf("version %d (from %d), outbox %d", v, v0, st.Outbox)
@@ -70,7 +71,7 @@ func TestCutOffAgentDeliversExactlyOnce(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		p.Restore()
 	}
-	eventually(t, 30*time.Second, "the outbox to drain", func() (bool, string) {
+	fltest.Eventually(t, 30*time.Second, "the outbox to drain", func() (bool, string) {
 		st, _ := cut.c.Status()
 		return st.Outbox == 0, fmt.Sprintf("outbox %d", st.Outbox)
 	})
@@ -82,7 +83,7 @@ func TestCutOffAgentDeliversExactlyOnce(t *testing.T) {
 	// Updates made after the drain and before the halt are still in the
 	// outbox (durable, not lost): everything before them was delivered.
 	delivered := final.Seq - uint64(final.Outbox)
-	eventually(t, 30*time.Second, "the coordinator to process every delivered sequence", func() (bool, string) {
+	fltest.Eventually(t, 30*time.Second, "the coordinator to process every delivered sequence", func() (bool, string) {
 		s := siteRecord(t, c, cutSite)
 		return s.HWM == delivered, fmt.Sprintf("hwm %d, delivered %d", s.HWM, delivered)
 	})

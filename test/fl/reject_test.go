@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -24,12 +25,12 @@ import (
 // bit-identical to the one a clean run makes from the honest updates alone.
 func TestBadUpdatesChangeNothing(t *testing.T) {
 	run := func(attack bool) (string, map[string]uint64) {
-		srv := startNATS(t)
+		srv := fltest.StartNATS(t)
 		f := newFleet(t, srv.ClientURL(), 3)
 		cfg := f.coordinatorConfig(t.TempDir())
 		cfg.MinUpdates = 2
 		cfg.RoundDuration = time.Hour
-		start := smallModel(t, 1)
+		start := fltest.SmallModel(t, 1)
 		c, _ := f.runCoordinator(cfg, start)
 		r, err := c.StartRound(context.Background())
 		if err != nil {
@@ -44,12 +45,12 @@ func TestBadUpdatesChangeNothing(t *testing.T) {
 		for _, s := range f.sites[:2] {
 			f.startAgent(s, filepath.Join(t.TempDir(), s), f.synthetic(0.001), nil)
 		}
-		eventually(t, 30*time.Second, "the honest updates", func() (bool, string) {
+		fltest.Eventually(t, 30*time.Second, "the honest updates", func() (bool, string) {
 			rr, _ := c.RoundRecord(r.Round)
 			return rr.Accepted == 2, fmt.Sprintf("%+v", rr)
 		})
 		if attack {
-			eventually(t, 10*time.Second, "every bad update to be judged", func() (bool, string) {
+			fltest.Eventually(t, 10*time.Second, "every bad update to be judged", func() (bool, string) {
 				rej, _ := c.Rejects()
 				var n uint64
 				for _, v := range rej {
@@ -92,7 +93,7 @@ func closeNow(t *testing.T, c *coordinator.Coordinator, round uint64) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 30*time.Second, "the round's model", func() (bool, string) {
+	fltest.Eventually(t, 30*time.Second, "the round's model", func() (bool, string) {
 		rr, _ := c.RoundRecord(round)
 		return rr.State == coordinator.StatePublished, rr.State
 	})
@@ -101,7 +102,7 @@ func closeNow(t *testing.T, c *coordinator.Coordinator, round uint64) {
 // attack publishes one bad update per reason straight onto the stream.
 func (f *fleet) attack(t *testing.T, url string, r *coordinator.Round, dims int) {
 	t.Helper()
-	nc := connect(t, url, "attacker")
+	nc := fltest.Connect(t, url, "attacker")
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

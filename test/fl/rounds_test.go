@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -16,17 +17,17 @@ import (
 // the model versions advance 1 -> 4, every site installs version 4, and
 // the global model moves towards what the sites learn.
 func TestTwentyAgentsFullRounds(t *testing.T) {
-	srv := startNATS(t)
+	srv := fltest.StartNATS(t)
 	f := newFleet(t, srv.ClientURL(), 20)
 	cfg := f.coordinatorConfig(t.TempDir())
 	cfg.AutoRounds, cfg.Rounds, cfg.MinUpdates = true, 3, 20
-	start := smallModel(t, 1)
+	start := fltest.SmallModel(t, 1)
 	c, _ := f.runCoordinator(cfg, start)
 	var agents []*agent
 	for _, s := range f.sites {
 		agents = append(agents, f.startAgent(s, filepath.Join(t.TempDir(), s), f.synthetic(0.001), nil))
 	}
-	eventually(t, 60*time.Second, "three published rounds", func() (bool, string) {
+	fltest.Eventually(t, 60*time.Second, "three published rounds", func() (bool, string) {
 		rs, err := c.Rounds(0)
 		if err != nil || len(rs) < 3 || rs[0].State != coordinator.StatePublished {
 			return false, fmt.Sprintf("%d rounds, %v", len(rs), err)
@@ -43,7 +44,7 @@ func TestTwentyAgentsFullRounds(t *testing.T) {
 	if err != nil || m.Version != 4 {
 		t.Fatalf("newest model %+v %v, want version 4", m, err)
 	}
-	eventually(t, 20*time.Second, "every site on version 4", func() (bool, string) {
+	fltest.Eventually(t, 20*time.Second, "every site on version 4", func() (bool, string) {
 		for i, a := range agents {
 			st, err := a.c.Status()
 			if err != nil || st.Installed == nil || st.Installed.Version != 4 || st.Outbox != 0 {

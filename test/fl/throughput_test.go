@@ -14,12 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 )
@@ -85,30 +84,6 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func tpStartNATS(tb testing.TB) *server.Server {
-	tb.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(), NoSigs: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		tb.Fatal("nats server not ready")
-	}
-	tb.Cleanup(srv.Shutdown)
-	return srv
-}
-
-func tpConnect(tb testing.TB, url, name string) *nats.Conn {
-	tb.Helper()
-	nc, err := nats.Connect(url, nats.Name(name))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(nc.Close)
-	return nc
-}
-
 func tpKey(tb testing.TB, seed int) *quant.Signer {
 	tb.Helper()
 	s, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), 0x7b}))
@@ -118,22 +93,11 @@ func tpKey(tb testing.TB, seed int) *quant.Signer {
 	return s
 }
 
-// tpCalibrationRows are random feature rows (like calibrationRows): they
-// keep the quantization of every new model cheap.
-func tpCalibrationRows(_ context.Context, _ *policy.Model) ([]float32, error) {
-	rng := rand.New(rand.NewPCG(7, 7))
-	rows := make([]float32, 256*policy.NumFeatures)
-	for i := range rows {
-		rows[i] = float32(rng.NormFloat64())
-	}
-	return rows, nil
-}
-
 // tpSetup starts NATS and a coordinator with the start model registered
 // (no round open yet).
 func tpSetup(tb testing.TB, o tpOptions) *tpRig {
 	tb.Helper()
-	srv := tpStartNATS(tb)
+	srv := fltest.StartNATS(tb)
 	reg := &federated.Registry{}
 	rig := &tpRig{tb: tb}
 	for i := range o.sites {
@@ -150,37 +114,19 @@ func tpSetup(tb testing.TB, o tpOptions) *tpRig {
 	}
 	rig.params = net.NumParams()
 
-	cfg := coordinator.DefaultConfig()
-	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Calibrate = tb.TempDir(), reg, tpKey(tb, 50_000), tpCalibrationRows
-	cfg.Aggregator.Rule = o.rule
-	cfg.RoundDuration, cfg.MinUpdates = time.Hour, o.sites
-	cfg.AutoRounds, cfg.AutoPublish = false, true
-	cfg.Local = federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-3}
+	cfg := fltest.CoordinatorConfig(tb.TempDir(), reg, tpKey(tb, 50_000))
+	// 256 random feature rows keep the quantization of every new model cheap
+	cfg.Calibrate, cfg.Aggregator.Rule = fltest.NormalRows(256, 7), o.rule
+	cfg.MinUpdates, cfg.AutoRounds, cfg.AutoPublish = o.sites, false, true
 	cfg.PollInterval = 50 * time.Millisecond
-	c, err := coordinator.New(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := c.Bootstrap(context.Background(), &policy.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
-		tb.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, tpConnect(tb, srv.ClientURL(), "coordinator")) }()
-	tb.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			tb.Errorf("coordinator: %v", err)
-		}
-		c.Close()
-	})
+	c, _ := fltest.RunCoordinator(tb, srv.ClientURL(), cfg, &policy.Model{Schema: policy.NewSchema(), Net: net})
 	rig.c = c
 	// Run publishes the bootstrap model once its bus is up.
 	tpWait(tb, 30*time.Second, "bootstrap model published", func() (bool, error) {
 		m, err := c.ModelRecord(1)
 		return err == nil && m.Status == coordinator.ModelPublished, nil
 	})
-	if rig.js, err = jetstream.New(tpConnect(tb, srv.ClientURL(), "sites")); err != nil {
+	if rig.js, err = jetstream.New(fltest.Connect(tb, srv.ClientURL(), "sites")); err != nil {
 		tb.Fatal(err)
 	}
 	return rig
