@@ -27,7 +27,7 @@ type Agent struct {
 	cfg  Config
 	log  *slog.Logger
 	col  *procfs.Collector
-	seed uint64
+	seed uint64 // the annotator's backoff jitter, derived from cfg.Seed (the run's)
 	m    *metrics
 
 	// sampled is signalled (without blocking) after every sample.
@@ -70,22 +70,26 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open /proc collector: %w", err)
 	}
-	seed := cfg.Seed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
+	runSeed := ResolveSeed(cfg.Seed)
+	cfg.Seed = runSeed
 	// Records cover the window plus one sample interval of slack.
 	size := int(cfg.Window/cfg.SampleInterval) + 3
 	a := &Agent{
-		cfg: cfg, log: log, col: col, seed: seed,
+		cfg: cfg, log: log, col: col, seed: DeriveSeed(runSeed, SeedAnnotator),
 		sampled: make(chan struct{}, 1),
 		ring:    newRing(size),
 		source:  SourceProc,
 		lim:     limiter{interval: cfg.AnnotateInterval, refresh: cfg.StaleAfter / 2},
 	}
-	a.m = newMetrics(a)
+	if a.m, err = newMetrics(a); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
+
+// Seed is the run's seed (Config.Seed, or the one drawn for a zero
+// Seed): what the start log and edgesched_agent_info{seed} show.
+func (a *Agent) Seed() uint64 { return a.cfg.Seed }
 
 // Run samples and annotates until ctx ends, with the components and the
 // metrics server beside. It returns nil after a graceful stop (ctx
@@ -102,7 +106,7 @@ func (a *Agent) run(parent context.Context) error {
 	defer cancel(nil)
 	a.log.Info("edge-agent starting", "node", a.cfg.NodeName, "sampleInterval", a.cfg.SampleInterval,
 		"annotateInterval", a.cfg.AnnotateInterval, "window", a.cfg.Window, "cgroup", a.cfg.Proc.Cgroup,
-		"annotate", a.cfg.Client != nil, "seed", a.seed)
+		"annotate", a.cfg.Client != nil, "seed", a.cfg.Seed)
 
 	var ln net.Listener
 	if a.cfg.MetricsAddr != "" {

@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"time"
 
@@ -106,8 +109,12 @@ type Config struct {
 	// failed annotation writes. Zero means DefaultRetryMin and
 	// AnnotateInterval.
 	RetryMin, RetryMax time.Duration
-	// Seed seeds the backoff jitter. Zero means a seed drawn from the
-	// clock, logged at start.
+	// Seed is the run's seed: logged once at start ("seed"), exported as
+	// edgesched_agent_info{seed}, and the root every random stream of the
+	// agent is derived from (DeriveSeed; the annotator's backoff jitter
+	// is DeriveSeed(Seed, SeedAnnotator)), so a run is reproducible from
+	// the logged value. Zero means a seed drawn from crypto/rand
+	// (ResolveSeed).
 	Seed uint64
 	// MetricsAddr is the address of the HTTP server for /metrics and
 	// /healthz (e.g. ":9560"). Empty means no server (Handler still
@@ -218,4 +225,36 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// SeedAnnotator names the annotator's backoff jitter among the seeds
+// derived from Config.Seed.
+const SeedAnnotator = "annotator"
+
+// ResolveSeed returns seed, or, when it is zero, a non-zero seed drawn
+// from crypto/rand: the one seed of a run, which the caller logs.
+func ResolveSeed(seed uint64) uint64 {
+	var b [8]byte
+	for seed == 0 {
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand panics on failure since Go 1.24)
+		seed = binary.LittleEndian.Uint64(b[:])
+	}
+	return seed
+}
+
+// DeriveSeed returns the seed of one named component of a run from the
+// run's seed: the same (seed, component) always gives the same value,
+// and different components (or runs) get unrelated ones. It mixes the
+// FNV-1a hash of the name into the seed and scrambles the result with
+// SplitMix64's finaliser, so seeds that differ in one bit, and names
+// that differ in one letter, give streams that do not resemble each
+// other.
+func DeriveSeed(seed uint64, component string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(component))
+	z := seed ^ h.Sum64()
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
 }

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -32,28 +34,58 @@ type metrics struct {
 	source             *prometheus.GaugeVec
 }
 
-func newMetrics(a *Agent) *metrics {
+// newMetrics creates the agent's metrics and registers them on
+// Config.Registry (or a registry of its own). A registry the caller
+// shares may already hold a collector of the same name (another agent in
+// the process, an embedding program): an instrument of the same kind is
+// then reused (both agents count into it) and anything else is an error
+// naming the metric; the sampled values are never shared (their
+// collector reads one agent), so a second agent's refused with an error.
+func newMetrics(a *Agent) (*metrics, error) {
 	m := &metrics{reg: a.cfg.Registry}
 	if m.reg == nil {
 		m.reg = prometheus.NewRegistry()
 	}
-	m.samples = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "samples_total",
-		Help: "Successful samples of /proc (and the eBPF probes when loaded)."})
-	m.sampleErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "sample_errors_total",
-		Help: "Failed samples, by source (proc: the sample is dropped; ebpf: the probes are dropped and /proc continues)."}, []string{"source"})
-	m.sampleDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "sample_duration_seconds",
+	var err error
+	if m.samples, err = register(m.reg, ns+"_samples_total", prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "samples_total",
+		Help: "Successful samples of /proc (and the eBPF probes when loaded)."})); err != nil {
+		return nil, err
+	}
+	if m.sampleErrors, err = register(m.reg, ns+"_sample_errors_total", prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "sample_errors_total",
+		Help: "Failed samples, by source (proc: the sample is dropped; ebpf: the probes are dropped and /proc continues)."}, []string{"source"})); err != nil {
+		return nil, err
+	}
+	if m.sampleDuration, err = register(m.reg, ns+"_sample_duration_seconds", prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "sample_duration_seconds",
 		Help:    "Time to take one sample.",
-		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 14)}) // 25 µs .. 0.2 s
-	m.annotationWrites = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "annotation_writes_total",
-		Help: "Node telemetry annotation writes, by result (ok, error)."}, []string{"result"})
-	m.annotationSkips = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "annotation_skips_total",
-		Help: "Annotation writes skipped, by reason (unchanged: no change beyond the resolution and the last write is recent; too-soon)."}, []string{"reason"})
-	m.annotationDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "annotation_write_duration_seconds",
-		Help: "Latency of one annotation patch (successful or not).", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14)})
-	m.annotationLast = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "annotation_last_write_timestamp_seconds",
-		Help: "Timestamp (the summary's ts) of the last annotation written."})
-	m.source = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "telemetry_source",
-		Help: "1 for the telemetry source in use: ebpf (eBPF probes plus /proc) or proc (/proc only)."}, []string{"source"})
+		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 14)})); err != nil { // 25 µs .. 0.2 s
+		return nil, err
+	}
+	if m.annotationWrites, err = register(m.reg, ns+"_annotation_writes_total", prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "annotation_writes_total",
+		Help: "Node telemetry annotation writes, by result (ok, error)."}, []string{"result"})); err != nil {
+		return nil, err
+	}
+	if m.annotationSkips, err = register(m.reg, ns+"_annotation_skips_total", prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "annotation_skips_total",
+		Help: "Annotation writes skipped, by reason (unchanged: no change beyond the resolution and the last write is recent; too-soon)."}, []string{"reason"})); err != nil {
+		return nil, err
+	}
+	if m.annotationDuration, err = register(m.reg, ns+"_annotation_write_duration_seconds", prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "annotation_write_duration_seconds",
+		Help: "Latency of one annotation patch (successful or not).", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14)})); err != nil {
+		return nil, err
+	}
+	if m.annotationLast, err = register(m.reg, ns+"_annotation_last_write_timestamp_seconds", prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "annotation_last_write_timestamp_seconds",
+		Help: "Timestamp (the summary's ts) of the last annotation written."})); err != nil {
+		return nil, err
+	}
+	if m.source, err = register(m.reg, ns+"_telemetry_source", prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "telemetry_source",
+		Help: "1 for the telemetry source in use: ebpf (eBPF probes plus /proc) or proc (/proc only)."}, []string{"source"})); err != nil {
+		return nil, err
+	}
+	info, err := register(m.reg, ns+"_info", prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "info",
+		Help: "Always 1; seed is the run's seed (--seed, or the one drawn at start): every random stream of the agent derives from it."}, []string{"seed"}))
+	if err != nil {
+		return nil, err
+	}
+	info.WithLabelValues(strconv.FormatUint(a.cfg.Seed, 10)).Set(1)
 	for _, r := range []string{"ok", "error"} {
 		m.annotationWrites.WithLabelValues(r)
 	}
@@ -63,10 +95,43 @@ func newMetrics(a *Agent) *metrics {
 	m.sampleErrors.WithLabelValues(SourceProc)
 	m.sampleErrors.WithLabelValues(SourceEBPF)
 	m.setSource(SourceProc)
-	m.reg.MustRegister(m.samples, m.sampleErrors, m.sampleDuration, m.annotationWrites, m.annotationSkips,
-		m.annotationDuration, m.annotationLast, m.source, &sampleCollector{a: a},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+	if err := m.reg.Register(&sampleCollector{a: a}); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			return nil, fmt.Errorf("%w: register the sampled metrics (%s_cpu_utilisation_ratio, ...): another agent's are on this registry", ErrMetrics, ns)
+		}
+		return nil, fmt.Errorf("%w: register the sampled metrics (%s_cpu_utilisation_ratio, ...): %w", ErrMetrics, ns, err)
+	}
+	// The Go runtime's and the process's: an embedding program often has
+	// them already.
+	if _, err := register(m.reg, "go_* (Go runtime collector)", collectors.NewGoCollector()); err != nil {
+		return nil, err
+	}
+	if _, err := register(m.reg, "process_* (process collector)", collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// ErrMetrics wraps the failures to register a metric.
+var ErrMetrics = errors.New("agent: metric not registered")
+
+// register registers c on reg as metric name. When reg already holds a
+// collector with the same descriptors, that collector is returned instead
+// if it is of c's kind (T); any other clash is an error naming the metric.
+func register[T prometheus.Collector](reg prometheus.Registerer, name string, c T) (T, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(T); ok {
+			return existing, nil
+		}
+		return c, fmt.Errorf("%w: %s: the registry holds another kind of collector (%T) under that name", ErrMetrics, name, are.ExistingCollector)
+	}
+	return c, fmt.Errorf("%w: %s: %w", ErrMetrics, name, err)
 }
 
 func (m *metrics) setSource(s string) {

@@ -138,13 +138,22 @@ type Client struct {
 	db  *bolt.DB
 	log *slog.Logger
 
-	wake     chan struct{} // publisher wake-up
-	nudge    chan struct{} // reporter wake-up
-	mu       sync.Mutex    // guards the fields below
-	round    *federated.RoundAnnouncement
-	notice   *federated.ModelNotice
-	residual *quant.Residual
-	onModel  []func(Installed)
+	wake  chan struct{} // publisher wake-up
+	nudge chan struct{} // reporter wake-up
+
+	// enqMu serialises enqueue, which holds it across the Sequencer's
+	// calls (the site ledger's API writes, which can block for seconds):
+	// updates are signed, staged and committed one at a time, so their
+	// sequences reach the outbox in order and the error-feedback
+	// residual passes from each to the next. Only enqueue takes it, so a
+	// slow ledger blocks no other method.
+	enqMu    sync.Mutex
+	residual *quant.Residual // guarded by enqMu
+
+	mu      sync.Mutex // guards the fields below; never held across I/O
+	round   *federated.RoundAnnouncement
+	notice  *federated.ModelNotice
+	onModel []func(Installed)
 }
 
 // New opens (or creates) the agent's store.
@@ -378,9 +387,11 @@ func (c *Client) fetchArtifact(ctx context.Context, js jetstream.JetStream, obje
 // enqueue signs an update with sequence seq and writes it to the outbox,
 // with the sequence and the error-feedback residual, in one transaction.
 // With a Sequencer the signed update is staged with the site first.
+// Enqueues run one at a time (enqMu); c.mu is not held, so the
+// Sequencer's calls, however slow, block no other method.
 func (c *Client) enqueue(ctx context.Context, seq, round uint64, again bool, baseID string, baseVersion uint64, samples int64, delta []float32, seed uint64) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.enqMu.Lock()
+	defer c.enqMu.Unlock()
 	res := quant.NewResidual(c.residual.Values())
 	payload, err := res.Encode(&quant.Update{Base: baseID, Values: delta}, quant.UpdateOptions{Encoding: c.cfg.Encoding, ChunkSize: c.cfg.ChunkSize, Seed: seed})
 	if err != nil {
@@ -594,7 +605,7 @@ func (c *Client) installedArtifact(dtype string) (*Installed, *quant.Artifact, e
 		mb := tx.Bucket(bucketModels)
 		v := mb.Get(keyInstalled)
 		if v == nil {
-			return errors.New("no model installed")
+			return ErrNoModel
 		}
 		inst = &Installed{}
 		if err := json.Unmarshal(v, inst); err != nil {
@@ -614,7 +625,7 @@ func (c *Client) installedArtifact(dtype string) (*Installed, *quant.Artifact, e
 }
 
 // InstalledInt8 returns the installed int8 artifact (what the scheduler
-// runs) and its record; an error when none is installed yet.
+// runs) and its record; ErrNoModel when none is installed yet.
 func (c *Client) InstalledInt8() (*Installed, *quant.Artifact, error) {
 	return c.installedArtifact(quant.Int8)
 }

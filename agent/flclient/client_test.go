@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -120,5 +123,137 @@ func TestConfigValidate(t *testing.T) {
 	c := testConfig(t)
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// stuckLedger is a Sequencer whose Stage blocks until released, like the
+// site ledger's ConfigMap write against a slow apiserver; it records the
+// order of the staged sequences.
+type stuckLedger struct {
+	entered chan uint64   // Stage's sequence, sent on entry
+	release chan struct{} // one receive per Stage
+	mu      sync.Mutex
+	staged  []uint64
+}
+
+func (l *stuckLedger) Reserve(_ context.Context, _, after uint64, _ bool) (uint64, error) {
+	return after + 1, nil
+}
+
+func (l *stuckLedger) Stage(ctx context.Context, seq, _ uint64, _ bool, _ []byte) error {
+	l.entered <- seq
+	select {
+	case <-l.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.staged = append(l.staged, seq)
+	return nil
+}
+
+func (l *stuckLedger) Done(context.Context, uint64) error { return nil }
+
+// TestEnqueueDoesNotBlockOtherMethods: while the ledger's call of one
+// enqueue is stuck, the client's other methods (OnModel, which takes the
+// client's lock; Status, Outbox) return at once; a second enqueue waits
+// for the first, and both land in the outbox in sequence order.
+func TestEnqueueDoesNotBlockOtherMethods(t *testing.T) {
+	cfg := testConfig(t)
+	ledger := &stuckLedger{entered: make(chan uint64, 2), release: make(chan struct{})}
+	cfg.Sequencer = ledger
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base := strings.Repeat("cd", 32)
+	errs := make(chan error, 2)
+	enqueue := func(seq uint64) {
+		errs <- c.enqueue(ctx, seq, seq, false, base, 1, 10, []float32{0.5, -0.25, float32(seq)}, seq)
+	}
+	go enqueue(1)
+	deadline := time.After(10 * time.Second)
+	select {
+	case seq := <-ledger.entered:
+		if seq != 1 {
+			t.Fatalf("staged %d first, want 1", seq)
+		}
+	case <-deadline:
+		t.Fatal("the first update never reached the ledger")
+	}
+	// The ledger call of sequence 1 is stuck: the other methods answer.
+	others := make(chan error, 1)
+	go func() {
+		c.OnModel(func(Installed) {})
+		if _, err := c.Status(); err != nil {
+			others <- err
+			return
+		}
+		_, err := c.Outbox()
+		others <- err
+	}()
+	select {
+	case err := <-others:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnModel/Status/Outbox blocked for 5 s behind a stuck ledger call")
+	}
+	// A second enqueue waits behind the first (one at a time, in order).
+	go enqueue(2)
+	ledger.release <- struct{}{} // sequence 1 staged
+	select {
+	case seq := <-ledger.entered:
+		if seq != 2 {
+			t.Fatalf("staged %d second, want 2", seq)
+		}
+	case <-deadline:
+		t.Fatal("the second update never reached the ledger")
+	}
+	ledger.release <- struct{}{}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := c.Outbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger.mu.Lock()
+	staged := slices.Clone(ledger.staged)
+	ledger.mu.Unlock()
+	if !slices.Equal(got, []uint64{1, 2}) || !slices.Equal(staged, []uint64{1, 2}) || st.Seq != 2 {
+		t.Fatalf("outbox %v, staged %v, seq %d; want [1 2], [1 2], 2", got, staged, st.Seq)
+	}
+}
+
+// TestNoModelSentinel: with nothing installed, InstalledInt8Bytes and
+// InstalledInt8 return ErrNoModel (what the model installer waits on);
+// TrustStatus has no model creation time.
+func TestNoModelSentinel(t *testing.T) {
+	c, err := New(testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if inst, raw, err := c.InstalledInt8Bytes(); !errors.Is(err, ErrNoModel) || inst != nil || raw != nil {
+		t.Fatalf("InstalledInt8Bytes: %v, %v, %v; want nil, nil, ErrNoModel", inst, raw, err)
+	}
+	if _, _, err := c.InstalledInt8(); !errors.Is(err, ErrNoModel) {
+		t.Fatalf("InstalledInt8: %v, want ErrNoModel", err)
+	}
+	s, err := c.TrustStatus()
+	if err != nil || !s.ModelCreated.IsZero() {
+		t.Fatalf("TrustStatus: %+v, %v; want no model creation time", s, err)
 	}
 }

@@ -141,7 +141,10 @@ func (c *Client) Forget(seqs ...uint64) error {
 
 // InstalledInt8Bytes returns the installed int8 artifact's signed bytes
 // (verified against ModelKeys on the way out) and its record: what the
-// model installer writes into the scheduler's ConfigMap.
+// model installer writes into the scheduler's ConfigMap. Before the first
+// install it returns ErrNoModel (and a nil record); any other error is a
+// failure to read or verify what is installed (with the record when that
+// was readable).
 func (c *Client) InstalledInt8Bytes() (*Installed, []byte, error) {
 	var inst *Installed
 	var raw []byte
@@ -149,7 +152,7 @@ func (c *Client) InstalledInt8Bytes() (*Installed, []byte, error) {
 		mb := tx.Bucket(bucketModels)
 		v := mb.Get(keyInstalled)
 		if v == nil {
-			return errNoModel
+			return ErrNoModel
 		}
 		inst = &Installed{}
 		if err := json.Unmarshal(v, inst); err != nil {
@@ -167,5 +170,6 @@ func (c *Client) InstalledInt8Bytes() (*Installed, []byte, error) {
 	return inst, raw, nil
 }
 
-// errNoModel: nothing installed yet.
-var errNoModel = errors.New("no model installed")
+// ErrNoModel is returned (wrapped) when no model is installed yet; any
+// other error reading the installed model is a real failure.
+var ErrNoModel = errors.New("flclient: no model yet")

@@ -302,6 +302,10 @@ type TrustStatus struct {
 	HighestVersion uint64 `json:"highest_version"`
 	HighestInt8    string `json:"highest_int8_model,omitempty"`
 	Announced      uint64 `json:"announced_version"`
+	// ModelCreated is the installed int8 model's signed creation time
+	// (zero before the first install): the model's age is measured from
+	// it.
+	ModelCreated time.Time `json:"model_created,omitzero"`
 	// Frozen is set while the model feed looks frozen.
 	Frozen *Freeze `json:"frozen,omitempty"`
 	// Trusted and Retired are ModelKeys' key IDs.
@@ -331,7 +335,7 @@ func (c *Client) TrustStatus() (TrustStatus, error) {
 	if _, a, err := c.installedArtifact(quant.Int8); err == nil {
 		created = a.Header.Created
 	}
-	s.HighestVersion, s.HighestInt8, s.Announced = hwm.Version, hwm.Int8, ann.Version
+	s.HighestVersion, s.HighestInt8, s.Announced, s.ModelCreated = hwm.Version, hwm.Int8, ann.Version, created
 	s.Trusted, s.Retired = c.cfg.ModelKeys.IDs(), c.cfg.ModelKeys.Retired()
 	now := c.now()
 	switch {

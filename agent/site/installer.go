@@ -43,7 +43,9 @@ var (
 )
 
 // ModelSource is where the installer takes verified models from
-// (flclient.Client's install path).
+// (flclient.Client's install path). InstalledInt8Bytes returns an error
+// wrapping flclient.ErrNoModel before the first install; any other error
+// is a failure (logged, counted, retried).
 type ModelSource interface {
 	InstalledInt8Bytes() (*flclient.Installed, []byte, error)
 }
@@ -132,7 +134,7 @@ func NewInstaller(cfg InstallerConfig) (*Installer, error) {
 	}
 	i := &Installer{cfg: cfg, log: log.With("configmap", cfg.Namespace+"/"+cfg.Name, "key", cfg.Key), notify: make(chan struct{}, 1),
 		installs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "site", Name: "model_installs_total",
-			Help: "Model installs into the scheduler's ConfigMap by result (created, updated, unchanged, older, refused, failed)."}, []string{"result"})}
+			Help: "Model installs into the scheduler's ConfigMap by result (created, updated, unchanged, older, refused, failed; source_error: the FL client's installed model could not be read)."}, []string{"result"})}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(i.installs); err != nil {
 			return nil, fmt.Errorf("register installer metrics: %w", err)
@@ -176,15 +178,23 @@ func (i *Installer) Run(ctx context.Context) error {
 }
 
 // sync installs the source's model; a model the ConfigMap already has in
-// a newer version is not an error.
+// a newer version is not an error, nor is no model yet
+// (flclient.ErrNoModel). Any other failure to read the source's model is
+// counted (source_error, or refused when the record was read but its
+// artifact does not verify) and returned, so Run logs it and retries with
+// backoff.
 func (i *Installer) sync(ctx context.Context) error {
 	inst, raw, err := i.cfg.Source.InstalledInt8Bytes()
-	if inst == nil && err != nil {
-		return nil // nothing installed yet
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, flclient.ErrNoModel):
+		i.log.Debug("no model installed yet")
+		return nil
+	case err != nil && inst == nil:
+		i.installs.WithLabelValues(resultSourceError).Inc()
+		return fmt.Errorf("read the installed model: %w", err)
+	case err != nil:
 		i.installs.WithLabelValues("refused").Inc()
-		return fmt.Errorf("installed model: %w", err)
+		return fmt.Errorf("installed model version %d: %w", inst.Version, err)
 	}
 	res, err := i.Install(ctx, raw)
 	switch {
@@ -198,6 +208,10 @@ func (i *Installer) sync(ctx context.Context) error {
 	}
 	return nil
 }
+
+// resultSourceError labels installs_total when the source's installed
+// model could not be read.
+const resultSourceError = "source_error"
 
 // Install actions.
 const (

@@ -20,10 +20,12 @@ import (
 	"github.com/edgesched/edgesched/quant"
 )
 
-// fixedSource is a ModelSource holding one artifact; it counts calls.
+// fixedSource is a ModelSource holding one artifact (none: ErrNoModel,
+// as flclient.Client says it), or failing with err; it counts calls.
 type fixedSource struct {
 	mu    sync.Mutex
 	raw   []byte
+	err   error
 	calls int
 }
 
@@ -31,10 +33,19 @@ func (f *fixedSource) InstalledInt8Bytes() (*flclient.Installed, []byte, error) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	if f.raw == nil {
-		return nil, nil, errors.New("no model installed")
+	switch {
+	case f.err != nil:
+		return nil, nil, f.err
+	case f.raw == nil:
+		return nil, nil, fmt.Errorf("installed model: %w", flclient.ErrNoModel)
 	}
 	return &flclient.Installed{Version: 1}, f.raw, nil
+}
+
+func (f *fixedSource) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
 }
 
 func (f *fixedSource) set(raw []byte) {
@@ -166,6 +177,102 @@ func TestInstallerRun(t *testing.T) {
 			return false, err.Error()
 		}
 		return cm.Annotations[AnnotationModelVersion] == "4", cm.Annotations[AnnotationModelVersion]
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("run: %v", err)
+	}
+}
+
+// brokenSource has a record of an installed model whose artifact does not
+// verify (what flclient returns when the stored blob is damaged).
+type brokenSource struct{}
+
+func (brokenSource) InstalledInt8Bytes() (*flclient.Installed, []byte, error) {
+	return &flclient.Installed{Version: 5}, nil, errors.New("installed version 5: quant: bad signature")
+}
+
+// TestInstallerSourceErrors: only flclient.ErrNoModel means "no model
+// yet" (nothing written, nothing counted, no error); any other failure
+// to read the source is counted and returned, so Run logs and retries it.
+func TestInstallerSourceErrors(t *testing.T) {
+	coord := key(t, 1)
+	storeErr := errors.New("open agent.db: bolt: timeout")
+	cases := []struct {
+		name    string
+		src     ModelSource
+		wantErr error  // nil: sync succeeds
+		counted string // the installs_total result counted once ("": none)
+	}{
+		{"no model yet", &fixedSource{}, nil, ""},
+		{"no model yet, deeper wrap", &fixedSource{err: fmt.Errorf("a: %w", fmt.Errorf("b: %w", flclient.ErrNoModel))}, nil, ""},
+		{"store unreadable", &fixedSource{err: storeErr}, storeErr, resultSourceError},
+		{"installed artifact does not verify", brokenSource{}, errors.New(""), "refused"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			cfg := DefaultInstallerConfig()
+			cfg.Client, cfg.Keys, cfg.Source = kubeclientset.Wrap(client), keyring(t, coord), tc.src
+			in, err := NewInstaller(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = in.sync(context.Background())
+			switch {
+			case tc.wantErr == nil && err != nil:
+				t.Fatalf("sync: %v, want nil (no model yet)", err)
+			case tc.wantErr != nil && err == nil:
+				t.Fatal("sync: nil, want the source's error")
+			case tc.wantErr == storeErr && !errors.Is(err, storeErr):
+				t.Fatalf("sync: %v, want it to wrap %v", err, storeErr)
+			}
+			for _, result := range []string{resultSourceError, "refused", "failed"} {
+				want := 0.0
+				if result == tc.counted {
+					want = 1
+				}
+				if got := testutil.ToFloat64(in.installs.WithLabelValues(result)); got != want {
+					t.Errorf("installs{result=%s} = %v, want %v", result, got, want)
+				}
+			}
+			if cms, _ := client.CoreV1().ConfigMaps(cfg.Namespace).List(context.Background(), metav1.ListOptions{}); len(cms.Items) != 0 {
+				t.Errorf("%d ConfigMaps written", len(cms.Items))
+			}
+		})
+	}
+}
+
+// TestInstallerRetriesSourceErrors: Run retries a failing source with its
+// backoff (Resync is an hour and nobody calls Notify, so every call after
+// the first is a retry), counting each failure, and installs the model
+// once the source reads again.
+func TestInstallerRetriesSourceErrors(t *testing.T) {
+	coord := key(t, 1)
+	client := fake.NewClientset()
+	src := &fixedSource{err: errors.New("open agent.db: bolt: timeout")}
+	cfg := DefaultInstallerConfig()
+	cfg.Client, cfg.Keys, cfg.Source, cfg.Namespace = kubeclientset.Wrap(client), keyring(t, coord), src, "edge"
+	cfg.Resync, cfg.BackoffMin, cfg.BackoffMax, cfg.Seed = time.Hour, 5*time.Millisecond, 20*time.Millisecond, 3
+	in, err := NewInstaller(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	poll(t, 5*time.Second, "three retries of the failing source", func() (bool, string) {
+		n := testutil.ToFloat64(in.installs.WithLabelValues(resultSourceError))
+		return src.called() >= 3 && n >= 3, fmt.Sprintf("%d calls, %v counted", src.called(), n)
+	})
+	src.set(int8Bytes(t, coord, 1, 6))
+	src.fail(nil)
+	poll(t, 5*time.Second, "the model in the ConfigMap after the source recovered", func() (bool, string) {
+		cm, err := client.CoreV1().ConfigMaps("edge").Get(context.Background(), conventions.DefaultModelConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return cm.Annotations[AnnotationModelVersion] == "6", cm.Annotations[AnnotationModelVersion]
 	})
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {

@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
+	"github.com/edgesched/edgesched/internal/memlimit"
 )
 
 func main() {
@@ -26,6 +28,9 @@ func main() {
 		code := edgeplugin.ExtenderMain(ctx, os.Args[2:], os.Stderr)
 		stop()
 		os.Exit(code)
+	}
+	if _, err := memlimit.Apply(nil, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "edge-scheduler: memory limit not applied:", err)
 	}
 	cmd := app.NewSchedulerCommand(app.WithPlugin(edgeplugin.Name, edgeplugin.New))
 	os.Exit(cli.Run(cmd))

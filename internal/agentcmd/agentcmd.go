@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/edgesched/edgesched/agent/telemetry/procfs"
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/kube"
+	"github.com/edgesched/edgesched/internal/memlimit"
 )
 
 // NodeNameEnv is the environment variable --node-name defaults to (set
@@ -79,10 +81,46 @@ type options struct {
 	logLevel                                   string
 
 	// Site leader (site.go).
-	site, namespace, natsURL, siteKey, modelConfigMap, modelConfigMapKey, trustedKeys string
-	leaseDuration, traceRetention                                                     time.Duration
-	traceMaxEvents                                                                    int
-	nats                                                                              natsauth.ClientConfig
+	site, namespace, natsURL, siteKey, modelConfigMap, modelConfigMapKey, modelKeys string
+	leaseDuration, traceRetention, maxModelAge, freezeAfter                         time.Duration
+	traceMaxEvents                                                                  int
+	nats                                                                            natsauth.ClientConfig
+}
+
+// deprecatedFlags maps each old flag name to the name that replaced it:
+// the coordinator's spelling of the same thing (internal/coordcmd). The
+// old names still work, with a warning.
+var deprecatedFlags = map[string]string{
+	"data-dir":     "data",
+	"trusted-keys": "model-keys",
+}
+
+// addDeprecatedAliases defines every deprecated name as an alias of its
+// replacement's flag (the same value: either sets it).
+func addDeprecatedAliases(fs *flag.FlagSet) {
+	for old, name := range deprecatedFlags {
+		f := fs.Lookup(name)
+		fs.Var(f.Value, old, "deprecated: use --"+name)
+	}
+}
+
+// deprecatedUsed lists the deprecated flags given on the command line; it
+// is an error to give one with its replacement.
+func deprecatedUsed(fs *flag.FlagSet) ([]string, error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var used []string
+	for old, name := range deprecatedFlags {
+		if !set[old] {
+			continue
+		}
+		if set[name] {
+			return nil, usagef("--%s and --%s are the same flag (--%s is its deprecated name): give only --%s", old, name, old, name)
+		}
+		used = append(used, old)
+	}
+	slices.Sort(used)
+	return used, nil
 }
 
 func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
@@ -91,7 +129,7 @@ func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
 	d := agent.DefaultConfig()
 	fs.StringVar(&o.nodeName, "node-name", os.Getenv(NodeNameEnv), "the Node this agent reports for (default $"+NodeNameEnv+"); required unless --no-annotate")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty means the in-cluster service account")
-	fs.StringVar(&o.dataDir, "data-dir", "/var/lib/edgesched", "directory of the agent's local state (site trace, outbox, models)")
+	fs.StringVar(&o.dataDir, "data", "/var/lib/edgesched", "directory of the agent's local state (site trace, outbox, models)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9560", "serve /metrics and /healthz on this address (empty: no server)")
 	fs.DurationVar(&o.sampleInterval, "sample-interval", d.SampleInterval, "period of sampling /proc and the eBPF probes")
 	fs.DurationVar(&o.annotateInterval, "annotate-interval", d.AnnotateInterval, "least time between two writes of the node's telemetry annotation (also the summary window)")
@@ -102,7 +140,7 @@ func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
 	fs.StringVar(&o.cgroup, "cgroup", "", "report the CPU and memory of this cgroup (e.g. /kubepods/pod1, as in /proc/PID/cgroup) against its limits instead of the whole host")
 	fs.StringVar(&o.procRoot, "proc-root", "/proc", "procfs mount (the host's /proc when the agent runs in a container)")
 	fs.StringVar(&o.sysRoot, "sys-root", "/sys", "sysfs mount (cgroups under SYS-ROOT/fs/cgroup)")
-	fs.Uint64Var(&o.seed, "seed", 0, "seed of the retry jitter (0: from the clock; logged)")
+	fs.Uint64Var(&o.seed, "seed", 0, "the run's seed, root of every random stream (retry jitter, training): each component gets its own derived from it (0: drawn at start; logged and in edgesched_agent_info)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 
 	// Site leader flags (site.go, docs/site-leader.md).
@@ -113,10 +151,13 @@ func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
 	fs.StringVar(&o.siteKey, "site-key", "", "the site's private key that signs its updates (required with --site)")
 	fs.StringVar(&o.modelConfigMap, "model-configmap", "edgesched-model", "ConfigMap the scheduler plugin loads models from: NAME (in --namespace) or NAMESPACE/NAME")
 	fs.StringVar(&o.modelConfigMapKey, "model-configmap-key", defaultModelConfigMapKey, "key of the model artifact in that ConfigMap (EdgePolicy's modelConfigMapKey)")
-	fs.StringVar(&o.trustedKeys, "trusted-keys", "", "directory of the coordinator's public keys models must be signed with (required with --site)")
+	fs.StringVar(&o.modelKeys, "model-keys", "", "directory of the coordinator's public keys models must be signed with: *.pub trusted, *.retired refused (required with --site)")
+	fs.DurationVar(&o.maxModelAge, "max-model-age", 0, "freeze protection: refuse to install a model whose signed creation time is older than this, and report the installed one frozen once it is (0: off)")
+	fs.DurationVar(&o.freezeAfter, "freeze-after", 0, "freeze detection: report the model feed frozen when rounds have trained from a model version this site has not installed for this long (0: off)")
 	fs.DurationVar(&o.traceRetention, "trace-retention", 168*time.Hour, "how long the site trace keeps events")
 	fs.IntVar(&o.traceMaxEvents, "trace-max-events", 1000000, "most events the site trace keeps")
 	o.nats.AddFlags(fs, "")
+	addDeprecatedAliases(fs)
 	return fs
 }
 
@@ -137,6 +178,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return usagef("--log-level: %v", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if ml, err := memlimit.Apply(nil, 0); err != nil {
+		log.Warn("memory limit not applied", "err", err)
+	} else if ml.Source != "" {
+		log.Info("Go memory limit", "bytes", ml.Limit, "from", ml.Source)
+	}
+	old, err := deprecatedUsed(fs)
+	if err != nil {
+		return err
+	}
+	for _, name := range old {
+		log.Warn("deprecated flag: use its new name", "flag", "--"+name, "use", "--"+deprecatedFlags[name])
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -146,12 +199,23 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return usagef("%s %v: must be positive", d.name, d.v)
 		}
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--max-model-age", o.maxModelAge}, {"--freeze-after", o.freezeAfter}} {
+		if d.v < 0 {
+			return usagef("%s %v: must not be negative (0 turns it off)", d.name, d.v)
+		}
+	}
 	if o.traceMaxEvents <= 0 {
 		return usagef("--trace-max-events %d: must be positive", o.traceMaxEvents)
 	}
 	if o.dataDir == "" {
-		return usagef("--data-dir must not be empty")
+		return usagef("--data must not be empty")
 	}
+	// One seed for the run: logged at start by the agent and exported in
+	// edgesched_agent_info; every component's is derived from it.
+	o.seed = agent.ResolveSeed(o.seed)
 	if !o.noEBPF {
 		if err := (bpf.Config{TracefsPath: o.tracefs}).Validate(); err != nil {
 			return usagef("--tracefs: %v", err)
@@ -172,7 +236,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		if o.nodeName == "" {
 			return usagef("--node-name (or $%s) is required to write the node's annotation and to run the site leader (or pass --no-annotate)", NodeNameEnv)
 		}
-		var err error
 		if client, err = kubeClient(o.kubeconfig); err != nil {
 			return usageError{err}
 		}
@@ -222,8 +285,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 // siteFlagsSet lists the site-leader flags given on the command line.
 func siteFlagsSet(fs *flag.FlagSet) []string {
 	site := map[string]bool{"namespace": true, "lease-duration": true, "nats": true, "creds": true, "nkey": true, "site-key": true,
-		"model-configmap": true, "model-configmap-key": true, "trusted-keys": true, "trace-retention": true, "trace-max-events": true,
-		"tls-ca": true, "tls-cert": true, "tls-key": true, "inbox-prefix": true}
+		"model-configmap": true, "model-configmap-key": true, "model-keys": true, "trusted-keys": true, "trace-retention": true, "trace-max-events": true,
+		"tls-ca": true, "tls-cert": true, "tls-key": true, "inbox-prefix": true, "max-model-age": true, "freeze-after": true}
 	var set []string
 	fs.Visit(func(f *flag.Flag) {
 		if site[f.Name] {

@@ -3,15 +3,24 @@ package agentcmd
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgesched/edgesched/agent/flclient"
+	"github.com/edgesched/edgesched/agent/trace"
 )
 
 // TestFlags: bad command lines exit 2 with a message naming the problem,
@@ -54,6 +63,14 @@ func TestFlags(t *testing.T) {
 		{"site without nats", site, 2, "--site needs --nats"},
 		{"site without key", append(site, "--nats", "nats://127.0.0.1:1"), 2, "--site needs --site-key"},
 		{"site with a missing key", append(site, "--nats", "nats://127.0.0.1:1", "--site-key", filepath.Join(dir, "none.key"), "--trusted-keys", dir), 2, "--site-key"},
+		{"site without model keys", append(site, "--nats", "nats://127.0.0.1:1", "--site-key", filepath.Join(dir, "none.key")), 2, "--site needs --model-keys"},
+		{"negative max model age", []string{"--no-annotate", "--max-model-age", "-1h"}, 2, "--max-model-age -1h0m0s: must not be negative"},
+		{"bad freeze-after", []string{"--no-annotate", "--freeze-after", "soon"}, 2, `invalid value "soon" for flag -freeze-after`},
+		{"freeze flags without --site", []string{"--no-annotate", "--freeze-after", "1h", "--max-model-age", "720h"}, 2, "--freeze-after --max-model-age given without --site"},
+		{"empty data dir", []string{"--no-annotate", "--data", ""}, 2, "--data must not be empty"},
+		{"old and new name together", []string{"--no-annotate", "--data", "/a", "--data-dir", "/b"}, 2, "--data-dir and --data are the same flag"},
+		{"old model-keys name without --site", []string{"--no-annotate", "--trusted-keys", dir}, 2, "--trusted-keys given without --site"},
+		{"help lists the new names and the deprecated ones", []string{"-h"}, 0, "deprecated: use --model-keys"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,6 +98,260 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// runUntilHealthy runs Main with args (plus --no-annotate, --no-ebpf and a
+// free metrics address) until /healthz answers, scrapes /metrics, cancels
+// and returns the exit code, the log and the metrics text.
+func runUntilHealthy(t *testing.T, args ...string) (code int, log, metrics string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, append([]string{"--no-annotate", "--no-ebpf", "--metrics-addr", addr, "--sample-interval", "100ms", "--annotate-interval", "1s"}, args...), &stderr)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("exited %d before /healthz answered; log:\n%s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz not OK within 10 s (last error %v); log:\n%s", err, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cancel()
+	select {
+	case code = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not stop within 10 s of cancel")
+	}
+	return code, stderr.String(), string(b)
+}
+
+// loggedSeed is the seed attribute of the agent's start log (0: none).
+func loggedSeed(t *testing.T, log string) uint64 {
+	t.Helper()
+	m := regexp.MustCompile(`msg="edge-agent starting".* seed=(\d+)`).FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no seed in the start log:\n%s", log)
+	}
+	v, err := strconv.ParseUint(m[1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestSeed: --seed 0 (the default) runs with a drawn, non-zero seed, logged
+// once and exported in edgesched_agent_info; a given seed is used as is.
+func TestSeed(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want uint64 // 0: any non-zero
+	}{
+		{"default draws one", nil, 0},
+		{"given", []string{"--seed", "42"}, 42},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, log, metrics := runUntilHealthy(t, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d; log:\n%s", code, log)
+			}
+			seed := loggedSeed(t, log)
+			if seed == 0 || (tc.want != 0 && seed != tc.want) {
+				t.Fatalf("logged seed %d, want %d (0: any non-zero)", seed, tc.want)
+			}
+			if n := strings.Count(log, " seed="); n != 1 {
+				t.Errorf("the seed is logged %d times, want once:\n%s", n, log)
+			}
+			if want := fmt.Sprintf(`edgesched_agent_info{seed="%d"} 1`, seed); !strings.Contains(metrics, want) {
+				t.Errorf("/metrics lacks %s:\n%.3000s", want, metrics)
+			}
+		})
+	}
+}
+
+// TestComponentSeeds: every component gets its own seed, a pure function
+// of the run's seed: the same --seed gives the same seeds (a run is
+// reproducible from the logged one), another gives other seeds.
+func TestComponentSeeds(t *testing.T) {
+	a, again, other := componentSeeds(42), componentSeeds(42), componentSeeds(43)
+	if len(a) != 6 {
+		t.Fatalf("%d component seeds, want 6 (annotator, trace, FL client, site FL, installer, elector)", len(a))
+	}
+	seen := map[uint64]string{}
+	for name, v := range a {
+		if prev, dup := seen[v]; dup {
+			t.Errorf("%s and %s share seed %d", name, prev, v)
+		}
+		seen[v] = name
+		if v == 42 {
+			t.Errorf("%s uses the run's seed itself", name)
+		}
+		if again[name] != v {
+			t.Errorf("%s: seed %d, then %d from the same run seed", name, v, again[name])
+		}
+		if other[name] == v {
+			t.Errorf("%s: seed %d from run seeds 42 and 43 alike", name, v)
+		}
+	}
+}
+
+// TestDeprecatedFlagNames: --data-dir and --trusted-keys (the names before
+// the coordinator's spelling was adopted) still work, with one warning
+// each naming the new flag.
+func TestDeprecatedFlagNames(t *testing.T) {
+	dir := t.TempDir()
+	code, log, _ := runUntilHealthy(t, "--data-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d; log:\n%s", code, log)
+	}
+	if n := strings.Count(log, `msg="deprecated flag: use its new name" flag=--data-dir use=--data`); n != 1 {
+		t.Fatalf("%d deprecation warnings for --data-dir, want 1:\n%s", n, log)
+	}
+	code, log, _ = runUntilHealthy(t, "--data", dir)
+	if code != 0 || strings.Contains(log, "deprecated") {
+		t.Fatalf("exit %d with --data; want 0 and no deprecation warning:\n%s", code, log)
+	}
+}
+
+// fakeTrust is a trustSource with a fixed status.
+type fakeTrust struct {
+	s   flclient.TrustStatus
+	err error
+}
+
+func (f fakeTrust) TrustStatus() (flclient.TrustStatus, error) { return f.s, f.err }
+
+// TestModelMetrics: the site leader exports whether its model feed is
+// frozen (by reason), the installed version and the model's age; a
+// standby exports nothing (its store is its last term's).
+func TestModelMetrics(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	created := now.Add(-90 * time.Minute) // age 5400 s
+	cases := []struct {
+		name    string
+		leading bool
+		trust   fakeTrust
+		want    string // exposition of the three metrics
+	}{
+		{"standby", false, fakeTrust{s: flclient.TrustStatus{HighestVersion: 3, ModelCreated: created}}, ""},
+		{"leader, no model yet", true, fakeTrust{}, `
+edgesched_agent_model_frozen{reason="behind_announcements"} 0
+edgesched_agent_model_frozen{reason="model_too_old"} 0
+edgesched_agent_model_version 0
+`},
+		{"leader, fresh", true, fakeTrust{s: flclient.TrustStatus{HighestVersion: 3, ModelCreated: created}}, `
+edgesched_agent_model_age_seconds 5400
+edgesched_agent_model_frozen{reason="behind_announcements"} 0
+edgesched_agent_model_frozen{reason="model_too_old"} 0
+edgesched_agent_model_version 3
+`},
+		{"leader, frozen behind announcements", true, fakeTrust{s: flclient.TrustStatus{HighestVersion: 3, Announced: 5, ModelCreated: created,
+			Frozen: &flclient.Freeze{Reason: flclient.FrozenBehind}}}, `
+edgesched_agent_model_age_seconds 5400
+edgesched_agent_model_frozen{reason="behind_announcements"} 1
+edgesched_agent_model_frozen{reason="model_too_old"} 0
+edgesched_agent_model_version 3
+`},
+		{"leader, model too old", true, fakeTrust{s: flclient.TrustStatus{HighestVersion: 3, ModelCreated: created,
+			Frozen: &flclient.Freeze{Reason: flclient.FrozenAged}}}, `
+edgesched_agent_model_age_seconds 5400
+edgesched_agent_model_frozen{reason="behind_announcements"} 0
+edgesched_agent_model_frozen{reason="model_too_old"} 1
+edgesched_agent_model_version 3
+`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &modelCollector{trust: tc.trust, leading: func() bool { return tc.leading }, now: func() time.Time { return now }}
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(c)
+			var got strings.Builder
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				for _, m := range mf.GetMetric() {
+					got.WriteString(mf.GetName())
+					if l := m.GetLabel(); len(l) > 0 {
+						fmt.Fprintf(&got, "{%s=%q}", l[0].GetName(), l[0].GetValue())
+					}
+					fmt.Fprintf(&got, " %g\n", m.GetGauge().GetValue())
+				}
+			}
+			if want := strings.TrimPrefix(tc.want, "\n"); got.String() != want {
+				t.Fatalf("metrics:\n%s\nwant:\n%s", got.String(), want)
+			}
+		})
+	}
+	// A store that cannot be read fails the scrape with the reason.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&modelCollector{trust: fakeTrust{err: errors.New("bolt: database not open")}, leading: func() bool { return true }, now: time.Now})
+	if _, err := reg.Gather(); err == nil || !strings.Contains(err.Error(), "database not open") {
+		t.Fatalf("gather with an unreadable store: %v", err)
+	}
+}
+
+// TestTraceCollector: the recorder's counters are exported as they are,
+// one series per result, on a pedantic registry (which checks the
+// descriptors and label consistency).
+func TestTraceCollector(t *testing.T) {
+	stats := trace.RecorderStats{Recorded: 40, Skipped: 7, Pruned: 3, Refused: 2, Malformed: 1, WriteErrors: 5, FlowsPublished: 9}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(&traceCollector{stats: func() trace.RecorderStats { return stats }})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			got.WriteString(mf.GetName())
+			if l := m.GetLabel(); len(l) > 0 {
+				fmt.Fprintf(&got, "{%s=%q}", l[0].GetName(), l[0].GetValue())
+			}
+			fmt.Fprintf(&got, " %g\n", m.GetCounter().GetValue())
+		}
+	}
+	want := `edgesched_agent_trace_events_total{result="malformed"} 1
+edgesched_agent_trace_events_total{result="pruned"} 3
+edgesched_agent_trace_events_total{result="recorded"} 40
+edgesched_agent_trace_events_total{result="refused"} 2
+edgesched_agent_trace_events_total{result="skipped"} 7
+edgesched_agent_trace_flows_published_total 9
+edgesched_agent_trace_write_errors_total 5
+`
+	if got.String() != want {
+		t.Fatalf("metrics:\n%s\nwant:\n%s", got.String(), want)
+	}
 }
 
 // TestRunAndStop runs the agent without a cluster (--no-annotate), on

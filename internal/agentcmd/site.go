@@ -63,8 +63,8 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 		return nil, errors.New("--site needs --nats, the coordinator's NATS URL (or the site's leaf node)")
 	case o.siteKey == "":
 		return nil, errors.New("--site needs --site-key, the site's update-signing key (edgectl auth site create)")
-	case o.trustedKeys == "":
-		return nil, errors.New("--site needs --trusted-keys, the directory of the coordinator's model-signing public keys")
+	case o.modelKeys == "":
+		return nil, errors.New("--site needs --model-keys, the directory of the coordinator's model-signing public keys")
 	case o.leaseDuration <= 0:
 		return nil, fmt.Errorf("--lease-duration %s: want > 0", o.leaseDuration)
 	case o.traceRetention <= 0 || o.traceMaxEvents <= 0:
@@ -74,9 +74,9 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("--site-key: %w", err)
 	}
-	keys, err := quant.LoadKeyring(o.trustedKeys)
+	keys, err := quant.LoadKeyring(o.modelKeys)
 	if err != nil {
-		return nil, fmt.Errorf("--trusted-keys: %w", err)
+		return nil, fmt.Errorf("--model-keys: %w", err)
 	}
 	natsOpts, err := o.nats.Options()
 	if err != nil {
@@ -96,7 +96,7 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 	}
 	p.closers = append(p.closers, store.Close)
 	rec, err := trace.NewRecorder(trace.RecorderConfig{Store: store, Client: kc, NodeName: o.nodeName,
-		FlowInterval: 10 * time.Second, Seed: o.seed, Logger: log})
+		FlowInterval: 10 * time.Second, Seed: agent.DeriveSeed(o.seed, seedTrace), Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("site trace recorder: %w", err)
 	}
@@ -120,7 +120,8 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 	fc := flclient.DefaultConfig()
 	fc.Site, fc.Signer, fc.ModelKeys, fc.DataDir = o.site, signer, keys, filepath.Join(o.dataDir, "fl")
 	fc.Trainer = &site.TwinTrainer{Trace: store, Dir: filepath.Join(o.dataDir, "twin"), Config: pc}
-	fc.Sequencer, fc.Seed, fc.Logger = ledger, o.seed, log
+	fc.Sequencer, fc.Seed, fc.Logger = ledger, agent.DeriveSeed(o.seed, seedFLClient), log
+	fc.MaxModelAge, fc.FreezeAfter = o.maxModelAge, o.freezeAfter
 	fl, err := flclient.New(fc)
 	if err != nil {
 		return nil, fmt.Errorf("federated-learning client: %w", err)
@@ -136,7 +137,7 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 		return nil, fmt.Errorf("connect to NATS %s: %w", o.natsURL, err)
 	}
 	p.closers = append(p.closers, func() error { nc.Close(); return nil })
-	flc, err := site.NewFL(site.FLConfig{Client: fl, Conn: nc, Ledger: ledger, Seed: o.seed, Logger: log})
+	flc, err := site.NewFL(site.FLConfig{Client: fl, Conn: nc, Ledger: ledger, Seed: agent.DeriveSeed(o.seed, seedSiteFL), Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +145,7 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 	ic := site.DefaultInstallerConfig()
 	ic.Namespace, ic.Name = o.modelConfigMapRef()
 	ic.Key = o.modelConfigMapKey
-	ic.Client, ic.Keys, ic.Source, ic.Identity, ic.Registerer, ic.Seed, ic.Logger = kc, keys, fl, o.nodeName, reg, o.seed, log
+	ic.Client, ic.Keys, ic.Source, ic.Identity, ic.Registerer, ic.Seed, ic.Logger = kc, keys, fl, o.nodeName, reg, agent.DeriveSeed(o.seed, seedInstaller), log
 	inst, err := site.NewInstaller(ic)
 	if err != nil {
 		return nil, fmt.Errorf("model installer: %w", err)
@@ -154,13 +155,128 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 	renew, retry := site.ScaledTimings(o.leaseDuration)
 	ec := site.Config{Site: o.site, Namespace: o.namespace, Identity: o.nodeName, Client: kc,
 		LeaseDuration: o.leaseDuration, RenewDeadline: renew, RetryPeriod: retry,
-		Leader: []site.Component{flc, inst}, Registerer: reg, Seed: o.seed, Logger: log}
+		Leader: []site.Component{flc, inst}, Registerer: reg, Seed: agent.DeriveSeed(o.seed, seedElector), Logger: log}
 	el, err := site.New(ec)
 	if err != nil {
 		return nil, fmt.Errorf("site leader election: %w", err)
 	}
+	if err := reg.Register(&modelCollector{trust: fl, leading: el.IsLeader, now: time.Now}); err != nil {
+		return nil, fmt.Errorf("register the model freshness metrics: %w", err)
+	}
+	if err := reg.Register(&traceCollector{stats: rec.Stats}); err != nil {
+		return nil, fmt.Errorf("register the site trace metrics: %w", err)
+	}
 	p.components = []agent.Component{rec, el}
 	return p, nil
+}
+
+// Names of the seeds derived from the run's (agent.DeriveSeed); the
+// annotator's is agent.SeedAnnotator.
+const (
+	seedTrace     = "trace-recorder"
+	seedFLClient  = "fl-client"
+	seedSiteFL    = "site-fl"
+	seedInstaller = "model-installer"
+	seedElector   = "site-elector"
+)
+
+// componentSeeds are the seeds the run's seed gives each component, by
+// name (for the start log and tests).
+func componentSeeds(seed uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, name := range []string{agent.SeedAnnotator, seedTrace, seedFLClient, seedSiteFL, seedInstaller, seedElector} {
+		out[name] = agent.DeriveSeed(seed, name)
+	}
+	return out
+}
+
+// trustSource is the FL client's model-trust state (flclient.Client).
+type trustSource interface {
+	TrustStatus() (flclient.TrustStatus, error)
+}
+
+var _ trustSource = (*flclient.Client)(nil)
+
+// Model freshness metrics, read from the FL client at scrape time. Only
+// the site leader runs the client, so only it exports them (a standby's
+// agent.db holds the state of its last term, not the site's).
+var (
+	descModelFrozen = prometheus.NewDesc("edgesched_agent_model_frozen",
+		"1 while the site's model feed is frozen for that reason (behind_announcements: --freeze-after; model_too_old: --max-model-age), else 0; exported by the site leader.",
+		[]string{"reason"}, nil)
+	descModelAge = prometheus.NewDesc("edgesched_agent_model_age_seconds",
+		"Age of the installed model: now minus its signed creation time; exported by the site leader once a model is installed.", nil, nil)
+	descModelVersion = prometheus.NewDesc("edgesched_agent_model_version",
+		"Version of the installed model (the rollback floor); exported by the site leader.", nil, nil)
+)
+
+// modelCollector exports the model freshness metrics while leading.
+type modelCollector struct {
+	trust   trustSource
+	leading func() bool
+	now     func() time.Time
+}
+
+func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descModelFrozen
+	ch <- descModelAge
+	ch <- descModelVersion
+}
+
+func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.leading() {
+		return
+	}
+	s, err := c.trust.TrustStatus()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descModelFrozen, fmt.Errorf("model trust status: %w", err))
+		return
+	}
+	for _, reason := range []string{flclient.FrozenBehind, flclient.FrozenAged} {
+		v := 0.0
+		if s.Frozen != nil && s.Frozen.Reason == reason {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descModelFrozen, prometheus.GaugeValue, v, reason)
+	}
+	ch <- prometheus.MustNewConstMetric(descModelVersion, prometheus.GaugeValue, float64(s.HighestVersion))
+	if !s.ModelCreated.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descModelAge, prometheus.GaugeValue, c.now().Sub(s.ModelCreated).Seconds())
+	}
+}
+
+// Site trace metrics, read from the recorder at scrape time (every agent
+// records the trace, leader or not). They count since the recorder's Run
+// started.
+var (
+	descTraceEvents = prometheus.NewDesc("edgesched_agent_trace_events_total",
+		"Site trace events by result: recorded, skipped (already recorded), pruned (retention), refused (a record the store's format refuses; logged with the reason), malformed (an annotation or pod that could not be read).",
+		[]string{"result"}, nil)
+	descTraceWriteErrors = prometheus.NewDesc("edgesched_agent_trace_write_errors_total",
+		"Failed site trace store transactions (retried with backoff).", nil, nil)
+	descTraceFlows = prometheus.NewDesc("edgesched_agent_trace_flows_published_total",
+		"Flows annotations written on this agent's Node.", nil, nil)
+)
+
+// traceCollector exports the site trace recorder's counters.
+type traceCollector struct{ stats func() trace.RecorderStats }
+
+func (c *traceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descTraceEvents
+	ch <- descTraceWriteErrors
+	ch <- descTraceFlows
+}
+
+func (c *traceCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	for _, r := range []struct {
+		result string
+		n      int
+	}{{"recorded", s.Recorded}, {"skipped", s.Skipped}, {"pruned", s.Pruned}, {"refused", s.Refused}, {"malformed", s.Malformed}} {
+		ch <- prometheus.MustNewConstMetric(descTraceEvents, prometheus.CounterValue, float64(r.n), r.result)
+	}
+	ch <- prometheus.MustNewConstMetric(descTraceWriteErrors, prometheus.CounterValue, float64(s.WriteErrors))
+	ch <- prometheus.MustNewConstMetric(descTraceFlows, prometheus.CounterValue, float64(s.FlowsPublished))
 }
 
 // defaultModelConfigMapKey is the plugin's default modelConfigMapKey.

@@ -24,6 +24,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/internal/memlimit"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
@@ -98,6 +99,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if ml, err := memlimit.Apply(nil, 0); err != nil {
+		log.Warn("memory limit not applied", "err", err)
+	} else if ml.Source != "" {
+		log.Info("Go memory limit", "bytes", ml.Limit, "from", ml.Source)
+	}
 	if *keyFile == "" || *sitesDir == "" {
 		return errors.New("--key and --sites are required")
 	}

@@ -499,6 +499,55 @@ func checkAgentPrivileges(t *testing.T, s objSet, wantCaps []corev1.Capability, 
 	}
 }
 
+// checkSchedulerModelState asserts the scheduler's rollback floor
+// (scheduler.modelState): with it, modelStatePath in the plugin args on a
+// hostPath volume, handed to the scheduler's user by a root init
+// container holding CAP_CHOWN alone, the Deployment recreated; without
+// it none of these.
+func checkSchedulerModelState(t *testing.T, s objSet, want bool) {
+	t.Helper()
+	const dir, file = "/var/lib/edgesched-scheduler", "/var/lib/edgesched-scheduler/plugin-state.db"
+	d := typed[appsv1.Deployment](t, s, schedDeploy)
+	spec := d.Spec.Template.Spec
+	cfg := typed[corev1.ConfigMap](t, s, schedConfig).Data["scheduler-config.yaml"]
+	v := volumeByName(spec, "model-state")
+	if !want {
+		if v != nil || len(spec.InitContainers) != 0 || strings.Contains(cfg, "modelStatePath") || d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
+			t.Errorf("scheduler without model state: volume %+v, init containers %d, Recreate %v, config:\n%s", v, len(spec.InitContainers), d.Spec.Strategy.Type, cfg)
+		}
+		return
+	}
+	if !strings.Contains(cfg, "modelStatePath: "+file) {
+		t.Errorf("scheduler configuration has no modelStatePath %s:\n%s", file, cfg)
+	}
+	if v == nil || v.HostPath == nil || v.HostPath.Path != dir || v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate {
+		t.Errorf("scheduler model-state volume %+v, want hostPath %s (DirectoryOrCreate)", v, dir)
+	}
+	mounted := false
+	for _, m := range container(t, spec, "scheduler").VolumeMounts {
+		mounted = mounted || (m.Name == "model-state" && m.MountPath == dir && !m.ReadOnly)
+	}
+	if !mounted {
+		t.Errorf("scheduler: model-state not mounted read-write at %s", dir)
+	}
+	if len(spec.InitContainers) != 1 {
+		t.Fatalf("scheduler init containers %d, want the one that hands the state directory over", len(spec.InitContainers))
+	}
+	ic := spec.InitContainers[0]
+	sc := ic.SecurityContext
+	if !slices.Equal(ic.Command, []string{"chown", "65532:65532", dir}) || sc == nil || sc.Capabilities == nil ||
+		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"CHOWN"}) || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("init container %q %v: want chown of %s to 65532 with CAP_CHOWN alone, no privilege escalation", ic.Name, ic.Command, dir)
+	}
+	if ps := spec.SecurityContext; ps == nil || ps.RunAsUser == nil || *ps.RunAsUser != 65532 {
+		t.Error("the scheduler must still run as uid 65532")
+	}
+	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("scheduler strategy %s, want Recreate (one pod at a time holds the state file)", d.Spec.Strategy.Type)
+	}
+}
+
 // agentArgs returns the agent container's arguments.
 func agentArgs(t *testing.T, s objSet) []string {
 	t.Helper()
@@ -532,6 +581,21 @@ func TestDeployChart(t *testing.T) {
 				if a := ds.Spec.Template.Annotations; a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != "9560" {
 					t.Errorf("agent pod annotations %v: want prometheus.io/scrape and port 9560", a)
 				}
+				checkSchedulerModelState(t, s, true)
+			},
+		},
+		{
+			// the rollback floor in memory only: no hostPath, no root init
+			// container, and without the agent every pod meets restricted
+			name:   "scheduler-without-state",
+			args:   []string{"--set", "namespace.create=true", "--set", "agent.enabled=false", "--set", "scheduler.modelState.hostPath="},
+			want:   []string{nsObj, schedDeploy, schedConfig},
+			absent: []string{agentDS},
+			check: func(t *testing.T, s objSet) {
+				checkSchedulerModelState(t, s, false)
+				if ns := s[nsObj].GetLabels(); ns["pod-security.kubernetes.io/enforce"] != "restricted" {
+					t.Errorf("namespace labels %v: without the agent and the state hostPath every pod meets restricted", ns)
+				}
 			},
 		},
 		{
@@ -549,7 +613,8 @@ func TestDeployChart(t *testing.T) {
 				args := agentArgs(t, s)
 				for _, a := range []string{"--site=lab-1", "--namespace=" + chartNamespace, "--nats=nats://edgesched-nats-leaf.edgesched-system.svc:4222",
 					"--creds=/etc/edgesched/nats/nats.creds", "--site-key=/etc/edgesched/site-key/site.key",
-					"--model-configmap=edgesched-model", "--model-configmap-key=model.esa", "--trusted-keys=/etc/edgesched/trusted-keys"} {
+					"--model-configmap=edgesched-model", "--model-configmap-key=model.esa", "--model-keys=/etc/edgesched/trusted-keys",
+					"--max-model-age=0s", "--freeze-after=1h"} {
 					if !slices.Contains(args, a) {
 						t.Errorf("agent args %q: missing %s", args, a)
 					}
@@ -994,10 +1059,11 @@ func checkSchedulerSync(t *testing.T, objs []*unstructured.Unstructured) {
 	if err != nil {
 		t.Fatalf("the chart's EdgePolicy args are refused by the plugin: %v", err)
 	}
-	if decoded.ModelConfigMap != chartNamespace+"/edgesched-model" || !slices.Equal(decoded.PublicKeys, []string{"/etc/edgesched/trusted-keys"}) {
-		t.Errorf("chart args: modelConfigMap %q publicKeys %q", decoded.ModelConfigMap, decoded.PublicKeys)
+	if decoded.ModelConfigMap != chartNamespace+"/edgesched-model" || !slices.Equal(decoded.PublicKeys, []string{"/etc/edgesched/trusted-keys"}) ||
+		decoded.ModelStatePath != "/var/lib/edgesched-scheduler/plugin-state.db" {
+		t.Errorf("chart args: modelConfigMap %q publicKeys %q modelStatePath %q", decoded.ModelConfigMap, decoded.PublicKeys, decoded.ModelStatePath)
 	}
-	for _, k := range []string{"modelPath", "modelConfigMap", "modelConfigMapKey", "publicKeys", "reloadInterval"} {
+	for _, k := range []string{"modelPath", "modelConfigMap", "modelConfigMapKey", "publicKeys", "reloadInterval", "modelStatePath"} {
 		delete(ca, k)
 		delete(sa, k)
 	}
@@ -1207,6 +1273,11 @@ func checkInstall(ctx context.Context, t *testing.T, h *helmCLI, a *applier, cp 
 		for _, pc := range cfg["profiles"].([]any)[0].(map[string]any)["pluginConfig"].([]any) {
 			if m := pc.(map[string]any); m["name"] == edgeplugin.Name {
 				m["args"].(map[string]any)["publicKeys"] = []any{keyDir}
+				// the chart's state file, moved into the test's directory
+				if _, ok := m["args"].(map[string]any)["modelStatePath"]; !ok {
+					t.Fatal("the chart's scheduler configuration has no modelStatePath")
+				}
+				m["args"].(map[string]any)["modelStatePath"] = filepath.Join(dir, "scheduler-state", "plugin-state.db")
 			}
 		}
 		b, err := yaml.Marshal(cfg)
@@ -1247,6 +1318,10 @@ func checkInstall(ctx context.Context, t *testing.T, h *helmCLI, a *applier, cp 
 			}
 			return m.sum("edgesched_plugin_model_version") == 1 && m.sum("edgesched_plugin_model_refusals_total") == 0, nil
 		})
+		// The rollback floor was written before the model was swapped in.
+		if fi, err := os.Stat(filepath.Join(dir, "scheduler-state", "plugin-state.db")); err != nil || fi.Size() == 0 {
+			t.Errorf("the chart's modelStatePath was not written: %v", err)
+		}
 		all, err := openb.LoadNodes("openb:"+openb.AllNodes, nil)
 		if err != nil {
 			t.Fatal(err)

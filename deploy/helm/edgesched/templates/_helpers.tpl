@@ -50,6 +50,23 @@ app.kubernetes.io/component: {{ .component }}
 *.pub in it is trusted, quant.LoadKeyring). */}}
 {{- define "edgesched.trustedKeysDir" -}}/etc/edgesched/trusted-keys{{- end -}}
 
+{{/* The scheduler's user (its pod runs as it; the model-state directory
+is handed to it). */}}
+{{- define "edgesched.schedulerUID" -}}65532{{- end -}}
+
+{{/* Where the scheduler's model-state hostPath is mounted in its pod, and
+the state file in it (EdgePolicy's modelStatePath). */}}
+{{- define "edgesched.schedulerStateDir" -}}/var/lib/edgesched-scheduler{{- end -}}
+{{- define "edgesched.schedulerStateFile" -}}{{ include "edgesched.schedulerStateDir" . }}/plugin-state.db{{- end -}}
+
+{{/* Whether a pod of the release needs the Pod Security "privileged"
+level: the agent (hostPath, host network, eBPF capabilities) or the
+scheduler's model-state hostPath (and the root init container that hands
+it over). "true" or "". */}}
+{{- define "edgesched.needsPrivileged" -}}
+{{- if and .Values.site.enabled (or .Values.agent.enabled (and .Values.scheduler.enabled .Values.scheduler.modelState.hostPath)) -}}true{{- end -}}
+{{- end -}}
+
 {{/* NATS URL of the site leader: site.natsURL, else the leaf node. */}}
 {{- define "edgesched.siteNatsURL" -}}
 {{- if .Values.site.natsURL -}}
