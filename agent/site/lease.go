@@ -8,6 +8,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // The election on the site Lease (docs/site-leader.md, "Leader
@@ -26,6 +28,16 @@ import (
 //     term.
 //   - On a graceful stop the holder writes an empty holder with a 1 s
 //     duration, so a standby takes over at its next try.
+//
+// One addition: a standby also watches the Lease. Each renewal it sees
+// as it happens (not up to a retry period later), so its count of the
+// holder's term starts at the holder's last renewal, and it tries again
+// the moment that term runs out — or at once when the Lease is released
+// or deleted — rather than at its next periodic try. A crashed leader is
+// replaced within LeaseDuration of its last renewal (plus the API's
+// round trips) instead of up to (1+JitterFactor) x RetryPeriod later. The
+// watch is best effort: when it cannot be opened or ends, the standby
+// keeps to the periodic tries and opens it again at the next one.
 //
 // It is written against kube.LeaseInterface rather than with client-go's
 // tools/leaderelection, whose resourcelock package imports client-go's
@@ -199,9 +211,17 @@ func (e *Elector) tryAcquireOrRenew(ctx context.Context) bool {
 	return true
 }
 
-// acquire tries to take the Lease every RetryPeriod x [1, 1+JitterFactor)
-// until it does (true) or ctx ends (false).
+// expiryMargin is how long after the observed term's end a standby
+// tries: past it on this clock, so the try is not refused as early.
+const expiryMargin = 10 * time.Millisecond
+
+// acquire tries to take the Lease every RetryPeriod x [1, 1+JitterFactor),
+// and when the watched Lease's holder's term ends or the Lease is
+// released, until it does (true) or ctx ends (false).
 func (e *Elector) acquire(ctx context.Context) bool {
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	var events <-chan watch.Event // nil while no watch is open
 	for ctx.Err() == nil {
 		actx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
 		ok := e.tryAcquireOrRenew(actx)
@@ -209,16 +229,103 @@ func (e *Elector) acquire(ctx context.Context) bool {
 		if ok {
 			return true
 		}
-		wait := e.cfg.RetryPeriod + time.Duration(e.lease.rng.Float64()*JitterFactor*float64(e.cfg.RetryPeriod))
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return false
-		case <-timer.C:
+		if events == nil {
+			events = e.watchLease(wctx)
+		}
+		next := time.Now().Add(e.cfg.RetryPeriod + time.Duration(e.lease.rng.Float64()*JitterFactor*float64(e.cfg.RetryPeriod)))
+		if end, ok := e.termEnd(); ok && end.Add(expiryMargin).Before(next) {
+			next = end.Add(expiryMargin)
+		}
+		timer := time.NewTimer(time.Until(next))
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return false
+			case <-timer.C:
+				break wait
+			case ev, open := <-events:
+				if !open {
+					events = nil // reopened at the next try
+					continue
+				}
+				if !e.watched(ev) {
+					continue
+				}
+				// the Lease was released, deleted or its term moved: try
+				// now when it is free, else at its new end
+				timer.Stop()
+				if end, ok := e.termEnd(); ok {
+					timer.Reset(time.Until(end.Add(expiryMargin)))
+					continue
+				}
+				break wait
+			}
 		}
 	}
 	return false
+}
+
+// termEnd is when the other holder's term ends by the last observed spec
+// (false: no other holder).
+func (e *Elector) termEnd() (time.Time, bool) {
+	s := &e.lease
+	h := str(s.observed.HolderIdentity)
+	if h == "" || h == e.cfg.Identity || s.seenAt.IsZero() {
+		return time.Time{}, false
+	}
+	return s.seenAt.Add(time.Duration(i32(s.observed.LeaseDurationSeconds)) * time.Second), true
+}
+
+// watchLease opens a watch on the site's Lease (nil when it cannot: the
+// periodic tries go on). The watch ends with ctx.
+func (e *Elector) watchLease(ctx context.Context) <-chan watch.Event {
+	w, err := e.cfg.Client.Leases(e.lease.namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", e.lease.name).String()})
+	if err != nil {
+		e.log.Debug("site lease: watch not opened; trying periodically", "err", err)
+		return nil
+	}
+	ch := make(chan watch.Event)
+	go func() { // owned by acquire: ends with ctx (its deferred cancel)
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					close(ch)
+					return
+				}
+				select {
+				case ch <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+// watched takes in a watch event of the Lease; it reports whether the
+// election should look again (the Lease changed or went away).
+func (e *Elector) watched(ev watch.Event) bool {
+	switch ev.Type {
+	case watch.Deleted:
+		e.lease.cached, e.lease.observed, e.lease.seenAt = nil, coordinationv1.LeaseSpec{}, time.Time{}
+		return true
+	case watch.Added, watch.Modified:
+		l, ok := ev.Object.(*coordinationv1.Lease)
+		if !ok || l.Name != e.lease.name {
+			return false
+		}
+		e.observe(l, time.Now())
+		return true
+	}
+	return false // bookmarks; errors end the watch
 }
 
 // renewWhile renews the Lease every RetryPeriod until a renewal fails for

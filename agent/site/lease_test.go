@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -160,6 +161,114 @@ func TestElectorFailover(t *testing.T) {
 	}
 	if str(l.Spec.HolderIdentity) != "node-b" || i32(l.Spec.LeaseTransitions) != 1 || l.Labels[labelSite] != "store-1" {
 		t.Fatalf("Lease %+v, labels %v; want node-b after 1 transition, labelled", l.Spec, l.Labels)
+	}
+}
+
+// TestStandbyWatchesLease: a standby whose periodic tries are an hour
+// apart still takes over within seconds. When the leader releases the
+// Lease, at once: the watch tells it (A's term here is a minute, so
+// without the watch B would wait for that). When the leader crashes,
+// the moment its term (2 s, from its last renewal as B saw it through
+// the watch) runs out, not at B's next periodic try.
+func TestStandbyWatchesLease(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		crash bool // else a graceful stop, which releases the Lease
+	}{
+		{"leader releases the Lease", false},
+		{"leader crashes", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			pa, pb := &probe{client: client}, &probe{client: client}
+			ca, cb := fastConfig(client, "node-a", pa), fastConfig(client, "node-b", pb)
+			ca.KeepLeaseOnStop = tc.crash
+			if !tc.crash {
+				ca.LeaseDuration = time.Minute
+			}
+			// lease 3 h > renew 2 h > 1.2 x retry 1 h: B tries once an hour
+			cb.LeaseDuration, cb.RenewDeadline, cb.RetryPeriod, cb.Seed = 3*time.Hour, 2*time.Hour, time.Hour, 2
+			a, err := New(ca)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := New(cb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			actx, stopA := context.WithCancel(context.Background())
+			bctx, stopB := context.WithCancel(context.Background())
+			aDone, bDone := make(chan error, 1), make(chan error, 1)
+			go func() { aDone <- a.Run(actx) }()
+			poll(t, 10*time.Second, "A leading", func() (bool, string) { return a.IsLeader(), a.Leader() })
+			go func() { bDone <- b.Run(bctx) }()
+			defer func() { stopB(); <-bDone }()
+			poll(t, 10*time.Second, "B observing A", func() (bool, string) { return b.Leader() == "node-a", b.Leader() })
+			// B's first try failed and its next periodic one is an hour
+			// away; let A renew a few times (each a watch event for B)
+			time.Sleep(time.Second)
+			if b.IsLeader() {
+				t.Fatal("B took the Lease A renews")
+			}
+			stopA()
+			<-aDone
+			stopped := time.Now()
+			poll(t, 15*time.Second, "B leading", func() (bool, string) { return b.IsLeader() && pb.runs.Load() == 1, b.Leader() })
+			took := time.Since(stopped)
+			t.Logf("B led %v after A stopped", took.Round(time.Millisecond))
+			// a crashed A's term: 2 s (1.5 s rounded up) from its last
+			// renewal, at most one retry (0.2 s) before the crash
+			if tc.crash && took < 1800*time.Millisecond {
+				t.Fatalf("B took over %v after A's crash, inside A's term", took)
+			}
+		})
+	}
+}
+
+// TestWatchedEvents: what a standby makes of the Lease's watch events.
+func TestWatchedEvents(t *testing.T) {
+	e, err := New(fastConfig(fake.NewClientset(), "node-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.lease = newLeaseState(e.cfg)
+	held := func(holder string, renew time.Time) *coordinationv1.Lease {
+		d := int32(15)
+		rt := metav1.NewMicroTime(renew)
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName("store-1"), Namespace: testNS},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &d, RenewTime: &rt}}
+	}
+	t0 := time.Now()
+	other := held("node-b", t0)
+	other.Name = "edgesched-site-other"
+	for _, tc := range []struct {
+		name    string
+		ev      watch.Event
+		look    bool // watched's answer
+		termEnd bool // another holder's term is known afterwards
+	}{
+		{"renewal by another agent", watch.Event{Type: watch.Modified, Object: held("node-b", t0)}, true, true},
+		{"another site's Lease", watch.Event{Type: watch.Modified, Object: other}, false, true},
+		{"bookmark", watch.Event{Type: watch.Bookmark, Object: held("node-b", t0)}, false, true},
+		{"error", watch.Event{Type: watch.Error, Object: &metav1.Status{Message: "too old"}}, false, true},
+		{"released", watch.Event{Type: watch.Modified, Object: held("", t0.Add(time.Second))}, true, false},
+		{"taken again", watch.Event{Type: watch.Added, Object: held("node-c", t0.Add(2*time.Second))}, true, true},
+		{"deleted", watch.Event{Type: watch.Deleted, Object: held("node-c", t0.Add(2*time.Second))}, true, false},
+	} {
+		if got := e.watched(tc.ev); got != tc.look {
+			t.Errorf("%s: watched %v, want %v", tc.name, got, tc.look)
+		}
+		end, ok := e.termEnd()
+		if ok != tc.termEnd {
+			t.Errorf("%s: term end known %v, want %v", tc.name, ok, tc.termEnd)
+		}
+		// a term is counted 15 s from when this agent saw the change
+		if ok && (end.Before(t0.Add(15*time.Second)) || end.After(time.Now().Add(15*time.Second))) {
+			t.Errorf("%s: term ends %v, want 15 s after it was seen (from %v)", tc.name, end, t0)
+		}
+	}
+	if e.Leader() != "node-c" {
+		t.Errorf("observed leader %q, want node-c", e.Leader())
 	}
 }
 
