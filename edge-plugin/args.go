@@ -55,6 +55,12 @@ type Args struct {
 	// counts as missing and the node's load comes from the usage model
 	// (Go duration; default 2m, between 10s and 1h).
 	TelemetryMaxAge string `json:"telemetryMaxAge,omitempty"`
+	// DependenciesConfigMap is "namespace/name" of the ConfigMap holding
+	// the site's service dependency graph (key dependencies.json, format
+	// conventions.DependencyGraph; the site leader writes it). Empty: no
+	// graph, the policy's dependency features stay 0. Needs get/list/watch
+	// on that ConfigMap. See docs/edge-plugin.md, "Service dependencies".
+	DependenciesConfigMap string `json:"dependenciesConfigMap,omitempty"`
 }
 
 // Defaults.
@@ -106,6 +112,11 @@ func (a *Args) Validate() error {
 			return fmt.Errorf("%w: modelConfigMapKey %q: %s", ErrArgs, a.ModelConfigMapKey, strings.Join(errs, "; "))
 		}
 	}
+	if a.DependenciesConfigMap != "" {
+		if _, _, err := a.dependenciesConfigMap(); err != nil {
+			return err
+		}
+	}
 	if len(a.PublicKeys) == 0 {
 		return fmt.Errorf("%w: publicKeys needs at least one key file (models are only accepted signed)", ErrArgs)
 	}
@@ -139,15 +150,26 @@ func (a *Args) Validate() error {
 
 // modelConfigMap splits ModelConfigMap into a valid namespace and name.
 func (a *Args) modelConfigMap() (namespace, name string, err error) {
-	namespace, name, ok := strings.Cut(a.ModelConfigMap, "/")
+	return configMapRef("modelConfigMap", a.ModelConfigMap)
+}
+
+// dependenciesConfigMap splits DependenciesConfigMap into a valid
+// namespace and name.
+func (a *Args) dependenciesConfigMap() (namespace, name string, err error) {
+	return configMapRef("dependenciesConfigMap", a.DependenciesConfigMap)
+}
+
+// configMapRef splits the "namespace/name" value of field.
+func configMapRef(field, ref string) (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(ref, "/")
 	if !ok || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("%w: modelConfigMap %q must be namespace/name", ErrArgs, a.ModelConfigMap)
+		return "", "", fmt.Errorf("%w: %s %q must be namespace/name", ErrArgs, field, ref)
 	}
 	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
-		return "", "", fmt.Errorf("%w: modelConfigMap %q: namespace: %s", ErrArgs, a.ModelConfigMap, strings.Join(errs, "; "))
+		return "", "", fmt.Errorf("%w: %s %q: namespace: %s", ErrArgs, field, ref, strings.Join(errs, "; "))
 	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return "", "", fmt.Errorf("%w: modelConfigMap %q: name: %s", ErrArgs, a.ModelConfigMap, strings.Join(errs, "; "))
+		return "", "", fmt.Errorf("%w: %s %q: name: %s", ErrArgs, field, ref, strings.Join(errs, "; "))
 	}
 	return namespace, name, nil
 }

@@ -16,6 +16,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/edgesched/edgesched/agent/telemetry"
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -30,6 +31,7 @@ const mib = 1 << 20
 // holds.
 type convPod struct {
 	pod     sim.Pod
+	service string // conventions.ServiceOf; its index depends on the view's env
 	devices []int
 }
 
@@ -164,8 +166,9 @@ func convertNode(ni fwk.NodeInfo, res *reservations) *nodeEntry {
 			e.skipped++
 			continue
 		}
+		svc := conventions.ServiceOf(p)
 		if sp.GPUs == 0 {
-			e.pods = append(e.pods, convPod{pod: sp})
+			e.pods = append(e.pods, convPod{pod: sp, service: svc})
 			continue
 		}
 		dev, ok := podDevices(p, sp.GPUs, e.spec.GPUs)
@@ -176,7 +179,7 @@ func convertNode(ni fwk.NodeInfo, res *reservations) *nodeEntry {
 			later = append(later, pending{p: p, sp: sp})
 			continue
 		}
-		e.pods = append(e.pods, convPod{pod: sp, devices: dev})
+		e.pods = append(e.pods, convPod{pod: sp, service: svc, devices: dev})
 	}
 	slices.SortFunc(later, func(a, b pending) int {
 		return cmp.Or(cmp.Compare(a.p.Namespace, b.p.Namespace), cmp.Compare(a.p.Name, b.p.Name))
@@ -187,7 +190,7 @@ func convertNode(ni fwk.NodeInfo, res *reservations) *nodeEntry {
 			e.skipped++
 			continue
 		}
-		e.pods = append(e.pods, convPod{pod: l.sp, devices: dev})
+		e.pods = append(e.pods, convPod{pod: l.sp, service: conventions.ServiceOf(l.p), devices: dev})
 	}
 	return e
 }
@@ -281,6 +284,11 @@ type converter struct {
 	telMaxAge time.Duration
 	clock     func() time.Time
 	log       klog.Logger
+
+	// deps is the service dependency graph in use (dependencies.go);
+	// its version is part of the env's key (envVersion).
+	deps       *dependencies
+	envVersion uint64
 }
 
 func newConverter(target *sim.TargetWorkload) *converter {
@@ -361,7 +369,9 @@ func (c *converter) withView(all []fwk.NodeInfo, fn func(*view) error) error {
 		v.podIDs[i] = v.podIDs[i][:0]
 		skipped += e.skipped
 		for _, cp := range e.pods {
-			id, err := v.st.AddPod(cp.pod)
+			pod := cp.pod
+			pod.Service = serviceIndex(v.env, cp.service)
+			id, err := v.st.AddPod(pod)
 			if err == nil {
 				err = v.st.Bind(id, i, cp.devices)
 			}
@@ -501,14 +511,16 @@ func (c *converter) fresh(all []fwk.NodeInfo) (*view, error) {
 	if len(entries) == 0 {
 		return nil, fmt.Errorf("no schedulable nodes to model")
 	}
-	env, index, err := c.compileEnv(entries)
+	env, index, err := c.compileEnv(entries, c.deps.current())
 	if err != nil {
 		return nil, err
 	}
 	v := newView(env, index, len(entries))
 	for i, e := range entries {
 		for _, cp := range e.pods {
-			if id, err := v.st.AddPod(cp.pod); err == nil {
+			pod := cp.pod
+			pod.Service = serviceIndex(env, cp.service)
+			if id, err := v.st.AddPod(pod); err == nil {
 				_ = v.st.Bind(id, i, cp.devices)
 			}
 		}
@@ -523,14 +535,19 @@ func (c *converter) envFor(entries []*nodeEntry) (*sim.Env, map[string]int, bool
 	for _, e := range entries {
 		sig = (sig ^ e.sig) * 0x100000001b3 // FNV-1a's step over the nodes' spec hashes
 	}
-	if c.env != nil && c.envSig == sig && len(c.index) == len(entries) {
+	g := c.deps.current()
+	var gv uint64
+	if g != nil {
+		gv = g.version
+	}
+	if c.env != nil && c.envSig == sig && c.envVersion == gv && len(c.index) == len(entries) {
 		return c.env, c.index, false, nil
 	}
-	env, index, err := c.compileEnv(entries)
+	env, index, err := c.compileEnv(entries, g)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	c.env, c.envSig, c.index = env, sig, index
+	c.env, c.envSig, c.envVersion, c.index = env, sig, gv, index
 	return env, index, true, nil
 }
 
@@ -555,8 +572,8 @@ func specSig(s *sim.NodeSpec) uint64 {
 }
 
 // compileEnv compiles the environment of the nodes' static specs with the
-// target workload.
-func (c *converter) compileEnv(entries []*nodeEntry) (*sim.Env, map[string]int, error) {
+// target workload and the service dependency graph g (nil: none).
+func (c *converter) compileEnv(entries []*nodeEntry, g *depGraph) (*sim.Env, map[string]int, error) {
 	cl := &sim.Cluster{Name: "kubernetes", GPUModels: sim.KnownGPUModels()}
 	known := map[string]bool{}
 	for _, m := range cl.GPUModels {
@@ -582,7 +599,11 @@ func (c *converter) compileEnv(entries []*nodeEntry) (*sim.Env, map[string]int, 
 	for _, z := range slices.Sorted(mapsKeys(zones)) {
 		cl.Zones = append(cl.Zones, sim.Zone{Name: z})
 	}
-	env, err := sim.NewEnv(cl, &sim.Workload{Name: "target"}, sim.EnvOptions{})
+	w := &sim.Workload{Name: "target"}
+	if g != nil {
+		w.Services, w.Dependencies = g.services, g.edges
+	}
+	env, err := sim.NewEnv(cl, w, sim.EnvOptions{})
 	if err != nil {
 		return nil, nil, err
 	}

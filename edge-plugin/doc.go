@@ -66,8 +66,15 @@
 // measured CPU load; a missing, malformed or stale one falls back to the
 // usage model and is counted (telemetry_fallbacks_total).
 //
-// Not done yet: service dependencies (the dependency
-// features are 0), incremental snapshot conversion, and SignPlugin (pods
-// are not batched, which is correct because scores depend on the cluster
+// Service dependencies (dependencies.go): with dependenciesConfigMap, the
+// site's service call graph (conventions.DependencyGraph, written by the
+// site leader from the agents' flow measurements) is watched in that
+// ConfigMap and compiled into the converted environment, each pod's
+// service (conventions.ServiceOf) into its simulator pod, so the
+// dependency features see where each service's replicas run; without it
+// they are 0.
+//
+// Not done yet: incremental snapshot conversion, and SignPlugin (pods are
+// not batched, which is correct because scores depend on the cluster
 // state).
 package edgeplugin

@@ -98,7 +98,7 @@ var featureGroups = resolveGroups([]FeatureGroup{
 		Features: []string{"load", "pod_cpu_rel", "failure_rate"}},
 	{Name: "carbon", Description: "grid carbon intensity at the node",
 		Features: []string{"carbon"}},
-	{Name: "dependencies", Description: "co-location with and RTT to the pod's service dependencies (0 until the plugin models services)",
+	{Name: "dependencies", Description: "co-location with and RTT to the pod's service dependencies (0 without a dependency graph: dependenciesConfigMap)",
 		Features: []string{"dep_zone_colocation", "dep_rtt"}},
 })
 

@@ -24,6 +24,8 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
 )
 
 // This file is the HTTP extender mode: for schedulers that cannot load
@@ -453,7 +455,7 @@ func (e *Extender) scores(ctx context.Context, pod *v1.Pod, feasible []*v1.Node)
 		metricFallbacks.WithLabelValues("error").Inc()
 		return out
 	}
-	ps := &preScoreState{pod: sp}
+	ps := &preScoreState{pod: sp, service: conventions.ServiceOf(pod)}
 	all, byName := e.allNodes(feasible)
 	allInfos := e.infos(all, pod.UID)
 	infos := make([]fwk.NodeInfo, 0, len(feasible))

@@ -78,6 +78,7 @@ var registerOnce sync.Once
 // (idempotent). Metrics of component-base are no-ops until registered.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(metricModelVersion, metricInference, metricFallbacks, metricScoreCache, metricPanics, metricRefusals, metricSwaps, metricSkippedPods, metricTelemetryFallbacks)
+		legacyregistry.MustRegister(metricModelVersion, metricInference, metricFallbacks, metricScoreCache, metricPanics, metricRefusals, metricSwaps, metricSkippedPods, metricTelemetryFallbacks,
+			metricDependencyEdges, metricDependencyUpdates)
 	})
 }

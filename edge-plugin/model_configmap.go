@@ -85,27 +85,9 @@ func startConfigMapSource(ctx context.Context, client kubernetes.Interface, reco
 	s = &configMapSource{store: store, recorder: recorder, namespace: namespace, name: name, key: key, hold: true,
 		logger: klog.FromContext(ctx).WithValues("plugin", Name, "configMap", namespace+"/"+name, "key", key)}
 	s.holding.Store(true)
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, name).String()
-		}))
-	cms := factory.Core().V1().ConfigMaps()
-	inf := cms.Informer()
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.apply(obj) },
-		UpdateFunc: func(_, obj any) { s.apply(obj) },
-		DeleteFunc: s.deleted,
-	}); err != nil {
-		// only fails on a stopped informer, which this one is not yet
-		s.logger.Error(err, "Cannot watch the model ConfigMap")
-	}
-	factory.Start(ctx.Done())
+	w := watchConfigMap(ctx, client, namespace, name, s.apply, s.deleted, s.logger)
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		<-ctx.Done()
-		factory.Shutdown() // waits for the informer's goroutines
-	})
+	wg.Go(w.wait)
 	wg.Go(func() {
 		t := time.NewTimer(startupEventDelay)
 		defer t.Stop()
@@ -118,14 +100,14 @@ func startConfigMapSource(ctx context.Context, client kubernetes.Interface, reco
 
 	sctx, cancel := context.WithTimeout(ctx, configMapSyncTimeout)
 	defer cancel()
-	if !cache.WaitForCacheSync(sctx.Done(), inf.HasSynced) {
+	if !cache.WaitForCacheSync(sctx.Done(), w.synced) {
 		s.logger.Error(sctx.Err(), "The model ConfigMap is not listed yet (RBAC: get/list/watch on it?); watching in the background, scoring neutrally until a model loads")
 		return s, wg.Wait
 	}
 	// The handler delivers the add asynchronously; applying the listed
 	// object here installs it before New returns (the handler's later call
 	// with the same bytes is a no-op).
-	cm, err := cms.Lister().ConfigMaps(namespace).Get(name)
+	cm, err := w.get()
 	if err != nil {
 		s.logger.Info("No model ConfigMap yet: scoring neutrally until one is created")
 		return s, wg.Wait
@@ -238,6 +220,45 @@ func (s *configMapSource) releaseEvents() {
 		emit()
 	}
 	s.hold, s.held = false, nil
+}
+
+// configMapWatch is a namespace-scoped informer on one ConfigMap: its
+// list and watch carry the field selector metadata.name=NAME, so the
+// scheduler needs get/list/watch on that ConfigMap only.
+type configMapWatch struct {
+	synced func() bool                   // the first list is in
+	get    func() (*v1.ConfigMap, error) // from the informer's cache
+	wait   func()                        // blocks until the informer stopped after ctx ended
+}
+
+// watchConfigMap starts the informer of namespace/name until ctx ends,
+// calling apply on adds and updates and deleted on deletions (on the
+// informer's goroutine).
+func watchConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name string, apply, deleted func(any), logger klog.Logger) configMapWatch {
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, name).String()
+		}))
+	cms := factory.Core().V1().ConfigMaps()
+	inf := cms.Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    apply,
+		UpdateFunc: func(_, obj any) { apply(obj) },
+		DeleteFunc: deleted,
+	}); err != nil {
+		// only fails on a stopped informer, which this one is not yet
+		logger.Error(err, "Cannot watch the ConfigMap")
+	}
+	factory.Start(ctx.Done())
+	return configMapWatch{
+		synced: inf.HasSynced,
+		get:    func() (*v1.ConfigMap, error) { return cms.Lister().ConfigMaps(namespace).Get(name) },
+		wait: func() {
+			<-ctx.Done()
+			factory.Shutdown() // waits for the informer's goroutines
+		},
+	}
 }
 
 // trimErr keeps an event's note well under the API's 1 kB limit.

@@ -17,6 +17,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -35,6 +36,9 @@ type EdgePolicy struct {
 	// cmSource is the ConfigMap model source (nil with a model file); the
 	// first scheduling cycle releases the events it held during New.
 	cmSource *configMapSource
+	// depSource watches the dependency graph ConfigMap (nil without
+	// dependenciesConfigMap).
+	depSource *dependencySource
 	// last is the latest PreScore's cycle and result: Score, called once
 	// per node, finds its state here without a CycleState lookup. Holding
 	// the cycle's CycleState keeps its address from being reused.
@@ -82,6 +86,13 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	p := newEdgePolicy(h, *args, models, target)
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	p.conv.log = logger
+	if args.DependenciesConfigMap != "" {
+		ns, name, _ := args.dependenciesConfigMap() // validated by DecodeArgs
+		if h == nil || h.ClientSet() == nil {
+			return nil, fmt.Errorf("%w: dependenciesConfigMap needs the scheduler's API client", ErrArgs)
+		}
+		p.depSource, _ = startDependencySource(ctx, h.ClientSet(), p.conv.deps, ns, name)
+	}
 	if args.ModelConfigMap != "" {
 		ns, name, _ := args.modelConfigMap() // validated by DecodeArgs
 		if h == nil || h.ClientSet() == nil {
@@ -105,6 +116,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 func newEdgePolicy(h fwk.Handle, args Args, models *ModelStore, target *sim.TargetWorkload) *EdgePolicy {
 	RegisterMetrics()
 	p := &EdgePolicy{handle: h, args: args, models: models, conv: newConverter(target), now: time.Now}
+	p.conv.deps = &dependencies{}
 	p.conv.telMaxAge, _ = args.telemetryMaxAge() // validated by DecodeArgs; <= 0 means the default
 	p.conv.clock = func() time.Time { return p.now() }
 	return p
@@ -206,6 +218,9 @@ func (p *EdgePolicy) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, n
 type preScoreState struct {
 	epoch uint64 // the converter's view this cycle scored on (0: none)
 	pod   sim.Pod
+	// service is the pod's service (conventions.ServiceOf); pod.Service is
+	// its index in the view's env, set when the cycle scores.
+	service string
 	// model scored the cycle (nil: the cycle fell back, every node 0).
 	model *Model
 	// index is the view's node index (name -> node; immutable once built);
@@ -263,7 +278,7 @@ func (p *EdgePolicy) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 		metricFallbacks.WithLabelValues("error").Inc()
 		return nil
 	}
-	ps.pod = sp
+	ps.pod, ps.service = sp, conventions.ServiceOf(pod)
 	var all []fwk.NodeInfo
 	if p.handle != nil && p.handle.SnapshotSharedLister() != nil {
 		all, err = p.handle.SnapshotSharedLister().NodeInfos().List()
@@ -304,6 +319,7 @@ func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreStat
 	reason = ""
 	err = p.conv.withView(all, func(v *view) error {
 		ps.epoch = v.epoch
+		ps.pod.Service = serviceIndex(v.env, ps.service)
 		cand := make([]int32, 0, len(nodes))
 		x := viewIndexer{c: p.conv, v: v}
 		for _, ni := range nodes {

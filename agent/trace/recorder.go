@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +27,7 @@ import (
 
 // LabelService names the service a pod is a replica of, for the trace's
 // dependency graph (takes precedence over app.kubernetes.io/name and app).
-const LabelService = "edgesched.io/service"
+const LabelService = conventions.LabelService
 
 // RecorderConfig configures a Recorder. Start from DefaultRecorderConfig.
 type RecorderConfig struct {
@@ -771,27 +770,9 @@ func podRequests(p *v1.Pod) (cpu, mem int64) {
 	return max(cpu, 0), max(mem, 0)
 }
 
-// PodService is the service a pod is a replica of: its LabelService,
-// app.kubernetes.io/name or app label, else its controller's name (a
-// ReplicaSet's without the pod-template-hash suffix, so a Deployment's
-// pods share one service across rollouts), else "".
-func PodService(p *v1.Pod) string {
-	for _, l := range []string{LabelService, "app.kubernetes.io/name", "app"} {
-		if v := p.Labels[l]; v != "" {
-			return v
-		}
-	}
-	ref := metav1.GetControllerOf(p)
-	if ref == nil {
-		return ""
-	}
-	if ref.Kind == "ReplicaSet" {
-		if h := p.Labels["pod-template-hash"]; h != "" {
-			return strings.TrimSuffix(ref.Name, "-"+h)
-		}
-	}
-	return ref.Name
-}
+// PodService is the service a pod is a replica of
+// (conventions.ServiceOf: the scheduler plugin reads pods the same way).
+func PodService(p *v1.Pod) string { return conventions.ServiceOf(p) }
 
 // NodeRecord converts a node: allocatable CPU (milli) and memory (MiB),
 // GPUs and model as the plugin reads them (the model cut to MaxGPUModel

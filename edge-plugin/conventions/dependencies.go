@@ -1,0 +1,177 @@
+package conventions
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The service dependency graph: which service calls which, and how
+// often. The site leader writes it from the call rates the agents measure
+// between pods (eBPF flows, the site trace); an operator may write it by
+// hand instead. The scheduler plugin reads it, with each pod's service
+// (ServiceOf), into the simulator's dependency model, so the policy's
+// co-location and latency features see the site's real call graph
+// (docs/edge-plugin.md, "Service dependencies").
+const (
+	// LabelService names the service a pod is a replica of; it takes
+	// precedence over app.kubernetes.io/name and app (ServiceOf).
+	LabelService = "edgesched.io/service"
+	// DefaultDependenciesConfigMapName is the ConfigMap the site leader
+	// writes the graph into, in the site's namespace.
+	DefaultDependenciesConfigMapName = "edgesched-dependencies"
+	// DependenciesConfigMapKey is the key of the graph in its ConfigMap's
+	// data.
+	DependenciesConfigMapKey = "dependencies.json"
+
+	// DependencyGraphVersion is the format version Encode writes.
+	DependencyGraphVersion = 1
+	// MaxDependencyGraphBytes bounds an encoded graph (a ConfigMap holds
+	// at most 1 MiB).
+	MaxDependencyGraphBytes = 1 << 20
+	// MaxDependencyEdges bounds the edges of a graph.
+	MaxDependencyEdges = 4096
+	// MaxServiceName bounds a service's name (a label value is at most
+	// 63 bytes; a controller's name at most 253).
+	MaxServiceName = 253
+	// MaxCallsPerSecond bounds an edge's call rate.
+	MaxCallsPerSecond = 1e6
+)
+
+// ErrDependencies marks a dependency graph that does not decode or
+// validate; the error names the field.
+var ErrDependencies = errors.New("conventions: bad dependency graph")
+
+// DependencyGraph is the service call graph (format version 1, JSON).
+type DependencyGraph struct {
+	Version int `json:"version"`
+	// Updated is when the graph was computed (informational).
+	Updated time.Time `json:"updated,omitzero"`
+	// Window is the span of measurements the rates average over
+	// (informational, e.g. "10m0s").
+	Window string           `json:"window,omitempty"`
+	Edges  []DependencyEdge `json:"edges"`
+}
+
+// DependencyEdge is one service calling another at a mean rate.
+type DependencyEdge struct {
+	From           string  `json:"from"`
+	To             string  `json:"to"`
+	CallsPerSecond float64 `json:"callsPerSecond"`
+}
+
+// Validate checks the version, the bounds, the names, the rates (finite,
+// positive, at most MaxCallsPerSecond) and that no (from, to) pair
+// repeats.
+func (g *DependencyGraph) Validate() error {
+	if g.Version != DependencyGraphVersion {
+		return fmt.Errorf("%w: version %d, want %d", ErrDependencies, g.Version, DependencyGraphVersion)
+	}
+	if len(g.Edges) > MaxDependencyEdges {
+		return fmt.Errorf("%w: %d edges, at most %d", ErrDependencies, len(g.Edges), MaxDependencyEdges)
+	}
+	seen := make(map[[2]string]bool, len(g.Edges))
+	for i, e := range g.Edges {
+		for _, n := range []struct{ field, v string }{{"from", e.From}, {"to", e.To}} {
+			if err := validServiceName(n.v); err != nil {
+				return fmt.Errorf("%w: edges[%d].%s: %v", ErrDependencies, i, n.field, err)
+			}
+		}
+		if r := e.CallsPerSecond; math.IsNaN(r) || r <= 0 || r > MaxCallsPerSecond {
+			return fmt.Errorf("%w: edges[%d] (%s -> %s): callsPerSecond %v, want (0, %g]", ErrDependencies, i, e.From, e.To, r, float64(MaxCallsPerSecond))
+		}
+		k := [2]string{e.From, e.To}
+		if seen[k] {
+			return fmt.Errorf("%w: edges[%d]: %s -> %s given twice", ErrDependencies, i, e.From, e.To)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+func validServiceName(s string) error {
+	switch {
+	case s == "":
+		return errors.New("empty service name")
+	case len(s) > MaxServiceName:
+		return fmt.Errorf("service name of %d bytes, at most %d", len(s), MaxServiceName)
+	case strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar }) >= 0:
+		return fmt.Errorf("service name %q has spaces, control or invalid characters", s)
+	}
+	return nil
+}
+
+// Encode validates g and writes it as JSON with its edges sorted by
+// (from, to), so the same graph always encodes to the same bytes.
+func (g *DependencyGraph) Encode() ([]byte, error) {
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	c := *g
+	c.Edges = slices.Clone(g.Edges)
+	slices.SortFunc(c.Edges, func(a, b DependencyEdge) int { return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To)) })
+	if c.Edges == nil {
+		c.Edges = []DependencyEdge{}
+	}
+	b, err := json.Marshal(&c)
+	if err != nil {
+		return nil, fmt.Errorf("encode dependency graph: %w", err)
+	}
+	if len(b) > MaxDependencyGraphBytes {
+		return nil, fmt.Errorf("%w: %d bytes encoded, at most %d", ErrDependencies, len(b), MaxDependencyGraphBytes)
+	}
+	return b, nil
+}
+
+// DecodeDependencyGraph reads and validates an encoded graph: at most
+// MaxDependencyGraphBytes, no unknown fields, one JSON value.
+func DecodeDependencyGraph(b []byte) (*DependencyGraph, error) {
+	if len(b) > MaxDependencyGraphBytes {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrDependencies, len(b), MaxDependencyGraphBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var g DependencyGraph
+	if err := dec.Decode(&g); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDependencies, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: data after the graph", ErrDependencies)
+	}
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
+
+// ServiceOf is the service a pod is a replica of: its LabelService,
+// app.kubernetes.io/name or app label, else its controller's name (a
+// ReplicaSet's without the pod-template-hash suffix, so a Deployment's
+// pods share one service across rollouts), else "".
+func ServiceOf(p *v1.Pod) string {
+	for _, l := range []string{LabelService, "app.kubernetes.io/name", "app"} {
+		if v := p.Labels[l]; v != "" {
+			return v
+		}
+	}
+	ref := metav1.GetControllerOf(p)
+	if ref == nil {
+		return ""
+	}
+	if ref.Kind == "ReplicaSet" {
+		if h := p.Labels["pod-template-hash"]; h != "" {
+			return strings.TrimSuffix(ref.Name, "-"+h)
+		}
+	}
+	return ref.Name
+}

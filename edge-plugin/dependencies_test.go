@@ -1,0 +1,181 @@
+package edgeplugin
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/sim"
+)
+
+// featureIndex is the position of a named feature in the schema.
+func featureIndex(t *testing.T, name string) int {
+	t.Helper()
+	i := slices.IndexFunc(policy.FeatureList(), func(f policy.Feature) bool { return f.Name == name })
+	if i < 0 {
+		t.Fatalf("no feature %s in the schema", name)
+	}
+	return i
+}
+
+func graphOf(t *testing.T, edges ...conventions.DependencyEdge) (*conventions.DependencyGraph, []byte) {
+	t.Helper()
+	g := &conventions.DependencyGraph{Version: conventions.DependencyGraphVersion, Edges: edges}
+	b, err := g.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, b
+}
+
+// TestDependencyFeatures: four nodes in zones a and b, a replica of
+// service db running on a-0. A web pod (web calls db) sees co-location 1
+// on zone a's nodes and 0 on zone b's once the graph is in use, 0
+// everywhere without it; a pod of a service the graph does not name, and
+// a pod without a service, see 0.
+func TestDependencyFeatures(t *testing.T) {
+	colo := featureIndex(t, "dep_zone_colocation")
+	var specs []sim.NodeSpec
+	for _, z := range []string{"a", "b"} {
+		for i := range 2 {
+			specs = append(specs, sim.NodeSpec{Name: z + "-" + string(rune('0'+i)), CPU: 16000, Memory: 65536, Zone: z, Arch: sim.ArchAMD64})
+		}
+	}
+	db := k8sPod(sim.PodSpec{Name: "db-0", CPU: 1000, Memory: 1024, QoS: sim.QoSBurstable})
+	db.Labels = map[string]string{conventions.LabelService: "db"}
+	var nodes []fwk.NodeInfo
+	for i, s := range specs {
+		if i == 0 {
+			nodes = append(nodes, nodeInfo(k8sNode(s), db))
+		} else {
+			nodes = append(nodes, nodeInfo(k8sNode(s)))
+		}
+	}
+	target, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, target)
+	pod := func(name, service string) *v1.Pod {
+		pd := k8sPod(sim.PodSpec{Name: name, CPU: 500, Memory: 512, QoS: sim.QoSBurstable})
+		if service != "" {
+			pd.Labels = map[string]string{"app": service}
+		}
+		return pd
+	}
+	colocation := func(pd *v1.Pod) map[string]float32 {
+		_, cs := runCycle(t, p, pd, nodes)
+		names, _, x := scoredCandidates(t, p, cs)
+		out := map[string]float32{}
+		for j, n := range names {
+			out[n] = x[j*policy.NumFeatures+colo]
+		}
+		return out
+	}
+	zero := map[string]float32{"a-0": 0, "a-1": 0, "b-0": 0, "b-1": 0}
+	same := func(got, want map[string]float32) bool {
+		for k, v := range want {
+			if got[k] != v {
+				return false
+			}
+		}
+		return len(got) == len(want)
+	}
+	if got := colocation(pod("web-0", "web")); !same(got, zero) {
+		t.Fatalf("without a graph: co-location %v, want 0 everywhere", got)
+	}
+	g, raw := graphOf(t, conventions.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
+	if !p.conv.deps.set(g, raw) || p.conv.deps.set(g, raw) {
+		t.Fatal("set: the first install must change the graph, the same bytes again must not")
+	}
+	// db's only replica is in zone a: share 1/1 there, 0/1 in zone b
+	want := map[string]float32{"a-0": 1, "a-1": 1, "b-0": 0, "b-1": 0}
+	if got := colocation(pod("web-1", "web")); !same(got, want) {
+		t.Fatalf("with web -> db: co-location %v, want %v", got, want)
+	}
+	// the edge counts from the callee's side too (db -> web is the same
+	// neighbourhood): a db pod has no running web replica, so 0
+	if got := colocation(pod("db-1", "db")); !same(got, zero) {
+		t.Fatalf("db pod, no web replica running: %v, want 0", got)
+	}
+	if got := colocation(pod("cache-0", "cache")); !same(got, zero) {
+		t.Fatalf("a service outside the graph: %v, want 0", got)
+	}
+	if got := colocation(pod("plain", "")); !same(got, zero) {
+		t.Fatalf("a pod without a service: %v, want 0", got)
+	}
+	// clearing the graph: back to 0
+	if !p.conv.deps.set(nil, nil) {
+		t.Fatal("clearing did not change the graph")
+	}
+	if got := colocation(pod("web-2", "web")); !same(got, zero) {
+		t.Fatalf("after clearing: %v, want 0", got)
+	}
+}
+
+// TestDependencySource: the ConfigMap source on client-go's fake
+// clientset installs the graph present at start, follows updates, keeps
+// the last good graph when a malformed one arrives, and clears it when
+// the ConfigMap goes.
+func TestDependencySource(t *testing.T) {
+	_, raw := graphOf(t, conventions.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "edgesched-system", Name: conventions.DefaultDependenciesConfigMapName},
+		Data: map[string]string{conventions.DependenciesConfigMapKey: string(raw)}}
+	client := fake.NewClientset(cm)
+	ctx, cancel := context.WithCancel(context.Background())
+	deps := &dependencies{}
+	_, wait := startDependencySource(ctx, client, deps, "edgesched-system", conventions.DefaultDependenciesConfigMapName)
+	defer func() { cancel(); wait() }()
+	g := deps.current()
+	if g == nil || len(g.edges) != 1 || !slices.Equal(g.services, []string{"db", "web"}) {
+		t.Fatalf("graph at start: %+v", g)
+	}
+	cms := client.CoreV1().ConfigMaps("edgesched-system")
+	update := func(data string) {
+		t.Helper()
+		c := cm.DeepCopy()
+		c.Data[conventions.DependenciesConfigMapKey] = data
+		if _, err := cms.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor := func(what string, ok func(*depGraph) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok(deps.current()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out after 10s waiting for %s: %+v", what, deps.current())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	_, raw2 := graphOf(t, conventions.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10},
+		conventions.DependencyEdge{From: "web", To: "cache", CallsPerSecond: 3})
+	update(string(raw2))
+	waitFor("the updated graph", func(g *depGraph) bool { return g != nil && len(g.edges) == 2 })
+	v := deps.current().version
+	// malformed: refused, the two-edge graph stays
+	update(`{"version":1,"edges":[{"from":"web","to":"db","callsPerSecond":-1}]}`)
+	update(strings.Replace(string(raw2), `"version":1`, `"version":1,"extra":true`, 1)) // unknown field: refused too
+	// a good graph after the bad ones shows both bad ones were handled
+	_, raw3 := graphOf(t, conventions.DependencyEdge{From: "api", To: "db", CallsPerSecond: 1})
+	time.Sleep(100 * time.Millisecond) // let the bad updates reach the informer first
+	if g := deps.current(); g == nil || g.version != v || len(g.edges) != 2 {
+		t.Fatalf("after malformed graphs: %+v, want the two-edge graph (version %d) kept", g, v)
+	}
+	update(string(raw3))
+	waitFor("the next good graph", func(g *depGraph) bool { return g != nil && len(g.edges) == 1 && g.edges[0].From == "api" })
+	if err := cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the graph cleared", func(g *depGraph) bool { return g == nil })
+}
