@@ -102,6 +102,20 @@ func TestDependencyFeatures(t *testing.T) {
 	if got := colocation(pod("web-1", "web")); !same(got, want) {
 		t.Fatalf("with web -> db: co-location %v, want %v", got, want)
 	}
+	// a second db replica on b-0 (a new NodeInfo generation, as the
+	// scheduler's cache makes on a bind): db is now 1/2 in each zone, and
+	// the cached scores of the web pods must not hide it
+	db2 := k8sPod(sim.PodSpec{Name: "db-1", CPU: 1000, Memory: 1024, QoS: sim.QoSBurstable})
+	db2.Labels = map[string]string{conventions.LabelService: "db"}
+	nodes[2] = nodeInfo(k8sNode(specs[2]), db2)
+	half := map[string]float32{"a-0": 0.5, "a-1": 0.5, "b-0": 0.5, "b-1": 0.5}
+	if got := colocation(pod("web-1b", "web")); !same(got, half) {
+		t.Fatalf("db in both zones: co-location %v, want %v", got, half)
+	}
+	nodes[2] = nodeInfo(k8sNode(specs[2]))
+	if got := colocation(pod("web-1c", "web")); !same(got, want) {
+		t.Fatalf("db-1 gone again: co-location %v, want %v", got, want)
+	}
 	// the edge counts from the callee's side too (db -> web is the same
 	// neighbourhood): a db pod has no running web replica, so 0
 	if got := colocation(pod("db-1", "db")); !same(got, zero) {
