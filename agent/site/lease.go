@@ -3,6 +3,7 @@ package site
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -217,10 +218,17 @@ const expiryMargin = 10 * time.Millisecond
 
 // acquire tries to take the Lease every RetryPeriod x [1, 1+JitterFactor),
 // and when the watched Lease's holder's term ends or the Lease is
-// released, until it does (true) or ctx ends (false).
+// released, until it does (true) or ctx ends (false). After a failed try
+// the next one waits at least until the holder's term ends or the next
+// periodic try, whichever is first: never less, so an API that keeps
+// failing is not hammered.
 func (e *Elector) acquire(ctx context.Context) bool {
 	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
+	var wg sync.WaitGroup
+	defer func() {
+		stopWatch()
+		wg.Wait()
+	}()
 	var events <-chan watch.Event // nil while no watch is open
 	for ctx.Err() == nil {
 		actx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
@@ -230,10 +238,14 @@ func (e *Elector) acquire(ctx context.Context) bool {
 			return true
 		}
 		if events == nil {
-			events = e.watchLease(wctx)
+			events = e.watchLease(wctx, &wg)
 		}
-		next := time.Now().Add(e.cfg.RetryPeriod + time.Duration(e.lease.rng.Float64()*JitterFactor*float64(e.cfg.RetryPeriod)))
-		if end, ok := e.termEnd(); ok && end.Add(expiryMargin).Before(next) {
+		now := time.Now()
+		next := now.Add(e.cfg.RetryPeriod + time.Duration(e.lease.rng.Float64()*JitterFactor*float64(e.cfg.RetryPeriod)))
+		// another holder's term that ends before the next periodic try:
+		// try the moment it ends (a term already over waits periodically:
+		// the try that just failed saw it over)
+		if end, ok := e.termEnd(); ok && end.After(now) && end.Add(expiryMargin).Before(next) {
 			next = end.Add(expiryMargin)
 		}
 		timer := time.NewTimer(time.Until(next))
@@ -247,19 +259,24 @@ func (e *Elector) acquire(ctx context.Context) bool {
 				break wait
 			case ev, open := <-events:
 				if !open {
-					events = nil // reopened at the next try
+					events = nil // reopened after the next try
 					continue
 				}
 				if !e.watched(ev) {
 					continue
 				}
-				// the Lease was released, deleted or its term moved: try
-				// now when it is free, else at its new end
-				timer.Stop()
-				if end, ok := e.termEnd(); ok {
-					timer.Reset(time.Until(end.Add(expiryMargin)))
+				// the holder renewed (its term moves on: try when it
+				// ends, unless the periodic try comes first), or the Lease
+				// was released or deleted (try now)
+				if end, ok := e.termEnd(); ok && end.After(time.Now()) {
+					if at := end.Add(expiryMargin); at.Before(next) {
+						timer.Stop()
+						next = at
+						timer.Reset(time.Until(at))
+					}
 					continue
 				}
+				timer.Stop()
 				break wait
 			}
 		}
@@ -278,17 +295,29 @@ func (e *Elector) termEnd() (time.Time, bool) {
 	return s.seenAt.Add(time.Duration(i32(s.observed.LeaseDurationSeconds)) * time.Second), true
 }
 
-// watchLease opens a watch on the site's Lease (nil when it cannot: the
-// periodic tries go on). The watch ends with ctx.
-func (e *Elector) watchLease(ctx context.Context) <-chan watch.Event {
-	w, err := e.cfg.Client.Leases(e.lease.namespace).Watch(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", e.lease.name).String()})
-	if err != nil {
-		e.log.Debug("site lease: watch not opened; trying periodically", "err", err)
-		return nil
-	}
+// watchTimeout bounds one watch request: the apiserver ends it then (and
+// the client's request timeout with it), and the next try opens another.
+const watchTimeout = 5 * time.Minute
+
+// watchLease relays a watch on the site's Lease from a goroutine that wg
+// counts, until ctx ends or the watch does (then the channel closes; the
+// periodic tries go on and the caller opens another after the next try).
+// The watch is opened in the goroutine, so a slow or hung apiserver never
+// holds up the election.
+func (e *Elector) watchLease(ctx context.Context, wg *sync.WaitGroup) <-chan watch.Event {
 	ch := make(chan watch.Event)
-	go func() { // owned by acquire: ends with ctx (its deferred cancel)
+	leases, name, log := e.cfg.Client.Leases(e.lease.namespace), e.lease.name, e.log
+	timeout := int64(watchTimeout / time.Second)
+	wg.Go(func() {
+		defer close(ch)
+		w, err := leases.Watch(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), TimeoutSeconds: &timeout})
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Debug("site lease: watch not opened; trying periodically", "err", err)
+			}
+			return
+		}
 		defer w.Stop()
 		for {
 			select {
@@ -296,7 +325,6 @@ func (e *Elector) watchLease(ctx context.Context) <-chan watch.Event {
 				return
 			case ev, ok := <-w.ResultChan():
 				if !ok {
-					close(ch)
 					return
 				}
 				select {
@@ -306,7 +334,7 @@ func (e *Elector) watchLease(ctx context.Context) <-chan watch.Event {
 				}
 			}
 		}
-	}()
+	})
 	return ch
 }
 
@@ -316,6 +344,7 @@ func (e *Elector) watched(ev watch.Event) bool {
 	switch ev.Type {
 	case watch.Deleted:
 		e.lease.cached, e.lease.observed, e.lease.seenAt = nil, coordinationv1.LeaseSpec{}, time.Time{}
+		e.leader.Store("")
 		return true
 	case watch.Added, watch.Modified:
 		l, ok := ev.Object.(*coordinationv1.Lease)

@@ -3,6 +3,7 @@ package site
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -267,8 +268,57 @@ func TestWatchedEvents(t *testing.T) {
 			t.Errorf("%s: term ends %v, want 15 s after it was seen (from %v)", tc.name, end, t0)
 		}
 	}
-	if e.Leader() != "node-c" {
-		t.Errorf("observed leader %q, want node-c", e.Leader())
+	if e.Leader() != "" {
+		t.Errorf("observed leader %q after the Lease was deleted, want none", e.Leader())
+	}
+}
+
+// TestStandbyDoesNotHammerFailingAPI: another agent's term (1 s) runs out
+// and every attempt to take the Lease fails (the apiserver refuses the
+// update). The standby tries once when the term ends and then waits for
+// its periodic try (an hour away): it must not retry in a loop. Counted:
+// the Lease API calls in the 1.5 s after the term's end.
+func TestStandbyDoesNotHammerFailingAPI(t *testing.T) {
+	client := fake.NewClientset()
+	var updates, gets atomic.Int64
+	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		updates.Add(1)
+		return true, nil, errors.New("apiserver refuses writes")
+	})
+	client.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		gets.Add(1)
+		return false, nil, nil
+	})
+	holder, one, now := "node-b", int32(1), metav1.NewMicroTime(time.Now())
+	if _, err := client.CoordinationV1().Leases(testNS).Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: LeaseName("store-1"), Namespace: testNS},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &one, RenewTime: &now, AcquireTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig(client, "node-a")
+	// lease 3 h > renew 2 h > 1.2 x retry 1 h
+	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 3*time.Hour, 2*time.Hour, time.Hour
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	// the first try at once (Get: held), the second when the 1 s term
+	// ends (Get, then the refused Update)
+	poll(t, 10*time.Second, "the try at the term's end", func() (bool, string) {
+		return updates.Load() >= 1, fmt.Sprintf("%d updates", updates.Load())
+	})
+	u, g := updates.Load(), gets.Load()
+	time.Sleep(1500 * time.Millisecond) // counting calls over an interval: nothing to poll for
+	if du, dg := updates.Load()-u, gets.Load()-g; du > 1 || dg > 1 {
+		t.Fatalf("%d updates and %d gets in 1.5 s after a refused take, with the next periodic try an hour away", du, dg)
+	}
+	if e.IsLeader() {
+		t.Fatal("leading without a successful write")
 	}
 }
 
