@@ -13,7 +13,10 @@
 // a site records (warm standbys), so the history survives a change of
 // leader. A Store keeps the events with bounded retention (age and count,
 // oldest first, in the same transaction as the append) plus the pods and
-// nodes that are current, and exports them with Export.
+// nodes that are current, and exports them with Export; ServiceDependencies
+// computes the service call graph over a window (the same aggregation as
+// the export's dependencies), which the site leader publishes for the
+// scheduler plugin.
 //
 // On-disk records use a small versioned binary format (EncodeEvent,
 // DecodeEvent; fuzzed). Store.Append refuses a record the format cannot

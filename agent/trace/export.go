@@ -10,8 +10,11 @@ import (
 	"strconv"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/internal/boltkv"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -144,73 +147,19 @@ func (s *Store) Export(opt ExportOptions) ([]byte, ExportStats, error) {
 	if err != nil {
 		return nil, st, err
 	}
-	pods := map[string]*tracedPod{} // by UID
-	var order []string
-	usage := map[string][]usageSample{}
-	type pair struct{ src, dst PodRef }
-	rates := map[pair][]float64{}
-	err = s.Events(func(_ uint64, e Event) error {
-		switch e.Kind {
-		case PodArrival:
-			if _, ok := pods[e.Pod.UID]; !ok {
-				pods[e.Pod.UID] = &tracedPod{Pod: *e.Pod, created: e.Time}
-				order = append(order, e.Pod.UID)
-			}
-		case PodBinding:
-			if p := pods[e.Pod.UID]; p != nil && !e.Time.After(until) {
-				p.node = e.Pod.Node
-			}
-		case PodDeletion:
-			if p := pods[e.Pod.UID]; p != nil {
-				p.deleted = e.Time
-			}
-		case NodeUsage:
-			if u := e.Usage; u.RequestedCPUMilli > 0 {
-				usage[u.Node] = append(usage[u.Node], usageSample{e.Time, min(u.CPU*float64(u.CPUMilli)/float64(u.RequestedCPUMilli), maxShare)})
-			}
-		case EdgeRate:
-			if !e.Time.Before(opt.Since) && !e.Time.After(until) {
-				k := pair{e.Edge.Src, e.Edge.Dst}
-				rates[k] = append(rates[k], e.Edge.CallsPerSecond)
-			}
-		}
-		return nil
-	})
+	c, err := s.collect(opt.Since, until, true)
 	if err != nil {
 		return nil, st, err
 	}
-	live, err := s.LivePods()
-	if err != nil {
-		return nil, st, err
-	}
-	for _, e := range live { // running pods whose arrival retention pruned
-		if p, ok := pods[e.Pod.UID]; ok {
-			p.deleted = time.Time{}
-			if p.node == "" {
-				p.node = e.Pod.Node
-			}
-			continue
-		}
-		pods[e.Pod.UID] = &tracedPod{Pod: *e.Pod, created: e.Time, node: e.Pod.Node}
-		order = append(order, e.Pod.UID)
-	}
-
 	start := opt.Since
 	if start.IsZero() {
-		for _, uid := range order {
-			if p := pods[uid]; start.IsZero() || p.created.Before(start) {
+		for _, uid := range c.order {
+			if p := c.pods[uid]; start.IsZero() || p.created.Before(start) {
 				start = p.created
 			}
 		}
 	}
-	var kept []*tracedPod
-	for _, uid := range order {
-		p := pods[uid]
-		if p.created.After(until) || (!p.deleted.IsZero() && p.deleted.Before(start)) {
-			continue
-		}
-		kept = append(kept, p)
-	}
+	kept := c.kept(start, until)
 	if len(nodes) == 0 || len(kept) == 0 {
 		return nil, st, fmt.Errorf("%w: %d nodes and %d pods in the window", ErrEmpty, len(nodes), len(kept))
 	}
@@ -230,11 +179,7 @@ func (s *Store) Export(opt ExportOptions) ([]byte, ExportStats, error) {
 		}
 		return min(int64(math.Ceil(d.Seconds())), sim.MaxTime)
 	}
-	slices.SortStableFunc(kept, func(a, b *tracedPod) int {
-		return cmp.Or(a.created.Compare(b.created), cmp.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name))
-	})
 	names := map[string]int{}
-	services := map[PodRef]string{}
 	for _, p := range kept {
 		name := p.Namespace + "/" + p.Name
 		if n := names[name]; n > 0 {
@@ -255,35 +200,20 @@ func (s *Store) Export(opt ExportOptions) ([]byte, ExportStats, error) {
 		}
 		po.Usage = p.CPUUsage
 		if po.Usage == 0 {
-			po.Usage = meanUsage(usage[p.node], p.created, p.deleted, until)
+			po.Usage = meanUsage(c.usage[p.node], p.created, p.deleted, until)
 		}
 		if po.Usage > 0 {
 			po.Usage = math.Round(po.Usage*1e4) / 1e4
 			st.Measured++
 		}
-		if p.Service != "" {
-			services[PodRef{p.Namespace, p.Name}] = p.Service
-		}
 		doc.Workload.Pods = append(doc.Workload.Pods, po)
 	}
 	st.Pods = len(doc.Workload.Pods)
 
-	depRate := map[[2]string]float64{}
-	for k, rs := range rates {
-		from, to := services[k.src], services[k.dst]
-		if from == "" || to == "" {
-			continue
-		}
-		var sum float64
-		for _, r := range rs {
-			sum += r
-		}
-		depRate[[2]string{from, to}] += sum / float64(len(rs))
+	services := servicesOf(kept)
+	for _, d := range serviceRates(c.rates, services) {
+		doc.Dependencies = append(doc.Dependencies, depOut{From: d.From, To: d.To, CallsPerSecond: math.Round(min(d.CallsPerSecond, maxRate)*1000) / 1000})
 	}
-	for k, r := range depRate {
-		doc.Dependencies = append(doc.Dependencies, depOut{From: k[0], To: k[1], CallsPerSecond: math.Round(min(r, maxRate)*1000) / 1000})
-	}
-	slices.SortFunc(doc.Dependencies, func(a, b depOut) int { return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To)) })
 	st.Dependencies = len(doc.Dependencies)
 	svcSet := map[string]bool{}
 	for _, s := range services {
@@ -300,6 +230,210 @@ func (s *Store) Export(opt ExportOptions) ([]byte, ExportStats, error) {
 		return nil, st, fmt.Errorf("exported scenario does not load: %w", err)
 	}
 	return out, st, nil
+}
+
+// ServiceDependencies is the service call graph measured in the window
+// [until-window, until]: for every (caller service, callee service), the
+// sum over the pod pairs of the two services of the mean of each pair's
+// recorded call rates in the window (what Export writes as the scenario's
+// dependencies), sorted by (from, to). A pod's service is the one recorded
+// with its arrival (PodService); a pod whose lifetime does not overlap the
+// window, or that has no service, contributes nothing. Rates are capped at
+// conventions.MaxCallsPerSecond and edges whose rate is not positive are
+// left out, so every edge is one conventions.DependencyGraph accepts as to
+// its rate. An empty trace gives no edges and no error.
+//
+// It reads the whole event log in one read transaction (decoding only pod
+// arrivals and deletions and the window's call rates): a record that does
+// not decode fails it with ErrStore naming its sequence, as Export does.
+func (s *Store) ServiceDependencies(window time.Duration, until time.Time) ([]conventions.DependencyEdge, error) {
+	if window <= 0 {
+		return nil, fmt.Errorf("%w: dependency window %v must be positive", ErrConfig, window)
+	}
+	since := until.Add(-window)
+	c, err := s.collect(since, until, false)
+	if err != nil {
+		return nil, err
+	}
+	all := serviceRates(c.rates, servicesOf(c.kept(since, until)))
+	out := all[:0]
+	for _, e := range all {
+		if !(e.CallsPerSecond > 0) { // also NaN, which the record format refuses anyway
+			continue
+		}
+		e.CallsPerSecond = min(e.CallsPerSecond, conventions.MaxCallsPerSecond)
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// podPair is a caller and a callee pod of the trace's call-rate samples.
+type podPair struct{ src, dst PodRef }
+
+// collection is what one walk over the trace gathers for a window.
+type collection struct {
+	pods  map[string]*tracedPod // by UID
+	order []string              // UIDs, first seen first
+	usage map[string][]usageSample
+	rates map[podPair][]float64 // samples in [since, until]
+}
+
+// collect walks the event log and the live pods: every pod's arrival,
+// binding (up to until) and deletion, the nodes' usage samples when
+// withUsage, and the call-rate samples in [since, until] (since zero:
+// from the first). Without withUsage only the records it needs are
+// decoded (pod arrivals and deletions, the window's call rates).
+func (s *Store) collect(since, until time.Time, withUsage bool) (*collection, error) {
+	c := &collection{pods: map[string]*tracedPod{}, usage: map[string][]usageSample{}, rates: map[podPair][]float64{}}
+	inWindow := func(t time.Time) bool { return !t.Before(since) && !t.After(until) }
+	var want func(k Kind, t int64) bool // nil: every record
+	if !withUsage {
+		lo, hi := since.UnixNano(), until.UnixNano()
+		if since.IsZero() {
+			lo = math.MinInt64
+		}
+		want = func(k Kind, t int64) bool {
+			return k == PodArrival || k == PodDeletion || (k == EdgeRate && t >= lo && t <= hi)
+		}
+	}
+	err := s.scan(want, func(e Event) {
+		switch e.Kind {
+		case PodArrival:
+			if _, ok := c.pods[e.Pod.UID]; !ok {
+				c.pods[e.Pod.UID] = &tracedPod{Pod: *e.Pod, created: e.Time}
+				c.order = append(c.order, e.Pod.UID)
+			}
+		case PodBinding:
+			if p := c.pods[e.Pod.UID]; p != nil && !e.Time.After(until) {
+				p.node = e.Pod.Node
+			}
+		case PodDeletion:
+			if p := c.pods[e.Pod.UID]; p != nil {
+				p.deleted = e.Time
+			}
+		case NodeUsage:
+			if u := e.Usage; u.RequestedCPUMilli > 0 {
+				c.usage[u.Node] = append(c.usage[u.Node], usageSample{e.Time, min(u.CPU*float64(u.CPUMilli)/float64(u.RequestedCPUMilli), maxShare)})
+			}
+		case EdgeRate:
+			if inWindow(e.Time) {
+				k := podPair{e.Edge.Src, e.Edge.Dst}
+				c.rates[k] = append(c.rates[k], e.Edge.CallsPerSecond)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	live, err := s.LivePods()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range live { // running pods whose arrival retention pruned
+		if p, ok := c.pods[e.Pod.UID]; ok {
+			p.deleted = time.Time{}
+			if p.node == "" {
+				p.node = e.Pod.Node
+			}
+			continue
+		}
+		c.pods[e.Pod.UID] = &tracedPod{Pod: *e.Pod, created: e.Time, node: e.Pod.Node}
+		c.order = append(c.order, e.Pod.UID)
+	}
+	return c, nil
+}
+
+// scan calls fn with every event in recording order whose kind and time
+// (read from the record's header) want accepts (want nil: every event).
+// A record that does not decode, or whose header cannot be read, stops
+// the walk with an ErrStore error naming its sequence.
+func (s *Store) scan(want func(k Kind, t int64) bool, fn func(Event)) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
+			if want != nil && unwanted(v, want) {
+				return nil
+			}
+			e, err := DecodeEvent(v)
+			if err != nil {
+				return fmt.Errorf("%w: event %d: %w", ErrStore, boltkv.FromU64(k), err)
+			}
+			fn(e)
+			return nil
+		})
+	})
+}
+
+// unwanted reports whether record v has a well-formed header (this
+// format's version, a known kind, its time) that want refuses; a record
+// whose header is not well-formed is decoded (and refused) by scan.
+func unwanted(v []byte, want func(k Kind, t int64) bool) bool {
+	if len(v) < 3 || v[0] != recordVersion || Kind(v[1]) < PodArrival || Kind(v[1]) > maxKind {
+		return false
+	}
+	t, ok := recordTime(v)
+	return ok && !want(Kind(v[1]), t)
+}
+
+// kept returns the pods that ran in [start, until] (created by until, not
+// deleted before start), by creation time, then namespace/name.
+func (c *collection) kept(start, until time.Time) []*tracedPod {
+	var kept []*tracedPod
+	for _, uid := range c.order {
+		p := c.pods[uid]
+		if p.created.After(until) || (!p.deleted.IsZero() && p.deleted.Before(start)) {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	slices.SortStableFunc(kept, func(a, b *tracedPod) int {
+		return cmp.Or(a.created.Compare(b.created), cmp.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name))
+	})
+	return kept
+}
+
+// servicesOf maps the pods (in kept's order) to their services; of two
+// pods of one name (a StatefulSet's pod re-created), the later one's
+// service wins, unless it has none.
+func servicesOf(kept []*tracedPod) map[PodRef]string {
+	services := map[PodRef]string{}
+	for _, p := range kept {
+		if p.Service != "" {
+			services[PodRef{p.Namespace, p.Name}] = p.Service
+		}
+	}
+	return services
+}
+
+// serviceRates sums per (caller service, callee service) the mean of each
+// pod pair's samples, leaving out pairs with a pod of no known service;
+// sorted by (from, to), not capped. The pairs are added in a fixed order,
+// so the same samples always give the same sums to the last bit.
+func serviceRates(rates map[podPair][]float64, services map[PodRef]string) []conventions.DependencyEdge {
+	pairs := slices.SortedFunc(maps.Keys(rates), func(a, b podPair) int {
+		return cmp.Or(cmp.Compare(a.src.Namespace, b.src.Namespace), cmp.Compare(a.src.Name, b.src.Name),
+			cmp.Compare(a.dst.Namespace, b.dst.Namespace), cmp.Compare(a.dst.Name, b.dst.Name))
+	})
+	sums := map[[2]string]float64{}
+	for _, k := range pairs {
+		from, to := services[k.src], services[k.dst]
+		rs := rates[k]
+		if from == "" || to == "" || len(rs) == 0 {
+			continue
+		}
+		var sum float64
+		for _, r := range rs {
+			sum += r
+		}
+		sums[[2]string{from, to}] += sum / float64(len(rs))
+	}
+	out := make([]conventions.DependencyEdge, 0, len(sums))
+	for k, r := range sums {
+		out = append(out, conventions.DependencyEdge{From: k[0], To: k[1], CallsPerSecond: r})
+	}
+	slices.SortFunc(out, func(a, b conventions.DependencyEdge) int {
+		return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To))
+	})
+	return out
 }
 
 // meanUsage averages a node's usage samples over [from, to] (to zero:

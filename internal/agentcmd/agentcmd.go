@@ -27,6 +27,7 @@ import (
 	"github.com/edgesched/edgesched/agent"
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
 	"github.com/edgesched/edgesched/agent/telemetry/procfs"
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/internal/memlimit"
@@ -85,6 +86,8 @@ type options struct {
 	leaseDuration, traceRetention, maxModelAge, freezeAfter                         time.Duration
 	traceMaxEvents                                                                  int
 	nats                                                                            natsauth.ClientConfig
+	dependenciesConfigMap                                                           string
+	dependenciesInterval                                                            time.Duration
 }
 
 // deprecatedFlags maps each old flag name to the name that replaced it:
@@ -156,6 +159,8 @@ func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
 	fs.DurationVar(&o.freezeAfter, "freeze-after", 0, "freeze detection: report the model feed frozen when rounds have trained from a model version this site has not installed for this long (0: off)")
 	fs.DurationVar(&o.traceRetention, "trace-retention", 168*time.Hour, "how long the site trace keeps events")
 	fs.IntVar(&o.traceMaxEvents, "trace-max-events", 1000000, "most events the site trace keeps")
+	fs.StringVar(&o.dependenciesConfigMap, "dependencies-configmap", conventions.DefaultDependenciesConfigMapName, "ConfigMap the site leader writes the service dependency graph into (EdgePolicy's dependenciesConfigMap): NAME (in --namespace) or NAMESPACE/NAME; empty: not written")
+	fs.DurationVar(&o.dependenciesInterval, "dependencies-interval", time.Minute, "how often the site leader recomputes the service dependency graph from the trace (an unchanged graph is rewritten every 10 intervals)")
 	o.nats.AddFlags(fs, "")
 	addDeprecatedAliases(fs)
 	return fs
@@ -194,7 +199,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		name string
 		v    time.Duration
 	}{{"--sample-interval", o.sampleInterval}, {"--annotate-interval", o.annotateInterval}, {"--stale-after", o.staleAfter},
-		{"--lease-duration", o.leaseDuration}, {"--trace-retention", o.traceRetention}} {
+		{"--lease-duration", o.leaseDuration}, {"--trace-retention", o.traceRetention}, {"--dependencies-interval", o.dependenciesInterval}} {
 		if d.v <= 0 {
 			return usagef("%s %v: must be positive", d.name, d.v)
 		}
@@ -212,6 +217,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if o.dataDir == "" {
 		return usagef("--data must not be empty")
+	}
+	if err := o.checkDependenciesConfigMap(); err != nil {
+		return err
 	}
 	// One seed for the run: logged at start by the agent and exported in
 	// edgesched_agent_info; every component's is derived from it.
@@ -286,7 +294,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 func siteFlagsSet(fs *flag.FlagSet) []string {
 	site := map[string]bool{"namespace": true, "lease-duration": true, "nats": true, "creds": true, "nkey": true, "site-key": true,
 		"model-configmap": true, "model-configmap-key": true, "model-keys": true, "trusted-keys": true, "trace-retention": true, "trace-max-events": true,
-		"tls-ca": true, "tls-cert": true, "tls-key": true, "inbox-prefix": true, "max-model-age": true, "freeze-after": true}
+		"tls-ca": true, "tls-cert": true, "tls-key": true, "inbox-prefix": true, "max-model-age": true, "freeze-after": true,
+		"dependencies-configmap": true, "dependencies-interval": true}
 	var set []string
 	fs.Visit(func(f *flag.Flag) {
 		if site[f.Name] {

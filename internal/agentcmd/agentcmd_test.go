@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -18,9 +20,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/agent/trace"
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
+	"github.com/edgesched/edgesched/quant"
 )
 
 // TestFlags: bad command lines exit 2 with a message naming the problem,
@@ -71,6 +80,12 @@ func TestFlags(t *testing.T) {
 		{"old and new name together", []string{"--no-annotate", "--data", "/a", "--data-dir", "/b"}, 2, "--data-dir and --data are the same flag"},
 		{"old model-keys name without --site", []string{"--no-annotate", "--trusted-keys", dir}, 2, "--trusted-keys given without --site"},
 		{"help lists the new names and the deprecated ones", []string{"-h"}, 0, "deprecated: use --model-keys"},
+		{"help lists the dependency graph", []string{"-h"}, 0, "-dependencies-configmap"},
+		{"zero dependencies interval", []string{"--no-annotate", "--dependencies-interval", "0s"}, 2, "--dependencies-interval 0s: must be positive"},
+		{"bad dependencies interval", []string{"--no-annotate", "--dependencies-interval", "often"}, 2, `invalid value "often" for flag -dependencies-interval`},
+		{"bad dependencies configmap name", []string{"--no-annotate", "--dependencies-configmap", "Deps_1"}, 2, `--dependencies-configmap "Deps_1": name "Deps_1"`},
+		{"bad dependencies configmap namespace", []string{"--no-annotate", "--dependencies-configmap", "kube.system/deps"}, 2, `--dependencies-configmap "kube.system/deps": namespace "kube.system"`},
+		{"dependency flags without --site", []string{"--no-annotate", "--dependencies-configmap", "", "--dependencies-interval", "30s"}, 2, "--dependencies-configmap --dependencies-interval given without --site"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,8 +217,8 @@ func TestSeed(t *testing.T) {
 // reproducible from the logged one), another gives other seeds.
 func TestComponentSeeds(t *testing.T) {
 	a, again, other := componentSeeds(42), componentSeeds(42), componentSeeds(43)
-	if len(a) != 6 {
-		t.Fatalf("%d component seeds, want 6 (annotator, trace, FL client, site FL, installer, elector)", len(a))
+	if len(a) != 7 {
+		t.Fatalf("%d component seeds, want 7 (annotator, trace, FL client, site FL, installer, elector, dependency graph)", len(a))
 	}
 	seen := map[uint64]string{}
 	for name, v := range a {
@@ -415,5 +430,99 @@ func TestRunAndStop(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Fatalf("log lacks %q:\n%s", want, log)
 		}
+	}
+}
+
+// TestSiteDependencyGraph builds the site leader from flags against the
+// fake API (NATS unreachable: the FL client only retries) and runs it: the
+// agent wins the Lease and its dependency graph publisher writes the
+// (empty: nothing recorded) graph into the ConfigMap the flag names, or,
+// with --dependencies-configmap "", no publisher is built (its metrics are
+// not registered) and no such ConfigMap appears.
+func TestSiteDependencyGraph(t *testing.T) {
+	dir := t.TempDir()
+	siteSigner, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	siteKey, _, err := quant.WriteKeyPair(dir, "site", siteSigner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keysDir := filepath.Join(dir, "keys")
+	if err := os.Mkdir(keysDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := quant.WriteKeyPair(keysDir, "coordinator", coord); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		args     []string
+		ns, cm   string // "": no publisher
+		interval time.Duration
+	}{
+		{"default", nil, "edgesched-system", "edgesched-dependencies", time.Minute},
+		{"namespace/name and interval", []string{"--dependencies-configmap", "kube-system/deps", "--dependencies-interval", "30s"}, "kube-system", "deps", 30 * time.Second},
+		{"name in --namespace", []string{"--namespace", "edge", "--dependencies-configmap", "deps"}, "edge", "deps", time.Minute},
+		{"disabled", []string{"--dependencies-configmap", ""}, "", "", 0},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var o options
+			fs := newFlagSet(io.Discard, &o)
+			args := append([]string{"--node-name", "n1", "--site", "lab-1", "--nats", "nats://127.0.0.1:1", "--site-key", siteKey,
+				"--model-keys", keysDir, "--data", filepath.Join(dir, fmt.Sprint(i))}, tc.args...)
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.checkDependenciesConfigMap(); err != nil {
+				t.Fatal(err)
+			}
+			if o.dependenciesInterval != tc.interval && tc.cm != "" {
+				t.Fatalf("interval %v, want %v", o.dependenciesInterval, tc.interval)
+			}
+			o.seed = 5
+			client := fake.NewClientset()
+			reg := prometheus.NewRegistry()
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			sp, err := buildSite(&o, kubeclientset.Wrap(client), reg, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for _, c := range sp.components {
+				wg.Go(func() { _ = c.Run(ctx) })
+			}
+			defer func() { cancel(); wg.Wait(); sp.close(log) }()
+			n, err := testutil.GatherAndCount(reg, "edgesched_site_dependency_graph_edges")
+			if err != nil || (n == 1) != (tc.cm != "") {
+				t.Fatalf("edges gauge registered %d times (%v), want it with a publisher only", n, err)
+			}
+			if tc.cm == "" {
+				// the installer's and the elector's metrics prove the
+				// leader was built
+				if n, _ := testutil.GatherAndCount(reg, "edgesched_site_is_leader"); n != 1 {
+					t.Fatal("no site elector")
+				}
+				return
+			}
+			fltest.Eventually(t, 10*time.Second, "the leader to write the dependency graph", func() (bool, string) {
+				cm, err := client.CoreV1().ConfigMaps(tc.ns).Get(ctx, tc.cm, metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				g, err := conventions.DecodeDependencyGraph([]byte(cm.Data[conventions.DependenciesConfigMapKey]))
+				if err != nil {
+					return false, err.Error()
+				}
+				return len(g.Edges) == 0 && g.Window == "10m0s" && cm.Labels["edgesched.io/site"] == "lab-1", fmt.Sprintf("%+v %v", g, cm.Labels)
+			})
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/edgesched/edgesched/agent"
 	"github.com/edgesched/edgesched/agent/flclient"
@@ -24,8 +25,8 @@ import (
 
 // siteParts is the site leader built from the flags: the trace recorder
 // (every agent records, so a new leader has the history) and the elector,
-// which runs the federated-learning client and the model installer while
-// this agent holds the site Lease.
+// which runs the federated-learning client, the model installer and the
+// dependency graph publisher while this agent holds the site Lease.
 type siteParts struct {
 	components []agent.Component
 	onSnapshot func(time.Time, bpf.Snapshot)
@@ -49,6 +50,31 @@ func (o *options) modelConfigMapRef() (ns, name string) {
 		return o.modelConfigMap[:i], o.modelConfigMap[i+1:]
 	}
 	return o.namespace, o.modelConfigMap
+}
+
+// dependenciesConfigMapRef splits --dependencies-configmap: NAME (in
+// --namespace) or NAMESPACE/NAME ("": not written).
+func (o *options) dependenciesConfigMapRef() (ns, name string) {
+	if i := strings.IndexByte(o.dependenciesConfigMap, '/'); i >= 0 {
+		return o.dependenciesConfigMap[:i], o.dependenciesConfigMap[i+1:]
+	}
+	return o.namespace, o.dependenciesConfigMap
+}
+
+// checkDependenciesConfigMap refuses a --dependencies-configmap whose
+// namespace or name the API would refuse.
+func (o *options) checkDependenciesConfigMap() error {
+	if o.dependenciesConfigMap == "" {
+		return nil
+	}
+	ns, name := o.dependenciesConfigMapRef()
+	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+		return usagef("--dependencies-configmap %q: namespace %q: %s", o.dependenciesConfigMap, ns, strings.Join(msgs, "; "))
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return usagef("--dependencies-configmap %q: name %q: %s", o.dependenciesConfigMap, name, strings.Join(msgs, "; "))
+	}
+	return nil
 }
 
 // buildSite builds the site leader. It needs the API client, the NATS URL,
@@ -95,8 +121,9 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 		return nil, fmt.Errorf("open the site trace: %w", err)
 	}
 	p.closers = append(p.closers, store.Close)
-	rec, err := trace.NewRecorder(trace.RecorderConfig{Store: store, Client: kc, NodeName: o.nodeName,
-		FlowInterval: 10 * time.Second, Seed: agent.DeriveSeed(o.seed, seedTrace), Logger: log})
+	rc := trace.DefaultRecorderConfig()
+	rc.Store, rc.Client, rc.NodeName, rc.Seed, rc.Logger = store, kc, o.nodeName, agent.DeriveSeed(o.seed, seedTrace), log
+	rec, err := trace.NewRecorder(rc)
 	if err != nil {
 		return nil, fmt.Errorf("site trace recorder: %w", err)
 	}
@@ -152,10 +179,24 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 	}
 	fl.OnModel(func(flclient.Installed) { inst.Notify() })
 
+	leader := []site.Component{flc, inst}
+	if o.dependenciesConfigMap != "" {
+		dc := site.DefaultDependencyConfig()
+		dc.Namespace, dc.Name = o.dependenciesConfigMapRef()
+		dc.Client, dc.Trace, dc.Interval, dc.Site, dc.Identity = kc, store, o.dependenciesInterval, o.site, o.nodeName
+		dc.Registerer, dc.Seed, dc.Logger = reg, agent.DeriveSeed(o.seed, seedDependencies), log
+		deps, err := site.NewDependencyPublisher(dc)
+		if err != nil {
+			return nil, fmt.Errorf("--dependencies-configmap: %w", err)
+		}
+		leader = append(leader, deps)
+	}
+
 	renew, retry := site.ScaledTimings(o.leaseDuration)
-	ec := site.Config{Site: o.site, Namespace: o.namespace, Identity: o.nodeName, Client: kc,
-		LeaseDuration: o.leaseDuration, RenewDeadline: renew, RetryPeriod: retry,
-		Leader: []site.Component{flc, inst}, Registerer: reg, Seed: agent.DeriveSeed(o.seed, seedElector), Logger: log}
+	ec := site.DefaultConfig()
+	ec.Site, ec.Namespace, ec.Identity, ec.Client = o.site, o.namespace, o.nodeName, kc
+	ec.LeaseDuration, ec.RenewDeadline, ec.RetryPeriod = o.leaseDuration, renew, retry
+	ec.Leader, ec.Registerer, ec.Seed, ec.Logger = leader, reg, agent.DeriveSeed(o.seed, seedElector), log
 	el, err := site.New(ec)
 	if err != nil {
 		return nil, fmt.Errorf("site leader election: %w", err)
@@ -178,13 +219,15 @@ const (
 	seedSiteFL    = "site-fl"
 	seedInstaller = "model-installer"
 	seedElector   = "site-elector"
+	// seedDependencies: the dependency graph publisher's retry jitter.
+	seedDependencies = "dependency-graph"
 )
 
 // componentSeeds are the seeds the run's seed gives each component, by
 // name (for the start log and tests).
 func componentSeeds(seed uint64) map[string]uint64 {
 	out := map[string]uint64{}
-	for _, name := range []string{agent.SeedAnnotator, seedTrace, seedFLClient, seedSiteFL, seedInstaller, seedElector} {
+	for _, name := range []string{agent.SeedAnnotator, seedTrace, seedFLClient, seedSiteFL, seedInstaller, seedElector, seedDependencies} {
 		out[name] = agent.DeriveSeed(seed, name)
 	}
 	return out

@@ -548,6 +548,42 @@ func checkSchedulerModelState(t *testing.T, s objSet, want bool) {
 	}
 }
 
+// checkSchedulerDependencies checks that the scheduler reads the
+// dependency graph from ConfigMap name in the release namespace (its
+// dependenciesConfigMap arg, get/list/watch on it), or, with name "", that
+// it reads none.
+func checkSchedulerDependencies(t *testing.T, s objSet, name string) {
+	t.Helper()
+	cm := typed[corev1.ConfigMap](t, s, schedConfig)
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(cm.Data["scheduler-config.yaml"]), &cfg); err != nil {
+		t.Fatalf("chart scheduler-config.yaml: %v", err)
+	}
+	var got any
+	for _, pc := range cfg["profiles"].([]any)[0].(map[string]any)["pluginConfig"].([]any) {
+		if m := pc.(map[string]any); m["name"] == edgeplugin.Name {
+			got = m["args"].(map[string]any)["dependenciesConfigMap"]
+		}
+	}
+	want := any(nil)
+	if name != "" {
+		want = chartNamespace + "/" + name
+	}
+	if got != want {
+		t.Errorf("scheduler args: dependenciesConfigMap %v, want %v", got, want)
+	}
+	role := typed[rbacv1.Role](t, s, "Role/edgesched:edge-scheduler")
+	readable := false
+	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "configmaps") && slices.Contains(r.Verbs, "watch") && name != "" && slices.Contains(r.ResourceNames, name) {
+			readable = true
+		}
+	}
+	if readable != (name != "") {
+		t.Errorf("scheduler Role %+v: watch on ConfigMap %q %v", role.Rules, name, readable)
+	}
+}
+
 // agentArgs returns the agent container's arguments.
 func agentArgs(t *testing.T, s objSet) []string {
 	t.Helper()
@@ -587,12 +623,15 @@ func TestDeployChart(t *testing.T) {
 		{
 			// the rollback floor in memory only: no hostPath, no root init
 			// container, and without the agent every pod meets restricted
-			name:   "scheduler-without-state",
-			args:   []string{"--set", "namespace.create=true", "--set", "agent.enabled=false", "--set", "scheduler.modelState.hostPath="},
+			// and no dependency graph: the scheduler reads none
+			name: "scheduler-without-state",
+			args: []string{"--set", "namespace.create=true", "--set", "agent.enabled=false", "--set", "scheduler.modelState.hostPath=",
+				"--set", "site.dependenciesConfigMap="},
 			want:   []string{nsObj, schedDeploy, schedConfig},
 			absent: []string{agentDS},
 			check: func(t *testing.T, s objSet) {
 				checkSchedulerModelState(t, s, false)
+				checkSchedulerDependencies(t, s, "")
 				if ns := s[nsObj].GetLabels(); ns["pod-security.kubernetes.io/enforce"] != "restricted" {
 					t.Errorf("namespace labels %v: without the agent and the state hostPath every pod meets restricted", ns)
 				}
@@ -614,21 +653,25 @@ func TestDeployChart(t *testing.T) {
 				for _, a := range []string{"--site=lab-1", "--namespace=" + chartNamespace, "--nats=nats://edgesched-nats-leaf.edgesched-system.svc:4222",
 					"--creds=/etc/edgesched/nats/nats.creds", "--site-key=/etc/edgesched/site-key/site.key",
 					"--model-configmap=edgesched-model", "--model-configmap-key=model.esa", "--model-keys=/etc/edgesched/trusted-keys",
-					"--max-model-age=0s", "--freeze-after=1h"} {
+					"--max-model-age=0s", "--freeze-after=1h", "--dependencies-configmap=edgesched-dependencies", "--dependencies-interval=1m"} {
 					if !slices.Contains(args, a) {
 						t.Errorf("agent args %q: missing %s", args, a)
 					}
 				}
 				role := typed[rbacv1.Role](t, s, siteLeaderRol)
-				var lease bool
+				var lease, deps bool
 				for _, r := range role.Rules {
 					if slices.Contains(r.Resources, "leases") && slices.Contains(r.ResourceNames, "edgesched-site-lab-1") && slices.Contains(r.Verbs, "update") {
 						lease = true
 					}
+					if slices.Contains(r.Resources, "configmaps") && slices.Contains(r.ResourceNames, "edgesched-dependencies") && slices.Contains(r.Verbs, "update") {
+						deps = true
+					}
 				}
-				if !lease {
-					t.Errorf("site-leader Role %+v: no update on Lease edgesched-site-lab-1", role.Rules)
+				if !lease || !deps {
+					t.Errorf("site-leader Role %+v: want update on Lease edgesched-site-lab-1 (%v) and ConfigMap edgesched-dependencies (%v)", role.Rules, lease, deps)
 				}
+				checkSchedulerDependencies(t, s, "edgesched-dependencies")
 				if a := s[modelCM].GetAnnotations(); a["helm.sh/resource-policy"] != "keep" {
 					t.Errorf("model ConfigMap annotations %v: want helm.sh/resource-policy keep", a)
 				}
@@ -644,7 +687,7 @@ func TestDeployChart(t *testing.T) {
 			args: []string{"--set", "namespace.create=true", "--set", "site.name=lab-2",
 				"--set", "site.natsURL=tls://nats.example.org:4222",
 				"--set", "site.natsNKeySecret=nats-nkey", "--set", "site.natsTLSSecret=nats-tls", "--set", "site.natsMutualTLS=true",
-				"--set", "model.key=policy.esa",
+				"--set", "model.key=policy.esa", "--set", "site.dependenciesConfigMap=lab-2-deps", "--set", "site.dependenciesInterval=30s",
 				"--set-string", `trustedKeys.keys.coordinator\.pub=` + pub},
 			want:   []string{nsObj, agentDS, schedDeploy, schedConfig, siteLeaderRol, keysCM},
 			absent: []string{coordSTS, natsSTS, leafDeploy},
@@ -653,7 +696,7 @@ func TestDeployChart(t *testing.T) {
 				args := agentArgs(t, s)
 				for _, a := range []string{"--site=lab-2", "--nats=tls://nats.example.org:4222", "--nkey=/etc/edgesched/nats-nkey/nats.nk",
 					"--tls-ca=/etc/edgesched/nats-tls/ca.crt", "--tls-cert=/etc/edgesched/nats-tls/tls.crt", "--tls-key=/etc/edgesched/nats-tls/tls.key",
-					"--model-configmap-key=policy.esa"} {
+					"--model-configmap-key=policy.esa", "--dependencies-configmap=lab-2-deps", "--dependencies-interval=30s"} {
 					if !slices.Contains(args, a) {
 						t.Errorf("agent args %q: missing %s", args, a)
 					}
@@ -661,10 +704,12 @@ func TestDeployChart(t *testing.T) {
 				if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--creds") }) {
 					t.Errorf("agent args %q: --creds without natsCredsSecret", args)
 				}
-				// the scheduler reads the key the agent writes
+				// the scheduler reads the key and the dependency graph the
+				// agent writes
 				if cm := s[schedConfig]; cm == nil || !strings.Contains(fmt.Sprint(cm.Object["data"]), "modelConfigMapKey: policy.esa") {
 					t.Errorf("scheduler configuration does not read model key policy.esa: %v", cm)
 				}
+				checkSchedulerDependencies(t, s, "lab-2-deps")
 			},
 		},
 		{
@@ -747,6 +792,9 @@ func TestDeployChart(t *testing.T) {
 		{"nothing to install", []string{"--set", "site.enabled=false"}, "nothing to install"},
 		{"key file name", []string{"--set-string", `trustedKeys.keys.coordinator\.key=x`}, "coordinator.key"},
 		{"JetStream size syntax", []string{"--set", "cloud.enabled=true", "--set", "cloud.nats.jetstream.maxFileStore=8Gi"}, "maxFileStore"},
+		{"dependency graph in the model's ConfigMap", []string{"--set", "site.dependenciesConfigMap=edgesched-model"}, "must differ from model.configMapName"},
+		{"dependency graph ConfigMap name", []string{"--set", "site.dependenciesConfigMap=Deps_1"}, "/site/dependenciesConfigMap"},
+		{"dependency graph interval", []string{"--set", "site.dependenciesInterval=often"}, "/site/dependenciesInterval"},
 	}
 
 	// Everything that only renders runs before the control plane starts.
@@ -1020,7 +1068,8 @@ func checkHelmChartResource(ctx context.Context, t *testing.T, h *helmCLI, a *ap
 
 // checkSchedulerSync compares the chart's KubeSchedulerConfiguration and
 // scheduler RBAC with deploy/edge-scheduler: the same profile, plugin
-// arguments (but for the model source and key paths, which the chart sets),
+// arguments (but for the model source, the dependency graph's ConfigMap
+// and key paths, which the chart sets),
 // client limits, built-in roles bound, and every permission of rbac.yaml.
 func checkSchedulerSync(t *testing.T, objs []*unstructured.Unstructured) {
 	if objs == nil {
@@ -1060,10 +1109,11 @@ func checkSchedulerSync(t *testing.T, objs []*unstructured.Unstructured) {
 		t.Fatalf("the chart's EdgePolicy args are refused by the plugin: %v", err)
 	}
 	if decoded.ModelConfigMap != chartNamespace+"/edgesched-model" || !slices.Equal(decoded.PublicKeys, []string{"/etc/edgesched/trusted-keys"}) ||
-		decoded.ModelStatePath != "/var/lib/edgesched-scheduler/plugin-state.db" {
-		t.Errorf("chart args: modelConfigMap %q publicKeys %q modelStatePath %q", decoded.ModelConfigMap, decoded.PublicKeys, decoded.ModelStatePath)
+		decoded.ModelStatePath != "/var/lib/edgesched-scheduler/plugin-state.db" || decoded.DependenciesConfigMap != chartNamespace+"/edgesched-dependencies" {
+		t.Errorf("chart args: modelConfigMap %q publicKeys %q modelStatePath %q dependenciesConfigMap %q", decoded.ModelConfigMap, decoded.PublicKeys,
+			decoded.ModelStatePath, decoded.DependenciesConfigMap)
 	}
-	for _, k := range []string{"modelPath", "modelConfigMap", "modelConfigMapKey", "publicKeys", "reloadInterval", "modelStatePath"} {
+	for _, k := range []string{"modelPath", "modelConfigMap", "modelConfigMapKey", "publicKeys", "reloadInterval", "modelStatePath", "dependenciesConfigMap"} {
 		delete(ca, k)
 		delete(sa, k)
 	}
@@ -1218,6 +1268,9 @@ func checkInstall(ctx context.Context, t *testing.T, h *helmCLI, a *applier, cp 
 			{"create", "coordination.k8s.io", "leases", chartNamespace, "", true},
 			{"update", "coordination.k8s.io", "leases", chartNamespace, "edgesched-scheduler", false},
 			{"update", "", "configmaps", chartNamespace, "edgesched-model", true},
+			{"get", "", "configmaps", chartNamespace, "edgesched-dependencies", true},
+			{"update", "", "configmaps", chartNamespace, "edgesched-dependencies", true},
+			{"create", "", "configmaps", chartNamespace, "", true},
 			{"update", "", "configmaps", chartNamespace, "edgesched-scheduler-config", false},
 			{"update", "", "configmaps", "kube-system", "edgesched-model", false},
 			{"create", "", "events", chartNamespace, "", true},
@@ -1232,6 +1285,9 @@ func checkInstall(ctx context.Context, t *testing.T, h *helmCLI, a *applier, cp 
 			{"update", "coordination.k8s.io", "leases", chartNamespace, "edgesched-scheduler", true},
 			{"watch", "", "configmaps", chartNamespace, "edgesched-model", true},
 			{"update", "", "configmaps", chartNamespace, "edgesched-model", false},
+			{"list", "", "configmaps", chartNamespace, "edgesched-dependencies", true},
+			{"watch", "", "configmaps", chartNamespace, "edgesched-dependencies", true},
+			{"update", "", "configmaps", chartNamespace, "edgesched-dependencies", false},
 			{"patch", "", "nodes", "", "node-1", false},
 		})
 	})

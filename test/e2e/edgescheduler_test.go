@@ -1168,6 +1168,11 @@ func TestEdgeSchedulerEndToEnd(t *testing.T) {
 		r.checkCluster(ctx)
 		r.checkNoFailures(ctx)
 	})
+	t.Run("Dependencies", func(t *testing.T) {
+		r.t = t
+		r.dependencies(ctx, "deps", args)
+		r.checkCluster(ctx)
+	})
 	t.Logf("max milli-GPU on one device: %d; whole test %s", r.maxShare, time.Since(began).Round(time.Millisecond))
 }
 

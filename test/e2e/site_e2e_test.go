@@ -54,6 +54,9 @@ const (
 	siteLease = 4 * time.Second
 	siteRenew = 2500 * time.Millisecond
 	siteRetry = 500 * time.Millisecond
+	// siteDepsInterval: the leader recomputes the dependency graph this
+	// often (an unchanged one is rewritten every 10 intervals: 5 s).
+	siteDepsInterval = 500 * time.Millisecond
 )
 
 func TestSiteLeader(t *testing.T) {
@@ -202,7 +205,8 @@ type siteRig struct {
 
 // siteAgent is one agent's site parts, run in-process as the agent binary
 // runs them: the trace recorder on every agent, the elector with the FL
-// client and the installer as leader-only components.
+// client, the installer and the dependency graph publisher as leader-only
+// components.
 type siteAgent struct {
 	id      string
 	dir     string
@@ -259,10 +263,17 @@ func (r *siteRig) startAgent(id, dir string) *siteAgent {
 		t.Fatal(err)
 	}
 	a.fl.OnModel(func(flclient.Installed) { inst.Notify() })
+	dcfg := site.DefaultDependencyConfig()
+	dcfg.Client, dcfg.Namespace, dcfg.Trace, dcfg.Site, dcfg.Identity = client, siteNamespace, a.store, siteName, id
+	dcfg.Interval = siteDepsInterval
+	deps, err := site.NewDependencyPublisher(dcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ecfg := site.DefaultConfig()
 	ecfg.Site, ecfg.Namespace, ecfg.Identity, ecfg.Client = siteName, siteNamespace, id, client
 	ecfg.LeaseDuration, ecfg.RenewDeadline, ecfg.RetryPeriod = siteLease, siteRenew, siteRetry
-	ecfg.Leader, ecfg.KeepLeaseOnStop = []site.Component{fl, inst}, true // stopping simulates a crash: the Lease stays
+	ecfg.Leader, ecfg.KeepLeaseOnStop = []site.Component{fl, inst, deps}, true // stopping simulates a crash: the Lease stays
 	if a.elector, err = site.New(ecfg); err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +353,9 @@ func sitePod(name, node, app string, gpuMilli int) *corev1.Pod {
 // same pods; it adopts the crashed leader's unsent updates and delivers
 // them, continuing the sequence, with no update refused as a replay and
 // every update made decided by the coordinator or still handed over; it
-// writes newer models into the scheduler's ConfigMap.
+// writes newer models into the scheduler's ConfigMap. The leader, then
+// the new one, publish the call graph (web -> db) into the dependency
+// graph ConfigMap.
 func siteFailover(t *testing.T, cp *ControlPlane) {
 	ctx := context.Background()
 	srv := fltest.StartNATS(t)
@@ -454,6 +467,9 @@ func siteFailover(t *testing.T, cp *ControlPlane) {
 		return st.Installed != nil && st.Counters.Published >= 3 && err == nil && stats.LivePods == 8 && edges > 0,
 			fmt.Sprintf("fl %+v, configmap %v, live pods %d, edges %d", st.Counters, err, stats.LivePods, edges)
 	})
+	// the leader publishes the call graph for the scheduler: web -> db
+	depsBy := siteDependencyGraph(t, cp, leader.id)
+
 	cmVersion := func() uint64 {
 		cm, err := cp.Client.CoreV1().ConfigMaps(conventions.DefaultModelConfigMapNamespace).Get(ctx, conventions.DefaultModelConfigMapName, metav1.GetOptions{})
 		if err != nil {
@@ -531,6 +547,12 @@ func siteFailover(t *testing.T, cp *ControlPlane) {
 		return s.HWM > maxOld && st.Seq > maxOld && st.Counters.Published > len(pendingOld) && cmVersion() > vBefore,
 			fmt.Sprintf("hwm %d (old leader's max %d), new leader %+v, ConfigMap version %d", s.HWM, maxOld, st.Counters, cmVersion())
 	})
+	// the new leader publishes the graph too (it rewrites the unchanged
+	// graph within 10 intervals, as its writer)
+	if by := siteDependencyGraph(t, cp, next.id); by != next.id || depsBy != leader.id {
+		t.Errorf("dependency graph written by %s, then %s; want %s, then %s", depsBy, by, leader.id, next.id)
+	}
+
 	wantLive := len(created) - len(deleted)
 	siteEventually(t, 20*time.Second, "the new leader's trace to hold every pod", func() (bool, string) {
 		st, _ := next.store.Stats()
@@ -592,6 +614,33 @@ func siteFailover(t *testing.T, cp *ControlPlane) {
 	}
 	t.Logf("site %s: %d updates made (%d by the crashed leader), %d decided (%d accepted, rejected %v), %d still handed over, high-water mark %d",
 		siteName, made, stOld.Counters.Trained, verdicts, s.Accepted, s.Rejected, pending, s.HWM)
+}
+
+// siteDependencyGraph polls the dependency graph ConfigMap until it holds
+// web -> db at a positive rate (the format refuses any other), written by
+// agent by (the edgesched.io/agent annotation), and returns that writer.
+func siteDependencyGraph(t *testing.T, cp *ControlPlane, by string) string {
+	t.Helper()
+	var writer, data string
+	siteEventually(t, 30*time.Second, "the dependency graph web -> db written by "+by, func() (bool, string) {
+		cm, err := cp.Client.CoreV1().ConfigMaps(siteNamespace).Get(context.Background(), conventions.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		data = cm.Data[conventions.DependenciesConfigMapKey]
+		g, err := conventions.DecodeDependencyGraph([]byte(data))
+		if err != nil {
+			return false, err.Error()
+		}
+		writer = cm.Annotations["edgesched.io/agent"]
+		ok := writer == by && cm.Labels["edgesched.io/site"] == siteName && g.Window == "10m0s"
+		for _, e := range g.Edges {
+			ok = ok && e.From == "web" && e.To == "db" && e.CallsPerSecond > 0
+		}
+		return ok && len(g.Edges) == 1, fmt.Sprintf("by %s, labels %v, graph %+v", writer, cm.Labels, g)
+	})
+	t.Logf("dependency graph by %s: %s", writer, data)
+	return writer
 }
 
 // checkTrace compares the new leader's trace with what the test did: every

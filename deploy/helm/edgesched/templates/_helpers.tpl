@@ -84,6 +84,9 @@ it over). "true" or "". */}}
 {{- if and .Values.site.enabled .Values.nats.leaf.enabled (not .Values.nats.leaf.remoteURL) (not .Values.nats.leaf.remoteURLSecret) -}}
 {{- fail "nats.leaf.enabled needs the hub's leaf-node URL: nats.leaf.remoteURL or nats.leaf.remoteURLSecret" -}}
 {{- end -}}
+{{- if and .Values.site.dependenciesConfigMap (eq .Values.site.dependenciesConfigMap .Values.model.configMapName) -}}
+{{- fail "site.dependenciesConfigMap must differ from model.configMapName: the dependency graph and the model have ConfigMaps of their own" -}}
+{{- end -}}
 {{- if not (or .Values.site.enabled .Values.cloud.enabled) -}}
 {{- fail "nothing to install: site.enabled and cloud.enabled are both false" -}}
 {{- end -}}

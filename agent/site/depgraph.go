@@ -1,0 +1,395 @@
+package site
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/edgesched/edgesched/agent/trace"
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/internal/kube"
+)
+
+// The service dependency graph the site leader publishes for the
+// scheduler plugin (docs/site-leader.md, "Service dependency graph").
+const (
+	// DependencyRefreshIntervals: an unchanged graph is rewritten once the
+	// one in the ConfigMap is this many intervals old (less half of one,
+	// so timer jitter does not push it to the next), so its updated time
+	// says the leader is alive.
+	DependencyRefreshIntervals = 10
+	// DependencyRateTolerance: a graph with the same edges is rewritten
+	// only when some rate moved by more than this share of the rate in
+	// the ConfigMap.
+	DependencyRateTolerance = 0.1
+
+	componentDependencies = "dependency-graph"
+	labelManagedBy        = "app.kubernetes.io/managed-by"
+	managedByAgent        = "edge-agent"
+)
+
+// Results of DependencyPublisher.Sync (the writes_total label values but
+// for failed and trace_error).
+const (
+	// DependencyCreated: the ConfigMap did not exist and was created.
+	DependencyCreated = "created"
+	// DependencyUpdated: the graph changed (or grew old) and was written.
+	DependencyUpdated = "updated"
+	// DependencyReplaced: the ConfigMap held something that is not a
+	// valid graph; it was overwritten (and logged).
+	DependencyReplaced = "replaced"
+	// DependencyUnchanged: the ConfigMap's graph is current; no write.
+	DependencyUnchanged = "unchanged"
+
+	resultFailed     = "failed"
+	resultTraceError = "trace_error"
+)
+
+// DependencySource computes the service call graph over the window
+// ending at until (trace.Store.ServiceDependencies).
+type DependencySource interface {
+	ServiceDependencies(window time.Duration, until time.Time) ([]conventions.DependencyEdge, error)
+}
+
+var _ DependencySource = (*trace.Store)(nil)
+
+// DependencyConfig configures a DependencyPublisher. Start from
+// DefaultDependencyConfig; the zero values of the optional fields are
+// documented on each.
+type DependencyConfig struct {
+	// Client reads and writes the ConfigMap (get/create/update on it):
+	// kube.NewForConfig's clients, or a clientset adapted by
+	// kube/kubeclientset. Required.
+	Client kube.Interface
+	// Namespace and Name locate the ConfigMap: what EdgePolicy's
+	// dependenciesConfigMap arg (namespace/name) says (defaults
+	// edgesched-system, conventions.DefaultDependenciesConfigMapName).
+	Namespace, Name string
+	// Trace computes the graph: the site trace (*trace.Store). Required.
+	Trace DependencySource
+	// Interval is how often the graph is computed (default 1m); Window
+	// the span of call-rate samples each computation averages over
+	// (default 10m).
+	Interval, Window time.Duration
+	// BackoffMin and BackoffMax pace the retries of a failed computation
+	// or write (defaults 1s, 30s; jittered from Seed).
+	BackoffMin, BackoffMax time.Duration
+	// Site labels the ConfigMap edgesched.io/site ("" : no such label);
+	// Identity (the node name) annotates it as the writer ("": none).
+	Site, Identity string
+	// Now is the clock of the window and of the graph's updated time
+	// (nil: time.Now).
+	Now func() time.Time
+	// Seed seeds the retry jitter.
+	Seed uint64
+	// Registerer receives edgesched_site_dependency_graph_writes_total
+	// {result} and edgesched_site_dependency_graph_edges (nil: not
+	// registered).
+	Registerer prometheus.Registerer
+	// Logger (nil: discard).
+	Logger *slog.Logger
+}
+
+// DefaultDependencyConfig returns the defaults.
+func DefaultDependencyConfig() DependencyConfig {
+	return DependencyConfig{Namespace: DefaultNamespace, Name: conventions.DefaultDependenciesConfigMapName,
+		Interval: time.Minute, Window: 10 * time.Minute, BackoffMin: time.Second, BackoffMax: 30 * time.Second}
+}
+
+// Validate names the first bad field.
+func (c *DependencyConfig) Validate() error {
+	switch {
+	case c.Client == nil:
+		return fmt.Errorf("%w: dependency graph Client required", ErrConfig)
+	case c.Trace == nil:
+		return fmt.Errorf("%w: dependency graph Trace required (the site trace)", ErrConfig)
+	case len(validation.IsDNS1123Label(c.Namespace)) > 0:
+		return fmt.Errorf("%w: dependency graph Namespace %q is not a DNS label", ErrConfig, c.Namespace)
+	case len(validation.IsDNS1123Subdomain(c.Name)) > 0:
+		return fmt.Errorf("%w: dependency graph Name %q is not a ConfigMap name", ErrConfig, c.Name)
+	case c.Interval <= 0:
+		return fmt.Errorf("%w: dependency graph Interval %v must be positive", ErrConfig, c.Interval)
+	case c.Window <= 0:
+		return fmt.Errorf("%w: dependency graph Window %v must be positive", ErrConfig, c.Window)
+	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
+		return fmt.Errorf("%w: dependency graph backoff %v to %v: want 0 < BackoffMin <= BackoffMax", ErrConfig, c.BackoffMin, c.BackoffMax)
+	case c.Site != "" && len(validation.IsValidLabelValue(c.Site)) > 0:
+		return fmt.Errorf("%w: dependency graph Site %q is not a label value", ErrConfig, c.Site)
+	}
+	return nil
+}
+
+// DependencyPublisher is the leader-only component that computes the
+// site's service dependency graph from the trace every Interval and
+// writes it into the ConfigMap EdgePolicy reads (data
+// conventions.DependenciesConfigMapKey, conventions.DependencyGraph's
+// encoding). It writes only when the graph changed (another edge set, or
+// a rate that moved by more than DependencyRateTolerance) or the graph
+// there is DependencyRefreshIntervals old, with optimistic concurrency
+// (resourceVersion); a ConfigMap that does not hold a valid graph is
+// replaced. Failures are logged, counted and retried with backoff; Run
+// returns only when its context ends. Run once per term (reusable across
+// terms); Sync is safe for concurrent use.
+type DependencyPublisher struct {
+	cfg    DependencyConfig
+	log    *slog.Logger
+	writes *prometheus.CounterVec
+	edges  prometheus.Gauge
+}
+
+var _ Component = (*DependencyPublisher)(nil)
+
+// NewDependencyPublisher checks cfg and registers the metrics.
+func NewDependencyPublisher(cfg DependencyConfig) (*DependencyPublisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	p := &DependencyPublisher{cfg: cfg, log: log.With("configmap", cfg.Namespace+"/"+cfg.Name),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "site", Name: "dependency_graph_writes_total",
+			Help: "Computations of the service dependency graph by result: created, updated, replaced (the ConfigMap held no valid graph), unchanged (no write needed), failed (API error; retried), trace_error (the site trace could not be read; retried)."},
+			[]string{"result"}),
+		edges: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "edgesched", Subsystem: "site", Name: "dependency_graph_edges",
+			Help: "Edges (service -> service) of the dependency graph the site leader last wrote or found current in the ConfigMap."}),
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{p.writes, p.edges} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register dependency graph metrics: %w", err)
+			}
+		}
+	}
+	return p, nil
+}
+
+// Run publishes the graph now and every Interval until ctx ends (then it
+// returns ctx's error); a failed attempt is retried after a capped,
+// jittered backoff instead of the next Interval.
+func (p *DependencyPublisher) Run(ctx context.Context) error {
+	b := backoff.New(p.cfg.BackoffMin, p.cfg.BackoffMax, p.cfg.Seed^0xde9)
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		res, err := p.Sync(ctx)
+		var again <-chan time.Time
+		switch {
+		case err != nil && ctx.Err() == nil:
+			d := b.Next()
+			p.log.Warn("dependency graph not published; retrying", "in", d, "err", err)
+			again = time.After(d)
+		case err == nil:
+			b.Reset()
+			if res.Action == DependencyUnchanged {
+				p.log.Debug("dependency graph unchanged", "edges", res.Edges)
+			} else {
+				p.log.Info("dependency graph written", "action", res.Action, "edges", res.Edges, "reason", res.Reason, "dropped", res.Dropped)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		case <-again:
+		}
+	}
+}
+
+// DependencyResult says what Sync did.
+type DependencyResult struct {
+	// Action is DependencyCreated, DependencyUpdated, DependencyReplaced
+	// or DependencyUnchanged.
+	Action string
+	// Reason names why a graph was written ("new", "edges changed",
+	// "rates moved", "refresh", "window changed", "no graph", "invalid").
+	Reason string
+	// Edges in the graph; Dropped edges left out (a service name the
+	// format refuses, or beyond the format's bounds: the lightest go).
+	Edges, Dropped int
+}
+
+// Sync computes the graph over the Window ending now and writes it into
+// the ConfigMap when it differs from the one there (see
+// DependencyPublisher), creating the ConfigMap when absent. Conflicting
+// writes are retried from a fresh read.
+func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error) {
+	var res DependencyResult
+	now := p.cfg.Now()
+	edges, err := p.cfg.Trace.ServiceDependencies(p.cfg.Window, now)
+	if err != nil {
+		p.writes.WithLabelValues(resultTraceError).Inc()
+		return res, fmt.Errorf("compute the dependency graph: %w", err)
+	}
+	edges, res.Dropped = p.fit(edges)
+	g := conventions.DependencyGraph{Version: conventions.DependencyGraphVersion, Updated: now.UTC().Truncate(time.Second),
+		Window: p.cfg.Window.String(), Edges: edges}
+	raw, err := g.Encode()
+	if err != nil { // fit keeps the graph within the format's bounds
+		p.writes.WithLabelValues(resultFailed).Inc()
+		return res, fmt.Errorf("encode the dependency graph: %w", err)
+	}
+	res.Edges = len(edges)
+	cms := p.cfg.Client.ConfigMaps(p.cfg.Namespace)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cms.Get(ctx, p.cfg.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: p.cfg.Name, Namespace: p.cfg.Namespace}}
+			p.stamp(cm, raw)
+			res.Action, res.Reason = DependencyCreated, "new"
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(v1.Resource("configmaps"), p.cfg.Name, err)
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		res.Action = DependencyUpdated
+		if cur, ok := cm.Data[conventions.DependenciesConfigMapKey]; !ok {
+			res.Reason = "no graph"
+		} else if old, derr := conventions.DecodeDependencyGraph([]byte(cur)); derr != nil {
+			p.log.Warn("the ConfigMap's dependency graph does not decode: replacing it", "err", derr)
+			res.Action, res.Reason = DependencyReplaced, "invalid"
+		} else if res.Reason = p.changed(old, &g, now); res.Reason == "" {
+			res.Action = DependencyUnchanged
+			return nil
+		}
+		cm = cm.DeepCopy()
+		p.stamp(cm, raw)
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		p.writes.WithLabelValues(resultFailed).Inc()
+		return res, fmt.Errorf("write %s/%s: %w", p.cfg.Namespace, p.cfg.Name, err)
+	}
+	p.writes.WithLabelValues(res.Action).Inc()
+	p.edges.Set(float64(res.Edges))
+	return res, nil
+}
+
+// changed says why g must replace old ("" when it need not): another
+// edge set, a rate that moved by more than DependencyRateTolerance,
+// another window, or old's updated time DependencyRefreshIntervals
+// intervals ago (or in the future: another leader's clock).
+func (p *DependencyPublisher) changed(old, g *conventions.DependencyGraph, now time.Time) string {
+	if old.Window != g.Window {
+		return "window changed"
+	}
+	if len(old.Edges) != len(g.Edges) {
+		return "edges changed"
+	}
+	rates := make(map[[2]string]float64, len(old.Edges))
+	for _, e := range old.Edges {
+		rates[[2]string{e.From, e.To}] = e.CallsPerSecond
+	}
+	moved := false
+	for _, e := range g.Edges {
+		r, ok := rates[[2]string{e.From, e.To}]
+		if !ok {
+			return "edges changed"
+		}
+		moved = moved || math.Abs(e.CallsPerSecond-r) > DependencyRateTolerance*r
+	}
+	if moved {
+		return "rates moved"
+	}
+	refresh := time.Duration((DependencyRefreshIntervals - 0.5) * float64(p.cfg.Interval))
+	if age := now.Sub(old.Updated); age >= refresh || age < -p.cfg.Interval {
+		return "refresh"
+	}
+	return ""
+}
+
+// fit drops the edges a graph cannot hold: those naming a service the
+// format refuses and, beyond conventions.MaxDependencyEdges or
+// MaxDependencyGraphBytes encoded, the lightest ones (the heaviest are
+// kept). It returns the edges kept and how many were dropped.
+func (p *DependencyPublisher) fit(edges []conventions.DependencyEdge) ([]conventions.DependencyEdge, int) {
+	kept := make([]conventions.DependencyEdge, 0, len(edges))
+	bad := 0
+	for _, e := range edges {
+		one := conventions.DependencyGraph{Version: conventions.DependencyGraphVersion, Edges: []conventions.DependencyEdge{e}}
+		if err := one.Validate(); err != nil {
+			if bad == 0 {
+				p.log.Warn("dependency edge left out of the graph", "err", err)
+			}
+			bad++
+			continue
+		}
+		kept = append(kept, e)
+	}
+	// the graph's fields besides its edges take under 200 bytes
+	const budget = conventions.MaxDependencyGraphBytes - 1024
+	size := 0
+	sizes := make([]int, len(kept))
+	for i, e := range kept {
+		b, _ := json.Marshal(e) // strings and a finite float: cannot fail
+		sizes[i] = len(b) + 1
+		size += sizes[i]
+	}
+	if len(kept) <= conventions.MaxDependencyEdges && size <= budget {
+		return kept, bad
+	}
+	order := make([]int, len(kept))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(kept[b].CallsPerSecond, kept[a].CallsPerSecond) })
+	var out []conventions.DependencyEdge
+	size = 0
+	for _, i := range order {
+		if len(out) == conventions.MaxDependencyEdges || size+sizes[i] > budget {
+			break
+		}
+		out = append(out, kept[i])
+		size += sizes[i]
+	}
+	dropped := bad + len(kept) - len(out)
+	p.log.Warn("dependency graph too large: the lightest edges left out", "edges", len(kept), "kept", len(out),
+		"maxEdges", conventions.MaxDependencyEdges, "maxBytes", conventions.MaxDependencyGraphBytes)
+	return out, dropped
+}
+
+// stamp puts the graph, the labels and the writer on cm.
+func (p *DependencyPublisher) stamp(cm *v1.ConfigMap, raw []byte) {
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data[conventions.DependenciesConfigMapKey] = string(raw)
+	delete(cm.BinaryData, conventions.DependenciesConfigMapKey) // one copy, where the plugin reads it
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	cm.Labels[labelManagedBy] = managedByAgent
+	cm.Labels[labelComponent] = componentDependencies
+	if p.cfg.Site != "" {
+		cm.Labels[labelSite] = p.cfg.Site
+	}
+	if p.cfg.Identity != "" {
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations[annotationBy] = p.cfg.Identity
+	}
+}
