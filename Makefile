@@ -27,7 +27,7 @@ E2E_BIN   ?= $(BIN)/e2e
 # edge-agent is built without gorgonia.org/tensor (policy/tensor_gonum.go:
 # the same gonum Sgemm, bit-identical results, 24.6 MB stripped instead of
 # 36.4 MB; docs/agent.md "Binary size"). internal/agentcmd/deps_test.go and
-# test/e2e/build.go read this line.
+# test/e2e/build.go read this line; `make lint` vets with these tags too.
 AGENT_TAGS ?= nogorgonia
 
 e2e-bin: helm ## build the programs the end-to-end tests start (kine, kube-apiserver, kube-scheduler, edge-scheduler, edge-agent) and helm
@@ -106,6 +106,7 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags "$(AGENT_TAGS)" ./policy/... ./quant/ ./agent/... ./internal/agentcmd/ ./cmd/edge-agent/
 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')

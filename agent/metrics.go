@@ -39,12 +39,23 @@ type metrics struct {
 // shares may already hold a collector of the same name (another agent in
 // the process, an embedding program): an instrument of the same kind is
 // then reused (both agents count into it) and anything else is an error
-// naming the metric; the sampled values are never shared (their
-// collector reads one agent), so a second agent's refused with an error.
+// naming the metric. The sampled values are never shared (their
+// collector reads one agent), so a second agent on the same registry is
+// refused with an error before it registers anything.
 func newMetrics(a *Agent) (*metrics, error) {
 	m := &metrics{reg: a.cfg.Registry}
 	if m.reg == nil {
 		m.reg = prometheus.NewRegistry()
+	}
+	// First the sampled values, which are never shared (their collector
+	// reads one agent): a second agent on this registry is refused here,
+	// before it registers or reuses anything else.
+	if err := m.reg.Register(&sampleCollector{a: a}); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			return nil, fmt.Errorf("%w: register the sampled metrics (%s_cpu_utilisation_ratio, ...): another agent's are on this registry", ErrMetrics, ns)
+		}
+		return nil, fmt.Errorf("%w: register the sampled metrics (%s_cpu_utilisation_ratio, ...): %w", ErrMetrics, ns, err)
 	}
 	var err error
 	if m.samples, err = register(m.reg, ns+"_samples_total", prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "samples_total",
@@ -95,13 +106,6 @@ func newMetrics(a *Agent) (*metrics, error) {
 	m.sampleErrors.WithLabelValues(SourceProc)
 	m.sampleErrors.WithLabelValues(SourceEBPF)
 	m.setSource(SourceProc)
-	if err := m.reg.Register(&sampleCollector{a: a}); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			return nil, fmt.Errorf("%w: register the sampled metrics (%s_cpu_utilisation_ratio, ...): another agent's are on this registry", ErrMetrics, ns)
-		}
-		return nil, fmt.Errorf("%w: register the sampled metrics (%s_cpu_utilisation_ratio, ...): %w", ErrMetrics, ns, err)
-	}
 	// The Go runtime's and the process's: an embedding program often has
 	// them already.
 	if _, err := register(m.reg, "go_* (Go runtime collector)", collectors.NewGoCollector()); err != nil {
@@ -145,7 +149,9 @@ func (m *metrics) setSource(s string) {
 }
 
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: nil, Registry: m.reg})
+	// ContinueOnError: a collector that fails (the site's model state
+	// unreadable for a moment) loses its own series, not the scrape's.
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, Registry: m.reg})
 }
 
 // Descriptions of the sampled values.

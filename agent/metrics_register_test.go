@@ -88,6 +88,10 @@ func TestTwoAgentsOneRegistry(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, ns+"_last_sample_timestamp_seconds"); err != nil || n != 1 {
 		t.Fatalf("the first agent's sample: %d series (%v), want 1", n, err)
 	}
+	// the refused agent left nothing behind: one info series, the first's seed
+	if n, err := testutil.GatherAndCount(reg, ns+"_info"); err != nil || n != 1 {
+		t.Fatalf("%s_info: %d series (%v) after the refused second agent, want the first agent's only", ns, n, err)
+	}
 }
 
 // TestSeeds: a zero Seed is replaced by a drawn non-zero one, shown by

@@ -147,20 +147,27 @@ func TestDependencySource(t *testing.T) {
 	client := fake.NewClientset(cm)
 	ctx, cancel := context.WithCancel(context.Background())
 	deps := &dependencies{}
-	_, wait := startDependencySource(ctx, client, deps, "edgesched-system", conventions.DefaultDependenciesConfigMapName)
+	src, wait := startDependencySource(ctx, client, deps, "edgesched-system", conventions.DefaultDependenciesConfigMapName)
 	defer func() { cancel(); wait() }()
 	g := deps.current()
 	if g == nil || len(g.edges) != 1 || !slices.Equal(g.services, []string{"db", "web"}) {
 		t.Fatalf("graph at start: %+v", g)
 	}
 	cms := client.CoreV1().ConfigMaps("edgesched-system")
-	update := func(data string) {
+	update := func(data string) string {
 		t.Helper()
 		c := cm.DeepCopy()
 		c.Data[conventions.DependenciesConfigMapKey] = data
-		if _, err := cms.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		up, err := cms.Update(ctx, c, metav1.UpdateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		return up.ResourceVersion
+	}
+	refused := func() string {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return src.lastRefusedResource
 	}
 	waitFor := func(what string, ok func(*depGraph) bool) {
 		t.Helper()
@@ -178,14 +185,23 @@ func TestDependencySource(t *testing.T) {
 	waitFor("the updated graph", func(g *depGraph) bool { return g != nil && len(g.edges) == 2 })
 	v := deps.current().version
 	// malformed: refused, the two-edge graph stays
-	update(`{"version":1,"edges":[{"from":"web","to":"db","callsPerSecond":-1}]}`)
-	update(strings.Replace(string(raw2), `"version":1`, `"version":1,"extra":true`, 1)) // unknown field: refused too
-	// a good graph after the bad ones shows both bad ones were handled
-	_, raw3 := graphOf(t, conventions.DependencyEdge{From: "api", To: "db", CallsPerSecond: 1})
-	time.Sleep(100 * time.Millisecond) // let the bad updates reach the informer first
-	if g := deps.current(); g == nil || g.version != v || len(g.edges) != 2 {
-		t.Fatalf("after malformed graphs: %+v, want the two-edge graph (version %d) kept", g, v)
+	for _, bad := range []string{
+		`{"version":1,"edges":[{"from":"web","to":"db","callsPerSecond":-1}]}`,
+		strings.Replace(string(raw2), `"version":1`, `"version":1,"extra":true`, 1), // unknown field
+	} {
+		rv := update(bad)
+		deadline := time.Now().Add(10 * time.Second)
+		for refused() != rv {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out after 10s waiting for the refusal of resourceVersion %s (last refused %q)", rv, refused())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if g := deps.current(); g == nil || g.version != v || len(g.edges) != 2 {
+			t.Fatalf("after the malformed graph %.60s: %+v, want the two-edge graph (version %d) kept", bad, g, v)
+		}
 	}
+	_, raw3 := graphOf(t, conventions.DependencyEdge{From: "api", To: "db", CallsPerSecond: 1})
 	update(string(raw3))
 	waitFor("the next good graph", func(g *depGraph) bool { return g != nil && len(g.edges) == 1 && g.edges[0].From == "api" })
 	if err := cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {

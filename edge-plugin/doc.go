@@ -74,7 +74,6 @@
 // dependency features see where each service's replicas run; without it
 // they are 0.
 //
-// Not done yet: incremental snapshot conversion, and SignPlugin (pods are
-// not batched, which is correct because scores depend on the cluster
-// state).
+// Not done yet: SignPlugin (pods are not batched, which is correct because
+// scores depend on the cluster state).
 package edgeplugin

@@ -164,20 +164,48 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	args := cfg.Args
+	// New has no scheduler handle (and so no API client) here: the
+	// dependency graph's watch is started below with the extender's own.
+	deps := args.DependenciesConfigMap
+	args.DependenciesConfigMap = ""
+	depNS, depName, err := "", "", error(nil)
+	if deps != "" {
+		if depNS, depName, err = configMapRef("dependenciesConfigMap", deps); err != nil {
+			return nil, err
+		}
+	}
 	pl, err := New(ctx, &args, nil) // validates, loads keys, target and model, watches the model file
 	if err != nil {
 		return nil, err
 	}
-	src := cfg.Source
-	if src == nil {
+	p := pl.(*EdgePolicy)
+	var client kubernetes.Interface
+	newClient := func() (kubernetes.Interface, error) {
+		if client != nil {
+			return client, nil
+		}
 		rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("edgesched extender: kubeconfig: %w", err)
 		}
 		rc.UserAgent = "edge-scheduler-extender"
-		client, err := kubernetes.NewForConfig(rc)
-		if err != nil {
+		if client, err = kubernetes.NewForConfig(rc); err != nil {
 			return nil, fmt.Errorf("edgesched extender: client: %w", err)
+		}
+		return client, nil
+	}
+	if deps != "" {
+		c, err := newClient()
+		if err != nil {
+			return nil, err
+		}
+		p.depSource, _ = startDependencySource(ctx, c, p.conv.deps, depNS, depName)
+	}
+	src := cfg.Source
+	if src == nil {
+		client, err := newClient()
+		if err != nil {
+			return nil, err
 		}
 		is, err := NewInformerSource(client)
 		if err != nil {
@@ -186,7 +214,7 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		is.Start(ctx)
 		src = is
 	}
-	ext := NewExtender(pl.(*EdgePolicy), src, cfg.Options)
+	ext := NewExtender(p, src, cfg.Options)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("edgesched extender: listen: %w", err)
@@ -294,6 +322,7 @@ func ExtenderMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.Float64Var(&cfg.Args.TargetThreshold, "target-threshold", DefaultTargetThreshold, "popularity share kept in the target workload, in (0, 1]")
 	fs.DurationVar(&reload, "reload-interval", DefaultReloadInterval, "how often the model file is checked (1s..1h)")
 	fs.StringVar(&cfg.Args.TelemetryMaxAge, "telemetry-max-age", DefaultTelemetryMaxAge.String(), "staleness bound of the nodes' edgesched.io/telemetry annotations (10s..1h); older summaries fall back to the usage model")
+	fs.StringVar(&cfg.Args.DependenciesConfigMap, "dependencies-configmap", "", "NAMESPACE/NAME of the site's service dependency graph ConfigMap (the plugin's dependenciesConfigMap; empty: none)")
 	fs.StringVar(&cfg.Options.Prefix, "prefix", "", "URL path prefix of the verbs (the verbs are PREFIX/filter and PREFIX/prioritize)")
 	fs.Int64Var(&cfg.Options.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body accepted")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key)")

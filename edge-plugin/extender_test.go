@@ -497,6 +497,11 @@ func TestExtenderMainUsage(t *testing.T) {
 	if code := ExtenderMain(t.Context(), []string{"--model", "m", "--keys", "k", "--tls-cert", "c"}, &out); code != 1 || !strings.Contains(out.String(), "--tls-key") {
 		t.Errorf("tls cert alone: %d %q", code, out.String())
 	}
+	out.Reset()
+	if code := ExtenderMain(t.Context(), []string{"--model", "m", "--keys", "k", "--dependencies-configmap", "no-namespace"}, &out); code == 0 ||
+		!strings.Contains(out.String(), `dependenciesConfigMap "no-namespace" must be namespace/name`) {
+		t.Errorf("bad --dependencies-configmap: %d %q", code, out.String())
+	}
 }
 
 // TestK3sExtenderConfig loads the shipped K3s configuration the way

@@ -204,8 +204,15 @@ func TestEnqueueDoesNotBlockOtherMethods(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("OnModel/Status/Outbox blocked for 5 s behind a stuck ledger call")
 	}
-	// A second enqueue waits behind the first (one at a time, in order).
+	// A second enqueue waits behind the first (one at a time, in order):
+	// while sequence 1 is stuck, sequence 2 must not reach the ledger. A
+	// negative, so watched over a window (300 ms) rather than polled.
 	go enqueue(2)
+	select {
+	case seq := <-ledger.entered:
+		t.Fatalf("sequence %d reached the ledger while sequence 1's call was stuck", seq)
+	case <-time.After(300 * time.Millisecond):
+	}
 	ledger.release <- struct{}{} // sequence 1 staged
 	select {
 	case seq := <-ledger.entered:

@@ -206,8 +206,17 @@ func TestStandbyWatchesLease(t *testing.T) {
 			defer func() { stopB(); <-bDone }()
 			poll(t, 10*time.Second, "B observing A", func() (bool, string) { return b.Leader() == "node-a", b.Leader() })
 			// B's first try failed and its next periodic one is an hour
-			// away; let A renew a few times (each a watch event for B)
-			time.Sleep(time.Second)
+			// away; A renews a few times (each a watch event for B)
+			renewals := 0
+			var last time.Time
+			poll(t, 10*time.Second, "three renewals by A", func() (bool, string) {
+				l, err := client.CoordinationV1().Leases(testNS).Get(context.Background(), LeaseName("store-1"), metav1.GetOptions{})
+				if err == nil && l.Spec.RenewTime != nil && !l.Spec.RenewTime.Time.Equal(last) {
+					last = l.Spec.RenewTime.Time
+					renewals++
+				}
+				return renewals >= 3, fmt.Sprintf("%d renewals seen", renewals)
+			})
 			if b.IsLeader() {
 				t.Fatal("B took the Lease A renews")
 			}

@@ -29,7 +29,7 @@ func main() {
 		stop()
 		os.Exit(code)
 	}
-	if _, err := memlimit.Apply(nil, 0); err != nil {
+	if _, err := memlimit.Apply(memlimit.DefaultConfig()); err != nil {
 		fmt.Fprintln(os.Stderr, "edge-scheduler: memory limit not applied:", err)
 	}
 	cmd := app.NewSchedulerCommand(app.WithPlugin(edgeplugin.Name, edgeplugin.New))

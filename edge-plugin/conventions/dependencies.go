@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -134,10 +135,15 @@ func (g *DependencyGraph) Encode() ([]byte, error) {
 }
 
 // DecodeDependencyGraph reads and validates an encoded graph: at most
-// MaxDependencyGraphBytes, no unknown fields, one JSON value.
+// MaxDependencyGraphBytes, one JSON object whose keys are exactly the
+// format's (case-sensitive, none twice, no unknown ones; encoding/json
+// alone would fold case and let a repeated key win), nothing after it.
 func DecodeDependencyGraph(b []byte) (*DependencyGraph, error) {
 	if len(b) > MaxDependencyGraphBytes {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrDependencies, len(b), MaxDependencyGraphBytes)
+	}
+	if err := checkKeys(b); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDependencies, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -145,13 +151,94 @@ func DecodeDependencyGraph(b []byte) (*DependencyGraph, error) {
 	if err := dec.Decode(&g); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDependencies, err)
 	}
-	if dec.More() {
+	if err := dec.Decode(&struct{}{}); err != io.EOF {
 		return nil, fmt.Errorf("%w: data after the graph", ErrDependencies)
 	}
 	if err := g.Validate(); err != nil {
 		return nil, err
 	}
 	return &g, nil
+}
+
+// The keys of the format's objects.
+var (
+	graphKeys = map[string]bool{"version": true, "updated": true, "window": true, "edges": true}
+	edgeKeys  = map[string]bool{"from": true, "to": true, "callsPerSecond": true}
+)
+
+// checkKeys walks the JSON tokens of a graph and refuses any object key
+// that is not exactly one of its object's keys, or that repeats. Values
+// are left to the decoder.
+func checkKeys(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	// stack of open containers: for objects the allowed keys (nil: any
+	// value, keys unchecked) and the keys seen
+	type frame struct {
+		object  bool
+		allowed map[string]bool
+		seen    map[string]bool
+		key     bool // an object expecting a key next
+		lastKey string
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.key {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			k, _ := tok.(string)
+			if top.allowed != nil && !top.allowed[k] {
+				return fmt.Errorf("unknown field %q", k)
+			}
+			if top.seen[k] {
+				return fmt.Errorf("field %q given twice", k)
+			}
+			top.seen[k], top.lastKey, top.key = true, k, false
+			continue
+		}
+		// a value: inside an object, the next token is a key again
+		var allowed map[string]bool
+		switch {
+		case top == nil:
+			allowed = graphKeys
+		case top.object && top.allowed != nil && len(stack) == 1 && top.lastKey == "edges":
+			allowed = nil // the edges array itself
+		case !top.object && len(stack) == 2 && stack[0].lastKey == "edges":
+			allowed = edgeKeys
+		}
+		if top != nil && top.object {
+			top.key = true
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{':
+				stack = append(stack, &frame{object: true, allowed: allowed, seen: map[string]bool{}, key: true})
+			case '[':
+				stack = append(stack, &frame{})
+			case ']':
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 && stack[len(stack)-1].object {
+					stack[len(stack)-1].key = true
+				}
+			}
+		}
+		if len(stack) > 64 {
+			return errors.New("nested too deeply")
+		}
+	}
 }
 
 // ServiceOf is the service a pod is a replica of: its LabelService,

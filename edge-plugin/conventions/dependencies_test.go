@@ -55,6 +55,12 @@ func TestDecodeDependencyGraphRefuses(t *testing.T) {
 		{"no version", `{"edges":[]}`, "version 0"},
 		{"unknown field", `{"version":1,"edges":[],"nodes":[]}`, "unknown field"},
 		{"trailing data", `{"version":1,"edges":[]} {}`, "data after"},
+		{"trailing bracket", `{"version":1,"edges":[]}]`, "invalid character"},
+		{"trailing brace", `{"version":1,"edges":[]}}`, "invalid character"},
+		{"case-folded keys", `{"Version":1,"EDGES":[]}`, `unknown field "Version"`},
+		{"case-folded edge key", `{"version":1,"edges":[{"From":"a","to":"b","callsPerSecond":1}]}`, `unknown field "From"`},
+		{"repeated key", `{"version":1,"edges":[],"edges":[{"from":"a","to":"b","callsPerSecond":1}]}`, `"edges" given twice`},
+		{"repeated edge key", `{"version":1,"edges":[{"from":"a","from":"c","to":"b","callsPerSecond":1}]}`, `"from" given twice`},
 		{"empty from", edge("", "b", "1"), "edges[0].from: empty"},
 		{"space in to", edge("a", "b c", "1"), "edges[0].to"},
 		{"control character", edge("a\\u0007", "b", "1"), "control"},
@@ -115,6 +121,9 @@ func FuzzDecodeDependencyGraph(f *testing.F) {
 	f.Add([]byte(exampleGraph))
 	f.Add([]byte(`{"version":1,"edges":[]}`))
 	f.Add([]byte(`{"version":1,"edges":[{"from":"a","to":"a","callsPerSecond":1e6}]}`))
+	f.Add([]byte(`{"version":1,"edges":[]}]`))
+	f.Add([]byte(`{"Version":1,"edges":[],"edges":[{"from":"a","from":"b","to":"c","callsPerSecond":2}]}`))
+	f.Add([]byte(`{"version":1,"updated":"2026-11-30T06:00:00Z","window":"1m","edges":[{"from":"a","to":"b","callsPerSecond":1,"x":{"y":[1,{"z":2}]}}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		g, err := DecodeDependencyGraph(b)
 		if err != nil {

@@ -183,7 +183,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return usagef("--log-level: %v", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if ml, err := memlimit.Apply(nil, 0); err != nil {
+	if ml, err := memlimit.Apply(memlimit.DefaultConfig()); err != nil {
 		log.Warn("memory limit not applied", "err", err)
 	} else if ml.Source != "" {
 		log.Info("Go memory limit", "bytes", ml.Limit, "from", ml.Source)

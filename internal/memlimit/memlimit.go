@@ -3,6 +3,7 @@ package memlimit
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -17,8 +18,29 @@ const Env = "EDGESCHED_MEMORY_LIMIT"
 const DefaultFraction = 0.9
 
 // ErrValue reports an EDGESCHED_MEMORY_LIMIT that is not a positive
-// number of bytes.
+// number of bytes, or a bad Config.
 var ErrValue = errors.New("memlimit: bad memory limit")
+
+// Config says where the limit comes from. Start from DefaultConfig.
+type Config struct {
+	// Getenv reads the environment (nil: os.Getenv).
+	Getenv func(string) string
+	// Fraction of the container's limit given to the runtime, in (0, 1]
+	// (0: DefaultFraction).
+	Fraction float64
+}
+
+// DefaultConfig reads the process environment and gives the runtime
+// DefaultFraction of the limit.
+func DefaultConfig() Config { return Config{Getenv: os.Getenv, Fraction: DefaultFraction} }
+
+// Validate checks Fraction.
+func (c Config) Validate() error {
+	if c.Fraction != 0 && !(c.Fraction > 0 && c.Fraction <= 1) {
+		return fmt.Errorf("%w: fraction %v, want (0, 1]", ErrValue, c.Fraction)
+	}
+	return nil
+}
 
 // Result says what Apply did.
 type Result struct {
@@ -30,25 +52,26 @@ type Result struct {
 	Source string
 }
 
-// Apply sets the runtime's soft memory limit to fraction (0 <
-// fraction <= 1; 0 means DefaultFraction) of the bytes in the variable
-// Env, read with getenv (nil: os.Getenv). A set GOMEMLIMIT wins and is
-// left alone. A malformed or non-positive Env value is an error naming
-// it, and the limit is left unchanged.
-func Apply(getenv func(string) string, fraction float64) (Result, error) {
-	if getenv == nil {
-		getenv = os.Getenv
+// Apply sets the runtime's soft memory limit to cfg.Fraction of the
+// bytes in the variable Env. A set GOMEMLIMIT wins and is left alone. A
+// malformed or non-positive Env value is an error naming it, and the
+// limit is left unchanged. In Kubernetes the chart fills Env from the
+// downward API (resourceFieldRef limits.memory); a container without a
+// memory limit gets the node's allocatable memory there.
+func Apply(cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{Limit: debug.SetMemoryLimit(-1)}, err
 	}
-	if fraction == 0 {
-		fraction = DefaultFraction
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
 	}
-	if !(fraction > 0 && fraction <= 1) {
-		return Result{}, fmt.Errorf("%w: fraction %v, want (0, 1]", ErrValue, fraction)
+	if cfg.Fraction == 0 {
+		cfg.Fraction = DefaultFraction
 	}
-	if getenv("GOMEMLIMIT") != "" {
+	if cfg.Getenv("GOMEMLIMIT") != "" {
 		return Result{Limit: debug.SetMemoryLimit(-1), Source: "GOMEMLIMIT"}, nil
 	}
-	raw := strings.TrimSpace(getenv(Env))
+	raw := strings.TrimSpace(cfg.Getenv(Env))
 	if raw == "" {
 		return Result{Limit: debug.SetMemoryLimit(-1)}, nil
 	}
@@ -56,7 +79,11 @@ func Apply(getenv func(string) string, fraction float64) (Result, error) {
 	if err != nil || v <= 0 {
 		return Result{Limit: debug.SetMemoryLimit(-1)}, fmt.Errorf("%w: %s=%q, want a positive number of bytes", ErrValue, Env, raw)
 	}
-	limit := int64(float64(v) * fraction)
+	// float64(MaxInt64) rounds up to 2^63: clamp before converting back
+	limit := int64(math.MaxInt64)
+	if f := float64(v) * cfg.Fraction; f < math.MaxInt64 {
+		limit = int64(f)
+	}
 	debug.SetMemoryLimit(limit)
 	return Result{Limit: limit, Source: Env}, nil
 }

@@ -30,11 +30,13 @@ func TestApply(t *testing.T) {
 		{"negative", map[string]string{Env: "-5"}, 0, -1, "", ErrValue},
 		{"fraction above 1", map[string]string{Env: "1000"}, 1.5, -1, "", ErrValue},
 		{"NaN fraction", map[string]string{Env: "1000"}, math.NaN(), -1, "", ErrValue},
+		// 9223372036854775807 * 1 does not fit float64 exactly: clamped
+		{"the largest limit", map[string]string{Env: "9223372036854775807"}, 1, math.MaxInt64, Env, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const sentinel = 1 << 40
 			debug.SetMemoryLimit(sentinel)
-			res, err := Apply(func(k string) string { return tc.env[k] }, tc.fraction)
+			res, err := Apply(Config{Getenv: func(k string) string { return tc.env[k] }, Fraction: tc.fraction})
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("err %v, want %v", err, tc.err)
 			}

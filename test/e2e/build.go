@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -158,8 +159,8 @@ func skipIfUnavailable(t testing.TB) {
 
 // Build returns the paths of the programs built from pkgs (package
 // paths, e.g. KinePkg), in the same order, building whatever is missing
-// with a single `go build` run from the module root. Packages from other
-// modules are cached across runs (see the package doc); this module's own
+// with one `go build` run from the module root per set of release tags
+// (releaseTags). Packages from other modules are cached across runs (see the package doc); this module's own
 // packages are rebuilt once per test binary, which the Go build cache
 // keeps fast. It skips t if the go tool is missing and fails it if the
 // build fails, with the compiler's output.
@@ -279,7 +280,10 @@ func (m *module) goBuild(t testing.TB, dir string, pkgs []string) error {
 	byTags := map[string][]string{}
 	var tagSets []string
 	for _, p := range pkgs {
-		tags := releaseTags[p]
+		tags, err := m.releaseTags(p)
+		if err != nil {
+			return err
+		}
 		if _, ok := byTags[tags]; !ok {
 			tagSets = append(tagSets, tags)
 		}
@@ -341,10 +345,28 @@ func (m *module) runGo(ctx context.Context, t testing.TB, args []string, start t
 	return nil
 }
 
-// releaseTags are the build tags a program of this module is released
-// with, so the tests run what users get: edge-agent is built with the
-// Makefile's AGENT_TAGS (policy/tensor_gonum.go says why).
-var releaseTags = map[string]string{"github.com/edgesched/edgesched/cmd/edge-agent": "nogorgonia"}
+// agentMain is the program built with the Makefile's AGENT_TAGS.
+const agentMain = "github.com/edgesched/edgesched/cmd/edge-agent"
+
+// releaseTags returns the build tags pkg is released with, so the tests
+// run what users get: edge-agent is built with the Makefile's AGENT_TAGS
+// (policy/tensor_gonum.go says why), read from its line
+// "AGENT_TAGS ?= ..."; other programs with none.
+func (m *module) releaseTags(pkg string) (string, error) {
+	if pkg != agentMain {
+		return "", nil
+	}
+	b, err := os.ReadFile(filepath.Join(m.root, "Makefile"))
+	if err != nil {
+		return "", fmt.Errorf("read AGENT_TAGS: %w", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "AGENT_TAGS ?= "); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", errors.New("the Makefile has no line \"AGENT_TAGS ?= ...\"")
+}
 
 // deadline is t.Deadline when t is a *testing.T.
 func deadline(t testing.TB) (time.Time, bool) {
