@@ -70,6 +70,7 @@ func TestSiteLeader(t *testing.T) {
 	t.Run("LedgerCAS", func(t *testing.T) { siteLedgerCAS(t, cp) })
 	t.Run("StepsDown", func(t *testing.T) { siteStepsDown(t, cp) })
 	t.Run("Failover", func(t *testing.T) { siteFailover(t, cp) })
+	t.Run("AgentProcess", func(t *testing.T) { siteAgentProcess(t, cp) })
 }
 
 // siteClient is one agent's API client: the agent's own (package kube),

@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/edgesched/edgesched/agent/site"
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
+	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/sim"
+)
+
+// siteAgentProcess runs edge-agent itself (the binary, as released) with
+// --site against the real apiserver, an embedded NATS server and the
+// real coordinator: every site flag the chart passes is parsed and
+// validated, the agent takes the site Lease, installs the coordinator's
+// model into the scheduler's ConfigMap, publishes the dependency graph,
+// exports its leader metric, and on SIGTERM stops with status 0 and
+// releases the Lease. (The other site tests run the site components
+// in-process; a missing default once kept the binary from starting
+// with --site at all.)
+func siteAgentProcess(t *testing.T, cp *ControlPlane) {
+	const siteID, node = "proc-site", "proc-node"
+	bin := Build(t, AgentPkg)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	srv := fltest.StartNATS(t)
+	dir := t.TempDir()
+	coordKey, siteKey := e2eSigner(t, 60), e2eSigner(t, 61)
+	keyDir := trustedKeyDir(t, filepath.Join(dir, "coordinator"), coordKey)
+	siteKeyFile, _, err := quant.WriteKeyPair(dir, siteID, siteKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &federated.Registry{}
+	if err := reg.Add(siteID, siteKey.Public()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fltest.CoordinatorConfig(t.TempDir(), reg, coordKey)
+	cfg.Calibrate = fltest.NormalRows(200, 7)
+	fltest.RunCoordinator(t, srv.ClientURL(), cfg, fltest.SmallModel(t, 1))
+
+	if _, err := cp.Client.CoreV1().Nodes().Create(ctx, NodeObject(sim.NodeSpec{Name: node, CPU: 8000, Memory: 16384}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := cp.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, bin, cp.Dir, kubeconfig, node, "--no-ebpf", "--data", filepath.Join(dir, "data"),
+		"--site", siteID, "--namespace", siteNamespace, "--nats", srv.ClientURL(), "--site-key", siteKeyFile,
+		"--model-keys", keyDir, "--lease-duration", "4s", "--dependencies-interval", "1s")
+
+	leases := cp.Client.CoreV1().ConfigMaps(siteNamespace)
+	holder := func() string {
+		l, err := cp.Client.CoordinationV1().Leases(siteNamespace).Get(ctx, site.LeaseName(siteID), metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	siteEventually(t, 30*time.Second, "the agent to lead its site", func() (bool, string) {
+		return holder() == node, "holder " + holder()
+	})
+	siteEventually(t, 60*time.Second, "the coordinator's model in the scheduler's ConfigMap", func() (bool, string) {
+		cm, err := leases.Get(ctx, "edgesched-model", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		raw := cm.BinaryData[conventions.DefaultModelConfigMapKey]
+		if len(raw) == 0 {
+			return false, "no model key"
+		}
+		keys := fltest.Keyring(t, coordKey)
+		art, err := quant.Decode(raw, quant.DecodeOptions{Keys: keys})
+		if err != nil {
+			return false, err.Error()
+		}
+		if art.Header.DType != quant.Int8 {
+			return false, fmt.Sprintf("dtype %s", art.Header.DType)
+		}
+		t.Logf("model version %d (%s) installed by %s", art.Header.Version, art.Header.ModelID[:12], cm.Annotations)
+		return true, ""
+	})
+	siteEventually(t, 30*time.Second, "the dependency graph ConfigMap", func() (bool, string) {
+		cm, err := leases.Get(ctx, conventions.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		g, err := conventions.DecodeDependencyGraph([]byte(cm.Data[conventions.DependenciesConfigMapKey]))
+		if err != nil {
+			return false, err.Error()
+		}
+		return g.Version == conventions.DependencyGraphVersion, fmt.Sprintf("%d edges", len(g.Edges))
+	})
+	m, err := scrapeMetrics(ctx, a.metrics+"/metrics", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := m.sum("edgesched_site_is_leader"); v != 1 {
+		t.Fatalf("edgesched_site_is_leader %v, want 1:\n%s", v, m.series("edgesched_site_is_leader"))
+	}
+	if err := a.p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if exited, err := a.p.Exited(); !exited || err != nil {
+		t.Fatalf("edge-agent after SIGTERM: exited %v, %v\n%s", exited, err, a.p.LogTail(8<<10))
+	}
+	if log := a.p.LogTail(64 << 10); !strings.Contains(log, "edge-agent stopped") {
+		t.Fatalf("no clean stop in the log:\n%s", log)
+	}
+	if h := holder(); h != "" {
+		t.Fatalf("Lease held by %q after a graceful stop, want it released", h)
+	}
+}
