@@ -131,18 +131,12 @@ func abs8(v int8) int32 {
 }
 
 // requant maps a layer's accumulator to its ReLU'd u8 activation.
+// Branch-free (ReLU is a coin toss per channel, which a branch
+// mispredicts): max, min and the rounding term 2^(s-1) (0 when s is 0).
 func requant(acc, m int32, s uint8) uint8 {
-	if acc <= 0 {
-		return 0
-	}
-	p := acc * m // cannot overflow: m was sized for the layer's largest |acc|
-	if s > 0 {
-		p = (p + 1<<(s-1)) >> s
-	}
-	if p > actMax {
-		return actMax
-	}
-	return uint8(p)
+	r := int32(1) << s >> 1
+	// cannot overflow: m was sized for the layer's largest |acc|
+	return uint8(min((max(acc, 0)*m+r)>>s, actMax))
 }
 
 // quantizeInput maps raw features [from, to) to int8 inputs.

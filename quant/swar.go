@@ -49,17 +49,17 @@ func (s *swar) dots(u []uint64, sumU int64, out []int32) {
 	K := s.fanIn
 	u = u[:K]
 	for g := range s.groups {
-		p := s.packed[g*K : (g+1)*K]
-		var a0, a1 uint64
-		k := 0
-		for ; k+2 <= K; k += 2 {
-			a0 += u[k] * p[k]
-			a1 += u[k+1] * p[k+1]
+		// p and v have the same length (no bounds checks in the loops);
+		// four products per step, independent of each other
+		p, v := s.packed[g*K:][:len(u)], u
+		var a uint64
+		for len(p) >= 4 && len(v) >= 4 {
+			a += v[0]*p[0] + v[1]*p[1] + v[2]*p[2] + v[3]*p[3]
+			p, v = p[4:], v[4:]
 		}
-		if k < K {
-			a0 += u[k] * p[k]
+		for k, w := range p {
+			a += v[k] * w
 		}
-		a := a0 + a1
 		base := g * s.lanes
 		for l := 0; l < s.lanes && base+l < s.outs; l++ {
 			c := base + l
