@@ -317,7 +317,7 @@ func (a *Agent) Healthy() error {
 // registry) and /healthz (200 "ok", or 503 with the reason).
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", a.m.handler())
+	mux.Handle("/metrics", a.m.handler(a.log))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if err := a.Healthy(); err != nil {

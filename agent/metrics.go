@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
@@ -148,11 +149,17 @@ func (m *metrics) setSource(s string) {
 	}
 }
 
-func (m *metrics) handler() http.Handler {
-	// ContinueOnError: a collector that fails (the site's model state
-	// unreadable for a moment) loses its own series, not the scrape's.
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, Registry: m.reg})
+// handler serves the registry. ContinueOnError: a collector that fails
+// (the site's model state unreadable for a moment) loses its own series,
+// not the scrape's; the error is logged.
+func (m *metrics) handler(log *slog.Logger) http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ErrorLog: scrapeLog{log}, Registry: m.reg})
 }
+
+// scrapeLog is promhttp's error log on the agent's logger.
+type scrapeLog struct{ log *slog.Logger }
+
+func (l scrapeLog) Println(v ...any) { l.log.Warn("metrics scrape: " + fmt.Sprint(v...)) }
 
 // Descriptions of the sampled values.
 var (

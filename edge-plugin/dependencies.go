@@ -1,7 +1,7 @@
 package edgeplugin
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -50,7 +50,6 @@ type depGraph struct {
 	version  uint64 // bumped on every change (the converter's env key)
 	services []string
 	edges    []sim.Dependency
-	raw      []byte // the encoded graph, to skip unchanged updates
 }
 
 // dependencies holds the graph in use. Safe for concurrent use.
@@ -67,8 +66,8 @@ func (d *dependencies) current() *depGraph {
 	return d.cur.Load()
 }
 
-// set installs g (nil clears); it reports whether anything changed.
-func (d *dependencies) set(g *conventions.DependencyGraph, raw []byte) bool {
+// set installs g (nil clears); it reports whether the edges changed.
+func (d *dependencies) set(g *conventions.DependencyGraph) bool {
 	old := d.cur.Load()
 	if g == nil {
 		if old == nil {
@@ -78,15 +77,19 @@ func (d *dependencies) set(g *conventions.DependencyGraph, raw []byte) bool {
 		d.version.Add(1)
 		return true
 	}
-	if old != nil && bytes.Equal(old.raw, raw) {
-		return false
-	}
-	ng := &depGraph{version: d.version.Add(1), raw: raw}
+	var edges []sim.Dependency
 	set := map[string]bool{}
 	for _, e := range g.Edges {
-		ng.edges = append(ng.edges, sim.Dependency{From: e.From, To: e.To, CallsPerSecond: e.CallsPerSecond})
+		edges = append(edges, sim.Dependency{From: e.From, To: e.To, CallsPerSecond: e.CallsPerSecond})
 		set[e.From], set[e.To] = true, true
 	}
+	slices.SortFunc(edges, func(a, b sim.Dependency) int { return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To)) })
+	// only the edges matter: a graph rewritten with a new "updated" time
+	// keeps the env (and the score caches) as they are
+	if old != nil && slices.Equal(old.edges, edges) {
+		return false
+	}
+	ng := &depGraph{version: d.version.Add(1), edges: edges}
 	for s := range set {
 		ng.services = append(ng.services, s)
 	}
@@ -154,7 +157,7 @@ func (s *dependencySource) apply(obj any) {
 		}
 	}
 	if !ok {
-		if s.deps.set(nil, nil) {
+		if s.deps.set(nil) {
 			metricDependencyUpdates.WithLabelValues("cleared").Inc()
 			metricDependencyEdges.Set(0)
 			s.logger.Info("Dependency graph ConfigMap has no graph key: dependency features are 0", "key", conventions.DependenciesConfigMapKey)
@@ -174,7 +177,7 @@ func (s *dependencySource) apply(obj any) {
 		}
 		return
 	}
-	if s.deps.set(g, []byte(raw)) {
+	if s.deps.set(g) {
 		metricDependencyUpdates.WithLabelValues("applied").Inc()
 		metricDependencyEdges.Set(float64(len(g.Edges)))
 		s.logger.V(2).Info("Dependency graph applied", "edges", len(g.Edges), "updated", g.Updated.Format(time.RFC3339), "resourceVersion", cm.ResourceVersion)
@@ -191,7 +194,7 @@ func (s *dependencySource) deleted(obj any) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.deps.set(nil, nil) {
+	if s.deps.set(nil) {
 		metricDependencyUpdates.WithLabelValues("cleared").Inc()
 		metricDependencyEdges.Set(0)
 		s.logger.Info("Dependency graph ConfigMap deleted: dependency features are 0")

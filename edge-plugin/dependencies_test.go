@@ -93,9 +93,15 @@ func TestDependencyFeatures(t *testing.T) {
 	if got := colocation(pod("web-0", "web")); !same(got, zero) {
 		t.Fatalf("without a graph: co-location %v, want 0 everywhere", got)
 	}
-	g, raw := graphOf(t, conventions.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
-	if !p.conv.deps.set(g, raw) || p.conv.deps.set(g, raw) {
-		t.Fatal("set: the first install must change the graph, the same bytes again must not")
+	g, _ := graphOf(t, conventions.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
+	if !p.conv.deps.set(g) || p.conv.deps.set(g) {
+		t.Fatal("set: the first install must change the graph, the same edges again must not")
+	}
+	// a rewrite with a new "updated" time only is no change either
+	g2 := *g
+	g2.Updated = time.Now()
+	if p.conv.deps.set(&g2) {
+		t.Fatal("set: a graph differing only in its updated time changed the graph")
 	}
 	// db's only replica is in zone a: share 1/1 there, 0/1 in zone b
 	want := map[string]float32{"a-0": 1, "a-1": 1, "b-0": 0, "b-1": 0}
@@ -128,7 +134,7 @@ func TestDependencyFeatures(t *testing.T) {
 		t.Fatalf("a pod without a service: %v, want 0", got)
 	}
 	// clearing the graph: back to 0
-	if !p.conv.deps.set(nil, nil) {
+	if !p.conv.deps.set(nil) {
 		t.Fatal("clearing did not change the graph")
 	}
 	if got := colocation(pod("web-2", "web")); !same(got, zero) {

@@ -194,12 +194,11 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		}
 		return client, nil
 	}
+	var depClient kubernetes.Interface
 	if deps != "" {
-		c, err := newClient()
-		if err != nil {
+		if depClient, err = newClient(); err != nil {
 			return nil, err
 		}
-		p.depSource, _ = startDependencySource(ctx, c, p.conv.deps, depNS, depName)
 	}
 	src := cfg.Source
 	if src == nil {
@@ -242,12 +241,30 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		}
 		serveErr <- err
 	}()
+	// The dependency graph's watch runs once the listener is bound, until
+	// the server has stopped (its first list is waited for in the
+	// background: requests meanwhile score without a graph).
+	dctx, stopDeps := context.WithCancel(ctx)
+	depsDone := make(chan struct{})
+	if depClient != nil {
+		go func() { // owned by the server: waited for before Done closes
+			defer close(depsDone)
+			_, wait := startDependencySource(dctx, depClient, p.conv.deps, depNS, depName)
+			wait()
+		}()
+	} else {
+		close(depsDone)
+	}
 	timeout := cfg.ShutdownTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
 	go func() {
 		defer close(s.done)
+		defer func() {
+			stopDeps()
+			<-depsDone
+		}()
 		select {
 		case <-ctx.Done():
 			sctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -66,6 +66,51 @@ func TestRequant(t *testing.T) {
 	}
 }
 
+// requantBranchy is requant as first written, with branches: the
+// reference the branch-free form must equal.
+func requantBranchy(acc, m int32, s uint8) uint8 {
+	if acc <= 0 {
+		return 0
+	}
+	p := acc * m
+	if s > 0 {
+		p = (p + 1<<(s-1)) >> s
+	}
+	if p > actMax {
+		return actMax
+	}
+	return uint8(p)
+}
+
+// TestRequantMatchesBranchy: over the whole domain multipliers produces
+// (s in 0..30, m >= 1, |acc| * m <= 2^30), the branch-free requant equals
+// the branchy one: edges of that domain, then seeded random draws.
+func TestRequantMatchesBranchy(t *testing.T) {
+	check := func(acc, m int32, s uint8) {
+		t.Helper()
+		if got, want := requant(acc, m, s), requantBranchy(acc, m, s); got != want {
+			t.Fatalf("requant(%d, %d, %d) = %d, the branchy form %d", acc, m, s, got, want)
+		}
+	}
+	for s := range uint8(31) {
+		for _, m := range []int32{1, 2, 255, 1 << 15, 1 << 30} {
+			top := int32((int64(1) << 30) / int64(m))
+			for _, acc := range []int32{-top, -1, 0, 1, 2, top / 2, top - 1, top} {
+				check(acc, m, s)
+			}
+		}
+	}
+	const seed = 20261130
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for range 200000 {
+		s := uint8(rng.IntN(31))
+		m := int32(1 + rng.IntN(1<<30))
+		top := (int64(1) << 30) / int64(m)
+		acc := int32(rng.Int64N(2*top+1) - top)
+		check(acc, m, s)
+	}
+}
+
 // TestMultipliersNeverOverflow: for every channel, the largest accumulator
 // times its multiplier plus the rounding term stays inside int32, and the
 // multiplier approximates the real ratio to 1/1000.

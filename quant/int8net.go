@@ -133,6 +133,7 @@ func abs8(v int8) int32 {
 // requant maps a layer's accumulator to its ReLU'd u8 activation.
 // Branch-free (ReLU is a coin toss per channel, which a branch
 // mispredicts): max, min and the rounding term 2^(s-1) (0 when s is 0).
+// s is at most 30 (multipliers): at 31 the rounding term would wrap.
 func requant(acc, m int32, s uint8) uint8 {
 	r := int32(1) << s >> 1
 	// cannot overflow: m was sized for the layer's largest |acc|

@@ -262,22 +262,23 @@ func (e *Elector) acquire(ctx context.Context) bool {
 					events = nil // reopened after the next try
 					continue
 				}
-				if !e.watched(ev) {
+				changed, free := e.watched(ev)
+				if !changed {
 					continue
 				}
-				// the holder renewed (its term moves on: try when it
-				// ends, unless the periodic try comes first), or the Lease
-				// was released or deleted (try now)
+				if free { // released or deleted: try now
+					timer.Stop()
+					break wait
+				}
+				// the holder renewed (its term moves on): try when it
+				// ends, unless the periodic try comes first
 				if end, ok := e.termEnd(); ok && end.After(time.Now()) {
 					if at := end.Add(expiryMargin); at.Before(next) {
 						timer.Stop()
 						next = at
 						timer.Reset(time.Until(at))
 					}
-					continue
 				}
-				timer.Stop()
-				break wait
 			}
 		}
 	}
@@ -338,23 +339,26 @@ func (e *Elector) watchLease(ctx context.Context, wg *sync.WaitGroup) <-chan wat
 	return ch
 }
 
-// watched takes in a watch event of the Lease; it reports whether the
-// election should look again (the Lease changed or went away).
-func (e *Elector) watched(ev watch.Event) bool {
+// watched takes in a watch event of the Lease. changed reports a new
+// spec (a renewal, a release, another holder) or a deletion; free that
+// nobody holds the Lease now (released or deleted). A watch (re)opened
+// replays the current Lease as added: an unchanged spec is no news.
+func (e *Elector) watched(ev watch.Event) (changed, free bool) {
 	switch ev.Type {
 	case watch.Deleted:
 		e.lease.cached, e.lease.observed, e.lease.seenAt = nil, coordinationv1.LeaseSpec{}, time.Time{}
 		e.leader.Store("")
-		return true
+		return true, true
 	case watch.Added, watch.Modified:
 		l, ok := ev.Object.(*coordinationv1.Lease)
 		if !ok || l.Name != e.lease.name {
-			return false
+			return false, false
 		}
+		same := !e.lease.seenAt.IsZero() && sameSpec(e.lease.observed, l.Spec)
 		e.observe(l, time.Now())
-		return true
+		return !same, str(l.Spec.HolderIdentity) == ""
 	}
-	return false // bookmarks; errors end the watch
+	return false, false // bookmarks; errors end the watch
 }
 
 // renewWhile renews the Lease every RetryPeriod until a renewal fails for

@@ -252,21 +252,22 @@ func TestWatchedEvents(t *testing.T) {
 	other := held("node-b", t0)
 	other.Name = "edgesched-site-other"
 	for _, tc := range []struct {
-		name    string
-		ev      watch.Event
-		look    bool // watched's answer
-		termEnd bool // another holder's term is known afterwards
+		name          string
+		ev            watch.Event
+		changed, free bool // watched's answers
+		termEnd       bool // another holder's term is known afterwards
 	}{
-		{"renewal by another agent", watch.Event{Type: watch.Modified, Object: held("node-b", t0)}, true, true},
-		{"another site's Lease", watch.Event{Type: watch.Modified, Object: other}, false, true},
-		{"bookmark", watch.Event{Type: watch.Bookmark, Object: held("node-b", t0)}, false, true},
-		{"error", watch.Event{Type: watch.Error, Object: &metav1.Status{Message: "too old"}}, false, true},
-		{"released", watch.Event{Type: watch.Modified, Object: held("", t0.Add(time.Second))}, true, false},
-		{"taken again", watch.Event{Type: watch.Added, Object: held("node-c", t0.Add(2*time.Second))}, true, true},
-		{"deleted", watch.Event{Type: watch.Deleted, Object: held("node-c", t0.Add(2*time.Second))}, true, false},
+		{"renewal by another agent", watch.Event{Type: watch.Modified, Object: held("node-b", t0)}, true, false, true},
+		{"the same Lease replayed by a new watch", watch.Event{Type: watch.Added, Object: held("node-b", t0)}, false, false, true},
+		{"another site's Lease", watch.Event{Type: watch.Modified, Object: other}, false, false, true},
+		{"bookmark", watch.Event{Type: watch.Bookmark, Object: held("node-b", t0)}, false, false, true},
+		{"error", watch.Event{Type: watch.Error, Object: &metav1.Status{Message: "too old"}}, false, false, true},
+		{"released", watch.Event{Type: watch.Modified, Object: held("", t0.Add(time.Second))}, true, true, false},
+		{"taken again", watch.Event{Type: watch.Added, Object: held("node-c", t0.Add(2*time.Second))}, true, false, true},
+		{"deleted", watch.Event{Type: watch.Deleted, Object: held("node-c", t0.Add(2*time.Second))}, true, true, false},
 	} {
-		if got := e.watched(tc.ev); got != tc.look {
-			t.Errorf("%s: watched %v, want %v", tc.name, got, tc.look)
+		if changed, free := e.watched(tc.ev); changed != tc.changed || free != tc.free {
+			t.Errorf("%s: watched changed %v free %v, want %v, %v", tc.name, changed, free, tc.changed, tc.free)
 		}
 		end, ok := e.termEnd()
 		if ok != tc.termEnd {
@@ -323,7 +324,7 @@ func TestStandbyDoesNotHammerFailingAPI(t *testing.T) {
 	})
 	u, g := updates.Load(), gets.Load()
 	time.Sleep(1500 * time.Millisecond) // counting calls over an interval: nothing to poll for
-	if du, dg := updates.Load()-u, gets.Load()-g; du > 1 || dg > 1 {
+	if du, dg := updates.Load()-u, gets.Load()-g; du > 0 || dg > 0 {
 		t.Fatalf("%d updates and %d gets in 1.5 s after a refused take, with the next periodic try an hour away", du, dg)
 	}
 	if e.IsLeader() {

@@ -212,10 +212,26 @@ func TestAgentRecordsHistory(t *testing.T) {
 	if !rep.OK() {
 		t.Fatalf("violations: %q", rep.Violations)
 	}
-	// every committed update was applied or is still pending (the
-	// agent stopped with some in its outbox)
-	if rep.Written < 4 || rep.Applied+rep.Pending != rep.Written || rep.Installs < 2 || rep.Restarts != 2 {
-		t.Fatalf("report %+v: want >= 4 written, each applied or pending, >= 2 installs, 2 restarts", rep)
+	// every committed update was applied, is still pending (the agent
+	// stopped with some in its outbox), or arrived after its round had
+	// closed (round_closed: the coordinator's verdict for an update late
+	// for its round, e.g. one sent while the agent restarted; decided,
+	// not lost). No other refusal.
+	late := rep.Refused["round_closed"]
+	if len(rep.Refused) > 0 && late != sumRefused(rep.Refused) {
+		t.Fatalf("report %+v: refusals other than round_closed", rep)
+	}
+	if rep.Written < 4 || rep.Applied+rep.Pending+late != rep.Written || rep.Applied < rep.Written/2 || rep.Installs < 2 || rep.Restarts != 2 {
+		t.Fatalf("report %+v: want >= 4 written, each applied, pending or late for its round (most applied), >= 2 installs, 2 restarts", rep)
 	}
 	t.Logf("%d updates written, %d applied, %d pending; %d installs; %d verdicts in the audit log", rep.Written, rep.Applied, rep.Pending, rep.Installs, len(view.Verdicts))
+}
+
+// sumRefused counts the refusals of every reason.
+func sumRefused(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
