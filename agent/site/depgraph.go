@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -149,6 +150,9 @@ type DependencyPublisher struct {
 	log    *slog.Logger
 	writes *prometheus.CounterVec
 	edges  prometheus.Gauge
+	// lastDropped is the previous interval's count of edges left out
+	// (warned about when it changes).
+	lastDropped atomic.Int64
 }
 
 var _ Component = (*DependencyPublisher)(nil)
@@ -240,6 +244,10 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 		return res, fmt.Errorf("compute the dependency graph: %w", err)
 	}
 	edges, res.Dropped = p.fit(edges)
+	if int64(res.Dropped) != p.lastDropped.Swap(int64(res.Dropped)) && res.Dropped > 0 {
+		// once per change, not every interval (the details at debug level)
+		p.log.Warn("dependency edges left out of the graph (refused names, or the graph's size bounds)", "dropped", res.Dropped, "kept", len(edges))
+	}
 	g := conventions.DependencyGraph{Version: conventions.DependencyGraphVersion, Updated: now.UTC().Truncate(time.Second),
 		Window: p.cfg.Window.String(), Edges: edges}
 	raw, err := g.Encode()
@@ -332,7 +340,7 @@ func (p *DependencyPublisher) fit(edges []conventions.DependencyEdge) ([]convent
 		one := conventions.DependencyGraph{Version: conventions.DependencyGraphVersion, Edges: []conventions.DependencyEdge{e}}
 		if err := one.Validate(); err != nil {
 			if bad == 0 {
-				p.log.Warn("dependency edge left out of the graph", "err", err)
+				p.log.Debug("dependency edge left out of the graph", "err", err)
 			}
 			bad++
 			continue
@@ -366,7 +374,7 @@ func (p *DependencyPublisher) fit(edges []conventions.DependencyEdge) ([]convent
 		size += sizes[i]
 	}
 	dropped := bad + len(kept) - len(out)
-	p.log.Warn("dependency graph too large: the lightest edges left out", "edges", len(kept), "kept", len(out),
+	p.log.Debug("dependency graph too large: the lightest edges left out", "edges", len(kept), "kept", len(out),
 		"maxEdges", conventions.MaxDependencyEdges, "maxBytes", conventions.MaxDependencyGraphBytes)
 	return out, dropped
 }

@@ -60,10 +60,13 @@ func siteAgentProcess(t *testing.T, cp *ControlPlane) {
 		"--site", siteID, "--namespace", siteNamespace, "--nats", srv.ClientURL(), "--site-key", siteKeyFile,
 		"--model-keys", keyDir, "--lease-duration", "4s", "--dependencies-interval", "1s")
 
-	leases := cp.Client.CoreV1().ConfigMaps(siteNamespace)
+	cms := cp.Client.CoreV1().ConfigMaps(siteNamespace)
 	holder := func() string {
 		l, err := cp.Client.CoordinationV1().Leases(siteNamespace).Get(ctx, site.LeaseName(siteID), metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
+		if err != nil {
+			return "(error: " + err.Error() + ")"
+		}
+		if l.Spec.HolderIdentity == nil {
 			return ""
 		}
 		return *l.Spec.HolderIdentity
@@ -72,7 +75,7 @@ func siteAgentProcess(t *testing.T, cp *ControlPlane) {
 		return holder() == node, "holder " + holder()
 	})
 	siteEventually(t, 60*time.Second, "the coordinator's model in the scheduler's ConfigMap", func() (bool, string) {
-		cm, err := leases.Get(ctx, "edgesched-model", metav1.GetOptions{})
+		cm, err := cms.Get(ctx, "edgesched-model", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -92,13 +95,17 @@ func siteAgentProcess(t *testing.T, cp *ControlPlane) {
 		return true, ""
 	})
 	siteEventually(t, 30*time.Second, "the dependency graph ConfigMap", func() (bool, string) {
-		cm, err := leases.Get(ctx, conventions.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+		cm, err := cms.Get(ctx, conventions.DefaultDependenciesConfigMapName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		g, err := conventions.DecodeDependencyGraph([]byte(cm.Data[conventions.DependenciesConfigMapKey]))
 		if err != nil {
 			return false, err.Error()
+		}
+		// written by this agent for this site
+		if cm.Labels["edgesched.io/site"] != siteID || cm.Annotations["edgesched.io/agent"] != node {
+			return false, fmt.Sprintf("labels %v, annotations %v", cm.Labels, cm.Annotations)
 		}
 		return g.Version == conventions.DependencyGraphVersion, fmt.Sprintf("%d edges", len(g.Edges))
 	})
