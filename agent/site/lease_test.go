@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,6 +114,32 @@ func TestHeldByOther(t *testing.T) {
 	}
 }
 
+// leaderAndStandby runs an elector of ca until it leads, then one of cb
+// until it observes the first as leader. stopA ends the first's Run and
+// waits for it; the second is stopped when the test ends.
+func leaderAndStandby(t *testing.T, ca, cb Config) (a, b *Elector, stopA func()) {
+	t.Helper()
+	a, err := New(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = New(cb); err != nil {
+		t.Fatal(err)
+	}
+	actx, cancelA := context.WithCancel(context.Background())
+	bctx, cancelB := context.WithCancel(context.Background())
+	aDone, bDone := make(chan error, 1), make(chan error, 1)
+	go func() { aDone <- a.Run(actx) }()
+	var once sync.Once
+	stopA = func() { once.Do(func() { cancelA(); <-aDone }) }
+	t.Cleanup(stopA)
+	poll(t, 10*time.Second, "A leading", func() (bool, string) { return a.IsLeader(), a.Leader() })
+	go func() { bDone <- b.Run(bctx) }()
+	t.Cleanup(func() { cancelB(); <-bDone })
+	poll(t, 10*time.Second, "B observing A", func() (bool, string) { return b.Leader() == ca.Identity, b.Leader() })
+	return a, b, stopA
+}
+
 // TestElectorFailover (two agents on the fake clientset): B stands by
 // while A renews; when A crashes (Lease kept), B takes over, but not
 // before A's term ran out; the Lease counts the transition.
@@ -121,24 +148,9 @@ func TestElectorFailover(t *testing.T) {
 	pa, pb := &probe{client: client}, &probe{client: client}
 	ca, cb := fastConfig(client, "node-a", pa), fastConfig(client, "node-b", pb)
 	ca.KeepLeaseOnStop, cb.Seed = true, 2
-	a, err := New(ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(cb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, crashA := context.WithCancel(context.Background())
-	bctx, stopB := context.WithCancel(context.Background())
-	aDone, bDone := make(chan error, 1), make(chan error, 1)
-	go func() { aDone <- a.Run(actx) }()
-	poll(t, 10*time.Second, "A leading", func() (bool, string) { return a.IsLeader(), a.Leader() })
-	go func() { bDone <- b.Run(bctx) }()
-	defer func() { stopB(); <-bDone }()
+	_, b, crashA := leaderAndStandby(t, ca, cb)
 	// B sees A as leader and stays standing by over 3 Lease durations
 	// (2 s each: fastConfig's 1.5 s rounded up) of A's renewals
-	poll(t, 10*time.Second, "B observing A", func() (bool, string) { return b.Leader() == "node-a", b.Leader() })
 	deadline := time.Now().Add(6 * time.Second)
 	for time.Now().Before(deadline) {
 		if b.IsLeader() || pb.runs.Load() != 0 {
@@ -147,7 +159,6 @@ func TestElectorFailover(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	crashA()
-	<-aDone
 	crashed := time.Now()
 	poll(t, 10*time.Second, "B leading", func() (bool, string) { return b.IsLeader() && pb.runs.Load() == 1, b.Leader() })
 	// A renewed at most one retry period (0.2 s) before it crashed, and B
@@ -189,22 +200,7 @@ func TestStandbyWatchesLease(t *testing.T) {
 			}
 			// lease 3 h > renew 2 h > 1.2 x retry 1 h: B tries once an hour
 			cb.LeaseDuration, cb.RenewDeadline, cb.RetryPeriod, cb.Seed = 3*time.Hour, 2*time.Hour, time.Hour, 2
-			a, err := New(ca)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := New(cb)
-			if err != nil {
-				t.Fatal(err)
-			}
-			actx, stopA := context.WithCancel(context.Background())
-			bctx, stopB := context.WithCancel(context.Background())
-			aDone, bDone := make(chan error, 1), make(chan error, 1)
-			go func() { aDone <- a.Run(actx) }()
-			poll(t, 10*time.Second, "A leading", func() (bool, string) { return a.IsLeader(), a.Leader() })
-			go func() { bDone <- b.Run(bctx) }()
-			defer func() { stopB(); <-bDone }()
-			poll(t, 10*time.Second, "B observing A", func() (bool, string) { return b.Leader() == "node-a", b.Leader() })
+			_, b, stopA := leaderAndStandby(t, ca, cb)
 			// B's first try failed and its next periodic one is an hour
 			// away; A renews a few times (each a watch event for B)
 			renewals := 0
@@ -221,7 +217,6 @@ func TestStandbyWatchesLease(t *testing.T) {
 				t.Fatal("B took the Lease A renews")
 			}
 			stopA()
-			<-aDone
 			stopped := time.Now()
 			poll(t, 15*time.Second, "B leading", func() (bool, string) { return b.IsLeader() && pb.runs.Load() == 1, b.Leader() })
 			took := time.Since(stopped)

@@ -137,8 +137,12 @@ func runUntilHealthy(t *testing.T, args ...string) (code int, log, metrics strin
 	for {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				if string(body) != "ok\n" {
+					t.Fatalf("/healthz body %q", body)
+				}
 				break
 			}
 		}
@@ -373,59 +377,13 @@ edgesched_agent_trace_write_errors_total 5
 // /proc only, serves /healthz and /metrics, and stops with exit 0 when
 // its context ends (what SIGTERM does in cmd/edge-agent).
 func TestRunAndStop(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	code, log, metrics := runUntilHealthy(t)
+	if code != 0 {
+		t.Fatalf("exit %d after cancel; log:\n%s", code, log)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, []string{"--no-annotate", "--no-ebpf", "--metrics-addr", addr, "--sample-interval", "100ms",
-			"--annotate-interval", "1s"}, &stderr)
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	var body string
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				body = string(b)
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz not OK within 10 s (last error %v); log:\n%s", err, stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !strings.Contains(metrics, `edgesched_agent_telemetry_source{source="proc"} 1`) {
+		t.Fatalf("/metrics lacks the source gauge:\n%.2000s", metrics)
 	}
-	if body != "ok\n" {
-		t.Fatalf("/healthz body %q", body)
-	}
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(b), `edgesched_agent_telemetry_source{source="proc"} 1`) {
-		t.Fatalf("/metrics lacks the source gauge:\n%.2000s", b)
-	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d after cancel; log:\n%s", code, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("did not stop within 10 s of cancel")
-	}
-	log := stderr.String()
 	for _, want := range []string{"eBPF telemetry disabled", "edge-agent stopped"} {
 		if !strings.Contains(log, want) {
 			t.Fatalf("log lacks %q:\n%s", want, log)
