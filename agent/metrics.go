@@ -43,59 +43,104 @@ type metrics struct {
 // naming the metric. The sampled values are never shared (their
 // collector reads one agent), so a second agent on the same registry is
 // refused with an error before it registers anything.
-func newMetrics(a *Agent) (*metrics, error) {
+//
+// A failure unregisters what this call registered, so the caller's
+// registry is left as it was.
+func newMetrics(a *Agent) (_ *metrics, err error) {
 	m := &metrics{reg: a.cfg.Registry}
 	if m.reg == nil {
 		m.reg = prometheus.NewRegistry()
 	}
+	rec := &recordingRegisterer{reg: m.reg}
+	defer func() {
+		if err != nil {
+			rec.undo()
+		}
+	}()
+	return m, m.register(a, rec)
+}
+
+// recordingRegisterer registers on reg and remembers what it registered,
+// so a failed newMetrics can take it back.
+type recordingRegisterer struct {
+	reg   prometheus.Registerer
+	added []prometheus.Collector
+}
+
+func (r *recordingRegisterer) Register(c prometheus.Collector) error {
+	err := r.reg.Register(c)
+	if err == nil {
+		r.added = append(r.added, c)
+	}
+	return err
+}
+
+func (r *recordingRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (r *recordingRegisterer) Unregister(c prometheus.Collector) bool { return r.reg.Unregister(c) }
+
+func (r *recordingRegisterer) undo() {
+	for _, c := range r.added {
+		r.reg.Unregister(c)
+	}
+}
+
+// register creates and registers every instrument on reg.
+func (m *metrics) register(a *Agent, reg prometheus.Registerer) error {
 	// First the sampled values, which are never shared (their collector
 	// reads one agent): a second agent on this registry is refused here,
 	// before it registers or reuses anything else.
-	if err := m.reg.Register(&sampleCollector{a: a}); err != nil {
+	if err := reg.Register(&sampleCollector{a: a}); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {
-			return nil, fmt.Errorf("%w: register the sampled metrics (%s_cpu_utilisation_ratio, ...): another agent's are on this registry", ErrMetrics, ns)
+			return fmt.Errorf("%w: register the sampled metrics (%s_cpu_utilisation_ratio, ...): another agent's are on this registry", ErrMetrics, ns)
 		}
-		return nil, fmt.Errorf("%w: register the sampled metrics (%s_cpu_utilisation_ratio, ...): %w", ErrMetrics, ns, err)
+		return fmt.Errorf("%w: register the sampled metrics (%s_cpu_utilisation_ratio, ...): %w", ErrMetrics, ns, err)
 	}
 	var err error
-	if m.samples, err = register(m.reg, ns+"_samples_total", prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "samples_total",
+	if m.samples, err = register(reg, ns+"_samples_total", prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "samples_total",
 		Help: "Successful samples of /proc (and the eBPF probes when loaded)."})); err != nil {
-		return nil, err
+		return err
 	}
-	if m.sampleErrors, err = register(m.reg, ns+"_sample_errors_total", prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "sample_errors_total",
+	if m.sampleErrors, err = register(reg, ns+"_sample_errors_total", prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "sample_errors_total",
 		Help: "Failed samples, by source (proc: the sample is dropped; ebpf: the probes are dropped and /proc continues)."}, []string{"source"})); err != nil {
-		return nil, err
+		return err
 	}
-	if m.sampleDuration, err = register(m.reg, ns+"_sample_duration_seconds", prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "sample_duration_seconds",
+	if m.sampleDuration, err = register(reg, ns+"_sample_duration_seconds", prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "sample_duration_seconds",
 		Help:    "Time to take one sample.",
 		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 14)})); err != nil { // 25 µs .. 0.2 s
-		return nil, err
+		return err
 	}
-	if m.annotationWrites, err = register(m.reg, ns+"_annotation_writes_total", prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "annotation_writes_total",
+	if m.annotationWrites, err = register(reg, ns+"_annotation_writes_total", prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "annotation_writes_total",
 		Help: "Node telemetry annotation writes, by result (ok, error)."}, []string{"result"})); err != nil {
-		return nil, err
+		return err
 	}
-	if m.annotationSkips, err = register(m.reg, ns+"_annotation_skips_total", prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "annotation_skips_total",
+	if m.annotationSkips, err = register(reg, ns+"_annotation_skips_total", prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "annotation_skips_total",
 		Help: "Annotation writes skipped, by reason (unchanged: no change beyond the resolution and the last write is recent; too-soon)."}, []string{"reason"})); err != nil {
-		return nil, err
+		return err
 	}
-	if m.annotationDuration, err = register(m.reg, ns+"_annotation_write_duration_seconds", prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "annotation_write_duration_seconds",
+	if m.annotationDuration, err = register(reg, ns+"_annotation_write_duration_seconds", prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "annotation_write_duration_seconds",
 		Help: "Latency of one annotation patch (successful or not).", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14)})); err != nil {
-		return nil, err
+		return err
 	}
-	if m.annotationLast, err = register(m.reg, ns+"_annotation_last_write_timestamp_seconds", prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "annotation_last_write_timestamp_seconds",
+	if m.annotationLast, err = register(reg, ns+"_annotation_last_write_timestamp_seconds", prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "annotation_last_write_timestamp_seconds",
 		Help: "Timestamp (the summary's ts) of the last annotation written."})); err != nil {
-		return nil, err
+		return err
 	}
-	if m.source, err = register(m.reg, ns+"_telemetry_source", prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "telemetry_source",
+	if m.source, err = register(reg, ns+"_telemetry_source", prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "telemetry_source",
 		Help: "1 for the telemetry source in use: ebpf (eBPF probes plus /proc) or proc (/proc only)."}, []string{"source"})); err != nil {
-		return nil, err
+		return err
 	}
-	info, err := register(m.reg, ns+"_info", prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "info",
+	info, err := register(reg, ns+"_info", prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "info",
 		Help: "Always 1; seed is the run's seed (--seed, or the one drawn at start): every random stream of the agent derives from it."}, []string{"seed"}))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	info.WithLabelValues(strconv.FormatUint(a.cfg.Seed, 10)).Set(1)
 	for _, r := range []string{"ok", "error"} {
@@ -109,13 +154,13 @@ func newMetrics(a *Agent) (*metrics, error) {
 	m.setSource(SourceProc)
 	// The Go runtime's and the process's: an embedding program often has
 	// them already.
-	if _, err := register(m.reg, "go_* (Go runtime collector)", collectors.NewGoCollector()); err != nil {
-		return nil, err
+	if _, err := register(reg, "go_* (Go runtime collector)", collectors.NewGoCollector()); err != nil {
+		return err
 	}
-	if _, err := register(m.reg, "process_* (process collector)", collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return nil, err
+	if _, err := register(reg, "process_* (process collector)", collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return err
 	}
-	return m, nil
+	return nil
 }
 
 // ErrMetrics wraps the failures to register a metric.

@@ -44,10 +44,19 @@ func TestMetricsOnSharedRegistry(t *testing.T) {
 			cfg := Config{NodeName: "n1", Registry: reg, Seed: 11}
 			cfg.Proc.ProcRoot = "telemetry/procfs/testdata/real1/proc"
 			cfg.Proc.SysRoot = "telemetry/procfs/testdata/real1/sys"
+			before, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
 			a, err := New(cfg)
 			if tc.want != "" {
 				if !errors.Is(err, ErrMetrics) || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("New: %v; want ErrMetrics naming %s", err, tc.want)
+				}
+				// the refused agent took back what it had registered
+				after, err := reg.Gather()
+				if err != nil || len(after) != len(before) {
+					t.Fatalf("%d metric families after the refusal (%v), %d before", len(after), err, len(before))
 				}
 				return
 			}
