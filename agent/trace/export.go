@@ -236,11 +236,11 @@ func (s *Store) Export(opt ExportOptions) ([]byte, ExportStats, error) {
 // [until-window, until]: for every (caller service, callee service), the
 // sum over the pod pairs of the two services of the mean of each pair's
 // recorded call rates in the window (what Export writes as the scenario's
-// dependencies), sorted by (from, to). A pod's service is the one recorded
-// with its arrival (PodService); a pod whose lifetime does not overlap the
-// window, or that has no service, contributes nothing. Rates are capped at
-// conventions.MaxCallsPerSecond and edges whose rate is not positive are
-// left out, so every edge is one conventions.DependencyGraph accepts as to
+// dependencies), sorted by (from, to). A pod's service is the one
+// recorded with its arrival (conventions.ServiceOf); a pod whose lifetime
+// does not overlap the window, or that has no service, contributes
+// nothing. Rates are capped at conventions.MaxCallsPerSecond and edges
+// whose rate is not positive are left out, so every edge is one conventions.DependencyGraph accepts as to
 // its rate. An empty trace gives no edges and no error.
 //
 // It reads the whole event log in one read transaction (decoding only pod

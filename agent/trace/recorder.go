@@ -25,10 +25,6 @@ import (
 	"github.com/edgesched/edgesched/sim"
 )
 
-// LabelService names the service a pod is a replica of, for the trace's
-// dependency graph (takes precedence over app.kubernetes.io/name and app).
-const LabelService = conventions.LabelService
-
 // RecorderConfig configures a Recorder. Start from DefaultRecorderConfig.
 type RecorderConfig struct {
 	// Store receives the events (required; the caller closes it after Run).
@@ -712,7 +708,7 @@ func podIPIndex(obj any) ([]string, error) {
 // the record, naming the pod and the field.
 func PodRecord(p *v1.Pod) (Pod, error) {
 	cpu, mem := podRequests(p)
-	rec := Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Service: PodService(p),
+	rec := Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Service: conventions.ServiceOf(p),
 		CPUMilli: min(cpu, sim.MaxQuantity), MemoryMiB: min((mem+(1<<20)-1)>>20, sim.MaxQuantity), QoS: conventions.PodQoS(p)}
 	gpu, err := conventions.PodGPURequest(p)
 	if err == nil {
@@ -769,10 +765,6 @@ func podRequests(p *v1.Pod) (cpu, mem int64) {
 	}
 	return max(cpu, 0), max(mem, 0)
 }
-
-// PodService is the service a pod is a replica of
-// (conventions.ServiceOf: the scheduler plugin reads pods the same way).
-func PodService(p *v1.Pod) string { return conventions.ServiceOf(p) }
 
 // NodeRecord converts a node: allocatable CPU (milli) and memory (MiB),
 // GPUs and model as the plugin reads them (the model cut to MaxGPUModel

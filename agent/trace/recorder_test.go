@@ -24,6 +24,7 @@ import (
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -81,17 +82,7 @@ func startRecorder(t *testing.T, s *Store, client kubernetes.Interface, now func
 // poll checks cond every 20 ms until it holds or within passes.
 func poll(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s: %s", what, last)
+	fltest.Poll(t, 20*time.Millisecond, within, what, cond)
 }
 
 func countKinds(t *testing.T, s *Store) map[Kind]int {
@@ -225,35 +216,6 @@ func TestRecorderConfig(t *testing.T) {
 			tc.mod(&cfg)
 			if _, err := NewRecorder(cfg); err == nil {
 				t.Fatal("accepted")
-			}
-		})
-	}
-}
-
-// TestPodService: labels first, then the controller (a ReplicaSet's name
-// without its pod-template-hash).
-func TestPodService(t *testing.T) {
-	yes := true
-	rs := func(name string) []metav1.OwnerReference {
-		return []metav1.OwnerReference{{Kind: "ReplicaSet", Name: name, Controller: &yes}}
-	}
-	cases := []struct {
-		name   string
-		labels map[string]string
-		owners []metav1.OwnerReference
-		want   string
-	}{
-		{"edgesched label", map[string]string{LabelService: "cart", "app": "x"}, nil, "cart"},
-		{"app label", map[string]string{"app": "web"}, nil, "web"},
-		{"deployment", map[string]string{"pod-template-hash": "7d9f8"}, rs("api-7d9f8"), "api"},
-		{"statefulset", nil, []metav1.OwnerReference{{Kind: "StatefulSet", Name: "db", Controller: &yes}}, "db"},
-		{"bare pod", nil, nil, ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels, OwnerReferences: tc.owners}}
-			if got := PodService(p); got != tc.want {
-				t.Fatalf("got %q, want %q", got, tc.want)
 			}
 		})
 	}

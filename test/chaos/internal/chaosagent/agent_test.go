@@ -7,16 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-
-	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/test/chaos/internal/history"
 )
@@ -54,15 +49,7 @@ func TestFlagErrors(t *testing.T) {
 // update staged before its outbox write and done after the stream took
 // it, each accepted once by the coordinator, model versions increasing.
 func TestAgentRecordsHistory(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := fltest.StartNATS(t)
 
 	dir := t.TempDir()
 	rng := rand.NewChaCha8([32]byte{7})
@@ -86,47 +73,9 @@ func TestAgentRecordsHistory(t *testing.T) {
 	if err := reg.Add("store-1", siteKey.Public()); err != nil {
 		t.Fatal(err)
 	}
-	cfg := coordinator.DefaultConfig()
-	cfg.DataDir, cfg.Sites, cfg.Signer = filepath.Join(dir, "coord"), reg, coordKey
-	cfg.Mode, cfg.Buffer, cfg.AutoRounds, cfg.PollInterval = federated.Async, 1, true, 20*time.Millisecond
-	cfg.Calibrate = func(context.Context, *policy.Model) ([]float32, error) {
-		r := rand.New(rand.NewPCG(1, 2))
-		rows := make([]float32, 200*policy.NumFeatures)
-		for i := range rows {
-			rows[i] = float32(r.NormFloat64())
-		}
-		return rows, nil
-	}
-	c, err := coordinator.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	net, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(3, 3)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Bootstrap(context.Background(), &policy.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, ccancel := context.WithCancel(context.Background())
-	cdone := make(chan error, 1)
-	go func() { cdone <- c.Run(cctx, nc) }()
-	var stopOnce sync.Once
-	stopCoordinator := func() {
-		stopOnce.Do(func() {
-			ccancel()
-			<-cdone
-			nc.Close()
-			if err := c.Close(); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	t.Cleanup(stopCoordinator)
+	cfg := fltest.CoordinatorConfig(filepath.Join(dir, "coord"), reg, coordKey)
+	cfg.Mode, cfg.Buffer, cfg.AutoRounds = federated.Async, 1, true
+	_, stopCoordinator := fltest.RunCoordinator(t, srv.ClientURL(), cfg, fltest.SmallModel(t, 3))
 
 	hist := filepath.Join(dir, "history.jsonl")
 	args := []string{"--site", "store-1", "--key", sitePriv, "--model-key", coordPub, "--nats", srv.ClientURL(),

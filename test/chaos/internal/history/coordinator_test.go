@@ -9,7 +9,7 @@ import (
 
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -37,23 +37,14 @@ func TestReadCoordinator(t *testing.T) {
 	dir := t.TempDir()
 	cfg := coordinator.DefaultConfig()
 	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.RoundDuration = dir, reg, key(), time.Hour
-	cfg.Calibrate = func(context.Context, *policy.Model) ([]float32, error) {
-		r := rand.New(rand.NewPCG(1, 2))
-		rows := make([]float32, 100*policy.NumFeatures)
-		for i := range rows {
-			rows[i] = float32(r.NormFloat64())
-		}
-		return rows, nil
-	}
+	cfg.Calibrate = fltest.NormalRows(100, 1)
 	c, err := coordinator.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	net, err := policy.NewNet(policy.NumFeatures, 4, 4, 4, rand.New(rand.NewPCG(3, 3)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Bootstrap(ctx, &policy.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
+	start := fltest.SmallModel(t, 3)
+	net := start.Net
+	if err := c.Bootstrap(ctx, start); err != nil {
 		t.Fatal(err)
 	}
 	r, err := c.StartRound(ctx)
