@@ -2,9 +2,9 @@
 // format: signed artifacts (Artifact, Encode, Decode; docs/quant.md),
 // ed25519 keys (Signer, Keyring), quantization of a float model calibrated
 // on simulator states (CollectRows, Quantize), the all-integer scorer
-// (Int8Net) with its portable and AVX2 kernels, the int8 policy in the
-// simulator (Factory, MeasureAgreement), and the codec of federated
-// weight updates (EncodeUpdate, DecodeUpdate).
+// (Int8Net) with its portable and vector (AVX2/AVX-512) kernels, the int8
+// policy in the simulator (Factory, MeasureAgreement), and the codec of
+// federated weight updates (EncodeUpdate, DecodeUpdate).
 //
 // Concurrency and lifetimes: an Artifact is a plain value; a Keyring and
 // an Int8Net are read-only once built and safe to share; an Int8Scorer

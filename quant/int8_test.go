@@ -39,6 +39,58 @@ func TestFloatPathMatchesReference(t *testing.T) {
 	}
 }
 
+// TestQuantize1 holds quantize1's magic-number rounding equal to clamping
+// and math.RoundToEven in float64: on named edge cases (ties round to
+// even: 2.5 -> 2, 3.5 -> 4, -2.5 -> -2; the clamp at ±127) and on a
+// million random values of every magnitude.
+func TestQuantize1(t *testing.T) {
+	ref := func(x, mean, inv float32) int8 {
+		v := float64(float32((x - mean) * inv))
+		return int8(max(-inMax, min(inMax, math.RoundToEven(v))))
+	}
+	for _, tc := range []struct {
+		name string
+		x    float32
+		want int8
+	}{
+		{"tie to even down", 2.5, 2},
+		{"tie to even up", 3.5, 4},
+		{"negative tie", -2.5, -2},
+		{"just below a tie", 2.4999998, 2},
+		{"zero", 0, 0},
+		{"negative zero", float32(math.Copysign(0, -1)), 0},
+		{"126.5 ties to 126", 126.5, 126},
+		{"126.6 rounds up to 127", 126.6, 127},
+		{"clamped above", 127.5, 127},
+		{"clamped below", -1e9, -127},
+		{"+Inf", float32(math.Inf(1)), 127},
+		{"-Inf", float32(math.Inf(-1)), -127},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := quantize1(tc.x, 0, 1); got != tc.want {
+				t.Errorf("quantize1(%v) = %d, want %d", tc.x, got, tc.want)
+			}
+			if !math.IsInf(float64(tc.x), 0) {
+				if r := ref(tc.x, 0, 1); r != tc.want {
+					t.Errorf("reference(%v) = %d, want %d", tc.x, r, tc.want)
+				}
+			}
+		})
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	for i := range 1_000_000 {
+		x := float32(rng.NormFloat64() * math.Pow(10, float64(i%4)))
+		mean, inv := float32(rng.NormFloat64()), float32(rng.ExpFloat64()*20)
+		if i%7 == 0 {
+			x = float32(math.Round(float64(x)*2)) / 2 // exact ties
+			mean, inv = 0, 1
+		}
+		if got, want := quantize1(x, mean, inv), ref(x, mean, inv); got != want {
+			t.Fatalf("quantize1(%v, %v, %v) = %d, reference %d", x, mean, inv, got, want)
+		}
+	}
+}
+
 // TestRequant: worked examples of the integer requantization.
 func TestRequant(t *testing.T) {
 	for _, tc := range []struct {

@@ -33,7 +33,7 @@ type Int8Net struct {
 	outScale  float32
 	// packed node-feature part of layer 1, and layer 2 (see swar)
 	sw1, sw2 *swar
-	// the AVX2 kernel (nil unless SIMDKernel)
+	// the vector kernel (nil unless SIMDKernel)
 	vec *vecNet
 }
 
@@ -143,16 +143,26 @@ func requant(acc, m int32, s uint8) uint8 {
 // quantizeInput maps raw features [from, to) to int8 inputs.
 func (n *Int8Net) quantizeInput(raw []float32, q []int8, from, to int) {
 	for j := from; j < to; j++ {
-		v := (raw[j] - n.mean[j]) * n.inv[j]
-		switch {
-		case v >= inMax:
-			q[j] = inMax
-		case v <= -inMax:
-			q[j] = -inMax
-		default:
-			q[j] = int8(math.RoundToEven(float64(v)))
-		}
+		q[j] = quantize1(raw[j], n.mean[j], n.inv[j])
 	}
+}
+
+// roundMagic is 1.5 * 2^23: adding it to a float32 of magnitude below
+// 2^22 leaves no fraction bits, so the addition rounds to an integer
+// (half to even, IEEE's default), and subtracting it back is exact.
+const roundMagic = 12582912
+
+// quantize1 is one input: clamp(roundHalfEven((x - mean) * inv), ±127),
+// without a call to math.RoundToEven (TestQuantize1 holds them equal).
+func quantize1(x, mean, inv float32) int8 {
+	v := float32((x - mean) * inv)
+	switch {
+	case v >= inMax:
+		return inMax
+	case v <= -inMax:
+		return -inMax
+	}
+	return int8(float32(v+roundMagic) - roundMagic)
 }
 
 // dot is the int8 x int8 (inputs) or u8 x int8 (activations) dot
@@ -206,6 +216,10 @@ func (s *Int8Scorer) Scores(raw []float32, k int, out []float32) error {
 	if k <= 0 || len(raw) != k*F || len(out) < k {
 		return fmt.Errorf("%w: %d values for %d candidates of %d features", policy.ErrShape, len(raw), k, F)
 	}
+	if n.vec != nil {
+		s.scoresVec(raw, k, out)
+		return nil
+	}
 	havePod := false
 	for i := range k {
 		row := raw[i*F : (i+1)*F]
@@ -214,13 +228,30 @@ func (s *Int8Scorer) Scores(raw []float32, k int, out []float32) error {
 			havePod = true
 		}
 		n.quantizeInput(row, s.q, P, F)
-		if n.vec != nil {
-			out[i] = n.vec.forward(n, s.q, s.pod, s.vs)
-		} else {
-			out[i] = s.forward()
-		}
+		out[i] = s.forward()
 	}
 	return nil
+}
+
+// scoresVec is Scores with the vector kernel: runs of rows with the same
+// pod features go through it a block (8 or 16 nodes) at a time.
+func (s *Int8Scorer) scoresVec(raw []float32, k int, out []float32) {
+	n, v := s.n, s.n.vec
+	F, P := n.F, policy.NumPodFeatures
+	for i := 0; i < k; {
+		if i == 0 || !equalF32(raw[i*F:i*F+P], s.podRaw) {
+			s.podShare(raw[i*F : (i+1)*F])
+		}
+		j := i + 1
+		for ; j < k && j-i < v.width; j++ {
+			if !equalF32(raw[j*F:j*F+P], s.podRaw) {
+				break
+			}
+		}
+		v.put(raw[i*F:], F, j-i, s.vs)
+		v.block(n, s.pod, s.vs, out[i:j])
+		i = j
+	}
 }
 
 func (s *Int8Scorer) podShare(row []float32) {
@@ -233,9 +264,14 @@ func (s *Int8Scorer) podShare(row []float32) {
 	}
 }
 
+// equalF32 compares bit patterns, in integer registers: equal bits give
+// the same pod share (and -0 against +0 only costs a recomputation), and
+// the vector kernel's loop stays free of scalar float instructions (see
+// vecNet.block).
 func equalF32(a, b []float32) bool {
+	b = b[:len(a)]
 	for i := range a {
-		if a[i] != b[i] {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
 			return false
 		}
 	}

@@ -7,7 +7,7 @@ package quant
 // the portable packed (SWAR) kernel.
 func SIMDKernel() bool { return false }
 
-type vecNet struct{}
+type vecNet struct{ width int }
 
 type vecScratch struct{}
 
@@ -15,4 +15,6 @@ func newVecNet(*Int8Net) *vecNet { return nil }
 
 func (v *vecNet) scratch() *vecScratch { return nil }
 
-func (v *vecNet) forward(*Int8Net, []int8, []int32, *vecScratch) float32 { return 0 }
+func (v *vecNet) put([]float32, int, int, *vecScratch) {}
+
+func (v *vecNet) block(*Int8Net, []int32, *vecScratch, []float32) {}

@@ -13,138 +13,29 @@ import (
 // present).
 func SIMDKernel() bool { return archsimd.X86.AVX2() }
 
-// vecLayer holds a layer's weights widened to int16 for VPMADDWD: for
-// input pair p (inputs 2p, 2p+1) and output block b (width channels: 8
-// with AVX2, 16 with AVX-512), 2*width int16 values [w[c][2p],
-// w[c][2p+1]] for c in the block.
-type vecLayer struct {
-	pairs, blocks, width int
-	w                    []int16
-	w32                  [][32]int16 // w in 512-bit rows (width 16)
-}
-
-func newVecLayer(w []int8, fanIn, outs, width int) *vecLayer {
-	l := &vecLayer{pairs: (fanIn + 1) / 2, blocks: (outs + width - 1) / width, width: width}
-	l.w = make([]int16, l.pairs*l.blocks*2*width)
-	for p := range l.pairs {
-		for b := range l.blocks {
-			for i := range width {
-				c := b*width + i
-				if c >= outs {
-					continue
-				}
-				base := (p*l.blocks+b)*2*width + 2*i
-				for j := range 2 {
-					if k := 2*p + j; k < fanIn {
-						l.w[base+j] = int16(w[c*fanIn+k])
-					}
-				}
-			}
-		}
-	}
-	if width == 16 {
-		l.w32 = make([][32]int16, len(l.w)/32)
-		for i := range l.w32 {
-			copy(l.w32[i][:], l.w[32*i:])
-		}
-	}
-	return l
-}
-
-// dots writes the layer's accumulators (without bias) for inputs packed
-// as pairs (low 16 bits input 2p, high 16 bits input 2p+1) into out
-// (blocks*width values).
-func (l *vecLayer) dots(pairs []int32, out []int32) {
-	if l.width == 16 {
-		l.dots512(pairs, out)
-		return
-	}
-	w := l.w
-	B := l.blocks
-	b := 0
-	for ; b+4 <= B; b += 4 {
-		var a0, a1, a2, a3 archsimd.Int32x8
-		for p, v := range pairs[:l.pairs] {
-			x := archsimd.BroadcastInt32x8(v).AsInt16x16()
-			o := (p*B + b) * 16
-			a0 = a0.Add(x.DotProductPairs(archsimd.LoadInt16x16Slice(w[o:])))
-			a1 = a1.Add(x.DotProductPairs(archsimd.LoadInt16x16Slice(w[o+16:])))
-			a2 = a2.Add(x.DotProductPairs(archsimd.LoadInt16x16Slice(w[o+32:])))
-			a3 = a3.Add(x.DotProductPairs(archsimd.LoadInt16x16Slice(w[o+48:])))
-		}
-		a0.StoreSlice(out[b*8:])
-		a1.StoreSlice(out[b*8+8:])
-		a2.StoreSlice(out[b*8+16:])
-		a3.StoreSlice(out[b*8+24:])
-	}
-	for ; b < B; b++ {
-		var a archsimd.Int32x8
-		for p, v := range pairs[:l.pairs] {
-			x := archsimd.BroadcastInt32x8(v).AsInt16x16()
-			a = a.Add(x.DotProductPairs(archsimd.LoadInt16x16Slice(w[(p*B+b)*16:])))
-		}
-		a.StoreSlice(out[b*8:])
-	}
-}
-
-// dots512 is dots with AVX-512: 16 channels per VPMADDWD.
-func (l *vecLayer) dots512(pairs []int32, out []int32) {
-	w := l.w32
-	B := l.blocks
-	b := 0
-	for ; b+2 <= B; b += 2 {
-		var a0, a1 archsimd.Int32x16
-		for p, v := range pairs[:l.pairs] {
-			x := archsimd.BroadcastInt32x16(v).AsInt16x32()
-			o := p*B + b
-			a0 = a0.Add(x.DotProductPairs(archsimd.LoadInt16x32(&w[o])))
-			a1 = a1.Add(x.DotProductPairs(archsimd.LoadInt16x32(&w[o+1])))
-		}
-		a0.StoreSlice(out[b*16:])
-		a1.StoreSlice(out[b*16+16:])
-	}
-	for ; b < B; b++ {
-		var a archsimd.Int32x16
-		for p, v := range pairs[:l.pairs] {
-			x := archsimd.BroadcastInt32x16(v).AsInt16x32()
-			a = a.Add(x.DotProductPairs(archsimd.LoadInt16x32(&w[p*B+b])))
-		}
-		a.StoreSlice(out[b*16:])
-	}
-}
-
-// vecRequant is requant on 8 channels at a time: ReLU, times m, plus the
-// rounding term, shifted right by s, at most 255. Bit-identical to
-// requant (m was sized so nothing overflows).
-func vecRequant(acc, bias, m, round, shift []int32, out []int32, width int) {
-	if width == 16 {
-		zero := archsimd.BroadcastInt32x16(0)
-		top := archsimd.BroadcastInt32x16(actMax)
-		for i := 0; i+16 <= len(out); i += 16 {
-			a := archsimd.LoadInt32x16Slice(acc[i:]).Add(archsimd.LoadInt32x16Slice(bias[i:])).Max(zero)
-			a = a.Mul(archsimd.LoadInt32x16Slice(m[i:])).Add(archsimd.LoadInt32x16Slice(round[i:]))
-			a.ShiftRight(archsimd.LoadInt32x16Slice(shift[i:])).Min(top).StoreSlice(out[i:])
-		}
-		return
-	}
-	zero := archsimd.BroadcastInt32x8(0)
-	top := archsimd.BroadcastInt32x8(actMax)
-	for i := 0; i+8 <= len(out); i += 8 {
-		a := archsimd.LoadInt32x8Slice(acc[i:]).Add(archsimd.LoadInt32x8Slice(bias[i:])).Max(zero)
-		a = a.Mul(archsimd.LoadInt32x8Slice(m[i:])).Add(archsimd.LoadInt32x8Slice(round[i:]))
-		a.ShiftRight(archsimd.LoadInt32x8Slice(shift[i:])).Min(top).StoreSlice(out[i:])
-	}
-}
-
-// vecNet is the AVX2 form of an Int8Net's node-dependent layers.
+// vecNet is the vector form of an Int8Net's node-dependent layers. Its
+// lanes are candidate nodes, not channels: one vector holds one value of
+// 8 (AVX2) or 16 (AVX-512) nodes, so a layer is, per output channel, a
+// sum of VPMADDWD products of an input-pair vector (two inputs of every
+// node as int16 halves of an int32 lane) with that channel's two weights
+// broadcast, then requantization on whole vectors with the channel's
+// multiplier broadcast. Nothing is reduced across lanes and nothing is
+// extracted per node until the score.
 type vecNet struct {
-	l1, l2     *vecLayer
-	width      int // channels per vector: 8 (AVX2) or 16 (AVX-512)
-	h1p, h2p   int // channel counts padded to width
-	m1, r1, s1 []int32
-	m2, r2, s2 []int32
-	b2         []int32
-	w3         []int32
+	width      int // nodes per vector: 8 (AVX2) or 16 (AVX-512)
+	nodeF      int // node features (F - NumPodFeatures)
+	p1, p2, p3 int // input pairs of layers 1 (node features), 2 and 3
+	h1, h2     int
+	// weight pairs: w[c*p + k] holds w[c][2k] (low int16) and w[c][2k+1]
+	// (high int16; 0 past the fan-in)
+	w1, w2, w3 []int32
+	m1, r1     []int32
+	m2, r2, b2 []int32
+	s1, s2     []int32
+	b3         int32
+	// the node features' input quantization, zero padded to whole
+	// vectors (padding lanes quantize to 0)
+	mean, inv []float32
 }
 
 func newVecNet(n *Int8Net) *vecNet {
@@ -158,93 +49,241 @@ func newVecNet(n *Int8Net) *vecNet {
 	return newVecNetWidth(n, width)
 }
 
-// newVecNetWidth builds the kernel for 8 (AVX2) or 16 (AVX-512) channels
+// pairWeights packs a layer's int8 weights (outs x fanIn, output-major,
+// the first skip inputs of each row left out) as int16 pairs.
+func pairWeights(w []int8, outs, fanIn, skip int) []int32 {
+	in := fanIn - skip
+	p := (in + 1) / 2
+	out := make([]int32, outs*p)
+	for c := range outs {
+		row := w[c*fanIn+skip : (c+1)*fanIn]
+		for k := range p {
+			var hi int8
+			if 2*k+1 < in {
+				hi = row[2*k+1]
+			}
+			out[c*p+k] = pair(int32(row[2*k]), int32(hi))
+		}
+	}
+	return out
+}
+
+// pair packs lo and hi (each within int16) into the two halves of an
+// int32, as VPMADDWD reads them.
+func pair(lo, hi int32) int32 {
+	return int32(uint32(uint16(int16(lo))) | uint32(uint16(int16(hi)))<<16)
+}
+
+// newVecNetWidth builds the kernel for 8 (AVX2) or 16 (AVX-512) nodes
 // per vector.
 func newVecNetWidth(n *Int8Net, width int) *vecNet {
 	P := policy.NumPodFeatures
-	nodeW := make([]int8, 0, n.H1*(n.F-P))
-	for c := range n.H1 {
-		nodeW = append(nodeW, n.w1[c*n.F+P:(c+1)*n.F]...)
-	}
-	v := &vecNet{l1: newVecLayer(nodeW, n.F-P, n.H1, width), l2: newVecLayer(n.w2, n.H1, n.H2, width), width: width}
-	v.h1p, v.h2p = v.l1.blocks*width, v.l2.blocks*width
-	pad := func(src []int32, n int) []int32 { out := make([]int32, n); copy(out, src); return out }
-	mults := func(m []int32, s []uint8, n int) (mm, rr, ss []int32) {
-		mm, rr, ss = make([]int32, n), make([]int32, n), make([]int32, n)
-		for c := range m {
-			mm[c], ss[c] = m[c], int32(s[c])
-			if s[c] > 0 {
-				rr[c] = 1 << (s[c] - 1)
-			}
+	v := &vecNet{width: width, nodeF: n.F - P, h1: n.H1, h2: n.H2,
+		w1: pairWeights(n.w1, n.H1, n.F, P), w2: pairWeights(n.w2, n.H2, n.H1, 0), w3: pairWeights(n.w3, 1, n.H2, 0),
+		m1: n.m1, m2: n.m2, b2: n.b2, b3: n.b3}
+	v.p1, v.p2, v.p3 = (v.nodeF+1)/2, (n.H1+1)/2, (n.H2+1)/2
+	padded := (v.nodeF + width - 1) / width * width
+	v.mean, v.inv = make([]float32, padded), make([]float32, padded)
+	copy(v.mean, n.mean[P:])
+	copy(v.inv, n.inv[P:])
+	rounding := func(s []uint8) (r, sh []int32) {
+		r, sh = make([]int32, len(s)), make([]int32, len(s))
+		for c, x := range s {
+			sh[c] = int32(x)
+			r[c] = int32(1) << x >> 1
 		}
-		return
+		return r, sh
 	}
-	v.m1, v.r1, v.s1 = mults(n.m1, n.s1, v.h1p)
-	v.m2, v.r2, v.s2 = mults(n.m2, n.s2, v.h2p)
-	v.b2 = pad(n.b2, v.h2p)
-	v.w3 = make([]int32, v.h2p)
-	for k, w := range n.w3 {
-		v.w3[k] = int32(w)
-	}
+	v.r1, v.s1 = rounding(n.s1)
+	v.r2, v.s2 = rounding(n.s2)
 	return v
 }
 
-// scratch for one scorer
+// vecScratch holds one block of nodes, lane-major: x[k][l] is input pair
+// k of the block's node l.
 type vecScratch struct {
-	pairs, acc, act, pod []int32
+	x, a1, a2 [][16]int32
+	score     [16]int32
+	q         []int32   // one node's quantized features (or pairs)
+	pad       []float32 // one node's features, zero padded
 }
 
 func (v *vecNet) scratch() *vecScratch {
-	m := max(v.h1p, v.h2p)
-	return &vecScratch{pairs: make([]int32, max(v.l1.pairs, v.l2.pairs, 16)), acc: make([]int32, m), act: make([]int32, m), pod: make([]int32, v.h1p)}
+	return &vecScratch{x: make([][16]int32, v.p1), a1: make([][16]int32, v.p2), a2: make([][16]int32, v.p3),
+		q: make([]int32, len(v.mean)), pad: make([]float32, len(v.mean))}
 }
 
-// forward scores one row whose node features are quantized in q[P:F],
-// with the pod's share of layer 1 (bias included) in pod.
-func (v *vecNet) forward(n *Int8Net, q []int8, pod []int32, sc *vecScratch) float32 {
+// put quantizes the block's nodes (rows of F features, node features
+// from P on; lane l is rows[l*F:]) into the block's input pairs. Full
+// vectors are loaded from the rows where they fit (lanes past a node's
+// features meet zero means and scales and quantize to 0), from a
+// zero-padded copy otherwise. The float32 operations are quantize1's
+// (clamp, then the round-half-even addition and subtraction of
+// roundMagic); the conversion truncates values that are already integers.
+func (v *vecNet) put(rows []float32, F, lanes int, sc *vecScratch) {
 	P := policy.NumPodFeatures
-	v.packInt8(q[P:n.F], sc)
-	copy(sc.pod, pod)
-	v.l1.dots(sc.pairs[:v.l1.pairs], sc.acc[:v.h1p])
-	vecRequant(sc.acc[:v.h1p], sc.pod, v.m1, v.r1, v.s1, sc.act[:v.h1p], v.width)
-	v.packActs(sc.act[:v.h1p], sc)
-	v.l2.dots(sc.pairs[:v.l2.pairs], sc.acc[:v.h2p])
-	vecRequant(sc.acc[:v.h2p], v.b2, v.m2, v.r2, v.s2, sc.act[:v.h2p], v.width)
-	acc := n.b3
-	act, w3 := sc.act[:n.H2], v.w3[:n.H2]
-	for k := range act {
-		acc += act[k] * w3[k]
-	}
-	return float32(acc) * n.outScale
-}
-
-// packInt8 packs signed int8 inputs into int16 pairs (zero padded).
-func (v *vecNet) packInt8(x []int8, sc *vecScratch) {
-	for p := range v.l1.pairs {
-		lo := uint32(uint16(int16(x[2*p])))
-		var hi uint32
-		if 2*p+1 < len(x) {
-			hi = uint32(uint16(int16(x[2*p+1])))
+	x := sc.x[:v.p1]
+	for l := range lanes {
+		rest := rows[l*F+P:]
+		if len(rest) < len(v.mean) {
+			copy(sc.pad, rest[:v.nodeF])
+			rest = sc.pad
 		}
-		sc.pairs[p] = int32(lo | hi<<16)
-	}
-}
-
-// packActs packs u8 activations (held in int32 lanes, padded with zeros
-// to a whole number of vectors) into int16 pairs: narrowing each 16 lanes
-// to int16 lays out consecutive activations as pairs.
-func (v *vecNet) packActs(act []int32, sc *vecScratch) {
-	for i := 0; i+16 <= len(act); i += 16 {
-		archsimd.LoadInt32x16Slice(act[i:]).TruncateToInt16().AsInt32x8().StoreSlice(sc.pairs[i/2:])
-	}
-	if rem := len(act) % 16; rem != 0 {
-		for i := len(act) - rem; i < len(act); i += 2 {
-			lo := uint32(act[i])
-			var hi uint32
-			if i+1 < len(act) {
-				hi = uint32(act[i+1])
+		if v.width == 16 {
+			lo, hi := archsimd.BroadcastFloat32x16(-inMax), archsimd.BroadcastFloat32x16(inMax)
+			magic := archsimd.BroadcastFloat32x16(roundMagic)
+			for i := 0; i < len(v.mean); i += 16 {
+				q := archsimd.LoadFloat32x16Slice(rest[i:]).Sub(archsimd.LoadFloat32x16Slice(v.mean[i:]))
+				q = q.Mul(archsimd.LoadFloat32x16Slice(v.inv[i:])).Min(hi).Max(lo).Add(magic).Sub(magic)
+				// int16 halves of consecutive features are the input pairs
+				q.ConvertToInt32().TruncateToInt16().AsInt32x8().StoreSlice(sc.q[i/2:])
 			}
-			sc.pairs[i/2] = int32(lo | hi<<16)
+			q := sc.q[:len(x)]
+			for k := range x {
+				x[k][l] = q[k]
+			}
+			continue
+		}
+		lo, hi := archsimd.BroadcastFloat32x8(-inMax), archsimd.BroadcastFloat32x8(inMax)
+		magic := archsimd.BroadcastFloat32x8(roundMagic)
+		for i := 0; i < len(v.mean); i += 8 {
+			q := archsimd.LoadFloat32x8Slice(rest[i:]).Sub(archsimd.LoadFloat32x8Slice(v.mean[i:]))
+			q = q.Mul(archsimd.LoadFloat32x8Slice(v.inv[i:])).Min(hi).Max(lo).Add(magic).Sub(magic)
+			q.ConvertToInt32().StoreSlice(sc.q[i:])
+		}
+		q := sc.q[:2*len(x)]
+		for k := range x {
+			x[k][l] = pair(q[2*k], q[2*k+1])
 		}
 	}
+	archsimd.ClearAVXUpperBits() // see block
+}
+
+// block scores the block's first len(out) nodes, whose pod's share of
+// layer 1 (bias included) is pod. Lanes past len(out) hold stale inputs
+// whose scores are dropped.
+func (v *vecNet) block(n *Int8Net, pod []int32, sc *vecScratch, out []float32) {
+	if v.width == 16 {
+		v.block512(pod, sc)
+	} else {
+		v.block256(pod, sc)
+	}
+	// VZEROUPPER before scalar float code again: legacy SSE instructions
+	// after dirty upper halves pay a false dependency each (measured: the
+	// scalar float code around the kernel ran 5x slower).
+	archsimd.ClearAVXUpperBits()
+	for l := range out {
+		out[l] = float32(sc.score[l]) * n.outScale
+	}
+}
+
+// layer512: out pair c/2 gets channel c's activations in its low
+// (even c) or high half; with an odd number of channels the last pair's
+// high half stays 0, an input its weight pair zeroes. Four channels a
+// step share each input load.
+func layer512(in, out [][16]int32, w, bias, m, r, s []int32) {
+	zero, top := archsimd.BroadcastInt32x16(0), archsimd.BroadcastInt32x16(actMax)
+	rq := func(a archsimd.Int32x16, c int) archsimd.Int32x16 {
+		a = a.Max(zero).Mul(archsimd.BroadcastInt32x16(m[c])).Add(archsimd.BroadcastInt32x16(r[c]))
+		return a.ShiftRight(archsimd.BroadcastInt32x16(s[c])).Min(top)
+	}
+	p := len(in)
+	c := 0
+	for ; c+4 <= len(bias); c += 4 {
+		a0, a1 := archsimd.BroadcastInt32x16(bias[c]), archsimd.BroadcastInt32x16(bias[c+1])
+		a2, a3 := archsimd.BroadcastInt32x16(bias[c+2]), archsimd.BroadcastInt32x16(bias[c+3])
+		w0, w1, w2, w3 := w[c*p:][:p], w[(c+1)*p:][:p], w[(c+2)*p:][:p], w[(c+3)*p:][:p]
+		for k := range in {
+			x := archsimd.LoadInt32x16(&in[k]).AsInt16x32()
+			a0 = a0.Add(x.DotProductPairs(archsimd.BroadcastInt32x16(w0[k]).AsInt16x32()))
+			a1 = a1.Add(x.DotProductPairs(archsimd.BroadcastInt32x16(w1[k]).AsInt16x32()))
+			a2 = a2.Add(x.DotProductPairs(archsimd.BroadcastInt32x16(w2[k]).AsInt16x32()))
+			a3 = a3.Add(x.DotProductPairs(archsimd.BroadcastInt32x16(w3[k]).AsInt16x32()))
+		}
+		rq(a0, c).Or(rq(a1, c+1).ShiftAllLeft(16)).Store(&out[c/2])
+		rq(a2, c+2).Or(rq(a3, c+3).ShiftAllLeft(16)).Store(&out[c/2+1])
+	}
+	for ; c < len(bias); c++ {
+		acc := archsimd.BroadcastInt32x16(bias[c])
+		wc := w[c*p:][:p]
+		for k := range in {
+			x := archsimd.LoadInt32x16(&in[k]).AsInt16x32()
+			acc = acc.Add(x.DotProductPairs(archsimd.BroadcastInt32x16(wc[k]).AsInt16x32()))
+		}
+		a := rq(acc, c)
+		if c%2 == 0 {
+			a.Store(&out[c/2])
+		} else {
+			archsimd.LoadInt32x16(&out[c/2]).Or(a.ShiftAllLeft(16)).Store(&out[c/2])
+		}
+	}
+}
+
+// block512 scores a block of 16 nodes (AVX-512).
+func (v *vecNet) block512(pod []int32, sc *vecScratch) {
+	layer512(sc.x, sc.a1, v.w1, pod[:v.h1], v.m1, v.r1, v.s1)
+	layer512(sc.a1, sc.a2, v.w2, v.b2, v.m2, v.r2, v.s2)
+	acc := archsimd.BroadcastInt32x16(v.b3)
+	for k := range sc.a2 {
+		x := archsimd.LoadInt32x16(&sc.a2[k]).AsInt16x32()
+		acc = acc.Add(x.DotProductPairs(archsimd.BroadcastInt32x16(v.w3[k]).AsInt16x32()))
+	}
+	acc.Store(&sc.score)
+}
+
+// lo8 is the first 8 lanes of a block row: AVX2 blocks are 8 nodes.
+func lo8(x *[16]int32) *[8]int32 { return (*[8]int32)(x[:8]) }
+
+// layer256: out pair c/2 gets channel c's activations in its low
+// (even c) or high half; with an odd number of channels the last pair's
+// high half stays 0, an input its weight pair zeroes. Four channels a
+// step share each input load.
+func layer256(in, out [][16]int32, w, bias, m, r, s []int32) {
+	zero, top := archsimd.BroadcastInt32x8(0), archsimd.BroadcastInt32x8(actMax)
+	rq := func(a archsimd.Int32x8, c int) archsimd.Int32x8 {
+		a = a.Max(zero).Mul(archsimd.BroadcastInt32x8(m[c])).Add(archsimd.BroadcastInt32x8(r[c]))
+		return a.ShiftRight(archsimd.BroadcastInt32x8(s[c])).Min(top)
+	}
+	p := len(in)
+	c := 0
+	for ; c+4 <= len(bias); c += 4 {
+		a0, a1 := archsimd.BroadcastInt32x8(bias[c]), archsimd.BroadcastInt32x8(bias[c+1])
+		a2, a3 := archsimd.BroadcastInt32x8(bias[c+2]), archsimd.BroadcastInt32x8(bias[c+3])
+		w0, w1, w2, w3 := w[c*p:][:p], w[(c+1)*p:][:p], w[(c+2)*p:][:p], w[(c+3)*p:][:p]
+		for k := range in {
+			x := archsimd.LoadInt32x8(lo8(&in[k])).AsInt16x16()
+			a0 = a0.Add(x.DotProductPairs(archsimd.BroadcastInt32x8(w0[k]).AsInt16x16()))
+			a1 = a1.Add(x.DotProductPairs(archsimd.BroadcastInt32x8(w1[k]).AsInt16x16()))
+			a2 = a2.Add(x.DotProductPairs(archsimd.BroadcastInt32x8(w2[k]).AsInt16x16()))
+			a3 = a3.Add(x.DotProductPairs(archsimd.BroadcastInt32x8(w3[k]).AsInt16x16()))
+		}
+		rq(a0, c).Or(rq(a1, c+1).ShiftAllLeft(16)).Store(lo8(&out[c/2]))
+		rq(a2, c+2).Or(rq(a3, c+3).ShiftAllLeft(16)).Store(lo8(&out[c/2+1]))
+	}
+	for ; c < len(bias); c++ {
+		acc := archsimd.BroadcastInt32x8(bias[c])
+		wc := w[c*p:][:p]
+		for k := range in {
+			x := archsimd.LoadInt32x8(lo8(&in[k])).AsInt16x16()
+			acc = acc.Add(x.DotProductPairs(archsimd.BroadcastInt32x8(wc[k]).AsInt16x16()))
+		}
+		a := rq(acc, c)
+		if c%2 == 0 {
+			a.Store(lo8(&out[c/2]))
+		} else {
+			archsimd.LoadInt32x8(lo8(&out[c/2])).Or(a.ShiftAllLeft(16)).Store(lo8(&out[c/2]))
+		}
+	}
+}
+
+// block256 scores a block of 8 nodes (AVX2).
+func (v *vecNet) block256(pod []int32, sc *vecScratch) {
+	layer256(sc.x, sc.a1, v.w1, pod[:v.h1], v.m1, v.r1, v.s1)
+	layer256(sc.a1, sc.a2, v.w2, v.b2, v.m2, v.r2, v.s2)
+	acc := archsimd.BroadcastInt32x8(v.b3)
+	for k := range sc.a2 {
+		x := archsimd.LoadInt32x8(lo8(&sc.a2[k])).AsInt16x16()
+		acc = acc.Add(x.DotProductPairs(archsimd.BroadcastInt32x8(v.w3[k]).AsInt16x16()))
+	}
+	acc.Store(lo8(&sc.score))
 }

@@ -11,8 +11,10 @@ import (
 )
 
 // TestSIMDKernelIsExact: the AVX2 and AVX-512 kernels compute exactly what
-// the portable kernels compute, on layer sizes that fill whole vectors
-// and on sizes that leave remainders.
+// the plain integer path computes, on layer sizes that fill whole vectors
+// and on sizes that leave remainders (odd channel and feature counts),
+// for calls whose row count is not a multiple of the block and whose pod
+// features change mid-block (a block never mixes pods).
 func TestSIMDKernelIsExact(t *testing.T) {
 	if !archsimd.X86.AVX2() {
 		t.Skip("this CPU has no AVX2: the portable kernel runs")
@@ -23,7 +25,8 @@ func TestSIMDKernelIsExact(t *testing.T) {
 	} else {
 		t.Log("no AVX-512 on this CPU: only the AVX2 kernel is checked")
 	}
-	for _, h := range [][2]int{{32, 32}, {16, 8}, {20, 13}, {64, 40}} {
+	F, P := policy.NumFeatures, policy.NumPodFeatures
+	for _, h := range [][2]int{{32, 32}, {16, 8}, {20, 13}, {64, 40}, {7, 5}} {
 		m := randomModel(t, h[0], h[1], uint64(h[0]))
 		a, err := Quantize(m, benchRows(3000, 7), DefaultCalibration(), Info{})
 		if err != nil {
@@ -33,20 +36,69 @@ func TestSIMDKernelIsExact(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		x := benchRows(301, 8)
+		// rows 40-44 and 100 belong to another pod
+		for _, i := range []int{40, 41, 42, 43, 44, 100} {
+			x[i*F] += 0.5
+		}
 		for _, width := range widths {
-			v := newVecNetWidth(n, width)
+			n.vec = newVecNetWidth(n, width)
 			sc := n.Scorer()
-			vs := v.scratch()
-			x := benchRows(300, 8)
-			for i := range 300 {
-				row := x[i*policy.NumFeatures : (i+1)*policy.NumFeatures]
-				sc.podShare(row)
-				n.quantizeInput(row, sc.q, policy.NumPodFeatures, policy.NumFeatures)
-				plain := sc.forwardPlain()
-				if got := v.forward(n, sc.q, sc.pod, vs); got != plain {
-					t.Fatalf("%v width %d row %d: vector %v, plain %v", h, width, i, got, plain)
+			for _, k := range []int{301, 1, width - 1, width + 1, 45} {
+				got := make([]float32, k)
+				if err := sc.Scores(x[:k*F], k, got); err != nil {
+					t.Fatal(err)
+				}
+				ref := n.Scorer()
+				for i := range k {
+					row := x[i*F : (i+1)*F]
+					ref.podShare(row)
+					n.quantizeInput(row, ref.q, P, F)
+					if plain := ref.forwardPlain(); got[i] != plain {
+						t.Fatalf("%v width %d, %d rows: row %d: vector %v, plain %v", h, width, k, i, got[i], plain)
+					}
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkScore1000Kernels is BenchmarkScore1000's int8 case with each
+// kernel this build has: the portable packed kernel, AVX2 (8 nodes a
+// vector) and, on CPUs that have it, AVX-512 (16).
+func BenchmarkScore1000Kernels(b *testing.B) {
+	m := randomModel(b, 32, 32, 1)
+	const k = 1000
+	rows := benchRows(k, 2)
+	a, err := Quantize(m, benchRows(5000, 3), DefaultCalibration(), Info{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := NewInt8Net(a)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kernels := []struct {
+		name string
+		vec  *vecNet
+	}{{"portable", nil}, {"avx2", newVecNetWidth(n, 8)}}
+	if archsimd.X86.AVX512() {
+		kernels = append(kernels, struct {
+			name string
+			vec  *vecNet
+		}{"avx512", newVecNetWidth(n, 16)})
+	}
+	for _, c := range kernels {
+		b.Run(c.name, func(b *testing.B) {
+			n.vec = c.vec
+			sc := n.Scorer()
+			out := make([]float32, k)
+			for b.Loop() {
+				if err := sc.Scores(rows, k, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*k), "ns/node")
+		})
 	}
 }
