@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+
+	"github.com/edgesched/edgesched/quant"
 )
 
 // The ConfigMap model source: one ConfigMap (namespace/name from
@@ -171,7 +173,7 @@ func (s *configMapSource) apply(obj any) {
 			Name, s.key, reason, trimErr(detail), keep)
 	case installed:
 		h := s.store.Current().Header
-		logger.Info("Installed model", "version", h.Version, "modelID", shortID(h.ModelID))
+		logger.Info("Installed model", "version", h.Version, "modelID", shortID(h.ModelID), "int8Kernel", quant.Kernel())
 		s.event(cm, v1.EventTypeNormal, EventModelInstalled, "%s installed model version %d (%s) from key %s",
 			Name, h.Version, shortID(h.ModelID), s.key)
 	}

@@ -7,6 +7,11 @@ package quant
 // the portable packed (SWAR) kernel.
 func SIMDKernel() bool { return false }
 
+// Kernel names the kernel an Int8Net built now scores with: "portable"
+// in this build (GOEXPERIMENT=simd builds on amd64 report "avx2" or
+// "avx512" on CPUs that have them).
+func Kernel() string { return "portable" }
+
 type vecNet struct{ width int }
 
 type vecScratch struct{}

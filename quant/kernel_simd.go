@@ -13,6 +13,18 @@ import (
 // present).
 func SIMDKernel() bool { return archsimd.X86.AVX2() }
 
+// Kernel names the kernel an Int8Net built now scores with: "avx512",
+// "avx2" or "portable".
+func Kernel() string {
+	switch {
+	case archsimd.X86.AVX2() && archsimd.X86.AVX512():
+		return "avx512"
+	case archsimd.X86.AVX2():
+		return "avx2"
+	}
+	return "portable"
+}
+
 // vecNet is the vector form of an Int8Net's node-dependent layers. Its
 // lanes are candidate nodes, not channels: one vector holds one value of
 // 8 (AVX2) or 16 (AVX-512) nodes, so a layer is, per output channel, a

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/edgesched/edgesched/quant"
 )
 
 // keyDir makes a key pair with the CLI and returns the directory.
@@ -129,6 +131,16 @@ func TestModelQuantizeThenSimulate(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "calibration run 1/1") {
 		t.Errorf("no progress on stderr:\n%s", errOut)
+	}
+	// inspect names the int8 scheme and the kernel this build scores with
+	out, _, err = run(t, "model", "inspect", q, "--keys", keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"dtype      int8", "quant      int8-", "kernel     " + quant.Kernel() + " "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect of the int8 artifact lacks %q:\n%s", want, out)
+		}
 	}
 	out, _, err = run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "learned:edge,learned:"+q, "--keys", keys, "--progress", "never")
 	if err != nil || !strings.Contains(out, "learned:"+q) {
