@@ -65,12 +65,13 @@ func TestQuantize1(t *testing.T) {
 		{"clamped below", -1e9, -127},
 		{"+Inf", float32(math.Inf(1)), 127},
 		{"-Inf", float32(math.Inf(-1)), -127},
+		{"NaN", float32(math.NaN()), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := quantize1(tc.x, 0, 1); got != tc.want {
 				t.Errorf("quantize1(%v) = %d, want %d", tc.x, got, tc.want)
 			}
-			if !math.IsInf(float64(tc.x), 0) {
+			if !math.IsInf(float64(tc.x), 0) && !math.IsNaN(float64(tc.x)) {
 				if r := ref(tc.x, 0, 1); r != tc.want {
 					t.Errorf("reference(%v) = %d, want %d", tc.x, r, tc.want)
 				}

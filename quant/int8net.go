@@ -153,10 +153,14 @@ func (n *Int8Net) quantizeInput(raw []float32, q []int8, from, to int) {
 const roundMagic = 12582912
 
 // quantize1 is one input: clamp(roundHalfEven((x - mean) * inv), ±127),
-// without a call to math.RoundToEven (TestQuantize1 holds them equal).
+// without a call to math.RoundToEven (TestQuantize1 holds them equal). A
+// NaN (features are finite by construction; this is defence) maps to 0,
+// in every kernel.
 func quantize1(x, mean, inv float32) int8 {
 	v := float32((x - mean) * inv)
 	switch {
+	case v != v:
+		return 0
 	case v >= inMax:
 		return inMax
 	case v <= -inMax:

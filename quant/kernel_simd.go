@@ -130,7 +130,7 @@ func (v *vecNet) scratch() *vecScratch {
 // vectors are loaded from the rows where they fit (lanes past a node's
 // features meet zero means and scales and quantize to 0), from a
 // zero-padded copy otherwise. The float32 operations are quantize1's
-// (clamp, then the round-half-even addition and subtraction of
+// (NaN to 0, clamp, then the round-half-even addition and subtraction of
 // roundMagic); the conversion truncates values that are already integers.
 func (v *vecNet) put(rows []float32, F, lanes int, sc *vecScratch) {
 	P := policy.NumPodFeatures
@@ -146,7 +146,8 @@ func (v *vecNet) put(rows []float32, F, lanes int, sc *vecScratch) {
 			magic := archsimd.BroadcastFloat32x16(roundMagic)
 			for i := 0; i < len(v.mean); i += 16 {
 				q := archsimd.LoadFloat32x16Slice(rest[i:]).Sub(archsimd.LoadFloat32x16Slice(v.mean[i:]))
-				q = q.Mul(archsimd.LoadFloat32x16Slice(v.inv[i:])).Min(hi).Max(lo).Add(magic).Sub(magic)
+				q = q.Mul(archsimd.LoadFloat32x16Slice(v.inv[i:]))
+				q = q.Masked(q.Equal(q)).Min(hi).Max(lo).Add(magic).Sub(magic) // NaN -> 0
 				// int16 halves of consecutive features are the input pairs
 				q.ConvertToInt32().TruncateToInt16().AsInt32x8().StoreSlice(sc.q[i/2:])
 			}
@@ -160,7 +161,8 @@ func (v *vecNet) put(rows []float32, F, lanes int, sc *vecScratch) {
 		magic := archsimd.BroadcastFloat32x8(roundMagic)
 		for i := 0; i < len(v.mean); i += 8 {
 			q := archsimd.LoadFloat32x8Slice(rest[i:]).Sub(archsimd.LoadFloat32x8Slice(v.mean[i:]))
-			q = q.Mul(archsimd.LoadFloat32x8Slice(v.inv[i:])).Min(hi).Max(lo).Add(magic).Sub(magic)
+			q = q.Mul(archsimd.LoadFloat32x8Slice(v.inv[i:]))
+			q = q.Masked(q.Equal(q)).Min(hi).Max(lo).Add(magic).Sub(magic) // NaN -> 0
 			q.ConvertToInt32().StoreSlice(sc.q[i:])
 		}
 		q := sc.q[:2*len(x)]

@@ -3,6 +3,7 @@
 package quant
 
 import (
+	"math"
 	"testing"
 
 	"simd/archsimd"
@@ -41,6 +42,11 @@ func TestSIMDKernelIsExact(t *testing.T) {
 		for _, i := range []int{40, 41, 42, 43, 44, 100} {
 			x[i*F] += 0.5
 		}
+		// non-finite node features (defence: features are finite by
+		// construction) quantize alike in every kernel
+		x[7*F+P] = float32(math.NaN())
+		x[8*F+P+3] = float32(math.Inf(1))
+		x[9*F+F-1] = float32(math.Inf(-1))
 		for _, width := range widths {
 			n.vec = newVecNetWidth(n, width)
 			sc := n.Scorer()
