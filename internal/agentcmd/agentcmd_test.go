@@ -463,10 +463,32 @@ func TestSiteDependencyGraph(t *testing.T) {
 				t.Fatalf("edges gauge registered %d times (%v), want it with a publisher only", n, err)
 			}
 			if tc.cm == "" {
-				// the installer's and the elector's metrics prove the
-				// leader was built
+				// the elector's metric proves the leader was built; once
+				// it leads, its components run, and none writes a graph
 				if n, _ := testutil.GatherAndCount(reg, "edgesched_site_is_leader"); n != 1 {
 					t.Fatal("no site elector")
+				}
+				fltest.Eventually(t, 10*time.Second, "the agent to lead its site", func() (bool, string) {
+					mfs, err := reg.Gather()
+					if err != nil {
+						return false, err.Error()
+					}
+					for _, mf := range mfs {
+						if mf.GetName() == "edgesched_site_is_leader" && len(mf.GetMetric()) == 1 {
+							v := mf.GetMetric()[0].GetGauge().GetValue()
+							return v == 1, fmt.Sprintf("is_leader %v", v)
+						}
+					}
+					return false, "no is_leader sample"
+				})
+				cms, err := client.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, cm := range cms.Items {
+					if _, ok := cm.Data[conventions.DependenciesConfigMapKey]; ok {
+						t.Fatalf("publisher disabled, yet %s/%s holds a dependency graph", cm.Namespace, cm.Name)
+					}
 				}
 				return
 			}
