@@ -58,3 +58,35 @@ func BenchmarkScore1000(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScore1000Kernels is BenchmarkScore1000's int8 case with each
+// kernel this build has: the portable packed kernel, AVX2 (8 nodes a
+// vector) and, on CPUs that have it, AVX-512 (16).
+func BenchmarkScore1000Kernels(b *testing.B) {
+	m := randomModel(b, 32, 32, 1)
+	const k = 1000
+	rows := benchRows(k, 2)
+	a, err := Quantize(m, benchRows(5000, 3), DefaultCalibration(), Info{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := NewInt8Net(a)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, kernel := range Kernels() {
+		b.Run(kernel, func(b *testing.B) {
+			sc, err := n.ScorerWith(kernel)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out := make([]float32, k)
+			for b.Loop() {
+				if err := sc.Scores(rows, k, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*k), "ns/node")
+		})
+	}
+}

@@ -2,8 +2,10 @@ package quant
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/edgesched/edgesched/policy"
@@ -88,6 +90,51 @@ func TestQuantize1(t *testing.T) {
 		}
 		if got, want := quantize1(x, mean, inv), ref(x, mean, inv); got != want {
 			t.Fatalf("quantize1(%v, %v, %v) = %d, reference %d", x, mean, inv, got, want)
+		}
+	}
+}
+
+// TestScorerWith: every kernel this build lists scores exactly as Scorer
+// does (the fastest), Kernel is the last listed, and an unknown or
+// unavailable kernel is refused with ErrKernel naming what runs.
+func TestScorerWith(t *testing.T) {
+	m := randomModel(t, 32, 32, 5)
+	a, err := Quantize(m, benchRows(2000, 6), DefaultCalibration(), Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := NewInt8Net(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := Kernels()
+	if ks[0] != KernelPortable || Kernel() != ks[len(ks)-1] {
+		t.Fatalf("Kernels() = %v, Kernel() = %q", ks, Kernel())
+	}
+	const k = 77
+	rows := benchRows(k, 9)
+	want := make([]float32, k)
+	if err := n.Scorer().Scores(rows, k, want); err != nil {
+		t.Fatal(err)
+	}
+	for _, kernel := range ks {
+		sc, err := n.ScorerWith(kernel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, k)
+		if err := sc.Scores(rows, k, got); err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s row %d: %v, Scorer %v", kernel, i, got[i], want[i])
+			}
+		}
+	}
+	for _, bad := range []string{"sse", "AVX2", ""} {
+		if _, err := n.ScorerWith(bad); !errors.Is(err, ErrKernel) || !strings.Contains(err.Error(), KernelPortable) {
+			t.Errorf("ScorerWith(%q) = %v, want ErrKernel naming the kernels that run", bad, err)
 		}
 	}
 }

@@ -40,6 +40,20 @@ type Int8Net struct {
 // ErrQuant wraps refusals of quantization.
 var ErrQuant = errors.New("quant: cannot quantize")
 
+// ErrKernel: the named int8 kernel does not exist in this build or on
+// this CPU.
+var ErrKernel = errors.New("quant: kernel not available")
+
+// The int8 kernels (Kernels, ScorerWith): all compute the same scores.
+const (
+	// KernelPortable is SIMD within a register in plain Go (every build).
+	KernelPortable = "portable"
+	// KernelAVX2 and KernelAVX512 are the vector kernels
+	// (GOEXPERIMENT=simd on amd64): 8 or 16 candidate nodes a vector.
+	KernelAVX2   = "avx2"
+	KernelAVX512 = "avx512"
+)
+
 // Largest magnitudes of the int8 inputs and u8 activations.
 const (
 	inMax  = 127
@@ -187,12 +201,28 @@ func dot[T int8 | uint8](a []T, b []int8) int32 {
 	return s0 + s1 + s2 + s3
 }
 
-// Scorer returns a policy.Scorer over n with its own scratch (one per run).
-func (n *Int8Net) Scorer() *Int8Scorer {
+// Scorer returns a policy.Scorer over n with its own scratch (one per
+// run), scoring with the fastest kernel this build and CPU have (Kernel).
+func (n *Int8Net) Scorer() *Int8Scorer { return n.newScorer(n.vec) }
+
+// ScorerWith is Scorer with the named kernel (one of Kernels): every
+// kernel computes the same scores; benchmarks compare them.
+func (n *Int8Net) ScorerWith(kernel string) (*Int8Scorer, error) {
+	if kernel == KernelPortable {
+		return n.newScorer(nil), nil
+	}
+	v, err := newVecNetKernel(n, kernel)
+	if err != nil {
+		return nil, err
+	}
+	return n.newScorer(v), nil
+}
+
+func (n *Int8Net) newScorer(v *vecNet) *Int8Scorer {
 	s := &Int8Scorer{n: n, q: make([]int8, n.F), pod: make([]int32, n.H1), a1: make([]uint8, n.H1), a2: make([]uint8, n.H2),
 		podRaw: make([]float32, policy.NumPodFeatures), u: make([]uint64, max(n.F, n.H1)), acc: make([]int32, max(n.H1, n.H2))}
-	if n.vec != nil {
-		s.vs = n.vec.scratch()
+	if v != nil {
+		s.vec, s.vs = v, v.scratch()
 	}
 	return s
 }
@@ -206,6 +236,7 @@ type Int8Scorer struct {
 	a1, a2 []uint8
 	u      []uint64
 	acc    []int32
+	vec    *vecNet // nil: the portable kernel
 	vs     *vecScratch
 }
 
@@ -220,7 +251,7 @@ func (s *Int8Scorer) Scores(raw []float32, k int, out []float32) error {
 	if k <= 0 || len(raw) != k*F || len(out) < k {
 		return fmt.Errorf("%w: %d values for %d candidates of %d features", policy.ErrShape, len(raw), k, F)
 	}
-	if n.vec != nil {
+	if s.vec != nil {
 		s.scoresVec(raw, k, out)
 		return nil
 	}
@@ -240,7 +271,7 @@ func (s *Int8Scorer) Scores(raw []float32, k int, out []float32) error {
 // scoresVec is Scores with the vector kernel: runs of rows with the same
 // pod features go through it a block (8 or 16 nodes) at a time.
 func (s *Int8Scorer) scoresVec(raw []float32, k int, out []float32) {
-	n, v := s.n, s.n.vec
+	n, v := s.n, s.vec
 	F, P := n.F, policy.NumPodFeatures
 	for i := 0; i < k; {
 		if i == 0 || !equalF32(raw[i*F:i*F+P], s.podRaw) {

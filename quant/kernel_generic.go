@@ -2,15 +2,24 @@
 
 package quant
 
+import "fmt"
+
 // SIMDKernel reports whether this build scores with the AVX2 kernel (built
 // with GOEXPERIMENT=simd, on a CPU with AVX2): not this build, which uses
 // the portable packed (SWAR) kernel.
 func SIMDKernel() bool { return false }
 
-// Kernel names the kernel an Int8Net built now scores with: "portable"
-// in this build (GOEXPERIMENT=simd builds on amd64 report "avx2" or
-// "avx512" on CPUs that have them).
-func Kernel() string { return "portable" }
+// Kernel names the kernel an Int8Net's Scorer uses: KernelPortable in
+// this build (GOEXPERIMENT=simd builds on amd64 use KernelAVX2 or
+// KernelAVX512 on CPUs that have them).
+func Kernel() string { return KernelPortable }
+
+// Kernels lists the kernels this build can run: only KernelPortable.
+func Kernels() []string { return []string{KernelPortable} }
+
+func newVecNetKernel(_ *Int8Net, kernel string) (*vecNet, error) {
+	return nil, fmt.Errorf("%w: kernel %q: this build runs %v (the vector kernels need GOEXPERIMENT=simd on amd64)", ErrKernel, kernel, Kernels())
+}
 
 type vecNet struct{ width int }
 

@@ -3,6 +3,7 @@
 package quant
 
 import (
+	"fmt"
 	"simd/archsimd"
 
 	"github.com/edgesched/edgesched/policy"
@@ -13,16 +14,36 @@ import (
 // present).
 func SIMDKernel() bool { return archsimd.X86.AVX2() }
 
-// Kernel names the kernel an Int8Net built now scores with: "avx512",
-// "avx2" or "portable".
+// Kernel names the kernel an Int8Net's Scorer uses: KernelAVX512,
+// KernelAVX2 or KernelPortable.
 func Kernel() string {
-	switch {
-	case archsimd.X86.AVX2() && archsimd.X86.AVX512():
-		return "avx512"
-	case archsimd.X86.AVX2():
-		return "avx2"
+	k := Kernels()
+	return k[len(k)-1]
+}
+
+// Kernels lists the kernels this build can run on this CPU, slowest
+// first: KernelPortable, then KernelAVX2 and KernelAVX512 when the CPU
+// has them.
+func Kernels() []string {
+	k := []string{KernelPortable}
+	if archsimd.X86.AVX2() {
+		k = append(k, KernelAVX2)
+		if archsimd.X86.AVX512() {
+			k = append(k, KernelAVX512)
+		}
 	}
-	return "portable"
+	return k
+}
+
+// newVecNetKernel builds the named vector kernel, if this CPU has it.
+func newVecNetKernel(n *Int8Net, kernel string) (*vecNet, error) {
+	switch {
+	case kernel == KernelAVX2 && archsimd.X86.AVX2():
+		return newVecNetWidth(n, 8), nil
+	case kernel == KernelAVX512 && archsimd.X86.AVX2() && archsimd.X86.AVX512():
+		return newVecNetWidth(n, 16), nil
+	}
+	return nil, fmt.Errorf("%w: kernel %q: this CPU runs %v", ErrKernel, kernel, Kernels())
 }
 
 // vecNet is the vector form of an Int8Net's node-dependent layers. Its

@@ -20,9 +20,9 @@ func TestSIMDKernelIsExact(t *testing.T) {
 	if !archsimd.X86.AVX2() {
 		t.Skip("this CPU has no AVX2: the portable kernel runs")
 	}
-	widths := []int{8}
+	kernels := []string{KernelAVX2}
 	if archsimd.X86.AVX512() {
-		widths = append(widths, 16)
+		kernels = append(kernels, KernelAVX512)
 	} else {
 		t.Log("no AVX-512 on this CPU: only the AVX2 kernel is checked")
 	}
@@ -47,9 +47,12 @@ func TestSIMDKernelIsExact(t *testing.T) {
 		x[7*F+P] = float32(math.NaN())
 		x[8*F+P+3] = float32(math.Inf(1))
 		x[9*F+F-1] = float32(math.Inf(-1))
-		for _, width := range widths {
-			n.vec = newVecNetWidth(n, width)
-			sc := n.Scorer()
+		for _, kernel := range kernels {
+			sc, err := n.ScorerWith(kernel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			width := sc.vec.width
 			for _, k := range []int{301, 1, width - 1, width + 1, 45} {
 				got := make([]float32, k)
 				if err := sc.Scores(x[:k*F], k, got); err != nil {
@@ -61,50 +64,10 @@ func TestSIMDKernelIsExact(t *testing.T) {
 					ref.podShare(row)
 					n.quantizeInput(row, ref.q, P, F)
 					if plain := ref.forwardPlain(); got[i] != plain {
-						t.Fatalf("%v width %d, %d rows: row %d: vector %v, plain %v", h, width, k, i, got[i], plain)
+						t.Fatalf("%v %s, %d rows: row %d: vector %v, plain %v", h, kernel, k, i, got[i], plain)
 					}
 				}
 			}
 		}
-	}
-}
-
-// BenchmarkScore1000Kernels is BenchmarkScore1000's int8 case with each
-// kernel this build has: the portable packed kernel, AVX2 (8 nodes a
-// vector) and, on CPUs that have it, AVX-512 (16).
-func BenchmarkScore1000Kernels(b *testing.B) {
-	m := randomModel(b, 32, 32, 1)
-	const k = 1000
-	rows := benchRows(k, 2)
-	a, err := Quantize(m, benchRows(5000, 3), DefaultCalibration(), Info{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	n, err := NewInt8Net(a)
-	if err != nil {
-		b.Fatal(err)
-	}
-	kernels := []struct {
-		name string
-		vec  *vecNet
-	}{{"portable", nil}, {"avx2", newVecNetWidth(n, 8)}}
-	if archsimd.X86.AVX512() {
-		kernels = append(kernels, struct {
-			name string
-			vec  *vecNet
-		}{"avx512", newVecNetWidth(n, 16)})
-	}
-	for _, c := range kernels {
-		b.Run(c.name, func(b *testing.B) {
-			n.vec = c.vec
-			sc := n.Scorer()
-			out := make([]float32, k)
-			for b.Loop() {
-				if err := sc.Scores(rows, k, out); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*k), "ns/node")
-		})
 	}
 }

@@ -36,7 +36,9 @@ learned ones included, on the openb production traces or on edge
 scenarios), trains learned policies in it, makes and checks signed int8
 model artifacts, and drives the fleet's federated learning through the
 coordinator's admin API over NATS (round, model list/show/promote/rollback,
-sites), and keeps the fleet's identities and keys (auth). 'edgectl demo' runs the whole system on one machine.`,
+sites), and keeps the fleet's identities and keys (auth). 'edgectl demo'
+runs the whole system on one machine; 'edgectl bench' measures how fast
+this machine scores candidate nodes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -51,6 +53,7 @@ sites), and keeps the fleet's identities and keys (auth). 'edgectl demo' runs th
 		newScenarioCommand(opts),
 		newTraceCommand(),
 		newExplainCommand(),
+		newBenchCommand(),
 		newVersionCommand(),
 	)
 	return root
