@@ -200,7 +200,7 @@ func (s *ModelStore) Watch(ctx context.Context, path string, interval time.Durat
 			logger.Error(err, "Keeping the previous model")
 		} else if ok {
 			h := s.Current().Header
-			logger.Info("Installed model", "version", h.Version, "modelID", shortID(h.ModelID))
+			logger.Info("Installed model", "version", h.Version, "modelID", shortID(h.ModelID), "int8Kernel", quant.Kernel())
 		}
 	}
 }
