@@ -31,14 +31,7 @@ func BenchmarkScore1000(b *testing.B) {
 	m := randomModel(b, 32, 32, 1)
 	const n = 1000
 	rows := benchRows(n, 2)
-	a, err := Quantize(m, benchRows(5000, 3), DefaultCalibration(), Info{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	q, err := NewInt8Net(a)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, q := quantized(b, m, 5000, 3)
 	fs, err := policy.NewFloatScorer(m)
 	if err != nil {
 		b.Fatal(err)
@@ -66,14 +59,7 @@ func BenchmarkScore1000Kernels(b *testing.B) {
 	m := randomModel(b, 32, 32, 1)
 	const k = 1000
 	rows := benchRows(k, 2)
-	a, err := Quantize(m, benchRows(5000, 3), DefaultCalibration(), Info{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	n, err := NewInt8Net(a)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, n := quantized(b, m, 5000, 3)
 	for _, kernel := range Kernels() {
 		b.Run(kernel, func(b *testing.B) {
 			sc, err := n.ScorerWith(kernel)

@@ -22,3 +22,18 @@ func randomModel(t testing.TB, h1, h2 int, seed uint64) *policy.Model {
 	}
 	return &policy.Model{Schema: s, Net: net}
 }
+
+// quantized calibrates m on n random candidate rows (benchRows(n, seed))
+// with the default calibration and builds its integer scorer.
+func quantized(t testing.TB, m *policy.Model, n int, seed uint64) (*Artifact, *Int8Net) {
+	t.Helper()
+	a, err := Quantize(m, benchRows(n, seed), DefaultCalibration(), Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := NewInt8Net(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, q
+}

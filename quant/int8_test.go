@@ -99,14 +99,7 @@ func TestQuantize1(t *testing.T) {
 // unavailable kernel is refused with ErrKernel naming what runs.
 func TestScorerWith(t *testing.T) {
 	m := randomModel(t, 32, 32, 5)
-	a, err := Quantize(m, benchRows(2000, 6), DefaultCalibration(), Info{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := NewInt8Net(a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, n := quantized(t, m, 2000, 6)
 	ks := Kernels()
 	if ks[0] != KernelPortable || Kernel() != ks[len(ks)-1] {
 		t.Fatalf("Kernels() = %v, Kernel() = %q", ks, Kernel())
@@ -310,14 +303,7 @@ func TestSWARIsExact(t *testing.T) {
 // stay within half a quantization step.
 func TestInt8TracksFloat(t *testing.T) {
 	m := randomModel(t, 32, 32, 11)
-	a, err := Quantize(m, benchRows(20000, 12), DefaultCalibration(), Info{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := NewInt8Net(a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, n := quantized(t, m, 20000, 12)
 	const k = 2000
 	x := benchRows(k, 13)
 	ref, _ := ReferenceScores(m, x, k)

@@ -29,14 +29,7 @@ func TestSIMDKernelIsExact(t *testing.T) {
 	F, P := policy.NumFeatures, policy.NumPodFeatures
 	for _, h := range [][2]int{{32, 32}, {16, 8}, {20, 13}, {64, 40}, {7, 5}} {
 		m := randomModel(t, h[0], h[1], uint64(h[0]))
-		a, err := Quantize(m, benchRows(3000, 7), DefaultCalibration(), Info{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := NewInt8Net(a)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, n := quantized(t, m, 3000, 7)
 		x := benchRows(301, 8)
 		// rows 40-44 and 100 belong to another pod
 		for _, i := range []int{40, 41, 42, 43, 44, 100} {
