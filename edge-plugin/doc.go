@@ -59,7 +59,10 @@
 //
 // extender.go serves the same Filter and Score decisions over the
 // kube-scheduler HTTP extender protocol (`edge-scheduler extender`) for
-// K3s's embedded scheduler.
+// K3s's embedded scheduler, and extender_bind.go the bind verb: GPU pods
+// bound with the policy's devices in their annotation. An Extender is safe
+// for concurrent requests; the pods it bound stay "assumed" on their
+// nodes until its informers show them (at most AssumeTTL).
 //
 // Node telemetry (telemetry.go): a fresh edgesched.io/telemetry summary
 // written by the node's agent (format in agent/telemetry) gives the node's

@@ -18,6 +18,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -60,12 +61,14 @@ import (
 // assigned pods (InformerSource), in tests a StaticSource. The request
 // path only reads memory: no API calls.
 //
-// Differences from the plugin (the scheduler does not tell the extender
-// where it bound a pod): there is no Reserve/Bind, so no
-// edgesched.io/gpu-devices annotation is written and pods without one get
-// the converter's deterministic best-fit devices; and a binding made a
-// moment ago is only seen once the informer delivers it (the plugin sees
-// the scheduler's assumed pods at once).
+// The bind verb (extender_bind.go) binds the pods the scheduler hands it
+// (with managedResources, the GPU pods) with the devices the policy picks,
+// as the plugin's Reserve and Bind do. Differences from the plugin: pods
+// the scheduler binds itself get no edgesched.io/gpu-devices annotation,
+// and GPU pods without one count with the converter's deterministic
+// best-fit devices; and a binding the scheduler made a moment ago is only
+// seen once the informer delivers it (the plugin sees the scheduler's
+// assumed pods at once; the extender, the pods it bound itself).
 
 // ClusterSource is the extender's view of the cluster beyond a request.
 // Implementations must be safe for concurrent use and must not block on
@@ -94,26 +97,38 @@ const DefaultMaxBodyBytes = 64 << 20
 // ExtenderOptions configure an Extender.
 type ExtenderOptions struct {
 	// Prefix is the URL path prefix of the verbs ("" or e.g.
-	// "/edgesched"): the verbs are {Prefix}/filter and {Prefix}/prioritize.
+	// "/edgesched"): the verbs are {Prefix}/filter, {Prefix}/prioritize and
+	// {Prefix}/bind.
 	Prefix string
 	// MaxBodyBytes caps request bodies (0: DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// Client serves the bind verb ({Prefix}/bind: get the pod, bind it
+	// with its devices). nil: the verb answers every request with an
+	// error result.
+	Client kubernetes.Interface
+	// Now is the clock of assumed pods (AssumeTTL; nil: time.Now).
+	Now func() time.Time
 }
 
-// Extender serves EdgePolicy's Filter and Score decisions over the
-// kube-scheduler HTTP extender protocol. It is an http.Handler for the two
-// verbs; Handler adds /healthz, /readyz and /metrics.
+// Extender serves EdgePolicy's Filter, Score and Bind over the
+// kube-scheduler HTTP extender protocol. It is an http.Handler for the
+// three verbs; Handler adds /healthz, /readyz and /metrics.
 type Extender struct {
 	p       *EdgePolicy
 	src     ClusterSource
 	prefix  string
 	maxBody int64
 
+	client kubernetes.Interface
+	now    func() time.Time
+
 	// mu guards cache: NodeInfos reused while a node and its pods are
 	// unchanged, so the converter's per-generation cache and incremental
-	// State stay effective across requests.
-	mu    sync.Mutex
-	cache map[string]cachedInfo
+	// State stay effective across requests; and assumed: the pods the
+	// bind verb bound that the source may not show yet.
+	mu      sync.Mutex
+	cache   map[string]cachedInfo
+	assumed map[types.UID]assumedPod
 }
 
 type cachedInfo struct {
@@ -128,7 +143,11 @@ func NewExtender(p *EdgePolicy, src ClusterSource, o ExtenderOptions) *Extender 
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	return &Extender{p: p, src: src, prefix: cleanPrefix(o.Prefix), maxBody: o.MaxBodyBytes, cache: map[string]cachedInfo{}}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Extender{p: p, src: src, prefix: cleanPrefix(o.Prefix), maxBody: o.MaxBodyBytes, client: o.Client, now: o.Now,
+		cache: map[string]cachedInfo{}, assumed: map[types.UID]assumedPod{}}
 }
 
 func cleanPrefix(p string) string {
@@ -143,7 +162,7 @@ func cleanPrefix(p string) string {
 func (e *Extender) FilterPath() string     { return e.prefix + "/filter" }
 func (e *Extender) PrioritizePath() string { return e.prefix + "/prioritize" }
 
-// ServeHTTP serves the two verbs (POST only).
+// ServeHTTP serves the verbs (POST only).
 func (e *Extender) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var verb string
 	switch r.URL.Path {
@@ -151,6 +170,8 @@ func (e *Extender) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		verb = "filter"
 	case e.PrioritizePath():
 		verb = "prioritize"
+	case e.BindPath():
+		verb = "bind"
 	default:
 		http.NotFound(w, r)
 		return
@@ -161,7 +182,12 @@ func (e *Extender) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	result := e.serveVerb(w, r, verb)
+	var result string
+	if verb == "bind" {
+		result = e.serveBind(w, r)
+	} else {
+		result = e.serveVerb(w, r, verb)
+	}
 	metricExtRequests.WithLabelValues(verb, result).Inc()
 	metricExtDuration.WithLabelValues(verb).Observe(time.Since(start).Seconds())
 }
@@ -173,6 +199,7 @@ func (e *Extender) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(e.FilterPath(), e)
 	mux.Handle(e.PrioritizePath(), e)
+	mux.Handle(e.BindPath(), e)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !e.src.Synced() {
@@ -257,6 +284,15 @@ func writeJSON(w http.ResponseWriter, v any) {
 // leniently, as the API machinery does: a newer kube-scheduler may send
 // fields this build does not know.
 func (e *Extender) decode(w http.ResponseWriter, r *http.Request) (*extenderv1.ExtenderArgs, error) {
+	raw, err := e.readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	return decodeExtenderArgs(raw)
+}
+
+// readBody reads a JSON request body of at most maxBody bytes.
+func (e *Extender) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
 		return nil, fmt.Errorf("content type %q: want application/json", ct)
 	}
@@ -268,7 +304,7 @@ func (e *Extender) decode(w http.ResponseWriter, r *http.Request) (*extenderv1.E
 		}
 		return nil, fmt.Errorf("reading the request body: %v", err)
 	}
-	return decodeExtenderArgs(raw)
+	return raw, nil
 }
 
 func decodeExtenderArgs(raw []byte) (*extenderv1.ExtenderArgs, error) {
@@ -515,7 +551,7 @@ func (e *Extender) infos(nodes []*v1.Node, exclude types.UID) []fwk.NodeInfo {
 	defer e.mu.Unlock()
 	out := make([]fwk.NodeInfo, len(nodes))
 	for i, n := range nodes {
-		pods := e.src.PodsOnNode(n.Name)
+		pods := e.podsOnNode(n.Name)
 		slices.SortFunc(pods, func(a, b *v1.Pod) int {
 			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
 		})

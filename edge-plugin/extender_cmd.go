@@ -213,7 +213,13 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		is.Start(ctx)
 		src = is
 	}
-	ext := NewExtender(p, src, cfg.Options)
+	opts := cfg.Options
+	if opts.Client == nil {
+		// the bind verb uses the extender's client when it has one (a
+		// kubeconfig or in-cluster configuration was used)
+		opts.Client = client
+	}
+	ext := NewExtender(p, src, opts)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("edgesched extender: listen: %w", err)

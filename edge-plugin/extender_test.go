@@ -517,15 +517,20 @@ func TestK3sExtenderConfig(t *testing.T) {
 	if len(cfg.Extenders) == 0 {
 		t.Fatal("no extenders")
 	}
-	filter, prio := false, false
+	filter, prio, bind := false, false, false
 	for _, e := range cfg.Extenders {
 		if e.NodeCacheCapable {
 			t.Errorf("extender %s: nodeCacheCapable must be false (the extender needs the Node objects)", e.URLPrefix)
 		}
 		filter = filter || e.FilterVerb == "filter"
 		prio = prio || e.PrioritizeVerb == "prioritize"
+		if e.BindVerb == "bind" {
+			// the binder must be the entry that manages the GPU resources:
+			// the scheduler hands it exactly the GPU pods
+			bind = len(e.ManagedResources) > 0 && e.FilterVerb == "filter"
+		}
 	}
-	if !filter || !prio {
-		t.Fatalf("extenders lack a verb: %+v", cfg.Extenders)
+	if !filter || !prio || !bind {
+		t.Fatalf("extenders lack a verb (filter, prioritize, and bind on the GPU entry): %+v", cfg.Extenders)
 	}
 }

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,14 +39,14 @@ import (
 //
 // What differs from the plugin, and how the test accounts for it:
 //
-//   - No edgesched.io/gpu-devices annotation is written (the scheduler does
-//     not tell an extender where it bound a pod). The extender's converter
-//     gives unannotated GPU pods best-fit devices in namespace/name order;
-//     the reference state here (bestFitState) assigns devices the same way
-//     (sim.State.BestFitGPUs, pods sorted by namespace/name), so later
-//     decisions are compared on the state the extender sees. For GPU pods
-//     only the node choice is compared: there are no devices to compare.
-//   - The extender learns of a binding through its informer. Before each
+//   - GPU pods (they request a managed resource) are bound by the extender
+//     (bindVerb), which records the devices the policy picks in the
+//     edgesched.io/gpu-devices annotation, as the plugin's Bind does: the
+//     test compares them with the simulator's device choice, and the
+//     reference state uses the recorded devices (simReference.state, as
+//     for the plugin). CPU pods are bound by the scheduler, without one.
+//   - The extender learns of the scheduler's bindings through its informer
+//     (of its own at once). Before each
 //     pod is created the test asks the extender itself (POST /prioritize,
 //     and /filter for GPU pods, with the pod about to be created and the
 //     simulator's feasible nodes) and polls, with a deadline, until its
@@ -118,41 +117,6 @@ type edgeCluster = openbCluster[*quant.Artifact]
 func startEdgeCluster(ctx context.Context, t testing.TB, n int) *edgeCluster {
 	t.Helper()
 	return startOpenbCluster(ctx, t, n, func(cl *sim.Cluster) (*quant.Artifact, error) { return quantizeModel(cl, "default", 1) })
-}
-
-// bestFitState is the extender's view of the bindings: every bound pod,
-// in namespace/name order, gets sim.State.BestFitGPUs devices (the
-// converter's rule for GPU pods without a gpu-devices annotation, which
-// extender mode never writes).
-func (r *simReference) bestFitState(pods []corev1.Pod) (*sim.State, error) {
-	bound := slices.DeleteFunc(slices.Clone(pods), func(p corev1.Pod) bool { return p.Spec.NodeName == "" })
-	slices.SortFunc(bound, func(a, b corev1.Pod) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	st := sim.NewState(r.env)
-	for i := range bound {
-		p := &bound[i]
-		n, ok := r.index[p.Spec.NodeName]
-		if !ok {
-			return nil, fmt.Errorf("pod %s on unknown node %s", p.Name, p.Spec.NodeName)
-		}
-		sp, err := r.simPodOf(p)
-		if err != nil {
-			return nil, err
-		}
-		id, err := st.AddPod(sp)
-		if err != nil {
-			return nil, err
-		}
-		dev := st.BestFitGPUs(n, &st.Pods[id], nil)
-		if len(dev) != int(sp.GPUs) {
-			return nil, fmt.Errorf("pod %s on %s: no best-fit devices for %d x %d milli-GPU", p.Name, p.Spec.NodeName, sp.GPUs, sp.GPUMilli)
-		}
-		if err := st.Bind(id, n, dev); err != nil {
-			return nil, fmt.Errorf("pod %s on %s: %v", p.Name, p.Spec.NodeName, err)
-		}
-	}
-	return st, nil
 }
 
 // startExtender runs `edge-scheduler extender` on a free loopback port and
@@ -247,14 +211,14 @@ func k3sExtenderConfig(t testing.TB, dir, kubeconfig, base string) string {
 			t.Fatalf("k3s-extender.yaml: urlPrefix %q: want http://HOST:PORT%s", u, extPrefix)
 		}
 		m["urlPrefix"] = base + extPrefix
-		for _, v := range []string{"filterVerb", "prioritizeVerb"} {
+		for _, v := range []string{"filterVerb", "prioritizeVerb", "bindVerb"} {
 			if s, ok := m[v].(string); ok {
 				verbs[s] = true
 			}
 		}
 	}
-	if !verbs["filter"] || !verbs["prioritize"] {
-		t.Fatalf("k3s-extender.yaml: verbs %v, want filter and prioritize", verbs)
+	if !verbs["filter"] || !verbs["prioritize"] || !verbs["bind"] {
+		t.Fatalf("k3s-extender.yaml: verbs %v, want filter, prioritize and bind", verbs)
 	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -390,7 +354,7 @@ func TestExtenderModeMatchesPlugin(t *testing.T) {
 		pod.Namespace = ns
 		pod.Spec.SchedulerName = corev1.DefaultSchedulerName
 
-		st, err := ref.bestFitState(listPods())
+		st, err := ref.state(listPods())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -449,8 +413,17 @@ func TestExtenderModeMatchesPlugin(t *testing.T) {
 			t.Fatalf("pod %s: kube-scheduler + extender chose %s (sim score %v), the simulator's int8 policy ties %v (score %v); feasible %d nodes",
 				pod.Name, node, d.scores[node], d.ties, d.scores[d.ties[0]], len(d.feasible))
 		}
-		if _, ok := bound.Annotations[edgeplugin.AnnotationGPUDevices]; ok {
-			t.Errorf("pod %s has a %s annotation: extender mode should not write one", pod.Name, edgeplugin.AnnotationGPUDevices)
+		if sp.GPUs > 0 {
+			// bound by the extender, with the policy's devices
+			got, err := podDevices(bound)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := d.devices[node]; !slices.Equal(got, want) {
+				t.Fatalf("pod %s on %s: devices %v, the simulator's policy picks %v", pod.Name, node, got, want)
+			}
+		} else if _, ok := bound.Annotations[edgeplugin.AnnotationGPUDevices]; ok {
+			t.Errorf("pod %s has no GPU but a %s annotation", pod.Name, edgeplugin.AnnotationGPUDevices)
 		}
 		if len(d.ties) < len(d.feasible) {
 			nontrivial++
@@ -460,14 +433,13 @@ func TestExtenderModeMatchesPlugin(t *testing.T) {
 		}
 		t.Logf("%s -> %s (tied best %d of %d feasible)", pod.Name, node, len(d.ties), len(d.feasible))
 	}
-	t.Logf("parity: %d of %d decisions agree with the simulator (%d narrower than the feasible set, %d GPU pods compared by node only) in %s; %d extra probe polls waited for the extender's informers",
+	t.Logf("parity: %d of %d decisions agree with the simulator (%d narrower than the feasible set, %d GPU pods bound by the extender with the policy's devices) in %s; %d extra probe polls waited for the extender's informers",
 		extPods, extPods, nontrivial, gpuPods, time.Since(start).Round(time.Millisecond), lagPolls)
 	if nontrivial < extPods/2 {
 		t.Fatalf("only %d of %d decisions were narrower than the feasible set: the comparison proves little", nontrivial, extPods)
 	}
 
-	// Every pod bound, fits, and the final state is one the extender can
-	// assign devices for (best fit never fails).
+	// Every pod bound, fits, and the recorded devices fit their nodes.
 	pods := listPods()
 	if len(pods) != extPods {
 		t.Fatalf("%d pods, want %d", len(pods), extPods)
@@ -480,7 +452,7 @@ func TestExtenderModeMatchesPlugin(t *testing.T) {
 	if err := CheckFits(ec.nodes, pods); err != nil {
 		t.Fatalf("a binding does not fit its node:\n%v", err)
 	}
-	if _, err := ref.bestFitState(pods); err != nil {
+	if _, err := ref.state(pods); err != nil {
 		t.Fatalf("GPU pods do not fit their nodes' devices: %v", err)
 	}
 
@@ -493,13 +465,14 @@ func TestExtenderModeMatchesPlugin(t *testing.T) {
 	}
 	okFilter := em.sum("edgesched_extender_requests_total", `verb="filter"`, `result="ok"`)
 	okPrio := em.sum("edgesched_extender_requests_total", `verb="prioritize"`, `result="ok"`)
+	okBind := em.sum("edgesched_extender_requests_total", `verb="bind"`, `result="ok"`)
 	all := em.sum("edgesched_extender_requests_total")
-	// Besides the probes, the scheduler called filter exactly once per
-	// GPU pod (managedResources: never for CPU pods) and prioritize once
-	// per pod: every placement was ranked by the extender.
-	if int(okFilter) != gpuPods+probeFilter || int(okPrio) != extPods+probePrio || all != okFilter+okPrio {
-		t.Errorf("extender requests: want %d+%d ok filter calls (scheduler+probes), %d+%d ok prioritize calls and no others: %s",
-			gpuPods, probeFilter, extPods, probePrio, em.series("edgesched_extender_requests_total"))
+	// Besides the probes, the scheduler called filter and bind exactly
+	// once per GPU pod (managedResources: never for CPU pods) and
+	// prioritize once per pod: every placement was ranked by the extender.
+	if int(okFilter) != gpuPods+probeFilter || int(okPrio) != extPods+probePrio || int(okBind) != gpuPods || all != okFilter+okPrio+okBind {
+		t.Errorf("extender requests: want %d+%d ok filter calls (scheduler+probes), %d+%d ok prioritize calls, %d ok bind calls and no others: %s",
+			gpuPods, probeFilter, extPods, probePrio, gpuPods, em.series("edgesched_extender_requests_total"))
 	}
 	if f := em.sum("edgesched_plugin_fallbacks_total"); f != 0 {
 		t.Errorf("the extender scored neutrally: %s", em.series("edgesched_plugin_fallbacks_total"))
@@ -510,8 +483,8 @@ func TestExtenderModeMatchesPlugin(t *testing.T) {
 	if ex, err := ext.Exited(); ex || err != nil {
 		t.Errorf("the extender exited: %v", err)
 	}
-	t.Logf("extender: scheduler made %d filter and %d prioritize calls (plus %d and %d probes), all ok; whole test %s",
-		int(okFilter)-probeFilter, int(okPrio)-probePrio, probeFilter, probePrio, time.Since(began).Round(time.Millisecond))
+	t.Logf("extender: scheduler made %d filter, %d prioritize and %d bind calls (plus %d and %d probes), all ok; whole test %s",
+		int(okFilter)-probeFilter, int(okPrio)-probePrio, int(okBind), probeFilter, probePrio, time.Since(began).Round(time.Millisecond))
 }
 
 // checkNoFailuresProfile asserts that profile made want successful

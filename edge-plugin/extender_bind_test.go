@@ -1,0 +1,254 @@
+package edgeplugin
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/edgesched/edgesched/sim"
+)
+
+// bindings records the pods/binding requests a fake clientset receives.
+type bindings struct {
+	mu   sync.Mutex
+	list []*v1.Binding
+}
+
+func (b *bindings) last() *v1.Binding {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.list) == 0 {
+		return nil
+	}
+	return b.list[len(b.list)-1]
+}
+
+func fakeBinder(objs ...runtime.Object) (*fake.Clientset, *bindings) {
+	c := fake.NewClientset(objs...)
+	b := &bindings{}
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ca, ok := a.(k8stesting.CreateAction)
+		if !ok || a.GetSubresource() != "binding" {
+			return false, nil, nil
+		}
+		b.mu.Lock()
+		b.list = append(b.list, ca.GetObject().(*v1.Binding).DeepCopy())
+		b.mu.Unlock()
+		return true, nil, nil
+	})
+	return c, b
+}
+
+func bindCall(t *testing.T, srv *httptest.Server, pod *v1.Pod, node string) *extenderv1.ExtenderBindingResult {
+	t.Helper()
+	code, body := post(t, srv.URL+"/bind", &extenderv1.ExtenderBindingArgs{PodName: pod.Name, PodNamespace: pod.Namespace, PodUID: pod.UID, Node: node})
+	if code != http.StatusOK {
+		t.Fatalf("bind: %d %s", code, body)
+	}
+	res := &extenderv1.ExtenderBindingResult{}
+	if err := json.Unmarshal(body, res); err != nil {
+		t.Fatalf("bind reply %s: %v", body, err)
+	}
+	return res
+}
+
+// TestExtenderBind: the bind verb binds with the devices the policy picks
+// on the node, in the Binding's annotations; the pod then counts on its
+// node until the source shows it (or AssumeTTL passes); pods without GPUs,
+// or with devices already recorded, are bound without annotations; and
+// every failure comes back in the result's Error.
+//
+// Node t4 has two T4 devices; device 0 holds a 700 milli-GPU share
+// (annotated), so 300 is left there and device 1 is free.
+func TestExtenderBind(t *testing.T) {
+	p := newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95))
+	t4 := k8sNode(gpuNode("t4", "T4", 2))
+	held := k8sPod(sim.PodSpec{Name: "held", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 700})
+	held.Annotations[AnnotationGPUDevices] = "0"
+	src := NewStaticSource([]*v1.Node{t4}, onNode(held, "t4"))
+
+	a := k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 400})
+	b := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 700})
+	cpu := k8sPod(sim.PodSpec{Name: "cpu", CPU: 100, Memory: 10})
+	pinned := k8sPod(sim.PodSpec{Name: "pinned", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 200})
+	pinned.Annotations[AnnotationGPUDevices] = "0"
+	client, got := fakeBinder(a, b, cpu, pinned)
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	var clock sync.Mutex
+	ext := NewExtender(p, src, ExtenderOptions{Client: client, Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }})
+	srv := httptest.NewServer(ext)
+	defer srv.Close()
+
+	// a (400) fits only device 1 (device 0 has 300 left)
+	if res := bindCall(t, srv, a, "t4"); res.Error != "" {
+		t.Fatalf("bind a: %s", res.Error)
+	}
+	bd := got.last()
+	if bd == nil || bd.Name != "a" || bd.UID != a.UID || bd.Target.Name != "t4" || bd.Annotations[AnnotationGPUDevices] != "1" {
+		t.Fatalf("binding of a: %+v, want to t4 with devices 1", bd)
+	}
+	// b (700): device 1 has 1000 - 400 = 600 left with a assumed there,
+	// device 0 300: it fits nowhere, though the source does not show a yet
+	if res := bindCall(t, srv, b, "t4"); !strings.Contains(res.Error, "does not fit") {
+		t.Fatalf("bind b with a assumed on t4: %q, want a refusal", res.Error)
+	}
+	// once a is in the source, the assumption is dropped and a counts as
+	// the source says (here: on device 1, as bound)
+	src.AddPod(onNode(withDevices(a, "1"), "t4"))
+	if res := bindCall(t, srv, b, "t4"); !strings.Contains(res.Error, "does not fit") {
+		t.Fatalf("bind b with a in the source: %q, want a refusal", res.Error)
+	}
+	if n := len(ext.assumed); n != 0 {
+		t.Fatalf("%d pods still assumed after the source showed them", n)
+	}
+
+	// no GPUs, or devices recorded by the user: a plain binding
+	for _, pod := range []*v1.Pod{cpu, pinned} {
+		if res := bindCall(t, srv, pod, "t4"); res.Error != "" {
+			t.Fatalf("bind %s: %s", pod.Name, res.Error)
+		}
+		if bd := got.last(); bd.Name != pod.Name || len(bd.Annotations) != 0 {
+			t.Fatalf("binding of %s: %+v, want no annotations", pod.Name, bd)
+		}
+	}
+
+	for _, tc := range []struct {
+		name string
+		args extenderv1.ExtenderBindingArgs
+		want string
+	}{
+		{"recreated pod", extenderv1.ExtenderBindingArgs{PodName: "a", PodNamespace: a.Namespace, PodUID: "other", Node: "t4"}, "recreated"},
+		{"unknown pod", extenderv1.ExtenderBindingArgs{PodName: "ghost", PodNamespace: a.Namespace, PodUID: "x", Node: "t4"}, "get pod"},
+		{"unknown node", extenderv1.ExtenderBindingArgs{PodName: "b", PodNamespace: b.Namespace, PodUID: b.UID, Node: "ghost"}, "node ghost unknown"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if res := ext.Bind(t.Context(), &tc.args); !strings.Contains(res.Error, tc.want) {
+				t.Fatalf("error %q, want it to name %q", res.Error, tc.want)
+			}
+		})
+	}
+
+	// without a client the verb answers an error, not a crash
+	bare := httptest.NewServer(NewExtender(p, src, ExtenderOptions{}))
+	defer bare.Close()
+	if res := bindCall(t, bare, cpu, "t4"); !strings.Contains(res.Error, "no API client") {
+		t.Fatalf("bind without a client: %q", res.Error)
+	}
+	// malformed arguments are a bad request
+	for _, body := range []string{`{}`, `{"PodName":"a","PodNamespace":"default"}`, `{"PodName":"a","PodNamespace":"default","Node":"t4","Extra":1}`, `{"PodName":"a"} {}`} {
+		if code, reply := post(t, srv.URL+"/bind", []byte(body)); code != http.StatusBadRequest {
+			t.Errorf("bind %s: %d %s, want 400", body, code, reply)
+		}
+	}
+}
+
+// TestExtenderBindAssumeTTL: an assumed pod the source never shows is
+// forgotten after AssumeTTL, so a lost binding does not hold its devices
+// for ever.
+func TestExtenderBindAssumeTTL(t *testing.T) {
+	p := newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95))
+	t4 := k8sNode(gpuNode("t4", "T4", 1))
+	src := NewStaticSource([]*v1.Node{t4})
+	a := k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 600})
+	b := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 600})
+	client, _ := fakeBinder(a, b)
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	ext := NewExtender(p, src, ExtenderOptions{Client: client, Now: func() time.Time { return now }})
+	if res := ext.Bind(t.Context(), &extenderv1.ExtenderBindingArgs{PodName: "a", PodNamespace: a.Namespace, PodUID: a.UID, Node: "t4"}); res.Error != "" {
+		t.Fatal(res.Error)
+	}
+	args := &extenderv1.ExtenderBindingArgs{PodName: "b", PodNamespace: b.Namespace, PodUID: b.UID, Node: "t4"}
+	// 600 + 600 > 1000 on the one device while a is assumed
+	if res := ext.Bind(t.Context(), args); !strings.Contains(res.Error, "does not fit") {
+		t.Fatalf("bind b with a assumed: %q", res.Error)
+	}
+	now = now.Add(AssumeTTL + time.Second)
+	if res := ext.Bind(t.Context(), args); res.Error != "" {
+		t.Fatalf("bind b after AssumeTTL: %q", res.Error)
+	}
+}
+
+func withDevices(p *v1.Pod, dev string) *v1.Pod {
+	p = p.DeepCopy()
+	p.Annotations[AnnotationGPUDevices] = dev
+	return p
+}
+
+// FuzzDecodeBindingArgs: the bind verb's decoder never panics, and what it
+// accepts names a pod (name and namespace) and a node. Seeded with the
+// arguments kube-scheduler sends.
+func FuzzDecodeBindingArgs(f *testing.F) {
+	for _, a := range []extenderv1.ExtenderBindingArgs{
+		{PodName: "a", PodNamespace: "default", PodUID: "0b0c6f3e-1a2b-4c5d-8e9f-0a1b2c3d4e5f", Node: "openb-node-0001"},
+		{PodName: "web-7d9c", PodNamespace: "shop", Node: "edge-a-1"},
+	} {
+		b, err := json.Marshal(a)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"podname":"a","podnamespace":"x","node":"n"}`))
+	f.Add([]byte(`{"PodName":"a","PodNamespace":"x","Node":"n"} {}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		a, err := decodeBindingArgs(raw)
+		if err != nil {
+			return
+		}
+		if a.PodName == "" || a.PodNamespace == "" || a.Node == "" {
+			t.Fatalf("accepted %q as %+v", raw, a)
+		}
+	})
+}
+
+// FuzzDecodeExtenderArgs: the filter and prioritize decoder never panics,
+// and what it accepts has a pod and exactly one of Nodes or NodeNames,
+// with named, distinct nodes. Seeded with real requests.
+func FuzzDecodeExtenderArgs(f *testing.F) {
+	n1, n2 := k8sNode(gpuNode("t4", "T4", 2)), k8sNode(sim.NodeSpec{Name: "cpu", CPU: 8000, Memory: 8192, Arch: sim.ArchAMD64})
+	pod := k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 400, GPUSpec: []string{"T4"}})
+	names := []string{"t4", "cpu"}
+	for _, a := range []extenderv1.ExtenderArgs{{Pod: pod, Nodes: nodeList(n1, n2)}, {Pod: pod, NodeNames: &names}} {
+		b, err := json.Marshal(a)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"Pod":{},"NodeNames":["a","a"]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		a, err := decodeExtenderArgs(raw)
+		if err != nil {
+			return
+		}
+		if a.Pod == nil || (a.Nodes == nil) == (a.NodeNames == nil) {
+			t.Fatalf("accepted %q as %+v", raw, a)
+		}
+		seen := map[string]bool{}
+		var list []string
+		if a.NodeNames != nil {
+			list = *a.NodeNames
+		} else {
+			for _, n := range a.Nodes.Items {
+				list = append(list, n.Name)
+			}
+		}
+		for _, n := range list {
+			if n == "" || seen[n] {
+				t.Fatalf("accepted %q with node names %v", raw, list)
+			}
+			seen[n] = true
+		}
+	})
+}
