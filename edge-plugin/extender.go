@@ -121,11 +121,14 @@ type Extender struct {
 
 	client kubernetes.Interface
 	now    func() time.Time
+	// bindMu serialises the bind verb's device choice and assumption
+	// (taken before mu).
+	bindMu sync.Mutex
 
 	// mu guards cache: NodeInfos reused while a node and its pods are
 	// unchanged, so the converter's per-generation cache and incremental
 	// State stay effective across requests; and assumed: the pods the
-	// bind verb bound that the source may not show yet.
+	// bind verb is binding or bound that the source may not show yet.
 	mu      sync.Mutex
 	cache   map[string]cachedInfo
 	assumed map[types.UID]assumedPod
@@ -547,6 +550,13 @@ func (e *Extender) allNodes(req []*v1.Node) ([]*v1.Node, map[string]int) {
 // then stays the same and the converter's caches hit. Objects without a
 // resource version (tests, hand-made sources) are never cached.
 func (e *Extender) infos(nodes []*v1.Node, exclude types.UID) []fwk.NodeInfo {
+	return e.nodeInfos(nodes, exclude, true)
+}
+
+// nodeInfos is infos; sweep forgets cached nodes not among nodes now and
+// then (nodes must then be the whole cluster: the bind verb's one node is
+// not).
+func (e *Extender) nodeInfos(nodes []*v1.Node, exclude types.UID, sweep bool) []fwk.NodeInfo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([]fwk.NodeInfo, len(nodes))
@@ -575,7 +585,7 @@ func (e *Extender) infos(nodes []*v1.Node, exclude types.UID) []fwk.NodeInfo {
 			delete(e.cache, n.Name)
 		}
 	}
-	if len(e.cache) > 2*len(nodes)+64 { // forget deleted nodes now and then
+	if sweep && len(e.cache) > 2*len(nodes)+64 { // forget deleted nodes now and then
 		keep := make(map[string]bool, len(nodes))
 		for _, n := range nodes {
 			keep[n.Name] = true

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 )
 
 // The bind verb (bindVerb). kube-scheduler hands an extender that binds
@@ -22,11 +23,12 @@ import (
 // managedResources: the pods that request one of them, here the GPU
 // pods); the extender then plays the plugin's Reserve and Bind: it picks
 // the pod's devices on the chosen node with the policy
-// (AnnotationGPUDevices, FGD's device for a share) and binds with one
-// pods/binding request that carries them, so the pod is bound and
-// annotated in one write. The pod is then "assumed" on the node until the
-// informer delivers it (or AssumeTTL passes), so the next decisions see
-// its devices taken.
+// (AnnotationGPUDevices, FGD's device for a share; like the plugin, it
+// replaces devices a pod arrives with) and binds with one pods/binding
+// request that carries them, so the pod is bound and annotated in one
+// write. The pod is "assumed" on the node from the moment its devices are
+// chosen until the informer delivers it (or AssumeTTL passes), so
+// concurrent and later decisions see its devices taken.
 
 // AssumeTTL bounds how long a pod the extender bound counts on its node
 // without the informer showing it there.
@@ -45,8 +47,8 @@ type assumedPod struct {
 }
 
 // Bind binds the pod to args.Node, with the devices the policy picks on
-// that node when the pod needs GPUs and has none recorded. Failures come
-// back in the result's Error.
+// that node when the pod needs GPUs. A pod already bound to args.Node (a
+// retry) is a success. Failures come back in the result's Error.
 func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) *extenderv1.ExtenderBindingResult {
 	if err := e.bind(ctx, args); err != nil {
 		return &extenderv1.ExtenderBindingResult{Error: err.Error()}
@@ -65,40 +67,70 @@ func (e *Extender) bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	if pod.UID != args.PodUID {
 		return fmt.Errorf("%w: pod %s/%s is %s now, not %s (recreated)", ErrBind, args.PodNamespace, args.PodName, pod.UID, args.PodUID)
 	}
+	if pod.Spec.NodeName != "" {
+		if pod.Spec.NodeName == args.Node {
+			return nil // a retry of a binding that went through
+		}
+		return fmt.Errorf("%w: pod %s/%s is bound to %s already, not %s", ErrBind, pod.Namespace, pod.Name, pod.Spec.NodeName, args.Node)
+	}
+	req, err := podGPURequest(pod)
+	if err != nil {
+		return fmt.Errorf("%w: pod %s/%s: %w", ErrBind, pod.Namespace, pod.Name, err)
+	}
+	// Choose the devices and count the pod on the node in one step, so
+	// concurrent binds (the scheduler binds in a goroutine per pod) never
+	// pick the same free device; the entry is taken back if the binding
+	// fails.
 	var ann map[string]string
-	if _, recorded := pod.Annotations[AnnotationGPUDevices]; !recorded {
-		req, err := podGPURequest(pod)
+	if req.GPUs > 0 {
+		e.bindMu.Lock()
+		dev, err := e.pickDevices(pod, args.Node)
 		if err != nil {
-			return fmt.Errorf("%w: pod %s/%s: %w", ErrBind, pod.Namespace, pod.Name, err)
+			e.bindMu.Unlock()
+			return fmt.Errorf("%w: choosing GPU devices for %s/%s on %s: %w", ErrBind, pod.Namespace, pod.Name, args.Node, err)
 		}
-		if req.GPUs > 0 {
-			dev, err := e.pickDevices(pod, args.Node)
-			if err != nil {
-				return fmt.Errorf("%w: choosing GPU devices for %s/%s on %s: %w", ErrBind, pod.Namespace, pod.Name, args.Node, err)
-			}
-			ann = map[string]string{AnnotationGPUDevices: formatDevices(dev)}
-		}
+		ann = map[string]string{AnnotationGPUDevices: formatDevices(dev)}
+		e.assume(pod, args.Node, ann)
+		e.bindMu.Unlock()
 	}
 	binding := &v1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
 		Target:     v1.ObjectReference{Kind: "Node", Name: args.Node},
 	}
-	if err := e.client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+	// Retries transient errors as the scheduler's DefaultBinder does; the
+	// scheduler's httpTimeout ending the request does not cut a binding
+	// short (a retry then finds the pod bound and answers success).
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bindTimeout)
+	defer cancel()
+	if err := schedutil.BindPod(bctx, e.client, binding); err != nil {
+		if ann != nil {
+			e.mu.Lock()
+			delete(e.assumed, pod.UID)
+			e.mu.Unlock()
+		}
 		return fmt.Errorf("%w: %s/%s to %s: %w", ErrBind, pod.Namespace, pod.Name, args.Node, err)
 	}
+	klog.FromContext(ctx).V(3).Info("Bound pod", "pod", klog.KObj(pod), "node", args.Node, "devices", ann[AnnotationGPUDevices])
+	return nil
+}
+
+// bindTimeout bounds one binding's API calls (with retries).
+const bindTimeout = 30 * time.Second
+
+// assume counts pod on node (with the annotations its binding carries)
+// until the source shows it or AssumeTTL passes.
+func (e *Extender) assume(pod *v1.Pod, node string, ann map[string]string) {
 	bound := pod.DeepCopy()
-	bound.Spec.NodeName = args.Node
-	if ann != nil {
-		if bound.Annotations == nil {
-			bound.Annotations = map[string]string{}
-		}
-		bound.Annotations[AnnotationGPUDevices] = ann[AnnotationGPUDevices]
+	bound.Spec.NodeName = node
+	if bound.Annotations == nil {
+		bound.Annotations = map[string]string{}
+	}
+	for k, v := range ann {
+		bound.Annotations[k] = v
 	}
 	e.mu.Lock()
 	e.assumed[pod.UID] = assumedPod{pod: bound, at: e.now()}
 	e.mu.Unlock()
-	klog.FromContext(ctx).V(3).Info("Bound pod", "pod", klog.KObj(pod), "node", args.Node, "devices", ann[AnnotationGPUDevices])
-	return nil
 }
 
 // serveBind decodes the binding arguments, binds, and answers the
@@ -144,7 +176,7 @@ func (e *Extender) pickDevices(pod *v1.Pod, nodeName string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := e.p.conv.fresh(e.infos([]*v1.Node{n}, pod.UID))
+	v, err := e.p.conv.fresh(e.nodeInfos([]*v1.Node{n}, pod.UID, false))
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,9 @@
 package edgeplugin
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,8 +12,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -64,9 +68,9 @@ func bindCall(t *testing.T, srv *httptest.Server, pod *v1.Pod, node string) *ext
 
 // TestExtenderBind: the bind verb binds with the devices the policy picks
 // on the node, in the Binding's annotations; the pod then counts on its
-// node until the source shows it (or AssumeTTL passes); pods without GPUs,
-// or with devices already recorded, are bound without annotations; and
-// every failure comes back in the result's Error.
+// node until the source shows it (or AssumeTTL passes); pods without GPUs
+// are bound without annotations; and every failure comes back in the
+// result's Error.
 //
 // Node t4 has two T4 devices; device 0 holds a 700 milli-GPU share
 // (annotated), so 300 is left there and device 1 is free.
@@ -112,14 +116,35 @@ func TestExtenderBind(t *testing.T) {
 		t.Fatalf("%d pods still assumed after the source showed them", n)
 	}
 
-	// no GPUs, or devices recorded by the user: a plain binding
-	for _, pod := range []*v1.Pod{cpu, pinned} {
-		if res := bindCall(t, srv, pod, "t4"); res.Error != "" {
-			t.Fatalf("bind %s: %s", pod.Name, res.Error)
-		}
-		if bd := got.last(); bd.Name != pod.Name || len(bd.Annotations) != 0 {
-			t.Fatalf("binding of %s: %+v, want no annotations", pod.Name, bd)
-		}
+	// no GPUs: a plain binding
+	if res := bindCall(t, srv, cpu, "t4"); res.Error != "" {
+		t.Fatalf("bind cpu: %s", res.Error)
+	}
+	if bd := got.last(); bd.Name != "cpu" || len(bd.Annotations) != 0 {
+		t.Fatalf("binding of cpu: %+v, want no annotations", bd)
+	}
+	// devices a pod arrives with are replaced by the policy's choice, as
+	// the plugin's Bind does: pinned (200) fits device 0 (300 left) or 1
+	// (600 left), and the binding names one of them
+	if res := bindCall(t, srv, pinned, "t4"); res.Error != "" {
+		t.Fatalf("bind pinned: %s", res.Error)
+	}
+	if bd := got.last(); bd.Name != "pinned" || (bd.Annotations[AnnotationGPUDevices] != "0" && bd.Annotations[AnnotationGPUDevices] != "1") {
+		t.Fatalf("binding of pinned: %+v, want the policy's device", bd)
+	}
+
+	// a retry of a binding that went through is a success; a pod bound
+	// elsewhere is refused
+	done := onNode(k8sPod(sim.PodSpec{Name: "done", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 100}), "t4")
+	if _, err := client.CoreV1().Pods(done.Namespace).Create(t.Context(), done, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := len(got.list)
+	if res := ext.Bind(t.Context(), &extenderv1.ExtenderBindingArgs{PodName: "done", PodNamespace: done.Namespace, PodUID: done.UID, Node: "t4"}); res.Error != "" || len(got.list) != before {
+		t.Fatalf("retried bind of a bound pod: %q, %d new bindings; want success and none", res.Error, len(got.list)-before)
+	}
+	if res := ext.Bind(t.Context(), &extenderv1.ExtenderBindingArgs{PodName: "done", PodNamespace: done.Namespace, PodUID: done.UID, Node: "other"}); !strings.Contains(res.Error, "bound to t4 already") {
+		t.Fatalf("bind of a pod bound elsewhere: %q", res.Error)
 	}
 
 	for _, tc := range []struct {
@@ -251,4 +276,99 @@ func FuzzDecodeExtenderArgs(f *testing.F) {
 			seen[n] = true
 		}
 	})
+}
+
+// slowBinds is a clientset whose pods/binding calls take latency: binds
+// that start together overlap. (The fake clientset runs reactors under one
+// lock, so a reactor cannot stand in for a slow API server.)
+type slowBinds struct {
+	*fake.Clientset
+	latency time.Duration
+}
+
+func (c *slowBinds) CoreV1() corev1client.CoreV1Interface {
+	return slowCore{CoreV1Interface: c.Clientset.CoreV1(), c: c}
+}
+
+type slowCore struct {
+	corev1client.CoreV1Interface
+	c *slowBinds
+}
+
+func (s slowCore) Pods(ns string) corev1client.PodInterface {
+	return slowPods{PodInterface: s.CoreV1Interface.Pods(ns), c: s.c}
+}
+
+type slowPods struct {
+	corev1client.PodInterface
+	c *slowBinds
+}
+
+func (p slowPods) Bind(ctx context.Context, b *v1.Binding, o metav1.CreateOptions) error {
+	time.Sleep(p.c.latency)
+	return p.PodInterface.Bind(ctx, b, o)
+}
+
+// TestExtenderBindConcurrent: two binds at once of 600 milli-GPU pods to a
+// node with one free T4 never both get the device (1200 on a 1000
+// device): one is bound on device 0, the other refused.
+func TestExtenderBindConcurrent(t *testing.T) {
+	p := newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95))
+	src := NewStaticSource([]*v1.Node{k8sNode(gpuNode("t4", "T4", 1))})
+	a := k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 600})
+	b := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 600})
+	inner, got := fakeBinder(a, b)
+	// both binds choose their devices while the first binding is in flight
+	client := &slowBinds{Clientset: inner, latency: 300 * time.Millisecond}
+	ext := NewExtender(p, src, ExtenderOptions{Client: client})
+	var wg sync.WaitGroup
+	res := make([]*extenderv1.ExtenderBindingResult, 2)
+	for i, pod := range []*v1.Pod{a, b} {
+		wg.Go(func() {
+			res[i] = ext.Bind(t.Context(), &extenderv1.ExtenderBindingArgs{PodName: pod.Name, PodNamespace: pod.Namespace, PodUID: pod.UID, Node: "t4"})
+		})
+	}
+	wg.Wait()
+	ok := 0
+	for i, r := range res {
+		switch {
+		case r.Error == "":
+			ok++
+		case !strings.Contains(r.Error, "does not fit"):
+			t.Errorf("bind %d: %q, want success or a refusal", i, r.Error)
+		}
+	}
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	if ok != 1 || len(got.list) != 1 || got.list[0].Annotations[AnnotationGPUDevices] != "0" {
+		t.Fatalf("%d binds succeeded, bindings %v: want exactly one, on device 0", ok, got.list)
+	}
+}
+
+// TestExtenderBindKeepsNodeCache: the bind verb models one node, and must
+// not make the node cache forget the rest of the cluster (the next filter
+// and prioritize calls would rebuild every NodeInfo and miss the
+// converter's caches).
+func TestExtenderBindKeepsNodeCache(t *testing.T) {
+	p := newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95))
+	var nodes []*v1.Node
+	for i := range 100 {
+		n := k8sNode(gpuNode(fmt.Sprintf("n%03d", i), "T4", 1))
+		n.ResourceVersion = "1" // cacheable
+		nodes = append(nodes, n)
+	}
+	src := NewStaticSource(nodes)
+	a := k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 600})
+	client, _ := fakeBinder(a)
+	ext := NewExtender(p, src, ExtenderOptions{Client: client})
+	ext.infos(nodes, "")
+	if n := len(ext.cache); n != 100 {
+		t.Fatalf("cache holds %d nodes after a whole-cluster call, want 100", n)
+	}
+	if res := ext.Bind(t.Context(), &extenderv1.ExtenderBindingArgs{PodName: "a", PodNamespace: a.Namespace, PodUID: a.UID, Node: "n007"}); res.Error != "" {
+		t.Fatal(res.Error)
+	}
+	if n := len(ext.cache); n != 100 {
+		t.Fatalf("cache holds %d nodes after a bind, want 100", n)
+	}
 }

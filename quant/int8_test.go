@@ -94,9 +94,10 @@ func TestQuantize1(t *testing.T) {
 	}
 }
 
-// TestScorerWith: every kernel this build lists scores exactly as Scorer
-// does (the fastest), Kernel is the last listed, and an unknown or
-// unavailable kernel is refused with ErrKernel naming what runs.
+// TestScorerWith: every kernel this build lists, and Scorer (the
+// fastest), score exactly as the plain one-product-at-a-time path does;
+// Kernel is the last listed; an unknown or unavailable kernel is refused
+// with ErrKernel naming what runs.
 func TestScorerWith(t *testing.T) {
 	m := randomModel(t, 32, 32, 5)
 	_, n := quantized(t, m, 2000, 6)
@@ -107,21 +108,30 @@ func TestScorerWith(t *testing.T) {
 	const k = 77
 	rows := benchRows(k, 9)
 	want := make([]float32, k)
-	if err := n.Scorer().Scores(rows, k, want); err != nil {
-		t.Fatal(err)
+	ref := n.Scorer()
+	F, P := policy.NumFeatures, policy.NumPodFeatures
+	for i := range k {
+		row := rows[i*F : (i+1)*F]
+		ref.podShare(row)
+		n.quantizeInput(row, ref.q, P, F)
+		want[i] = ref.forwardPlain()
 	}
+	scorers := map[string]*Int8Scorer{"Scorer()": n.Scorer()}
 	for _, kernel := range ks {
 		sc, err := n.ScorerWith(kernel)
 		if err != nil {
 			t.Fatal(err)
 		}
+		scorers[kernel] = sc
+	}
+	for kernel, sc := range scorers {
 		got := make([]float32, k)
 		if err := sc.Scores(rows, k, got); err != nil {
 			t.Fatal(err)
 		}
 		for i := range got {
 			if got[i] != want[i] {
-				t.Fatalf("%s row %d: %v, Scorer %v", kernel, i, got[i], want[i])
+				t.Fatalf("%s row %d: %v, plain path %v", kernel, i, got[i], want[i])
 			}
 		}
 	}

@@ -75,7 +75,7 @@ signature is verified; without, a signed artifact is shown as "not verified"
 			fmt.Fprintf(w, "layers     %d -> %d -> %d -> 1 (critic %d), %s\n", h.Layers.F, h.Layers.H1, h.Layers.H2, h.Layers.HC, h.Activation)
 			if q := h.Quant; q != nil {
 				fmt.Fprintf(w, "quant      %s, calibration %s on %d rows\n", q.Scheme, q.Calibration, q.Samples)
-				fmt.Fprintf(w, "kernel     %s (the int8 kernel this build scores with)\n", quant.Kernel())
+				fmt.Fprintf(w, "kernel     %s (the int8 kernel this edgectl build scores with)\n", quant.Kernel())
 			}
 			fmt.Fprintf(w, "created    %s\n", h.Created.Format("2006-01-02 15:04:05 MST"))
 			fmt.Fprintf(w, "signature  %s, key %s\n", status, firstNonEmpty(a.KeyID, "-"))
