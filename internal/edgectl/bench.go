@@ -33,9 +33,11 @@ func newBenchCommand() *cobra.Command {
 		Long: `bench measures the policy's scoring cost on this machine, the number that
 decides whether a learned policy fits a scheduling cycle's budget here.
 
-It runs the float model (a shipped name, .esm or .esa; default "default")
-in the simulator for one run to gather real candidate rows, quantizes it to
-int8 on those rows (unsigned, in memory), and builds one decision of
+It runs the float model (a shipped name, .esm or float32 .esa; default
+"default"; an .esa's signature is checked only with --keys, since bench
+only measures) in the simulator for one run to gather real candidate
+rows, quantizes it to int8 on those rows (unsigned, in memory), and builds
+one decision of
 --candidates nodes of one pod from them. Then it scores that decision with
 the float32 path (gorgonia.org/tensor) and with every int8 kernel this
 build runs on this CPU (portable; avx2 and avx512 in GOEXPERIMENT=simd
