@@ -37,8 +37,8 @@ It runs the float model (a shipped name, .esm or float32 .esa; default
 "default"; an .esa's signature is checked only with --keys, since bench
 only measures) in the simulator for one run to gather real candidate
 rows, quantizes it to int8 on those rows (unsigned, in memory), and builds
-one decision of
---candidates nodes of one pod from them. Then it scores that decision with
+one decision of --candidates nodes of one pod from them. Then it scores
+that decision with
 the float32 path (gorgonia.org/tensor) and with every int8 kernel this
 build runs on this CPU (portable; avx2 and avx512 in GOEXPERIMENT=simd
 builds), --reps times for at least --min-time each, and reports the median,
