@@ -38,16 +38,15 @@ It runs the float model (a shipped name, .esm or float32 .esa; default
 only measures) in the simulator for one run to gather real candidate
 rows, quantizes it to int8 on those rows (unsigned, in memory), and builds
 one decision of --candidates nodes of one pod from them. Then it scores
-that decision with
-the float32 path (gorgonia.org/tensor) and with every int8 kernel this
-build runs on this CPU (portable; avx2 and avx512 in GOEXPERIMENT=simd
-builds), --reps times for at least --min-time each, and reports the median,
-fastest and slowest nanoseconds per node, microseconds per decision and
-the speed-up over float32. The int8 kernels must compute the same scores
-(bench checks it and fails otherwise); the last one listed is what
-edgectl's own build scores with. The released scheduler ('make scheduler')
-is built with GOEXPERIMENT=simd on amd64 and logs its kernel (int8Kernel)
-with every model it installs.
+that decision with the float32 path (gorgonia.org/tensor) and with every
+int8 kernel this build runs on this CPU (portable; avx2 and avx512 in
+GOEXPERIMENT=simd builds), --reps times for at least --min-time each, and
+reports the median, fastest and slowest nanoseconds per node, microseconds
+per decision and the speed-up over float32. The int8 kernels must compute
+the same scores (bench checks it and fails otherwise); the last one listed
+is what edgectl's own build scores with. The released scheduler ('make
+scheduler') is built with GOEXPERIMENT=simd on amd64 and logs its kernel
+(int8Kernel) with every model it installs.
 
 Figures on a shared machine move from run to run: compare medians and
 ratios, not single runs.`,
