@@ -55,15 +55,7 @@ func fakeBinder(objs ...runtime.Object) (*fake.Clientset, *bindings) {
 
 func bindCall(t *testing.T, srv *httptest.Server, pod *v1.Pod, node string) *extenderv1.ExtenderBindingResult {
 	t.Helper()
-	code, body := post(t, srv.URL+"/bind", &extenderv1.ExtenderBindingArgs{PodName: pod.Name, PodNamespace: pod.Namespace, PodUID: pod.UID, Node: node})
-	if code != http.StatusOK {
-		t.Fatalf("bind: %d %s", code, body)
-	}
-	res := &extenderv1.ExtenderBindingResult{}
-	if err := json.Unmarshal(body, res); err != nil {
-		t.Fatalf("bind reply %s: %v", body, err)
-	}
-	return res
+	return verbCall[extenderv1.ExtenderBindingResult](t, srv, "bind", &extenderv1.ExtenderBindingArgs{PodName: pod.Name, PodNamespace: pod.Namespace, PodUID: pod.UID, Node: node})
 }
 
 // TestExtenderBind: the bind verb binds with the devices the policy picks

@@ -61,30 +61,28 @@ func onNode(p *v1.Pod, node string) *v1.Pod {
 	return p
 }
 
-func filterCall(t testing.TB, srv *httptest.Server, args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
+// verbCall POSTs args to the extender's verb and decodes a 200 reply.
+func verbCall[T any](t testing.TB, srv *httptest.Server, verb string, args any) *T {
 	t.Helper()
-	code, body := post(t, srv.URL+"/filter", args)
+	code, body := post(t, srv.URL+"/"+verb, args)
 	if code != http.StatusOK {
-		t.Fatalf("filter: %d %s", code, body)
+		t.Fatalf("%s: %d %s", verb, code, body)
 	}
-	res := &extenderv1.ExtenderFilterResult{}
+	res := new(T)
 	if err := json.Unmarshal(body, res); err != nil {
-		t.Fatalf("filter reply %s: %v", body, err)
+		t.Fatalf("%s reply %s: %v", verb, body, err)
 	}
 	return res
 }
 
+func filterCall(t testing.TB, srv *httptest.Server, args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
+	t.Helper()
+	return verbCall[extenderv1.ExtenderFilterResult](t, srv, "filter", args)
+}
+
 func prioritizeCall(t testing.TB, srv *httptest.Server, args *extenderv1.ExtenderArgs) extenderv1.HostPriorityList {
 	t.Helper()
-	code, body := post(t, srv.URL+"/prioritize", args)
-	if code != http.StatusOK {
-		t.Fatalf("prioritize: %d %s", code, body)
-	}
-	var res extenderv1.HostPriorityList
-	if err := json.Unmarshal(body, &res); err != nil {
-		t.Fatalf("prioritize reply %s: %v", body, err)
-	}
-	return res
+	return *verbCall[extenderv1.HostPriorityList](t, srv, "prioritize", args)
 }
 
 func TestExtenderFilter(t *testing.T) {
