@@ -312,22 +312,8 @@ edgesched_agent_model_version 3
 			c := &modelCollector{trust: tc.trust, leading: func() bool { return tc.leading }, now: func() time.Time { return now }}
 			reg := prometheus.NewPedanticRegistry()
 			reg.MustRegister(c)
-			var got strings.Builder
-			mfs, err := reg.Gather()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, mf := range mfs {
-				for _, m := range mf.GetMetric() {
-					got.WriteString(mf.GetName())
-					if l := m.GetLabel(); len(l) > 0 {
-						fmt.Fprintf(&got, "{%s=%q}", l[0].GetName(), l[0].GetValue())
-					}
-					fmt.Fprintf(&got, " %g\n", m.GetGauge().GetValue())
-				}
-			}
-			if want := strings.TrimPrefix(tc.want, "\n"); got.String() != want {
-				t.Fatalf("metrics:\n%s\nwant:\n%s", got.String(), want)
+			if got, want := metricsText(t, reg), strings.TrimPrefix(tc.want, "\n"); got != want {
+				t.Fatalf("metrics:\n%s\nwant:\n%s", got, want)
 			}
 		})
 	}
@@ -346,20 +332,7 @@ func TestTraceCollector(t *testing.T) {
 	stats := trace.RecorderStats{Recorded: 40, Skipped: 7, Pruned: 3, Refused: 2, Malformed: 1, WriteErrors: 5, FlowsPublished: 9}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(&traceCollector{stats: func() trace.RecorderStats { return stats }})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got strings.Builder
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			got.WriteString(mf.GetName())
-			if l := m.GetLabel(); len(l) > 0 {
-				fmt.Fprintf(&got, "{%s=%q}", l[0].GetName(), l[0].GetValue())
-			}
-			fmt.Fprintf(&got, " %g\n", m.GetCounter().GetValue())
-		}
-	}
+	got := metricsText(t, reg)
 	want := `edgesched_agent_trace_events_total{result="malformed"} 1
 edgesched_agent_trace_events_total{result="pruned"} 3
 edgesched_agent_trace_events_total{result="recorded"} 40
@@ -368,9 +341,34 @@ edgesched_agent_trace_events_total{result="skipped"} 7
 edgesched_agent_trace_flows_published_total 9
 edgesched_agent_trace_write_errors_total 5
 `
-	if got.String() != want {
-		t.Fatalf("metrics:\n%s\nwant:\n%s", got.String(), want)
+	if got != want {
+		t.Fatalf("metrics:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// metricsText renders reg's samples, one `name{label="value"} value` line
+// each (first label only; gauges and counters), in the registry's order.
+func metricsText(t testing.TB, reg prometheus.Gatherer) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			b.WriteString(mf.GetName())
+			if l := m.GetLabel(); len(l) > 0 {
+				fmt.Fprintf(&b, "{%s=%q}", l[0].GetName(), l[0].GetValue())
+			}
+			v := m.GetGauge().GetValue()
+			if c := m.GetCounter(); c != nil {
+				v = c.GetValue()
+			}
+			fmt.Fprintf(&b, " %g\n", v)
+		}
+	}
+	return b.String()
 }
 
 // TestRunAndStop runs the agent without a cluster (--no-annotate), on
@@ -469,17 +467,8 @@ func TestSiteDependencyGraph(t *testing.T) {
 					t.Fatal("no site elector")
 				}
 				fltest.Eventually(t, 10*time.Second, "the agent to lead its site", func() (bool, string) {
-					mfs, err := reg.Gather()
-					if err != nil {
-						return false, err.Error()
-					}
-					for _, mf := range mfs {
-						if mf.GetName() == "edgesched_site_is_leader" && len(mf.GetMetric()) == 1 {
-							v := mf.GetMetric()[0].GetGauge().GetValue()
-							return v == 1, fmt.Sprintf("is_leader %v", v)
-						}
-					}
-					return false, "no is_leader sample"
+					m := metricsText(t, reg)
+					return strings.Contains(m, `edgesched_site_is_leader{site="lab-1"} 1`+"\n"), m
 				})
 				cms, err := client.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
 				if err != nil {
