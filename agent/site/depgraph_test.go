@@ -334,9 +334,7 @@ func TestDependencyPublisherRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	stop := runBackground(t, p.Run)
 	poll(t, 5*time.Second, "the graph after three failed attempts", func() (bool, string) {
 		// from the tracker: a Get through the clientset would meet the
 		// failing reactor too
@@ -350,15 +348,7 @@ func TestDependencyPublisherRun(t *testing.T) {
 	if got := testutil.ToFloat64(p.writes.WithLabelValues(resultFailed)); got != 3 {
 		t.Errorf("failed attempts %v, want 3", got)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("run: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return within 5 s of its context's end")
-	}
+	stop()
 }
 
 // TestDependencyPublisherRunInterval: with a short interval the graph
@@ -374,10 +364,7 @@ func TestDependencyPublisherRunInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	stop := runBackground(t, p.Run)
 	graph := func() string {
 		cm, err := client.CoreV1().ConfigMaps(DefaultNamespace).Get(context.Background(), conventions.DefaultDependenciesConfigMapName, metav1.GetOptions{})
 		if err != nil {
@@ -388,10 +375,7 @@ func TestDependencyPublisherRunInterval(t *testing.T) {
 	poll(t, 5*time.Second, "the first graph", func() (bool, string) { g := graph(); return strings.Contains(g, `"to":"db"`), g })
 	sample(t, store, 90*time.Second, "web-0", "cache-0", 3)
 	poll(t, 5*time.Second, "the new edge", func() (bool, string) { g := graph(); return strings.Contains(g, `"to":"cache"`), g })
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("run: %v", err)
-	}
+	stop()
 }
 
 // fixedEdges is a DependencySource returning a fixed list (the bounds of

@@ -80,19 +80,14 @@ func TestElectorLeadsAndReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
+	stop := runBackground(t, e.Run)
 	poll(t, 10*time.Second, "leadership", func() (bool, string) {
 		return e.IsLeader() && p.runs.Load() == 1 && flaky.runs.Load() == 2, e.Leader()
 	})
 	if got := testutil.ToFloat64(e.isLeader); got != 1 || holder(t, client) != "node-a" || e.Leader() != "node-a" {
 		t.Fatalf("is_leader %v, holder %q, observed %q", got, holder(t, client), e.Leader())
 	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("run: %v", err)
-	}
+	stop()
 	if p.holderAtStop[0] != "node-a" || flaky.holderAtStop[0] != "node-a" {
 		t.Fatalf("components stopped after the Lease went: holders %v %v", p.holderAtStop, flaky.holderAtStop)
 	}
@@ -122,12 +117,9 @@ func TestElectorKeepsLeaseOnStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
+	stop := runBackground(t, e.Run)
 	poll(t, 10*time.Second, "leadership", func() (bool, string) { return e.IsLeader(), e.Leader() })
-	cancel()
-	<-done
+	stop()
 	if h := holder(t, client); h != "node-a" || p.runs.Load() != 1 || e.IsLeader() {
 		t.Fatalf("holder %q, runs %d, leading %v; want the Lease kept, 1 run, not leading", h, p.runs.Load(), e.IsLeader())
 	}

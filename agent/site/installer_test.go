@@ -155,9 +155,7 @@ func TestInstallerRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- in.Run(ctx) }()
+	stop := runBackground(t, in.Run)
 	get := func() (*v1.ConfigMap, error) {
 		return client.CoreV1().ConfigMaps("edge").Get(context.Background(), conventions.DefaultModelConfigMapName, metav1.GetOptions{})
 	}
@@ -178,10 +176,7 @@ func TestInstallerRun(t *testing.T) {
 		}
 		return cm.Annotations[AnnotationModelVersion] == "4", cm.Annotations[AnnotationModelVersion]
 	})
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("run: %v", err)
-	}
+	stop()
 }
 
 // brokenSource has a record of an installed model whose artifact does not
@@ -258,9 +253,7 @@ func TestInstallerRetriesSourceErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- in.Run(ctx) }()
+	stop := runBackground(t, in.Run)
 	poll(t, 5*time.Second, "three retries of the failing source", func() (bool, string) {
 		n := testutil.ToFloat64(in.installs.WithLabelValues(resultSourceError))
 		return src.called() >= 3 && n >= 3, fmt.Sprintf("%d calls, %v counted", src.called(), n)
@@ -274,8 +267,5 @@ func TestInstallerRetriesSourceErrors(t *testing.T) {
 		}
 		return cm.Annotations[AnnotationModelVersion] == "6", cm.Annotations[AnnotationModelVersion]
 	})
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("run: %v", err)
-	}
+	stop()
 }

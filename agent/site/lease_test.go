@@ -308,10 +308,7 @@ func TestStandbyDoesNotHammerFailingAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runBackground(t, e.Run)
 	// the first try at once (Get: held), the second when the 1 s term
 	// ends (Get, then the refused Update)
 	poll(t, 10*time.Second, "the try at the term's end", func() (bool, string) {
@@ -344,10 +341,7 @@ func TestElectorStepsDownWhenRenewalsFail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runBackground(t, e.Run)
 	poll(t, 10*time.Second, "leadership", func() (bool, string) { return e.IsLeader() && p.runs.Load() == 1, e.Leader() })
 	failing.Store(true)
 	cut := time.Now()
