@@ -68,10 +68,17 @@ func startRecorder(t *testing.T, s *Store, client kubernetes.Interface, now func
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r, runRecorder(t, r)
+}
+
+// runRecorder runs r until the returned stop is called, which checks that
+// Run ends with context.Canceled.
+func runRecorder(t *testing.T, r *Recorder) func() {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	return r, func() {
+	return func() {
 		cancel()
 		if err := <-done; err != context.Canceled {
 			t.Errorf("recorder: %v", err)
@@ -366,17 +373,12 @@ func TestRecorderRefusedPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	stop := runRecorder(t, r)
 	poll(t, 10*time.Second, "the refusal counted", func() (bool, string) {
 		st := r.Stats()
 		return r.Synced() && st.Refused == 1 && st.Recorded == 2, fmt.Sprintf("%+v", st)
 	})
-	cancel()
-	if err := <-done; err != context.Canceled {
-		t.Fatal(err)
-	}
+	stop()
 	live, err := s.LivePods()
 	if err != nil {
 		t.Fatal(err)
