@@ -33,7 +33,7 @@ type Int8Net struct {
 	outScale  float32
 	// packed node-feature part of layer 1, and layer 2 (see swar)
 	sw1, sw2 *swar
-	// the vector kernel (nil unless SIMDKernel)
+	// the vector kernel (nil when Kernel is KernelPortable)
 	vec *vecNet
 }
 
@@ -299,10 +299,8 @@ func (s *Int8Scorer) podShare(row []float32) {
 	}
 }
 
-// equalF32 compares bit patterns, in integer registers: equal bits give
-// the same pod share (and -0 against +0 only costs a recomputation), and
-// the vector kernel's loop stays free of scalar float instructions (see
-// vecNet.block).
+// equalF32 compares bit patterns: equal bits give the same pod share
+// (and -0 against +0 only costs a recomputation).
 func equalF32(a, b []float32) bool {
 	b = b[:len(a)]
 	for i := range a {

@@ -4,11 +4,6 @@ package quant
 
 import "fmt"
 
-// SIMDKernel reports whether this build scores with the AVX2 kernel (built
-// with GOEXPERIMENT=simd, on a CPU with AVX2): not this build, which uses
-// the portable packed (SWAR) kernel.
-func SIMDKernel() bool { return false }
-
 // Kernel names the kernel an Int8Net's Scorer uses: KernelPortable in
 // this build (GOEXPERIMENT=simd builds on amd64 use KernelAVX2 or
 // KernelAVX512 on CPUs that have them).

@@ -9,11 +9,6 @@ import (
 	"github.com/edgesched/edgesched/policy"
 )
 
-// SIMDKernel reports whether this build scores with a vector kernel
-// (built with GOEXPERIMENT=simd, on a CPU with AVX2; AVX-512 is used when
-// present).
-func SIMDKernel() bool { return archsimd.X86.AVX2() }
-
 // Kernel names the kernel an Int8Net's Scorer uses: KernelAVX512,
 // KernelAVX2 or KernelPortable.
 func Kernel() string {
@@ -71,15 +66,14 @@ type vecNet struct {
 	mean, inv []float32
 }
 
+// newVecNet builds the fastest vector kernel this CPU has (nil without
+// AVX2: the portable kernel scores).
 func newVecNet(n *Int8Net) *vecNet {
-	if !SIMDKernel() {
+	if Kernel() == KernelPortable {
 		return nil
 	}
-	width := 8
-	if archsimd.X86.AVX512() {
-		width = 16
-	}
-	return newVecNetWidth(n, width)
+	v, _ := newVecNetKernel(n, Kernel()) // Kernel names one this CPU has
+	return v
 }
 
 // pairWeights packs a layer's int8 weights (outs x fanIn, output-major,
@@ -147,51 +141,71 @@ func (v *vecNet) scratch() *vecScratch {
 }
 
 // put quantizes the block's nodes (rows of F features, node features
-// from P on; lane l is rows[l*F:]) into the block's input pairs. Full
-// vectors are loaded from the rows where they fit (lanes past a node's
-// features meet zero means and scales and quantize to 0), from a
-// zero-padded copy otherwise. The float32 operations are quantize1's
-// (NaN to 0, clamp, then the round-half-even addition and subtraction of
-// roundMagic); the conversion truncates values that are already integers.
+// from P on; lane l is rows[l*F:]) into the block's input pairs. The
+// float32 operations are quantize1's (NaN to 0, clamp, then the
+// round-half-even addition and subtraction of roundMagic); the conversion
+// truncates values that are already integers.
 func (v *vecNet) put(rows []float32, F, lanes int, sc *vecScratch) {
-	P := policy.NumPodFeatures
+	if v.width == 16 {
+		v.put512(rows, F, lanes, sc)
+	} else {
+		v.put256(rows, F, lanes, sc)
+	}
+	archsimd.ClearAVXUpperBits() // see block
+}
+
+// features returns lane l's node features: full vectors are loaded from
+// the rows where they fit (lanes past the node's features meet zero
+// means and scales and quantize to 0), from a zero-padded copy otherwise.
+func (v *vecNet) features(rows []float32, F, l int, sc *vecScratch) []float32 {
+	rest := rows[l*F+policy.NumPodFeatures:]
+	if len(rest) < len(v.mean) {
+		copy(sc.pad, rest[:v.nodeF])
+		return sc.pad
+	}
+	return rest
+}
+
+// put512 quantizes 16 features a vector; the int16 halves of consecutive
+// features are the input pairs.
+func (v *vecNet) put512(rows []float32, F, lanes int, sc *vecScratch) {
+	lo, hi := archsimd.BroadcastFloat32x16(-inMax), archsimd.BroadcastFloat32x16(inMax)
+	magic := archsimd.BroadcastFloat32x16(roundMagic)
 	x := sc.x[:v.p1]
+	q := sc.q[:len(x)]
 	for l := range lanes {
-		rest := rows[l*F+P:]
-		if len(rest) < len(v.mean) {
-			copy(sc.pad, rest[:v.nodeF])
-			rest = sc.pad
+		rest := v.features(rows, F, l, sc)
+		for i := 0; i < len(v.mean); i += 16 {
+			f := archsimd.LoadFloat32x16Slice(rest[i:]).Sub(archsimd.LoadFloat32x16Slice(v.mean[i:]))
+			f = f.Mul(archsimd.LoadFloat32x16Slice(v.inv[i:]))
+			f = f.Masked(f.Equal(f)).Min(hi).Max(lo).Add(magic).Sub(magic) // NaN -> 0
+			f.ConvertToInt32().TruncateToInt16().AsInt32x8().StoreSlice(sc.q[i/2:])
 		}
-		if v.width == 16 {
-			lo, hi := archsimd.BroadcastFloat32x16(-inMax), archsimd.BroadcastFloat32x16(inMax)
-			magic := archsimd.BroadcastFloat32x16(roundMagic)
-			for i := 0; i < len(v.mean); i += 16 {
-				q := archsimd.LoadFloat32x16Slice(rest[i:]).Sub(archsimd.LoadFloat32x16Slice(v.mean[i:]))
-				q = q.Mul(archsimd.LoadFloat32x16Slice(v.inv[i:]))
-				q = q.Masked(q.Equal(q)).Min(hi).Max(lo).Add(magic).Sub(magic) // NaN -> 0
-				// int16 halves of consecutive features are the input pairs
-				q.ConvertToInt32().TruncateToInt16().AsInt32x8().StoreSlice(sc.q[i/2:])
-			}
-			q := sc.q[:len(x)]
-			for k := range x {
-				x[k][l] = q[k]
-			}
-			continue
+		for k := range x {
+			x[k][l] = q[k]
 		}
-		lo, hi := archsimd.BroadcastFloat32x8(-inMax), archsimd.BroadcastFloat32x8(inMax)
-		magic := archsimd.BroadcastFloat32x8(roundMagic)
+	}
+}
+
+// put256 quantizes 8 features a vector (AVX2 has no int32 -> int16
+// truncation: the pairs are packed in scalar code).
+func (v *vecNet) put256(rows []float32, F, lanes int, sc *vecScratch) {
+	lo, hi := archsimd.BroadcastFloat32x8(-inMax), archsimd.BroadcastFloat32x8(inMax)
+	magic := archsimd.BroadcastFloat32x8(roundMagic)
+	x := sc.x[:v.p1]
+	q := sc.q[:2*len(x)]
+	for l := range lanes {
+		rest := v.features(rows, F, l, sc)
 		for i := 0; i < len(v.mean); i += 8 {
-			q := archsimd.LoadFloat32x8Slice(rest[i:]).Sub(archsimd.LoadFloat32x8Slice(v.mean[i:]))
-			q = q.Mul(archsimd.LoadFloat32x8Slice(v.inv[i:]))
-			q = q.Masked(q.Equal(q)).Min(hi).Max(lo).Add(magic).Sub(magic) // NaN -> 0
-			q.ConvertToInt32().StoreSlice(sc.q[i:])
+			f := archsimd.LoadFloat32x8Slice(rest[i:]).Sub(archsimd.LoadFloat32x8Slice(v.mean[i:]))
+			f = f.Mul(archsimd.LoadFloat32x8Slice(v.inv[i:]))
+			f = f.Masked(f.Equal(f)).Min(hi).Max(lo).Add(magic).Sub(magic) // NaN -> 0
+			f.ConvertToInt32().StoreSlice(sc.q[i:])
 		}
-		q := sc.q[:2*len(x)]
 		for k := range x {
 			x[k][l] = pair(q[2*k], q[2*k+1])
 		}
 	}
-	archsimd.ClearAVXUpperBits() // see block
 }
 
 // block scores the block's first len(out) nodes, whose pod's share of
