@@ -180,18 +180,7 @@ func (e *Extender) pickDevices(pod *v1.Pod, nodeName string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	i, ok := v.index[nodeName]
-	if !ok {
-		return nil, fmt.Errorf("node %s not modelled", nodeName)
-	}
-	if !v.st.Feasible(i, &sp) {
-		return nil, errors.New("the pod does not fit the node's devices")
-	}
-	d := v.ext.PickGPUs(v.st, &sp, i, nil)
-	if int32(len(d)) != sp.GPUs {
-		return nil, errors.New("no device choice")
-	}
-	return append([]int(nil), d...), nil
+	return v.devicesFor(&sp, nodeName)
 }
 
 // podsOnNode is the source's pods of the node plus the pods the extender

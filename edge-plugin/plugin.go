@@ -451,20 +451,9 @@ func (p *EdgePolicy) pickDevices(cs fwk.CycleState, pod *v1.Pod, nodeName string
 	if err != nil {
 		return nil, err
 	}
-	pick := func(v *view) error {
-		i, ok := v.index[nodeName]
-		if !ok {
-			return fmt.Errorf("node %s not modelled", nodeName)
-		}
-		if !v.st.Feasible(i, &sp) {
-			return errors.New("pod does not fit the node's devices")
-		}
-		d := v.ext.PickGPUs(v.st, &sp, i, nil)
-		if int32(len(d)) != sp.GPUs {
-			return errors.New("no device choice")
-		}
-		dev = append([]int(nil), d...)
-		return nil
+	pick := func(v *view) (err error) {
+		dev, err = v.devicesFor(&sp, nodeName)
+		return err
 	}
 	// The view PreScore used, if nothing rebuilt it since.
 	if d, rerr := cs.Read(preScoreKey); rerr == nil && d.(*preScoreState).epoch != 0 {
@@ -486,6 +475,23 @@ func (p *EdgePolicy) pickDevices(cs fwk.CycleState, pod *v1.Pod, nodeName string
 		return nil, err
 	}
 	return dev, pick(v)
+}
+
+// devicesFor is the policy's device choice for sp on the named node of
+// v (a copy the caller owns).
+func (v *view) devicesFor(sp *sim.Pod, nodeName string) ([]int, error) {
+	i, ok := v.index[nodeName]
+	if !ok {
+		return nil, fmt.Errorf("node %s not modelled", nodeName)
+	}
+	if !v.st.Feasible(i, sp) {
+		return nil, errors.New("the pod does not fit the node's devices")
+	}
+	d := v.ext.PickGPUs(v.st, sp, i, nil)
+	if int32(len(d)) != sp.GPUs {
+		return nil, errors.New("no device choice")
+	}
+	return append([]int(nil), d...), nil
 }
 
 // Unreserve forgets the devices chosen at Reserve.
