@@ -61,6 +61,13 @@ type Args struct {
 	// graph, the policy's dependency features stay 0. Needs get/list/watch
 	// on that ConfigMap. See docs/edge-plugin.md, "Service dependencies".
 	DependenciesConfigMap string `json:"dependenciesConfigMap,omitempty"`
+	// TopologyConfigMap is "namespace/name" of the ConfigMap holding the
+	// site topology (key topology.json, format conventions.Topology: each
+	// zone's carbon zone, hourly carbon intensities, RTTs between zones;
+	// an operator writes it). Empty: every zone has the flat default
+	// carbon intensity and the default RTTs. Needs get/list/watch on that
+	// ConfigMap. See docs/edge-plugin.md, "Site topology".
+	TopologyConfigMap string `json:"topologyConfigMap,omitempty"`
 }
 
 // Defaults.
@@ -112,10 +119,8 @@ func (a *Args) Validate() error {
 			return fmt.Errorf("%w: modelConfigMapKey %q: %s", ErrArgs, a.ModelConfigMapKey, strings.Join(errs, "; "))
 		}
 	}
-	if a.DependenciesConfigMap != "" {
-		if _, _, err := a.dependenciesConfigMap(); err != nil {
-			return err
-		}
+	if _, err := a.feedRefs(); err != nil {
+		return err
 	}
 	if len(a.PublicKeys) == 0 {
 		return fmt.Errorf("%w: publicKeys needs at least one key file (models are only accepted signed)", ErrArgs)
@@ -153,10 +158,29 @@ func (a *Args) modelConfigMap() (namespace, name string, err error) {
 	return configMapRef("modelConfigMap", a.ModelConfigMap)
 }
 
-// dependenciesConfigMap splits DependenciesConfigMap into a valid
-// namespace and name.
-func (a *Args) dependenciesConfigMap() (namespace, name string, err error) {
-	return configMapRef("dependenciesConfigMap", a.DependenciesConfigMap)
+// feedRefs are the ConfigMaps the plugin feeds on besides the model's
+// (empty names: none).
+type feedRefs struct {
+	depNS, depName   string // DependenciesConfigMap
+	topoNS, topoName string // TopologyConfigMap
+}
+
+func (r feedRefs) any() bool { return r.depName != "" || r.topoName != "" }
+
+// feedRefs splits DependenciesConfigMap and TopologyConfigMap into valid
+// namespaces and names.
+func (a *Args) feedRefs() (r feedRefs, err error) {
+	if a.DependenciesConfigMap != "" {
+		if r.depNS, r.depName, err = configMapRef("dependenciesConfigMap", a.DependenciesConfigMap); err != nil {
+			return feedRefs{}, err
+		}
+	}
+	if a.TopologyConfigMap != "" {
+		if r.topoNS, r.topoName, err = configMapRef("topologyConfigMap", a.TopologyConfigMap); err != nil {
+			return feedRefs{}, err
+		}
+	}
+	return r, nil
 }
 
 // configMapRef splits the "namespace/name" value of field.

@@ -285,10 +285,12 @@ type converter struct {
 	clock     func() time.Time
 	log       klog.Logger
 
-	// deps is the service dependency graph in use (dependencies.go);
-	// its version is part of the env's key (envVersion).
+	// deps is the service dependency graph in use (dependencies.go) and
+	// topo the site topology (topology.go); their versions are part of
+	// the env's key (envVersion).
 	deps       *dependencies
-	envVersion uint64
+	topo       *topology
+	envVersion [2]uint64
 }
 
 func newConverter(target *sim.TargetWorkload) *converter {
@@ -384,6 +386,7 @@ func (c *converter) withView(all []fwk.NodeInfo, fn func(*view) error) error {
 		v.entries[i] = e
 	}
 	c.applyTelemetry(v, entries)
+	v.st.Now = c.simNow(c.topo.current())
 	v.dirty = false
 	if skipped > 0 {
 		metricSkippedPods.Add(float64(skipped))
@@ -511,11 +514,13 @@ func (c *converter) fresh(all []fwk.NodeInfo) (*view, error) {
 	if len(entries) == 0 {
 		return nil, fmt.Errorf("no schedulable nodes to model")
 	}
-	env, index, err := c.compileEnv(entries, c.deps.current())
+	tp := c.topo.current()
+	env, index, err := c.compileEnv(entries, c.deps.current(), tp)
 	if err != nil {
 		return nil, err
 	}
 	v := newView(env, index, len(entries))
+	v.st.Now = c.simNow(tp)
 	for i, e := range entries {
 		for _, cp := range e.pods {
 			pod := cp.pod
@@ -535,19 +540,22 @@ func (c *converter) envFor(entries []*nodeEntry) (*sim.Env, map[string]int, bool
 	for _, e := range entries {
 		sig = (sig ^ e.sig) * 0x100000001b3 // FNV-1a's step over the nodes' spec hashes
 	}
-	g := c.deps.current()
-	var gv uint64
+	g, tp := c.deps.current(), c.topo.current()
+	var key [2]uint64
 	if g != nil {
-		gv = g.version
+		key[0] = g.version
 	}
-	if c.env != nil && c.envSig == sig && c.envVersion == gv && len(c.index) == len(entries) {
+	if tp != nil {
+		key[1] = tp.version
+	}
+	if c.env != nil && c.envSig == sig && c.envVersion == key && len(c.index) == len(entries) {
 		return c.env, c.index, false, nil
 	}
-	env, index, err := c.compileEnv(entries, g)
+	env, index, err := c.compileEnv(entries, g, tp)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	c.env, c.envSig, c.envVersion, c.index = env, sig, gv, index
+	c.env, c.envSig, c.envVersion, c.index = env, sig, key, index
 	return env, index, true, nil
 }
 
@@ -572,8 +580,9 @@ func specSig(s *sim.NodeSpec) uint64 {
 }
 
 // compileEnv compiles the environment of the nodes' static specs with the
-// target workload and the service dependency graph g (nil: none).
-func (c *converter) compileEnv(entries []*nodeEntry, g *depGraph) (*sim.Env, map[string]int, error) {
+// target workload, the service dependency graph g and the site topology
+// tp (nil: none).
+func (c *converter) compileEnv(entries []*nodeEntry, g *depGraph, tp *topoSpec) (*sim.Env, map[string]int, error) {
 	cl := &sim.Cluster{Name: "kubernetes", GPUModels: sim.KnownGPUModels()}
 	known := map[string]bool{}
 	for _, m := range cl.GPUModels {
@@ -596,9 +605,7 @@ func (c *converter) compileEnv(entries []*nodeEntry, g *depGraph) (*sim.Env, map
 		}
 		cl.Nodes = append(cl.Nodes, s)
 	}
-	for _, z := range slices.Sorted(mapsKeys(zones)) {
-		cl.Zones = append(cl.Zones, sim.Zone{Name: z})
-	}
+	tp.apply(cl, slices.Sorted(mapsKeys(zones)))
 	w := &sim.Workload{Name: "target"}
 	if g != nil {
 		w.Services, w.Dependencies = g.services, g.edges
@@ -613,6 +620,21 @@ func (c *converter) compileEnv(entries []*nodeEntry, g *depGraph) (*sim.Env, map
 		index[e.spec.Name] = i
 	}
 	return env, index, nil
+}
+
+// simNow is the simulator's clock for a cycle: the wall clock's Unix
+// seconds when the topology has hourly carbon curves (CarbonAt then reads
+// the hour of the day in UTC), else 0 as in every run without one, so the
+// score caches (keyed on the hour) do not expire hourly for nothing.
+func (c *converter) simNow(tp *topoSpec) int64 {
+	if tp == nil || !tp.timed {
+		return 0
+	}
+	now := time.Now
+	if c.clock != nil {
+		now = c.clock
+	}
+	return now().Unix()
 }
 
 func mapsKeys(m map[string]bool) func(func(string) bool) {

@@ -4,13 +4,9 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"sync"
 	"sync/atomic"
-	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
@@ -37,12 +33,7 @@ var (
 		Help:           "Service dependency edges in the graph in use (0 without one).",
 		StabilityLevel: metrics.ALPHA,
 	})
-	metricDependencyUpdates = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "dependency_graph_updates_total",
-		Help:           "Dependency graph ConfigMap changes by result: applied, refused (malformed; the last good graph stays), cleared (ConfigMap deleted or key removed).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"result"})
+	metricDependencyUpdates = newFeedUpdates("dependency_graph_updates_total", "Dependency graph")
 )
 
 // depGraph is a dependency graph in the simulator's terms; immutable.
@@ -110,93 +101,45 @@ func serviceIndex(env *sim.Env, name string) int32 {
 	return -1
 }
 
-// dependencySource feeds one ConfigMap's graph into a dependencies.
-type dependencySource struct {
-	deps                *dependencies
-	namespace, name     string
-	logger              klog.Logger
-	mu                  sync.Mutex // serialises apply and deleted
-	lastRefusedResource string     // resourceVersion last refused (logged once)
-}
+var _ feedTarget = (*dependencies)(nil)
 
-// startDependencySource watches namespace/name until ctx ends, waiting
-// (at most configMapSyncTimeout) for the first list so a graph present at
-// start is in use before the first cycle. The returned function blocks
-// until the watch has stopped after ctx ended.
-func startDependencySource(ctx context.Context, client kubernetes.Interface, deps *dependencies, namespace, name string) (*dependencySource, func()) {
-	s := &dependencySource{deps: deps, namespace: namespace, name: name,
-		logger: klog.FromContext(ctx).WithValues("plugin", Name, "dependencies", namespace+"/"+name)}
-	w := watchConfigMap(ctx, client, namespace, name, s.apply, s.deleted, s.logger)
-	sctx, cancel := context.WithTimeout(ctx, configMapSyncTimeout)
-	defer cancel()
-	if !cache.WaitForCacheSync(sctx.Done(), w.synced) {
-		s.logger.Error(sctx.Err(), "The dependency graph ConfigMap is not listed yet (RBAC: get/list/watch on it?); watching in the background, dependency features are 0 until a graph loads")
-		return s, w.wait
-	}
-	if cm, err := w.get(); err == nil {
-		s.apply(cm)
-	} else {
-		s.logger.Info("No dependency graph ConfigMap yet: dependency features are 0 until one is created")
-	}
-	return s, w.wait
-}
-
-// apply decodes the ConfigMap's graph and installs it; a malformed one
-// is refused and the last good graph stays.
-func (s *dependencySource) apply(obj any) {
-	cm, ok := obj.(*v1.ConfigMap)
-	if !ok || cm.Namespace != s.namespace || cm.Name != s.name {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	raw, ok := cm.Data[conventions.DependenciesConfigMapKey]
-	if !ok {
-		if b, bok := cm.BinaryData[conventions.DependenciesConfigMapKey]; bok {
-			raw, ok = string(b), true
-		}
-	}
-	if !ok {
-		if s.deps.set(nil) {
-			metricDependencyUpdates.WithLabelValues("cleared").Inc()
-			metricDependencyEdges.Set(0)
-			s.logger.Info("Dependency graph ConfigMap has no graph key: dependency features are 0", "key", conventions.DependenciesConfigMapKey)
-		}
-		return
-	}
-	g, err := conventions.DecodeDependencyGraph([]byte(raw))
+// install implements feedTarget: the graph under
+// conventions.DependenciesConfigMapKey.
+func (d *dependencies) install(raw []byte) (bool, error) {
+	g, err := conventions.DecodeDependencyGraph(raw)
 	if err != nil {
-		if cm.ResourceVersion != s.lastRefusedResource {
-			s.lastRefusedResource = cm.ResourceVersion
-			metricDependencyUpdates.WithLabelValues("refused").Inc()
-			kept := 0
-			if c := s.deps.current(); c != nil {
-				kept = len(c.edges)
-			}
-			s.logger.Error(err, "Dependency graph refused: keeping the last good one", "resourceVersion", cm.ResourceVersion, "keptEdges", kept)
-		}
-		return
+		return false, err
 	}
-	if s.deps.set(g) {
-		metricDependencyUpdates.WithLabelValues("applied").Inc()
-		metricDependencyEdges.Set(float64(len(g.Edges)))
-		s.logger.V(2).Info("Dependency graph applied", "edges", len(g.Edges), "updated", g.Updated.Format(time.RFC3339), "resourceVersion", cm.ResourceVersion)
+	if !d.set(g) {
+		return false, nil
 	}
+	metricDependencyEdges.Set(float64(len(g.Edges)))
+	return true, nil
 }
 
-// deleted clears the graph: the site no longer publishes one.
-func (s *dependencySource) deleted(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
+// clear implements feedTarget.
+func (d *dependencies) clear() bool {
+	if !d.set(nil) {
+		return false
 	}
-	if cm, ok := obj.(*v1.ConfigMap); ok && (cm.Namespace != s.namespace || cm.Name != s.name) {
-		return
+	metricDependencyEdges.Set(0)
+	return true
+}
+
+// inUse implements feedTarget.
+func (d *dependencies) inUse() []any {
+	var edges int
+	if g := d.current(); g != nil {
+		edges = len(g.edges)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.deps.set(nil) {
-		metricDependencyUpdates.WithLabelValues("cleared").Inc()
-		metricDependencyEdges.Set(0)
-		s.logger.Info("Dependency graph ConfigMap deleted: dependency features are 0")
-	}
+	return []any{"edges", edges}
+}
+
+// startDependencySource watches namespace/name's graph into deps until
+// ctx ends (configMapFeed.start).
+func startDependencySource(ctx context.Context, client kubernetes.Interface, deps *dependencies, namespace, name string) (*configMapFeed, func()) {
+	f := &configMapFeed{what: "Dependency graph", without: "dependency features are 0", key: conventions.DependenciesConfigMapKey,
+		target: deps, updates: metricDependencyUpdates, namespace: namespace, name: name,
+		logger: klog.FromContext(ctx).WithValues("plugin", Name, "dependencies", namespace+"/"+name)}
+	return f, f.start(ctx, client)
 }

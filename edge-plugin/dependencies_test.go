@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -27,23 +28,11 @@ func featureIndex(t *testing.T, name string) int {
 	return i
 }
 
-func graphOf(t *testing.T, edges ...conventions.DependencyEdge) (*conventions.DependencyGraph, []byte) {
+// zonedCluster is a plugin on four nodes, a-0, a-1, b-0, b-1 in zones a
+// and b, with a replica of service db running on a-0: the nodes' specs
+// and NodeInfos (which a test may replace).
+func zonedCluster(t *testing.T) (*EdgePolicy, []sim.NodeSpec, []fwk.NodeInfo) {
 	t.Helper()
-	g := &conventions.DependencyGraph{Version: conventions.DependencyGraphVersion, Edges: edges}
-	b, err := g.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g, b
-}
-
-// TestDependencyFeatures: four nodes in zones a and b, a replica of
-// service db running on a-0. A web pod (web calls db) sees co-location 1
-// on zone a's nodes and 0 on zone b's once the graph is in use, 0
-// everywhere without it; a pod of a service the graph does not name, and
-// a pod without a service, see 0.
-func TestDependencyFeatures(t *testing.T) {
-	colo := featureIndex(t, "dep_zone_colocation")
 	var specs []sim.NodeSpec
 	for _, z := range []string{"a", "b"} {
 		for i := range 2 {
@@ -65,6 +54,27 @@ func TestDependencyFeatures(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, target)
+	return p, specs, nodes
+}
+
+func graphOf(t *testing.T, edges ...conventions.DependencyEdge) (*conventions.DependencyGraph, []byte) {
+	t.Helper()
+	g := &conventions.DependencyGraph{Version: conventions.DependencyGraphVersion, Edges: edges}
+	b, err := g.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, b
+}
+
+// TestDependencyFeatures: four nodes in zones a and b, a replica of
+// service db running on a-0. A web pod (web calls db) sees co-location 1
+// on zone a's nodes and 0 on zone b's once the graph is in use, 0
+// everywhere without it; a pod of a service the graph does not name, and
+// a pod without a service, see 0.
+func TestDependencyFeatures(t *testing.T) {
+	colo := featureIndex(t, "dep_zone_colocation")
+	p, specs, nodes := zonedCluster(t)
 	pod := func(name, service string) *v1.Pod {
 		pd := k8sPod(sim.PodSpec{Name: name, CPU: 500, Memory: 512, QoS: sim.QoSBurstable})
 		if service != "" {
@@ -142,28 +152,75 @@ func TestDependencyFeatures(t *testing.T) {
 	}
 }
 
-// TestDependencySource: the ConfigMap source on client-go's fake
-// clientset installs the graph present at start, follows updates, keeps
-// the last good graph when a malformed one arrives, and clears it when
-// the ConfigMap goes.
+// TestDependencySource: the dependency graph's ConfigMap feed (testFeed).
 func TestDependencySource(t *testing.T) {
-	_, raw := graphOf(t, conventions.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
-	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "edgesched-system", Name: conventions.DefaultDependenciesConfigMapName},
-		Data: map[string]string{conventions.DependenciesConfigMapKey: string(raw)}}
+	_, one := graphOf(t, conventions.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
+	_, two := graphOf(t, conventions.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10},
+		conventions.DependencyEdge{From: "web", To: "cache", CallsPerSecond: 3})
+	deps := &dependencies{}
+	edges := func() int {
+		if g := deps.current(); g != nil {
+			return len(g.edges)
+		}
+		return -1
+	}
+	testFeed(t, feedCase{
+		key: conventions.DependenciesConfigMapKey, name: conventions.DefaultDependenciesConfigMapName,
+		start: func(ctx context.Context, c kubernetes.Interface, ns, name string) (*configMapFeed, func()) {
+			return startDependencySource(ctx, c, deps, ns, name)
+		},
+		first: one, second: two,
+		bad: []string{
+			`{"version":1,"edges":[{"from":"web","to":"db","callsPerSecond":-1}]}`,
+			strings.Replace(string(two), `"version":1`, `"version":1,"extra":true`, 1), // unknown field
+		},
+		version: func() uint64 {
+			if g := deps.current(); g != nil {
+				return g.version
+			}
+			return 0
+		},
+		isFirst: func() bool {
+			g := deps.current()
+			return g != nil && len(g.edges) == 1 && slices.Equal(g.services, []string{"db", "web"})
+		},
+		isSecond: func() bool { return edges() == 2 },
+		cleared:  func() bool { return deps.current() == nil },
+	})
+}
+
+// feedCase is one ConfigMap feed under test: its key and default name,
+// how to start it, two good values, malformed ones, and how to tell what
+// is in use.
+type feedCase struct {
+	key, name                  string
+	start                      func(ctx context.Context, c kubernetes.Interface, ns, name string) (*configMapFeed, func())
+	first, second              []byte
+	bad                        []string
+	version                    func() uint64 // of the value in use
+	isFirst, isSecond, cleared func() bool
+}
+
+// testFeed runs a feed on client-go's fake clientset: it installs the
+// value present at start, follows an update, keeps the last good value
+// (same version) when malformed ones arrive, takes the next good one, and
+// clears it when the ConfigMap goes.
+func testFeed(t *testing.T, fc feedCase) {
+	t.Helper()
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "edgesched-system", Name: fc.name},
+		Data: map[string]string{fc.key: string(fc.first)}}
 	client := fake.NewClientset(cm)
 	ctx, cancel := context.WithCancel(context.Background())
-	deps := &dependencies{}
-	src, wait := startDependencySource(ctx, client, deps, "edgesched-system", conventions.DefaultDependenciesConfigMapName)
+	src, wait := fc.start(ctx, client, "edgesched-system", fc.name)
 	defer func() { cancel(); wait() }()
-	g := deps.current()
-	if g == nil || len(g.edges) != 1 || !slices.Equal(g.services, []string{"db", "web"}) {
-		t.Fatalf("graph at start: %+v", g)
+	if !fc.isFirst() {
+		t.Fatal("the value present at start is not in use")
 	}
 	cms := client.CoreV1().ConfigMaps("edgesched-system")
 	update := func(data string) string {
 		t.Helper()
 		c := cm.DeepCopy()
-		c.Data[conventions.DependenciesConfigMapKey] = data
+		c.Data[fc.key] = data
 		up, err := cms.Update(ctx, c, metav1.UpdateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -175,43 +232,30 @@ func TestDependencySource(t *testing.T) {
 		defer src.mu.Unlock()
 		return src.lastRefusedResource
 	}
-	waitFor := func(what string, ok func(*depGraph) bool) {
+	waitFor := func(what string, ok func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for !ok(deps.current()) {
+		for !ok() {
 			if time.Now().After(deadline) {
-				t.Fatalf("timed out after 10s waiting for %s: %+v", what, deps.current())
+				t.Fatalf("timed out after 10s waiting for %s", what)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	_, raw2 := graphOf(t, conventions.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10},
-		conventions.DependencyEdge{From: "web", To: "cache", CallsPerSecond: 3})
-	update(string(raw2))
-	waitFor("the updated graph", func(g *depGraph) bool { return g != nil && len(g.edges) == 2 })
-	v := deps.current().version
-	// malformed: refused, the two-edge graph stays
-	for _, bad := range []string{
-		`{"version":1,"edges":[{"from":"web","to":"db","callsPerSecond":-1}]}`,
-		strings.Replace(string(raw2), `"version":1`, `"version":1,"extra":true`, 1), // unknown field
-	} {
+	update(string(fc.second))
+	waitFor("the updated value", fc.isSecond)
+	v := fc.version()
+	for _, bad := range fc.bad {
 		rv := update(bad)
-		deadline := time.Now().Add(10 * time.Second)
-		for refused() != rv {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out after 10s waiting for the refusal of resourceVersion %s (last refused %q)", rv, refused())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if g := deps.current(); g == nil || g.version != v || len(g.edges) != 2 {
-			t.Fatalf("after the malformed graph %.60s: %+v, want the two-edge graph (version %d) kept", bad, g, v)
+		waitFor("the refusal of resourceVersion "+rv, func() bool { return refused() == rv })
+		if !fc.isSecond() || fc.version() != v {
+			t.Fatalf("after the malformed value %.60s: version %d, want the second value (version %d) kept", bad, fc.version(), v)
 		}
 	}
-	_, raw3 := graphOf(t, conventions.DependencyEdge{From: "api", To: "db", CallsPerSecond: 1})
-	update(string(raw3))
-	waitFor("the next good graph", func(g *depGraph) bool { return g != nil && len(g.edges) == 1 && g.edges[0].From == "api" })
+	update(string(fc.first))
+	waitFor("the next good value", fc.isFirst)
 	if err := cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("the graph cleared", func(g *depGraph) bool { return g == nil })
+	waitFor("the value cleared", fc.cleared)
 }

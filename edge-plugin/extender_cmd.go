@@ -165,15 +165,13 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 	}
 	args := cfg.Args
 	// New has no scheduler handle (and so no API client) here: the
-	// dependency graph's watch is started below with the extender's own.
-	deps := args.DependenciesConfigMap
-	args.DependenciesConfigMap = ""
-	depNS, depName, err := "", "", error(nil)
-	if deps != "" {
-		if depNS, depName, err = configMapRef("dependenciesConfigMap", deps); err != nil {
-			return nil, err
-		}
+	// dependency graph's and the site topology's watches are started below
+	// with the extender's own.
+	refs, err := args.feedRefs()
+	if err != nil {
+		return nil, err
 	}
+	args.DependenciesConfigMap, args.TopologyConfigMap = "", ""
 	pl, err := New(ctx, &args, nil) // validates, loads keys, target and model, watches the model file
 	if err != nil {
 		return nil, err
@@ -194,9 +192,9 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		}
 		return client, nil
 	}
-	var depClient kubernetes.Interface
-	if deps != "" {
-		if depClient, err = newClient(); err != nil {
+	var feedClient kubernetes.Interface
+	if refs.any() {
+		if feedClient, err = newClient(); err != nil {
 			return nil, err
 		}
 	}
@@ -247,16 +245,16 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		}
 		serveErr <- err
 	}()
-	// The dependency graph's watch runs once the listener is bound, until
-	// the server has stopped (its first list is waited for in the
-	// background: requests meanwhile score without a graph).
+	// The dependency graph's and site topology's watches run once the
+	// listener is bound, until the server has stopped (their first lists
+	// are waited for in the background: requests meanwhile score without
+	// them).
 	dctx, stopDeps := context.WithCancel(ctx)
 	depsDone := make(chan struct{})
-	if depClient != nil {
+	if feedClient != nil {
 		go func() { // owned by the server: waited for before Done closes
 			defer close(depsDone)
-			_, wait := startDependencySource(dctx, depClient, p.conv.deps, depNS, depName)
-			wait()
+			p.startFeeds(dctx, feedClient, refs)()
 		}()
 	} else {
 		close(depsDone)
@@ -346,6 +344,7 @@ func ExtenderMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.DurationVar(&reload, "reload-interval", DefaultReloadInterval, "how often the model file is checked (1s..1h)")
 	fs.StringVar(&cfg.Args.TelemetryMaxAge, "telemetry-max-age", DefaultTelemetryMaxAge.String(), "staleness bound of the nodes' edgesched.io/telemetry annotations (10s..1h); older summaries fall back to the usage model")
 	fs.StringVar(&cfg.Args.DependenciesConfigMap, "dependencies-configmap", "", "NAMESPACE/NAME of the site's service dependency graph ConfigMap (the plugin's dependenciesConfigMap; empty: none)")
+	fs.StringVar(&cfg.Args.TopologyConfigMap, "topology-configmap", "", "NAMESPACE/NAME of the site topology ConfigMap: carbon zones and RTTs (the plugin's topologyConfigMap; empty: defaults)")
 	fs.StringVar(&cfg.Options.Prefix, "prefix", "", "URL path prefix of the verbs (the verbs are PREFIX/filter and PREFIX/prioritize)")
 	fs.Int64Var(&cfg.Options.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body accepted")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key)")

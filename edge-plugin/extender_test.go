@@ -500,6 +500,11 @@ func TestExtenderMainUsage(t *testing.T) {
 		!strings.Contains(out.String(), `dependenciesConfigMap "no-namespace" must be namespace/name`) {
 		t.Errorf("bad --dependencies-configmap: %d %q", code, out.String())
 	}
+	out.Reset()
+	if code := ExtenderMain(t.Context(), []string{"--model", "m", "--keys", "k", "--topology-configmap", "a/b/c"}, &out); code == 0 ||
+		!strings.Contains(out.String(), `topologyConfigMap "a/b/c" must be namespace/name`) {
+		t.Errorf("bad --topology-configmap: %d %q", code, out.String())
+	}
 }
 
 // TestK3sExtenderConfig loads the shipped K3s configuration the way

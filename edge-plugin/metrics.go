@@ -79,6 +79,6 @@ var registerOnce sync.Once
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(metricModelVersion, metricInference, metricFallbacks, metricScoreCache, metricPanics, metricRefusals, metricSwaps, metricSkippedPods, metricTelemetryFallbacks,
-			metricDependencyEdges, metricDependencyUpdates)
+			metricDependencyEdges, metricDependencyUpdates, metricTopologyZones, metricTopologyUpdates)
 	})
 }

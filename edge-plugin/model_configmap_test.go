@@ -305,6 +305,10 @@ func TestConfigMapArgs(t *testing.T) {
 		{`{"modelConfigMap":"ns/Bad_Name","publicKeys":["k"]}`, "name"},
 		{`{"modelConfigMap":"ns/name","modelConfigMapKey":"a/b","publicKeys":["k"]}`, "modelConfigMapKey"},
 		{`{"modelConfigMap":"ns/name"}`, "publicKeys"},
+		{`{"modelConfigMap":"ns/name","dependenciesConfigMap":"ns/deps","topologyConfigMap":"ns/topo","publicKeys":["k"]}`, ""},
+		{`{"modelConfigMap":"ns/name","dependenciesConfigMap":"deps","publicKeys":["k"]}`, `dependenciesConfigMap "deps" must be namespace/name`},
+		{`{"modelConfigMap":"ns/name","topologyConfigMap":"topo","publicKeys":["k"]}`, `topologyConfigMap "topo" must be namespace/name`},
+		{`{"modelConfigMap":"ns/name","topologyConfigMap":"ns/Bad_Name","publicKeys":["k"]}`, "topologyConfigMap"},
 	} {
 		a, err := DecodeArgs(&runtime.Unknown{Raw: []byte(c.raw), ContentType: runtime.ContentTypeJSON})
 		switch {

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -38,7 +40,10 @@ type EdgePolicy struct {
 	cmSource *configMapSource
 	// depSource watches the dependency graph ConfigMap (nil without
 	// dependenciesConfigMap).
-	depSource *dependencySource
+	depSource *configMapFeed
+	// topoSource watches the site topology ConfigMap (nil without
+	// topologyConfigMap).
+	topoSource *configMapFeed
 	// last is the latest PreScore's cycle and result: Score, called once
 	// per node, finds its state here without a CycleState lookup. Holding
 	// the cycle's CycleState keeps its address from being reused.
@@ -86,12 +91,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	p := newEdgePolicy(h, *args, models, target)
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	p.conv.log = logger
-	if args.DependenciesConfigMap != "" {
-		ns, name, _ := args.dependenciesConfigMap() // validated by DecodeArgs
+	if refs, _ := args.feedRefs(); refs.any() { // validated by DecodeArgs
 		if h == nil || h.ClientSet() == nil {
-			return nil, fmt.Errorf("%w: dependenciesConfigMap needs the scheduler's API client", ErrArgs)
+			return nil, fmt.Errorf("%w: dependenciesConfigMap and topologyConfigMap need the scheduler's API client", ErrArgs)
 		}
-		p.depSource, _ = startDependencySource(ctx, h.ClientSet(), p.conv.deps, ns, name)
+		p.startFeeds(ctx, h.ClientSet(), refs)
 	}
 	if args.ModelConfigMap != "" {
 		ns, name, _ := args.modelConfigMap() // validated by DecodeArgs
@@ -113,10 +117,35 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	return p, nil
 }
 
+// startFeeds watches the dependency graph and site topology ConfigMaps
+// refs names. Both wait (at most configMapSyncTimeout, together, not one
+// after the other) for their first list. The returned function blocks
+// until the watches have stopped after ctx ended.
+func (p *EdgePolicy) startFeeds(ctx context.Context, client kubernetes.Interface, refs feedRefs) func() {
+	var wg sync.WaitGroup
+	depWait, topoWait := func() {}, func() {}
+	if refs.depName != "" {
+		wg.Go(func() {
+			p.depSource, depWait = startDependencySource(ctx, client, p.conv.deps, refs.depNS, refs.depName)
+		})
+	}
+	if refs.topoName != "" {
+		wg.Go(func() {
+			p.topoSource, topoWait = startTopologySource(ctx, client, p.conv.topo, refs.topoNS, refs.topoName)
+		})
+	}
+	wg.Wait()
+	return func() {
+		depWait()
+		topoWait()
+	}
+}
+
 func newEdgePolicy(h fwk.Handle, args Args, models *ModelStore, target *sim.TargetWorkload) *EdgePolicy {
 	RegisterMetrics()
 	p := &EdgePolicy{handle: h, args: args, models: models, conv: newConverter(target), now: time.Now}
 	p.conv.deps = &dependencies{}
+	p.conv.topo = &topology{}
 	p.conv.telMaxAge, _ = args.telemetryMaxAge() // validated by DecodeArgs; <= 0 means the default
 	p.conv.clock = func() time.Time { return p.now() }
 	return p

@@ -1,12 +1,9 @@
 package conventions
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strings"
@@ -84,7 +81,7 @@ func (g *DependencyGraph) Validate() error {
 	seen := make(map[[2]string]bool, len(g.Edges))
 	for i, e := range g.Edges {
 		for _, n := range []struct{ field, v string }{{"from", e.From}, {"to", e.To}} {
-			if err := validServiceName(n.v); err != nil {
+			if err := validName("service", n.v); err != nil {
 				return fmt.Errorf("%w: edges[%d].%s: %v", ErrDependencies, i, n.field, err)
 			}
 		}
@@ -100,14 +97,17 @@ func (g *DependencyGraph) Validate() error {
 	return nil
 }
 
-func validServiceName(s string) error {
+// validName checks a name of the given kind (service, zone, carbon
+// zone): non-empty, at most MaxServiceName bytes, no spaces, control or
+// invalid characters.
+func validName(kind, s string) error {
 	switch {
 	case s == "":
-		return errors.New("empty service name")
+		return fmt.Errorf("empty %s name", kind)
 	case len(s) > MaxServiceName:
-		return fmt.Errorf("service name of %d bytes, at most %d", len(s), MaxServiceName)
+		return fmt.Errorf("%s name of %d bytes, at most %d", kind, len(s), MaxServiceName)
 	case strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar }) >= 0:
-		return fmt.Errorf("service name %q has spaces, control or invalid characters", s)
+		return fmt.Errorf("%s name %q has spaces, control or invalid characters", kind, s)
 	}
 	return nil
 }
@@ -124,14 +124,7 @@ func (g *DependencyGraph) Encode() ([]byte, error) {
 	if c.Edges == nil {
 		c.Edges = []DependencyEdge{}
 	}
-	b, err := json.Marshal(&c)
-	if err != nil {
-		return nil, fmt.Errorf("encode dependency graph: %w", err)
-	}
-	if len(b) > MaxDependencyGraphBytes {
-		return nil, fmt.Errorf("%w: %d bytes encoded, at most %d", ErrDependencies, len(b), MaxDependencyGraphBytes)
-	}
-	return b, nil
+	return encodeBounded(&c, MaxDependencyGraphBytes, "dependency graph", ErrDependencies)
 }
 
 // DecodeDependencyGraph reads and validates an encoded graph: at most
@@ -139,107 +132,14 @@ func (g *DependencyGraph) Encode() ([]byte, error) {
 // format's (case-sensitive, none twice, no unknown ones; encoding/json
 // alone would fold case and let a repeated key win), nothing after it.
 func DecodeDependencyGraph(b []byte) (*DependencyGraph, error) {
-	if len(b) > MaxDependencyGraphBytes {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrDependencies, len(b), MaxDependencyGraphBytes)
-	}
-	if err := checkKeys(b); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrDependencies, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var g DependencyGraph
-	if err := dec.Decode(&g); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrDependencies, err)
-	}
-	if err := dec.Decode(&struct{}{}); err != io.EOF {
-		return nil, fmt.Errorf("%w: data after the graph", ErrDependencies)
-	}
-	if err := g.Validate(); err != nil {
-		return nil, err
-	}
-	return &g, nil
+	return decodeValid[DependencyGraph](b, MaxDependencyGraphBytes, graphShape, ErrDependencies)
 }
 
-// The keys of the format's objects.
-var (
-	graphKeys = map[string]bool{"version": true, "updated": true, "window": true, "edges": true}
-	edgeKeys  = map[string]bool{"from": true, "to": true, "callsPerSecond": true}
-)
-
-// checkKeys walks the JSON tokens of a graph and refuses any object key
-// that is not exactly one of its object's keys, or that repeats. Values
-// are left to the decoder.
-func checkKeys(b []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	// stack of open containers: for objects the allowed keys (nil: any
-	// value, keys unchecked) and the keys seen
-	type frame struct {
-		object  bool
-		allowed map[string]bool
-		seen    map[string]bool
-		key     bool // an object expecting a key next
-		lastKey string
-	}
-	var stack []*frame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if top != nil && top.object && top.key {
-			if d, ok := tok.(json.Delim); ok && d == '}' {
-				stack = stack[:len(stack)-1]
-				continue
-			}
-			k, _ := tok.(string)
-			if top.allowed != nil && !top.allowed[k] {
-				return fmt.Errorf("unknown field %q", k)
-			}
-			if top.seen[k] {
-				return fmt.Errorf("field %q given twice", k)
-			}
-			top.seen[k], top.lastKey, top.key = true, k, false
-			continue
-		}
-		// a value: inside an object, the next token is a key again
-		var allowed map[string]bool
-		switch {
-		case top == nil:
-			allowed = graphKeys
-		case top.object && top.allowed != nil && len(stack) == 1 && top.lastKey == "edges":
-			allowed = nil // the edges array itself
-		case !top.object && len(stack) == 2 && stack[0].lastKey == "edges":
-			allowed = edgeKeys
-		}
-		if top != nil && top.object {
-			top.key = true
-		}
-		if d, ok := tok.(json.Delim); ok {
-			switch d {
-			case '{':
-				stack = append(stack, &frame{object: true, allowed: allowed, seen: map[string]bool{}, key: true})
-			case '[':
-				stack = append(stack, &frame{})
-			case ']':
-				stack = stack[:len(stack)-1]
-				if len(stack) > 0 && stack[len(stack)-1].object {
-					stack[len(stack)-1].key = true
-				}
-			}
-		}
-		if len(stack) > 64 {
-			return errors.New("nested too deeply")
-		}
-	}
-}
+// graphShape is the keys of the format's objects.
+var graphShape = &jsonShape{fields: map[string]*jsonShape{
+	"version": nil, "updated": nil, "window": nil,
+	"edges": {elem: &jsonShape{fields: map[string]*jsonShape{"from": nil, "to": nil, "callsPerSecond": nil}}},
+}}
 
 // ServiceOf is the service a pod is a replica of: its LabelService,
 // app.kubernetes.io/name or app label, else its controller's name (a

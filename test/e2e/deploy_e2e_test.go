@@ -794,6 +794,8 @@ func TestDeployChart(t *testing.T) {
 		{"JetStream size syntax", []string{"--set", "cloud.enabled=true", "--set", "cloud.nats.jetstream.maxFileStore=8Gi"}, "maxFileStore"},
 		{"dependency graph in the model's ConfigMap", []string{"--set", "site.dependenciesConfigMap=edgesched-model"}, "must differ from model.configMapName"},
 		{"dependency graph ConfigMap name", []string{"--set", "site.dependenciesConfigMap=Deps_1"}, "/site/dependenciesConfigMap"},
+		{"topology in the dependency graph's ConfigMap", []string{"--set", "site.topologyConfigMap=edgesched-dependencies"}, "site.topologyConfigMap must differ"},
+		{"topology ConfigMap name", []string{"--set", "site.topologyConfigMap=Topo_1"}, "/site/topologyConfigMap"},
 		{"dependency graph interval", []string{"--set", "site.dependenciesInterval=often"}, "/site/dependenciesInterval"},
 	}
 
@@ -1109,11 +1111,16 @@ func checkSchedulerSync(t *testing.T, objs []*unstructured.Unstructured) {
 		t.Fatalf("the chart's EdgePolicy args are refused by the plugin: %v", err)
 	}
 	if decoded.ModelConfigMap != chartNamespace+"/edgesched-model" || !slices.Equal(decoded.PublicKeys, []string{"/etc/edgesched/trusted-keys"}) ||
-		decoded.ModelStatePath != "/var/lib/edgesched-scheduler/plugin-state.db" || decoded.DependenciesConfigMap != chartNamespace+"/edgesched-dependencies" {
-		t.Errorf("chart args: modelConfigMap %q publicKeys %q modelStatePath %q dependenciesConfigMap %q", decoded.ModelConfigMap, decoded.PublicKeys,
-			decoded.ModelStatePath, decoded.DependenciesConfigMap)
+		decoded.ModelStatePath != "/var/lib/edgesched-scheduler/plugin-state.db" || decoded.DependenciesConfigMap != chartNamespace+"/edgesched-dependencies" ||
+		decoded.TopologyConfigMap != chartNamespace+"/edgesched-topology" {
+		t.Errorf("chart args: modelConfigMap %q publicKeys %q modelStatePath %q dependenciesConfigMap %q topologyConfigMap %q", decoded.ModelConfigMap, decoded.PublicKeys,
+			decoded.ModelStatePath, decoded.DependenciesConfigMap, decoded.TopologyConfigMap)
 	}
-	for _, k := range []string{"modelPath", "modelConfigMap", "modelConfigMapKey", "publicKeys", "reloadInterval", "modelStatePath", "dependenciesConfigMap"} {
+	// the shipped file reads them in kube-system
+	if sa["topologyConfigMap"] != "kube-system/edgesched-topology" {
+		t.Errorf("shipped args: topologyConfigMap %v, want kube-system/edgesched-topology", sa["topologyConfigMap"])
+	}
+	for _, k := range []string{"modelPath", "modelConfigMap", "modelConfigMapKey", "publicKeys", "reloadInterval", "modelStatePath", "dependenciesConfigMap", "topologyConfigMap"} {
 		delete(ca, k)
 		delete(sa, k)
 	}

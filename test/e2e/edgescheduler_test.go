@@ -1173,6 +1173,11 @@ func TestEdgeSchedulerEndToEnd(t *testing.T) {
 		r.dependencies(ctx, "deps", args)
 		r.checkCluster(ctx)
 	})
+	t.Run("Topology", func(t *testing.T) {
+		r.t = t
+		r.topology(ctx, "topo", args)
+		r.checkCluster(ctx)
+	})
 	t.Logf("max milli-GPU on one device: %d; whole test %s", r.maxShare, time.Since(began).Round(time.Millisecond))
 }
 

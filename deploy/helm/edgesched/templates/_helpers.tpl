@@ -87,6 +87,11 @@ it over). "true" or "". */}}
 {{- if and .Values.site.dependenciesConfigMap (eq .Values.site.dependenciesConfigMap .Values.model.configMapName) -}}
 {{- fail "site.dependenciesConfigMap must differ from model.configMapName: the dependency graph and the model have ConfigMaps of their own" -}}
 {{- end -}}
+{{- with .Values.site.topologyConfigMap -}}
+{{- if or (eq . $.Values.model.configMapName) (eq . ($.Values.site.dependenciesConfigMap | default "")) -}}
+{{- fail "site.topologyConfigMap must differ from model.configMapName and site.dependenciesConfigMap: each has a ConfigMap of its own" -}}
+{{- end -}}
+{{- end -}}
 {{- if not (or .Values.site.enabled .Values.cloud.enabled) -}}
 {{- fail "nothing to install: site.enabled and cloud.enabled are both false" -}}
 {{- end -}}

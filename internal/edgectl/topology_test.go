@@ -1,0 +1,80 @@
+package edgectl
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
+)
+
+// TestTopology: a scenario's topology round-trips through from-scenario,
+// check and configmap into a ConfigMap the plugin's decoder accepts; bad
+// files and flags are refused with errors that name the problem.
+func TestTopology(t *testing.T) {
+	js, _, err := run(t, "topology", "from-scenario", "builtin:retail-fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := conventions.DecodeTopology([]byte(strings.TrimSpace(js)))
+	if err != nil {
+		t.Fatalf("from-scenario wrote a topology the plugin refuses: %v\n%s", err, js)
+	}
+	// retail-fleet: three store zones, each on its own grid with a daily
+	// curve (docs/sim.md)
+	if len(tp.Zones) != 3 || len(tp.CarbonZones) != 3 || len(tp.CarbonZones[0].GramsPerKWh) != 24 || tp.Network == nil {
+		t.Fatalf("retail-fleet topology: %+v", tp)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "site.json")
+	if err := os.WriteFile(path, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "topology", "check", path)
+	if err != nil || !strings.HasPrefix(out, path+": ok: 3 zones, 3 carbon zones") || !strings.Contains(out, "carbon zone grid-hydro: 24 hourly values") {
+		t.Fatalf("check: %v\n%s", err, out)
+	}
+	out, _, err = run(t, "topology", "configmap", path, "-n", "edgesched-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.Unmarshal([]byte(out), &cm); err != nil {
+		t.Fatalf("configmap output is not a ConfigMap: %v\n%s", err, out)
+	}
+	if cm.Kind != "ConfigMap" || cm.Namespace != "edgesched-system" || cm.Name != conventions.DefaultTopologyConfigMapName {
+		t.Fatalf("ConfigMap %s %s/%s", cm.Kind, cm.Namespace, cm.Name)
+	}
+	back, err := conventions.DecodeTopology([]byte(cm.Data[conventions.TopologyConfigMapKey]))
+	if err != nil || len(back.CarbonZones) != 3 {
+		t.Fatalf("the ConfigMap's topology: %+v, %v", back, err)
+	}
+
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"version":1,"zones":[{"name":"a","carbonZone":"wind"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown carbon zone", []string{"topology", "check", bad}, bad + `: conventions: bad site topology: zones[0] (a): carbon zone "wind" is not in carbonZones`},
+		{"configmap of a bad file", []string{"topology", "configmap", bad}, "is not in carbonZones"},
+		{"missing file", []string{"topology", "check", filepath.Join(dir, "none.json")}, "read topology"},
+		{"bad namespace", []string{"topology", "configmap", path, "-n", "Kube_System"}, `--namespace "Kube_System"`},
+		{"bad name", []string{"topology", "configmap", path, "--name", "a/b"}, `--name "a/b"`},
+		{"unknown scenario", []string{"topology", "from-scenario", "builtin:nope"}, "nope"},
+		{"unknown flag", []string{"topology", "check", path, "--zone", "x"}, "unknown flag: --zone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := run(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v: %v, want an error naming %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}
