@@ -91,17 +91,23 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	p := newEdgePolicy(h, *args, models, target)
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	p.conv.log = logger
-	if refs, _ := args.feedRefs(); refs.any() { // validated by DecodeArgs
-		if h == nil || h.ClientSet() == nil {
-			return nil, fmt.Errorf("%w: dependenciesConfigMap and topologyConfigMap need the scheduler's API client", ErrArgs)
-		}
-		p.startFeeds(ctx, h.ClientSet(), refs)
+	refs, _ := args.feedRefs() // validated by DecodeArgs
+	if (refs.any() || args.ModelConfigMap != "") && (h == nil || h.ClientSet() == nil) {
+		return nil, fmt.Errorf("%w: modelConfigMap, dependenciesConfigMap and topologyConfigMap need the scheduler's API client", ErrArgs)
 	}
+	// The feeds' and the model ConfigMap's first lists are waited for
+	// (each at most configMapSyncTimeout) at the same time, not one after
+	// the other, and before New returns.
+	feedsStarted := make(chan struct{})
+	go func() { // owned by New: waited for below
+		defer close(feedsStarted)
+		if refs.any() {
+			p.startFeeds(ctx, h.ClientSet(), refs)
+		}
+	}()
+	defer func() { <-feedsStarted }()
 	if args.ModelConfigMap != "" {
 		ns, name, _ := args.modelConfigMap() // validated by DecodeArgs
-		if h == nil || h.ClientSet() == nil {
-			return nil, fmt.Errorf("%w: modelConfigMap needs the scheduler's API client", ErrArgs)
-		}
 		var rec events.EventRecorder
 		if r := h.EventRecorder(); r != nil {
 			rec = r
