@@ -36,7 +36,7 @@ func TestRVScratchPairZones(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms0)
 	for i := range 3 {
-		pd := k8sPod(sim.PodSpec{Name: fmt.Sprintf("web-%d", i), CPU: 500, Memory: 512, QoS: sim.QoSBurstable})
+		pd := k8sPod(sim.PodSpec{Name: fmt.Sprintf("web-%d", i), CPU: int64(500 + 100*i), Memory: 512, QoS: sim.QoSBurstable})
 		pd.Labels = map[string]string{"app": "web"}
 		start := time.Now()
 		runCycle(t, p, pd, nodes)
