@@ -170,13 +170,31 @@ func earliest(ts ...time.Time) time.Time {
 	return e
 }
 
-// healAll runs every pending heal and restart now, then supervises once.
+// healAll runs every pending heal and restart now, supervises once (and
+// runs the restarts that schedules), and disarms the coordinator: one
+// restarted with a failpoint near the end of the faults would otherwise
+// kill itself during the drain, with nobody left to restart it.
 func (s *scheduler) healAll() {
 	s.runDue(true)
 	for _, a := range s.c.agents {
 		a.proxy.Heal()
 	}
 	s.supervise()
+	s.runDue(true)
+	c := s.c
+	if fp := c.coord.failpoint; !c.coordDown && fp != "" {
+		if err := c.coord.term(10 * time.Second); err != nil {
+			if c.coord.signalled() == syscall.SIGKILL && !strings.Contains(err.Error(), "did not stop") {
+				c.fired++ // it fired before SIGTERM arrived: as expected
+			} else {
+				c.t.Errorf("disarming edge-coordinator (failpoint %s): %v", fp, err)
+			}
+		}
+		c.checkBolt(c.coordDB, "coordinator.db after disarming failpoint "+fp)
+		c.startCoordinator("")
+		c.restarts["coordinator"]++
+		s.logf("edge-coordinator restarted without its failpoint %s (the faults are over)", fp)
+	}
 }
 
 // freeAgent picks a random agent no fault is holding.
