@@ -291,6 +291,7 @@ type converter struct {
 	deps       *dependencies
 	topo       *topology
 	envVersion [2]uint64
+	envTopo    *topoSpec // the topology env was compiled with (its clock's too)
 }
 
 func newConverter(target *sim.TargetWorkload) *converter {
@@ -386,7 +387,7 @@ func (c *converter) withView(all []fwk.NodeInfo, fn func(*view) error) error {
 		v.entries[i] = e
 	}
 	c.applyTelemetry(v, entries)
-	v.st.Now = c.simNow(c.topo.current())
+	v.st.Now = c.simNow(c.envTopo)
 	v.dirty = false
 	if skipped > 0 {
 		metricSkippedPods.Add(float64(skipped))
@@ -555,7 +556,7 @@ func (c *converter) envFor(entries []*nodeEntry) (*sim.Env, map[string]int, bool
 	if err != nil {
 		return nil, nil, false, err
 	}
-	c.env, c.envSig, c.envVersion, c.index = env, sig, key, index
+	c.env, c.envSig, c.envVersion, c.envTopo, c.index = env, sig, key, tp, index
 	return env, index, true, nil
 }
 

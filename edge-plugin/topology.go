@@ -2,7 +2,6 @@ package edgeplugin
 
 import (
 	"context"
-	"slices"
 	"sync/atomic"
 
 	"k8s.io/client-go/kubernetes"
@@ -117,48 +116,35 @@ func (t *topology) inUse() []any {
 	return []any{"zones", len(s.zones), "carbonZones", len(s.carbon), "hourly", s.timed}
 }
 
-// apply sets the zones of the environment: the nodes' (names, sorted)
-// and the topology's, each with its carbon zone, and the topology's
-// carbon zones and network (zero values without a topology).
+// apply sets the zones of the environment (the nodes', sorted by name),
+// each with the carbon zone the topology gives it, and the topology's
+// carbon zones and network (nothing more without a topology). Zones no
+// node is in are left out, and so are pairs naming one: they cannot
+// change a score, and the RTT table and the dependency features grow
+// with the square of the zones. (The environment is compiled again when
+// a node joins a new zone.)
 func (s *topoSpec) apply(cl *sim.Cluster, nodeZones []string) {
-	seen := make(map[string]bool, len(nodeZones))
-	add := func(z string) {
-		if seen[z] {
-			return
-		}
-		seen[z] = true
+	has := make(map[string]bool, len(nodeZones))
+	for _, z := range nodeZones {
+		has[z] = true
 		var cz string
 		if s != nil {
 			cz = s.zones[z]
 		}
 		cl.Zones = append(cl.Zones, sim.Zone{Name: z, CarbonZone: cz})
 	}
-	for _, z := range nodeZones {
-		add(z)
-	}
 	if s == nil {
 		return
 	}
-	// zones no node is in yet keep their place after the nodes' (pairs
-	// may name them); sorted so the env does not depend on map order
-	extra := make([]string, 0, len(s.zones))
-	for z := range s.zones {
-		if !seen[z] {
-			extra = append(extra, z)
-		}
-	}
-	slices.Sort(extra)
-	for _, z := range extra {
-		add(z)
-	}
 	cl.CarbonZones = s.carbon
-	cl.Network = s.network
-	if cl.Network != nil {
-		// a pair may name a zone neither a node nor the zone list has
-		for _, p := range cl.Network.Pairs {
-			add(p.A)
-			add(p.B)
+	if s.network != nil {
+		nw := sim.Network{IntraZoneMs: s.network.IntraZoneMs, InterZoneMs: s.network.InterZoneMs}
+		for _, p := range s.network.Pairs {
+			if has[p.A] && has[p.B] {
+				nw.Pairs = append(nw.Pairs, p)
+			}
 		}
+		cl.Network = &nw
 	}
 }
 

@@ -135,3 +135,47 @@ func TestTopologySource(t *testing.T) {
 		cleared:  func() bool { return topo.current() == nil },
 	})
 }
+
+// TestTopologyApply: the environment gets the nodes' zones only, with
+// their carbon zones, and only the pairs between two of them; zones and
+// pairs naming zones without nodes are left out (they cannot change a
+// score, and the RTT table grows with the square of the zones).
+func TestTopologyApply(t *testing.T) {
+	topo := &topology{}
+	raw := topologyOf(t, &conventions.Topology{
+		Zones:       []conventions.TopologyZone{{Name: "a", CarbonZone: "g"}, {Name: "x", CarbonZone: "g"}},
+		CarbonZones: []conventions.CarbonZone{{Name: "g", GramsPerKWh: []float64{10}}},
+		Network: &conventions.Network{IntraZoneMs: 1, InterZoneMs: 2, Pairs: []conventions.ZonePair{
+			{A: "a", B: "b", Ms: 5}, {A: "a", B: "x", Ms: 6}, {A: "y", B: "z", Ms: 7}}},
+	})
+	if _, err := topo.install(raw); err != nil {
+		t.Fatal(err)
+	}
+	var cl sim.Cluster
+	topo.current().apply(&cl, []string{"a", "b"})
+	if len(cl.Zones) != 2 || cl.Zones[0] != (sim.Zone{Name: "a", CarbonZone: "g"}) || cl.Zones[1] != (sim.Zone{Name: "b"}) {
+		t.Fatalf("zones %+v, want a (on g) and b", cl.Zones)
+	}
+	if cl.Network == nil || len(cl.Network.Pairs) != 1 || cl.Network.Pairs[0] != (sim.ZonePair{A: "a", B: "b", Ms: 5}) || cl.Network.InterZoneMs != 2 {
+		t.Fatalf("network %+v, want only the a-b pair", cl.Network)
+	}
+	if len(cl.CarbonZones) != 1 {
+		t.Fatalf("carbon zones %+v", cl.CarbonZones)
+	}
+	// the environment compiles: b, not listed, uses the flat default
+	env, err := sim.NewEnv(&sim.Cluster{Name: "t", Zones: cl.Zones, CarbonZones: cl.CarbonZones, Network: cl.Network,
+		Nodes: []sim.NodeSpec{{Name: "n", CPU: 1000, Memory: 1024, Zone: "b", Arch: sim.ArchAMD64}}}, &sim.Workload{Name: "w"}, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(env.Zones) != 2 || env.CarbonAt(env.Nodes[0].CarbonZone, 0) != sim.DefaultCarbonIntensity {
+		t.Fatalf("env zones %v, carbon of b %v", env.Zones, env.CarbonAt(env.Nodes[0].CarbonZone, 0))
+	}
+	// without a topology: the nodes' zones, nothing else
+	var none *topoSpec
+	var bare sim.Cluster
+	none.apply(&bare, []string{"a"})
+	if len(bare.Zones) != 1 || bare.Zones[0] != (sim.Zone{Name: "a"}) || bare.Network != nil || bare.CarbonZones != nil {
+		t.Fatalf("without a topology: %+v", bare)
+	}
+}

@@ -130,7 +130,8 @@ func (g *DependencyGraph) Encode() ([]byte, error) {
 // DecodeDependencyGraph reads and validates an encoded graph: at most
 // MaxDependencyGraphBytes, one JSON object whose keys are exactly the
 // format's (case-sensitive, none twice, no unknown ones; encoding/json
-// alone would fold case and let a repeated key win), nothing after it.
+// alone would fold case and let a repeated key win), nothing after it,
+// and whose canonical encoding (Encode) fits MaxDependencyGraphBytes too.
 func DecodeDependencyGraph(b []byte) (*DependencyGraph, error) {
 	return decodeValid[DependencyGraph](b, MaxDependencyGraphBytes, graphShape, ErrDependencies)
 }

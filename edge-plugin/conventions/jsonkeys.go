@@ -124,16 +124,18 @@ func decodeStrict(b []byte, maxBytes int, shape *jsonShape, v any, sentinel erro
 	return nil
 }
 
-// decodeValid is decodeStrict into a new T, then T's Validate.
+// decodeValid is decodeStrict into a new T, then T's Encode, which
+// validates it and refuses a canonical encoding over the size limit: so
+// whatever decodes also encodes (a ConfigMap written from it fits).
 func decodeValid[T any, PT interface {
 	*T
-	Validate() error
+	Encode() ([]byte, error)
 }](b []byte, maxBytes int, shape *jsonShape, sentinel error) (*T, error) {
 	var v T
 	if err := decodeStrict(b, maxBytes, shape, &v, sentinel); err != nil {
 		return nil, err
 	}
-	if err := PT(&v).Validate(); err != nil {
+	if _, err := PT(&v).Encode(); err != nil {
 		return nil, err
 	}
 	return &v, nil
@@ -143,10 +145,13 @@ func decodeValid[T any, PT interface {
 // refuses an encoding of more than maxBytes. Errors wrap sentinel, or
 // name what for a value JSON cannot encode.
 func encodeBounded(v any, maxBytes int, what string, sentinel error) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // names keep their bytes: "<" is not "\u003c"
+	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", what, err)
 	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if len(b) > maxBytes {
 		return nil, fmt.Errorf("%w: %d bytes encoded, at most %d", sentinel, len(b), maxBytes)
 	}

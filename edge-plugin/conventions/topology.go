@@ -32,7 +32,8 @@ const (
 	// MaxTopologyBytes bounds an encoded topology (a ConfigMap holds at
 	// most 1 MiB).
 	MaxTopologyBytes = 1 << 20
-	// MaxTopologyZones bounds the zones, and separately the carbon zones.
+	// MaxTopologyZones bounds the zones (those listed and those pairs
+	// name, together), and separately the carbon zones.
 	MaxTopologyZones = 1024
 	// MaxTopologyPairs bounds the zone pairs with their own RTT.
 	MaxTopologyPairs = 8192
@@ -165,6 +166,10 @@ func (t *Topology) Validate() error {
 				return fmt.Errorf("%w: network.pairs[%d]: %s-%s given twice", ErrTopology, i, p.A, p.B)
 			}
 			seen[k] = true
+			zones[p.A], zones[p.B] = true, true
+			if len(zones) > MaxTopologyZones {
+				return fmt.Errorf("%w: network.pairs[%d]: more than %d zones named in zones and pairs", ErrTopology, i, MaxTopologyZones)
+			}
 		}
 	}
 	return nil
@@ -200,7 +205,8 @@ func (t *Topology) Encode() ([]byte, error) {
 
 // DecodeTopology reads and validates an encoded topology: at most
 // MaxTopologyBytes, one JSON object whose keys are exactly the format's
-// (case-sensitive, none twice, no unknown ones), nothing after it.
+// (case-sensitive, none twice, no unknown ones), nothing after it, and
+// whose canonical encoding (Encode) fits MaxTopologyBytes too.
 func DecodeTopology(b []byte) (*Topology, error) {
 	return decodeValid[Topology](b, MaxTopologyBytes, topologyShape, ErrTopology)
 }

@@ -2,6 +2,7 @@ package conventions
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -84,6 +85,7 @@ func TestDecodeTopologyRefuses(t *testing.T) {
 		{"pair with itself", pair("a", "a", "3"), "a zone with itself"},
 		{"empty pair zone", pair("a", "", "3"), "pairs[0].b: empty zone name"},
 		{"pair twice, either way round", `{"version":1,"network":{"intraZoneMs":1,"interZoneMs":2,"pairs":[{"a":"x","b":"y","ms":1},{"a":"y","b":"x","ms":2}]}}`, "pairs[1]: y-x given twice"},
+		{"too many zones in pairs", `{"version":1,"network":{"intraZoneMs":1,"interZoneMs":2,"pairs":[` + manyPairs(MaxTopologyZones/2+1) + `]}}`, "more than 1024 zones named"},
 		{"too many zones", `{"version":1,"zones":[` + strings.TrimSuffix(strings.Repeat(`{"name":"z"},`, MaxTopologyZones+1), ",") + `]}`, "1025 zones"},
 		{"too large", `{"version":1,"zones":[{"name":"` + strings.Repeat("x", MaxTopologyBytes) + `"}]}`, "bytes, at most"},
 	} {
@@ -94,11 +96,45 @@ func TestDecodeTopologyRefuses(t *testing.T) {
 			}
 		})
 	}
+	// whatever decodes encodes: 1e5 re-encodes as 100000 (6 bytes for 3),
+	// so this input fits the limit but its canonical encoding does not,
+	// and Decode refuses it already (check, configmap and the plugin agree)
+	var grow strings.Builder
+	grow.WriteString(`{"version":1,"carbonZones":[`)
+	for i := range MaxTopologyZones {
+		if i > 0 {
+			grow.WriteByte(',')
+		}
+		fmt.Fprintf(&grow, `{"name":"z%d","gramsPerKWh":[%s]}`, i, strings.TrimSuffix(strings.Repeat("1e5,", MaxCarbonCurve), ","))
+	}
+	grow.WriteString(`]}`)
+	if n := grow.Len(); n > MaxTopologyBytes {
+		t.Fatalf("the growing input is %d bytes, over the limit itself", n)
+	}
+	if _, err := DecodeTopology([]byte(grow.String())); !errors.Is(err, ErrTopology) || !strings.Contains(err.Error(), "bytes encoded, at most") {
+		t.Fatalf("a topology whose canonical encoding is over the limit: %v", err)
+	}
+	// names keep their bytes in the encoding ("<" is not escaped)
+	if b, err := (&Topology{Version: 1, Zones: []TopologyZone{{Name: "a<b"}}}).Encode(); err != nil || !strings.Contains(string(b), `"a<b"`) {
+		t.Fatalf("encoding of a<b: %s, %v", b, err)
+	}
 	// Encode refuses what Decode refuses: a NaN intensity cannot be written
 	bad := &Topology{Version: 1, CarbonZones: []CarbonZone{{"g", []float64{math.NaN()}}}}
 	if _, err := bad.Encode(); !errors.Is(err, ErrTopology) {
 		t.Fatalf("NaN intensity encoded: %v", err)
 	}
+}
+
+// manyPairs is n pairs of zones named nowhere else, 2n zones in all.
+func manyPairs(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"a":"p%d","b":"q%d","ms":1}`, i, i)
+	}
+	return b.String()
 }
 
 // FuzzDecodeTopology: no input panics, and whatever decodes encodes and

@@ -116,15 +116,19 @@ hours of the day in UTC.`,
 // readTopology reads and validates a topology file ("-": stdin); errors
 // name the file.
 func readTopology(stdin io.Reader, path string) (*conventions.Topology, error) {
-	var b []byte
-	var err error
-	if path == "-" {
-		b, err = io.ReadAll(io.LimitReader(stdin, conventions.MaxTopologyBytes+1))
-	} else {
-		b, err = os.ReadFile(path)
+	r := stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("read topology: %w", err)
+		}
+		defer f.Close()
+		r = f
 	}
+	// one byte over the limit is enough for the decoder to name it
+	b, err := io.ReadAll(io.LimitReader(r, conventions.MaxTopologyBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("read topology: %w", err)
+		return nil, fmt.Errorf("read topology %s: %w", path, err)
 	}
 	tp, err := conventions.DecodeTopology(b)
 	if err != nil {
