@@ -28,7 +28,7 @@ var (
 	metricTopologyZones = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "site_topology_carbon_zones",
-		Help:           "Carbon zones in the site topology in use (0 without one).",
+		Help:           "Carbon zones in the site topology in use (0 without a topology, or with one that lists none).",
 		StabilityLevel: metrics.ALPHA,
 	})
 	metricTopologyUpdates = newFeedUpdates("site_topology_updates_total", "Site topology")

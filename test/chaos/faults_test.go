@@ -183,12 +183,15 @@ func (s *scheduler) healAll() {
 	s.runDue(true)
 	c := s.c
 	if fp := c.coord.failpoint; !c.coordDown && fp != "" {
-		if err := c.coord.term(10 * time.Second); err != nil {
-			if c.coord.signalled() == syscall.SIGKILL && !strings.Contains(err.Error(), "did not stop") {
-				c.fired++ // it fired before SIGTERM arrived: as expected
-			} else {
-				c.t.Errorf("disarming edge-coordinator (failpoint %s): %v", fp, err)
-			}
+		switch {
+		case !c.coord.exited():
+			// SIGKILL, not SIGTERM: a coordinator still starting has no
+			// handler for SIGTERM yet, and it must survive SIGKILL anyway
+			c.coord.kill()
+		case c.coord.unexpected():
+			c.crash(c.coord)
+		default:
+			c.fired++ // it fired between supervise and here
 		}
 		c.checkBolt(c.coordDB, "coordinator.db after disarming failpoint "+fp)
 		c.startCoordinator("")
