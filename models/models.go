@@ -1,8 +1,9 @@
 // Package models embeds the trained policies the repository ships, so
 // `edgectl sim --policies learned` works from any directory:
 //
-//	default  openb traces (GPU fragmentation), configs/train-default.yaml
-//	edge     the built-in retail-fleet scenario, configs/train-edge.yaml
+//	default      openb traces (GPU fragmentation), configs/train-default.yaml
+//	edge         the built-in retail-fleet scenario, configs/train-edge.yaml
+//	edge-carbon  the same with a carbon term in the reward, configs/train-edge-carbon.yaml
 //
 // Each is reproducible bit for bit from its recorded config with
 // `make train` (linux/amd64, the Go version in go.mod).

@@ -15,7 +15,7 @@ func newModelSignCommand() *cobra.Command {
 		Use:   "sign MODEL",
 		Short: "Package a trained model as a signed float32 artifact",
 		Long: `sign writes a float32 artifact (actor and critic: what training and federated
-aggregation work on) of MODEL: a shipped model name (default, edge), a
+aggregation work on) of MODEL: a shipped model name (default, edge, edge-carbon), a
 training output (.esm) or another float32 artifact (.esa, re-signed; give
 --keys to verify it first).`,
 		Example: `  edgectl model sign default --key keys/coordinator.key -o default-f32.esa --version 7
