@@ -77,20 +77,15 @@ func (f *configMapFeed) apply(obj any) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	raw, ok := cm.Data[f.key]
-	if !ok {
-		if b, bok := cm.BinaryData[f.key]; bok {
-			raw, ok = string(b), true
-		}
-	}
-	if !ok {
+	raw, err := configMapBytes(cm, f.key)
+	if err != nil {
 		if f.target.clear() {
 			f.updates.WithLabelValues("cleared").Inc()
 			f.logger.Info("ConfigMap has no "+f.key+" key: "+f.without, "what", f.what)
 		}
 		return
 	}
-	changed, err := f.target.install([]byte(raw))
+	changed, err := f.target.install(raw)
 	if err != nil {
 		if cm.ResourceVersion != f.lastRefusedResource {
 			f.lastRefusedResource = cm.ResourceVersion

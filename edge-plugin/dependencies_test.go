@@ -204,7 +204,7 @@ type feedCase struct {
 // testFeed runs a feed on client-go's fake clientset: it installs the
 // value present at start, follows an update, keeps the last good value
 // (same version) when malformed ones arrive, takes the next good one, and
-// clears it when the ConfigMap goes.
+// clears it when its key or the ConfigMap goes.
 func testFeed(t *testing.T, fc feedCase) {
 	t.Helper()
 	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "edgesched-system", Name: fc.name},
@@ -254,6 +254,16 @@ func testFeed(t *testing.T, fc feedCase) {
 	}
 	update(string(fc.first))
 	waitFor("the next good value", fc.isFirst)
+	// the key removed (the ConfigMap kept): cleared; back: in use again
+	noKey := cm.DeepCopy()
+	delete(noKey.Data, fc.key)
+	noKey.Data["other"] = "x"
+	if _, err := cms.Update(ctx, noKey, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the value cleared with its key", fc.cleared)
+	update(string(fc.first))
+	waitFor("the value back with its key", fc.isFirst)
 	if err := cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

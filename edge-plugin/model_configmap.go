@@ -118,9 +118,10 @@ func startConfigMapSource(ctx context.Context, client kubernetes.Interface, reco
 	return s, wg.Wait
 }
 
-// modelBytes returns the model key of cm: binaryData (what kubectl
-// create configmap --from-file makes of a binary file), else data.
-func modelBytes(cm *v1.ConfigMap, key string) ([]byte, error) {
+// configMapBytes returns key of cm: binaryData (what kubectl create
+// configmap --from-file makes of a binary file), else data (the API
+// refuses a key in both).
+func configMapBytes(cm *v1.ConfigMap, key string) ([]byte, error) {
 	if b, ok := cm.BinaryData[key]; ok {
 		return b, nil
 	}
@@ -141,7 +142,7 @@ func (s *configMapSource) apply(obj any) {
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	raw, err := modelBytes(cm, s.key)
+	raw, err := configMapBytes(cm, s.key)
 	// A key still missing is refused once, not on every other update.
 	s.mu.Lock()
 	again := err != nil && s.missing

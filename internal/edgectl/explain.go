@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -119,15 +118,7 @@ func newExplainFileCommand() *cobra.Command {
 			if err := f.validate(); err != nil {
 				return err
 			}
-			var (
-				b   []byte
-				err error
-			)
-			if args[0] == "-" {
-				b, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), 16<<20))
-			} else {
-				b, err = os.ReadFile(args[0])
-			}
+			b, err := readFileOrStdin(cmd.InOrStdin(), args[0], 16<<20)
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,8 @@ package edgectl
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -203,4 +205,24 @@ func parseSeeds(s string) ([]uint64, error) {
 		return nil, fmt.Errorf("empty")
 	}
 	return out, nil
+}
+
+// readFileOrStdin reads the file at path, or stdin for "-", at most
+// limit+1 bytes: one byte over the limit is enough for a decoder to name
+// it, and nothing reads without bound. Errors name the path.
+func readFileOrStdin(stdin io.Reader, path string, limit int64) ([]byte, error) {
+	r := stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err // *PathError names the path
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return b, nil
 }

@@ -3,7 +3,6 @@ package edgectl
 import (
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -116,19 +115,9 @@ hours of the day in UTC.`,
 // readTopology reads and validates a topology file ("-": stdin); errors
 // name the file.
 func readTopology(stdin io.Reader, path string) (*conventions.Topology, error) {
-	r := stdin
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("read topology: %w", err)
-		}
-		defer f.Close()
-		r = f
-	}
-	// one byte over the limit is enough for the decoder to name it
-	b, err := io.ReadAll(io.LimitReader(r, conventions.MaxTopologyBytes+1))
+	b, err := readFileOrStdin(stdin, path, conventions.MaxTopologyBytes)
 	if err != nil {
-		return nil, fmt.Errorf("read topology %s: %w", path, err)
+		return nil, fmt.Errorf("read topology: %w", err)
 	}
 	tp, err := conventions.DecodeTopology(b)
 	if err != nil {
