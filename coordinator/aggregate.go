@@ -137,7 +137,7 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 		eps, _ := c.dp.Epsilon()
 		stats["dp_epsilon"], stats["dp_delta"], stats["dp_rounds"] = eps, c.cfg.DP.Delta, float64(c.dp.Rounds())
 	}
-	next := &policy.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: map[string]any{"round": float64(r.Round)}}
+	next := &policy.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: map[string]any{"round": float64(r.Round)}, Decision: base.Decision}
 	if err := next.Net.AddFlat(res.Delta, float32(c.cfg.ServerLR)); err != nil {
 		return c.failRound(r, fmt.Sprintf("apply aggregate: %v", err))
 	}

@@ -378,7 +378,15 @@ func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreStat
 		for j, i := range cand {
 			pos[i] = int32(j)
 		}
-		ps.model, ps.index, ps.pos, ps.cand, ps.raw, ps.norm = m, v.index, pos, cand, raw, normalize(raw)
+		// The model's decision rule (a band the FGD score orders) works on
+		// the same view as the simulator's learned policy, so the node
+		// with MaxNodeScore is the one the simulator would bind.
+		dec := make([]float64, len(raw))
+		for j, r := range raw {
+			dec[j] = float64(r)
+		}
+		v.ext.Decide(m.Header.Decision, v.st, &ps.pod, cand, dec)
+		ps.model, ps.index, ps.pos, ps.cand, ps.raw, ps.norm = m, v.index, pos, cand, raw, normalize(dec)
 		return nil
 	})
 	if err != nil {
@@ -387,11 +395,11 @@ func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreStat
 	return "", nil
 }
 
-// normalize maps raw scores to [0, MaxNodeScore] keeping the argmax
+// normalize maps decision scores to [0, MaxNodeScore] keeping the argmax
 // exact: every node tied with the best (as the simulator counts ties)
 // gets MaxNodeScore, every other node scales linearly into
 // [0, MaxNodeScore-1]. NaN ranks lowest.
-func normalize(raw []float32) []int64 {
+func normalize(raw []float64) []int64 {
 	out := make([]int64, len(raw))
 	best, worst := math.Inf(-1), math.Inf(1)
 	for _, r := range raw {

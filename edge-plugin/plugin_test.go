@@ -210,7 +210,7 @@ func TestScoreRangeProperty(t *testing.T) {
 }
 
 func TestNormalize(t *testing.T) {
-	got := normalize([]float32{1, 3, 3, 2, float32(nanF())})
+	got := normalize([]float64{1, 3, 3, 2, nanF()})
 	want := []int64{0, 100, 100, 49, 0}
 	for i := range want {
 		if got[i] != want[i] {

@@ -147,6 +147,19 @@ func (f *telFixture) logsContaining(s string) int {
 // prefers); without telemetry the two equal nodes score the same.
 func TestTelemetryFreshChangesLoad(t *testing.T) {
 	f := newTelFixture(t)
+	// The shipped model's decision band would hand these two nodes (equal
+	// to FGD, less than a band apart) to FGD, and the normalised scores
+	// would stay tied: this test is about what telemetry does to the
+	// network's scores, so it runs the same network without the band.
+	a := *testArtifact(t)
+	a.Header.Decision, a.Header.Version = policy.Decision{}, 2
+	b, err := a.Encode(testSigner(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.p.models.Install(b); err != nil {
+		t.Fatal(err)
+	}
 	missing0 := fallbacks(t, "missing")
 	norm0, raw0, load0 := f.cycle(t)
 	if load0["a"] != load0["b"] || raw0["a"] != raw0["b"] || norm0["a"] != norm0["b"] {

@@ -176,6 +176,10 @@ type Extractor struct {
 	maxMem     float64
 	maxGPU     float64
 	buf        []int
+	// Decide's scratch
+	keys []float64
+	n1   [1]int32
+	s1   [1]float64
 }
 
 // NewExtractor returns an extractor for env.
@@ -185,6 +189,51 @@ func NewExtractor(env *sim.Env) *Extractor {
 		coloc: make([]float32, len(env.Zones)), rtt: make([]float32, len(env.Zones)),
 		maxCPU: float64(env.MaxNode.CPU), maxMem: float64(env.MaxNode.Mem), maxGPU: math.Max(float64(env.MaxNode.GPU), sim.MilliGPU),
 	}
+}
+
+// Decide rewrites the scores of pod p on candidate nodes by decision rule
+// d (Decision.Apply), keyed by FGD's score of each placement (its
+// fragmentation bucket plus its packing key, as the FGD baseline ranks
+// nodes). Scores of a model without a rule are left alone, and so are
+// those of a pod with a dependency neighbour already placed: FGD does not
+// see dependencies, so the network's colocation preference must not be
+// handed to it.
+func (x *Extractor) Decide(d Decision, st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
+	if d.Band <= 0 || x.placedNeighbour(st, p) {
+		return
+	}
+	if cap(x.keys) < len(nodes) {
+		x.keys = make([]float64, len(nodes))
+	}
+	d.Apply(scores, x.keys, func(i int) float64 {
+		x.n1[0] = nodes[i]
+		x.fgd.Score(st, p, x.n1[:], x.s1[:])
+		return x.s1[0]
+	})
+}
+
+// placedNeighbour reports whether a dependency neighbour of p's service
+// (a caller or a callee with a positive call rate) has pods placed.
+func (x *Extractor) placedNeighbour(st *sim.State, p *sim.Pod) bool {
+	if p.Service < 0 {
+		return false
+	}
+	for _, e := range x.env.Edges {
+		if e.Rate <= 0 {
+			continue
+		}
+		switch int32(p.Service) {
+		case e.From:
+			if st.ServiceCount(int(e.To)) > 0 {
+				return true
+			}
+		case e.To:
+			if st.ServiceCount(int(e.From)) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // BeginPod prepares the per-decision context of pod p (its dependency

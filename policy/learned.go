@@ -20,6 +20,7 @@ type Learned struct {
 	shapes     int
 	cache      []learnedEntry
 	flatCarbon bool
+	dec        Decision
 	x          []float32
 	out        []float32
 	stale      []int
@@ -50,7 +51,7 @@ func NewFloatScorer(m *Model) (*FloatScorer, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return &FloatScorer{m: &Model{Schema: m.Schema, Net: m.Net.Clone(), Meta: m.Meta}}, nil
+	return &FloatScorer{m: &Model{Schema: m.Schema, Net: m.Net.Clone(), Meta: m.Meta, Decision: m.Decision}}, nil
 }
 
 // Scores implements Scorer.
@@ -95,12 +96,13 @@ func NewLearned(name string, m *Model, env *sim.Env) (*Learned, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewLearnedScorer(name, sc, env), nil
+	return NewLearnedScorer(name, sc, m.Decision, env), nil
 }
 
 // NewLearnedScorer returns a learned policy for one run on env that scores
-// with sc (the float network, or the int8 one of package quant).
-func NewLearnedScorer(name string, sc Scorer, env *sim.Env) *Learned {
+// with sc (the float network, or the int8 one of package quant) and
+// decides by d (the model's decision rule).
+func NewLearnedScorer(name string, sc Scorer, d Decision, env *sim.Env) *Learned {
 	flat := true
 	for _, cz := range env.CarbonZones {
 		for _, v := range cz.Curve {
@@ -114,14 +116,28 @@ func NewLearnedScorer(name string, sc Scorer, env *sim.Env) *Learned {
 		shapes:     env.Shapes,
 		cache:      make([]learnedEntry, len(env.Nodes)*max(1, env.Shapes)),
 		flatCarbon: flat,
+		dec:        d,
 	}
 }
 
 // Name implements sim.Policy.
 func (l *Learned) Name() string { return l.name }
 
-// Score implements sim.Policy.
+// Score implements sim.Policy: NetworkScores, then Decide.
 func (l *Learned) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
+	l.NetworkScores(st, p, nodes, scores)
+	l.Decide(st, p, nodes, scores)
+}
+
+// Decide rewrites the network's scores of nodes by the model's decision
+// rule (Extractor.Decide).
+func (l *Learned) Decide(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
+	l.ext.Decide(l.dec, st, p, nodes, scores)
+}
+
+// NetworkScores writes the network's score of every candidate (no
+// decision rule).
+func (l *Learned) NetworkScores(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
 	l.ext.BeginPod(st, p)
 	var hour int64
 	if !l.flatCarbon {

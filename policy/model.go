@@ -58,6 +58,8 @@ type ModelHeader struct {
 	Layers     Layers `json:"layers"`
 	Activation string `json:"activation"`
 	DType      string `json:"dtype"`
+	// Decision is the model's decision rule (absent: plain argmax).
+	Decision Decision `json:"decision,omitzero"`
 	// Sections after the parameters, each the size of the parameters
 	// (checkpoints: "adam_m", "adam_v").
 	Sections []string `json:"sections,omitempty"`
@@ -73,6 +75,9 @@ type Model struct {
 	Schema Schema
 	Net    *Net
 	Meta   map[string]any
+	// Decision is how the model's scores become a choice; the zero value
+	// is plain argmax.
+	Decision Decision
 	// Created is when the model was written; zero for a fresh model.
 	Created time.Time
 }
@@ -81,6 +86,9 @@ type Model struct {
 // finite values).
 func (m *Model) Validate() error {
 	if err := m.Schema.Validate(); err != nil {
+		return err
+	}
+	if err := m.Decision.Validate(); err != nil {
 		return err
 	}
 	if m.Net == nil || m.Net.F != NumFeatures {
@@ -109,7 +117,7 @@ func Encode(w io.Writer, m *Model, kind string, sections map[string]*Net, state 
 	h := ModelHeader{
 		Format: FormatVersion, Kind: kind, SchemaID: m.Schema.ID, SchemaHash: m.Schema.Hash(),
 		Layers:     Layers{F: m.Net.F, H1: m.Net.H1, H2: m.Net.H2, HC: m.Net.HC},
-		Activation: "relu", DType: "float32", Meta: m.Meta, Created: m.Created, State: state,
+		Activation: "relu", DType: "float32", Decision: m.Decision, Meta: m.Meta, Created: m.Created, State: state,
 	}
 	h.Schema.Names, h.Schema.Mean, h.Schema.Std = m.Schema.Names, m.Schema.Mean, m.Schema.Std
 	for name := range sections {
@@ -228,7 +236,7 @@ func Decode(b []byte) (*Decoded, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Schema: schema, Net: net, Meta: h.Meta, Created: h.Created}
+	m := &Model{Schema: schema, Net: net, Meta: h.Meta, Decision: h.Decision, Created: h.Created}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrModel, err)
 	}

@@ -82,6 +82,7 @@ func sameNet(t *testing.T, a, b *Net) {
 
 func TestModelRoundTrip(t *testing.T) {
 	m := testModel(t, 3)
+	m.Decision = Decision{Band: 2.5}
 	adamM, adamV := testModel(t, 4).Net, testModel(t, 5).Net
 	state := json.RawMessage(`{"iteration":7}`)
 	b := encode(t, m, "checkpoint", map[string]*Net{"adam_v": adamV, "adam_m": adamM}, state)
@@ -100,6 +101,14 @@ func TestModelRoundTrip(t *testing.T) {
 	}
 	if d.Model.Schema.Hash() != m.Schema.Hash() {
 		t.Fatal("schema changed in the round trip")
+	}
+	if d.Model.Decision != m.Decision {
+		t.Fatalf("decision %+v, want %+v", d.Model.Decision, m.Decision)
+	}
+	// A model without a decision rule writes no "decision" field, so
+	// files written before the field existed are still what we write.
+	if plain := encode(t, testModel(t, 3), "model", nil, nil); bytes.Contains(plain, []byte(`"decision"`)) {
+		t.Fatal("a model without a rule wrote a decision field")
 	}
 	// Encoding is deterministic: the same model gives the same bytes.
 	if !bytes.Equal(b, encode(t, m, "checkpoint", map[string]*Net{"adam_m": adamM, "adam_v": adamV}, state)) {
@@ -191,6 +200,8 @@ func TestModelRefusals(t *testing.T) {
 		{"zero layer", rewriteHeader(t, good, func(h map[string]any) { h["layers"].(map[string]any)["hidden2"] = 0 }), "layer sizes"},
 		{"missing section payload", rewriteHeader(t, good, func(h map[string]any) { h["sections"] = []string{"adam_m"} }), "payload"},
 		{"infinite weight", nanAt(good), "+Inf"},
+		{"negative band", rewriteHeader(t, good, func(h map[string]any) { h["decision"] = map[string]any{"band": -1} }), "band -1"},
+		{"unknown decision field", rewriteHeader(t, good, func(h map[string]any) { h["decision"] = map[string]any{"key": "bfd"} }), "unknown field"},
 		{"oversized", make([]byte, MaxModelBytes+1), "exceeds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -230,5 +241,8 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoded model refused: %v", err)
 		}
 		sameNet(t, d.Model.Net, d2.Model.Net)
+		if d.Model.Decision != d2.Model.Decision {
+			t.Fatalf("decision %+v re-encoded as %+v", d.Model.Decision, d2.Model.Decision)
+		}
 	})
 }

@@ -287,10 +287,15 @@ func (m *Net) Zero() {
 	}
 }
 
+// addBias adds b to every row of z (len(z) a multiple of len(b)); row by
+// row, without a division per element.
 func addBias(z, b []float32) {
 	h := len(b)
-	for i := range z {
-		z[i] += b[i%h]
+	for i := 0; i+h <= len(z); i += h {
+		row := z[i : i+h : i+h]
+		for j := range row {
+			row[j] += b[j]
+		}
 	}
 }
 

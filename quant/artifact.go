@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +79,9 @@ type Header struct {
 	Activation string        `json:"activation"`
 	DType      string        `json:"dtype"`
 	Quant      *QuantParams  `json:"quant,omitempty"`
+	// Decision is the model's decision rule (policy.Decision; absent:
+	// plain argmax). The model ID covers it when it is set.
+	Decision policy.Decision `json:"decision,omitzero"`
 	// Metrics are training or evaluation figures (finite numbers).
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 	Created time.Time          `json:"created"`
@@ -200,12 +204,18 @@ func (a *Artifact) payload() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func modelID(schemaHash, dtype string, payload []byte) string {
+func modelID(schemaHash, dtype string, d policy.Decision, payload []byte) string {
 	h := sha256.New()
 	h.Write([]byte(schemaHash))
 	h.Write([]byte{0})
 	h.Write([]byte(dtype))
 	h.Write([]byte{0})
+	if d != (policy.Decision{}) {
+		// Only a set rule is hashed, so artifacts without one keep the
+		// IDs they always had.
+		h.Write([]byte("decision.band=" + strconv.FormatFloat(d.Band, 'g', -1, 64)))
+		h.Write([]byte{0})
+	}
 	h.Write(payload)
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -219,7 +229,7 @@ func (a *Artifact) Encode(s *Signer) ([]byte, error) {
 		return nil, err
 	}
 	a.Header.Format = FormatVersion
-	a.Header.ModelID = modelID(a.Header.SchemaHash, a.Header.DType, payload)
+	a.Header.ModelID = modelID(a.Header.SchemaHash, a.Header.DType, a.Header.Decision, payload)
 	if err := a.validate(); err != nil {
 		return nil, err
 	}
@@ -356,7 +366,7 @@ func Decode(b []byte, opt DecodeOptions) (*Artifact, error) {
 		}
 		a.Tensors = append(a.Tensors, t)
 	}
-	if got := modelID(a.Header.SchemaHash, a.Header.DType, payload); got != a.Header.ModelID {
+	if got := modelID(a.Header.SchemaHash, a.Header.DType, a.Header.Decision, payload); got != a.Header.ModelID {
 		return nil, fmt.Errorf("%w: model ID %s does not match the content (%s)", ErrArtifact, a.Header.ModelID, got)
 	}
 	if err := a.validate(); err != nil {
@@ -457,6 +467,9 @@ func (a *Artifact) validate() error {
 	}
 	if got := schema.Hash(); got != h.SchemaHash {
 		return fmt.Errorf("%w: schema hash %s does not match its statistics (%s)", ErrArtifact, h.SchemaHash, got)
+	}
+	if err := h.Decision.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrArtifact, err)
 	}
 	l := h.Layers
 	if l.F != policy.NumFeatures || l.H1 < 1 || l.H2 < 1 || l.HC < 1 || l.H1 > 1024 || l.H2 > 1024 || l.HC > 1024 {
@@ -590,7 +603,7 @@ func newHeader(m *policy.Model, dtype string, info Info) Header {
 		SchemaID: m.Schema.ID, SchemaHash: m.Schema.Hash(),
 		Schema:     SchemaStats{Mean: m.Schema.Mean, Std: m.Schema.Std},
 		Layers:     policy.Layers{F: m.Net.F, H1: m.Net.H1, H2: m.Net.H2, HC: m.Net.HC},
-		Activation: "relu", DType: dtype, Metrics: info.Metrics, Created: info.Created.UTC(),
+		Activation: "relu", DType: dtype, Decision: m.Decision, Metrics: info.Metrics, Created: info.Created.UTC(),
 	}
 }
 
@@ -622,5 +635,5 @@ func (a *Artifact) Model() (*policy.Model, error) {
 		copy(p.Values(), a.Tensors[i].F32)
 	}
 	meta := map[string]any{"model_id": a.Header.ModelID, "version": a.Header.Version}
-	return &policy.Model{Schema: a.Schema(), Net: net, Meta: meta}, nil
+	return &policy.Model{Schema: a.Schema(), Net: net, Meta: meta, Decision: a.Header.Decision}, nil
 }

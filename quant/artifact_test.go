@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgesched/edgesched/policy"
 )
 
 // testSigner is a reproducible key pair (seeded reader).
@@ -110,8 +112,69 @@ func TestArtifactRoundTrip(t *testing.T) {
 	}
 }
 
+// TestArtifactDecision: the model's decision rule goes into both
+// artifacts, survives the round trip, comes back with the model, and is
+// covered by the model ID (the same weights with another rule are another
+// model) and by the signature; an artifact without a rule keeps its ID.
+func TestArtifactDecision(t *testing.T) {
+	s, keys := testSigner(t, 1)
+	m := randomModel(t, 16, 8, 1)
+	plain, err := FromModel(m, Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, _ := plain.Encode(s)
+	m.Decision = policy.Decision{Band: 4}
+	for _, tc := range []struct {
+		name string
+		make func() (*Artifact, error)
+	}{
+		{"float32", func() (*Artifact, error) { return FromModel(m, Info{}) }},
+		{"int8", func() (*Artifact, error) { return Quantize(m, benchRows(500, 1), DefaultCalibration(), Info{}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := tc.make()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := a.Encode(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Decode(b, DecodeOptions{Keys: keys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Header.Decision != m.Decision {
+				t.Fatalf("decision %+v, want %+v", got.Header.Decision, m.Decision)
+			}
+			if got.Header.DType == Float32 {
+				back, err := got.Model()
+				if err != nil || back.Decision != m.Decision {
+					t.Fatalf("model's decision %+v (%v), want %+v", back.Decision, err, m.Decision)
+				}
+				if got.Header.ModelID == plain.Header.ModelID {
+					t.Fatal("the same weights with a decision rule kept the plain model's ID")
+				}
+			} else if n, err := NewInt8Net(got); err != nil || n.Decision != m.Decision {
+				t.Fatalf("int8 net's decision %+v (%v)", n.Decision, err)
+			}
+		})
+	}
+	// Without a rule there is no "decision" field, and the ID is the one
+	// artifacts always had (schema hash, dtype and payload only).
+	if bytes.Contains(pb, []byte(`"decision"`)) {
+		t.Fatal("an artifact without a rule wrote a decision field")
+	}
+	payload, _ := plain.payload()
+	if want := modelID(plain.Header.SchemaHash, plain.Header.DType, policy.Decision{}, payload); plain.Header.ModelID != want {
+		t.Fatalf("model ID %s, want %s", plain.Header.ModelID, want)
+	}
+}
+
 // resign rewrites the payload and the header through the given edits,
-// recomputes the model ID (unless edit set one) and signs again: what a
+// recomputes the model ID (unless edit set one; "keep" keeps the old one)
+// and signs again: what a
 // buggy producer holding the key could emit. The decoder's content checks
 // must still refuse.
 func resign(t *testing.T, b []byte, s *Signer, edit func(h map[string]any), payload func(p []byte) []byte) []byte {
@@ -131,10 +194,16 @@ func resign(t *testing.T, b []byte, s *Signer, edit func(h map[string]any), payl
 	if edit != nil {
 		edit(h)
 	}
-	if h["model_id"] == before {
+	if h["model_id"] == "keep" { // the edit changed content under the old ID
+		h["model_id"] = before
+	} else if h["model_id"] == before {
 		sh, _ := h["schema_hash"].(string)
 		dt, _ := h["dtype"].(string)
-		h["model_id"] = modelID(sh, dt, p)
+		var d policy.Decision
+		if dm, ok := h["decision"].(map[string]any); ok {
+			d.Band, _ = dm["band"].(float64)
+		}
+		h["model_id"] = modelID(sh, dt, d, p)
 	}
 	hb, err := json.Marshal(h)
 	if err != nil {
@@ -191,6 +260,10 @@ func TestArtifactRefusals(t *testing.T) {
 		{"signed by other, other keyring", byOther, DecodeOptions{Keys: otherKeys}, nil, ""},
 		// Content checks behind a valid signature.
 		{"unknown header field", resign(t, fb, s, func(h map[string]any) { h["extra"] = true }, nil), DecodeOptions{Keys: keys}, ErrArtifact, "unknown field"},
+		{"negative band", resign(t, fb, s, func(h map[string]any) { h["decision"] = map[string]any{"band": -2.0} }, nil), DecodeOptions{Keys: keys}, ErrArtifact, "band -2"},
+		{"band set under the old ID", resign(t, fb, s, func(h map[string]any) {
+			h["decision"], h["model_id"] = map[string]any{"band": 3.0}, "keep"
+		}, nil), DecodeOptions{Keys: keys}, ErrArtifact, "model ID"},
 		{"stale model ID", resign(t, fb, s, func(h map[string]any) { h["model_id"] = strings.Repeat("0", 64) }, nil), DecodeOptions{Keys: keys}, ErrArtifact, "model ID"},
 		{"schema hash", resign(t, fb, s, func(h map[string]any) { h["schema_hash"] = "00" }, nil), DecodeOptions{Keys: keys}, ErrArtifact, "schema hash"},
 		{"other schema", resign(t, fb, s, func(h map[string]any) { h["schema_id"] = "x/v2" }, nil), DecodeOptions{Keys: keys}, ErrArtifact, "schema"},
@@ -334,7 +407,9 @@ func TestArtifactFile(t *testing.T) {
 // the parser behind the signature check).
 func FuzzDecode(f *testing.F) {
 	s, keys := testSigner(f, 1)
-	for _, a := range []*Artifact{floatArtifact(f, 1), int8Artifact(f, 2)} {
+	banded := int8Artifact(f, 3)
+	banded.Header.Decision = policy.Decision{Band: 4} // the model ID covers it: Encode recomputes
+	for _, a := range []*Artifact{floatArtifact(f, 1), int8Artifact(f, 2), banded} {
 		b, err := a.Encode(s)
 		if err != nil {
 			f.Fatal(err)

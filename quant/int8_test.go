@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -389,10 +390,56 @@ func TestInt8PolicyInSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("agreement %.4f over %d decisions", ag.Rate(), ag.Decisions)
-	if ag.Decisions == 0 || ag.Rate() < 0.8 {
-		t.Fatalf("agreement %.3f over %d decisions", ag.Rate(), ag.Decisions)
+	if ag.Decisions == 0 || ag.Rate() < 0.8 || ag.SameArgmax != ag.Same {
+		t.Fatalf("agreement %.3f (argmax %d of %d) over %d decisions", ag.Rate(), ag.SameArgmax, ag.Same, ag.Decisions)
+	}
+	// A band wider than any score range hands every decision to FGD's
+	// score, computed alike on both paths: full agreement by the rule.
+	// (Without the scenario's dependencies: the rule leaves pods with a
+	// placed dependency neighbour to the networks.)
+	l.Workload.Dependencies = nil
+	if env, err = sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wide := *m
+	wide.Decision = policy.Decision{Band: policy.MaxBand}
+	a.Header.Decision = wide.Decision
+	nw, err := NewInt8Net(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aw, err := MeasureAgreement(context.Background(), env, &wide, nw, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wide band: agreement %.4f, networks' argmax %.4f, over %d decisions", aw.Rate(), aw.ArgmaxRate(), aw.Decisions)
+	if aw.Decisions == 0 || aw.Same != aw.Decisions {
+		t.Fatalf("wide band: %d of %d decisions agree", aw.Same, aw.Decisions)
 	}
 	if _, err := sim.Run(context.Background(), env, Factory("int8", n), cfg); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestConstantFeatures: a feature with one value on every row is named; a
+// feature that varies on one row only is not.
+func TestConstantFeatures(t *testing.T) {
+	const F = policy.NumFeatures
+	names := policy.NewSchema().Names
+	rows := make([]float32, 3*F)
+	for i := range rows {
+		rows[i] = float32(i % F) // every feature constant (its own index)
+	}
+	if got := ConstantFeatures(rows); len(got) != F {
+		t.Fatalf("all constant: %d names, want %d", len(got), F)
+	}
+	rows[2*F+3] = -1 // feature 3 differs on the last row
+	rows[F+5] = 0.5  // feature 5 on the middle one
+	got := ConstantFeatures(rows)
+	if len(got) != F-2 || slices.Contains(got, names[3]) || slices.Contains(got, names[5]) || !slices.Contains(got, names[4]) {
+		t.Fatalf("constant %v, want all but %s and %s", got, names[3], names[5])
+	}
+	if got := ConstantFeatures(rows[:F-1]); got != nil {
+		t.Fatalf("less than a row: %v", got)
 	}
 }

@@ -35,6 +35,8 @@ type Int8Net struct {
 	sw1, sw2 *swar
 	// the vector kernel (nil when Kernel is KernelPortable)
 	vec *vecNet
+	// Decision is the artifact's decision rule.
+	Decision policy.Decision
 }
 
 // ErrQuant wraps refusals of quantization.
@@ -68,7 +70,7 @@ func NewInt8Net(a *Artifact) (*Int8Net, error) {
 	}
 	l := a.Header.Layers
 	t := func(name string) []float32 { return a.Tensor(name).F32 }
-	n := &Int8Net{F: l.F, H1: l.H1, H2: l.H2,
+	n := &Int8Net{F: l.F, H1: l.H1, H2: l.H2, Decision: a.Header.Decision,
 		w1: a.Tensor("w1").I8, b1: a.Tensor("b1").I32, w2: a.Tensor("w2").I8, b2: a.Tensor("b2").I32,
 		w3: a.Tensor("w3").I8, b3: a.Tensor("b3").I32[0]}
 	inScale := t("in_scale")

@@ -14,7 +14,7 @@ import (
 // (the same feature extraction and score cache as the float policy).
 func Factory(name string, n *Int8Net) sim.Factory {
 	return sim.Factory{Name: name, New: func(env *sim.Env) (sim.Policy, error) {
-		return policy.NewLearnedScorer(name, n.Scorer(), env), nil
+		return policy.NewLearnedScorer(name, n.Scorer(), n.Decision, env), nil
 	}}
 }
 
@@ -62,7 +62,7 @@ func CollectRows(ctx context.Context, env *sim.Env, m *policy.Model, runs []sim.
 				return nil, err
 			}
 			rec.inner = sc
-			return policy.NewLearnedScorer("calibration", rec, env), nil
+			return policy.NewLearnedScorer("calibration", rec, m.Decision, env), nil
 		}}
 		if _, err := sim.Run(ctx, env, f, rc); err != nil {
 			return nil, 0, err
@@ -75,9 +75,22 @@ func CollectRows(ctx context.Context, env *sim.Env, m *policy.Model, runs []sim.
 // picks, on the float policy's own trajectory.
 type Agreement struct {
 	Decisions int
-	// Same counts decisions where both pick the same node (each taking the
-	// lowest-index node among its equal best scores).
+	// Same counts decisions where both pick the same node by the model's
+	// decision rule (each taking the lowest-index node among its equal
+	// best decision scores).
 	Same int
+	// SameArgmax counts decisions where the networks' own best scores are
+	// on the same node (no decision rule): equal to Same for a model
+	// without one.
+	SameArgmax int
+}
+
+// ArgmaxRate is SameArgmax / Decisions.
+func (a Agreement) ArgmaxRate() float64 {
+	if a.Decisions == 0 {
+		return 0
+	}
+	return float64(a.SameArgmax) / float64(a.Decisions)
 }
 
 // Rate is Same / Decisions.
@@ -99,13 +112,19 @@ type shadow struct {
 func (s *shadow) Name() string { return s.float.Name() }
 
 func (s *shadow) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
-	s.float.Score(st, p, nodes, scores)
+	s.float.NetworkScores(st, p, nodes, scores)
 	if len(nodes) < 2 {
+		s.float.Decide(st, p, nodes, scores)
 		return
 	}
 	s.buf = slices.Grow(s.buf[:0], len(nodes))[:len(nodes)]
-	s.q.Score(st, p, nodes, s.buf)
+	s.q.NetworkScores(st, p, nodes, s.buf)
 	s.agree.Decisions++
+	if argmax(scores) == argmax(s.buf) {
+		s.agree.SameArgmax++
+	}
+	s.float.Decide(st, p, nodes, scores)
+	s.q.Decide(st, p, nodes, s.buf)
 	if argmax(scores) == argmax(s.buf) {
 		s.agree.Same++
 	}
@@ -135,8 +154,34 @@ func MeasureAgreement(ctx context.Context, env *sim.Env, m *policy.Model, n *Int
 		if err != nil {
 			return nil, err
 		}
-		return &shadow{float: fl, q: policy.NewLearnedScorer("int8", n.Scorer(), env), agree: &a}, nil
+		return &shadow{float: fl, q: policy.NewLearnedScorer("int8", n.Scorer(), n.Decision, env), agree: &a}, nil
 	}}
 	_, err := sim.Run(ctx, env, f, cfg)
 	return a, err
+}
+
+// ConstantFeatures returns the names of the features that take one value
+// on every calibration row (rows of policy.NumFeatures, as CollectRows
+// returns them). Their int8 input scale is fitted to that one value, so
+// the int8 model clamps them near it: a model quantized on openb states,
+// which have no service dependencies, loses its co-location and RTT
+// features. Calibrate on states that exercise every feature the model
+// will meet.
+func ConstantFeatures(rows []float32) []string {
+	const F = policy.NumFeatures
+	if len(rows) < F {
+		return nil
+	}
+	names := policy.NewSchema().Names
+	var out []string
+	for j := range F {
+		first, same := rows[j], true
+		for i := j + F; i < len(rows) && same; i += F {
+			same = rows[i] == first
+		}
+		if same {
+			out = append(out, names[j])
+		}
+	}
+	return out
 }

@@ -33,6 +33,7 @@ func (p *PPOTrainer) Train(ctx context.Context, base *policy.Model, local federa
 	if err != nil {
 		return nil, 0, err
 	}
+	res.Model.Decision = base.Decision // the round's model decides, not the agent's config
 	return res.Model, int64(res.Decisions), nil
 }
 
@@ -60,7 +61,7 @@ func (s *SyntheticTrainer) Train(_ context.Context, base *policy.Model, _ federa
 	for i := range w {
 		delta[i] = s.Rate*(s.Target[i]-w[i]) + float32(s.Noise*rng.NormFloat64())
 	}
-	out := &policy.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: base.Meta}
+	out := &policy.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: base.Meta, Decision: base.Decision}
 	if err := out.Net.AddFlat(delta, 1); err != nil {
 		return nil, 0, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -76,6 +77,9 @@ signature is verified; without, a signed artifact is shown as "not verified"
 			if q := h.Quant; q != nil {
 				fmt.Fprintf(w, "quant      %s, calibration %s on %d rows\n", q.Scheme, q.Calibration, q.Samples)
 				fmt.Fprintf(w, "kernel     %s (the int8 kernel this edgectl build scores with)\n", quant.Kernel())
+			}
+			if h.Decision != (policy.Decision{}) {
+				fmt.Fprintf(w, "decision   band %g logits (FGD orders the candidates within it)\n", h.Decision.Band)
 			}
 			fmt.Fprintf(w, "created    %s\n", h.Created.Format("2006-01-02 15:04:05 MST"))
 			fmt.Fprintf(w, "signature  %s, key %s\n", status, firstNonEmpty(a.KeyID, "-"))

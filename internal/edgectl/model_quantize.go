@@ -136,6 +136,9 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 		rows, seen = append(rows, r...), seen+n
 		fmt.Fprintf(cmd.ErrOrStderr(), "calibration run %d/%d (seed %d): %d rows\n", i+1, len(calibSeeds), seed, n)
 	}
+	if c := quant.ConstantFeatures(rows); len(c) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: features %s never vary in the calibration rows: the int8 model clamps them near that value (calibrate on states that exercise them, e.g. --scenario for service dependencies)\n", strings.Join(c, ", "))
+	}
 	a, err := quant.Quantize(m, rows, calib, quant.Info{Version: f.version, Round: f.round, Parent: firstNonEmpty(f.parent, id), Metrics: metricsOf(m), Created: time.Now()})
 	if err != nil {
 		return err
@@ -182,6 +185,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 		}
 		total.Decisions += ag.Decisions
 		total.Same += ag.Same
+		total.SameArgmax += ag.SameArgmax
 		fr, err := sim.Run(ctx, env, policy.Factory("float", m), rc)
 		if err != nil {
 			return err
@@ -195,6 +199,9 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	}
 	k := float64(len(evalSeeds))
 	fmt.Fprintf(out, "fidelity on held-out seeds %v: int8 picks the float policy's node in %.2f%% of %d decisions\n", evalSeeds, 100*total.Rate(), total.Decisions)
+	if m.Decision != (policy.Decision{}) {
+		fmt.Fprintf(out, "  by the model's decision rule (band %g); the networks' own best nodes agree in %.2f%%\n", m.Decision.Band, 100*total.ArgmaxRate())
+	}
 	fmt.Fprintf(out, "%s: float %.4f, int8 %.4f (change %+.4f)\n", measure, fsum/k, qsum/k, (qsum-fsum)/k)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/edgesched/edgesched/policy"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -38,6 +39,17 @@ type Config struct {
 	// CheckpointEvery writes a checkpoint every N PPO iterations (0: only
 	// at the end).
 	CheckpointEvery int `yaml:"checkpointEvery"`
+	// Decision is the decision rule written into the final model
+	// (policy.Decision). Training and the selection of the kept network
+	// use plain argmax; the rule is chosen afterwards, on the eval
+	// seeds, with the network fixed (docs/training.md). Zero: none.
+	Decision DecisionConfig `yaml:"decision,omitempty"`
+}
+
+// DecisionConfig is policy.Decision in a training config.
+type DecisionConfig struct {
+	// Band (logits): see policy.Decision.Band.
+	Band float64 `yaml:"band"`
 }
 
 // EnvConfig says what the policy is trained on.
@@ -198,6 +210,8 @@ func (c *Config) Validate() error {
 		return bad("bc", "episodes and epochs >= 0; with episodes, a teacher, epochs >= 1 and lr > 0")
 	case c.BC.validate() != nil:
 		return bad("bc", "%v", c.BC.validate())
+	case (policy.Decision{Band: c.Decision.Band}).Validate() != nil:
+		return bad("decision.band", "%v, want a number in [0, %d] (logits)", c.Decision.Band, policy.MaxBand)
 	case c.Refine != nil && (c.Refine.Episodes < 1 || c.Refine.validate() != nil):
 		return bad("refine", "episodes >= 1; %v", c.Refine.validate())
 	case c.PPO.Iterations < 0 || c.PPO.EpisodesPerIter < 1 || c.PPO.Epochs < 1 || c.PPO.Minibatch < 1:

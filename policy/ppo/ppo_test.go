@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,6 +35,9 @@ func TestParseConfig(t *testing.T) {
 		{"lookahead out of range", "bc: {teacher: fgd-lookahead, lookahead: {topK: 1, horizon: 10, samples: 1}}", "lookahead"},
 		{"warm start without bounds order", "env: {warmStart: [0.9, 0.5]}", "env.warmStart"},
 		{"too many workers", "workers: 1000", "workers"},
+		{"decision band", "decision: {band: 4}", ""},
+		{"negative decision band", "decision: {band: -1}", "decision.band"},
+		{"NaN decision band", "decision: {band: .nan}", "decision.band"},
 		{"not yaml", "{{{", "ppo: bad config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -233,6 +237,7 @@ func tinyConfig(iterations int) Config {
 	c.PPO.Iterations, c.PPO.EpisodesPerIter, c.PPO.Epochs, c.PPO.Minibatch = iterations, 2, 2, 64
 	c.Eval = Eval{Seeds: []uint64{1001}, Every: 1, Measure: "reward", Maximize: true, InflateTarget: 0.05}
 	c.CheckpointEvery = 1
+	c.Decision.Band = 2.5
 	return c
 }
 
@@ -262,6 +267,20 @@ func TestTrainResumeIsExact(t *testing.T) {
 	}
 	if d.Model.Meta["name"] != "tiny" || d.Model.Meta["seed"] != float64(5) {
 		t.Fatalf("provenance %v", d.Model.Meta)
+	}
+	// The decision rule is written into the final model only; training
+	// and selection decide by argmax, so the weights do not depend on it.
+	if d.Model.Decision.Band != 2.5 {
+		t.Fatalf("decision %+v, want band 2.5", d.Model.Decision)
+	}
+	noBand := tinyConfig(3)
+	noBand.Decision.Band = 0
+	res0, err := Train(ctx, noBand, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res0.Model.Net.Flat(), d.Model.Net.Flat()) || res0.Model.Decision.Band != 0 {
+		t.Fatal("the decision band changed the trained weights")
 	}
 	if _, err := Train(ctx, tinyConfig(1), Options{Out: part}); err != nil {
 		t.Fatal(err)

@@ -232,7 +232,9 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	if t.haveBest {
 		final = t.best
 	}
-	res := &Result{Model: t.model(final), Best: t.bestVal, Iterations: t.iter, Episodes: t.episodes, Decisions: t.decisions, Wall: time.Since(t.start), History: t.history}
+	fm := t.model(final)
+	fm.Decision = policy.Decision{Band: t.cfg.Decision.Band}
+	res := &Result{Model: fm, Best: t.bestVal, Iterations: t.iter, Episodes: t.episodes, Decisions: t.decisions, Wall: time.Since(t.start), History: t.history}
 	if opt.Out == "" {
 		return res, nil
 	}
@@ -793,8 +795,10 @@ func (t *trainer) resume(path string) error {
 }
 
 // ckKey is the configuration a checkpoint must match: everything but the
-// number of PPO iterations.
+// number of PPO iterations and the decision rule (which training never
+// uses).
 func (c Config) ckKey() []byte {
 	c.PPO.Iterations = 0
+	c.Decision = DecisionConfig{}
 	return c.YAML()
 }

@@ -13,6 +13,7 @@ import (
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/sim"
 )
 
 // dependencies checks that the service dependency graph steers
@@ -36,14 +37,32 @@ func (r *edgeRun) dependencies(ctx context.Context, ns string, args edgeplugin.A
 	if err := CreateNamespace(ctx, r.cp.Client, ns); err != nil {
 		r.t.Fatal(err)
 	}
+	// Two identical arm64 boards like the retail fleet's (the kind of node
+	// the edge model was trained on), in two zones, tainted so that only
+	// this subtest's pods land there and it is their only choice: on the
+	// openb GPU nodes the edge model weighs the GPU fit far above
+	// co-location, and the outcome would hang on the cluster's state.
+	const boardLabel = "edgesched.io/e2e-deps"
+	var boards []sim.NodeSpec
+	for _, z := range []string{"edge-a", "edge-c"} {
+		boards = append(boards, sim.NodeSpec{Name: "deps-board-" + z, CPU: 4000, Memory: 8192, Arch: sim.ArchARM64, Zone: z,
+			Labels: map[string]string{boardLabel: "true"}, Taints: []sim.Taint{{Key: boardLabel, Value: "true", Effect: sim.EffectNoSchedule}}})
+	}
+	registered, err := RegisterNodes(ctx, r.cp.Client, boards, 0)
+	if err != nil {
+		r.t.Fatal(err)
+	}
 	zoneOf := map[string]string{}
-	for _, n := range r.nodes {
-		zoneOf[n.Name] = n.Labels[edgeplugin.LabelZone]
+	for _, nd := range registered {
+		r.nodes = append(r.nodes, *nd)
+		zoneOf[nd.Name] = nd.Labels[edgeplugin.LabelZone]
 	}
 	servicePod := func(name, service, node string) *corev1.Pod {
-		p := edgePod(name, edgeShape{cpu: "500m", mem: "1Gi"})
+		p := edgePod(name, edgeShape{cpu: "100m", mem: "128Mi"})
 		p.Labels = map[string]string{conventions.LabelService: service}
 		p.Spec.NodeName = node
+		p.Spec.NodeSelector = map[string]string{boardLabel: "true"}
+		p.Spec.Tolerations = []corev1.Toleration{{Key: boardLabel, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 		if _, err := r.cp.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			r.t.Fatalf("create %s: %v", name, err)
 		}
@@ -65,10 +84,10 @@ func (r *edgeRun) dependencies(ctx context.Context, ns string, args edgeplugin.A
 			preferred = z
 		}
 	}
-	// db runs in another zone, on its first node (by name)
+	// db runs on the other board
 	var dbNode string
 	for _, name := range slices.Sorted(maps.Keys(zoneOf)) {
-		if z := zoneOf[name]; z != "" && z != preferred {
+		if zoneOf[name] != preferred {
 			dbNode = name
 			break
 		}

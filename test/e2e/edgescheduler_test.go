@@ -38,6 +38,7 @@ import (
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
+	"github.com/edgesched/edgesched/sim/scenario"
 )
 
 // This file runs edge-scheduler (kube-scheduler with EdgePolicy) against
@@ -128,23 +129,45 @@ func edgePod(name string, s edgeShape) *corev1.Pod {
 
 // edgeArtifacts are the models the test signs: v1 (the shipped "default"
 // model) and v2 (the shipped "edge" model), quantized with calibration
-// rows from a deterministic openb run.
+// rows from a deterministic openb run (and, for the edge model, from the
+// retail fleet too: see quantizeShipped).
 type edgeArtifacts struct {
 	v1, v2 *quant.Artifact
 }
 
 func quantizeShipped(cl *sim.Cluster) (*edgeArtifacts, error) {
-	env, err := calibrationEnv(cl)
-	if err != nil {
-		return nil, err
-	}
 	var out [2]*quant.Artifact
 	for i, name := range []string{"default", "edge"} {
-		if out[i], err = quantizeIn(env, name, quant.Info{Version: uint64(i + 1), Created: time.Unix(1_800_000_000+int64(i), 0)}); err != nil {
+		envs, err := calibrationEnvs(cl, name)
+		if err != nil {
+			return nil, err
+		}
+		if out[i], err = quantizeIn(envs, name, quant.Info{Version: uint64(i + 1), Created: time.Unix(1_800_000_000+int64(i), 0)}); err != nil {
 			return nil, err
 		}
 	}
 	return &edgeArtifacts{v1: out[0], v2: out[1]}, nil
+}
+
+// calibrationEnvs are where the calibration rows of model name come from:
+// calibrationEnv, and for the edge models also the retail fleet, whose
+// services have dependencies. openb has none, and an int8 input scale
+// calibrated where a feature is always 0 clamps it near 0: the edge
+// model's co-location and RTT features would be lost.
+func calibrationEnvs(cl *sim.Cluster, name string) ([]*sim.Env, error) {
+	env, err := calibrationEnv(cl)
+	if err != nil || !strings.HasPrefix(name, "edge") {
+		return []*sim.Env{env}, err
+	}
+	l, err := scenario.Load("builtin:retail-fleet")
+	if err != nil {
+		return nil, err
+	}
+	deps, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return []*sim.Env{env, deps}, nil
 }
 
 // calibrationEnv is where calibration rows are collected: the first 300
@@ -158,17 +181,25 @@ func calibrationEnv(cl *sim.Cluster) (*sim.Env, error) {
 }
 
 // quantizeIn quantizes the shipped model name (models.Load) with 5000
-// calibration rows from a deterministic (seed 9001) Inflate run in env.
-func quantizeIn(env *sim.Env, name string, info quant.Info) (*quant.Artifact, error) {
-	rc := sim.DefaultRunConfig(sim.Inflate)
-	rc.Seed = 9001
+// calibration rows from a deterministic (seed 9001) run in each of envs:
+// a replay where the workload has times (a scenario), inflate otherwise.
+func quantizeIn(envs []*sim.Env, name string, info quant.Info) (*quant.Artifact, error) {
 	m, err := models.Load(name)
 	if err != nil {
 		return nil, err
 	}
-	rows, _, err := quant.CollectRows(context.Background(), env, m, []sim.RunConfig{rc}, 5000, 9001)
-	if err != nil {
-		return nil, fmt.Errorf("calibrate %s: %w", name, err)
+	var rows []float32
+	for _, env := range envs {
+		rc := sim.DefaultRunConfig(sim.Inflate)
+		if env.HasTimes {
+			rc = sim.DefaultRunConfig(sim.Replay)
+		}
+		rc.Seed = 9001
+		r, _, err := quant.CollectRows(context.Background(), env, m, []sim.RunConfig{rc}, 5000, 9001)
+		if err != nil {
+			return nil, fmt.Errorf("calibrate %s: %w", name, err)
+		}
+		rows = append(rows, r...)
 	}
 	a, err := quant.Quantize(m, rows, quant.DefaultCalibration(), info)
 	if err != nil {

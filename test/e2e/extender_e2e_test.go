@@ -77,11 +77,11 @@ func extShapes() []edgeShape {
 // calibration rows from a deterministic openb run on cl, as
 // quantizeShipped does for both.
 func quantizeModel(cl *sim.Cluster, name string, version uint64) (*quant.Artifact, error) {
-	env, err := calibrationEnv(cl)
+	envs, err := calibrationEnvs(cl, name)
 	if err != nil {
 		return nil, err
 	}
-	return quantizeIn(env, name, quant.Info{Version: version, Created: time.Unix(1_800_000_000+int64(version), 0)})
+	return quantizeIn(envs, name, quant.Info{Version: version, Created: time.Unix(1_800_000_000+int64(version), 0)})
 }
 
 // signedModel is a model file signed by a trusted key, and that key.

@@ -1,0 +1,91 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ErrDecision is wrapped by every refusal of a decision rule.
+var ErrDecision = errors.New("policy: bad decision rule")
+
+// MaxBand bounds Decision.Band: a band this wide holds every candidate of
+// any model trained here (their score ranges are about 50 logits).
+const MaxBand = 1000
+
+// Decision is the rule that turns a model's scores into a choice. It is
+// part of the model (field "decision" of model files and artifacts), so a
+// model and the int8 artifact quantized from it decide alike.
+//
+// The zero value is plain argmax: the best score wins.
+type Decision struct {
+	// Band is a width in score units (the actor's logits). The policy
+	// holds every candidate scoring within Band of the best one as good
+	// as the best, and FGD's score of the placement (its fragmentation
+	// bucket, then its packing key) orders those. A band of b keeps the
+	// candidates the actor gives at least e^-b of the best one's
+	// probability. 0 turns the band off.
+	Band float64 `json:"band,omitzero"`
+}
+
+// Validate checks that Band is finite and within [0, MaxBand].
+func (d Decision) Validate() error {
+	if math.IsNaN(d.Band) || d.Band < 0 || d.Band > MaxBand {
+		return fmt.Errorf("%w: band %v is outside [0, %d]", ErrDecision, d.Band, MaxBand)
+	}
+	return nil
+}
+
+// Apply rewrites scores (one per candidate, the model's) into decision
+// scores whose highest value is the rule's choice. With a band, every
+// candidate within Band of the best is lifted above all others and ordered
+// by key(i) (FGD's score of candidate i, called once for each candidate in
+// the band); candidates outside the band keep their scores. Equal keys
+// stay equal, so the caller's tie-break among them is unchanged. NaN
+// scores are never in the band, and a NaN or infinite key ranks last in
+// it. keys is scratch space of at least len(scores) values; Apply
+// allocates nothing.
+func (d Decision) Apply(scores, keys []float64, key func(i int) float64) {
+	if !(d.Band > 0) || len(scores) < 2 {
+		return
+	}
+	band := min(d.Band, MaxBand)
+	best := math.Inf(-1)
+	for _, s := range scores {
+		if !math.IsNaN(s) {
+			best = max(best, s)
+		}
+	}
+	if math.IsInf(best, 0) {
+		return // no finite best (none at all, or +Inf): argmax decides
+	}
+	// Scores are rewritten relative to the best, so their magnitude (and
+	// the caller's relative tie tolerance) is FGD's own, whatever the
+	// network's logit level: out-of-band candidates to s - best (at most
+	// -band), in-band ones to 1 + (key - kmin), an unusable key to 0.5.
+	keys = keys[:len(scores)]
+	thr := best - band
+	kmin := math.Inf(1)
+	for i, s := range scores {
+		keys[i] = math.NaN()
+		if s >= thr {
+			k := key(i)
+			if math.IsNaN(k) || math.IsInf(k, 0) {
+				k = math.Inf(-1)
+			} else {
+				kmin = min(kmin, k)
+			}
+			keys[i] = k
+		}
+	}
+	for i, k := range keys {
+		switch {
+		case math.IsNaN(k): // outside the band
+			scores[i] -= best
+		case math.IsInf(k, -1):
+			scores[i] = 0.5
+		default:
+			scores[i] = 1 + (k - kmin)
+		}
+	}
+}

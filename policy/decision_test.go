@@ -1,0 +1,237 @@
+package policy_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/openb"
+	"github.com/edgesched/edgesched/sim/scenario"
+)
+
+func TestDecisionApply(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		name   string
+		band   float64
+		scores []float64
+		keys   []float64
+		// want is the rewritten scores: in-band candidates become
+		// 1 + (key - kmin) (0.5 for an unusable key), the rest s - best.
+		want  []float64
+		calls int // key calls: one per in-band candidate
+	}{
+		// band 0: plain argmax, nothing changes.
+		{"off", 0, []float64{1, 5, 3}, []float64{9, 0, 0}, []float64{1, 5, 3}, 0},
+		// best 5, band 2: candidates >= 3 are in (5 and 3); keys 0 and 7,
+		// kmin 0: 1+0 = 1 and 1+7 = 8; 1 becomes 1-5 = -4.
+		{"key reorders the band", 2, []float64{1, 5, 3}, []float64{9, 0, 7}, []float64{-4, 1, 8}, 2},
+		// a band wider than the range holds everyone: keys decide, kmin 1:
+		// 1+(k-1) = k.
+		{"band wider than the range", 10, []float64{1, 5, 3}, []float64{4, 1, 2}, []float64{4, 1, 2}, 3},
+		// equal keys stay equal (the caller's tie-break decides); 0 -> -5.
+		{"equal keys stay tied", 3, []float64{4, 5, 0}, []float64{2, 2, 9}, []float64{1, 1, -5}, 2},
+		// NaN scores never enter the band; best is 5 among the finite.
+		{"NaN score stays out", 1, []float64{nan, 5, 4.5}, []float64{100, 0, 1}, []float64{nan, 1, 2}, 2},
+		// an unusable key ranks last in the band (0.5).
+		{"infinite key ranks last", 1, []float64{5, 4.5, 0}, []float64{math.Inf(1), 3, 0}, []float64{0.5, 1, -5}, 2},
+		// a -Inf score is simply out of the band.
+		{"minus infinite score", 1, []float64{math.Inf(-1), 4.5, 4}, []float64{9, 1, 2}, []float64{math.Inf(-1), 1, 2}, 2},
+		// with +Inf the best is not finite: argmax decides.
+		{"infinite score", 1, []float64{math.Inf(1), 4.5}, []float64{0, 1}, []float64{math.Inf(1), 4.5}, 0},
+		// an infinite band is clamped to MaxBand (finite results).
+		{"infinite band", math.Inf(1), []float64{1, 5}, []float64{3, 1}, []float64{3, 1}, 2},
+		// one candidate: nothing to decide.
+		{"single", 1, []float64{3}, []float64{0}, []float64{3}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := slices.Clone(tc.scores)
+			calls := 0
+			policy.Decision{Band: tc.band}.Apply(s, make([]float64, len(s)), func(i int) float64 { calls++; return tc.keys[i] })
+			for i := range s {
+				if !(s[i] == tc.want[i] || math.IsNaN(s[i]) && math.IsNaN(tc.want[i])) {
+					t.Fatalf("Apply(%v) = %v, want %v", tc.scores, s, tc.want)
+				}
+			}
+			if calls != tc.calls {
+				t.Fatalf("key called %d times, want %d (once per in-band candidate)", calls, tc.calls)
+			}
+		})
+	}
+}
+
+// TestDecisionApplyProperties: on random scores, the band's members are
+// exactly the candidates within Band of the best, they all rank above the
+// others in key order, and the others keep their scores less the best.
+func TestDecisionApplyProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7)) // seed 7
+	for range 500 {
+		n := 2 + r.IntN(40)
+		scores, keys := make([]float64, n), make([]float64, n)
+		for i := range scores {
+			scores[i] = math.Round(r.NormFloat64()*100) / 10
+			keys[i] = float64(r.IntN(5))
+		}
+		band := r.Float64() * 20
+		best := slices.Max(scores)
+		got := slices.Clone(scores)
+		policy.Decision{Band: band}.Apply(got, make([]float64, n), func(i int) float64 { return keys[i] })
+		for i := range n {
+			in := scores[i] >= best-band
+			for j := range n {
+				jin := scores[j] >= best-band
+				switch {
+				case in && !jin && !(got[i] > got[j]):
+					t.Fatalf("in-band %d (%v) not above out-of-band %d (%v)", i, got[i], j, got[j])
+				case in && jin && (keys[i] < keys[j]) != (got[i] < got[j]):
+					t.Fatalf("band order %v/%v does not follow keys %v/%v", got[i], got[j], keys[i], keys[j])
+				}
+			}
+			if !in && got[i] != scores[i]-best {
+				t.Fatalf("out-of-band score %v (best %v) changed to %v", scores[i], best, got[i])
+			}
+		}
+	}
+}
+
+func TestDecisionValidate(t *testing.T) {
+	for _, tc := range []struct {
+		band float64
+		ok   bool
+	}{{0, true}, {4, true}, {policy.MaxBand, true}, {-1, false}, {math.NaN(), false}, {math.Inf(1), false}, {policy.MaxBand + 1, false}} {
+		err := policy.Decision{Band: tc.band}.Validate()
+		if (err == nil) != tc.ok || err != nil && !errors.Is(err, policy.ErrDecision) {
+			t.Fatalf("band %v: %v", tc.band, err)
+		}
+	}
+}
+
+// wideBandCheck runs the learned policy and checks every decision against
+// FGD's scores of the same candidates.
+type wideBandCheck struct {
+	*policy.Learned
+	fgd       *baseline.FGDPolicy
+	buf       []float64
+	decisions int
+	worst     float64 // largest FGD score given up by the learned choice
+}
+
+func (c *wideBandCheck) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
+	c.Learned.Score(st, p, nodes, scores)
+	c.buf = slices.Grow(c.buf[:0], len(nodes))[:len(nodes)]
+	c.fgd.Score(st, p, nodes, c.buf)
+	pick := 0
+	for i := range scores {
+		if scores[i] > scores[pick] {
+			pick = i
+		}
+	}
+	c.decisions++
+	c.worst = max(c.worst, slices.Max(c.buf)-c.buf[pick])
+}
+
+// TestLearnedWideBandIsFGD: a band wider than any score range holds every
+// candidate, so the learned policy's choice is always a node FGD scores
+// best (the key is FGD's score); without the band the random network
+// chooses otherwise.
+func TestLearnedWideBandIsFGD(t *testing.T) {
+	env, err := openb.LoadEnv("openb:"+openb.AllNodes, "openb:default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sim.DefaultRunConfig(sim.Inflate)
+	cfg.Seed, cfg.InflateTarget = 5, 0.3
+	for _, tc := range []struct {
+		name string
+		band float64
+		fgd  bool
+	}{{"wide band", policy.MaxBand, true}, {"no band", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := randomModel(t, 3)
+			m.Decision = policy.Decision{Band: tc.band}
+			var c *wideBandCheck
+			f := sim.Factory{Name: "check", New: func(env *sim.Env) (sim.Policy, error) {
+				l, err := policy.NewLearned("learned", m, env)
+				c = &wideBandCheck{Learned: l, fgd: baseline.NewFGD(env)}
+				return c, err
+			}}
+			if _, err := sim.Run(context.Background(), env, f, cfg); err != nil {
+				t.Fatal(err)
+			}
+			// With the band the choice is one of FGD's best nodes, exactly:
+			// the key is FGD's own score, so nothing is given up.
+			t.Logf("%d decisions, largest FGD score given up %.3g", c.decisions, c.worst)
+			if c.decisions < 1000 || (c.worst == 0) != tc.fgd {
+				t.Fatalf("%d decisions, the learned choice gave up up to %v of FGD's best score", c.decisions, c.worst)
+			}
+		})
+	}
+}
+
+// dependentCheck splits every decision of a banded learned policy by
+// whether the pod has a dependency neighbour placed, and checks that the
+// rule left those pods' network scores alone and ordered the others.
+type dependentCheck struct {
+	*policy.Learned
+	env       *sim.Env
+	net       []float64
+	kept      int // decisions of pods with a placed neighbour
+	reordered int // decisions of the others where the rule moved a score
+	t         *testing.T
+}
+
+func (c *dependentCheck) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
+	c.Learned.NetworkScores(st, p, nodes, scores)
+	c.net = append(c.net[:0], scores...)
+	c.Learned.Decide(st, p, nodes, scores)
+	placed := false
+	for _, e := range c.env.Edges {
+		if e.Rate > 0 && (e.From == int32(p.Service) && st.ServiceCount(int(e.To)) > 0 || e.To == int32(p.Service) && st.ServiceCount(int(e.From)) > 0) {
+			placed = true
+		}
+	}
+	switch {
+	case placed && !slices.Equal(scores, c.net):
+		c.t.Errorf("pod of service %d with a placed neighbour: the rule changed its scores", p.Service)
+	case placed:
+		c.kept++
+	case len(nodes) > 1 && !slices.Equal(scores, c.net):
+		c.reordered++
+	}
+}
+
+// TestDecideLeavesDependentPods: on a scenario with a dependency graph,
+// a wide band orders the decisions of pods without placed neighbours by
+// FGD and leaves the others to the network (FGD does not see
+// dependencies).
+func TestDecideLeavesDependentPods(t *testing.T) {
+	l, err := scenario.Load("builtin:retail-fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := randomModel(t, 9)
+	m.Decision = policy.Decision{Band: policy.MaxBand}
+	var c *dependentCheck
+	f := sim.Factory{Name: "check", New: func(env *sim.Env) (sim.Policy, error) {
+		lp, err := policy.NewLearned("learned", m, env)
+		c = &dependentCheck{Learned: lp, env: env, t: t}
+		return c, err
+	}}
+	if _, err := sim.Run(context.Background(), env, f, sim.DefaultRunConfig(sim.Replay)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d decisions left to the network, %d reordered by the band", c.kept, c.reordered)
+	if c.kept == 0 || c.reordered == 0 {
+		t.Fatalf("kept %d, reordered %d: the scenario must exercise both", c.kept, c.reordered)
+	}
+}
