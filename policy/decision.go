@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/edgesched/edgesched/sim"
 )
 
 // ErrDecision is wrapped by every refusal of a decision rule.
@@ -26,14 +28,33 @@ type Decision struct {
 	// candidates the actor gives at least e^-b of the best one's
 	// probability. 0 turns the band off.
 	Band float64 `json:"band,omitzero"`
+	// WholeGPUBand is the band for pods asking for whole GPUs (one device
+	// or more, each entirely): the network ranks those placements less
+	// well than shared and CPU-only ones, so a wider band hands more of
+	// them to FGD. 0 means Band.
+	WholeGPUBand float64 `json:"whole_gpu_band,omitzero"`
 }
 
-// Validate checks that Band is finite and within [0, MaxBand].
+// Validate checks that both bands are finite and within [0, MaxBand].
 func (d Decision) Validate() error {
-	if math.IsNaN(d.Band) || d.Band < 0 || d.Band > MaxBand {
-		return fmt.Errorf("%w: band %v is outside [0, %d]", ErrDecision, d.Band, MaxBand)
+	for _, b := range []struct {
+		name string
+		v    float64
+	}{{"band", d.Band}, {"whole-GPU band", d.WholeGPUBand}} {
+		if math.IsNaN(b.v) || b.v < 0 || b.v > MaxBand {
+			return fmt.Errorf("%w: %s %v is outside [0, %d]", ErrDecision, b.name, b.v, MaxBand)
+		}
 	}
 	return nil
+}
+
+// For returns the rule for pod p: Band, or WholeGPUBand (when set) for a
+// pod asking for whole GPUs. Apply then uses its Band.
+func (d Decision) For(p *sim.Pod) Decision {
+	if d.WholeGPUBand > 0 && p.GPUs > 0 && p.GPUMilli >= sim.MilliGPU {
+		return Decision{Band: d.WholeGPUBand}
+	}
+	return Decision{Band: d.Band}
 }
 
 // Apply rewrites scores (one per candidate, the model's) into decision

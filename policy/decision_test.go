@@ -105,9 +105,11 @@ func TestDecisionValidate(t *testing.T) {
 		band float64
 		ok   bool
 	}{{0, true}, {4, true}, {policy.MaxBand, true}, {-1, false}, {math.NaN(), false}, {math.Inf(1), false}, {policy.MaxBand + 1, false}} {
-		err := policy.Decision{Band: tc.band}.Validate()
-		if (err == nil) != tc.ok || err != nil && !errors.Is(err, policy.ErrDecision) {
-			t.Fatalf("band %v: %v", tc.band, err)
+		for _, d := range []policy.Decision{{Band: tc.band}, {Band: 4, WholeGPUBand: tc.band}} {
+			err := d.Validate()
+			if (err == nil) != tc.ok || err != nil && !errors.Is(err, policy.ErrDecision) {
+				t.Fatalf("%+v: %v", d, err)
+			}
 		}
 	}
 }
@@ -233,5 +235,31 @@ func TestDecideLeavesDependentPods(t *testing.T) {
 	t.Logf("%d decisions left to the network, %d reordered by the band", c.kept, c.reordered)
 	if c.kept == 0 || c.reordered == 0 {
 		t.Fatalf("kept %d, reordered %d: the scenario must exercise both", c.kept, c.reordered)
+	}
+}
+
+// TestDecisionFor: the whole-GPU band applies to pods asking for whole
+// devices only; without it every pod gets Band.
+func TestDecisionFor(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		gpus       int32
+		milli      int64
+		both, only float64 // the band For picks from {4, 8} and from {4, 0}
+	}{
+		{"cpu only", 0, 0, 4, 4},
+		{"gpu share", 1, 500, 4, 4},
+		{"one whole gpu", 1, sim.MilliGPU, 8, 4},
+		{"four whole gpus", 4, sim.MilliGPU, 8, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &sim.Pod{GPUs: tc.gpus, GPUMilli: tc.milli}
+			if got := (policy.Decision{Band: 4, WholeGPUBand: 8}).For(p); got != (policy.Decision{Band: tc.both}) {
+				t.Fatalf("with a whole-GPU band: %+v, want band %v", got, tc.both)
+			}
+			if got := (policy.Decision{Band: 4}).For(p); got != (policy.Decision{Band: tc.only}) {
+				t.Fatalf("without: %+v, want band %v", got, tc.only)
+			}
+		})
 	}
 }

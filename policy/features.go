@@ -199,6 +199,7 @@ func NewExtractor(env *sim.Env) *Extractor {
 // see dependencies, so the network's colocation preference must not be
 // handed to it.
 func (x *Extractor) Decide(d Decision, st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
+	d = d.For(p)
 	if d.Band <= 0 || x.placedNeighbour(st, p) {
 		return
 	}

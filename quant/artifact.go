@@ -215,6 +215,10 @@ func modelID(schemaHash, dtype string, d policy.Decision, payload []byte) string
 		// IDs they always had.
 		h.Write([]byte("decision.band=" + strconv.FormatFloat(d.Band, 'g', -1, 64)))
 		h.Write([]byte{0})
+		if d.WholeGPUBand != 0 {
+			h.Write([]byte("decision.whole_gpu_band=" + strconv.FormatFloat(d.WholeGPUBand, 'g', -1, 64)))
+			h.Write([]byte{0})
+		}
 	}
 	h.Write(payload)
 	return hex.EncodeToString(h.Sum(nil))

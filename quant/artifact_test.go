@@ -161,6 +161,15 @@ func TestArtifactDecision(t *testing.T) {
 			}
 		})
 	}
+	// The whole-GPU band is covered by the ID too.
+	banded, _ := FromModel(m, Info{})
+	m.Decision.WholeGPUBand = 8
+	wide, _ := FromModel(m, Info{})
+	bb, _ := banded.Encode(s)
+	wb, _ := wide.Encode(s)
+	if bytes.Equal(bb, wb) || banded.Header.ModelID == wide.Header.ModelID {
+		t.Fatal("a whole-GPU band did not change the model ID")
+	}
 	// Without a rule there is no "decision" field, and the ID is the one
 	// artifacts always had (schema hash, dtype and payload only).
 	if bytes.Contains(pb, []byte(`"decision"`)) {
@@ -202,6 +211,7 @@ func resign(t *testing.T, b []byte, s *Signer, edit func(h map[string]any), payl
 		var d policy.Decision
 		if dm, ok := h["decision"].(map[string]any); ok {
 			d.Band, _ = dm["band"].(float64)
+			d.WholeGPUBand, _ = dm["whole_gpu_band"].(float64)
 		}
 		h["model_id"] = modelID(sh, dt, d, p)
 	}

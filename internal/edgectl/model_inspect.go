@@ -79,7 +79,7 @@ signature is verified; without, a signed artifact is shown as "not verified"
 				fmt.Fprintf(w, "kernel     %s (the int8 kernel this edgectl build scores with)\n", quant.Kernel())
 			}
 			if h.Decision != (policy.Decision{}) {
-				fmt.Fprintf(w, "decision   band %g logits (FGD orders the candidates within it)\n", h.Decision.Band)
+				fmt.Fprintf(w, "decision   %s\n", describeDecision(h.Decision))
 			}
 			fmt.Fprintf(w, "created    %s\n", h.Created.Format("2006-01-02 15:04:05 MST"))
 			fmt.Fprintf(w, "signature  %s, key %s\n", status, firstNonEmpty(a.KeyID, "-"))
@@ -131,4 +131,13 @@ func sortedKeys(m map[string]float64) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// describeDecision says what a model's decision rule does.
+func describeDecision(d policy.Decision) string {
+	s := fmt.Sprintf("band %g logits", d.Band)
+	if d.WholeGPUBand > 0 {
+		s += fmt.Sprintf(", %g for whole-GPU pods", d.WholeGPUBand)
+	}
+	return s + " (FGD orders the candidates within it)"
 }

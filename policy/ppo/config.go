@@ -48,8 +48,14 @@ type Config struct {
 
 // DecisionConfig is policy.Decision in a training config.
 type DecisionConfig struct {
-	// Band (logits): see policy.Decision.Band.
-	Band float64 `yaml:"band"`
+	// Band and WholeGPUBand (logits): see policy.Decision.
+	Band         float64 `yaml:"band"`
+	WholeGPUBand float64 `yaml:"wholeGPUBand,omitempty"`
+}
+
+// Rule is the policy.Decision c describes.
+func (c DecisionConfig) Rule() policy.Decision {
+	return policy.Decision{Band: c.Band, WholeGPUBand: c.WholeGPUBand}
 }
 
 // EnvConfig says what the policy is trained on.
@@ -210,8 +216,8 @@ func (c *Config) Validate() error {
 		return bad("bc", "episodes and epochs >= 0; with episodes, a teacher, epochs >= 1 and lr > 0")
 	case c.BC.validate() != nil:
 		return bad("bc", "%v", c.BC.validate())
-	case (policy.Decision{Band: c.Decision.Band}).Validate() != nil:
-		return bad("decision.band", "%v, want a number in [0, %d] (logits)", c.Decision.Band, policy.MaxBand)
+	case c.Decision.Rule().Validate() != nil:
+		return bad("decision", "band %v, wholeGPUBand %v: want numbers in [0, %d] (logits)", c.Decision.Band, c.Decision.WholeGPUBand, policy.MaxBand)
 	case c.Refine != nil && (c.Refine.Episodes < 1 || c.Refine.validate() != nil):
 		return bad("refine", "episodes >= 1; %v", c.Refine.validate())
 	case c.PPO.Iterations < 0 || c.PPO.EpisodesPerIter < 1 || c.PPO.Epochs < 1 || c.PPO.Minibatch < 1:

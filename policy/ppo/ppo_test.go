@@ -36,8 +36,10 @@ func TestParseConfig(t *testing.T) {
 		{"warm start without bounds order", "env: {warmStart: [0.9, 0.5]}", "env.warmStart"},
 		{"too many workers", "workers: 1000", "workers"},
 		{"decision band", "decision: {band: 4}", ""},
-		{"negative decision band", "decision: {band: -1}", "decision.band"},
-		{"NaN decision band", "decision: {band: .nan}", "decision.band"},
+		{"negative decision band", "decision: {band: -1}", "decision"},
+		{"NaN decision band", "decision: {band: .nan}", "decision"},
+		{"whole-GPU band", "decision: {band: 4, wholeGPUBand: 8}", ""},
+		{"negative whole-GPU band", "decision: {band: 4, wholeGPUBand: -8}", "wholeGPUBand -8"},
 		{"not yaml", "{{{", "ppo: bad config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

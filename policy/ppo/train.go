@@ -233,7 +233,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 		final = t.best
 	}
 	fm := t.model(final)
-	fm.Decision = policy.Decision{Band: t.cfg.Decision.Band}
+	fm.Decision = t.cfg.Decision.Rule()
 	res := &Result{Model: fm, Best: t.bestVal, Iterations: t.iter, Episodes: t.episodes, Decisions: t.decisions, Wall: time.Since(t.start), History: t.history}
 	if opt.Out == "" {
 		return res, nil
