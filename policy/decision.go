@@ -61,8 +61,9 @@ func (d Decision) For(p *sim.Pod) Decision {
 // scores whose highest value is the rule's choice. With a band, every
 // candidate within Band of the best is lifted above all others and ordered
 // by key(i) (FGD's score of candidate i, called once for each candidate in
-// the band); candidates outside the band keep their scores. Equal keys
-// stay equal, so the caller's tie-break among them is unchanged. NaN
+// the band, in increasing i); candidates outside the band keep their
+// order (their scores less the best). Equal keys stay equal, so the
+// caller's tie-break among them is unchanged. NaN
 // scores are never in the band, and a NaN or infinite key ranks last in
 // it. keys is scratch space of at least len(scores) values; Apply
 // allocates nothing.
