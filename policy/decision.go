@@ -27,12 +27,12 @@ type Decision struct {
 	// bucket, then its packing key) orders those. A band of b keeps the
 	// candidates the actor gives at least e^-b of the best one's
 	// probability. 0 turns the band off.
-	Band float64 `json:"band,omitzero"`
+	Band float64 `json:"band,omitzero" yaml:"band"`
 	// WholeGPUBand is the band for pods asking for whole GPUs (one device
 	// or more, each entirely): the network ranks those placements less
 	// well than shared and CPU-only ones, so a wider band hands more of
 	// them to FGD. 0 means Band.
-	WholeGPUBand float64 `json:"whole_gpu_band,omitzero"`
+	WholeGPUBand float64 `json:"whole_gpu_band,omitzero" yaml:"wholeGPUBand,omitempty"`
 }
 
 // Validate checks that both bands are finite and within [0, MaxBand].

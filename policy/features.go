@@ -214,27 +214,32 @@ func (x *Extractor) Decide(d Decision, st *sim.State, p *sim.Pod, nodes []int32,
 }
 
 // placedNeighbour reports whether a dependency neighbour of p's service
-// (a caller or a callee with a positive call rate) has pods placed.
+// (a caller or a callee with a positive call rate) has pods placed: what
+// BeginPod's features read, without computing them.
 func (x *Extractor) placedNeighbour(st *sim.State, p *sim.Pod) bool {
+	placed := false
+	x.eachNeighbour(p, func(nbr int, rate float64) {
+		placed = placed || rate > 0 && st.ServiceCount(nbr) > 0
+	})
+	return placed
+}
+
+// eachNeighbour calls visit with every dependency neighbour of p's
+// service (callee or caller; a self-edge once) and the edge's call rate.
+func (x *Extractor) eachNeighbour(p *sim.Pod, visit func(nbr int, rate float64)) {
 	if p.Service < 0 {
-		return false
+		return
 	}
 	for _, e := range x.env.Edges {
-		if e.Rate <= 0 {
-			continue
-		}
 		switch int32(p.Service) {
 		case e.From:
-			if st.ServiceCount(int(e.To)) > 0 {
-				return true
-			}
+			visit(int(e.To), e.Rate)
 		case e.To:
-			if st.ServiceCount(int(e.From)) > 0 {
-				return true
+			if e.From != e.To {
+				visit(int(e.From), e.Rate)
 			}
 		}
 	}
-	return false
 }
 
 // BeginPod prepares the per-decision context of pod p (its dependency
@@ -253,7 +258,7 @@ func (x *Extractor) BeginPod(st *sim.State, p *sim.Pod) {
 	var total float64
 	colo := make([]float64, Z)
 	rtt := make([]float64, Z)
-	visit := func(nbr int, rate float64) {
+	x.eachNeighbour(p, func(nbr int, rate float64) {
 		cnt := st.ServiceCount(nbr)
 		if cnt == 0 || rate <= 0 {
 			return
@@ -267,17 +272,7 @@ func (x *Extractor) BeginPod(st *sim.State, p *sim.Pod) {
 			colo[z] += rate * float64(st.ServiceZoneCount(nbr, z)) / float64(cnt)
 			rtt[z] += rate * r / float64(cnt)
 		}
-	}
-	for _, e := range env.Edges {
-		switch int32(p.Service) {
-		case e.From:
-			visit(int(e.To), e.Rate)
-		case e.To:
-			if e.From != e.To {
-				visit(int(e.From), e.Rate)
-			}
-		}
-	}
+	})
 	if total == 0 {
 		return
 	}

@@ -43,19 +43,7 @@ type Config struct {
 	// (policy.Decision). Training and the selection of the kept network
 	// use plain argmax; the rule is chosen afterwards, on the eval
 	// seeds, with the network fixed (docs/training.md). Zero: none.
-	Decision DecisionConfig `yaml:"decision,omitempty"`
-}
-
-// DecisionConfig is policy.Decision in a training config.
-type DecisionConfig struct {
-	// Band and WholeGPUBand (logits): see policy.Decision.
-	Band         float64 `yaml:"band"`
-	WholeGPUBand float64 `yaml:"wholeGPUBand,omitempty"`
-}
-
-// Rule is the policy.Decision c describes.
-func (c DecisionConfig) Rule() policy.Decision {
-	return policy.Decision{Band: c.Band, WholeGPUBand: c.WholeGPUBand}
+	Decision policy.Decision `yaml:"decision,omitempty"`
 }
 
 // EnvConfig says what the policy is trained on.
@@ -216,7 +204,7 @@ func (c *Config) Validate() error {
 		return bad("bc", "episodes and epochs >= 0; with episodes, a teacher, epochs >= 1 and lr > 0")
 	case c.BC.validate() != nil:
 		return bad("bc", "%v", c.BC.validate())
-	case c.Decision.Rule().Validate() != nil:
+	case c.Decision.Validate() != nil:
 		return bad("decision", "band %v, wholeGPUBand %v: want numbers in [0, %d] (logits)", c.Decision.Band, c.Decision.WholeGPUBand, policy.MaxBand)
 	case c.Refine != nil && (c.Refine.Episodes < 1 || c.Refine.validate() != nil):
 		return bad("refine", "episodes >= 1; %v", c.Refine.validate())

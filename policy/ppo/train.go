@@ -233,7 +233,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 		final = t.best
 	}
 	fm := t.model(final)
-	fm.Decision = t.cfg.Decision.Rule()
+	fm.Decision = t.cfg.Decision
 	res := &Result{Model: fm, Best: t.bestVal, Iterations: t.iter, Episodes: t.episodes, Decisions: t.decisions, Wall: time.Since(t.start), History: t.history}
 	if opt.Out == "" {
 		return res, nil
@@ -799,6 +799,6 @@ func (t *trainer) resume(path string) error {
 // uses).
 func (c Config) ckKey() []byte {
 	c.PPO.Iterations = 0
-	c.Decision = DecisionConfig{}
+	c.Decision = policy.Decision{}
 	return c.YAML()
 }
