@@ -200,7 +200,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	k := float64(len(evalSeeds))
 	fmt.Fprintf(out, "fidelity on held-out seeds %v: int8 picks the float policy's node in %.2f%% of %d decisions\n", evalSeeds, 100*total.Rate(), total.Decisions)
 	if m.Decision != (policy.Decision{}) {
-		fmt.Fprintf(out, "  by the model's decision rule (%s); the networks' own best nodes agree in %.2f%%\n", describeDecision(m.Decision), 100*total.ArgmaxRate())
+		fmt.Fprintf(out, "  by the model's decision rule: %s; the networks' own best nodes agree in %.2f%%\n", describeDecision(m.Decision), 100*total.ArgmaxRate())
 	}
 	fmt.Fprintf(out, "%s: float %.4f, int8 %.4f (change %+.4f)\n", measure, fsum/k, qsum/k, (qsum-fsum)/k)
 	return nil
