@@ -11,7 +11,8 @@ import (
 // (its version, which changes with every bind and unbind there, and its
 // CPUUsed, which telemetry may move without a bind), the placement of the
 // pod's dependency neighbours (the State's ServiceVersion, for pods with a
-// service) and the hour (carbon curves), and on the model. So each view
+// service), the hour (carbon curves) and the pressure step of the node's
+// GPU model (policy.Extractor.Context), and on the model. So each view
 // keeps, per pod key (every pod field the features read) and node, the
 // last score and what it was computed from; a cycle recomputes, in one
 // batch, only the nodes whose entry does not match. Between two bindings
@@ -52,6 +53,7 @@ type scoreEntry struct {
 	svc     uint64
 	hour    int64
 	cpuUsed float64
+	ctx     uint16 // policy.Extractor.Context
 	score   float32
 }
 
@@ -92,9 +94,10 @@ func (v *view) scoreCandidates(m *Model, p *sim.Pod, cand []int32, raw []float32
 		svc = v.st.ServiceVersion
 	}
 	stale := v.stale[:0]
+	v.ext.BeginPod(v.st, p)
 	for j, i := range cand {
 		nd, e := &v.st.Nodes[i], &ents[i]
-		if e.version == nd.Version+1 && e.svc == svc && e.hour == hour && e.cpuUsed == nd.CPUUsed {
+		if e.version == nd.Version+1 && e.svc == svc && e.hour == hour && e.cpuUsed == nd.CPUUsed && e.ctx == v.ext.Context(int(i)) {
 			raw[j] = e.score
 			continue
 		}
@@ -108,7 +111,6 @@ func (v *view) scoreCandidates(m *Model, p *sim.Pod, cand []int32, raw []float32
 	metricScoreCache.WithLabelValues("miss").Add(float64(len(stale)))
 	k := len(stale)
 	x := growF32(&v.xbuf, k*F)
-	v.ext.BeginPod(v.st, p)
 	for s, j := range stale {
 		v.ext.Extract(v.st, p, int(cand[j]), x[s*F:(s+1)*F])
 	}
@@ -122,7 +124,7 @@ func (v *view) scoreCandidates(m *Model, p *sim.Pod, cand []int32, raw []float32
 		i := cand[j]
 		nd := &v.st.Nodes[i]
 		raw[j] = out[s]
-		ents[i] = scoreEntry{version: nd.Version + 1, svc: svc, hour: hour, cpuUsed: nd.CPUUsed, score: out[s]}
+		ents[i] = scoreEntry{version: nd.Version + 1, svc: svc, hour: hour, cpuUsed: nd.CPUUsed, ctx: v.ext.Context(int(i)), score: out[s]}
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 // SchemaID names the feature schema version. Artifacts carry it with
 // Schema.Hash; a model is only ever fed features of the schema it was
 // trained on.
-const SchemaID = "edgesched.features/v1"
+const SchemaID = "edgesched.features/v2"
 
 // Errors of the schema.
 var (
@@ -30,6 +30,8 @@ type Feature struct {
 // Features is the schema's input list, in order. Every value is computed
 // for a (pod, feasible node) pair "as if the pod were placed there"; pod
 // features repeat on every node so the network can learn interactions.
+// The first NumPodFeatures describe the pod and the workload alone (equal
+// on every candidate row of a decision).
 var featureList = [NumFeatures]Feature{
 	// pod
 	{"pod_cpu", "pod CPU request / largest node's CPU"},
@@ -39,6 +41,13 @@ var featureList = [NumFeatures]Feature{
 	{"pod_qos_ls", "1 for a latency-sensitive (LS) pod"},
 	{"pod_qos_be", "1 for a best-effort (BE) pod"},
 	{"pod_priority", "tanh(priority / 1000)"},
+	{"pod_gpu_spec", "1 when the pod names the GPU models it accepts"},
+	{"pod_model_choice", "share of the cluster's GPU capacity on models the pod accepts (1 for pods accepting any)"},
+	// the target workload (the same for every pod of a run)
+	{"wl_cpu", "target workload: popularity of the classes without GPUs"},
+	{"wl_share", "target workload: popularity of the classes sharing one GPU"},
+	{"wl_multi", "target workload: popularity of the classes asking for 2+ GPUs"},
+	{"wl_spec", "target workload: share of the GPU demand from classes naming GPU models"},
 	// node after placement, relative to the node
 	{"cpu_free_after", "node's free CPU after placement / node's CPU"},
 	{"mem_free_after", "node's free memory after placement / node's memory"},
@@ -52,8 +61,13 @@ var featureList = [NumFeatures]Feature{
 	{"fgd_delta", "increase of the node's FGD fragmentation (milli-GPU) / 1000"},
 	{"fgd_score", "FGD's integer score of that increase, int(100 sigmoid(-delta/1000)) / 100"},
 	{"frag_after", "node's FGD fragmentation after placement / largest node's GPU capacity"},
+	{"fgd_fit_delta", "increase of the node's fragmentation measured against the target classes that accept its GPU model (milli-GPU) / 1000"},
 	{"gpu_node_cpu_pod", "1 when a pod without GPUs would land on a node with GPUs"},
 	{"balance_after", "cpu_free_after - gpu_free_after on GPU nodes (0 otherwise)"},
+	// the node's GPU model against the target workload
+	{"model_pressure", "log(1 + pressure of the node's GPU model) in steps of 1/2: target GPU demand naming models, directed at it, / its share of the cluster's free GPU (sim.ModelDemand.Pressure; 0 without GPUs)"},
+	{"model_accept", "share of the target workload's GPU demand that can run on the node's GPU model (0 without GPUs)"},
+	{"model_exclusive", "share of the target workload's GPU demand that can run only on the node's GPU model"},
 	// node attributes and load
 	{"arch_arm64", "1 for an arm64 node"},
 	{"load", "node's used CPU (measured) / node's CPU"},
@@ -66,7 +80,8 @@ var featureList = [NumFeatures]Feature{
 }
 
 // NumFeatures is the length of a feature vector.
-const NumFeatures = 26
+const NumFeatures = 36
+
 
 // FeatureList returns the schema's features, in order.
 func FeatureList() []Feature { return append([]Feature(nil), featureList[:]...) }
@@ -96,7 +111,11 @@ func NewSchema() Schema {
 // statistics.
 func (s Schema) Validate() error {
 	if s.ID != SchemaID {
-		return fmt.Errorf("%w: schema %q, this build computes %q", ErrSchema, s.ID, SchemaID)
+		hint := ""
+		if s.ID == "edgesched.features/v1" {
+			hint = " (v1 models were trained before the GPU-model features; retrain with 'edgectl train' or use an edgectl of that release)"
+		}
+		return fmt.Errorf("%w: schema %q, this build computes %q%s", ErrSchema, s.ID, SchemaID, hint)
 	}
 	if len(s.Names) != NumFeatures || len(s.Mean) != NumFeatures || len(s.Std) != NumFeatures {
 		return fmt.Errorf("%w: %d names, %d means, %d stds; want %d each", ErrSchema, len(s.Names), len(s.Mean), len(s.Std), NumFeatures)
@@ -169,6 +188,15 @@ func (x *Extractor) PickGPUs(st *sim.State, p *sim.Pod, n int, dst []int) []int 
 type Extractor struct {
 	env *sim.Env
 	fgd *baseline.FGDPolicy
+	md  sim.ModelDemand
+	// capShare[g]: model g's share of the cluster's GPU capacity;
+	// wl: the workload features, fixed for the run
+	capShare []float64
+	wl       [4]float32
+	// pressure[g]: the model's pressure bucket for the current decision;
+	// model[n]: node n's GPU model (-1 without)
+	pressure []uint16
+	model    []int32
 	// per-decision dependency context, by zone
 	coloc, rtt []float32
 	hasDeps    bool
@@ -184,11 +212,77 @@ type Extractor struct {
 
 // NewExtractor returns an extractor for env.
 func NewExtractor(env *sim.Env) *Extractor {
-	return &Extractor{
+	x := &Extractor{
 		env: env, fgd: baseline.NewFGD(env),
-		coloc: make([]float32, len(env.Zones)), rtt: make([]float32, len(env.Zones)),
+		md:       sim.NewModelDemand(env.Target, env.Nodes, len(env.Models)),
+		capShare: make([]float64, len(env.Models)),
+		pressure: make([]uint16, len(env.Models)),
+		coloc:    make([]float32, len(env.Zones)), rtt: make([]float32, len(env.Zones)),
 		maxCPU: float64(env.MaxNode.CPU), maxMem: float64(env.MaxNode.Mem), maxGPU: math.Max(float64(env.MaxNode.GPU), sim.MilliGPU),
 	}
+	x.model = make([]int32, len(env.Nodes))
+	for i := range env.Nodes {
+		x.model[i] = env.Nodes[i].Model
+	}
+	if env.Capacity.GPU > 0 {
+		for g, c := range x.md.Capacity {
+			x.capShare[g] = c / float64(env.Capacity.GPU)
+		}
+	}
+	var dem, spec float64
+	for _, c := range env.Target.Classes {
+		switch {
+		case c.GPUs == 0:
+			x.wl[0] += float32(c.P)
+		case c.GPUs == 1 && c.GPUMilli < sim.MilliGPU:
+			x.wl[1] += float32(c.P)
+		case c.GPUs > 1:
+			x.wl[2] += float32(c.P)
+		}
+		d := c.P * float64(c.GPUs) * float64(c.GPUMilli)
+		dem += d
+		if c.GPUMask != 0 {
+			spec += d
+		}
+	}
+	if dem > 0 {
+		x.wl[3] = float32(spec / dem)
+	}
+	return x
+}
+
+// pressureSteps is the resolution of the model_pressure feature: log(1 +
+// pressure) in steps of 1/pressureSteps (finer steps cost more than they
+// help: 8 per unit made the learned sweep of a workload naming GPU models
+// twice as slow, through cache invalidations, for no better selection
+// score). Rounding makes the feature, and so
+// a node's score, change only when the pressure moves by a step, so
+// scores can be cached per node (Context).
+const pressureSteps = 2
+
+// Context is what a node's features read of the cluster beyond the node
+// itself (the pressure step of its GPU model, valid after BeginPod): a
+// cached score of the node is current while its Context is unchanged.
+func (x *Extractor) Context(n int) uint16 {
+	if g := x.model[n]; g >= 0 {
+		return x.pressure[g]
+	}
+	return 0
+}
+
+// modelChoice is the share of the cluster's GPU capacity on models pod p
+// accepts.
+func (x *Extractor) modelChoice(p *sim.Pod) float32 {
+	if p.GPUMask == 0 {
+		return 1
+	}
+	var s float64
+	for g, c := range x.capShare {
+		if p.GPUMask&(1<<uint(g)) != 0 {
+			s += c
+		}
+	}
+	return float32(s)
 }
 
 // Decide rewrites the scores of pod p on candidate nodes by decision rule
@@ -247,6 +341,9 @@ func (x *Extractor) eachNeighbour(p *sim.Pod, visit func(nbr int, rate float64))
 // pod's candidate nodes.
 func (x *Extractor) BeginPod(st *sim.State, p *sim.Pod) {
 	env := x.env
+	for g := range x.pressure {
+		x.pressure[g] = uint16(math.Round(math.Log1p(x.md.Pressure(st, int32(g))) * pressureSteps))
+	}
 	x.hasDeps = false
 	for z := range x.coloc {
 		x.coloc[z], x.rtt[z] = 0, 0
@@ -298,25 +395,29 @@ func (x *Extractor) Extract(st *sim.State, p *sim.Pod, n int, out []float32) {
 	out[4] = b2f(p.QoS == sim.QoSLS)
 	out[5] = b2f(p.QoS == sim.QoSBE)
 	out[6] = float32(math.Tanh(float64(p.Priority) / 1000))
+	out[7] = b2f(p.GPUs > 0 && p.GPUMask != 0)
+	out[8] = x.modelChoice(p)
+	copy(out[9:13], x.wl[:])
 
 	cpuAfter := float64(nd.CPUFree - p.CPU)
 	memAfter := float64(nd.MemFree - p.Mem)
 	gpuAfter := float64(nd.GPUFreeTotal - demand)
-	out[7] = float32(cpuAfter / float64(nd.CPU))
-	out[8] = float32(memAfter / float64(nd.Mem))
+	out[13] = float32(cpuAfter / float64(nd.CPU))
+	out[14] = float32(memAfter / float64(nd.Mem))
 	gpuRel := 0.0
 	if gpuCap > 0 {
 		gpuRel = gpuAfter / gpuCap
 	}
-	out[9] = float32(gpuRel)
-	out[10] = float32(cpuAfter / x.maxCPU)
-	out[11] = float32(gpuAfter / x.maxGPU)
+	out[15] = float32(gpuRel)
+	out[16] = float32(cpuAfter / x.maxCPU)
+	out[17] = float32(gpuAfter / x.maxGPU)
 
 	full := nd.FullFree
 	var leftover float64
 	delta, dev := x.fgd.Delta(st, p, n)
+	x.buf = x.buf[:0]
 	if p.GPUs > 0 {
-		x.buf = x.fgd.PickGPUs(st, p, n, x.buf[:0])
+		x.buf = x.fgd.PickGPUs(st, p, n, x.buf)
 		for _, g := range x.buf {
 			if nd.GPUFree[g] == sim.MilliGPU {
 				full--
@@ -326,27 +427,45 @@ func (x *Extractor) Extract(st *sim.State, p *sim.Pod, n int, out []float32) {
 			leftover = float64(nd.GPUFree[dev]-p.GPUMilli) / sim.MilliGPU
 		}
 	}
-	out[12] = float32(full) / 8
-	out[13] = float32(leftover)
-	out[14] = float32(delta / sim.MilliGPU)
-	out[15] = float32(baseline.FGDScore(delta)) / 100
-	out[16] = float32((nd.FragGPU + delta) / x.maxGPU)
-	out[17] = b2f(p.GPUs == 0 && nd.GPUs > 0)
-	if gpuCap > 0 {
-		out[18] = float32(cpuAfter/float64(nd.CPU) - gpuRel)
-	} else {
-		out[18] = 0
+	out[18] = float32(full) / 8
+	out[19] = float32(leftover)
+	out[20] = float32(delta / sim.MilliGPU)
+	out[21] = float32(baseline.FGDScore(delta)) / 100
+	out[22] = float32((nd.FragGPU + delta) / x.maxGPU)
+	fitDelta := delta // no class names a model: the fit measure is FGD's
+	if len(nd.GPUFree) > 0 && x.wl[3] > 0 {
+		before := st.GPUFragFitOf(nd.CPUFree, nd.Model, nd.GPUFree)
+		var after float64
+		if p.GPUs > 0 {
+			after = st.GPUFragFitAfter(n, p, x.buf)
+		} else {
+			after = st.GPUFragFitOf(nd.CPUFree-p.CPU, nd.Model, nd.GPUFree)
+		}
+		fitDelta = after - before
 	}
-	out[19] = b2f(nd.Arch == sim.ArchARM64)
-	out[20] = float32(nd.CPUUsed / float64(nd.CPU))
-	out[21] = float32(float64(p.CPU) / float64(nd.CPU))
-	out[22] = float32(math.Log1p(nd.FailureRate))
-	out[23] = float32(x.env.CarbonAt(nd.CarbonZone, st.Now) / 1000)
-	if x.hasDeps {
-		out[24] = x.coloc[nd.Zone]
-		out[25] = x.rtt[nd.Zone]
+	out[23] = float32(fitDelta / sim.MilliGPU)
+	out[24] = b2f(p.GPUs == 0 && nd.GPUs > 0)
+	if gpuCap > 0 {
+		out[25] = float32(cpuAfter/float64(nd.CPU) - gpuRel)
 	} else {
-		out[24], out[25] = 0, 0
+		out[25] = 0
+	}
+	out[26], out[27], out[28] = 0, 0, 0
+	if g := nd.Model; g >= 0 {
+		out[26] = float32(x.pressure[g]) / pressureSteps
+		out[27] = float32(x.md.Accept[g])
+		out[28] = float32(x.md.Exclusive[g])
+	}
+	out[29] = b2f(nd.Arch == sim.ArchARM64)
+	out[30] = float32(nd.CPUUsed / float64(nd.CPU))
+	out[31] = float32(float64(p.CPU) / float64(nd.CPU))
+	out[32] = float32(math.Log1p(nd.FailureRate))
+	out[33] = float32(x.env.CarbonAt(nd.CarbonZone, st.Now) / 1000)
+	if x.hasDeps {
+		out[34] = x.coloc[nd.Zone]
+		out[35] = x.rtt[nd.Zone]
+	} else {
+		out[34], out[35] = 0, 0
 	}
 }
 

@@ -10,14 +10,16 @@ import (
 // A node's score depends only on the node's state, the pod's features
 // (its shape's requests plus its QoS class, priority and service, which a
 // shape does not distinguish), the placement of the pod's dependency
-// neighbours and the hour (carbon curves), so scores are cached per (node,
-// shape), tagged with the rest, and recomputed, in one batch, only for the
-// nodes where one of those changed.
+// neighbours, the hour (carbon curves) and the pressure step of the node's
+// GPU model (Extractor.Context), so scores are cached per (node, shape),
+// tagged with the rest, and recomputed, in one batch, only for the nodes
+// where one of those changed.
 type Learned struct {
 	name       string
 	sc         Scorer
 	ext        *Extractor
 	shapes     int
+	nodes      int
 	cache      []learnedEntry
 	flatCarbon bool
 	dec        Decision
@@ -37,7 +39,7 @@ type Scorer interface {
 
 // NumPodFeatures is the number of leading features that describe the pod
 // alone (equal on every candidate row of a decision).
-const NumPodFeatures = 7
+const NumPodFeatures = 13
 
 // FloatScorer is the float32 network as a Scorer: it normalises with the
 // model's schema and runs the actor (Net.Scores).
@@ -74,6 +76,7 @@ type learnedEntry struct {
 	svc     uint64
 	hour    int64
 	tag     podTag
+	ctx     uint16 // Extractor.Context
 	score   float32
 }
 
@@ -114,6 +117,7 @@ func NewLearnedScorer(name string, sc Scorer, d Decision, env *sim.Env) *Learned
 		sc:         sc,
 		ext:        NewExtractor(env),
 		shapes:     env.Shapes,
+		nodes:      len(env.Nodes),
 		cache:      make([]learnedEntry, len(env.Nodes)*max(1, env.Shapes)),
 		flatCarbon: flat,
 		dec:        d,
@@ -152,8 +156,8 @@ func (l *Learned) NetworkScores(st *sim.State, p *sim.Pod, nodes []int32, scores
 	tag := podTag{qos: p.QoS, priority: p.Priority, service: p.Service}
 	for i, n := range nodes {
 		if cacheable {
-			e := &l.cache[int(n)*l.shapes+int(p.Shape)]
-			if e.version == st.Nodes[n].Version+1 && e.svc == svc && e.hour == hour && e.tag == tag {
+			e := &l.cache[int(p.Shape)*l.nodes+int(n)]
+			if e.version == st.Versions[n]+1 && e.svc == svc && e.hour == hour && e.tag == tag && e.ctx == l.ext.Context(int(n)) {
 				scores[i] = float64(e.score)
 				continue
 			}
@@ -179,7 +183,7 @@ func (l *Learned) NetworkScores(st *sim.State, p *sim.Pod, nodes []int32, scores
 		scores[i] = float64(out[j])
 		if cacheable {
 			n := nodes[i]
-			l.cache[int(n)*l.shapes+int(p.Shape)] = learnedEntry{version: st.Nodes[n].Version + 1, svc: svc, hour: hour, tag: tag, score: out[j]}
+			l.cache[int(p.Shape)*l.nodes+int(n)] = learnedEntry{version: st.Nodes[n].Version + 1, svc: svc, hour: hour, tag: tag, ctx: l.ext.Context(int(n)), score: out[j]}
 		}
 	}
 }

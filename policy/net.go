@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
 )
 
 // ErrShape reports parameters or inputs of the wrong shape.
@@ -144,10 +147,33 @@ func (m *Net) NumParams() int {
 // Forward without the critic. The returned slice is reused by the next
 // call; Backward must not follow Scores.
 func (m *Net) Scores(x []float32, n int) ([]float32, error) {
-	if err := m.actor(x, n); err != nil {
-		return nil, err
+	if n <= 0 || len(x) != n*m.F {
+		return nil, fmt.Errorf("%w: %d values for %d candidates of %d features", ErrShape, len(x), n, m.F)
+	}
+	// Inference only: the same products as actor (gonum's Sgemm, which is
+	// what the tensor library calls), into reused buffers instead of new
+	// tensors (Forward keeps the tensors Backward needs).
+	h1, h2 := m.H1, m.H2
+	a1 := grow(&m.bufA, n*h1)
+	a2 := grow(&m.bufB, n*h2)
+	sgemm(n, h1, m.F, x, f32(m.W1), a1)
+	addBias(a1, f32(m.B1))
+	relu(a1, a1)
+	sgemm(n, h2, h1, a1, f32(m.W2), a2)
+	addBias(a2, f32(m.B2))
+	relu(a2, a2)
+	m.scores = grow(&m.scores, n)
+	sgemm(n, 1, h2, a2, f32(m.W3), m.scores)
+	b3 := f32(m.B3)[0]
+	for i := range m.scores {
+		m.scores[i] += b3
 	}
 	return m.scores, nil
+}
+
+// sgemm sets c (m x n) = a (m x k) b (k x n), row-major.
+func sgemm(m, n, k int, a, b, c []float32) {
+	gonum.Implementation{}.Sgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a, k, b, n, 0, c, n)
 }
 
 // actor runs the scorer MLP, keeping its activations.

@@ -603,8 +603,12 @@ func (r *runner) replay(ctx context.Context) error {
 // running totals match the nodes. It is O(nodes + running pods).
 func (st *State) CheckInvariants() error {
 	var alloc Resources
+	modelFree := make([]int64, len(st.ModelFree))
 	for i := range st.Nodes {
 		nd := &st.Nodes[i]
+		if nd.Model >= 0 {
+			modelFree[nd.Model] += nd.GPUFreeTotal
+		}
 		if nd.CPUFree < 0 || nd.MemFree < 0 || nd.CPUFree > nd.CPU || nd.MemFree > nd.Mem {
 			return fmt.Errorf("%w: node %s cpu free %d/%d mem free %d/%d", ErrPlacement, nd.Name, nd.CPUFree, nd.CPU, nd.MemFree, nd.Mem)
 		}
@@ -619,6 +623,11 @@ func (st *State) CheckInvariants() error {
 	}
 	if alloc != st.Alloc {
 		return fmt.Errorf("%w: node allocations %+v do not match totals %+v", ErrPlacement, alloc, st.Alloc)
+	}
+	for g, f := range modelFree {
+		if f != st.ModelFree[g] {
+			return fmt.Errorf("%w: nodes of gpu model %d have %d milli-GPU free, the total says %d", ErrPlacement, g, f, st.ModelFree[g])
+		}
 	}
 	var pods Resources
 	for _, id := range st.running {

@@ -606,6 +606,12 @@ func NewTargetWorkload(pods []Pod, threshold float64) *TargetWorkload {
 // GPUFrag = sum over m of p_m * fragment(m). Memory is not considered, as
 // in the FGD paper.
 func (t *TargetWorkload) GPUFrag(cpuFree int64, model int32, gpuFree []int64) float64 {
+	return t.gpuFrag(cpuFree, model, gpuFree, false)
+}
+
+// gpuFrag is GPUFrag; with fit, classes that do not accept model are left
+// out instead of counting all free GPU as their fragment.
+func (t *TargetWorkload) gpuFrag(cpuFree int64, model int32, gpuFree []int64, fit bool) float64 {
 	var total int64
 	for _, g := range gpuFree {
 		total += g
@@ -616,6 +622,9 @@ func (t *TargetWorkload) GPUFrag(cpuFree int64, model int32, gpuFree []int64) fl
 	var f float64
 	for i := range t.Classes {
 		m := &t.Classes[i]
+		if fit && m.GPUs > 0 && (model < 0 || !m.accepts(int(model))) {
+			continue
+		}
 		if m.GPUs == 0 || model < 0 || (m.GPUMask != 0 && m.GPUMask&(1<<uint(model)) == 0) {
 			f += m.P * float64(total)
 			continue

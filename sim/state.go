@@ -69,6 +69,11 @@ type State struct {
 	FragGPU, FragCPU float64
 	// PowerByCarbonZone is the power (W) of placed work per carbon zone.
 	PowerByCarbonZone []float64
+	// ModelFree[g] is the free GPU (milli-GPU) of the nodes of model g.
+	ModelFree []int64
+	// Versions[n] is Nodes[n].Version, packed so that a policy's scan of
+	// its per-node caches stays in cache (read only).
+	Versions []uint64
 	// ServiceVersion changes whenever a pod of a service is bound or
 	// unbound, so caches of dependency-dependent values know when to go.
 	ServiceVersion uint64
@@ -99,6 +104,8 @@ func NewState(env *Env) *State {
 		tags:              make([]int32, len(env.Nodes)*NumGPUTags),
 		tagKinds:          make([]int32, len(env.Nodes)),
 		memo:              map[fragKey]float64{},
+		ModelFree:         make([]int64, len(env.Models)),
+		Versions:          make([]uint64, len(env.Nodes)),
 	}
 	var gpus int
 	for i := range env.Nodes {
@@ -116,6 +123,9 @@ func NewState(env *Env) *State {
 		}
 		n.FullFree = ni.GPUs
 		n.GPUFreeTotal = int64(ni.GPUs) * MilliGPU
+		if ni.Model >= 0 {
+			st.ModelFree[ni.Model] += n.GPUFreeTotal
+		}
 		if ni.GPUs > 0 {
 			n.MaxFree = MilliGPU
 		}
@@ -355,6 +365,9 @@ func (st *State) apply(p *Pod, n int, gpus []int16, sign int64) {
 	for _, g := range gpus {
 		nd.GPUFree[g] -= sign * p.GPUMilli
 	}
+	if len(gpus) > 0 && nd.Model >= 0 {
+		st.ModelFree[nd.Model] -= sign * int64(len(gpus)) * p.GPUMilli
+	}
 	if len(gpus) > 0 {
 		nd.FullFree, nd.MaxFree, nd.GPUFreeTotal = 0, 0, 0
 		for _, f := range nd.GPUFree {
@@ -376,6 +389,7 @@ func (st *State) apply(p *Pod, n int, gpus []int16, sign int64) {
 	}
 	st.clock++
 	nd.Version = st.clock
+	st.Versions[n] = st.clock
 
 	st.Alloc.CPU += sign * p.CPU
 	st.Alloc.Mem += sign * p.Mem
@@ -431,6 +445,7 @@ type fragKey struct {
 	model    int32
 	n        int32
 	g        [8]int16
+	fit      bool
 }
 
 // refreshFrag recomputes node n's fragmentation and the cluster totals.
@@ -448,14 +463,27 @@ func (st *State) refreshFrag(n int) {
 // the state (free CPU level, model, sorted device shares); nodes with more
 // than 8 devices are computed directly.
 func (st *State) GPUFragOf(cpuFree int64, model int32, gpuFree []int64) float64 {
+	return st.gpuFragOf(cpuFree, model, gpuFree, false)
+}
+
+// GPUFragFitOf is GPUFragOf for TargetWorkload.GPUFragFit.
+func (st *State) GPUFragFitOf(cpuFree int64, model int32, gpuFree []int64) float64 {
+	return st.gpuFragOf(cpuFree, model, gpuFree, true)
+}
+
+func (st *State) gpuFragOf(cpuFree int64, model int32, gpuFree []int64, fit bool) float64 {
 	t := st.Env.Target
+	frag := t.GPUFrag
+	if fit {
+		frag = t.GPUFragFit
+	}
 	if len(gpuFree) == 0 {
 		return 0
 	}
 	if len(gpuFree) > 8 {
-		return t.GPUFrag(cpuFree, model, gpuFree)
+		return frag(cpuFree, model, gpuFree)
 	}
-	k := fragKey{cpuLevel: t.cpuLevel(cpuFree), model: model, n: int32(len(gpuFree))}
+	k := fragKey{cpuLevel: t.cpuLevel(cpuFree), model: model, n: int32(len(gpuFree)), fit: fit}
 	for i, g := range gpuFree {
 		// insertion sort, descending
 		j := i
@@ -472,7 +500,7 @@ func (st *State) GPUFragOf(cpuFree int64, model int32, gpuFree []int64) float64 
 	for i := range k.n {
 		buf[i] = int64(k.g[i])
 	}
-	v := t.GPUFrag(t.levelCPU(k.cpuLevel), model, buf[:k.n])
+	v := frag(t.levelCPU(k.cpuLevel), model, buf[:k.n])
 	st.memo[k] = v
 	return v
 }
@@ -480,6 +508,15 @@ func (st *State) GPUFragOf(cpuFree int64, model int32, gpuFree []int64) float64 
 // GPUFragAfter returns node n's GPU fragmentation if pod p were placed on
 // the given devices (without placing it).
 func (st *State) GPUFragAfter(n int, p *Pod, gpus []int) float64 {
+	return st.gpuFragAfter(n, p, gpus, false)
+}
+
+// GPUFragFitAfter is GPUFragAfter for TargetWorkload.GPUFragFit.
+func (st *State) GPUFragFitAfter(n int, p *Pod, gpus []int) float64 {
+	return st.gpuFragAfter(n, p, gpus, true)
+}
+
+func (st *State) gpuFragAfter(n int, p *Pod, gpus []int, fit bool) float64 {
 	nd := &st.Nodes[n]
 	if len(nd.GPUFree) == 0 {
 		return 0
@@ -490,7 +527,7 @@ func (st *State) GPUFragAfter(n int, p *Pod, gpus []int) float64 {
 	for _, g := range gpus {
 		after[g] -= p.GPUMilli
 	}
-	return st.GPUFragOf(nd.CPUFree-p.CPU, nd.Model, after)
+	return st.gpuFragOf(nd.CPUFree-p.CPU, nd.Model, after, fit)
 }
 
 // Clone returns an independent copy of the state for what-if evaluation
@@ -521,6 +558,8 @@ func (st *State) Clone(versionBase uint64) *State {
 		c.Placements[i] = Placement{Node: p.Node, GPUs: append([]int16(nil), p.GPUs...)}
 	}
 	c.PowerByCarbonZone = append([]float64(nil), st.PowerByCarbonZone...)
+	c.ModelFree = append([]int64(nil), st.ModelFree...)
+	c.Versions = append([]uint64(nil), st.Versions...)
 	c.running = append([]int32(nil), st.running...)
 	c.runPos = append([]int32(nil), st.runPos...)
 	c.svcZone = append([]int32(nil), st.svcZone...)

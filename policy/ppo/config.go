@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"strings"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/sim/openb"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -69,6 +71,57 @@ type EnvConfig struct {
 	// [lo, hi]; PPO learns from there on, where placements decide failures.
 	// Empty: the learner acts from the first pod.
 	WarmStart []float64 `yaml:"warmStart"`
+	// Mixtures (openb inputs): every training episode draws its workload
+	// from this distribution of mixtures of the pod list (openb.Mix), so
+	// the policy sees the proportions it will meet, not one trace's;
+	// evaluation runs on mixtures drawn with the eval seeds (none of them a
+	// training one). Nil: the pod list itself.
+	Mixtures *Mixtures `yaml:"mixtures,omitempty"`
+}
+
+// Mixtures is a distribution of openb.Mix: each share is drawn uniformly
+// from its [lo, hi] range; with probability 1 - SpecProbability the
+// mixture has no pods naming GPU models.
+type Mixtures struct {
+	CPU             []float64 `yaml:"cpu"`
+	Share           []float64 `yaml:"share"`
+	Multi           []float64 `yaml:"multi"`
+	Spec            []float64 `yaml:"spec"`
+	SpecProbability float64   `yaml:"specProbability"`
+	SpecSets        []int     `yaml:"specSets"`
+}
+
+func (m *Mixtures) validate() error {
+	for _, r := range []struct {
+		name string
+		v    []float64
+	}{{"cpu", m.CPU}, {"share", m.Share}, {"multi", m.Multi}, {"spec", m.Spec}} {
+		if len(r.v) != 2 || !(r.v[0] >= 0 && r.v[0] <= r.v[1] && r.v[1] <= 1) {
+			return fmt.Errorf("%s: want [lo, hi] with 0 <= lo <= hi <= 1, got %v", r.name, r.v)
+		}
+	}
+	switch {
+	case m.Share[1]+m.Multi[1] > 1:
+		return fmt.Errorf("share and multi may add up to more than 1 (%v + %v)", m.Share[1], m.Multi[1])
+	case !(m.SpecProbability >= 0 && m.SpecProbability <= 1):
+		return fmt.Errorf("specProbability %v, want [0, 1]", m.SpecProbability)
+	case len(m.SpecSets) != 2 || m.SpecSets[0] < 1 || m.SpecSets[0] > m.SpecSets[1] || m.SpecSets[1] > 64:
+		return fmt.Errorf("specSets: want [lo, hi] with 1 <= lo <= hi <= 64, got %v", m.SpecSets)
+	}
+	return nil
+}
+
+// Draw returns the mixture of generator seed s over base.
+func (m *Mixtures) Draw(base string, s uint64) openb.Mix {
+	rng := rand.New(rand.NewPCG(s, 0x3a1e))
+	u := func(r []float64) float64 { return r[0] + rng.Float64()*(r[1]-r[0]) }
+	mx := openb.Mix{Base: base, CPU: u(m.CPU), Share: u(m.Share), Multi: u(m.Multi), Seed: s}
+	spec := u(m.Spec)
+	if rng.Float64() < m.SpecProbability {
+		mx.Spec = spec
+	}
+	mx.SpecSets = m.SpecSets[0] + rng.IntN(m.SpecSets[1]-m.SpecSets[0]+1)
+	return mx
 }
 
 // NetConfig sizes the network.
@@ -86,6 +139,9 @@ type BCConfig struct {
 	// planning teacher configured by Lookahead.
 	Teacher   string    `yaml:"teacher"`
 	Lookahead Lookahead `yaml:"lookahead"`
+	// PressureWeight is the weight of the fgd-pressure teacher
+	// (baseline.FGDPressurePolicy; 0: its default).
+	PressureWeight float64 `yaml:"pressureWeight,omitempty"`
 	Episodes  int       `yaml:"episodes"`
 	Epochs    int       `yaml:"epochs"`
 	LR        float64   `yaml:"lr"`
@@ -222,6 +278,10 @@ func (c *Config) Validate() error {
 		return bad("eval", "every >= 0, at most 100 seeds, a measure")
 	case c.Env.Mode == "inflate" && len(c.Eval.Seeds) > 0 && !(c.Eval.InflateTarget > 0 && c.Eval.InflateTarget <= 3):
 		return bad("eval.inflateTarget", "%v, want (0, 3]", c.Eval.InflateTarget)
+	case c.Env.Mixtures != nil && c.Env.Scenario != "":
+		return bad("env.mixtures", "mixtures draw from an openb pod list, not a scenario")
+	case c.Env.Mixtures != nil && c.Env.Mixtures.validate() != nil:
+		return bad("env.mixtures", "%v", c.Env.Mixtures.validate())
 	case c.Workers < 1 || c.Workers > 64:
 		return bad("workers", "%d, want 1..64", c.Workers)
 	case c.CheckpointEvery < 0:
@@ -238,6 +298,8 @@ func (b *BCConfig) validate() error {
 		return errors.New("recordFrom in [0, 3), recordTopK in [0, 4096]")
 	case !(b.NodeFraction >= 0 && b.NodeFraction <= 1):
 		return errors.New("nodeFraction in [0, 1]")
+	case !(b.PressureWeight >= 0 && b.PressureWeight <= 1e6):
+		return errors.New("pressureWeight in [0, 1e6]")
 	case b.Episodes > 0 && (b.Teacher == "" || b.Epochs < 1 || !(b.LR > 0) || math.IsInf(b.LR, 0)):
 		return errors.New("with episodes: a teacher, epochs >= 1 and lr > 0")
 	}

@@ -285,8 +285,11 @@ func (r *rewarder) outcome(st *sim.State, p *sim.Pod, node int) {
 
 // newTeacher builds the behaviour-cloning teacher for one episode.
 func newTeacher(bc BCConfig, env *sim.Env, seed uint64) (sim.Policy, error) {
-	if bc.Teacher == "fgd-lookahead" {
+	switch bc.Teacher {
+	case "fgd-lookahead":
 		return newLookahead(bc.Lookahead, env, seed), nil
+	case baseline.FGDPressure:
+		return baseline.NewFGDPressure(env, bc.PressureWeight), nil
 	}
 	f, err := baseline.Lookup(bc.Teacher)
 	if err != nil {

@@ -117,6 +117,7 @@ type trainer struct {
 	start    time.Time
 	progress func(Progress)
 	evalEnvs map[uint64]*sim.Env
+	basePods *openb.PodList // the openb pod list mixtures draw from
 	// FedProx anchor and coefficient
 	prox      *policy.Net
 	proxMu    float32
@@ -289,6 +290,7 @@ func (t *trainer) loadEnv() error {
 		return err
 	}
 	t.nodes = ns
+	t.basePods = pl
 	t.cluster = &sim.Cluster{Name: "train", Nodes: ns}
 	t.workload = &sim.Workload{Name: "train", Pods: pl.Pods, Untimed: !pl.Timed}
 	env, err := sim.NewEnv(t.cluster, t.workload, sim.EnvOptions{})
@@ -315,8 +317,18 @@ func (t *trainer) episodeEnv(s uint64, frac float64) (*sim.Env, error) {
 	if frac == 0 {
 		frac = e.NodeFraction
 	}
+	w := t.workload
+	if e.Mixtures != nil {
+		var err error
+		if w, err = t.mixture(s); err != nil {
+			return nil, err
+		}
+	}
 	if frac >= 1 {
-		return t.base, nil
+		if w == t.workload {
+			return t.base, nil
+		}
+		return sim.NewEnv(t.cluster, w, sim.EnvOptions{})
 	}
 	k := max(1, int(math.Round(float64(len(t.nodes))*frac)))
 	perm := rand.New(rand.NewPCG(s, 0x5e1ec7)).Perm(len(t.nodes))[:k]
@@ -325,7 +337,17 @@ func (t *trainer) episodeEnv(s uint64, frac float64) (*sim.Env, error) {
 	for i, j := range perm {
 		sub[i] = t.nodes[j]
 	}
-	return sim.NewEnv(&sim.Cluster{Name: "slice", Nodes: sub}, t.workload, sim.EnvOptions{})
+	return sim.NewEnv(&sim.Cluster{Name: "slice", Nodes: sub}, w, sim.EnvOptions{})
+}
+
+// mixture returns the workload of the mixture drawn with generator seed s.
+func (t *trainer) mixture(s uint64) (*sim.Workload, error) {
+	mx := t.cfg.Env.Mixtures.Draw(t.cfg.Env.Pods, s)
+	pl, err := mx.From(t.cfg.Env.Pods, t.basePods)
+	if err != nil {
+		return nil, fmt.Errorf("mixture %s: %w", mx, err)
+	}
+	return &sim.Workload{Name: mx.String(), Pods: pl.Pods, Untimed: !pl.Timed}, nil
 }
 
 func (t *trainer) runConfig(eval bool) sim.RunConfig {
@@ -593,6 +615,27 @@ func policyGrad(lp []float64, action int, oldLogp, adv, clip, entCoef float64, d
 	return -math.Min(surr1, surr2), h
 }
 
+// fault is a deliberate bug in the PPO update, injected by the learning
+// test (TestPPOLearns) to show that a broken update fails it. The zero
+// value is the correct update; nothing but that test sets another.
+type fault int
+
+const (
+	faultNone fault = iota
+	// faultGradientSign ascends the loss instead of descending it.
+	faultGradientSign
+	// faultAdvantageShuffle gives each decision another decision's
+	// advantage.
+	faultAdvantageShuffle
+)
+
+func (f fault) String() string {
+	return [...]string{"none", "gradient-sign", "advantage-shuffle"}[f]
+}
+
+// faultInjected is the fault in force (tests only).
+var faultInjected = faultNone
+
 func (t *trainer) ppoIteration(ctx context.Context) error {
 	c := t.cfg.PPO
 	started := time.Now()
@@ -616,6 +659,16 @@ func (t *trainer) ppoIteration(ctx context.Context) error {
 	for _, s := range steps {
 		s.adv = float32((float64(s.adv) - mean) / std)
 	}
+	if faultInjected == faultAdvantageShuffle {
+		perm := t.rng.Perm(len(steps))
+		adv := make([]float32, len(steps))
+		for i, j := range perm {
+			adv[i] = steps[j].adv
+		}
+		for i := range steps {
+			steps[i].adv = adv[i]
+		}
+	}
 	grads := t.net.Clone()
 	var pl, vl, ent, kl float64
 	var n int
@@ -637,6 +690,11 @@ epochs:
 				lp := logSoftmax(logits, &buf)
 				d := make([]float32, s.k)
 				loss, h := policyGrad(lp, s.action, float64(s.logp), float64(s.adv), c.Clip, c.EntropyCoef, d)
+				if faultInjected == faultGradientSign {
+					for i := range d {
+						d[i] = -d[i]
+					}
+				}
 				dv := float32(2 * c.ValueCoef * float64(v-s.ret))
 				t.net.Backward(d, dv, grads)
 				pl += loss
@@ -718,19 +776,30 @@ func (t *trainer) evaluate(ctx context.Context, phase string) error {
 // workload generated with that seed (so model selection sees several
 // workloads, none of them a training one).
 func (t *trainer) evalEnv(seed uint64) (*sim.Env, error) {
-	if t.cfg.Env.Scenario == "" || !t.cfg.Env.FreshWorkloads {
+	mixed := t.cfg.Env.Mixtures != nil
+	if !mixed && (t.cfg.Env.Scenario == "" || !t.cfg.Env.FreshWorkloads) {
 		return t.base, nil
 	}
 	if env, ok := t.evalEnvs[seed]; ok {
 		return env, nil
 	}
-	l, err := scenario.LoadWith(t.cfg.Env.Scenario, scenario.Options{Seed: &seed})
-	if err != nil {
-		return nil, err
-	}
-	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
-	if err != nil {
-		return nil, err
+	var env *sim.Env
+	if mixed {
+		w, err := t.mixture(seed)
+		if err != nil {
+			return nil, err
+		}
+		if env, err = sim.NewEnv(t.cluster, w, sim.EnvOptions{}); err != nil {
+			return nil, err
+		}
+	} else {
+		l, err := scenario.LoadWith(t.cfg.Env.Scenario, scenario.Options{Seed: &seed})
+		if err != nil {
+			return nil, err
+		}
+		if env, err = sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{}); err != nil {
+			return nil, err
+		}
 	}
 	if t.evalEnvs == nil {
 		t.evalEnvs = map[uint64]*sim.Env{}

@@ -55,12 +55,12 @@ func Lookup(name string) (sim.Factory, error) {
 	if a, ok := aliases[n]; ok {
 		n = a
 	}
-	for _, f := range All() {
+	for _, f := range append(All(), Extras()...) {
 		if f.Name == n {
 			return f, nil
 		}
 	}
-	return sim.Factory{}, fmt.Errorf("%w %q (have %s)", ErrUnknownPolicy, name, strings.Join(Names(), ", "))
+	return sim.Factory{}, fmt.Errorf("%w %q (have %s, and %s)", ErrUnknownPolicy, name, strings.Join(Names(), ", "), FGDPressure)
 }
 
 // Names lists the canonical names.

@@ -109,8 +109,16 @@ func LoadNodes(ref string, models []sim.GPUModel) ([]sim.NodeSpec, error) {
 	return ReadNodes(f, name, models)
 }
 
-// LoadPods reads a pod list from a reference accepted by Open.
+// LoadPods reads a pod list from a reference accepted by Open, or
+// generates one from a mixture reference ("mix:...", ParseMix).
 func LoadPods(ref string, models []sim.GPUModel) (*PodList, error) {
+	if strings.HasPrefix(ref, MixPrefix) {
+		m, err := ParseMix(ref)
+		if err != nil {
+			return nil, err
+		}
+		return Generate(m)
+	}
 	f, name, err := Open(ref)
 	if err != nil {
 		return nil, err
