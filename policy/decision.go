@@ -33,7 +33,17 @@ type Decision struct {
 	// well than shared and CPU-only ones, so a wider band hands more of
 	// them to FGD. 0 means Band.
 	WholeGPUBand float64 `json:"whole_gpu_band,omitzero" yaml:"wholeGPUBand,omitempty"`
+	// PressureWeight, when set, orders a GPU pod's in-band candidates by
+	// the fgd-pressure teacher's score instead of FGD's: FGD's score less
+	// PressureWeight times the pressure of the node's GPU model
+	// (sim.ModelDemand.Pressure, exact, not the feature's steps). On a
+	// workload where no pod names a GPU model every pressure is 0 and the
+	// order is FGD's. 0: FGD's order.
+	PressureWeight float64 `json:"pressure_weight,omitzero" yaml:"pressureWeight,omitempty"`
 }
+
+// MaxPressureWeight bounds Decision.PressureWeight.
+const MaxPressureWeight = 1e6
 
 // Validate checks that both bands are finite and within [0, MaxBand].
 func (d Decision) Validate() error {
@@ -45,6 +55,9 @@ func (d Decision) Validate() error {
 			return fmt.Errorf("%w: %s %v is outside [0, %d]", ErrDecision, b.name, b.v, MaxBand)
 		}
 	}
+	if w := d.PressureWeight; math.IsNaN(w) || w < 0 || w > MaxPressureWeight {
+		return fmt.Errorf("%w: pressure weight %v is outside [0, %g]", ErrDecision, w, float64(MaxPressureWeight))
+	}
 	return nil
 }
 
@@ -52,9 +65,9 @@ func (d Decision) Validate() error {
 // pod asking for whole GPUs. Apply then uses its Band.
 func (d Decision) For(p *sim.Pod) Decision {
 	if d.WholeGPUBand > 0 && p.GPUs > 0 && p.GPUMilli >= sim.MilliGPU {
-		return Decision{Band: d.WholeGPUBand}
+		return Decision{Band: d.WholeGPUBand, PressureWeight: d.PressureWeight}
 	}
-	return Decision{Band: d.Band}
+	return Decision{Band: d.Band, PressureWeight: d.PressureWeight}
 }
 
 // Apply rewrites scores (one per candidate, the model's) into decision

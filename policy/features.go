@@ -205,7 +205,8 @@ type Extractor struct {
 	maxGPU     float64
 	buf        []int
 	// Decide's scratch
-	keys []float64
+	keys  []float64
+	exact []float64
 	n1   [1]int32
 	s1   [1]float64
 }
@@ -288,7 +289,8 @@ func (x *Extractor) modelChoice(p *sim.Pod) float32 {
 // Decide rewrites the scores of pod p on candidate nodes by decision rule
 // d (Decision.Apply), keyed by FGD's score of each placement (its
 // fragmentation bucket plus its packing key, as the FGD baseline ranks
-// nodes). Scores of a model without a rule are left alone, and so are
+// nodes), less d.PressureWeight times the pressure of the node's GPU model
+// for GPU pods (the fgd-pressure teacher's score). Scores of a model without a rule are left alone, and so are
 // those of a pod with a dependency neighbour already placed: FGD does not
 // see dependencies, so the network's colocation preference must not be
 // handed to it.
@@ -300,9 +302,21 @@ func (x *Extractor) Decide(d Decision, st *sim.State, p *sim.Pod, nodes []int32,
 	if cap(x.keys) < len(nodes) {
 		x.keys = make([]float64, len(nodes))
 	}
+	weigh := d.PressureWeight > 0 && p.GPUs > 0
+	if weigh {
+		if x.exact == nil {
+			x.exact = make([]float64, len(x.md.Need))
+		}
+		for g := range x.exact {
+			x.exact[g] = x.md.Pressure(st, int32(g))
+		}
+	}
 	d.Apply(scores, x.keys, func(i int) float64 {
 		x.n1[0] = nodes[i]
 		x.fgd.Score(st, p, x.n1[:], x.s1[:])
+		if g := x.model[nodes[i]]; weigh && g >= 0 {
+			return x.s1[0] - d.PressureWeight*x.exact[g]
+		}
 		return x.s1[0]
 	})
 }

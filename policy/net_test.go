@@ -178,8 +178,9 @@ func TestNetShapes(t *testing.T) {
 	if _, err := NewNet(0, 1, 1, 1, nil); err == nil {
 		t.Error("NewNet accepted 0 inputs")
 	}
-	// 26*4 + 4 + 4*4 + 4 + 4 + 1 + 8*4 + 4 + 4 + 1 = 174
-	if got := net.NumParams(); got != 174 {
-		t.Errorf("NumParams = %d, want 174", got)
+	// F*4 + 4 (layer 1) + 4*4 + 4 (layer 2) + 4 + 1 (score) + 8*4 + 4
+	// (critic, mean and max pooled) + 4 + 1 (value) = 4F + 70
+	if got, want := net.NumParams(), 4*NumFeatures+70; got != want {
+		t.Errorf("NumParams = %d, want %d", got, want)
 	}
 }

@@ -219,6 +219,10 @@ func modelID(schemaHash, dtype string, d policy.Decision, payload []byte) string
 			h.Write([]byte("decision.whole_gpu_band=" + strconv.FormatFloat(d.WholeGPUBand, 'g', -1, 64)))
 			h.Write([]byte{0})
 		}
+		if d.PressureWeight != 0 {
+			h.Write([]byte("decision.pressure_weight=" + strconv.FormatFloat(d.PressureWeight, 'g', -1, 64)))
+			h.Write([]byte{0})
+		}
 	}
 	h.Write(payload)
 	return hex.EncodeToString(h.Sum(nil))

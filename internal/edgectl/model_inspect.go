@@ -139,5 +139,8 @@ func describeDecision(d policy.Decision) string {
 	if d.WholeGPUBand > 0 {
 		s += fmt.Sprintf(", %g for whole-GPU pods", d.WholeGPUBand)
 	}
+	if d.PressureWeight > 0 {
+		return s + fmt.Sprintf(" (FGD less %g x the GPU model's pressure orders the candidates within it)", d.PressureWeight)
+	}
 	return s + " (FGD orders the candidates within it)"
 }

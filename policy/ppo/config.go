@@ -139,6 +139,13 @@ type BCConfig struct {
 	// planning teacher configured by Lookahead.
 	Teacher   string    `yaml:"teacher"`
 	Lookahead Lookahead `yaml:"lookahead"`
+	// SoftTargets, when > 0, clones the teacher's ranking instead of its
+	// choice alone: the target of each decision is softmax(SoftTargets x
+	// the teacher's scores) over the recorded candidates, so near-equal
+	// nodes get near-equal targets (an inverse temperature, per score
+	// unit; FGD's score has one unit per fragmentation level). 0: the
+	// teacher's choice.
+	SoftTargets float64 `yaml:"softTargets,omitempty"`
 	// PressureWeight is the weight of the fgd-pressure teacher
 	// (baseline.FGDPressurePolicy; 0: its default).
 	PressureWeight float64 `yaml:"pressureWeight,omitempty"`
@@ -300,6 +307,8 @@ func (b *BCConfig) validate() error {
 		return errors.New("nodeFraction in [0, 1]")
 	case !(b.PressureWeight >= 0 && b.PressureWeight <= 1e6):
 		return errors.New("pressureWeight in [0, 1e6]")
+	case !(b.SoftTargets >= 0 && b.SoftTargets <= 1000):
+		return errors.New("softTargets in [0, 1000]")
 	case b.Episodes > 0 && (b.Teacher == "" || b.Epochs < 1 || !(b.LR > 0) || math.IsInf(b.LR, 0)):
 		return errors.New("with episodes: a teacher, epochs >= 1 and lr > 0")
 	}

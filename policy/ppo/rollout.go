@@ -15,6 +15,9 @@ import (
 // step is one decision of an episode.
 type step struct {
 	off, k int // features x[off : off+k*F] in the episode's arena
+	// qoff: the teacher's target distribution over the k candidates is
+	// q[qoff : qoff+k] (soft targets; -1: the action alone)
+	qoff   int
 	action int
 	logp   float32
 	value  float32
@@ -26,6 +29,7 @@ type step struct {
 // episode is one rollout.
 type episode struct {
 	x        []float32
+	q        []float32 // soft targets of cloning steps (step.qoff)
 	steps    []step
 	ret      float64 // sum of rewards
 	measures map[string]float64
@@ -61,7 +65,9 @@ type actor struct {
 	// teacher's topK candidates (0: all).
 	recordFrom float64
 	topK       int
-	idx        []int
+	// soft: the inverse temperature of soft targets (0: none)
+	soft float64
+	idx  []int
 }
 
 func (a *actor) Name() string { return "learned-training" }
@@ -120,7 +126,7 @@ func (a *actor) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64
 		a.ep.steps = append(a.ep.steps, step{})
 		return
 	}
-	a.ep.steps = append(a.ep.steps, step{off: off, k: k, action: act, logp: float32(logp[act]), value: value})
+	a.ep.steps = append(a.ep.steps, step{off: off, k: k, qoff: -1, action: act, logp: float32(logp[act]), value: value})
 }
 
 // teach lets the teacher decide and records its choice: every candidate,
@@ -152,7 +158,19 @@ func (a *actor) teach(st *sim.State, p *sim.Pod, nodes []int32, scores []float64
 	}
 	// idx[0] is the teacher's choice (the engine takes the highest score,
 	// first on ties, as the stable sort does).
-	a.ep.steps = append(a.ep.steps, step{off: off, k: len(idx), action: 0})
+	qoff := -1
+	if a.soft > 0 {
+		qoff = len(a.ep.q)
+		best := scores[idx[0]]
+		var sum float64
+		for _, i := range idx {
+			sum += math.Exp(a.soft * (scores[i] - best))
+		}
+		for _, i := range idx {
+			a.ep.q = append(a.ep.q, float32(math.Exp(a.soft*(scores[i]-best))/sum))
+		}
+	}
+	a.ep.steps = append(a.ep.steps, step{off: off, k: len(idx), action: 0, qoff: qoff})
 }
 
 func allocatedShare(st *sim.State) float64 {
@@ -308,7 +326,7 @@ func newTeacher(bc BCConfig, env *sim.Env, seed uint64) (sim.Policy, error) {
 // runEpisode runs one episode on env with the actor's network and mode.
 func runEpisode(ctx context.Context, env *sim.Env, net *policy.Net, schema policy.Schema, mode actMode, bc BCConfig, rcfg sim.RunConfig, w Reward, actSeed uint64, record bool, warmUntil float64) (*episode, error) {
 	ep := &episode{}
-	a := &actor{net: net, schema: schema, ext: policy.NewExtractor(env), rng: rand.New(rand.NewPCG(actSeed, 0xac7)), mode: mode, ep: ep, record: record, warm: warmUntil > 0, warmUntil: warmUntil, recordFrom: bc.RecordFrom, topK: bc.RecordTopK}
+	a := &actor{net: net, schema: schema, ext: policy.NewExtractor(env), rng: rand.New(rand.NewPCG(actSeed, 0xac7)), mode: mode, ep: ep, record: record, warm: warmUntil > 0, warmUntil: warmUntil, recordFrom: bc.RecordFrom, topK: bc.RecordTopK, soft: bc.SoftTargets}
 	if mode == actTeacher || a.warm {
 		t, err := newTeacher(bc, env, actSeed)
 		if err != nil {

@@ -555,7 +555,8 @@ func meanReturn(eps []*episode) float64 {
 }
 
 // bcStep accumulates the gradient of cross-entropy to the teacher's action
-// plus the value loss; it returns both losses.
+// (or to its soft targets, when the step has them) plus the value loss; it
+// returns both losses.
 func bcStep(net, grads *policy.Net, x []float32, s flatStep, vcoef float32) (float64, float64) {
 	logits, v, err := net.Forward(x, s.k)
 	if err != nil {
@@ -567,10 +568,19 @@ func bcStep(net, grads *policy.Net, x []float32, s flatStep, vcoef float32) (flo
 	for i := range d {
 		d[i] = float32(math.Exp(lp[i]))
 	}
-	d[s.action]--
+	var loss float64
+	if s.qoff >= 0 {
+		for i, q := range s.ep.q[s.qoff : s.qoff+s.k] {
+			d[i] -= q
+			loss -= float64(q) * lp[i]
+		}
+	} else {
+		d[s.action]--
+		loss = -lp[s.action]
+	}
 	dv := 2 * vcoef * (v - s.ret)
 	net.Backward(d, dv, grads)
-	return -lp[s.action], float64((v - s.ret) * (v - s.ret))
+	return loss, float64((v - s.ret) * (v - s.ret))
 }
 
 // addProx adds the gradient of mu/2 ||w - anchor||^2, mu (w - anchor).
