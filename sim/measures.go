@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/edgesched/edgesched/sim/disrupt"
 )
 
 // MeasureInfo documents one measure of a Result.
@@ -49,6 +51,10 @@ func Measures() []MeasureInfo {
 		{"cross_zone_traffic", "share", "mean over samples of the share of dependency call rate that crosses zones", ""},
 		{"carbon_g_per_h", "gCO2/h", "mean over samples of the emission rate of placed work (replay: curve at the hour; inflate: daily mean curve)", ""},
 		{"carbon_g", "gCO2", "emissions of placed work integrated over the trace", "replay"},
+		{"pods_evicted", "pods", "evictions of running pods by node failures (scenarios with disruptions)", "replay"},
+		{"pods_lost", "pods", "evicted pods not placed again before their end (scenarios with disruptions)", "replay"},
+		{"node_failures", "events", "node failures during the trace (scenarios with disruptions)", "replay"},
+		{"uplink_flaps", "events", "uplink flaps during the trace (scenarios with disruptions)", "replay"},
 		{"decision_us_mean", "us", "mean time per pod of the filter + score + select pass", ""},
 		{"decision_us_p99", "us", "99th percentile of the time per pod of the filter + score + select pass", ""},
 	}
@@ -76,6 +82,9 @@ type recorder struct {
 	carbonG float64
 	svcRTT  []float64
 	svcRate []float64
+	tel     []NodeTelemetry
+
+	evicted, lost, nodeFailures, flaps int
 }
 
 func newRecorder(env *Env, cfg RunConfig) *recorder {
@@ -83,6 +92,7 @@ func newRecorder(env *Env, cfg RunConfig) *recorder {
 		env: env, cfg: cfg, latency: newLogHist(),
 		svcRTT:  make([]float64, len(env.Services)*len(env.Zones)),
 		svcRate: make([]float64, len(env.Services)*len(env.Zones)),
+		tel:     make([]NodeTelemetry, len(env.Nodes)),
 	}
 }
 
@@ -139,12 +149,24 @@ func share(a, b float64) float64 {
 func (r *recorder) sample(st *State, x float64) {
 	env := r.env
 	c := env.Capacity
+	usedCPU := st.UsedCPU
+	for i := range st.Nodes {
+		if st.Nodes[i].Pods > 0 || env.Dynamic {
+			r.tel[i] = st.Telemetry(i)
+		}
+	}
+	if env.Dynamic { // what the nodes measure: bursts, capped at capacity
+		usedCPU = 0
+		for i := range st.Nodes {
+			usedCPU += r.tel[i].CPU * float64(st.Nodes[i].CPU)
+		}
+	}
 	sp := SeriesPoint{
 		X:        x,
 		AllocCPU: share(float64(st.Alloc.CPU), float64(c.CPU)),
 		AllocMem: share(float64(st.Alloc.Mem), float64(c.Mem)),
 		AllocGPU: share(float64(st.Alloc.GPU), float64(c.GPU)),
-		UsedCPU:  share(st.UsedCPU, float64(c.CPU)),
+		UsedCPU:  share(usedCPU, float64(c.CPU)),
 		UsedMem:  share(st.UsedMem, float64(c.Mem)),
 	}
 	r.series = append(r.series, sp)
@@ -159,7 +181,11 @@ func (r *recorder) sample(st *State, x float64) {
 	for i := range st.Nodes {
 		if nd := &st.Nodes[i]; nd.Pods > 0 {
 			active++
-			activeUsed += nd.CPUUsed
+			if env.Dynamic {
+				activeUsed += r.tel[i].CPU * float64(nd.CPU)
+			} else {
+				activeUsed += nd.CPUUsed
+			}
 			activeCap += float64(nd.CPU)
 		}
 	}
@@ -181,8 +207,9 @@ func (r *recorder) sample(st *State, x float64) {
 		r.cross = append(r.cross, c)
 	}
 
-	// Latency proxy: per running pod, base * 1/(1 - rho) + the call-rate
-	// weighted mean RTT from its zone to its callees' replicas.
+	// Latency proxy (State.LatencyProxy): per running pod, base / (1 -
+	// rho_eff) x memory factor + NIC delay + the call-rate weighted mean RTT
+	// from its zone to its callees' replicas.
 	Z := len(env.Zones)
 	for s := range env.Services {
 		for z := range Z {
@@ -191,9 +218,9 @@ func (r *recorder) sample(st *State, x float64) {
 	}
 	for _, id := range st.Running() {
 		p := &st.Pods[id]
-		nd := &st.Nodes[st.Placements[id].Node]
-		rho := min(nd.CPUUsed/float64(nd.CPU), r.cfg.MaxUtil)
-		l := r.cfg.BaseLatencyMs / (1 - rho)
+		n := st.Placements[id].Node
+		nd := &st.Nodes[n]
+		l := latencyOf(&r.tel[n], r.cfg.BaseLatencyMs)
 		if p.Service >= 0 {
 			l += r.svcRTT[int(p.Service)*Z+int(nd.Zone)]
 		}
@@ -246,6 +273,10 @@ func (r *recorder) result() *Result {
 	} else {
 		m["pods_pending"] = float64(r.nPending)
 		m["carbon_g"] = r.carbonG
+		if r.env.Disruptions.NodeFailures || slices.ContainsFunc(r.env.Uplinks, func(u disrupt.Uplink) bool { return u.FlapsPerDay > 0 }) {
+			m["pods_evicted"], m["pods_lost"] = float64(r.evicted), float64(r.lost)
+			m["node_failures"], m["uplink_flaps"] = float64(r.nodeFailures), float64(r.flaps)
+		}
 	}
 	m["frag_cpu_share"] = mean(r.fragCPU)
 	m["fragmentation"] = m["frag_cpu_share"]
