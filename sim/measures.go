@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/sim/disrupt"
+	"github.com/edgesched/edgesched/sim/internal/stats"
 )
 
 // MeasureInfo documents one measure of a Result.
@@ -72,7 +73,7 @@ type recorder struct {
 	allocCPU, allocMem, allocGPU, usedCPU, usedMem []float64
 	activeUtil, activeNodes                        []float64
 	fragGPU, fragCPU, cross, carbonRate            []float64
-	latency                                        logHist
+	latency                                        stats.LogHist
 	decisions                                      []int64
 	curve                                          []CurvePoint
 	series                                         []SeriesPoint
@@ -89,7 +90,7 @@ type recorder struct {
 
 func newRecorder(env *Env, cfg RunConfig) *recorder {
 	return &recorder{
-		env: env, cfg: cfg, latency: newLogHist(),
+		env: env, cfg: cfg, latency: stats.NewLogHist(),
 		svcRTT:  make([]float64, len(env.Services)*len(env.Zones)),
 		svcRate: make([]float64, len(env.Services)*len(env.Zones)),
 		tel:     make([]NodeTelemetry, len(env.Nodes)),
@@ -224,7 +225,7 @@ func (r *recorder) sample(st *State, x float64) {
 		if p.Service >= 0 {
 			l += r.svcRTT[int(p.Service)*Z+int(nd.Zone)]
 		}
-		r.latency.add(l)
+		r.latency.Add(l)
 	}
 }
 
@@ -278,34 +279,34 @@ func (r *recorder) result() *Result {
 			m["node_failures"], m["uplink_flaps"] = float64(r.nodeFailures), float64(r.flaps)
 		}
 	}
-	m["frag_cpu_share"] = mean(r.fragCPU)
+	m["frag_cpu_share"] = stats.Mean(r.fragCPU)
 	m["fragmentation"] = m["frag_cpu_share"]
 	if hasGPU {
-		m["frag_gpu_share"] = mean(r.fragGPU)
+		m["frag_gpu_share"] = stats.Mean(r.fragGPU)
 		if r.env.GPUPrimary {
 			m["fragmentation"] = m["frag_gpu_share"]
 		}
-		m["util_alloc_gpu_mean"] = mean(r.allocGPU)
-		m["util_alloc_gpu_p95"] = quantile(r.allocGPU, 0.95)
+		m["util_alloc_gpu_mean"] = stats.Mean(r.allocGPU)
+		m["util_alloc_gpu_p95"] = stats.Quantile(r.allocGPU, 0.95)
 	}
-	m["util_alloc_cpu_mean"] = mean(r.allocCPU)
-	m["util_alloc_cpu_p95"] = quantile(r.allocCPU, 0.95)
-	m["util_alloc_mem_mean"] = mean(r.allocMem)
-	m["util_alloc_mem_p95"] = quantile(r.allocMem, 0.95)
-	m["util_used_cpu_mean"] = mean(r.usedCPU)
-	m["util_used_cpu_p95"] = quantile(r.usedCPU, 0.95)
-	m["util_used_mem_mean"] = mean(r.usedMem)
-	m["util_used_mem_p95"] = quantile(r.usedMem, 0.95)
-	m["util_active_cpu_mean"] = mean(r.activeUtil)
-	m["nodes_active_mean"] = mean(r.activeNodes)
-	if r.latency.n > 0 {
-		m["latency_mean_ms"] = r.latency.mean()
-		m["latency_p95_ms"] = r.latency.quantile(0.95)
+	m["util_alloc_cpu_mean"] = stats.Mean(r.allocCPU)
+	m["util_alloc_cpu_p95"] = stats.Quantile(r.allocCPU, 0.95)
+	m["util_alloc_mem_mean"] = stats.Mean(r.allocMem)
+	m["util_alloc_mem_p95"] = stats.Quantile(r.allocMem, 0.95)
+	m["util_used_cpu_mean"] = stats.Mean(r.usedCPU)
+	m["util_used_cpu_p95"] = stats.Quantile(r.usedCPU, 0.95)
+	m["util_used_mem_mean"] = stats.Mean(r.usedMem)
+	m["util_used_mem_p95"] = stats.Quantile(r.usedMem, 0.95)
+	m["util_active_cpu_mean"] = stats.Mean(r.activeUtil)
+	m["nodes_active_mean"] = stats.Mean(r.activeNodes)
+	if r.latency.N > 0 {
+		m["latency_mean_ms"] = r.latency.Mean()
+		m["latency_p95_ms"] = r.latency.Quantile(0.95)
 	}
 	if len(r.cross) > 0 {
-		m["cross_zone_traffic"] = mean(r.cross)
+		m["cross_zone_traffic"] = stats.Mean(r.cross)
 	}
-	m["carbon_g_per_h"] = mean(r.carbonRate)
+	m["carbon_g_per_h"] = stats.Mean(r.carbonRate)
 	if len(r.decisions) > 0 {
 		var sum int64
 		for _, d := range r.decisions {
@@ -317,74 +318,4 @@ func (r *recorder) result() *Result {
 		m["decision_us_p99"] = float64(ds[min(len(ds)-1, int(math.Ceil(0.99*float64(len(ds))))-1)]) / 1e3
 	}
 	return &Result{Measures: m, Curve: r.curve, Series: r.series}
-}
-
-func mean(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	var s float64
-	for _, x := range v {
-		s += x
-	}
-	return s / float64(len(v))
-}
-
-// quantile returns the q-quantile of v by the nearest-rank method.
-func quantile(v []float64, q float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	k := int(math.Ceil(q*float64(len(s)))) - 1
-	return s[max(0, min(k, len(s)-1))]
-}
-
-// logHist is a histogram with logarithmic bins (1% wide) for quantiles of
-// positive values over many samples in constant memory.
-type logHist struct {
-	counts []int64
-	n      int64
-	sum    float64
-}
-
-const (
-	histMin   = 0.01
-	histRatio = 1.01
-	histBins  = 1900 // 0.01 * 1.01^1900 ≈ 1.6e6
-	// histMax clamps values (and so the mean) to the last bin's range; the
-	// latency proxy stays far below it for bounded inputs.
-	histMax = 1.5e6
-)
-
-func newLogHist() logHist { return logHist{counts: make([]int64, histBins)} }
-
-func (h *logHist) add(v float64) {
-	if math.IsNaN(v) || v < 0 {
-		v = 0
-	}
-	v = min(v, histMax)
-	h.n++
-	h.sum += v
-	b := 0
-	if v > histMin {
-		b = int(math.Log(v/histMin) / math.Log(histRatio))
-	}
-	h.counts[max(0, min(b, histBins-1))]++
-}
-
-func (h *logHist) mean() float64 { return h.sum / float64(h.n) }
-
-// quantile returns the geometric middle of the bin holding the q-quantile.
-func (h *logHist) quantile(q float64) float64 {
-	rank := int64(math.Ceil(q * float64(h.n)))
-	var c int64
-	for b, k := range h.counts {
-		c += k
-		if c >= rank && k > 0 {
-			return histMin * math.Pow(histRatio, float64(b)+0.5)
-		}
-	}
-	return histMin * math.Pow(histRatio, histBins)
 }
