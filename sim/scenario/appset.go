@@ -29,9 +29,25 @@ type App struct {
 	// BytesPerCall sizes each call (request and reply) for the services'
 	// network throughput when their templates give none; 0 means 4096.
 	BytesPerCall float64      `yaml:"bytesPerCall"`
-	Services     []Service    `yaml:"services"`
+	Services     []AppService `yaml:"services"`
 	Dependencies []Dependency `yaml:"dependencies"`
 	pos          pos
+}
+
+// AppService is one service of an app. Tier groups services for an
+// instance's tierTemplates ("store" marks databases and caches).
+type AppService struct {
+	Name     string      `yaml:"name"`
+	Replicas int         `yaml:"replicas"`
+	Tier     string      `yaml:"tier"`
+	Template PodTemplate `yaml:"template"`
+	pos      pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (s *AppService) UnmarshalYAML(n *yaml.Node) error {
+	type raw AppService
+	return strict(n, (*raw)(s), &s.pos)
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler with strict keys.
@@ -54,10 +70,16 @@ type AppInstance struct {
 	Replicas float64 `yaml:"replicas"`
 	Rates    float64 `yaml:"rates"`
 	Requests float64 `yaml:"requests"`
+	// Load scales the services' usage shares (traffic heavier or lighter
+	// than the app's nominal load); 0 means 1.
+	Load float64 `yaml:"load"`
 	// Template keys given here replace those of every service's template
-	// (e.g. a nodeSelector pinning the app to a site, a profile).
-	Template PodTemplate `yaml:"template"`
-	pos      pos
+	// (e.g. a profile); a nodeSelector is merged into the service's (e.g.
+	// pinning the app to a site). TierTemplates do the same, after
+	// Template, for the services of one tier.
+	Template      PodTemplate            `yaml:"template"`
+	TierTemplates map[string]PodTemplate `yaml:"tierTemplates"`
+	pos           pos
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler with strict keys.
@@ -188,6 +210,7 @@ func overlay(t PodTemplate, over *PodTemplate) PodTemplate {
 	if len(over.pos.keys) == 0 {
 		return t
 	}
+	orig := t
 	tv, ov := reflect.ValueOf(&t).Elem(), reflect.ValueOf(over).Elem()
 	for i := range tv.NumField() {
 		ft := tv.Type().Field(i)
@@ -195,6 +218,16 @@ func overlay(t PodTemplate, over *PodTemplate) PodTemplate {
 		if _, set := over.pos.keys[name]; set && ft.IsExported() {
 			tv.Field(i).Set(ov.Field(i))
 		}
+	}
+	if len(over.NodeSelector) > 0 { // merged, the overlay's keys winning
+		sel := make(map[string]string, len(t.NodeSelector)+len(over.NodeSelector))
+		for k, v := range orig.NodeSelector {
+			sel[k] = v
+		}
+		for k, v := range over.NodeSelector {
+			sel[k] = v
+		}
+		t.NodeSelector = sel
 	}
 	keys := make(map[string]int, len(t.pos.keys)+len(over.pos.keys))
 	for k, l := range t.pos.keys {
@@ -233,7 +266,7 @@ func (b *builder) apps(add func(sim.PodSpec, int, string) error) error {
 		for _, sc := range []struct {
 			key string
 			v   float64
-		}{{"replicas", inst.Replicas}, {"rates", inst.Rates}, {"requests", inst.Requests}} {
+		}{{"replicas", inst.Replicas}, {"rates", inst.Rates}, {"requests", inst.Requests}, {"load", inst.Load}} {
 			if !inRange(sc.v, 1000) {
 				return errAt(inst.pos.at(sc.key), f+"."+sc.key, sim.ErrInvalid, "%v, want a scale in [0, 1000] (0: 1)", sc.v)
 			}
@@ -276,9 +309,21 @@ func (b *builder) placeApp(inst *AppInstance, a *App, f string, add func(sim.Pod
 			replicas = max(1, int(math.Round(float64(s.Replicas)*scale(inst.Replicas))))
 		}
 		t := overlay(s.Template, &inst.Template)
+		if s.Tier != "" {
+			if tt, ok := inst.TierTemplates[s.Tier]; ok {
+				t = overlay(t, &tt)
+			}
+		}
 		req := scale(inst.Requests)
 		t.CPUMilli = int64(math.Round(float64(t.CPUMilli) * req))
 		t.MemoryMiB = int64(math.Round(float64(t.MemoryMiB) * req))
+		if inst.Load != 0 {
+			u := t.Usage
+			if u == 0 {
+				u = sim.DefaultUsage(svc)
+			}
+			t.Usage = min(64, u*inst.Load)
+		}
 		if _, set := t.pos.keys["netMbps"]; !set && replicas > 0 {
 			t.NetMbps = traffic[s.Name] * bytesPerCall * 8 / 1e6 / float64(replicas)
 		}

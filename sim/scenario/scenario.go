@@ -372,7 +372,9 @@ func Load(path string) (*Loaded, error) { return LoadWith(path, Options{}) }
 // LoadWith is Load with options.
 func LoadWith(path string, opt Options) (*Loaded, error) {
 	if name, ok := strings.CutPrefix(path, "builtin:"); ok {
-		b, err := builtinBytes(name)
+		// a family's seed draws the fleet and the apps too, and the
+		// generated document carries it as its generator seed
+		b, err := builtinBytes(name, opt.Seed)
 		if err != nil {
 			return nil, err
 		}

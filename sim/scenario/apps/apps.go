@@ -125,6 +125,7 @@ type outTemplate struct {
 type outService struct {
 	Name     string      `yaml:"name"`
 	Replicas int         `yaml:"replicas"`
+	Tier     string      `yaml:"tier,omitempty"`
 	Template outTemplate `yaml:"template"`
 }
 
@@ -150,7 +151,8 @@ const synthStream = 0x5eed_a995
 
 // Synthetic generates a graph as App YAML. Service i is "s<i>"; requests
 // are 50-500 milli-CPU and 64-1024 MiB, usage 0.3-1.8 of the request,
-// replicas 1-3, and every edge carries the caller's load times a factor in
+// replicas 1-3, one in four services after s0 a store (tier store,
+// memory 1-3x its request), and every edge carries the caller's load times a factor in
 // [0.5, 2) (split among children in a tree), all drawn from the seed.
 func Synthetic(s Spec) ([]byte, error) {
 	if err := s.Validate(); err != nil {
@@ -169,10 +171,12 @@ func Synthetic(s Spec) ([]byte, error) {
 	mems := []int64{64, 128, 256, 256, 512, 1024}
 	for i := range n {
 		t := outTemplate{CPUMilli: cpus[rng.IntN(len(cpus))], MemoryMiB: mems[rng.IntN(len(mems))], Usage: round2(0.3 + 1.5*rng.Float64())}
-		if rng.IntN(4) == 0 {
+		tier := ""
+		if i > 0 && rng.IntN(4) == 0 {
 			t.MemUsage = round2(1 + 2*rng.Float64()) // a store or cache: memory beyond its request
+			tier = "store"
 		}
-		app.Services = append(app.Services, outService{Name: fmt.Sprintf("s%d", i), Replicas: 1 + rng.IntN(3), Template: t})
+		app.Services = append(app.Services, outService{Name: fmt.Sprintf("s%d", i), Replicas: 1 + rng.IntN(3), Tier: tier, Template: t})
 	}
 	factor := func() float64 { return 0.5 + 1.5*rng.Float64() }
 	load := make([]float64, n)
@@ -220,3 +224,24 @@ func Synthetic(s Spec) ([]byte, error) {
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
+
+// Requests sums an app document's CPU requests (milli-CPU over all
+// replicas), for sizing an instance with a requests scale.
+func Requests(src []byte) (int64, error) {
+	var doc struct {
+		Services []struct {
+			Replicas int `yaml:"replicas"`
+			Template struct {
+				CPUMilli int64 `yaml:"cpuMilli"`
+			} `yaml:"template"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	var sum int64
+	for _, s := range doc.Services {
+		sum += int64(s.Replicas) * s.Template.CPUMilli
+	}
+	return sum, nil
+}
