@@ -26,7 +26,7 @@ func newScenarioCommand(opts Options) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tROLE\tNODES\tPODS\tDESCRIPTION")
-			for _, name := range scenario.Builtins() {
+			for _, name := range append(scenario.Builtins(), scenario.Families()...) {
 				l, err := scenario.Load("builtin:" + name)
 				if err != nil {
 					return err

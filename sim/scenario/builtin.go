@@ -16,18 +16,21 @@ var builtins embed.FS
 // ErrUnknownBuiltin is returned for a built-in scenario name that does not exist.
 var ErrUnknownBuiltin = fmt.Errorf("%w: built-in scenario", ErrUnknownRef)
 
-// Builtins lists the built-in scenario names (use them as builtin:NAME):
-// the embedded files and the generated families (sim/scenario/family).
+// Builtins lists the stored built-in scenarios (use them as builtin:NAME).
+// The generated families (Families) are built-ins too.
 func Builtins() []string {
 	entries, _ := builtins.ReadDir("builtin")
 	var out []string
 	for _, e := range entries {
 		out = append(out, strings.TrimSuffix(e.Name(), ".yaml"))
 	}
-	out = append(out, family.Names()...)
 	slices.Sort(out)
 	return out
 }
+
+// Families lists the generated scenario families (sim/scenario/family),
+// also loaded as builtin:NAME.
+func Families() []string { return family.Names() }
 
 // BuiltinSource returns the YAML of a built-in scenario (a family's for
 // its default seed).
@@ -49,7 +52,7 @@ func builtinBytes(name string, seed *uint64) ([]byte, error) {
 	}
 	b, err := family.Generate(name, s)
 	if errors.Is(err, family.ErrUnknown) {
-		return nil, fmt.Errorf("%w %q (have %s)", ErrUnknownBuiltin, name, strings.Join(Builtins(), ", "))
+		return nil, fmt.Errorf("%w %q (have %s)", ErrUnknownBuiltin, name, strings.Join(append(Builtins(), Families()...), ", "))
 	}
 	return b, err
 }
