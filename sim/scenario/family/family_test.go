@@ -2,7 +2,9 @@ package family_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
 	"github.com/edgesched/edgesched/sim/scenario"
+	"github.com/edgesched/edgesched/sim/scenario/apps"
 	"github.com/edgesched/edgesched/sim/scenario/family"
 )
 
@@ -67,5 +70,128 @@ func TestCalibration(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFamiliesGenerate: a family is a function of its seed; another seed
+// draws another fleet; every fleet has several sites, each with a core
+// and an edge zone, arm64 and amd64 nodes, GPUs, flapping uplinks and
+// failure rates; training families draw no held-out app or grid, and
+// rail-stations no app seen in training.
+func TestFamiliesGenerate(t *testing.T) {
+	heldGrids := map[string]bool{"NYIS": true, "PJM": true, "AZPS": true}
+	for _, name := range family.Names() {
+		info, err := family.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := family.Generate(name, 7)
+		b, _ := family.Generate(name, 7)
+		c, _ := family.Generate(name, 8)
+		if string(a) != string(b) || string(a) == string(c) {
+			t.Errorf("%s: not a function of the seed", name)
+		}
+		for _, g := range info.Grids {
+			if heldGrids[g] != (info.Role == family.HeldOut) {
+				t.Errorf("%s (%s) draws grid %s", name, info.Role, g)
+			}
+		}
+		for _, app := range info.Apps {
+			if info.Role == family.Training && apps.HeldOut(app) {
+				t.Errorf("training family %s draws held-out app %s", name, app)
+			}
+			if name == "rail-stations" && !apps.HeldOut(app) {
+				t.Errorf("rail-stations draws %s, seen in training", app)
+			}
+		}
+		for _, seed := range []uint64{1, 2, 3} {
+			l, err := scenario.LoadWith("builtin:"+name, scenario.Options{Seed: &seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Seed != seed || !l.Generated {
+				t.Errorf("%s seed %d: loaded seed %d, generated %v", name, seed, l.Seed, l.Generated)
+			}
+			c := l.Cluster
+			arch := map[sim.Arch]int{}
+			sites := map[string]bool{}
+			var gpus, failing int
+			for _, n := range c.Nodes {
+				arch[n.Arch]++
+				sites[n.Labels["edgesched.io/site"]] = true
+				gpus += n.GPUs
+				if n.FailureRate > 0 {
+					failing++
+				}
+			}
+			var flapping int
+			for _, z := range c.Zones {
+				if z.Uplink.FlapsPerDay > 0 && z.Uplink.LossRate > 0 {
+					flapping++
+				}
+			}
+			if len(sites) < 2 || len(c.Zones) != 2*len(sites) || flapping != len(sites) || arch[sim.ArchARM64] == 0 || arch[sim.ArchAMD64] == 0 ||
+				gpus == 0 || failing != len(c.Nodes) || !c.Disruptions.NodeFailures || len(c.LoadProfiles) == 0 {
+				t.Errorf("%s seed %d: %d sites, %d zones (%d flapping), arch %v, %d gpus, %d failing nodes", name, seed, len(sites), len(c.Zones), flapping, arch, gpus, failing)
+			}
+			for _, cz := range c.CarbonZones {
+				if len(cz.Curve) < 48 {
+					t.Errorf("%s: carbon zone %s has %d hours", name, cz.Name, len(cz.Curve))
+				}
+			}
+		}
+	}
+	if _, err := family.Generate("nosuch", 1); !errors.Is(err, family.ErrUnknown) {
+		t.Errorf("unknown family: %v", err)
+	}
+}
+
+// TestTelemetryIsNotRequests: on a loaded family, at the middle of a
+// k8s-default replay, nodes of one pool whose requests are within 5
+// points of each other differ widely in what they measure: the use the
+// requests hide (usage drawn per pod, profiles, interference).
+func TestTelemetryIsNotRequests(t *testing.T) {
+	seed := uint64(1)
+	l, err := scenario.LoadWith("builtin:retail-stores", scenario.Options{Seed: &seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sim.DefaultRunConfig(sim.Replay)
+	var spread, runq float64
+	var checked bool
+	cfg.OnOutcome = func(st *sim.State, _ *sim.Pod, _ int) {
+		if checked || st.Now < 24*3600 {
+			return
+		}
+		checked = true
+		for i := range st.Nodes {
+			for j := range st.Nodes {
+				a, b := &st.Nodes[i], &st.Nodes[j]
+				if a.CPU != b.CPU || a.Arch != b.Arch || a.GPUs != b.GPUs {
+					continue
+				}
+				ra, rb := float64(a.CPU-a.CPUFree)/float64(a.CPU), float64(b.CPU-b.CPUFree)/float64(b.CPU)
+				if math.Abs(ra-rb) > 0.05 {
+					continue
+				}
+				ta, tb := st.Telemetry(i), st.Telemetry(j)
+				spread = max(spread, math.Abs(ta.CPU-tb.CPU))
+				if ta.RunQueueP99Us > 0 && tb.RunQueueP99Us > 0 {
+					runq = max(runq, ta.RunQueueP99Us/tb.RunQueueP99Us)
+				}
+			}
+		}
+	}
+	pol, _ := baseline.Lookup(baseline.K8sDefault)
+	if _, err := sim.Run(context.Background(), env, pol, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("twin nodes (requests within 5 points): CPU measured differs by up to %.2f, run-queue p99 by up to %.1fx", spread, runq)
+	if !checked || spread < 0.2 || runq < 3 {
+		t.Errorf("telemetry barely differs between nodes with equal requests: CPU %.2f, run-queue %.1fx", spread, runq)
 	}
 }
