@@ -532,6 +532,24 @@ func (r *runner) replay(ctx context.Context) error {
 			heap.Push(&deadlines, timedEvent{t: d, id: id})
 		}
 	}
+	// place schedules an arriving (or evicted) pod: bound, failed when its
+	// end has come, or pending.
+	place := func(id int32) error {
+		p := &st.Pods[id]
+		ok, err := r.schedule(id)
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			bound(id)
+		case p.Delete != NoDeletion && p.Delete <= st.Now:
+			status[id] = podFailed
+			r.rec.outcome(p, false)
+		default:
+			addPending(id)
+		}
+		return nil
+	}
 	disruptions, err := disrupt.Schedule(rand.New(rand.NewPCG(r.cfg.Seed, streamDisrupt)), t0, tEnd+1, env.Disruptions, r.failureRates(), env.Uplinks)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -608,17 +626,8 @@ func (r *runner) replay(ctx context.Context) error {
 			p := &st.Pods[id]
 			r.rec.arrive(p)
 			done++
-			ok, err := r.schedule(id)
-			switch {
-			case err != nil:
+			if err := place(id); err != nil {
 				return err
-			case ok:
-				bound(id)
-			case p.Delete != NoDeletion && p.Delete <= st.Now:
-				status[id] = podFailed
-				r.rec.outcome(p, false)
-			default:
-				addPending(id)
 			}
 		case 4:
 			r.rec.sample(st, float64(st.Now))
@@ -626,18 +635,7 @@ func (r *runner) replay(ctx context.Context) error {
 		case 5:
 			ev := disruptions[di]
 			di++
-			if err := r.disrupt(ev, func(id int32) error {
-				ok, err := r.schedule(id)
-				switch {
-				case err != nil:
-					return err
-				case ok:
-					bound(id)
-				default:
-					addPending(id)
-				}
-				return nil
-			}, retry); err != nil {
+			if err := r.disrupt(ev, place, retry); err != nil {
 				return err
 			}
 		}
@@ -664,7 +662,7 @@ func (r *runner) failureRates() []float64 {
 
 // disrupt applies one disruption event. A failed node's pods are evicted
 // and rescheduled at once, like a controller recreating them (resched
-// binds or queues each); a repaired node takes pending pods (retry).
+// places each); a repaired node takes pending pods (retry).
 func (r *runner) disrupt(ev disrupt.Event, resched func(int32) error, retry func(int) error) error {
 	st := r.st
 	switch ev.Kind {
