@@ -210,3 +210,19 @@ func clamp01(x float64) float64 {
 	}
 	return min(x, 1)
 }
+
+// FromMeasured builds a node's Telemetry from measured values (an edge
+// agent's summary: CPU and memory shares, load average, run-queue p99,
+// retransmits), deriving the model terms the latency proxy uses: ρeff
+// from the CPU share, the memory pressure and factor from the memory
+// share. Values outside their ranges are clamped.
+func (m *Model) FromMeasured(cpu, mem, load1, runqP99Us, retransPerS float64) Telemetry {
+	t := Telemetry{CPU: clamp01(cpu), Mem: clamp01(mem), Load1: max(0, load1), RunQueueP99Us: max(0, runqP99Us), RetransPerS: max(0, retransPerS), MemFactor: 1}
+	t.Demand = t.CPU
+	t.RhoEff = min(t.CPU, m.MaxUtil)
+	t.MemPressure = clamp01((t.Mem - m.MemKnee) / (1 - m.MemKnee))
+	if t.MemPressure > 0 {
+		t.MemFactor = 1 + m.MemPenalty*t.MemPressure*t.MemPressure
+	}
+	return t
+}

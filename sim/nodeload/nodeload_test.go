@@ -159,3 +159,17 @@ func TestValidate(t *testing.T) {
 		t.Error("MaxUtil 1 accepted")
 	}
 }
+
+// TestFromMeasured: a measured summary gets the same model terms a node
+// with that CPU and memory share would have.
+func TestFromMeasured(t *testing.T) {
+	m := DefaultModel()
+	got := m.FromMeasured(0.98, 0.95, 7.5, 12000, 3)
+	want := Telemetry{CPU: 0.98, Mem: 0.95, Load1: 7.5, RunQueueP99Us: 12000, RetransPerS: 3, Demand: 0.98, RhoEff: 0.95, MemPressure: 0.5, MemFactor: 2}
+	if !close(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	if c := m.FromMeasured(math.NaN(), 2, -1, -1, -1); c.CPU != 0 || c.Mem != 1 || c.Load1 != 0 || c.MemFactor != 5 {
+		t.Errorf("clamping: %+v", c)
+	}
+}
