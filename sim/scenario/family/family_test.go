@@ -104,7 +104,7 @@ func TestFamiliesGenerate(t *testing.T) {
 				t.Errorf("rail-stations draws %s, seen in training", app)
 			}
 		}
-		for _, seed := range []uint64{1, 2, 3} {
+		for _, seed := range []uint64{3} { // seeds 1 and 2 load in TestCalibration
 			l, err := scenario.LoadWith("builtin:"+name, scenario.Options{Seed: &seed})
 			if err != nil {
 				t.Fatal(err)
