@@ -23,11 +23,21 @@
 // and decision time. The baselines live in sim/baseline, inputs in
 // sim/openb and sim/scenario, and reports and plots in sim/report.
 //
+// Use is not requests: State.Telemetry(n) gives what node n measures now
+// (the edge agent's CPU, memory, load, run-queue p99 and retransmits, and
+// its network), from the pods' usage, load profiles, interference and
+// network and the zone uplink's loss, through the model of sim/nodeload;
+// the latency proxy (State.LatencyProxy) uses the same terms. In replay,
+// scenarios with disruptions fail nodes (their pods are evicted and
+// rescheduled) and flap zone uplinks (sim/disrupt). Without any of this
+// (Env.Dynamic false) every measure is computed as before it existed.
+//
 // Concurrency: an Env is read-only and may be shared by concurrent runs; a
 // State and a Policy belong to one run. Compare runs policies and seeds on a
 // bounded pool of goroutines it owns.
 //
 // Determinism: a run is a pure function of the Env, the policy and the
 // RunConfig (its Seed feeds separate random streams for sampling,
-// tie-breaking and the policy), except for the measured decision latency.
+// tie-breaking, the policy and disruptions, and seeds the load profiles'
+// bursts), except for the measured decision latency.
 package sim

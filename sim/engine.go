@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/edgesched/edgesched/sim/disrupt"
 )
 
 // Mode is an evaluation mode.
@@ -51,6 +53,7 @@ const (
 	streamSample   = 1
 	streamTieBreak = 2
 	streamPolicy   = 3
+	streamDisrupt  = 4
 )
 
 // RunConfig configures one run. Start from DefaultRunConfig.
@@ -179,6 +182,7 @@ func Run(ctx context.Context, env *Env, f Factory, cfg RunConfig) (*Result, erro
 		return nil, fmt.Errorf("new policy %s: %w", f.Name, err)
 	}
 	st := NewState(env)
+	st.LoadModel.MaxUtil, st.NoiseSeed = cfg.MaxUtil, cfg.Seed
 	r := &runner{
 		env: env, st: st, pol: pol, cfg: cfg,
 		tie:    rand.New(rand.NewPCG(cfg.Seed, streamTieBreak)),
@@ -446,6 +450,7 @@ const (
 	podPending
 	podPlaced
 	podFailed
+	podDone
 )
 
 func (r *runner) replay(ctx context.Context) error {
@@ -477,6 +482,7 @@ func (r *runner) replay(ctx context.Context) error {
 		samples[i] = t0 + int64(math.Round(float64(tEnd-t0)*float64(i)/float64(len(samples)-1)))
 	}
 	status := make([]uint8, n)
+	placedOnce := make([]bool, n)
 	var deps, deadlines eventHeap
 	var pending []int32 // ordered by priority (desc), then arrival order
 	byPriority := func(a, b int32) int {
@@ -489,17 +495,72 @@ func (r *runner) replay(ctx context.Context) error {
 	bound := func(id int32) {
 		p := &st.Pods[id]
 		status[id] = podPlaced
+		if placedOnce[id] { // rescheduled after an eviction
+			return
+		}
+		placedOnce[id] = true
 		r.rec.outcome(p, true)
 		if p.Delete != NoDeletion {
 			heap.Push(&deps, timedEvent{t: p.Delete, id: id})
 		}
 	}
+	// retry schedules the pending pods that fit on node now; pending
+	// keeps its order.
+	retry := func(node int) error {
+		kept := pending[:0]
+		for _, id := range pending {
+			if st.Feasible(node, &st.Pods[id]) {
+				ok, err := r.schedule(id)
+				if err != nil {
+					return err
+				}
+				if ok {
+					bound(id)
+					continue
+				}
+			}
+			kept = append(kept, id)
+		}
+		pending = kept
+		return nil
+	}
+	addPending := func(id int32) {
+		status[id] = podPending
+		i, _ := slices.BinarySearchFunc(pending, id, byPriority)
+		pending = slices.Insert(pending, i, id)
+		if d := st.Pods[id].Delete; d != NoDeletion {
+			heap.Push(&deadlines, timedEvent{t: d, id: id})
+		}
+	}
+	// place schedules an arriving (or evicted) pod: bound, failed when its
+	// end has come, or pending.
+	place := func(id int32) error {
+		p := &st.Pods[id]
+		ok, err := r.schedule(id)
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			bound(id)
+		case p.Delete != NoDeletion && p.Delete <= st.Now:
+			status[id] = podFailed
+			r.rec.outcome(p, false)
+		default:
+			addPending(id)
+		}
+		return nil
+	}
+	disruptions, err := disrupt.Schedule(rand.New(rand.NewPCG(r.cfg.Seed, streamDisrupt)), t0, tEnd+1, env.Disruptions, r.failureRates(), env.Uplinks)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	di := 0
 	ai, si := 0, 0
 	totalEvents := int64(2 * n)
 	var done, lastProgress int64
 	st.Now = t0
 	r.rec.startClock(t0)
-	for iter := 0; ai < n || deps.Len() > 0 || deadlines.Len() > 0 || si < len(samples); iter++ {
+	for iter := 0; ai < n || deps.Len() > 0 || deadlines.Len() > 0 || si < len(samples) || di < len(disruptions); iter++ {
 		if iter%64 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -520,6 +581,9 @@ func (r *runner) replay(ctx context.Context) error {
 		if deadlines.Len() > 0 {
 			consider(deadlines[0].t, 2)
 		}
+		if di < len(disruptions) {
+			consider(disruptions[di].T, 5)
+		}
 		if ai < n {
 			consider(st.Pods[ai].Create, 3)
 		}
@@ -531,31 +595,27 @@ func (r *runner) replay(ctx context.Context) error {
 		switch kind {
 		case 1: // a pod leaves: retry the pending pods that now fit there
 			d := heap.Pop(&deps).(timedEvent)
+			done++
+			if status[d.id] != podPlaced { // evicted and not back: its deadline handles it
+				continue
+			}
+			status[d.id] = podDone
 			node := int(st.Placements[d.id].Node)
 			if err := st.Unbind(d.id); err != nil {
 				return err
 			}
-			done++
-			kept := pending[:0]
-			for _, id := range pending {
-				if st.Feasible(node, &st.Pods[id]) {
-					ok, err := r.schedule(id)
-					if err != nil {
-						return err
-					}
-					if ok {
-						bound(id)
-						continue
-					}
-				}
-				kept = append(kept, id)
+			if err := retry(node); err != nil {
+				return err
 			}
-			pending = kept
-		case 2: // a pending pod's time is up: it failed
+		case 2: // a pending pod's time is up: it failed (or was lost)
 			d := heap.Pop(&deadlines).(timedEvent)
 			if status[d.id] == podPending {
 				status[d.id] = podFailed
-				r.rec.outcome(&st.Pods[d.id], false)
+				if placedOnce[d.id] {
+					r.rec.lost++
+				} else {
+					r.rec.outcome(&st.Pods[d.id], false)
+				}
 				if i, found := slices.BinarySearchFunc(pending, d.id, byPriority); found {
 					pending = slices.Delete(pending, i, i+1)
 				}
@@ -566,26 +626,18 @@ func (r *runner) replay(ctx context.Context) error {
 			p := &st.Pods[id]
 			r.rec.arrive(p)
 			done++
-			ok, err := r.schedule(id)
-			switch {
-			case err != nil:
+			if err := place(id); err != nil {
 				return err
-			case ok:
-				bound(id)
-			case p.Delete != NoDeletion && p.Delete <= st.Now:
-				status[id] = podFailed
-				r.rec.outcome(p, false)
-			default:
-				status[id] = podPending
-				i, _ := slices.BinarySearchFunc(pending, id, byPriority)
-				pending = slices.Insert(pending, i, id)
-				if p.Delete != NoDeletion {
-					heap.Push(&deadlines, timedEvent{t: p.Delete, id: id})
-				}
 			}
 		case 4:
 			r.rec.sample(st, float64(st.Now))
 			si++
+		case 5:
+			ev := disruptions[di]
+			di++
+			if err := r.disrupt(ev, place, retry); err != nil {
+				return err
+			}
 		}
 		if r.cfg.Progress != nil && (done-lastProgress)*100 >= totalEvents {
 			lastProgress = done
@@ -595,6 +647,54 @@ func (r *runner) replay(ctx context.Context) error {
 	r.rec.pendingAtEnd(len(pending))
 	if r.cfg.Progress != nil {
 		r.cfg.Progress(totalEvents, totalEvents)
+	}
+	return nil
+}
+
+// failureRates lists the nodes' failure rates (per day).
+func (r *runner) failureRates() []float64 {
+	out := make([]float64, len(r.env.Nodes))
+	for i := range r.env.Nodes {
+		out[i] = r.env.Nodes[i].FailureRate
+	}
+	return out
+}
+
+// disrupt applies one disruption event. A failed node's pods are evicted
+// and rescheduled at once, like a controller recreating them (resched
+// places each); a repaired node takes pending pods (retry).
+func (r *runner) disrupt(ev disrupt.Event, resched func(int32) error, retry func(int) error) error {
+	st := r.st
+	switch ev.Kind {
+	case disrupt.NodeDown:
+		r.rec.nodeFailures++
+		var evicted []int32
+		for _, id := range st.running {
+			if int(st.Placements[id].Node) == int(ev.Index) {
+				evicted = append(evicted, id)
+			}
+		}
+		slices.Sort(evicted)
+		for _, id := range evicted {
+			if err := st.Unbind(id); err != nil {
+				return err
+			}
+		}
+		st.setDown(int(ev.Index), true)
+		r.rec.evicted += len(evicted)
+		for _, id := range evicted {
+			if err := resched(id); err != nil {
+				return err
+			}
+		}
+	case disrupt.NodeUp:
+		st.setDown(int(ev.Index), false)
+		return retry(int(ev.Index))
+	case disrupt.FlapStart:
+		r.rec.flaps++
+		st.flap[ev.Index] = true
+	case disrupt.FlapEnd:
+		st.flap[ev.Index] = false
 	}
 	return nil
 }

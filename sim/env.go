@@ -6,6 +6,9 @@ import (
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/edgesched/edgesched/sim/disrupt"
+	"github.com/edgesched/edgesched/sim/nodeload"
 )
 
 // Env is a compiled, immutable cluster and workload: names resolved to
@@ -43,6 +46,16 @@ type Env struct {
 	// workload's popularity): fragmentation is then measured on GPUs, and on
 	// CPUs otherwise.
 	GPUPrimary bool
+	// Profiles are the load profiles; Pod.Profile indexes them and index
+	// 0 is steady use (the Cluster's LoadProfiles follow).
+	Profiles []nodeload.Profile
+	// Uplinks[z] is zone z's uplink; Disruptions enables node failures.
+	Uplinks     []disrupt.Uplink
+	Disruptions disrupt.Config
+	// Dynamic is set when the load model has anything to do beyond steady
+	// use (profiles, interference, network, lossy or flapping uplinks);
+	// otherwise measures are computed exactly as before it existed.
+	Dynamic bool
 
 	zoneIdx    map[string]int
 	modelIdx   map[string]int
@@ -71,6 +84,8 @@ type NodeInfo struct {
 	FailureRate float64
 	// WattsPerCore and WattsPerGPU give the power of placed work.
 	WattsPerCore, WattsPerGPU, IdleWatts float64
+	// NICMbps is the node's network interface (0: the load model's default).
+	NICMbps float64
 }
 
 // Edge is a compiled service dependency.
@@ -98,9 +113,15 @@ type Pod struct {
 	Create   int64
 	Delete   int64
 	Service  int32 // -1 without a service
-	// Usage is the CPU (and memory) actually used as a share of requests.
-	Usage    float64
-	CPULimit int64
+	// Usage is the CPU actually used as a share of the request, MemUsage
+	// the memory's (see PodSpec).
+	Usage, MemUsage float64
+	CPULimit        int64
+	// Profile indexes Env.Profiles (0: steady); Interference and NetMbps
+	// are as in PodSpec.
+	Profile      int32
+	Interference float64
+	NetMbps      float64
 	// Constrained is set when the pod has a node selector or tolerations.
 	Constrained bool
 }
@@ -181,6 +202,11 @@ func (e *Env) compileCluster(c *Cluster) error {
 		if z.Name == "" {
 			return fmt.Errorf("%w: zone #%d has no name", ErrInvalid, i)
 		}
+		if err := z.Uplink.Validate(); err != nil {
+			return fmt.Errorf("zone %s: uplink: %w: %w", z.Name, ErrInvalid, err)
+		}
+		e.Uplinks = append(e.Uplinks, z.Uplink)
+		e.Dynamic = e.Dynamic || z.Uplink != (disrupt.Uplink{})
 		if _, dup := e.zoneIdx[z.Name]; dup {
 			return fmt.Errorf("zone %s: %w", z.Name, ErrDuplicate)
 		}
@@ -204,6 +230,20 @@ func (e *Env) compileCluster(c *Cluster) error {
 	}
 	if err := e.compileNetwork(c.Network); err != nil {
 		return err
+	}
+	if err := c.Disruptions.Validate(); err != nil {
+		return fmt.Errorf("disruptions: %w: %w", ErrInvalid, err)
+	}
+	e.Disruptions = c.Disruptions
+	e.Profiles = append([]nodeload.Profile{{Name: ""}}, c.LoadProfiles...)
+	for i := range c.LoadProfiles {
+		p := &c.LoadProfiles[i]
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if p.Name == "" || slices.ContainsFunc(c.LoadProfiles[:i], func(q nodeload.Profile) bool { return q.Name == p.Name }) {
+			return fmt.Errorf("load profile #%d %q: %w", i, p.Name, ErrDuplicate)
+		}
 	}
 	models := c.GPUModels
 	if len(models) == 0 {
@@ -281,7 +321,7 @@ func (e *Env) compileCluster(c *Cluster) error {
 			Name: n.Name, Zone: int32(z), CarbonZone: cz, Model: model, Arch: n.Arch,
 			GPUs: int32(n.GPUs), CPU: n.CPU, Mem: n.Memory, Labels: n.Labels, Taints: n.Taints,
 			Restricted: restricted, FailureRate: n.FailureRate,
-			WattsPerCore: pw.WattsPerCore, WattsPerGPU: gpuW, IdleWatts: pw.IdleWatts,
+			WattsPerCore: pw.WattsPerCore, WattsPerGPU: gpuW, IdleWatts: pw.IdleWatts, NICMbps: n.NICMbps,
 		}
 		e.Capacity.CPU += n.CPU
 		e.Capacity.Mem += n.Memory
@@ -379,13 +419,27 @@ func (e *Env) compileWorkload(w *Workload) error {
 		if usage == 0 {
 			usage = DefaultUsage(ps.Name)
 		}
+		memUsage := ps.MemUsage
+		if memUsage == 0 {
+			memUsage = usage
+		}
+		prof := int32(0)
+		if ps.Profile != "" {
+			k := slices.IndexFunc(e.Profiles, func(q nodeload.Profile) bool { return q.Name == ps.Profile })
+			if k <= 0 {
+				return fmt.Errorf("pod %s: %w: load profile %q", ps.Name, ErrUnknownRef, ps.Profile)
+			}
+			prof = int32(k)
+		}
 		p := Pod{
 			ID: int32(i), Template: int32(i),
 			CPU: ps.CPU, Mem: ps.Memory, GPUs: int32(ps.GPUs), GPUMilli: ps.GPUMilli, GPUMask: mask,
 			Arch: ps.Arch, QoS: ps.QoS, Priority: ps.Priority, Create: ps.Create, Delete: ps.Delete,
-			Service: svc, Usage: usage, CPULimit: ps.CPULimit,
+			Service: svc, Usage: usage, MemUsage: memUsage, CPULimit: ps.CPULimit,
+			Profile: prof, Interference: ps.Interference, NetMbps: ps.NetMbps,
 			Constrained: len(ps.NodeSelector) > 0 || len(ps.Tolerations) > 0,
 		}
+		e.Dynamic = e.Dynamic || prof > 0 || p.Interference > 0 || p.NetMbps > 0
 		k := shapeKey{cpu: p.CPU, mem: p.Mem, milli: p.GPUMilli, gpus: p.GPUs, mask: p.GPUMask, arch: p.Arch, template: -1}
 		if p.Constrained {
 			k.template = int32(i)

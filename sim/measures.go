@@ -4,6 +4,9 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/edgesched/edgesched/sim/disrupt"
+	"github.com/edgesched/edgesched/sim/internal/stats"
 )
 
 // MeasureInfo documents one measure of a Result.
@@ -49,6 +52,10 @@ func Measures() []MeasureInfo {
 		{"cross_zone_traffic", "share", "mean over samples of the share of dependency call rate that crosses zones", ""},
 		{"carbon_g_per_h", "gCO2/h", "mean over samples of the emission rate of placed work (replay: curve at the hour; inflate: daily mean curve)", ""},
 		{"carbon_g", "gCO2", "emissions of placed work integrated over the trace", "replay"},
+		{"pods_evicted", "pods", "evictions of running pods by node failures (scenarios with disruptions)", "replay"},
+		{"pods_lost", "pods", "evicted pods not placed again before their end (scenarios with disruptions)", "replay"},
+		{"node_failures", "events", "node failures during the trace (scenarios with disruptions)", "replay"},
+		{"uplink_flaps", "events", "uplink flaps during the trace (scenarios with disruptions)", "replay"},
 		{"decision_us_mean", "us", "mean time per pod of the filter + score + select pass", ""},
 		{"decision_us_p99", "us", "99th percentile of the time per pod of the filter + score + select pass", ""},
 	}
@@ -66,7 +73,7 @@ type recorder struct {
 	allocCPU, allocMem, allocGPU, usedCPU, usedMem []float64
 	activeUtil, activeNodes                        []float64
 	fragGPU, fragCPU, cross, carbonRate            []float64
-	latency                                        logHist
+	latency                                        stats.LogHist
 	decisions                                      []int64
 	curve                                          []CurvePoint
 	series                                         []SeriesPoint
@@ -76,13 +83,17 @@ type recorder struct {
 	carbonG float64
 	svcRTT  []float64
 	svcRate []float64
+	tel     []NodeTelemetry
+
+	evicted, lost, nodeFailures, flaps int
 }
 
 func newRecorder(env *Env, cfg RunConfig) *recorder {
 	return &recorder{
-		env: env, cfg: cfg, latency: newLogHist(),
+		env: env, cfg: cfg, latency: stats.NewLogHist(),
 		svcRTT:  make([]float64, len(env.Services)*len(env.Zones)),
 		svcRate: make([]float64, len(env.Services)*len(env.Zones)),
+		tel:     make([]NodeTelemetry, len(env.Nodes)),
 	}
 }
 
@@ -139,12 +150,24 @@ func share(a, b float64) float64 {
 func (r *recorder) sample(st *State, x float64) {
 	env := r.env
 	c := env.Capacity
+	usedCPU := st.UsedCPU
+	for i := range st.Nodes {
+		if st.Nodes[i].Pods > 0 || env.Dynamic {
+			r.tel[i] = st.Telemetry(i)
+		}
+	}
+	if env.Dynamic { // what the nodes measure: bursts, capped at capacity
+		usedCPU = 0
+		for i := range st.Nodes {
+			usedCPU += r.tel[i].CPU * float64(st.Nodes[i].CPU)
+		}
+	}
 	sp := SeriesPoint{
 		X:        x,
 		AllocCPU: share(float64(st.Alloc.CPU), float64(c.CPU)),
 		AllocMem: share(float64(st.Alloc.Mem), float64(c.Mem)),
 		AllocGPU: share(float64(st.Alloc.GPU), float64(c.GPU)),
-		UsedCPU:  share(st.UsedCPU, float64(c.CPU)),
+		UsedCPU:  share(usedCPU, float64(c.CPU)),
 		UsedMem:  share(st.UsedMem, float64(c.Mem)),
 	}
 	r.series = append(r.series, sp)
@@ -159,7 +182,11 @@ func (r *recorder) sample(st *State, x float64) {
 	for i := range st.Nodes {
 		if nd := &st.Nodes[i]; nd.Pods > 0 {
 			active++
-			activeUsed += nd.CPUUsed
+			if env.Dynamic {
+				activeUsed += r.tel[i].CPU * float64(nd.CPU)
+			} else {
+				activeUsed += nd.CPUUsed
+			}
 			activeCap += float64(nd.CPU)
 		}
 	}
@@ -181,8 +208,9 @@ func (r *recorder) sample(st *State, x float64) {
 		r.cross = append(r.cross, c)
 	}
 
-	// Latency proxy: per running pod, base * 1/(1 - rho) + the call-rate
-	// weighted mean RTT from its zone to its callees' replicas.
+	// Latency proxy (State.LatencyProxy): per running pod, base / (1 -
+	// rho_eff) x memory factor + NIC delay + the call-rate weighted mean RTT
+	// from its zone to its callees' replicas.
 	Z := len(env.Zones)
 	for s := range env.Services {
 		for z := range Z {
@@ -191,13 +219,13 @@ func (r *recorder) sample(st *State, x float64) {
 	}
 	for _, id := range st.Running() {
 		p := &st.Pods[id]
-		nd := &st.Nodes[st.Placements[id].Node]
-		rho := min(nd.CPUUsed/float64(nd.CPU), r.cfg.MaxUtil)
-		l := r.cfg.BaseLatencyMs / (1 - rho)
+		n := st.Placements[id].Node
+		nd := &st.Nodes[n]
+		l := latencyOf(&r.tel[n], r.cfg.BaseLatencyMs)
 		if p.Service >= 0 {
 			l += r.svcRTT[int(p.Service)*Z+int(nd.Zone)]
 		}
-		r.latency.add(l)
+		r.latency.Add(l)
 	}
 }
 
@@ -246,35 +274,39 @@ func (r *recorder) result() *Result {
 	} else {
 		m["pods_pending"] = float64(r.nPending)
 		m["carbon_g"] = r.carbonG
+		if r.env.Disruptions.NodeFailures || slices.ContainsFunc(r.env.Uplinks, func(u disrupt.Uplink) bool { return u.FlapsPerDay > 0 }) {
+			m["pods_evicted"], m["pods_lost"] = float64(r.evicted), float64(r.lost)
+			m["node_failures"], m["uplink_flaps"] = float64(r.nodeFailures), float64(r.flaps)
+		}
 	}
-	m["frag_cpu_share"] = mean(r.fragCPU)
+	m["frag_cpu_share"] = stats.Mean(r.fragCPU)
 	m["fragmentation"] = m["frag_cpu_share"]
 	if hasGPU {
-		m["frag_gpu_share"] = mean(r.fragGPU)
+		m["frag_gpu_share"] = stats.Mean(r.fragGPU)
 		if r.env.GPUPrimary {
 			m["fragmentation"] = m["frag_gpu_share"]
 		}
-		m["util_alloc_gpu_mean"] = mean(r.allocGPU)
-		m["util_alloc_gpu_p95"] = quantile(r.allocGPU, 0.95)
+		m["util_alloc_gpu_mean"] = stats.Mean(r.allocGPU)
+		m["util_alloc_gpu_p95"] = stats.Quantile(r.allocGPU, 0.95)
 	}
-	m["util_alloc_cpu_mean"] = mean(r.allocCPU)
-	m["util_alloc_cpu_p95"] = quantile(r.allocCPU, 0.95)
-	m["util_alloc_mem_mean"] = mean(r.allocMem)
-	m["util_alloc_mem_p95"] = quantile(r.allocMem, 0.95)
-	m["util_used_cpu_mean"] = mean(r.usedCPU)
-	m["util_used_cpu_p95"] = quantile(r.usedCPU, 0.95)
-	m["util_used_mem_mean"] = mean(r.usedMem)
-	m["util_used_mem_p95"] = quantile(r.usedMem, 0.95)
-	m["util_active_cpu_mean"] = mean(r.activeUtil)
-	m["nodes_active_mean"] = mean(r.activeNodes)
-	if r.latency.n > 0 {
-		m["latency_mean_ms"] = r.latency.mean()
-		m["latency_p95_ms"] = r.latency.quantile(0.95)
+	m["util_alloc_cpu_mean"] = stats.Mean(r.allocCPU)
+	m["util_alloc_cpu_p95"] = stats.Quantile(r.allocCPU, 0.95)
+	m["util_alloc_mem_mean"] = stats.Mean(r.allocMem)
+	m["util_alloc_mem_p95"] = stats.Quantile(r.allocMem, 0.95)
+	m["util_used_cpu_mean"] = stats.Mean(r.usedCPU)
+	m["util_used_cpu_p95"] = stats.Quantile(r.usedCPU, 0.95)
+	m["util_used_mem_mean"] = stats.Mean(r.usedMem)
+	m["util_used_mem_p95"] = stats.Quantile(r.usedMem, 0.95)
+	m["util_active_cpu_mean"] = stats.Mean(r.activeUtil)
+	m["nodes_active_mean"] = stats.Mean(r.activeNodes)
+	if r.latency.N > 0 {
+		m["latency_mean_ms"] = r.latency.Mean()
+		m["latency_p95_ms"] = r.latency.Quantile(0.95)
 	}
 	if len(r.cross) > 0 {
-		m["cross_zone_traffic"] = mean(r.cross)
+		m["cross_zone_traffic"] = stats.Mean(r.cross)
 	}
-	m["carbon_g_per_h"] = mean(r.carbonRate)
+	m["carbon_g_per_h"] = stats.Mean(r.carbonRate)
 	if len(r.decisions) > 0 {
 		var sum int64
 		for _, d := range r.decisions {
@@ -286,74 +318,4 @@ func (r *recorder) result() *Result {
 		m["decision_us_p99"] = float64(ds[min(len(ds)-1, int(math.Ceil(0.99*float64(len(ds))))-1)]) / 1e3
 	}
 	return &Result{Measures: m, Curve: r.curve, Series: r.series}
-}
-
-func mean(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	var s float64
-	for _, x := range v {
-		s += x
-	}
-	return s / float64(len(v))
-}
-
-// quantile returns the q-quantile of v by the nearest-rank method.
-func quantile(v []float64, q float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	k := int(math.Ceil(q*float64(len(s)))) - 1
-	return s[max(0, min(k, len(s)-1))]
-}
-
-// logHist is a histogram with logarithmic bins (1% wide) for quantiles of
-// positive values over many samples in constant memory.
-type logHist struct {
-	counts []int64
-	n      int64
-	sum    float64
-}
-
-const (
-	histMin   = 0.01
-	histRatio = 1.01
-	histBins  = 1900 // 0.01 * 1.01^1900 ≈ 1.6e6
-	// histMax clamps values (and so the mean) to the last bin's range; the
-	// latency proxy stays far below it for bounded inputs.
-	histMax = 1.5e6
-)
-
-func newLogHist() logHist { return logHist{counts: make([]int64, histBins)} }
-
-func (h *logHist) add(v float64) {
-	if math.IsNaN(v) || v < 0 {
-		v = 0
-	}
-	v = min(v, histMax)
-	h.n++
-	h.sum += v
-	b := 0
-	if v > histMin {
-		b = int(math.Log(v/histMin) / math.Log(histRatio))
-	}
-	h.counts[max(0, min(b, histBins-1))]++
-}
-
-func (h *logHist) mean() float64 { return h.sum / float64(h.n) }
-
-// quantile returns the geometric middle of the bin holding the q-quantile.
-func (h *logHist) quantile(q float64) float64 {
-	rank := int64(math.Ceil(q * float64(h.n)))
-	var c int64
-	for b, k := range h.counts {
-		c += k
-		if c >= rank && k > 0 {
-			return histMin * math.Pow(histRatio, float64(b)+0.5)
-		}
-	}
-	return histMin * math.Pow(histRatio, histBins)
 }

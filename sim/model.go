@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/edgesched/edgesched/sim/disrupt"
+	"github.com/edgesched/edgesched/sim/nodeload"
 )
 
 // MilliGPU is the share of one GPU device in milli-GPU units, as in the
@@ -25,6 +28,7 @@ const (
 	MaxWatts      = 1e7
 	MaxCarbon     = 1e5
 	MaxFailureDay = 1e6
+	MaxNetMbps    = 1e7
 )
 
 // Errors returned by validation. They are wrapped with the name of the
@@ -216,6 +220,9 @@ type Zone struct {
 	// CarbonZone names the zone's grid region; empty means a region with
 	// the zone's own name, which must then exist.
 	CarbonZone string
+	// Uplink is the zone's link to the other zones (loss, flaps); the zero
+	// value is a reliable link.
+	Uplink disrupt.Uplink
 }
 
 // ZonePair is one measured round-trip time between two zones.
@@ -272,6 +279,9 @@ type NodeSpec struct {
 	FailureRate float64
 	// Power is the node's power model; nil means DefaultPower(Arch).
 	Power *PowerModel
+	// NICMbps is the node's network interface speed; 0 means the load
+	// model's default (1 Gbit/s).
+	NICMbps float64
 }
 
 // Validate checks a node on its own (references are checked by NewEnv).
@@ -295,6 +305,8 @@ func (n *NodeSpec) Validate() error {
 		return fmt.Errorf("node %s: %w: failure rate must be a finite number in [0, %g], got %v", n.Name, ErrInvalid, float64(MaxFailureDay), n.FailureRate)
 	case n.Power != nil && (!inRange(n.Power.IdleWatts, MaxWatts) || !inRange(n.Power.WattsPerCore, MaxWatts) || !inRange(n.Power.WattsPerGPU, MaxWatts)):
 		return fmt.Errorf("node %s: %w: power figures must be finite and in [0, %g]", n.Name, ErrInvalid, float64(MaxWatts))
+	case !inRange(n.NICMbps, MaxNetMbps):
+		return fmt.Errorf("node %s: %w: nic speed must be finite and in [0, %g] Mbit/s, got %v", n.Name, ErrInvalid, float64(MaxNetMbps), n.NICMbps)
 	}
 	return nil
 }
@@ -312,6 +324,11 @@ type Cluster struct {
 	// GPUModels lists the GPU types nodes and pods may name; at most 64.
 	GPUModels []GPUModel
 	Nodes     []NodeSpec
+	// LoadProfiles are the usage profiles pods may follow (PodSpec.Profile).
+	LoadProfiles []nodeload.Profile
+	// Disruptions enables node failures in replay (uplink flaps come with
+	// the zones' Uplink).
+	Disruptions disrupt.Config
 }
 
 // PodSpec is one task of a workload.
@@ -340,6 +357,17 @@ type PodSpec struct {
 	CPUUsage float64
 	// CPULimit is the CPU limit in milli-CPU, 0 when the pod sets none.
 	CPULimit int64
+	// MemUsage is the memory actually used as a share of the request; 0
+	// means the CPU usage's share.
+	MemUsage float64
+	// Profile names the load profile (Cluster.LoadProfiles) the pod's use
+	// follows over time; "" is steady use.
+	Profile string
+	// Interference is how much the pod's CPU use disturbs its neighbours,
+	// as a share of its use added to the node's run-queue demand, [0, 4].
+	Interference float64
+	// NetMbps is the pod's mean network throughput in Mbit/s.
+	NetMbps float64
 }
 
 // Validate checks a pod on its own (references are checked by NewEnv).
@@ -371,6 +399,8 @@ func (p *PodSpec) Validate() error {
 		return fmt.Errorf("pod %s: %w: cpu usage must be a finite share in [0, 64], got %v", p.Name, ErrInvalid, p.CPUUsage)
 	case p.CPULimit < 0 || p.CPULimit > MaxQuantity:
 		return fmt.Errorf("pod %s: %w: cpu limit must be in [0, %d], got %d", p.Name, ErrInvalid, int64(MaxQuantity), p.CPULimit)
+	case !inRange(p.MemUsage, 64) || !inRange(p.Interference, 4) || !inRange(p.NetMbps, MaxNetMbps):
+		return fmt.Errorf("pod %s: %w: memory usage (share, [0, 64]) %v, interference ([0, 4]) %v or network (Mbit/s, [0, %g]) %v out of range", p.Name, ErrInvalid, p.MemUsage, p.Interference, float64(MaxNetMbps), p.NetMbps)
 	}
 	return nil
 }

@@ -61,16 +61,3 @@ func TestCurveMarks(t *testing.T) {
 		t.Errorf("default marks: %d points, [100] = %v", len(marks), marks[100])
 	}
 }
-
-func TestLogHistClampsNonFinite(t *testing.T) {
-	h := newLogHist()
-	for _, v := range []float64{math.Inf(1), math.NaN(), -5, 1e300, 3} {
-		h.add(v)
-	}
-	if h.n != 5 || math.IsInf(h.mean(), 0) || math.IsNaN(h.mean()) {
-		t.Fatalf("histogram n %d mean %v", h.n, h.mean())
-	}
-	if q := h.quantile(0.5); q > histMax*histRatio || q < 0 {
-		t.Errorf("median %v outside the histogram", q)
-	}
-}

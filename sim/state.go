@@ -3,6 +3,8 @@ package sim
 import (
 	"errors"
 	"fmt"
+
+	"github.com/edgesched/edgesched/sim/nodeload"
 )
 
 // ErrPlacement reports a binding that would over-commit a node or break a
@@ -77,8 +79,18 @@ type State struct {
 	// ServiceVersion changes whenever a pod of a service is bound or
 	// unbound, so caches of dependency-dependent values know when to go.
 	ServiceVersion uint64
+	// LoadModel is the node response behind Telemetry and the latency
+	// proxy (Run sets its MaxUtil from the RunConfig); NoiseSeed seeds the
+	// load profiles' bursts (Run sets the run's seed).
+	LoadModel nodeload.Model
+	NoiseSeed uint64
 	// clock issues node versions (see Node.Version).
 	clock uint64
+
+	agg      []loadAgg // per node and load profile
+	down     []bool    // per node
+	flap     []bool    // per zone
+	measured []measured
 
 	running []int32
 	runPos  []int32
@@ -106,6 +118,10 @@ func NewState(env *Env) *State {
 		memo:              map[fragKey]float64{},
 		ModelFree:         make([]int64, len(env.Models)),
 		Versions:          make([]uint64, len(env.Nodes)),
+		LoadModel:         nodeload.DefaultModel(),
+		agg:               make([]loadAgg, len(env.Nodes)*len(env.Profiles)),
+		down:              make([]bool, len(env.Nodes)),
+		flap:              make([]bool, len(env.Zones)),
 	}
 	var gpus int
 	for i := range env.Nodes {
@@ -212,6 +228,9 @@ type nodeFit struct {
 func (st *State) refreshFit(n int) {
 	nd := &st.Nodes[n]
 	st.fit[n] = nodeFit{cpuFree: nd.CPUFree, memFree: nd.MemFree, maxFree: nd.MaxFree, fullFree: nd.FullFree, model: nd.Model, arch: nd.Arch, restricted: nd.Restricted}
+	if st.down[n] {
+		st.fit[n].cpuFree = -1 // below every request: a failed node fits nothing
+	}
 }
 
 func (st *State) constraintsOK(nd *Node, p *Pod) bool {
@@ -358,10 +377,14 @@ func (st *State) apply(p *Pod, n int, gpus []int16, sign int64) {
 	nd.NZCPU += sign * nzc
 	nd.NZMem += sign * nzm
 	usedCPU := float64(p.CPU) * p.Usage
-	usedMem := float64(p.Mem) * p.Usage
+	usedMem := float64(p.Mem) * p.MemUsage
 	nd.CPUUsed += float64(sign) * usedCPU
 	nd.MemUsed += float64(sign) * usedMem
 	nd.Pods += int32(sign)
+	a := &st.agg[n*len(st.Env.Profiles)+int(p.Profile)]
+	a.cpu += float64(sign) * usedCPU
+	a.contention += float64(sign) * usedCPU * p.Interference
+	a.net += float64(sign) * p.NetMbps
 	for _, g := range gpus {
 		nd.GPUFree[g] -= sign * p.GPUMilli
 	}
@@ -567,6 +590,12 @@ func (st *State) Clone(versionBase uint64) *State {
 	c.fit = append([]nodeFit(nil), st.fit...)
 	c.tags = append([]int32(nil), st.tags...)
 	c.tagKinds = append([]int32(nil), st.tagKinds...)
+	c.agg = append([]loadAgg(nil), st.agg...)
+	c.down = append([]bool(nil), st.down...)
+	c.flap = append([]bool(nil), st.flap...)
+	if st.measured != nil {
+		c.measured = append([]measured(nil), st.measured...)
+	}
 	return &c
 }
 
@@ -596,7 +625,8 @@ func (st *State) CrossZoneShare() (share float64, ok bool) {
 
 // DependencyRTT is the call-rate weighted mean round-trip time (ms) from
 // zone z to the replicas of service s's callees, calls spread evenly over
-// each callee's replicas; 0 when no callee runs.
+// each callee's replicas (RTTs as State.RTT gives them now); 0 when no
+// callee runs.
 func (st *State) DependencyRTT(s, z int) float64 {
 	env := st.Env
 	var w, rtt float64
@@ -608,7 +638,7 @@ func (st *State) DependencyRTT(s, z int) float64 {
 		}
 		var exp float64
 		for z2 := range env.Zones {
-			exp += float64(st.ServiceZoneCount(int(e.To), z2)) * env.RTT[z][z2]
+			exp += float64(st.ServiceZoneCount(int(e.To), z2)) * st.RTT(z, z2)
 		}
 		w += e.Rate
 		rtt += e.Rate * exp / float64(b)

@@ -28,8 +28,10 @@ func newDemoCommand(opts Options) *cobra.Command {
 
   sim        every baseline scheduler and the shipped learned policies on
              the real openb production trace (1,523 heterogeneous nodes, FGD
-             paper's inflate method; model "default") and on a replay of the
-             built-in retail-fleet edge scenario (model "edge").
+             paper's inflate method; model "default"), on a replay of the
+             built-in retail-fleet edge scenario (model "edge") and on a
+             loaded edge fleet (the retail-stores family: real service
+             graphs, real grids, usage that is not requests, failures).
   federated  an embedded NATS server with JetStream, the coordinator and
              simulated sites (two retail stores and two factories, each its
              own hardware and workload), each training the policy with PPO
@@ -106,7 +108,7 @@ Tables go to stdout; results, report.md and plots under --out.`,
 }
 
 // demoSimulator is the simulator part: baselines and shipped models on
-// openb and the retail fleet.
+// openb, the retail fleet and a loaded family.
 func demoSimulator(cmd *cobra.Command, opts Options, out, progress string, seed uint64, parallel int) error {
 	w := cmd.OutOrStdout()
 	runs := []struct {
@@ -116,6 +118,7 @@ func demoSimulator(cmd *cobra.Command, opts Options, out, progress string, seed 
 	}{
 		{"openb", "", sim.Inflate, "all,learned"},
 		{"retail-fleet", "builtin:retail-fleet", sim.Replay, "all,learned:edge"},
+		{"retail-stores", "builtin:retail-stores", sim.Replay, "all,learned:edge"},
 	}
 	for i, r := range runs {
 		in, err := loadInput("", "", r.scenario, nil)

@@ -16,7 +16,7 @@ func TestDemoSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"inflate mode, 1523 nodes", "retail-fleet, replay mode", "fgd", "k8s-default", "trimaran-tlp", "learned", "learned:edge"} {
+	for _, want := range []string{"inflate mode, 1523 nodes", "retail-fleet, replay mode", "retail-stores, replay mode", "fgd", "k8s-default", "trimaran-tlp", "learned", "learned:edge"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
@@ -24,7 +24,7 @@ func TestDemoSimulator(t *testing.T) {
 	if strings.Contains(out, "Federated") {
 		t.Error("--parts sim ran the federated part")
 	}
-	for _, f := range []string{"openb/unallocated_gpu.png", "openb/curve.csv", "retail-fleet/utilization.png", "retail-fleet/results.json"} {
+	for _, f := range []string{"openb/unallocated_gpu.png", "openb/curve.csv", "retail-fleet/utilization.png", "retail-fleet/results.json", "retail-stores/results.json"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}

@@ -24,9 +24,9 @@ func TestTopology(t *testing.T) {
 	if err != nil {
 		t.Fatalf("from-scenario wrote a topology the plugin refuses: %v\n%s", err, js)
 	}
-	// retail-fleet: three store zones, each on its own grid with a daily
-	// curve (docs/sim.md)
-	if len(tp.Zones) != 3 || len(tp.CarbonZones) != 3 || len(tp.CarbonZones[0].GramsPerKWh) != 24 || tp.Network == nil {
+	// retail-fleet: three store zones, each on its own real grid, a window
+	// as long as the trace (3 days: 72 hourly values; docs/scenario.md)
+	if len(tp.Zones) != 3 || len(tp.CarbonZones) != 3 || len(tp.CarbonZones[0].GramsPerKWh) != 72 || tp.Network == nil {
 		t.Fatalf("retail-fleet topology: %+v", tp)
 	}
 	dir := t.TempDir()
@@ -35,7 +35,7 @@ func TestTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, err := run(t, "topology", "check", path)
-	if err != nil || !strings.HasPrefix(out, path+": ok: 3 zones, 3 carbon zones") || !strings.Contains(out, "carbon zone grid-hydro: 24 hourly values") {
+	if err != nil || !strings.HasPrefix(out, path+": ok: 3 zones, 3 carbon zones") || !strings.Contains(out, "carbon zone bpat: 72 hourly values") {
 		t.Fatalf("check: %v\n%s", err, out)
 	}
 	out, _, err = run(t, "topology", "configmap", path, "-n", "edgesched-system")

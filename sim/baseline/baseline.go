@@ -326,7 +326,10 @@ func (a TLPArgs) Validate() error {
 //	U > 100:      0
 //
 // The pod's predicted use is its CPU limit, else request * multiplier,
-// else the default. The simulator's node metrics are instantaneous, so
+// else the default. A node's used CPU is what it measures
+// (sim.State.Telemetry: bursts and all) when the scenario has a load
+// model, else its pods' steady use. The simulator's node metrics are
+// instantaneous, so
 // the plugin's correction for pods bound since the last metrics window is
 // not needed.
 type targetLoadPacking struct{ args TLPArgs }
@@ -351,7 +354,11 @@ func (t targetLoadPacking) Score(st *sim.State, p *sim.Pod, nodes []int32, score
 	}
 	for i, n := range nodes {
 		nd := &st.Nodes[n]
-		scores[i] = float64(TLPScore(nd.CPUUsed, float64(pred), float64(nd.CPU), t.args.TargetUtilization))
+		used := nd.CPUUsed
+		if st.Env.Dynamic { // the load watcher's measured use (sim.State.Telemetry)
+			used = st.Telemetry(int(n)).CPU * float64(nd.CPU)
+		}
+		scores[i] = float64(TLPScore(used, float64(pred), float64(nd.CPU), t.args.TargetUtilization))
 	}
 }
 

@@ -237,7 +237,8 @@ func formatMeasure(name string, v float64, n int) string {
 	switch {
 	case n == 0:
 		return "-"
-	case strings.HasPrefix(name, "pods_") || strings.HasPrefix(name, "failed_pods") || strings.HasPrefix(name, "nodes_"):
+	case strings.HasPrefix(name, "pods_") || strings.HasPrefix(name, "failed_pods") || strings.HasPrefix(name, "nodes_") ||
+		name == "node_failures" || name == "uplink_flaps":
 		return fmt.Sprintf("%.1f", v)
 	case strings.HasSuffix(name, "_ms") || strings.HasSuffix(name, "_us_mean") || strings.HasSuffix(name, "_us_p99"):
 		return fmt.Sprintf("%.1f", v)

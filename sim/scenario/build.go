@@ -19,6 +19,8 @@ type builder struct {
 	zoneList []string
 	carbon   map[string]bool
 	services map[string]bool
+	profiles map[string]bool
+	grids    []gridZone
 	cluster  sim.Cluster
 	workload sim.Workload
 }
@@ -44,7 +46,7 @@ func (b *builder) build() (*Loaded, error) {
 	}
 	b.cluster.Name = s.Name
 	b.workload.Name = s.Name
-	steps := []func() error{b.carbonZones, b.zonesAndNetwork, b.gpuModels, b.nodePools, b.workloadPods, b.dependencies}
+	steps := []func() error{b.carbonZones, b.zonesAndNetwork, b.gpuModels, b.loadProfiles, b.nodePools, b.workloadPods, b.dependencies, b.gridCurves}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return nil, err
@@ -55,13 +57,25 @@ func (b *builder) build() (*Loaded, error) {
 
 func (b *builder) carbonZones() error {
 	b.carbon = map[string]bool{}
-	for i, cz := range b.s.CarbonZones {
+	for i := range b.s.CarbonZones {
+		cz := &b.s.CarbonZones[i]
 		f := fmt.Sprintf("carbonZones[%d]", i)
 		switch {
 		case cz.Name == "":
 			return errAt(cz.pos.line, f+".name", sim.ErrInvalid, "missing")
 		case b.carbon[cz.Name]:
 			return errAt(cz.pos.at("name"), f+".name", sim.ErrDuplicate, "%q", cz.Name)
+		case cz.Grid != "":
+			start, err := gridStart(cz, f)
+			if err != nil {
+				return err
+			}
+			b.carbon[cz.Name] = true
+			b.grids = append(b.grids, gridZone{index: len(b.cluster.CarbonZones), cz: cz, field: f, start: start})
+			b.cluster.CarbonZones = append(b.cluster.CarbonZones, sim.CarbonZone{Name: cz.Name})
+			continue
+		case cz.Start != "" || cz.UTCOffsetHours != 0 || cz.Hours != 0:
+			return errAt(cz.pos.at("start"), f+".start", sim.ErrInvalid, "start, utcOffsetHours and hours go with grid")
 		case len(cz.Curve) == 0 || len(cz.Curve) > 24*366:
 			return errAt(cz.pos.at("curve"), f+".curve", sim.ErrInvalid, "want 1 to %d hourly values, got %d", 24*366, len(cz.Curve))
 		}
@@ -88,9 +102,13 @@ func (b *builder) zonesAndNetwork() error {
 		case z.CarbonZone != "" && !b.carbon[z.CarbonZone]:
 			return errAt(z.pos.at("carbonZone"), f+".carbonZone", ErrUnknownRef, "carbon zone %q is not declared in carbonZones", z.CarbonZone)
 		}
+		up, err := uplink(z.Uplink, f)
+		if err != nil {
+			return err
+		}
 		b.zones[z.Name] = true
 		b.zoneList = append(b.zoneList, z.Name)
-		b.cluster.Zones = append(b.cluster.Zones, sim.Zone{Name: z.Name, CarbonZone: z.CarbonZone})
+		b.cluster.Zones = append(b.cluster.Zones, sim.Zone{Name: z.Name, CarbonZone: z.CarbonZone, Uplink: up})
 	}
 	if len(b.zoneList) == 0 {
 		b.zones["default"] = true
@@ -209,6 +227,9 @@ func (b *builder) nodePools() error {
 		if !inRange(p.FailureRate, sim.MaxFailureDay) {
 			return errAt(p.pos.at("failureRate"), f+".failureRate", sim.ErrInvalid, "%v must be finite and in [0, %g]", p.FailureRate, float64(sim.MaxFailureDay))
 		}
+		if !inRange(p.NICMbps, sim.MaxNetMbps) {
+			return errAt(p.pos.at("nicMbps"), f+".nicMbps", sim.ErrInvalid, "%v must be finite and in [0, %g]", p.NICMbps, float64(sim.MaxNetMbps))
+		}
 		arch := sim.ArchAMD64
 		if p.Arch != "" {
 			a, err := sim.ParseArch(p.Arch)
@@ -302,6 +323,7 @@ func (b *builder) nodePools() error {
 			}
 			names[n.Name] = true
 			n.Arch, n.Zone, n.CarbonZone, n.Labels, n.Taints, n.FailureRate, n.Power = arch, zones[j%len(zones)], p.CarbonZone, p.Labels, taints, p.FailureRate, power
+			n.NICMbps = p.NICMbps
 		}
 		b.cluster.Nodes = append(b.cluster.Nodes, specs...)
 		if len(b.cluster.Nodes) > MaxNodes {
@@ -313,7 +335,8 @@ func (b *builder) nodePools() error {
 
 // podSpec turns a template into a spec, validating each field at its line.
 func (b *builder) podSpec(t *PodTemplate, name, f string) (sim.PodSpec, error) {
-	ps := sim.PodSpec{Name: name, CPU: t.CPUMilli, Memory: t.MemoryMiB, GPUs: t.GPUs, GPUMilli: t.GPUMilli, Priority: t.Priority, CPUUsage: t.Usage, CPULimit: t.CPULimitMilli, NodeSelector: t.NodeSelector}
+	ps := sim.PodSpec{Name: name, CPU: t.CPUMilli, Memory: t.MemoryMiB, GPUs: t.GPUs, GPUMilli: t.GPUMilli, Priority: t.Priority, CPUUsage: t.Usage, CPULimit: t.CPULimitMilli, NodeSelector: t.NodeSelector,
+		MemUsage: t.MemUsage, Profile: t.Profile, Interference: t.Interference, NetMbps: t.NetMbps}
 	check := []struct {
 		bad   bool
 		field string
@@ -330,6 +353,11 @@ func (b *builder) podSpec(t *PodTemplate, name, f string) (sim.PodSpec, error) {
 		{t.GPUs == 0 && len(t.GPUSpec) > 0, "gpuSpec", "given for a pod without gpus"},
 		{!finite(t.Usage) || t.Usage < 0 || t.Usage > 64, "usage", fmt.Sprintf("%v, want a share of the request in [0, 64]", t.Usage)},
 		{t.CPULimitMilli < 0, "cpuLimitMilli", fmt.Sprintf("%d is negative", t.CPULimitMilli)},
+		{!inRange(t.UsageSpread, MaxUsageSpread), "usageSpread", fmt.Sprintf("%v, want a lognormal sigma in [0, %d]", t.UsageSpread, MaxUsageSpread)},
+		{!inRange(t.MemUsage, 64), "memUsage", fmt.Sprintf("%v, want a share of the request in [0, 64]", t.MemUsage)},
+		{!inRange(t.Interference, 4), "interference", fmt.Sprintf("%v, want [0, 4]", t.Interference)},
+		{!inRange(t.NetMbps, sim.MaxNetMbps), "netMbps", fmt.Sprintf("%v, want [0, %g] Mbit/s", t.NetMbps, float64(sim.MaxNetMbps))},
+		{t.Profile != "" && !b.profiles[t.Profile], "profile", fmt.Sprintf("%q is not declared in loadProfiles", t.Profile)},
 	}
 	for _, c := range check {
 		if c.bad {
@@ -424,6 +452,7 @@ func (b *builder) workloadPods() error {
 		if err != nil {
 			return err
 		}
+		b.spread(&ps, p.UsageSpread)
 		ps.Service = p.Service
 		ps.Create = p.Create.Seconds()
 		ps.Delete = sim.NoDeletion
@@ -458,11 +487,15 @@ func (b *builder) workloadPods() error {
 			if err != nil {
 				return err
 			}
+			b.spread(&ps, s.Template.UsageSpread)
 			ps.Service, ps.Create, ps.Delete = s.Name, s.Start.Seconds(), sim.NoDeletion
 			if err := add(ps, s.pos.line, f); err != nil {
 				return err
 			}
 		}
+	}
+	if err := b.apps(add); err != nil {
+		return err
 	}
 	if w.Generator != nil {
 		seed := b.s.Seed

@@ -11,7 +11,11 @@
 // are *sim.LineError values naming file, line and field. Files are capped at
 // MaxFileBytes and expand to at most MaxNodes nodes and MaxPods pods.
 //
-// Built-in scenarios (Builtins; "builtin:NAME" in Load) are embedded. The
-// generator draws from a stream seeded by the scenario's seed, so a file
-// always yields the same workload.
+// Built-in scenarios (Builtins; "builtin:NAME" in Load) are embedded; the
+// loaded edge-fleet families (Families, sim/scenario/family) are generated
+// for the seed of Options (or their default) and load the same way. Carbon
+// zones may take a window of a real grid (sim/carbon); workload.apps places
+// service graphs from sim/scenario/apps (App documents, ParseApp). The
+// generator and usageSpread draw from the scenario's seed, so a file always
+// yields the same workload.
 package scenario

@@ -245,6 +245,7 @@ func (b *builder) generate(g *Generator, seed uint64) ([]genPod, error) {
 		m := &g.Mix[k]
 		ps := specs[k]
 		ps.Name = fmt.Sprintf("%s-%d", m.Name, counts[k])
+		b.spread(&ps, m.Template.UsageSpread)
 		counts[k]++
 		ps.Create = int64(t)
 		life := float64(m.Lifetime)

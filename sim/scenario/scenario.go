@@ -49,6 +49,10 @@ type Scenario struct {
 	NodePools    []NodePool   `yaml:"nodePools"`
 	Workload     Workload     `yaml:"workload"`
 	Dependencies []Dependency `yaml:"dependencies"`
+	// LoadProfiles are the usage profiles pods may follow (template key
+	// profile); Disruptions enables node failures in replay.
+	LoadProfiles []LoadProfile `yaml:"loadProfiles"`
+	Disruptions  *Disruptions  `yaml:"disruptions"`
 	pos          pos
 }
 
@@ -60,8 +64,9 @@ func (s *Scenario) UnmarshalYAML(n *yaml.Node) error {
 
 // Zone declares a zone.
 type Zone struct {
-	Name       string `yaml:"name"`
-	CarbonZone string `yaml:"carbonZone"`
+	Name       string  `yaml:"name"`
+	CarbonZone string  `yaml:"carbonZone"`
+	Uplink     *Uplink `yaml:"uplink"`
 	pos        pos
 }
 
@@ -71,11 +76,20 @@ func (z *Zone) UnmarshalYAML(n *yaml.Node) error {
 	return strict(n, (*raw)(z), &z.pos)
 }
 
-// CarbonZone declares a grid region's hourly intensity curve (gCO2/kWh).
+// CarbonZone declares a grid region's hourly intensity curve (gCO2/kWh):
+// a curve, or a window of a real grid (sim/carbon).
 type CarbonZone struct {
 	Name  string    `yaml:"name"`
 	Curve []float64 `yaml:"curve"`
-	pos   pos
+	// Grid names an embedded grid (BPAT, CISO, ...); Start is the local
+	// date and time of hour 0 ("2022-06-01" or "2022-06-01T06:00"), at UTC
+	// offset UTCOffsetHours; Hours is the window's length (default: the
+	// trace's span in whole days).
+	Grid           string `yaml:"grid"`
+	Start          string `yaml:"start"`
+	UTCOffsetHours int    `yaml:"utcOffsetHours"`
+	Hours          int    `yaml:"hours"`
+	pos            pos
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler with strict keys.
@@ -194,6 +208,7 @@ type NodePool struct {
 	FailureRate float64           `yaml:"failureRate"`
 	CarbonZone  string            `yaml:"carbonZone"`
 	Power       *Power            `yaml:"power"`
+	NICMbps     float64           `yaml:"nicMbps"`
 	pos         pos
 }
 
@@ -217,7 +232,14 @@ type PodTemplate struct {
 	Tolerations   []Toleration      `yaml:"tolerations"`
 	Usage         float64           `yaml:"usage"`
 	CPULimitMilli int64             `yaml:"cpuLimitMilli"`
-	pos           pos
+	// UsageSpread draws each pod's usage around Usage (lognormal, mean
+	// Usage, this sigma), from the scenario seed and the pod's name.
+	UsageSpread  float64 `yaml:"usageSpread"`
+	MemUsage     float64 `yaml:"memUsage"`
+	Profile      string  `yaml:"profile"`
+	Interference float64 `yaml:"interference"`
+	NetMbps      float64 `yaml:"netMbps"`
+	pos          pos
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler with strict keys.
@@ -298,7 +320,9 @@ type Workload struct {
 	Pods      []Pod      `yaml:"pods"`
 	Services  []Service  `yaml:"services"`
 	Generator *Generator `yaml:"generator"`
-	pos       pos
+	// Apps places instances of library or synthetic service graphs.
+	Apps []AppInstance `yaml:"apps"`
+	pos  pos
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler with strict keys.
@@ -348,7 +372,9 @@ func Load(path string) (*Loaded, error) { return LoadWith(path, Options{}) }
 // LoadWith is Load with options.
 func LoadWith(path string, opt Options) (*Loaded, error) {
 	if name, ok := strings.CutPrefix(path, "builtin:"); ok {
-		b, err := builtinBytes(name)
+		// a family's seed draws the fleet and the apps too, and the
+		// generated document carries it as its generator seed
+		b, err := builtinBytes(name, opt.Seed)
 		if err != nil {
 			return nil, err
 		}

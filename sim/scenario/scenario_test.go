@@ -395,6 +395,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(minimal))
+	f.Add([]byte(strings.Replace(loaded, "duration: 24h", "duration: 2h", 1)))
 	f.Add([]byte("a: &x [*x, *x]\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := Parse(b, "fuzz.yaml", "")

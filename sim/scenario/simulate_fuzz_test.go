@@ -16,6 +16,7 @@ import (
 // sim.ErrInvalid; it never panics or hangs.
 func FuzzSimulate(f *testing.F) {
 	f.Add([]byte(minimal))
+	f.Add([]byte(strings.NewReplacer("duration: 24h", "duration: 1h", "replicas: 2", "replicas: 0.3", "services: 12", "services: 3").Replace(loaded)))
 	f.Add([]byte(minimal + "dependencies:\n  - {from: web, to: web, callsPerSecond: 1e9}\nnetwork: {interZoneMs: 1000000}\n"))
 	f.Add([]byte(strings.Replace(minimal, "service: web}", "service: web, create: 10000000000, gpus: 0}", 1)))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -1,0 +1,191 @@
+package sim_test
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/disrupt"
+	"github.com/edgesched/edgesched/sim/nodeload"
+)
+
+// twoNodes is a cluster of two identical 4-core nodes in two zones.
+func twoNodes() *sim.Cluster {
+	return &sim.Cluster{
+		Name:  "two",
+		Zones: []sim.Zone{{Name: "a"}, {Name: "b", Uplink: disrupt.Uplink{LossRate: 0.01, FlapsPerDay: 1, FlapSeconds: 600, FlapRTTMs: 900, FlapLoss: 0.2}}},
+		Nodes: []sim.NodeSpec{
+			{Name: "n0", CPU: 4000, Memory: 8192, Arch: sim.ArchAMD64, Zone: "a"},
+			{Name: "n1", CPU: 4000, Memory: 8192, Arch: sim.ArchAMD64, Zone: "b"},
+		},
+		LoadProfiles: []nodeload.Profile{{Name: "web", Amplitude: 0.5, PeakHour: 12}},
+	}
+}
+
+// TestTelemetrySeesWhatRequestsHide: two nodes hold pods with equal
+// requests; on one they use more than they ask and a noisy neighbour
+// interferes. Requests (what kube-scheduler scores) are equal; telemetry
+// shows the CPU, run-queue and latency difference.
+func TestTelemetrySeesWhatRequestsHide(t *testing.T) {
+	w := &sim.Workload{Pods: []sim.PodSpec{
+		{Name: "quiet", CPU: 1000, Memory: 1024, CPUUsage: 0.5, Delete: sim.NoDeletion},
+		{Name: "hot", CPU: 1000, Memory: 1024, CPUUsage: 2.4, Interference: 0.5, NetMbps: 50, Delete: sim.NoDeletion},
+	}}
+	env, err := sim.NewEnv(twoNodes(), w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !env.Dynamic {
+		t.Fatal("interference and network should make the env dynamic")
+	}
+	st := sim.NewState(env)
+	for i := range 2 {
+		id, _ := st.AddPod(env.Pods[i])
+		if err := st.Bind(id, i, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, h := st.Telemetry(0), st.Telemetry(1)
+	if st.Nodes[0].NZCPU != st.Nodes[1].NZCPU {
+		t.Fatal("requests differ")
+	}
+	// quiet: 500 of 4000 milli; hot: 2400, plus 1200 of interference
+	if q.CPU != 0.125 || h.CPU != 0.6 || math.Abs(h.RhoEff-0.9) > 1e-12 || q.RhoEff != 0.125 {
+		t.Errorf("cpu %v/%v rho_eff %v/%v, want 0.125/0.6 and 0.125/0.9", q.CPU, h.CPU, q.RhoEff, h.RhoEff)
+	}
+	if !(h.RunQueueP99Us > 10*q.RunQueueP99Us) || !(h.Load1 > q.Load1) {
+		t.Errorf("run-queue p99 %v vs %v, load1 %v vs %v", h.RunQueueP99Us, q.RunQueueP99Us, h.Load1, q.Load1)
+	}
+	// node 1's zone loses 1%: 50 Mbit/s of 1448-byte segments
+	if want := 50e6 / 8 / 1448 * 0.01; math.Abs(h.RetransPerS-want) > 1e-9 || q.RetransPerS != 0 {
+		t.Errorf("retransmits %v (quiet %v), want %v", h.RetransPerS, q.RetransPerS, want)
+	}
+	if lq, lh := st.LatencyProxy(-1, 0, 10), st.LatencyProxy(-1, 1, 10); !(lh > 5*lq) {
+		t.Errorf("latency proxy %v vs %v", lh, lq)
+	}
+	// the plugin's path: a measured summary replaces the model
+	m := sim.NodeTelemetry{CPU: 0.99, RhoEff: 0.5, MemFactor: 1}
+	st.SetMeasured(0, &m)
+	if got := st.Telemetry(0); got != m {
+		t.Errorf("measured %+v, got %+v", m, got)
+	}
+	st.SetMeasured(0, nil)
+	if got := st.Telemetry(0); got != q {
+		t.Errorf("after clearing: %+v", got)
+	}
+}
+
+// TestTelemetryFollowsProfile: a pod on the "web" profile (amplitude 0.5,
+// peak at noon) uses 1.5x at noon and 0.5x at midnight.
+func TestTelemetryFollowsProfile(t *testing.T) {
+	w := &sim.Workload{Pods: []sim.PodSpec{{Name: "web", CPU: 2000, Memory: 512, CPUUsage: 1, Profile: "web", Delete: sim.NoDeletion}}}
+	env, err := sim.NewEnv(twoNodes(), w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := sim.NewState(env)
+	id, _ := st.AddPod(env.Pods[0])
+	if err := st.Bind(id, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		hour int64
+		cpu  float64
+	}{{12, 0.75}, {0, 0.25}, {36, 0.75}} {
+		st.Now = c.hour * 3600
+		if got := st.Telemetry(0).CPU; math.Abs(got-c.cpu) > 1e-12 {
+			t.Errorf("hour %d: cpu %v, want %v", c.hour, got, c.cpu)
+		}
+	}
+	if st.Nodes[0].CPUUsed != 2000 {
+		t.Errorf("steady use %v, want 2000 (the profile only moves telemetry)", st.Nodes[0].CPUUsed)
+	}
+	bad := &sim.Workload{Pods: []sim.PodSpec{{Name: "x", CPU: 1, Profile: "nosuch"}}}
+	if _, err := sim.NewEnv(twoNodes(), bad, sim.EnvOptions{}); err == nil {
+		t.Error("unknown profile accepted")
+	}
+}
+
+// TestReplayNodeFailures: nodes that fail often evict their pods; evicted
+// pods run again elsewhere (or are lost), no pod is ever bound to a failed
+// node, the state's books balance after every binding, and a seed gives
+// the same run twice.
+func TestReplayNodeFailures(t *testing.T) {
+	c := twoNodes()
+	c.Zones[1].Uplink = disrupt.Uplink{}
+	c.Nodes = append(c.Nodes, sim.NodeSpec{Name: "n2", CPU: 4000, Memory: 8192, Arch: sim.ArchAMD64, Zone: "a"})
+	for i := range c.Nodes {
+		c.Nodes[i].FailureRate = 6
+	}
+	c.Disruptions = disrupt.Config{NodeFailures: true, MeanRepairSeconds: 1800}
+	w := &sim.Workload{}
+	for i := range 60 {
+		w.Pods = append(w.Pods, sim.PodSpec{Name: "p" + string(rune('A'+i%26)) + string(rune('a'+i/26)), CPU: 1500, Memory: 512,
+			Create: int64(i) * 1800, Delete: int64(i)*1800 + 6*3600})
+	}
+	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sim.DefaultRunConfig(sim.Replay)
+	cfg.Check = true
+	cfg.Seed = 5
+	cfg.OnBind = func(st *sim.State, _ *sim.Pod, node int, _ []int) {
+		if st.Down(node) {
+			t.Errorf("bound to failed node %d at %d", node, st.Now)
+		}
+	}
+	run := func() map[string]float64 {
+		res, err := sim.Run(context.Background(), env, factoryOf(constPolicy{score: func(int32) float64 { return 0 }}), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Measures
+	}
+	m := run()
+	t.Logf("failures %v, evicted %v, lost %v, failed %v, placed %v", m["node_failures"], m["pods_evicted"], m["pods_lost"], m["pods_failed"], m["pods_placed"])
+	if !(m["node_failures"] > 5) || !(m["pods_evicted"] > 0) {
+		t.Errorf("3 nodes failing 6 times a day for 36 h: %v failures, %v evictions", m["node_failures"], m["pods_evicted"])
+	}
+	if m["pods_placed"]+m["pods_failed"]+m["pods_pending"] != m["pods_arrived"] || m["pods_lost"] > m["pods_evicted"] {
+		t.Errorf("books: %v", m)
+	}
+	again := run()
+	for k, v := range m {
+		if k[:min(len(k), 8)] != "decision" && again[k] != v {
+			t.Errorf("%s: %v then %v", k, v, again[k])
+		}
+	}
+}
+
+// TestFlapRaisesRTT: during a flap, zone b's RTT to a is its FlapRTTMs
+// plus loss x RTO; the static network is untouched.
+func TestFlapRaisesRTT(t *testing.T) {
+	env, err := sim.NewEnv(twoNodes(), &sim.Workload{Pods: []sim.PodSpec{{Name: "x", CPU: 1, Delete: sim.NoDeletion}}}, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := sim.NewState(env)
+	if got, want := st.RTT(0, 1), 30+0.01*sim.RTOMs; got != want {
+		t.Errorf("normal RTT %v, want %v", got, want)
+	}
+	if st.RTT(0, 0) != 0.5 {
+		t.Errorf("intra-zone RTT %v", st.RTT(0, 0))
+	}
+	sim.SetFlap(st, 1, true)
+	if got, want := st.RTT(1, 0), 900+0.2*sim.RTOMs; got != want || st.ZoneLoss(1) != 0.2 || env.RTT[0][1] != 30 {
+		t.Errorf("flapping RTT %v (loss %v), want %v", got, st.ZoneLoss(1), want)
+	}
+	sim.SetFlap(st, 1, false)
+	cfg := sim.DefaultRunConfig(sim.Replay)
+	w := &sim.Workload{Pods: []sim.PodSpec{{Name: "x", CPU: 1, Create: 0, Delete: 20 * 86400}}}
+	env2, _ := sim.NewEnv(twoNodes(), w, sim.EnvOptions{})
+	res, err := sim.Run(context.Background(), env2, factoryOf(constPolicy{score: func(int32) float64 { return 0 }}), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Measures["uplink_flaps"] < 5 {
+		t.Errorf("20 days at 1 flap a day: %v flaps", res.Measures["uplink_flaps"])
+	}
+}
