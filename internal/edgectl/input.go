@@ -128,17 +128,34 @@ func resolvePolicies(list string, opt quant.DecodeOptions) ([]sim.Factory, error
 	return out, nil
 }
 
+// NetOnlySuffix after a learned policy's name runs its network alone,
+// without the model's decision rule.
+const NetOnlySuffix = "@net"
+
 // learnedFactory resolves "learned" (the shipped default model),
 // "learned:NAME" (a shipped model, see models.Names), "learned:FILE.esa"
 // (a float32 or int8 artifact, verified with opt) or "learned:FILE" (a
 // training output; any path containing a slash or ending in .esm).
+//
+// The suffix "@net" (learned@net, learned:NAME@net, ...) runs the network
+// alone: the model's decision rule is dropped (band 0, plain argmax of
+// the network's scores), to report it beside the rule.
 func learnedFactory(name string, opt quant.DecodeOptions) (sim.Factory, error) {
-	ref, ok := strings.CutPrefix(name, "learned:")
+	spec, netOnly := strings.CutSuffix(name, NetOnlySuffix)
+	ref, ok := strings.CutPrefix(spec, "learned:")
 	if !ok {
-		if name != "learned" {
-			return sim.Factory{}, fmt.Errorf("%q: want learned, learned:NAME or learned:FILE", name)
+		if spec != "learned" {
+			return sim.Factory{}, fmt.Errorf("%q: want learned, learned:NAME or learned:FILE (each optionally with %s)", name, NetOnlySuffix)
 		}
 		ref = "default"
+	}
+	model := func(m *policy.Model) sim.Factory {
+		if netOnly {
+			c := *m
+			c.Decision = policy.Decision{}
+			m = &c
+		}
+		return policy.Factory(name, m)
 	}
 	if strings.HasSuffix(ref, ".esa") {
 		a, err := quant.ReadFile(ref, opt)
@@ -149,6 +166,9 @@ func learnedFactory(name string, opt quant.DecodeOptions) (sim.Factory, error) {
 			return sim.Factory{}, err
 		}
 		if a.Header.DType == quant.Int8 {
+			if netOnly {
+				a.Header.Decision = policy.Decision{}
+			}
 			n, err := quant.NewInt8Net(a)
 			if err != nil {
 				return sim.Factory{}, err
@@ -159,20 +179,20 @@ func learnedFactory(name string, opt quant.DecodeOptions) (sim.Factory, error) {
 		if err != nil {
 			return sim.Factory{}, err
 		}
-		return policy.Factory(name, m), nil
+		return model(m), nil
 	}
 	if !strings.ContainsRune(ref, '/') && !strings.HasSuffix(ref, ".esm") {
 		m, err := models.Load(ref)
 		if err != nil {
 			return sim.Factory{}, err
 		}
-		return policy.Factory(name, m), nil
+		return model(m), nil
 	}
 	d, err := policy.ReadFile(ref)
 	if err != nil {
 		return sim.Factory{}, err
 	}
-	return policy.Factory(name, d.Model), nil
+	return model(d.Model), nil
 }
 
 // parseSeeds reads "7", "1,2,3" or "1-5" (at most 1000 seeds).

@@ -55,12 +55,14 @@ scenarios.
 Learned policies: "learned" is the shipped default model (trained on openb),
 "learned:edge" another shipped model (see models/), "learned:FILE" a model
 written by 'edgectl train', "learned:FILE.esa" a float32 or int8 artifact
-('edgectl model'), verified with --keys.`,
+('edgectl model'), verified with --keys. The suffix @net (learned@net,
+learned:FILE@net) runs the network alone, without the model's decision
+rule (docs/policy.md, "Decision rule").`,
 		Example: `  edgectl sim                                        # all baselines, openb default, inflate, seed 1
   edgectl sim --seeds 1-5 --policies fgd,best-fit,random-fit --out out/openb
   edgectl sim --scenario builtin:retail-fleet --mode replay -o json
   edgectl sim --nodes openb:gpu_node --pods openb:gpushare40 --tie-break first
-  edgectl sim --seeds 1-5 --policies fgd,learned
+  edgectl sim --seeds 1-5 --policies fgd,learned,learned@net
   edgectl sim --scenario builtin:retail-fleet --policies k8s-default,learned:edge,learned:out/train/model.esm`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -1,0 +1,75 @@
+package models
+
+import (
+	"context"
+	"testing"
+
+	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/openb"
+)
+
+// agreementFloor is the least share of decisions in which the shipped
+// default model's int8 twin must pick the float policy's node, both
+// deciding by the model's rule (issue 17 asks for 99%; the full openb
+// cluster measured 99.5%+, docs/quant.md "Fidelity").
+const agreementFloor = 0.99
+
+// TestShippedDefaultInt8Agreement quantizes models/default.esm as
+// `edgectl model quantize` does (calibration rows from the float policy's
+// own replay) and counts, over a replay of openb default on every fourth
+// node of the cluster (for time under the race detector) with a seed the
+// calibration did not use, how often the int8 policy picks the float
+// policy's node. The networks alone (no rule) are logged beside it.
+func TestShippedDefaultInt8Agreement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short: replays openb default twice (float and int8)")
+	}
+	m, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := openb.LoadNodes("openb:all_node", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub []sim.NodeSpec
+	for i := 0; i < len(nodes); i += 4 {
+		sub = append(sub, nodes[i])
+	}
+	pods, err := openb.LoadPods("openb:default", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := sim.NewEnv(&sim.Cluster{Name: "openb-quarter", Nodes: sub}, &sim.Workload{Name: "openb:default", Pods: pods.Pods, Untimed: !pods.Timed}, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal := sim.DefaultRunConfig(sim.Inflate)
+	cal.Seed = 1
+	rows, _, err := quant.CollectRows(context.Background(), env, m, []sim.RunConfig{cal}, 5000, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := quant.Quantize(m, rows, quant.DefaultCalibration(), quant.Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := quant.NewInt8Net(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sim.DefaultRunConfig(sim.Inflate)
+	cfg.Seed = 2
+	ag, err := quant.MeasureAgreement(context.Background(), env, m, n, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("int8 vs float over %d decisions: %.4f by the rule, %.4f by the networks alone", ag.Decisions, ag.Rate(), ag.ArgmaxRate())
+	if ag.Decisions < 500 {
+		t.Fatalf("only %d decisions with two or more candidates", ag.Decisions)
+	}
+	if ag.Rate() < agreementFloor {
+		t.Errorf("int8 agreement by the rule %.4f < %.2f over %d decisions", ag.Rate(), agreementFloor, ag.Decisions)
+	}
+}
