@@ -79,19 +79,21 @@ type FeatureGroup struct {
 	index             []int
 }
 
-// featureGroups partition the 26 features of edgesched.features/v1. They
+// featureGroups partition the 36 features of edgesched.features/v2. They
 // follow the schema's own sections, except that its "node attributes and
 // load" section is split into architecture, load/failure and carbon, which
-// an operator reads as different reasons. The schema has no GPU-model
-// feature (models are a hard constraint, checked in Filter), so "arch" is
-// the only node-type group.
+// an operator reads as different reasons, and the pod's GPU-model
+// constraint and the target workload's mix join the pod group (all of
+// them equal on every candidate).
 var featureGroups = resolveGroups([]FeatureGroup{
-	{Name: "pod", Description: "pod requests, GPU share, QoS and priority (equal on every candidate: 0 against the mean candidate)",
-		Features: []string{"pod_cpu", "pod_mem", "pod_gpu", "pod_share", "pod_qos_ls", "pod_qos_be", "pod_priority"}},
+	{Name: "pod", Description: "pod requests, GPU share, QoS, priority, GPU-model constraint and the target workload's mix (equal on every candidate: 0 against the mean candidate)",
+		Features: []string{"pod_cpu", "pod_mem", "pod_gpu", "pod_share", "pod_qos_ls", "pod_qos_be", "pod_priority", "pod_gpu_spec", "pod_model_choice", "wl_cpu", "wl_share", "wl_multi", "wl_spec"}},
 	{Name: "resources", Description: "the node's free CPU, memory, GPU and whole devices after placement",
 		Features: []string{"cpu_free_after", "mem_free_after", "gpu_free_after", "cpu_free_after_abs", "gpu_free_after_abs", "full_gpus_after"}},
-	{Name: "gpu-fit", Description: "GPU fit and fragmentation: device leftover, FGD fragmentation change, CPU pod on a GPU node, CPU/GPU balance",
-		Features: []string{"device_leftover", "fgd_delta", "fgd_score", "frag_after", "gpu_node_cpu_pod", "balance_after"}},
+	{Name: "gpu-fit", Description: "GPU fit and fragmentation: device leftover, FGD fragmentation change (also against the classes accepting the node's GPU model), CPU pod on a GPU node, CPU/GPU balance",
+		Features: []string{"device_leftover", "fgd_delta", "fgd_score", "frag_after", "fgd_fit_delta", "gpu_node_cpu_pod", "balance_after"}},
+	{Name: "gpu-model", Description: "the node's GPU model against the target workload: pressure from pods naming models, share of GPU demand it can serve, and only it can serve",
+		Features: []string{"model_pressure", "model_accept", "model_exclusive"}},
 	{Name: "arch", Description: "the node's CPU architecture (arm64)",
 		Features: []string{"arch_arm64"}},
 	{Name: "load", Description: "node load, the pod's share of the node's CPU, node failure rate",

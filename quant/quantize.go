@@ -60,6 +60,10 @@ func (o CalibrationOptions) stat(v []float64) float64 {
 // tensor still has a usable scale. Scales are rounded to float32: the
 // artifact stores float32, and values are quantized against exactly the
 // stored scale.
+// ConstantFeatureRange is the least input range, in standard deviations
+// of the model's training data, of a feature constant in calibration.
+const ConstantFeatureRange = 4
+
 func scaleOf(stat, levels float64) float64 {
 	return float64(float32(math.Max(stat, 1e-6) / levels))
 }
@@ -128,6 +132,17 @@ func Quantize(m *policy.Model, rows []float32, opt CalibrationOptions, info Info
 		return out
 	}
 	inScale, sA1, sA2 := stats(xs, inMax), stats(a1s, actMax), stats(a2s, actMax)
+	// A feature that takes one value on every calibration row (openb
+	// states have no dependencies; openb default names no GPU models)
+	// would get a scale fitted to that value, and the int8 model would
+	// clamp every other value near it. Such a feature keeps at least
+	// ConstantFeatureRange standard deviations of the training data
+	// (the schema's normalisation) on either side of its mean.
+	for j, v := range xs {
+		if len(v) > 0 && slices.Min(v) == slices.Max(v) {
+			inScale[j] = math.Max(inScale[j], scaleOf(ConstantFeatureRange, inMax))
+		}
+	}
 
 	// Every layer folds its input scales into its weights (output-major).
 	fold := func(w []float64, fanIn, outs int, in []float64) []float64 {

@@ -83,6 +83,10 @@ type Agreement struct {
 	// on the same node (no decision rule): equal to Same for a model
 	// without one.
 	SameArgmax int
+	// RuleChanged counts decisions where the float policy's rule picks
+	// another node than its network's own best: the share of decisions
+	// the rule decides.
+	RuleChanged int
 }
 
 // ArgmaxRate is SameArgmax / Decisions.
@@ -120,10 +124,14 @@ func (s *shadow) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float6
 	s.buf = slices.Grow(s.buf[:0], len(nodes))[:len(nodes)]
 	s.q.NetworkScores(st, p, nodes, s.buf)
 	s.agree.Decisions++
-	if argmax(scores) == argmax(s.buf) {
+	own := argmax(scores)
+	if own == argmax(s.buf) {
 		s.agree.SameArgmax++
 	}
 	s.float.Decide(st, p, nodes, scores)
+	if argmax(scores) != own {
+		s.agree.RuleChanged++
+	}
 	s.q.Decide(st, p, nodes, s.buf)
 	if argmax(scores) == argmax(s.buf) {
 		s.agree.Same++

@@ -2,10 +2,12 @@ package edgectl
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -19,7 +21,7 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"model edge (26 -> 32 -> 32 -> 1)", "one decision of 40 candidate nodes from builtin:factory-vision", "float32", "the int8 kernels agree exactly; this edgectl build scores with int8 " + quant.Kernel()} {
+	for _, want := range []string{fmt.Sprintf("model edge (%d -> 32 -> 32 -> 1)", policy.NumFeatures), "one decision of 40 candidate nodes from builtin:factory-vision", "float32", "the int8 kernels agree exactly; this edgectl build scores with int8 " + quant.Kernel()} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
 		}
