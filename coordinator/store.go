@@ -3,7 +3,6 @@ package coordinator
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -17,15 +16,17 @@ import (
 // bbolt layout (coordinator.db). Every state change is one transaction.
 var (
 	bucketMeta    = []byte("meta")    // schema, current round, current model version, audit sequence
-	bucketRounds  = []byte("rounds")  // round (uint64 BE) -> Round JSON
-	bucketUpdates = []byte("updates") // round (uint64 BE) -> bucket: site -> update message
-	bucketSites   = []byte("sites")   // site -> Site JSON
-	bucketModels  = []byte("models")  // version (uint64 BE) -> Model JSON
-	bucketBlobs   = []byte("blobs")   // "<version>/float32" | "<version>/int8" -> artifact bytes
-	bucketAudit   = []byte("audit")   // sequence (uint64 BE) -> Event JSON
+	bucketRounds  = []byte("rounds")  // round (uint64 BE) -> Round record
+	bucketUpdates = []byte("updates") // round (uint64 BE) -> bucket: site (sync) or MsgID (async) -> stored update
+	bucketSites   = []byte("sites")   // site -> Site record
+	bucketModels  = []byte("models")  // version (uint64 BE) -> Model record
+	bucketBlobs   = []byte("blobs")   // "<version>/float32" | "<version>/int8" -> artifact bytes (signed)
+	bucketAudit   = []byte("audit")   // sequence (uint64 BE) -> Event record (the newest Config.AuditKeep)
 	bucketRejects = []byte("rejects") // reason -> count (uint64 BE)
-	bucketJudged  = []byte("judged")  // site 0x00 seq (uint64 BE) -> verdict JSON (judgedWindow per site)
+	bucketJudged  = []byte("judged")  // site 0x00 seq (uint64 BE) -> verdict record (judgedWindow per site)
 	bucketRefused = []byte("refused") // stream seq (uint64 BE) of unattributable refused messages (refusedWindow)
+
+	allBuckets = [][]byte{bucketMeta, bucketRounds, bucketUpdates, bucketSites, bucketModels, bucketBlobs, bucketAudit, bucketRejects, bucketJudged, bucketRefused}
 
 	keySchema  = []byte("schema")
 	keyRound   = []byte("round")
@@ -33,7 +34,10 @@ var (
 	keyAudit   = []byte("audit")
 )
 
-const schemaVersion = "1"
+// schemaVersion is the store's layout: "2" has checksummed records and
+// binary stored updates (records.go); a store of schema "1" is migrated
+// when it is opened (integrity.go).
+const schemaVersion = "2"
 
 // ErrStore wraps a damaged or foreign database.
 var ErrStore = errors.New("coordinator: bad store")
@@ -68,7 +72,28 @@ type Round struct {
 	// Note says why a round failed, or what its aggregation reported.
 	Note  string             `json:"note,omitempty"`
 	Stats map[string]float64 `json:"stats,omitempty"`
+	// Reason classifies a failed round's failure (a FailReason* value).
+	Reason string `json:"reason,omitempty"`
+	// The round's bounds on updates, from the configuration when it
+	// opened (0: none): an update whose L2 norm is above MaxNorm is
+	// refused as too_large, one claiming more than MaxSamples samples as
+	// too_heavy, and every update is clipped to ClipNorm when aggregated.
+	MaxNorm    float64 `json:"max_norm,omitempty"`
+	MaxSamples int64   `json:"max_samples,omitempty"`
+	ClipNorm   float64 `json:"clip_norm,omitempty"`
 }
+
+// Reasons a round fails (Round.Reason, the label of the
+// round_failures_total metric).
+const (
+	FailReasonQuorum    = "quorum"     // fewer updates than MinUpdates by the deadline
+	FailReasonAggregate = "aggregate"  // the rule could not combine the updates
+	FailReasonDP        = "dp"         // the DP noise could not be added
+	FailReasonNonFinite = "non_finite" // the new weights are not finite
+	FailReasonQuantize  = "quantize"   // the new model cannot be quantized to int8
+	FailReasonSanity    = "sanity"     // the new model scores the calibration set absurdly
+	FailReasonCalibrate = "calibrate"  // no calibration rows for the new model
+)
 
 // Site is what the coordinator knows of a site.
 type Site struct {
@@ -107,6 +132,12 @@ const judgedWindow = 4096
 type verdict struct {
 	Status federated.AckStatus `json:"status"`
 	Reason string              `json:"reason,omitempty"`
+	// Stream is the update stream's sequence of the message judged (0:
+	// not from the stream): the same stream message delivered again (the
+	// coordinator stopped after recording its verdict, before acking it)
+	// gets this verdict again and counts nothing, whereas a copy published
+	// anew (a replay) has another stream sequence.
+	Stream uint64 `json:"stream,omitempty"`
 }
 
 func judgedKey(site string, seq uint64) []byte {
@@ -149,60 +180,84 @@ type Event struct {
 // u64 and getU64 are the stores' big-endian uint64 keys and values.
 var u64, getU64 = boltkv.U64, boltkv.GetU64
 
-// openStore opens (creating) the database and checks its schema.
-func openStore(path string) (*bolt.DB, error) {
-	db, err := boltkv.Open(path, "coordinator store", keySchema, schemaVersion, bucketMeta, bucketRounds, bucketUpdates, bucketSites, bucketModels, bucketBlobs, bucketAudit, bucketRejects, bucketJudged, bucketRefused)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrStore, err)
-	}
-	return db, nil
-}
+// maxAuditDetail caps an audit event's detail (error texts can be long).
+const maxAuditDetail = 256
 
-func putJSON(b *bolt.Bucket, k []byte, v any) error {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return b.Put(k, raw)
-}
-
-func getJSON(b *bolt.Bucket, k []byte, v any) (bool, error) {
-	raw := b.Get(k)
-	if raw == nil {
-		return false, nil
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return false, fmt.Errorf("%w: %s/%x: %v", ErrStore, "record", k, err)
-	}
-	return true, nil
-}
-
-// audit appends an event in tx.
-func audit(tx *bolt.Tx, now time.Time, kind string, round uint64, site, detail string) error {
+// audit appends an event in tx and forgets the oldest beyond keep (0:
+// keep all).
+func audit(tx *bolt.Tx, now time.Time, keep int, kind string, round uint64, site, detail string) error {
 	m := tx.Bucket(bucketMeta)
 	seq := getU64(m, keyAudit) + 1
 	if err := m.Put(keyAudit, u64(seq)); err != nil {
 		return err
 	}
-	return putJSON(tx.Bucket(bucketAudit), u64(seq), Event{Seq: seq, Time: now.UTC(), Kind: kind, Round: round, Site: site, Detail: detail})
+	if len(detail) > maxAuditDetail {
+		detail = detail[:maxAuditDetail] + "..."
+	}
+	b := tx.Bucket(bucketAudit)
+	if err := putRecord(b, u64(seq), Event{Seq: seq, Time: now.UTC(), Kind: kind, Round: round, Site: site, Detail: detail}); err != nil {
+		return err
+	}
+	if keep > 0 && seq > uint64(keep) {
+		return b.Delete(u64(seq - uint64(keep)))
+	}
+	return nil
+}
+
+// pruneAudit forgets every event but the newest keep (once, at open:
+// afterwards audit keeps the log at its size).
+func pruneAudit(tx *bolt.Tx, keep int) (int, error) {
+	if keep <= 0 {
+		return 0, nil
+	}
+	seq := getU64(tx.Bucket(bucketMeta), keyAudit)
+	if seq <= uint64(keep) {
+		return 0, nil
+	}
+	cutoff := u64(seq - uint64(keep) + 1)
+	c := tx.Bucket(bucketAudit).Cursor()
+	n := 0
+	for k, _ := c.First(); k != nil && bytes.Compare(k, cutoff) < 0; k, _ = c.First() {
+		if err := c.Delete(); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 func getRound(tx *bolt.Tx, round uint64) (*Round, error) {
 	var r Round
-	ok, err := getJSON(tx.Bucket(bucketRounds), u64(round), &r)
+	ok, err := getRecord(tx, bucketRounds, u64(round), &r)
 	if err != nil || !ok {
 		return nil, err
 	}
 	return &r, nil
 }
 
+func putRound(tx *bolt.Tx, r *Round) error {
+	return putRecord(tx.Bucket(bucketRounds), u64(r.Round), r)
+}
+
 func getModel(tx *bolt.Tx, version uint64) (*Model, error) {
 	var m Model
-	ok, err := getJSON(tx.Bucket(bucketModels), u64(version), &m)
+	ok, err := getRecord(tx, bucketModels, u64(version), &m)
 	if err != nil || !ok {
 		return nil, err
 	}
 	return &m, nil
+}
+
+func putModelRecord(tx *bolt.Tx, m *Model) error {
+	return putRecord(tx.Bucket(bucketModels), u64(m.Version), m)
+}
+
+func getSite(tx *bolt.Tx, site string) (*Site, error) {
+	var s Site
+	if _, err := getRecord(tx, bucketSites, []byte(site), &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
 }
 
 func blobKey(version uint64, dtype string) []byte {
@@ -217,7 +272,7 @@ func countReject(tx *bolt.Tx, reason string) error {
 // getVerdict returns the recorded verdict on site's update seq, if any.
 func getVerdict(tx *bolt.Tx, site string, seq uint64) (*verdict, error) {
 	var v verdict
-	ok, err := getJSON(tx.Bucket(bucketJudged), judgedKey(site, seq), &v)
+	ok, err := getRecord(tx, bucketJudged, judgedKey(site, seq), &v)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -228,7 +283,7 @@ func getVerdict(tx *bolt.Tx, site string, seq uint64) (*verdict, error) {
 // site's verdicts more than judgedWindow below hwm.
 func putVerdict(tx *bolt.Tx, site string, seq, hwm uint64, v verdict) error {
 	b := tx.Bucket(bucketJudged)
-	if err := putJSON(b, judgedKey(site, seq), &v); err != nil {
+	if err := putRecord(b, judgedKey(site, seq), &v); err != nil {
 		return err
 	}
 	if hwm <= judgedWindow {

@@ -2,7 +2,6 @@ package fl
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -480,8 +479,8 @@ func auditCounts(t *testing.T, path string) map[string]int {
 			return errors.New("no audit bucket")
 		}
 		return b.ForEach(func(_, v []byte) error {
-			var e coordinator.Event
-			if err := json.Unmarshal(v, &e); err != nil {
+			e, err := coordinator.DecodeEvent(v)
+			if err != nil {
 				return err
 			}
 			switch e.Kind {

@@ -1,0 +1,624 @@
+package coordinator
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/boltkv"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// Startup integrity (docs/federated.md "A damaged store"). Before the
+// coordinator uses coordinator.db it
+//
+//   - opens it with bbolt's panics turned into errors (a damaged page
+//     makes bbolt panic, or fault on its memory map);
+//   - runs bbolt's consistency check (tx.Check: every page reachable once,
+//     the free list consistent);
+//   - migrates a schema "1" store (JSON records without checksums);
+//   - decodes every record strictly (records.go) and checks the cross
+//     references (the current round and model exist, every model has both
+//     artifacts), and verifies the signatures of the artifacts it will
+//     use: the newest published model, every pending or candidate one and
+//     the current round's base.
+//
+// Any failure is one ErrStore error naming the file and what is wrong,
+// ending with how to restore it from a backup; the daemon stops with it.
+// Runtime store access goes through (*Coordinator).view and update,
+// which do the same with panics and faults.
+
+// storeFile is the store's name in DataDir.
+const storeFile = "coordinator.db"
+
+// restoreHint ends every damaged-store error.
+const restoreHint = "restore a backup with 'edge-coordinator restore --data DIR --from FILE' (docs/federated.md)"
+
+// boltOptions are the store's bbolt options: the hash-map free list
+// (allocation stays O(1) when a round's updates are freed), no free list
+// written at every commit (rebuilt at open), and a large initial map so a
+// growing file rarely remaps (a remap waits for every reader).
+func boltOptions(readOnly bool) *bolt.Options {
+	return &bolt.Options{Timeout: 5 * time.Second, ReadOnly: readOnly, FreelistType: bolt.FreelistMapType,
+		NoFreelistSync: true, InitialMmapSize: 256 << 20}
+}
+
+// damaged wraps a failure of the store at path into the one clear error.
+func damaged(path string, err error) error {
+	if errors.Is(err, ErrStore) {
+		return fmt.Errorf("coordinator store %s is damaged: %w; %s", path, err, restoreHint)
+	}
+	return fmt.Errorf("%w: coordinator store %s is damaged: %v; %s", ErrStore, path, err, restoreHint)
+}
+
+// guard runs fn with bbolt's panics and memory faults turned into an
+// error naming path.
+func guard(path string, fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = damaged(path, fmt.Errorf("bbolt failed reading it: %v", p))
+		}
+	}()
+	return fn()
+}
+
+// storeKeys verifies the signatures of stored artifacts.
+type storeKeys struct {
+	own   *quant.Keyring // the signer's public key
+	other *quant.Keyring // Config.ModelKeys (may be nil)
+}
+
+func (k storeKeys) decode(raw []byte) (*quant.Artifact, error) {
+	a, err := quant.Decode(raw, quant.DecodeOptions{Keys: k.own})
+	if errors.Is(err, quant.ErrUnknownKey) && k.other != nil {
+		a, err = quant.Decode(raw, quant.DecodeOptions{Keys: k.other})
+	}
+	return a, err
+}
+
+// openStore opens (creating) the store at path, checks and migrates it.
+// keys verify the stored artifacts it will use; cfg supplies the bounds
+// written into rounds migrated from schema 1 and the audit retention.
+func openStore(path string, keys storeKeys, cfg *Config) (*bolt.DB, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create coordinator store directory: %w", err)
+	}
+	if err := refuseSpecial(path); err != nil {
+		return nil, err
+	}
+	var db *bolt.DB
+	err := guard(path, func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, boltOptions(false))
+		if errors.Is(err, bolt.ErrTimeout) {
+			return fmt.Errorf("open coordinator store %s: another process holds it (a coordinator is running on this data directory)", path)
+		}
+		if err != nil {
+			if os.IsPermission(err) {
+				return fmt.Errorf("open coordinator store: %w", err)
+			}
+			return damaged(path, err)
+		}
+		if err := checkPages(db); err != nil {
+			return damaged(path, err)
+		}
+		if err := initStore(db, cfg); err != nil {
+			return err
+		}
+		if err := verifyStore(db, keys); err != nil {
+			return damaged(path, err)
+		}
+		if cfg.AuditKeep > 0 {
+			return db.Update(func(tx *bolt.Tx) error {
+				_, err := pruneAudit(tx, cfg.AuditKeep)
+				return err
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		if db != nil {
+			_ = guard(path, db.Close)
+		}
+		return nil, err
+	}
+	return db, nil
+}
+
+// refuseSpecial refuses a store path that is not a regular file (a FIFO
+// or device would block or feed bbolt garbage).
+func refuseSpecial(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil // created by bbolt
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%w: coordinator store %s is not a regular file (%s)", ErrStore, path, st.Mode().Type())
+	}
+	return nil
+}
+
+// checkPages runs bbolt's consistency check.
+func checkPages(db *bolt.DB) error {
+	return db.View(func(tx *bolt.Tx) error {
+		var found []error
+		for err := range tx.Check() {
+			found = append(found, err)
+			if len(found) == 5 {
+				break
+			}
+		}
+		if len(found) > 0 {
+			return fmt.Errorf("%w: bbolt consistency check: %w", ErrStore, errors.Join(found...))
+		}
+		return nil
+	})
+}
+
+// initStore creates the buckets of a new store, or migrates a schema 1
+// store, and refuses any other schema.
+func initStore(db *bolt.DB, cfg *Config) error {
+	return db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			if tx.Bucket(bucketRounds) != nil {
+				return fmt.Errorf("%w: no meta bucket", ErrStore)
+			}
+			for _, b := range allBuckets {
+				if _, err := tx.CreateBucket(b); err != nil {
+					return err
+				}
+			}
+			return tx.Bucket(bucketMeta).Put(keySchema, []byte(schemaVersion))
+		}
+		switch v := string(meta.Get(keySchema)); v {
+		case schemaVersion:
+		case "1":
+			if err := migrate1(tx, cfg); err != nil {
+				return fmt.Errorf("%w: migrating schema 1: %v", ErrStore, err)
+			}
+		default:
+			return fmt.Errorf("%w: schema %q, this build reads %q (and migrates \"1\")", ErrStore, v, schemaVersion)
+		}
+		for _, b := range allBuckets {
+			if tx.Bucket(b) == nil {
+				return fmt.Errorf("%w: bucket %s missing", ErrStore, b)
+			}
+		}
+		return nil
+	})
+}
+
+// migrate1 rewrites a schema 1 store: JSON records gain their checksum
+// (decoded strictly first), stored updates become binary, and rounds
+// still under way get the configured bounds.
+func migrate1(tx *bolt.Tx, cfg *Config) error {
+	for _, b := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return err
+		}
+	}
+	rewrite := func(bucket []byte, newRec func() any) error {
+		b := tx.Bucket(bucket)
+		type kv struct{ k, v []byte }
+		var out []kv
+		err := b.ForEach(func(k, v []byte) error {
+			rec := newRec()
+			dec := json.NewDecoder(bytes.NewReader(v))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(rec); err != nil {
+				return fmt.Errorf("%s: %v", recordName(bucket, k), err)
+			}
+			if r, ok := rec.(*Round); ok && (r.State == StateCollecting || r.State == StateAggregating) {
+				r.MaxNorm, r.MaxSamples, r.ClipNorm = cfg.MaxUpdateNorm, cfg.MaxSamples, cfg.clipNorm()
+			}
+			raw, err := encodeRecord(rec)
+			if err != nil {
+				return err
+			}
+			out = append(out, kv{append([]byte(nil), k...), raw})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range out {
+			if err := b.Put(e.k, e.v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, m := range []struct {
+		b   []byte
+		rec func() any
+	}{
+		{bucketRounds, func() any { return &Round{} }}, {bucketSites, func() any { return &Site{} }},
+		{bucketModels, func() any { return &Model{} }}, {bucketAudit, func() any { return &Event{} }},
+		{bucketJudged, func() any { return &verdict{} }},
+	} {
+		if err := rewrite(m.b, m.rec); err != nil {
+			return err
+		}
+	}
+	// stored updates: JSON {header, payload} -> binary
+	ub := tx.Bucket(bucketUpdates)
+	var rounds [][]byte
+	if err := ub.ForEach(func(k, v []byte) error {
+		if v == nil {
+			rounds = append(rounds, append([]byte(nil), k...))
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, rk := range rounds {
+		rb := ub.Bucket(rk)
+		type kv struct{ k, v []byte }
+		var out []kv
+		if err := rb.ForEach(func(k, v []byte) error {
+			var old struct {
+				Header  federated.UpdateHeader `json:"header"`
+				Payload []byte                 `json:"payload"`
+			}
+			if err := json.Unmarshal(v, &old); err != nil {
+				return fmt.Errorf("update %s/%s: %v", recordName(bucketUpdates, rk), k, err)
+			}
+			raw, err := encodeStoredUpdate(&old.Header, old.Payload)
+			if err != nil {
+				return err
+			}
+			out = append(out, kv{append([]byte(nil), k...), raw})
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, e := range out {
+			if err := rb.Put(e.k, e.v); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.Bucket(bucketMeta).Put(keySchema, []byte(schemaVersion))
+}
+
+// verifyStore decodes every record strictly, checks the cross references
+// and verifies the artifacts the coordinator will use (those signed by a
+// key it does not trust are left for their use to refuse: after a key
+// rotation that is a configuration matter, not damage).
+func verifyStore(db *bolt.DB, keys storeKeys) error {
+	return db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		for _, k := range [][]byte{keyRound, keyVersion, keyAudit} {
+			if v := meta.Get(k); v != nil && len(v) != 8 {
+				return fmt.Errorf("%w: meta/%s is %d bytes, want 8", ErrStore, k, len(v))
+			}
+		}
+		each := func(bucket []byte, newRec func() any, fn func(k []byte, rec any) error) error {
+			return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+				if v == nil {
+					return fmt.Errorf("%w: %s: unexpected nested bucket %q", ErrStore, bucket, k)
+				}
+				rec := newRec()
+				if err := decodeRecord(v, rec, recordName(bucket, k)); err != nil {
+					return err
+				}
+				if fn != nil {
+					return fn(k, rec)
+				}
+				return nil
+			})
+		}
+		curRound, curVersion := getU64(meta, keyRound), getU64(meta, keyVersion)
+		var cur *Round
+		if err := each(bucketRounds, func() any { return &Round{} }, func(k []byte, rec any) error {
+			r := rec.(*Round)
+			if r.Round != getU64Key(k) {
+				return fmt.Errorf("%w: %s holds round %d", ErrStore, recordName(bucketRounds, k), r.Round)
+			}
+			if r.Round == curRound {
+				cur = r
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if curRound > 0 && cur == nil {
+			return fmt.Errorf("%w: the current round %d has no record", ErrStore, curRound)
+		}
+		verify := map[uint64]bool{}
+		var newestPublished uint64
+		if err := each(bucketModels, func() any { return &Model{} }, func(k []byte, rec any) error {
+			m := rec.(*Model)
+			if m.Version != getU64Key(k) || m.Version > curVersion {
+				return fmt.Errorf("%w: %s holds version %d (newest %d)", ErrStore, recordName(bucketModels, k), m.Version, curVersion)
+			}
+			bl := tx.Bucket(bucketBlobs)
+			if bl.Get(blobKey(m.Version, quant.Float32)) == nil || bl.Get(blobKey(m.Version, quant.Int8)) == nil {
+				return fmt.Errorf("%w: model version %d has no stored artifacts", ErrStore, m.Version)
+			}
+			switch m.Status {
+			case ModelPending, ModelCandidate:
+				verify[m.Version] = true
+			case ModelPublished:
+				newestPublished = max(newestPublished, m.Version)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if curVersion > 0 && tx.Bucket(bucketModels).Get(u64(curVersion)) == nil {
+			return fmt.Errorf("%w: the newest model version %d has no record", ErrStore, curVersion)
+		}
+		if newestPublished > 0 {
+			verify[newestPublished] = true
+		}
+		if cur != nil {
+			verify[cur.BaseVersion] = true
+		}
+		for v := range verify {
+			for _, dtype := range []string{quant.Float32, quant.Int8} {
+				raw := tx.Bucket(bucketBlobs).Get(blobKey(v, dtype))
+				if raw == nil {
+					return fmt.Errorf("%w: model version %d has no %s artifact", ErrStore, v, dtype)
+				}
+				a, err := keys.decode(raw)
+				if errors.Is(err, quant.ErrUnknownKey) || errors.Is(err, quant.ErrRetiredKey) {
+					// signed with a key this configuration does not
+					// trust (a key rotation, docs/security.md): not
+					// damage; using it fails then, naming the key
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("%w: model version %d %s artifact: %v", ErrStore, v, dtype, err)
+				}
+				if a.Header.Version != v || a.Header.DType != dtype {
+					return fmt.Errorf("%w: blobs/%s holds %s version %d", ErrStore, blobKey(v, dtype), a.Header.DType, a.Header.Version)
+				}
+			}
+		}
+		for _, e := range []struct {
+			b   []byte
+			rec func() any
+		}{{bucketSites, func() any { return &Site{} }}, {bucketAudit, func() any { return &Event{} }}, {bucketJudged, func() any { return &verdict{} }}} {
+			if err := each(e.b, e.rec, nil); err != nil {
+				return err
+			}
+		}
+		// the stored updates of the rounds not yet aggregated
+		if cur != nil && (cur.State == StateCollecting || cur.State == StateAggregating) {
+			rb := tx.Bucket(bucketUpdates).Bucket(u64(cur.Round))
+			if rb == nil {
+				return fmt.Errorf("%w: round %d has no update bucket", ErrStore, cur.Round)
+			}
+			if err := rb.ForEach(func(k, v []byte) error {
+				_, err := decodeStoredUpdate(v, fmt.Sprintf("%d/%s", cur.Round, k))
+				return err
+			}); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketRejects).ForEach(func(k, v []byte) error {
+			if len(v) != 8 {
+				return fmt.Errorf("%w: rejects/%s is %d bytes, want 8", ErrStore, k, len(v))
+			}
+			return nil
+		})
+	})
+}
+
+func getU64Key(k []byte) uint64 { return boltkv.FromU64(k) }
+
+// view and update are the coordinator's store transactions: a bbolt panic
+// or a fault on its memory map (a file damaged while running) becomes an
+// ErrStore error naming the file, which stops the daemon.
+func (c *Coordinator) view(fn func(tx *bolt.Tx) error) error {
+	return guard(c.path, func() error { return c.db.View(fn) })
+}
+
+func (c *Coordinator) update(fn func(tx *bolt.Tx) error) error {
+	return guard(c.path, func() error { return c.db.Update(fn) })
+}
+
+// BackupTo writes a consistent copy of the running coordinator's store to
+// w (an online backup: one read transaction, updates go on meanwhile) and
+// returns its size.
+func (c *Coordinator) BackupTo(w io.Writer) (int64, error) {
+	var n int64
+	err := c.view(func(tx *bolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	return n, err
+}
+
+// Backup writes an online backup of the store to path (through a
+// temporary file, synced, then renamed: a crash leaves no half backup
+// under the name) and returns its size.
+func (c *Coordinator) Backup(path string) (int64, error) {
+	return writeBackup(path, c.BackupTo)
+}
+
+func writeBackup(path string, write func(io.Writer) (int64, error)) (int64, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".backup-*")
+	if err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	n, err := write(tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o600)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("backup to %s: %w", path, err)
+	}
+	return n, nil
+}
+
+// BackupStore copies the store of a coordinator that is not running
+// (offline) from dataDir to path, after checking it.
+func BackupStore(dataDir, path string) (int64, error) {
+	src := filepath.Join(dataDir, storeFile)
+	if _, err := os.Stat(src); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	var n int64
+	err := guard(src, func() error {
+		opts := boltOptions(true)
+		opts.Timeout = 200 * time.Millisecond
+		db, err := bolt.Open(src, 0o600, opts)
+		if errors.Is(err, bolt.ErrTimeout) {
+			return fmt.Errorf("backup: %s is in use by a running coordinator: it writes online backups itself (--backup-every, --backup-dir) and on request (admin endpoint %s)", src, EndpointStoreBackup)
+		}
+		if err != nil {
+			return damaged(src, err)
+		}
+		defer db.Close()
+		if err := checkPages(db); err != nil {
+			return damaged(src, err)
+		}
+		n, err = writeBackup(path, func(w io.Writer) (int64, error) {
+			var n int64
+			err := db.View(func(tx *bolt.Tx) error {
+				var err error
+				n, err = tx.WriteTo(w)
+				return err
+			})
+			return n, err
+		})
+		return err
+	})
+	return n, err
+}
+
+// CheckStoreFile checks a store file (a backup, or a stopped
+// coordinator's store) as the coordinator does at start: pages, schema,
+// every record, and the signatures of the artifacts it would use against
+// keys (the coordinator's public key, and earlier ones during a rotation).
+func CheckStoreFile(path string, keys *quant.Keyring) error {
+	if err := refuseSpecial(path); err != nil {
+		return err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("check %s: %w", path, err)
+	}
+	return guard(path, func() error {
+		opts := boltOptions(true)
+		opts.Timeout = 200 * time.Millisecond
+		db, err := bolt.Open(path, 0o600, opts)
+		if errors.Is(err, bolt.ErrTimeout) {
+			return fmt.Errorf("check %s: in use by a running coordinator", path)
+		}
+		if err != nil {
+			return damaged(path, err)
+		}
+		defer db.Close()
+		if err := checkPages(db); err != nil {
+			return damaged(path, err)
+		}
+		var schema string
+		if err := db.View(func(tx *bolt.Tx) error {
+			if m := tx.Bucket(bucketMeta); m != nil {
+				schema = string(m.Get(keySchema))
+			}
+			return nil
+		}); err != nil {
+			return damaged(path, err)
+		}
+		if schema != schemaVersion {
+			return damaged(path, fmt.Errorf("%w: schema %q (a coordinator migrates \"1\" when it opens it; this check reads %q)", ErrStore, schema, schemaVersion))
+		}
+		if err := verifyStore(db, storeKeys{own: keys}); err != nil {
+			return damaged(path, err)
+		}
+		return nil
+	})
+}
+
+// RestoreStore installs the backup at from as dataDir's store after
+// checking it (CheckStoreFile with keys). The store it replaces, if any,
+// is kept beside it as coordinator.db.replaced-TIME. It refuses while a
+// coordinator runs on dataDir. It returns the path the old store was
+// moved to ("" when there was none).
+func RestoreStore(dataDir, from string, keys *quant.Keyring) (string, error) {
+	if err := CheckStoreFile(from, keys); err != nil {
+		return "", fmt.Errorf("restore: the backup does not pass the check: %w", err)
+	}
+	dst := filepath.Join(dataDir, storeFile)
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	// hold the data directory's lock: a running coordinator holds the
+	// store's flock, so opening the current store tells
+	var old string
+	if _, err := os.Stat(dst); err == nil {
+		if err := lockedBy(dst); err != nil {
+			return "", err
+		}
+		old = fmt.Sprintf("%s.replaced-%s", dst, time.Now().UTC().Format("20060102T150405Z"))
+		if err := os.Rename(dst, old); err != nil {
+			return "", fmt.Errorf("restore: keep the current store: %w", err)
+		}
+	}
+	if _, err := writeBackup(dst, func(w io.Writer) (int64, error) {
+		f, err := os.Open(from)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		return io.Copy(w, f)
+	}); err != nil {
+		if old != "" {
+			_ = os.Rename(old, dst)
+		}
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	return old, nil
+}
+
+// lockedBy returns an error when a process holds the bbolt lock of path.
+// A damaged file that bbolt cannot open is not locked (it is what a
+// restore replaces).
+func lockedBy(path string) error {
+	var locked bool
+	_ = guard(path, func() error {
+		opts := boltOptions(true)
+		opts.Timeout = 200 * time.Millisecond
+		db, err := bolt.Open(path, 0o600, opts)
+		if errors.Is(err, bolt.ErrTimeout) {
+			locked = true
+			return nil
+		}
+		if err == nil {
+			db.Close()
+		}
+		return nil
+	})
+	if locked {
+		return fmt.Errorf("restore: %s is in use by a running coordinator: stop it first", path)
+	}
+	return nil
+}
