@@ -105,8 +105,11 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 		if ub == nil {
 			return fmt.Errorf("%w: round %d has no updates", ErrStore, r.Round)
 		}
-		// decode a window of updates in parallel, add them in key order
+		// decode a window of updates in parallel (into buffers reused from
+		// window to window: aggregators never keep a delta), add them in key
+		// order
 		var keys, vals [][]byte
+		bufs := make([][]float32, decodeWindow)
 		flush := func() error {
 			out := make([]decoded, len(keys))
 			var wg sync.WaitGroup
@@ -114,7 +117,10 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 			for range min(runtime.GOMAXPROCS(0), len(keys)) {
 				wg.Go(func() {
 					for i := next.Add(1) - 1; i < int64(len(keys)); i = next.Add(1) - 1 {
-						out[i] = c.decodeStored(r, keys[i], vals[i], dims)
+						if bufs[i] == nil {
+							bufs[i] = make([]float32, dims)
+						}
+						out[i] = c.decodeStored(r, keys[i], vals[i], dims, bufs[i])
 					}
 				})
 			}
@@ -236,13 +242,13 @@ func (c *Coordinator) nextRound(ctx context.Context) error {
 
 // decodeStored decodes one stored update of round r for aggregation:
 // payload, clipping to the round's ClipNorm, weight and staleness.
-func (c *Coordinator) decodeStored(r *Round, k, v []byte, dims int) decoded {
+func (c *Coordinator) decodeStored(r *Round, k, v []byte, dims int, buf []float32) decoded {
 	what := fmt.Sprintf("%d/%s", r.Round, k)
 	s, err := decodeStoredUpdate(v, what)
 	if err != nil {
 		return decoded{err: err}
 	}
-	u, err := quant.DecodeUpdate(s.Payload, dims)
+	u, err := quant.DecodeUpdateInto(s.Payload, dims, buf)
 	if err != nil {
 		return decoded{err: fmt.Errorf("%w: stored update %s: %v", ErrStore, what, err)}
 	}

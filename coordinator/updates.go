@@ -60,7 +60,7 @@ type incoming struct {
 // is taken whatever its size).
 const groupBytes = 32 << 20
 
-// fetchBytes bounds one pull request.
+// fetchBytes bounds one pull request (of at most Batch messages).
 const fetchBytes = 16 << 20
 
 // errSubject: an update on another site's subject (ReasonSubject).
@@ -77,12 +77,7 @@ func (c *Coordinator) verify(in *incoming, dims int) {
 	if err != nil {
 		return
 	}
-	u, err := quant.DecodeUpdate(m.Payload, dims)
-	if err != nil {
-		in.payloadErr = err
-		return
-	}
-	in.base, in.values, in.norm = u.Base, len(u.Values), federated.L2Norm(u.Values)
+	c.verifyPayload(in, dims)
 }
 
 // verifyAll verifies a group with the configured number of workers.
@@ -114,13 +109,15 @@ func (c *Coordinator) verifyAll(group []*incoming) {
 // consume runs ingest until ctx ends or the store fails for good
 // (ErrStore). Fetch errors and transient store errors (a full disk) are
 // retried with capped, jittered backoff; messages whose verdicts could not
-// be stored are left to the stream to deliver again.
+// be stored are left to the stream to deliver again. A group is whatever
+// has been verified when the previous one is committed (up to Batch
+// messages and groupBytes): the slower the store, the larger the groups.
 func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	groups := make(chan []*incoming, 1)
+	verified := make(chan *incoming, 2*c.cfg.Batch)
 	var wg sync.WaitGroup
-	wg.Go(func() { c.fetchLoop(ctx, cons, groups) })
+	wg.Go(func() { c.fetchLoop(ctx, cons, verified) })
 	defer wg.Wait()
 	defer cancel()
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, c.cfg.Seed^0x1e57)
@@ -129,7 +126,18 @@ func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) erro
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case group = <-groups:
+		case in := <-verified:
+			group = append(group, in)
+		}
+		size := len(group[0].data)
+	fill:
+		for len(group) < c.cfg.Batch && size < groupBytes {
+			select {
+			case in := <-verified:
+				group, size = append(group, in), size+len(in.data)
+			default:
+				break fill
+			}
 		}
 		for len(group) > 0 {
 			n, err := c.judge(ctx, group)
@@ -155,12 +163,12 @@ func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) erro
 	}
 }
 
-// fetchLoop pulls messages, groups what is available (up to Batch
-// messages and groupBytes), verifies each group and hands it to judge.
-func (c *Coordinator) fetchLoop(ctx context.Context, cons jetstream.Consumer, groups chan<- []*incoming) {
+// fetchLoop pulls messages, verifies what has arrived (up to Batch
+// messages at a time, in parallel) and hands the messages on in order.
+func (c *Coordinator) fetchLoop(ctx context.Context, cons jetstream.Consumer, verified chan<- *incoming) {
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, c.cfg.Seed)
 	for ctx.Err() == nil {
-		batch, err := cons.FetchBytes(fetchBytes, jetstream.FetchMaxWait(500*time.Millisecond))
+		batch, err := cons.Fetch(c.cfg.Batch, jetstream.FetchMaxBytes(fetchBytes), jetstream.FetchMaxWait(500*time.Millisecond))
 		if err == nil {
 			msgs := batch.Messages()
 			for open := true; open && ctx.Err() == nil; {
@@ -173,25 +181,27 @@ func (c *Coordinator) fetchLoop(ctx context.Context, cons jetstream.Consumer, gr
 				if !open {
 					break
 				}
-				group, size := []*incoming{newIncoming(first)}, len(first.Data())
+				group := []*incoming{newIncoming(first)}
 			fill:
-				for len(group) < c.cfg.Batch && size < groupBytes {
+				for len(group) < c.cfg.Batch {
 					select {
 					case m, ok := <-msgs:
 						if !ok {
 							open = false
 							break fill
 						}
-						group, size = append(group, newIncoming(m)), size+len(m.Data())
+						group = append(group, newIncoming(m))
 					default:
 						break fill
 					}
 				}
 				c.verifyAll(group)
-				select {
-				case <-ctx.Done():
-					return
-				case groups <- group:
+				for _, in := range group {
+					select {
+					case <-ctx.Done():
+						return
+					case verified <- in:
+					}
 				}
 			}
 			err = batch.Error()
@@ -549,12 +559,13 @@ func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time
 	return "", "", nil
 }
 
-// verifyPayload decodes in's payload again for dims values.
+// verifyPayload checks in's payload for at most dims values (0: any) and
+// notes its base, size and norm (without keeping its values).
 func (c *Coordinator) verifyPayload(in *incoming, dims int) {
-	u, err := quant.DecodeUpdate(in.m.Payload, dims)
+	info, err := quant.CheckUpdate(in.m.Payload, dims)
 	in.payloadErr = err
 	if err == nil {
-		in.base, in.values, in.norm = u.Base, len(u.Values), federated.L2Norm(u.Values)
+		in.base, in.values, in.norm = info.Base, info.Values, info.Norm
 	}
 }
 
