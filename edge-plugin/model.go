@@ -87,6 +87,9 @@ func (s *ModelStore) Install(raw []byte) (bool, error) {
 	if err != nil {
 		return false, s.refuse(refuseInt8, err)
 	}
+	if err := quant.CheckArtifactSanity(a); err != nil { // finite, not all tied (docs/security.md)
+		return false, s.refuse("sanity", err)
+	}
 	return s.install(a.Header, func() policy.Scorer { return net.Scorer() }, net)
 }
 
