@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/edgesched/edgesched/internal/boundedio"
 )
 
 // Model file format (float32, until the quant package's signed artifact
@@ -267,16 +270,12 @@ func WriteFile(path string, m *Model, kind string, sections map[string]*Net, sta
 	return nil
 }
 
-// ReadFile reads and decodes a model or checkpoint file.
+// ReadFile reads and decodes a model or checkpoint file (a regular file
+// of at most MaxModelBytes: internal/boundedio).
 func ReadFile(path string) (*Decoded, error) {
-	f, err := os.Open(path)
+	b, err := boundedio.ReadFile(context.Background(), path, MaxModelBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read model: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxModelBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read model %s: %w", path, err)
 	}
 	d, err := Decode(b)
 	if err != nil {

@@ -118,7 +118,7 @@ func demoSimulator(cmd *cobra.Command, opts Options, out, progress string, seed 
 		{"retail-fleet", "builtin:retail-fleet", sim.Replay, "all,learned:edge"},
 	}
 	for i, r := range runs {
-		in, err := loadInput("", "", r.scenario, nil)
+		in, err := loadInput(cmd.Context(), "", "", r.scenario, nil)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package edgectl
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -71,9 +72,9 @@ func parseCalibration(s string) (quant.CalibrationOptions, error) {
 // envFor returns the environment and run configuration of one seed: the
 // same openb cluster with the seed as sampling seed, or the scenario's
 // workload generated with the seed.
-func (f *quantizeFlags) envFor(seed uint64) (*sim.Env, sim.RunConfig, error) {
+func (f *quantizeFlags) envFor(ctx context.Context, seed uint64) (*sim.Env, sim.RunConfig, error) {
 	if f.scenario != "" {
-		in, err := loadInput("", "", f.scenario, &seed)
+		in, err := loadInput(ctx, "", "", f.scenario, &seed)
 		if err != nil {
 			return nil, sim.RunConfig{}, err
 		}
@@ -81,7 +82,7 @@ func (f *quantizeFlags) envFor(seed uint64) (*sim.Env, sim.RunConfig, error) {
 		rc.Seed = seed
 		return in.env, rc, nil
 	}
-	in, err := loadInput(f.nodes, f.pods, "", nil)
+	in, err := loadInput(ctx, f.nodes, f.pods, "", nil)
 	if err != nil {
 		return nil, sim.RunConfig{}, err
 	}
@@ -125,7 +126,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	var rows []float32
 	var seen int
 	for i, seed := range calibSeeds {
-		env, rc, err := f.envFor(seed)
+		env, rc, err := f.envFor(cmd.Context(), seed)
 		if err != nil {
 			return err
 		}
@@ -175,7 +176,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	}
 	var fsum, qsum float64
 	for _, seed := range evalSeeds {
-		env, rc, err := f.envFor(seed)
+		env, rc, err := f.envFor(cmd.Context(), seed)
 		if err != nil {
 			return err
 		}
