@@ -251,7 +251,7 @@ const MaxConfigBytes = 1 << 20
 
 // ErrEmptyConfig: a configuration file with no settings at all (empty,
 // or only comments): it would train with the defaults without saying so.
-var ErrEmptyConfig = errors.New("ppo: empty configuration")
+var ErrEmptyConfig = fmt.Errorf("%w: empty", ErrConfig)
 
 // LoadConfig reads a YAML configuration: fields not given keep
 // DefaultConfig's values; unknown fields are refused with their line. A
@@ -269,7 +269,7 @@ func LoadConfigContext(ctx context.Context, path string) (Config, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err == nil && (len(doc.Content) == 0 || (doc.Content[0].Kind == yaml.MappingNode && len(doc.Content[0].Content) == 0)) {
-		return Config{}, fmt.Errorf("%w: %w: %s has no settings (leave out the configuration to train with the defaults, or give at least one setting)", ErrConfig, ErrEmptyConfig, path)
+		return Config{}, fmt.Errorf("%w: %s has no settings (leave out the configuration to train with the defaults, or give at least one setting)", ErrEmptyConfig, path)
 	}
 	return ParseConfig(b, path)
 }
