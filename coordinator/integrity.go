@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -44,20 +46,37 @@ const storeFile = "coordinator.db"
 const restoreHint = "restore a backup with 'edge-coordinator restore --data DIR --from FILE' (docs/federated.md)"
 
 // boltOptions are the store's bbolt options: the hash-map free list
-// (allocation stays O(1) when a round's updates are freed), no free list
-// written at every commit (rebuilt at open), and a large initial map so a
-// growing file rarely remaps (a remap waits for every reader).
+// (allocation stays O(1) when a round's updates are freed) and a large
+// initial map so a growing file rarely remaps (a remap waits for every
+// reader). The free list is written at every commit: without it bbolt
+// rebuilds it at open by walking the pages in a goroutine of its own,
+// where a damaged page is a panic nothing can recover.
 func boltOptions(readOnly bool) *bolt.Options {
 	return &bolt.Options{Timeout: 5 * time.Second, ReadOnly: readOnly, FreelistType: bolt.FreelistMapType,
-		NoFreelistSync: true, InitialMmapSize: 256 << 20}
+		InitialMmapSize: 256 << 20}
 }
 
-// damaged wraps a failure of the store at path into the one clear error.
+// DamagedError is the one error a damaged store gives: it names the file,
+// what is wrong and how to restore a backup. It matches ErrStore.
+type DamagedError struct {
+	Path string
+	Err  error
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("coordinator store %s is damaged: %s; %s", e.Path, strings.TrimPrefix(e.Err.Error(), ErrStore.Error()+": "), restoreHint)
+}
+
+// Unwrap returns ErrStore and the cause.
+func (e *DamagedError) Unwrap() []error { return []error{ErrStore, e.Err} }
+
+// damaged wraps a failure of the store at path into a *DamagedError
+// (once).
 func damaged(path string, err error) error {
-	if errors.Is(err, ErrStore) {
-		return fmt.Errorf("coordinator store %s is damaged: %w; %s", path, err, restoreHint)
+	if de := (*DamagedError)(nil); errors.As(err, &de) {
+		return err
 	}
-	return fmt.Errorf("%w: coordinator store %s is damaged: %v; %s", ErrStore, path, err, restoreHint)
+	return &DamagedError{Path: path, Err: err}
 }
 
 // guard runs fn with bbolt's panics and memory faults turned into an
@@ -66,6 +85,10 @@ func guard(path string, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
+			if re, ok := p.(runtime.Error); ok && strings.Contains(re.Error(), "invalid memory address") {
+				err = damaged(path, fmt.Errorf("bbolt faulted reading it (a truncated or damaged file): %v", p))
+				return
+			}
 			err = damaged(path, fmt.Errorf("bbolt failed reading it: %v", p))
 		}
 	}()
@@ -148,11 +171,25 @@ func refuseSpecial(path string) error {
 	return nil
 }
 
-// checkPages runs bbolt's consistency check.
+// checkPages runs bbolt's consistency check, after checking that the
+// file holds every page its meta page claims (the check walks the pages in
+// a goroutine of bbolt's, where reading past the end of a truncated file
+// would be a fault no recover catches).
 func checkPages(db *bolt.DB) error {
 	return db.View(func(tx *bolt.Tx) error {
+		st, err := os.Stat(db.Path())
+		if err != nil {
+			return err
+		}
+		if st.Size() < tx.Size() {
+			return fmt.Errorf("%w: the file has %d bytes, its pages need %d (truncated)", ErrStore, st.Size(), tx.Size())
+		}
 		var found []error
 		for err := range tx.Check() {
+			// bbolt reports a page that made it panic as "panic: ..."
+			if msg, ok := strings.CutPrefix(err.Error(), "panic: "); ok {
+				err = errors.New(msg)
+			}
 			found = append(found, err)
 			if len(found) == 5 {
 				break
