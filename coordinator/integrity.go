@@ -464,7 +464,11 @@ func (c *Coordinator) view(fn func(tx *bolt.Tx) error) error {
 }
 
 func (c *Coordinator) update(fn func(tx *bolt.Tx) error) error {
-	return guard(c.path, func() error { return c.db.Update(fn) })
+	err := guard(c.path, func() error { return c.db.Update(fn) })
+	if err == nil && c.metrics != nil {
+		c.metrics.commits.Inc()
+	}
+	return err
 }
 
 // BackupTo writes a consistent copy of the running coordinator's store to

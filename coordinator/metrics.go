@@ -18,6 +18,7 @@ type metrics struct {
 	reports       *prometheus.CounterVec
 	roundFailures *prometheus.CounterVec
 	storeErrors   prometheus.Counter
+	commits       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -49,7 +50,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "store_errors_total",
 			Help: "Groups of update verdicts the store could not record (a full disk, say); their messages are delivered again."}),
 	}
-	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation, m.reports, m.roundFailures, m.storeErrors} {
+	m.commits = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "store_commits_total",
+		Help: "Write transactions committed to coordinator.db (bbolt syncs each twice: its pages, then its meta page)."})
+	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation, m.reports, m.roundFailures, m.storeErrors, m.commits} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

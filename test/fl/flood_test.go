@@ -3,17 +3,14 @@
 package fl
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -165,25 +162,6 @@ func (l *lockedBuffer) lines() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
-}
-
-// scrape reads one sample of the coordinator's metrics.
-func scrape(t *testing.T, c *coordinator.Coordinator, name, labels string) float64 {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	c.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	sc := bufio.NewScanner(rec.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, name+labels+" ") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, name+labels)), 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v
-		}
-	}
-	return 0
 }
 
 // TestBoundedGrowth reproduces finding 4 of issue 21: the update stream
