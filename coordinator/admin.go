@@ -135,7 +135,7 @@ func (c *Coordinator) RoundRecord(n uint64) (*Round, error) {
 	var r *Round
 	err := c.view(func(tx *bolt.Tx) error {
 		var err error
-		r, err = getRound(tx, n)
+		r, err = c.getRound(tx, n)
 		return err
 	})
 	if err == nil && r == nil {

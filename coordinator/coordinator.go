@@ -46,6 +46,7 @@ type Coordinator struct {
 	repMu   sync.Mutex // guards reports
 	reports map[string]federated.SiteReport
 
+	rounds    roundCache   // the last round record decoded
 	path      string       // the store file (errors name it)
 	curDims   atomic.Int64 // the current round's parameter count (ingest's verify)
 	limiter   limiter      // rate limits repeated log lines
@@ -342,7 +343,7 @@ func (c *Coordinator) currentRound() (*Round, error) {
 			return nil
 		}
 		var err error
-		r, err = getRound(tx, n)
+		r, err = c.getRound(tx, n)
 		return err
 	})
 	return r, err

@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -237,6 +240,39 @@ func getRound(tx *bolt.Tx, round uint64) (*Round, error) {
 
 func putRound(tx *bolt.Tx, r *Round) error {
 	return putRecord(tx.Bucket(bucketRounds), u64(r.Round), r)
+}
+
+// roundCache keeps the last round record decoded, with its stored bytes:
+// a round lists every expected site, and it is read on every group of
+// updates and by every status request, while it changes once per group.
+type roundCache struct {
+	mu  sync.Mutex
+	raw []byte
+	r   Round
+}
+
+// getRound is getRound through the cache (the record is decoded again
+// when its stored bytes differ). The Round returned is the caller's.
+func (c *Coordinator) getRound(tx *bolt.Tx, round uint64) (*Round, error) {
+	raw := tx.Bucket(bucketRounds).Get(u64(round))
+	if raw == nil {
+		return nil, nil
+	}
+	rc := &c.rounds
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if !bytes.Equal(raw, rc.raw) {
+		var r Round
+		if err := decodeRecord(raw, &r, recordName(bucketRounds, u64(round))); err != nil {
+			return nil, err
+		}
+		rc.raw, rc.r = append(rc.raw[:0], raw...), r
+	}
+	out := rc.r
+	out.Expected = slices.Clone(rc.r.Expected)
+	out.Rejected = maps.Clone(rc.r.Rejected)
+	out.Stats = maps.Clone(rc.r.Stats)
+	return &out, nil
 }
 
 func getModel(tx *bolt.Tx, version uint64) (*Model, error) {

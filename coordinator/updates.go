@@ -278,7 +278,7 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 		st = batchState{}
 		cur := getU64(tx.Bucket(bucketMeta), keyRound)
 		if cur > 0 {
-			r, err := getRound(tx, cur)
+			r, err := c.getRound(tx, cur)
 			if err != nil {
 				return err
 			}
