@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // store keeps a copy of every contribution: the robust rules need them
@@ -37,25 +40,37 @@ const columnBlock = 128
 
 // columns calls fn for every coordinate i with the contributions' values
 // of that coordinate (fn may reorder col but not keep it). With sorted the
-// values come sorted ascending; otherwise in contribution order.
+// values come sorted ascending; otherwise in contribution order. Blocks of
+// coordinates are handed to GOMAXPROCS goroutines: fn is called
+// concurrently, for distinct i (each call's result depends on its column
+// alone, so the output does not depend on the scheduling).
 func (s *store) columns(sorted bool, fn func(i int, col []float32)) {
 	n := len(s.rows)
-	buf := make([]float32, columnBlock*n)
-	for i0 := 0; i0 < s.dim; i0 += columnBlock {
-		w := min(columnBlock, s.dim-i0)
-		for j, r := range s.rows {
-			for b, v := range r[i0 : i0+w] {
-				buf[b*n+j] = v
+	blocks := (s.dim + columnBlock - 1) / columnBlock
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), blocks) {
+		wg.Go(func() {
+			buf := make([]float32, columnBlock*n)
+			for blk := int(next.Add(1) - 1); blk < blocks; blk = int(next.Add(1) - 1) {
+				i0 := blk * columnBlock
+				w := min(columnBlock, s.dim-i0)
+				for j, r := range s.rows {
+					for b, v := range r[i0 : i0+w] {
+						buf[b*n+j] = v
+					}
+				}
+				for b := range w {
+					col := buf[b*n : (b+1)*n]
+					if sorted {
+						slices.Sort(col)
+					}
+					fn(i0+b, col)
+				}
 			}
-		}
-		for b := range w {
-			col := buf[b*n : (b+1)*n]
-			if sorted {
-				slices.Sort(col)
-			}
-			fn(i0+b, col)
-		}
+		})
 	}
+	wg.Wait()
 }
 
 // selectKth reorders v so that v[k] is the value a sort would put there,
