@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/quant"
@@ -90,7 +91,7 @@ func checkCommand(_ context.Context, args []string, stderr io.Writer) error {
 	}
 	path := *file
 	if path == "" {
-		path = *data + "/coordinator.db"
+		path = filepath.Join(*data, "coordinator.db")
 	}
 	if err := coordinator.CheckStoreFile(path, keys); err != nil {
 		return err
