@@ -65,10 +65,18 @@ func (f *fleet) junk(t *testing.T, r *coordinator.Round, dims, n int) [][]byte {
 func publishAll(t *testing.T, js jetstream.JetStream, site string, msgs [][]byte) {
 	t.Helper()
 	for i, m := range msgs {
+		if i%1000 == 0 { // at most 1,000 unacknowledged (the client stalls beyond 4,000)
+			waitPublished(t, js)
+		}
 		if _, err := js.PublishAsync(federated.UpdateSubjectPrefix+site, m, jetstream.WithMsgID(fmt.Sprintf("junk-%s-%d", site, i))); err != nil {
 			t.Fatal(err)
 		}
 	}
+	waitPublished(t, js)
+}
+
+func waitPublished(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
 	select {
 	case <-js.PublishAsyncComplete():
 	case <-time.After(2 * time.Minute):
