@@ -1,13 +1,10 @@
 package flclient
 
 import (
-	"context"
-	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
 
-	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -74,18 +71,5 @@ func publishSigned(t *testing.T, f *feed, fa, qa *quant.Artifact, key *quant.Sig
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.n++
-	fo, qo := fmt.Sprintf("o%03d.float32.esa", f.n), fmt.Sprintf("o%03d.int8.esa", f.n)
-	ctx := context.Background()
-	if _, err := f.obj.PutBytes(ctx, fo, fb); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.obj.PutBytes(ctx, qo, qb); err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := federated.Marshal(federated.ModelNotice{V: federated.ProtocolVersion, Version: version, Round: version - 1,
-		FloatModel: fa.Header.ModelID, FloatObject: fo, Int8Model: qa.Header.ModelID, Int8Object: qo, Published: time.Now().UTC()})
-	if _, err := f.kv.Put(ctx, federated.KeyModel, raw); err != nil {
-		t.Fatal(err)
-	}
+	f.put(fb, qb, version, fa.Header.ModelID, qa.Header.ModelID)
 }
