@@ -84,6 +84,8 @@ test: lint e2e-bin ## lint, then all tests with the race detector, end-to-end in
 	$(GO) test -tags "$(AGENT_TAGS)" -count=1 ./policy/... ./quant/ ./agent/flclient/
 	@# the AVX2 kernel exists only with Go's experimental SIMD package
 	GOEXPERIMENT=simd $(GO) test -count=1 -run 'SIMD|Int8|Exact' ./quant/
+	@# junk must not delay an honest update beyond 5 s: a bound of the build without the race detector
+	$(GO) test -count=1 -run '^TestJunkDoesNotDelayHonestUpdate$$' ./test/fl/
 
 test-short: ## quick tests
 	$(GO) test -short -count=1 $(PKGS)

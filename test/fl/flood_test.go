@@ -145,7 +145,12 @@ func TestJunkDoesNotDelayHonestUpdate(t *testing.T) {
 		if a.Status != federated.Accepted {
 			t.Fatalf("honest update: %+v", a)
 		}
-		if took > 5*time.Second {
+		switch {
+		case raceEnabled:
+			// the bound is the production build's: under the race
+			// detector `make test` runs this test a second time without
+			t.Logf("race detector on: the 5 s bound is checked by the run without it")
+		case took > 5*time.Second:
 			t.Fatalf("the honest update was accepted %v after its publication, behind %d junk messages: want within 5 s", took, n)
 		}
 	case <-time.After(60 * time.Second):
