@@ -182,7 +182,7 @@ func (l *lockedBuffer) lines() []string {
 // bound, and on a full disk updates_total counted every retry of a
 // message (130,712 for 8,000) while identical ERROR lines filled the log.
 // With the defaults: the stream has age and size limits and what the
-// coordinator judged is removed from it; after 20,000 refusals the audit
+// coordinator judged is removed from it; after 12,000 refusals the audit
 // log holds at most its retention (10,000 events); and with coordinator.db
 // on a full file system (a 64 MiB tmpfs, root only) 2,000 junk messages
 // are retried without being counted and with the log rate-limited, then,
@@ -203,9 +203,9 @@ func TestBoundedGrowth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const n = 20_000
+		const n = 12_000 // above the audit log's retention
 		publishAll(t, js, f.sites[1], f.junk(t, r, start.Net.NumParams(), n))
-		fltest.Eventually(t, 120*time.Second, "every junk message refused", func() (bool, string) {
+		fltest.Eventually(t, 300*time.Second, "every junk message refused", func() (bool, string) {
 			rej, _ := c.Rejects()
 			var k uint64
 			for _, v := range rej {
