@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy"
 )
@@ -135,7 +136,7 @@ func (c *Coordinator) RoundRecord(n uint64) (*Round, error) {
 	var r *Round
 	err := c.view(func(tx *bolt.Tx) error {
 		var err error
-		r, err = c.getRound(tx, n)
+		r, err = c.rounds.Get(tx, n)
 		return err
 	})
 	if err == nil && r == nil {
@@ -151,10 +152,10 @@ func (c *Coordinator) Rounds(limit int) ([]Round, error) {
 	}
 	var out []Round
 	err := c.view(func(tx *bolt.Tx) error {
-		cur := tx.Bucket(bucketRounds).Cursor()
+		cur := tx.Bucket(store.BucketRounds).Cursor()
 		for k, v := cur.Last(); k != nil && len(out) < limit; k, v = cur.Prev() {
 			var r Round
-			if err := decodeRecord(v, &r, recordName(bucketRounds, k)); err != nil {
+			if err := store.DecodeRecord(v, &r, store.RecordName(store.BucketRounds, k)); err != nil {
 				return err
 			}
 			out = append(out, r)
@@ -171,10 +172,10 @@ func (c *Coordinator) Models(limit int) ([]Model, error) {
 	}
 	var out []Model
 	err := c.view(func(tx *bolt.Tx) error {
-		cur := tx.Bucket(bucketModels).Cursor()
+		cur := tx.Bucket(store.BucketModels).Cursor()
 		for k, v := cur.Last(); k != nil && len(out) < limit; k, v = cur.Prev() {
 			var m Model
-			if err := decodeRecord(v, &m, recordName(bucketModels, k)); err != nil {
+			if err := store.DecodeRecord(v, &m, store.RecordName(store.BucketModels, k)); err != nil {
 				return err
 			}
 			out = append(out, m)
@@ -189,10 +190,10 @@ func (c *Coordinator) ModelRecord(version uint64) (*Model, error) {
 	var m *Model
 	err := c.view(func(tx *bolt.Tx) error {
 		if version == 0 {
-			version = getU64(tx.Bucket(bucketMeta), keyVersion)
+			version = getU64(tx.Bucket(store.BucketMeta), store.KeyVersion)
 		}
 		var err error
-		m, err = getModel(tx, version)
+		m, err = store.GetModel(tx, version)
 		return err
 	})
 	if err == nil && m == nil {
@@ -222,10 +223,10 @@ func (c *Coordinator) Promote(ctx context.Context, version uint64) (*Model, erro
 	}
 	m.Status = ModelPending
 	if err := c.update(func(tx *bolt.Tx) error {
-		if err := putModelRecord(tx, m); err != nil {
+		if err := store.PutModel(tx, m); err != nil {
 			return err
 		}
-		return audit(tx, c.clock.Now(), c.cfg.AuditKeep, "model.promoted", m.Round, "", fmt.Sprintf("version %d", m.Version))
+		return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "model.promoted", m.Round, "", fmt.Sprintf("version %d", m.Version))
 	}); err != nil {
 		return nil, err
 	}
@@ -241,7 +242,7 @@ func (c *Coordinator) Rollback(ctx context.Context, version uint64) (*Model, err
 	var m *policy.Model
 	err := c.view(func(tx *bolt.Tx) error {
 		var err error
-		if old, err = getModel(tx, version); err != nil || old == nil {
+		if old, err = store.GetModel(tx, version); err != nil || old == nil {
 			return err
 		}
 		m, err = c.floatModel(tx, version)
@@ -259,7 +260,7 @@ func (c *Coordinator) Rollback(ctx context.Context, version uint64) (*Model, err
 	}
 	if rec.Status != ModelPublished {
 		rec.Status = ModelPending
-		if err := c.update(func(tx *bolt.Tx) error { return putModelRecord(tx, rec) }); err != nil {
+		if err := c.update(func(tx *bolt.Tx) error { return store.PutModel(tx, rec) }); err != nil {
 			return nil, err
 		}
 	}
@@ -271,9 +272,9 @@ func (c *Coordinator) Sites() ([]SiteStatus, error) {
 	seen := map[string]bool{}
 	var out []SiteStatus
 	err := c.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSites).ForEach(func(k, v []byte) error {
+		return tx.Bucket(store.BucketSites).ForEach(func(k, v []byte) error {
 			var s Site
-			if err := decodeRecord(v, &s, recordName(bucketSites, k)); err != nil {
+			if err := store.DecodeRecord(v, &s, store.RecordName(store.BucketSites, k)); err != nil {
 				return err
 			}
 			_, reg := c.cfg.Sites.SiteKey(s.Site)
@@ -300,8 +301,8 @@ func (c *Coordinator) Sites() ([]SiteStatus, error) {
 func (c *Coordinator) Rejects() (map[string]uint64, error) {
 	out := map[string]uint64{}
 	err := c.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketRejects).ForEach(func(k, v []byte) error {
-			out[string(k)] = getU64(tx.Bucket(bucketRejects), k)
+		return tx.Bucket(store.BucketRejects).ForEach(func(k, v []byte) error {
+			out[string(k)] = getU64(tx.Bucket(store.BucketRejects), k)
 			return nil
 		})
 	})

@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/parallel"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 )
@@ -35,7 +34,7 @@ func (c *Coordinator) floatModel(tx *bolt.Tx, version uint64) (*policy.Model, er
 	if m, ok := c.cache[version]; ok {
 		return m, nil
 	}
-	raw := tx.Bucket(bucketBlobs).Get(blobKey(version, quant.Float32))
+	raw := tx.Bucket(store.BucketBlobs).Get(store.BlobKey(version, quant.Float32))
 	if raw == nil {
 		return nil, fmt.Errorf("%w: no float artifact for version %d", ErrStore, version)
 	}
@@ -101,7 +100,7 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 			return err
 		}
 		dims := base.Net.NumParams()
-		ub := tx.Bucket(bucketUpdates).Bucket(u64(r.Round))
+		ub := tx.Bucket(store.BucketUpdates).Bucket(u64(r.Round))
 		if ub == nil {
 			return fmt.Errorf("%w: round %d has no updates", ErrStore, r.Round)
 		}
@@ -112,19 +111,12 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 		bufs := make([][]float32, decodeWindow)
 		flush := func() error {
 			out := make([]decoded, len(keys))
-			var wg sync.WaitGroup
-			var next atomic.Int64
-			for range min(runtime.GOMAXPROCS(0), len(keys)) {
-				wg.Go(func() {
-					for i := next.Add(1) - 1; i < int64(len(keys)); i = next.Add(1) - 1 {
-						if bufs[i] == nil {
-							bufs[i] = make([]float32, dims)
-						}
-						out[i] = c.decodeStored(r, keys[i], vals[i], dims, bufs[i])
-					}
-				})
-			}
-			wg.Wait()
+			parallel.For(len(keys), 0, func(i int) {
+				if bufs[i] == nil {
+					bufs[i] = make([]float32, dims)
+				}
+				out[i] = c.decodeStored(r, keys[i], vals[i], dims, bufs[i])
+			})
 			for _, d := range out {
 				if d.err != nil {
 					return d.err
@@ -211,11 +203,11 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 		if err := c.putModel(tx, p); err != nil {
 			return err
 		}
-		if err := putRound(tx, r); err != nil {
+		if err := store.PutRound(tx, r); err != nil {
 			return err
 		}
 		c.pruneUpdates(tx, r.Round)
-		return audit(tx, c.clock.Now(), c.cfg.AuditKeep, "round.aggregated", r.Round, "", fmt.Sprintf("%s of %d updates -> version %d", agg.Name(), agg.Count(), rec.Version))
+		return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "round.aggregated", r.Round, "", fmt.Sprintf("%s of %d updates -> version %d", agg.Name(), agg.Count(), rec.Version))
 	}); err != nil {
 		return err
 	}
@@ -244,7 +236,7 @@ func (c *Coordinator) nextRound(ctx context.Context) error {
 // payload, clipping to the round's ClipNorm, weight and staleness.
 func (c *Coordinator) decodeStored(r *Round, k, v []byte, dims int, buf []float32) decoded {
 	what := fmt.Sprintf("%d/%s", r.Round, k)
-	s, err := decodeStoredUpdate(v, what)
+	s, err := store.DecodeStoredUpdate(v, what)
 	if err != nil {
 		return decoded{err: err}
 	}
@@ -269,10 +261,10 @@ func (c *Coordinator) failRound(r *Round, reason, note string) error {
 		r.Closed = c.clock.Now().UTC()
 	}
 	if err := c.update(func(tx *bolt.Tx) error {
-		if err := putRound(tx, r); err != nil {
+		if err := store.PutRound(tx, r); err != nil {
 			return err
 		}
-		return audit(tx, c.clock.Now(), c.cfg.AuditKeep, "round.failed", r.Round, "", reason+": "+note)
+		return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "round.failed", r.Round, "", reason+": "+note)
 	}); err != nil {
 		return err
 	}
@@ -287,5 +279,5 @@ func (c *Coordinator) pruneUpdates(tx *bolt.Tx, round uint64) {
 	if round <= uint64(c.cfg.KeepUpdates) {
 		return
 	}
-	_ = tx.Bucket(bucketUpdates).DeleteBucket(u64(round - uint64(c.cfg.KeepUpdates)))
+	_ = tx.Bucket(store.BucketUpdates).DeleteBucket(u64(round - uint64(c.cfg.KeepUpdates)))
 }

@@ -141,7 +141,7 @@ func (c *Coordinator) trimStream(ctx context.Context, cons jetstream.Consumer) {
 	defer cancel()
 	info, err := cons.Info(ctx)
 	if err != nil {
-		c.logLimited("trim", "update consumer info", "err", err)
+		c.limited.Warn("trim", "update consumer info", "err", err)
 		return
 	}
 	floor := info.AckFloor.Stream
@@ -153,7 +153,7 @@ func (c *Coordinator) trimStream(ctx context.Context, cons jetstream.Consumer) {
 		err = s.Purge(ctx, jetstream.WithPurgeSequence(floor+1))
 	}
 	if err != nil {
-		c.logLimited("trim", "remove judged updates from the stream", "err", err)
+		c.limited.Warn("trim", "remove judged updates from the stream", "err", err)
 		return
 	}
 	c.trimmedTo = floor
@@ -178,7 +178,7 @@ func (c *Coordinator) busLoop(ctx context.Context, cons jetstream.Consumer) {
 			c.trimStream(ctx, cons)
 		case <-backup:
 			if path, n, err := c.BackupNow(); err != nil {
-				c.logLimited("backup", "online backup", "err", err)
+				c.limited.Warn("backup", "online backup", "err", err)
 			} else {
 				c.log.Info("online backup written", "path", path, "bytes", n)
 			}

@@ -16,10 +16,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/internal/ratelog"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/sanity"
 )
 
 // Coordinator runs federated rounds. Create it with New, register the
@@ -46,11 +49,11 @@ type Coordinator struct {
 	repMu   sync.Mutex // guards reports
 	reports map[string]federated.SiteReport
 
-	rounds    roundCache   // the last round record decoded
-	path      string       // the store file (errors name it)
-	curDims   atomic.Int64 // the current round's parameter count (ingest's verify)
-	limiter   limiter      // rate limits repeated log lines
-	trimmedTo uint64       // the stream is purged below this (busLoop's)
+	rounds    store.RoundCache // the last round record decoded
+	path      string           // the store file (errors name it)
+	curDims   atomic.Int64     // the current round's parameter count (ingest's verify)
+	limited   *ratelog.Limiter // repeated log lines, at most one every 10 s each
+	trimmedTo uint64           // the stream is purged below this (busLoop's)
 }
 
 // bus is the coordinator's NATS side.
@@ -76,8 +79,9 @@ func New(cfg Config) (*Coordinator, error) {
 	if _, err := own.Add(cfg.Signer.Public()); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(cfg.DataDir, storeFile)
-	db, err := openStore(path, storeKeys{own: own, other: cfg.ModelKeys}, &cfg)
+	path := filepath.Join(cfg.DataDir, store.File)
+	db, err := store.Open(path, store.Keys{Own: own, Other: cfg.ModelKeys},
+		store.Options{MaxNorm: cfg.MaxUpdateNorm, MaxSamples: cfg.MaxSamples, ClipNorm: cfg.clipNorm(), AuditKeep: cfg.AuditKeep})
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +90,7 @@ func New(cfg Config) (*Coordinator, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Coordinator{cfg: cfg, db: db, log: log, clock: cfg.Clock, path: path}
-	c.limiter.every = 10 * time.Second
+	c.limited = ratelog.New(log, 10*time.Second)
 	if c.metrics, err = newMetrics(cfg.Registerer); err != nil {
 		db.Close()
 		return nil, err
@@ -95,9 +99,9 @@ func New(cfg Config) (*Coordinator, error) {
 		c.dp = federated.NewAccountant(*cfg.DP)
 		// rounds already noised, from the store (checked at open)
 		_ = c.view(func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketRounds).ForEach(func(k, v []byte) error {
+			return tx.Bucket(store.BucketRounds).ForEach(func(k, v []byte) error {
 				var r Round
-				if decodeRecord(v, &r, recordName(bucketRounds, k)) == nil && r.State == StatePublished && r.Stats["dp_epsilon"] > 0 {
+				if store.DecodeRecord(v, &r, store.RecordName(store.BucketRounds, k)) == nil && r.State == StatePublished && r.Stats["dp_epsilon"] > 0 {
 					c.dp.Step()
 				}
 				return nil
@@ -117,7 +121,7 @@ func (c *Coordinator) Bootstrap(ctx context.Context, m *policy.Model) error {
 	defer c.mu.Unlock()
 	var have bool
 	if err := c.view(func(tx *bolt.Tx) error {
-		have = getU64(tx.Bucket(bucketMeta), keyVersion) > 0
+		have = getU64(tx.Bucket(store.BucketMeta), store.KeyVersion) > 0
 		return nil
 	}); err != nil || have {
 		return err
@@ -137,7 +141,7 @@ type prepared struct {
 func (c *Coordinator) prepareModel(ctx context.Context, m *policy.Model, round uint64, parent string, created time.Time, note string) (*prepared, error) {
 	var version uint64
 	if err := c.view(func(tx *bolt.Tx) error {
-		version = getU64(tx.Bucket(bucketMeta), keyVersion) + 1
+		version = getU64(tx.Bucket(store.BucketMeta), store.KeyVersion) + 1
 		return nil
 	}); err != nil {
 		return nil, err
@@ -163,7 +167,7 @@ func (c *Coordinator) prepareModel(ctx context.Context, m *policy.Model, round u
 	if err != nil {
 		return nil, &modelError{FailReasonQuantize, fmt.Errorf("quantize model version %d: %w", version, err)}
 	}
-	if err := quant.CheckSanity(qa, rows); err != nil {
+	if err := sanity.Check(qa, rows); err != nil {
 		return nil, &modelError{FailReasonSanity, fmt.Errorf("model version %d: %w", version, err)}
 	}
 	qb, err := qa.Encode(c.cfg.Signer)
@@ -179,24 +183,24 @@ func (c *Coordinator) prepareModel(ctx context.Context, m *policy.Model, round u
 
 // putModel stores a prepared model in tx as the next version.
 func (c *Coordinator) putModel(tx *bolt.Tx, p *prepared) error {
-	m := tx.Bucket(bucketMeta)
-	if next := getU64(m, keyVersion) + 1; next != p.rec.Version {
+	m := tx.Bucket(store.BucketMeta)
+	if next := getU64(m, store.KeyVersion) + 1; next != p.rec.Version {
 		return fmt.Errorf("%w: model version %d prepared, %d is next", ErrStore, p.rec.Version, next)
 	}
-	if err := putModelRecord(tx, p.rec); err != nil {
+	if err := store.PutModel(tx, p.rec); err != nil {
 		return err
 	}
-	bl := tx.Bucket(bucketBlobs)
-	if err := bl.Put(blobKey(p.rec.Version, quant.Float32), p.fb); err != nil {
+	bl := tx.Bucket(store.BucketBlobs)
+	if err := bl.Put(store.BlobKey(p.rec.Version, quant.Float32), p.fb); err != nil {
 		return err
 	}
-	if err := bl.Put(blobKey(p.rec.Version, quant.Int8), p.qb); err != nil {
+	if err := bl.Put(store.BlobKey(p.rec.Version, quant.Int8), p.qb); err != nil {
 		return err
 	}
-	if err := m.Put(keyVersion, u64(p.rec.Version)); err != nil {
+	if err := m.Put(store.KeyVersion, u64(p.rec.Version)); err != nil {
 		return err
 	}
-	return audit(tx, c.clock.Now(), c.cfg.AuditKeep, "model.stored", p.rec.Round, "", fmt.Sprintf("version %d (%s) float %s int8 %s", p.rec.Version, p.rec.Note, short(p.rec.FloatModel), short(p.rec.Int8Model)))
+	return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "model.stored", p.rec.Round, "", fmt.Sprintf("version %d (%s) float %s int8 %s", p.rec.Version, p.rec.Note, short(p.rec.FloatModel), short(p.rec.Int8Model)))
 }
 
 // storeModel prepares and stores m as the next version. Callers hold c.mu.
@@ -253,7 +257,7 @@ func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
 		if errors.Is(err, ErrStore) {
 			return err
 		}
-		c.logLimited("recover", "recovery after start failed; retrying", "err", err)
+		c.limited.Warn("recover", "recovery after start failed; retrying", "err", err)
 		if !rb.Sleep(ctx) {
 			return ctx.Err()
 		}
@@ -338,12 +342,12 @@ func (c *Coordinator) recover(ctx context.Context) error {
 func (c *Coordinator) currentRound() (*Round, error) {
 	var r *Round
 	err := c.view(func(tx *bolt.Tx) error {
-		n := getU64(tx.Bucket(bucketMeta), keyRound)
+		n := getU64(tx.Bucket(store.BucketMeta), store.KeyRound)
 		if n == 0 {
 			return nil
 		}
 		var err error
-		r, err = c.getRound(tx, n)
+		r, err = c.rounds.Get(tx, n)
 		return err
 	})
 	return r, err
@@ -354,7 +358,7 @@ func (c *Coordinator) roundsLeft() bool {
 		return true
 	}
 	var n uint64
-	_ = c.view(func(tx *bolt.Tx) error { n = getU64(tx.Bucket(bucketMeta), keyRound); return nil })
+	_ = c.view(func(tx *bolt.Tx) error { n = getU64(tx.Bucket(store.BucketMeta), store.KeyRound); return nil })
 	return n < uint64(c.cfg.Rounds)
 }
 
@@ -363,9 +367,9 @@ func (c *Coordinator) roundsLeft() bool {
 func (c *Coordinator) publishPending(ctx context.Context) error {
 	var pending []*Model
 	err := c.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketModels).ForEach(func(k, v []byte) error {
+		return tx.Bucket(store.BucketModels).ForEach(func(k, v []byte) error {
 			var m Model
-			if err := decodeRecord(v, &m, recordName(bucketModels, k)); err != nil {
+			if err := store.DecodeRecord(v, &m, store.RecordName(store.BucketModels, k)); err != nil {
 				return err
 			}
 			if m.Status == ModelPending {
@@ -400,9 +404,9 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
 	}()
 	var fb, qb []byte
 	if err := c.view(func(tx *bolt.Tx) error {
-		bl := tx.Bucket(bucketBlobs)
-		fb = append([]byte(nil), bl.Get(blobKey(m.Version, quant.Float32))...)
-		qb = append([]byte(nil), bl.Get(blobKey(m.Version, quant.Int8))...)
+		bl := tx.Bucket(store.BucketBlobs)
+		fb = append([]byte(nil), bl.Get(store.BlobKey(m.Version, quant.Float32))...)
+		qb = append([]byte(nil), bl.Get(store.BlobKey(m.Version, quant.Int8))...)
 		return nil
 	}); err != nil {
 		return err
@@ -431,7 +435,7 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
 		return fmt.Errorf("announce model version %d: %w", m.Version, err)
 	}
 	err = c.update(func(tx *bolt.Tx) error {
-		cur, err := getModel(tx, m.Version)
+		cur, err := store.GetModel(tx, m.Version)
 		if err != nil {
 			return err
 		}
@@ -439,10 +443,10 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
 			return fmt.Errorf("%w: model version %d vanished", ErrStore, m.Version)
 		}
 		cur.Status = ModelPublished
-		if err := putModelRecord(tx, cur); err != nil {
+		if err := store.PutModel(tx, cur); err != nil {
 			return err
 		}
-		return audit(tx, c.clock.Now(), c.cfg.AuditKeep, "model.published", m.Round, "", fmt.Sprintf("version %d", m.Version))
+		return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "model.published", m.Round, "", fmt.Sprintf("version %d", m.Version))
 	})
 	if err != nil {
 		return err
@@ -458,10 +462,10 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
 func (c *Coordinator) latestPublished() (*Model, error) {
 	var out *Model
 	err := c.view(func(tx *bolt.Tx) error {
-		cur := tx.Bucket(bucketModels).Cursor()
+		cur := tx.Bucket(store.BucketModels).Cursor()
 		for k, v := cur.Last(); k != nil; k, v = cur.Prev() {
 			var m Model
-			if err := decodeRecord(v, &m, recordName(bucketModels, k)); err != nil {
+			if err := store.DecodeRecord(v, &m, store.RecordName(store.BucketModels, k)); err != nil {
 				return err
 			}
 			if m.Status == ModelPublished || m.Status == ModelPending {
@@ -505,15 +509,15 @@ func (c *Coordinator) openRound(ctx context.Context) (*Round, error) {
 		Opened: now, Deadline: now.Add(c.cfg.RoundDuration), MinUpdates: c.cfg.MinUpdates, Expected: c.cfg.Sites.Sites(), Local: c.cfg.Local,
 		MaxNorm: c.cfg.MaxUpdateNorm, MaxSamples: c.cfg.MaxSamples, ClipNorm: c.cfg.clipNorm()}
 	err = c.update(func(tx *bolt.Tx) error {
-		m := tx.Bucket(bucketMeta)
-		r.Round = getU64(m, keyRound) + 1
-		if err := m.Put(keyRound, u64(r.Round)); err != nil {
+		m := tx.Bucket(store.BucketMeta)
+		r.Round = getU64(m, store.KeyRound) + 1
+		if err := m.Put(store.KeyRound, u64(r.Round)); err != nil {
 			return err
 		}
-		if err := putRound(tx, r); err != nil {
+		if err := store.PutRound(tx, r); err != nil {
 			return err
 		}
-		if _, err := tx.Bucket(bucketUpdates).CreateBucketIfNotExists(u64(r.Round)); err != nil {
+		if _, err := tx.Bucket(store.BucketUpdates).CreateBucketIfNotExists(u64(r.Round)); err != nil {
 			return err
 		}
 		dims, err := c.dims(tx, r.BaseVersion)
@@ -521,7 +525,7 @@ func (c *Coordinator) openRound(ctx context.Context) (*Round, error) {
 			return err
 		}
 		c.curDims.Store(int64(dims))
-		return audit(tx, now, c.cfg.AuditKeep, "round.opened", r.Round, "", fmt.Sprintf("%s from version %d, deadline %s", r.Mode, r.BaseVersion, r.Deadline.Format(time.RFC3339)))
+		return store.Audit(tx, now, c.cfg.AuditKeep, "round.opened", r.Round, "", fmt.Sprintf("%s from version %d, deadline %s", r.Mode, r.BaseVersion, r.Deadline.Format(time.RFC3339)))
 	})
 	if err != nil {
 		return nil, err
@@ -563,7 +567,7 @@ func (c *Coordinator) tickLoop(ctx context.Context) error {
 					return err
 				}
 				if ctx.Err() == nil {
-					c.logLimited("tick", "round tick", "err", err)
+					c.limited.Warn("tick", "round tick", "err", err)
 				}
 			}
 		}
@@ -630,10 +634,10 @@ func (c *Coordinator) closeRound(ctx context.Context, r *Round) error {
 	}
 	r.State, r.Closed = StateAggregating, now
 	if err := c.update(func(tx *bolt.Tx) error {
-		if err := putRound(tx, r); err != nil {
+		if err := store.PutRound(tx, r); err != nil {
 			return err
 		}
-		return audit(tx, now, c.cfg.AuditKeep, "round.closed", r.Round, "", fmt.Sprintf("%d updates", r.Accepted))
+		return store.Audit(tx, now, c.cfg.AuditKeep, "round.closed", r.Round, "", fmt.Sprintf("%d updates", r.Accepted))
 	}); err != nil {
 		return err
 	}

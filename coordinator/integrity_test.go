@@ -8,6 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 )
 
@@ -41,14 +42,14 @@ func TestMigrateSchema1(t *testing.T) {
 				return b.Put(append([]byte(nil), k...), append([]byte(nil), v[:len(v)-4]...))
 			})
 		}
-		for _, b := range [][]byte{bucketRounds, bucketSites, bucketModels, bucketAudit, bucketJudged} {
+		for _, b := range [][]byte{store.BucketRounds, store.BucketSites, store.BucketModels, store.BucketAudit, store.BucketJudged} {
 			if err := strip(b); err != nil {
 				return err
 			}
 		}
-		rb := tx.Bucket(bucketUpdates).Bucket(u64(r.Round))
+		rb := tx.Bucket(store.BucketUpdates).Bucket(u64(r.Round))
 		return rb.ForEach(func(k, v []byte) error {
-			s, err := decodeStoredUpdate(v, "x")
+			s, err := store.DecodeStoredUpdate(v, "x")
 			if err != nil {
 				return err
 			}
@@ -59,14 +60,14 @@ func TestMigrateSchema1(t *testing.T) {
 			if err := rb.Put(append([]byte(nil), k...), old); err != nil {
 				return err
 			}
-			return tx.Bucket(bucketMeta).Put(keySchema, []byte("1"))
+			return tx.Bucket(store.BucketMeta).Put(store.KeySchema, []byte("1"))
 		})
 	})
 	db.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckStoreFile(path, nil); !errors.Is(err, ErrStore) {
+	if err := store.CheckStoreFile(path, nil); !errors.Is(err, ErrStore) {
 		t.Fatalf("check of a schema 1 store: %v, want ErrStore (a coordinator migrates it)", err)
 	}
 	c, err := New(cfg)
@@ -85,8 +86,8 @@ func TestMigrateSchema1(t *testing.T) {
 		t.Fatalf("round after migration: %+v", rr)
 	}
 	var schema string
-	_ = c.view(func(tx *bolt.Tx) error { schema = string(tx.Bucket(bucketMeta).Get(keySchema)); return nil })
-	if schema != schemaVersion {
+	_ = c.view(func(tx *bolt.Tx) error { schema = string(tx.Bucket(store.BucketMeta).Get(store.KeySchema)); return nil })
+	if schema != store.SchemaVersion {
 		t.Fatalf("schema %q after migration", schema)
 	}
 }

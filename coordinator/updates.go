@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/internal/parallel"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -42,13 +42,9 @@ type incoming struct {
 	streamSeq uint64
 	msg       jetstream.Msg // nil for Process
 
-	// verify's findings
-	m          *federated.UpdateMsg
-	err        error // envelope refusal: not attributable to a site
-	payloadErr error
-	base       string  // the payload's base model ID
-	values     int     // the payload's number of values
-	norm       float64 // the payload's L2 norm
+	// verification's findings (the envelope refused: not attributable
+	// to a site)
+	federated.CheckedUpdate
 
 	// judge's
 	ack    *federated.Ack
@@ -63,47 +59,14 @@ const groupBytes = 32 << 20
 // fetchBytes bounds one pull request (of at most Batch messages).
 const fetchBytes = 16 << 20
 
-// errSubject: an update on another site's subject (ReasonSubject).
-var errSubject = errors.New("coordinator: update on another site's subject")
-
-// verify checks in's envelope and payload (no lock, no store); dims is
-// the current round's parameter count (0: unknown).
-func (c *Coordinator) verify(in *incoming, dims int) {
-	m, err := federated.DecodeUpdateMsg(in.data, c.cfg.Sites)
-	if err == nil && in.subject != "" && in.subject != federated.UpdateSubjectPrefix+m.Header.Site {
-		err = fmt.Errorf("%w: site %q seq %d arrived on %s", errSubject, m.Header.Site, m.Header.Seq, in.subject)
-	}
-	in.m, in.err = m, err
-	if err != nil {
-		return
-	}
-	c.verifyPayload(in, dims)
-}
-
-// verifyAll verifies a group with the configured number of workers.
+// verifyAll verifies a group (federated.CheckUpdateMsg) with the
+// configured number of workers, without the lock.
 func (c *Coordinator) verifyAll(group []*incoming) {
 	dims := int(c.curDims.Load())
-	workers := c.cfg.Verifiers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	workers = min(workers, len(group))
-	if workers <= 1 {
-		for _, in := range group {
-			c.verify(in, dims)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(len(group)); i = next.Add(1) - 1 {
-				c.verify(group[i], dims)
-			}
-		})
-	}
-	wg.Wait()
+	parallel.For(len(group), c.cfg.Verifiers, func(i int) {
+		in := group[i]
+		in.CheckedUpdate = federated.CheckUpdateMsg(in.data, in.subject, c.cfg.Sites, dims)
+	})
 }
 
 // consume runs ingest until ctx ends or the store fails for good
@@ -151,7 +114,7 @@ func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) erro
 				if errors.Is(err, ErrStore) {
 					return err
 				}
-				c.logLimited("store", "recording update verdicts failed; the stream delivers them again", "err", err, "updates", len(group))
+				c.limited.Warn("store", "recording update verdicts failed; the stream delivers them again", "err", err, "updates", len(group))
 				if !bo.Sleep(ctx) {
 					return ctx.Err()
 				}
@@ -207,7 +170,7 @@ func (c *Coordinator) fetchLoop(ctx context.Context, cons jetstream.Consumer, ve
 			err = batch.Error()
 		}
 		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			c.logLimited("fetch", "fetch updates", "err", err)
+			c.limited.Warn("fetch", "fetch updates", "err", err)
 			if !bo.Sleep(ctx) {
 				return
 			}
@@ -246,7 +209,7 @@ func (c *Coordinator) ProcessFrom(ctx context.Context, subject string, data []by
 // stream (0: unknown), through the same verify and judge as ingest.
 func (c *Coordinator) processFrom(ctx context.Context, subject string, data []byte, streamSeq uint64) (*federated.Ack, error) {
 	in := &incoming{subject: subject, data: data, streamSeq: streamSeq}
-	c.verify(in, int(c.curDims.Load()))
+	c.verifyAll([]*incoming{in})
 	if _, err := c.judge(ctx, []*incoming{in}); err != nil {
 		return nil, err
 	}
@@ -276,9 +239,9 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 	err := c.update(func(tx *bolt.Tx) error {
 		n = 0
 		st = batchState{}
-		cur := getU64(tx.Bucket(bucketMeta), keyRound)
+		cur := getU64(tx.Bucket(store.BucketMeta), store.KeyRound)
 		if cur > 0 {
-			r, err := c.getRound(tx, cur)
+			r, err := c.rounds.Get(tx, cur)
 			if err != nil {
 				return err
 			}
@@ -301,7 +264,7 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 			}
 		}
 		if st.dirty {
-			return putRound(tx, st.round)
+			return store.PutRound(tx, st.round)
 		}
 		return nil
 	})
@@ -318,7 +281,7 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 		c.count(in)
 		if in.msg != nil {
 			if err := in.msg.Ack(); err != nil {
-				c.logLimited("ack", "ack update on the stream", "err", err)
+				c.limited.Warn("ack", "ack update on the stream", "err", err)
 			}
 		}
 		if in.ack != nil && c.bus != nil {
@@ -332,7 +295,7 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 			if errors.Is(err, ErrStore) {
 				return n, err
 			}
-			c.logLimited("close", "closing a complete round", "round", st.round.Round, "err", err)
+			c.limited.Warn("close", "closing a complete round", "round", st.round.Round, "err", err)
 		}
 	}
 	return n, nil
@@ -349,12 +312,12 @@ func (c *Coordinator) count(in *incoming) {
 		c.log.Info("update delivered again: verdict repeated", "site", in.ack.Site, "seq", in.ack.Seq, "status", in.ack.Status, "reason", in.ack.Reason)
 	case in.ack == nil:
 		c.metrics.updates.WithLabelValues(string(federated.Rejected), in.reason).Inc()
-		c.logLimited("refused:"+in.reason, "update refused", "reason", in.reason, "err", in.err)
+		c.limited.Warn("refused:"+in.reason, "update refused", "reason", in.reason, "err", in.Err)
 	default:
 		a := in.ack
 		c.metrics.updates.WithLabelValues(string(a.Status), a.Reason).Inc()
 		if a.Status == federated.Rejected {
-			c.logLimited("refused:"+a.Reason, "update refused", "site", a.Site, "seq", a.Seq, "round", a.Round, "reason", a.Reason)
+			c.limited.Warn("refused:"+a.Reason, "update refused", "site", a.Site, "seq", a.Seq, "round", a.Round, "reason", a.Reason)
 		} else {
 			c.log.Debug("update", "site", a.Site, "seq", a.Seq, "round", a.Round, "status", a.Status, "reason", a.Reason)
 		}
@@ -363,21 +326,21 @@ func (c *Coordinator) count(in *incoming) {
 
 // judgeOne judges one verified message inside the batch's transaction.
 func (c *Coordinator) judgeOne(tx *bolt.Tx, in *incoming, st *batchState, now time.Time) error {
-	if in.err != nil {
+	if in.Err != nil {
 		reason := federated.ReasonMalformed
 		switch {
-		case errors.Is(in.err, errSubject):
+		case errors.Is(in.Err, federated.ErrWrongSubject):
 			reason = federated.ReasonSubject
-		case errors.Is(in.err, federated.ErrUnknownSite):
+		case errors.Is(in.Err, federated.ErrUnknownSite):
 			reason = federated.ReasonUnknownSite
-		case errors.Is(in.err, federated.ErrSiteSignature):
+		case errors.Is(in.Err, federated.ErrSiteSignature):
 			reason = federated.ReasonSignature
 		case len(in.data) > federated.MaxUpdateBytes:
 			reason = federated.ReasonTooLarge
 		}
 		in.reason = reason
 		if in.streamSeq > 0 {
-			again, err := seenUnattributed(tx, in.streamSeq)
+			again, err := store.SeenUnattributed(tx, in.streamSeq)
 			if err != nil {
 				return err
 			}
@@ -387,15 +350,15 @@ func (c *Coordinator) judgeOne(tx *bolt.Tx, in *incoming, st *batchState, now ti
 				return nil
 			}
 		}
-		if err := countReject(tx, reason); err != nil {
+		if err := store.CountReject(tx, reason); err != nil {
 			return err
 		}
-		return audit(tx, now, c.cfg.AuditKeep, "update.rejected", 0, "", fmt.Sprintf("%s: %v", reason, in.err))
+		return store.Audit(tx, now, c.cfg.AuditKeep, "update.rejected", 0, "", fmt.Sprintf("%s: %v", reason, in.Err))
 	}
-	h := in.m.Header
+	h := in.Msg.Header
 	ack := &federated.Ack{V: federated.ProtocolVersion, Site: h.Site, Seq: h.Seq, Round: h.Round}
 	in.ack = ack
-	site, err := getSite(tx, h.Site)
+	site, err := store.GetSite(tx, h.Site)
 	if err != nil {
 		return err
 	}
@@ -411,8 +374,8 @@ func (c *Coordinator) judgeOne(tx *bolt.Tx, in *incoming, st *batchState, now ti
 		return nil
 	}
 	judged := h.Seq <= site.HWM // without kept verdicts, HWM says
-	if h.Seq >= site.JudgedFrom && h.Seq+judgedWindow > site.HWM {
-		v, err := getVerdict(tx, h.Site, h.Seq)
+	if h.Seq >= site.JudgedFrom && h.Seq+store.JudgedWindow > site.HWM {
+		v, err := store.GetVerdict(tx, h.Site, h.Seq)
 		if err != nil {
 			return err
 		}
@@ -439,10 +402,10 @@ func (c *Coordinator) judgeOne(tx *bolt.Tx, in *incoming, st *batchState, now ti
 			site.Rejected = map[string]int{}
 		}
 		site.Rejected[federated.ReasonReplay]++
-		if err := countReject(tx, federated.ReasonReplay); err != nil {
+		if err := store.CountReject(tx, federated.ReasonReplay); err != nil {
 			return err
 		}
-		return putRecord(tx.Bucket(bucketSites), []byte(h.Site), site)
+		return store.PutRecord(tx.Bucket(store.BucketSites), []byte(h.Site), site)
 	}
 	site.HWM = max(site.HWM, h.Seq)
 	reason, detail, err := c.accept(tx, in, st, now)
@@ -455,10 +418,10 @@ func (c *Coordinator) judgeOne(tx *bolt.Tx, in *incoming, st *batchState, now ti
 			site.Rejected = map[string]int{}
 		}
 		site.Rejected[reason]++
-		if err := countReject(tx, reason); err != nil {
+		if err := store.CountReject(tx, reason); err != nil {
 			return err
 		}
-		if err := audit(tx, now, c.cfg.AuditKeep, "update.rejected", h.Round, h.Site, fmt.Sprintf("seq %d: %s: %s", h.Seq, reason, detail)); err != nil {
+		if err := store.Audit(tx, now, c.cfg.AuditKeep, "update.rejected", h.Round, h.Site, fmt.Sprintf("seq %d: %s: %s", h.Seq, reason, detail)); err != nil {
 			return err
 		}
 	} else {
@@ -469,17 +432,17 @@ func (c *Coordinator) judgeOne(tx *bolt.Tx, in *incoming, st *batchState, now ti
 	if h.Seq == site.HWM {
 		site.LastStatus, site.LastReason = ack.Status, ack.Reason
 	}
-	if err := putVerdict(tx, h.Site, h.Seq, site.HWM, verdict{Status: ack.Status, Reason: ack.Reason, Stream: in.streamSeq}); err != nil {
+	if err := store.PutVerdict(tx, h.Site, h.Seq, site.HWM, store.Verdict{Status: ack.Status, Reason: ack.Reason, Stream: in.streamSeq}); err != nil {
 		return err
 	}
-	return putRecord(tx.Bucket(bucketSites), []byte(h.Site), site)
+	return store.PutRecord(tx.Bucket(store.BucketSites), []byte(h.Site), site)
 }
 
 // accept checks an authenticated update against the current round and
 // its bounds and stores it; it returns a rejection reason (and detail), or
 // "" when accepted (st.round then counts it).
 func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time.Time) (string, string, error) {
-	h := in.m.Header
+	h := in.Msg.Header
 	r := st.round
 	switch {
 	case r == nil || h.Round > r.Round:
@@ -497,7 +460,7 @@ func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time
 	}
 	if r.Mode == federated.Async {
 		// the base must be a model we published, not too old
-		base, err := getModel(tx, h.BaseVersion)
+		base, err := store.GetModel(tx, h.BaseVersion)
 		if err != nil {
 			return "", "", err
 		}
@@ -508,30 +471,28 @@ func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time
 			return federated.ReasonStaleRound, fmt.Sprintf("%d versions old (at most %d)", st, c.cfg.MaxStaleness), nil
 		}
 	}
-	if in.payloadErr != nil {
-		// decoded against another round's size (the round changed since):
-		// decode again
-		if errors.Is(in.payloadErr, quant.ErrShape) && st.dims > 0 {
-			c.verifyPayload(in, st.dims)
-		}
+	if errors.Is(in.PayloadErr, quant.ErrShape) && st.dims > 0 {
+		// checked against another round's size (the round changed
+		// since): check again
+		in.CheckPayload(st.dims)
 	}
-	switch err := in.payloadErr; {
+	switch err := in.PayloadErr; {
 	case errors.Is(err, quant.ErrNonFinite):
 		return federated.ReasonNonFinite, err.Error(), nil
 	case errors.Is(err, quant.ErrShape):
 		return federated.ReasonShape, err.Error(), nil
 	case err != nil:
 		return federated.ReasonMalformed, err.Error(), nil
-	case in.values != st.dims:
-		return federated.ReasonShape, fmt.Sprintf("%d values, the model has %d", in.values, st.dims), nil
-	case in.base != h.BaseModel:
+	case in.Payload.Values != st.dims:
+		return federated.ReasonShape, fmt.Sprintf("%d values, the model has %d", in.Payload.Values, st.dims), nil
+	case in.Payload.Base != h.BaseModel:
 		return federated.ReasonBaseModel, "payload and header name different base models", nil
-	case r.MaxNorm > 0 && !(in.norm <= r.MaxNorm):
-		return federated.ReasonTooLarge, fmt.Sprintf("L2 norm %.4g exceeds the round's bound %.4g", in.norm, r.MaxNorm), nil
+	case r.MaxNorm > 0 && !(in.Payload.Norm <= r.MaxNorm):
+		return federated.ReasonTooLarge, fmt.Sprintf("L2 norm %.4g exceeds the round's bound %.4g", in.Payload.Norm, r.MaxNorm), nil
 	case r.MaxSamples > 0 && h.Samples > r.MaxSamples:
 		return federated.ReasonTooHeavy, fmt.Sprintf("claims %d samples, the round's cap is %d", h.Samples, r.MaxSamples), nil
 	}
-	ub := tx.Bucket(bucketUpdates).Bucket(u64(r.Round))
+	ub := tx.Bucket(store.BucketUpdates).Bucket(u64(r.Round))
 	if ub == nil {
 		return "", "", fmt.Errorf("%w: round %d has no update bucket", ErrStore, r.Round)
 	}
@@ -541,7 +502,7 @@ func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time
 	} else if ub.Get(key) != nil {
 		return federated.ReasonReplay, fmt.Sprintf("site already contributed to round %d", r.Round), nil
 	}
-	rec, err := encodeStoredUpdate(&h, in.m.Payload)
+	rec, err := store.EncodeStoredUpdate(&h, in.Msg.Payload)
 	if err != nil {
 		return "", "", err
 	}
@@ -553,20 +514,10 @@ func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time
 	if (r.Mode == federated.Sync && r.Accepted >= len(r.Expected)) || (r.Mode == federated.Async && r.Accepted >= c.cfg.Buffer) {
 		st.complete = true
 	}
-	if err := audit(tx, now, c.cfg.AuditKeep, "update.accepted", r.Round, h.Site, fmt.Sprintf("seq %d, %d samples, base version %d, norm %.4g", h.Seq, h.Samples, h.BaseVersion, in.norm)); err != nil {
+	if err := store.Audit(tx, now, c.cfg.AuditKeep, "update.accepted", r.Round, h.Site, fmt.Sprintf("seq %d, %d samples, base version %d, norm %.4g", h.Seq, h.Samples, h.BaseVersion, in.Payload.Norm)); err != nil {
 		return "", "", err
 	}
 	return "", "", nil
-}
-
-// verifyPayload checks in's payload for at most dims values (0: any) and
-// notes its base, size and norm (without keeping its values).
-func (c *Coordinator) verifyPayload(in *incoming, dims int) {
-	info, err := quant.CheckUpdate(in.m.Payload, dims)
-	in.payloadErr = err
-	if err == nil {
-		in.base, in.values, in.norm = info.Base, info.Values, info.Norm
-	}
 }
 
 // afterAccept closes a sync round once every expected site contributed,

@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/sanity"
 )
 
 // TestAbsurdModelRefusedBeforeSwap reproduces finding 6 of issue 21 at
 // the scheduler: a validly signed int8 model whose input scales are 1e30
 // (every node ties at zero) or whose output scale is 3e38 (every score
 // infinite) was swapped in. The store refuses each (reason "sanity",
-// quant.ErrInsane) and keeps the model it runs.
+// sanity.ErrInsane) and keeps the model it runs.
 func TestAbsurdModelRefusedBeforeSwap(t *testing.T) {
 	key := testSigner(t, 1)
 	store := NewModelStore(testKeyring(t, key))
@@ -43,7 +44,7 @@ func TestAbsurdModelRefusedBeforeSwap(t *testing.T) {
 			}
 			ok, err := store.Install(raw)
 			var re *RefusalError
-			if ok || !errors.As(err, &re) || re.Reason != "sanity" || !errors.Is(err, quant.ErrInsane) {
+			if ok || !errors.As(err, &re) || re.Reason != "sanity" || !errors.Is(err, sanity.ErrInsane) {
 				t.Fatalf("installed %v, err %v: want a sanity refusal", ok, err)
 			}
 			if store.Current().Header.Version != 5 {

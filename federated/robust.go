@@ -6,8 +6,8 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
+
+	"github.com/edgesched/edgesched/internal/parallel"
 )
 
 // store keeps a copy of every contribution: the robust rules need them
@@ -46,31 +46,30 @@ const columnBlock = 128
 // alone, so the output does not depend on the scheduling).
 func (s *store) columns(sorted bool, fn func(i int, col []float32)) {
 	n := len(s.rows)
-	blocks := (s.dim + columnBlock - 1) / columnBlock
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), blocks) {
-		wg.Go(func() {
-			buf := make([]float32, columnBlock*n)
-			for blk := int(next.Add(1) - 1); blk < blocks; blk = int(next.Add(1) - 1) {
-				i0 := blk * columnBlock
-				w := min(columnBlock, s.dim-i0)
-				for j, r := range s.rows {
-					for b, v := range r[i0 : i0+w] {
-						buf[b*n+j] = v
-					}
-				}
-				for b := range w {
-					col := buf[b*n : (b+1)*n]
-					if sorted {
-						slices.Sort(col)
-					}
-					fn(i0+b, col)
+	workers := runtime.GOMAXPROCS(0)
+	bufs := make([][]float32, workers)
+	for w := range bufs {
+		bufs[w] = make([]float32, columnBlock*n)
+	}
+	// worker w takes the blocks w, w+workers, ...: one buffer each
+	parallel.For(workers, workers, func(w int) {
+		buf := bufs[w]
+		for i0 := w * columnBlock; i0 < s.dim; i0 += workers * columnBlock {
+			width := min(columnBlock, s.dim-i0)
+			for j, r := range s.rows {
+				for b, v := range r[i0 : i0+width] {
+					buf[b*n+j] = v
 				}
 			}
-		})
-	}
-	wg.Wait()
+			for b := range width {
+				col := buf[b*n : (b+1)*n]
+				if sorted {
+					slices.Sort(col)
+				}
+				fn(i0+b, col)
+			}
+		}
+	})
 }
 
 // selectKth reorders v so that v[k] is the value a sort would put there,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/sanity"
 )
 
 // Model trust (docs/security.md). A model is installed only if:
@@ -26,7 +27,7 @@ import (
 //   - its signed creation time is within MaxModelAge (stale: freeze
 //     protection, a withheld feed cannot keep serving an old model that
 //     claims to be current);
-//   - both models score a calibration set (quant.SanityRows of the
+//   - both models score a calibration set (sanity.Rows of the
 //     artifact's schema) with finite scores that are not all equal
 //     (sanity: a signed model with absurd scales would make every node
 //     tie or score zero).
@@ -210,7 +211,7 @@ func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federat
 		return c.refuseModel(RefuseStale, n.Version, err)
 	}
 	for _, a := range []*quant.Artifact{q, f} {
-		if err := quant.CheckArtifactSanity(a); err != nil {
+		if err := sanity.CheckArtifact(a); err != nil {
 			return c.refuseModel(RefuseSanity, n.Version, err)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -64,7 +64,7 @@ func backupCommand(_ context.Context, args []string, stderr io.Writer) error {
 	if *out == "" || fs.NArg() > 0 {
 		return errors.New("backup: --out FILE is required, and nothing else")
 	}
-	n, err := coordinator.BackupStore(*data, *out)
+	n, err := store.BackupStore(*data, *out)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func checkCommand(_ context.Context, args []string, stderr io.Writer) error {
 	if path == "" {
 		path = filepath.Join(*data, "coordinator.db")
 	}
-	if err := coordinator.CheckStoreFile(path, keys); err != nil {
+	if err := store.CheckStoreFile(path, keys); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "%s: consistent\n", path)
@@ -117,7 +117,7 @@ func restoreCommand(_ context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	old, err := coordinator.RestoreStore(*data, *from, keys)
+	old, err := store.RestoreStore(*data, *from, keys)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/coordcmd"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
@@ -485,7 +486,7 @@ func auditCounts(t *testing.T, path string) map[string]int {
 			return errors.New("no audit bucket")
 		}
 		return b.ForEach(func(_, v []byte) error {
-			e, err := coordinator.DecodeEvent(v)
+			e, err := store.DecodeEvent(v)
 			if err != nil {
 				return err
 			}

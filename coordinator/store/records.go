@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 const maxRecordBytes = 8 << 20
 
 // encodeRecord renders v as a stored record.
-func encodeRecord(v any) ([]byte, error) {
+func EncodeRecord(v any) ([]byte, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
@@ -49,7 +49,7 @@ type checker interface{ check() error }
 
 // decodeRecord decodes a stored record into v (a pointer to a struct)
 // strictly; what names it in errors ("rounds/5").
-func decodeRecord(raw []byte, v any, what string) error {
+func DecodeRecord(raw []byte, v any, what string) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: record %s: %s", ErrStore, what, fmt.Sprintf(format, a...))
 	}
@@ -121,8 +121,8 @@ func requireFields(body []byte, v any) error {
 }
 
 // putRecord stores v under k in b.
-func putRecord(b *bolt.Bucket, k []byte, v any) error {
-	raw, err := encodeRecord(v)
+func PutRecord(b *bolt.Bucket, k []byte, v any) error {
+	raw, err := EncodeRecord(v)
 	if err != nil {
 		return err
 	}
@@ -131,17 +131,17 @@ func putRecord(b *bolt.Bucket, k []byte, v any) error {
 
 // getRecord decodes the record under k of bucket name into v; false when
 // there is none.
-func getRecord(tx *bolt.Tx, bucket []byte, k []byte, v any) (bool, error) {
+func GetRecord(tx *bolt.Tx, bucket []byte, k []byte, v any) (bool, error) {
 	raw := tx.Bucket(bucket).Get(k)
 	if raw == nil {
 		return false, nil
 	}
-	return true, decodeRecord(raw, v, recordName(bucket, k))
+	return true, DecodeRecord(raw, v, RecordName(bucket, k))
 }
 
 // recordName names a record in errors: bucket/key, numeric keys as
 // numbers.
-func recordName(bucket, k []byte) string {
+func RecordName(bucket, k []byte) string {
 	switch {
 	case len(k) == 8:
 		return fmt.Sprintf("%s/%d", bucket, binary.BigEndian.Uint64(k))
@@ -209,7 +209,7 @@ func (e *Event) check() error {
 	return nil
 }
 
-func (v *verdict) check() error {
+func (v *Verdict) check() error {
 	switch v.Status {
 	case federated.Accepted, federated.Duplicate, federated.Rejected:
 		return nil
@@ -242,7 +242,7 @@ func isModelID(s string) bool {
 const storedMagic = "ESST"
 
 // storedUpdate is an accepted update as kept in the store.
-type storedUpdate struct {
+type StoredUpdate struct {
 	Site        string
 	Seq         uint64
 	Round       uint64
@@ -252,7 +252,8 @@ type storedUpdate struct {
 	Payload     []byte
 }
 
-func encodeStoredUpdate(h *federated.UpdateHeader, payload []byte) ([]byte, error) {
+// EncodeStoredUpdate is the stored form of a verified update.
+func EncodeStoredUpdate(h *federated.UpdateHeader, payload []byte) ([]byte, error) {
 	base, err := hex.DecodeString(h.BaseModel)
 	if err != nil || len(base) != 32 || len(h.Site) > 255 {
 		return nil, fmt.Errorf("%w: update of %q cannot be stored (base %q)", ErrStore, h.Site, h.BaseModel)
@@ -273,8 +274,8 @@ func encodeStoredUpdate(h *federated.UpdateHeader, payload []byte) ([]byte, erro
 
 // decodeStoredUpdate parses a stored update strictly (what names it in
 // errors). Payload aliases raw: copy it to keep it past the transaction.
-func decodeStoredUpdate(raw []byte, what string) (*storedUpdate, error) {
-	bad := func(format string, a ...any) (*storedUpdate, error) {
+func DecodeStoredUpdate(raw []byte, what string) (*StoredUpdate, error) {
+	bad := func(format string, a ...any) (*StoredUpdate, error) {
 		return nil, fmt.Errorf("%w: stored update %s: %s", ErrStore, what, fmt.Sprintf(format, a...))
 	}
 	if len(raw) < 6 || string(raw[:4]) != storedMagic || raw[4] != 1 {
@@ -289,7 +290,7 @@ func decodeStoredUpdate(raw []byte, what string) (*storedUpdate, error) {
 	if off+32+32+4 > len(body) {
 		return bad("truncated header")
 	}
-	u := &storedUpdate{Site: string(raw[6:off])}
+	u := &StoredUpdate{Site: string(raw[6:off])}
 	u.Seq = binary.BigEndian.Uint64(body[off:])
 	u.Round = binary.BigEndian.Uint64(body[off+8:])
 	u.BaseVersion = binary.BigEndian.Uint64(body[off+16:])
@@ -312,7 +313,7 @@ func decodeStoredUpdate(raw []byte, what string) (*storedUpdate, error) {
 // (bucket "audit"), for tools and tests that read the file itself.
 func DecodeEvent(raw []byte) (*Event, error) {
 	var e Event
-	if err := decodeRecord(raw, &e, "audit"); err != nil {
+	if err := DecodeRecord(raw, &e, "audit"); err != nil {
 		return nil, err
 	}
 	return &e, nil

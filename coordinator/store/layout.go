@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"bytes"
@@ -18,29 +18,29 @@ import (
 
 // bbolt layout (coordinator.db). Every state change is one transaction.
 var (
-	bucketMeta    = []byte("meta")    // schema, current round, current model version, audit sequence
-	bucketRounds  = []byte("rounds")  // round (uint64 BE) -> Round record
-	bucketUpdates = []byte("updates") // round (uint64 BE) -> bucket: site (sync) or MsgID (async) -> stored update
-	bucketSites   = []byte("sites")   // site -> Site record
-	bucketModels  = []byte("models")  // version (uint64 BE) -> Model record
-	bucketBlobs   = []byte("blobs")   // "<version>/float32" | "<version>/int8" -> artifact bytes (signed)
-	bucketAudit   = []byte("audit")   // sequence (uint64 BE) -> Event record (the newest Config.AuditKeep)
-	bucketRejects = []byte("rejects") // reason -> count (uint64 BE)
-	bucketJudged  = []byte("judged")  // site 0x00 seq (uint64 BE) -> verdict record (judgedWindow per site)
-	bucketRefused = []byte("refused") // stream seq (uint64 BE) of unattributable refused messages (refusedWindow)
+	BucketMeta    = []byte("meta")    // schema, current round, current model version, audit sequence
+	BucketRounds  = []byte("rounds")  // round (uint64 BE) -> Round record
+	BucketUpdates = []byte("updates") // round (uint64 BE) -> bucket: site (sync) or MsgID (async) -> stored update
+	BucketSites   = []byte("sites")   // site -> Site record
+	BucketModels  = []byte("models")  // version (uint64 BE) -> Model record
+	BucketBlobs   = []byte("blobs")   // "<version>/float32" | "<version>/int8" -> artifact bytes (signed)
+	BucketAudit   = []byte("audit")   // sequence (uint64 BE) -> Event record (the newest Config.AuditKeep)
+	BucketRejects = []byte("rejects") // reason -> count (uint64 BE)
+	BucketJudged  = []byte("judged")  // site 0x00 seq (uint64 BE) -> verdict record (judgedWindow per site)
+	BucketRefused = []byte("refused") // stream seq (uint64 BE) of unattributable refused messages (refusedWindow)
 
-	allBuckets = [][]byte{bucketMeta, bucketRounds, bucketUpdates, bucketSites, bucketModels, bucketBlobs, bucketAudit, bucketRejects, bucketJudged, bucketRefused}
+	allBuckets = [][]byte{BucketMeta, BucketRounds, BucketUpdates, BucketSites, BucketModels, BucketBlobs, BucketAudit, BucketRejects, BucketJudged, BucketRefused}
 
-	keySchema  = []byte("schema")
-	keyRound   = []byte("round")
-	keyVersion = []byte("version")
+	KeySchema  = []byte("schema")
+	KeyRound   = []byte("round")
+	KeyVersion = []byte("version")
 	keyAudit   = []byte("audit")
 )
 
 // schemaVersion is the store's layout: "2" has checksummed records and
 // binary stored updates (records.go); a store of schema "1" is migrated
 // when it is opened (integrity.go).
-const schemaVersion = "2"
+const SchemaVersion = "2"
 
 // ErrStore wraps a damaged or foreign database.
 var ErrStore = errors.New("coordinator: bad store")
@@ -129,10 +129,10 @@ type Site struct {
 // updates may be judged meanwhile: such an update arrives below HWM but
 // was never judged, and must be judged then, not refused as a replay. A
 // site sends far fewer than 4,096 updates in an AckWait.
-const judgedWindow = 4096
+const JudgedWindow = 4096
 
 // verdict is a judged update's recorded outcome.
-type verdict struct {
+type Verdict struct {
 	Status federated.AckStatus `json:"status"`
 	Reason string              `json:"reason,omitempty"`
 	// Stream is the update stream's sequence of the message judged (0:
@@ -188,8 +188,8 @@ const maxAuditDetail = 256
 
 // audit appends an event in tx and forgets the oldest beyond keep (0:
 // keep all).
-func audit(tx *bolt.Tx, now time.Time, keep int, kind string, round uint64, site, detail string) error {
-	m := tx.Bucket(bucketMeta)
+func Audit(tx *bolt.Tx, now time.Time, keep int, kind string, round uint64, site, detail string) error {
+	m := tx.Bucket(BucketMeta)
 	seq := getU64(m, keyAudit) + 1
 	if err := m.Put(keyAudit, u64(seq)); err != nil {
 		return err
@@ -197,8 +197,8 @@ func audit(tx *bolt.Tx, now time.Time, keep int, kind string, round uint64, site
 	if len(detail) > maxAuditDetail {
 		detail = detail[:maxAuditDetail] + "..."
 	}
-	b := tx.Bucket(bucketAudit)
-	if err := putRecord(b, u64(seq), Event{Seq: seq, Time: now.UTC(), Kind: kind, Round: round, Site: site, Detail: detail}); err != nil {
+	b := tx.Bucket(BucketAudit)
+	if err := PutRecord(b, u64(seq), Event{Seq: seq, Time: now.UTC(), Kind: kind, Round: round, Site: site, Detail: detail}); err != nil {
 		return err
 	}
 	if keep > 0 && seq > uint64(keep) {
@@ -213,12 +213,12 @@ func pruneAudit(tx *bolt.Tx, keep int) (int, error) {
 	if keep <= 0 {
 		return 0, nil
 	}
-	seq := getU64(tx.Bucket(bucketMeta), keyAudit)
+	seq := getU64(tx.Bucket(BucketMeta), keyAudit)
 	if seq <= uint64(keep) {
 		return 0, nil
 	}
 	cutoff := u64(seq - uint64(keep) + 1)
-	c := tx.Bucket(bucketAudit).Cursor()
+	c := tx.Bucket(BucketAudit).Cursor()
 	n := 0
 	for k, _ := c.First(); k != nil && bytes.Compare(k, cutoff) < 0; k, _ = c.First() {
 		if err := c.Delete(); err != nil {
@@ -229,41 +229,43 @@ func pruneAudit(tx *bolt.Tx, keep int) (int, error) {
 	return n, nil
 }
 
-func getRound(tx *bolt.Tx, round uint64) (*Round, error) {
+// GetRound reads a round record (nil when there is none).
+func GetRound(tx *bolt.Tx, round uint64) (*Round, error) {
 	var r Round
-	ok, err := getRecord(tx, bucketRounds, u64(round), &r)
+	ok, err := GetRecord(tx, BucketRounds, u64(round), &r)
 	if err != nil || !ok {
 		return nil, err
 	}
 	return &r, nil
 }
 
-func putRound(tx *bolt.Tx, r *Round) error {
-	return putRecord(tx.Bucket(bucketRounds), u64(r.Round), r)
+// PutRound writes a round record.
+func PutRound(tx *bolt.Tx, r *Round) error {
+	return PutRecord(tx.Bucket(BucketRounds), u64(r.Round), r)
 }
 
-// roundCache keeps the last round record decoded, with its stored bytes:
+// RoundCache keeps the last round record decoded, with its stored bytes:
 // a round lists every expected site, and it is read on every group of
 // updates and by every status request, while it changes once per group.
-type roundCache struct {
+type RoundCache struct {
 	mu  sync.Mutex
 	raw []byte
 	r   Round
 }
 
-// getRound is getRound through the cache (the record is decoded again
-// when its stored bytes differ). The Round returned is the caller's.
-func (c *Coordinator) getRound(tx *bolt.Tx, round uint64) (*Round, error) {
-	raw := tx.Bucket(bucketRounds).Get(u64(round))
+// Get is GetRound through the cache (the record is decoded again when
+// its stored bytes differ). The Round returned is the caller's. Safe for
+// concurrent use.
+func (rc *RoundCache) Get(tx *bolt.Tx, round uint64) (*Round, error) {
+	raw := tx.Bucket(BucketRounds).Get(u64(round))
 	if raw == nil {
 		return nil, nil
 	}
-	rc := &c.rounds
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if !bytes.Equal(raw, rc.raw) {
 		var r Round
-		if err := decodeRecord(raw, &r, recordName(bucketRounds, u64(round))); err != nil {
+		if err := DecodeRecord(raw, &r, RecordName(BucketRounds, u64(round))); err != nil {
 			return nil, err
 		}
 		rc.raw, rc.r = append(rc.raw[:0], raw...), r
@@ -275,40 +277,45 @@ func (c *Coordinator) getRound(tx *bolt.Tx, round uint64) (*Round, error) {
 	return &out, nil
 }
 
-func getModel(tx *bolt.Tx, version uint64) (*Model, error) {
+// GetModel reads a registry entry (nil when there is none).
+func GetModel(tx *bolt.Tx, version uint64) (*Model, error) {
 	var m Model
-	ok, err := getRecord(tx, bucketModels, u64(version), &m)
+	ok, err := GetRecord(tx, BucketModels, u64(version), &m)
 	if err != nil || !ok {
 		return nil, err
 	}
 	return &m, nil
 }
 
-func putModelRecord(tx *bolt.Tx, m *Model) error {
-	return putRecord(tx.Bucket(bucketModels), u64(m.Version), m)
+// PutModel writes a registry entry.
+func PutModel(tx *bolt.Tx, m *Model) error {
+	return PutRecord(tx.Bucket(BucketModels), u64(m.Version), m)
 }
 
-func getSite(tx *bolt.Tx, site string) (*Site, error) {
+// GetSite reads a site record (the zero Site when there is none).
+func GetSite(tx *bolt.Tx, site string) (*Site, error) {
 	var s Site
-	if _, err := getRecord(tx, bucketSites, []byte(site), &s); err != nil {
+	if _, err := GetRecord(tx, BucketSites, []byte(site), &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
 }
 
-func blobKey(version uint64, dtype string) []byte {
+// BlobKey is the key of a model version's artifact of dtype.
+func BlobKey(version uint64, dtype string) []byte {
 	return []byte(fmt.Sprintf("%020d/%s", version, dtype))
 }
 
-func countReject(tx *bolt.Tx, reason string) error {
-	b := tx.Bucket(bucketRejects)
+// CountReject counts one refusal for reason.
+func CountReject(tx *bolt.Tx, reason string) error {
+	b := tx.Bucket(BucketRejects)
 	return b.Put([]byte(reason), u64(getU64(b, []byte(reason))+1))
 }
 
 // getVerdict returns the recorded verdict on site's update seq, if any.
-func getVerdict(tx *bolt.Tx, site string, seq uint64) (*verdict, error) {
-	var v verdict
-	ok, err := getRecord(tx, bucketJudged, judgedKey(site, seq), &v)
+func GetVerdict(tx *bolt.Tx, site string, seq uint64) (*Verdict, error) {
+	var v Verdict
+	ok, err := GetRecord(tx, BucketJudged, judgedKey(site, seq), &v)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -317,16 +324,16 @@ func getVerdict(tx *bolt.Tx, site string, seq uint64) (*verdict, error) {
 
 // putVerdict records the verdict on site's update seq and forgets the
 // site's verdicts more than judgedWindow below hwm.
-func putVerdict(tx *bolt.Tx, site string, seq, hwm uint64, v verdict) error {
-	b := tx.Bucket(bucketJudged)
-	if err := putRecord(b, judgedKey(site, seq), &v); err != nil {
+func PutVerdict(tx *bolt.Tx, site string, seq, hwm uint64, v Verdict) error {
+	b := tx.Bucket(BucketJudged)
+	if err := PutRecord(b, judgedKey(site, seq), &v); err != nil {
 		return err
 	}
-	if hwm <= judgedWindow {
+	if hwm <= JudgedWindow {
 		return nil
 	}
 	prefix := append([]byte(site), 0)
-	cutoff := judgedKey(site, hwm-judgedWindow)
+	cutoff := judgedKey(site, hwm-JudgedWindow)
 	c := b.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && bytes.Compare(k, cutoff) < 0; k, _ = c.Seek(prefix) {
 		if err := c.Delete(); err != nil {
@@ -344,8 +351,8 @@ const refusedWindow = 1 << 16
 // seenUnattributed reports whether the unattributable message at stream
 // sequence seq was refused before, and records it if not (forgetting the
 // ones more than refusedWindow older).
-func seenUnattributed(tx *bolt.Tx, seq uint64) (bool, error) {
-	b := tx.Bucket(bucketRefused)
+func SeenUnattributed(tx *bolt.Tx, seq uint64) (bool, error) {
+	b := tx.Bucket(BucketRefused)
 	k := u64(seq)
 	if b.Get(k) != nil {
 		return true, nil

@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ import (
 // which do the same with panics and faults.
 
 // storeFile is the store's name in DataDir.
-const storeFile = "coordinator.db"
+const File = "coordinator.db"
 
 // restoreHint ends every damaged-store error.
 const restoreHint = "restore a backup with 'edge-coordinator restore --data DIR --from FILE' (docs/federated.md)"
@@ -81,7 +81,7 @@ func damaged(path string, err error) error {
 
 // guard runs fn with bbolt's panics and memory faults turned into an
 // error naming path.
-func guard(path string, fn func() error) (err error) {
+func Guard(path string, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
@@ -96,23 +96,33 @@ func guard(path string, fn func() error) (err error) {
 }
 
 // storeKeys verifies the signatures of stored artifacts.
-type storeKeys struct {
-	own   *quant.Keyring // the signer's public key
-	other *quant.Keyring // Config.ModelKeys (may be nil)
+type Keys struct {
+	Own   *quant.Keyring // the signer's public key
+	Other *quant.Keyring // further trusted keys (a key rotation; may be nil)
 }
 
-func (k storeKeys) decode(raw []byte) (*quant.Artifact, error) {
-	a, err := quant.Decode(raw, quant.DecodeOptions{Keys: k.own})
-	if errors.Is(err, quant.ErrUnknownKey) && k.other != nil {
-		a, err = quant.Decode(raw, quant.DecodeOptions{Keys: k.other})
+func (k Keys) decode(raw []byte) (*quant.Artifact, error) {
+	a, err := quant.Decode(raw, quant.DecodeOptions{Keys: k.Own})
+	if errors.Is(err, quant.ErrUnknownKey) && k.Other != nil {
+		a, err = quant.Decode(raw, quant.DecodeOptions{Keys: k.Other})
 	}
 	return a, err
 }
 
-// openStore opens (creating) the store at path, checks and migrates it.
-// keys verify the stored artifacts it will use; cfg supplies the bounds
-// written into rounds migrated from schema 1 and the audit retention.
-func openStore(path string, keys storeKeys, cfg *Config) (*bolt.DB, error) {
+// Options are what Open needs beyond the file: the bounds written into
+// rounds still under way in a store migrated from schema 1 (the rounds'
+// fields of the same names) and the audit log's retention (0: all).
+type Options struct {
+	MaxNorm    float64
+	MaxSamples int64
+	ClipNorm   float64
+	AuditKeep  int
+}
+
+// Open opens (creating) the store at path, checks it (integrity above)
+// and migrates it. keys verify the stored artifacts it will use. Its
+// errors name the file; a damaged store is a *DamagedError.
+func Open(path string, keys Keys, opts Options) (*bolt.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create coordinator store directory: %w", err)
 	}
@@ -120,7 +130,7 @@ func openStore(path string, keys storeKeys, cfg *Config) (*bolt.DB, error) {
 		return nil, err
 	}
 	var db *bolt.DB
-	err := guard(path, func() error {
+	err := Guard(path, func() error {
 		var err error
 		db, err = bolt.Open(path, 0o600, boltOptions(false))
 		if errors.Is(err, bolt.ErrTimeout) {
@@ -135,15 +145,15 @@ func openStore(path string, keys storeKeys, cfg *Config) (*bolt.DB, error) {
 		if err := checkPages(db); err != nil {
 			return damaged(path, err)
 		}
-		if err := initStore(db, cfg); err != nil {
+		if err := initStore(db, opts); err != nil {
 			return err
 		}
 		if err := verifyStore(db, keys); err != nil {
 			return damaged(path, err)
 		}
-		if cfg.AuditKeep > 0 {
+		if opts.AuditKeep > 0 {
 			return db.Update(func(tx *bolt.Tx) error {
-				_, err := pruneAudit(tx, cfg.AuditKeep)
+				_, err := pruneAudit(tx, opts.AuditKeep)
 				return err
 			})
 		}
@@ -151,7 +161,7 @@ func openStore(path string, keys storeKeys, cfg *Config) (*bolt.DB, error) {
 	})
 	if err != nil {
 		if db != nil {
-			_ = guard(path, db.Close)
+			_ = Guard(path, db.Close)
 		}
 		return nil, err
 	}
@@ -204,11 +214,11 @@ func checkPages(db *bolt.DB) error {
 
 // initStore creates the buckets of a new store, or migrates a schema 1
 // store, and refuses any other schema.
-func initStore(db *bolt.DB, cfg *Config) error {
+func initStore(db *bolt.DB, opts Options) error {
 	return db.Update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
+		meta := tx.Bucket(BucketMeta)
 		if meta == nil {
-			if tx.Bucket(bucketRounds) != nil {
+			if tx.Bucket(BucketRounds) != nil {
 				return fmt.Errorf("%w: no meta bucket", ErrStore)
 			}
 			for _, b := range allBuckets {
@@ -216,16 +226,16 @@ func initStore(db *bolt.DB, cfg *Config) error {
 					return err
 				}
 			}
-			return tx.Bucket(bucketMeta).Put(keySchema, []byte(schemaVersion))
+			return tx.Bucket(BucketMeta).Put(KeySchema, []byte(SchemaVersion))
 		}
-		switch v := string(meta.Get(keySchema)); v {
-		case schemaVersion:
+		switch v := string(meta.Get(KeySchema)); v {
+		case SchemaVersion:
 		case "1":
-			if err := migrate1(tx, cfg); err != nil {
+			if err := migrate1(tx, opts); err != nil {
 				return fmt.Errorf("%w: migrating schema 1: %v", ErrStore, err)
 			}
 		default:
-			return fmt.Errorf("%w: schema %q, this build reads %q (and migrates \"1\")", ErrStore, v, schemaVersion)
+			return fmt.Errorf("%w: schema %q, this build reads %q (and migrates \"1\")", ErrStore, v, SchemaVersion)
 		}
 		for _, b := range allBuckets {
 			if tx.Bucket(b) == nil {
@@ -239,7 +249,7 @@ func initStore(db *bolt.DB, cfg *Config) error {
 // migrate1 rewrites a schema 1 store: JSON records gain their checksum
 // (decoded strictly first), stored updates become binary, and rounds
 // still under way get the configured bounds.
-func migrate1(tx *bolt.Tx, cfg *Config) error {
+func migrate1(tx *bolt.Tx, opts Options) error {
 	for _, b := range allBuckets {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return err
@@ -254,12 +264,12 @@ func migrate1(tx *bolt.Tx, cfg *Config) error {
 			dec := json.NewDecoder(bytes.NewReader(v))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(rec); err != nil {
-				return fmt.Errorf("%s: %v", recordName(bucket, k), err)
+				return fmt.Errorf("%s: %v", RecordName(bucket, k), err)
 			}
 			if r, ok := rec.(*Round); ok && (r.State == StateCollecting || r.State == StateAggregating) {
-				r.MaxNorm, r.MaxSamples, r.ClipNorm = cfg.MaxUpdateNorm, cfg.MaxSamples, cfg.clipNorm()
+				r.MaxNorm, r.MaxSamples, r.ClipNorm = opts.MaxNorm, opts.MaxSamples, opts.ClipNorm
 			}
-			raw, err := encodeRecord(rec)
+			raw, err := EncodeRecord(rec)
 			if err != nil {
 				return err
 			}
@@ -280,16 +290,16 @@ func migrate1(tx *bolt.Tx, cfg *Config) error {
 		b   []byte
 		rec func() any
 	}{
-		{bucketRounds, func() any { return &Round{} }}, {bucketSites, func() any { return &Site{} }},
-		{bucketModels, func() any { return &Model{} }}, {bucketAudit, func() any { return &Event{} }},
-		{bucketJudged, func() any { return &verdict{} }},
+		{BucketRounds, func() any { return &Round{} }}, {BucketSites, func() any { return &Site{} }},
+		{BucketModels, func() any { return &Model{} }}, {BucketAudit, func() any { return &Event{} }},
+		{BucketJudged, func() any { return &Verdict{} }},
 	} {
 		if err := rewrite(m.b, m.rec); err != nil {
 			return err
 		}
 	}
 	// stored updates: JSON {header, payload} -> binary
-	ub := tx.Bucket(bucketUpdates)
+	ub := tx.Bucket(BucketUpdates)
 	var rounds [][]byte
 	if err := ub.ForEach(func(k, v []byte) error {
 		if v == nil {
@@ -309,9 +319,9 @@ func migrate1(tx *bolt.Tx, cfg *Config) error {
 				Payload []byte                 `json:"payload"`
 			}
 			if err := json.Unmarshal(v, &old); err != nil {
-				return fmt.Errorf("update %s/%s: %v", recordName(bucketUpdates, rk), k, err)
+				return fmt.Errorf("update %s/%s: %v", RecordName(BucketUpdates, rk), k, err)
 			}
-			raw, err := encodeStoredUpdate(&old.Header, old.Payload)
+			raw, err := EncodeStoredUpdate(&old.Header, old.Payload)
 			if err != nil {
 				return err
 			}
@@ -326,17 +336,17 @@ func migrate1(tx *bolt.Tx, cfg *Config) error {
 			}
 		}
 	}
-	return tx.Bucket(bucketMeta).Put(keySchema, []byte(schemaVersion))
+	return tx.Bucket(BucketMeta).Put(KeySchema, []byte(SchemaVersion))
 }
 
 // verifyStore decodes every record strictly, checks the cross references
 // and verifies the artifacts the coordinator will use (those signed by a
 // key it does not trust are left for their use to refuse: after a key
 // rotation that is a configuration matter, not damage).
-func verifyStore(db *bolt.DB, keys storeKeys) error {
+func verifyStore(db *bolt.DB, keys Keys) error {
 	return db.View(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		for _, k := range [][]byte{keyRound, keyVersion, keyAudit} {
+		meta := tx.Bucket(BucketMeta)
+		for _, k := range [][]byte{KeyRound, KeyVersion, keyAudit} {
 			if v := meta.Get(k); v != nil && len(v) != 8 {
 				return fmt.Errorf("%w: meta/%s is %d bytes, want 8", ErrStore, k, len(v))
 			}
@@ -347,7 +357,7 @@ func verifyStore(db *bolt.DB, keys storeKeys) error {
 					return fmt.Errorf("%w: %s: unexpected nested bucket %q", ErrStore, bucket, k)
 				}
 				rec := newRec()
-				if err := decodeRecord(v, rec, recordName(bucket, k)); err != nil {
+				if err := DecodeRecord(v, rec, RecordName(bucket, k)); err != nil {
 					return err
 				}
 				if fn != nil {
@@ -356,12 +366,12 @@ func verifyStore(db *bolt.DB, keys storeKeys) error {
 				return nil
 			})
 		}
-		curRound, curVersion := getU64(meta, keyRound), getU64(meta, keyVersion)
+		curRound, curVersion := getU64(meta, KeyRound), getU64(meta, KeyVersion)
 		var cur *Round
-		if err := each(bucketRounds, func() any { return &Round{} }, func(k []byte, rec any) error {
+		if err := each(BucketRounds, func() any { return &Round{} }, func(k []byte, rec any) error {
 			r := rec.(*Round)
 			if r.Round != getU64Key(k) {
-				return fmt.Errorf("%w: %s holds round %d", ErrStore, recordName(bucketRounds, k), r.Round)
+				return fmt.Errorf("%w: %s holds round %d", ErrStore, RecordName(BucketRounds, k), r.Round)
 			}
 			if r.Round == curRound {
 				cur = r
@@ -375,13 +385,13 @@ func verifyStore(db *bolt.DB, keys storeKeys) error {
 		}
 		verify := map[uint64]bool{}
 		var newestPublished uint64
-		if err := each(bucketModels, func() any { return &Model{} }, func(k []byte, rec any) error {
+		if err := each(BucketModels, func() any { return &Model{} }, func(k []byte, rec any) error {
 			m := rec.(*Model)
 			if m.Version != getU64Key(k) || m.Version > curVersion {
-				return fmt.Errorf("%w: %s holds version %d (newest %d)", ErrStore, recordName(bucketModels, k), m.Version, curVersion)
+				return fmt.Errorf("%w: %s holds version %d (newest %d)", ErrStore, RecordName(BucketModels, k), m.Version, curVersion)
 			}
-			bl := tx.Bucket(bucketBlobs)
-			if bl.Get(blobKey(m.Version, quant.Float32)) == nil || bl.Get(blobKey(m.Version, quant.Int8)) == nil {
+			bl := tx.Bucket(BucketBlobs)
+			if bl.Get(BlobKey(m.Version, quant.Float32)) == nil || bl.Get(BlobKey(m.Version, quant.Int8)) == nil {
 				return fmt.Errorf("%w: model version %d has no stored artifacts", ErrStore, m.Version)
 			}
 			switch m.Status {
@@ -394,7 +404,7 @@ func verifyStore(db *bolt.DB, keys storeKeys) error {
 		}); err != nil {
 			return err
 		}
-		if curVersion > 0 && tx.Bucket(bucketModels).Get(u64(curVersion)) == nil {
+		if curVersion > 0 && tx.Bucket(BucketModels).Get(u64(curVersion)) == nil {
 			return fmt.Errorf("%w: the newest model version %d has no record", ErrStore, curVersion)
 		}
 		if newestPublished > 0 {
@@ -405,7 +415,7 @@ func verifyStore(db *bolt.DB, keys storeKeys) error {
 		}
 		for v := range verify {
 			for _, dtype := range []string{quant.Float32, quant.Int8} {
-				raw := tx.Bucket(bucketBlobs).Get(blobKey(v, dtype))
+				raw := tx.Bucket(BucketBlobs).Get(BlobKey(v, dtype))
 				if raw == nil {
 					return fmt.Errorf("%w: model version %d has no %s artifact", ErrStore, v, dtype)
 				}
@@ -420,32 +430,32 @@ func verifyStore(db *bolt.DB, keys storeKeys) error {
 					return fmt.Errorf("%w: model version %d %s artifact: %v", ErrStore, v, dtype, err)
 				}
 				if a.Header.Version != v || a.Header.DType != dtype {
-					return fmt.Errorf("%w: blobs/%s holds %s version %d", ErrStore, blobKey(v, dtype), a.Header.DType, a.Header.Version)
+					return fmt.Errorf("%w: blobs/%s holds %s version %d", ErrStore, BlobKey(v, dtype), a.Header.DType, a.Header.Version)
 				}
 			}
 		}
 		for _, e := range []struct {
 			b   []byte
 			rec func() any
-		}{{bucketSites, func() any { return &Site{} }}, {bucketAudit, func() any { return &Event{} }}, {bucketJudged, func() any { return &verdict{} }}} {
+		}{{BucketSites, func() any { return &Site{} }}, {BucketAudit, func() any { return &Event{} }}, {BucketJudged, func() any { return &Verdict{} }}} {
 			if err := each(e.b, e.rec, nil); err != nil {
 				return err
 			}
 		}
 		// the stored updates of the rounds not yet aggregated
 		if cur != nil && (cur.State == StateCollecting || cur.State == StateAggregating) {
-			rb := tx.Bucket(bucketUpdates).Bucket(u64(cur.Round))
+			rb := tx.Bucket(BucketUpdates).Bucket(u64(cur.Round))
 			if rb == nil {
 				return fmt.Errorf("%w: round %d has no update bucket", ErrStore, cur.Round)
 			}
 			if err := rb.ForEach(func(k, v []byte) error {
-				_, err := decodeStoredUpdate(v, fmt.Sprintf("%d/%s", cur.Round, k))
+				_, err := DecodeStoredUpdate(v, fmt.Sprintf("%d/%s", cur.Round, k))
 				return err
 			}); err != nil {
 				return err
 			}
 		}
-		return tx.Bucket(bucketRejects).ForEach(func(k, v []byte) error {
+		return tx.Bucket(BucketRejects).ForEach(func(k, v []byte) error {
 			if len(v) != 8 {
 				return fmt.Errorf("%w: rejects/%s is %d bytes, want 8", ErrStore, k, len(v))
 			}
@@ -456,42 +466,10 @@ func verifyStore(db *bolt.DB, keys storeKeys) error {
 
 func getU64Key(k []byte) uint64 { return boltkv.FromU64(k) }
 
-// view and update are the coordinator's store transactions: a bbolt panic
-// or a fault on its memory map (a file damaged while running) becomes an
-// ErrStore error naming the file, which stops the daemon.
-func (c *Coordinator) view(fn func(tx *bolt.Tx) error) error {
-	return guard(c.path, func() error { return c.db.View(fn) })
-}
-
-func (c *Coordinator) update(fn func(tx *bolt.Tx) error) error {
-	err := guard(c.path, func() error { return c.db.Update(fn) })
-	if err == nil && c.metrics != nil {
-		c.metrics.commits.Inc()
-	}
-	return err
-}
-
-// BackupTo writes a consistent copy of the running coordinator's store to
-// w (an online backup: one read transaction, updates go on meanwhile) and
-// returns its size.
-func (c *Coordinator) BackupTo(w io.Writer) (int64, error) {
-	var n int64
-	err := c.view(func(tx *bolt.Tx) error {
-		var err error
-		n, err = tx.WriteTo(w)
-		return err
-	})
-	return n, err
-}
-
-// Backup writes an online backup of the store to path (through a
-// temporary file, synced, then renamed: a crash leaves no half backup
-// under the name) and returns its size.
-func (c *Coordinator) Backup(path string) (int64, error) {
-	return writeBackup(path, c.BackupTo)
-}
-
-func writeBackup(path string, write func(io.Writer) (int64, error)) (int64, error) {
+// WriteBackup writes a backup to path through write: into a temporary
+// file beside it, synced, then renamed (a crash leaves no half backup
+// under the name); it returns the size.
+func WriteBackup(path string, write func(io.Writer) (int64, error)) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return 0, fmt.Errorf("backup: %w", err)
 	}
@@ -522,17 +500,17 @@ func writeBackup(path string, write func(io.Writer) (int64, error)) (int64, erro
 // BackupStore copies the store of a coordinator that is not running
 // (offline) from dataDir to path, after checking it.
 func BackupStore(dataDir, path string) (int64, error) {
-	src := filepath.Join(dataDir, storeFile)
+	src := filepath.Join(dataDir, File)
 	if _, err := os.Stat(src); err != nil {
 		return 0, fmt.Errorf("backup: %w", err)
 	}
 	var n int64
-	err := guard(src, func() error {
+	err := Guard(src, func() error {
 		opts := boltOptions(true)
 		opts.Timeout = 200 * time.Millisecond
 		db, err := bolt.Open(src, 0o600, opts)
 		if errors.Is(err, bolt.ErrTimeout) {
-			return fmt.Errorf("backup: %s is in use by a running coordinator: it writes online backups itself (--backup-every, --backup-dir) and on request (admin endpoint %s)", src, EndpointStoreBackup)
+			return fmt.Errorf("backup: %s is in use by a running coordinator: it writes online backups itself (--backup-every, --backup-dir) and on request (admin endpoint store.backup)", src)
 		}
 		if err != nil {
 			return damaged(src, err)
@@ -541,7 +519,7 @@ func BackupStore(dataDir, path string) (int64, error) {
 		if err := checkPages(db); err != nil {
 			return damaged(src, err)
 		}
-		n, err = writeBackup(path, func(w io.Writer) (int64, error) {
+		n, err = WriteBackup(path, func(w io.Writer) (int64, error) {
 			var n int64
 			err := db.View(func(tx *bolt.Tx) error {
 				var err error
@@ -566,7 +544,7 @@ func CheckStoreFile(path string, keys *quant.Keyring) error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("check %s: %w", path, err)
 	}
-	return guard(path, func() error {
+	return Guard(path, func() error {
 		opts := boltOptions(true)
 		opts.Timeout = 200 * time.Millisecond
 		db, err := bolt.Open(path, 0o600, opts)
@@ -582,17 +560,17 @@ func CheckStoreFile(path string, keys *quant.Keyring) error {
 		}
 		var schema string
 		if err := db.View(func(tx *bolt.Tx) error {
-			if m := tx.Bucket(bucketMeta); m != nil {
-				schema = string(m.Get(keySchema))
+			if m := tx.Bucket(BucketMeta); m != nil {
+				schema = string(m.Get(KeySchema))
 			}
 			return nil
 		}); err != nil {
 			return damaged(path, err)
 		}
-		if schema != schemaVersion {
-			return damaged(path, fmt.Errorf("%w: schema %q (a coordinator migrates \"1\" when it opens it; this check reads %q)", ErrStore, schema, schemaVersion))
+		if schema != SchemaVersion {
+			return damaged(path, fmt.Errorf("%w: schema %q (a coordinator migrates \"1\" when it opens it; this check reads %q)", ErrStore, schema, SchemaVersion))
 		}
-		if err := verifyStore(db, storeKeys{own: keys}); err != nil {
+		if err := verifyStore(db, Keys{Own: keys}); err != nil {
 			return damaged(path, err)
 		}
 		return nil
@@ -608,7 +586,7 @@ func RestoreStore(dataDir, from string, keys *quant.Keyring) (string, error) {
 	if err := CheckStoreFile(from, keys); err != nil {
 		return "", fmt.Errorf("restore: the backup does not pass the check: %w", err)
 	}
-	dst := filepath.Join(dataDir, storeFile)
+	dst := filepath.Join(dataDir, File)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", fmt.Errorf("restore: %w", err)
 	}
@@ -624,7 +602,7 @@ func RestoreStore(dataDir, from string, keys *quant.Keyring) (string, error) {
 			return "", fmt.Errorf("restore: keep the current store: %w", err)
 		}
 	}
-	if _, err := writeBackup(dst, func(w io.Writer) (int64, error) {
+	if _, err := WriteBackup(dst, func(w io.Writer) (int64, error) {
 		f, err := os.Open(from)
 		if err != nil {
 			return 0, err
@@ -645,7 +623,7 @@ func RestoreStore(dataDir, from string, keys *quant.Keyring) (string, error) {
 // restore replaces).
 func lockedBy(path string) error {
 	var locked bool
-	_ = guard(path, func() error {
+	_ = Guard(path, func() error {
 		opts := boltOptions(true)
 		opts.Timeout = 200 * time.Millisecond
 		db, err := bolt.Open(path, 0o600, opts)

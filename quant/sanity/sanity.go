@@ -1,4 +1,14 @@
-package quant
+// Package sanity is the model check every loader runs before it uses a
+// model (docs/security.md, "Model sanity"): a model can be validly
+// signed, verify and quantize and still be useless — scales of 1e30 make
+// every input quantize to zero (every node ties), scales near the float32
+// maximum make scores infinite. Its raw scores on a calibration set must
+// all be finite and must not all be equal. The coordinator checks before
+// it stores a new model, agents and the scheduler plugin before they swap
+// one in.
+//
+// The functions hold no state and are safe for concurrent use.
+package sanity
 
 import (
 	"errors"
@@ -7,24 +17,18 @@ import (
 	"math/rand/v2"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
 )
 
-// Model sanity (docs/security.md): a model can be validly signed, verify,
-// quantize and still be useless — scales of 1e30 make every input
-// quantize to zero (every node ties), scales near the float32 maximum
-// make scores infinite. Before a model is published (the coordinator) or
-// swapped in (the agent, the scheduler plugin) its raw scores on a
-// calibration set must all be finite and must not all be equal.
-
 // ErrInsane wraps every sanity refusal.
-var ErrInsane = errors.New("quant: model fails the sanity check")
+var ErrInsane = errors.New("sanity: model fails the sanity check")
 
 // SanityRows is the calibration set a loader without a scenario checks a
 // model on: n raw feature rows, each feature drawn from a normal
 // distribution with the schema's mean and standard deviation (the
 // statistics the model normalises with), from a fixed seed (the same rows
 // on every call).
-func SanityRows(s policy.Schema, n int) []float32 {
+func Rows(s policy.Schema, n int) []float32 {
 	rng := rand.New(rand.NewPCG(0x5a17, 0xca1))
 	f := len(s.Mean)
 	rows := make([]float32, n*f)
@@ -37,12 +41,12 @@ func SanityRows(s policy.Schema, n int) []float32 {
 }
 
 // sanityRows is how many rows CheckArtifactSanity scores.
-const sanityRows = 256
+const numRows = 256
 
 // CheckArtifactSanity is CheckSanity on SanityRows of the artifact's own
 // schema.
-func CheckArtifactSanity(a *Artifact) error {
-	return CheckSanity(a, SanityRows(a.Schema(), sanityRows))
+func CheckArtifact(a *quant.Artifact) error {
+	return Check(a, Rows(a.Schema(), numRows))
 }
 
 // CheckSanity scores raw feature rows (k rows of the artifact's feature
@@ -50,7 +54,7 @@ func CheckArtifactSanity(a *Artifact) error {
 // the float network for a float32 one — and refuses (ErrInsane) a model
 // with a score that is not a finite float32 or whose scores are all
 // equal.
-func CheckSanity(a *Artifact, rows []float32) error {
+func Check(a *quant.Artifact, rows []float32) error {
 	F := a.Header.Layers.F
 	if F <= 0 || len(rows) == 0 || len(rows)%F != 0 {
 		return fmt.Errorf("%w: %d calibration values are not rows of %d features", ErrInsane, len(rows), F)
@@ -58,8 +62,8 @@ func CheckSanity(a *Artifact, rows []float32) error {
 	k := len(rows) / F
 	scores := make([]float64, k)
 	switch a.Header.DType {
-	case Int8:
-		n, err := NewInt8Net(a)
+	case quant.Int8:
+		n, err := quant.NewInt8Net(a)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrInsane, err)
 		}
@@ -70,12 +74,12 @@ func CheckSanity(a *Artifact, rows []float32) error {
 		for i, v := range out {
 			scores[i] = float64(v)
 		}
-	case Float32:
+	case quant.Float32:
 		m, err := a.Model()
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrInsane, err)
 		}
-		if scores, err = ReferenceScores(m, rows, k); err != nil {
+		if scores, err = quant.ReferenceScores(m, rows, k); err != nil {
 			return fmt.Errorf("%w: %v", ErrInsane, err)
 		}
 	default:

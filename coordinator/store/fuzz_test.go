@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"bytes"
@@ -13,18 +13,18 @@ import (
 // record.
 func FuzzDecodeStoredUpdate(f *testing.F) {
 	h := federated.UpdateHeader{Site: "site-a", Seq: 3, Round: 2, BaseModel: "ab" + string(bytes.Repeat([]byte("cd"), 31)), BaseVersion: 1, Samples: 10}
-	rec, err := encodeStoredUpdate(&h, []byte("ESU1 payload"))
+	rec, err := EncodeStoredUpdate(&h, []byte("ESU1 payload"))
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(rec)
 	f.Add(rec[:len(rec)-1])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := decodeStoredUpdate(b, "fuzz")
+		s, err := DecodeStoredUpdate(b, "fuzz")
 		if err != nil {
 			return
 		}
-		again, err := encodeStoredUpdate(&federated.UpdateHeader{Site: s.Site, Seq: s.Seq, Round: s.Round, BaseModel: s.BaseModel,
+		again, err := EncodeStoredUpdate(&federated.UpdateHeader{Site: s.Site, Seq: s.Seq, Round: s.Round, BaseModel: s.BaseModel,
 			BaseVersion: s.BaseVersion, Samples: s.Samples}, s.Payload)
 		if err != nil || !bytes.Equal(again, b) {
 			t.Fatalf("accepted record does not re-encode to itself: %v", err)
@@ -40,22 +40,22 @@ func FuzzDecodeRecord(f *testing.F) {
 	r := Round{Round: 2, Mode: federated.Sync, State: StateCollecting, BaseModel: string(bytes.Repeat([]byte("a"), 64)), BaseVersion: 1,
 		Opened: now, Deadline: now.Add(time.Minute), MinUpdates: 1, Expected: []string{"site-a"}, Local: federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 0.001},
 		MaxNorm: 1000, ClipNorm: 10}
-	raw, err := encodeRecord(&r)
+	raw, err := EncodeRecord(&r)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(raw)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var got Round
-		if err := decodeRecord(b, &got, "fuzz"); err != nil {
+		if err := DecodeRecord(b, &got, "fuzz"); err != nil {
 			return
 		}
-		again, err := encodeRecord(&got)
+		again, err := EncodeRecord(&got)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var back Round
-		if err := decodeRecord(again, &back, "again"); err != nil {
+		if err := DecodeRecord(again, &back, "again"); err != nil {
 			t.Fatalf("re-encoded record refused: %v", err)
 		}
 	})
