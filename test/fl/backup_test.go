@@ -18,7 +18,8 @@ import (
 	"github.com/edgesched/edgesched/quant"
 )
 
-// TestStoreBackupRestore: the running coordinator writes an online backup
+// TestStoreBackupRestore: the running coordinator (two rounds done)
+// writes an online backup
 // (admin endpoint store.backup); its store is then damaged (garbage over
 // pages); 'edge-coordinator check' refuses the damaged store and passes
 // the backup; 'edge-coordinator restore' installs the backup (keeping the
@@ -31,12 +32,16 @@ func TestStoreBackupRestore(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	cfg := f.coordinatorConfig(data)
-	cfg.AutoRounds = true
+	cfg.AutoRounds, cfg.Rounds = true, 2 // then the store stays as it is
 	c, stop := f.runCoordinator(cfg, fltest.SmallModel(t, 1))
 	f.startAgent(f.sites[0], filepath.Join(dir, "agent"), f.synthetic(0), nil)
-	fltest.Eventually(t, 30*time.Second, "round 2 open", func() (bool, string) {
+	fltest.Eventually(t, 30*time.Second, "two rounds and their models published", func() (bool, string) {
 		r, err := c.RoundRecord(2)
-		return err == nil && r.State == coordinator.StateCollecting, fmt.Sprint(err)
+		if err != nil || r.State != coordinator.StatePublished {
+			return false, fmt.Sprint(r, err)
+		}
+		m, err := c.ModelRecord(3)
+		return err == nil && m.Status == coordinator.ModelPublished, fmt.Sprint(m, err)
 	})
 	nc := fltest.Connect(t, srv.ClientURL(), "operator")
 	m, err := nc.Request("edgesched.admin."+coordinator.EndpointStoreBackup, nil, 10*time.Second)
