@@ -137,3 +137,65 @@ func TestAggregationFailureFailsRound(t *testing.T) {
 		t.Fatalf("next round: %+v %v", next, err)
 	}
 }
+
+// TestInsaneAggregateFailsRound: under the default bounds (the updates'
+// norm is 3.6, below the clip norm), two float32 updates that cancel the
+// first layer's weights exactly and set its biases to 1 make a model
+// that quantizes but cannot tell nodes apart (its first hidden layer is the same whatever the input, so every
+// calibration row gets the same score). The coordinator refuses to store
+// it: the round fails with reason sanity, and the base model stays the
+// newest.
+func TestInsaneAggregateFailsRound(t *testing.T) {
+	ctx := context.Background()
+	u := newUnit(t, 2)
+	c := u.c
+	r, err := c.StartRound(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.FloatModel(r.BaseVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flat's order is policy.Shapes': W1 (F x H1), then b1 (H1, zero
+	// at the start)
+	w := m.Net.Flat()
+	delta := make([]float32, len(w))
+	b1 := m.Net.F * m.Net.H1
+	for i := range b1 {
+		delta[i] = -w[i]
+	}
+	for i := b1; i < b1+m.Net.H1; i++ {
+		delta[i] = 1
+	}
+	opt := quant.DefaultUpdateOptions(1)
+	opt.Encoding = quant.UpdateFloat32
+	for _, site := range []string{"site-a", "site-b"} {
+		payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Encoding: quant.UpdateFloat32, Values: delta}, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := federated.EncodeUpdateMsg(federated.UpdateHeader{Site: site, Seq: 1, Round: r.Round, BaseModel: r.BaseModel,
+			BaseVersion: r.BaseVersion, Samples: 10, Created: u.clock.Now()}, payload, u.sites[site])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack, err := c.Process(ctx, msg); err != nil || ack.Status != federated.Accepted {
+			t.Fatalf("%s's update: %+v %v", site, ack, err)
+		}
+	}
+	if err := c.Tick(ctx); err != nil {
+		t.Fatalf("tick: %v", err)
+	}
+	rr, err := c.RoundRecord(r.Round)
+	if err != nil || rr.State != StateFailed || rr.Reason != FailReasonSanity {
+		t.Fatalf("round %+v %v, want failed with reason %s", rr, err, FailReasonSanity)
+	}
+	t.Logf("round %d failed: %s: %s", rr.Round, rr.Reason, rr.Note)
+	if n := testutil.ToFloat64(c.metrics.roundFailures.WithLabelValues(FailReasonSanity)); n != 1 {
+		t.Fatalf("round_failures_total{reason=%q} = %v, want 1", FailReasonSanity, n)
+	}
+	if newest, err := c.ModelRecord(0); err != nil || newest.Version != r.BaseVersion {
+		t.Fatalf("newest model %+v %v, want the base version %d kept", newest, err, r.BaseVersion)
+	}
+}
