@@ -617,10 +617,14 @@ func newHeader(m *policy.Model, dtype string, info Info) Header {
 }
 
 // FromModel makes a float32 artifact of a model (actor and critic: what
-// training and federated aggregation work on).
+// training and federated aggregation work on). Models with Tanh hidden
+// layers are refused (CheckQuantizable).
 func FromModel(m *policy.Model, info Info) (*Artifact, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
+	}
+	if !m.Net.AllReLU() {
+		return nil, fmt.Errorf("%w: the network's hidden layers are %v and %v: artifacts carry ReLU networks only (the int8 path they lead to runs ReLU)", ErrArtifact, m.Net.Act[0], m.Net.Act[1])
 	}
 	a := &Artifact{Header: newHeader(m, Float32, info)}
 	specs, _ := expectedTensors(Float32, a.Header.Layers)

@@ -34,6 +34,11 @@ percentile:P), writes the signed int8 artifact, and then measures on held-out
 runs (--eval-seeds) how often the int8 policy picks the node the float policy
 picks and how the headline measure moves.
 
+Only ReLU networks quantize: the int8 scheme keeps unsigned 8-bit
+activations after each ReLU. A model with Tanh hidden layers (imported from
+ONNX) is refused; it runs in the float path ('edgectl sim --policies
+learned:FILE.esm').
+
 Inputs are as in 'edgectl sim': openb lists (inflate) or a scenario (replay;
 with a workload generator the seeds select generated workloads).`,
 		Example: `  edgectl model quantize default --key keys/coordinator.key -o default-int8.esa
@@ -121,6 +126,9 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	m, id, err := loadFloatModel(ref, opt)
 	if err != nil {
 		return err
+	}
+	if err := quant.CheckQuantizable(m); err != nil { // before the calibration runs
+		return fmt.Errorf("%s: %w", ref, err)
 	}
 	ctx := cmd.Context()
 	var rows []float32
