@@ -78,12 +78,14 @@ manifests: helm ## render deploy/manifests/{site,cloud}.yaml from the Helm chart
 	$(call render-manifest,site,--set namespace.create=true)
 	$(call render-manifest,cloud,--set namespace.create=true --set site.enabled=false --set cloud.enabled=true)
 
-test: lint e2e-bin ## lint, then all tests with the race detector, end-to-end included
+test: lint e2e-bin onnx-tools ## lint, then all tests with the race detector, end-to-end included
 	EDGESCHED_E2E_BIN_DIR=$(abspath $(E2E_BIN)) $(GO) test -race -count=1 -timeout 20m $(PKGS)
 	@# the network's nogorgonia build (edge-agent's) must compute what the default build does
 	$(GO) test -tags "$(AGENT_TAGS)" -count=1 ./policy/... ./quant/ ./agent/flclient/
 	@# the AVX2 kernel exists only with Go's experimental SIMD package
 	GOEXPERIMENT=simd $(GO) test -count=1 -run 'SIMD|Int8|Exact' ./quant/
+	@# junk must not delay an honest update beyond 5 s: a bound of the build without the race detector
+	$(GO) test -count=1 -run '^TestJunkDoesNotDelayHonestUpdate$$' ./test/fl/
 
 test-short: ## quick tests
 	$(GO) test -short -count=1 $(PKGS)
@@ -125,6 +127,34 @@ fmt: ## format the code
 
 generate: bpf-clang ## regenerate generated files (committed; generators pinned in go.mod)
 	$(GO) generate $(PKGS)
+
+# The ONNX protobuf types (policy/onnx/onnxpb/onnxpb.pb.go) from onnxpb.proto:
+# protoc-gen-go driven by protocompile (internal/protogen), both pinned in
+# go.mod, so this needs Go alone; TestGeneratedCode checks the result.
+.PHONY: onnx-generate
+onnx-generate: ## regenerate only the ONNX protobuf types (no clang needed)
+	$(GO) generate ./policy/onnx/onnxpb/
+
+# ONNX's own tools for policy/onnx's cross-checks: ONNX Runtime (npm
+# onnxruntime-node) and the ONNX checker (Debian's python3-onnx, unpacked
+# without installing it), installed by the tests into
+# $EDGESCHED_TOOLS_CACHE (default ~/.cache/edgesched/onnx). This step
+# installs what they run on (Debian's nodejs, npm, python3) when missing,
+# then runs TestONNXTools, which installs the tools and prints their
+# versions or why the tests that need them will skip (`go test` does not
+# print a passing package's skips).
+.PHONY: onnx-tools
+onnx-tools: ## install ONNX Runtime and the ONNX checker for policy/onnx's tests, or say why they skip
+	@pkgs=; command -v node >/dev/null 2>&1 || pkgs="$$pkgs nodejs"; command -v npm >/dev/null 2>&1 || pkgs="$$pkgs npm"; \
+	[ -x /usr/bin/python3 ] || pkgs="$$pkgs python3"; \
+	if [ -n "$$pkgs" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "for the ONNX tools: installing Debian's$$pkgs"; \
+			apt-get update -qq && apt-get install -y -qq --no-install-recommends $$pkgs || echo "could not install$$pkgs"; \
+		else echo "for the ONNX tools: missing$$pkgs (installing needs root and apt-get)"; fi; \
+	fi
+	@out=$$($(GO) test -race -count=1 -run '^TestONNXTools$$' -v ./policy/onnx/ 2>&1) || { echo "$$out"; exit 1; }; \
+	echo "$$out" | sed -n 's/^ *tools_test.go:[0-9]*: /onnx-tools: /p'
 
 # eBPF objects (agent/telemetry/bpf/*_bpfel.{o,go}) are committed: only
 # regenerating them needs clang (Debian's, installed when missing; llvm

@@ -3,6 +3,7 @@ module github.com/edgesched/edgesched
 go 1.26.5
 
 require (
+	github.com/bufbuild/protocompile v0.14.1
 	github.com/cilium/ebpf v0.22.0
 	github.com/go-logr/logr v1.4.4
 	github.com/nats-io/nats-server/v2 v2.15.2
@@ -17,6 +18,7 @@ require (
 	golang.org/x/term v0.47.0
 	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/plot v0.17.0
+	google.golang.org/protobuf v1.36.12
 	gorgonia.org/tensor v0.9.24
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -197,7 +199,6 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20261019180522-ce908d29299b // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
 	google.golang.org/grpc v1.85.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/go-jose/go-jose.v2 v2.6.3 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
@@ -303,5 +304,6 @@ tool (
 	github.com/k3s-io/kine
 	github.com/nats-io/nats-server/v2
 	go.etcd.io/bbolt/cmd/bbolt
+	google.golang.org/protobuf/cmd/protoc-gen-go
 	k8s.io/kubernetes/cmd/kube-apiserver
 )

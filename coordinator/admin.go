@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy"
 )
@@ -28,6 +29,9 @@ const (
 	EndpointModelRollback = "model.rollback"
 	EndpointSites         = "sites"
 	EndpointRejects       = "rejects"
+	// EndpointStoreBackup writes an online backup of coordinator.db into
+	// the coordinator's backup directory and answers {"path", "bytes"}.
+	EndpointStoreBackup = "store.backup"
 )
 
 // AdminRequest is the body of admin requests (fields by endpoint).
@@ -69,6 +73,13 @@ func (c *Coordinator) serveAdmin(nc *nats.Conn) (micro.Service, error) {
 		EndpointModelRollback: func(ctx context.Context, r AdminRequest) (any, error) { return c.Rollback(ctx, r.Version) },
 		EndpointSites:         func(_ context.Context, _ AdminRequest) (any, error) { return c.Sites() },
 		EndpointRejects:       func(_ context.Context, _ AdminRequest) (any, error) { return c.Rejects() },
+		EndpointStoreBackup: func(_ context.Context, _ AdminRequest) (any, error) {
+			path, n, err := c.BackupNow()
+			if err != nil {
+				return nil, err
+			}
+			return BackupInfo{Path: path, Bytes: n}, nil
+		},
 	}
 	for name, h := range handlers {
 		h := h
@@ -101,6 +112,12 @@ func (c *Coordinator) serveAdmin(nc *nats.Conn) (micro.Service, error) {
 	return svc, nil
 }
 
+// BackupInfo answers store.backup.
+type BackupInfo struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+}
+
 // ErrNotFound is returned for an unknown round or model version.
 var ErrNotFound = errors.New("coordinator: not found")
 
@@ -117,9 +134,9 @@ func (c *Coordinator) currentRoundLocked() (*Round, error) {
 // RoundRecord returns a round.
 func (c *Coordinator) RoundRecord(n uint64) (*Round, error) {
 	var r *Round
-	err := c.db.View(func(tx *bolt.Tx) error {
+	err := c.view(func(tx *bolt.Tx) error {
 		var err error
-		r, err = getRound(tx, n)
+		r, err = c.rounds.Get(tx, n)
 		return err
 	})
 	if err == nil && r == nil {
@@ -134,11 +151,11 @@ func (c *Coordinator) Rounds(limit int) ([]Round, error) {
 		limit = 50
 	}
 	var out []Round
-	err := c.db.View(func(tx *bolt.Tx) error {
-		cur := tx.Bucket(bucketRounds).Cursor()
+	err := c.view(func(tx *bolt.Tx) error {
+		cur := tx.Bucket(store.BucketRounds).Cursor()
 		for k, v := cur.Last(); k != nil && len(out) < limit; k, v = cur.Prev() {
 			var r Round
-			if err := jsonUnmarshal(v, &r); err != nil {
+			if err := store.DecodeRecord(v, &r, store.RecordName(store.BucketRounds, k)); err != nil {
 				return err
 			}
 			out = append(out, r)
@@ -154,11 +171,11 @@ func (c *Coordinator) Models(limit int) ([]Model, error) {
 		limit = 50
 	}
 	var out []Model
-	err := c.db.View(func(tx *bolt.Tx) error {
-		cur := tx.Bucket(bucketModels).Cursor()
+	err := c.view(func(tx *bolt.Tx) error {
+		cur := tx.Bucket(store.BucketModels).Cursor()
 		for k, v := cur.Last(); k != nil && len(out) < limit; k, v = cur.Prev() {
 			var m Model
-			if err := jsonUnmarshal(v, &m); err != nil {
+			if err := store.DecodeRecord(v, &m, store.RecordName(store.BucketModels, k)); err != nil {
 				return err
 			}
 			out = append(out, m)
@@ -171,12 +188,12 @@ func (c *Coordinator) Models(limit int) ([]Model, error) {
 // ModelRecord returns one registry entry (0: the newest).
 func (c *Coordinator) ModelRecord(version uint64) (*Model, error) {
 	var m *Model
-	err := c.db.View(func(tx *bolt.Tx) error {
+	err := c.view(func(tx *bolt.Tx) error {
 		if version == 0 {
-			version = getU64(tx.Bucket(bucketMeta), keyVersion)
+			version = getU64(tx.Bucket(store.BucketMeta), store.KeyVersion)
 		}
 		var err error
-		m, err = getModel(tx, version)
+		m, err = store.GetModel(tx, version)
 		return err
 	})
 	if err == nil && m == nil {
@@ -205,11 +222,11 @@ func (c *Coordinator) Promote(ctx context.Context, version uint64) (*Model, erro
 		return nil, fmt.Errorf("%w: version %d is older than the published %d; use rollback to bring its weights back as a new version", ErrBusy, m.Version, latest.Version)
 	}
 	m.Status = ModelPending
-	if err := c.db.Update(func(tx *bolt.Tx) error {
-		if err := putJSON(tx.Bucket(bucketModels), u64(m.Version), m); err != nil {
+	if err := c.update(func(tx *bolt.Tx) error {
+		if err := store.PutModel(tx, m); err != nil {
 			return err
 		}
-		return audit(tx, c.clock.Now(), "model.promoted", m.Round, "", fmt.Sprintf("version %d", m.Version))
+		return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "model.promoted", m.Round, "", fmt.Sprintf("version %d", m.Version))
 	}); err != nil {
 		return nil, err
 	}
@@ -223,9 +240,9 @@ func (c *Coordinator) Rollback(ctx context.Context, version uint64) (*Model, err
 	defer c.mu.Unlock()
 	var old *Model
 	var m *policy.Model
-	err := c.db.View(func(tx *bolt.Tx) error {
+	err := c.view(func(tx *bolt.Tx) error {
 		var err error
-		if old, err = getModel(tx, version); err != nil || old == nil {
+		if old, err = store.GetModel(tx, version); err != nil || old == nil {
 			return err
 		}
 		m, err = c.floatModel(tx, version)
@@ -243,7 +260,7 @@ func (c *Coordinator) Rollback(ctx context.Context, version uint64) (*Model, err
 	}
 	if rec.Status != ModelPublished {
 		rec.Status = ModelPending
-		if err := c.db.Update(func(tx *bolt.Tx) error { return putJSON(tx.Bucket(bucketModels), u64(rec.Version), rec) }); err != nil {
+		if err := c.update(func(tx *bolt.Tx) error { return store.PutModel(tx, rec) }); err != nil {
 			return nil, err
 		}
 	}
@@ -254,10 +271,10 @@ func (c *Coordinator) Rollback(ctx context.Context, version uint64) (*Model, err
 func (c *Coordinator) Sites() ([]SiteStatus, error) {
 	seen := map[string]bool{}
 	var out []SiteStatus
-	err := c.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSites).ForEach(func(k, v []byte) error {
+	err := c.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(store.BucketSites).ForEach(func(k, v []byte) error {
 			var s Site
-			if err := jsonUnmarshal(v, &s); err != nil {
+			if err := store.DecodeRecord(v, &s, store.RecordName(store.BucketSites, k)); err != nil {
 				return err
 			}
 			_, reg := c.cfg.Sites.SiteKey(s.Site)
@@ -283,9 +300,9 @@ func (c *Coordinator) Sites() ([]SiteStatus, error) {
 // Rejects returns the count of refused updates by reason.
 func (c *Coordinator) Rejects() (map[string]uint64, error) {
 	out := map[string]uint64{}
-	err := c.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketRejects).ForEach(func(k, v []byte) error {
-			out[string(k)] = getU64(tx.Bucket(bucketRejects), k)
+	err := c.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(store.BucketRejects).ForEach(func(k, v []byte) error {
+			out[string(k)] = getU64(tx.Bucket(store.BucketRejects), k)
 			return nil
 		})
 	})
@@ -297,7 +314,7 @@ func (c *Coordinator) FloatModel(version uint64) (*policy.Model, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var m *policy.Model
-	err := c.db.View(func(tx *bolt.Tx) error {
+	err := c.view(func(tx *bolt.Tx) error {
 		var err error
 		m, err = c.floatModel(tx, version)
 		return err

@@ -2,30 +2,31 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/parallel"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 )
 
-// stored is an accepted update as kept in the store (the message was
-// verified when it arrived).
-type stored struct {
-	Header  federated.UpdateHeader `json:"header"`
-	Payload []byte                 `json:"payload"`
+// modelError is a failure to make a model out of an aggregate that
+// retrying cannot mend (the same updates give the same model): the round
+// fails with its reason.
+type modelError struct {
+	reason string
+	err    error
 }
 
-func encodeStored(m *federated.UpdateMsg) []byte {
-	b, _ := json.Marshal(stored{Header: m.Header, Payload: m.Payload})
-	return b
-}
+func (e *modelError) Error() string { return e.err.Error() }
+func (e *modelError) Unwrap() error { return e.err }
 
 // floatModel decodes a stored float32 artifact (signed by this
 // coordinator) into a model, cached by version.
@@ -33,7 +34,7 @@ func (c *Coordinator) floatModel(tx *bolt.Tx, version uint64) (*policy.Model, er
 	if m, ok := c.cache[version]; ok {
 		return m, nil
 	}
-	raw := tx.Bucket(bucketBlobs).Get(blobKey(version, quant.Float32))
+	raw := tx.Bucket(store.BucketBlobs).Get(store.BlobKey(version, quant.Float32))
 	if raw == nil {
 		return nil, fmt.Errorf("%w: no float artifact for version %d", ErrStore, version)
 	}
@@ -60,10 +61,28 @@ func (c *Coordinator) floatModel(tx *bolt.Tx, version uint64) (*policy.Model, er
 	return m, nil
 }
 
-// aggregate combines a closed round's stored updates (in site order, so a
+// decoded is one stored update decoded for aggregation.
+type decoded struct {
+	site      string
+	delta     []float32
+	weight    float64
+	staleness int
+	norm      float64
+	err       error
+}
+
+// decodeWindow is how many stored updates aggregation decodes in
+// parallel at a time; they are added in key order, so the result does not
+// depend on it.
+const decodeWindow = 64
+
+// aggregate combines a closed round's stored updates (in key order, so a
 // recomputation after a crash gives the same bytes), applies the result to
-// the base model, stores the new version and publishes it. Callers hold
-// c.mu.
+// the base model, checks that the new model can be quantized and scores
+// sanely, stores it and publishes it. A failure that the same updates
+// would meet again fails the round (state failed, Reason, the
+// round_failures_total metric) and the next round opens; only store and
+// bus failures are returned to be retried. Callers hold c.mu.
 func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 	started := time.Now()
 	var base *policy.Model
@@ -73,50 +92,68 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 	}
 	var staleSum float64
 	var skipped []string
-	err = c.db.View(func(tx *bolt.Tx) error {
+	var norms []float64
+	clipped := 0
+	err = c.view(func(tx *bolt.Tx) error {
 		var err error
 		if base, err = c.floatModel(tx, r.BaseVersion); err != nil {
 			return err
 		}
-		ub := tx.Bucket(bucketUpdates).Bucket(u64(r.Round))
+		dims := base.Net.NumParams()
+		ub := tx.Bucket(store.BucketUpdates).Bucket(u64(r.Round))
 		if ub == nil {
 			return fmt.Errorf("%w: round %d has no updates", ErrStore, r.Round)
 		}
-		return ub.ForEach(func(_, v []byte) error {
-			var s stored
-			if err := json.Unmarshal(v, &s); err != nil {
-				return fmt.Errorf("%w: round %d update: %v", ErrStore, r.Round, err)
+		// decode a window of updates in parallel (into buffers reused from
+		// window to window: aggregators never keep a delta), add them in key
+		// order
+		var keys, vals [][]byte
+		bufs := make([][]float32, decodeWindow)
+		flush := func() error {
+			out := make([]decoded, len(keys))
+			parallel.For(len(keys), 0, func(i int) {
+				if bufs[i] == nil {
+					bufs[i] = make([]float32, dims)
+				}
+				out[i] = c.decodeStored(r, keys[i], vals[i], dims, bufs[i])
+			})
+			for _, d := range out {
+				if d.err != nil {
+					return d.err
+				}
+				norms = append(norms, d.norm)
+				if r.ClipNorm > 0 && d.norm > r.ClipNorm {
+					clipped++
+				}
+				if err := agg.Add(federated.Contribution{Site: d.site, Delta: d.delta, Weight: d.weight, Staleness: d.staleness}); err != nil {
+					// accepted updates were checked on arrival; should one
+					// still not fit, the round goes on without it
+					skipped = append(skipped, d.site+": "+err.Error())
+					continue
+				}
+				staleSum += float64(d.staleness)
 			}
-			u, err := quant.DecodeUpdate(s.Payload, base.Net.NumParams())
-			if err != nil {
-				return fmt.Errorf("%w: round %d update of %s: %v", ErrStore, r.Round, s.Header.Site, err)
+			keys, vals = keys[:0], vals[:0]
+			return nil
+		}
+		err = ub.ForEach(func(k, v []byte) error {
+			keys, vals = append(keys, k), append(vals, v)
+			if len(keys) == decodeWindow {
+				return flush()
 			}
-			clip := c.cfg.ClipNorm
-			if c.cfg.DP != nil {
-				clip = c.cfg.DP.ClipNorm
-			}
-			federated.ClipL2(u.Values, clip)
-			staleness := max(0, int(r.BaseVersion)-int(s.Header.BaseVersion))
-			weight := float64(s.Header.Samples)
-			if c.cfg.DP != nil {
-				weight = 1 // the DP noise is calibrated for an unweighted mean of clipped deltas
-			}
-			if err := agg.Add(federated.Contribution{Site: s.Header.Site, Delta: u.Values, Weight: weight, Staleness: staleness}); err != nil {
-				// accepted updates were checked on arrival; should one
-				// still not fit, the round goes on without it
-				skipped = append(skipped, s.Header.Site+": "+err.Error())
-				return nil
-			}
-			staleSum += float64(staleness)
 			return nil
 		})
+		if err == nil {
+			err = flush()
+		}
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	res, err := agg.Result()
 	if err != nil {
-		return c.failRound(r, fmt.Sprintf("aggregation: %v", err))
+		return c.failRound(r, FailReasonAggregate, fmt.Sprintf("aggregation: %v", err))
 	}
 	stats := map[string]float64{"updates": float64(agg.Count()), "norm": federated.L2Norm(res.Delta)}
 	for k, v := range res.Stats {
@@ -125,13 +162,18 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 	if agg.Count() > 0 {
 		stats["staleness_mean"] = staleSum / float64(agg.Count())
 	}
+	if len(norms) > 0 {
+		slices.Sort(norms)
+		stats["update_norm_median"], stats["update_norm_max"] = norms[len(norms)/2], norms[len(norms)-1]
+		stats["clipped"] = float64(clipped)
+	}
 	if len(skipped) > 0 {
 		stats["skipped"] = float64(len(skipped))
 		c.log.Warn("updates left out of the aggregate", "round", r.Round, "skipped", skipped)
 	}
 	if c.cfg.DP != nil {
 		if err := federated.AddNoise(res.Delta, agg.Count(), *c.cfg.DP, c.dpRNG(r.Round)); err != nil {
-			return c.failRound(r, fmt.Sprintf("differential privacy: %v", err))
+			return c.failRound(r, FailReasonDP, fmt.Sprintf("differential privacy: %v", err))
 		}
 		c.dp.Step()
 		eps, _ := c.dp.Epsilon()
@@ -139,14 +181,17 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 	}
 	next := &policy.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: map[string]any{"round": float64(r.Round)}, Decision: base.Decision}
 	if err := next.Net.AddFlat(res.Delta, float32(c.cfg.ServerLR)); err != nil {
-		return c.failRound(r, fmt.Sprintf("apply aggregate: %v", err))
+		return c.failRound(r, FailReasonAggregate, fmt.Sprintf("apply aggregate: %v", err))
 	}
-	for _, v := range next.Net.Flat() {
+	for i, v := range next.Net.Flat() {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return c.failRound(r, "aggregate made the model non-finite")
+			return c.failRound(r, FailReasonNonFinite, fmt.Sprintf("the aggregate made weight %d of the model %v", i, v))
 		}
 	}
 	p, err := c.prepareModel(ctx, next, r.Round, r.BaseModel, r.Closed, fmt.Sprintf("round %d (%s, %d updates)", r.Round, agg.Name(), agg.Count()))
+	if me := (*modelError)(nil); errors.As(err, &me) {
+		return c.failRound(r, me.reason, me.Error())
+	}
 	if err != nil {
 		return err
 	}
@@ -154,27 +199,32 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 	r.State, r.Result, r.Stats = StatePublished, rec.Version, stats
 	// The model and the round's verdict are one transaction: a crash
 	// before it recomputes the same model, after it publishes it.
-	if err := c.db.Update(func(tx *bolt.Tx) error {
+	if err := c.update(func(tx *bolt.Tx) error {
 		if err := c.putModel(tx, p); err != nil {
 			return err
 		}
-		if err := putJSON(tx.Bucket(bucketRounds), u64(r.Round), r); err != nil {
+		if err := store.PutRound(tx, r); err != nil {
 			return err
 		}
 		c.pruneUpdates(tx, r.Round)
-		return audit(tx, c.clock.Now(), "round.aggregated", r.Round, "", fmt.Sprintf("%s of %d updates -> version %d", agg.Name(), agg.Count(), rec.Version))
+		return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "round.aggregated", r.Round, "", fmt.Sprintf("%s of %d updates -> version %d", agg.Name(), agg.Count(), rec.Version))
 	}); err != nil {
 		return err
 	}
 	c.cfg.fail(FailModelStored)
 	c.metrics.rounds.WithLabelValues(StatePublished).Inc()
 	c.metrics.aggregation.Observe(time.Since(started).Seconds())
-	c.log.Info("round aggregated", "round", r.Round, "rule", agg.Name(), "updates", agg.Count(), "version", rec.Version)
+	c.log.Info("round aggregated", "round", r.Round, "rule", agg.Name(), "updates", agg.Count(), "version", rec.Version, "update_norm_max", stats["update_norm_max"])
 	if rec.Status == ModelPending && c.bus != nil {
 		if err := c.publishModel(ctx, rec); err != nil {
 			return err
 		}
 	}
+	return c.nextRound(ctx)
+}
+
+// nextRound opens the next round when rounds run on their own.
+func (c *Coordinator) nextRound(ctx context.Context) error {
 	if c.cfg.AutoRounds && c.roundsLeft() && c.bus != nil {
 		_, err := c.openRound(ctx)
 		return err
@@ -182,16 +232,46 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 	return nil
 }
 
-func (c *Coordinator) failRound(r *Round, note string) error {
-	r.State, r.Note = StateFailed, note
-	c.metrics.rounds.WithLabelValues(StateFailed).Inc()
-	c.log.Warn("round failed", "round", r.Round, "note", note)
-	return c.db.Update(func(tx *bolt.Tx) error {
-		if err := putJSON(tx.Bucket(bucketRounds), u64(r.Round), r); err != nil {
+// decodeStored decodes one stored update of round r for aggregation:
+// payload, clipping to the round's ClipNorm, weight and staleness.
+func (c *Coordinator) decodeStored(r *Round, k, v []byte, dims int, buf []float32) decoded {
+	what := fmt.Sprintf("%d/%s", r.Round, k)
+	s, err := store.DecodeStoredUpdate(v, what)
+	if err != nil {
+		return decoded{err: err}
+	}
+	u, err := quant.DecodeUpdateInto(s.Payload, dims, buf)
+	if err != nil {
+		return decoded{err: fmt.Errorf("%w: stored update %s: %v", ErrStore, what, err)}
+	}
+	norm, _ := federated.ClipL2(u.Values, r.ClipNorm)
+	weight := float64(s.Samples)
+	if c.cfg.DP != nil {
+		weight = 1 // the DP noise is calibrated for an unweighted mean of clipped deltas
+	}
+	return decoded{site: s.Site, delta: u.Values, weight: weight, staleness: max(0, int(r.BaseVersion)-int(s.BaseVersion)), norm: norm}
+}
+
+// failRound records that round r failed, and why (reason: a FailReason*
+// value; note: the detail); the next round can then open (Tick opens it
+// when rounds run on their own). Callers hold c.mu.
+func (c *Coordinator) failRound(r *Round, reason, note string) error {
+	r.State, r.Reason, r.Note = StateFailed, reason, note
+	if r.Closed.IsZero() {
+		r.Closed = c.clock.Now().UTC()
+	}
+	if err := c.update(func(tx *bolt.Tx) error {
+		if err := store.PutRound(tx, r); err != nil {
 			return err
 		}
-		return audit(tx, c.clock.Now(), "round.failed", r.Round, "", note)
-	})
+		return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "round.failed", r.Round, "", reason+": "+note)
+	}); err != nil {
+		return err
+	}
+	c.metrics.rounds.WithLabelValues(StateFailed).Inc()
+	c.metrics.roundFailures.WithLabelValues(reason).Inc()
+	c.log.Warn("round failed", "round", r.Round, "reason", reason, "note", note)
+	return nil
 }
 
 // pruneUpdates drops stored updates of rounds older than KeepUpdates.
@@ -199,5 +279,5 @@ func (c *Coordinator) pruneUpdates(tx *bolt.Tx, round uint64) {
 	if round <= uint64(c.cfg.KeepUpdates) {
 		return
 	}
-	_ = tx.Bucket(bucketUpdates).DeleteBucket(u64(round - uint64(c.cfg.KeepUpdates)))
+	_ = tx.Bucket(store.BucketUpdates).DeleteBucket(u64(round - uint64(c.cfg.KeepUpdates)))
 }

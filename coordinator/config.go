@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"time"
 
@@ -43,8 +44,19 @@ type Config struct {
 	ModelKeys *quant.Keyring
 	// Aggregator is the aggregation rule.
 	Aggregator federated.AggregatorConfig
-	// ClipNorm clips every update's L2 norm (0: off; DP sets its own).
+	// ClipNorm clips every update's L2 norm when it is aggregated
+	// (DefaultClipNorm; 0 turns clipping off; with DP, DP's ClipNorm
+	// applies). Each round records the value it opened with.
 	ClipNorm float64
+	// MaxUpdateNorm refuses, when it arrives, an update whose L2 norm is
+	// above it (reason too_large; DefaultMaxUpdateNorm; 0: no bound). An
+	// honest update is a few local training steps; one hundreds of times
+	// the clip norm is broken or hostile.
+	MaxUpdateNorm float64
+	// MaxSamples refuses an update claiming more samples than this (reason
+	// too_heavy; DefaultMaxSamples; 0: no bound): under FedAvg the claimed
+	// count is the update's weight.
+	MaxSamples int64
 	// DP, when set, adds client-level Gaussian noise to each aggregate and
 	// accounts the privacy loss (reported in round stats).
 	DP *federated.DPConfig
@@ -95,6 +107,27 @@ type Config struct {
 	DuplicateWindow time.Duration
 	// KeepUpdates is how many rounds' stored updates are kept (default 10).
 	KeepUpdates int
+	// AuditKeep is how many audit events are kept, the oldest forgotten
+	// first (DefaultAuditKeep; 0: all).
+	AuditKeep int
+	// UpdateMaxAge and UpdateMaxBytes limit the update stream (the
+	// coordinator also removes what it has judged, below its consumer's
+	// ack floor, every PollInterval): older messages expire, and when
+	// the stream is full new ones are refused (sites keep them in their
+	// outbox and retry). Defaults DefaultUpdateMaxAge, DefaultUpdateMaxBytes.
+	UpdateMaxAge   time.Duration
+	UpdateMaxBytes int64
+	// Batch is the most updates judged in one store transaction (one
+	// fsync; default 256); Verifiers is how many check signatures and
+	// payloads in parallel (0: GOMAXPROCS).
+	Batch     int
+	Verifiers int
+	// BackupDir receives online backups of the store every BackupEvery
+	// (0: none), keeping the newest BackupKeep (default 3); the admin
+	// endpoint store.backup writes one on request. "" is DataDir/backups.
+	BackupDir   string
+	BackupEvery time.Duration
+	BackupKeep  int
 	// Failpoint, when set, is called at named points of the state machine
 	// (FailUpdateCommitted, FailRoundClosed, FailModelStored,
 	// FailModelPublished); crash tests make it kill the process there.
@@ -115,16 +148,42 @@ func (c *Config) fail(name string) {
 	}
 }
 
+// Defaults of the bounds on updates and of the store's and stream's
+// retention (docs/federated.md "Bounds").
+const (
+	// DefaultClipNorm: honest updates of local PPO training (3
+	// iterations x 2 episodes, learning rate 1e-3) have L2 norms well
+	// below it (the demo's four sites: at most 3.9, 1.7 and 1.2 in rounds
+	// 1-3); the round's stats record the largest (update_norm_max).
+	DefaultClipNorm       = 10
+	DefaultMaxUpdateNorm  = 1000
+	DefaultMaxSamples     = 100_000_000
+	DefaultAuditKeep      = 10_000
+	DefaultUpdateMaxAge   = 72 * time.Hour
+	DefaultUpdateMaxBytes = 4 << 30
+)
+
 // DefaultConfig is synchronous FedAvg rounds of 5 minutes with a quorum of
-// one update.
+// one update, updates clipped to DefaultClipNorm.
 func DefaultConfig() Config {
 	return Config{
 		Aggregator: federated.DefaultAggregatorConfig(),
 		Mode:       federated.Sync, RoundDuration: 5 * time.Minute, MinUpdates: 1, Buffer: 4,
 		Local:    federated.LocalTraining{Iterations: 3, Episodes: 2, LR: 1e-3},
 		ServerLR: 1, AutoPublish: true, Calibration: quant.DefaultCalibration(),
+		ClipNorm: DefaultClipNorm, MaxUpdateNorm: DefaultMaxUpdateNorm, MaxSamples: DefaultMaxSamples,
 		PollInterval: 200 * time.Millisecond, DuplicateWindow: 2 * time.Minute, KeepUpdates: 10,
+		AuditKeep: DefaultAuditKeep, UpdateMaxAge: DefaultUpdateMaxAge, UpdateMaxBytes: DefaultUpdateMaxBytes,
+		Batch: 256, BackupKeep: 3,
 	}
+}
+
+// clipNorm is the clip norm new rounds record: DP's when DP is on.
+func (c *Config) clipNorm() float64 {
+	if c.DP != nil {
+		return c.DP.ClipNorm
+	}
+	return c.ClipNorm
 }
 
 // Validate names the first bad field.
@@ -155,8 +214,16 @@ func (c *Config) Validate() error {
 		return bad("MaxStaleness/Rounds/KeepUpdates", "must be >= 0 (KeepUpdates >= 1)")
 	case !(c.ServerLR > 0 && c.ServerLR <= 10):
 		return bad("ServerLR", "%v, want (0, 10]", c.ServerLR)
-	case c.ClipNorm < 0:
-		return bad("ClipNorm", "%v, want >= 0", c.ClipNorm)
+	case !(c.ClipNorm >= 0) || math.IsInf(c.ClipNorm, 0):
+		return bad("ClipNorm", "%v, want finite and >= 0", c.ClipNorm)
+	case !(c.MaxUpdateNorm >= 0) || math.IsInf(c.MaxUpdateNorm, 0):
+		return bad("MaxUpdateNorm", "%v, want finite and >= 0", c.MaxUpdateNorm)
+	case c.MaxSamples < 0:
+		return bad("MaxSamples", "%d, want >= 0", c.MaxSamples)
+	case c.AuditKeep < 0 || c.Batch < 1 || c.Verifiers < 0 || c.BackupKeep < 1 || c.BackupEvery < 0:
+		return bad("AuditKeep/Batch/Verifiers/BackupKeep/BackupEvery", "AuditKeep >= 0, Batch >= 1, Verifiers >= 0, BackupKeep >= 1, BackupEvery >= 0")
+	case c.UpdateMaxAge < 0 || c.UpdateMaxBytes < 0:
+		return bad("UpdateMaxAge/UpdateMaxBytes", "must be >= 0 (0: no limit)")
 	case c.PollInterval <= 0 || c.DuplicateWindow <= 0:
 		return bad("PollInterval/DuplicateWindow", "must be > 0")
 	}

@@ -9,16 +9,20 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/internal/ratelog"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/sanity"
 )
 
 // Coordinator runs federated rounds. Create it with New, register the
@@ -44,6 +48,12 @@ type Coordinator struct {
 
 	repMu   sync.Mutex // guards reports
 	reports map[string]federated.SiteReport
+
+	rounds    store.RoundCache // the last round record decoded
+	path      string           // the store file (errors name it)
+	curDims   atomic.Int64     // the current round's parameter count (ingest's verify)
+	limited   *ratelog.Limiter // repeated log lines, at most one every 10 s each
+	trimmedTo uint64           // the stream is purged below this (busLoop's)
 }
 
 // bus is the coordinator's NATS side.
@@ -65,7 +75,13 @@ func New(cfg Config) (*Coordinator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	db, err := openStore(filepath.Join(cfg.DataDir, "coordinator.db"))
+	own := &quant.Keyring{}
+	if _, err := own.Add(cfg.Signer.Public()); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(cfg.DataDir, store.File)
+	db, err := store.Open(path, store.Keys{Own: own, Other: cfg.ModelKeys},
+		store.Options{MaxNorm: cfg.MaxUpdateNorm, MaxSamples: cfg.MaxSamples, ClipNorm: cfg.clipNorm(), AuditKeep: cfg.AuditKeep})
 	if err != nil {
 		return nil, err
 	}
@@ -73,18 +89,19 @@ func New(cfg Config) (*Coordinator, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Coordinator{cfg: cfg, db: db, log: log, clock: cfg.Clock}
+	c := &Coordinator{cfg: cfg, db: db, log: log, clock: cfg.Clock, path: path}
+	c.limited = ratelog.New(log, 10*time.Second)
 	if c.metrics, err = newMetrics(cfg.Registerer); err != nil {
 		db.Close()
 		return nil, err
 	}
 	if cfg.DP != nil {
 		c.dp = federated.NewAccountant(*cfg.DP)
-		// rounds already noised, from the store
-		_ = db.View(func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketRounds).ForEach(func(_, v []byte) error {
+		// rounds already noised, from the store (checked at open)
+		_ = c.view(func(tx *bolt.Tx) error {
+			return tx.Bucket(store.BucketRounds).ForEach(func(k, v []byte) error {
 				var r Round
-				if jsonUnmarshal(v, &r) == nil && r.State == StatePublished && r.Stats["dp_epsilon"] > 0 {
+				if store.DecodeRecord(v, &r, store.RecordName(store.BucketRounds, k)) == nil && r.State == StatePublished && r.Stats["dp_epsilon"] > 0 {
 					c.dp.Step()
 				}
 				return nil
@@ -103,8 +120,8 @@ func (c *Coordinator) Bootstrap(ctx context.Context, m *policy.Model) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var have bool
-	if err := c.db.View(func(tx *bolt.Tx) error {
-		have = getU64(tx.Bucket(bucketMeta), keyVersion) > 0
+	if err := c.view(func(tx *bolt.Tx) error {
+		have = getU64(tx.Bucket(store.BucketMeta), store.KeyVersion) > 0
 		return nil
 	}); err != nil || have {
 		return err
@@ -123,8 +140,8 @@ type prepared struct {
 // c.mu (so the version is still free when they store it).
 func (c *Coordinator) prepareModel(ctx context.Context, m *policy.Model, round uint64, parent string, created time.Time, note string) (*prepared, error) {
 	var version uint64
-	if err := c.db.View(func(tx *bolt.Tx) error {
-		version = getU64(tx.Bucket(bucketMeta), keyVersion) + 1
+	if err := c.view(func(tx *bolt.Tx) error {
+		version = getU64(tx.Bucket(store.BucketMeta), store.KeyVersion) + 1
 		return nil
 	}); err != nil {
 		return nil, err
@@ -132,24 +149,30 @@ func (c *Coordinator) prepareModel(ctx context.Context, m *policy.Model, round u
 	info := quant.Info{Version: version, Round: round, Parent: parent, Created: created, Metrics: map[string]float64{"round": float64(round)}}
 	fa, err := quant.FromModel(m, info)
 	if err != nil {
-		return nil, fmt.Errorf("model version %d: %w", version, err)
+		return nil, &modelError{FailReasonNonFinite, fmt.Errorf("model version %d: %w", version, err)}
 	}
 	fb, err := fa.Encode(c.cfg.Signer)
 	if err != nil {
-		return nil, err
+		return nil, &modelError{FailReasonNonFinite, fmt.Errorf("model version %d: %w", version, err)}
 	}
 	rows, err := c.cfg.Calibrate(ctx, m)
 	if err != nil {
-		return nil, fmt.Errorf("calibrate model version %d: %w", version, err)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &modelError{FailReasonCalibrate, fmt.Errorf("calibrate model version %d: %w", version, err)}
 	}
 	info.Parent = fa.Header.ModelID
 	qa, err := quant.Quantize(m, rows, c.cfg.Calibration, info)
 	if err != nil {
-		return nil, fmt.Errorf("quantize model version %d: %w", version, err)
+		return nil, &modelError{FailReasonQuantize, fmt.Errorf("quantize model version %d: %w", version, err)}
+	}
+	if err := sanity.Check(qa, rows); err != nil {
+		return nil, &modelError{FailReasonSanity, fmt.Errorf("model version %d: %w", version, err)}
 	}
 	qb, err := qa.Encode(c.cfg.Signer)
 	if err != nil {
-		return nil, err
+		return nil, &modelError{FailReasonQuantize, fmt.Errorf("model version %d: %w", version, err)}
 	}
 	rec := &Model{Version: version, Round: round, Status: ModelPending, FloatModel: fa.Header.ModelID, Int8Model: qa.Header.ModelID, Parent: parent, Created: created.UTC(), Note: note}
 	if !c.cfg.AutoPublish && round > 0 {
@@ -160,24 +183,24 @@ func (c *Coordinator) prepareModel(ctx context.Context, m *policy.Model, round u
 
 // putModel stores a prepared model in tx as the next version.
 func (c *Coordinator) putModel(tx *bolt.Tx, p *prepared) error {
-	m := tx.Bucket(bucketMeta)
-	if next := getU64(m, keyVersion) + 1; next != p.rec.Version {
+	m := tx.Bucket(store.BucketMeta)
+	if next := getU64(m, store.KeyVersion) + 1; next != p.rec.Version {
 		return fmt.Errorf("%w: model version %d prepared, %d is next", ErrStore, p.rec.Version, next)
 	}
-	if err := putJSON(tx.Bucket(bucketModels), u64(p.rec.Version), p.rec); err != nil {
+	if err := store.PutModel(tx, p.rec); err != nil {
 		return err
 	}
-	bl := tx.Bucket(bucketBlobs)
-	if err := bl.Put(blobKey(p.rec.Version, quant.Float32), p.fb); err != nil {
+	bl := tx.Bucket(store.BucketBlobs)
+	if err := bl.Put(store.BlobKey(p.rec.Version, quant.Float32), p.fb); err != nil {
 		return err
 	}
-	if err := bl.Put(blobKey(p.rec.Version, quant.Int8), p.qb); err != nil {
+	if err := bl.Put(store.BlobKey(p.rec.Version, quant.Int8), p.qb); err != nil {
 		return err
 	}
-	if err := m.Put(keyVersion, u64(p.rec.Version)); err != nil {
+	if err := m.Put(store.KeyVersion, u64(p.rec.Version)); err != nil {
 		return err
 	}
-	return audit(tx, c.clock.Now(), "model.stored", p.rec.Round, "", fmt.Sprintf("version %d (%s) float %s int8 %s", p.rec.Version, p.rec.Note, short(p.rec.FloatModel), short(p.rec.Int8Model)))
+	return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "model.stored", p.rec.Round, "", fmt.Sprintf("version %d (%s) float %s int8 %s", p.rec.Version, p.rec.Note, short(p.rec.FloatModel), short(p.rec.Int8Model)))
 }
 
 // storeModel prepares and stores m as the next version. Callers hold c.mu.
@@ -186,7 +209,7 @@ func (c *Coordinator) storeModel(ctx context.Context, m *policy.Model, round uin
 	if err != nil {
 		return nil, err
 	}
-	if err := c.db.Update(func(tx *bolt.Tx) error { return c.putModel(tx, p) }); err != nil {
+	if err := c.update(func(tx *bolt.Tx) error { return c.putModel(tx, p) }); err != nil {
 		return nil, fmt.Errorf("store model version %d: %w", p.rec.Version, err)
 	}
 	c.log.Info("model stored", "version", p.rec.Version, "round", round, "float", short(p.rec.FloatModel), "int8", short(p.rec.Int8Model), "status", p.rec.Status)
@@ -200,10 +223,13 @@ func short(id string) string {
 	return id
 }
 
-// Run serves until ctx is cancelled: it sets up the stream, KV and object
-// store, publishes what a crash left pending, resumes the current round,
-// consumes updates, watches deadlines and serves the admin API. Every
-// goroutine it starts is owned by it and stopped before it returns.
+// Run serves until ctx is cancelled: it checks the NATS server (at least
+// federated.MinServerVersion), sets up the stream, KV and object store,
+// publishes what a crash left pending, resumes the current round, consumes
+// updates, watches deadlines, trims the stream, writes backups and serves
+// the admin API. Every goroutine it starts is owned by it and stopped
+// before it returns. It returns early with an ErrStore error when the
+// store turns out damaged.
 func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
 	b, err := c.setupBus(ctx, nc)
 	if err != nil {
@@ -231,7 +257,7 @@ func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
 		if errors.Is(err, ErrStore) {
 			return err
 		}
-		c.log.Warn("recovery after start failed; retrying", "err", err)
+		c.limited.Warn("recover", "recovery after start failed; retrying", "err", err)
 		if !rb.Sleep(ctx) {
 			return ctx.Err()
 		}
@@ -246,60 +272,34 @@ func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
 		return fmt.Errorf("subscribe to site reports: %w", err)
 	}
 	defer reports.Unsubscribe()
-	cons, err := b.js.CreateOrUpdateConsumer(ctx, federated.UpdateStream, jetstream.ConsumerConfig{
-		Durable: "coordinator", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: 4096,
-	})
+	cons, err := c.openConsumer(ctx, b)
 	if err != nil {
-		return fmt.Errorf("create update consumer: %w", err)
+		return err
 	}
-	// Updates a previous run fetched and never acked (it was killed) would
-	// come again only after AckWait; meanwhile the sites' newer updates
-	// would be judged first. Start again from the ack floor at once
-	// instead (this is the durable's only reader: one coordinator runs at
-	// a time). What was judged already keeps its verdict (updates.go).
-	if pending := cons.CachedInfo().NumAckPending; pending > 0 {
-		res, err := b.js.ResetConsumer(ctx, federated.UpdateStream, "coordinator")
-		if err != nil {
-			return fmt.Errorf("reset the update consumer to its ack floor: %w", err)
-		}
-		c.log.Info("updates fetched but not acked before a restart are delivered again now", "pending", pending, "from_stream_seq", res.ResetSeq)
-	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
-	wg.Add(2)
-	go func() { defer wg.Done(); errc <- c.consume(ctx, cons) }()
-	go func() { defer wg.Done(); errc <- c.tickLoop(ctx) }()
-	<-ctx.Done()
+	wg.Go(func() { errc <- c.consume(ctx, cons) })
+	wg.Go(func() { errc <- c.tickLoop(ctx) })
+	wg.Go(func() { c.busLoop(ctx, cons) })
+	var first error
+	select {
+	case <-ctx.Done():
+	case first = <-errc: // a damaged store stops everything
+		cancel()
+	}
 	wg.Wait()
 	close(errc)
 	for err := range errc {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return err
+		if first == nil || errors.Is(first, context.Canceled) {
+			first = err
 		}
 	}
+	if first != nil && !errors.Is(first, context.Canceled) {
+		return first
+	}
 	return nil
-}
-
-func (c *Coordinator) setupBus(ctx context.Context, nc *nats.Conn) (*bus, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: federated.UpdateStream, Subjects: []string{federated.UpdateSubjectPrefix + "*"},
-		Storage: jetstream.FileStorage, Duplicates: c.cfg.DuplicateWindow, MaxMsgSize: federated.MaxUpdateBytes,
-	}); err != nil {
-		return nil, fmt.Errorf("create update stream: %w", err)
-	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: federated.StateBucket, History: 1, Storage: jetstream.FileStorage})
-	if err != nil {
-		return nil, fmt.Errorf("create state bucket: %w", err)
-	}
-	obj, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: federated.ModelBucket, Storage: jetstream.FileStorage})
-	if err != nil {
-		return nil, fmt.Errorf("create model bucket: %w", err)
-	}
-	return &bus{nc: nc, js: js, kv: kv, obj: obj}, nil
 }
 
 // recover publishes pending models and resumes the current round after a
@@ -327,6 +327,8 @@ func (c *Coordinator) recover(ctx context.Context) error {
 			err = c.afterAccept(ctx, r)
 		}
 	case r.State == StateAggregating:
+		// a round whose aggregation fails for good fails (aggregate):
+		// recovery never loops on it
 		c.log.Info("resuming aggregation after restart", "round", r.Round)
 		err = c.aggregate(ctx, r)
 	default:
@@ -339,13 +341,13 @@ func (c *Coordinator) recover(ctx context.Context) error {
 
 func (c *Coordinator) currentRound() (*Round, error) {
 	var r *Round
-	err := c.db.View(func(tx *bolt.Tx) error {
-		n := getU64(tx.Bucket(bucketMeta), keyRound)
+	err := c.view(func(tx *bolt.Tx) error {
+		n := getU64(tx.Bucket(store.BucketMeta), store.KeyRound)
 		if n == 0 {
 			return nil
 		}
 		var err error
-		r, err = getRound(tx, n)
+		r, err = c.rounds.Get(tx, n)
 		return err
 	})
 	return r, err
@@ -356,7 +358,7 @@ func (c *Coordinator) roundsLeft() bool {
 		return true
 	}
 	var n uint64
-	_ = c.db.View(func(tx *bolt.Tx) error { n = getU64(tx.Bucket(bucketMeta), keyRound); return nil })
+	_ = c.view(func(tx *bolt.Tx) error { n = getU64(tx.Bucket(store.BucketMeta), store.KeyRound); return nil })
 	return n < uint64(c.cfg.Rounds)
 }
 
@@ -364,10 +366,10 @@ func (c *Coordinator) roundsLeft() bool {
 // the KV notice of the newest), idempotently. Callers hold c.mu.
 func (c *Coordinator) publishPending(ctx context.Context) error {
 	var pending []*Model
-	err := c.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketModels).ForEach(func(_, v []byte) error {
+	err := c.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(store.BucketModels).ForEach(func(k, v []byte) error {
 			var m Model
-			if err := jsonUnmarshal(v, &m); err != nil {
+			if err := store.DecodeRecord(v, &m, store.RecordName(store.BucketModels, k)); err != nil {
 				return err
 			}
 			if m.Status == ModelPending {
@@ -401,10 +403,10 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
 		}
 	}()
 	var fb, qb []byte
-	if err := c.db.View(func(tx *bolt.Tx) error {
-		bl := tx.Bucket(bucketBlobs)
-		fb = append([]byte(nil), bl.Get(blobKey(m.Version, quant.Float32))...)
-		qb = append([]byte(nil), bl.Get(blobKey(m.Version, quant.Int8))...)
+	if err := c.view(func(tx *bolt.Tx) error {
+		bl := tx.Bucket(store.BucketBlobs)
+		fb = append([]byte(nil), bl.Get(store.BlobKey(m.Version, quant.Float32))...)
+		qb = append([]byte(nil), bl.Get(store.BlobKey(m.Version, quant.Int8))...)
 		return nil
 	}); err != nil {
 		return err
@@ -432,16 +434,19 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
 	if _, err := b.kv.Put(ctx, federated.KeyModel, raw); err != nil {
 		return fmt.Errorf("announce model version %d: %w", m.Version, err)
 	}
-	err = c.db.Update(func(tx *bolt.Tx) error {
-		cur, err := getModel(tx, m.Version)
-		if err != nil || cur == nil {
+	err = c.update(func(tx *bolt.Tx) error {
+		cur, err := store.GetModel(tx, m.Version)
+		if err != nil {
+			return err
+		}
+		if cur == nil {
 			return fmt.Errorf("%w: model version %d vanished", ErrStore, m.Version)
 		}
 		cur.Status = ModelPublished
-		if err := putJSON(tx.Bucket(bucketModels), u64(m.Version), cur); err != nil {
+		if err := store.PutModel(tx, cur); err != nil {
 			return err
 		}
-		return audit(tx, c.clock.Now(), "model.published", m.Round, "", fmt.Sprintf("version %d", m.Version))
+		return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "model.published", m.Round, "", fmt.Sprintf("version %d", m.Version))
 	})
 	if err != nil {
 		return err
@@ -456,11 +461,11 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
 // latestPublished returns the newest published model.
 func (c *Coordinator) latestPublished() (*Model, error) {
 	var out *Model
-	err := c.db.View(func(tx *bolt.Tx) error {
-		cur := tx.Bucket(bucketModels).Cursor()
+	err := c.view(func(tx *bolt.Tx) error {
+		cur := tx.Bucket(store.BucketModels).Cursor()
 		for k, v := cur.Last(); k != nil; k, v = cur.Prev() {
 			var m Model
-			if err := jsonUnmarshal(v, &m); err != nil {
+			if err := store.DecodeRecord(v, &m, store.RecordName(store.BucketModels, k)); err != nil {
 				return err
 			}
 			if m.Status == ModelPublished || m.Status == ModelPending {
@@ -501,20 +506,26 @@ func (c *Coordinator) openRound(ctx context.Context) (*Round, error) {
 	}
 	now := c.clock.Now().UTC()
 	r := &Round{Mode: c.cfg.Mode, State: StateCollecting, BaseModel: base.FloatModel, BaseVersion: base.Version,
-		Opened: now, Deadline: now.Add(c.cfg.RoundDuration), MinUpdates: c.cfg.MinUpdates, Expected: c.cfg.Sites.Sites(), Local: c.cfg.Local}
-	err = c.db.Update(func(tx *bolt.Tx) error {
-		m := tx.Bucket(bucketMeta)
-		r.Round = getU64(m, keyRound) + 1
-		if err := m.Put(keyRound, u64(r.Round)); err != nil {
+		Opened: now, Deadline: now.Add(c.cfg.RoundDuration), MinUpdates: c.cfg.MinUpdates, Expected: c.cfg.Sites.Sites(), Local: c.cfg.Local,
+		MaxNorm: c.cfg.MaxUpdateNorm, MaxSamples: c.cfg.MaxSamples, ClipNorm: c.cfg.clipNorm()}
+	err = c.update(func(tx *bolt.Tx) error {
+		m := tx.Bucket(store.BucketMeta)
+		r.Round = getU64(m, store.KeyRound) + 1
+		if err := m.Put(store.KeyRound, u64(r.Round)); err != nil {
 			return err
 		}
-		if err := putJSON(tx.Bucket(bucketRounds), u64(r.Round), r); err != nil {
+		if err := store.PutRound(tx, r); err != nil {
 			return err
 		}
-		if _, err := tx.Bucket(bucketUpdates).CreateBucketIfNotExists(u64(r.Round)); err != nil {
+		if _, err := tx.Bucket(store.BucketUpdates).CreateBucketIfNotExists(u64(r.Round)); err != nil {
 			return err
 		}
-		return audit(tx, now, "round.opened", r.Round, "", fmt.Sprintf("%s from version %d, deadline %s", r.Mode, r.BaseVersion, r.Deadline.Format(time.RFC3339)))
+		dims, err := c.dims(tx, r.BaseVersion)
+		if err != nil {
+			return err
+		}
+		c.curDims.Store(int64(dims))
+		return store.Audit(tx, now, c.cfg.AuditKeep, "round.opened", r.Round, "", fmt.Sprintf("%s from version %d, deadline %s", r.Mode, r.BaseVersion, r.Deadline.Format(time.RFC3339)))
 	})
 	if err != nil {
 		return nil, err
@@ -552,7 +563,12 @@ func (c *Coordinator) tickLoop(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 			if err := c.Tick(ctx); err != nil {
-				c.log.Error("round tick", "err", err)
+				if errors.Is(err, ErrStore) {
+					return err
+				}
+				if ctx.Err() == nil {
+					c.limited.Warn("tick", "round tick", "err", err)
+				}
 			}
 		}
 	}
@@ -613,23 +629,15 @@ func (c *Coordinator) CloseRound(ctx context.Context, round uint64) error {
 func (c *Coordinator) closeRound(ctx context.Context, r *Round) error {
 	now := c.clock.Now().UTC()
 	if r.Accepted < r.MinUpdates {
-		r.State, r.Closed, r.Note = StateFailed, now, fmt.Sprintf("%d of %d required updates by the deadline", r.Accepted, r.MinUpdates)
-		err := c.db.Update(func(tx *bolt.Tx) error {
-			if err := putJSON(tx.Bucket(bucketRounds), u64(r.Round), r); err != nil {
-				return err
-			}
-			return audit(tx, now, "round.failed", r.Round, "", r.Note)
-		})
-		c.metrics.rounds.WithLabelValues(StateFailed).Inc()
-		c.log.Warn("round failed", "round", r.Round, "note", r.Note)
-		return err
+		r.Closed = now
+		return c.failRound(r, FailReasonQuorum, fmt.Sprintf("%d of %d required updates by the deadline", r.Accepted, r.MinUpdates))
 	}
 	r.State, r.Closed = StateAggregating, now
-	if err := c.db.Update(func(tx *bolt.Tx) error {
-		if err := putJSON(tx.Bucket(bucketRounds), u64(r.Round), r); err != nil {
+	if err := c.update(func(tx *bolt.Tx) error {
+		if err := store.PutRound(tx, r); err != nil {
 			return err
 		}
-		return audit(tx, now, "round.closed", r.Round, "", fmt.Sprintf("%d updates", r.Accepted))
+		return store.Audit(tx, now, c.cfg.AuditKeep, "round.closed", r.Round, "", fmt.Sprintf("%d updates", r.Accepted))
 	}); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
@@ -259,9 +260,9 @@ func TestOutOfOrderRedelivery(t *testing.T) {
 	}
 	// far below the kept verdicts: a replay even though never judged (with
 	// HWM 2+judgedWindow+1, verdicts are kept for seqs above 3: 3 is out)
-	process(2 + judgedWindow + 1)
+	process(2 + store.JudgedWindow + 1)
 	if ack := process(3); ack.Status != federated.Duplicate || ack.Reason != federated.ReasonReplay {
-		t.Fatalf("seq 3 after HWM %d: %+v, want a replay (below the kept window)", 2+judgedWindow+1, ack)
+		t.Fatalf("seq 3 after HWM %d: %+v, want a replay (below the kept window)", 2+store.JudgedWindow+1, ack)
 	}
 }
 

@@ -1,8 +1,17 @@
-// Package coordinator will hold edge-coordinator, the cloud side of
-// federated learning: the round manager (synchronous rounds with deadline
-// and quorum, or buffered asynchronous aggregation), the aggregation driver,
-// the bbolt model registry with per-site high-water marks and an audit log,
-// model signing, the NATS micro-service admin API and Prometheus metrics.
+// Package coordinator is edge-coordinator, the cloud side of federated
+// learning (docs/federated.md): the round manager (synchronous rounds
+// with deadline and quorum, or buffered asynchronous aggregation), ingest
+// of site updates (parallel verification, group commits, bounds),
+// aggregation and the model check before a model is stored, model
+// signing and publication, the NATS micro-service admin API and
+// Prometheus metrics. Its state is coordinator.db (package store).
 //
-// Nothing is implemented yet; see the project's open issues.
+// Concurrency and lifetimes: a Coordinator is created by New, which
+// opens and checks the store; Run serves on one NATS connection until its
+// context ends and owns every goroutine it starts (ingest, the deadline
+// ticker, the stream trimmer and backups), stopping them before it
+// returns; Close closes the store after Run. Its methods are safe for
+// concurrent use: state changes are serialised by one mutex and each is
+// one bbolt transaction (a group of update verdicts is one). A damaged
+// store stops Run with a *DamagedError.
 package coordinator

@@ -8,14 +8,17 @@ import (
 )
 
 type metrics struct {
-	gatherer     prometheus.Gatherer
-	updates      *prometheus.CounterVec
-	updateBytes  prometheus.Counter
-	rounds       *prometheus.CounterVec
-	round        prometheus.Gauge
-	modelVersion prometheus.Gauge
-	aggregation  prometheus.Histogram
-	reports      *prometheus.CounterVec
+	gatherer      prometheus.Gatherer
+	updates       *prometheus.CounterVec
+	updateBytes   prometheus.Counter
+	rounds        *prometheus.CounterVec
+	round         prometheus.Gauge
+	modelVersion  prometheus.Gauge
+	aggregation   prometheus.Histogram
+	reports       *prometheus.CounterVec
+	roundFailures *prometheus.CounterVec
+	storeErrors   prometheus.Counter
+	commits       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -29,9 +32,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		gatherer: gatherer,
 		updates: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "updates_total",
-			Help: "Site updates by verdict (accepted, duplicate, rejected) and rejection reason."}, []string{"status", "reason"}),
+			Help: "Site update messages by verdict (accepted, duplicate, rejected) and rejection reason, each counted once when its verdict is stored (a message delivered again is not counted again)."}, []string{"status", "reason"}),
 		updateBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "update_bytes_total",
-			Help: "Bytes of update messages received."}),
+			Help: "Bytes of update messages judged."}),
 		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "rounds_total",
 			Help: "Rounds ended, by final state."}, []string{"state"}),
 		round: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "round",
@@ -42,8 +45,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Time to aggregate a round, quantize, sign and store the model.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "site_reports_total",
 			Help: "Site heartbeat reports, by outcome (ok, refused)."}, []string{"outcome"}),
+		roundFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "round_failures_total",
+			Help: "Rounds that failed, by reason (quorum, aggregate, dp, non_finite, quantize, sanity, calibrate)."}, []string{"reason"}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "store_errors_total",
+			Help: "Groups of update verdicts the store could not record (a full disk, say); their messages are delivered again."}),
 	}
-	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation, m.reports} {
+	m.commits = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "store_commits_total",
+		Help: "Write transactions committed to coordinator.db (bbolt syncs each twice: its pages, then its meta page)."})
+	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation, m.reports, m.roundFailures, m.storeErrors, m.commits} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

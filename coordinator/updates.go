@@ -2,77 +2,190 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/internal/parallel"
 	"github.com/edgesched/edgesched/quant"
 )
 
-func jsonUnmarshal(b []byte, v any) error {
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%w: %v", ErrStore, err)
-	}
-	return nil
+// Ingest (docs/federated.md "Ingest"). Updates flow through three stages:
+//
+//  1. fetch: the durable pull consumer hands over what the stream has, at
+//     most fetchBytes a request;
+//  2. verify: a group of up to Config.Batch messages (and groupBytes) is
+//     checked by Config.Verifiers workers at once — the envelope and its
+//     ed25519 signature, then the payload (checksum, finite values, its
+//     L2 norm) — without the coordinator's lock; junk costs one worker a
+//     signature check, never the store a transaction;
+//  3. judge: under the lock, the whole group is judged in one bbolt
+//     transaction (one fsync for all its verdicts: a group commit), then
+//     acked on the stream, then answered to the sites. The round record is
+//     written once per group, not per update.
+//
+// While one group is judged the next is verified. A crash between the
+// commit and the stream acks redelivers the group: each message finds its
+// verdict under its stream sequence and gets it again, counting nothing.
+
+// incoming is one update message on its way through ingest.
+type incoming struct {
+	subject   string
+	data      []byte
+	streamSeq uint64
+	msg       jetstream.Msg // nil for Process
+
+	// verification's findings (the envelope refused: not attributable
+	// to a site)
+	federated.CheckedUpdate
+
+	// judge's
+	ack    *federated.Ack
+	again  bool   // delivered again: verdict repeated, nothing counted
+	reason string // refusal reason of an unattributable message
 }
 
-// consume pulls updates and handles them one at a time; fetch errors are
-// retried with capped, jittered backoff.
+// groupBytes bounds the message bytes of one group (at least one message
+// is taken whatever its size).
+const groupBytes = 32 << 20
+
+// fetchBytes bounds one pull request (of at most Batch messages).
+const fetchBytes = 16 << 20
+
+// verifyAll verifies a group (federated.CheckUpdateMsg) with the
+// configured number of workers, without the lock.
+func (c *Coordinator) verifyAll(group []*incoming) {
+	dims := int(c.curDims.Load())
+	parallel.For(len(group), c.cfg.Verifiers, func(i int) {
+		in := group[i]
+		in.CheckedUpdate = federated.CheckUpdateMsg(in.data, in.subject, c.cfg.Sites, dims)
+	})
+}
+
+// consume runs ingest until ctx ends or the store fails for good
+// (ErrStore). Fetch errors and transient store errors (a full disk) are
+// retried with capped, jittered backoff; messages whose verdicts could not
+// be stored are left to the stream to deliver again. A group is whatever
+// has been verified when the previous one is committed (up to Batch
+// messages and groupBytes): the slower the store, the larger the groups.
 func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) error {
-	backoff := backoff.New(50*time.Millisecond, 5*time.Second, c.cfg.Seed)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	verified := make(chan *incoming, 2*c.cfg.Batch)
+	var wg sync.WaitGroup
+	wg.Go(func() { c.fetchLoop(ctx, cons, verified) })
+	defer wg.Wait()
+	defer cancel()
+	bo := backoff.New(50*time.Millisecond, 5*time.Second, c.cfg.Seed^0x1e57)
+	for {
+		var group []*incoming
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case in := <-verified:
+			group = append(group, in)
+		}
+		size := len(group[0].data)
+	fill:
+		for len(group) < c.cfg.Batch && size < groupBytes {
+			select {
+			case in := <-verified:
+				group, size = append(group, in), size+len(in.data)
+			default:
+				break fill
+			}
+		}
+		for len(group) > 0 {
+			n, err := c.judge(ctx, group)
+			if err != nil {
+				for _, in := range group {
+					if in.msg != nil {
+						_ = in.msg.NakWithDelay(time.Second)
+					}
+				}
+				c.metrics.storeErrors.Inc()
+				if errors.Is(err, ErrStore) {
+					return err
+				}
+				c.limited.Warn("store", "recording update verdicts failed; the stream delivers them again", "err", err, "updates", len(group))
+				if !bo.Sleep(ctx) {
+					return ctx.Err()
+				}
+				break
+			}
+			bo.Reset()
+			group = group[n:]
+		}
+	}
+}
+
+// fetchLoop pulls messages, verifies what has arrived (up to Batch
+// messages at a time, in parallel) and hands the messages on in order.
+func (c *Coordinator) fetchLoop(ctx context.Context, cons jetstream.Consumer, verified chan<- *incoming) {
+	bo := backoff.New(50*time.Millisecond, 5*time.Second, c.cfg.Seed)
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(64, jetstream.FetchMaxWait(500*time.Millisecond))
+		batch, err := cons.Fetch(c.cfg.Batch, jetstream.FetchMaxBytes(fetchBytes), jetstream.FetchMaxWait(500*time.Millisecond))
 		if err == nil {
-			for msg := range batch.Messages() {
-				c.handle(ctx, msg)
+			msgs := batch.Messages()
+			for open := true; open && ctx.Err() == nil; {
+				var first jetstream.Msg
+				select {
+				case <-ctx.Done():
+					return
+				case first, open = <-msgs:
+				}
+				if !open {
+					break
+				}
+				group := []*incoming{newIncoming(first)}
+			fill:
+				for len(group) < c.cfg.Batch {
+					select {
+					case m, ok := <-msgs:
+						if !ok {
+							open = false
+							break fill
+						}
+						group = append(group, newIncoming(m))
+					default:
+						break fill
+					}
+				}
+				c.verifyAll(group)
+				for _, in := range group {
+					select {
+					case <-ctx.Done():
+						return
+					case verified <- in:
+					}
+				}
 			}
 			err = batch.Error()
 		}
 		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			c.log.Warn("fetch updates", "err", err)
-			if !backoff.Sleep(ctx) {
-				return ctx.Err()
+			c.limited.Warn("fetch", "fetch updates", "err", err)
+			if !bo.Sleep(ctx) {
+				return
 			}
 			continue
 		}
-		backoff.Reset()
+		bo.Reset()
 	}
-	return ctx.Err()
 }
 
-// handle processes one update message: verify, then record it (or why it
-// was refused) in one transaction, then ack it on the stream, then answer
-// the site. A crash between the commit and the stream ack redelivers the
-// message, which the site's high-water mark then recognises: it gets its
-// recorded verdict again, and an update is never applied twice.
-func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg) {
-	var streamSeq uint64
-	if md, err := msg.Metadata(); err == nil {
-		streamSeq = md.Sequence.Stream
+func newIncoming(m jetstream.Msg) *incoming {
+	in := &incoming{subject: m.Subject(), data: m.Data(), msg: m}
+	if md, err := m.Metadata(); err == nil {
+		in.streamSeq = md.Sequence.Stream
 	}
-	ack, err := c.processFrom(ctx, msg.Subject(), msg.Data(), streamSeq)
-	if err != nil {
-		// store failure: leave it unacked, JetStream redelivers it
-		c.log.Error("process update", "err", err)
-		_ = msg.NakWithDelay(time.Second)
-		return
-	}
-	if err := msg.Ack(); err != nil {
-		c.log.Warn("ack update on the stream", "err", err)
-	}
-	if ack != nil {
-		if raw, err := federated.Marshal(ack); err == nil {
-			if b := c.bus; b != nil {
-				_ = b.nc.Publish(federated.AckSubjectPrefix+ack.Site, raw)
-			}
-		}
-	}
+	return in
 }
 
 // Process decides on one update message and records the verdict. It
@@ -82,9 +195,6 @@ func (c *Coordinator) handle(ctx context.Context, msg jetstream.Msg) {
 func (c *Coordinator) Process(ctx context.Context, data []byte) (*federated.Ack, error) {
 	return c.ProcessFrom(ctx, "", data)
 }
-
-// errSubject: an update on another site's subject (ReasonSubject).
-var errSubject = errors.New("coordinator: update on another site's subject")
 
 // ProcessFrom is Process for a message that arrived on subject: an update
 // whose header names another site than its subject does is refused
@@ -96,227 +206,323 @@ func (c *Coordinator) ProcessFrom(ctx context.Context, subject string, data []by
 }
 
 // processFrom is ProcessFrom for the message at streamSeq of the update
-// stream (0: unknown). A message that cannot be attributed to a site has no
-// sequence of its own to judge it by, so its refusal is recorded under
-// its stream sequence: delivered again (the coordinator stopped before
-// acking it), it is not counted twice.
+// stream (0: unknown), through the same verify and judge as ingest.
 func (c *Coordinator) processFrom(ctx context.Context, subject string, data []byte, streamSeq uint64) (*federated.Ack, error) {
+	in := &incoming{subject: subject, data: data, streamSeq: streamSeq}
+	c.verifyAll([]*incoming{in})
+	if _, err := c.judge(ctx, []*incoming{in}); err != nil {
+		return nil, err
+	}
+	return in.ack, nil
+}
+
+// batchState is what one judging transaction keeps in memory: the current
+// round (written back once, at the end, when an update changed it).
+type batchState struct {
+	round    *Round
+	dims     int
+	dirty    bool
+	complete bool // the round has all it waits for: close it after the commit
+}
+
+// judge records the verdicts on a prefix of group in one transaction and
+// returns its length: it stops after an update that completes the current
+// round, which is then closed (and aggregated) before the rest is judged
+// against the next round. After the commit it acks each message on the
+// stream and answers its site. An error means nothing was recorded.
+func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now().UTC()
-	c.metrics.updateBytes.Add(float64(len(data)))
-	m, err := federated.DecodeUpdateMsg(data, c.cfg.Sites)
-	if err == nil && subject != "" && subject != federated.UpdateSubjectPrefix+m.Header.Site {
-		err = fmt.Errorf("%w: site %q seq %d arrived on %s", errSubject, m.Header.Site, m.Header.Seq, subject)
-	}
-	if err != nil {
-		reason := federated.ReasonMalformed
-		switch {
-		case errors.Is(err, errSubject):
-			reason = federated.ReasonSubject
-		case errors.Is(err, federated.ErrUnknownSite):
-			reason = federated.ReasonUnknownSite
-		case errors.Is(err, federated.ErrSiteSignature):
-			reason = federated.ReasonSignature
-		case len(data) > federated.MaxUpdateBytes:
-			reason = federated.ReasonTooLarge
-		}
-		c.log.Warn("update refused", "reason", reason, "err", err)
-		c.metrics.updates.WithLabelValues("rejected", reason).Inc()
-		return nil, c.db.Update(func(tx *bolt.Tx) error {
-			if streamSeq > 0 {
-				if again, err := seenUnattributed(tx, streamSeq); err != nil || again {
-					return err
-				}
-			}
-			if err := countReject(tx, reason); err != nil {
-				return err
-			}
-			return audit(tx, now, "update.rejected", 0, "", fmt.Sprintf("%s: %v", reason, err))
-		})
-	}
-	h := m.Header
-	ack := &federated.Ack{V: federated.ProtocolVersion, Site: h.Site, Seq: h.Seq, Round: h.Round}
-	var round *Round // the current round as accept left it (when accepted)
-	again := false   // the update recorded last, delivered again
-	err = c.db.Update(func(tx *bolt.Tx) error {
-		var site Site
-		if _, err := getJSON(tx.Bucket(bucketSites), []byte(h.Site), &site); err != nil {
-			return err
-		}
-		site.Site, site.LastSeen = h.Site, now
-		if site.JudgedFrom == 0 {
-			site.JudgedFrom = site.HWM + 1 // verdicts are kept from here on
-		}
-		if h.Seq == site.HWM && site.LastStatus != "" && h.Seq < site.JudgedFrom {
-			// (a record from before verdicts were kept) the stream
-			// redelivers the update recorded last when the coordinator
-			// stopped between recording it and acking it: same verdict
-			ack.Status, ack.Reason, again = site.LastStatus, site.LastReason, true
-			return nil
-		}
-		judged := h.Seq <= site.HWM // without kept verdicts, HWM says
-		if h.Seq >= site.JudgedFrom && h.Seq+judgedWindow > site.HWM {
-			v, err := getVerdict(tx, h.Site, h.Seq)
+	var st batchState
+	n := 0
+	err := c.update(func(tx *bolt.Tx) error {
+		n = 0
+		st = batchState{}
+		cur := getU64(tx.Bucket(store.BucketMeta), store.KeyRound)
+		if cur > 0 {
+			r, err := c.rounds.Get(tx, cur)
 			if err != nil {
 				return err
 			}
-			if v != nil && h.Seq == site.HWM {
-				// the stream redelivers the update recorded last when the
-				// coordinator stopped between recording it and acking it:
-				// it was judged then, so it gets the same verdict and
-				// changes nothing (it is no replay)
-				ack.Status, ack.Reason, again = v.Status, v.Reason, true
-				return nil
+			st.round = r
+			if r != nil {
+				if st.dims, err = c.dims(tx, r.BaseVersion); err != nil {
+					return err
+				}
+				c.curDims.Store(int64(st.dims))
 			}
-			// Not judged though below HWM: the stream redelivered it after
-			// newer ones (the coordinator had fetched it and stopped before
-			// judging it, and the site's later updates were judged while
-			// it waited out AckWait): judge it now.
-			judged = v != nil
 		}
-		if judged {
-			// the same message again (a retry whose ack was lost, after
-			// the stream's de-duplication window) or an old one replayed:
-			// either way it changes nothing, and it is counted
-			ack.Status, ack.Reason = federated.Duplicate, federated.ReasonReplay
-			if site.Rejected == nil {
-				site.Rejected = map[string]int{}
-			}
-			site.Rejected[federated.ReasonReplay]++
-			if err := countReject(tx, federated.ReasonReplay); err != nil {
+		for _, in := range group {
+			in.ack, in.again, in.reason = nil, false, ""
+			if err := c.judgeOne(tx, in, &st, now); err != nil {
 				return err
 			}
-			return putJSON(tx.Bucket(bucketSites), []byte(h.Site), &site)
+			n++
+			if st.complete {
+				break
+			}
 		}
-		site.HWM = max(site.HWM, h.Seq)
-		reason, detail, r, err := c.accept(tx, m, &site)
+		if st.dirty {
+			return store.PutRound(tx, st.round)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	done := group[:n]
+	for _, in := range done {
+		if !in.again {
+			c.cfg.fail(FailUpdateCommitted)
+		}
+	}
+	for _, in := range done {
+		c.count(in)
+		if in.msg != nil {
+			if err := in.msg.Ack(); err != nil {
+				c.limited.Warn("ack", "ack update on the stream", "err", err)
+			}
+		}
+		if in.ack != nil && c.bus != nil {
+			if raw, err := federated.Marshal(in.ack); err == nil {
+				_ = c.bus.nc.Publish(federated.AckSubjectPrefix+in.ack.Site, raw)
+			}
+		}
+	}
+	if st.complete {
+		if err := c.closeRound(ctx, st.round); err != nil {
+			if errors.Is(err, ErrStore) {
+				return n, err
+			}
+			c.limited.Warn("close", "closing a complete round", "round", st.round.Round, "err", err)
+		}
+	}
+	return n, nil
+}
+
+// count updates metrics and logs for a judged message (after its commit:
+// a verdict that could not be stored is counted when it is).
+func (c *Coordinator) count(in *incoming) {
+	c.metrics.updateBytes.Add(float64(len(in.data)))
+	switch {
+	case in.again && in.ack == nil:
+		c.log.Debug("unattributable message delivered again: refused again, not counted", "stream_seq", in.streamSeq, "reason", in.reason)
+	case in.again:
+		c.log.Info("update delivered again: verdict repeated", "site", in.ack.Site, "seq", in.ack.Seq, "status", in.ack.Status, "reason", in.ack.Reason)
+	case in.ack == nil:
+		c.metrics.updates.WithLabelValues(string(federated.Rejected), in.reason).Inc()
+		c.limited.Warn("refused:"+in.reason, "update refused", "reason", in.reason, "err", in.Err)
+	default:
+		a := in.ack
+		c.metrics.updates.WithLabelValues(string(a.Status), a.Reason).Inc()
+		if a.Status == federated.Rejected {
+			c.limited.Warn("refused:"+a.Reason, "update refused", "site", a.Site, "seq", a.Seq, "round", a.Round, "reason", a.Reason)
+		} else {
+			c.log.Debug("update", "site", a.Site, "seq", a.Seq, "round", a.Round, "status", a.Status, "reason", a.Reason)
+		}
+	}
+}
+
+// judgeOne judges one verified message inside the batch's transaction.
+func (c *Coordinator) judgeOne(tx *bolt.Tx, in *incoming, st *batchState, now time.Time) error {
+	if in.Err != nil {
+		reason := federated.ReasonMalformed
+		switch {
+		case errors.Is(in.Err, federated.ErrWrongSubject):
+			reason = federated.ReasonSubject
+		case errors.Is(in.Err, federated.ErrUnknownSite):
+			reason = federated.ReasonUnknownSite
+		case errors.Is(in.Err, federated.ErrSiteSignature):
+			reason = federated.ReasonSignature
+		case len(in.data) > federated.MaxUpdateBytes:
+			reason = federated.ReasonTooLarge
+		}
+		in.reason = reason
+		if in.streamSeq > 0 {
+			again, err := store.SeenUnattributed(tx, in.streamSeq)
+			if err != nil {
+				return err
+			}
+			if again {
+				in.again = true
+				in.ack = nil
+				return nil
+			}
+		}
+		if err := store.CountReject(tx, reason); err != nil {
+			return err
+		}
+		return store.Audit(tx, now, c.cfg.AuditKeep, "update.rejected", 0, "", fmt.Sprintf("%s: %v", reason, in.Err))
+	}
+	h := in.Msg.Header
+	ack := &federated.Ack{V: federated.ProtocolVersion, Site: h.Site, Seq: h.Seq, Round: h.Round}
+	in.ack = ack
+	site, err := store.GetSite(tx, h.Site)
+	if err != nil {
+		return err
+	}
+	site.Site, site.LastSeen = h.Site, now
+	if site.JudgedFrom == 0 {
+		site.JudgedFrom = site.HWM + 1 // verdicts are kept from here on
+	}
+	if h.Seq == site.HWM && site.LastStatus != "" && h.Seq < site.JudgedFrom {
+		// (a record from before verdicts were kept) the stream redelivers
+		// the update recorded last when the coordinator stopped between
+		// recording it and acking it: same verdict
+		ack.Status, ack.Reason, in.again = site.LastStatus, site.LastReason, true
+		return nil
+	}
+	judged := h.Seq <= site.HWM // without kept verdicts, HWM says
+	if h.Seq >= site.JudgedFrom && h.Seq+store.JudgedWindow > site.HWM {
+		v, err := store.GetVerdict(tx, h.Site, h.Seq)
 		if err != nil {
 			return err
 		}
-		round = r
-		if reason != "" {
-			ack.Status, ack.Reason = federated.Rejected, reason
-			if site.Rejected == nil {
-				site.Rejected = map[string]int{}
-			}
-			site.Rejected[reason]++
-			if err := countReject(tx, reason); err != nil {
-				return err
-			}
-			if err := audit(tx, now, "update.rejected", h.Round, h.Site, fmt.Sprintf("seq %d: %s: %s", h.Seq, reason, detail)); err != nil {
-				return err
-			}
-		} else {
-			ack.Status = federated.Accepted
-			site.Accepted++
-			site.LastRound, site.ModelVersion = h.Round, h.BaseVersion
+		if v != nil && (h.Seq == site.HWM || (in.streamSeq > 0 && v.Stream == in.streamSeq)) {
+			// the stream delivers again a message judged before (the
+			// coordinator stopped between recording its verdict and
+			// acking it): the same verdict, and nothing changes (it is no
+			// replay)
+			ack.Status, ack.Reason, in.again = v.Status, v.Reason, true
+			return nil
 		}
-		if h.Seq == site.HWM {
-			site.LastStatus, site.LastReason = ack.Status, ack.Reason
+		// Not judged though below HWM: the stream redelivered it after
+		// newer ones (the coordinator had fetched it and stopped before
+		// judging it, and the site's later updates were judged while it
+		// waited out AckWait): judge it now.
+		judged = v != nil
+	}
+	if judged {
+		// the same message again (a retry whose ack was lost, after the
+		// stream's de-duplication window) or an old one replayed: either
+		// way it changes nothing, and it is counted
+		ack.Status, ack.Reason = federated.Duplicate, federated.ReasonReplay
+		if site.Rejected == nil {
+			site.Rejected = map[string]int{}
 		}
-		if err := putVerdict(tx, h.Site, h.Seq, site.HWM, verdict{Status: ack.Status, Reason: ack.Reason}); err != nil {
+		site.Rejected[federated.ReasonReplay]++
+		if err := store.CountReject(tx, federated.ReasonReplay); err != nil {
 			return err
 		}
-		return putJSON(tx.Bucket(bucketSites), []byte(h.Site), &site)
-	})
+		return store.PutRecord(tx.Bucket(store.BucketSites), []byte(h.Site), site)
+	}
+	site.HWM = max(site.HWM, h.Seq)
+	reason, detail, err := c.accept(tx, in, st, now)
 	if err != nil {
-		return nil, fmt.Errorf("record update %s: %w", federated.MsgID(h.Site, h.Seq), err)
+		return err
 	}
-	if again {
-		c.log.Info("update delivered again: verdict repeated", "site", h.Site, "seq", h.Seq, "status", ack.Status, "reason", ack.Reason)
-		return ack, nil
-	}
-	c.cfg.fail(FailUpdateCommitted)
-	c.metrics.updates.WithLabelValues(string(ack.Status), ack.Reason).Inc()
-	c.log.Debug("update", "site", h.Site, "seq", h.Seq, "round", h.Round, "status", ack.Status, "reason", ack.Reason)
-	if ack.Status == federated.Accepted {
-		if err := c.afterAccept(ctx, round); err != nil {
-			c.log.Error("after accepting an update", "err", err)
+	if reason != "" {
+		ack.Status, ack.Reason = federated.Rejected, reason
+		if site.Rejected == nil {
+			site.Rejected = map[string]int{}
 		}
+		site.Rejected[reason]++
+		if err := store.CountReject(tx, reason); err != nil {
+			return err
+		}
+		if err := store.Audit(tx, now, c.cfg.AuditKeep, "update.rejected", h.Round, h.Site, fmt.Sprintf("seq %d: %s: %s", h.Seq, reason, detail)); err != nil {
+			return err
+		}
+	} else {
+		ack.Status = federated.Accepted
+		site.Accepted++
+		site.LastRound, site.ModelVersion = h.Round, h.BaseVersion
 	}
-	return ack, nil
+	if h.Seq == site.HWM {
+		site.LastStatus, site.LastReason = ack.Status, ack.Reason
+	}
+	if err := store.PutVerdict(tx, h.Site, h.Seq, site.HWM, store.Verdict{Status: ack.Status, Reason: ack.Reason, Stream: in.streamSeq}); err != nil {
+		return err
+	}
+	return store.PutRecord(tx.Bucket(store.BucketSites), []byte(h.Site), site)
 }
 
 // accept checks an authenticated update against the current round and
-// stores it; it returns a rejection reason (and detail) or "" and the
-// updated current round when accepted. It runs inside Process's
-// transaction.
-func (c *Coordinator) accept(tx *bolt.Tx, m *federated.UpdateMsg, site *Site) (string, string, *Round, error) {
-	h := m.Header
-	cur := getU64(tx.Bucket(bucketMeta), keyRound)
-	r, err := getRound(tx, cur)
-	if err != nil {
-		return "", "", nil, err
-	}
+// its bounds and stores it; it returns a rejection reason (and detail), or
+// "" when accepted (st.round then counts it).
+func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time.Time) (string, string, error) {
+	h := in.Msg.Header
+	r := st.round
 	switch {
 	case r == nil || h.Round > r.Round:
-		return federated.ReasonFutureRound, fmt.Sprintf("round %d, current %d", h.Round, cur), nil, nil
+		var cur uint64
+		if r != nil {
+			cur = r.Round
+		}
+		return federated.ReasonFutureRound, fmt.Sprintf("round %d, current %d", h.Round, cur), nil
 	case r.Mode == federated.Sync && h.Round < r.Round:
-		return federated.ReasonStaleRound, fmt.Sprintf("round %d, current %d", h.Round, r.Round), nil, nil
-	case r.State != StateCollecting:
-		return federated.ReasonRoundClosed, fmt.Sprintf("round %d is %s", r.Round, r.State), nil, nil
+		return federated.ReasonStaleRound, fmt.Sprintf("round %d, current %d", h.Round, r.Round), nil
+	case r.State != StateCollecting || st.complete:
+		return federated.ReasonRoundClosed, fmt.Sprintf("round %d is %s", r.Round, r.State), nil
 	case r.Mode == federated.Sync && h.BaseModel != r.BaseModel:
-		return federated.ReasonBaseModel, fmt.Sprintf("trained from %s, round base %s", short(h.BaseModel), short(r.BaseModel)), nil, nil
+		return federated.ReasonBaseModel, fmt.Sprintf("trained from %s, round base %s", short(h.BaseModel), short(r.BaseModel)), nil
 	}
 	if r.Mode == federated.Async {
 		// the base must be a model we published, not too old
-		base, err := getModel(tx, h.BaseVersion)
+		base, err := store.GetModel(tx, h.BaseVersion)
 		if err != nil {
-			return "", "", nil, err
+			return "", "", err
 		}
 		if base == nil || base.FloatModel != h.BaseModel {
-			return federated.ReasonBaseModel, fmt.Sprintf("version %d is not %s", h.BaseVersion, short(h.BaseModel)), nil, nil
+			return federated.ReasonBaseModel, fmt.Sprintf("version %d is not %s", h.BaseVersion, short(h.BaseModel)), nil
 		}
 		if st := int(r.BaseVersion) - int(h.BaseVersion); c.cfg.MaxStaleness > 0 && st > c.cfg.MaxStaleness {
-			return federated.ReasonStaleRound, fmt.Sprintf("%d versions old (at most %d)", st, c.cfg.MaxStaleness), nil, nil
+			return federated.ReasonStaleRound, fmt.Sprintf("%d versions old (at most %d)", st, c.cfg.MaxStaleness), nil
 		}
 	}
-	dims, err := c.dims(tx, r.BaseVersion)
-	if err != nil {
-		return "", "", nil, err
+	if errors.Is(in.PayloadErr, quant.ErrShape) && st.dims > 0 {
+		// checked against another round's size (the round changed
+		// since): check again
+		in.CheckPayload(st.dims)
 	}
-	u, err := quant.DecodeUpdate(m.Payload, dims)
-	switch {
+	switch err := in.PayloadErr; {
 	case errors.Is(err, quant.ErrNonFinite):
-		return federated.ReasonNonFinite, err.Error(), nil, nil
+		return federated.ReasonNonFinite, err.Error(), nil
 	case errors.Is(err, quant.ErrShape):
-		return federated.ReasonShape, err.Error(), nil, nil
+		return federated.ReasonShape, err.Error(), nil
 	case err != nil:
-		return federated.ReasonMalformed, err.Error(), nil, nil
-	case len(u.Values) != dims:
-		return federated.ReasonShape, fmt.Sprintf("%d values, the model has %d", len(u.Values), dims), nil, nil
-	case u.Base != h.BaseModel:
-		return federated.ReasonBaseModel, "payload and header name different base models", nil, nil
+		return federated.ReasonMalformed, err.Error(), nil
+	case in.Payload.Values != st.dims:
+		return federated.ReasonShape, fmt.Sprintf("%d values, the model has %d", in.Payload.Values, st.dims), nil
+	case in.Payload.Base != h.BaseModel:
+		return federated.ReasonBaseModel, "payload and header name different base models", nil
+	case r.MaxNorm > 0 && !(in.Payload.Norm <= r.MaxNorm):
+		return federated.ReasonTooLarge, fmt.Sprintf("L2 norm %.4g exceeds the round's bound %.4g", in.Payload.Norm, r.MaxNorm), nil
+	case r.MaxSamples > 0 && h.Samples > r.MaxSamples:
+		return federated.ReasonTooHeavy, fmt.Sprintf("claims %d samples, the round's cap is %d", h.Samples, r.MaxSamples), nil
 	}
-	ub := tx.Bucket(bucketUpdates).Bucket(u64(r.Round))
+	ub := tx.Bucket(store.BucketUpdates).Bucket(u64(r.Round))
 	if ub == nil {
-		return "", "", nil, fmt.Errorf("%w: round %d has no update bucket", ErrStore, r.Round)
+		return "", "", fmt.Errorf("%w: round %d has no update bucket", ErrStore, r.Round)
 	}
 	key := []byte(h.Site)
 	if r.Mode == federated.Async {
 		key = []byte(federated.MsgID(h.Site, h.Seq))
 	} else if ub.Get(key) != nil {
-		return federated.ReasonReplay, fmt.Sprintf("site already contributed to round %d", r.Round), nil, nil
+		return federated.ReasonReplay, fmt.Sprintf("site already contributed to round %d", r.Round), nil
 	}
-	if err := ub.Put(key, encodeStored(m)); err != nil {
-		return "", "", nil, err
+	rec, err := store.EncodeStoredUpdate(&h, in.Msg.Payload)
+	if err != nil {
+		return "", "", err
+	}
+	if err := ub.Put(key, rec); err != nil {
+		return "", "", err
 	}
 	r.Accepted++
-	if err := putJSON(tx.Bucket(bucketRounds), u64(r.Round), r); err != nil {
-		return "", "", nil, err
+	st.dirty = true
+	if (r.Mode == federated.Sync && r.Accepted >= len(r.Expected)) || (r.Mode == federated.Async && r.Accepted >= c.cfg.Buffer) {
+		st.complete = true
 	}
-	if err := audit(tx, c.clock.Now(), "update.accepted", r.Round, h.Site, fmt.Sprintf("seq %d, %d samples, base version %d", h.Seq, h.Samples, h.BaseVersion)); err != nil {
-		return "", "", nil, err
+	if err := store.Audit(tx, now, c.cfg.AuditKeep, "update.accepted", r.Round, h.Site, fmt.Sprintf("seq %d, %d samples, base version %d, norm %.4g", h.Seq, h.Samples, h.BaseVersion, in.Payload.Norm)); err != nil {
+		return "", "", err
 	}
-	return "", "", r, nil
+	return "", "", nil
 }
 
 // afterAccept closes a sync round once every expected site contributed,
-// and aggregates an async buffer once it is full. r is the current round
-// as the accepting transaction stored it (callers hold c.mu, so it is
-// still current): reading it back would decode its record, which lists
-// every expected site, once more per update.
+// and aggregates an async buffer once it is full (recovery after a crash
+// between the two). Callers hold c.mu.
 func (c *Coordinator) afterAccept(ctx context.Context, r *Round) error {
 	if r == nil || r.State != StateCollecting {
 		return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/sanity"
 )
 
 // Model is one installed int8 policy: immutable after install, shared by
@@ -86,6 +87,9 @@ func (s *ModelStore) Install(raw []byte) (bool, error) {
 	net, err := quant.NewInt8Net(a)
 	if err != nil {
 		return false, s.refuse(refuseInt8, err)
+	}
+	if err := sanity.CheckArtifact(a); err != nil { // finite, not all tied (docs/security.md)
+		return false, s.refuse("sanity", err)
 	}
 	return s.install(a.Header, func() policy.Scorer { return net.Scorer() }, net)
 }

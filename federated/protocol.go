@@ -149,7 +149,12 @@ const (
 	ReasonBaseModel   = "wrong_base_model"
 	ReasonShape       = "wrong_shape"
 	ReasonNonFinite   = "non_finite"
-	ReasonTooLarge    = "too_large"
+	// ReasonTooLarge: the message exceeds MaxUpdateBytes, or the update's
+	// L2 norm exceeds the round's bound.
+	ReasonTooLarge = "too_large"
+	// ReasonTooHeavy: the update claims more samples (its FedAvg weight)
+	// than the round's cap.
+	ReasonTooHeavy    = "too_heavy"
 	ReasonRoundClosed = "round_closed"
 	// ReasonSubject: the update arrived on another site's subject than
 	// the one its header names (a site relaying a message it did not

@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
+
+	"github.com/edgesched/edgesched/internal/parallel"
 )
 
 // store keeps a copy of every contribution: the robust rules need them
@@ -37,25 +40,36 @@ const columnBlock = 128
 
 // columns calls fn for every coordinate i with the contributions' values
 // of that coordinate (fn may reorder col but not keep it). With sorted the
-// values come sorted ascending; otherwise in contribution order.
+// values come sorted ascending; otherwise in contribution order. Blocks of
+// coordinates are handed to GOMAXPROCS goroutines: fn is called
+// concurrently, for distinct i (each call's result depends on its column
+// alone, so the output does not depend on the scheduling).
 func (s *store) columns(sorted bool, fn func(i int, col []float32)) {
 	n := len(s.rows)
-	buf := make([]float32, columnBlock*n)
-	for i0 := 0; i0 < s.dim; i0 += columnBlock {
-		w := min(columnBlock, s.dim-i0)
-		for j, r := range s.rows {
-			for b, v := range r[i0 : i0+w] {
-				buf[b*n+j] = v
-			}
-		}
-		for b := range w {
-			col := buf[b*n : (b+1)*n]
-			if sorted {
-				slices.Sort(col)
-			}
-			fn(i0+b, col)
-		}
+	workers := runtime.GOMAXPROCS(0)
+	bufs := make([][]float32, workers)
+	for w := range bufs {
+		bufs[w] = make([]float32, columnBlock*n)
 	}
+	// worker w takes the blocks w, w+workers, ...: one buffer each
+	parallel.For(workers, workers, func(w int) {
+		buf := bufs[w]
+		for i0 := w * columnBlock; i0 < s.dim; i0 += workers * columnBlock {
+			width := min(columnBlock, s.dim-i0)
+			for j, r := range s.rows {
+				for b, v := range r[i0 : i0+width] {
+					buf[b*n+j] = v
+				}
+			}
+			for b := range width {
+				col := buf[b*n : (b+1)*n]
+				if sorted {
+					slices.Sort(col)
+				}
+				fn(i0+b, col)
+			}
+		}
+	})
 }
 
 // selectKth reorders v so that v[k] is the value a sort would put there,

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/edgesched/edgesched/internal/boundedio"
 )
 
 // Model file format (float32, until the quant package's signed artifact
@@ -56,8 +59,12 @@ type ModelHeader struct {
 		Std   []float32 `json:"std"`
 	} `json:"schema"`
 	Layers     Layers `json:"layers"`
-	Activation string `json:"activation"`
+	Activation string `json:"activation"` // "relu": the critic's, and the scorer's unless HiddenActivations says otherwise
 	DType      string `json:"dtype"`
+	// HiddenActivations are the scorer's two hidden layers' activations
+	// (Activation names) when one is not ReLU; absent (every file before
+	// it, and every all-ReLU network) means ReLU for both.
+	HiddenActivations []string `json:"hidden_activations,omitempty"`
 	// Decision is the model's decision rule (absent: plain argmax).
 	Decision Decision `json:"decision,omitzero"`
 	// Sections after the parameters, each the size of the parameters
@@ -94,6 +101,11 @@ func (m *Model) Validate() error {
 	if m.Net == nil || m.Net.F != NumFeatures {
 		return fmt.Errorf("%w: network input is not %d features", ErrShape, NumFeatures)
 	}
+	for i, a := range m.Net.Act {
+		if a != ReLU && a != Tanh {
+			return fmt.Errorf("%w: hidden layer %d has %v", ErrShape, i+1, a)
+		}
+	}
 	shapes := Shapes(m.Net.F, m.Net.H1, m.Net.H2, m.Net.HC)
 	for i, p := range m.Net.Params() {
 		if !slices.Equal(p.Dims(), shapes[i]) {
@@ -120,6 +132,9 @@ func Encode(w io.Writer, m *Model, kind string, sections map[string]*Net, state 
 		Activation: "relu", DType: "float32", Decision: m.Decision, Meta: m.Meta, Created: m.Created, State: state,
 	}
 	h.Schema.Names, h.Schema.Mean, h.Schema.Std = m.Schema.Names, m.Schema.Mean, m.Schema.Std
+	if !m.Net.AllReLU() {
+		h.HiddenActivations = []string{m.Net.Act[0].String(), m.Net.Act[1].String()}
+	}
 	for name := range sections {
 		h.Sections = append(h.Sections, name)
 	}
@@ -199,6 +214,19 @@ func Decode(b []byte) (*Decoded, error) {
 	if got := schema.Hash(); got != h.SchemaHash {
 		return nil, fmt.Errorf("%w: schema hash %s does not match its statistics (%s)", ErrModel, h.SchemaHash, got)
 	}
+	var act [2]Activation
+	if h.HiddenActivations != nil {
+		if len(h.HiddenActivations) != 2 {
+			return nil, fmt.Errorf("%w: %d hidden activations, the network has 2 hidden layers", ErrModel, len(h.HiddenActivations))
+		}
+		for i, s := range h.HiddenActivations {
+			a, err := ParseActivation(s)
+			if err != nil {
+				return nil, fmt.Errorf("%w: hidden layer %d: %v", ErrModel, i+1, err)
+			}
+			act[i] = a
+		}
+	}
 	l := h.Layers
 	if l.F != NumFeatures || l.H1 <= 0 || l.H2 <= 0 || l.HC <= 0 || l.H1 > 4096 || l.H2 > 4096 || l.HC > 4096 {
 		return nil, fmt.Errorf("%w: layer sizes %+v", ErrModel, l)
@@ -223,6 +251,7 @@ func Decode(b []byte) (*Decoded, error) {
 		if err != nil {
 			return nil, err
 		}
+		n.Act = act
 		for _, p := range n.Params() {
 			d := f32(p.T)
 			for i := range d {
@@ -267,16 +296,12 @@ func WriteFile(path string, m *Model, kind string, sections map[string]*Net, sta
 	return nil
 }
 
-// ReadFile reads and decodes a model or checkpoint file.
+// ReadFile reads and decodes a model or checkpoint file (a regular file
+// of at most MaxModelBytes: internal/boundedio).
 func ReadFile(path string) (*Decoded, error) {
-	f, err := os.Open(path)
+	b, err := boundedio.ReadFile(context.Background(), path, MaxModelBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read model: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxModelBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read model %s: %w", path, err)
 	}
 	d, err := Decode(b)
 	if err != nil {

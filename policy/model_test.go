@@ -132,6 +132,62 @@ func TestModelRoundTrip(t *testing.T) {
 	}
 }
 
+// TestModelActivations: a network with Tanh hidden layers records them in
+// the header (hidden_activations) and decodes to the same activations and
+// scores; an all-ReLU network writes no such field, so its file is what
+// every earlier build wrote (the shipped models are checked byte for byte
+// in package models).
+func TestModelActivations(t *testing.T) {
+	x := make([]float32, 3*NumFeatures)
+	for i := range x {
+		x[i] = float32(i%7) - 3
+	}
+	for _, act := range [][2]Activation{{ReLU, ReLU}, {Tanh, Tanh}, {Tanh, ReLU}, {ReLU, Tanh}} {
+		t.Run(act[0].String()+","+act[1].String(), func(t *testing.T) {
+			m := testModel(t, 6)
+			m.Net.Act = act
+			b := encode(t, m, "model", nil, nil)
+			if has := bytes.Contains(b, []byte(`"hidden_activations"`)); has != (act != [2]Activation{}) {
+				t.Fatalf("hidden_activations written: %v, for %v", has, act)
+			}
+			d, err := Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Model.Net.Act != act {
+				t.Fatalf("decoded activations %v, want %v", d.Model.Net.Act, act)
+			}
+			s1, _ := m.Net.Scores(x, 3)
+			s1 = append([]float32(nil), s1...)
+			s2, _ := d.Model.Net.Scores(x, 3)
+			for i := range s1 {
+				if math.Float32bits(s1[i]) != math.Float32bits(s2[i]) {
+					t.Fatalf("score %d: %v != %v", i, s1[i], s2[i])
+				}
+			}
+			if act == [2]Activation{} {
+				bad := testModel(t, 6)
+				bad.Net.Act[1] = Tanh + 1
+				if err := bad.Validate(); !errors.Is(err, ErrShape) || !strings.Contains(err.Error(), "hidden layer 2 has activation(2)") {
+					t.Fatalf("Validate of an unknown activation: %v", err)
+				}
+				return
+			}
+			// a Tanh layer changes the scores (the field is not decoration)
+			relu := m.Net.Clone()
+			relu.Act = [2]Activation{}
+			s3, _ := relu.Scores(x, 3)
+			same := true
+			for i := range s1 {
+				same = same && s1[i] == s3[i]
+			}
+			if same {
+				t.Fatal("the Tanh network scores like the ReLU one")
+			}
+		})
+	}
+}
+
 func TestModelFile(t *testing.T) {
 	m := testModel(t, 9)
 	path := filepath.Join(t.TempDir(), "m.esm")
@@ -203,6 +259,9 @@ func TestModelRefusals(t *testing.T) {
 		{"negative band", rewriteHeader(t, good, func(h map[string]any) { h["decision"] = map[string]any{"band": -1} }), "band -1"},
 		{"unknown decision field", rewriteHeader(t, good, func(h map[string]any) { h["decision"] = map[string]any{"key": "bfd"} }), "unknown field"},
 		{"oversized", make([]byte, MaxModelBytes+1), "exceeds"},
+		{"unknown activation", rewriteHeader(t, good, func(h map[string]any) { h["hidden_activations"] = []string{"tanh", "gelu"} }), `hidden layer 2: policy: wrong shape: activation "gelu"`},
+		{"one activation", rewriteHeader(t, good, func(h map[string]any) { h["hidden_activations"] = []string{"tanh"} }), "1 hidden activations, the network has 2"},
+		{"critic activation", rewriteHeader(t, good, func(h map[string]any) { h["activation"] = "tanh" }), "tanh/float32 network"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Decode(tc.b)
@@ -221,6 +280,9 @@ func TestModelRefusals(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, testModel(f, 1), "model", nil, nil))
 	f.Add(encode(f, testModel(f, 2), "checkpoint", map[string]*Net{"adam_m": testModel(f, 3).Net}, json.RawMessage(`{"a":1}`)))
+	tanh := testModel(f, 4)
+	tanh.Net.Act = [2]Activation{Tanh, ReLU}
+	f.Add(encode(f, tanh, "model", nil, nil))
 	if b, err := os.ReadFile("../models/default.esm"); err == nil {
 		f.Add(b)
 	}
@@ -241,6 +303,9 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoded model refused: %v", err)
 		}
 		sameNet(t, d.Model.Net, d2.Model.Net)
+		if d.Model.Net.Act != d2.Model.Net.Act {
+			t.Fatalf("activations %v re-encoded as %v", d.Model.Net.Act, d2.Model.Net.Act)
+		}
 		if d.Model.Decision != d2.Model.Decision {
 			t.Fatalf("decision %+v re-encoded as %+v", d.Model.Decision, d2.Model.Decision)
 		}

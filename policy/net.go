@@ -15,8 +15,10 @@ var ErrShape = errors.New("policy: wrong shape")
 
 // Net is the actor-critic network.
 //
-// Actor: one scorer MLP, F -> H1 -> H2 -> 1 with ReLU, applied to each
-// candidate node's feature row; the scores are the logits of a softmax over
+// Actor: one scorer MLP, F -> H1 -> H2 -> 1 with an activation after each
+// hidden layer (Act: ReLU unless set; Tanh for networks made elsewhere,
+// which only the float path runs), applied to each candidate node's
+// feature row; the scores are the logits of a softmax over
 // the candidates, so any number of nodes works. Critic: the candidates'
 // last hidden layer pooled by mean and max (2*H2), then 2*H2 -> HC -> 1 with
 // ReLU. The trunk is shared. Parameters are float32 Tensors (gorgonia.org/tensor; see Tensor); the
@@ -33,6 +35,10 @@ type Net struct {
 	WC1, BC1      *Tensor // 2*H2 x HC, HC
 	WC2, BC2      *Tensor // HC x 1, 1
 
+	// Act holds the scorer's hidden layers' activations; the zero value
+	// is ReLU for both. The critic's hidden layer is always ReLU.
+	Act [2]Activation
+
 	// activations of the last Forward
 	n          int
 	x, z1, a1  *Tensor
@@ -42,6 +48,68 @@ type Net struct {
 	scores     []float32
 	value      float32
 	bufA, bufB []float32
+}
+
+// Activation is a hidden layer's nonlinearity. The zero value is ReLU.
+type Activation uint8
+
+const (
+	// ReLU is max(0, z): what training makes and the int8 path runs.
+	ReLU Activation = iota
+	// Tanh is tanh(z): float path only (imported networks).
+	Tanh
+)
+
+// String is the activation's name in model files and messages.
+func (a Activation) String() string {
+	switch a {
+	case ReLU:
+		return "relu"
+	case Tanh:
+		return "tanh"
+	}
+	return fmt.Sprintf("activation(%d)", uint8(a))
+}
+
+// ParseActivation reads an activation's name (String).
+func ParseActivation(s string) (Activation, error) {
+	switch s {
+	case "relu":
+		return ReLU, nil
+	case "tanh":
+		return Tanh, nil
+	}
+	return 0, fmt.Errorf("%w: activation %q (want relu or tanh)", ErrShape, s)
+}
+
+// AllReLU reports whether every hidden layer is ReLU.
+func (m *Net) AllReLU() bool { return m.Act == [2]Activation{} }
+
+// apply writes the activation of z into dst.
+func (a Activation) apply(dst, z []float32) []float32 {
+	if a == Tanh {
+		for i, v := range z {
+			dst[i] = float32(math.Tanh(float64(v)))
+		}
+		return dst
+	}
+	return relu(dst, z)
+}
+
+// backward multiplies the gradient da by the activation's derivative at
+// pre-activation z (output y).
+func (a Activation) backward(da, z, y []float32) {
+	if a == Tanh {
+		for i, v := range y {
+			da[i] *= 1 - v*v
+		}
+		return
+	}
+	for i := range da {
+		if z[i] <= 0 {
+			da[i] = 0
+		}
+	}
 }
 
 // Param is a named parameter tensor.
@@ -98,7 +166,7 @@ func NewNet(f, h1, h2, hc int, rng *rand.Rand) (*Net, error) {
 
 // Clone returns a deep copy (without activations).
 func (m *Net) Clone() *Net {
-	c := &Net{F: m.F, H1: m.H1, H2: m.H2, HC: m.HC}
+	c := &Net{F: m.F, H1: m.H1, H2: m.H2, HC: m.HC, Act: m.Act}
 	ps := m.Params()
 	cs := make([]*Tensor, len(ps))
 	for i, p := range ps {
@@ -158,10 +226,10 @@ func (m *Net) Scores(x []float32, n int) ([]float32, error) {
 	a2 := grow(&m.bufB, n*h2)
 	sgemm(n, h1, m.F, x, f32(m.W1), a1)
 	addBias(a1, f32(m.B1))
-	relu(a1, a1)
+	m.Act[0].apply(a1, a1)
 	sgemm(n, h2, h1, a1, f32(m.W2), a2)
 	addBias(a2, f32(m.B2))
-	relu(a2, a2)
+	m.Act[1].apply(a2, a2)
 	m.scores = grow(&m.scores, n)
 	sgemm(n, 1, h2, a2, f32(m.W3), m.scores)
 	b3 := f32(m.B3)[0]
@@ -185,10 +253,10 @@ func (m *Net) actor(x []float32, n int) error {
 	m.x = dense(x, n, m.F)
 	m.z1 = matmul(m.x, m.W1, false, false)
 	addBias(f32(m.z1), f32(m.B1))
-	m.a1 = dense(relu(grow(&m.bufA, n*m.H1), f32(m.z1)), n, m.H1)
+	m.a1 = dense(m.Act[0].apply(grow(&m.bufA, n*m.H1), f32(m.z1)), n, m.H1)
 	m.z2 = matmul(m.a1, m.W2, false, false)
 	addBias(f32(m.z2), f32(m.B2))
-	m.a2 = dense(relu(grow(&m.bufB, n*m.H2), f32(m.z2)), n, m.H2)
+	m.a2 = dense(m.Act[1].apply(grow(&m.bufB, n*m.H2), f32(m.z2)), n, m.H2)
 	s := matmul(m.a2, m.W3, false, false)
 	m.scores = grow(&m.scores, n)
 	b3 := f32(m.B3)[0]
@@ -281,23 +349,13 @@ func (m *Net) Backward(dScores []float32, dValue float32, grads *Net) {
 	for j := range h2 {
 		da2[m.argmax[j]*h2+j] += dpool[h2+j]
 	}
-	// ReLU, then layer 2
-	z2 := f32(m.z2)
-	for i := range da2 {
-		if z2[i] <= 0 {
-			da2[i] = 0
-		}
-	}
+	// the activation, then layer 2
+	m.Act[1].backward(da2, f32(m.z2), f32(m.a2))
 	dz2 := dense(da2, n, h2)
 	accumulate(f32(grads.W2), f32(matmul(m.a1, dz2, true, false)))
 	colSums(f32(grads.B2), da2, h2)
 	da1 := f32(matmul(dz2, m.W2, false, true))
-	z1 := f32(m.z1)
-	for i := range da1 {
-		if z1[i] <= 0 {
-			da1[i] = 0
-		}
-	}
+	m.Act[0].backward(da1, f32(m.z1), f32(m.a1))
 	dz1 := dense(da1, n, h1)
 	accumulate(f32(grads.W1), f32(matmul(m.x, dz1, true, false)))
 	colSums(f32(grads.B1), da1, h1)

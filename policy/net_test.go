@@ -7,10 +7,11 @@ import (
 )
 
 // refForward is an independent float64 implementation of the network,
-// written with plain loops from the parameter slices, returning the loss
-// sum_i c_i s_i + cv v and a signature of the ReLU and max-pool branches
-// taken (so finite differences can skip kinks).
-func refForward(p [][]float64, f, h1, h2, hc int, x []float64, n int, c []float64, cv float64) (float64, []float64, float64, string) {
+// written with plain loops from the parameter slices, with tanh hidden
+// layers where tanh says so, returning the loss sum_i c_i s_i + cv v and a
+// signature of the ReLU and max-pool branches taken (so finite
+// differences can skip kinks).
+func refForward(p [][]float64, tanh [2]bool, f, h1, h2, hc int, x []float64, n int, c []float64, cv float64) (float64, []float64, float64, string) {
 	w1, b1, w2, b2, w3, b3, wc1, bc1, wc2, bc2 := p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]
 	sig := []byte{}
 	a2 := make([]float64, n*h2)
@@ -22,7 +23,9 @@ func refForward(p [][]float64, f, h1, h2, hc int, x []float64, n int, c []float6
 			for j := range f {
 				z += x[i*f+j] * w1[j*h1+k]
 			}
-			if z > 0 {
+			if tanh[0] {
+				a1[k] = math.Tanh(z)
+			} else if z > 0 {
 				a1[k] = z
 				sig = append(sig, '+')
 			} else {
@@ -34,7 +37,9 @@ func refForward(p [][]float64, f, h1, h2, hc int, x []float64, n int, c []float6
 			for j := range h1 {
 				z += a1[j] * w2[j*h2+k]
 			}
-			if z > 0 {
+			if tanh[1] {
+				a2[i*h2+k] = math.Tanh(z)
+			} else if z > 0 {
 				a2[i*h2+k] = z
 				sig = append(sig, '+')
 			} else {
@@ -79,13 +84,24 @@ func refForward(p [][]float64, f, h1, h2, hc int, x []float64, n int, c []float6
 	return loss, scores, v, string(sig)
 }
 
+// TestNetForwardAndGradients checks Forward against refForward and
+// Backward against its finite differences, for ReLU, Tanh and mixed
+// hidden layers.
 func TestNetForwardAndGradients(t *testing.T) {
+	for _, act := range [][2]Activation{{ReLU, ReLU}, {Tanh, Tanh}, {Tanh, ReLU}, {ReLU, Tanh}} {
+		t.Run(act[0].String()+","+act[1].String(), func(t *testing.T) { testNetGradients(t, act) })
+	}
+}
+
+func testNetGradients(t *testing.T, act [2]Activation) {
 	const f, h1, h2, hc, n = NumFeatures, 8, 6, 5, 7
 	rng := rand.New(rand.NewPCG(1, 2))
 	net, err := NewNet(f, h1, h2, hc, rng)
 	if err != nil {
 		t.Fatal(err)
 	}
+	net.Act = act
+	tanh := [2]bool{act[0] == Tanh, act[1] == Tanh}
 	// random, non-zero biases so every path is exercised
 	for _, p := range net.Params() {
 		for i, d := 0, f32(p.T); i < len(d); i++ {
@@ -106,6 +122,17 @@ func TestNetForwardAndGradients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Scores (inference, reused buffers) computes Forward's actor scores
+	// with the same activations.
+	inf, err := net.Clone().Scores(x, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if d := math.Abs(float64(inf[i]) - float64(scores[i])); d > 1e-5*math.Max(1, math.Abs(float64(scores[i]))) {
+			t.Fatalf("Scores[%d] = %v, Forward %v", i, inf[i], scores[i])
+		}
+	}
 	params := make([][]float64, 0)
 	for _, p := range net.Params() {
 		d := f32(p.T)
@@ -123,7 +150,7 @@ func TestNetForwardAndGradients(t *testing.T) {
 	for i, v := range c {
 		c64[i] = float64(v)
 	}
-	_, refScores, refV, _ := refForward(params, f, h1, h2, hc, x64, n, c64, cv)
+	_, refScores, refV, _ := refForward(params, tanh, f, h1, h2, hc, x64, n, c64, cv)
 	for i := range n {
 		if math.Abs(float64(scores[i])-refScores[i]) > 1e-4*math.Max(1, math.Abs(refScores[i])) {
 			t.Fatalf("score %d = %v, reference %v", i, scores[i], refScores[i])
@@ -143,9 +170,9 @@ func TestNetForwardAndGradients(t *testing.T) {
 		for i := range params[pi] {
 			orig := params[pi][i]
 			params[pi][i] = orig + h
-			lp, _, _, sp := refForward(params, f, h1, h2, hc, x64, n, c64, cv)
+			lp, _, _, sp := refForward(params, tanh, f, h1, h2, hc, x64, n, c64, cv)
 			params[pi][i] = orig - h
-			lm, _, _, sm := refForward(params, f, h1, h2, hc, x64, n, c64, cv)
+			lm, _, _, sm := refForward(params, tanh, f, h1, h2, hc, x64, n, c64, cv)
 			params[pi][i] = orig
 			if sp != sm { // a ReLU or the max flipped: not differentiable here
 				skipped++

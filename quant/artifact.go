@@ -2,6 +2,7 @@ package quant
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
@@ -9,13 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/policy"
 )
 
@@ -562,16 +563,20 @@ func short(id string) string {
 	return id
 }
 
-// ReadFile reads and decodes an artifact file.
+// ReadFile reads and decodes an artifact file (a regular file of at most
+// MaxArtifactBytes: internal/boundedio).
 func ReadFile(path string, opt DecodeOptions) (*Artifact, error) {
-	f, err := os.Open(path)
+	return ReadFileContext(context.Background(), path, opt)
+}
+
+// ReadFileContext is ReadFile honouring ctx while it reads.
+func ReadFileContext(ctx context.Context, path string, opt DecodeOptions) (*Artifact, error) {
+	b, err := boundedio.ReadFile(ctx, path, MaxArtifactBytes)
 	if err != nil {
+		if errors.Is(err, boundedio.ErrTooLarge) || errors.Is(err, boundedio.ErrNotRegular) {
+			return nil, fmt.Errorf("read artifact: %w: %w", ErrArtifact, err)
+		}
 		return nil, fmt.Errorf("read artifact: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxArtifactBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read artifact %s: %w", path, err)
 	}
 	a, err := Decode(b, opt)
 	if err != nil {
@@ -616,10 +621,14 @@ func newHeader(m *policy.Model, dtype string, info Info) Header {
 }
 
 // FromModel makes a float32 artifact of a model (actor and critic: what
-// training and federated aggregation work on).
+// training and federated aggregation work on). Models with Tanh hidden
+// layers are refused (CheckQuantizable).
 func FromModel(m *policy.Model, info Info) (*Artifact, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
+	}
+	if !m.Net.AllReLU() {
+		return nil, fmt.Errorf("%w: the network's hidden layers are %v and %v: artifacts carry ReLU networks only (the int8 path they lead to runs ReLU)", ErrArtifact, m.Net.Act[0], m.Net.Act[1])
 	}
 	a := &Artifact{Header: newHeader(m, Float32, info)}
 	specs, _ := expectedTensors(Float32, a.Header.Layers)

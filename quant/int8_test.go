@@ -443,3 +443,27 @@ func TestConstantFeatures(t *testing.T) {
 		t.Fatalf("less than a row: %v", got)
 	}
 }
+
+// TestTanhRefused: a network with a Tanh hidden layer is refused by
+// Quantize (ErrQuant, naming the activations and the reason) and by
+// FromModel (ErrArtifact): the int8 scheme keeps unsigned 8-bit values
+// after each ReLU, and artifacts lead there. The same network with ReLU
+// quantizes (the refusal is the activation's, nothing else).
+func TestTanhRefused(t *testing.T) {
+	for _, act := range [][2]policy.Activation{{policy.Tanh, policy.Tanh}, {policy.ReLU, policy.Tanh}} {
+		m := randomModel(t, 16, 16, 4)
+		m.Net.Act = act
+		_, err := Quantize(m, benchRows(200, 4), DefaultCalibration(), Info{})
+		want := "hidden layers are " + act[0].String() + " and " + act[1].String() + ": the int8 path runs ReLU networks only"
+		if !errors.Is(err, ErrQuant) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: Quantize: %v, want ErrQuant naming %q", act, err, want)
+		}
+		if _, err := FromModel(m, Info{}); !errors.Is(err, ErrArtifact) || !strings.Contains(err.Error(), "artifacts carry ReLU networks only") {
+			t.Errorf("%v: FromModel: %v, want ErrArtifact", act, err)
+		}
+		m.Net.Act = [2]policy.Activation{}
+		if _, err := Quantize(m, benchRows(200, 4), DefaultCalibration(), Info{}); err != nil {
+			t.Errorf("the ReLU twin: %v", err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
@@ -11,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/edgesched/edgesched/internal/boundedio"
 )
 
 // Key errors.
@@ -135,13 +138,16 @@ func WriteKeyPair(dir, name string, s *Signer) (privPath, pubPath string, err er
 	return privPath, pubPath, nil
 }
 
+// maxKeyFileBytes caps a key file (one short line).
+const maxKeyFileBytes = 4096
+
 func readKeyLine(path, prefix string, size int) (string, []byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := boundedio.ReadFile(context.Background(), path, maxKeyFileBytes)
+	if errors.Is(err, boundedio.ErrTooLarge) || errors.Is(err, boundedio.ErrNotRegular) {
+		return "", nil, fmt.Errorf("%w: not a key file: %w", ErrKey, err)
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("read key: %w", err)
-	}
-	if len(b) > 4096 {
-		return "", nil, fmt.Errorf("%w: %s: %d bytes, not a key file", ErrKey, path, len(b))
 	}
 	f := strings.Fields(string(b))
 	if len(f) != 3 || f[0] != prefix {

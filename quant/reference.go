@@ -7,6 +7,22 @@ import (
 	"github.com/edgesched/edgesched/policy"
 )
 
+// CheckQuantizable refuses, wrapping ErrQuant, a model the int8 path
+// cannot run: an invalid one, or one whose hidden layers are not all ReLU
+// (QuantScheme keeps the activations after each ReLU as unsigned 8-bit
+// values; a Tanh layer's negative half has no place there). Such a model
+// runs in the float path only.
+func CheckQuantizable(m *policy.Model) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	if !m.Net.AllReLU() {
+		return fmt.Errorf("%w: the network's hidden layers are %v and %v: the int8 path runs ReLU networks only (its activations are unsigned 8-bit values after each ReLU); run this model in the float path (edgectl sim --policies learned:FILE.esm), or retrain it with ReLU",
+			ErrQuant, m.Net.Act[0], m.Net.Act[1])
+	}
+	return nil
+}
+
 // reference is the float scorer written out in float64 loops from the
 // parameter slices, independently of the gorgonia path (policy.Net): the
 // cross-check of the float model and the source of calibration
@@ -20,7 +36,7 @@ type reference struct {
 }
 
 func newReference(m *policy.Model) (*reference, error) {
-	if err := m.Validate(); err != nil {
+	if err := CheckQuantizable(m); err != nil {
 		return nil, err
 	}
 	p := m.Net.Params()

@@ -151,6 +151,64 @@ func EncodeUpdate(u *Update, opt UpdateOptions) ([]byte, error) {
 // checksum, finite non-negative scales, int8 values in [-127, 127] and
 // finite float32 values. Refusals wrap ErrUpdate and name the problem.
 func DecodeUpdate(b []byte, maxValues int) (*Update, error) {
+	return DecodeUpdateInto(b, maxValues, nil)
+}
+
+// DecodeUpdateInto is DecodeUpdate decoding into dst when it has room for
+// the values (a receiver decoding many updates reuses one buffer); the
+// Update's Values then alias dst.
+func DecodeUpdateInto(b []byte, maxValues int, dst []float32) (*Update, error) {
+	h, err := parseUpdate(b, maxValues)
+	if err != nil {
+		return nil, err
+	}
+	vals := dst
+	if cap(vals) >= h.n {
+		vals = vals[:h.n]
+	} else {
+		vals = make([]float32, h.n)
+	}
+	if err := h.values(vals); err != nil {
+		return nil, err
+	}
+	return &Update{Base: hex.EncodeToString(b[8:40]), Encoding: h.enc, Values: vals}, nil
+}
+
+// UpdateInfo is what CheckUpdate learns of an update without decoding
+// its values.
+type UpdateInfo struct {
+	Base     string // the base ModelID (hex)
+	Encoding UpdateEncoding
+	Values   int     // number of values
+	Norm     float64 // L2 norm of the values (float64 accumulation)
+}
+
+// CheckUpdate verifies an update as DecodeUpdate does (every check, every
+// value) and returns its base model, size and L2 norm without allocating
+// its values: a receiver can judge an update before it keeps it. For int8
+// updates the norm is sqrt(sum over chunks of scale^2 * sum of q^2),
+// exact up to float64 rounding of the values DecodeUpdate returns.
+func CheckUpdate(b []byte, maxValues int) (UpdateInfo, error) {
+	h, err := parseUpdate(b, maxValues)
+	if err != nil {
+		return UpdateInfo{}, err
+	}
+	norm, err := h.norm()
+	if err != nil {
+		return UpdateInfo{}, err
+	}
+	return UpdateInfo{Base: hex.EncodeToString(b[8:40]), Encoding: h.enc, Values: h.n, Norm: norm}, nil
+}
+
+// parsedUpdate is an update whose framing and checksum verified.
+type parsedUpdate struct {
+	enc   UpdateEncoding
+	chunk int
+	n     int
+	p     []byte // the payload after the header, before the checksum
+}
+
+func parseUpdate(b []byte, maxValues int) (*parsedUpdate, error) {
 	if maxValues <= 0 || maxValues > MaxUpdateValues {
 		maxValues = MaxUpdateValues
 	}
@@ -188,35 +246,88 @@ func DecodeUpdate(b []byte, maxValues int) (*Update, error) {
 	if crc32.ChecksumIEEE(body) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
 		return nil, fmt.Errorf("%w: checksum mismatch (corrupt or truncated)", ErrUpdate)
 	}
-	u := &Update{Base: hex.EncodeToString(b[8:40]), Encoding: enc, Values: make([]float32, n)}
-	p := body[updateHeaderLen:]
-	if enc == UpdateFloat32 {
-		for i := range u.Values {
+	return &parsedUpdate{enc: enc, chunk: chunk, n: n, p: body[updateHeaderLen:]}, nil
+}
+
+// scale reads and checks the scale of the chunk at off.
+func (h *parsedUpdate) scale(off, lo int) (float32, error) {
+	scale := math.Float32frombits(binary.LittleEndian.Uint32(h.p[off:]))
+	if !(scale >= 0) || scale > math.MaxFloat32/127 {
+		return 0, fmt.Errorf("%w: %w: chunk %d scale is %v", ErrUpdate, ErrNonFinite, lo/h.chunk, scale)
+	}
+	return scale, nil
+}
+
+// values decodes into out (len n).
+func (h *parsedUpdate) values(out []float32) error {
+	p := h.p
+	if h.enc == UpdateFloat32 {
+		for i := range out {
 			v := math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("%w: %w: value %d is %v", ErrUpdate, ErrNonFinite, i, v)
+				return fmt.Errorf("%w: %w: value %d is %v", ErrUpdate, ErrNonFinite, i, v)
 			}
-			u.Values[i] = v
+			out[i] = v
 		}
-		return u, nil
+		return nil
 	}
 	off := 0
-	for lo := 0; lo < n; lo += chunk {
-		scale := math.Float32frombits(binary.LittleEndian.Uint32(p[off:]))
-		off += 4
-		if !(scale >= 0) || scale > math.MaxFloat32/127 {
-			return nil, fmt.Errorf("%w: %w: chunk %d scale is %v", ErrUpdate, ErrNonFinite, lo/chunk, scale)
+	for lo := 0; lo < h.n; lo += h.chunk {
+		scale, err := h.scale(off, lo)
+		if err != nil {
+			return err
 		}
-		for i := lo; i < min(lo+chunk, n); i++ {
-			q := int8(p[off])
-			off++
-			if q == math.MinInt8 {
-				return nil, fmt.Errorf("%w: value %d is -128, symmetric int8 uses [-127, 127]", ErrUpdate, i)
-			}
-			u.Values[i] = float32(q) * scale
+		off += 4
+		hi := min(lo+h.chunk, h.n)
+		q, dst := p[off:off+hi-lo], out[lo:hi]
+		off += hi - lo
+		if i := bytes.IndexByte(q, 0x80); i >= 0 {
+			return fmt.Errorf("%w: value %d is -128, symmetric int8 uses [-127, 127]", ErrUpdate, lo+i)
+		}
+		dst = dst[:len(q)]
+		for i, v := range q {
+			dst[i] = float32(int8(v)) * scale
 		}
 	}
-	return u, nil
+	return nil
+}
+
+// norm is the L2 norm of the values, checking them as values does.
+func (h *parsedUpdate) norm() (float64, error) {
+	p := h.p
+	if h.enc == UpdateFloat32 {
+		var s float64
+		for i := range h.n {
+			v := math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return 0, fmt.Errorf("%w: %w: value %d is %v", ErrUpdate, ErrNonFinite, i, v)
+			}
+			s += float64(v) * float64(v)
+		}
+		return math.Sqrt(s), nil
+	}
+	var s float64
+	off := 0
+	for lo := 0; lo < h.n; lo += h.chunk {
+		scale, err := h.scale(off, lo)
+		if err != nil {
+			return 0, err
+		}
+		off += 4
+		hi := min(lo+h.chunk, h.n)
+		q := p[off : off+hi-lo]
+		off += hi - lo
+		if i := bytes.IndexByte(q, 0x80); i >= 0 {
+			return 0, fmt.Errorf("%w: value %d is -128, symmetric int8 uses [-127, 127]", ErrUpdate, lo+i)
+		}
+		var sq int64
+		for _, v := range q {
+			x := int64(int8(v))
+			sq += x * x
+		}
+		s += float64(scale) * float64(scale) * float64(sq)
+	}
+	return math.Sqrt(s), nil
 }
 
 // Residual is error feedback for compressed updates: the part of a delta

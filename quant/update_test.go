@@ -156,6 +156,10 @@ func TestUpdateRefusals(t *testing.T) {
 			if !errors.Is(err, ErrUpdate) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want ErrUpdate naming %q", err, tc.want)
 			}
+			// CheckUpdate refuses exactly what DecodeUpdate refuses
+			if _, err := CheckUpdate(tc.b, tc.max); !errors.Is(err, ErrUpdate) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("CheckUpdate: err %v, want ErrUpdate naming %q", err, tc.want)
+			}
 		})
 	}
 	for _, tc := range []struct {
@@ -179,6 +183,45 @@ func TestUpdateRefusals(t *testing.T) {
 	}
 }
 
+// TestCheckUpdateNorm: CheckUpdate's norm of an int8 update (from the
+// integers and the chunk scales) and of a float32 one equals the L2 norm
+// of the values DecodeUpdate returns, to float64 rounding; DecodeUpdateInto
+// decodes into the buffer it is given.
+func TestCheckUpdateNorm(t *testing.T) {
+	for _, opt := range []UpdateOptions{DefaultUpdateOptions(5), {Encoding: UpdateInt8, ChunkSize: 3, Seed: 1}, {Encoding: UpdateFloat32}} {
+		b, err := EncodeUpdate(&Update{Base: testBase, Values: randomDelta(1000, 4)}, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := DecodeUpdate(b, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := CheckUpdate(b, 0)
+		if err != nil || info.Values != 1000 || info.Encoding != opt.Encoding || info.Base != testBase {
+			t.Fatalf("%v: %+v %v", opt.Encoding, info, err)
+		}
+		if want := l2(u.Values); !closeNorm(info.Norm, want) {
+			t.Fatalf("%v: norm %v, the decoded values' %v", opt.Encoding, info.Norm, want)
+		}
+		buf := make([]float32, 2000)
+		v, err := DecodeUpdateInto(b, 0, buf)
+		if err != nil || &v.Values[0] != &buf[0] || len(v.Values) != 1000 || v.Values[999] != u.Values[999] {
+			t.Fatalf("DecodeUpdateInto did not decode into the buffer: %v", err)
+		}
+	}
+}
+
+func l2(v []float32) float64 {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	return math.Sqrt(s)
+}
+
+func closeNorm(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, b) }
+
 // FuzzDecodeUpdate: no input crashes the decoder; an accepted update holds
 // only finite values and re-encodes (float32) to what it decoded.
 func FuzzDecodeUpdate(f *testing.F) {
@@ -201,6 +244,10 @@ func FuzzDecodeUpdate(f *testing.F) {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				t.Fatalf("value %d is %v", i, v)
 			}
+		}
+		info, err := CheckUpdate(b, 1<<16)
+		if err != nil || info.Values != len(u.Values) || info.Base != u.Base || !closeNorm(info.Norm, l2(u.Values)) {
+			t.Fatalf("CheckUpdate %+v %v disagrees with DecodeUpdate (%d values, norm %v)", info, err, len(u.Values), l2(u.Values))
 		}
 		again, err := EncodeUpdate(u, UpdateOptions{Encoding: UpdateFloat32})
 		if err != nil {

@@ -196,8 +196,17 @@ func (c *Client) OnModel(f func(Installed)) {
 
 // Run serves until ctx ends: it watches the round and model keys, trains,
 // publishes the outbox and installs models. Connection loss is survived:
-// work continues locally and the outbox drains when the link is back.
+// work continues locally and the outbox drains when the link is back. It
+// returns at once with federated.ErrServerVersion when nc is connected to
+// a nats-server older than federated.MinServerVersion.
 func (c *Client) Run(ctx context.Context, nc *nats.Conn) error {
+	if nc.IsConnected() {
+		// the oldest server the site's reads work on (direct gets)
+		if err := federated.CheckServerVersion(nc.ConnectedServerVersion(), nc.ConnectedUrlRedacted()); err != nil {
+			c.log.Error("NATS server not supported", "err", err)
+			return err
+		}
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/sanity"
 )
 
 // Model trust (docs/security.md). A model is installed only if:
@@ -25,7 +26,11 @@ import (
 //     ID is refused too (conflict);
 //   - its signed creation time is within MaxModelAge (stale: freeze
 //     protection, a withheld feed cannot keep serving an old model that
-//     claims to be current).
+//     claims to be current);
+//   - both models score a calibration set (sanity.Rows of the
+//     artifact's schema) with finite scores that are not all equal
+//     (sanity: a signed model with absurd scales would make every node
+//     tie or score zero).
 //
 // Each refusal is counted by reason (Counters.RefusedModelReasons) and the
 // last one kept (Counters.LastRefusal). A notice for the version already
@@ -47,6 +52,7 @@ const (
 	RefuseMismatch   = "mismatch"
 	RefuseArtifact   = "artifact"
 	RefuseFetch      = "fetch"
+	RefuseSanity     = "sanity"
 )
 
 // ErrModelRefused wraps every model refusal of the client.
@@ -203,6 +209,11 @@ func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federat
 	}
 	if err := quant.CheckFresh(&q.Header, c.now(), c.cfg.MaxModelAge); err != nil {
 		return c.refuseModel(RefuseStale, n.Version, err)
+	}
+	for _, a := range []*quant.Artifact{q, f} {
+		if err := sanity.CheckArtifact(a); err != nil {
+			return c.refuseModel(RefuseSanity, n.Version, err)
+		}
 	}
 	inst := Installed{Version: n.Version, Round: n.Round, Float: f.Header.ModelID, Int8: q.Header.ModelID, Installed: c.now().UTC()}
 	var rollback error

@@ -110,6 +110,17 @@ func (f *feed) publish(o offer) {
 	if o.tamper != nil {
 		o.tamper(qb)
 	}
+	id := qa.Header.ModelID
+	if o.int8ID != "" {
+		id = o.int8ID
+	}
+	f.put(fb, qb, o.version, fa.Header.ModelID, id)
+}
+
+// put puts encoded artifacts in the object store and a notice naming
+// them (as version, with the model IDs given) in the state bucket.
+func (f *feed) put(fb, qb []byte, version uint64, floatID, int8ID string) {
+	t := f.t
 	f.n++
 	fo, qo := fmt.Sprintf("o%03d.float32.esa", f.n), fmt.Sprintf("o%03d.int8.esa", f.n)
 	ctx := context.Background()
@@ -119,12 +130,8 @@ func (f *feed) publish(o offer) {
 	if _, err := f.obj.PutBytes(ctx, qo, qb); err != nil {
 		t.Fatal(err)
 	}
-	id := qa.Header.ModelID
-	if o.int8ID != "" {
-		id = o.int8ID
-	}
-	raw, _ := federated.Marshal(federated.ModelNotice{V: federated.ProtocolVersion, Version: o.version, Round: o.version - 1,
-		FloatModel: fa.Header.ModelID, FloatObject: fo, Int8Model: id, Int8Object: qo, Published: time.Now().UTC()})
+	raw, _ := federated.Marshal(federated.ModelNotice{V: federated.ProtocolVersion, Version: version, Round: version - 1,
+		FloatModel: floatID, FloatObject: fo, Int8Model: int8ID, Int8Object: qo, Published: time.Now().UTC()})
 	if _, err := f.kv.Put(ctx, federated.KeyModel, raw); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package natsauth
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/edgesched/edgesched/internal/boundedio"
 )
 
 // ErrClientConfig wraps refusals of a ClientConfig.
@@ -85,7 +88,7 @@ func (c *ClientConfig) Options() ([]nats.Option, error) {
 	if c.Secure() {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if c.CAFile != "" {
-			pem, err := os.ReadFile(c.CAFile)
+			pem, err := boundedio.ReadFile(context.Background(), c.CAFile, 1<<20)
 			if err != nil {
 				return nil, fmt.Errorf("%w: CA: %v", ErrClientConfig, err)
 			}

@@ -96,6 +96,13 @@ func CoordinatorPermissions() Permissions {
 		"$JS.API.CONSUMER.INFO."+federated.UpdateStream+".coordinator",
 		"$JS.API.CONSUMER.MSG.NEXT."+federated.UpdateStream+".coordinator",
 		"$JS.ACK."+federated.UpdateStream+".>",
+		// after a restart: deliver again at once what the previous run
+		// fetched and never acked (reset on servers that have it, delete
+		// and re-create from the ack floor on older ones)
+		"$JS.API.CONSUMER.RESET."+federated.UpdateStream+".coordinator",
+		"$JS.API.CONSUMER.DELETE."+federated.UpdateStream+".coordinator",
+		// remove the updates it has judged (below its ack floor)
+		"$JS.API.STREAM.PURGE."+federated.UpdateStream,
 		// the state bucket and the model store: write, read, and purge
 		// the chunks of a replaced object
 		"$KV."+federated.StateBucket+".>",

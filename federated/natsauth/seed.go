@@ -2,11 +2,14 @@ package natsauth
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/edgesched/edgesched/internal/boundedio"
 )
 
 // NewUserKey makes a NATS user NKey pair from r (crypto/rand.Reader in
@@ -59,7 +62,7 @@ func ReadSeedFile(path string) (nkeys.KeyPair, error) {
 	if st.Size() > 4096 {
 		return nil, fmt.Errorf("%w: %s: %d bytes, not an NKey seed file", ErrSecret, path, st.Size())
 	}
-	raw, err := os.ReadFile(path)
+	raw, err := boundedio.ReadFile(context.Background(), path, 4096) // a regular file: never a FIFO that blocks
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSecret, err)
 	}

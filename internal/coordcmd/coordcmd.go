@@ -51,6 +51,11 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
+	if len(args) > 0 {
+		if sub, ok := storeCommands[args[0]]; ok {
+			return sub(ctx, args[1:], stderr)
+		}
+	}
 	fs := flag.NewFlagSet("edge-coordinator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	d := coordinator.DefaultConfig()
@@ -72,7 +77,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		rule        = fs.String("aggregator", d.Aggregator.Rule, "fedavg, fedbuff, median, trimmed-mean, krum or multi-krum")
 		trimBeta    = fs.Float64("trim-beta", d.Aggregator.TrimBeta, "trimmed mean: share trimmed at each end")
 		byzantine   = fs.Int("byzantine", d.Aggregator.Byzantine, "krum: Byzantine sites tolerated")
-		clip        = fs.Float64("clip", 0, "L2 clip of every update (0: off)")
+		clip        = fs.Float64("clip", d.ClipNorm, "L2 clip of every update when it is aggregated (0: off)")
+		maxNorm     = fs.Float64("max-update-norm", d.MaxUpdateNorm, "refuse updates whose L2 norm is above this as too_large (0: no bound)")
+		maxSamples  = fs.Int64("max-samples", d.MaxSamples, "refuse updates claiming more samples than this as too_heavy (0: no bound)")
+		auditKeep   = fs.Int("audit-keep", d.AuditKeep, "audit events kept in coordinator.db, the oldest forgotten first (0: all)")
+		streamAge   = fs.Duration("update-max-age", d.UpdateMaxAge, "update stream: messages expire after this (0: never)")
+		streamBytes = fs.Int64("update-max-bytes", d.UpdateMaxBytes, "update stream: size limit; when full, sites keep their updates and retry (0: none)")
+		backupDir   = fs.String("backup-dir", "", "directory of online backups of coordinator.db (default DATA/backups)")
+		backupEvery = fs.Duration("backup-every", 0, "write an online backup this often (0: only on request, admin endpoint "+coordinator.EndpointStoreBackup+")")
+		backupKeep  = fs.Int("backup-keep", d.BackupKeep, "online backups kept in --backup-dir")
 		dpNoise     = fs.Float64("dp-noise", 0, "client-level DP noise multiplier (0: off)")
 		dpClip      = fs.Float64("dp-clip", 1, "client-level DP clip norm")
 		dpDelta     = fs.Float64("dp-delta", 1e-5, "client-level DP delta for the reported epsilon")
@@ -133,7 +146,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg.Mode, cfg.RoundDuration, cfg.MinUpdates, cfg.Buffer, cfg.MaxStaleness = federated.Mode(*mode), *roundDur, *minUpdates, *buffer, *maxStale
 	cfg.Rounds, cfg.AutoRounds, cfg.AutoPublish = *rounds, *autoRounds, !*manualPub
 	cfg.Aggregator.Rule, cfg.Aggregator.TrimBeta, cfg.Aggregator.Byzantine = *rule, *trimBeta, *byzantine
-	cfg.ClipNorm, cfg.ServerLR = *clip, *serverLR
+	cfg.ClipNorm, cfg.ServerLR, cfg.MaxUpdateNorm, cfg.MaxSamples = *clip, *serverLR, *maxNorm, *maxSamples
+	cfg.AuditKeep, cfg.UpdateMaxAge, cfg.UpdateMaxBytes = *auditKeep, *streamAge, *streamBytes
+	cfg.BackupDir, cfg.BackupEvery, cfg.BackupKeep = *backupDir, *backupEvery, *backupKeep
 	cfg.Local = federated.LocalTraining{Iterations: *iters, Episodes: *episodes, LR: *lr, ProxMu: *proxMu}
 	if *dpNoise > 0 {
 		cfg.DP = &federated.DPConfig{ClipNorm: *dpClip, NoiseMultiplier: *dpNoise, Delta: *dpDelta}

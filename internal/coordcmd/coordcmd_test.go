@@ -29,6 +29,13 @@ func TestFlags(t *testing.T) {
 		{"no key", []string{"--sites", dir}, 1, "--key and --sites are required"},
 		{"bad key", []string{"--key", bogusKey, "--sites", dir}, 1, "--key:"},
 		{"bad log level", []string{"--log-level", "loud"}, 1, "--log-level"},
+		{"backup without --out", []string{"backup", "--data", dir}, 1, "--out FILE is required"},
+		{"backup of no store", []string{"backup", "--data", dir, "--out", filepath.Join(dir, "b.db")}, 1, "no such file"},
+		{"check without --key", []string{"check", "--data", dir}, 1, "--key is required"},
+		{"check with a bad key", []string{"check", "--data", dir, "--key", bogusKey}, 1, "--key:"},
+		{"restore without --from", []string{"restore", "--data", dir}, 1, "--from FILE is required"},
+		{"restore of no backup", []string{"restore", "--data", dir, "--from", filepath.Join(dir, "none.db"), "--key", bogusKey}, 1, "--key:"},
+		{"backup help", []string{"backup", "-h"}, 0, "usage: edge-coordinator backup"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -148,7 +148,7 @@ func TestAdminVerbs(t *testing.T) {
 		return err == nil && r.Result != 0
 	})
 	out, _, err = run(t, "round", "status", "1", s)
-	if err != nil || !strings.Contains(out, "updates         1 accepted") || !strings.Contains(out, "model version 2") {
+	if flat := strings.Join(strings.Fields(out), " "); err != nil || !strings.Contains(flat, "updates 1 accepted") || !strings.Contains(flat, "model version 2") {
 		t.Fatalf("round status:\n%s %v", out, err)
 	}
 	out, _, err = run(t, "round", "list", s, "-o", "json")

@@ -121,7 +121,7 @@ func demoSimulator(cmd *cobra.Command, opts Options, out, progress string, seed 
 		{"retail-stores", "builtin:retail-stores", sim.Replay, "all,learned:edge"},
 	}
 	for i, r := range runs {
-		in, err := loadInput("", "", r.scenario, nil)
+		in, err := loadInput(cmd.Context(), "", "", r.scenario, nil)
 		if err != nil {
 			return err
 		}

@@ -118,7 +118,7 @@ func newExplainFileCommand() *cobra.Command {
 			if err := f.validate(); err != nil {
 				return err
 			}
-			b, err := readFileOrStdin(cmd.InOrStdin(), args[0], 16<<20)
+			b, err := readFileOrStdin(cmd.Context(), cmd.InOrStdin(), args[0], 16<<20)
 			if err != nil {
 				return err
 			}

@@ -1,13 +1,14 @@
 package edgectl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
@@ -38,8 +39,9 @@ type input struct {
 }
 
 // loadInput reads either a scenario or an openb node and pod list;
-// workloadSeed, when set, replaces a scenario's generator seed.
-func loadInput(nodes, pods, scen string, workloadSeed *uint64) (*input, error) {
+// workloadSeed, when set, replaces a scenario's generator seed. The openb
+// files are read within openb's caps, honouring ctx.
+func loadInput(ctx context.Context, nodes, pods, scen string, workloadSeed *uint64) (*input, error) {
 	if scen != "" {
 		if nodes != "" || pods != "" {
 			return nil, fmt.Errorf("give --scenario or --nodes/--pods, not both")
@@ -60,11 +62,11 @@ func loadInput(nodes, pods, scen string, workloadSeed *uint64) (*input, error) {
 	if pods == "" {
 		pods = defaultPods
 	}
-	ns, err := openb.LoadNodes(nodes, nil)
+	ns, err := openb.LoadNodesContext(ctx, nodes, nil)
 	if err != nil {
 		return nil, err
 	}
-	pl, err := openb.LoadPods(pods, nil)
+	pl, err := openb.LoadPodsContext(ctx, pods, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -227,22 +229,13 @@ func parseSeeds(s string) ([]uint64, error) {
 	return out, nil
 }
 
-// readFileOrStdin reads the file at path, or stdin for "-", at most
-// limit+1 bytes: one byte over the limit is enough for a decoder to name
-// it, and nothing reads without bound. Errors name the path.
-func readFileOrStdin(stdin io.Reader, path string, limit int64) ([]byte, error) {
-	r := stdin
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err // *PathError names the path
-		}
-		defer f.Close()
-		r = f
+// readFileOrStdin reads the regular file at path, or stdin for "-", at
+// most limit bytes (internal/boundedio: more is refused, naming the
+// limit; a FIFO or device path is refused; a read blocked on stdin ends
+// with ctx). Errors name the path.
+func readFileOrStdin(ctx context.Context, stdin io.Reader, path string, limit int64) ([]byte, error) {
+	if path == "-" {
+		return boundedio.ReadAll(ctx, stdin, "stdin", limit)
 	}
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return b, nil
+	return boundedio.ReadFile(ctx, path, limit)
 }

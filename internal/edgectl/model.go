@@ -23,6 +23,8 @@ float32 or int8 tensors and an ed25519 signature (docs/quant.md).
   quantize  calibrate and quantize a model to a signed int8 artifact, and report its fidelity
   inspect   print an artifact's header, tensors and signature status
   verify    check an artifact's signature, schema and version against a keyring
+  export    write a float model as a standard ONNX graph (PyTorch, ONNX Runtime)
+  import    read a policy network from an ONNX file into a model file (.esm)
 
 With a running coordinator (over NATS, --server or $EDGESCHED_NATS):
 
@@ -32,6 +34,7 @@ With a running coordinator (over NATS, --server or $EDGESCHED_NATS):
   rollback  republish an older model's weights as a new version`,
 	}
 	cmd.AddCommand(newModelKeygenCommand(), newModelSignCommand(), newModelQuantizeCommand(opts), newModelInspectCommand(), newModelVerifyCommand(),
+		newModelExportCommand(), newModelImportCommand(),
 		newModelListCommand(), newModelShowCommand(), newModelPromoteCommand(), newModelRollbackCommand())
 	return cmd
 }

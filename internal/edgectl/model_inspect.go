@@ -3,13 +3,13 @@ package edgectl
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 )
@@ -30,7 +30,7 @@ signature is verified; without, a signed artifact is shown as "not verified"
 			if output != "table" && output != "json" {
 				return fmt.Errorf("-o/--output: %q (want table or json)", output)
 			}
-			b, err := os.ReadFile(args[0])
+			b, err := boundedio.ReadFile(cmd.Context(), args[0], quant.MaxArtifactBytes)
 			if err != nil {
 				return fmt.Errorf("read artifact: %w", err)
 			}

@@ -1,6 +1,7 @@
 package edgectl
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -32,6 +33,11 @@ scores, sets the int8 scales from them (--calibration minmax or
 percentile:P), writes the signed int8 artifact, and then measures on held-out
 runs (--eval-seeds) how often the int8 policy picks the node the float policy
 picks and how the headline measure moves.
+
+Only ReLU networks quantize: the int8 scheme keeps unsigned 8-bit
+activations after each ReLU. A model with Tanh hidden layers (imported from
+ONNX) is refused; it runs in the float path ('edgectl sim --policies
+learned:FILE.esm').
 
 Inputs are as in 'edgectl sim': openb lists (inflate) or a scenario (replay;
 with a workload generator the seeds select generated workloads).`,
@@ -71,9 +77,9 @@ func parseCalibration(s string) (quant.CalibrationOptions, error) {
 // envFor returns the environment and run configuration of one seed: the
 // same openb cluster with the seed as sampling seed, or the scenario's
 // workload generated with the seed.
-func (f *quantizeFlags) envFor(seed uint64) (*sim.Env, sim.RunConfig, error) {
+func (f *quantizeFlags) envFor(ctx context.Context, seed uint64) (*sim.Env, sim.RunConfig, error) {
 	if f.scenario != "" {
-		in, err := loadInput("", "", f.scenario, &seed)
+		in, err := loadInput(ctx, "", "", f.scenario, &seed)
 		if err != nil {
 			return nil, sim.RunConfig{}, err
 		}
@@ -81,7 +87,7 @@ func (f *quantizeFlags) envFor(seed uint64) (*sim.Env, sim.RunConfig, error) {
 		rc.Seed = seed
 		return in.env, rc, nil
 	}
-	in, err := loadInput(f.nodes, f.pods, "", nil)
+	in, err := loadInput(ctx, f.nodes, f.pods, "", nil)
 	if err != nil {
 		return nil, sim.RunConfig{}, err
 	}
@@ -121,11 +127,14 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	if err != nil {
 		return err
 	}
+	if err := quant.CheckQuantizable(m); err != nil { // before the calibration runs
+		return fmt.Errorf("%s: %w", ref, err)
+	}
 	ctx := cmd.Context()
 	var rows []float32
 	var seen int
 	for i, seed := range calibSeeds {
-		env, rc, err := f.envFor(seed)
+		env, rc, err := f.envFor(cmd.Context(), seed)
 		if err != nil {
 			return err
 		}
@@ -175,7 +184,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	}
 	var fsum, qsum float64
 	for _, seed := range evalSeeds {
-		env, rc, err := f.envFor(seed)
+		env, rc, err := f.envFor(cmd.Context(), seed)
 		if err != nil {
 			return err
 		}

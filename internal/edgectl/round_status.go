@@ -60,6 +60,12 @@ func roundDetail(tw *tabwriter.Writer, r coordinator.Round, now time.Time) {
 		row("rejected", strings.Join(parts, " "))
 	}
 	row("local training", fmt.Sprintf("%d iterations x %d episodes, lr %g", r.Local.Iterations, r.Local.Episodes, r.Local.LR))
+	if r.MaxNorm > 0 || r.MaxSamples > 0 || r.ClipNorm > 0 {
+		row("bounds", fmt.Sprintf("norm <= %g (too_large), samples <= %d (too_heavy), clipped to %g (0: none)", r.MaxNorm, r.MaxSamples, r.ClipNorm))
+	}
+	if r.Reason != "" {
+		row("failed", r.Reason)
+	}
 	if r.Result != 0 {
 		row("result", fmt.Sprintf("model version %d", r.Result))
 	}

@@ -99,7 +99,7 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts Options) er
 	if f.output != "table" && f.output != "json" {
 		return fmt.Errorf("-o/--output: %q (want table or json)", f.output)
 	}
-	in, err := loadInput(f.nodes, f.pods, f.scenario, nil)
+	in, err := loadInput(ctx, f.nodes, f.pods, f.scenario, nil)
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func runComparison(ctx context.Context, stderr io.Writer, opts Options, c compar
 func runWorkloads(ctx context.Context, stderr io.Writer, opts Options, scen string, workloads []uint64, c comparison) (*report.Document, error) {
 	var doc *report.Document
 	for _, ws := range workloads {
-		in, err := loadInput("", "", scen, &ws)
+		in, err := loadInput(ctx, "", "", scen, &ws)
 		if err != nil {
 			return nil, err
 		}

@@ -62,7 +62,7 @@ func TestSimErrors(t *testing.T) {
 		{[]string{"sim", "--target", "-1"}, "inflate target must be in (0, 10]"},
 		{[]string{"sim", "--tie-break", "last"}, `tie break "last"`},
 		{[]string{"sim", "--progress", "sometimes"}, `--progress: "sometimes"`},
-		{[]string{"sim", "--nodes", "/nonexistent.csv"}, "open trace: open /nonexistent.csv"},
+		{[]string{"sim", "--nodes", "/nonexistent.csv"}, "open trace: stat /nonexistent.csv"},
 		{[]string{"sim", "--scenario", "builtin:moon-base"}, `built-in scenario "moon-base"`},
 		{[]string{"sim", "extra"}, `unknown command "extra"`},
 		{[]string{"sim", "--scenario-seeds", "1-2"}, "--scenario-seeds: needs a --scenario with a workload generator"},

@@ -1,6 +1,7 @@
 package edgectl
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -41,7 +42,7 @@ from the ConfigMap its topologyConfigMap argument names, key topology.json.`,
 			if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 				return fmt.Errorf("--name %q: %s", name, strings.Join(errs, "; "))
 			}
-			tp, err := readTopology(cmd.InOrStdin(), args[0])
+			tp, err := readTopology(cmd.Context(), cmd.InOrStdin(), args[0])
 			if err != nil {
 				return err
 			}
@@ -68,7 +69,7 @@ from the ConfigMap its topologyConfigMap argument names, key topology.json.`,
 		Short: "Check a topology file (JSON, or - for stdin) and summarise it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tp, err := readTopology(cmd.InOrStdin(), args[0])
+			tp, err := readTopology(cmd.Context(), cmd.InOrStdin(), args[0])
 			if err != nil {
 				return err
 			}
@@ -114,8 +115,8 @@ hours of the day in UTC.`,
 
 // readTopology reads and validates a topology file ("-": stdin); errors
 // name the file.
-func readTopology(stdin io.Reader, path string) (*conventions.Topology, error) {
-	b, err := readFileOrStdin(stdin, path, conventions.MaxTopologyBytes)
+func readTopology(ctx context.Context, stdin io.Reader, path string) (*conventions.Topology, error) {
+	b, err := readFileOrStdin(ctx, stdin, path, conventions.MaxTopologyBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read topology: %w", err)
 	}

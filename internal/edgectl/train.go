@@ -47,7 +47,7 @@ seed on one machine architecture.`,
 			cfg := ppo.DefaultConfig()
 			if f.config != "" {
 				var err error
-				if cfg, err = ppo.LoadConfig(f.config); err != nil {
+				if cfg, err = ppo.LoadConfigContext(cmd.Context(), f.config); err != nil {
 					return err
 				}
 			}

@@ -2,14 +2,15 @@ package ppo
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strings"
 
+	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim/openb"
 	"go.yaml.in/yaml/v3"
@@ -315,17 +316,31 @@ func (b *BCConfig) validate() error {
 	return nil
 }
 
+// MaxConfigBytes caps a configuration file; a larger one is refused
+// (never cut short).
+const MaxConfigBytes = 1 << 20
+
+// ErrEmptyConfig: a configuration file with no settings at all (empty,
+// or only comments): it would train with the defaults without saying so.
+var ErrEmptyConfig = fmt.Errorf("%w: empty", ErrConfig)
+
 // LoadConfig reads a YAML configuration: fields not given keep
-// DefaultConfig's values; unknown fields are refused with their line.
+// DefaultConfig's values; unknown fields are refused with their line. A
+// file over MaxConfigBytes, not a regular file, or without a single
+// setting (ErrEmptyConfig) is refused.
 func LoadConfig(path string) (Config, error) {
-	f, err := os.Open(path)
+	return LoadConfigContext(context.Background(), path)
+}
+
+// LoadConfigContext is LoadConfig honouring ctx while it reads.
+func LoadConfigContext(ctx context.Context, path string) (Config, error) {
+	b, err := boundedio.ReadFile(ctx, path, MaxConfigBytes)
 	if err != nil {
-		return Config{}, fmt.Errorf("open config: %w", err)
+		return Config{}, fmt.Errorf("%w: open config: %w", ErrConfig, err)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
-	if err != nil {
-		return Config{}, fmt.Errorf("read config %s: %w", path, err)
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err == nil && (len(doc.Content) == 0 || (doc.Content[0].Kind == yaml.MappingNode && len(doc.Content[0].Content) == 0)) {
+		return Config{}, fmt.Errorf("%w: %s has no settings (leave out the configuration to train with the defaults, or give at least one setting)", ErrEmptyConfig, path)
 	}
 	return ParseConfig(b, path)
 }

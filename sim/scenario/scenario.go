@@ -2,15 +2,16 @@ package scenario
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -380,17 +381,12 @@ func LoadWith(path string, opt Options) (*Loaded, error) {
 		}
 		return ParseWith(b, path, "", opt)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open scenario: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read scenario %s: %w", path, err)
-	}
-	if len(b) > MaxFileBytes {
+	b, err := boundedio.ReadFile(context.Background(), path, MaxFileBytes)
+	if errors.Is(err, boundedio.ErrTooLarge) {
 		return nil, &sim.LineError{File: path, Err: fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxFileBytes)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
 	}
 	return ParseWith(b, path, filepath.Dir(path), opt)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/agent/flclient"
+	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/policy"
@@ -37,13 +38,18 @@ func (b *byzantine) Train(ctx context.Context, base *policy.Model, l federated.L
 // of their update x10, two boost it x20), one round per aggregation rule.
 // The robust rules land within 2% (relative L2 distance of the applied
 // update) of what FedAvg of the 16 honest sites alone gives, while FedAvg
-// over all 20 is thrown far off.
+// over all 20 without clipping is thrown far off; the default clipping
+// (coordinator.DefaultClipNorm) bounds the harm to FedAvg (the honest
+// updates have norms of about 3: the sign-flipped and the boosted ones,
+// clipped to 10, cancel out, so 16 of 20 updates move the model, 0.2
+// short of the honest step) but does not make it robust.
 func TestByzantineSites(t *testing.T) {
 	start := fltest.SmallModel(t, 1)
-	run := func(rule string, withByzantine bool) []float32 {
+	run := func(rule string, clip float64, withByzantine bool) []float32 {
 		srv := fltest.StartNATS(t)
 		f := newFleet(t, srv.ClientURL(), 20)
 		cfg := f.coordinatorConfig(t.TempDir())
+		cfg.ClipNorm = clip
 		cfg.Aggregator = federated.DefaultAggregatorConfig()
 		cfg.Aggregator.Rule, cfg.Aggregator.TrimBeta, cfg.Aggregator.Byzantine = rule, 0.2, 4
 		honest := 16
@@ -81,23 +87,34 @@ func TestByzantineSites(t *testing.T) {
 		}
 		return d
 	}
-	ref := run(federated.RuleFedAvg, false)
+	def := float64(coordinator.DefaultClipNorm)
+	ref := run(federated.RuleFedAvg, def, false)
 	norm := federated.L2Norm(ref)
+	var unclipped, clipped float64
 	for _, tc := range []struct {
 		rule   string
+		clip   float64
 		robust bool
 	}{
-		{federated.RuleFedAvg, false}, {federated.RuleMedian, true}, {federated.RuleTrimmedMean, true},
-		{federated.RuleKrum, true}, {federated.RuleMultiKrum, true},
+		{federated.RuleFedAvg, 0, false}, {federated.RuleFedAvg, def, false}, {federated.RuleMedian, def, true},
+		{federated.RuleTrimmedMean, def, true}, {federated.RuleKrum, def, true}, {federated.RuleMultiKrum, def, true},
 	} {
-		got := run(tc.rule, true)
+		got := run(tc.rule, tc.clip, true)
 		rel := distance(got, ref) / norm
-		t.Logf("%-12s relative distance to honest-only FedAvg: %.4f", tc.rule, rel)
-		if tc.robust && rel > 0.02 {
+		t.Logf("%-12s clip %-4v relative distance to honest-only FedAvg: %.4f", tc.rule, tc.clip, rel)
+		switch {
+		case tc.robust && rel > 0.02:
 			t.Errorf("%s: %.4f from the honest result (want <= 0.02)", tc.rule, rel)
+		case !tc.robust && tc.clip == 0:
+			unclipped = rel
+			if rel < 0.5 {
+				t.Errorf("%s without clipping should be visibly harmed by the Byzantine sites, is only %.4f off", tc.rule, rel)
+			}
+		case !tc.robust:
+			clipped = rel
 		}
-		if !tc.robust && rel < 0.5 {
-			t.Errorf("%s should be visibly harmed by the Byzantine sites, is only %.4f off", tc.rule, rel)
-		}
+	}
+	if !(clipped < unclipped/2) {
+		t.Errorf("FedAvg with the default clipping is %.4f off, without %.4f: clipping should at least halve the harm", clipped, unclipped)
 	}
 }

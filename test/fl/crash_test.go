@@ -2,7 +2,6 @@ package fl
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/coordcmd"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
@@ -428,6 +428,12 @@ func redeliverNow(t *testing.T, url string) {
 		t.Fatalf("update consumer: %v", err)
 	}
 	pending := cons.CachedInfo().NumAckPending
+	if v := nc.ConnectedServerVersion(); !serverAtLeast(v, 2, 14) {
+		// no consumer reset API before 2.14: the restarted coordinator
+		// re-creates its consumer from the ack floor itself
+		t.Logf("nats-server %s has no consumer reset: %d updates not acked are left to the restarted coordinator", v, pending)
+		return
+	}
 	res, err := js.ResetConsumer(ctx, federated.UpdateStream, "coordinator")
 	if err != nil {
 		t.Fatalf("reset the update consumer: %v", err)
@@ -480,8 +486,8 @@ func auditCounts(t *testing.T, path string) map[string]int {
 			return errors.New("no audit bucket")
 		}
 		return b.ForEach(func(_, v []byte) error {
-			var e coordinator.Event
-			if err := json.Unmarshal(v, &e); err != nil {
+			e, err := store.DecodeEvent(v)
+			if err != nil {
 				return err
 			}
 			switch e.Kind {
@@ -510,8 +516,14 @@ func auditCounts(t *testing.T, path string) map[string]int {
 // invariants that do not need the reference run.
 func runCrashScenario(t *testing.T, bin string, kill crashKill) crashResult {
 	t.Helper()
-	srv := fltest.StartNATS(t)
-	f := newFleet(t, srv.ClientURL(), crashSites)
+	return runCrashScenarioOn(t, bin, kill, fltest.StartNATS(t).ClientURL())
+}
+
+// runCrashScenarioOn is runCrashScenario on the NATS server at url (its
+// own: the scenario creates the stream and buckets).
+func runCrashScenarioOn(t *testing.T, bin string, kill crashKill, url string) crashResult {
+	t.Helper()
+	f := newFleet(t, url, crashSites)
 	dir := t.TempDir()
 	keyPath, _, err := quant.WriteKeyPair(dir, "coordinator", f.coordKey)
 	if err != nil {
@@ -539,7 +551,7 @@ func runCrashScenario(t *testing.T, bin string, kill crashKill) crashResult {
 	dataDir := filepath.Join(dir, "data")
 	dbPath := filepath.Join(dataDir, "coordinator.db")
 	logPath := filepath.Join(dir, "edge-coordinator.log")
-	args := []string{"--nats", srv.ClientURL(), "--data", dataDir, "--key", keyPath, "--sites", sitesDir, "--model", modelPath,
+	args := []string{"--nats", url, "--data", dataDir, "--key", keyPath, "--sites", sitesDir, "--model", modelPath,
 		"--calibrate", "builtin:factory-vision", "--auto-rounds", "--rounds", strconv.Itoa(crashRounds),
 		"--round-duration", "1h", "--min-updates", strconv.Itoa(crashSites),
 		"--local-iterations", "1", "--local-episodes", "1", "--seed", "7", "--log-level", "debug"}
@@ -550,7 +562,7 @@ func runCrashScenario(t *testing.T, bin string, kill crashKill) crashResult {
 			}
 		}
 	})
-	bus := watchStateBucket(t, srv.ClientURL())
+	bus := watchStateBucket(t, url)
 
 	began := time.Now()
 	proc := startCoordProc(t, bin, args, kill.failpoint, logPath)
@@ -585,9 +597,9 @@ func runCrashScenario(t *testing.T, bin string, kill crashKill) crashResult {
 		}
 		t.Logf("edge-coordinator killed %v after start, with %d of %d sites joined", time.Since(began).Round(time.Millisecond), len(agents), len(f.sites))
 		checkBolt(t, dbPath, "as the kill left it")
-		redeliverNow(t, srv.ClientURL())
+		redeliverNow(t, url)
 		proc = startCoordProc(t, bin, args, "", logPath)
-		waitServing(t, srv.ClientURL(), proc)
+		waitServing(t, url, proc)
 		joinSites(proc)
 	}
 	// Every site installs the final version, has sent everything and got
@@ -733,4 +745,14 @@ func runCrashScenario(t *testing.T, bin string, kill crashKill) crashResult {
 		res.weights[v] = m.Net.Flat()
 	}
 	return res
+}
+
+// serverAtLeast reports whether nats-server version v (major.minor.patch)
+// is at least major.minor.
+func serverAtLeast(v string, major, minor int) bool {
+	var a, b, c int
+	if _, err := fmt.Sscanf(v, "%d.%d.%d", &a, &b, &c); err != nil {
+		return true
+	}
+	return a > major || (a == major && b >= minor)
 }

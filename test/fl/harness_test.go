@@ -1,10 +1,14 @@
 package fl
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -122,4 +126,23 @@ func distance(a, b []float32) float64 {
 		d += float64(a[i]-b[i]) * float64(a[i]-b[i])
 	}
 	return math.Sqrt(d)
+}
+
+// scrape reads one sample of the coordinator's metrics.
+func scrape(t testing.TB, c *coordinator.Coordinator, name, labels string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	c.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	sc := bufio.NewScanner(rec.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, name+labels+" ") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, name+labels)), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	return 0
 }

@@ -73,6 +73,7 @@ type tpResult struct {
 	heapPeak  uint64        // peak in-use heap bytes while timed
 	heapStart uint64        // in-use heap bytes when the timer started
 	cpu       time.Duration // CPU time of the process (user + system) while timed
+	commits   float64       // coordinator.db write transactions while timed
 }
 
 // cpuTime is the CPU time the process used so far (0 where unsupported).
@@ -241,6 +242,7 @@ func (rig *tpRig) run(p *tpRound) tpResult {
 		}
 	}()
 
+	commits0 := scrape(tb, rig.c, "edgesched_coordinator_store_commits_total", "")
 	cpu0, start := cpuTime(), time.Now()
 	futures := make([]jetstream.PubAckFuture, len(p.msgs))
 	for i, m := range p.msgs {
@@ -287,6 +289,7 @@ func (rig *tpRig) run(p *tpRound) tpResult {
 		return false, nil
 	})
 	res.elapsed, res.cpu = time.Since(start), cpuTime()-cpu0
+	res.commits = scrape(tb, rig.c, "edgesched_coordinator_store_commits_total", "") - commits0
 	halt()
 	res.heapPeak = <-sampled
 	r, err := rig.c.RoundRecord(p.round.Round)
@@ -312,7 +315,9 @@ func (rig *tpRig) run(p *tpRound) tpResult {
 // of the whole process, NATS server included: steadier than wall time on
 // a shared machine), MB-peak (peak in-use heap of the process,
 // NATS server and the round's pre-encoded messages included) and
-// MB-peak-delta (its rise over the heap when the timer started).
+// MB-peak-delta (its rise over the heap when the timer started), and
+// commits/round (coordinator.db write transactions per round: the update
+// verdicts are committed in groups; bbolt syncs each commit twice).
 func BenchmarkCoordinatorThroughput(b *testing.B) {
 	const sites = 1000
 	for _, rule := range []string{federated.RuleFedAvg, federated.RuleMedian} {
@@ -325,6 +330,7 @@ func BenchmarkCoordinatorThroughput(b *testing.B) {
 				rounds, updates, wire int64
 				elapsed, ingest, cpu  time.Duration
 				peak, peakDelta       uint64
+				commits               float64
 			)
 			for b.Loop() {
 				b.StopTimer()
@@ -339,6 +345,7 @@ func BenchmarkCoordinatorThroughput(b *testing.B) {
 				elapsed += res.elapsed
 				ingest += res.ingest
 				cpu += res.cpu
+				commits += res.commits
 				peak = max(peak, res.heapPeak)
 				peakDelta = max(peakDelta, res.heapPeak-res.heapStart)
 				b.StartTimer()
@@ -352,6 +359,7 @@ func BenchmarkCoordinatorThroughput(b *testing.B) {
 			b.ReportMetric(float64(cpu.Milliseconds())/float64(rounds), "cpu-ms")
 			b.ReportMetric(float64(peak)/1e6, "MB-peak")
 			b.ReportMetric(float64(peakDelta)/1e6, "MB-peak-delta")
+			b.ReportMetric(commits/float64(rounds), "commits/round")
 			b.Logf("%d parameters, %d sites, %d rounds, %.1f KB per update", rig.params, sites, rounds, float64(wire)/float64(updates)/1e3)
 		})
 	}

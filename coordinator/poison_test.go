@@ -1,0 +1,201 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// poisoned is site's signed update of round r with every value v.
+func (u *unit) poisoned(t *testing.T, site string, seq uint64, r *Round, v float32, samples int64) []byte {
+	t.Helper()
+	m, err := u.c.FloatModel(r.BaseVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delta := make([]float32, m.Net.NumParams())
+	for i := range delta {
+		delta[i] = v
+	}
+	payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Values: delta}, quant.DefaultUpdateOptions(seq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := federated.EncodeUpdateMsg(federated.UpdateHeader{Site: site, Seq: seq, Round: r.Round, BaseModel: r.BaseModel,
+		BaseVersion: r.BaseVersion, Samples: samples, Created: u.clock.Now()}, payload, u.sites[site])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestIngestBounds: an update whose L2 norm is above the round's bound is
+// refused as too_large, one claiming more samples than the cap as
+// too_heavy; both bounds are recorded in the round when it opens.
+func TestIngestBounds(t *testing.T) {
+	ctx := context.Background()
+	u := newUnit(t, 2)
+	r, err := u.c.StartRound(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.MaxNorm != DefaultMaxUpdateNorm || r.MaxSamples != DefaultMaxSamples || r.ClipNorm != DefaultClipNorm {
+		t.Fatalf("round bounds %v %v %v, want the defaults", r.MaxNorm, r.MaxSamples, r.ClipNorm)
+	}
+	for _, tc := range []struct {
+		name   string
+		msg    []byte
+		reason string
+		detail string
+	}{
+		{"norm above the bound", u.poisoned(t, "site-a", 1, r, 1e30, 10), federated.ReasonTooLarge, "exceeds the round's bound"},
+		{"samples above the cap", u.poisoned(t, "site-b", 1, r, 0.01, DefaultMaxSamples+1), federated.ReasonTooHeavy, ""},
+	} {
+		ack, err := u.c.Process(ctx, tc.msg)
+		if err != nil || ack == nil || ack.Status != federated.Rejected || ack.Reason != tc.reason {
+			t.Fatalf("%s: %+v %v, want rejected %s", tc.name, ack, err, tc.reason)
+		}
+	}
+	if ack, err := u.c.Process(ctx, u.update(t, "site-a", 2, r)); err != nil || ack.Status != federated.Accepted {
+		t.Fatalf("an honest update after: %+v %v", ack, err)
+	}
+}
+
+// TestAggregationFailureFailsRound: with the ingest bound and clipping off
+// a 3e38 update reaches aggregation, and the aggregate cannot make a
+// usable int8 model. The round fails at once — state failed, a reason,
+// round_failures_total counted — instead of staying aggregating and
+// being retried; a new round opens; and a coordinator restarted on a
+// store left in aggregating (a crash right after the round closed) fails
+// that round on its first tick rather than looping on it.
+func TestAggregationFailureFailsRound(t *testing.T) {
+	ctx := context.Background()
+	u := newUnit(t, 2)
+	cfg := u.c.cfg
+	u.c.Close()
+	cfg.MaxUpdateNorm, cfg.ClipNorm = 0, 0
+	crashed := errors.New("killed after the round closed")
+	cfg.Failpoint = func(name string) {
+		if name == FailRoundClosed {
+			panic(crashed)
+		}
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.c = c
+	r, err := c.StartRound(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := c.Process(ctx, u.update(t, "site-a", 1, r)); err != nil || ack.Status != federated.Accepted {
+		t.Fatalf("site-a's honest update: %+v %v", ack, err)
+	}
+	// site-b's poisoned update completes the round, which closes and
+	// "crashes" before aggregating
+	func() {
+		defer func() {
+			if p := recover(); p != crashed {
+				panic(p)
+			}
+		}()
+		_, _ = c.Process(ctx, u.poisoned(t, "site-b", 1, r, 3e38, 10))
+		t.Fatal("the failpoint did not fire")
+	}()
+	c.Close()
+	cfg.Failpoint = nil
+	if c, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if rr, _ := c.RoundRecord(r.Round); rr.State != StateAggregating {
+		t.Fatalf("round after the crash: %s, want aggregating", rr.State)
+	}
+	if err := c.Tick(ctx); err != nil {
+		t.Fatalf("tick: %v (a failed aggregation must fail the round, not be returned to retry)", err)
+	}
+	rr, err := c.RoundRecord(r.Round)
+	if err != nil || rr.State != StateFailed || rr.Reason == "" || !strings.Contains(rr.Note, "version 2") {
+		t.Fatalf("round %+v %v, want failed with a reason", rr, err)
+	}
+	t.Logf("round %d failed: %s: %s", rr.Round, rr.Reason, rr.Note)
+	if n := testutil.ToFloat64(c.metrics.roundFailures.WithLabelValues(rr.Reason)); n != 1 {
+		t.Fatalf("round_failures_total{reason=%q} = %v, want 1", rr.Reason, n)
+	}
+	if err := c.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, err := c.StartRound(ctx)
+	if err != nil || next.Round != r.Round+1 {
+		t.Fatalf("next round: %+v %v", next, err)
+	}
+}
+
+// TestInsaneAggregateFailsRound: under the default bounds (the updates'
+// norm is 3.6, below the clip norm), two float32 updates that cancel the
+// first layer's weights exactly and set its biases to 1 make a model
+// that quantizes but cannot tell nodes apart (its first hidden layer is the same whatever the input, so every
+// calibration row gets the same score). The coordinator refuses to store
+// it: the round fails with reason sanity, and the base model stays the
+// newest.
+func TestInsaneAggregateFailsRound(t *testing.T) {
+	ctx := context.Background()
+	u := newUnit(t, 2)
+	c := u.c
+	r, err := c.StartRound(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.FloatModel(r.BaseVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flat's order is policy.Shapes': W1 (F x H1), then b1 (H1, zero
+	// at the start)
+	w := m.Net.Flat()
+	delta := make([]float32, len(w))
+	b1 := m.Net.F * m.Net.H1
+	for i := range b1 {
+		delta[i] = -w[i]
+	}
+	for i := b1; i < b1+m.Net.H1; i++ {
+		delta[i] = 1
+	}
+	opt := quant.DefaultUpdateOptions(1)
+	opt.Encoding = quant.UpdateFloat32
+	for _, site := range []string{"site-a", "site-b"} {
+		payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Encoding: quant.UpdateFloat32, Values: delta}, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := federated.EncodeUpdateMsg(federated.UpdateHeader{Site: site, Seq: 1, Round: r.Round, BaseModel: r.BaseModel,
+			BaseVersion: r.BaseVersion, Samples: 10, Created: u.clock.Now()}, payload, u.sites[site])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack, err := c.Process(ctx, msg); err != nil || ack.Status != federated.Accepted {
+			t.Fatalf("%s's update: %+v %v", site, ack, err)
+		}
+	}
+	if err := c.Tick(ctx); err != nil {
+		t.Fatalf("tick: %v", err)
+	}
+	rr, err := c.RoundRecord(r.Round)
+	if err != nil || rr.State != StateFailed || rr.Reason != FailReasonSanity {
+		t.Fatalf("round %+v %v, want failed with reason %s", rr, err, FailReasonSanity)
+	}
+	t.Logf("round %d failed: %s: %s", rr.Round, rr.Reason, rr.Note)
+	if n := testutil.ToFloat64(c.metrics.roundFailures.WithLabelValues(FailReasonSanity)); n != 1 {
+		t.Fatalf("round_failures_total{reason=%q} = %v, want 1", FailReasonSanity, n)
+	}
+	if newest, err := c.ModelRecord(0); err != nil || newest.Version != r.BaseVersion {
+		t.Fatalf("newest model %+v %v, want the base version %d kept", newest, err, r.BaseVersion)
+	}
+}

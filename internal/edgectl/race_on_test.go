@@ -1,0 +1,7 @@
+//go:build race
+
+package edgectl
+
+// raceEnabled: the test binary runs under the race detector (memory
+// bounds are looser there).
+const raceEnabled = true

@@ -1,0 +1,164 @@
+package onnx
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/edgesched/edgesched/models"
+	"github.com/edgesched/edgesched/policy"
+)
+
+func f32le(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
+
+// scoreTol is the agreement asked of ONNX Runtime and the Go float path:
+// 1e-5, relative for scores above 1 in magnitude (both sum the same
+// float32 products in different orders; the shipped models' scores reach
+// about 50, where float32 itself resolves only 4e-6).
+const scoreTol = 1e-5
+
+// compare returns the largest absolute and scaled difference of got from
+// want, and fails beyond scoreTol.
+func compare(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values from ONNX Runtime, %d from Go", what, len(got), len(want))
+	}
+	var maxAbs, maxScaled float64
+	worst := 0
+	for i := range got {
+		d := math.Abs(float64(got[i]) - float64(want[i]))
+		s := d / max(1, math.Abs(float64(want[i])))
+		maxAbs = max(maxAbs, d)
+		if s > maxScaled {
+			maxScaled, worst = s, i
+		}
+	}
+	t.Logf("%s: %d values, largest |ONNX Runtime - Go| %.3g, scaled %.3g (row %d: %v vs %v)", what, len(got), maxAbs, maxScaled, worst, got[worst], want[worst])
+	if maxScaled > scoreTol {
+		t.Errorf("%s: ONNX Runtime and Go differ by %g (scaled) at row %d, more than %g", what, maxScaled, worst, scoreTol)
+	}
+}
+
+// TestONNXRuntime runs the exported shipped models in ONNX Runtime on
+// 10,000 real feature rows (openb, the default model's own simulator run,
+// computed by the policy's extractor) and compares the scores (and the
+// critic's value of the whole set) with the Go float path, also for the
+// default model's weights with Tanh hidden layers; then the outside MLP
+// in each PyTorch layout, with ReLU and with Tanh, against the Go float
+// path of its import, which checks the importer's reading of the graph
+// against a real runtime.
+func TestONNXRuntime(t *testing.T) {
+	rt := needORT(t)
+	rows := mustRows(t)
+	F := policy.NumFeatures
+	for _, name := range append(models.Names(), "default+tanh") {
+		t.Run(name, func(t *testing.T) {
+			base, tanh := strings.CutSuffix(name, "+tanh")
+			m, err := models.Load(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tanh {
+				m.Net.Act = [2]policy.Activation{policy.Tanh, policy.Tanh}
+			}
+			mp, err := Export(m, ExportOptions{Critic: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := rt.run(t, marshal(t, mp), rows, F)
+			compare(t, "score", out[ScoreName], goScores(t, m, rows))
+			x := make([]float32, len(rows))
+			copy(x, rows)
+			for i := 0; i < len(x); i += F {
+				m.Schema.Normalize(x[i : i+F])
+			}
+			_, v, err := m.Net.Clone().Forward(x, len(rows)/F)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compare(t, "value", out[ValueName], []float32{v})
+		})
+	}
+	for _, c := range outsideCases() {
+		t.Run(fmt.Sprintf("outside/%v/layout%d", c.act, c.lay), func(t *testing.T) {
+			o := newOutsideMLP(7, 24, 16)
+			o.act = [2]policy.Activation{c.act, c.act}
+			lay := c.lay
+			mp := o.model(lay, lay != matMulAdd)
+			b := marshal(t, mp)
+			opt := DefaultImportOptions()
+			opt.SchemaID = policy.SchemaID
+			back, err := Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			imp, err := Import(back, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := rt.run(t, b, rows, F)
+			compare(t, "outside score", out["output"], goScores(t, imp.Model, rows))
+		})
+	}
+}
+
+// outsideCases are the outside MLPs the ecosystem's tools check: every
+// layout, with ReLU and with Tanh hidden layers.
+func outsideCases() []struct {
+	act policy.Activation
+	lay layout
+} {
+	var out []struct {
+		act policy.Activation
+		lay layout
+	}
+	for _, act := range []policy.Activation{policy.ReLU, policy.Tanh} {
+		for _, lay := range allLayouts {
+			out = append(out, struct {
+				act policy.Activation
+				lay layout
+			}{act, lay})
+		}
+	}
+	return out
+}
+
+// TestONNXChecker runs the ONNX project's checker (full check, with shape
+// inference) on exported files, with and without the critic, and on the
+// outside MLP in each layout.
+func TestONNXChecker(t *testing.T) {
+	c := needChecker(t)
+	files := map[string][]byte{}
+	for _, name := range models.Names() {
+		m, err := models.Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, critic := range []bool{false, true} {
+			mp, err := Export(m, ExportOptions{Critic: critic})
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[fmt.Sprintf("%s-critic-%v.onnx", name, critic)] = marshal(t, mp)
+		}
+	}
+	tanh, err := models.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tanh.Net.Act = [2]policy.Activation{policy.Tanh, policy.ReLU}
+	mp, err := Export(tanh, ExportOptions{Critic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["default-tanh-relu-critic.onnx"] = marshal(t, mp)
+	for _, oc := range outsideCases() {
+		o := newOutsideMLP(7, 24, 16)
+		o.act = [2]policy.Activation{oc.act, oc.act}
+		files[fmt.Sprintf("outside-%v-layout%d.onnx", oc.act, oc.lay)] = marshal(t, o.model(oc.lay, true))
+	}
+	c.check(t, files)
+}
