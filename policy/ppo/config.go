@@ -150,9 +150,9 @@ type BCConfig struct {
 	// PressureWeight is the weight of the fgd-pressure teacher
 	// (baseline.FGDPressurePolicy; 0: its default).
 	PressureWeight float64 `yaml:"pressureWeight,omitempty"`
-	Episodes  int       `yaml:"episodes"`
-	Epochs    int       `yaml:"epochs"`
-	LR        float64   `yaml:"lr"`
+	Episodes       int     `yaml:"episodes"`
+	Epochs         int     `yaml:"epochs"`
+	LR             float64 `yaml:"lr"`
 	// RecordFrom records the teacher's decisions only once the allocated
 	// share of the primary resource reaches it (0: all decisions).
 	RecordFrom float64 `yaml:"recordFrom"`
