@@ -82,7 +82,6 @@ var featureList = [NumFeatures]Feature{
 // NumFeatures is the length of a feature vector.
 const NumFeatures = 36
 
-
 // FeatureList returns the schema's features, in order.
 func FeatureList() []Feature { return append([]Feature(nil), featureList[:]...) }
 
@@ -207,8 +206,8 @@ type Extractor struct {
 	// Decide's scratch
 	keys  []float64
 	exact []float64
-	n1   [1]int32
-	s1   [1]float64
+	n1    [1]int32
+	s1    [1]float64
 }
 
 // NewExtractor returns an extractor for env.
