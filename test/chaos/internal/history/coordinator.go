@@ -2,16 +2,15 @@ package history
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/coordinator/store"
 )
 
 // Verdict is the coordinator's recorded decision on one site update.
@@ -147,8 +146,10 @@ func eachJSON[T any](tx *bolt.Tx, bucket []byte, f func(T)) error {
 			return nil // a nested bucket
 		}
 		var v T
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return fmt.Errorf("history: %s/%s: %w", bucket, strings.TrimSpace(fmt.Sprintf("%x", k)), err)
+		// the coordinator's own strict decoder: records carry a checksum
+		what := fmt.Sprintf("%s/%x", bucket, k)
+		if err := store.DecodeRecord(raw, &v, what); err != nil {
+			return fmt.Errorf("history: %w", err)
 		}
 		f(v)
 		return nil
