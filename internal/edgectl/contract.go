@@ -49,7 +49,15 @@ func enforceContract(root *cobra.Command) {
 			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 		case c.Args != nil:
 			check := c.Args
-			c.Args = func(cmd *cobra.Command, args []string) error { return cli.Usage(check(cmd, args)) }
+			c.Args = func(cmd *cobra.Command, args []string) error {
+				err := check(cmd, args)
+				if err != nil && cmd.HasSubCommands() && len(args) > 0 {
+					// a command that works alone and has subcommands
+					// (explain): a mistyped subcommand lands here
+					err = fmt.Errorf("%w%s", err, didYouMean(cmd, args[0]))
+				}
+				return cli.Usage(err)
+			}
 		}
 		for _, sub := range c.Commands() {
 			walk(sub)
