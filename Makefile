@@ -4,7 +4,11 @@
 GO        ?= go
 BIN       ?= bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -X github.com/edgesched/edgesched/internal/edgectl.Version=$(VERSION)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# Every binary prints these with --version (internal/cli, docs/cli.md); a
+# plain `go build` falls back to the commit Go records (vcs.revision).
+LDFLAGS   := -X github.com/edgesched/edgesched/internal/cli.Version=$(VERSION) -X github.com/edgesched/edgesched/internal/cli.Commit=$(COMMIT) -X github.com/edgesched/edgesched/internal/cli.Date=$(BUILD_DATE)
 PKGS      := ./...
 FUZZTIME  ?= 15s
 DEMO_OUT  ?= demo-out
@@ -36,7 +40,7 @@ e2e-bin: helm ## build the programs the end-to-end tests start (kine, kube-apise
 	$(GO) build -tags "$(AGENT_TAGS)" -o $(E2E_BIN)/ ./cmd/edge-agent
 
 agent: ## build bin/edge-agent as released (stripped, AGENT_TAGS)
-	$(GO) build -trimpath -tags "$(AGENT_TAGS)" -ldflags "-s -w" -o $(BIN)/edge-agent ./cmd/edge-agent
+	$(GO) build -trimpath -tags "$(AGENT_TAGS)" -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/edge-agent ./cmd/edge-agent
 	@ls -l $(BIN)/edge-agent
 
 # edge-scheduler as released: on amd64 with Go's SIMD experiment, so the
@@ -48,7 +52,7 @@ agent: ## build bin/edge-agent as released (stripped, AGENT_TAGS)
 SCHEDULER_GOEXPERIMENT ?= $(if $(filter amd64,$(shell $(GO) env GOARCH)),simd,)
 
 scheduler: ## build bin/edge-scheduler as released (stripped; GOEXPERIMENT=simd on amd64)
-	GOEXPERIMENT=$(SCHEDULER_GOEXPERIMENT) $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/edge-scheduler ./cmd/edge-scheduler
+	GOEXPERIMENT=$(SCHEDULER_GOEXPERIMENT) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/edge-scheduler ./cmd/edge-scheduler
 	@ls -l $(BIN)/edge-scheduler
 
 # Helm, pinned (test/e2e/deploy_e2e_test.go checks this line): built with

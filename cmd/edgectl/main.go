@@ -1,9 +1,10 @@
-// Command edgectl operates edgesched: simulations today, model rounds soon.
+// Command edgectl operates edgesched: simulations, training, signed models,
+// federated rounds and the fleet's keys. Exit codes: 0 success, 1 failure,
+// 2 usage error (docs/cli.md).
 package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -20,8 +21,7 @@ func main() {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := edgectl.NewRootCommand(edgectl.Options{Logger: log}).ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "edgectl:", err)
-		os.Exit(1)
-	}
+	code := edgectl.Execute(ctx, edgectl.Options{Logger: log}, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

@@ -3,9 +3,10 @@
 // cmd/edge-agent only calls Main with a context that SIGTERM and SIGINT
 // cancel; the agent then stops gracefully.
 //
-// Exit codes: 0 after a graceful stop or -h; 2 for a bad command line
-// (unknown flag, bad value, missing node name, unknown cgroup, unreadable
-// kubeconfig); 1 when the agent fails while running.
+// Exit codes (docs/cli.md): 0 after a graceful stop, -h, --version or
+// the version verb; 2 for a bad command line (unknown command or flag, bad
+// value, missing node name, unknown cgroup, unreadable kubeconfig); 1 when
+// the agent fails while running.
 package agentcmd
 
 import (
@@ -29,6 +30,7 @@ import (
 	"github.com/edgesched/edgesched/agent/telemetry/procfs"
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/federated/natsauth"
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/internal/memlimit"
 )
@@ -37,37 +39,23 @@ import (
 // from the downward API in the DaemonSet).
 const NodeNameEnv = "NODE_NAME"
 
-// Exit codes.
+// Exit codes (package cli, docs/cli.md).
 const (
-	ExitOK    = 0
-	ExitError = 1
-	ExitUsage = 2
+	ExitOK    = cli.ExitOK
+	ExitError = cli.ExitFailure
+	ExitUsage = cli.ExitUsage
 )
 
-// usageError marks a bad command line (exit 2).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+func usagef(format string, args ...any) error { return cli.Usagef(format, args...) }
 
 // Main runs edge-agent with args until ctx ends; it returns the process
-// exit code.
-func Main(ctx context.Context, args []string, stderr io.Writer) int {
-	err := run(ctx, args, stderr)
-	var ue usageError
-	switch {
-	case err == nil:
-		return ExitOK
-	case errors.Is(err, flag.ErrHelp):
-		return ExitOK
-	case errors.As(err, &ue):
-		fmt.Fprintln(stderr, "edge-agent:", err)
-		return ExitUsage
+// exit code. The version goes to stdout, everything else to stderr.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := run(ctx, args, stdout, stderr)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stderr, "edge-agent:", strings.TrimRight(err.Error(), "\n"))
 	}
-	fmt.Fprintln(stderr, "edge-agent:", err)
-	return ExitError
+	return cli.ExitCode(err)
 }
 
 // options are the parsed flags.
@@ -166,17 +154,36 @@ func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
 	return fs
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+// commands are edge-agent's verbs; anything else positional is an
+// unknown command.
+var commands = []string{"version"}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "version" {
+		if len(args) > 1 {
+			return usagef("version takes no arguments, got %q", args[1:])
+		}
+		_, err := fmt.Fprintln(stdout, cli.Info().Line("edge-agent"))
+		return err
+	}
 	var o options
 	fs := newFlagSet(stderr, &o)
+	version := fs.Bool("version", false, "print the version, commit and build date and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageError{err} // the flag package printed the usage
+		if s := cli.FlagSuggestion(fs, err); s != "" {
+			return usagef("%w (%s)", err, s) // the flag package printed the usage
+		}
+		return cli.Usage(err) // the flag package printed the usage
+	}
+	if *version {
+		_, err := fmt.Fprintln(stdout, cli.Info().Line("edge-agent"))
+		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
+		return cli.UnknownCommand("edge-agent", fs.Arg(0), commands)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
@@ -245,7 +252,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return usagef("--node-name (or $%s) is required to write the node's annotation and to run the site leader (or pass --no-annotate)", NodeNameEnv)
 		}
 		if client, err = kubeClient(o.kubeconfig); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 	}
 	if !o.noAnnotate {
@@ -273,7 +280,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		cfg.Registry = prometheus.NewRegistry()
 		sp, err := buildSite(&o, client, cfg.Registry, log)
 		if err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		defer sp.close(log)
 		cfg.Components = append(cfg.Components, sp.components...)
@@ -281,11 +288,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Info("site leader enabled", "site", o.site, "namespace", o.namespace, "nats", o.natsURL, "lease", o.leaseDuration)
 	}
 	if err := cfg.Validate(); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	a, err := agent.New(cfg)
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	return a.Run(ctx)
 }

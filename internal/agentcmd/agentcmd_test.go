@@ -53,7 +53,10 @@ func TestFlags(t *testing.T) {
 	}{
 		{"help", []string{"-h"}, 0, "-node-name"},
 		{"unknown flag", []string{"--bogus"}, 2, "flag provided but not defined: -bogus"},
-		{"stray argument", []string{"--no-annotate", "extra"}, 2, `unexpected arguments ["extra"]`},
+		{"stray argument", []string{"--no-annotate", "extra"}, 2, `unknown command "extra" for "edge-agent"`},
+		{"mistyped verb", []string{"verison"}, 2, "Did you mean this?\n\tversion"},
+		{"mistyped flag", []string{"--no-anotate"}, 2, "did you mean --no-annotate?"},
+		{"version with an argument", []string{"version", "x"}, 2, "version takes no arguments"},
 		{"bad duration", []string{"--sample-interval", "fast"}, 2, `invalid value "fast" for flag -sample-interval`},
 		{"zero duration", []string{"--no-annotate", "--annotate-interval", "0s"}, 2, "--annotate-interval 0s: must be positive"},
 		{"negative lease", []string{"--no-annotate", "--lease-duration", "-1s"}, 2, "--lease-duration -1s: must be positive"},
@@ -90,7 +93,7 @@ func TestFlags(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			code := Main(context.Background(), tc.args, &stderr)
+			code := Main(context.Background(), tc.args, io.Discard, &stderr)
 			if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 				t.Fatalf("exit %d, stderr:\n%s\nwant exit %d mentioning %q", code, stderr.String(), tc.code, tc.want)
 			}
@@ -131,7 +134,7 @@ func runUntilHealthy(t *testing.T, args ...string) (code int, log, metrics strin
 	var stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(ctx, append([]string{"--no-annotate", "--no-ebpf", "--metrics-addr", addr, "--sample-interval", "100ms", "--annotate-interval", "1s"}, args...), &stderr)
+		done <- Main(ctx, append([]string{"--no-annotate", "--no-ebpf", "--metrics-addr", addr, "--sample-interval", "100ms", "--annotate-interval", "1s"}, args...), io.Discard, &stderr)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

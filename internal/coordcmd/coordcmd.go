@@ -1,6 +1,9 @@
 // Package coordcmd is edge-coordinator's command line: flags, logging,
 // the NATS connection, the metrics endpoint and signals, wired to package
-// coordinator. cmd/edge-coordinator only calls Main.
+// coordinator. cmd/edge-coordinator only calls Main. Exit codes: 0
+// success, -h, --version and the version verb; 2 for a bad command line
+// (unknown command or flag, a bad or missing value); 1 when the
+// coordinator or a store command fails (docs/cli.md).
 package coordcmd
 
 import (
@@ -13,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,6 +28,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/memlimit"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
@@ -38,20 +43,35 @@ import (
 const FailpointEnv = "EDGESCHED_FAILPOINT"
 
 // Main runs edge-coordinator with args until ctx ends; it returns the
-// process exit code.
-func Main(ctx context.Context, args []string, stderr io.Writer) int {
-	if err := run(ctx, args, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "edge-coordinator:", err)
-		return 1
+// process exit code (docs/cli.md: 0 success, 1 failure, 2 usage error).
+// The version goes to stdout, everything else to stderr.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := run(ctx, args, stdout, stderr)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stderr, "edge-coordinator:", strings.TrimRight(err.Error(), "\n"))
 	}
-	return 0
+	return cli.ExitCode(err)
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+// commandNames are edge-coordinator's verbs: the store's and version.
+func commandNames() []string {
+	names := []string{"version"}
+	for name := range storeCommands {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
+		if args[0] == "version" {
+			if len(args) > 1 {
+				return cli.Usagef("version takes no arguments, got %q", args[1:])
+			}
+			_, err := fmt.Fprintln(stdout, cli.Info().Line("edge-coordinator"))
+			return err
+		}
 		if sub, ok := storeCommands[args[0]]; ok {
 			return sub(ctx, args[1:], stderr)
 		}
@@ -101,15 +121,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		conn        natsauth.ClientConfig
 	)
 	conn.AddFlags(fs, natsauth.CoordinatorInboxPrefix)
-	if err := fs.Parse(args); err != nil {
+	version := fs.Bool("version", false, "print the version, commit and build date and exit")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *version {
+		_, err := fmt.Fprintln(stdout, cli.Info().Line("edge-coordinator"))
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return cli.UnknownCommand("edge-coordinator", fs.Arg(0), commandNames())
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return cli.Usagef("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if ml, err := memlimit.Apply(memlimit.DefaultConfig()); err != nil {
@@ -118,7 +143,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Info("Go memory limit", "bytes", ml.Limit, "from", ml.Source)
 	}
 	if *keyFile == "" || *sitesDir == "" {
-		return errors.New("--key and --sites are required")
+		return cli.Usagef("--key and --sites are required")
 	}
 	signer, err := quant.ReadSigner(*keyFile)
 	if err != nil {
@@ -203,6 +228,21 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// parseFlags parses args into fs: a bad command line is a usage error,
+// an unknown flag's naming the close ones (the flag package has printed
+// the usage); -h is flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return err
+	}
+	if s := cli.FlagSuggestion(fs, err); s != "" {
+		return cli.Usagef("%w (%s)", err, s)
+	}
+	return cli.Usage(err)
 }
 
 // waitConnected waits, with capped jittered backoff, until nc has

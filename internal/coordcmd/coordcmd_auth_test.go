@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -72,7 +73,7 @@ func TestAuthFlags(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			code := Main(context.Background(), append(append([]string{}, base...), tc.args...), &stderr)
+			code := Main(context.Background(), append(append([]string{}, base...), tc.args...), io.Discard, &stderr)
 			if code != 1 || !strings.Contains(stderr.String(), tc.want) {
 				t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 mentioning %q", code, stderr.String(), tc.want)
 			}
@@ -94,7 +95,7 @@ func TestRunWithNKeyAndTLS(t *testing.T) {
 	go func() {
 		done <- Main(ctx, []string{"--nats", srv.ClientURL(), "--key", d.ModelKeyFile("model-1"), "--sites", d.File(natsauth.SitesDir),
 			"--model-keys", d.File(natsauth.ModelKeysDir), "--data", t.TempDir(), "--calibrate", "builtin:factory-vision",
-			"--nkey", d.CoordinatorSeed(), "--tls-ca", pki.CA, "--tls-cert", pki.ClientCerts["coordinator"], "--tls-key", pki.ClientKeys["coordinator"]}, stderr)
+			"--nkey", d.CoordinatorSeed(), "--tls-ca", pki.CA, "--tls-cert", pki.ClientCerts["coordinator"], "--tls-key", pki.ClientKeys["coordinator"]}, io.Discard, stderr)
 	}()
 	admin := natsauth.ClientConfig{NKeySeedFile: d.AdminSeed("admin"), CAFile: pki.CA, CertFile: pki.ClientCerts["admin"], KeyFile: pki.ClientKeys["admin"], InboxPrefix: natsauth.AdminInboxPrefix}
 	aopts, err := admin.Options()
@@ -150,7 +151,7 @@ func TestWaitsForNATS(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(ctx, []string{"--nats", url, "--key", d.ModelKeyFile("model-1"), "--sites", d.File(natsauth.SitesDir),
-			"--data", t.TempDir(), "--calibrate", "builtin:factory-vision"}, stderr)
+			"--data", t.TempDir(), "--calibrate", "builtin:factory-vision"}, io.Discard, stderr)
 	}()
 	// the coordinator is waiting, not gone (bootstrap takes a moment, so
 	// poll its log for the connection attempt rather than sleep)

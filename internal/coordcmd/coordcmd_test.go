@@ -3,14 +3,15 @@ package coordcmd
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestFlags: bad command lines exit 1 with a message naming the problem,
-// -h exits 0, before anything is opened or connected.
+// TestFlags: bad command lines exit 2 (docs/cli.md) with a message naming
+// the problem, failures 1, -h 0, before anything is opened or connected.
 func TestFlags(t *testing.T) {
 	dir := t.TempDir()
 	bogusKey := filepath.Join(dir, "bogus.key")
@@ -24,23 +25,27 @@ func TestFlags(t *testing.T) {
 		want string
 	}{
 		{"help", []string{"-h"}, 0, "-nats"},
-		{"unknown flag", []string{"--bogus"}, 1, "flag provided but not defined: -bogus"},
-		{"stray argument", []string{"extra"}, 1, `unexpected arguments ["extra"]`},
-		{"no key", []string{"--sites", dir}, 1, "--key and --sites are required"},
+		{"unknown flag", []string{"--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{"stray argument", []string{"extra"}, 2, `unknown command "extra" for "edge-coordinator"`},
+		{"mistyped verb", []string{"--data", dir, "bakup"}, 2, "Did you mean this?\n\tbackup"},
+		{"mistyped flag", []string{"--min-update", "2"}, 2, "did you mean --min-updates?"},
+		{"version with an argument", []string{"version", "x"}, 2, "version takes no arguments"},
+		{"no key", []string{"--sites", dir}, 2, "--key and --sites are required"},
 		{"bad key", []string{"--key", bogusKey, "--sites", dir}, 1, "--key:"},
-		{"bad log level", []string{"--log-level", "loud"}, 1, "--log-level"},
-		{"backup without --out", []string{"backup", "--data", dir}, 1, "--out FILE is required"},
+		{"bad log level", []string{"--log-level", "loud"}, 2, "--log-level"},
+		{"backup without --out", []string{"backup", "--data", dir}, 2, "--out FILE is required"},
 		{"backup of no store", []string{"backup", "--data", dir, "--out", filepath.Join(dir, "b.db")}, 1, "no such file"},
-		{"check without --key", []string{"check", "--data", dir}, 1, "--key is required"},
+		{"check without --key", []string{"check", "--data", dir}, 2, "--key is required"},
 		{"check with a bad key", []string{"check", "--data", dir, "--key", bogusKey}, 1, "--key:"},
-		{"restore without --from", []string{"restore", "--data", dir}, 1, "--from FILE is required"},
+		{"restore without --from", []string{"restore", "--data", dir}, 2, "--from FILE is required"},
 		{"restore of no backup", []string{"restore", "--data", dir, "--from", filepath.Join(dir, "none.db"), "--key", bogusKey}, 1, "--key:"},
 		{"backup help", []string{"backup", "-h"}, 0, "usage: edge-coordinator backup"},
+		{"backup's unknown flag", []string{"backup", "--dta", dir}, 2, "did you mean --data?"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			code := Main(context.Background(), tc.args, &stderr)
+			code := Main(context.Background(), tc.args, io.Discard, &stderr)
 			if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 				t.Fatalf("exit %d, stderr:\n%s\nwant exit %d mentioning %q", code, stderr.String(), tc.code, tc.want)
 			}

@@ -2,13 +2,13 @@ package coordcmd
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
 
 	"github.com/edgesched/edgesched/coordinator/store"
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -36,7 +36,7 @@ func storeFlags(name, usage string, stderr io.Writer) (*flag.FlagSet, *string) {
 // and the further trusted model keys.
 func keyring(keyFile, modelKeys string) (*quant.Keyring, error) {
 	if keyFile == "" {
-		return nil, errors.New("--key is required (the model-signing key: the store's artifacts are checked against it)")
+		return nil, cli.Usagef("--key is required (the model-signing key: the store's artifacts are checked against it)")
 	}
 	s, err := quant.ReadSigner(keyFile)
 	if err != nil {
@@ -58,11 +58,11 @@ func keyring(keyFile, modelKeys string) (*quant.Keyring, error) {
 func backupCommand(_ context.Context, args []string, stderr io.Writer) error {
 	fs, data := storeFlags("backup", "backup --data DIR --out FILE", stderr)
 	out := fs.String("out", "", "backup file to write (required)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *out == "" || fs.NArg() > 0 {
-		return errors.New("backup: --out FILE is required, and nothing else")
+		return cli.Usagef("backup: --out FILE is required, and nothing else")
 	}
 	n, err := store.BackupStore(*data, *out)
 	if err != nil {
@@ -79,11 +79,11 @@ func checkCommand(_ context.Context, args []string, stderr io.Writer) error {
 	file := fs.String("file", "", "check this store file (a backup) instead of DATA/coordinator.db")
 	keyFile := fs.String("key", "", "the model-signing private key (required)")
 	modelKeys := fs.String("model-keys", "", "further model-signing public keys (a key rotation)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("check: unexpected arguments %q", fs.Args())
+		return cli.Usagef("check: unexpected arguments %q", fs.Args())
 	}
 	keys, err := keyring(*keyFile, *modelKeys)
 	if err != nil {
@@ -107,11 +107,11 @@ func restoreCommand(_ context.Context, args []string, stderr io.Writer) error {
 	from := fs.String("from", "", "backup file to restore (required)")
 	keyFile := fs.String("key", "", "the model-signing private key (required)")
 	modelKeys := fs.String("model-keys", "", "further model-signing public keys (a key rotation)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *from == "" || fs.NArg() > 0 {
-		return errors.New("restore: --from FILE is required, and nothing else")
+		return cli.Usagef("restore: --from FILE is required, and nothing else")
 	}
 	keys, err := keyring(*keyFile, *modelKeys)
 	if err != nil {

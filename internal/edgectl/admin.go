@@ -17,6 +17,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
+	"github.com/edgesched/edgesched/internal/cli"
 )
 
 // Environment variables that set the connection flags' defaults.
@@ -53,11 +54,11 @@ func (f *adminFlags) register(cmd *cobra.Command) {
 }
 
 func (f *adminFlags) validate() error {
-	if f.output != "table" && f.output != "json" {
-		return fmt.Errorf("--output %q: want table or json", f.output)
+	if err := checkOutput(f.output); err != nil {
+		return err
 	}
 	if f.timeout <= 0 {
-		return fmt.Errorf("--timeout %v: must be positive", f.timeout)
+		return cli.Usagef("--timeout %v: must be positive", f.timeout)
 	}
 	return nil
 }

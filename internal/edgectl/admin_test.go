@@ -224,7 +224,7 @@ func TestAdminErrors(t *testing.T) {
 	}{
 		{"unknown version", []string{"model", "show", "99", srv}, "not found: model version 99"},
 		{"bad version", []string{"model", "promote", "x", srv}, `version "x": want a positive number`},
-		{"bad output", []string{"sites", srv, "-o", "yaml"}, `--output "yaml"`},
+		{"bad output", []string{"sites", srv, "-o", "yaml"}, `-o/--output: unknown value "yaml"`},
 		{"no round yet", []string{"round", "status", srv}, "no round yet"},
 		{"bad limit", []string{"round", "list", srv, "--limit", "0"}, "--limit 0"},
 		{"nothing listening", []string{"sites", "--server", "nats://127.0.0.1:1", "--timeout", "1s"}, "connect to nats://127.0.0.1:1"},

@@ -19,8 +19,8 @@ func newAuthSiteListCommand() *cobra.Command {
 	dir := fleetDir(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if output != "table" && output != "json" {
-			return fmt.Errorf("--output %q: want table or json", output)
+		if err := checkOutput(output); err != nil {
+			return err
 		}
 		f, err := dir().Load()
 		if err != nil {

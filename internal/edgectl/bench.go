@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
@@ -106,14 +107,14 @@ func (f *benchFlags) validate() error {
 	case f.minTime <= 0 || f.minTime > time.Minute:
 		return fmt.Errorf("--min-time: %v, want more than 0 and at most 1m", f.minTime)
 	case f.output != "table" && f.output != "json":
-		return fmt.Errorf("--output: %q, want table or json", f.output)
+		return checkOutput(f.output)
 	}
 	return nil
 }
 
 func (f *benchFlags) run(cmd *cobra.Command, ref string) error {
 	if err := f.validate(); err != nil {
-		return err
+		return cli.Usage(err) // every check is of a flag value
 	}
 	stderr := cmd.ErrOrStderr()
 	opt, err := decodeOptions(f.keys, true)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/edgesched/edgesched/edge-plugin/explanation"
+	"github.com/edgesched/edgesched/internal/cli"
 )
 
 // The annotation's format is package explanation's, which imports only
@@ -66,8 +67,8 @@ func (f *explainFlags) registerOutput(cmd *cobra.Command) {
 }
 
 func (f *explainFlags) validate() error {
-	if f.output != "table" && f.output != "json" {
-		return fmt.Errorf("--output %q: want table or json", f.output)
+	if err := checkOutput(f.output); err != nil {
+		return err
 	}
 	return nil
 }
@@ -162,7 +163,7 @@ func (f *explainFlags) getPod(ctx context.Context, ns, name string) (*v1.Pod, er
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	cfg.Timeout = f.timeout
-	cfg.UserAgent = "edgectl/" + Version
+	cfg.UserAgent = "edgectl/" + cli.Info().Version
 	client, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/edgesched/edgesched/internal/boundedio"
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
@@ -118,6 +120,9 @@ func resolvePolicies(list string, opt quant.DecodeOptions) ([]sim.Factory, error
 			add(f)
 		default:
 			f, err := baseline.Lookup(name)
+			if errors.Is(err, baseline.ErrUnknownPolicy) {
+				return nil, cli.UnknownValue("--policies", name, policyNames())
+			}
 			if err != nil {
 				return nil, fmt.Errorf("--policies: %w", err)
 			}
@@ -125,7 +130,7 @@ func resolvePolicies(list string, opt quant.DecodeOptions) ([]sim.Factory, error
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("--policies: no policy named")
+		return nil, cli.Usagef("--policies: no policy named")
 	}
 	return out, nil
 }
@@ -238,4 +243,17 @@ func readFileOrStdin(ctx context.Context, stdin io.Reader, path string, limit in
 		return boundedio.ReadAll(ctx, stdin, "stdin", limit)
 	}
 	return boundedio.ReadFile(ctx, path, limit)
+}
+
+// policyNames are the values --policies takes: the baselines by their
+// canonical names, the extras, the groups and the learned forms.
+func policyNames() []string {
+	names := []string{"all", "baselines"}
+	names = append(names, baseline.Names()...)
+	for _, f := range baseline.Extras() {
+		if !slices.Contains(names, f.Name) {
+			names = append(names, f.Name)
+		}
+	}
+	return append(names, "learned", "learned:NAME", "learned:FILE")
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/onnx"
 )
@@ -66,7 +67,7 @@ func (f *exportFlags) run(cmd *cobra.Command, ref string) error {
 	if err != nil {
 		return err
 	}
-	if err := onnx.WriteFile(f.out, m, onnx.ExportOptions{Critic: f.critic, ProducerVersion: Version}); err != nil {
+	if err := onnx.WriteFile(f.out, m, onnx.ExportOptions{Critic: f.critic, ProducerVersion: cli.Info().Version}); err != nil {
 		return err
 	}
 	st, err := os.Stat(f.out)

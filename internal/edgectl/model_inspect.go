@@ -27,8 +27,8 @@ signature is verified; without, a signed artifact is shown as "not verified"
   edgectl model inspect default-int8.esa -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("-o/--output: %q (want table or json)", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			b, err := boundedio.ReadFile(cmd.Context(), args[0], quant.MaxArtifactBytes)
 			if err != nil {

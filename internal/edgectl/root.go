@@ -5,10 +5,9 @@ import (
 	"log/slog"
 
 	"github.com/spf13/cobra"
-)
 
-// Version is stamped at build time with -ldflags "-X ...edgectl.Version=".
-var Version = "dev"
+	"github.com/edgesched/edgesched/internal/cli"
+)
 
 // Options carry what a command needs from its process: the logger.
 // The zero value logs nothing.
@@ -57,5 +56,9 @@ this machine scores candidate nodes.`,
 		newBenchCommand(),
 		newVersionCommand(),
 	)
+	root.Version = cli.Info().Line("edgectl")
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.Flags().Bool("version", false, "print the version, commit and build date (as 'edgectl version')")
+	enforceContract(root)
 	return root
 }

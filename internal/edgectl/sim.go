@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/report"
 )
@@ -96,8 +97,8 @@ rule (docs/policy.md, "Decision rule").`,
 }
 
 func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts Options) error {
-	if f.output != "table" && f.output != "json" {
-		return fmt.Errorf("-o/--output: %q (want table or json)", f.output)
+	if err := checkOutput(f.output); err != nil {
+		return err
 	}
 	in, err := loadInput(ctx, f.nodes, f.pods, f.scenario, nil)
 	if err != nil {
@@ -147,14 +148,14 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts Options) er
 	}
 	var cols []string
 	if f.columns != "" {
-		known := map[string]bool{}
+		var known []string
 		for _, m := range sim.Measures() {
-			known[m.Name] = true
+			known = append(known, m.Name)
 		}
 		for _, c := range strings.Split(f.columns, ",") {
 			c = strings.TrimSpace(c)
-			if !known[c] {
-				return fmt.Errorf("--columns: unknown measure %q (see docs/sim.md)", c)
+			if !slices.Contains(known, c) {
+				return cli.UnknownValue("--columns", c, known) // docs/sim.md describes them
 			}
 			cols = append(cols, c)
 		}

@@ -51,14 +51,14 @@ func TestSimErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"sim", "--frobnicate"}, "unknown flag: --frobnicate"},
-		{[]string{"sim", "--policies", "magic"}, `--policies: baseline: unknown policy "magic"`},
+		{[]string{"sim", "--policies", "magic"}, `--policies: unknown value "magic"; valid values: all, baselines, random-fit,`},
 		{[]string{"sim", "--mode", "fast"}, `--mode: sim: invalid value: mode "fast"`},
 		{[]string{"sim", "--seeds", "5-1"}, `--seeds: "5-1" is not a range`},
 		{[]string{"sim", "--seeds", "x"}, `--seeds: "x" is not a seed`},
 		{[]string{"sim", "--scenario", "builtin:retail-fleet", "--nodes", "openb:all_node"}, "give --scenario or --nodes/--pods, not both"},
 		{[]string{"sim", "--pods", "openb:multigpu20", "--mode", "replay"}, "has no creation times; use --mode inflate"},
-		{[]string{"sim", "--columns", "happiness"}, `--columns: unknown measure "happiness"`},
-		{[]string{"sim", "-o", "yaml"}, `-o/--output: "yaml"`},
+		{[]string{"sim", "--columns", "happiness"}, `--columns: unknown value "happiness"; valid values: pods_arrived,`},
+		{[]string{"sim", "-o", "yaml"}, `-o/--output: unknown value "yaml"; valid values: table, json`},
 		{[]string{"sim", "--target", "-1"}, "inflate target must be in (0, 10]"},
 		{[]string{"sim", "--tie-break", "last"}, `tie break "last"`},
 		{[]string{"sim", "--progress", "sometimes"}, `--progress: "sometimes"`},
