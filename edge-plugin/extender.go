@@ -494,7 +494,7 @@ func (e *Extender) scores(ctx context.Context, pod *v1.Pod, feasible []*v1.Node)
 		metricFallbacks.WithLabelValues("error").Inc()
 		return out
 	}
-	ps := &preScoreState{pod: sp, service: conventions.ServiceOf(pod)}
+	ps := &preScoreState{pod: sp, service: conventions.ServiceOf(pod), models: podModels(pod)}
 	all, byName := e.allNodes(feasible)
 	allInfos := e.infos(all, pod.UID)
 	infos := make([]fwk.NodeInfo, 0, len(feasible))

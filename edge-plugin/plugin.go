@@ -256,6 +256,10 @@ type preScoreState struct {
 	// service is the pod's service (conventions.ServiceOf); pod.Service is
 	// its index in the view's env, set when the cycle scores.
 	service string
+	// models are the GPU models the pod accepts (empty: any); pod.GPUMask
+	// is their mask in the view's env, set when the cycle scores (the
+	// features read it: pod_gpu_spec, pod_model_choice).
+	models []string
 	// model scored the cycle (nil: the cycle fell back, every node 0).
 	model *Model
 	// index is the view's node index (name -> node; immutable once built);
@@ -313,7 +317,7 @@ func (p *EdgePolicy) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 		metricFallbacks.WithLabelValues("error").Inc()
 		return nil
 	}
-	ps.pod, ps.service = sp, conventions.ServiceOf(pod)
+	ps.pod, ps.service, ps.models = sp, conventions.ServiceOf(pod), podModels(pod)
 	var all []fwk.NodeInfo
 	if p.handle != nil && p.handle.SnapshotSharedLister() != nil {
 		all, err = p.handle.SnapshotSharedLister().NodeInfos().List()
@@ -355,6 +359,7 @@ func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreStat
 	err = p.conv.withView(all, func(v *view) error {
 		ps.epoch = v.epoch
 		ps.pod.Service = serviceIndex(v.env, ps.service)
+		ps.pod.GPUMask = gpuMaskOf(v.env, ps.models)
 		cand := make([]int32, 0, len(nodes))
 		x := viewIndexer{c: p.conv, v: v}
 		for _, ni := range nodes {
