@@ -75,7 +75,7 @@ func TestAgentRecordsHistory(t *testing.T) {
 	}
 	cfg := fltest.CoordinatorConfig(filepath.Join(dir, "coord"), reg, coordKey)
 	cfg.Mode, cfg.Buffer, cfg.AutoRounds = federated.Async, 1, true
-	_, stopCoordinator := fltest.RunCoordinator(t, srv.ClientURL(), cfg, fltest.SmallModel(t, 3))
+	coord, stopCoordinator := fltest.RunCoordinator(t, srv.ClientURL(), cfg, fltest.SmallModel(t, 3))
 
 	hist := filepath.Join(dir, "history.jsonl")
 	args := []string{"--site", "store-1", "--key", sitePriv, "--model-key", coordPub, "--nats", srv.ClientURL(),
@@ -150,8 +150,38 @@ func TestAgentRecordsHistory(t *testing.T) {
 		t.Errorf("quiesced run: started at seq %d, stopped at %+v", lastStart.State.Seq, last)
 	}
 
-	// the coordinator's verdicts, read the way the chaos test reads them
-	// (after the coordinator stopped)
+	// The updates the agent sent (written, no longer in its outbox) reach
+	// the coordinator through its durable stream and are judged in group
+	// commits: wait until it has judged the last one, then read its
+	// verdicts the way the chaos test reads them (after it stopped).
+	var sent uint64
+	pending := map[uint64]bool{}
+	for _, s := range last.State.Outbox {
+		pending[s] = true
+	}
+	for seq := last.State.Seq; seq > 0; seq-- {
+		if !pending[seq] {
+			sent = seq
+			break
+		}
+	}
+	judged := func() uint64 {
+		sites, err := coord.Sites()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range sites {
+			if s.Site.Site == "store-1" {
+				return s.HWM
+			}
+		}
+		return 0
+	}
+	for deadline := time.Now().Add(30 * time.Second); judged() < sent; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the coordinator judged updates up to seq %d in 30 s; the agent sent up to %d", judged(), sent)
+		}
+	}
 	stopCoordinator()
 	view, err := history.ReadCoordinator(filepath.Join(dir, "coord", "coordinator.db"))
 	if err != nil {
