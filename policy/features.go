@@ -203,7 +203,7 @@ type Extractor struct {
 	maxMem     float64
 	maxGPU     float64
 	buf        []int
-	// Decide's scratch
+	// exact[g]: model g's pressure (BeginPod's, Decide's); keys: Decide's
 	keys  []float64
 	exact []float64
 	n1    [1]int32
@@ -217,6 +217,7 @@ func NewExtractor(env *sim.Env) *Extractor {
 		md:       sim.NewModelDemand(env.Target, env.Nodes, len(env.Models)),
 		capShare: make([]float64, len(env.Models)),
 		pressure: make([]uint16, len(env.Models)),
+		exact:    make([]float64, len(env.Models)),
 		coloc:    make([]float32, len(env.Zones)), rtt: make([]float32, len(env.Zones)),
 		maxCPU: float64(env.MaxNode.CPU), maxMem: float64(env.MaxNode.Mem), maxGPU: math.Max(float64(env.MaxNode.GPU), sim.MilliGPU),
 	}
@@ -303,12 +304,7 @@ func (x *Extractor) Decide(d Decision, st *sim.State, p *sim.Pod, nodes []int32,
 	}
 	weigh := d.PressureWeight > 0 && p.GPUs > 0
 	if weigh {
-		if x.exact == nil {
-			x.exact = make([]float64, len(x.md.Need))
-		}
-		for g := range x.exact {
-			x.exact[g] = x.md.Pressure(st, int32(g))
-		}
+		x.md.Pressures(st, x.exact)
 	}
 	d.Apply(scores, x.keys, func(i int) float64 {
 		x.n1[0] = nodes[i]
@@ -354,8 +350,8 @@ func (x *Extractor) eachNeighbour(p *sim.Pod, visit func(nbr int, rate float64))
 // pod's candidate nodes.
 func (x *Extractor) BeginPod(st *sim.State, p *sim.Pod) {
 	env := x.env
-	for g := range x.pressure {
-		x.pressure[g] = uint16(math.Round(math.Log1p(x.md.Pressure(st, int32(g))) * pressureSteps))
+	for g, pr := range x.md.Pressures(st, x.exact) {
+		x.pressure[g] = uint16(math.Round(math.Log1p(pr) * pressureSteps))
 	}
 	x.hasDeps = false
 	for z := range x.coloc {

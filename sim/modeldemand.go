@@ -94,6 +94,15 @@ func (d ModelDemand) Pressure(st *State, g int32) float64 {
 	return math.Min(MaxPressure, d.Need[g]*total/free)
 }
 
+// Pressures writes Pressure(st, g) of every model g into dst (len
+// Need) and returns it.
+func (d ModelDemand) Pressures(st *State, dst []float64) []float64 {
+	for g := range d.Need {
+		dst[g] = d.Pressure(st, int32(g))
+	}
+	return dst
+}
+
 // MaxPressure caps ModelDemand.Pressure.
 const MaxPressure = 16
 

@@ -410,9 +410,7 @@ func (st *State) apply(p *Pod, n int, gpus []int16, sign int64) {
 			st.tagKinds[n]--
 		}
 	}
-	st.clock++
-	nd.Version = st.clock
-	st.Versions[n] = st.clock
+	st.touch(n)
 
 	st.Alloc.CPU += sign * p.CPU
 	st.Alloc.Mem += sign * p.Mem
@@ -461,6 +459,14 @@ func (st *State) ServiceZoneCount(s, z int) int32 { return st.svcZone[s*len(st.E
 
 // ServiceCount returns how many replicas of service s run.
 func (st *State) ServiceCount(s int) int32 { return st.svcCount[s] }
+
+// touch gives node n a new version (Node.Version and its packed copy in
+// Versions): every change of what a node's scores read goes through it.
+func (st *State) touch(n int) {
+	st.clock++
+	st.Nodes[n].Version = st.clock
+	st.Versions[n] = st.clock
+}
 
 // fragKey identifies a node state for the GPU fragmentation memo.
 type fragKey struct {

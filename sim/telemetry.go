@@ -73,9 +73,7 @@ func (st *State) Down(n int) bool { return st.down[n] }
 // setDown marks node n failed or repaired; a failed node fits no pod.
 func (st *State) setDown(n int, down bool) {
 	st.down[n] = down
-	st.clock++
-	st.Nodes[n].Version = st.clock
-	st.Versions[n] = st.clock
+	st.touch(n)
 	st.refreshFit(n)
 }
 

@@ -11,7 +11,7 @@ const FGDPressure = "fgd-pressure"
 
 // DefaultPressureWeight is FGDPressurePolicy's weight when none is given,
 // chosen on generated mixtures with selection seeds (docs/training.md,
-// "The teacher").
+// "Policy v2").
 const DefaultPressureWeight = 10
 
 // FGDPressurePolicy is FGD that keeps GPU pods off the GPU models that
@@ -55,9 +55,7 @@ func (f *FGDPressurePolicy) Score(st *sim.State, p *sim.Pod, nodes []int32, scor
 	if p.GPUs == 0 {
 		return
 	}
-	for g := range f.p {
-		f.p[g] = f.md.Pressure(st, int32(g))
-	}
+	f.md.Pressures(st, f.p)
 	for i, n := range nodes {
 		if g := st.Nodes[n].Model; g >= 0 {
 			scores[i] -= f.Weight * f.p[g]
