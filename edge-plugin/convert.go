@@ -406,7 +406,9 @@ func (c *converter) withCurrent(epoch uint64, fn func(*view) error) (bool, error
 }
 
 func newView(env *sim.Env, index map[string]int, n int) *view {
-	return &view{env: env, st: sim.NewState(env), ext: policy.NewExtractor(env), index: index,
+	ext := policy.NewExtractor(env)
+	ext.UseTelemetry(true) // cached scores follow the nodes' telemetry steps, whatever the model
+	return &view{env: env, st: sim.NewState(env), ext: ext, index: index,
 		entries: make([]*nodeEntry, n), podIDs: make([][]int32, n), measured: nanSlice(n), telState: make([]telState, n)}
 }
 

@@ -79,9 +79,10 @@ type FeatureGroup struct {
 	index             []int
 }
 
-// featureGroups partition the 36 features of edgesched.features/v2. They
+// featureGroups partition the 40 features of edgesched.features/v3. They
 // follow the schema's own sections, except that its "node attributes and
-// load" section is split into architecture, load/failure and carbon, which
+// load" section is split into architecture, load/failure and carbon (the
+// load group holds the telemetry features too), which
 // an operator reads as different reasons, and the pod's GPU-model
 // constraint and the target workload's mix join the pod group (all of
 // them equal on every candidate).
@@ -96,8 +97,8 @@ var featureGroups = resolveGroups([]FeatureGroup{
 		Features: []string{"model_pressure", "model_accept", "model_exclusive"}},
 	{Name: "arch", Description: "the node's CPU architecture (arm64)",
 		Features: []string{"arch_arm64"}},
-	{Name: "load", Description: "node load, the pod's share of the node's CPU, node failure rate",
-		Features: []string{"load", "pod_cpu_rel", "failure_rate"}},
+	{Name: "load", Description: "node load as measured (CPU, run-queue latency, memory pressure, TCP retransmits), the pod's share of the node's CPU, node failure rate",
+		Features: []string{"load", "pod_cpu_rel", "failure_rate", "cpu_busy", "runq_p99", "mem_pressure", "retrans"}},
 	{Name: "carbon", Description: "grid carbon intensity at the node",
 		Features: []string{"carbon"}},
 	{Name: "dependencies", Description: "co-location with and RTT to the pod's service dependencies (0 without a dependency graph: dependenciesConfigMap)",

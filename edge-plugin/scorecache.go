@@ -53,7 +53,7 @@ type scoreEntry struct {
 	svc     uint64
 	hour    int64
 	cpuUsed float64
-	ctx     uint16 // policy.Extractor.Context
+	ctx     policy.NodeContext // policy.Extractor.Context
 	score   float32
 }
 
@@ -97,7 +97,7 @@ func (v *view) scoreCandidates(m *Model, p *sim.Pod, cand []int32, raw []float32
 	v.ext.BeginPod(v.st, p)
 	for j, i := range cand {
 		nd, e := &v.st.Nodes[i], &ents[i]
-		if e.version == nd.Version+1 && e.svc == svc && e.hour == hour && e.cpuUsed == nd.CPUUsed && e.ctx == v.ext.Context(int(i)) {
+		if e.version == nd.Version+1 && e.svc == svc && e.hour == hour && e.cpuUsed == nd.CPUUsed && e.ctx == v.ext.Context(v.st, int(i)) {
 			raw[j] = e.score
 			continue
 		}
@@ -124,7 +124,7 @@ func (v *view) scoreCandidates(m *Model, p *sim.Pod, cand []int32, raw []float32
 		i := cand[j]
 		nd := &v.st.Nodes[i]
 		raw[j] = out[s]
-		ents[i] = scoreEntry{version: nd.Version + 1, svc: svc, hour: hour, cpuUsed: nd.CPUUsed, ctx: v.ext.Context(int(i)), score: out[s]}
+		ents[i] = scoreEntry{version: nd.Version + 1, svc: svc, hour: hour, cpuUsed: nd.CPUUsed, ctx: v.ext.Context(v.st, int(i)), score: out[s]}
 	}
 	return nil
 }

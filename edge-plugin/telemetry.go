@@ -104,6 +104,21 @@ func (c *converter) applyTelemetry(v *view, entries []*nodeEntry) {
 			v.telState[i] = st
 		}
 		v.setLoad(i, want)
+		if st == telFresh {
+			m := &v.st.LoadModel
+			runq := m.RunQueueP99Us(e.tel.CPU, float64(e.spec.CPU)) // the /proc fallback measures none
+			if e.tel.RunQueueP99Us != nil {
+				runq = *e.tel.RunQueueP99Us
+			}
+			var retrans float64
+			if e.tel.RetransPerS != nil {
+				retrans = *e.tel.RetransPerS
+			}
+			mt := m.FromMeasured(e.tel.CPU, e.tel.Mem, e.tel.Load1, runq, retrans)
+			v.st.SetMeasured(i, &mt)
+		} else {
+			v.st.SetMeasured(i, nil) // the usage model's, as for the load
+		}
 	}
 	for st, n := range counts {
 		if n > 0 && telState(st) != telFresh {

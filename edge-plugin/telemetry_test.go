@@ -1,6 +1,7 @@
 package edgeplugin
 
 import (
+	"context"
 	"math"
 	"strings"
 	"sync"
@@ -13,8 +14,11 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/edgesched/edgesched/agent/telemetry"
+	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/scenario"
 )
 
 // telFixture is two otherwise equal CPU nodes, "a" and "b", each running
@@ -348,5 +352,77 @@ func TestTelemetryIncremental(t *testing.T) {
 	g.cycle(t)
 	if want := g.cpuUsed("b"); got != want {
 		t.Fatalf("CPUUsed after the fallback = %v, a state built from scratch has %v", got, want)
+	}
+}
+
+// edgeArtifact quantizes a shipped edge model with calibration rows from
+// the first 3,000 pods of one retail-stores workload (deterministic:
+// fixed seeds).
+func edgeArtifact(t *testing.T, name string) *quant.Artifact {
+	t.Helper()
+	m, err := models.Load(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(1)
+	l, err := scenario.LoadWith("builtin:retail-stores", scenario.Options{Seed: &seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := *l.Workload
+	w.Pods = w.Pods[:min(len(w.Pods), 3000)]
+	env, err := sim.NewEnv(l.Cluster, &w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := sim.DefaultRunConfig(sim.Replay)
+	rc.Seed = 9001
+	rows, _, err := quant.CollectRows(context.Background(), env, m, []sim.RunConfig{rc}, 20000, 9001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := quant.Quantize(m, rows, quant.DefaultCalibration(), quant.Info{Version: 1, Created: time.Unix(1_800_000_000, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func encodeMeasured(t *testing.T, cpu, runqUs float64, at time.Time) string {
+	t.Helper()
+	s, err := telemetry.Encode(telemetry.Summary{Time: at, Window: 10 * time.Second, CPU: cpu, Mem: 0.5, Load1: 1, RunQueueP99Us: &runqUs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestTelemetryPrefersCoolNode is issue 18's telemetry check in the
+// plugin: two nodes with equal requests, both with fresh agent
+// annotations, node a idle (12% CPU, 40 µs run queue) and node b busy
+// (95% CPU, 20 ms run queue). The shipped edge models, int8 as the
+// plugin serves them, must score node a higher, raw and normalised.
+func TestTelemetryPrefersCoolNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short: quantizes two models on a scenario replay")
+	}
+	for i, name := range []string{"edge", "edge-carbon"} {
+		f := newTelFixture(t)
+		a := *edgeArtifact(t, name)
+		a.Header.Version = uint64(2 + i)
+		b, err := a.Encode(testSigner(t, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.p.models.Install(b); err != nil {
+			t.Fatal(err)
+		}
+		f.setAnnotation(0, encodeMeasured(t, 0.12, 40, f.now.Add(-20*time.Second)))
+		f.setAnnotation(1, encodeMeasured(t, 0.95, 20_000, f.now.Add(-20*time.Second)))
+		norm, raw, _ := f.cycle(t)
+		t.Logf("%s: raw a %.4f b %.4f, normalised %v", name, raw["a"], raw["b"], norm)
+		if !(raw["a"] > raw["b"]) || !(norm["a"] > norm["b"]) {
+			t.Errorf("%s: the busy node b scores %v (raw %.4f), the idle node a %v (raw %.4f): want a higher", name, norm["b"], raw["b"], norm["a"], raw["a"])
+		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 // SchemaID names the feature schema version. Artifacts carry it with
 // Schema.Hash; a model is only ever fed features of the schema it was
 // trained on.
-const SchemaID = "edgesched.features/v2"
+const SchemaID = "edgesched.features/v3"
 
 // Errors of the schema.
 var (
@@ -77,10 +77,64 @@ var featureList = [NumFeatures]Feature{
 	// dependencies
 	{"dep_zone_colocation", "call-rate weighted share of the pod's dependency neighbours' replicas in the node's zone"},
 	{"dep_rtt", "call-rate weighted mean RTT (ms) from the node's zone to the neighbours' replicas / 100"},
+	// telemetry: what the node's edge agent measures (the simulator's node
+	// response model, sim/nodeload, where no agent reports), in steps
+	{"cpu_busy", "node's CPU busy share as measured (the agent's cpu), in steps of 1/20"},
+	{"runq_p99", "log(1 + run-queue latency p99 / 1 ms), in steps of 1/4 (the agent's eBPF runqP99Us)"},
+	{"mem_pressure", "memory pressure: share of time stalled on memory, 0 below the knee (from the agent's mem), in steps of 1/8"},
+	{"retrans", "log(1 + TCP retransmitted segments per second), in steps of 1/2 (the agent's retransPerS)"},
 }
 
 // NumFeatures is the length of a feature vector.
-const NumFeatures = 36
+const NumFeatures = 40
+
+// FeatureGroups name sets of features a training configuration can leave
+// out of a network's inputs (ppo.NetConfig.Exclude, for ablations and for
+// models of workloads that do not have them): the telemetry features, the
+// dependency features, the carbon feature.
+var FeatureGroups = map[string][]string{
+	"telemetry":    {"cpu_busy", "runq_p99", "mem_pressure", "retrans"},
+	"dependencies": {"dep_zone_colocation", "dep_rtt"},
+	"carbon":       {"carbon"},
+}
+
+// FirstTelemetryFeature is the index of the first telemetry feature; the
+// telemetry features are the last four.
+const FirstTelemetryFeature = 36
+
+// FeatureIndex returns the index of the named feature, or -1.
+func FeatureIndex(name string) int {
+	for i, f := range featureList {
+		if f.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// ExcludeMask resolves feature and group names to a mask over the
+// features (true: left out). An unknown name is an error listing the
+// valid ones.
+func ExcludeMask(names []string) ([]bool, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	mask := make([]bool, NumFeatures)
+	for _, n := range names {
+		if g, ok := FeatureGroups[n]; ok {
+			for _, f := range g {
+				mask[FeatureIndex(f)] = true
+			}
+			continue
+		}
+		i := FeatureIndex(n)
+		if i < 0 {
+			return nil, fmt.Errorf("%w: unknown feature or group %q (groups: carbon, dependencies, telemetry; features: the names of docs/policy.md)", ErrSchema, n)
+		}
+		mask[i] = true
+	}
+	return mask, nil
+}
 
 // FeatureList returns the schema's features, in order.
 func FeatureList() []Feature { return append([]Feature(nil), featureList[:]...) }
@@ -111,8 +165,11 @@ func NewSchema() Schema {
 func (s Schema) Validate() error {
 	if s.ID != SchemaID {
 		hint := ""
-		if s.ID == "edgesched.features/v1" {
+		switch s.ID {
+		case "edgesched.features/v1":
 			hint = " (v1 models were trained before the GPU-model features; retrain with 'edgectl train' or use an edgectl of that release)"
+		case "edgesched.features/v2":
+			hint = " (v2 models were trained before the telemetry features; retrain with 'edgectl train' or use an edgectl of that release)"
 		}
 		return fmt.Errorf("%w: schema %q, this build computes %q%s", ErrSchema, s.ID, SchemaID, hint)
 	}
@@ -208,6 +265,14 @@ type Extractor struct {
 	exact []float64
 	n1    [1]int32
 	s1    [1]float64
+	// useTel: Context includes the telemetry steps (the scorer reads the
+	// telemetry features); skipTel: Extract writes 0 for them; tel[n]: node n's steps, valid when
+	// telStamp[n] == stamp (one per BeginPod)
+	useTel   bool
+	skipTel  bool
+	stamp    uint32
+	tel      []uint64
+	telStamp []uint32
 }
 
 // NewExtractor returns an extractor for env.
@@ -222,6 +287,7 @@ func NewExtractor(env *sim.Env) *Extractor {
 		maxCPU: float64(env.MaxNode.CPU), maxMem: float64(env.MaxNode.Mem), maxGPU: math.Max(float64(env.MaxNode.GPU), sim.MilliGPU),
 	}
 	x.model = make([]int32, len(env.Nodes))
+	x.tel, x.telStamp = make([]uint64, len(env.Nodes)), make([]uint32, len(env.Nodes))
 	for i := range env.Nodes {
 		x.model[i] = env.Nodes[i].Model
 	}
@@ -261,14 +327,59 @@ func NewExtractor(env *sim.Env) *Extractor {
 // scores can be cached per node (Context).
 const pressureSteps = 2
 
-// Context is what a node's features read of the cluster beyond the node
-// itself (the pressure step of its GPU model, valid after BeginPod): a
-// cached score of the node is current while its Context is unchanged.
-func (x *Extractor) Context(n int) uint16 {
-	if g := x.model[n]; g >= 0 {
-		return x.pressure[g]
+// Telemetry steps: the telemetry features move in steps (cpu_busy 1/20,
+// runq_p99 1/4, mem_pressure 1/8, retrans 1/2), so a node's score changes
+// only when its measurements move by a step and scores can be cached
+// (Context).
+const (
+	cpuSteps     = 20
+	runqSteps    = 4
+	memSteps     = 8
+	retransSteps = 2
+)
+
+// telemetrySteps returns node n's telemetry features in steps (cpu_busy,
+// runq_p99, mem_pressure, retrans), packed 16 bits each; memoised per
+// BeginPod.
+func (x *Extractor) telemetrySteps(st *sim.State, n int) uint64 {
+	if x.telStamp[n] == x.stamp {
+		return x.tel[n]
 	}
-	return 0
+	t := st.Telemetry(n)
+	step := func(v float64, k float64) uint64 { return uint64(min(math.Round(max(v, 0)*k), 0xffff)) }
+	v := step(t.CPU, cpuSteps) | step(math.Log1p(t.RunQueueP99Us/1000), runqSteps)<<16 |
+		step(t.MemPressure, memSteps)<<32 | step(math.Log1p(t.RetransPerS), retransSteps)<<48
+	x.tel[n], x.telStamp[n] = v, x.stamp
+	return v
+}
+
+// UseTelemetry says whether the scorer reads the telemetry features: on,
+// Context includes the node's telemetry steps; off, Extract writes 0 for
+// them (a network that leaves them out, Net.ReadsInput, scores the same
+// whatever they are, and they cost an evaluation of the node response
+// model per row). Without a call, Extract computes them and Context
+// leaves them out: what training rollouts record.
+func (x *Extractor) UseTelemetry(on bool) { x.useTel, x.skipTel = on, !on }
+
+// NodeContext is what a node's features read beyond the node's requests
+// and placements: the pressure step of its GPU model and, with
+// UseTelemetry, its telemetry steps. Comparable.
+type NodeContext struct {
+	pressure uint16
+	tel      uint64
+}
+
+// Context is node n's NodeContext now (valid after BeginPod): a cached
+// score of the node is current while its Context is unchanged.
+func (x *Extractor) Context(st *sim.State, n int) NodeContext {
+	var c NodeContext
+	if g := x.model[n]; g >= 0 {
+		c.pressure = x.pressure[g]
+	}
+	if x.useTel {
+		c.tel = x.telemetrySteps(st, n)
+	}
+	return c
 }
 
 // modelChoice is the share of the cluster's GPU capacity on models pod p
@@ -350,6 +461,11 @@ func (x *Extractor) eachNeighbour(p *sim.Pod, visit func(nbr int, rate float64))
 // pod's candidate nodes.
 func (x *Extractor) BeginPod(st *sim.State, p *sim.Pod) {
 	env := x.env
+	x.stamp++
+	if x.stamp == 0 { // wrapped: forget every memo
+		clear(x.telStamp)
+		x.stamp = 1
+	}
 	for g, pr := range x.md.Pressures(st, x.exact) {
 		x.pressure[g] = uint16(math.Round(math.Log1p(pr) * pressureSteps))
 	}
@@ -476,6 +592,15 @@ func (x *Extractor) Extract(st *sim.State, p *sim.Pod, n int, out []float32) {
 	} else {
 		out[34], out[35] = 0, 0
 	}
+	if x.skipTel {
+		out[36], out[37], out[38], out[39] = 0, 0, 0, 0
+		return
+	}
+	tel := x.telemetrySteps(st, n)
+	out[36] = float32(tel&0xffff) / cpuSteps
+	out[37] = float32(tel>>16&0xffff) / runqSteps
+	out[38] = float32(tel>>32&0xffff) / memSteps
+	out[39] = float32(tel>>48) / retransSteps
 }
 
 func b2f(b bool) float32 {

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/edgesched/edgesched/sim"
@@ -172,6 +173,63 @@ func TestSchema(t *testing.T) {
 		tt.mutate(&c)
 		if err := c.Validate(); !errors.Is(err, ErrSchema) {
 			t.Errorf("%s: Validate = %v, want ErrSchema", tt.name, err)
+		}
+	}
+}
+
+// TestTelemetryFeatures: the telemetry features are the node's measured
+// summary in their steps (a value set with State.SetMeasured, as the
+// plugin sets an agent's annotation), computed here independently from
+// the documented formulas; a cached learned score follows a change of
+// step when the network reads telemetry, and the cache ignores it when
+// the network leaves telemetry out.
+func TestTelemetryFeatures(t *testing.T) {
+	env := testEnv(t)
+	st := newTestState(t, env)
+	lm := st.LoadModel
+	// arm: 83% busy, 90% memory (pressure (0.9-knee)/(1-knee)), 12 ms run
+	// queue, 30 retransmits/s
+	tel := lm.FromMeasured(0.83, 0.95, 3, 12_000, 30)
+	st.SetMeasured(2, &tel)
+	x := NewExtractor(env)
+	p := &st.Pods[2]
+	x.BeginPod(st, p)
+	out := make([]float32, NumFeatures)
+	x.Extract(st, p, 2, out)
+	want := []float64{
+		math.Round(0.83*20) / 20,
+		math.Round(math.Log1p(12)*4) / 4,
+		math.Round((0.95-lm.MemKnee)/(1-lm.MemKnee)*8) / 8,
+		math.Round(math.Log1p(30)*2) / 2,
+	}
+	for i, w := range want {
+		if got := out[FirstTelemetryFeature+i]; math.Abs(float64(got)-w) > 1e-6 {
+			t.Errorf("%s = %v, want %v", featureList[FirstTelemetryFeature+i].Name, got, w)
+		}
+	}
+
+	for _, reads := range []bool{true, false} {
+		net, err := NewNet(NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(3, 3)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reads {
+			mask, _ := ExcludeMask([]string{"telemetry"})
+			net.MaskInputs(mask)
+		}
+		l, err := NewLearned("t", &Model{Schema: NewSchema(), Net: net}, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := newTestState(t, env)
+		nodes, s0, s1 := []int32{2}, make([]float64, 1), make([]float64, 1)
+		quiet := lm.FromMeasured(0.1, 0.3, 0.2, 30, 0)
+		st.SetMeasured(2, &quiet)
+		l.NetworkScores(st, &st.Pods[2], nodes, s0)
+		st.SetMeasured(2, &tel)
+		l.NetworkScores(st, &st.Pods[2], nodes, s1)
+		if changed := s0[0] != s1[0]; changed != reads {
+			t.Errorf("network reads telemetry %v: score %v -> %v after the node's telemetry changed", reads, s0[0], s1[0])
 		}
 	}
 }

@@ -37,6 +37,28 @@ type Scorer interface {
 	Scores(raw []float32, k int, out []float32) error
 }
 
+// InputReader is implemented by scorers that can tell which features
+// they read (policy.Net.ReadsInput); a Learned policy skips what the
+// others do not read (the telemetry steps in its cache keys).
+type InputReader interface {
+	ReadsInput(i int) bool
+}
+
+// readsTelemetry reports whether sc reads a telemetry feature (true when
+// it cannot tell).
+func readsTelemetry(sc Scorer) bool {
+	r, ok := sc.(InputReader)
+	if !ok {
+		return true
+	}
+	for i := FirstTelemetryFeature; i < NumFeatures; i++ {
+		if r.ReadsInput(i) {
+			return true
+		}
+	}
+	return false
+}
+
 // NumPodFeatures is the number of leading features that describe the pod
 // alone (equal on every candidate row of a decision).
 const NumPodFeatures = 13
@@ -55,6 +77,9 @@ func NewFloatScorer(m *Model) (*FloatScorer, error) {
 	}
 	return &FloatScorer{m: &Model{Schema: m.Schema, Net: m.Net.Clone(), Meta: m.Meta, Decision: m.Decision}}, nil
 }
+
+// ReadsInput implements InputReader.
+func (f *FloatScorer) ReadsInput(i int) bool { return f.m.Net.ReadsInput(i) }
 
 // Scores implements Scorer.
 func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
@@ -76,7 +101,7 @@ type learnedEntry struct {
 	svc     uint64
 	hour    int64
 	tag     podTag
-	ctx     uint16 // Extractor.Context
+	ctx     NodeContext // Extractor.Context
 	score   float32
 }
 
@@ -112,10 +137,12 @@ func NewLearnedScorer(name string, sc Scorer, d Decision, env *sim.Env) *Learned
 			flat = flat && v == cz.Curve[0]
 		}
 	}
+	ext := NewExtractor(env)
+	ext.UseTelemetry(readsTelemetry(sc))
 	return &Learned{
 		name:       name,
 		sc:         sc,
-		ext:        NewExtractor(env),
+		ext:        ext,
 		shapes:     env.Shapes,
 		nodes:      len(env.Nodes),
 		cache:      make([]learnedEntry, len(env.Nodes)*max(1, env.Shapes)),
@@ -157,7 +184,7 @@ func (l *Learned) NetworkScores(st *sim.State, p *sim.Pod, nodes []int32, scores
 	for i, n := range nodes {
 		if cacheable {
 			e := &l.cache[int(p.Shape)*l.nodes+int(n)]
-			if e.version == st.Versions[n]+1 && e.svc == svc && e.hour == hour && e.tag == tag && e.ctx == l.ext.Context(int(n)) {
+			if e.version == st.Versions[n]+1 && e.svc == svc && e.hour == hour && e.tag == tag && e.ctx == l.ext.Context(st, int(n)) {
 				scores[i] = float64(e.score)
 				continue
 			}
@@ -183,7 +210,7 @@ func (l *Learned) NetworkScores(st *sim.State, p *sim.Pod, nodes []int32, scores
 		scores[i] = float64(out[j])
 		if cacheable {
 			n := nodes[i]
-			l.cache[int(p.Shape)*l.nodes+int(n)] = learnedEntry{version: st.Nodes[n].Version + 1, svc: svc, hour: hour, tag: tag, ctx: l.ext.Context(int(n)), score: out[j]}
+			l.cache[int(p.Shape)*l.nodes+int(n)] = learnedEntry{version: st.Nodes[n].Version + 1, svc: svc, hour: hour, tag: tag, ctx: l.ext.Context(st, int(n)), score: out[j]}
 		}
 	}
 }

@@ -142,6 +142,18 @@ func Shapes(f, h1, h2, hc int) [][]int {
 // NewNet returns a network with He-initialised weights drawn from rng and
 // zero biases.
 func NewNet(f, h1, h2, hc int, rng *rand.Rand) (*Net, error) {
+	return NewNetExcluding(f, h1, h2, hc, rng, nil)
+}
+
+// NewNetExcluding is NewNet with the first-layer weights of the inputs
+// marked in exclude (len f, or nil) set to zero: the network does not read
+// them (ReadsInput) as long as training keeps them at zero (MaskInputs).
+// Excluded weights draw nothing from rng, so a network that excludes its
+// last inputs starts from the same weights as one without those inputs.
+func NewNetExcluding(f, h1, h2, hc int, rng *rand.Rand, exclude []bool) (*Net, error) {
+	if exclude != nil && len(exclude) != f {
+		return nil, fmt.Errorf("%w: an exclusion mask of %d inputs for %d", ErrShape, len(exclude), f)
+	}
 	if f <= 0 || h1 <= 0 || h2 <= 0 || hc <= 0 || h1 > 4096 || h2 > 4096 || hc > 4096 {
 		return nil, fmt.Errorf("%w: layer sizes %d, %d, %d, %d", ErrShape, f, h1, h2, hc)
 	}
@@ -151,11 +163,22 @@ func NewNet(f, h1, h2, hc int, rng *rand.Rand) (*Net, error) {
 	for i, s := range shapes {
 		ts[i] = newTensor(s...)
 		if len(s) == 2 && rng != nil {
-			scale := math.Sqrt(2 / float64(s[0]))
+			fanIn := s[0]
+			if i == 0 {
+				for _, x := range exclude {
+					if x {
+						fanIn-- // inputs it does not read are no fan-in
+					}
+				}
+			}
+			scale := math.Sqrt(2 / float64(max(fanIn, 1)))
 			if i == 4 || i == 8 { // output layers start small
 				scale = 0.1 / math.Sqrt(float64(s[0]))
 			}
 			for j, d := 0, f32(ts[i]); j < len(d); j++ {
+				if i == 0 && exclude != nil && exclude[j/h1] {
+					continue // W1 is f x h1: row j/h1 is the input
+				}
 				d[j] = float32(rng.NormFloat64() * scale)
 			}
 		}
@@ -431,4 +454,31 @@ func growInt(buf *[]int, n int) []int {
 	}
 	*buf = (*buf)[:n]
 	return *buf
+}
+
+// ReadsInput reports whether the scorer reads input feature i: false when
+// its first-layer weights of i are all zero (a feature left out by the
+// training configuration, ppo.NetConfig.Exclude), so its value cannot
+// change a score.
+func (m *Net) ReadsInput(i int) bool {
+	if i < 0 || i >= m.F {
+		return false
+	}
+	for _, w := range f32(m.W1)[i*m.H1 : (i+1)*m.H1] {
+		if w != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// MaskInputs sets the first-layer weights (or their gradients) of the
+// inputs marked in exclude to zero.
+func (m *Net) MaskInputs(exclude []bool) {
+	w := f32(m.W1)
+	for i, x := range exclude {
+		if x && i < m.F {
+			clear(w[i*m.H1 : (i+1)*m.H1])
+		}
+	}
 }

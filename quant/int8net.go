@@ -356,3 +356,22 @@ func (s *Int8Scorer) forwardPlain() float32 {
 	}
 	return float32(n.b3+dot(s.a2, n.w3)) * n.outScale
 }
+
+// ReadsInput reports whether the network reads input feature i (some
+// first-layer weight of it is not zero; policy.InputReader).
+func (n *Int8Net) ReadsInput(i int) bool {
+	if i < 0 || i >= n.F {
+		return false
+	}
+	for h := range n.H1 {
+		if n.w1[h*n.F+i] != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadsInput implements policy.InputReader.
+func (s *Int8Scorer) ReadsInput(i int) bool { return s.n.ReadsInput(i) }
+
+var _ policy.InputReader = (*Int8Scorer)(nil)

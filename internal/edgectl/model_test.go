@@ -56,7 +56,7 @@ func TestModelSignInspectVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"dtype      float32", "version    2", "signature  verified", "wc1", "edgesched.features/v2"} {
+	for _, want := range []string{"dtype      float32", "version    2", "signature  verified", "wc1", "edgesched.features/v3"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect lacks %q:\n%s", want, out)
 		}

@@ -53,16 +53,16 @@ seed on one machine architecture.`,
 			}
 			fl := cmd.Flags()
 			if fl.Changed("scenario") {
-				cfg.Env.Scenario, cfg.Env.Nodes, cfg.Env.Pods = f.scenario, "", ""
+				cfg.Env.Scenario, cfg.Env.Scenarios, cfg.Env.Nodes, cfg.Env.Pods = f.scenario, nil, "", ""
 				if !fl.Changed("config") {
 					cfg.Env.Mode = "replay"
 				}
 			}
 			if fl.Changed("nodes") {
-				cfg.Env.Nodes, cfg.Env.Scenario = f.nodes, ""
+				cfg.Env.Nodes, cfg.Env.Scenario, cfg.Env.Scenarios = f.nodes, "", nil
 			}
 			if fl.Changed("pods") {
-				cfg.Env.Pods, cfg.Env.Scenario = f.pods, ""
+				cfg.Env.Pods, cfg.Env.Scenario, cfg.Env.Scenarios = f.pods, "", nil
 			}
 			if fl.Changed("seed") {
 				cfg.Seed = f.seed

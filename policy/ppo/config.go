@@ -56,6 +56,10 @@ type EnvConfig struct {
 	Nodes    string `yaml:"nodes"`
 	Pods     string `yaml:"pods"`
 	Scenario string `yaml:"scenario"`
+	// Scenarios trains on several scenarios instead of Scenario (with
+	// FreshWorkloads): the episode or evaluation seed s replays scenario
+	// s mod len(Scenarios) generated with seed s.
+	Scenarios []string `yaml:"scenarios,omitempty"`
 	// Mode is inflate or replay.
 	Mode string `yaml:"mode"`
 	// InflateTarget ends training episodes (share of capacity).
@@ -130,6 +134,11 @@ type NetConfig struct {
 	Hidden1      int `yaml:"hidden1"`
 	Hidden2      int `yaml:"hidden2"`
 	CriticHidden int `yaml:"criticHidden"`
+	// Exclude names features or feature groups (policy.FeatureGroups:
+	// telemetry, dependencies, carbon) the network does not read: their
+	// first-layer weights start and stay at zero (ablations; models of
+	// workloads without them). Empty: every feature.
+	Exclude []string `yaml:"exclude,omitempty"`
 }
 
 // BCConfig is the behaviour-cloning warm start: the actor imitates a
@@ -252,8 +261,12 @@ func (c *Config) Validate() error {
 		return bad("kind", "%q, want TrainConfig", c.Kind)
 	case c.Name == "":
 		return bad("name", "missing")
-	case (c.Env.Scenario == "") == (c.Env.Pods == ""):
-		return bad("env", "give scenario, or nodes and pods")
+	case (c.Env.Scenario == "" && len(c.Env.Scenarios) == 0) == (c.Env.Pods == ""):
+		return bad("env", "give scenario (or scenarios), or nodes and pods")
+	case c.Env.Scenario != "" && len(c.Env.Scenarios) > 0:
+		return bad("env.scenarios", "give scenario or scenarios, not both")
+	case len(c.Env.Scenarios) > 0 && !c.Env.FreshWorkloads:
+		return bad("env.scenarios", "several scenarios need freshWorkloads (each seed picks one)")
 	case c.Env.Mode != "inflate" && c.Env.Mode != "replay":
 		return bad("env.mode", "%q, want inflate or replay", c.Env.Mode)
 	case c.Env.Mode == "inflate" && !(c.Env.InflateTarget > 0 && c.Env.InflateTarget <= 3):
@@ -264,6 +277,8 @@ func (c *Config) Validate() error {
 		return bad("env.warmStart", "want [lo, hi] with 0 <= lo <= hi < 3 and a bc.teacher")
 	case c.Net.Hidden1 < 1 || c.Net.Hidden1 > 512 || c.Net.Hidden2 < 1 || c.Net.Hidden2 > 512 || c.Net.CriticHidden < 1 || c.Net.CriticHidden > 512:
 		return bad("network", "layer sizes must be in [1, 512]")
+	case excludeErr(c.Net.Exclude) != nil:
+		return bad("network.exclude", "%v", excludeErr(c.Net.Exclude))
 	case c.BC.Episodes < 0 || c.BC.Epochs < 0 || (c.BC.Episodes > 0 && (c.BC.Teacher == "" || !pos(c.BC.LR) || c.BC.Epochs == 0)):
 		return bad("bc", "episodes and epochs >= 0; with episodes, a teacher, epochs >= 1 and lr > 0")
 	case c.BC.validate() != nil:
@@ -286,7 +301,7 @@ func (c *Config) Validate() error {
 		return bad("eval", "every >= 0, at most 100 seeds, a measure")
 	case c.Env.Mode == "inflate" && len(c.Eval.Seeds) > 0 && !(c.Eval.InflateTarget > 0 && c.Eval.InflateTarget <= 3):
 		return bad("eval.inflateTarget", "%v, want (0, 3]", c.Eval.InflateTarget)
-	case c.Env.Mixtures != nil && c.Env.Scenario != "":
+	case c.Env.Mixtures != nil && (c.Env.Scenario != "" || len(c.Env.Scenarios) > 0):
 		return bad("env.mixtures", "mixtures draw from an openb pod list, not a scenario")
 	case c.Env.Mixtures != nil && c.Env.Mixtures.validate() != nil:
 		return bad("env.mixtures", "%v", c.Env.Mixtures.validate())
@@ -352,10 +367,11 @@ func ParseConfig(b []byte, name string) (Config, error) {
 	// with it: peek at env.scenario before decoding onto the defaults.
 	var peek struct {
 		Env struct {
-			Scenario string `yaml:"scenario"`
+			Scenario  string   `yaml:"scenario"`
+			Scenarios []string `yaml:"scenarios"`
 		} `yaml:"env"`
 	}
-	if yaml.Unmarshal(b, &peek) == nil && peek.Env.Scenario != "" {
+	if yaml.Unmarshal(b, &peek) == nil && (peek.Env.Scenario != "" || len(peek.Env.Scenarios) > 0) {
 		c.Env.Nodes, c.Env.Pods = "", ""
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
@@ -373,4 +389,18 @@ func ParseConfig(b []byte, name string) (Config, error) {
 func (c Config) YAML() []byte {
 	b, _ := yaml.Marshal(c)
 	return b
+}
+
+func excludeErr(names []string) error {
+	_, err := policy.ExcludeMask(names)
+	return err
+}
+
+// ScenarioFor is the scenario that seed s replays ("" for openb
+// training): Scenario, or Scenarios[s mod len(Scenarios)].
+func (e EnvConfig) ScenarioFor(s uint64) string {
+	if len(e.Scenarios) > 0 {
+		return e.Scenarios[s%uint64(len(e.Scenarios))]
+	}
+	return e.Scenario
 }

@@ -97,6 +97,7 @@ type Result struct {
 
 type trainer struct {
 	cfg      Config
+	exclude  []bool // inputs the network does not read (NetConfig.Exclude)
 	log      *slog.Logger
 	base     *sim.Env // the whole cluster or scenario, for evaluation
 	nodes    []sim.NodeSpec
@@ -154,6 +155,10 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	t := &trainer{cfg: cfg, log: log, start: time.Now(), progress: opt.Progress}
+	var err error
+	if t.exclude, err = policy.ExcludeMask(cfg.Net.Exclude); err != nil {
+		return nil, err
+	}
 	if err := t.loadEnv(); err != nil {
 		return nil, err
 	}
@@ -176,6 +181,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 			return nil, fmt.Errorf("%w: initial model is %d/%d/%d, the config's network %d/%d/%d", ErrConfig, l.H1, l.H2, l.HC, cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden)
 		}
 		t.net, t.schema = opt.Init.Net.Clone(), opt.Init.Schema
+		t.net.MaskInputs(t.exclude)
 		t.opt = newAdam(t.net)
 		if opt.ProxMu > 0 {
 			t.prox, t.proxMu = opt.Init.Net.Clone(), float32(opt.ProxMu)
@@ -185,7 +191,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 		}
 	} else {
 		var err error
-		if t.net, err = policy.NewNet(policy.NumFeatures, cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden, t.rng); err != nil {
+		if t.net, err = policy.NewNetExcluding(policy.NumFeatures, cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden, t.rng, t.exclude); err != nil {
 			return nil, err
 		}
 		t.schema = policy.NewSchema()
@@ -265,8 +271,8 @@ func (t *trainer) model(net *policy.Net) *policy.Model {
 
 func (t *trainer) loadEnv() error {
 	e := t.cfg.Env
-	if e.Scenario != "" {
-		l, err := scenario.Load(e.Scenario)
+	if sc := e.ScenarioFor(0); sc != "" {
+		l, err := scenario.Load(sc)
 		if err != nil {
 			return err
 		}
@@ -304,11 +310,11 @@ func (t *trainer) loadEnv() error {
 // episodeEnv builds the environment of a training episode with seed s.
 func (t *trainer) episodeEnv(s uint64, frac float64) (*sim.Env, error) {
 	e := t.cfg.Env
-	if e.Scenario != "" {
+	if sc := e.ScenarioFor(s); sc != "" {
 		if !e.FreshWorkloads {
 			return t.base, nil
 		}
-		l, err := scenario.LoadWith(e.Scenario, scenario.Options{Seed: &s})
+		l, err := scenario.LoadWith(sc, scenario.Options{Seed: &s})
 		if err != nil {
 			return nil, err
 		}
@@ -490,6 +496,7 @@ func (t *trainer) cloneFrom(ctx context.Context, eps []*episode, bc BCConfig, ph
 				vlossSum += vl
 			}
 			scale(grads, 1/float32(len(batch)))
+			grads.MaskInputs(t.exclude)
 			clipNorm(grads, t.cfg.PPO.MaxGradNorm)
 			opt.apply(t.net, grads, bc.LR)
 		}
@@ -717,6 +724,7 @@ epochs:
 			if t.prox != nil {
 				addProx(grads, t.net, t.prox, t.proxMu)
 			}
+			grads.MaskInputs(t.exclude)
 			clipNorm(grads, c.MaxGradNorm)
 			t.opt.apply(t.net, grads, c.LR)
 		}
@@ -787,7 +795,7 @@ func (t *trainer) evaluate(ctx context.Context, phase string) error {
 // workloads, none of them a training one).
 func (t *trainer) evalEnv(seed uint64) (*sim.Env, error) {
 	mixed := t.cfg.Env.Mixtures != nil
-	if !mixed && (t.cfg.Env.Scenario == "" || !t.cfg.Env.FreshWorkloads) {
+	if !mixed && (t.cfg.Env.ScenarioFor(0) == "" || !t.cfg.Env.FreshWorkloads) {
 		return t.base, nil
 	}
 	if env, ok := t.evalEnvs[seed]; ok {
@@ -803,7 +811,7 @@ func (t *trainer) evalEnv(seed uint64) (*sim.Env, error) {
 			return nil, err
 		}
 	} else {
-		l, err := scenario.LoadWith(t.cfg.Env.Scenario, scenario.Options{Seed: &seed})
+		l, err := scenario.LoadWith(t.cfg.Env.ScenarioFor(seed), scenario.Options{Seed: &seed})
 		if err != nil {
 			return nil, err
 		}

@@ -175,10 +175,9 @@ func (m *Model) Respond(in Input) Telemetry {
 	// RhoEff is not clamped at 0: a sum of uses may end a hair below 0
 	// after pods leave, and the proxy must stay bit for bit the old one.
 	t.RhoEff = min(rho+in.Contention/in.CPUMilli, m.MaxUtil)
-	r := max(0, t.RhoEff)
-	c := max(1, in.CPUMilli/1000)
-	wait := math.Pow(r, math.Sqrt(2*(c+1))-1) / (c * (1 - r))
-	t.RunQueueP99Us = m.RunQueueBaseUs + math.Log(100)*m.BurstUs*wait
+	var wait float64
+	t.RunQueueP99Us, wait = m.runQueue(t.RhoEff, in.CPUMilli)
+	r, c := max(0, t.RhoEff), max(1, in.CPUMilli/1000)
 	t.Load1 = c*r*(1+wait) + c*max(0, rho-1)
 	if in.MemMiB > 0 {
 		mu := in.MemUsedMiB / in.MemMiB
@@ -202,6 +201,25 @@ func (m *Model) Respond(in Input) Telemetry {
 		t.RetransPerS = t.NetMbps * 1e6 / 8 / m.SegmentBytes * loss
 	}
 	return t
+}
+
+// runQueue is the run-queue latency p99 (µs) of a node of cpuMilli
+// milli-CPU at effective utilisation rhoEff, and the queue's mean wait in
+// service times (M/M/c, Sakasegawa's approximation).
+func (m *Model) runQueue(rhoEff, cpuMilli float64) (p99Us, wait float64) {
+	r := max(0, rhoEff)
+	c := max(1, cpuMilli/1000)
+	wait = math.Pow(r, math.Sqrt(2*(c+1))-1) / (c * (1 - r))
+	return m.RunQueueBaseUs + math.Log(100)*m.BurstUs*wait, wait
+}
+
+// RunQueueP99Us estimates the run-queue latency p99 (µs) of a node of
+// cpuMilli milli-CPU whose CPU is busy a share cpu of the time: what
+// Respond reports at that utilisation without interference (for an agent
+// that could not measure it: the /proc fallback).
+func (m *Model) RunQueueP99Us(cpu, cpuMilli float64) float64 {
+	p, _ := m.runQueue(min(clamp01(cpu), m.MaxUtil), cpuMilli)
+	return p
 }
 
 func clamp01(x float64) float64 {

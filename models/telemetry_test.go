@@ -1,0 +1,77 @@
+package models
+
+import (
+	"testing"
+
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/sim"
+)
+
+// TestEdgeModelsPreferCoolNode is issue 18's telemetry check in the
+// simulator: two nodes with equal capacity and equal requests, one
+// reporting what an idle node measures and the other a busy CPU with a
+// long run queue (the agent's cpu and runqP99Us, through
+// State.SetMeasured as the scheduler plugin sets them). The shipped edge
+// models must score the cool node higher, the network alone and with the
+// model's decision rule; the default model, which leaves the telemetry
+// features out (configs/train-default.yaml), must not tell them apart
+// (it reads only the requests, equal here).
+func TestEdgeModelsPreferCoolNode(t *testing.T) {
+	spec := func(name string) sim.NodeSpec {
+		return sim.NodeSpec{Name: name, CPU: 8000, Memory: 16 << 10, Arch: sim.ArchARM64, Zone: "store-1"}
+	}
+	cluster := &sim.Cluster{Name: "two-boards", Nodes: []sim.NodeSpec{spec("cool"), spec("hot")}}
+	pod := sim.PodSpec{Name: "web-0", CPU: 500, Memory: 512, QoS: sim.QoSLS}
+	env, err := sim.NewEnv(cluster, &sim.Workload{Name: "one-pod", Pods: []sim.PodSpec{pod}}, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm := sim.NewState(env).LoadModel
+	cases := []struct {
+		name string
+		cool sim.NodeTelemetry
+		hot  sim.NodeTelemetry
+	}{
+		// 15% busy, 40 µs run queue against 95% busy, 20 ms (what the
+		// eBPF probe sees on an oversubscribed board)
+		{"measured run queue", lm.FromMeasured(0.15, 0.4, 0.5, 40, 0), lm.FromMeasured(0.95, 0.4, 7.5, 20_000, 0)},
+		// the /proc fallback: no run queue measured, the plugin's
+		// estimate from the CPU share (nodeload.Model.RunQueueP99Us)
+		{"estimated run queue", lm.FromMeasured(0.15, 0.4, 0.5, lm.RunQueueP99Us(0.15, 8000), 0), lm.FromMeasured(0.95, 0.4, 7.5, lm.RunQueueP99Us(0.95, 8000), 0)},
+	}
+	for _, name := range []string{"default", "edge", "edge-carbon"} {
+		m, err := Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cases {
+			st := sim.NewState(env)
+			st.SetMeasured(0, &c.cool)
+			st.SetMeasured(1, &c.hot)
+			l, err := policy.NewLearned(name, m, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := st.AddPod(env.Pods[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &st.Pods[id]
+			nodes := []int32{0, 1}
+			net, ruled := make([]float64, 2), make([]float64, 2)
+			l.NetworkScores(st, p, nodes, net)
+			l.Score(st, p, nodes, ruled)
+			t.Logf("%s, %s: network cool %.4f hot %.4f; with the rule %.4f %.4f", name, c.name, net[0], net[1], ruled[0], ruled[1])
+			if name == "default" {
+				if net[0] != net[1] {
+					t.Errorf("%s, %s: the default model reads telemetry it was trained without: cool %v, hot %v", name, c.name, net[0], net[1])
+				}
+				continue
+			}
+			if !(net[0] > net[1]) || !(ruled[0] > ruled[1]) {
+				t.Errorf("%s, %s: the hot node scores %.4f (network) and %.4f (with the rule), the cool one %.4f and %.4f: want the cool one higher",
+					name, c.name, net[1], ruled[1], net[0], ruled[0])
+			}
+		}
+	}
+}
