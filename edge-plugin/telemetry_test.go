@@ -400,13 +400,14 @@ func encodeMeasured(t *testing.T, cpu, runqUs float64, at time.Time) string {
 // TestTelemetryPrefersCoolNode is issue 18's telemetry check in the
 // plugin: two nodes with equal requests, both with fresh agent
 // annotations, node a idle (12% CPU, 40 µs run queue) and node b busy
-// (95% CPU, 20 ms run queue). The shipped edge models, int8 as the
-// plugin serves them, must score node a higher, raw and normalised.
+// (95% CPU, 20 ms run queue). The shipped model that reads telemetry
+// (edge-loaded), int8 as the plugin serves it, must score node a higher,
+// raw and normalised.
 func TestTelemetryPrefersCoolNode(t *testing.T) {
 	if testing.Short() {
-		t.Skip("skipped in -short: quantizes two models on a scenario replay")
+		t.Skip("skipped in -short: quantizes a model on a scenario replay")
 	}
-	for i, name := range []string{"edge", "edge-carbon"} {
+	for i, name := range []string{"edge-loaded"} {
 		f := newTelFixture(t)
 		a := *edgeArtifact(t, name)
 		a.Header.Version = uint64(2 + i)

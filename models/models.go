@@ -2,8 +2,10 @@
 // `edgectl sim --policies learned` works from any directory:
 //
 //	default      openb traces (GPU fragmentation), configs/train-default.yaml
-//	edge         the training families of loaded edge fleets, configs/train-edge.yaml
+//	edge         the built-in retail-fleet scenario, configs/train-edge.yaml
 //	edge-carbon  the same with a carbon term in the reward, configs/train-edge-carbon.yaml
+//	edge-loaded  the training families of loaded edge fleets, reading the
+//	             agent's telemetry, configs/train-edge-loaded.yaml
 //
 // Each is reproducible bit for bit from its recorded config with
 // `make train` (linux/amd64, the Go version in go.mod).

@@ -11,16 +11,17 @@ import (
 // simulator: two nodes with equal capacity and equal requests, one
 // reporting what an idle node measures and the other a busy CPU with a
 // long run queue (the agent's cpu and runqP99Us, through
-// State.SetMeasured as the scheduler plugin sets them). The shipped edge
-// models must score the cool node higher, the network alone and with the
-// model's decision rule; the default model, which leaves the telemetry
-// features out (configs/train-default.yaml), must not tell them apart
-// (it reads only the requests, equal here).
+// State.SetMeasured as the scheduler plugin sets them). The shipped model
+// that reads telemetry (edge-loaded) must score the cool node higher, the
+// network alone and with its decision rule; the models that leave the
+// telemetry features out (network.exclude in their configs: default,
+// edge, edge-carbon) must not tell the nodes apart, since they read only
+// the requests, equal here.
 func TestEdgeModelsPreferCoolNode(t *testing.T) {
 	spec := func(name string) sim.NodeSpec {
 		return sim.NodeSpec{Name: name, CPU: 8000, Memory: 16 << 10, Arch: sim.ArchARM64, Zone: "store-1"}
 	}
-	cluster := &sim.Cluster{Name: "two-boards", Nodes: []sim.NodeSpec{spec("cool"), spec("hot")}}
+	cluster := &sim.Cluster{Name: "two-boards", Zones: []sim.Zone{{Name: "store-1"}}, Nodes: []sim.NodeSpec{spec("cool"), spec("hot")}}
 	pod := sim.PodSpec{Name: "web-0", CPU: 500, Memory: 512, QoS: sim.QoSLS}
 	env, err := sim.NewEnv(cluster, &sim.Workload{Name: "one-pod", Pods: []sim.PodSpec{pod}}, sim.EnvOptions{})
 	if err != nil {
@@ -39,7 +40,7 @@ func TestEdgeModelsPreferCoolNode(t *testing.T) {
 		// estimate from the CPU share (nodeload.Model.RunQueueP99Us)
 		{"estimated run queue", lm.FromMeasured(0.15, 0.4, 0.5, lm.RunQueueP99Us(0.15, 8000), 0), lm.FromMeasured(0.95, 0.4, 7.5, lm.RunQueueP99Us(0.95, 8000), 0)},
 	}
-	for _, name := range []string{"default", "edge", "edge-carbon"} {
+	for _, name := range Names() {
 		m, err := Load(name)
 		if err != nil {
 			t.Fatal(err)
@@ -62,9 +63,16 @@ func TestEdgeModelsPreferCoolNode(t *testing.T) {
 			l.NetworkScores(st, p, nodes, net)
 			l.Score(st, p, nodes, ruled)
 			t.Logf("%s, %s: network cool %.4f hot %.4f; with the rule %.4f %.4f", name, c.name, net[0], net[1], ruled[0], ruled[1])
-			if name == "default" {
+			reads := false
+			for i := policy.FirstTelemetryFeature; i < policy.NumFeatures; i++ {
+				reads = reads || m.Net.ReadsInput(i)
+			}
+			if reads != (name == "edge-loaded") {
+				t.Fatalf("%s reads telemetry: %v; only edge-loaded is trained with it", name, reads)
+			}
+			if !reads {
 				if net[0] != net[1] {
-					t.Errorf("%s, %s: the default model reads telemetry it was trained without: cool %v, hot %v", name, c.name, net[0], net[1])
+					t.Errorf("%s, %s: a model trained without telemetry tells the nodes apart: cool %v, hot %v", name, c.name, net[0], net[1])
 				}
 				continue
 			}

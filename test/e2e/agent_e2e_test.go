@@ -23,6 +23,7 @@ import (
 
 	"github.com/edgesched/edgesched/agent/telemetry"
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
+	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
 )
@@ -235,7 +236,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	}
 	// The model for edge-scheduler is quantized while the control plane starts.
 	type artResult struct {
-		a   *edgeArtifacts
+		a   *quant.Artifact
 		err error
 	}
 	artCh := make(chan artResult, 1)
@@ -247,7 +248,13 @@ func TestAgentEndToEnd(t *testing.T) {
 			artCh <- artResult{nil, err}
 			return
 		}
-		a, err := quantizeShipped(&sim.Cluster{Name: "calibration", Nodes: SelectNodes(all, edgeNodes)})
+		// the model that reads the agents' telemetry (issue 18)
+		envs, err := calibrationEnvs(&sim.Cluster{Name: "calibration", Nodes: SelectNodes(all, edgeNodes)}, "edge-loaded")
+		if err != nil {
+			artCh <- artResult{nil, err}
+			return
+		}
+		a, err := quantizeIn(envs, "edge-loaded", quant.Info{Version: 1, Created: time.Unix(1_800_000_000, 0)})
 		artCh <- artResult{a, err}
 	}()
 
@@ -404,8 +411,8 @@ func firstLine(log, containing string) string {
 }
 
 // placementFollowsLoad starts edge-scheduler with the shipped
-// configuration and the quantized "edge" model (trained with the
-// telemetry features, issue 18), puts a CPU burner in node 0's cgroup,
+// configuration and the quantized "edge-loaded" model (the shipped model
+// trained with the telemetry features, issue 18), puts a CPU burner in node 0's cgroup,
 // schedules pods one at a time (each deleted once bound, so every pod
 // sees three empty, identical nodes that differ only in what their agents
 // measure), then moves the burner to node 1's cgroup and does it again.
@@ -413,12 +420,12 @@ func firstLine(log, containing string) string {
 // explanation credits the choice to the "load" feature group alone (the
 // measured load and telemetry; the nodes being otherwise equal, its
 // attribution is the whole margin over the mean candidate).
-func placementFollowsLoad(ctx context.Context, t *testing.T, cp *ControlPlane, schedBin string, art *edgeArtifacts, cg *nodeCgroups, agents []*agentProc) {
+func placementFollowsLoad(ctx context.Context, t *testing.T, cp *ControlPlane, schedBin string, art *quant.Artifact, cg *nodeCgroups, agents []*agentProc) {
 	dir := t.TempDir()
 	signer := e2eSigner(t, 1)
 	keyDir := trustedKeyDir(t, dir, signer)
 	modelPath := filepath.Join(dir, "model", "policy.esa")
-	writeAtomic(t, modelPath, signedWithVersion(t, art.v2, signer, 1))
+	writeAtomic(t, modelPath, signedWithVersion(t, art, signer, 1))
 	kubeconfig, err := cp.Kubeconfig()
 	if err != nil {
 		t.Fatal(err)
