@@ -117,7 +117,7 @@ train: build ## retrain the shipped models (models/*.esm) and check they are rep
 bench: ## benchmarks (speed goals are measured here, never asserted in tests)
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./sim/... ./policy/... ./models/... ./quant/... ./federated/...
 	@# coordinator throughput: 1,000 sites, a 50k-parameter model, loopback NATS (one round per run)
-	$(GO) test -run '^$$' -bench CoordinatorThroughput -benchtime 1x -count 3 ./test/fl/
+	$(GO) test -run '^$$' -bench 'CoordinatorThroughput|UpdateStreamFloor' -benchtime 1x -count 3 ./test/fl/
 	GOEXPERIMENT=simd $(GO) test -run '^$$' -bench . -benchmem -count 1 ./quant/...
 
 lint: ## gofmt and go vet

@@ -289,7 +289,14 @@ func TestBoundedGrowth(t *testing.T) {
 		}
 		const n = 2000
 		publishAll(t, js, f.sites[1], f.junk(t, r, start.Net.NumParams(), n))
-		time.Sleep(10 * time.Second) // retries happen meanwhile; this test looks at what they leave
+		// the coordinator retries its failed commits with capped backoff
+		// (50 ms doubling to 5 s): wait for eight failed attempts (about
+		// 6 s of retrying) and look at what they leave
+		const attempts = 8
+		fltest.Eventually(t, 2*time.Minute, fmt.Sprintf("%d failed store commits", attempts), func() (bool, string) {
+			e := scrape(t, c, "edgesched_coordinator_store_errors_total", "")
+			return e >= attempts, fmt.Sprintf("%v store errors", e)
+		})
 		counted := scrape(t, c, "edgesched_coordinator_updates_total", `{reason="malformed",status="rejected"}`) +
 			scrape(t, c, "edgesched_coordinator_updates_total", `{reason="bad_signature",status="rejected"}`)
 		lines := logs.lines()[before:]
@@ -303,12 +310,12 @@ func TestBoundedGrowth(t *testing.T) {
 		for _, k := range same {
 			most = max(most, k)
 		}
-		t.Logf("disk full for 10 s: %v counted for %d messages, %d log lines (at most %d alike)", counted, n, len(lines), most)
+		t.Logf("disk full for %d failed commits: %v counted for %d messages, %d log lines (at most %d alike)", attempts, counted, n, len(lines), most)
 		if counted > n {
 			t.Errorf("updates_total counted %v refusals for %d messages: retries counted", counted, n)
 		}
 		if most > 20 {
-			t.Errorf("%d identical log lines in 10 s: want them rate-limited", most)
+			t.Errorf("%d identical log lines over %d failed commits: want them rate-limited", most, attempts)
 		}
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
@@ -318,7 +325,19 @@ func TestBoundedGrowth(t *testing.T) {
 			k := rej[federated.ReasonMalformed] + rej[federated.ReasonSignature]
 			return k >= n, fmt.Sprint(rej)
 		})
-		time.Sleep(time.Second) // a message counted twice would show now
+		// a message counted twice would show once the stream has nothing
+		// left to deliver to the coordinator
+		cons, err := js.Consumer(context.Background(), federated.UpdateStream, "coordinator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fltest.Eventually(t, 60*time.Second, "the update consumer drained", func() (bool, string) {
+			ci, err := cons.Info(context.Background())
+			if err != nil {
+				return false, err.Error()
+			}
+			return ci.NumPending == 0 && ci.NumAckPending == 0 && ci.NumRedelivered == 0, fmt.Sprintf("%d pending, %d unacked, %d redelivered", ci.NumPending, ci.NumAckPending, ci.NumRedelivered)
+		})
 		counted = scrape(t, c, "edgesched_coordinator_updates_total", `{reason="malformed",status="rejected"}`) +
 			scrape(t, c, "edgesched_coordinator_updates_total", `{reason="bad_signature",status="rejected"}`)
 		rej, _ := c.Rejects()

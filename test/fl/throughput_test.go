@@ -33,9 +33,10 @@ import (
 // heap figures cover the server's buffers too.
 
 // tpLayers are the hidden sizes giving exactly 50,000 parameters with
-// policy.NumFeatures (26) inputs: 26*130+130 + 130*125+125 + 125+1 +
-// 250*119+119 + 119+1.
-var tpLayers = [3]int{130, 125, 119}
+// policy.NumFeatures (36) inputs: 36*116+116 + 116*127+127 + 127+1 +
+// 254*120+120 + 120+1. TestThroughputHarness checks the count, so a new
+// feature schema cannot silently break the benchmark.
+var tpLayers = [3]int{116, 127, 120}
 
 const tpParams = 50_000
 
@@ -370,6 +371,13 @@ func BenchmarkCoordinatorThroughput(b *testing.B) {
 // round's model published.
 func TestThroughputHarness(t *testing.T) {
 	const sites = 20
+	net, err := policy.NewNet(policy.NumFeatures, tpLayers[0], tpLayers[1], tpLayers[2], rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if net.NumParams() != tpParams {
+		t.Fatalf("the benchmark's layers %v give a network of %d parameters, want %d: recompute tpLayers for %d features", tpLayers, net.NumParams(), tpParams, policy.NumFeatures)
+	}
 	rig := tpSetup(t, tpOptions{sites: sites, layers: [3]int{8, 8, 8}, rule: federated.RuleFedAvg})
 	for round := uint64(1); round <= 2; round++ {
 		p := rig.prepare()
@@ -397,4 +405,76 @@ func TestThroughputHarness(t *testing.T) {
 	if err != nil || m.Version != 3 || m.Status != coordinator.ModelPublished {
 		t.Fatalf("newest model %+v %v, want version 3 published", m, err)
 	}
+}
+
+// BenchmarkUpdateStreamFloor is what the embedded NATS server alone costs
+// for one benchmark round: 1,000 messages of an update's size (50,700
+// bytes) published with MsgIDs to a file-stored stream shaped like the
+// update stream, fetched by a durable pull consumer (batches of 256, 16
+// MiB) and acked, nothing verified or stored. Run beside
+// BenchmarkCoordinatorThroughput (make bench): on a 2-core machine the
+// server shares the cores with the coordinator, and this floor bounds the
+// coordinator's updates/s from above.
+func BenchmarkUpdateStreamFloor(b *testing.B) {
+	const sites, size = 1000, 50_700
+	srv := fltest.StartNATS(b)
+	ctx := context.Background()
+	js, err := jetstream.New(fltest.Connect(b, srv.ClientURL(), "sites"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	jc, err := jetstream.New(fltest.Connect(b, srv.ClientURL(), "consumer"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FLOOR", Subjects: []string{"floor.*"}, Storage: jetstream.FileStorage,
+		Duplicates: time.Hour, MaxMsgSize: federated.MaxUpdateBytes}); err != nil {
+		b.Fatal(err)
+	}
+	cons, err := jc.CreateConsumer(ctx, "FLOOR", jetstream.ConsumerConfig{Durable: "floor", AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: 30 * time.Second, MaxAckPending: 4096})
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg := make([]byte, size)
+	rng := rand.New(rand.NewPCG(3, 3))
+	for i := range msg {
+		msg[i] = byte(rng.Uint32())
+	}
+	var (
+		elapsed, cpu time.Duration
+		rounds       int
+	)
+	for b.Loop() {
+		runtime.GC()
+		cpu0, start := cpuTime(), time.Now()
+		for i := range sites {
+			if _, err := js.PublishAsync(fmt.Sprintf("floor.site-%04d", i), msg, jetstream.WithMsgID(fmt.Sprintf("%d-%d", rounds, i))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for got := 0; got < sites; {
+			batch, err := cons.Fetch(256, jetstream.FetchMaxBytes(16<<20), jetstream.FetchMaxWait(500*time.Millisecond))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for m := range batch.Messages() {
+				if err := m.Ack(); err != nil {
+					b.Fatal(err)
+				}
+				got++
+			}
+			if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+				b.Fatal(err)
+			}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(2 * time.Minute):
+			b.Fatal("stream did not acknowledge the messages")
+		}
+		elapsed, cpu, rounds = elapsed+time.Since(start), cpu+cpuTime()-cpu0, rounds+1
+	}
+	b.ReportMetric(float64(sites*rounds)/elapsed.Seconds(), "updates/s")
+	b.ReportMetric(float64(cpu.Milliseconds())/float64(rounds), "cpu-ms")
 }
