@@ -33,10 +33,10 @@ import (
 // heap figures cover the server's buffers too.
 
 // tpLayers are the hidden sizes giving exactly 50,000 parameters with
-// policy.NumFeatures (36) inputs: 36*116+116 + 116*127+127 + 127+1 +
-// 254*120+120 + 120+1. TestThroughputHarness checks the count, so a new
+// policy.NumFeatures (40) inputs: 40*116+116 + 116*125+125 + 125+1 +
+// 250*121+121 + 121+1. TestThroughputHarness checks the count, so a new
 // feature schema cannot silently break the benchmark.
-var tpLayers = [3]int{116, 127, 120}
+var tpLayers = [3]int{116, 125, 121}
 
 const tpParams = 50_000
 
