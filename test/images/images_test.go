@@ -1,0 +1,484 @@
+package images
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"debug/buildinfo"
+	"debug/elf"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/edgesched/edgesched/internal/ociimage"
+	"github.com/edgesched/edgesched/test/internal/gobuild"
+)
+
+// DirEnv names the output directory of `make images`.
+const DirEnv = "EDGESCHED_IMAGES_DIR"
+
+// Compressed-size goals (issue 22): what a node pulls.
+var sizeGoal = map[string]int64{"edge-agent": 35e6, "edge-scheduler": 70e6}
+
+// build is one build's outputs, opened once per test binary.
+type build struct {
+	dir     string
+	sum     *ociimage.Summary
+	indexes map[string]v1.ImageIndex // component -> its multi-platform index from the layout
+}
+
+var (
+	once     sync.Once
+	opened   *build
+	openErr  error
+	skipWhy  string
+	extractM sync.Mutex
+	files    = map[string][]byte{} // image digest + path -> file, taken out once
+)
+
+func open(t *testing.T) *build {
+	t.Helper()
+	once.Do(func() {
+		dir := os.Getenv(DirEnv)
+		if dir == "" {
+			skipWhy = DirEnv + " is not set: `make test-images` builds the images and runs these tests"
+			return
+		}
+		b := &build{dir: dir, indexes: map[string]v1.ImageIndex{}}
+		if b.sum, openErr = ociimage.ReadSummary(dir); openErr != nil {
+			return
+		}
+		lp, err := layout.FromPath(filepath.Join(dir, "oci"))
+		if err != nil {
+			openErr = err
+			return
+		}
+		top, err := lp.ImageIndex()
+		if err != nil {
+			openErr = err
+			return
+		}
+		m, err := top.IndexManifest()
+		if err != nil {
+			openErr = err
+			return
+		}
+		for _, d := range m.Manifests {
+			ref := d.Annotations[ociimage.AnnotationRefName]
+			idx, err := top.ImageIndex(d.Digest)
+			if err != nil {
+				openErr = fmt.Errorf("layout: %s: %w", ref, err)
+				return
+			}
+			r, err := name.NewTag(ref)
+			if err != nil {
+				openErr = fmt.Errorf("layout: ref name %q: %w", ref, err)
+				return
+			}
+			comp := r.Context().RepositoryStr()
+			b.indexes[comp[strings.LastIndex(comp, "/")+1:]] = idx
+		}
+		opened = b
+	})
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+	if openErr != nil {
+		t.Fatalf("open the images in %s: %v", os.Getenv(DirEnv), openErr)
+	}
+	return opened
+}
+
+// want are the components, platforms and users the images must have.
+func want() []ociimage.Component { return ociimage.DefaultComponents("", "") }
+
+func (b *build) image(t *testing.T, comp string, p v1.Platform) v1.Image {
+	t.Helper()
+	idx, ok := b.indexes[comp]
+	if !ok {
+		t.Fatalf("the layout has no index for %s", comp)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range m.Manifests {
+		if d.Platform != nil && d.Platform.Equals(p) {
+			img, err := idx.Image(d.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return img
+		}
+	}
+	t.Fatalf("%s has no %s image", comp, ociimage.PlatformString(p))
+	return nil
+}
+
+// file returns the file at path (no leading slash) in img's flattened
+// filesystem, with its tar header.
+func file(t *testing.T, img v1.Image, path string) ([]byte, *tar.Header) {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			t.Fatalf("no %s in the image", path)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSuffix(h.Name, "/") == path {
+			b, err := io.ReadAll(io.LimitReader(tr, 512<<20))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b, h
+		}
+	}
+}
+
+// binary writes comp's program taken out of its image for p into a
+// temporary file and returns its path.
+func (b *build) binary(t *testing.T, comp string, p v1.Platform) string {
+	t.Helper()
+	img := b.image(t, comp, p)
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	extractM.Lock()
+	defer extractM.Unlock()
+	key := d.String() + comp
+	data, ok := files[key]
+	if !ok {
+		data, _ = file(t, img, strings.TrimPrefix(ociimage.BinDir, "/")+"/"+comp)
+		files[key] = data
+	}
+	path := filepath.Join(t.TempDir(), comp)
+	if err := os.WriteFile(path, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestIndexes(t *testing.T) {
+	b := open(t)
+	for _, comp := range want() {
+		t.Run(comp.Name, func(t *testing.T) {
+			idx, ok := b.indexes[comp.Name]
+			if !ok {
+				t.Fatalf("the layout has no index for %s (has %d)", comp.Name, len(b.indexes))
+			}
+			m, err := idx.IndexManifest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, exp []string
+			for _, d := range m.Manifests {
+				got = append(got, ociimage.PlatformString(*d.Platform))
+			}
+			for _, p := range comp.Platforms {
+				exp = append(exp, ociimage.PlatformString(p))
+			}
+			if !slices.Equal(got, exp) {
+				t.Errorf("index platforms %v, want %v", got, exp)
+			}
+			d, _ := idx.Digest()
+			cs := summary(t, b, comp.Name)
+			if d.String() != cs.Digest {
+				t.Errorf("index digest %s, images.json says %s", d, cs.Digest)
+			}
+			for _, p := range comp.Platforms {
+				checkImage(t, b, comp, p)
+			}
+		})
+	}
+}
+
+func summary(t *testing.T, b *build, comp string) ociimage.ComponentSummary {
+	t.Helper()
+	for _, cs := range b.sum.Components {
+		if cs.Name == comp {
+			return cs
+		}
+	}
+	t.Fatalf("images.json has no %s", comp)
+	return ociimage.ComponentSummary{}
+}
+
+// checkImage checks one image's configuration and base files.
+func checkImage(t *testing.T, b *build, comp ociimage.Component, p v1.Platform) {
+	img := b.image(t, comp.Name, p)
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plat := ociimage.PlatformString(p)
+	if cf.OS != p.OS || cf.Architecture != p.Architecture || cf.Variant != p.Variant {
+		t.Errorf("%s: config platform %s/%s/%s", plat, cf.OS, cf.Architecture, cf.Variant)
+	}
+	if got := strings.Join(cf.Config.Entrypoint, " "); got != ociimage.BinDir+"/"+comp.Name {
+		t.Errorf("%s: entrypoint %q", plat, got)
+	}
+	// The agent runs as root so that CAP_BPF and CAP_PERFMON (the only
+	// capabilities the chart adds, every other one dropped) are in its
+	// effective set: Kubernetes grants no ambient capabilities to a
+	// non-root user. Every other program is non-root.
+	wantUser := "65532:65532"
+	if comp.Name == "edge-agent" {
+		wantUser = "0:0"
+	}
+	if cf.Config.User != wantUser {
+		t.Errorf("%s: user %q, want %q", plat, cf.Config.User, wantUser)
+	}
+	if cf.Config.Labels[ociimage.AnnotationRevision] != b.sum.Commit || cf.Created.Time.IsZero() || !cf.Created.Time.Equal(b.sum.Created) {
+		t.Errorf("%s: labels %v created %v; want commit %s created %v", plat, cf.Config.Labels, cf.Created, b.sum.Commit, b.sum.Created)
+	}
+	passwd, _ := file(t, img, "etc/passwd")
+	if !bytes.Contains(passwd, []byte("nonroot:x:65532:65532:")) {
+		t.Errorf("%s: /etc/passwd has no nonroot user:\n%s", plat, passwd)
+	}
+	ca, _ := file(t, img, strings.TrimPrefix(ociimage.CACertsPath, "/"))
+	if !bytes.Contains(ca, []byte("-----BEGIN CERTIFICATE-----")) {
+		t.Errorf("%s: no CA certificates at %s", plat, ociimage.CACertsPath)
+	}
+	if _, h := file(t, img, "tmp"); h.Typeflag != tar.TypeDir || h.Mode&0o7777 != 0o1777 {
+		t.Errorf("%s: /tmp mode %o type %c, want a 1777 directory", plat, h.Mode, h.Typeflag)
+	}
+	if _, h := file(t, img, strings.TrimPrefix(ociimage.BinDir, "/")+"/"+comp.Name); h.Mode&0o777 != 0o755 || h.Uid != 0 {
+		t.Errorf("%s: program mode %o owner %d", plat, h.Mode, h.Uid)
+	}
+}
+
+// TestArchives opens every per-platform archive (the docker-archive K3s
+// imports): the image named REGISTRY/NAME:TAG with the same configuration
+// and layers as the layout's.
+func TestArchives(t *testing.T) {
+	b := open(t)
+	for _, comp := range want() {
+		cs := summary(t, b, comp.Name)
+		for _, p := range comp.Platforms {
+			plat := ociimage.PlatformString(p)
+			i := slices.IndexFunc(cs.Platforms, func(ps ociimage.PlatformSummary) bool { return ps.Platform == plat })
+			if i < 0 {
+				t.Errorf("%s: images.json has no %s", comp.Name, plat)
+				continue
+			}
+			tag, err := name.NewTag(cs.Image)
+			if err != nil {
+				t.Fatal(err)
+			}
+			arch, err := tarball.ImageFromPath(filepath.Join(b.dir, cs.Platforms[i].Archive), &tag)
+			if err != nil {
+				t.Errorf("%s %s: archive %s does not hold %s: %v", comp.Name, plat, cs.Platforms[i].Archive, tag, err)
+				continue
+			}
+			lay := b.image(t, comp.Name, p)
+			ac, _ := arch.ConfigName()
+			lc, _ := lay.ConfigName()
+			if ac != lc {
+				t.Errorf("%s %s: archive config %s, layout config %s", comp.Name, plat, ac, lc)
+			}
+			al, _ := arch.Layers()
+			ll, _ := lay.Layers()
+			if len(al) != len(ll) {
+				t.Fatalf("%s %s: %d layers in the archive, %d in the layout", comp.Name, plat, len(al), len(ll))
+			}
+			for j := range al {
+				ad, _ := al[j].Digest()
+				ld, _ := ll[j].Digest()
+				if ad != ld {
+					t.Errorf("%s %s: layer %d %s in the archive, %s in the layout", comp.Name, plat, j, ad, ld)
+				}
+			}
+			ld, _ := lay.Digest()
+			if ld.String() != cs.Platforms[i].Digest {
+				t.Errorf("%s %s: layout digest %s, images.json %s", comp.Name, plat, ld, cs.Platforms[i].Digest)
+			}
+		}
+	}
+}
+
+// TestSizes checks the compressed sizes against the goals and prints
+// every image's.
+func TestSizes(t *testing.T) {
+	b := open(t)
+	for _, cs := range b.sum.Components {
+		for _, p := range cs.Platforms {
+			t.Logf("%-17s %-13s %s compressed (binary %s) %s", cs.Name, p.Platform, ociimage.MB(p.CompressedSize), ociimage.MB(p.BinarySize), p.Digest)
+			if goal, ok := sizeGoal[cs.Name]; ok && p.CompressedSize > goal {
+				t.Errorf("%s %s: %s compressed, goal %s", cs.Name, p.Platform, ociimage.MB(p.CompressedSize), ociimage.MB(goal))
+			}
+		}
+	}
+}
+
+// TestVersionAMD64 runs each program taken out of its amd64 image.
+func TestVersionAMD64(t *testing.T) {
+	b := open(t)
+	if out, err := exec.Command("uname", "-m").Output(); err != nil || strings.TrimSpace(string(out)) != "x86_64" {
+		t.Skipf("not an x86_64 machine (uname -m: %q, %v): the amd64 binaries cannot run here", out, err)
+	}
+	for _, comp := range want() {
+		bin := b.binary(t, comp.Name, ociimage.LinuxAMD64)
+		checkVersion(t, b, comp.Name, "linux/amd64", exec.Command(bin, "--version"))
+	}
+}
+
+// checkVersion runs cmd (a program's --version) and checks its line:
+// "NAME VERSION commit COMMIT built DATE goX PLATFORM".
+func checkVersion(t *testing.T, b *build, comp, platform string, cmd *exec.Cmd) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+	out, err := c.CombinedOutput()
+	line := strings.TrimSpace(string(out))
+	t.Logf("%s", line)
+	if err != nil {
+		t.Errorf("%s %s --version: %v\n%s", comp, platform, err, out)
+		return
+	}
+	prefix := fmt.Sprintf("%s %s commit %s built %s ", comp, b.sum.Version, b.sum.Commit, b.sum.Created.Format(time.RFC3339))
+	if !strings.HasPrefix(line, prefix) || !strings.HasSuffix(line, " "+platform) {
+		t.Errorf("%s --version printed %q, want %q... %s", comp, line, prefix, platform)
+	}
+}
+
+// TestELF checks the non-amd64 programs: static ELF files for their
+// machine, built as released (debug/buildinfo).
+func TestELF(t *testing.T) {
+	b := open(t)
+	machines := map[string]struct {
+		m     elf.Machine
+		class elf.Class
+	}{"arm64": {elf.EM_AARCH64, elf.ELFCLASS64}, "arm": {elf.EM_ARM, elf.ELFCLASS32}, "amd64": {elf.EM_X86_64, elf.ELFCLASS64}}
+	for _, comp := range want() {
+		for _, p := range comp.Platforms {
+			plat := ociimage.PlatformString(p)
+			path := b.binary(t, comp.Name, p)
+			f, err := elf.Open(path)
+			if err != nil {
+				t.Errorf("%s %s: %v", comp.Name, plat, err)
+				continue
+			}
+			w := machines[p.Architecture]
+			if f.Machine != w.m || f.Class != w.class || f.Type != elf.ET_EXEC {
+				t.Errorf("%s %s: ELF machine %v class %v type %v, want %v %v EXEC", comp.Name, plat, f.Machine, f.Class, f.Type, w.m, w.class)
+			}
+			for _, prog := range f.Progs {
+				if prog.Type == elf.PT_INTERP || prog.Type == elf.PT_DYNAMIC {
+					t.Errorf("%s %s: dynamically linked (%v)", comp.Name, plat, prog.Type)
+				}
+			}
+			if syms, err := f.Symbols(); err == nil && len(syms) > 0 {
+				t.Errorf("%s %s: %d symbols: not stripped (-s -w)", comp.Name, plat, len(syms))
+			}
+			f.Close()
+			bi, err := buildinfo.ReadFile(path)
+			if err != nil {
+				t.Errorf("%s %s: build info: %v", comp.Name, plat, err)
+				continue
+			}
+			settings := map[string]string{}
+			for _, s := range bi.Settings {
+				settings[s.Key] = s.Value
+			}
+			if settings["CGO_ENABLED"] != "0" || settings["-trimpath"] != "true" || settings["GOARCH"] != p.Architecture {
+				t.Errorf("%s %s: built with CGO_ENABLED=%q -trimpath=%q GOARCH=%q", comp.Name, plat, settings["CGO_ENABLED"], settings["-trimpath"], settings["GOARCH"])
+			}
+			if p.Variant != "" && settings["GOARM"] != strings.TrimPrefix(p.Variant, "v") {
+				t.Errorf("%s %s: GOARM=%q", comp.Name, plat, settings["GOARM"])
+			}
+			if comp.Name == "edge-agent" && !strings.Contains(settings["-tags"], "nogorgonia") {
+				t.Errorf("%s %s: tags %q, want the Makefile's AGENT_TAGS (nogorgonia)", comp.Name, plat, settings["-tags"])
+			}
+			// the scheduler's vector kernel exists only on amd64
+			if comp.Name == "edge-scheduler" && (p.Architecture == "amd64") != strings.Contains(settings["GOEXPERIMENT"], "simd") {
+				t.Errorf("%s %s: GOEXPERIMENT=%q", comp.Name, plat, settings["GOEXPERIMENT"])
+			}
+		}
+	}
+}
+
+// qemu finds Debian's user-mode emulator for arch, or skips t with why.
+func qemu(t *testing.T, arch string) string {
+	t.Helper()
+	for _, n := range []string{"qemu-" + arch + "-static", "qemu-" + arch} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	t.Skipf("qemu-%s-static is not installed (Debian's qemu-user-static; `make test-images` installs it when run as root): the %s programs are not run", arch, arch)
+	return ""
+}
+
+// TestVersionEmulated runs the arm64 agent and scheduler, and the arm/v7
+// agent, under user-mode emulation.
+func TestVersionEmulated(t *testing.T) {
+	b := open(t)
+	t.Run("arm64", func(t *testing.T) {
+		q := qemu(t, "aarch64")
+		for _, comp := range []string{"edge-agent", "edge-scheduler"} {
+			checkVersion(t, b, comp, "linux/arm64", exec.Command(q, b.binary(t, comp, ociimage.LinuxARM64), "--version"))
+		}
+	})
+	t.Run("arm-v7", func(t *testing.T) {
+		q := qemu(t, "arm")
+		checkVersion(t, b, "edge-agent", "linux/arm", exec.Command(q, b.binary(t, "edge-agent", ociimage.LinuxARMv7), "--version"))
+	})
+}
+
+// TestUnitTestsEmulated runs the unit tests of quant and policy built for
+// arm64 (with the agent's tags: the network code the agent ships) under
+// qemu. Only correctness counts: timings under emulation say nothing
+// about an arm64 core.
+func TestUnitTestsEmulated(t *testing.T) {
+	open(t)
+	q := qemu(t, "aarch64")
+	goBin, err := gobuild.GoTool()
+	if err != nil {
+		t.Skip(err)
+	}
+	root, err := gobuild.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []struct{ tags, pkgs string }{
+		{"", "./quant/"},
+		{"nogorgonia", "./quant/ ./policy/"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		args := []string{"test", "-count=1", "-exec", q}
+		if run.tags != "" {
+			args = append(args, "-tags", run.tags)
+		}
+		args = append(args, strings.Fields(run.pkgs)...)
+		cmd := exec.CommandContext(ctx, goBin, args...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOARCH=arm64", "CGO_ENABLED=0", "GOFLAGS=")
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		cancel()
+		t.Logf("GOARCH=arm64 go %s (%s):\n%s", strings.Join(args, " "), time.Since(start).Round(time.Second), out)
+		if err != nil {
+			t.Errorf("arm64 unit tests under %s: %v", q, err)
+		}
+	}
+}
