@@ -14,10 +14,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/edgesched/edgesched/internal/atomicfile"
 	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/ociimage"
 )
@@ -37,7 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("edge-images", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: edge-images [flags]\n\nBuilds the OCI images of edge-agent, edge-scheduler, edge-coordinator and edgectl\n(docs/quickstart-k3s.md, \"Images\"). `make images` passes the commit's values.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: edge-images [flags]\n\nBuilds the OCI images of edge-agent, edge-scheduler, edge-coordinator, edgectl and nats-server\n(docs/quickstart-k3s.md, \"Images\"). `make images` passes the commit's values.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	var (
@@ -52,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		schedExp  = fs.String("scheduler-goexperiment", "simd", "edge-scheduler's GOEXPERIMENT on amd64 (the Makefile's SCHEDULER_GOEXPERIMENT; empty: none)")
 		caCerts   = fs.String("ca-certs", d.CACerts, "PEM CA bundle put into the base layer")
 		force     = fs.Bool("force", false, "rebuild even when images.json records the same inputs")
-		only      = fs.String("only", "", "comma-separated components to build (default: all four)")
+		only      = fs.String("only", "", "comma-separated components to build (default: all: edge-agent, edge-scheduler, edge-coordinator, edgectl, nats-server)")
 		showVer   = fs.Bool("version", false, "print the version, commit and build date and exit")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -113,5 +118,77 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else {
 		fmt.Fprintf(stdout, "built into %s in %s\n", c.Dir, time.Since(start).Round(time.Second))
 	}
+	if err := writeHelmValues(c, sum); err != nil {
+		return err
+	}
 	return ociimage.WriteTable(stdout, sum)
+}
+
+// chartImage is where the chart deploy/helm/edgesched takes each
+// component's image from (edgectl is not deployed by it).
+var chartImage = map[string][]string{
+	"edge-agent":       {"agent", "image"},
+	"edge-scheduler":   {"scheduler", "image"},
+	"edge-coordinator": {"cloud", "coordinator", "image"},
+	"nats-server":      {"nats", "image"},
+}
+
+// writeHelmValues writes the chart values of this build's images:
+// helm-values.yaml references them by digest (pushed to the registry
+// they are named after), helm-values-airgap.yaml by tag (imported from
+// the archives into K3s: containerd names imported images by tag only, so
+// a digest reference would not find them).
+func writeHelmValues(c ociimage.Config, sum *ociimage.Summary) error {
+	for _, f := range []struct {
+		name     string
+		byDigest bool
+		head     string
+	}{
+		{"helm-values.yaml", true, "the images by digest, for a registry they were pushed to (e.g. skopeo copy --all --preserve-digests oci:" + filepath.Join(c.Dir, "oci") + ":IMAGE docker://IMAGE)"},
+		{"helm-values-airgap.yaml", false, "the images by tag, for nodes that imported archives/*.tar (K3s's agent/images folder or k3s ctr images import)"},
+	} {
+		b, err := HelmValues(sum, f.byDigest)
+		if err != nil {
+			return err
+		}
+		text := fmt.Sprintf("# Written by `make images` (edge-images) for %s, commit %s:\n# %s.\n# helm install ... -f %s\n%s",
+			sum.Version, sum.Commit, f.head, f.name, b)
+		if err := atomicfile.Write(filepath.Join(c.Dir, f.name), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HelmValues are the chart values (YAML) that make the chart run the
+// images of sum: registry, repository and tag of the agent, scheduler,
+// coordinator and NATS images, and with byDigest their index digests
+// (which then win over the tags).
+func HelmValues(sum *ociimage.Summary, byDigest bool) ([]byte, error) {
+	values := map[string]any{}
+	for _, cs := range sum.Components {
+		path, ok := chartImage[cs.Name]
+		if !ok {
+			continue
+		}
+		ref, err := name.NewTag(cs.Image)
+		if err != nil {
+			return nil, fmt.Errorf("image %q: %w", cs.Image, err)
+		}
+		img := map[string]any{"registry": ref.RegistryStr(), "repository": ref.RepositoryStr(), "tag": ref.TagStr(), "pullPolicy": "IfNotPresent"}
+		if byDigest {
+			img["digest"] = cs.Digest
+		}
+		m := values
+		for _, k := range path[:len(path)-1] {
+			next, ok := m[k].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[k] = next
+			}
+			m = next
+		}
+		m[path[len(path)-1]] = img
+	}
+	return yaml.Marshal(values)
 }

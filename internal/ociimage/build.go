@@ -71,8 +71,9 @@ var (
 	LinuxARMv7 = v1.Platform{OS: "linux", Architecture: "arm", Variant: "v7"}
 )
 
-// DefaultComponents are edgesched's four programs: edge-agent (root, for
-// its eBPF capabilities; also 32-bit arm) and the other three as nonroot.
+// DefaultComponents are edgesched's four programs, edge-agent (root, for
+// its eBPF capabilities; also 32-bit arm) and the other three as nonroot,
+// and nats-server (nonroot).
 // agentTags are the Makefile's AGENT_TAGS; schedulerExperiment is the
 // scheduler's GOEXPERIMENT on amd64 (the Makefile's SCHEDULER_GOEXPERIMENT).
 func DefaultComponents(agentTags, schedulerExperiment string) []Component {
@@ -92,6 +93,11 @@ func DefaultComponents(agentTags, schedulerExperiment string) []Component {
 			Description: "federated-learning coordinator: rounds, aggregation, signed models"},
 		{Name: "edgectl", Package: "./cmd/edgectl", User: nonroot, Platforms: both,
 			Description: "the operator's command line (model rounds, auth, simulation)"},
+		// The chart's NATS (leaf node and hub) for air-gapped sites: the
+		// nats-server release go.mod pins (the one the tests embed), so no
+		// image has to come from Docker Hub.
+		{Name: "nats-server", Package: "github.com/nats-io/nats-server/v2", User: nonroot, Platforms: both,
+			Description: "NATS server (the release edgesched's go.mod pins) for the site's leaf node and the cloud hub"},
 	}
 }
 

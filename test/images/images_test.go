@@ -355,10 +355,37 @@ func checkVersion(t *testing.T, b *build, comp, platform string, cmd *exec.Cmd) 
 		t.Errorf("%s %s --version: %v\n%s", comp, platform, err, out)
 		return
 	}
+	if comp == "nats-server" {
+		// nats-server's own line: its release, the one go.mod pins
+		if want := "nats-server: " + natsVersion(t); line != want {
+			t.Errorf("nats-server --version printed %q, want %q", line, want)
+		}
+		return
+	}
 	prefix := fmt.Sprintf("%s %s commit %s built %s ", comp, b.sum.Version, b.sum.Commit, b.sum.Created.Format(time.RFC3339))
 	if !strings.HasPrefix(line, prefix) || !strings.HasSuffix(line, " "+platform) {
 		t.Errorf("%s --version printed %q, want %q... %s", comp, line, prefix, platform)
 	}
+}
+
+// natsVersion is the nats-server release go.mod pins.
+func natsVersion(t *testing.T) string {
+	t.Helper()
+	root, err := gobuild.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "github.com/nats-io/nats-server/v2" {
+			return f[1]
+		}
+	}
+	t.Fatal("go.mod does not require github.com/nats-io/nats-server/v2")
+	return ""
 }
 
 // TestELF checks the non-amd64 programs: static ELF files for their
