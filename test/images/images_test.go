@@ -6,6 +6,7 @@ import (
 	"context"
 	"debug/buildinfo"
 	"debug/elf"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -506,6 +507,149 @@ func TestUnitTestsEmulated(t *testing.T) {
 		t.Logf("GOARCH=arm64 go %s (%s):\n%s", strings.Join(args, " "), time.Since(start).Round(time.Second), out)
 		if err != nil {
 			t.Errorf("arm64 unit tests under %s: %v", q, err)
+		}
+	}
+}
+
+// TestContainerdImport imports the archives into a real containerd (K3s
+// runs containerd and imports its images folder with the same importer):
+// Debian's containerd, started on a socket in a temporary directory. Every
+// archive imports under its name, containerd's manifest names the same
+// configuration and layers as the layout, and the amd64 images run with
+// runc as the user their configuration names (nonroot 65532: the base
+// layer's /etc/passwd resolves it) and print their version.
+func TestContainerdImport(t *testing.T) {
+	b := open(t)
+	ctrd, err1 := exec.LookPath("containerd")
+	ctrBin, err2 := exec.LookPath("ctr")
+	if err1 != nil || err2 != nil {
+		t.Skipf("containerd or ctr is not installed (Debian's containerd; `make test-images` installs it when run as root): %v %v", err1, err2)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("containerd needs root here")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "ctd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "containerd.sock")
+	cfg := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n"+
+		"[grpc]\n  address = %q\n[ttrpc]\n  address = %q\n[debug]\n  address = \"\"\n[metrics]\n  address = \"\"\n",
+		filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc")
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	daemon := exec.Command(ctrd, "--config", filepath.Join(dir, "config.toml"))
+	daemon.Stdout, daemon.Stderr = logf, logf
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		daemon.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { daemon.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			daemon.Process.Kill()
+			<-done
+		}
+	})
+	ctr := func(args ...string) (string, error) {
+		c := exec.CommandContext(ctx, ctrBin, append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...)
+		out, err := c.CombinedOutput()
+		if err != nil {
+			return string(out), fmt.Errorf("ctr %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out), nil
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if _, err := ctr("version"); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
+			t.Fatalf("containerd did not answer: %v\n%s", err, log)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Native snapshotter: overlayfs may not mount inside this sandbox;
+	// K3s uses overlayfs, which changes nothing about the import.
+	const snap = "native"
+	for _, comp := range want() {
+		cs := summary(t, b, comp.Name)
+		for _, p := range comp.Platforms {
+			plat := ociimage.PlatformString(p)
+			i := slices.IndexFunc(cs.Platforms, func(ps ociimage.PlatformSummary) bool { return ps.Platform == plat })
+			if i < 0 {
+				t.Fatalf("%s: images.json has no %s", comp.Name, plat)
+			}
+			// K3s imports with all platforms (an arm64 archive on an amd64 node
+			// still imports); unpacking only makes sense for this machine's.
+			args := []string{"images", "import", "--all-platforms", "--snapshotter", snap}
+			if p.Architecture != "amd64" {
+				args = append(args, "--no-unpack")
+			}
+			if out, err := ctr(append(args, filepath.Join(b.dir, cs.Platforms[i].Archive))...); err != nil {
+				t.Errorf("%s %s: %v", comp.Name, plat, err)
+				continue
+			} else {
+				t.Logf("%s %s: %s", comp.Name, plat, strings.TrimSpace(out))
+			}
+			ls, err := ctr("images", "ls")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var target string
+			for _, line := range strings.Split(ls, "\n") {
+				if f := strings.Fields(line); len(f) >= 3 && f[0] == cs.Image {
+					target = f[2]
+				}
+			}
+			if target == "" {
+				t.Errorf("%s %s: containerd lists no %s:\n%s", comp.Name, plat, cs.Image, ls)
+				continue
+			}
+			raw, err := ctr("content", "get", target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m v1.Manifest
+			if err := json.Unmarshal([]byte(raw), &m); err != nil {
+				t.Fatalf("%s %s: containerd's manifest %s: %v", comp.Name, plat, target, err)
+			}
+			lay, err := b.image(t, comp.Name, p).Manifest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Config.Digest != lay.Config.Digest || len(m.Layers) != len(lay.Layers) {
+				t.Errorf("%s %s: containerd's image has config %s and %d layers; the layout's %s and %d", comp.Name, plat, m.Config.Digest, len(m.Layers), lay.Config.Digest, len(lay.Layers))
+			}
+			for j := range min(len(m.Layers), len(lay.Layers)) {
+				if m.Layers[j].Digest != lay.Layers[j].Digest {
+					t.Errorf("%s %s: layer %d %s in containerd, %s in the layout", comp.Name, plat, j, m.Layers[j].Digest, lay.Layers[j].Digest)
+				}
+			}
+			if p.Architecture != "amd64" {
+				continue
+			}
+			id := "t-" + comp.Name
+			out, err := ctr("run", "--rm", "--snapshotter", snap, cs.Image, id, ociimage.BinDir+"/"+comp.Name, "--version")
+			if err != nil {
+				t.Errorf("%s: ctr run: %v", comp.Name, err)
+				continue
+			}
+			t.Logf("ctr run %s: %s", cs.Image, strings.TrimSpace(out))
+			if !strings.Contains(out, b.sum.Commit) && comp.Name != "nats-server" {
+				t.Errorf("%s in containerd printed %q, want the commit %s", comp.Name, out, b.sum.Commit)
+			}
 		}
 	}
 }
