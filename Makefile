@@ -13,7 +13,7 @@ PKGS      := ./...
 FUZZTIME  ?= 15s
 DEMO_OUT  ?= demo-out
 
-.PHONY: all agent scheduler build demo test test-short bench lint fmt generate fuzz tidy clean help train e2e-bin helm manifests images test-images image-test-tools
+.PHONY: all agent scheduler build demo test test-short bench lint fmt generate fuzz tidy clean help train e2e-bin helm manifests images test-images image-test-tools kubectl-plugin
 
 all: lint build test
 
@@ -22,6 +22,12 @@ help: ## list targets
 
 build: ## build bin/edgectl
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/edgectl ./cmd/edgectl
+
+# kubectl finds plugins by name on PATH: `kubectl edgesched round list`
+# runs bin/kubectl-edgesched, which is edgectl (docs/quickstart-k3s.md).
+kubectl-plugin: build ## bin/kubectl-edgesched: edgectl as a kubectl plugin (put bin/ on PATH)
+	ln -sf edgectl $(BIN)/kubectl-edgesched
+	@echo "kubectl edgesched ... runs $(BIN)/edgectl once $(abspath $(BIN)) is on PATH"
 
 demo: build ## run the demo: schedulers compared on openb and an edge scenario, then federated learning over embedded NATS
 	./$(BIN)/edgectl demo --out $(DEMO_OUT)
