@@ -474,8 +474,8 @@ func TestVersionEmulated(t *testing.T) {
 }
 
 // TestUnitTestsEmulated runs the unit tests of quant and policy built for
-// arm64 (with the agent's tags: the network code the agent ships) under
-// qemu. Only correctness counts: timings under emulation say nothing
+// arm64 (policy twice: as the scheduler and coordinator link it, and with
+// the agent's tags) under qemu. Only correctness counts: timings under emulation say nothing
 // about an arm64 core.
 func TestUnitTestsEmulated(t *testing.T) {
 	open(t)
@@ -488,12 +488,15 @@ func TestUnitTestsEmulated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The scheduler and the coordinator link policy with gorgonia's
+	// tensors, the agent without (AGENT_TAGS): both builds of the network.
 	for _, run := range []struct{ tags, pkgs string }{
-		{"", "./quant/"},
-		{"nogorgonia", "./quant/ ./policy/"},
+		{"", "./quant/ ./policy/"},
+		{"nogorgonia", "./policy/"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		args := []string{"test", "-count=1", "-exec", q}
+		// -trimpath: the packages the arm64 images compiled are reused
+		args := []string{"test", "-count=1", "-trimpath", "-exec", q}
 		if run.tags != "" {
 			args = append(args, "-tags", run.tags)
 		}
