@@ -206,6 +206,44 @@ func TestQuickstartK3s(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// helm-values.yaml (by digest) renders too, every edgesched
+	// container by digest
+	byDigest := &ociimage.Summary{}
+	for i, c := range sum.Components {
+		c.Digest = fmt.Sprintf("sha256:%064x", i+1)
+		byDigest.Components = append(byDigest.Components, c)
+	}
+	if v, err = imagecmd.HelmValues(byDigest, true); err != nil {
+		t.Fatal(err)
+	}
+	digestValues := filepath.Join(r.dir, "helm-values.yaml")
+	if err := os.WriteFile(digestValues, v, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.run("template", "edgesched", "deploy/helm/edgesched", "--namespace", chartNamespace, "-f", digestValues,
+		"--set", "cloud.enabled=true", "--set", "site.name=lab-1", "--set", "nats.leaf.enabled=true", "--set", "nats.leaf.remoteURL=nats-leaf://hub:7422")
+	if err != nil {
+		t.Fatalf("the chart does not render with helm-values.yaml: %v", err)
+	}
+	objs, err := parseObjects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := 0
+	for _, o := range objs {
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			img, _ := c.(map[string]any)["image"].(string)
+			if !strings.HasPrefix(img, "ghcr.io/edgesched/") || !strings.Contains(img, "@sha256:") {
+				t.Errorf("with helm-values.yaml %s/%s runs %q, want ghcr.io/edgesched/NAME@sha256:...", o.GetKind(), o.GetName(), img)
+			}
+			images++
+		}
+	}
+	if images != 5 {
+		t.Errorf("with helm-values.yaml %d containers, want 5 (agent, scheduler, leaf, hub, coordinator)", images)
+	}
+
 	for _, c := range cmds {
 		t.Logf("%s:%d: %s", filepath.Base(quickstartDoc), c.line, strings.Join(c.args, " "))
 		if err := r.run(c.args); err != nil {
