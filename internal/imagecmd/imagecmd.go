@@ -1,5 +1,7 @@
 // Package imagecmd is edge-images' command line (tools/edge-images, run by
-// `make images`): flags and logging wired to package ociimage. Exit codes
+// `make images`): flags and logging wired to package ociimage, and the
+// chart values that select the built images (helm-values.yaml by digest,
+// helm-values-airgap.yaml by tag; HelmValues). Exit codes
 // as every edgesched binary's (internal/cli): 0 success, 1 when the build
 // fails, 2 for a bad command line.
 //

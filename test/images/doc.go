@@ -16,6 +16,11 @@
 //     the commit; the arm64 and arm/v7 binaries are static ELF files for
 //     their machine, built with CGO_ENABLED=0 and -trimpath;
 //   - compressed sizes within the goals (agent 35 MB, scheduler 70 MB);
+//   - with Debian's containerd and runc (installed by `make test-images` as
+//     root; skipped with the reason otherwise): every archive imported as K3s
+//     imports its images folder, containerd's manifest naming the layout's
+//     configuration and layers, and each amd64 image run with `ctr run` as
+//     the user its configuration names, printing its version;
 //   - under Debian's qemu-user-static when it is installed (`make
 //     test-images` installs it as root; otherwise the tests skip with the
 //     reason): the arm64 agent and scheduler (and the arm/v7 agent) run
