@@ -224,6 +224,16 @@ func summary(t *testing.T, b *build, comp string) ociimage.ComponentSummary {
 	return ociimage.ComponentSummary{}
 }
 
+// platformSummary is cs's image for plat in images.json.
+func platformSummary(t *testing.T, cs ociimage.ComponentSummary, plat string) ociimage.PlatformSummary {
+	t.Helper()
+	i := slices.IndexFunc(cs.Platforms, func(ps ociimage.PlatformSummary) bool { return ps.Platform == plat })
+	if i < 0 {
+		t.Fatalf("%s: images.json has no %s", cs.Name, plat)
+	}
+	return cs.Platforms[i]
+}
+
 // checkImage checks one image's configuration and base files.
 func checkImage(t *testing.T, b *build, comp ociimage.Component, p v1.Platform) {
 	img := b.image(t, comp.Name, p)
@@ -277,18 +287,14 @@ func TestArchives(t *testing.T) {
 		cs := summary(t, b, comp.Name)
 		for _, p := range comp.Platforms {
 			plat := ociimage.PlatformString(p)
-			i := slices.IndexFunc(cs.Platforms, func(ps ociimage.PlatformSummary) bool { return ps.Platform == plat })
-			if i < 0 {
-				t.Errorf("%s: images.json has no %s", comp.Name, plat)
-				continue
-			}
+			ps := platformSummary(t, cs, plat)
 			tag, err := name.NewTag(cs.Image)
 			if err != nil {
 				t.Fatal(err)
 			}
-			arch, err := tarball.ImageFromPath(filepath.Join(b.dir, cs.Platforms[i].Archive), &tag)
+			arch, err := tarball.ImageFromPath(filepath.Join(b.dir, ps.Archive), &tag)
 			if err != nil {
-				t.Errorf("%s %s: archive %s does not hold %s: %v", comp.Name, plat, cs.Platforms[i].Archive, tag, err)
+				t.Errorf("%s %s: archive %s does not hold %s: %v", comp.Name, plat, ps.Archive, tag, err)
 				continue
 			}
 			lay := b.image(t, comp.Name, p)
@@ -310,8 +316,8 @@ func TestArchives(t *testing.T) {
 				}
 			}
 			ld, _ := lay.Digest()
-			if ld.String() != cs.Platforms[i].Digest {
-				t.Errorf("%s %s: layout digest %s, images.json %s", comp.Name, plat, ld, cs.Platforms[i].Digest)
+			if ld.String() != ps.Digest {
+				t.Errorf("%s %s: layout digest %s, images.json %s", comp.Name, plat, ld, ps.Digest)
 			}
 		}
 	}
@@ -597,17 +603,14 @@ func TestContainerdImport(t *testing.T) {
 		cs := summary(t, b, comp.Name)
 		for _, p := range comp.Platforms {
 			plat := ociimage.PlatformString(p)
-			i := slices.IndexFunc(cs.Platforms, func(ps ociimage.PlatformSummary) bool { return ps.Platform == plat })
-			if i < 0 {
-				t.Fatalf("%s: images.json has no %s", comp.Name, plat)
-			}
+			ps := platformSummary(t, cs, plat)
 			// K3s imports with all platforms (an arm64 archive on an amd64 node
 			// still imports); unpacking only makes sense for this machine's.
 			args := []string{"images", "import", "--all-platforms", "--snapshotter", snap}
 			if p.Architecture != "amd64" {
 				args = append(args, "--no-unpack")
 			}
-			if out, err := ctr(append(args, filepath.Join(b.dir, cs.Platforms[i].Archive))...); err != nil {
+			if out, err := ctr(append(args, filepath.Join(b.dir, ps.Archive))...); err != nil {
 				t.Errorf("%s %s: %v", comp.Name, plat, err)
 				continue
 			} else {
