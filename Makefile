@@ -13,7 +13,7 @@ PKGS      := ./...
 FUZZTIME  ?= 15s
 DEMO_OUT  ?= demo-out
 
-.PHONY: all agent scheduler build demo test test-short bench lint fmt generate fuzz tidy clean help train e2e-bin helm manifests
+.PHONY: all agent scheduler build demo test test-short bench lint fmt generate fuzz tidy clean help train e2e-bin helm manifests images test-images image-test-tools kubectl-plugin
 
 all: lint build test
 
@@ -22,6 +22,12 @@ help: ## list targets
 
 build: ## build bin/edgectl
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/edgectl ./cmd/edgectl
+
+# kubectl finds plugins by name on PATH: `kubectl edgesched round list`
+# runs bin/kubectl-edgesched, which is edgectl (docs/quickstart-k3s.md).
+kubectl-plugin: build ## bin/kubectl-edgesched: edgectl as a kubectl plugin (put bin/ on PATH)
+	ln -sf edgectl $(BIN)/kubectl-edgesched
+	@echo "kubectl edgesched ... runs $(BIN)/edgectl once $(abspath $(BIN)) is on PATH"
 
 demo: build ## run the demo: schedulers compared on openb and an edge scenario, then federated learning over embedded NATS
 	./$(BIN)/edgectl demo --out $(DEMO_OUT)
@@ -55,6 +61,49 @@ scheduler: ## build bin/edge-scheduler as released (stripped; GOEXPERIMENT=simd 
 	GOEXPERIMENT=$(SCHEDULER_GOEXPERIMENT) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/edge-scheduler ./cmd/edge-scheduler
 	@ls -l $(BIN)/edge-scheduler
 
+# Container images (docs/quickstart-k3s.md, "Images"): edge-agent,
+# edge-scheduler, edge-coordinator and edgectl for linux/amd64 and
+# linux/arm64 (the agent also for linux/arm/v7), static binaries
+# (CGO_ENABLED=0, -trimpath, -s -w) on a base internal/ociimage builds
+# itself, assembled with go-containerregistry (go.mod): no Docker, no
+# registry. Reproducible: every time stamp is the commit's
+# (SOURCE_DATE_EPOCH), so a commit gives the same digests on any machine
+# with the same Go. Outputs in IMAGES_OUT: oci/ (an OCI layout, one
+# multi-platform index per program), archives/NAME-linux-ARCH.tar (what
+# K3s imports), images.json, images.txt. An unchanged build of a clean
+# tree is reused; IMAGES_FLAGS=--force rebuilds.
+IMAGES_OUT     ?= build/images
+IMAGE_REGISTRY ?= ghcr.io/edgesched
+IMAGE_TAG      ?= $(VERSION)
+IMAGES_FLAGS   ?=
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_DATE     := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+IMAGE_LDFLAGS   = -s -w -X github.com/edgesched/edgesched/internal/cli.Version=$(VERSION) -X github.com/edgesched/edgesched/internal/cli.Commit=$(COMMIT) -X github.com/edgesched/edgesched/internal/cli.Date=$(IMAGE_DATE)
+
+images: ## build the OCI images and K3s archives into IMAGES_OUT (reused when unchanged); prints digests and sizes
+	$(GO) run ./tools/edge-images --out $(IMAGES_OUT) --registry $(IMAGE_REGISTRY) --tag $(IMAGE_TAG) \
+		--release $(VERSION) --commit $(COMMIT) --source-date-epoch $(SOURCE_DATE_EPOCH) \
+		--ldflags "$(IMAGE_LDFLAGS)" --agent-tags "$(AGENT_TAGS)" --scheduler-goexperiment simd $(IMAGES_FLAGS)
+
+# What test-images runs besides Go, from Debian's packages, installed as
+# root when missing (the tests print why they skip otherwise):
+# qemu-user-static (the arm64 and arm/v7 programs and unit tests) and
+# containerd with runc (importing the archives as K3s does, running the
+# amd64 images).
+IMAGE_TEST_PKGS := qemu-aarch64-static:qemu-user-static containerd:containerd ctr:containerd runc:runc
+image-test-tools:
+	@pkgs=; for e in $(IMAGE_TEST_PKGS); do command -v $${e%%:*} >/dev/null 2>&1 || pkgs="$$pkgs $${e#*:}"; done; \
+	pkgs=$$(echo $$pkgs | tr ' ' '\n' | sort -u | xargs); \
+	if [ -n "$$pkgs" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "for test-images: installing Debian's $$pkgs"; \
+			{ apt-get update -qq && apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null; } || echo "could not install $$pkgs"; \
+		else echo "for test-images: missing $$pkgs (installing needs root and apt-get): those tests will skip"; fi; \
+	fi
+
+test-images: images image-test-tools ## check the images without a cluster (test/images): platforms, users, --version, ELF, arm64 under qemu
+	EDGESCHED_IMAGES_DIR=$(abspath $(IMAGES_OUT)) $(GO) test -count=1 -timeout 40m -v ./test/images/
+
 # Helm, pinned (test/e2e/deploy_e2e_test.go checks this line): built with
 # `go install pkg@version` into bin/tools, so the main go.mod is untouched.
 HELM_VERSION ?= v3.22.0
@@ -78,9 +127,26 @@ define render-manifest
 	@mv deploy/manifests/$(1).yaml.tmp deploy/manifests/$(1).yaml && echo "wrote deploy/manifests/$(1).yaml"
 endef
 
-manifests: helm ## render deploy/manifests/{site,cloud}.yaml from the Helm chart (committed)
+# With images built (make images), also the manifests of exactly those
+# images, not committed: IMAGES_OUT/manifests/{site,cloud}.yaml by digest
+# (for a registry) and {site,cloud}-airgap.yaml by tag (for archives
+# imported into K3s), for the auto-deploy folder (docs/quickstart-k3s.md).
+define render-image-manifest
+	@{ echo "# Generated by \`make manifests\` from deploy/helm/edgesched with the images of $(IMAGES_OUT)/images.json."; \
+	  echo "# Rendered with: helm template edgesched deploy/helm/edgesched --namespace $(MANIFESTS_NS) -f $(IMAGES_OUT)/$(3) $(2)"; \
+	  $(HELM) template edgesched deploy/helm/edgesched --namespace $(MANIFESTS_NS) -f $(IMAGES_OUT)/$(3) $(2); } > $(IMAGES_OUT)/manifests/$(1).yaml.tmp
+	@mv $(IMAGES_OUT)/manifests/$(1).yaml.tmp $(IMAGES_OUT)/manifests/$(1).yaml && echo "wrote $(IMAGES_OUT)/manifests/$(1).yaml"
+endef
+
+manifests: helm ## render deploy/manifests/{site,cloud}.yaml from the Helm chart (committed), and IMAGES_OUT/manifests with the built images' digests
 	$(call render-manifest,site,--set namespace.create=true)
 	$(call render-manifest,cloud,--set namespace.create=true --set site.enabled=false --set cloud.enabled=true)
+	@if [ -f $(IMAGES_OUT)/helm-values.yaml ]; then mkdir -p $(IMAGES_OUT)/manifests; else \
+		echo "no $(IMAGES_OUT)/helm-values.yaml: make images first for manifests that name this build's images"; fi
+	$(if $(wildcard $(IMAGES_OUT)/helm-values.yaml),$(call render-image-manifest,site,--set namespace.create=true,helm-values.yaml))
+	$(if $(wildcard $(IMAGES_OUT)/helm-values.yaml),$(call render-image-manifest,cloud,--set namespace.create=true --set site.enabled=false --set cloud.enabled=true,helm-values.yaml))
+	$(if $(wildcard $(IMAGES_OUT)/helm-values-airgap.yaml),$(call render-image-manifest,site-airgap,--set namespace.create=true,helm-values-airgap.yaml))
+	$(if $(wildcard $(IMAGES_OUT)/helm-values-airgap.yaml),$(call render-image-manifest,cloud-airgap,--set namespace.create=true --set site.enabled=false --set cloud.enabled=true,helm-values-airgap.yaml))
 
 test: lint e2e-bin onnx-tools ## lint, then all tests with the race detector, end-to-end included
 	EDGESCHED_E2E_BIN_DIR=$(abspath $(E2E_BIN)) $(GO) test -race -count=1 -timeout 20m $(PKGS)

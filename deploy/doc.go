@@ -7,6 +7,9 @@
 //     the model ConfigMap, site-leader RBAC, a NATS leaf node. Cloud side
 //     (cloud.enabled): edge-coordinator with its bbolt registry on a PVC and
 //     NATS with JetStream.
+//   - helm/edgesched/dashboards: Grafana dashboards (scheduler, agent,
+//     coordinator), rendered as sidecar ConfigMaps with
+//     grafana.dashboards.enabled.
 //   - manifests: the chart rendered for K3s's auto-deploy folder
 //     (`make manifests`); k3s/helmchart.yaml: a HelmChart for K3s's Helm
 //     controller.

@@ -41,9 +41,21 @@ app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* image reference; call with (dict "ctx" $ "image" .Values.agent.image). */}}
+{{/* image reference: [REGISTRY/]REPOSITORY@DIGEST when the image has a
+digest, else [REGISTRY/]REPOSITORY:TAG (TAG "": the chart's appVersion);
+"own" images (the agent's, scheduler's and coordinator's) take their
+registry from imageRegistry when it is set. Call with
+(dict "ctx" $ "image" .Values.agent.image "own" true). */}}
 {{- define "edgesched.image" -}}
-{{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion .image.tag) -}}
+{{- $reg := .image.registry | default "" -}}
+{{- if and .own .ctx.Values.imageRegistry -}}{{- $reg = .ctx.Values.imageRegistry -}}{{- end -}}
+{{- $name := .image.repository -}}
+{{- if $reg -}}{{- $name = printf "%s/%s" $reg .image.repository -}}{{- end -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" $name .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $name (default .ctx.Chart.AppVersion .image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Where the trusted coordinator keys are mounted (a directory: every
