@@ -50,7 +50,7 @@ func (f *adminFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.conn.KeyFile, "tls-key", "", "client certificate's private key")
 	fl.StringVar(&f.conn.InboxPrefix, "inbox-prefix", natsauth.AdminInboxPrefix, "reply-subject prefix (the admin identity may only read its own)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the coordinator")
-	fl.StringVarP(&f.output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &f.output)
 }
 
 func (f *adminFlags) validate() error {
@@ -108,7 +108,8 @@ func (f *adminFlags) call(endpoint string, req coordinator.AdminRequest, out any
 		return fmt.Errorf("%s: %w", endpoint, err)
 	}
 	if e := msg.Header.Get(micro.ErrorHeader); e != "" {
-		return fmt.Errorf("coordinator: %s (%s)", e, msg.Header.Get(micro.ErrorCodeHeader))
+		// the coordinator's errors start with its own name already
+		return fmt.Errorf("coordinator: %s (%s)", strings.TrimPrefix(e, "coordinator: "), msg.Header.Get(micro.ErrorCodeHeader))
 	}
 	if err := json.Unmarshal(msg.Data, out); err != nil {
 		return fmt.Errorf("decode %s answer: %w", endpoint, err)
@@ -116,16 +117,13 @@ func (f *adminFlags) call(endpoint string, req coordinator.AdminRequest, out any
 	return nil
 }
 
-// print writes v as indented JSON (-o json) or with table.
+// print writes v as -o asks (printData), the table with table.
 func (f *adminFlags) print(w io.Writer, v any, table func(tw *tabwriter.Writer)) error {
-	if f.output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	table(tw)
-	return tw.Flush()
+	return printData(w, f.output, v, func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		table(tw)
+		return tw.Flush()
+	})
 }
 
 // ago formats how long ago t was ("-" for never).
