@@ -1116,9 +1116,11 @@ func checkSchedulerSync(t *testing.T, objs []*unstructured.Unstructured) {
 		t.Errorf("chart args: modelConfigMap %q publicKeys %q modelStatePath %q dependenciesConfigMap %q topologyConfigMap %q", decoded.ModelConfigMap, decoded.PublicKeys,
 			decoded.ModelStatePath, decoded.DependenciesConfigMap, decoded.TopologyConfigMap)
 	}
-	// the shipped file reads them in kube-system
-	if sa["topologyConfigMap"] != "kube-system/edgesched-topology" {
-		t.Errorf("shipped args: topologyConfigMap %v, want kube-system/edgesched-topology", sa["topologyConfigMap"])
+	// the shipped file reads them in the chart's namespace too
+	for k, name := range map[string]string{"dependenciesConfigMap": "edgesched-dependencies", "topologyConfigMap": "edgesched-topology"} {
+		if want := chartNamespace + "/" + name; sa[k] != want {
+			t.Errorf("shipped args: %s %v, want %s", k, sa[k], want)
+		}
 	}
 	for _, k := range []string{"modelPath", "modelConfigMap", "modelConfigMapKey", "publicKeys", "reloadInterval", "modelStatePath", "dependenciesConfigMap", "topologyConfigMap"} {
 		delete(ca, k)
