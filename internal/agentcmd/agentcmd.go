@@ -248,6 +248,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		StaleAfter:       o.staleAfter,
 		MetricsAddr:      o.metricsAddr,
 		Seed:             o.seed,
+		// the agent adds its own series; the Go, process and build
+		// collectors are every daemon's (cli.RegisterProcessMetrics)
+		Registry: prometheus.NewRegistry(),
+	}
+	if err := cli.RegisterProcessMetrics(cfg.Registry, "edge-agent"); err != nil {
+		return err
 	}
 	var client kube.Interface
 	if !o.noAnnotate || o.site != "" {
@@ -277,7 +283,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return usagef("%s given without --site", strings.Join(set, " "))
 		}
 	} else {
-		cfg.Registry = prometheus.NewRegistry()
 		sp, err := buildSite(&o, client, cfg.Registry, log)
 		if err != nil {
 			return cli.Usage(err)

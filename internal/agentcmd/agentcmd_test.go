@@ -29,6 +29,7 @@ import (
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
+	"github.com/edgesched/edgesched/internal/testutil/metricstest"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -216,6 +217,7 @@ func TestSeed(t *testing.T) {
 			if want := fmt.Sprintf(`edgesched_agent_info{seed="%d"} 1`, seed); !strings.Contains(metrics, want) {
 				t.Errorf("/metrics lacks %s:\n%.3000s", want, metrics)
 			}
+			metricstest.CheckProcessMetricsText(t, metrics, "edge-agent")
 		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
@@ -157,6 +158,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--model: %w", err)
 	}
 	cfg := d
+	// /metrics: the coordinator's series, the Go runtime's, the process's
+	// and edgesched_build_info
+	reg := prometheus.NewRegistry()
+	if err := cli.RegisterProcessMetrics(reg, "edge-coordinator"); err != nil {
+		return err
+	}
+	cfg.Registerer = reg
 	if *modelKeys != "" {
 		if cfg.ModelKeys, err = quant.LoadKeyring(*modelKeys); err != nil {
 			return fmt.Errorf("--model-keys: %w", err)
