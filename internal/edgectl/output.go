@@ -27,7 +27,7 @@ func checkOutput(v string) error {
 // values for shell completion. Every command that prints data has it.
 func addOutputFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVarP(p, "output", "o", "table", "output format: table, json or yaml")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", complete(fixed(outputFormats...), false))
 }
 
 // printData writes v as the format asks: indented JSON, YAML of the same
