@@ -11,8 +11,9 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/edgesched/edgesched/sim/report"
 )
 
 // Output files.
@@ -164,32 +165,59 @@ func (r *Result) WriteFiles(dir string) ([]string, error) {
 	return files, nil
 }
 
-// plot draws the held-out return per site, one bar group per policy.
+// plot draws the held-out return per site: one panel per site, one bar
+// per policy (the sim plots' colours, in the policies' order), each
+// labelled with its value.
 func (r *Result) plot(path string) error {
-	p := plot.New()
-	p.Title.Text = "Held-out return per site (higher is better)"
-	p.Y.Label.Text = "mean episode return"
-	w := vg.Points(60 / float64(len(r.Policies)+1))
-	for i, pol := range r.Policies {
-		vals := make(plotter.Values, len(r.Sites))
-		for j, s := range r.Sites {
-			vals[j] = r.Evals[pol][s].Return
+	var panels []*plot.Plot
+	for _, site := range r.Sites {
+		p := plot.New()
+		p.Title.Text = "site " + site + ": held-out return (higher is better)"
+		p.Add(plotter.NewGrid())
+		lo, hi := 0.0, 0.0
+		for i, pol := range r.Policies {
+			v := r.Evals[pol][site].Return
+			lo, hi = min(lo, v), max(hi, v)
+			y := float64(len(r.Policies) - 1 - i) // top to bottom
+			bar, err := plotter.NewBarChart(plotter.Values{v}, vg.Points(12))
+			if err != nil {
+				return err
+			}
+			bar.Horizontal, bar.XMin, bar.Color = true, y, report.Palette[i%len(report.Palette)]
+			bar.LineStyle.Width = 0
+			lab, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: v, Y: y}}, Labels: []string{fmt.Sprintf(" %.1f ", v)}})
+			if err != nil {
+				return err
+			}
+			for k := range lab.TextStyle {
+				lab.TextStyle[k].YAlign = -0.5
+				if v < 0 {
+					lab.TextStyle[k].XAlign = -1 // left of a bar that grows leftwards
+				}
+			}
+			p.Add(bar, lab)
 		}
-		bars, err := plotter.NewBarChart(vals, w)
-		if err != nil {
-			return err
+		span := max(hi-lo, 1e-9)
+		p.X.Min, p.X.Max = lo-0.3*span*boolf(lo < 0), hi+0.3*span*boolf(hi > 0)
+		p.X.Label.Text = "mean episode return"
+		names := make([]string, len(r.Policies))
+		for i, pol := range r.Policies {
+			names[len(r.Policies)-1-i] = pol
 		}
-		bars.LineStyle.Width = 0
-		bars.Color = plotutil.Color(i)
-		bars.Offset = w * vg.Length(float64(i)-float64(len(r.Policies)-1)/2)
-		p.Add(bars)
-		p.Legend.Add(pol, bars)
+		p.NominalY(names...)
+		panels = append(panels, p)
 	}
-	p.Legend.Top = false
-	p.Legend.Left = true
-	p.NominalX(r.Sites...)
-	if err := p.Save(9*vg.Inch, 4*vg.Inch, path); err != nil {
+	cols := min(2, len(panels))
+	h := vg.Points(90 + 18*float64(len(r.Policies)))
+	if err := report.SaveGrid(path, 4.5*vg.Inch, h, cols, nil, panels...); err != nil {
 		return fmt.Errorf("write plot: %w", err)
 	}
 	return nil
+}
+
+func boolf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
