@@ -49,9 +49,10 @@ func (d *Document) WritePlots(dir string) ([]string, error) {
 	}
 	var files []string
 	if d.Mode == sim.Inflate && d.Capacity.GPUMilli > 0 {
-		full, zoom := d.curvePlot(false), d.curvePlot(true)
+		leg := newLegend()
+		full, zoom := d.curvePlot(leg), d.curvePlot(nil)
 		path := filepath.Join(dir, UnallocatedPlot)
-		if err := SavePanels(path, 7*vg.Inch, 3.5*vg.Inch, full, zoom); err != nil {
+		if err := SaveGrid(path, 7*vg.Inch, 3.5*vg.Inch, 1, leg, full, zoom); err != nil {
 			return nil, err
 		}
 		files = append(files, path)
@@ -169,16 +170,19 @@ func (HourTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
-func (d *Document) curvePlot(zoom bool) *plot.Plot {
+// curvePlot is the unallocated-GPU curve; with leg (the full curve) the
+// policies' entries go there, without it the panel is the detail above
+// 80% arrived demand.
+func (d *Document) curvePlot(leg *plot.Legend) *plot.Plot {
+	zoom := leg == nil
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s: GPUs left unallocated (mean of %d seeds)", d.Scenario, len(d.Seeds))
+	seeds := fmt.Sprintf("mean of %d seeds", len(d.Seeds))
+	if len(d.Seeds) == 1 {
+		seeds = fmt.Sprintf("seed %d", d.Seeds[0])
+	}
+	p.Title.Text = fmt.Sprintf("%s: GPUs left unallocated (%s)", d.Scenario, seeds)
 	p.X.Label.Text = "arrived GPU demand (% of cluster GPU capacity)"
 	p.Y.Label.Text = "unallocated GPU (% of capacity)"
-	var leg *plot.Legend
-	if !zoom {
-		leg = &p.Legend
-		p.Legend.Top = true
-	}
 	d.addLines(p, leg, func(r Run) plotter.XYs {
 		var xy plotter.XYs
 		for _, c := range r.Curve {
