@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
 	"github.com/edgesched/edgesched/sim/report"
@@ -171,53 +170,20 @@ func (r *Result) WriteFiles(dir string) ([]string, error) {
 func (r *Result) plot(path string) error {
 	var panels []*plot.Plot
 	for _, site := range r.Sites {
-		p := plot.New()
-		p.Title.Text = "site " + site + ": held-out return (higher is better)"
-		p.Add(plotter.NewGrid())
-		lo, hi := 0.0, 0.0
+		vals := make([]float64, len(r.Policies))
 		for i, pol := range r.Policies {
-			v := r.Evals[pol][site].Return
-			lo, hi = min(lo, v), max(hi, v)
-			y := float64(len(r.Policies) - 1 - i) // top to bottom
-			bar, err := plotter.NewBarChart(plotter.Values{v}, vg.Points(12))
-			if err != nil {
-				return err
-			}
-			bar.Horizontal, bar.XMin, bar.Color = true, y, report.Palette[i%len(report.Palette)]
-			bar.LineStyle.Width = 0
-			lab, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: v, Y: y}}, Labels: []string{fmt.Sprintf(" %.1f ", v)}})
-			if err != nil {
-				return err
-			}
-			for k := range lab.TextStyle {
-				lab.TextStyle[k].YAlign = -0.5
-				if v < 0 {
-					lab.TextStyle[k].XAlign = -1 // left of a bar that grows leftwards
-				}
-			}
-			p.Add(bar, lab)
+			vals[i] = r.Evals[pol][site].Return
 		}
-		span := max(hi-lo, 1e-9)
-		p.X.Min, p.X.Max = lo-0.3*span*boolf(lo < 0), hi+0.3*span*boolf(hi > 0)
+		p, err := report.BarPanel("site "+site+": held-out return (higher is better)", r.Policies, vals, func(v float64) string { return fmt.Sprintf("%.1f", v) })
+		if err != nil {
+			return err
+		}
 		p.X.Label.Text = "mean episode return"
-		names := make([]string, len(r.Policies))
-		for i, pol := range r.Policies {
-			names[len(r.Policies)-1-i] = pol
-		}
-		p.NominalY(names...)
 		panels = append(panels, p)
 	}
-	cols := min(2, len(panels))
 	h := vg.Points(90 + 18*float64(len(r.Policies)))
-	if err := report.SaveGrid(path, 4.5*vg.Inch, h, cols, nil, panels...); err != nil {
+	if err := report.SaveGrid(path, 4.5*vg.Inch, h, min(2, len(panels)), nil, panels...); err != nil {
 		return fmt.Errorf("write plot: %w", err)
 	}
 	return nil
-}
-
-func boolf(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }

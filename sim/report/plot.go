@@ -291,11 +291,7 @@ func (d *Document) saveMeasures(path string) error {
 	pols := d.Policies()
 	var panels []*plot.Plot
 	for _, m := range measuresPlotted {
-		p := plot.New()
-		p.Title.Text = m.title
-		p.Add(plotter.NewGrid())
-		p.X.Min = 0
-		var hi float64
+		vals := make([]float64, len(pols))
 		for i, pol := range pols {
 			v, n := 0.0, 0
 			for _, r := range d.Runs {
@@ -309,38 +305,66 @@ func (d *Document) saveMeasures(path string) error {
 			if m.percent {
 				v *= 100
 			}
-			hi = max(hi, v)
-			// one bar per policy, at y = its row (top to bottom)
-			y := float64(len(pols) - 1 - i)
-			bar, err := plotter.NewBarChart(plotter.Values{v}, vg.Points(10))
-			if err != nil {
-				return err
-			}
-			bar.Horizontal, bar.XMin, bar.Color = true, y, Palette[i%len(Palette)]
-			bar.LineStyle.Width = 0
-			label := " " + valueLabel(v)
-			if m.percent {
-				label = fmt.Sprintf(" %.2f%%", v)
-			}
-			lab, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: v, Y: y}}, Labels: []string{label}})
-			if err != nil {
-				return err
-			}
-			for k := range lab.TextStyle {
-				lab.TextStyle[k].YAlign = -0.5
-			}
-			p.Add(bar, lab)
+			vals[i] = v
 		}
-		p.X.Max = 1.25 * max(hi, 1e-9) // room for the labels
-		names := make([]string, len(pols))
-		for i, pol := range pols {
-			names[len(pols)-1-i] = pol
+		label := valueLabel
+		if m.percent {
+			label = func(v float64) string { return fmt.Sprintf("%.2f%%", v) }
 		}
-		p.NominalY(names...)
+		p, err := BarPanel(m.title, pols, vals, label)
+		if err != nil {
+			return err
+		}
 		panels = append(panels, p)
 	}
 	h := vg.Points(70 + 16*float64(len(pols)))
 	return SaveGrid(path, 4.5*vg.Inch, h, 2, nil, panels...)
+}
+
+// BarPanel is a panel of horizontal bars, one per name from top to
+// bottom in Palette's colours (the lines' colours of the same names),
+// each labelled with label(value) at its end; negative values grow to the
+// left of 0. The axis leaves room for the labels.
+func BarPanel(title string, names []string, values []float64, label func(float64) string) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.Add(plotter.NewGrid())
+	lo, hi := 0.0, 0.0
+	for i, v := range values {
+		lo, hi = min(lo, v), max(hi, v)
+		y := float64(len(values) - 1 - i)
+		bar, err := plotter.NewBarChart(plotter.Values{v}, vg.Points(11))
+		if err != nil {
+			return nil, err
+		}
+		bar.Horizontal, bar.XMin, bar.Color = true, y, Palette[i%len(Palette)]
+		bar.LineStyle.Width = 0
+		lab, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: v, Y: y}}, Labels: []string{" " + label(v) + " "}})
+		if err != nil {
+			return nil, err
+		}
+		for k := range lab.TextStyle {
+			lab.TextStyle[k].YAlign = -0.5
+			if v < 0 {
+				lab.TextStyle[k].XAlign = -1 // left of a bar that grows leftwards
+			}
+		}
+		p.Add(bar, lab)
+	}
+	span := max(hi-lo, 1e-9)
+	p.X.Min, p.X.Max = lo, hi
+	if lo < 0 {
+		p.X.Min -= 0.3 * span
+	}
+	if hi > 0 || lo == 0 {
+		p.X.Max += 0.25 * span
+	}
+	rows := make([]string, len(names))
+	for i, n := range names {
+		rows[len(names)-1-i] = n
+	}
+	p.NominalY(rows...)
+	return p, nil
 }
 
 // valueLabel writes a bar's value with three significant digits and no
