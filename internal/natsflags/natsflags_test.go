@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
+
+	"github.com/edgesched/edgesched/federated/natsauth"
 )
 
 // writeContext writes a nats CLI context file under root/nats/context.
@@ -218,4 +220,49 @@ func TestConnectViaNATSURL(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// FuzzContextFile: any bytes in a context file give a connection or an
+// error naming the context, never a panic; a context that decodes keeps
+// its URL.
+func FuzzContextFile(f *testing.F) {
+	// as `nats context save` writes them (nats CLI 0.2)
+	f.Add([]byte(`{"description":"","url":"nats://127.0.0.1:4222","socks_proxy":"","token":"","user":"","password":"","creds":"","nkey":"/home/op/op.nk","cert":"","key":"","ca":"","nsc":"","jetstream_domain":"","jetstream_api_prefix":"","jetstream_event_prefix":"","inbox_prefix":"","user_jwt":"","color_scheme":"","tls_first":false}`))
+	f.Add([]byte(`{"url":"tls://a:4222","creds":"~/x.creds","ca":"$CA_DIR/ca.pem"}`))
+	f.Add([]byte(`{"url":`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		root := t.TempDir()
+		dir := filepath.Join(root, "nats", "context")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "f.json"), body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env := func(k string) string {
+			switch k {
+			case "XDG_CONFIG_HOME":
+				return root
+			case "HOME":
+				return "/home/op"
+			}
+			return ""
+		}
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		fl := AddGoFlags(fs, Options{DefaultServer: "nats://default:4222"})
+		if err := fs.Parse([]string{"--context", "f"}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := fl.Resolve(env)
+		if err != nil {
+			if !strings.Contains(err.Error(), `"f"`) && !errors.Is(err, natsauth.ErrClientConfig) {
+				t.Fatalf("error names neither the context nor the config: %v", err)
+			}
+			return
+		}
+		if c.URL == "" || c.Context != "f" {
+			t.Fatalf("resolved %+v", c)
+		}
+	})
 }
