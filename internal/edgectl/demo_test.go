@@ -43,7 +43,7 @@ func TestDemoFederated(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"embedded NATS server with JetStream", "round 1/2 published: model v2 from 2 site updates",
-		"round 2/2 published: model v3", "every site verified and installed model v3", "local-only factory-b: 2 rounds done",
+		"round 2/2 published: model v3", "every site verified and installed model v3", "local-only factory-b: 2 rounds done", "local-only factory-a: round 1/2 trained",
 		"local:factory-a", "federated", "k8s-default", "locally trained policies on the other sites' workloads"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)

@@ -375,6 +375,7 @@ func (d *demo) trainLocal(ctx context.Context, initial *policy.Model) ([]*policy
 			defer func() { <-sem }()
 			tr := &flclient.PPOTrainer{Config: d.siteTrain(i)}
 			m := initial
+			began := time.Now()
 			for r := 1; r <= cfg.Rounds; r++ {
 				next, _, err := tr.Train(ctx, m, cfg.Local, roundSeed(d.siteSeed(i), uint64(r)))
 				if err != nil {
@@ -382,9 +383,12 @@ func (d *demo) trainLocal(ctx context.Context, initial *policy.Model) ([]*policy
 					return
 				}
 				m = next
+				if r < cfg.Rounds { // a line per round: minutes of PPO are not silent
+					d.printf("local-only %s: round %d/%d trained (%.0fs)", s.Name, r, cfg.Rounds, time.Since(began).Seconds())
+				}
 			}
 			out[i] = m
-			d.printf("local-only %s: %d rounds done", s.Name, cfg.Rounds)
+			d.printf("local-only %s: %d rounds done (%.0fs)", s.Name, cfg.Rounds, time.Since(began).Seconds())
 		}()
 	}
 	wg.Wait()
