@@ -139,6 +139,24 @@ func newLegend() *plot.Legend {
 	return &l
 }
 
+// CleanTicks are gonum's default ticks labelled without trailing zeros
+// ("75", "0.25" rather than "75.00", "0.25"), the same precision on
+// every label.
+type CleanTicks struct{}
+
+var _ plot.Ticker = CleanTicks{}
+
+// Ticks implements plot.Ticker.
+func (CleanTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', -1, 64)
+		}
+	}
+	return ticks
+}
+
 // HourTicks marks hours with integer labels at a step of 1, 2, 3, 4, 6,
 // 12, 24 or 48 hours, the smallest that gives at most 12 labels; the
 // minor ticks mark the hours between when they are few.
@@ -183,6 +201,7 @@ func (d *Document) curvePlot(leg *plot.Legend) *plot.Plot {
 	p.Title.Text = fmt.Sprintf("%s: GPUs left unallocated (%s)", d.Scenario, seeds)
 	p.X.Label.Text = "arrived GPU demand (% of cluster GPU capacity)"
 	p.Y.Label.Text = "unallocated GPU (% of capacity)"
+	p.X.Tick.Marker, p.Y.Tick.Marker = CleanTicks{}, CleanTicks{}
 	d.addLines(p, leg, func(r Run) plotter.XYs {
 		var xy plotter.XYs
 		for _, c := range r.Curve {
@@ -258,6 +277,7 @@ func (d *Document) saveUtilization(path string) error {
 		p.X.Label.Text = xLabel
 		p.Y.Label.Text = "% of capacity"
 		p.Y.Min = 0
+		p.Y.Tick.Marker = CleanTicks{}
 		if d.Mode == sim.Replay {
 			p.X.Tick.Marker = HourTicks{}
 		}
@@ -329,6 +349,7 @@ func BarPanel(title string, names []string, values []float64, label func(float64
 	p := plot.New()
 	p.Title.Text = title
 	p.Add(plotter.NewGrid())
+	p.X.Tick.Marker = CleanTicks{}
 	lo, hi := 0.0, 0.0
 	for i, v := range values {
 		lo, hi = min(lo, v), max(hi, v)

@@ -9,6 +9,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -236,5 +237,25 @@ func TestHourTicks(t *testing.T) {
 		if got := strings.Join(labels, " "); got != c.labels || minor != c.minor {
 			t.Errorf("[%g, %g]: labels %q and %d minor ticks, want %q and %d", c.lo, c.hi, got, minor, c.labels, c.minor)
 		}
+	}
+}
+
+// TestCleanTicks: the default ticks' values, labels without trailing
+// zeros.
+func TestCleanTicks(t *testing.T) {
+	for _, tk := range (CleanTicks{}).Ticks(0, 75) {
+		if tk.Label != "" && (strings.HasSuffix(tk.Label, "0") && strings.Contains(tk.Label, ".") || tk.Label != strconv.FormatFloat(tk.Value, 'f', -1, 64)) {
+			t.Errorf("tick %v labelled %q", tk.Value, tk.Label)
+		}
+	}
+	var labels []string
+	for _, tk := range (CleanTicks{}).Ticks(0, 0.3) {
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	// gonum's default ticks on [0, 0.3] are 0, 0.15, 0.3, labelled "0.00", "0.15", "0.30"
+	if got := strings.Join(labels, " "); got != "0 0.15 0.3" {
+		t.Errorf("labels %q", got)
 	}
 }
