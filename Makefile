@@ -13,7 +13,7 @@ PKGS      := ./...
 FUZZTIME  ?= 15s
 DEMO_OUT  ?= demo-out
 
-.PHONY: all agent scheduler build demo test test-short bench lint fmt generate fuzz tidy clean help train e2e-bin helm manifests images test-images image-test-tools kubectl-plugin
+.PHONY: all agent scheduler build demo test test-short bench lint fmt generate fuzz tidy clean help train e2e-bin helm manifests man images test-images image-test-tools kubectl-plugin
 
 all: lint build test
 
@@ -244,6 +244,9 @@ fuzz: ## run every fuzz target for FUZZTIME each
 		echo "== $$pkg $$fn"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg || exit 1; \
 	done
+
+man: ## edgectl's man pages from its command tree (github.com/spf13/cobra/doc) into $(BIN)/man; man -l $(BIN)/man/edgectl.1
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s) $(GO) run ./internal/manpages/gen -out $(BIN)/man
 
 tidy: ## go mod tidy
 	$(GO) mod tidy

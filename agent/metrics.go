@@ -231,8 +231,18 @@ var (
 		"Run-queue latency (wakeup to running) of every task since the probes loaded (eBPF, log2 buckets).", nil, nil)
 	descRetrans = prometheus.NewDesc(ns+"_ebpf_tcp_retransmits_total", "TCP retransmissions seen by the eBPF probe since it loaded.", nil, nil)
 	descLast    = prometheus.NewDesc(ns+"_last_sample_timestamp_seconds", "Time of the last successful sample.", nil, nil)
-	descSummary = prometheus.NewDesc(ns+"_summary",
-		"The node summary over the window as last built (measure: cpu, mem, load1, runq_p99_us, retrans_per_s).", []string{"measure"}, nil)
+	// The node summary over the window as last built (the annotation's
+	// content), one metric per unit, in Prometheus' base units.
+	descSummaryCPU = prometheus.NewDesc(ns+"_summary_cpu_utilisation_ratio",
+		"The summary's CPU utilisation over the window, busy share of all CPUs (annotation cpu).", nil, nil)
+	descSummaryMem = prometheus.NewDesc(ns+"_summary_memory_used_ratio",
+		"The summary's memory in use, (MemTotal - MemAvailable) / MemTotal (annotation mem).", nil, nil)
+	descSummaryLoad = prometheus.NewDesc(ns+"_summary_load_average_1m",
+		"The summary's 1-minute load average, runnable plus uninterruptible tasks (annotation load1).", nil, nil)
+	descSummaryRunq = prometheus.NewDesc(ns+"_summary_runqueue_latency_p99_seconds",
+		"The summary's 99th percentile run-queue latency over the window (eBPF only; annotation runqP99Us, in microseconds there).", nil, nil)
+	descSummaryRetrans = prometheus.NewDesc(ns+"_summary_tcp_retransmits_per_second",
+		"The summary's TCP retransmitted segments per second over the window (annotation retransPerS).", nil, nil)
 )
 
 // sampleCollector exports the last sample (and the last summary).
@@ -241,7 +251,7 @@ type sampleCollector struct{ a *Agent }
 func (c *sampleCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCPU, descMemTotal, descMemAvailable, descLoad, descProcs, descPSIAvg, descPSITotal,
 		descNet, descNetPackets, descNetErrors, descNetDrops, descTCPSegs, descCgCPU, descCgMem, descCgCPULim, descCgMemLim,
-		descRunq, descRetrans, descLast, descSummary} {
+		descRunq, descRetrans, descLast, descSummaryCPU, descSummaryMem, descSummaryLoad, descSummaryRunq, descSummaryRetrans} {
 		ch <- d
 	}
 }
@@ -324,14 +334,14 @@ func (c *sampleCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRetrans, float64(last.Kernel.Retransmits))
 	}
 	if s := a.lastSummary; s != nil {
-		gauge(descSummary, s.CPU, "cpu")
-		gauge(descSummary, s.Mem, "mem")
-		gauge(descSummary, s.Load1, "load1")
+		gauge(descSummaryCPU, s.CPU)
+		gauge(descSummaryMem, s.Mem)
+		gauge(descSummaryLoad, s.Load1)
 		if s.RunQueueP99Us != nil {
-			gauge(descSummary, *s.RunQueueP99Us, "runq_p99_us")
+			gauge(descSummaryRunq, *s.RunQueueP99Us*1e-6)
 		}
 		if s.RetransPerS != nil {
-			gauge(descSummary, *s.RetransPerS, "retrans_per_s")
+			gauge(descSummaryRetrans, *s.RetransPerS)
 		}
 	}
 }

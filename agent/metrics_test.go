@@ -122,9 +122,11 @@ func TestMetricsAndHealthz(t *testing.T) {
 		`edgesched_agent_last_sample_timestamp_seconds`:                              float64(t0.Add(time.Second).Unix()),
 		// The 1 s summary: the same CPU share, memory (24684084 - 24016248) /
 		// 24684084, retransmits (11317 - 11317) / 1 s.
-		`edgesched_agent_summary{measure="cpu"}`:           223.0 / 226,
-		`edgesched_agent_summary{measure="mem"}`:           667836.0 / 24684084,
-		`edgesched_agent_summary{measure="retrans_per_s"}`: 0,
+		`edgesched_agent_summary_cpu_utilisation_ratio`:      223.0 / 226,
+		`edgesched_agent_summary_memory_used_ratio`:          667836.0 / 24684084,
+		`edgesched_agent_summary_tcp_retransmits_per_second`: 0,
+		// /proc/loadavg's first field (procfs testdata)
+		`edgesched_agent_summary_load_average_1m`: 2.84,
 	}
 	for k, v := range want {
 		got, ok := m[k]
@@ -139,7 +141,12 @@ func TestMetricsAndHealthz(t *testing.T) {
 	if _, ok := m["process_resident_memory_bytes"]; !ok {
 		t.Error("process metrics missing")
 	}
-	if _, ok := m[`edgesched_agent_summary{measure="runq_p99_us"}`]; ok {
+	for k := range m {
+		if strings.HasPrefix(k, "edgesched_agent_summary{") {
+			t.Errorf("%s: the summary mixing units in one metric is gone", k)
+		}
+	}
+	if _, ok := m[`edgesched_agent_summary_runqueue_latency_p99_seconds`]; ok {
 		t.Error("run-queue p99 exported without eBPF")
 	}
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/edgesched/edgesched/internal/testutil/metricstest"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -458,6 +459,7 @@ func TestStartExtenderServer(t *testing.T) {
 	if !strings.Contains(string(b), `edgesched_extender_requests_total{result="ok",verb="prioritize"}`) {
 		t.Fatalf("metrics lack the extender's requests")
 	}
+	metricstest.CheckProcessMetricsText(t, string(b), "edge-scheduler")
 	cancel()
 	select {
 	case <-srv.Done():

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/edgesched/edgesched/internal/cli"
 )
 
 // Metrics use k8s.io/component-base/metrics registered in its legacy
@@ -80,5 +82,8 @@ func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(metricModelVersion, metricInference, metricFallbacks, metricScoreCache, metricPanics, metricRefusals, metricSwaps, metricSkippedPods, metricTelemetryFallbacks,
 			metricDependencyEdges, metricDependencyUpdates, metricTopologyZones, metricTopologyUpdates)
+		// the registry has the Go runtime's and the process's already
+		// (component-base registers them); the build is every daemon's
+		legacyregistry.RawMustRegister(cli.BuildInfoCollector("edge-scheduler"))
 	})
 }

@@ -61,7 +61,7 @@ type InstallerConfig struct {
 	Client kube.Interface
 	// Namespace, Name and Key locate the artifact: what EdgePolicy's args
 	// modelConfigMap (namespace/name) and modelConfigMapKey say (defaults
-	// kube-system, edgesched-model, model.esa).
+	// edgesched-system, edgesched-model, model.esa).
 	Namespace, Name, Key string
 	// Keys are the trusted model-signing keys; nothing else is written.
 	Keys *quant.Keyring

@@ -69,7 +69,7 @@ type Round struct {
 	Rejected    map[string]int          `json:"rejected,omitempty"`
 	// Closed is when aggregation started (the published artifacts carry it
 	// as their creation time, so a recomputation is byte-identical).
-	Closed time.Time `json:"closed,omitempty"`
+	Closed time.Time `json:"closed,omitzero"`
 	// Result is the model version the round published (0 before).
 	Result uint64 `json:"result,omitempty"`
 	// Note says why a round failed, or what its aggregation reported.
@@ -104,7 +104,7 @@ type Site struct {
 	// HWM is the highest update sequence seen from the site (accepted or
 	// not): anything at or below it is a duplicate or a replay.
 	HWM       uint64         `json:"hwm"`
-	LastSeen  time.Time      `json:"last_seen"`
+	LastSeen  time.Time      `json:"last_seen,omitzero"` // zero (omitted) until the site sends an update
 	LastRound uint64         `json:"last_round"`
 	Accepted  int            `json:"accepted"`
 	Rejected  map[string]int `json:"rejected,omitempty"`

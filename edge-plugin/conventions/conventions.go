@@ -58,11 +58,17 @@ const (
 	AnnotationFailureRate = "edgesched.io/failure-rate"
 )
 
+// DefaultNamespace is edgesched's namespace on a site: the Helm chart's
+// release namespace, the shipped scheduler config's ConfigMaps (model,
+// dependency graph, topology), edge-agent's --namespace and edgectl
+// topology configmap's --namespace all default to it.
+const DefaultNamespace = "edgesched-system"
+
 // The model ConfigMap: the site leader's model installer writes the
 // signed int8 artifact there and EdgePolicy (args modelConfigMap and
 // modelConfigMapKey) watches it.
 const (
-	DefaultModelConfigMapNamespace = "kube-system"
+	DefaultModelConfigMapNamespace = DefaultNamespace
 	DefaultModelConfigMapName      = "edgesched-model"
 	DefaultModelConfigMapKey       = "model.esa"
 )

@@ -33,6 +33,7 @@ import (
 	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/internal/memlimit"
+	"github.com/edgesched/edgesched/internal/natsflags"
 )
 
 // NodeNameEnv is the environment variable --node-name defaults to (set
@@ -73,7 +74,8 @@ type options struct {
 	site, namespace, natsURL, siteKey, modelConfigMap, modelConfigMapKey, modelKeys string
 	leaseDuration, traceRetention, maxModelAge, freezeAfter                         time.Duration
 	traceMaxEvents                                                                  int
-	nats                                                                            natsauth.ClientConfig
+	nats                                                                            natsauth.ClientConfig // resolved from natsFlags
+	natsFlags                                                                       *natsflags.Flags
 	dependenciesConfigMap                                                           string
 	dependenciesInterval                                                            time.Duration
 }
@@ -136,9 +138,8 @@ func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
 
 	// Site leader flags (site.go, docs/site-leader.md).
 	fs.StringVar(&o.site, "site", "", "site name: record the site trace and run leader election among the site's agents (Lease edgesched-site-SITE); the leader trains, exchanges updates with the coordinator and installs models")
-	fs.StringVar(&o.namespace, "namespace", "edgesched-system", "namespace of the site Lease, the site ledger and (by default) the model ConfigMap")
+	fs.StringVar(&o.namespace, "namespace", conventions.DefaultNamespace, "namespace of the site Lease, the site ledger and (by default) the model ConfigMap")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "site leader Lease duration (renew deadline and retry period scale with it: 10s and 2s at 15s)")
-	fs.StringVar(&o.natsURL, "nats", "", "NATS URL of the coordinator or the site's leaf node (required with --site)")
 	fs.StringVar(&o.siteKey, "site-key", "", "the site's private key that signs its updates (required with --site)")
 	fs.StringVar(&o.modelConfigMap, "model-configmap", "edgesched-model", "ConfigMap the scheduler plugin loads models from: NAME (in --namespace) or NAMESPACE/NAME")
 	fs.StringVar(&o.modelConfigMapKey, "model-configmap-key", defaultModelConfigMapKey, "key of the model artifact in that ConfigMap (EdgePolicy's modelConfigMapKey)")
@@ -149,7 +150,9 @@ func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
 	fs.IntVar(&o.traceMaxEvents, "trace-max-events", 1000000, "most events the site trace keeps")
 	fs.StringVar(&o.dependenciesConfigMap, "dependencies-configmap", conventions.DefaultDependenciesConfigMapName, "ConfigMap the site leader writes the service dependency graph into (EdgePolicy's dependenciesConfigMap): NAME (in --namespace) or NAMESPACE/NAME; empty: not written")
 	fs.DurationVar(&o.dependenciesInterval, "dependencies-interval", time.Minute, "how often the site leader recomputes the service dependency graph from the trace (an unchanged graph is rewritten every 10 intervals)")
-	o.nats.AddFlags(fs, "")
+	// -s/--server (the coordinator's NATS URL or the site's leaf node;
+	// required with --site), --context, --creds, --nkey, --tlsca, ...
+	o.natsFlags = natsflags.AddGoFlags(fs, natsflags.Options{})
 	addDeprecatedAliases(fs)
 	return fs
 }
@@ -245,6 +248,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		StaleAfter:       o.staleAfter,
 		MetricsAddr:      o.metricsAddr,
 		Seed:             o.seed,
+		// the agent adds its own series; the Go, process and build
+		// collectors are every daemon's (cli.RegisterProcessMetrics)
+		Registry: prometheus.NewRegistry(),
+	}
+	if err := cli.RegisterProcessMetrics(cfg.Registry, "edge-agent"); err != nil {
+		return err
 	}
 	var client kube.Interface
 	if !o.noAnnotate || o.site != "" {
@@ -274,10 +283,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return usagef("%s given without --site", strings.Join(set, " "))
 		}
 	} else {
-		if o.nats.InboxPrefix == "" {
-			o.nats.InboxPrefix = natsauth.SiteInboxPrefix(o.site)
-		}
-		cfg.Registry = prometheus.NewRegistry()
 		sp, err := buildSite(&o, client, cfg.Registry, log)
 		if err != nil {
 			return cli.Usage(err)
@@ -299,10 +304,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // siteFlagsSet lists the site-leader flags given on the command line.
 func siteFlagsSet(fs *flag.FlagSet) []string {
-	site := map[string]bool{"namespace": true, "lease-duration": true, "nats": true, "creds": true, "nkey": true, "site-key": true,
+	site := map[string]bool{"namespace": true, "lease-duration": true, "site-key": true,
 		"model-configmap": true, "model-configmap-key": true, "model-keys": true, "trusted-keys": true, "trace-retention": true, "trace-max-events": true,
-		"tls-ca": true, "tls-cert": true, "tls-key": true, "inbox-prefix": true, "max-model-age": true, "freeze-after": true,
-		"dependencies-configmap": true, "dependencies-interval": true}
+		"max-model-age": true, "freeze-after": true, "dependencies-configmap": true, "dependencies-interval": true}
+	for _, n := range natsflags.Names() {
+		site[n] = true
+	}
 	var set []string
 	fs.Visit(func(f *flag.Flag) {
 		if site[f.Name] {

@@ -29,6 +29,7 @@ import (
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
+	"github.com/edgesched/edgesched/internal/testutil/metricstest"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -70,9 +71,10 @@ func TestFlags(t *testing.T) {
 		{"sample slower than annotate", []string{"--no-annotate", "--sample-interval", "20s"}, 2, "longer than the annotate interval"},
 		{"annotate too slow for staleness", []string{"--no-annotate", "--annotate-interval", "90s"}, 2, "below half the stale-after"},
 		{"bad trace events", []string{"--no-annotate", "--trace-max-events", "0"}, 2, "--trace-max-events"},
-		{"site flags without --site", []string{"--no-annotate", "--nats", "nats://127.0.0.1:4222"}, 2, "--nats given without --site"},
+		{"site flags without --site", []string{"--no-annotate", "--server", "nats://127.0.0.1:4222"}, 2, "--server given without --site"},
+		{"deprecated --nats without --site", []string{"--no-annotate", "--nats", "nats://127.0.0.1:4222"}, 2, "--nats given without --site"},
 		{"site without node name", []string{"--no-annotate", "--site", "factory-1"}, 2, "--node-name (or $NODE_NAME) is required"},
-		{"site without nats", site, 2, "--site needs --nats"},
+		{"site without nats", site, 2, "--site needs --server (or $NATS_URL"},
 		{"site without key", append(site, "--nats", "nats://127.0.0.1:1"), 2, "--site needs --site-key"},
 		{"site with a missing key", append(site, "--nats", "nats://127.0.0.1:1", "--site-key", filepath.Join(dir, "none.key"), "--trusted-keys", dir), 2, "--site-key"},
 		{"site without model keys", append(site, "--nats", "nats://127.0.0.1:1", "--site-key", filepath.Join(dir, "none.key")), 2, "--site needs --model-keys"},
@@ -215,6 +217,7 @@ func TestSeed(t *testing.T) {
 			if want := fmt.Sprintf(`edgesched_agent_info{seed="%d"} 1`, seed); !strings.Contains(metrics, want) {
 				t.Errorf("/metrics lacks %s:\n%.3000s", want, metrics)
 			}
+			metricstest.CheckProcessMetricsText(t, metrics, "edge-agent")
 		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
 	"github.com/edgesched/edgesched/agent/trace"
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/policy/ppo"
 	"github.com/edgesched/edgesched/quant"
@@ -80,13 +81,21 @@ func (o *options) checkDependenciesConfigMap() error {
 // buildSite builds the site leader. It needs the API client, the NATS URL,
 // the site's signing key and the coordinator's public keys.
 func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *slog.Logger) (_ *siteParts, err error) {
+	conn, err := o.natsFlags.Resolve(nil)
+	if err != nil {
+		return nil, err
+	}
+	o.natsURL, o.nats = conn.URL, conn.Config
+	if o.nats.InboxPrefix == "" {
+		o.nats.InboxPrefix = natsauth.SiteInboxPrefix(o.site)
+	}
 	switch {
 	case kc == nil:
 		return nil, errors.New("--site needs the Kubernetes API (drop --no-annotate or give --kubeconfig)")
 	case o.nodeName == "":
 		return nil, fmt.Errorf("--site needs --node-name (or $%s): it is the agent's identity in the site Lease", NodeNameEnv)
 	case o.natsURL == "":
-		return nil, errors.New("--site needs --nats, the coordinator's NATS URL (or the site's leaf node)")
+		return nil, errors.New("--site needs --server (or $NATS_URL, or a nats --context): the coordinator's NATS URL, or the site's leaf node")
 	case o.siteKey == "":
 		return nil, errors.New("--site needs --site-key, the site's update-signing key (edgectl auth site create)")
 	case o.modelKeys == "":

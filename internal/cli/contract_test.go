@@ -91,7 +91,10 @@ func edgectlCases(t *testing.T) []contractCase {
 			cases = append(cases,
 				contractCase{bin: "edgectl", args: append(append([]string{}, path...), typo(first)), code: cli.ExitUsage,
 					stderr: "Did you mean this?\n\t" + first},
-				contractCase{bin: "edgectl", args: path, code: cli.ExitOK, stdout: "Available Commands:"})
+				contractCase{bin: "edgectl", args: path, code: cli.ExitOK, stdout: "Available Commands:"},
+				// the help verb keeps the contract too
+				contractCase{bin: "edgectl", args: append(append([]string{"help"}, path...), typo(first)), code: cli.ExitUsage,
+					stderr: "Did you mean this?\n\t" + first})
 		}
 		// --outputt is one edit from --output, which many commands have;
 		// --hepl two from --help, which every command has.
@@ -118,7 +121,11 @@ func edgectlCases(t *testing.T) []contractCase {
 
 // TestContract is the CLI contract (docs/cli.md) over every edgectl
 // command and every daemon: an unknown subcommand exits 2 with a
-// suggestion, --version and the version verb exit 0 with the commit.
+// suggestion (also through `edgectl help`), --version and the version
+// verb exit 0 with the commit. The output half (-o json parses, -o yaml
+// parses to the same document, for every command with -o) is
+// internal/edgectl's TestOutputFormats, which needs that package's
+// embedded coordinator.
 func TestContract(t *testing.T) {
 	const commit = "0123456789abcdef0123456789abcdef01234567"
 	cli.Commit, cli.Date = commit, "2030-01-02T03:04:05Z" // as the Makefile's -ldflags stamp them
@@ -139,9 +146,17 @@ func TestContract(t *testing.T) {
 		contractCase{bin: "edgectl", args: []string{"sim", "--polices", "fgd"}, code: cli.ExitUsage, stderr: "did you mean --policies?"},
 		contractCase{bin: "edgectl", args: []string{"sim", "--policies", "fdg"}, code: cli.ExitUsage, stderr: `unknown value "fdg" (did you mean fgd?); valid values: all, baselines,`},
 		contractCase{bin: "edgectl", args: []string{"sim", "--columns", "alloc_cpu,foo"}, code: cli.ExitUsage, stderr: `--columns: unknown value "foo"; valid values: pods_arrived,`},
-		contractCase{bin: "edgectl", args: []string{"sim", "-o", "yml"}, code: cli.ExitUsage, stderr: "valid values: table, json"},
+		contractCase{bin: "edgectl", args: []string{"sim", "-o", "yml"}, code: cli.ExitUsage, stderr: `unknown value "yml" (did you mean yaml?); valid values: table, json, yaml`},
 		contractCase{bin: "edgectl", args: []string{"sim", "--seed", "many"}, code: cli.ExitUsage, stderr: `invalid argument "many" for "--seed"`},
 		contractCase{bin: "edgectl", args: []string{"version", "--help"}, code: cli.ExitOK, stdout: "Usage:"},
+		contractCase{bin: "edgectl", args: []string{"help", "scenraio"}, code: cli.ExitUsage, stderr: "Did you mean this?\n\tscenario"},
+		contractCase{bin: "edgectl", args: []string{"help", "scenario", "shwo"}, code: cli.ExitUsage, stderr: "Did you mean this?\n\tshow"},
+		contractCase{bin: "edgectl", args: []string{"help", "shwo"}, code: cli.ExitUsage, stderr: `unknown help topic "shwo"`},
+		contractCase{bin: "edgectl", args: []string{"help", "sim", "extra"}, code: cli.ExitUsage, stderr: `has no subcommand "extra"`},
+		contractCase{bin: "edgectl", args: []string{"help", "scenario", "show"}, code: cli.ExitOK, stdout: "Usage:"},
+		contractCase{bin: "edgectl", args: []string{"version", "-o", "json"}, code: cli.ExitOK, stdout: `"commit": "` + commit + `"`},
+		contractCase{bin: "edgectl", args: []string{"version", "-o", "yaml"}, code: cli.ExitOK, stdout: "commit: " + commit},
+		contractCase{bin: "edgectl", args: []string{"scenario", "list", "-o", "xml"}, code: cli.ExitUsage, stderr: "valid values: table, json, yaml"},
 		contractCase{bin: "edge-agent", args: []string{"--no-anotate"}, code: cli.ExitUsage, stderr: "did you mean --no-annotate?"},
 		contractCase{bin: "edge-agent", args: []string{"--sample-interval", "often"}, code: cli.ExitUsage, stderr: `invalid value "often"`},
 		contractCase{bin: "edge-coordinator", args: []string{"bakup"}, code: cli.ExitUsage, stderr: "Did you mean this?\n\tbackup"},

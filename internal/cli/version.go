@@ -21,13 +21,14 @@ var (
 )
 
 // BuildInfo is what a binary reports about its own build.
+// Its JSON (a version verb's -o json) follows docs/cli.md's convention.
 type BuildInfo struct {
-	Version   string // "dev" when neither stamped nor a tagged module version
-	Commit    string // full commit hash; "unknown" when neither stamped nor recorded
-	Date      string // build date when stamped, else the commit's time; "unknown" when neither
-	Modified  bool   // the working tree had uncommitted changes (vcs.modified)
-	GoVersion string
-	Platform  string // GOOS/GOARCH
+	Version   string `json:"version"`            // "dev" when neither stamped nor a tagged module version
+	Commit    string `json:"commit"`             // full commit hash; "unknown" when neither stamped nor recorded
+	Date      string `json:"date"`               // build date when stamped, else the commit's time; "unknown" when neither
+	Modified  bool   `json:"modified,omitempty"` // the working tree had uncommitted changes (vcs.modified)
+	GoVersion string `json:"go_version"`
+	Platform  string `json:"platform"` // GOOS/GOARCH
 }
 
 // Info returns the binary's build information: the stamped variables,

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
@@ -30,6 +31,7 @@ import (
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/memlimit"
+	"github.com/edgesched/edgesched/internal/natsflags"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
@@ -80,7 +82,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	d := coordinator.DefaultConfig()
 	var (
-		url         = fs.String("nats", nats.DefaultURL, "NATS server URL")
 		data        = fs.String("data", "coordinator-data", "data directory (coordinator.db)")
 		keyFile     = fs.String("key", "", "private key that signs published models (edgectl model keygen); required")
 		sitesDir    = fs.String("sites", "", "directory of SITE.pub keys of the sites allowed to send updates; required")
@@ -118,9 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		seed        = fs.Uint64("seed", 1, "seed of DP noise and jitter")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
 		modelKeys   = fs.String("model-keys", "", "directory (or file) of model-signing public keys whose signatures on stored models are also accepted (key rotation; *.retired refused)")
-		conn        natsauth.ClientConfig
 	)
-	conn.AddFlags(fs, natsauth.CoordinatorInboxPrefix)
+	natsFlags := natsflags.AddGoFlags(fs, natsflags.Options{DefaultServer: nats.DefaultURL, Inbox: natsauth.CoordinatorInboxPrefix})
 	version := fs.Bool("version", false, "print the version, commit and build date and exit")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -158,11 +158,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--model: %w", err)
 	}
 	cfg := d
+	// /metrics: the coordinator's series, the Go runtime's, the process's
+	// and edgesched_build_info
+	reg := prometheus.NewRegistry()
+	if err := cli.RegisterProcessMetrics(reg, "edge-coordinator"); err != nil {
+		return err
+	}
+	cfg.Registerer = reg
 	if *modelKeys != "" {
 		if cfg.ModelKeys, err = quant.LoadKeyring(*modelKeys); err != nil {
 			return fmt.Errorf("--model-keys: %w", err)
 		}
 	}
+	nconn, err := natsFlags.Resolve(nil)
+	if err != nil {
+		return err // a connection that cannot be made: a failure (docs/cli.md)
+	}
+	url, conn := &nconn.URL, nconn.Config
 	connOpts, err := conn.Options()
 	if err != nil {
 		return fmt.Errorf("NATS connection flags: %w", err)
@@ -220,7 +232,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer srv.Close()
 		log.Info("metrics", "addr", ln.Addr().String())
 	}
-	log.Info("coordinator up", "nats", *url, "tls", conn.Secure(), "nkey", conn.NKeySeedFile != "", "sites", len(sites.Sites()), "mode", cfg.Mode, "aggregator", cfg.Aggregator.Rule)
+	log.Info("coordinator up", "nats", *url, "nats_context", nconn.Context, "tls", conn.Secure(), "nkey", conn.NKeySeedFile != "", "sites", len(sites.Sites()), "mode", cfg.Mode, "aggregator", cfg.Aggregator.Rule)
 	err = c.Run(ctx, nc)
 	if errors.Is(err, context.Canceled) || (err != nil && ctx.Err() != nil) {
 		// stopped (a bus call cut short by the stop may report a timeout)

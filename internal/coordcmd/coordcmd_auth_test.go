@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
+	"github.com/edgesched/edgesched/internal/testutil/metricstest"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -92,10 +94,16 @@ func TestRunWithNKeyAndTLS(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr := &syncBuffer{}
 	done := make(chan int, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := ln.Addr().String()
+	ln.Close()
 	go func() {
-		done <- Main(ctx, []string{"--nats", srv.ClientURL(), "--key", d.ModelKeyFile("model-1"), "--sites", d.File(natsauth.SitesDir),
-			"--model-keys", d.File(natsauth.ModelKeysDir), "--data", t.TempDir(), "--calibrate", "builtin:factory-vision",
-			"--nkey", d.CoordinatorSeed(), "--tls-ca", pki.CA, "--tls-cert", pki.ClientCerts["coordinator"], "--tls-key", pki.ClientKeys["coordinator"]}, io.Discard, stderr)
+		done <- Main(ctx, []string{"--server", srv.ClientURL(), "--key", d.ModelKeyFile("model-1"), "--sites", d.File(natsauth.SitesDir),
+			"--model-keys", d.File(natsauth.ModelKeysDir), "--data", t.TempDir(), "--calibrate", "builtin:factory-vision", "--metrics-addr", metricsAddr,
+			"--nkey", d.CoordinatorSeed(), "--tlsca", pki.CA, "--tlscert", pki.ClientCerts["coordinator"], "--tlskey", pki.ClientKeys["coordinator"]}, io.Discard, stderr)
 	}()
 	admin := natsauth.ClientConfig{NKeySeedFile: d.AdminSeed("admin"), CAFile: pki.CA, CertFile: pki.ClientCerts["admin"], KeyFile: pki.ClientKeys["admin"], InboxPrefix: natsauth.AdminInboxPrefix}
 	aopts, err := admin.Options()
@@ -122,6 +130,17 @@ func TestRunWithNKeyAndTLS(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	// /metrics: the coordinator's series and every daemon's
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "edgesched_coordinator_round ") {
+		t.Errorf("/metrics lacks the coordinator's series:\n%.2000s", body)
+	}
+	metricstest.CheckProcessMetricsText(t, string(body), "edge-coordinator")
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d:\n%s", code, stderr.String())

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,39 +17,36 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/cli"
+	"github.com/edgesched/edgesched/internal/natsflags"
 )
 
-// Environment variables that set the connection flags' defaults.
-const (
-	ServerEnv = "EDGESCHED_NATS"
-	NKeyEnv   = "EDGESCHED_NKEY"   // --nkey
-	TLSCAEnv  = "EDGESCHED_TLS_CA" // --tls-ca
-)
+// LegacyEnv are edgectl's former connection variables, still read after
+// the nats CLI's (NATS_URL, NATS_NKEY, NATS_CA) and the context
+// (deprecated; docs/cli.md, "NATS connection").
+var LegacyEnv = map[string]string{
+	natsflags.EnvURL:  "EDGESCHED_NATS",
+	natsflags.EnvNKey: "EDGESCHED_NKEY",
+	natsflags.EnvCA:   "EDGESCHED_TLS_CA",
+}
 
 // adminFlags are the flags of every verb that talks to the coordinator's
 // admin API over NATS.
 type adminFlags struct {
-	server  string
+	nats    *natsflags.Flags
+	server  string // resolved by call
 	conn    natsauth.ClientConfig
 	timeout time.Duration
 	output  string
 }
 
 func (f *adminFlags) register(cmd *cobra.Command) {
-	def := os.Getenv(ServerEnv)
-	if def == "" {
-		def = nats.DefaultURL
-	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.server, "server", "s", def, "NATS server URL of the fleet (default from $"+ServerEnv+")")
-	fl.StringVar(&f.conn.CredsFile, "creds", "", "NATS credentials file (user JWT and NKey seed)")
-	fl.StringVar(&f.conn.NKeySeedFile, "nkey", os.Getenv(NKeyEnv), "the operator's NKey seed file (edgectl auth init; default from $"+NKeyEnv+")")
-	fl.StringVar(&f.conn.CAFile, "tls-ca", os.Getenv(TLSCAEnv), "CA bundle that verifies the NATS server; turns TLS on (default from $"+TLSCAEnv+")")
-	fl.StringVar(&f.conn.CertFile, "tls-cert", "", "client certificate for mutual TLS")
-	fl.StringVar(&f.conn.KeyFile, "tls-key", "", "client certificate's private key")
-	fl.StringVar(&f.conn.InboxPrefix, "inbox-prefix", natsauth.AdminInboxPrefix, "reply-subject prefix (the admin identity may only read its own)")
+	// -s/--server, --context, --creds, --nkey, --tlsca, --tlscert,
+	// --tlskey, --inbox-prefix: the nats CLI's names, its variables and
+	// its contexts (the selected one too)
+	f.nats = natsflags.AddPFlags(fl, natsflags.Options{DefaultServer: nats.DefaultURL, Inbox: natsauth.AdminInboxPrefix, UseSelected: true, LegacyEnv: LegacyEnv})
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the coordinator")
-	fl.StringVarP(&f.output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &f.output)
 }
 
 func (f *adminFlags) validate() error {
@@ -60,6 +56,11 @@ func (f *adminFlags) validate() error {
 	if f.timeout <= 0 {
 		return cli.Usagef("--timeout %v: must be positive", f.timeout)
 	}
+	c, err := f.nats.Resolve(nil)
+	if err != nil {
+		return err // a connection that cannot be made: a failure (docs/cli.md)
+	}
+	f.server, f.conn = c.URL, c.Config
 	return nil
 }
 
@@ -108,7 +109,8 @@ func (f *adminFlags) call(endpoint string, req coordinator.AdminRequest, out any
 		return fmt.Errorf("%s: %w", endpoint, err)
 	}
 	if e := msg.Header.Get(micro.ErrorHeader); e != "" {
-		return fmt.Errorf("coordinator: %s (%s)", e, msg.Header.Get(micro.ErrorCodeHeader))
+		// the coordinator's errors start with its own name already
+		return fmt.Errorf("coordinator: %s (%s)", strings.TrimPrefix(e, "coordinator: "), msg.Header.Get(micro.ErrorCodeHeader))
 	}
 	if err := json.Unmarshal(msg.Data, out); err != nil {
 		return fmt.Errorf("decode %s answer: %w", endpoint, err)
@@ -116,16 +118,13 @@ func (f *adminFlags) call(endpoint string, req coordinator.AdminRequest, out any
 	return nil
 }
 
-// print writes v as indented JSON (-o json) or with table.
+// print writes v as -o asks (printData), the table with table.
 func (f *adminFlags) print(w io.Writer, v any, table func(tw *tabwriter.Writer)) error {
-	if f.output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	table(tw)
-	return tw.Flush()
+	return printData(w, f.output, v, func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		table(tw)
+		return tw.Flush()
+	})
 }
 
 // ago formats how long ago t was ("-" for never).

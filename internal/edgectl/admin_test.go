@@ -224,8 +224,8 @@ func TestAdminErrors(t *testing.T) {
 	}{
 		{"unknown version", []string{"model", "show", "99", srv}, "not found: model version 99"},
 		{"bad version", []string{"model", "promote", "x", srv}, `version "x": want a positive number`},
-		{"bad output", []string{"sites", srv, "-o", "yaml"}, `-o/--output: unknown value "yaml"`},
-		{"no round yet", []string{"round", "status", srv}, "no round yet"},
+		{"bad output", []string{"sites", srv, "-o", "yml"}, `-o/--output: unknown value "yml" (did you mean yaml?); valid values: table, json, yaml`},
+		{"no round yet", []string{"round", "status", srv}, "coordinator: not found: no round yet (409)"},
 		{"bad limit", []string{"round", "list", srv, "--limit", "0"}, "--limit 0"},
 		{"nothing listening", []string{"sites", "--server", "nats://127.0.0.1:1", "--timeout", "1s"}, "connect to nats://127.0.0.1:1"},
 		{"unknown flag", []string{"sites", "--bogus"}, "unknown flag: --bogus"},
@@ -235,6 +235,9 @@ func TestAdminErrors(t *testing.T) {
 			_, _, err := run(t, c.args...)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("%v: got %v, want an error containing %q", c.args, err, c.want)
+			}
+			if n := strings.Count(err.Error(), "coordinator: "); n > 1 {
+				t.Fatalf("%v: %q names the coordinator %d times", c.args, err, n)
 			}
 		})
 	}

@@ -1,8 +1,8 @@
 package edgectl
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -17,7 +17,7 @@ func newAuthSiteListCommand() *cobra.Command {
 		Args:    cobra.NoArgs,
 	}
 	dir := fleetDir(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &output)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := checkOutput(output); err != nil {
 			return err
@@ -26,22 +26,18 @@ func newAuthSiteListCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		w := cmd.OutOrStdout()
-		if output == "json" {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(f.Sites)
-		}
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SITE\tSTATUS\tNKEY\tUPDATE KEY\tCREATED\tREVOKED")
-		for _, s := range f.Sites {
-			status := "active"
-			if s.Revoked != nil {
-				status = "revoked"
+		return printData(cmd.OutOrStdout(), output, f.Sites, func(w io.Writer) error {
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "SITE\tSTATUS\tNKEY\tUPDATE KEY\tCREATED\tREVOKED")
+			for _, s := range f.Sites {
+				status := "active"
+				if s.Revoked != nil {
+					status = "revoked"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, status, s.NKey, s.UpdateKey, stamp(&s.Created), stamp(s.Revoked))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, status, s.NKey, s.UpdateKey, stamp(&s.Created), stamp(s.Revoked))
-		}
-		return tw.Flush()
+			return tw.Flush()
+		})
 	}
 	return cmd
 }

@@ -132,7 +132,7 @@ func TestAuthSiteList(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &sites) != nil || len(sites) != 2 || sites[0].NKey == "" {
 		t.Fatalf("json: %v\n%s", err, out)
 	}
-	if _, _, err := run(t, "auth", "site", "list", "--dir", dir, "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "--output") {
+	if _, _, err := run(t, "auth", "site", "list", "--dir", dir, "-o", "xml"); err == nil || !strings.Contains(err.Error(), "--output") {
 		t.Fatalf("bad output: %v", err)
 	}
 }

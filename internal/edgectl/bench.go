@@ -1,7 +1,6 @@
 package edgectl
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
@@ -72,7 +71,7 @@ ratios, not single runs.`,
 	fl.IntVar(&f.reps, "reps", 5, "repetitions per scorer (1-100); the median is reported")
 	fl.DurationVar(&f.minTime, "min-time", 200*time.Millisecond, "least time per repetition (up to 1m)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the simulator run that supplies the rows (and of the row sample)")
-	fl.StringVarP(&f.output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &f.output)
 	return cmd
 }
 
@@ -193,12 +192,7 @@ func (f *benchFlags) run(cmd *cobra.Command, ref string) error {
 	for i := range rep.Results {
 		rep.Results[i].Speedup = rep.Results[0].NsPerNode / rep.Results[i].NsPerNode
 	}
-	if f.output == "json" {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	return printBench(cmd.OutOrStdout(), &rep)
+	return printData(cmd.OutOrStdout(), f.output, rep, func(w io.Writer) error { return printBench(w, &rep) })
 }
 
 // firstDiff is the first index where a and b differ, or -1.

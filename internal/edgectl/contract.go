@@ -41,6 +41,11 @@ func enforceContract(root *cobra.Command) {
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	root.SetFlagErrorFunc(flagError)
+	for _, c := range root.Commands() {
+		if c.Name() == "help" {
+			c.RunE = helpTopic // cobra's Run prints the root's help and exits 0 for an unknown topic
+		}
+	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		switch {
@@ -64,6 +69,23 @@ func enforceContract(root *cobra.Command) {
 		}
 	}
 	walk(root)
+}
+
+// helpTopic runs `edgectl help PATH...`: the help of the command PATH
+// names, or a usage error with suggestions when PATH names none.
+func helpTopic(help *cobra.Command, args []string) error {
+	target, rest, err := help.Root().Find(args)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	if len(rest) > 0 {
+		if !target.HasAvailableSubCommands() {
+			return cli.Usagef("help: %q has no subcommand %q", target.CommandPath(), rest[0])
+		}
+		return cli.Usagef("unknown help topic %q for %q%s", rest[0], target.CommandPath(), didYouMean(target, rest[0]))
+	}
+	target.InitDefaultHelpFlag()
+	return target.Help()
 }
 
 // unknownSubcommand is the Args of a group: no arguments, or the name of
@@ -104,17 +126,4 @@ func flagError(cmd *cobra.Command, err error) error {
 		}
 	}
 	return cli.Usage(err)
-}
-
-// outputFormats are the values of -o/--output.
-var outputFormats = []string{"table", "json"}
-
-// checkOutput validates an -o/--output value.
-func checkOutput(v string) error {
-	for _, f := range outputFormats {
-		if v == f {
-			return nil
-		}
-	}
-	return cli.UnknownValue("-o/--output", v, outputFormats)
 }

@@ -43,11 +43,16 @@ func TestDemoFederated(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"embedded NATS server with JetStream", "round 1/2 published: model v2 from 2 site updates",
-		"round 2/2 published: model v3", "every site verified and installed model v3", "local-only factory-b: 2 rounds done",
+		"round 2/2 published: model v3", "every site verified and installed model v3", "local-only factory-b: 2 rounds done", "local-only factory-a: round 1/2 trained",
 		"local:factory-a", "federated", "k8s-default", "locally trained policies on the other sites' workloads"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
+	}
+	// the per-site status of an open round, when a tick caught one (a
+	// round of 1 PPO iteration may end between two ticks)
+	if strings.Contains(out, "updates accepted;") && !strings.Contains(out, "factory-a ") {
+		t.Errorf("a round status without the sites:\n%s", out)
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "federated", fldemo.ResultsFile))
 	if err != nil {

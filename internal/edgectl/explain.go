@@ -2,7 +2,6 @@ package edgectl
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -31,10 +30,47 @@ type (
 	groupAttribution = explanation.GroupAttribution
 )
 
-// explainedPod is the -o json output.
+// explainedPod is the -o json|yaml output: the annotation's content
+// under edgectl's JSON convention (snake_case keys, unset values omitted;
+// the annotation itself keeps Kubernetes' camelCase).
 type explainedPod struct {
-	Pod string `json:"pod"`
-	podExplanation
+	Pod             string           `json:"pod"`
+	Node            string           `json:"node"`
+	ScheduledNode   string           `json:"scheduled_node,omitempty"` // the pod's spec.nodeName when it differs from node
+	Format          int              `json:"format"`
+	Method          string           `json:"method,omitempty"`
+	ModelID         string           `json:"model_id"`
+	ModelVersion    uint64           `json:"model_version"`
+	Score           float64          `json:"score"`
+	Baseline        float64          `json:"baseline"`
+	NormalizedScore int64            `json:"normalized_score"`
+	Candidates      int              `json:"candidates"`
+	BaselineNodes   int              `json:"baseline_nodes,omitempty"`
+	Groups          []explainedGroup `json:"groups"`
+	Rest            float64          `json:"rest"`
+	ComputedAt      *time.Time       `json:"computed_at,omitempty"`
+}
+
+type explainedGroup struct {
+	Group       string  `json:"group"`
+	Attribution float64 `json:"attribution"`
+}
+
+func newExplainedPod(ref string, pod *v1.Pod, e *podExplanation) explainedPod {
+	out := explainedPod{Pod: ref, Node: e.Node, Format: e.Format, Method: e.Method, ModelID: e.ModelID, ModelVersion: e.ModelVersion,
+		Score: e.Score, Baseline: e.Baseline, NormalizedScore: e.NormalizedScore, Candidates: e.Candidates, BaselineNodes: e.BaselineNodes,
+		Groups: []explainedGroup{}, Rest: e.Rest}
+	if pod.Spec.NodeName != "" && pod.Spec.NodeName != e.Node {
+		out.ScheduledNode = pod.Spec.NodeName
+	}
+	for _, g := range e.Groups {
+		out.Groups = append(out.Groups, explainedGroup(g))
+	}
+	if !e.ComputedAt.IsZero() {
+		t := e.ComputedAt
+		out.ComputedAt = &t
+	}
+	return out
 }
 
 type explainFlags struct {
@@ -63,7 +99,7 @@ shown plus "rest" add up to the difference). See docs/edge-plugin.md,
 }
 
 func (f *explainFlags) registerOutput(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &f.output)
 }
 
 func (f *explainFlags) validate() error {
@@ -200,10 +236,8 @@ func (f *explainFlags) print(w io.Writer, pod *v1.Pod) error {
 		return err
 	}
 	ref := pod.Namespace + "/" + pod.Name
-	if f.output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(explainedPod{Pod: ref, podExplanation: *e})
+	if f.output != "table" {
+		return printData(w, f.output, newExplainedPod(ref, pod, e), nil)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }

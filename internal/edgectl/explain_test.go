@@ -62,13 +62,22 @@ func TestExplainFile(t *testing.T) {
 	t.Logf("\n%s", out)
 
 	// -o json, from stdin, as YAML
-	var e explainedPodJSON
+	var e explainedPod
 	out, _, err = run(t, "explain", "file", goldenExplainedPod, "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal([]byte(out), &e); err != nil {
 		t.Fatal(err)
+	}
+	// edgectl's convention (docs/cli.md), not the annotation's camelCase
+	for _, key := range []string{`"model_version"`, `"normalized_score"`, `"computed_at"`} {
+		if !strings.Contains(out, key) {
+			t.Errorf("-o json has no key %s:\n%s", key, out)
+		}
+	}
+	if strings.Contains(out, "modelVersion") || strings.Contains(out, "computedAt") {
+		t.Errorf("-o json has camelCase keys:\n%s", out)
 	}
 	sum := e.Rest
 	for _, g := range e.Groups {
@@ -90,11 +99,6 @@ func TestExplainFile(t *testing.T) {
 	if s := stdout.String(); !strings.Contains(s, "ns/web") || !strings.Contains(s, "carbon") || !strings.Contains(s, "-0.500") {
 		t.Fatalf("stdin yaml:\n%s", s)
 	}
-}
-
-type explainedPodJSON struct {
-	Pod string `json:"pod"`
-	podExplanation
 }
 
 func TestExplainErrors(t *testing.T) {

@@ -26,7 +26,7 @@ float32 or int8 tensors and an ed25519 signature (docs/quant.md).
   export    write a float model as a standard ONNX graph (PyTorch, ONNX Runtime)
   import    read a policy network from an ONNX file into a model file (.esm)
 
-With a running coordinator (over NATS, --server or $EDGESCHED_NATS):
+With a running coordinator (over NATS, --server, $NATS_URL or a nats --context):
 
   list      the model registry, newest first
   show      one registry entry

@@ -1,8 +1,8 @@
 package edgectl
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -52,59 +52,56 @@ signature is verified; without, a signed artifact is shown as "not verified"
 			if a.KeyID == "" {
 				status = "unsigned"
 			}
-			w := cmd.OutOrStdout()
-			if output == "json" {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				return enc.Encode(struct {
-					File      string       `json:"file"`
-					Bytes     int          `json:"bytes"`
-					KeyID     string       `json:"key_id"`
-					Signature string       `json:"signature"`
-					Header    quant.Header `json:"header"`
-				}{args[0], len(b), a.KeyID, status, a.Header})
-			}
-			h := a.Header
-			fmt.Fprintf(w, "file       %s (%d bytes)\n", args[0], len(b))
-			fmt.Fprintf(w, "model      %s\n", h.ModelID)
-			fmt.Fprintf(w, "dtype      %s\n", h.DType)
-			fmt.Fprintf(w, "version    %d (round %d)\n", h.Version, h.Round)
-			if h.Parent != "" {
-				fmt.Fprintf(w, "parent     %s\n", h.Parent)
-			}
-			fmt.Fprintf(w, "schema     %s (%s)\n", h.SchemaID, h.SchemaHash[:16])
-			fmt.Fprintf(w, "layers     %d -> %d -> %d -> 1 (critic %d), %s\n", h.Layers.F, h.Layers.H1, h.Layers.H2, h.Layers.HC, h.Activation)
-			if q := h.Quant; q != nil {
-				fmt.Fprintf(w, "quant      %s, calibration %s on %d rows\n", q.Scheme, q.Calibration, q.Samples)
-				fmt.Fprintf(w, "kernel     %s (the int8 kernel this edgectl build scores with)\n", quant.Kernel())
-			}
-			if h.Decision != (policy.Decision{}) {
-				fmt.Fprintf(w, "decision   %s\n", describeDecision(h.Decision))
-			}
-			fmt.Fprintf(w, "created    %s\n", h.Created.Format("2006-01-02 15:04:05 MST"))
-			fmt.Fprintf(w, "signature  %s, key %s\n", status, firstNonEmpty(a.KeyID, "-"))
-			if len(h.Metrics) > 0 {
-				var parts []string
-				for _, k := range sortedKeys(h.Metrics) {
-					parts = append(parts, fmt.Sprintf("%s=%.6g", k, h.Metrics[k]))
+			v := struct {
+				File      string       `json:"file"`
+				Bytes     int          `json:"bytes"`
+				KeyID     string       `json:"key_id"`
+				Signature string       `json:"signature"`
+				Header    quant.Header `json:"header"`
+			}{args[0], len(b), a.KeyID, status, a.Header}
+			return printData(cmd.OutOrStdout(), output, v, func(w io.Writer) error {
+				h := a.Header
+				fmt.Fprintf(w, "file       %s (%d bytes)\n", args[0], len(b))
+				fmt.Fprintf(w, "model      %s\n", h.ModelID)
+				fmt.Fprintf(w, "dtype      %s\n", h.DType)
+				fmt.Fprintf(w, "version    %d (round %d)\n", h.Version, h.Round)
+				if h.Parent != "" {
+					fmt.Fprintf(w, "parent     %s\n", h.Parent)
 				}
-				fmt.Fprintf(w, "metrics    %s\n", strings.Join(parts, " "))
-			}
-			fmt.Fprintln(w)
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "TENSOR\tDTYPE\tSHAPE\tBYTES")
-			layout, err := quant.Layout(h.DType, h.Layers)
-			if err != nil {
-				return err
-			}
-			for _, t := range layout {
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%d\n", t.Name, t.DType, t.Shape, t.Bytes)
-			}
-			return tw.Flush()
+				fmt.Fprintf(w, "schema     %s (%s)\n", h.SchemaID, h.SchemaHash[:16])
+				fmt.Fprintf(w, "layers     %d -> %d -> %d -> 1 (critic %d), %s\n", h.Layers.F, h.Layers.H1, h.Layers.H2, h.Layers.HC, h.Activation)
+				if q := h.Quant; q != nil {
+					fmt.Fprintf(w, "quant      %s, calibration %s on %d rows\n", q.Scheme, q.Calibration, q.Samples)
+					fmt.Fprintf(w, "kernel     %s (the int8 kernel this edgectl build scores with)\n", quant.Kernel())
+				}
+				if h.Decision != (policy.Decision{}) {
+					fmt.Fprintf(w, "decision   %s\n", describeDecision(h.Decision))
+				}
+				fmt.Fprintf(w, "created    %s\n", h.Created.Format("2006-01-02 15:04:05 MST"))
+				fmt.Fprintf(w, "signature  %s, key %s\n", status, firstNonEmpty(a.KeyID, "-"))
+				if len(h.Metrics) > 0 {
+					var parts []string
+					for _, k := range sortedKeys(h.Metrics) {
+						parts = append(parts, fmt.Sprintf("%s=%.6g", k, h.Metrics[k]))
+					}
+					fmt.Fprintf(w, "metrics    %s\n", strings.Join(parts, " "))
+				}
+				fmt.Fprintln(w)
+				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "TENSOR\tDTYPE\tSHAPE\tBYTES")
+				layout, err := quant.Layout(h.DType, h.Layers)
+				if err != nil {
+					return err
+				}
+				for _, t := range layout {
+					fmt.Fprintf(tw, "%s\t%s\t%v\t%d\n", t.Name, t.DType, t.Shape, t.Bytes)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().StringSliceVar(&keys, "keys", nil, "public keys (files or directories of *.pub) to verify the signature with")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	addOutputFlag(cmd, &output)
 	return cmd
 }
 

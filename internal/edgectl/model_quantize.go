@@ -20,6 +20,7 @@ type quantizeFlags struct {
 	calibSeeds, evalSeeds string
 	calibration           string
 	maxRows               int
+	progress              string
 }
 
 func newModelQuantizeCommand(opts Options) *cobra.Command {
@@ -57,6 +58,7 @@ with a workload generator the seeds select generated workloads).`,
 	fl.StringVar(&f.evalSeeds, "eval-seeds", "1-5", "held-out seeds to measure fidelity on; empty skips it")
 	fl.StringVar(&f.calibration, "calibration", "percentile:99.99", "minmax or percentile:P")
 	fl.IntVar(&f.maxRows, "max-rows", 100000, "calibration rows kept (a seeded reservoir sample)")
+	fl.StringVar(&f.progress, "progress", "auto", "progress bars on stderr: auto (when a terminal), always or never")
 	return cmd
 }
 
@@ -131,6 +133,10 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 		return fmt.Errorf("%s: %w", ref, err)
 	}
 	ctx := cmd.Context()
+	show, err := wantProgress(f.progress, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
 	var rows []float32
 	var seen int
 	for i, seed := range calibSeeds {
@@ -138,7 +144,10 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 		if err != nil {
 			return err
 		}
+		update, finish := newBar(cmd.ErrOrStderr(), show, fmt.Sprintf("calibration run %d/%d (seed %d)", i+1, len(calibSeeds), seed))
+		rc.Progress = update
 		r, n, err := quant.CollectRows(ctx, env, m, []sim.RunConfig{rc}, f.maxRows/len(calibSeeds), seed)
+		finish()
 		if err != nil {
 			return err
 		}
@@ -183,23 +192,35 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 		measure = "failure_rate"
 	}
 	var fsum, qsum float64
-	for _, seed := range evalSeeds {
+	for i, seed := range evalSeeds {
 		env, rc, err := f.envFor(cmd.Context(), seed)
 		if err != nil {
 			return err
 		}
+		// three runs per seed (agreement, float, int8) on one bar; the
+		// engine calls Progress from the run's own goroutine
+		update, finish := newBar(cmd.ErrOrStderr(), show, fmt.Sprintf("fidelity seed %d (%d/%d)", seed, i+1, len(evalSeeds)))
+		var base, runTotal int64
+		if update != nil {
+			rc.Progress = func(done, total int64) { runTotal = total; update(base+done, 3*total) }
+		}
 		ag, err := quant.MeasureAgreement(ctx, env, m, n, rc)
 		if err != nil {
+			finish()
 			return err
 		}
+		base += runTotal
 		total.Decisions += ag.Decisions
 		total.Same += ag.Same
 		total.SameArgmax += ag.SameArgmax
 		fr, err := sim.Run(ctx, env, policy.Factory("float", m), rc)
 		if err != nil {
+			finish()
 			return err
 		}
+		base += runTotal
 		qr, err := sim.Run(ctx, env, quant.Factory("int8", n), rc)
+		finish()
 		if err != nil {
 			return err
 		}

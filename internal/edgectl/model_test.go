@@ -120,7 +120,7 @@ func TestModelQuantizeThenSimulate(t *testing.T) {
 	keys := keyDir(t, "coord")
 	q := filepath.Join(t.TempDir(), "edge-int8.esa")
 	out, errOut, err := run(t, "model", "quantize", "edge", "--scenario", "builtin:factory-vision", "--calib-seeds", "1", "--eval-seeds", "2",
-		"--key", filepath.Join(keys, "coord.key"), "-o", q, "--version", "3")
+		"--key", filepath.Join(keys, "coord.key"), "-o", q, "--version", "3", "--progress", "always")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +129,12 @@ func TestModelQuantizeThenSimulate(t *testing.T) {
 			t.Errorf("quantize output lacks %q:\n%s", want, out)
 		}
 	}
-	if !strings.Contains(errOut, "calibration run 1/1") {
-		t.Errorf("no progress on stderr:\n%s", errOut)
+	// a bar for the calibration run and one for the fidelity runs, each
+	// reaching 100%
+	for _, want := range []string{"calibration run 1/1 (seed 1)", "fidelity seed 2 (1/1)", "100% |"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("no progress %q on stderr:\n%s", want, errOut)
+		}
 	}
 	// inspect names the int8 scheme and the kernel this build scores with
 	out, _, err = run(t, "model", "inspect", q, "--keys", keys)

@@ -60,5 +60,6 @@ this machine scores candidate nodes.`,
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version, commit and build date (as 'edgectl version')")
 	enforceContract(root)
+	registerCompletions(root)
 	return root
 }

@@ -9,7 +9,7 @@ func newRoundCommand() *cobra.Command {
 		Use:   "round",
 		Short: "Start and follow federated-learning rounds on the coordinator",
 		Long: `round talks to edge-coordinator's admin API over NATS (--server, or
-$EDGESCHED_NATS) to open rounds and follow them (docs/federated.md).
+$NATS_URL or a nats context) to open rounds and follow them (docs/federated.md).
 
   start   open a new round now
   status  show the current round, or round N

@@ -2,6 +2,7 @@ package edgectl
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -19,38 +20,103 @@ func newScenarioCommand(opts Options) *cobra.Command {
 		Short: "List, print, validate and calibrate simulator scenarios",
 	}
 	var showSeed uint64
-	cmd.AddCommand(&cobra.Command{
-		Use:   "list",
-		Short: "List the built-in scenarios",
-		Args:  cobra.NoArgs,
+	cmd.AddCommand(newScenarioListCommand(), showCmd(&showSeed), newScenarioValidateCommand(), newScenarioCalibrateCommand(opts))
+	return cmd
+}
+
+// scenarioEntry is one row of scenario list (-o json|yaml: a list of them).
+type scenarioEntry struct {
+	Name        string `json:"name"`
+	Role        string `json:"role,omitempty"`
+	Nodes       *int   `json:"nodes,omitempty"` // unset for a library app (no cluster of its own)
+	Pods        *int   `json:"pods,omitempty"`
+	Description string `json:"description"`
+}
+
+func newScenarioListCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List the built-in scenarios",
+		Example: "  edgectl scenario list\n  edgectl scenario list -o yaml",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tROLE\tNODES\tPODS\tDESCRIPTION")
-			for _, name := range append(scenario.Builtins(), scenario.Families()...) {
-				l, err := scenario.Load("builtin:" + name)
-				if err != nil {
-					return err
-				}
-				role := "-"
-				if info, err := family.Lookup(name); err == nil {
-					role = string(info.Role) + " family"
-				}
-				fmt.Fprintf(tw, "builtin:%s\t%s\t%d\t%d\t%s\n", name, role, len(l.Cluster.Nodes), len(l.Workload.Pods), l.Description)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
-			for _, name := range apps.Names() {
-				role := "training"
-				if apps.HeldOut(name) {
-					role = "held-out"
-				}
-				fmt.Fprintf(tw, "app:%s\t%s app\t-\t-\t(workload.apps: app: %s)\n", name, role, name)
+			list, err := scenarioEntries()
+			if err != nil {
+				return err
 			}
-			return tw.Flush()
+			return printData(cmd.OutOrStdout(), output, list, func(w io.Writer) error {
+				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tROLE\tNODES\tPODS\tDESCRIPTION")
+				for _, e := range list {
+					nodes, pods := "-", "-"
+					if e.Nodes != nil {
+						nodes, pods = fmt.Sprint(*e.Nodes), fmt.Sprint(*e.Pods)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Name, firstNonEmpty(e.Role, "-"), nodes, pods, e.Description)
+				}
+				return tw.Flush()
+			})
 		},
-	}, showCmd(&showSeed), &cobra.Command{
-		Use:   "validate FILE",
-		Short: "Check a scenario file and summarise it",
-		Args:  cobra.ExactArgs(1),
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// scenarioEntries lists the built-in scenarios, the families and the
+// library's apps.
+func scenarioEntries() ([]scenarioEntry, error) {
+	var list []scenarioEntry
+	for _, name := range append(scenario.Builtins(), scenario.Families()...) {
+		l, err := scenario.Load("builtin:" + name)
+		if err != nil {
+			return nil, err
+		}
+		e := scenarioEntry{Name: "builtin:" + name, Description: l.Description}
+		if info, err := family.Lookup(name); err == nil {
+			e.Role = string(info.Role) + " family"
+		}
+		nodes, pods := len(l.Cluster.Nodes), len(l.Workload.Pods)
+		e.Nodes, e.Pods = &nodes, &pods
+		list = append(list, e)
+	}
+	for _, name := range apps.Names() {
+		role := "training"
+		if apps.HeldOut(name) {
+			role = "held-out"
+		}
+		list = append(list, scenarioEntry{Name: "app:" + name, Role: role + " app", Description: "(workload.apps: app: " + name + ")"})
+	}
+	return list, nil
+}
+
+// scenarioSummary is scenario validate's -o json|yaml document.
+type scenarioSummary struct {
+	File          string `json:"file"`
+	Name          string `json:"name"`
+	Nodes         int    `json:"nodes"`
+	Zones         int    `json:"zones"`
+	Pods          int    `json:"pods"`
+	Shapes        int    `json:"shapes"`
+	Services      int    `json:"services"`
+	Dependencies  int    `json:"dependencies"`
+	GeneratorSeed uint64 `json:"generator_seed"`
+}
+
+func newScenarioValidateCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:     "validate FILE",
+		Short:   "Check a scenario file and summarise it",
+		Example: "  edgectl scenario validate site.yaml\n  edgectl scenario validate builtin:retail-fleet -o json",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			l, err := scenario.Load(args[0])
 			if err != nil {
 				return err
@@ -59,11 +125,16 @@ func newScenarioCommand(opts Options) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: %d nodes in %d zones, %d pods (%d shapes), %d services, %d dependencies, generator seed %d\n",
-				l.Name, len(env.Nodes), len(env.Zones), len(env.Pods), env.Shapes, len(env.Services), len(env.Edges), l.Seed)
-			return nil
+			s := scenarioSummary{File: args[0], Name: l.Name, Nodes: len(env.Nodes), Zones: len(env.Zones), Pods: len(env.Pods), Shapes: env.Shapes,
+				Services: len(env.Services), Dependencies: len(env.Edges), GeneratorSeed: l.Seed}
+			return printData(cmd.OutOrStdout(), output, s, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "%s: ok: %d nodes in %d zones, %d pods (%d shapes), %d services, %d dependencies, generator seed %d\n",
+					s.Name, s.Nodes, s.Zones, s.Pods, s.Shapes, s.Services, s.Dependencies, s.GeneratorSeed)
+				return err
+			})
 		},
-	}, newScenarioCalibrateCommand(opts))
+	}
+	addOutputFlag(cmd, &output)
 	return cmd
 }
 

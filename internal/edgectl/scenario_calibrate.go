@@ -20,6 +20,32 @@ type calibrateFlags struct {
 	families, scenarioSeeds, policy string
 	seed                            uint64
 	parallel                        int
+	output                          string
+}
+
+// calibration is scenario calibrate's -o json|yaml document.
+type calibration struct {
+	Policy   string              `json:"policy"`
+	RunSeed  uint64              `json:"run_seed"`
+	Families []familyCalibration `json:"families"`
+}
+
+type familyCalibration struct {
+	Family       string          `json:"family"`
+	Role         string          `json:"role"`
+	Seeds        []uint64        `json:"scenario_seeds"`
+	MeanPods     float64         `json:"mean_pods"`
+	Measures     []measureInBand `json:"measures"`
+	SeedsInBands int             `json:"seeds_in_all_bands"`
+}
+
+type measureInBand struct {
+	Measure string  `json:"measure"`
+	Mean    float64 `json:"mean"`
+	Min     float64 `json:"min"`
+	Max     float64 `json:"max"`
+	BandLo  float64 `json:"band_lo"`
+	BandHi  float64 `json:"band_hi"`
 }
 
 func newScenarioCalibrateCommand(opts Options) *cobra.Command {
@@ -37,9 +63,17 @@ bands the families are built for (50-70%, 1-4%, 20-35%; docs/scenario.md).`,
   edgectl scenario calibrate --families retail-stores,rail-stations --scenario-seeds 1-10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return f.run(cmd.Context(), cmd.OutOrStdout(), opts)
+			if err := checkOutput(f.output); err != nil {
+				return err
+			}
+			c, err := f.run(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			return printData(cmd.OutOrStdout(), f.output, c, c.print)
 		},
 	}
+	addOutputFlag(cmd, &f.output)
 	fl := cmd.Flags()
 	fl.StringVar(&f.families, "families", "", "comma-separated families (default all: "+strings.Join(family.Names(), ", ")+")")
 	fl.StringVar(&f.scenarioSeeds, "scenario-seeds", "1-5", "family seeds (N,M or N-M): each draws a fleet and a workload")
@@ -49,29 +83,28 @@ bands the families are built for (50-70%, 1-4%, 20-35%; docs/scenario.md).`,
 	return cmd
 }
 
-func (f *calibrateFlags) run(ctx context.Context, w io.Writer, opts Options) error {
+func (f *calibrateFlags) run(ctx context.Context, opts Options) (*calibration, error) {
 	names := family.Names()
 	if f.families != "" {
 		names = nil
 		for _, n := range strings.Split(f.families, ",") {
 			n = strings.TrimPrefix(strings.TrimSpace(n), "builtin:")
 			if _, err := family.Lookup(n); err != nil {
-				return fmt.Errorf("--families: %w", err)
+				return nil, fmt.Errorf("--families: %w", err)
 			}
 			names = append(names, n)
 		}
 	}
 	seeds, err := parseSeeds(f.scenarioSeeds)
 	if err != nil {
-		return fmt.Errorf("--scenario-seeds: %w", err)
+		return nil, fmt.Errorf("--scenario-seeds: %w", err)
 	}
 	pol, err := baseline.Lookup(f.policy)
 	if err != nil {
-		return fmt.Errorf("--policies: %w", err)
+		return nil, fmt.Errorf("--policies: %w", err)
 	}
 	bands := family.Bands()
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "family\trole\tseeds\tpods\tcpu used\tfailures\tcross-zone\tseeds in all bands\n")
+	out := &calibration{Policy: pol.Name, RunSeed: f.seed, Families: []familyCalibration{}}
 	for _, name := range names {
 		info, _ := family.Lookup(name)
 		vals := make([][]float64, len(bands))
@@ -79,16 +112,16 @@ func (f *calibrateFlags) run(ctx context.Context, w io.Writer, opts Options) err
 		for _, s := range seeds {
 			l, err := scenario.LoadWith("builtin:"+name, scenario.Options{Seed: &s})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
 			if err != nil {
-				return fmt.Errorf("%s seed %d: %w", name, s, err)
+				return nil, fmt.Errorf("%s seed %d: %w", name, s, err)
 			}
 			opts.logger().Info("calibrating", "family", name, "scenario_seed", s, "policy", pol.Name, "run_seed", f.seed, "nodes", len(env.Nodes), "pods", len(env.Pods))
 			res, err := sim.Compare(ctx, env, []sim.Factory{pol}, sim.CompareConfig{Run: sim.DefaultRunConfig(sim.Replay), Seeds: []uint64{f.seed}, Parallel: f.parallel})
 			if err != nil {
-				return fmt.Errorf("%s seed %d: %w", name, s, err)
+				return nil, fmt.Errorf("%s seed %d: %w", name, s, err)
 			}
 			for i, b := range bands {
 				vals[i] = append(vals[i], res[0].Measures[b.Measure])
@@ -99,27 +132,53 @@ func (f *calibrateFlags) run(ctx context.Context, w io.Writer, opts Options) err
 		for k := range inside {
 			inside[k] = true
 		}
-		cells := make([]string, len(bands))
+		fc := familyCalibration{Family: name, Role: string(info.Role), Seeds: seeds, MeanPods: pods}
 		for i, b := range bands {
-			lo, hi, mean := math.Inf(1), math.Inf(-1), 0.0
+			m := measureInBand{Measure: b.Measure, Min: math.Inf(1), Max: math.Inf(-1), BandLo: b.Lo, BandHi: b.Hi}
 			for k, v := range vals[i] {
-				lo, hi, mean = min(lo, v), max(hi, v), mean+v/float64(len(vals[i]))
+				m.Min, m.Max, m.Mean = min(m.Min, v), max(m.Max, v), m.Mean+v/float64(len(vals[i]))
 				inside[k] = inside[k] && v >= b.Lo && v <= b.Hi
 			}
-			cells[i] = fmt.Sprintf("%.1f%% (%.1f-%.1f)", 100*mean, 100*lo, 100*hi)
+			fc.Measures = append(fc.Measures, m)
 		}
-		var ok int
 		for _, in := range inside {
 			if in {
-				ok++
+				fc.SeedsInBands++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%d/%d\n", name, info.Role, f.scenarioSeeds, pods, strings.Join(cells, "\t"), ok, len(seeds))
+		out.Families = append(out.Families, fc)
+	}
+	return out, nil
+}
+
+// print writes the calibration as a table for people.
+func (c *calibration) print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "family\trole\tseeds\tpods\tcpu used\tfailures\tcross-zone\tseeds in all bands\n")
+	for _, fc := range c.Families {
+		cells := make([]string, len(fc.Measures))
+		for i, m := range fc.Measures {
+			cells[i] = fmt.Sprintf("%.1f%% (%.1f-%.1f)", 100*m.Mean, 100*m.Min, 100*m.Max)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%d/%d\n", fc.Family, fc.Role, seedList(fc.Seeds), fc.MeanPods, strings.Join(cells, "\t"), fc.SeedsInBands, len(fc.Seeds))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s, run seed %d; cells: mean (min-max) over the family seeds; bands: cpu used %.0f-%.0f%%, failures %.0f-%.0f%%, cross-zone %.0f-%.0f%%\n",
-		pol.Name, f.seed, 100*bands[0].Lo, 100*bands[0].Hi, 100*bands[1].Lo, 100*bands[1].Hi, 100*bands[2].Lo, 100*bands[2].Hi)
-	return nil
+	bands := family.Bands()
+	_, err := fmt.Fprintf(w, "%s, run seed %d; cells: mean (min-max) over the family seeds; bands: cpu used %.0f-%.0f%%, failures %.0f-%.0f%%, cross-zone %.0f-%.0f%%\n",
+		c.Policy, c.RunSeed, 100*bands[0].Lo, 100*bands[0].Hi, 100*bands[1].Lo, 100*bands[1].Hi, 100*bands[2].Lo, 100*bands[2].Hi)
+	return err
+}
+
+// seedList writes seeds as N-M when they are consecutive, else N,M,...
+func seedList(s []uint64) string {
+	if len(s) > 1 && s[len(s)-1]-s[0] == uint64(len(s)-1) {
+		return fmt.Sprintf("%d-%d", s[0], s[len(s)-1])
+	}
+	parts := make([]string, len(s))
+	for i, v := range s {
+		parts[i] = fmt.Sprint(v)
+	}
+	return strings.Join(parts, ",")
 }

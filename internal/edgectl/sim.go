@@ -90,7 +90,7 @@ rule (docs/policy.md, "Decision rule").`,
 	fl.Float64Var(&f.baseLatencyMs, "base-latency-ms", 10, "latency proxy: service time on an idle node")
 	fl.IntVar(&f.parallel, "parallel", 0, "concurrent runs (default: number of CPUs)")
 	fl.StringVar(&f.out, "out", "", "directory for results.json, runs.csv, curve.csv, series.csv and PNG plots")
-	fl.StringVarP(&f.output, "output", "o", "table", "stdout format: table or json")
+	addOutputFlag(cmd, &f.output)
 	fl.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto (when a terminal), always or never")
 	fl.StringVar(&f.columns, "columns", "", "table columns, comma-separated measure names (default depends on the mode)")
 	return cmd
@@ -173,8 +173,8 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts Options) er
 		return fmt.Errorf("--versus: %q is not among --policies", f.versus)
 	}
 	stdout := cmd.OutOrStdout()
-	if f.output == "json" {
-		if err := doc.WriteJSON(stdout); err != nil {
+	if f.output != "table" {
+		if err := printData(stdout, f.output, doc, nil); err != nil {
 			return err
 		}
 	} else {
@@ -192,9 +192,9 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts Options) er
 		}
 	}
 	if f.out != "" {
-		// Keep stdout one JSON document in json mode: paths go to stderr.
+		// Keep stdout one JSON or YAML document: paths go to stderr.
 		pathsTo := stdout
-		if f.output == "json" {
+		if f.output != "table" {
 			pathsTo = cmd.ErrOrStderr()
 		}
 		return writeOutputs(pathsTo, doc, f.out)

@@ -58,7 +58,7 @@ func TestSimErrors(t *testing.T) {
 		{[]string{"sim", "--scenario", "builtin:retail-fleet", "--nodes", "openb:all_node"}, "give --scenario or --nodes/--pods, not both"},
 		{[]string{"sim", "--pods", "openb:multigpu20", "--mode", "replay"}, "has no creation times; use --mode inflate"},
 		{[]string{"sim", "--columns", "happiness"}, `--columns: unknown value "happiness"; valid values: pods_arrived,`},
-		{[]string{"sim", "-o", "yaml"}, `-o/--output: unknown value "yaml"; valid values: table, json`},
+		{[]string{"sim", "-o", "csv"}, `-o/--output: unknown value "csv"; valid values: table, json, yaml`},
 		{[]string{"sim", "--target", "-1"}, "inflate target must be in (0, 10]"},
 		{[]string{"sim", "--tie-break", "last"}, `tie break "last"`},
 		{[]string{"sim", "--progress", "sometimes"}, `--progress: "sometimes"`},

@@ -1,7 +1,9 @@
 package edgectl
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
@@ -28,12 +31,12 @@ each zone draws from, that grid's hourly carbon intensity, and the RTTs
 between zones (docs/edge-plugin.md, "Site topology"). The plugin reads it
 from the ConfigMap its topologyConfigMap argument names, key topology.json.`,
 	}
-	var ns, name string
+	var ns, name, checkOutputFormat string
 	cm := &cobra.Command{
 		Use:   "configmap FILE",
-		Short: "Check a topology file (JSON, or - for stdin) and print it as a ConfigMap manifest for kubectl apply",
-		Example: `  edgectl topology configmap site.json --namespace kube-system | kubectl apply -f -
-  edgectl topology from-scenario builtin:retail-fleet | edgectl topology configmap - -n edgesched-system`,
+		Short: "Check a topology file (JSON or YAML, - for stdin) and print it as a ConfigMap manifest for kubectl apply",
+		Example: `  edgectl topology configmap site.json | kubectl apply -f -
+  edgectl topology from-scenario builtin:retail-fleet | edgectl topology configmap - -n my-namespace`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
@@ -62,22 +65,29 @@ from the ConfigMap its topologyConfigMap argument names, key topology.json.`,
 			return err
 		},
 	}
-	cm.Flags().StringVarP(&ns, "namespace", "n", "kube-system", "namespace of the ConfigMap (the plugin's topologyConfigMap NAMESPACE)")
+	cm.Flags().StringVarP(&ns, "namespace", "n", conventions.DefaultNamespace, "namespace of the ConfigMap (the plugin's topologyConfigMap NAMESPACE; the Helm chart's and the shipped config's is "+conventions.DefaultNamespace+")")
 	cm.Flags().StringVar(&name, "name", conventions.DefaultTopologyConfigMapName, "name of the ConfigMap (the plugin's topologyConfigMap NAME)")
-	cmd.AddCommand(&cobra.Command{
-		Use:   "check FILE",
-		Short: "Check a topology file (JSON, or - for stdin) and summarise it",
-		Args:  cobra.ExactArgs(1),
+	check := &cobra.Command{
+		Use:     "check FILE",
+		Short:   "Check a topology file (JSON or YAML, - for stdin) and summarise it",
+		Example: "  edgectl topology check site.json\n  edgectl topology check site.yaml -o json",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(checkOutputFormat); err != nil {
+				return err
+			}
 			tp, err := readTopology(cmd.Context(), cmd.InOrStdin(), args[0])
 			if err != nil {
 				return err
 			}
-			return summariseTopology(cmd.OutOrStdout(), args[0], tp)
+			s := summariseTopology(args[0], tp)
+			return printData(cmd.OutOrStdout(), checkOutputFormat, s, s.print)
 		},
-	}, cm, &cobra.Command{
+	}
+	addOutputFlag(check, &checkOutputFormat)
+	cmd.AddCommand(check, cm, &cobra.Command{
 		Use:   "from-scenario SCENARIO",
-		Short: "Print the topology of a simulator scenario (a file or builtin:NAME) as JSON",
+		Short: "Print the topology of a simulator scenario (a file or builtin:NAME) as indented JSON, to edit",
 		Long: `Print the zones, carbon curves and network of a simulator scenario as a
 site topology, so the cluster is scheduled with the picture a policy was
 trained on. A scenario's curves start at its hour 0; the plugin reads hour
@@ -106,19 +116,30 @@ hours of the day in UTC.`,
 			if err != nil {
 				return fmt.Errorf("scenario %s as a topology: %w", args[0], err)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
+			var pretty bytes.Buffer
+			if err := json.Indent(&pretty, b, "", "  "); err != nil {
+				return fmt.Errorf("scenario %s as a topology: %w", args[0], err)
+			}
+			pretty.WriteByte('\n')
+			_, err = cmd.OutOrStdout().Write(pretty.Bytes())
 			return err
 		},
 	})
 	return cmd
 }
 
-// readTopology reads and validates a topology file ("-": stdin); errors
-// name the file.
+// readTopology reads and validates a topology file ("-": stdin), JSON
+// or YAML (converted to JSON first, so the format's checks apply to
+// both); errors name the file.
 func readTopology(ctx context.Context, stdin io.Reader, path string) (*conventions.Topology, error) {
 	b, err := readFileOrStdin(ctx, stdin, path, conventions.MaxTopologyBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read topology: %w", err)
+	}
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] != '{' {
+		if b, err = yaml.YAMLToJSON(b); err != nil {
+			return nil, fmt.Errorf("%s: not JSON, and not YAML: %w", path, err)
+		}
 	}
 	tp, err := conventions.DecodeTopology(b)
 	if err != nil {
@@ -127,9 +148,33 @@ func readTopology(ctx context.Context, stdin io.Reader, path string) (*conventio
 	return tp, nil
 }
 
-// summariseTopology prints one line per carbon zone and the network.
-func summariseTopology(w io.Writer, path string, tp *conventions.Topology) error {
-	fmt.Fprintf(w, "%s: ok: %d zones, %d carbon zones\n", path, len(tp.Zones), len(tp.CarbonZones))
+// topologySummary is topology check's -o json|yaml document.
+type topologySummary struct {
+	File        string               `json:"file"`
+	Zones       int                  `json:"zones"`
+	CarbonZones []carbonZoneSummary  `json:"carbon_zones"`
+	Network     topologyNetworkShape `json:"network"`
+}
+
+type carbonZoneSummary struct {
+	Name   string   `json:"name"`
+	Hours  int      `json:"hours"` // values in the curve (1: flat)
+	Min    float64  `json:"min_g_per_kwh"`
+	Max    float64  `json:"max_g_per_kwh"`
+	Mean   float64  `json:"mean_g_per_kwh"`
+	UsedBy []string `json:"zones"`
+}
+
+type topologyNetworkShape struct {
+	Default     bool    `json:"default"` // the topology sets no network: the plugin's defaults apply
+	IntraZoneMs float64 `json:"intra_zone_ms"`
+	InterZoneMs float64 `json:"inter_zone_ms"`
+	Pairs       int     `json:"pairs"`
+}
+
+// summariseTopology sums a topology up per carbon zone.
+func summariseTopology(path string, tp *conventions.Topology) topologySummary {
+	s := topologySummary{File: path, Zones: len(tp.Zones), CarbonZones: []carbonZoneSummary{}}
 	uses := map[string][]string{}
 	for _, z := range tp.Zones {
 		cz := z.CarbonZone
@@ -139,25 +184,43 @@ func summariseTopology(w io.Writer, path string, tp *conventions.Topology) error
 		uses[cz] = append(uses[cz], z.Name)
 	}
 	for _, c := range tp.CarbonZones {
-		lo, hi := slices.Min(c.GramsPerKWh), slices.Max(c.GramsPerKWh)
 		var sum float64
 		for _, v := range c.GramsPerKWh {
 			sum += v
 		}
-		curve := fmt.Sprintf("flat %g g/kWh", lo)
-		if len(c.GramsPerKWh) > 1 {
-			curve = fmt.Sprintf("%d hourly values, %g-%g g/kWh, mean %.4g", len(c.GramsPerKWh), lo, hi, sum/float64(len(c.GramsPerKWh)))
+		s.CarbonZones = append(s.CarbonZones, carbonZoneSummary{Name: c.Name, Hours: len(c.GramsPerKWh), Min: slices.Min(c.GramsPerKWh), Max: slices.Max(c.GramsPerKWh),
+			Mean: sum / float64(len(c.GramsPerKWh)), UsedBy: append([]string{}, uses[c.Name]...)})
+	}
+	if nw := tp.Network; nw != nil {
+		s.Network = topologyNetworkShape{IntraZoneMs: nw.IntraZoneMs, InterZoneMs: nw.InterZoneMs, Pairs: len(nw.Pairs)}
+	} else {
+		def := sim.DefaultNetwork() // what the plugin uses without a network
+		s.Network = topologyNetworkShape{Default: true, IntraZoneMs: def.IntraZoneMs, InterZoneMs: def.InterZoneMs}
+	}
+	return s
+}
+
+// print writes the summary for people: one line per carbon zone and the
+// network.
+func (s topologySummary) print(w io.Writer) error {
+	fmt.Fprintf(w, "%s: ok: %d zones, %d carbon zones\n", s.File, s.Zones, len(s.CarbonZones))
+	for _, c := range s.CarbonZones {
+		curve := fmt.Sprintf("flat %g g/kWh", c.Min)
+		if c.Hours > 1 {
+			curve = fmt.Sprintf("%d hourly values, %g-%g g/kWh, mean %.4g", c.Hours, c.Min, c.Max, c.Mean)
 		}
 		zones := "no zone"
-		if z := uses[c.Name]; len(z) > 0 {
-			zones = "zones " + strings.Join(z, ", ")
+		if len(c.UsedBy) > 0 {
+			zones = "zones " + strings.Join(c.UsedBy, ", ")
 		}
 		fmt.Fprintf(w, "  carbon zone %s: %s; %s\n", c.Name, curve, zones)
 	}
-	if nw := tp.Network; nw != nil {
-		fmt.Fprintf(w, "  network: %g ms inside a zone, %g ms between zones, %d pairs of their own\n", nw.IntraZoneMs, nw.InterZoneMs, len(nw.Pairs))
+	nw := s.Network
+	var err error
+	if nw.Default {
+		_, err = fmt.Fprintf(w, "  network: the default (%g ms inside a zone, %g ms between zones)\n", nw.IntraZoneMs, nw.InterZoneMs)
 	} else {
-		fmt.Fprintln(w, "  network: the default (0.5 ms inside a zone, 30 ms between zones)")
+		_, err = fmt.Fprintf(w, "  network: %g ms inside a zone, %g ms between zones, %d pairs of their own\n", nw.IntraZoneMs, nw.InterZoneMs, nw.Pairs)
 	}
-	return nil
+	return err
 }

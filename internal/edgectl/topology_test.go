@@ -38,7 +38,23 @@ func TestTopology(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, path+": ok: 3 zones, 3 carbon zones") || !strings.Contains(out, "carbon zone bpat: 72 hourly values") {
 		t.Fatalf("check: %v\n%s", err, out)
 	}
-	out, _, err = run(t, "topology", "configmap", path, "-n", "edgesched-system")
+	if lines := strings.Count(js, "\n"); lines < 20 {
+		t.Errorf("from-scenario wrote %d lines: want indented JSON to edit by hand", lines)
+	}
+	// the same topology as YAML is accepted too
+	y, err := yaml.JSONToYAML([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ypath := filepath.Join(dir, "site.yaml")
+	if err := os.WriteFile(ypath, y, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := run(t, "topology", "check", ypath); err != nil || !strings.Contains(out, "carbon zone bpat: 72 hourly values") {
+		t.Fatalf("check of the YAML file: %v\n%s", err, out)
+	}
+	// without -n: the namespace the shipped config and the chart read
+	out, _, err = run(t, "topology", "configmap", ypath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,5 +92,26 @@ func TestTopology(t *testing.T) {
 				t.Fatalf("%v: %v, want an error naming %q", tc.args, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestTopologyNamespaceMatchesShippedConfig: `edgectl topology configmap`
+// without -n writes the ConfigMap where the shipped scheduler config
+// (deploy/edge-scheduler/scheduler-config.yaml) reads the topology, the
+// dependency graph and (when enabled) the model.
+func TestTopologyNamespaceMatchesShippedConfig(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/edge-scheduler/scheduler-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"topologyConfigMap: ", "dependenciesConfigMap: ", "modelConfigMap: "} {
+		i := strings.Index(string(b), key)
+		if i < 0 {
+			t.Fatalf("scheduler-config.yaml has no %s", key)
+		}
+		ref := strings.Fields(string(b[i+len(key):]))[0]
+		if ns, _, _ := strings.Cut(ref, "/"); ns != conventions.DefaultNamespace {
+			t.Errorf("scheduler-config.yaml: %s%s, want namespace %s", key, ref, conventions.DefaultNamespace)
+		}
 	}
 }

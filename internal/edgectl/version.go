@@ -2,22 +2,40 @@ package edgectl
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/internal/cli"
 )
 
+// versionInfo is version's -o json|yaml document.
+type versionInfo struct {
+	Binary string `json:"binary"`
+	cli.BuildInfo
+}
+
 // newVersionCommand prints the version, commit and build date
 // (cli.BuildInfo.Line); --version on the root prints the same line.
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the edgectl version, commit and build date",
-		Args:  cobra.NoArgs,
+		Example: `  edgectl version
+  edgectl version -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), cli.Info().Line("edgectl"))
-			return err
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			info := cli.Info()
+			return printData(cmd.OutOrStdout(), output, versionInfo{Binary: "edgectl", BuildInfo: info}, func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, info.Line("edgectl"))
+				return err
+			})
 		},
 	}
+	addOutputFlag(cmd, &output)
+	return cmd
 }

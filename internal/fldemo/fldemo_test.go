@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -83,5 +84,29 @@ func TestValidate(t *testing.T) {
 	c.Out = t.TempDir()
 	if err := c.Validate(); err != nil {
 		t.Fatalf("default config: %v", err)
+	}
+}
+
+// TestStatusLineDue: a per-site status is printed when it changes, and
+// repeated every statusEvery while it does not, never more often.
+func TestStatusLineDue(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var s siteStatusLine
+	steps := []struct {
+		line string
+		at   time.Duration
+		want bool
+	}{
+		{"a training, b training", 0, true},                            // the first
+		{"a training, b training", time.Second, false},                 // unchanged, 1 s later
+		{"a sent, b training", 2 * time.Second, true},                  // changed
+		{"a sent, b training", 2*time.Second + statusEvery - 1, false}, // unchanged, just under the period
+		{"a sent, b training", 2*time.Second + statusEvery, true},      // the heartbeat
+		{"a sent, b sent", 2*time.Second + statusEvery + time.Millisecond, true},
+	}
+	for i, st := range steps {
+		if got := s.due(st.line, t0.Add(st.at)); got != st.want {
+			t.Errorf("step %d (%q at %v): due %v, want %v", i, st.line, st.at, got, st.want)
+		}
 	}
 }

@@ -10,9 +10,9 @@ import (
 	"text/tabwriter"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/edgesched/edgesched/sim/report"
 )
 
 // Output files.
@@ -164,31 +164,25 @@ func (r *Result) WriteFiles(dir string) ([]string, error) {
 	return files, nil
 }
 
-// plot draws the held-out return per site, one bar group per policy.
+// plot draws the held-out return per site: one panel per site, one bar
+// per policy (the sim plots' colours, in the policies' order), each
+// labelled with its value.
 func (r *Result) plot(path string) error {
-	p := plot.New()
-	p.Title.Text = "Held-out return per site (higher is better)"
-	p.Y.Label.Text = "mean episode return"
-	w := vg.Points(60 / float64(len(r.Policies)+1))
-	for i, pol := range r.Policies {
-		vals := make(plotter.Values, len(r.Sites))
-		for j, s := range r.Sites {
-			vals[j] = r.Evals[pol][s].Return
+	var panels []*plot.Plot
+	for _, site := range r.Sites {
+		vals := make([]float64, len(r.Policies))
+		for i, pol := range r.Policies {
+			vals[i] = r.Evals[pol][site].Return
 		}
-		bars, err := plotter.NewBarChart(vals, w)
+		p, err := report.BarPanel("site "+site+": held-out return (higher is better)", r.Policies, vals, func(v float64) string { return fmt.Sprintf("%.1f", v) })
 		if err != nil {
 			return err
 		}
-		bars.LineStyle.Width = 0
-		bars.Color = plotutil.Color(i)
-		bars.Offset = w * vg.Length(float64(i)-float64(len(r.Policies)-1)/2)
-		p.Add(bars)
-		p.Legend.Add(pol, bars)
+		p.X.Label.Text = "mean episode return"
+		panels = append(panels, p)
 	}
-	p.Legend.Top = false
-	p.Legend.Left = true
-	p.NominalX(r.Sites...)
-	if err := p.Save(9*vg.Inch, 4*vg.Inch, path); err != nil {
+	h := vg.Points(90 + 18*float64(len(r.Policies)))
+	if err := report.SaveGrid(path, 4.5*vg.Inch, h, min(2, len(panels)), nil, panels...); err != nil {
 		return fmt.Errorf("write plot: %w", err)
 	}
 	return nil

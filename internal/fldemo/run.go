@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -244,6 +245,7 @@ func (d *demo) federate(ctx context.Context, initial *policy.Model, res *Result)
 	defer tick.Stop()
 	reported := uint64(0)
 	roundStart := time.Now()
+	var status siteStatusLine
 	for {
 		select {
 		case <-ctx.Done():
@@ -274,6 +276,9 @@ func (d *demo) federate(ctx context.Context, initial *policy.Model, res *Result)
 			roundStart = time.Now()
 		}
 		if reported < uint64(cfg.Rounds) {
+			if line := roundProgress(rs, cfg, clients); line != "" && status.due(line, time.Now()) {
+				d.printf("%s (%.0fs)", line, time.Since(roundStart).Seconds())
+			}
 			continue
 		}
 		final, err := c.ModelRecord(0)
@@ -302,6 +307,56 @@ func (d *demo) federate(ctx context.Context, initial *policy.Model, res *Result)
 	}
 }
 
+// statusEvery is how often an unchanged per-site status is repeated, so
+// a long round never leaves the terminal silent.
+const statusEvery = 10 * time.Second
+
+// siteStatusLine remembers the last per-site status printed.
+type siteStatusLine struct {
+	last string
+	at   time.Time
+}
+
+// due reports whether line is worth printing at now: it changed, or the
+// last one is statusEvery old.
+func (s *siteStatusLine) due(line string, now time.Time) bool {
+	if line == s.last && now.Sub(s.at) < statusEvery {
+		return false
+	}
+	s.last, s.at = line, now
+	return true
+}
+
+// roundProgress is the open round's per-site status ("" when none is
+// open): which sites are still training and which have sent their
+// update (queued: sent but not yet acknowledged by the coordinator).
+func roundProgress(rs []coordinator.Round, cfg Config, clients []*flclient.Client) string {
+	var open *coordinator.Round
+	for i := range rs {
+		if rs[i].State == coordinator.StateCollecting || rs[i].State == coordinator.StateAggregating {
+			open = &rs[i]
+			break
+		}
+	}
+	if open == nil {
+		return ""
+	}
+	parts := make([]string, len(clients))
+	for i, cl := range clients {
+		state := "training"
+		if st, err := cl.Status(); err != nil {
+			state = "status unknown"
+		} else if st.Round >= open.Round {
+			state = "sent"
+			if st.Outbox > 0 {
+				state = "queued"
+			}
+		}
+		parts[i] = cfg.Sites[i].Name + " " + state
+	}
+	return fmt.Sprintf("round %d/%d %s: %d/%d updates accepted; %s", open.Round, cfg.Rounds, open.State, open.Accepted, len(clients), strings.Join(parts, ", "))
+}
+
 // trainLocal trains every site alone: the same rounds of the same size
 // from the same initial model, but each round continues from the site's
 // own model instead of the federated one.
@@ -320,6 +375,7 @@ func (d *demo) trainLocal(ctx context.Context, initial *policy.Model) ([]*policy
 			defer func() { <-sem }()
 			tr := &flclient.PPOTrainer{Config: d.siteTrain(i)}
 			m := initial
+			began := time.Now()
 			for r := 1; r <= cfg.Rounds; r++ {
 				next, _, err := tr.Train(ctx, m, cfg.Local, roundSeed(d.siteSeed(i), uint64(r)))
 				if err != nil {
@@ -327,9 +383,12 @@ func (d *demo) trainLocal(ctx context.Context, initial *policy.Model) ([]*policy
 					return
 				}
 				m = next
+				if r < cfg.Rounds { // a line per round: minutes of PPO are not silent
+					d.printf("local-only %s: round %d/%d trained (%.0fs)", s.Name, r, cfg.Rounds, time.Since(began).Seconds())
+				}
 			}
 			out[i] = m
-			d.printf("local-only %s: %d rounds done", s.Name, cfg.Rounds)
+			d.printf("local-only %s: %d rounds done (%.0fs)", s.Name, cfg.Rounds, time.Since(began).Seconds())
 		}()
 	}
 	wg.Wait()

@@ -142,7 +142,7 @@ func DefaultColumns(mode sim.Mode, hasGPU bool) []string {
 		}
 		return append(cols, "decision_us_mean")
 	}
-	cols := []string{"failure_rate", "util_used_cpu_mean", "util_alloc_cpu_p95", "fragmentation", "latency_p95_ms", "cross_zone_traffic", "carbon_g"}
+	cols := []string{"failure_rate", "util_used_cpu_mean", "util_active_cpu_mean", "util_alloc_cpu_p95", "fragmentation", "latency_p95_ms", "cross_zone_traffic", "carbon_g"}
 	return append(cols, "decision_us_mean")
 }
 
@@ -157,6 +157,7 @@ var headers = map[string]string{
 	"decision_us_p99":              "us/pod_p99",
 	"util_used_cpu_mean":           "cpu_used",
 	"util_alloc_cpu_p95":           "cpu_req_p95",
+	"util_active_cpu_mean":         "cpu_active",
 	"latency_p95_ms":               "lat_p95_ms",
 	"cross_zone_traffic":           "cross_zone",
 	"fragmentation":                "frag",

@@ -6,8 +6,10 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"image/png"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -161,8 +163,24 @@ func TestReplayDocument(t *testing.T) {
 	}
 	dir := t.TempDir()
 	plots, err := doc.WritePlots(dir)
-	if err != nil || len(plots) != 1 {
-		t.Fatalf("replay plots = %v, %v; want only utilization", plots, err)
+	if err != nil || len(plots) != 2 || filepath.Base(plots[0]) != UtilizationPlot || filepath.Base(plots[1]) != MeasuresPlot {
+		t.Fatalf("replay plots = %v, %v; want utilization and measures", plots, err)
+	}
+	for _, p := range plots {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		// utilization: 7 in of panels plus the legend strip beside them;
+		// measures: two 4.5 in columns (at vgimg's 96 dpi)
+		if w := img.Bounds().Dx(); w <= 7*96 && filepath.Base(p) == UtilizationPlot || w != 9*96 && filepath.Base(p) == MeasuresPlot {
+			t.Errorf("%s: %d pixels wide", p, w)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, UnallocatedPlot)); !os.IsNotExist(err) {
 		t.Error("replay wrote an unallocated-GPU curve")
@@ -189,5 +207,55 @@ func TestWriteVersus(t *testing.T) {
 	}
 	if err := d.WriteVersus(&buf, "nobody", nil); !errors.Is(err, ErrReport) {
 		t.Errorf("unknown base: %v", err)
+	}
+}
+
+// TestHourTicks: integer hours at the smallest step of 1, 2, 3, 4, 6, 12,
+// 24 or 48 giving at most 12 labels, hours between as minor ticks up to
+// three days.
+func TestHourTicks(t *testing.T) {
+	cases := []struct {
+		lo, hi float64
+		labels string
+		minor  int
+	}{
+		{0, 10, "0 1 2 3 4 5 6 7 8 9 10", 0},            // 10 h: every hour
+		{0, 48.5, "0 6 12 18 24 30 36 42 48", 40},       // 48 h: 48/4 = 12.1 > 12, so 6 h; 49 hours minus 9 labelled
+		{0.3, 23.7, "2 4 6 8 10 12 14 16 18 20 22", 12}, // 23.4 h: 2 h; hours 1..23 not labelled: 12
+		{0, 168, "0 24 48 72 96 120 144 168", 0},        // a week: 24 h (168/12 = 14 > 12), no minor ticks
+	}
+	for _, c := range cases {
+		var labels []string
+		minor := 0
+		for _, tk := range (HourTicks{}).Ticks(c.lo, c.hi) {
+			if tk.Label == "" {
+				minor++
+			} else {
+				labels = append(labels, tk.Label)
+			}
+		}
+		if got := strings.Join(labels, " "); got != c.labels || minor != c.minor {
+			t.Errorf("[%g, %g]: labels %q and %d minor ticks, want %q and %d", c.lo, c.hi, got, minor, c.labels, c.minor)
+		}
+	}
+}
+
+// TestCleanTicks: the default ticks' values, labels without trailing
+// zeros.
+func TestCleanTicks(t *testing.T) {
+	for _, tk := range (CleanTicks{}).Ticks(0, 75) {
+		if tk.Label != "" && (strings.HasSuffix(tk.Label, "0") && strings.Contains(tk.Label, ".") || tk.Label != strconv.FormatFloat(tk.Value, 'f', -1, 64)) {
+			t.Errorf("tick %v labelled %q", tk.Value, tk.Label)
+		}
+	}
+	var labels []string
+	for _, tk := range (CleanTicks{}).Ticks(0, 0.3) {
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	// gonum's default ticks on [0, 0.3] are 0, 0.15, 0.3, labelled "0.00", "0.15", "0.30"
+	if got := strings.Join(labels, " "); got != "0 0.15 0.3" {
+		t.Errorf("labels %q", got)
 	}
 }

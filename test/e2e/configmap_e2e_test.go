@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
 )
 
 // This file runs edge-scheduler with EdgePolicy's ConfigMap model source
@@ -30,7 +31,7 @@ import (
 const (
 	// cmModelNamespace/cmModelName is the ConfigMap the shipped RBAC
 	// (deploy/edge-scheduler/rbac.yaml) lets edge-scheduler watch.
-	cmModelNamespace = "kube-system"
+	cmModelNamespace = conventions.DefaultNamespace
 	cmModelName      = "edgesched-model"
 	cmModelNodes     = 12
 )
@@ -130,7 +131,7 @@ func TestEdgeSchedulerConfigMapModel(t *testing.T) {
 	trusted, untrusted := e2eSigner(t, 1), e2eSigner(t, 101)
 	keyDir := trustedKeyDir(t, dir, trusted)
 
-	// The shipped RBAC (its model-configmap ClusterRole and kube-system
+	// The shipped RBAC (its model-configmap ClusterRole and edgesched-system
 	// RoleBinding grant get/list/watch on the ConfigMap and events) and
 	// the shipped config with modelConfigMap instead of modelPath.
 	kubeconfig := applyDeployRBAC(ctx, t, cp, dir)

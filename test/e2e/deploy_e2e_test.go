@@ -650,7 +650,7 @@ func TestDeployChart(t *testing.T) {
 			notes:  `Site "lab-1": the site leader holds the Lease edgesched-site-lab-1`,
 			check: func(t *testing.T, s objSet) {
 				args := agentArgs(t, s)
-				for _, a := range []string{"--site=lab-1", "--namespace=" + chartNamespace, "--nats=nats://edgesched-nats-leaf.edgesched-system.svc:4222",
+				for _, a := range []string{"--site=lab-1", "--namespace=" + chartNamespace, "--server=nats://edgesched-nats-leaf.edgesched-system.svc:4222",
 					"--creds=/etc/edgesched/nats/nats.creds", "--site-key=/etc/edgesched/site-key/site.key",
 					"--model-configmap=edgesched-model", "--model-configmap-key=model.esa", "--model-keys=/etc/edgesched/trusted-keys",
 					"--max-model-age=0s", "--freeze-after=1h", "--dependencies-configmap=edgesched-dependencies", "--dependencies-interval=1m"} {
@@ -694,8 +694,8 @@ func TestDeployChart(t *testing.T) {
 			notes:  `Site "lab-2"`,
 			check: func(t *testing.T, s objSet) {
 				args := agentArgs(t, s)
-				for _, a := range []string{"--site=lab-2", "--nats=tls://nats.example.org:4222", "--nkey=/etc/edgesched/nats-nkey/nats.nk",
-					"--tls-ca=/etc/edgesched/nats-tls/ca.crt", "--tls-cert=/etc/edgesched/nats-tls/tls.crt", "--tls-key=/etc/edgesched/nats-tls/tls.key",
+				for _, a := range []string{"--site=lab-2", "--server=tls://nats.example.org:4222", "--nkey=/etc/edgesched/nats-nkey/nats.nk",
+					"--tlsca=/etc/edgesched/nats-tls/ca.crt", "--tlscert=/etc/edgesched/nats-tls/tls.crt", "--tlskey=/etc/edgesched/nats-tls/tls.key",
 					"--model-configmap-key=policy.esa", "--dependencies-configmap=lab-2-deps", "--dependencies-interval=30s"} {
 					if !slices.Contains(args, a) {
 						t.Errorf("agent args %q: missing %s", args, a)
@@ -725,7 +725,7 @@ func TestDeployChart(t *testing.T) {
 					t.Errorf("coordinator PVC templates %+v: want one of 1Gi", sts.Spec.VolumeClaimTemplates)
 				}
 				c := container(t, sts.Spec.Template.Spec, "coordinator")
-				if !slices.Contains(c.Args, "--nats=nats://edgesched-nats.edgesched-system.svc:4222") || !slices.Contains(c.Args, "--data=/var/lib/edge-coordinator") {
+				if !slices.Contains(c.Args, "--server=nats://edgesched-nats.edgesched-system.svc:4222") || !slices.Contains(c.Args, "--data=/var/lib/edge-coordinator") {
 					t.Errorf("coordinator args %q: want the in-cluster NATS and the PVC data dir", c.Args)
 				}
 				conf, _, _ := unstructured.NestedString(s[natsCM].Object, "data", "nats.conf")
@@ -1116,9 +1116,11 @@ func checkSchedulerSync(t *testing.T, objs []*unstructured.Unstructured) {
 		t.Errorf("chart args: modelConfigMap %q publicKeys %q modelStatePath %q dependenciesConfigMap %q topologyConfigMap %q", decoded.ModelConfigMap, decoded.PublicKeys,
 			decoded.ModelStatePath, decoded.DependenciesConfigMap, decoded.TopologyConfigMap)
 	}
-	// the shipped file reads them in kube-system
-	if sa["topologyConfigMap"] != "kube-system/edgesched-topology" {
-		t.Errorf("shipped args: topologyConfigMap %v, want kube-system/edgesched-topology", sa["topologyConfigMap"])
+	// the shipped file reads them in the chart's namespace too
+	for k, name := range map[string]string{"dependenciesConfigMap": "edgesched-dependencies", "topologyConfigMap": "edgesched-topology"} {
+		if want := chartNamespace + "/" + name; sa[k] != want {
+			t.Errorf("shipped args: %s %v, want %s", k, sa[k], want)
+		}
 	}
 	for _, k := range []string{"modelPath", "modelConfigMap", "modelConfigMapKey", "publicKeys", "reloadInterval", "modelStatePath", "dependenciesConfigMap", "topologyConfigMap"} {
 		delete(ca, k)

@@ -22,6 +22,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -343,6 +344,11 @@ func applyDeployRBAC(ctx context.Context, t testing.TB, cp *ControlPlane, dir st
 			t.Fatalf("rbac.yaml: %v", err)
 		}
 		switch o := obj.(type) {
+		case *corev1.Namespace:
+			_, err = cp.Client.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
 		case *corev1.ServiceAccount:
 			sa = o
 			_, err = cp.Client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})

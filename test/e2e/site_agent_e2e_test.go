@@ -57,7 +57,7 @@ func siteAgentProcess(t *testing.T, cp *ControlPlane) {
 		t.Fatal(err)
 	}
 	a := startAgent(t, bin, cp.Dir, kubeconfig, node, "--no-ebpf", "--data", filepath.Join(dir, "data"),
-		"--site", siteID, "--namespace", siteNamespace, "--nats", srv.ClientURL(), "--site-key", siteKeyFile,
+		"--site", siteID, "--namespace", siteNamespace, "--server", srv.ClientURL(), "--site-key", siteKeyFile,
 		"--model-keys", keyDir, "--lease-duration", "4s", "--dependencies-interval", "1s")
 
 	cms := cp.Client.CoreV1().ConfigMaps(siteNamespace)

@@ -551,7 +551,7 @@ func runCrashScenarioOn(t *testing.T, bin string, kill crashKill, url string) cr
 	dataDir := filepath.Join(dir, "data")
 	dbPath := filepath.Join(dataDir, "coordinator.db")
 	logPath := filepath.Join(dir, "edge-coordinator.log")
-	args := []string{"--nats", url, "--data", dataDir, "--key", keyPath, "--sites", sitesDir, "--model", modelPath,
+	args := []string{"--server", url, "--data", dataDir, "--key", keyPath, "--sites", sitesDir, "--model", modelPath,
 		"--calibrate", "builtin:factory-vision", "--auto-rounds", "--rounds", strconv.Itoa(crashRounds),
 		"--round-duration", "1h", "--min-updates", strconv.Itoa(crashSites),
 		"--local-iterations", "1", "--local-episodes", "1", "--seed", "7", "--log-level", "debug"}

@@ -99,7 +99,7 @@ func (rig *storeRig) copyStore(t *testing.T, damage func(t *testing.T, path stri
 
 // args is edge-coordinator's command line on data.
 func (rig *storeRig) args(data string) []string {
-	return []string{"--nats", rig.url, "--data", data, "--key", rig.keyPath, "--sites", rig.sitesDir, "--model", rig.model,
+	return []string{"--server", rig.url, "--data", data, "--key", rig.keyPath, "--sites", rig.sitesDir, "--model", rig.model,
 		"--calibrate", "builtin:factory-vision", "--round-duration", "1h", "--log-level", "info"}
 }
 

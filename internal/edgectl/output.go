@@ -1,0 +1,55 @@
+package edgectl
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/edgesched/edgesched/internal/cli"
+)
+
+// outputFormats are the values of -o/--output, the default first.
+var outputFormats = []string{"table", "json", "yaml"}
+
+// checkOutput validates an -o/--output value.
+func checkOutput(v string) error {
+	if slices.Contains(outputFormats, v) {
+		return nil
+	}
+	return cli.UnknownValue("-o/--output", v, outputFormats)
+}
+
+// addOutputFlag registers -o/--output (default table) on cmd, with its
+// values for shell completion. Every command that prints data has it.
+func addOutputFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVarP(p, "output", "o", "table", "output format: table, json or yaml")
+	_ = cmd.RegisterFlagCompletionFunc("output", complete(fixed(outputFormats...), false))
+}
+
+// printData writes v as the format asks: indented JSON, YAML of the same
+// document (sigs.k8s.io/yaml encodes through encoding/json, so the keys,
+// omitted fields and values are the JSON's), or, for table, whatever
+// table writes. The JSON convention (docs/cli.md): snake_case keys, unset
+// values omitted or null.
+func printData(w io.Writer, format string, v any, table func(io.Writer) error) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode yaml: %w", err)
+		}
+		_, err = w.Write(b)
+		return err
+	case "table", "":
+		return table(w)
+	}
+	return checkOutput(format)
+}
