@@ -288,6 +288,7 @@ func NewExtractor(env *sim.Env) *Extractor {
 	}
 	x.model = make([]int32, len(env.Nodes))
 	x.tel, x.telStamp = make([]uint64, len(env.Nodes)), make([]uint32, len(env.Nodes))
+	x.stamp = 1 // a zero telStamp is never a memo, even for an Extract before any BeginPod
 	for i := range env.Nodes {
 		x.model[i] = env.Nodes[i].Model
 	}
