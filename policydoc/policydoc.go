@@ -143,9 +143,9 @@ func (r HourRange) Contains(h int) bool {
 type Rule struct {
 	// Name identifies the rule in explanations; empty names become
 	// "rule-N" (1-based) when validated.
-	Name   string   `json:"name,omitempty"`
-	Kind   Kind     `json:"kind"`
-	Effect Effect   `json:"effect"`
+	Name   string `json:"name,omitempty"`
+	Kind   Kind   `json:"kind"`
+	Effect Effect `json:"effect"`
 	// Weight is a preferred rule's weight in [1, 100]; 0 on a required rule.
 	Weight int      `json:"weight,omitempty"`
 	Pods   Selector `json:"pods"`
@@ -209,7 +209,10 @@ func Decode(b []byte) (*Document, error) {
 func (d *Document) EncodeYAML() ([]byte, error) { return yaml.Marshal(d) }
 
 var (
-	dnsName  = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`)
+	dnsName = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`)
+	// svcName allows one "/" between an application and its service
+	// (the simulator's scenarios name services "app/service").
+	svcName  = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?(/[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?)?$`)
 	labelKey = regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
 	labelVal = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
 	gpuName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -336,7 +339,7 @@ func (r *Rule) validate() error {
 			return ferr(f, "not used by kind %s", r.Kind)
 		}
 	}
-	if err := checkNames("pods.services", r.Pods.Services, dnsName, "service name"); err != nil {
+	if err := checkNames("pods.services", r.Pods.Services, svcName, "service name"); err != nil {
 		return err
 	}
 	if len(r.Source) > MaxSourceLen {

@@ -197,4 +197,6 @@ func plural(n int, w string) string {
 	return w + "s"
 }
 
-func num(f float64) string { return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", f), "0"), ".") }
+func num(f float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", f), "0"), ".")
+}

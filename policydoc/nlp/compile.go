@@ -1,0 +1,211 @@
+package nlp
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/edgesched/edgesched/policydoc"
+)
+
+// ErrRefused is wrapped by every refusal.
+var ErrRefused = errors.New("nlp: refused")
+
+// MaxInputBytes caps the text Compile reads.
+const MaxInputBytes = 64 << 10
+
+// Error is a refusal of one clause: the words that could not be placed (or
+// that make it ambiguous) and what was expected.
+type Error struct {
+	Clause    string
+	Words     []string
+	Expected  string
+	Ambiguous bool
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Ambiguous {
+		b.WriteString("ambiguous: ")
+	} else {
+		b.WriteString("refused: ")
+	}
+	fmt.Fprintf(&b, "%q", e.Clause)
+	if len(e.Words) > 0 {
+		q := make([]string, len(e.Words))
+		for i, w := range e.Words {
+			q[i] = fmt.Sprintf("%q", w)
+		}
+		fmt.Fprintf(&b, ": could not place %s", strings.Join(q, ", "))
+	}
+	if e.Expected != "" {
+		b.WriteString("; " + e.Expected)
+	}
+	return b.String()
+}
+
+// Unwrap makes errors.Is(err, ErrRefused) true.
+func (e *Error) Unwrap() error { return ErrRefused }
+
+// Compiled is one rule with the clause it came from and its canonical
+// renderings.
+type Compiled struct {
+	Clause  string         `json:"clause"`
+	Rule    policydoc.Rule `json:"rule"`
+	English string         `json:"english"`
+	Chinese string         `json:"chinese"`
+}
+
+var (
+	splitEN = regexp.MustCompile(`(?i)[;!?\n]|\.(?:\s|$)|,?\s+but\s+|,\s*(?:and\s+)?then\s+|,\s*(?:and\s+)?also\s+`)
+	splitZH = regexp.MustCompile(`[，,；;。！？!?\n]|但是|但|而且|并且|另外|此外`)
+)
+
+// Compile reads sentences and returns one rule per clause, or an error
+// joining every clause's refusal (each an *Error).
+func Compile(text string, g *Glossary) ([]Compiled, error) {
+	if len(text) > MaxInputBytes {
+		return nil, &Error{Clause: text[:80] + "...", Expected: fmt.Sprintf("at most %d bytes of text", MaxInputBytes)}
+	}
+	if g == nil {
+		g = DefaultGlossary()
+	}
+	var out []Compiled
+	var errs []error
+	for _, line := range strings.Split(text, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		zh := hasCJK(line)
+		re := splitEN
+		if zh {
+			re = splitZH
+		}
+		var clauses []clause
+		for _, part := range re.Split(line, -1) {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			var toks []token
+			if zh {
+				toks = tokenizeChinese(part, g)
+			} else {
+				toks = tokenizeEnglish(part, g)
+			}
+			clauses = append(clauses, splitAnd(clause{text: part, toks: toks})...)
+		}
+		clauses = mergeFragments(clauses, zh)
+		for _, c := range clauses {
+			r, err := compileClause(c)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			r.Source = c.text
+			if len(r.Source) > policydoc.MaxSourceLen {
+				r.Source = r.Source[:policydoc.MaxSourceLen]
+			}
+			out = append(out, Compiled{Clause: c.text, Rule: *r, English: r.English(), Chinese: r.Chinese()})
+		}
+	}
+	if len(errs) > 0 {
+		return out, errors.Join(errs...)
+	}
+	if len(out) == 0 {
+		return nil, &Error{Clause: strings.TrimSpace(text), Expected: "expected at least one sentence"}
+	}
+	return out, nil
+}
+
+// CompileDocument compiles text into a validated document.
+func CompileDocument(text string, g *Glossary) (*policydoc.Document, []Compiled, error) {
+	cs, err := Compile(text, g)
+	if err != nil {
+		return nil, cs, err
+	}
+	d := policydoc.New()
+	for _, c := range cs {
+		d.Rules = append(d.Rules, c.Rule)
+	}
+	if err := d.Validate(); err != nil {
+		return nil, cs, err
+	}
+	return d, cs, nil
+}
+
+type clause struct {
+	text string
+	toks []token
+}
+
+func isModal(t tk) bool {
+	return t == tReq || t == tNeg || t == tPref || t == tAvoid || t == tShould || t == tOnly
+}
+
+// splitAnd splits a clause at "and" or "," followed by a modal or a verb
+// that starts a new rule ("keep a in zone x and never run b on arm64").
+func splitAnd(c clause) []clause {
+	var out []clause
+	start := 0
+	for i := 0; i+1 < len(c.toks); i++ {
+		if c.toks[i].t != tAnd && c.toks[i].t != tPunct {
+			continue
+		}
+		nx := c.toks[i+1]
+		if (isModal(nx.t) && nx.t != tOnly) || nx.verb {
+			out = append(out, clause{text: surface(c.toks[start:i]), toks: c.toks[start:i]})
+			start = i + 1
+		}
+	}
+	if start == 0 {
+		return []clause{c}
+	}
+	return append(out, clause{text: surface(c.toks[start:]), toks: c.toks[start:]})
+}
+
+func surface(ts []token) string {
+	var s []string
+	for _, t := range ts {
+		s = append(s, t.surf)
+	}
+	return strings.Join(s, " ")
+}
+
+var objectTokens = []tk{tSame, tDiff, tSpread, tNear, tLabel, tArch, tGPUModel, tCarbonWord, tLowCarbon, tHighCarbon, tCPU, tPercent, tReplica, tScopeZone, tIdent, tUnknown, tZoneName}
+
+// mergeFragments joins a clause with neither a modal nor an object (a
+// leading "at night," or a subject) to the next one.
+func mergeFragments(cs []clause, zh bool) []clause {
+	var out []clause
+	var pending *clause
+	sep := " "
+	if zh {
+		sep = "，"
+	}
+	for _, c := range cs {
+		if pending != nil {
+			c = clause{text: pending.text + sep + c.text, toks: append(append([]token(nil), pending.toks...), c.toks...)}
+			pending = nil
+		}
+		frag := !slices.ContainsFunc(c.toks, func(t token) bool { return isModal(t.t) || slices.Contains(objectTokens, t.t) })
+		if frag {
+			cc := c
+			pending = &cc
+			continue
+		}
+		out = append(out, c)
+	}
+	if pending != nil {
+		if len(out) > 0 {
+			last := &out[len(out)-1]
+			last.text += sep + pending.text
+			last.toks = append(last.toks, pending.toks...)
+		} else {
+			out = append(out, *pending)
+		}
+	}
+	return out
+}
