@@ -214,6 +214,9 @@ func compileClause(c clause) (*policydoc.Rule, error) {
 	if u := append(collect(ts, tUnknown), collect(ts, tIdent)...); len(u) > 0 {
 		return nil, refuse(c, surfs(u), "%s", expectName)
 	}
+	if s := collect(ts, tOpenTime); len(s) > 0 {
+		return nil, refuse(c, surfs(s), "a range of hours needs two times: 'between 22:00 and 06:00' (22点到6点)")
+	}
 	if s := collect(ts, tShould); len(s) > 0 {
 		return nil, ambiguous(c, surfs(s), "'should' can be a hard rule or a preference: say 'must' (必须) or 'prefer' (尽量)")
 	}
@@ -284,7 +287,7 @@ func compileClause(c clause) (*policydoc.Rule, error) {
 			kinds = append(kinds, k)
 		}
 	}
-	replicaCount := has(ts, tReplica) && has(ts, tNumber, tAtMost)
+	replicaCount := has(ts, tReplica) && (has(ts, tNumber, tAtMost, tDiff) || has(ts, tSame) && (nNeg+nAvoid) > 0)
 	switch {
 	case has(ts, tSpread) || replicaCount:
 		add(policydoc.Spread)
@@ -341,6 +344,14 @@ func compileClause(c clause) (*policydoc.Rule, error) {
 		left = append(left, t)
 	}
 	if len(left) > 0 {
+		if slices.ContainsFunc(left, func(t *token) bool { return t.t == tNumber }) {
+			switch r.Kind {
+			case policydoc.CPUCap:
+				return nil, refuse(c, surfs(left), "a CPU cap is a percentage: 'N%%' (百分之N)")
+			case policydoc.Carbon:
+				return nil, refuse(c, surfs(left), "a carbon threshold needs its unit: 'N gCO2/kWh' (N克每千瓦时)")
+			}
+		}
 		return nil, refuse(c, surfs(left), "%s", expectKind[r.Kind])
 	}
 
@@ -442,7 +453,9 @@ func fill(c clause, ts []token, r *policydoc.Rule, neg bool) error {
 		case len(nums) > 1:
 			return refuse(c, surfs(nums), "one number of replicas")
 		case len(nums) == 0:
-			if !has(ts, tSpread) || r.Effect == policydoc.Required && !has(ts, tDiff) {
+			// "on different nodes" is one per node; a bare "spread" is
+			// one per node only as a preference
+			if !has(ts, tDiff) && r.Effect == policydoc.Required {
 				return refuse(c, nil, "a hard spread needs a number: 'at most N replicas of S per node'")
 			}
 			r.MaxPerDomain = 1
@@ -544,4 +557,3 @@ func fill(c clause, ts []token, r *policydoc.Rule, neg bool) error {
 	}
 	return nil
 }
-

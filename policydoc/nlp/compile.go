@@ -98,6 +98,9 @@ func Compile(text string, g *Glossary) ([]Compiled, error) {
 			clauses = append(clauses, splitAnd(clause{text: part, toks: toks})...)
 		}
 		clauses = mergeFragments(clauses, zh)
+		if zh {
+			clauses = mergeContinuations(clauses)
+		}
 		for _, c := range clauses {
 			r, err := compileClause(c)
 			if err != nil {
@@ -206,6 +209,25 @@ func mergeFragments(cs []clause, zh bool) []clause {
 		} else {
 			out = append(out, *pending)
 		}
+	}
+	return out
+}
+
+// mergeContinuations joins a Chinese clause with neither a modal nor a
+// subject ("放在不同的节点" after "尽量把A和B分开") to the clause before it.
+func mergeContinuations(cs []clause) []clause {
+	var out []clause
+	for _, c := range cs {
+		subj := slices.ContainsFunc(c.toks, func(t token) bool {
+			return isModal(t.t) || t.t == tService || t.t == tGPU || t.t == tAll || t.t == tIdent
+		})
+		if !subj && len(out) > 0 {
+			last := &out[len(out)-1]
+			last.text += "，" + c.text
+			last.toks = append(slices.Clone(last.toks), c.toks...)
+			continue
+		}
+		out = append(out, c)
 	}
 	return out
 }

@@ -50,7 +50,8 @@ const (
 	tServiceMarker
 	tAll
 	tIdent // an ASCII name not (yet) placed
-	tPunct // clause punctuation inside a clause (commas)
+	tPunct    // clause punctuation inside a clause (commas)
+	tOpenTime // after, before, until: half a range of hours
 )
 
 var tkNames = map[tk]string{
@@ -91,13 +92,14 @@ var english = map[string]entry{
 	"land": {t: tFiller}, "go": {t: tFiller}, "stay": {t: tFiller}, "use": {t: tFiller}, "using": {t: tFiller},
 	"let": {t: tFiller}, "have": {t: tFiller}, "at": {t: tFiller}, "any": {t: tFiller}, "one's": {t: tFiller},
 	"we": {t: tFiller}, "want": {t: tFiller}, "from": {t: tFiller}, "between": {t: tFiller}, "across": {t: tFiller},
-	"over": {t: tAbove}, "into": {t: tFiller}, "onto": {t: tFiller}, "there": {t: tFiller}, "it": {t: tFiller},
+	"over": {t: tAbove}, "into": {t: tFiller}, "onto": {t: tFiller}, "there": {t: tFiller},
+	"after": {t: tOpenTime}, "before": {t: tOpenTime}, "until": {t: tOpenTime}, "till": {t: tOpenTime}, "since": {t: tOpenTime}, "it": {t: tFiller},
 	"they": {t: tFiller}, "them": {t: tFiller}, "each other": {t: tFiller}, "together with": {t: tSame},
 	"placed": {t: tFiller}, "scheduled": {t: tFiller}, "deployed": {t: tFiller}, "allowed": {t: tFiller},
 	"within": {t: tFiller}, "by": {t: tFiller}, "whose": {t: tFiller}, "where": {t: tFiller}, "when": {t: tFiller},
 	"make sure": {t: tFiller}, "ensure": {t: tFiller}, "so": {t: tFiller}, "load": {t: tFiller},
 	"requested": {t: tFiller}, "request": {t: tFiller}, "requests": {t: tFiller}, "hours": {t: tFiller},
-	"get": {t: tFiller}, "out": {t: tFiller}, "of them": {t: tFiller}, "both": {t: tFiller}, "than": {t: tFiller},
+	"get": {t: tFiller}, "of them": {t: tFiller}, "both": {t: tFiller}, "than": {t: tFiller},
 	"up": {t: tFiller}, "only be": {t: tOnly}, "exclusively": {t: tOnly},
 	// modality
 	"must": {t: tReq}, "always": {t: tReq}, "has to": {t: tReq}, "have to": {t: tReq}, "required": {t: tReq},
@@ -184,6 +186,7 @@ var chinese = map[string]entry{
 	"期间": {t: tFiller}, "请求": {t: tFiller}, "负载": {t: tFiller}, "机": {t: tFiller}, "安排": {t: tFiller},
 	"安排在": {t: tFiller}, "上面": {t: tFiller}, "下": {t: tFiller}, "得": {t: tFiller}, "会": {t: tFiller},
 	"（": {t: tFiller}, "）": {t: tFiller}, "：": {t: tFiller}, "“": {t: tFiller}, "”": {t: tFiller}, "%": {t: tPercentWord}, "％": {t: tPercentWord},
+	"以后": {t: tOpenTime}, "之后": {t: tOpenTime}, "以前": {t: tOpenTime}, "之前": {t: tOpenTime}, "直到": {t: tOpenTime},
 	"只在": {t: tOnly}, "仅在": {t: tOnly}, "只": {t: tOnly}, "只能": {t: tOnly}, "仅": {t: tOnly}, "仅能": {t: tOnly},
 	// modality
 	"必须": {t: tReq}, "一定要": {t: tReq}, "务必": {t: tReq}, "总是": {t: tReq}, "始终": {t: tReq},
@@ -208,7 +211,7 @@ var chinese = map[string]entry{
 	"最多": {t: tAtMost}, "至多": {t: tAtMost}, "不超过": {t: tAtMost}, "不多于": {t: tAtMost},
 	"低于": {t: tUnder}, "以下": {t: tUnder}, "小于": {t: tUnder}, "少于": {t: tUnder}, "不高于": {t: tUnder},
 	"以内": {t: tUnder}, "高于": {t: tAbove}, "超过": {t: tAbove}, "大于": {t: tAbove}, "多于": {t: tAbove}, "以上": {t: tAbove},
-	"百分之": {t: tPercentWord},
+	"百分之":   {t: tPercentWord},
 	"克每千瓦时": {t: tCarbonUnit}, "克/千瓦时": {t: tCarbonUnit}, "克二氧化碳每千瓦时": {t: tCarbonUnit},
 	"克": {t: tCarbonUnit},
 	"点": {t: tOClock}, "时整": {t: tOClock}, "点钟": {t: tOClock},
