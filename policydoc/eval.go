@@ -36,12 +36,9 @@ type Node struct {
 
 // Placed counts the running replicas the rules about services look at.
 type Placed interface {
-	// OnNode is the number of pods of service on node.
-	OnNode(service, node string) int
-	// InZone is the number of pods of service in zone.
-	InZone(service, zone string) int
-	// Zones lists the zones where service runs (any order).
-	ZonesOf(service string) []string
+	// Count maps each node (scope node) or zone (scope zone) that runs
+	// replicas of service to their number. The map is read only.
+	Count(service string, scope Scope) map[string]int
 }
 
 // Applies reports whether the rule selects the pod at hour (UTC, 0-23).
@@ -59,10 +56,7 @@ func (r *Rule) Applies(p Pod, hour int) bool {
 }
 
 func count(pl Placed, s Scope, service string, n *Node) int {
-	if s == ScopeNode {
-		return pl.OnNode(service, n.Name)
-	}
-	return pl.InZone(service, n.Zone)
+	return pl.Count(service, s)[domain(s, n)]
 }
 
 // Check tests a required rule on a node; it returns "" when the node
@@ -87,45 +81,57 @@ func no(format string, a ...any) sat { return sat{why: fmt.Sprintf(format, a...)
 
 func (r *Rule) satisfaction(p Pod, n *Node, pl Placed, hour int, hard bool) sat {
 	switch r.Kind {
-	case Colocate, Separate:
+	case Colocate:
+		// every replica of the group in one domain: the domain that holds
+		// most of the group's running replicas (all of them, once the rule
+		// has been in force from the start)
+		tally := map[string]int{}
+		total := 0
+		for _, t := range r.Pods.Services {
+			for d, c := range pl.Count(t, r.Scope) {
+				tally[d] += c
+				total += c
+			}
+		}
+		if total == 0 {
+			return yes()
+		}
+		best := 0
+		for _, c := range tally {
+			best = max(best, c)
+		}
+		d := domain(r.Scope, n)
+		if tally[d] == best {
+			return sat{ok: true, v: float64(tally[d]) / float64(total)}
+		}
+		var where []string
+		for dd, c := range tally {
+			if c == best {
+				where = append(where, dd)
+			}
+		}
+		slices.Sort(where)
+		return sat{v: float64(tally[d]) / float64(total), why: fmt.Sprintf("%s %s is not where %s run (%s)", r.Scope, d, strings.Join(r.Pods.Services, ", "), strings.Join(where, ", "))}
+	case Separate:
 		var sum float64
 		var k int
 		for _, t := range r.Pods.Services {
 			if t == p.Service {
 				continue
 			}
-			if r.Kind == Colocate {
-				zs := pl.ZonesOf(t)
-				if len(zs) == 0 {
-					continue // not running: nothing to join
-				}
-				k++
-				if count(pl, r.Scope, t, n) > 0 {
-					sum++
-					continue
-				}
+			k++
+			if c := count(pl, r.Scope, t, n); c > 0 {
 				if hard {
-					if r.Scope == ScopeZone {
-						slices.Sort(zs)
-						return no("zone %s has no %s replica (it runs in %s)", n.Zone, t, strings.Join(zs, ", "))
-					}
-					return no("node runs no %s replica", t)
+					return no("%s %s already runs %d %s replica(s)", r.Scope, domain(r.Scope, n), c, t)
 				}
-			} else {
-				k++
-				if c := count(pl, r.Scope, t, n); c > 0 {
-					if hard {
-						return no("%s %s already runs %d %s replica(s)", r.Scope, domain(r.Scope, n), c, t)
-					}
-					continue
-				}
-				sum++
+				continue
 			}
+			sum++
 		}
 		if k == 0 {
 			return yes()
 		}
-		return sat{ok: sum == float64(k), v: sum / float64(k), why: "not with the other services"}
+		return sat{ok: sum == float64(k), v: sum / float64(k)}
 	case Spread:
 		c := count(pl, r.Scope, p.Service, n)
 		if c+1 <= r.MaxPerDomain {

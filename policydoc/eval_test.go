@@ -11,26 +11,16 @@ type placed struct {
 	zone map[string]string
 }
 
-func (p placed) OnNode(s, n string) int { return p.on[s][n] }
-func (p placed) InZone(s, z string) int {
-	c := 0
+func (p placed) Count(s string, sc Scope) map[string]int {
+	out := map[string]int{}
 	for n, k := range p.on[s] {
-		if p.zone[n] == z {
-			c += k
+		if sc == ScopeNode {
+			out[n] += k
+		} else {
+			out[p.zone[n]] += k
 		}
 	}
-	return c
-}
-func (p placed) ZonesOf(s string) []string {
-	var zs []string
-	seen := map[string]bool{}
-	for n, k := range p.on[s] {
-		if k > 0 && !seen[p.zone[n]] {
-			seen[p.zone[n]] = true
-			zs = append(zs, p.zone[n])
-		}
-	}
-	return zs
+	return out
 }
 
 func TestEvaluate(t *testing.T) {
@@ -55,7 +45,7 @@ func TestEvaluate(t *testing.T) {
 		inWhy string
 	}{
 		{"payment joins orders' zone", Pod{Service: "payment", CPU: 100}, n1, 12, true, "", ""},
-		{"payment away from orders", Pod{Service: "payment", CPU: 100}, n3, 12, false, "pay-near-orders", "zone z2 has no orders replica (it runs in z1)"},
+		{"payment away from orders", Pod{Service: "payment", CPU: 100}, n3, 12, false, "pay-near-orders", "zone z2 is not where payment, orders run (z1)"},
 		{"second checkout on n2", Pod{Service: "checkout", CPU: 100}, n2, 12, false, "rule-2", "already runs 1 checkout"},
 		{"checkout elsewhere", Pod{Service: "checkout", CPU: 100}, n3, 12, true, "", ""},
 		{"gpu pod on T4", Pod{GPU: true, CPU: 100}, n3, 12, false, "rule-3", "GPU model T4"},

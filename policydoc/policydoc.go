@@ -54,8 +54,10 @@ type Kind string
 
 // Rule kinds.
 const (
-	// Colocate: the selected services run on the same node (Scope node) or
-	// in the same zone (Scope zone) as each other's running replicas.
+	// Colocate: every replica of the selected services runs in one zone
+	// (Scope zone) or on one node (Scope node): a pod goes to the domain
+	// that holds most of the group's running replicas (the first one is
+	// free), so once in force from the start the group shares one domain.
 	Colocate Kind = "colocate"
 	// Separate: the selected services never share a node or zone.
 	Separate Kind = "separate"

@@ -193,6 +193,9 @@ func Run(ctx context.Context, env *Env, f Factory, cfg RunConfig) (*Result, erro
 	if picker, ok := pol.(GPUPicker); ok {
 		r.picker = picker
 	}
+	if f, ok := pol.(NodeFilter); ok {
+		r.filter = f
+	}
 	if s, ok := pol.(Starter); ok {
 		if err := s.Start(st, rand.New(rand.NewPCG(cfg.Seed, streamPolicy))); err != nil {
 			return nil, fmt.Errorf("%w: start %s: %v", ErrPolicy, pol.Name(), err)
@@ -227,6 +230,7 @@ type runner struct {
 	st        *State
 	pol       Policy
 	picker    GPUPicker
+	filter    NodeFilter
 	cfg       RunConfig
 	tie       *rand.Rand
 	cand      []int32
@@ -245,7 +249,7 @@ func (r *runner) schedule(id int32) (bool, error) {
 	r.decisions++
 	r.cand = r.cand[:0]
 	for n := range st.Nodes {
-		if st.Feasible(n, p) {
+		if st.Feasible(n, p) && (r.filter == nil || r.filter.Admit(st, p, n)) {
 			r.cand = append(r.cand, int32(n))
 		}
 	}

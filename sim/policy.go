@@ -26,6 +26,14 @@ type GPUPicker interface {
 	PickGPUs(st *State, pod *Pod, n int, dst []int) []int
 }
 
+// NodeFilter is implemented by policies that add hard constraints of their
+// own (an operator's policy document, sim/constraint): Admit is asked for
+// every node that already passed the engine's feasibility check, and a node
+// it refuses is not scored.
+type NodeFilter interface {
+	Admit(st *State, pod *Pod, n int) bool
+}
+
 // Factory makes a fresh policy for one run on env.
 type Factory struct {
 	Name string
