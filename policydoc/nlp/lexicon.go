@@ -49,7 +49,7 @@ const (
 	tService
 	tServiceMarker
 	tAll
-	tIdent // an ASCII name not (yet) placed
+	tIdent    // an ASCII name not (yet) placed
 	tPunct    // clause punctuation inside a clause (commas)
 	tOpenTime // after, before, until: half a range of hours
 )

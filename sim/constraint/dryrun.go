@@ -230,5 +230,5 @@ func UnknownNames(env *sim.Env, doc *policydoc.Document) []string {
 // only uses the wrapper's views.
 type nopPolicy struct{}
 
-func (nopPolicy) Name() string                                  { return "none" }
+func (nopPolicy) Name() string                                   { return "none" }
 func (nopPolicy) Score(*sim.State, *sim.Pod, []int32, []float64) {}
