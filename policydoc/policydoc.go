@@ -437,3 +437,11 @@ func kindList() string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// The ConfigMap the scheduler plugin and the extender watch.
+const (
+	// ConfigMapKey is the key of the document in the ConfigMap.
+	ConfigMapKey = "policy.yaml"
+	// DefaultConfigMap is the NAMESPACE/NAME edgectl policy apply writes.
+	DefaultConfigMap = "edgesched-system/edgesched-policy"
+)

@@ -259,6 +259,9 @@ func TestOutputFormats(t *testing.T) {
 		{path: "sim", json: []string{"--policies", "fgd,best-fit", "--progress", "never", "--target", "0.3"}, varies: true,
 			dataKeyed: []string{".runs[].measures", ".summary[].measures", ".summary[].stderr", ".capacity"}},
 		{path: "bench", json: []string{"edge", "--scenario", "builtin:factory-vision", "--candidates", "20", "--reps", "1", "--min-time", "1ms"}, varies: true},
+		{path: "policy compile", json: []string{"keep payment and orders in the same zone", "晚上避免高碳电网"}},
+		{path: "policy explain", json: []string{"../../policydoc/testdata/example.yaml"}},
+		{path: "policy dry-run", json: []string{"--scenario", "builtin:retail-fleet", "--text", "prefer low-carbon grids"}, varies: true},
 		// a round, then the registry and the fleet
 		{path: "round start", json: []string{s}, yaml: []string{s}, varies: true},
 	}
@@ -323,6 +326,9 @@ func TestOutputFormats(t *testing.T) {
 	// explain pod reads from a cluster: TestExplainPod runs it against an
 	// API server; its -o goes through the same printData as explain file.
 	ran["explain pod"] = true
+	// policy apply writes to a cluster: TestPolicyApply and test/e2e run it;
+	// its -o goes through printData like the others.
+	ran["policy apply"] = true
 	for _, p := range formatCommands(t) {
 		if !ran[p] {
 			t.Errorf("%s has -o but no case here", p)

@@ -53,6 +53,7 @@ this machine scores candidate nodes.`,
 		newTopologyCommand(),
 		newTraceCommand(),
 		newExplainCommand(),
+		newPolicyCommand(opts),
 		newBenchCommand(),
 		newVersionCommand(),
 	)
