@@ -68,6 +68,11 @@ type Args struct {
 	// carbon intensity and the default RTTs. Needs get/list/watch on that
 	// ConfigMap. See docs/edge-plugin.md, "Site topology".
 	TopologyConfigMap string `json:"topologyConfigMap,omitempty"`
+	// PolicyConfigMap is "namespace/name" of the ConfigMap holding the
+	// scheduling policy (key policy.yaml, format policydoc; 'edgectl
+	// policy apply' writes it). Empty: no policy. Needs get/list/watch on
+	// that ConfigMap. See docs/policy-language.md.
+	PolicyConfigMap string `json:"policyConfigMap,omitempty"`
 }
 
 // Defaults.
@@ -120,6 +125,9 @@ func (a *Args) Validate() error {
 		}
 	}
 	if _, err := a.feedRefs(); err != nil {
+		return err
+	}
+	if _, _, err := a.policyRef(); err != nil {
 		return err
 	}
 	if len(a.PublicKeys) == 0 {

@@ -149,8 +149,13 @@ func NewExtender(p *EdgePolicy, src ClusterSource, o ExtenderOptions) *Extender 
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Extender{p: p, src: src, prefix: cleanPrefix(o.Prefix), maxBody: o.MaxBodyBytes, client: o.Client, now: o.Now,
+	e := &Extender{p: p, src: src, prefix: cleanPrefix(o.Prefix), maxBody: o.MaxBodyBytes, client: o.Client, now: o.Now,
 		cache: map[string]cachedInfo{}, assumed: map[types.UID]assumedPod{}}
+	p.policyLister = func() []fwk.NodeInfo { // the policy's view of where services run
+		all, _ := e.allNodes(nil)
+		return e.infos(all, "")
+	}
+	return e
 }
 
 func cleanPrefix(p string) string {
@@ -476,6 +481,7 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	nodes, missing := e.requestNodes(args)
 	out := make(extenderv1.HostPriorityList, 0, len(nodes)+len(missing))
 	scores := e.scores(ctx, args.Pod, nodes)
+	e.policyScores(args.Pod, nodes, scores)
 	for _, n := range nodes {
 		out = append(out, extenderv1.HostPriority{Host: n.Name, Score: extenderPriority(scores[n.Name])})
 	}

@@ -171,7 +171,11 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 	if err != nil {
 		return nil, err
 	}
-	args.DependenciesConfigMap, args.TopologyConfigMap = "", ""
+	policyNS, policyName, err := args.policyRef()
+	if err != nil {
+		return nil, err
+	}
+	args.DependenciesConfigMap, args.TopologyConfigMap, args.PolicyConfigMap = "", "", ""
 	pl, err := New(ctx, &args, nil) // validates, loads keys, target and model, watches the model file
 	if err != nil {
 		return nil, err
@@ -193,7 +197,7 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		return client, nil
 	}
 	var feedClient kubernetes.Interface
-	if refs.any() {
+	if refs.any() || policyName != "" {
 		if feedClient, err = newClient(); err != nil {
 			return nil, err
 		}
@@ -254,7 +258,15 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 	if feedClient != nil {
 		go func() { // owned by the server: waited for before Done closes
 			defer close(depsDone)
-			p.startFeeds(dctx, feedClient, refs)()
+			wait := func() {}
+			if refs.any() {
+				wait = p.startFeeds(dctx, feedClient, refs)
+			}
+			if policyName != "" {
+				_, wp := startPolicySource(dctx, feedClient, p.policy, policyNS, policyName)
+				defer wp()
+			}
+			wait()
 		}()
 	} else {
 		close(depsDone)
@@ -344,6 +356,7 @@ func ExtenderMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.DurationVar(&reload, "reload-interval", DefaultReloadInterval, "how often the model file is checked (1s..1h)")
 	fs.StringVar(&cfg.Args.TelemetryMaxAge, "telemetry-max-age", DefaultTelemetryMaxAge.String(), "staleness bound of the nodes' edgesched.io/telemetry annotations (10s..1h); older summaries fall back to the usage model")
 	fs.StringVar(&cfg.Args.DependenciesConfigMap, "dependencies-configmap", "", "NAMESPACE/NAME of the site's service dependency graph ConfigMap (the plugin's dependenciesConfigMap; empty: none)")
+	fs.StringVar(&cfg.Args.PolicyConfigMap, "policy-configmap", "", "NAMESPACE/NAME of the scheduling policy ConfigMap (the plugin's policyConfigMap; empty: no policy; docs/policy-language.md)")
 	fs.StringVar(&cfg.Args.TopologyConfigMap, "topology-configmap", "", "NAMESPACE/NAME of the site topology ConfigMap: carbon zones and RTTs (the plugin's topologyConfigMap; empty: defaults)")
 	fs.StringVar(&cfg.Options.Prefix, "prefix", "", "URL path prefix of the verbs (the verbs are PREFIX/filter and PREFIX/prioritize)")
 	fs.Int64Var(&cfg.Options.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body accepted")

@@ -44,6 +44,13 @@ type EdgePolicy struct {
 	// topoSource watches the site topology ConfigMap (nil without
 	// topologyConfigMap).
 	topoSource *configMapFeed
+	// policy is the scheduling policy in use (policy_filter.go);
+	// policySource watches its ConfigMap (nil without policyConfigMap);
+	// policyLister lists the cluster when there is no scheduler snapshot
+	// (the extender's source).
+	policy       *policyRules
+	policySource *configMapFeed
+	policyLister func() []fwk.NodeInfo
 	// last is the latest PreScore's cycle and result: Score, called once
 	// per node, finds its state here without a CycleState lookup. Holding
 	// the cycle's CycleState keeps its address from being reused.
@@ -92,8 +99,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	p.conv.log = logger
 	refs, _ := args.feedRefs() // validated by DecodeArgs
-	if (refs.any() || args.ModelConfigMap != "") && (h == nil || h.ClientSet() == nil) {
-		return nil, fmt.Errorf("%w: modelConfigMap, dependenciesConfigMap and topologyConfigMap need the scheduler's API client", ErrArgs)
+	if (refs.any() || args.ModelConfigMap != "" || args.PolicyConfigMap != "") && (h == nil || h.ClientSet() == nil) {
+		return nil, fmt.Errorf("%w: modelConfigMap, dependenciesConfigMap, topologyConfigMap and policyConfigMap need the scheduler's API client", ErrArgs)
+	}
+	if ns, name, _ := args.policyRef(); name != "" { // validated by DecodeArgs
+		p.policySource, _ = startPolicySource(ctx, h.ClientSet(), p.policy, ns, name)
 	}
 	// The feeds' and the model ConfigMap's first lists are waited for
 	// (each at most configMapSyncTimeout) at the same time, not one after
@@ -149,7 +159,7 @@ func (p *EdgePolicy) startFeeds(ctx context.Context, client kubernetes.Interface
 
 func newEdgePolicy(h fwk.Handle, args Args, models *ModelStore, target *sim.TargetWorkload) *EdgePolicy {
 	RegisterMetrics()
-	p := &EdgePolicy{handle: h, args: args, models: models, conv: newConverter(target), now: time.Now}
+	p := &EdgePolicy{handle: h, args: args, models: models, conv: newConverter(target), now: time.Now, policy: &policyRules{}}
 	p.conv.deps = &dependencies{}
 	p.conv.topo = &topology{}
 	p.conv.telMaxAge, _ = args.telemetryMaxAge() // validated by DecodeArgs; <= 0 means the default
@@ -196,7 +206,7 @@ func (p *EdgePolicy) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	if req.GPUs == 0 {
+	if policy := p.policyPreFilter(cs, pod); req.GPUs == 0 && !policy {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	cs.Write(preFilterKey, &preFilterState{req: req})
@@ -226,6 +236,12 @@ func (p *EdgePolicy) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	req := v.(*preFilterState).req
 	if ni.Node() == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node not found")
+	}
+	if st := p.policyFilter(cs, ni); st != nil {
+		return st
+	}
+	if req.GPUs == 0 { // here for the policy only
+		return nil
 	}
 	gpus, model := nodeGPUs(ni.Node())
 	if gpus == 0 {
@@ -448,10 +464,14 @@ func (p *EdgePolicy) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni f
 	var ps *preScoreState
 	if l := p.last.Load(); l != nil && l.cs == cs {
 		ps = l.ps
-	} else if ps = readPreScore(cs); ps == nil {
-		return 0, nil
+	} else {
+		ps = readPreScore(cs)
 	}
-	s, _ := ps.scoreOf(n.Name)
+	var s int64
+	if ps != nil {
+		s, _ = ps.scoreOf(n.Name)
+	}
+	s = p.policyScore(cs, ni, s)
 	return min(fwk.MaxNodeScore, max(fwk.MinNodeScore, s)), nil
 }
 
