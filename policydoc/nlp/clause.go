@@ -137,7 +137,8 @@ func resolveNames(ts []token) {
 				ts[i].t, ts[i-1].t, ts[i-1].s = tFiller, tZoneName, strings.ToLower(ts[i-1].surf)
 			}
 		case tServiceMarker:
-			if live(i+1) && ts[i+1].t == tIdent {
+			named := live(i-1) && (ts[i-1].t == tService || ts[i-1].t == tIdent)
+			if live(i+1) && ts[i+1].t == tIdent && !named {
 				ts[i].t = tFiller
 				chain(i+1, tService)
 			} else {
