@@ -582,6 +582,12 @@ func (p *EdgePolicy) bindAnnotations(ctx context.Context, cs fwk.CycleState, pod
 		}
 		ann[AnnotationExplanation] = e
 	}
+	if e := p.policyAnnotation(cs, nodeName); e != "" {
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[AnnotationPolicy] = e
+	}
 	return ann
 }
 

@@ -3,6 +3,8 @@ package edgeplugin
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"strings"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -318,4 +320,48 @@ func (e *Extender) policyScores(pod *v1.Pod, feasible []*v1.Node, scores map[str
 	for i, ni := range e.infos(feasible, pod.UID) {
 		scores[feasible[i].Name] = c.score(ni, scores[feasible[i].Name])
 	}
+}
+
+// AnnotationPolicy is written at Bind on pods a policy rule applied to: one
+// line per rule, "NAME: held" for a required rule, "NAME: 0.75 (weight
+// 50)" for a preferred rule's satisfaction on the chosen node, each with
+// its canonical sentence, so the placement's explanation names the rules.
+const AnnotationPolicy = "edgesched.io/policy"
+
+// explain is the AnnotationPolicy value for the chosen node ("" when no
+// rule applies).
+func (c *policyCycle) explain(ni fwk.NodeInfo) string {
+	if c == nil || ni == nil || ni.Node() == nil {
+		return ""
+	}
+	n := c.node(ni)
+	var b strings.Builder
+	for i := range c.doc.Rules {
+		r := &c.doc.Rules[i]
+		if !r.Applies(c.pod, c.hour) {
+			continue
+		}
+		if r.Effect == policydoc.Required {
+			fmt.Fprintf(&b, "%s: held: %s\n", r.Name, r.English())
+			continue
+		}
+		one := policydoc.Document{APIVersion: c.doc.APIVersion, Kind: c.doc.Kind, Rules: []policydoc.Rule{*r}}
+		v := one.Evaluate(c.pod, n, c.placed, c.hour)
+		fmt.Fprintf(&b, "%s: %.2f (weight %d): %s\n", r.Name, v.Score/policydoc.MaxNodeScore, r.Weight, r.English())
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// policyAnnotation is the AnnotationPolicy value of a cycle's pod on
+// nodeName ("" without a policy cycle).
+func (p *EdgePolicy) policyAnnotation(cs fwk.CycleState, nodeName string) string {
+	c := readPolicyCycle(cs)
+	if c == nil || p.handle == nil || p.handle.SnapshotSharedLister() == nil {
+		return ""
+	}
+	ni, err := p.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
+	if err != nil {
+		return ""
+	}
+	return c.explain(ni)
 }

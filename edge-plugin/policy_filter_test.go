@@ -90,6 +90,10 @@ func TestPolicyFilterAndScore(t *testing.T) {
 	if s2 != 0 || s3 != 50 {
 		t.Errorf("scores amd64 %d, arm64 %d; want 0 and 50", s2, s3)
 	}
+	// the placement's explanation names the rules: web on n3 (arm64)
+	if got := p.policyAnnotation(cs, "n3"); got != "web-arm: 1.00 (weight 50): prefer to run web on arm64 nodes (weight 50)\nno-zone-c: held: never run web in zone c" {
+		t.Errorf("policy annotation:\n%s", got)
+	}
 	// a malformed policy is refused and the last good one stays
 	if _, err := p.policy.install([]byte(strings.Replace(testPolicy, "colocate", "colocated", 1))); err == nil {
 		t.Fatal("malformed policy installed")

@@ -176,6 +176,14 @@ func TestPolicyE2E(t *testing.T) {
 			seen[n] = p
 		}
 		t.Logf("web+api in %v; database on %v; cache on %v", zones, db, cache)
+		// the placement's explanation names the rules that applied
+		pod, err := cp.Client.CoreV1().Pods(ns).Get(ctx, "web-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := pod.Annotations[edgeplugin.AnnotationPolicy]; !strings.Contains(a, "rule-1: held: keep web and api in the same zone") {
+			t.Errorf("web-a's %s annotation %q does not name rule-1", edgeplugin.AnnotationPolicy, a)
+		}
 	}) {
 		return
 	}
