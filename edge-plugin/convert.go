@@ -336,7 +336,10 @@ type view struct {
 	// scores cached per pod key and node (scorecache.go), and scratch
 	cache      scoreCache
 	stale      []int
+	stamps     []uint32
 	xbuf, obuf []float32
+	dec        []float64 // decision scores (PreScore's scratch)
+	norm       []int64   // normalised scores (PreScore's scratch)
 }
 
 // withView brings the kept State up to date with the snapshot all (nodes
@@ -407,7 +410,9 @@ func (c *converter) withCurrent(epoch uint64, fn func(*view) error) (bool, error
 
 func newView(env *sim.Env, index map[string]int, n int) *view {
 	ext := policy.NewExtractor(env)
-	ext.UseTelemetry(true) // cached scores follow the nodes' telemetry steps, whatever the model
+	// Until a model scores on the view (scoreCandidates sets what it
+	// reads), Context includes the telemetry steps.
+	ext.UseTelemetry(true)
 	return &view{env: env, st: sim.NewState(env), ext: ext, index: index,
 		entries: make([]*nodeEntry, n), podIDs: make([][]int32, n), measured: nanSlice(n), telState: make([]telState, n)}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -263,41 +264,47 @@ type preScoreState struct {
 	// model scored the cycle (nil: the cycle fell back, every node 0).
 	model *Model
 	// index is the view's node index (name -> node; immutable once built);
-	// pos maps a view node to its candidate position (-1: not scored);
-	// cand, raw and norm are per candidate: the view node, the model's raw
-	// score and the normalised score.
-	index map[string]int
-	pos   []int32
-	cand  []int32
-	raw   []float32
-	norm  []int64
+	// cand and raw are per candidate: the view node and the model's raw
+	// score; byNode is per view node: its normalised score, or notScored.
+	index  map[string]int
+	cand   []int32
+	raw    []float32
+	byNode []uint8
 }
+
+// notScored marks a view node the cycle did not score (MaxNodeScore is 100,
+// so every normalised score fits a byte).
+const notScored = 0xff
 
 // scoreOf returns the normalised score of node name and whether the cycle
 // scored it.
 func (s *preScoreState) scoreOf(name string) (int64, bool) {
-	j := s.candidate(name)
-	if j < 0 {
+	if s == nil || s.model == nil {
 		return 0, false
 	}
-	return s.norm[j], true
+	i, ok := s.index[name]
+	if !ok || i < 0 || i >= len(s.byNode) || s.byNode[i] == notScored {
+		return 0, false
+	}
+	return int64(s.byNode[i]), true
 }
 
-// candidate returns name's candidate position, or -1.
+// candidate returns name's candidate position, or -1 (a linear search:
+// the explanation asks once per pod).
 func (s *preScoreState) candidate(name string) int {
 	if s == nil || s.model == nil {
 		return -1
 	}
 	i, ok := s.index[name]
-	if !ok || i < 0 || i >= len(s.pos) {
+	if !ok || i < 0 || i >= len(s.byNode) || s.byNode[i] == notScored {
 		return -1
 	}
-	return int(s.pos[i])
+	return slices.Index(s.cand, int32(i))
 }
 
 // fallBack makes every node score 0 (neutral).
 func (s *preScoreState) fallBack() {
-	s.model, s.pos, s.cand, s.raw, s.norm = nil, nil, nil, nil, nil
+	s.model, s.cand, s.raw, s.byNode = nil, nil, nil, nil
 }
 
 func (s *preScoreState) Clone() fwk.StateData { return s }
@@ -376,22 +383,25 @@ func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreStat
 		if err := v.scoreCandidates(m, &ps.pod, cand, raw); err != nil {
 			return err
 		}
-		pos := make([]int32, len(v.st.Nodes))
-		for i := range pos {
-			pos[i] = -1
-		}
-		for j, i := range cand {
-			pos[i] = int32(j)
-		}
 		// The model's decision rule (a band the FGD score orders) works on
 		// the same view as the simulator's learned policy, so the node
 		// with MaxNodeScore is the one the simulator would bind.
-		dec := make([]float64, len(raw))
+		dec := slices.Grow(v.dec[:0], len(raw))[:len(raw)]
 		for j, r := range raw {
 			dec[j] = float64(r)
 		}
 		v.ext.Decide(m.Header.Decision, v.st, &ps.pod, cand, dec)
-		ps.model, ps.index, ps.pos, ps.cand, ps.raw, ps.norm = m, v.index, pos, cand, raw, normalize(dec)
+		norm := slices.Grow(v.norm[:0], len(raw))[:len(raw)]
+		normalizeTo(norm, dec)
+		v.dec, v.norm = dec, norm
+		byNode := make([]uint8, len(v.st.Nodes))
+		for i := range byNode {
+			byNode[i] = notScored
+		}
+		for j, i := range cand {
+			byNode[i] = uint8(norm[j])
+		}
+		ps.model, ps.index, ps.cand, ps.raw, ps.byNode = m, v.index, cand, raw, byNode
 		return nil
 	})
 	if err != nil {
@@ -406,6 +416,13 @@ func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreStat
 // [0, MaxNodeScore-1]. NaN ranks lowest.
 func normalize(raw []float64) []int64 {
 	out := make([]int64, len(raw))
+	normalizeTo(out, raw)
+	return out
+}
+
+// normalizeTo is normalize into out (len(raw) long).
+func normalizeTo(out []int64, raw []float64) {
+	clear(out)
 	best, worst := math.Inf(-1), math.Inf(1)
 	for _, r := range raw {
 		s := float64(r)
@@ -415,7 +432,7 @@ func normalize(raw []float64) []int64 {
 		best, worst = max(best, s), min(worst, s)
 	}
 	if math.IsInf(best, -1) {
-		return out
+		return
 	}
 	eps := 1e-9 * max(1, math.Abs(best))
 	if math.IsInf(best, 0) {
@@ -435,7 +452,6 @@ func normalize(raw []float64) []int64 {
 			out[i] = fwk.MinNodeScore
 		}
 	}
-	return out
 }
 
 // Score returns the node's score computed in PreScore (0 when the cycle
