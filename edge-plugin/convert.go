@@ -195,6 +195,14 @@ func convertNode(ni fwk.NodeInfo, res *reservations) *nodeEntry {
 	return e
 }
 
+// samePods reports whether a and b hold the same pods on the same devices
+// (what withView binds for a node).
+func samePods(a, b *nodeEntry) bool {
+	return a.skipped == b.skipped && slices.EqualFunc(a.pods, b.pods, func(x, y convPod) bool {
+		return x.pod == y.pod && x.service == y.service && slices.Equal(x.devices, y.devices)
+	})
+}
+
 // takeDevices subtracts milli from each device if all of them have it.
 func takeDevices(free []int64, dev []int, milli int64) bool {
 	for _, g := range dev {
@@ -366,7 +374,14 @@ func (c *converter) withView(all []fwk.NodeInfo, fn func(*view) error) error {
 	v.dirty = true
 	skipped := 0
 	for i, e := range entries {
-		if v.entries[i] == e {
+		if old := v.entries[i]; old == e {
+			continue
+		} else if old != nil && samePods(old, e) {
+			// A new conversion with the same pods (an annotation moved,
+			// e.g. the agent's telemetry): the node's state, its version
+			// and its cached scores stay; applyTelemetry below applies
+			// the new measurements.
+			v.entries[i] = e
 			continue
 		}
 		for _, id := range v.podIDs[i] {
