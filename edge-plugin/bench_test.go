@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -12,6 +13,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -159,6 +161,60 @@ func BenchmarkShapes(b *testing.B) {
 				b.ReportMetric(h/(h+m), "hit-rate")
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pods/s")
+		})
+	}
+}
+
+// BenchmarkCycleTelemetry is BenchmarkCycle's cpu-pod at 5,000 nodes where
+// every node carries a fresh agent telemetry annotation (the fleet the
+// scale harness runs), with and without a bind before each cycle.
+func BenchmarkCycleTelemetry(b *testing.B) {
+	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 5000
+	rng := rand.New(rand.NewPCG(n, 1))
+	nodes := randomSnapshot(rng, n)
+	now := time.Now()
+	for i, ni := range nodes {
+		node := ni.Node().DeepCopy()
+		runq := float64(20 + i%5000)
+		s, err := telemetry.Encode(telemetry.Summary{Time: now, Window: 10 * time.Second, CPU: float64(5+i%90) / 100, Mem: 0.5, Load1: 1, RunQueueP99Us: &runq})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if node.Annotations == nil {
+			node.Annotations = map[string]string{}
+		}
+		node.Annotations[telemetry.AnnotationKey] = s
+		ni.(*framework.NodeInfo).SetNode(node)
+	}
+	p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+	p.now = func() time.Time { return now }
+	ctx := context.Background()
+	pod := k8sPod(sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096})
+	for _, phase := range []string{"cpu-pod", "after-bind"} {
+		b.Run(fmt.Sprintf("nodes=%d/%s", n, phase), func(b *testing.B) {
+			b.ReportAllocs()
+			bound := 0
+			for b.Loop() {
+				if phase == "after-bind" {
+					ni := nodes[bound%len(nodes)].(*framework.NodeInfo)
+					ni.AddPod(k8sPod(sim.PodSpec{Name: fmt.Sprintf("bound-%d", bound), CPU: 1, Memory: 1}))
+					bound++
+				}
+				cs := framework.NewCycleState()
+				if st := p.PreScore(ctx, cs, pod, nodes); !st.IsSuccess() {
+					b.Fatal(st)
+				}
+				for _, ni := range nodes {
+					if _, st := p.Score(ctx, cs, pod, ni); !st.IsSuccess() {
+						b.Fatal(st)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/node")
 		})
 	}
 }

@@ -341,6 +341,10 @@ type view struct {
 	// telemetry state of the last cycle (for logging transitions).
 	measured []float64
 	telState []telState
+	// telEntry is the conversion whose telemetry was last applied to each
+	// node, telAt (Unix ns) when, and telRecheck when it expires.
+	telEntry          []*nodeEntry
+	telAt, telRecheck []int64
 	// scores cached per pod key and node (scorecache.go), and scratch
 	cache      scoreCache
 	stale      []int
@@ -429,7 +433,8 @@ func newView(env *sim.Env, index map[string]int, n int) *view {
 	// reads), Context includes the telemetry steps.
 	ext.UseTelemetry(true)
 	return &view{env: env, st: sim.NewState(env), ext: ext, index: index,
-		entries: make([]*nodeEntry, n), podIDs: make([][]int32, n), measured: nanSlice(n), telState: make([]telState, n)}
+		entries: make([]*nodeEntry, n), podIDs: make([][]int32, n), measured: nanSlice(n), telState: make([]telState, n),
+		telEntry: make([]*nodeEntry, n), telAt: make([]int64, n), telRecheck: make([]int64, n)}
 }
 
 // entries converts the snapshot's modellable nodes, sorted by name.
