@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
@@ -267,6 +268,7 @@ type preScoreState struct {
 	// cand and raw are per candidate: the view node and the model's raw
 	// score; byNode is per view node: its normalised score, or notScored.
 	index  map[string]int
+	byInfo map[*framework.NodeInfo]int32 // view.byInfo (immutable)
 	cand   []int32
 	raw    []float32
 	byNode []uint8
@@ -401,7 +403,7 @@ func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreStat
 		for j, i := range cand {
 			byNode[i] = uint8(norm[j])
 		}
-		ps.model, ps.index, ps.cand, ps.raw, ps.byNode = m, v.index, cand, raw, byNode
+		ps.model, ps.index, ps.byInfo, ps.cand, ps.raw, ps.byNode = m, v.index, v.byInfo, cand, raw, byNode
 		return nil
 	})
 	if err != nil {
@@ -466,6 +468,14 @@ func (p *EdgePolicy) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni f
 		ps = l.ps
 	} else if ps = readPreScore(cs); ps == nil {
 		return 0, nil
+	}
+	if fi, ok := ni.(*framework.NodeInfo); ok && ps.model != nil {
+		if i, ok := ps.byInfo[fi]; ok && int(i) < len(ps.byNode) {
+			if b := ps.byNode[i]; b != notScored {
+				return int64(b), nil
+			}
+			return 0, nil
+		}
 	}
 	s, _ := ps.scoreOf(n.Name)
 	return min(fwk.MaxNodeScore, max(fwk.MinNodeScore, s)), nil
