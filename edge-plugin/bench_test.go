@@ -72,15 +72,7 @@ func BenchmarkCycle(b *testing.B) {
 						}
 						continue
 					}
-					cs := framework.NewCycleState()
-					if st := p.PreScore(ctx, cs, pod, feasible); !st.IsSuccess() {
-						b.Fatal(st)
-					}
-					for _, ni := range feasible {
-						if _, st := p.Score(ctx, cs, pod, ni); !st.IsSuccess() {
-							b.Fatal(st)
-						}
-					}
+					scoreCycle(b, p, pod, feasible)
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/node")
 				b.ReportMetric(float64(len(feasible)), "feasible")
@@ -108,7 +100,6 @@ func BenchmarkShapes(b *testing.B) {
 			rng := rand.New(rand.NewPCG(uint64(tc.nodes), 27))
 			nodes := randomSnapshot(rng, tc.nodes)
 			p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
-			ctx := context.Background()
 			qos := []sim.QoS{sim.QoSLS, sim.QoSBurstable, sim.QoSBE}
 			seen := map[podKey]bool{}
 			var pods []*v1.Pod
@@ -129,15 +120,7 @@ func BenchmarkShapes(b *testing.B) {
 				}
 			}
 			cycle := func(pod *v1.Pod) {
-				cs := framework.NewCycleState()
-				if st := p.PreScore(ctx, cs, pod, nodes); !st.IsSuccess() {
-					b.Fatal(st)
-				}
-				for _, ni := range nodes {
-					if _, st := p.Score(ctx, cs, pod, ni); !st.IsSuccess() {
-						b.Fatal(st)
-					}
-				}
+				scoreCycle(b, p, pod, nodes)
 			}
 			// warm up: every shape once, so the measured cycles see the
 			// steady state (a cache that keeps them all hits)
@@ -192,7 +175,6 @@ func BenchmarkCycleTelemetry(b *testing.B) {
 	}
 	p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
 	p.now = func() time.Time { return now }
-	ctx := context.Background()
 	pod := k8sPod(sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096})
 	for _, phase := range []string{"cpu-pod", "after-bind"} {
 		b.Run(fmt.Sprintf("nodes=%d/%s", n, phase), func(b *testing.B) {
@@ -204,17 +186,23 @@ func BenchmarkCycleTelemetry(b *testing.B) {
 					ni.AddPod(k8sPod(sim.PodSpec{Name: fmt.Sprintf("bound-%d", bound), CPU: 1, Memory: 1}))
 					bound++
 				}
-				cs := framework.NewCycleState()
-				if st := p.PreScore(ctx, cs, pod, nodes); !st.IsSuccess() {
-					b.Fatal(st)
-				}
-				for _, ni := range nodes {
-					if _, st := p.Score(ctx, cs, pod, ni); !st.IsSuccess() {
-						b.Fatal(st)
-					}
-				}
+				scoreCycle(b, p, pod, nodes)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/node")
 		})
+	}
+}
+
+// scoreCycle runs one pod's PreScore on nodes and Score on each of them.
+func scoreCycle(b *testing.B, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) {
+	ctx := context.Background()
+	cs := framework.NewCycleState()
+	if st := p.PreScore(ctx, cs, pod, nodes); !st.IsSuccess() {
+		b.Fatal(st)
+	}
+	for _, ni := range nodes {
+		if _, st := p.Score(ctx, cs, pod, ni); !st.IsSuccess() {
+			b.Fatal(st)
+		}
 	}
 }
