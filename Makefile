@@ -183,7 +183,7 @@ bench-scale: ## scale harness at SCALE_NODES nodes (not in make test): pods/s si
 	EDGESCHED_E2E_BIN_DIR=$(abspath $(E2E_BIN)) EDGESCHED_SCALE_NODES=$(SCALE_NODES) EDGESCHED_SCALE_PODS=$(SCALE_PODS) \
 		EDGESCHED_SCALE_ROUNDS=$(SCALE_ROUNDS) EDGESCHED_SCALE_TELEMETRY=$(SCALE_TELEMETRY) EDGESCHED_SCALE_PHASES=$(SCALE_PHASES) \
 		EDGESCHED_SCALE_EXTENDER_PODS=$(SCALE_EXTENDER_PODS) \
-		EDGESCHED_SCALE_OUT=$(SCALE_OUT) $(GO) test -count=1 -timeout 120m -run '^TestScale$$' -v ./test/e2e/ | grep -v '^=== RUN'
+		EDGESCHED_SCALE_OUT=$(SCALE_OUT) $(GO) test -count=1 -timeout 120m -run '^TestScale$$' -v ./test/e2e/
 
 .PHONY: chaos
 chaos: ## fault injection: CHAOS_AGENTS agents under mixed faults for CHAOS_DURATION (test/chaos)
