@@ -164,6 +164,27 @@ test-short: ## quick tests
 CHAOS_AGENTS   ?= 50
 CHAOS_DURATION ?= 15m
 
+# The scheduler at fleet scale (docs/scale.md): kine + kube-apiserver, SCALE_NODES
+# openb-like nodes, saturated batches of openb and edge-scenario pods; EdgePolicy
+# next to the default profile in one edge-scheduler, each profile alone (memory),
+# and extender mode behind the stock kube-scheduler. Prints a table, writes
+# SCALE_OUT. `make test` runs a small version of the same test (200 nodes).
+SCALE_NODES     ?= 5000
+SCALE_PODS      ?= 1000
+SCALE_ROUNDS    ?= 3
+SCALE_EXTENDER_PODS ?= 100
+SCALE_TELEMETRY ?= 60s
+SCALE_PHASES    ?= side,memory,extender
+SCALE_OUT       ?= $(abspath $(BIN))/bench-scale.json
+
+.PHONY: bench-scale
+bench-scale: ## scale harness at SCALE_NODES nodes (not in make test): pods/s side by side, latency per extension point, RSS, CPU; JSON in SCALE_OUT
+	$(GO) build -o $(E2E_BIN)/ github.com/k3s-io/kine k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler ./cmd/edge-scheduler
+	EDGESCHED_E2E_BIN_DIR=$(abspath $(E2E_BIN)) EDGESCHED_SCALE_NODES=$(SCALE_NODES) EDGESCHED_SCALE_PODS=$(SCALE_PODS) \
+		EDGESCHED_SCALE_ROUNDS=$(SCALE_ROUNDS) EDGESCHED_SCALE_TELEMETRY=$(SCALE_TELEMETRY) EDGESCHED_SCALE_PHASES=$(SCALE_PHASES) \
+		EDGESCHED_SCALE_EXTENDER_PODS=$(SCALE_EXTENDER_PODS) \
+		EDGESCHED_SCALE_OUT=$(SCALE_OUT) $(GO) test -count=1 -timeout 120m -run '^TestScale$$' -v ./test/e2e/
+
 .PHONY: chaos
 chaos: ## fault injection: CHAOS_AGENTS agents under mixed faults for CHAOS_DURATION (test/chaos)
 	EDGESCHED_CHAOS_AGENTS=$(CHAOS_AGENTS) EDGESCHED_CHAOS_DURATION=$(CHAOS_DURATION) \

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
@@ -195,6 +196,14 @@ func convertNode(ni fwk.NodeInfo, res *reservations) *nodeEntry {
 	return e
 }
 
+// samePods reports whether a and b hold the same pods on the same devices
+// (what withView binds for a node).
+func samePods(a, b *nodeEntry) bool {
+	return a.skipped == b.skipped && slices.EqualFunc(a.pods, b.pods, func(x, y convPod) bool {
+		return x.pod == y.pod && x.service == y.service && slices.Equal(x.devices, y.devices)
+	})
+}
+
 // takeDevices subtracts milli from each device if all of them have it.
 func takeDevices(free []int64, dev []int, milli int64) bool {
 	for _, g := range dev {
@@ -278,6 +287,9 @@ type converter struct {
 	lastOrder   []int
 	lastView    []int32 // view index by position (-1: not modelled)
 	sortedBuf   []*nodeEntry
+	// listVersion moves on whenever the list, its order or the view
+	// indices of its positions may have changed (view.byInfo's key).
+	listVersion uint64
 
 	// Node telemetry (telemetry.go): the staleness bound (<= 0: the
 	// default), the clock (nil: time.Now) and where transitions are logged.
@@ -333,10 +345,22 @@ type view struct {
 	// telemetry state of the last cycle (for logging transitions).
 	measured []float64
 	telState []telState
+	// telEntry is the conversion whose telemetry was last applied to each
+	// node, telAt (Unix ns) when, and telRecheck when it expires.
+	telEntry          []*nodeEntry
+	telAt, telRecheck []int64
+	// byInfo maps the snapshot's NodeInfo objects to view indices (built
+	// for list version byInfoVersion; replaced, never changed, so cycles
+	// that still hold it may read it while another one runs).
+	byInfo        map[*framework.NodeInfo]int32
+	byInfoVersion uint64
 	// scores cached per pod key and node (scorecache.go), and scratch
 	cache      scoreCache
 	stale      []int
+	stamps     []uint32
 	xbuf, obuf []float32
+	dec        []float64 // decision scores (PreScore's scratch)
+	norm       []int64   // normalised scores (PreScore's scratch)
 }
 
 // withView brings the kept State up to date with the snapshot all (nodes
@@ -363,7 +387,14 @@ func (c *converter) withView(all []fwk.NodeInfo, fn func(*view) error) error {
 	v.dirty = true
 	skipped := 0
 	for i, e := range entries {
-		if v.entries[i] == e {
+		if old := v.entries[i]; old == e {
+			continue
+		} else if old != nil && samePods(old, e) {
+			// A new conversion with the same pods (an annotation moved,
+			// e.g. the agent's telemetry): the node's state, its version
+			// and its cached scores stay; applyTelemetry below applies
+			// the new measurements.
+			v.entries[i] = e
 			continue
 		}
 		for _, id := range v.podIDs[i] {
@@ -386,6 +417,15 @@ func (c *converter) withView(all []fwk.NodeInfo, fn func(*view) error) error {
 		}
 		v.entries[i] = e
 	}
+	if v.byInfo == nil || v.byInfoVersion != c.listVersion {
+		m := make(map[*framework.NodeInfo]int32, len(c.lastInfos))
+		for p, ni := range c.lastInfos {
+			if fi, ok := ni.(*framework.NodeInfo); ok && c.lastView[p] >= 0 {
+				m[fi] = c.lastView[p]
+			}
+		}
+		v.byInfo, v.byInfoVersion = m, c.listVersion
+	}
 	c.applyTelemetry(v, entries)
 	v.st.Now = c.simNow(c.envTopo)
 	v.dirty = false
@@ -407,9 +447,12 @@ func (c *converter) withCurrent(epoch uint64, fn func(*view) error) (bool, error
 
 func newView(env *sim.Env, index map[string]int, n int) *view {
 	ext := policy.NewExtractor(env)
-	ext.UseTelemetry(true) // cached scores follow the nodes' telemetry steps, whatever the model
+	// Until a model scores on the view (scoreCandidates sets what it
+	// reads), Context includes the telemetry steps.
+	ext.UseTelemetry(true)
 	return &view{env: env, st: sim.NewState(env), ext: ext, index: index,
-		entries: make([]*nodeEntry, n), podIDs: make([][]int32, n), measured: nanSlice(n), telState: make([]telState, n)}
+		entries: make([]*nodeEntry, n), podIDs: make([][]int32, n), measured: nanSlice(n), telState: make([]telState, n),
+		telEntry: make([]*nodeEntry, n), telAt: make([]int64, n), telRecheck: make([]int64, n)}
 }
 
 // entries converts the snapshot's modellable nodes, sorted by name.
@@ -451,6 +494,7 @@ func (c *converter) entriesLocked(all []fwk.NodeInfo) []*nodeEntry {
 		}
 	}
 	if !same {
+		c.listVersion++
 		c.lastOrder = c.lastOrder[:0]
 		for i := range c.lastEntries {
 			c.lastOrder = append(c.lastOrder, i)
@@ -473,33 +517,19 @@ func (c *converter) entriesLocked(all []fwk.NodeInfo) []*nodeEntry {
 }
 
 // viewIndexer finds the view index of NodeInfo objects of the snapshot
-// withView last converted. Nodes the scheduler filtered come in the
-// snapshot's order (from a rotating start), so a cursor over the snapshot
-// list finds most with a few pointer comparisons; others fall back to the
-// view's name index. Use only inside withView's fn.
+// withView last converted: by pointer (the scheduler's snapshot keeps one
+// NodeInfo object per node while the node exists; the feasible nodes come
+// in the order parallel filters found them), else by name. Use only inside
+// withView's fn.
 type viewIndexer struct {
-	c   *converter
-	v   *view
-	cur int
+	c *converter
+	v *view
 }
 
-// maxIndexerScan bounds the cursor's search before the name lookup.
-const maxIndexerScan = 32
-
 func (x *viewIndexer) index(ni fwk.NodeInfo) (int, bool) {
-	infos := x.c.lastInfos
-	if n := len(infos); n > 0 {
-		p := x.cur
-		for range min(n, maxIndexerScan) {
-			if p >= n {
-				p = 0
-			}
-			if infos[p] == ni {
-				x.cur = p + 1
-				i := int(x.c.lastView[p])
-				return i, i >= 0
-			}
-			p++
+	if fi, ok := ni.(*framework.NodeInfo); ok {
+		if i, ok := x.v.byInfo[fi]; ok {
+			return int(i), true
 		}
 	}
 	n := ni.Node()

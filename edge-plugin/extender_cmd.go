@@ -1,6 +1,7 @@
 package edgeplugin
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -136,7 +137,21 @@ type ExtenderServerConfig struct {
 	TLSCertFile, TLSKeyFile string
 	// ShutdownTimeout bounds the graceful shutdown (default 10s).
 	ShutdownTimeout time.Duration
+	// QPS and Burst limit the API client (the informers and the bind
+	// verb's Bindings). Zero means DefaultExtenderQPS and
+	// DefaultExtenderBurst: client-go's own defaults (5 and 10) held the
+	// bind verb to 5 pods/s and made the scheduler's 5 s httpTimeout expire
+	// under a saturated batch (test/e2e TestScale).
+	QPS   float32
+	Burst int
 }
+
+// The extender's API client limits, as the shipped scheduler
+// configuration's clientConnection (deploy/edge-scheduler).
+const (
+	DefaultExtenderQPS   = 200
+	DefaultExtenderBurst = 400
+)
 
 // ExtenderServer is a running extender.
 type ExtenderServer struct {
@@ -191,6 +206,7 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 			return nil, fmt.Errorf("edgesched extender: kubeconfig: %w", err)
 		}
 		rc.UserAgent = "edge-scheduler-extender"
+		rc.QPS, rc.Burst = cmp.Or(cfg.QPS, DefaultExtenderQPS), cmp.Or(cfg.Burst, DefaultExtenderBurst)
 		if client, err = kubernetes.NewForConfig(rc); err != nil {
 			return nil, fmt.Errorf("edgesched extender: client: %w", err)
 		}
@@ -363,6 +379,9 @@ func ExtenderMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key of --tls-cert (PEM)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to let in-flight calls finish on SIGTERM")
+	var qps float64
+	fs.Float64Var(&qps, "kube-api-qps", DefaultExtenderQPS, "API requests per second of the extender's client (informers and bindings)")
+	fs.IntVar(&cfg.Burst, "kube-api-burst", DefaultExtenderBurst, "API request burst of the extender's client")
 	fs.IntVar(&verbosity, "v", 0, "log verbosity (klog)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: edge-scheduler extender --model FILE --keys FILE[,FILE] [flags]
@@ -390,6 +409,10 @@ Flags:
 	if fs.NArg() > 0 {
 		return usage(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
 	}
+	if qps <= 0 || cfg.Burst <= 0 {
+		return usage("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	cfg.QPS = float32(qps)
 	if cfg.Args.ModelPath == "" {
 		return usage("--model is required")
 	}

@@ -26,10 +26,29 @@ type Model struct {
 	// scorers hands each cycle its own scratch (Int8Scorer is not safe for
 	// concurrent use; the Int8Net is).
 	scorers sync.Pool
+	// tel: the network reads a telemetry feature (true when it cannot
+	// tell: a scorer installed without its int8 net).
+	tel bool
+}
+
+// readsTelemetry reports whether the model reads a telemetry feature (the
+// score cache keys on the nodes' telemetry steps only then).
+func (m *Model) readsTelemetry() bool { return m.tel }
+
+// netReadsTelemetry reports whether n reads one of the telemetry features
+// (policy.FirstTelemetryFeature on), as policy.Learned decides for its own
+// cache.
+func netReadsTelemetry(n *quant.Int8Net) bool {
+	for i := policy.FirstTelemetryFeature; i < policy.NumFeatures; i++ {
+		if n.ReadsInput(i) {
+			return true
+		}
+	}
+	return false
 }
 
 func newModel(h quant.Header, newScorer func() policy.Scorer) *Model {
-	m := &Model{Header: h}
+	m := &Model{Header: h, tel: true}
 	m.scorers.New = func() any { return newScorer() }
 	return m
 }
@@ -115,6 +134,7 @@ func (s *ModelStore) install(h quant.Header, newScorer func() policy.Scorer, net
 	}
 	m := newModel(h, newScorer)
 	m.net = net
+	m.tel = net == nil || netReadsTelemetry(net)
 	// Metrics first: whoever sees the new model also sees them counted.
 	metricSwaps.Inc()
 	if cur != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
@@ -279,41 +281,48 @@ type preScoreState struct {
 	// model scored the cycle (nil: the cycle fell back, every node 0).
 	model *Model
 	// index is the view's node index (name -> node; immutable once built);
-	// pos maps a view node to its candidate position (-1: not scored);
-	// cand, raw and norm are per candidate: the view node, the model's raw
-	// score and the normalised score.
-	index map[string]int
-	pos   []int32
-	cand  []int32
-	raw   []float32
-	norm  []int64
+	// cand and raw are per candidate: the view node and the model's raw
+	// score; byNode is per view node: its normalised score, or notScored.
+	index  map[string]int
+	byInfo map[*framework.NodeInfo]int32 // view.byInfo (immutable)
+	cand   []int32
+	raw    []float32
+	byNode []uint8
 }
+
+// notScored marks a view node the cycle did not score (MaxNodeScore is 100,
+// so every normalised score fits a byte).
+const notScored = 0xff
 
 // scoreOf returns the normalised score of node name and whether the cycle
 // scored it.
 func (s *preScoreState) scoreOf(name string) (int64, bool) {
-	j := s.candidate(name)
-	if j < 0 {
+	if s == nil || s.model == nil {
 		return 0, false
 	}
-	return s.norm[j], true
+	i, ok := s.index[name]
+	if !ok || i < 0 || i >= len(s.byNode) || s.byNode[i] == notScored {
+		return 0, false
+	}
+	return int64(s.byNode[i]), true
 }
 
-// candidate returns name's candidate position, or -1.
+// candidate returns name's candidate position, or -1 (a linear search:
+// the explanation asks once per pod).
 func (s *preScoreState) candidate(name string) int {
 	if s == nil || s.model == nil {
 		return -1
 	}
 	i, ok := s.index[name]
-	if !ok || i < 0 || i >= len(s.pos) {
+	if !ok || i < 0 || i >= len(s.byNode) || s.byNode[i] == notScored {
 		return -1
 	}
-	return int(s.pos[i])
+	return slices.Index(s.cand, int32(i))
 }
 
 // fallBack makes every node score 0 (neutral).
 func (s *preScoreState) fallBack() {
-	s.model, s.pos, s.cand, s.raw, s.norm = nil, nil, nil, nil, nil
+	s.model, s.cand, s.raw, s.byNode = nil, nil, nil, nil
 }
 
 func (s *preScoreState) Clone() fwk.StateData { return s }
@@ -392,22 +401,25 @@ func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreStat
 		if err := v.scoreCandidates(m, &ps.pod, cand, raw); err != nil {
 			return err
 		}
-		pos := make([]int32, len(v.st.Nodes))
-		for i := range pos {
-			pos[i] = -1
-		}
-		for j, i := range cand {
-			pos[i] = int32(j)
-		}
 		// The model's decision rule (a band the FGD score orders) works on
 		// the same view as the simulator's learned policy, so the node
 		// with MaxNodeScore is the one the simulator would bind.
-		dec := make([]float64, len(raw))
+		dec := slices.Grow(v.dec[:0], len(raw))[:len(raw)]
 		for j, r := range raw {
 			dec[j] = float64(r)
 		}
 		v.ext.Decide(m.Header.Decision, v.st, &ps.pod, cand, dec)
-		ps.model, ps.index, ps.pos, ps.cand, ps.raw, ps.norm = m, v.index, pos, cand, raw, normalize(dec)
+		norm := slices.Grow(v.norm[:0], len(raw))[:len(raw)]
+		normalizeTo(norm, dec)
+		v.dec, v.norm = dec, norm
+		byNode := make([]uint8, len(v.st.Nodes))
+		for i := range byNode {
+			byNode[i] = notScored
+		}
+		for j, i := range cand {
+			byNode[i] = uint8(norm[j])
+		}
+		ps.model, ps.index, ps.byInfo, ps.cand, ps.raw, ps.byNode = m, v.index, v.byInfo, cand, raw, byNode
 		return nil
 	})
 	if err != nil {
@@ -422,6 +434,13 @@ func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreStat
 // [0, MaxNodeScore-1]. NaN ranks lowest.
 func normalize(raw []float64) []int64 {
 	out := make([]int64, len(raw))
+	normalizeTo(out, raw)
+	return out
+}
+
+// normalizeTo is normalize into out (len(raw) long).
+func normalizeTo(out []int64, raw []float64) {
+	clear(out)
 	best, worst := math.Inf(-1), math.Inf(1)
 	for _, r := range raw {
 		s := float64(r)
@@ -431,7 +450,7 @@ func normalize(raw []float64) []int64 {
 		best, worst = max(best, s), min(worst, s)
 	}
 	if math.IsInf(best, -1) {
-		return out
+		return
 	}
 	eps := 1e-9 * max(1, math.Abs(best))
 	if math.IsInf(best, 0) {
@@ -451,7 +470,6 @@ func normalize(raw []float64) []int64 {
 			out[i] = fwk.MinNodeScore
 		}
 	}
-	return out
 }
 
 // Score returns the node's score computed in PreScore (0 when the cycle
@@ -469,7 +487,18 @@ func (p *EdgePolicy) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni f
 	}
 	var s int64
 	if ps != nil {
-		s, _ = ps.scoreOf(n.Name)
+		found := false
+		if fi, ok := ni.(*framework.NodeInfo); ok && ps.model != nil {
+			if i, ok := ps.byInfo[fi]; ok && int(i) < len(ps.byNode) {
+				found = true
+				if b := ps.byNode[i]; b != notScored {
+					s = int64(b)
+				}
+			}
+		}
+		if !found {
+			s, _ = ps.scoreOf(n.Name)
+		}
 	}
 	s = p.policyScore(cs, ni, s)
 	return min(fwk.MaxNodeScore, max(fwk.MinNodeScore, s)), nil

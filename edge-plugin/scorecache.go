@@ -1,6 +1,8 @@
 package edgeplugin
 
 import (
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -12,22 +14,43 @@ import (
 // CPUUsed, which telemetry may move without a bind), the placement of the
 // pod's dependency neighbours (the State's ServiceVersion, for pods with a
 // service), the hour (carbon curves) and the pressure step of the node's
-// GPU model (policy.Extractor.Context), and on the model. So each view
-// keeps, per pod key (every pod field the features read) and node, the
-// last score and what it was computed from; a cycle recomputes, in one
-// batch, only the nodes whose entry does not match. Between two bindings
-// only the bound node changes, so a steady stream of similar pods costs
-// one feature extraction and one forward pass per cycle.
+// GPU model and, for a model that reads them, the node's telemetry steps
+// (policy.Extractor.Context), and on the model.
+//
+// The node's part of that is the same for every pod, so the view keeps it
+// once per node (nodeState) and numbers its changes: a node's stamp moves
+// on whenever its version, CPUUsed or Context does. Per pod key (every pod
+// field the features read) the cache keeps, per node, the last raw score
+// and the node's stamp it was computed at (8 bytes), plus the hour and
+// service version of the key's last cycle. A cycle recomputes, in one
+// batch, only the nodes whose stamp moved; between two bindings only the
+// bound node changes, so a steady stream of similar pods costs one feature
+// extraction and one forward pass per cycle.
+//
+// Pod keys are kept in a least-recently-used list bounded by memory
+// (scoreCacheBytes): at 5,000 nodes a key costs 40 kB, so 1,638 keys fit in
+// 64 MiB; a stream of more distinct shapes than that evicts the least
+// recently used key, never the whole cache. (The first version kept 32 keys
+// of 56 B per node and started over on the 33rd: with 1,000 shapes in the
+// stream it hit 1.9% of the time; docs/scale.md.)
 //
 // A view's cache lives and dies with the view (a new node set, a rebuilt
 // State or a new environment starts empty) and is emptied when the model
 // changes (a hot swap). It is used only under the converter's lock, like
 // the view's State.
 
-// maxCachedPodKeys bounds the pod keys a view keeps scores for: at 5,000
-// nodes one key costs 5,000 × 40 B = 200 kB, so the cache stays under
-// 7 MB; when a 33rd key arrives the cache starts over.
-const maxCachedPodKeys = 32
+// scoreCacheBytes bounds the memory of a view's score cache (its per-node
+// score slots; the per-key overhead is a few hundred bytes).
+const scoreCacheBytes = 64 << 20
+
+// maxCachedPodKeys bounds the number of keys on small clusters, where
+// scoreCacheBytes would allow millions.
+const maxCachedPodKeys = 8192
+
+// cachedPodKeys is the number of pod keys a view of n nodes keeps.
+func cachedPodKeys(n int) int {
+	return max(1, min(maxCachedPodKeys, scoreCacheBytes/(8*max(n, 1))))
+}
 
 // podKey is every pod field the features read (policy.Extractor: requests,
 // GPU demand, QoS, priority, service; mask and architecture for safety).
@@ -46,64 +69,116 @@ func podKeyOf(p *sim.Pod) podKey {
 		qos: p.QoS, priority: p.Priority, service: p.Service}
 }
 
-// scoreEntry is one node's cached raw score for one pod key and what it was
-// computed from. version is the node's version + 1 (0: empty).
-type scoreEntry struct {
+// nodeState is what a node's score depends on beyond the pod and the
+// cycle's hour and service version, and the stamp numbering its changes
+// (0: never seen; stamps start at 1).
+type nodeState struct {
 	version uint64
-	svc     uint64
-	hour    int64
 	cpuUsed float64
-	ctx     policy.NodeContext // policy.Extractor.Context
-	score   float32
+	ctx     policy.NodeContext
+	stamp   uint32
+}
+
+// scoreSlot is one node's cached raw score for one pod key, valid while
+// the node's stamp is still stamp (0: empty).
+type scoreSlot struct {
+	stamp uint32
+	score float32
+}
+
+// keyScores is one pod key's cached scores.
+type keyScores struct {
+	hour  int64
+	svc   uint64
+	slots []scoreSlot
 }
 
 type scoreCache struct {
 	model *Model
-	keys  map[podKey][]scoreEntry
-	// counters for the metric (read by the caller after a cycle)
-	hits, misses int
+	keys  *simplelru.LRU[podKey, *keyScores]
+	nodes []nodeState
+	free  []*keyScores // evicted keys, reused
 }
 
-// entries returns the per-node entries of pod key k for model m (n nodes),
-// emptying the cache on a model change and when it is full.
-func (c *scoreCache) entries(m *Model, k podKey, n int) []scoreEntry {
-	if c.model != m || c.keys == nil {
-		c.model, c.keys = m, make(map[podKey][]scoreEntry)
+// entries returns the per-node slots of pod key k for model m (n nodes) in
+// a cycle of hour hour and service version svc, emptying the cache on a
+// model change. The caller must set the model's telemetry use on the
+// extractor when changed reports a model change.
+func (c *scoreCache) entries(m *Model, k podKey, n int, hour int64, svc uint64) (ks *keyScores, changed bool) {
+	if c.model != m || c.keys == nil || len(c.nodes) != n {
+		changed = c.model != m
+		c.model = m
+		c.nodes = make([]nodeState, n)
+		c.free = c.free[:0]
+		c.keys, _ = simplelru.NewLRU[podKey, *keyScores](cachedPodKeys(n), func(_ podKey, v *keyScores) {
+			c.free = append(c.free, v)
+		})
 	}
-	e, ok := c.keys[k]
+	ks, ok := c.keys.Get(k)
 	if !ok {
-		if len(c.keys) >= maxCachedPodKeys {
-			clear(c.keys)
+		if l := len(c.free); l > 0 {
+			ks, c.free = c.free[l-1], c.free[:l-1]
+			clear(ks.slots)
+		} else {
+			ks = &keyScores{slots: make([]scoreSlot, n)}
 		}
-		e = make([]scoreEntry, n)
-		c.keys[k] = e
+		ks.hour, ks.svc = hour, svc
+		c.keys.Add(k, ks)
 	}
-	return e
+	if ks.hour != hour || ks.svc != svc {
+		clear(ks.slots)
+		ks.hour, ks.svc = hour, svc
+	}
+	return ks, changed
+}
+
+// stamp returns node i's stamp, moving it on when the node's version,
+// CPUUsed or context changed since the last call.
+func (c *scoreCache) stamp(i int32, nd *sim.Node, ctx policy.NodeContext) uint32 {
+	s := &c.nodes[i]
+	if s.stamp == 0 || s.version != nd.Version || s.cpuUsed != nd.CPUUsed || s.ctx != ctx {
+		s.version, s.cpuUsed, s.ctx = nd.Version, nd.CPUUsed, ctx
+		s.stamp++
+		if s.stamp == 0 { // wrapped: no slot may still claim stamp 1
+			c.keys.Purge()
+			clear(c.nodes)
+			s = &c.nodes[i]
+			s.version, s.cpuUsed, s.ctx, s.stamp = nd.Version, nd.CPUUsed, ctx, 1
+		}
+	}
+	return s.stamp
 }
 
 // scoreCandidates writes the raw score of pod p on every candidate (view
-// nodes cand) into raw: from the cache where the entry still matches the
-// node, from one batch of feature extraction and model inference for the
+// nodes cand) into raw: from the cache where the node's stamp has not
+// moved, from one batch of feature extraction and model inference for the
 // others. Call with the converter's lock held.
 func (v *view) scoreCandidates(m *Model, p *sim.Pod, cand []int32, raw []float32) error {
 	const F = policy.NumFeatures
-	ents := v.cache.entries(m, podKeyOf(p), len(v.st.Nodes))
 	hour := v.st.Now / 3600
 	var svc uint64
 	if p.Service >= 0 {
 		svc = v.st.ServiceVersion
 	}
-	stale := v.stale[:0]
+	ks, changed := v.cache.entries(m, podKeyOf(p), len(v.st.Nodes), hour, svc)
+	if changed {
+		// Context includes the telemetry steps only for a model that
+		// reads them (as policy.Learned does): others keep their cached
+		// scores when a node's measurements move a step.
+		v.ext.UseTelemetry(m.readsTelemetry())
+	}
+	slots := ks.slots
+	stale, stamps := v.stale[:0], v.stamps[:0]
 	v.ext.BeginPod(v.st, p)
 	for j, i := range cand {
-		nd, e := &v.st.Nodes[i], &ents[i]
-		if e.version == nd.Version+1 && e.svc == svc && e.hour == hour && e.cpuUsed == nd.CPUUsed && e.ctx == v.ext.Context(v.st, int(i)) {
+		s := v.cache.stamp(i, &v.st.Nodes[i], v.ext.Context(v.st, int(i)))
+		if e := slots[i]; e.stamp == s {
 			raw[j] = e.score
 			continue
 		}
-		stale = append(stale, j)
+		stale, stamps = append(stale, j), append(stamps, s)
 	}
-	v.stale = stale
+	v.stale, v.stamps = stale, stamps
 	metricScoreCache.WithLabelValues("hit").Add(float64(len(cand) - len(stale)))
 	if len(stale) == 0 {
 		return nil
@@ -121,10 +196,8 @@ func (v *view) scoreCandidates(m *Model, p *sim.Pod, cand []int32, raw []float32
 	}
 	m.putScorer(sc)
 	for s, j := range stale {
-		i := cand[j]
-		nd := &v.st.Nodes[i]
 		raw[j] = out[s]
-		ents[i] = scoreEntry{version: nd.Version + 1, svc: svc, hour: hour, cpuUsed: nd.CPUUsed, ctx: v.ext.Context(v.st, int(i)), score: out[s]}
+		slots[cand[j]] = scoreSlot{stamp: stamps[s], score: out[s]}
 	}
 	return nil
 }

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -74,4 +76,112 @@ func TestScoreCacheMatchesFresh(t *testing.T) {
 		t.Fatalf("only %v cache hits: the stream did not exercise the cache", hits-hits0)
 	}
 	t.Logf("%v cache hits over 40 cycles", hits-hits0)
+}
+
+// TestScoreCacheTelemetrySteps moves every node's measured run queue by
+// many telemetry steps (20 µs to 20 ms) while its CPU use and its pods stay
+// the same. A model whose int8 network reads no telemetry feature (the
+// test model, quantized from the shipped "default") scores the same
+// whatever the steps, so the second cycle must be served from the cache
+// entirely; a scorer that cannot tell what it reads (installed without
+// its network) must be re-scored on every node. Both must give the
+// scores a fresh plugin computes.
+func TestScoreCacheTelemetrySteps(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opaque    bool // install a scorer without its int8 net
+		wantHits  float64
+		wantMiss  float64
+		telemetry bool // the model reads telemetry, as the view must then assume
+	}{
+		{name: "int8 net without telemetry inputs", wantHits: 2, wantMiss: 0},
+		{name: "scorer that cannot tell", opaque: true, wantHits: 0, wantMiss: 2, telemetry: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newTelFixture(t)
+			if tc.opaque {
+				net := testNet(t)
+				h := testArtifact(t).Header
+				h.Version = 2
+				if _, err := f.p.models.install(h, func() policy.Scorer { return net.Scorer() }, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := f.p.models.Current().readsTelemetry(); got != tc.telemetry {
+				t.Fatalf("model reads telemetry: %v, want %v", got, tc.telemetry)
+			}
+			for i := range f.infos {
+				f.setAnnotation(i, encodeMeasured(t, 0.4, 20, f.now.Add(-10*time.Second)))
+			}
+			f.cycle(t)
+			for i := range f.infos {
+				f.setAnnotation(i, encodeMeasured(t, 0.4, 20_000, f.now.Add(-5*time.Second)))
+			}
+			hits0, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("hit"))
+			miss0, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("miss"))
+			norm, raw, _ := f.cycle(t)
+			hits, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("hit"))
+			miss, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("miss"))
+			if hits-hits0 != tc.wantHits || miss-miss0 != tc.wantMiss {
+				t.Errorf("second cycle: %v hits and %v misses, want %v and %v", hits-hits0, miss-miss0, tc.wantHits, tc.wantMiss)
+			}
+			// a fresh plugin on the same nodes and model computes the same
+			g := &telFixture{now: f.now, infos: f.infos, nodes: f.nodes}
+			g.p = newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: f.nodes}}, f.p.conv.target)
+			g.p.now = func() time.Time { return g.now }
+			g.p.models = f.p.models
+			wantNorm, wantRaw, _ := g.cycle(t)
+			if fmt.Sprint(norm, raw) != fmt.Sprint(wantNorm, wantRaw) {
+				t.Errorf("cached scores %v %v, fresh %v %v", norm, raw, wantNorm, wantRaw)
+			}
+		})
+	}
+}
+
+// TestScoreCacheManyShapes scores 100 distinct pod shapes twice over on an
+// unchanged snapshot: the second pass must be served from the cache
+// entirely (the first version kept 32 keys and started over on the 33rd,
+// so it missed every node of every pod here).
+func TestScoreCacheManyShapes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 1))
+	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := randomSnapshot(rng, 40)
+	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+	var pods []sim.PodSpec
+	for i := range 100 {
+		pods = append(pods, sim.PodSpec{Name: fmt.Sprintf("shape-%d", i), CPU: int64(100 * (1 + i)), Memory: 512})
+	}
+	for _, ps := range pods {
+		runCycle(t, p, k8sPod(ps), nodes)
+	}
+	hits0, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("hit"))
+	miss0, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("miss"))
+	for _, ps := range pods {
+		runCycle(t, p, k8sPod(ps), nodes)
+	}
+	hits, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("hit"))
+	miss, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("miss"))
+	if miss != miss0 || hits == hits0 {
+		t.Errorf("second pass over 100 shapes: %v hits, %v misses; want only hits", hits-hits0, miss-miss0)
+	}
+}
+
+// TestCachedPodKeys checks the cache's size rule: 64 MiB of 8-byte slots,
+// at most 8,192 keys, at least one.
+func TestCachedPodKeys(t *testing.T) {
+	for _, tc := range []struct{ nodes, want int }{
+		{0, 8192},
+		{100, 8192},     // 83,886 would fit
+		{1000, 8192},    // 8,388 would fit
+		{5000, 1677},    // 64 MiB / 40,000 B
+		{20000, 419},    // 64 MiB / 160,000 B
+		{10_000_000, 1}, // under one key's worth: still one
+	} {
+		if got := cachedPodKeys(tc.nodes); got != tc.want {
+			t.Errorf("cachedPodKeys(%d) = %d, want %d", tc.nodes, got, tc.want)
+		}
+	}
 }

@@ -75,7 +75,11 @@ func (v *view) inheritTelemetry(old *view) {
 // applyTelemetry sets every node's measured load for this cycle (fresh
 // telemetry) or restores the usage model's (fallback, counted by reason),
 // and logs transitions into and out of stale or malformed telemetry once
-// per node. Call with c.mu held, after the nodes' pods are bound.
+// per node. A node whose conversion is the one of its last application
+// (same pods, same summary) keeps what was applied until the time its
+// summary's freshness can change (telRecheck): at 5,000 nodes with
+// telemetry the whole pass cost about 1 ms per cycle. Call with c.mu held,
+// after the nodes' pods are bound. A clock that went back re-evaluates.
 func (c *converter) applyTelemetry(v *view, entries []*nodeEntry) {
 	now := time.Now
 	if c.clock != nil {
@@ -87,17 +91,30 @@ func (c *converter) applyTelemetry(v *view, entries []*nodeEntry) {
 		maxAge = DefaultTelemetryMaxAge
 	}
 	var counts [len(telReasons)]int
+	tn := t.UnixNano()
 	for i, e := range entries {
+		// Unchanged since the last cycle (the same conversion, so the same
+		// pods and summary, and no freshness bound crossed): nothing to do.
+		if v.telEntry[i] == e && tn < v.telRecheck[i] && tn >= v.telAt[i] {
+			counts[v.telState[i]]++
+			continue
+		}
 		st, want := telMissing, math.NaN()
+		recheck := int64(math.MaxInt64) // missing, malformed or too old: only a new summary changes it
 		switch {
 		case e.telErr != nil:
 			st = telMalformed
 		case e.tel == nil:
 		case !e.tel.Fresh(t, maxAge):
 			st = telStale
+			if from := e.tel.Time.Add(-telemetry.MaxClockSkew); t.Before(from) {
+				recheck = from.UnixNano() // from the future: fresh from then
+			}
 		default:
 			st, want = telFresh, e.tel.CPU*float64(e.spec.CPU)
+			recheck = e.tel.Time.Add(maxAge).UnixNano() + 1 // stale after
 		}
+		v.telEntry[i], v.telRecheck[i], v.telAt[i] = e, recheck, tn
 		counts[st]++
 		if prev := v.telState[i]; prev != st {
 			c.logTelemetry(e, prev, st, t, maxAge)

@@ -143,6 +143,18 @@ const (
 // deletes the pods. It returns the measurement.
 func (r *tpRig) batch(ctx context.Context, tb testing.TB, profile, mode string, n int) tpResult {
 	tb.Helper()
+	shapes := make([]edgeShape, n)
+	for i := range shapes {
+		shapes[i] = tpShapes[i%len(tpShapes)]
+	}
+	return r.run(ctx, tb, r.sched, profile, mode, shapes, 60*time.Second)
+}
+
+// run is batch for one pod of each of shapes, scheduled by sched's
+// profile, all bound within timeout.
+func (r *tpRig) run(ctx context.Context, tb testing.TB, sched *Process, profile, mode string, shapes []edgeShape, timeout time.Duration) tpResult {
+	tb.Helper()
+	n := len(shapes)
 	r.seq++
 	ns := fmt.Sprintf("tp-%d-%s", r.seq, profile)
 	if err := CreateNamespace(ctx, r.cp.Client, ns); err != nil {
@@ -161,7 +173,7 @@ func (r *tpRig) batch(ctx context.Context, tb testing.TB, profile, mode string, 
 	}
 	defer w.Stop()
 
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	boundCh := make(chan time.Time, 1)
 	var watchEnd string // why the watch ended early (read after boundCh or wctx)
@@ -203,10 +215,10 @@ func (r *tpRig) batch(ctx context.Context, tb testing.TB, profile, mode string, 
 	}()
 
 	if mode == tpSaturated {
-		if err := r.sched.Signal(syscall.SIGSTOP); err != nil {
+		if err := sched.Signal(syscall.SIGSTOP); err != nil {
 			tb.Fatalf("pause the scheduler: %v", err)
 		}
-		defer r.sched.Signal(syscall.SIGCONT) // resumed below; again if the batch fails first
+		defer sched.Signal(syscall.SIGCONT) // resumed below; again if the batch fails first
 	}
 	work := make(chan *corev1.Pod)
 	errs := make(chan error, n)
@@ -222,7 +234,7 @@ func (r *tpRig) batch(ctx context.Context, tb testing.TB, profile, mode string, 
 		})
 	}
 	for i := range n {
-		p := edgePod(fmt.Sprintf("%s-%03d", ns, i), tpShapes[i%len(tpShapes)])
+		p := edgePod(fmt.Sprintf("%s-%03d", ns, i), shapes[i])
 		p.Labels = map[string]string{"app": tpLabel}
 		p.Spec.SchedulerName = profile
 		work <- p
@@ -232,7 +244,7 @@ func (r *tpRig) batch(ctx context.Context, tb testing.TB, profile, mode string, 
 	created := time.Since(start)
 	if mode == tpSaturated {
 		start = time.Now()
-		if err := r.sched.Signal(syscall.SIGCONT); err != nil {
+		if err := sched.Signal(syscall.SIGCONT); err != nil {
 			tb.Fatalf("resume the scheduler: %v", err)
 		}
 	}
@@ -266,7 +278,7 @@ func (r *tpRig) batch(ctx context.Context, tb testing.TB, profile, mode string, 
 	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
 		tb.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		l, err := pods.List(ctx, metav1.ListOptions{})
 		return err == nil && len(l.Items) == 0, nil
 	})
