@@ -244,7 +244,8 @@ func (rig *tpRig) run(p *tpRound) tpResult {
 	}()
 
 	commits0 := scrape(tb, rig.c, "edgesched_coordinator_store_commits_total", "")
-	tpProfStart()
+	prof := startTPProfile(tb)
+	defer prof.stop()
 	cpu0, start := cpuTime(), time.Now()
 	futures := make([]jetstream.PubAckFuture, len(p.msgs))
 	for i, m := range p.msgs {
@@ -291,7 +292,7 @@ func (rig *tpRig) run(p *tpRound) tpResult {
 		return false, nil
 	})
 	res.elapsed, res.cpu = time.Since(start), cpuTime()-cpu0
-	tpProfStop()
+	prof.stop()
 	res.commits = scrape(tb, rig.c, "edgesched_coordinator_store_commits_total", "") - commits0
 	halt()
 	res.heapPeak = <-sampled
