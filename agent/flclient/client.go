@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -141,6 +142,8 @@ type Client struct {
 	wake  chan struct{} // publisher wake-up
 	nudge chan struct{} // reporter wake-up
 
+	retries atomic.Int64 // failed installs and trainings set to be tried again (workLoop's; tests read it)
+
 	// enqMu serialises enqueue, which holds it across the Sequencer's
 	// calls (the site ledger's API writes, which can block for seconds):
 	// updates are signed, staged and committed one at a time, so their
@@ -240,13 +243,67 @@ func (c *Client) kick() {
 }
 
 // workLoop reacts to announcements and notices: installs models and trains
-// for rounds, and in async rounds also on the AsyncInterval timer.
+// for rounds, and in async rounds also on the AsyncInterval timer. What
+// failed for a reason that may pass (a fetch that timed out on a slow or
+// loaded link, the Sequencer out of reach) is tried again with capped,
+// jittered backoff: the model until it installs or a newer notice
+// replaces it, the round until the site trained for it, a newer
+// announcement replaces it or its deadline passes. Without that, one slow
+// fetch would keep the site out of a synchronous round (which then waits
+// for it until its deadline) or off a model until the next one.
 func (c *Client) workLoop(ctx context.Context, js jetstream.JetStream, events <-chan jetstream.KeyValueEntry) {
 	var tick <-chan time.Time
 	if c.cfg.AsyncInterval > 0 {
 		t := time.NewTicker(c.cfg.AsyncInterval)
 		defer t.Stop()
 		tick = t.C
+	}
+	var (
+		retryModel *federated.ModelNotice       // a notice whose install failed for a reason that may pass
+		retryRound *federated.RoundAnnouncement // a round whose training failed
+		retry      *time.Timer
+		retryC     <-chan time.Time
+	)
+	b := backoff.New(c.cfg.BackoffMin, c.cfg.BackoffMax, c.cfg.Seed^0x3e7)
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	install := func(n *federated.ModelNotice, again bool) {
+		retryModel = nil
+		if err := c.install(ctx, js, n, again); err != nil && ctx.Err() == nil {
+			c.log.Warn("model not installed", "version", n.Version, "err", err)
+			if retryable(err) {
+				retryModel = n
+				c.retries.Add(1)
+			}
+		}
+	}
+	train := func(a *federated.RoundAnnouncement) {
+		retryRound = nil
+		if err := c.trainRound(ctx, js, a, false); err != nil && ctx.Err() == nil {
+			c.log.Warn("training", "round", a.Round, "err", err)
+			if a.Mode != federated.Async && c.now().Before(a.Deadline) {
+				retryRound = a // (async rounds train again on the timer)
+				c.retries.Add(1)
+			}
+		}
+	}
+	// schedule arms the retry timer while something waits for one, and
+	// resets the backoff once nothing does
+	schedule := func() {
+		if retryModel == nil && retryRound == nil {
+			b.Reset()
+			retryC = nil
+			return
+		}
+		if retry == nil {
+			retry = time.NewTimer(b.Next())
+		} else {
+			retry.Reset(b.Next())
+		}
+		retryC = retry.C
 	}
 	for {
 		select {
@@ -263,9 +320,7 @@ func (c *Client) workLoop(ctx context.Context, js jetstream.JetStream, events <-
 				c.mu.Lock()
 				c.notice = n
 				c.mu.Unlock()
-				if err := c.install(ctx, js, n); err != nil {
-					c.log.Warn("model not installed", "version", n.Version, "err", err)
-				}
+				install(n, false)
 			case federated.KeyRound:
 				a, err := federated.DecodeAnnouncement(e.Value())
 				if err != nil {
@@ -276,10 +331,27 @@ func (c *Client) workLoop(ctx context.Context, js jetstream.JetStream, events <-
 				c.round = a
 				c.mu.Unlock()
 				c.noteAnnouncement(a)
-				if err := c.trainRound(ctx, js, a, false); err != nil && ctx.Err() == nil {
-					c.log.Warn("training", "round", a.Round, "err", err)
+				train(a)
+			}
+			if retryC == nil {
+				schedule()
+			}
+		case <-retryC:
+			retryC = nil
+			if n := retryModel; n != nil {
+				install(n, true)
+			}
+			if a := retryRound; a != nil {
+				c.mu.Lock()
+				current := c.round == a
+				c.mu.Unlock()
+				if current && c.now().Before(a.Deadline) {
+					train(a)
+				} else {
+					retryRound = nil
 				}
 			}
+			schedule()
 		case <-tick:
 			c.mu.Lock()
 			a := c.round
@@ -291,6 +363,18 @@ func (c *Client) workLoop(ctx context.Context, js jetstream.JetStream, events <-
 			}
 		}
 	}
+}
+
+// retryable reports whether an install failure may pass on its own: the
+// artifacts could not be fetched (a refusal for RefuseFetch, counted once
+// per notice) or the store failed; a model refused for what it is (signature,
+// rollback, staleness, sanity, ...) is not tried again.
+func retryable(err error) bool {
+	var r *ModelRefusal
+	if errors.As(err, &r) {
+		return r.Reason == RefuseFetch
+	}
+	return true
 }
 
 // trainRound trains once for announcement a (unless this round was

@@ -172,8 +172,10 @@ func artifactReason(err error) string {
 var errArtifactMismatch = errors.New("flclient: artifact does not match")
 
 // install verifies and installs a published model (the rules above); the
-// previous model is kept as last known good.
-func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federated.ModelNotice) error {
+// previous model is kept as last known good. again marks a retry of a
+// notice whose artifacts could not be fetched: failing to fetch them once
+// more is not counted as another refusal.
+func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federated.ModelNotice, again bool) error {
 	var hwm modelMark
 	if err := c.db.View(func(tx *bolt.Tx) error {
 		var err error
@@ -205,7 +207,11 @@ func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federat
 		err = fmt.Errorf("%w: float object holds model %s, the notice names %s", errArtifactMismatch, f.Header.ModelID, n.FloatModel)
 	}
 	if err != nil {
-		return c.refuseModel(artifactReason(err), n.Version, err)
+		if reason := artifactReason(err); reason != RefuseFetch || !again {
+			return c.refuseModel(reason, n.Version, err)
+		}
+		// the same notice's artifacts out of reach again: counted once
+		return &ModelRefusal{Reason: RefuseFetch, Version: n.Version, Err: err}
 	}
 	if err := quant.CheckFresh(&q.Header, c.now(), c.cfg.MaxModelAge); err != nil {
 		return c.refuseModel(RefuseStale, n.Version, err)

@@ -251,7 +251,7 @@ func TestModelTrustRefusals(t *testing.T) {
 			}
 			t.Logf("refused: %s", st.Counters.LastRefusal)
 			// the refusal is the typed error with its cause
-			err := r.c.install(context.Background(), mustJS(t, f), lastNotice(t, f))
+			err := r.c.install(context.Background(), mustJS(t, f), lastNotice(t, f), false)
 			var mr *ModelRefusal
 			if !errors.As(err, &mr) || mr.Reason != tc.reason || !errors.Is(err, tc.cause) || !errors.Is(err, ErrModelRefused) {
 				t.Fatalf("install returned %v, want a %s refusal caused by %v", err, tc.reason, tc.cause)

@@ -28,6 +28,11 @@ import (
 // sites complete two synchronous rounds (every update accepted, every
 // site on version 3) and no connection ever hits a permission violation:
 // the permissions are enough for the real protocol, not only tight.
+// Under heavy load (load 14) it timed out twice: a site whose fetch of
+// the round's base model took longer than its 2 s PublishTimeout skipped
+// the synchronous round for good, and the round waited for it until its
+// one-hour deadline (agent/flclient now tries again:
+// TestFetchFailuresAreRetried).
 func TestAuthTLSFleetCompletesRounds(t *testing.T) {
 	const n = 20
 	var sites []string
@@ -111,7 +116,10 @@ func TestAuthTLSFleetCompletesRounds(t *testing.T) {
 		nc := dial(s, natsauth.ClientConfig{NKeySeedFile: filepath.Join(d.SiteSecrets(s), natsauth.SeedFileName), InboxPrefix: natsauth.SiteInboxPrefix(s)})
 		wg.Go(func() { _ = cl.Run(ctx, nc) })
 	}
-	fltest.Eventually(t, 90*time.Second, "two rounds published and every site on version 3", func() (bool, string) {
+	// (alone: 5-7 s; the bound only catches a fleet that stopped, and a
+	// site whose fetch timed out tries again, so a loaded machine delays
+	// the rounds without stopping them)
+	fltest.Eventually(t, 3*time.Minute, "two rounds published and every site on version 3", func() (bool, string) {
 		rs, err := c.Rounds(0)
 		if err != nil || len(rs) < 2 || rs[0].State != coordinator.StatePublished {
 			return false, fmt.Sprintf("%d rounds, %v", len(rs), err)
@@ -130,11 +138,22 @@ func TestAuthTLSFleetCompletesRounds(t *testing.T) {
 			t.Errorf("round %d: %d updates accepted, want %d", r.Round, r.Accepted, n)
 		}
 	}
+	fetchRetries := 0
 	for _, cl := range clients {
 		st, _ := cl.Status()
-		if st.Counters.Accepted != 2 || st.Counters.RefusedModels != 0 {
+		// A fetch that timed out (a loaded machine, PublishTimeout 2 s) is
+		// counted as a "fetch" refusal and tried again until the model
+		// installs (every site is on version 3, above); a fetch the
+		// permissions refused would also be a permissions violation in
+		// connErrs. Any other refusal is a failure.
+		refused := st.Counters.RefusedModels - st.Counters.RefusedModelReasons[flclient.RefuseFetch]
+		fetchRetries += st.Counters.RefusedModelReasons[flclient.RefuseFetch]
+		if st.Counters.Accepted != 2 || refused != 0 {
 			t.Errorf("%s: counters %+v", st.Site, st.Counters)
 		}
+	}
+	if fetchRetries > 0 {
+		t.Logf("%d model fetches timed out and were tried again", fetchRetries)
 	}
 	errMu.Lock()
 	defer errMu.Unlock()
