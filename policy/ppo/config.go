@@ -203,6 +203,11 @@ type Reward struct {
 	Fragmentation float64 `yaml:"fragmentation"`
 	// Latency (w2): minus the placed pod's latency proxy / 100 ms.
 	Latency float64 `yaml:"latency"`
+	// LatencyProxy: minus the placed pod's latency proxy as the
+	// simulator's latency measures compute it (sim.State.LatencyProxy:
+	// the node's telemetry — bursts, interference, memory pressure, NIC —
+	// and the RTT to its callees now) / 100 ms, after the placement.
+	LatencyProxy float64 `yaml:"latencyProxy"`
 	// DecisionLatency (w3): minus the candidates scored / 1000 (a
 	// deterministic stand-in for scoring time).
 	DecisionLatency float64 `yaml:"decisionLatency"`
@@ -295,7 +300,7 @@ func (c *Config) Validate() error {
 		return bad("ppo.gamma/lambda", "want gamma in (0, 1], lambda in [0, 1]")
 	case !pos(c.PPO.LR) || !nonneg(c.PPO.ValueCoef) || !nonneg(c.PPO.EntropyCoef) || !pos(c.PPO.MaxGradNorm) || !nonneg(c.PPO.TargetKL):
 		return bad("ppo", "lr and maxGradNorm > 0; valueCoef, entropyCoef, targetKL >= 0")
-	case !nonneg(c.Reward.Fragmentation) || !nonneg(c.Reward.Latency) || !nonneg(c.Reward.DecisionLatency) || !nonneg(c.Reward.Failure) || !nonneg(c.Reward.FailureCount) || !nonneg(c.Reward.CrossZone) || !nonneg(c.Reward.Carbon) || !nonneg(c.Reward.Utilization):
+	case !nonneg(c.Reward.Fragmentation) || !nonneg(c.Reward.Latency) || !nonneg(c.Reward.LatencyProxy) || !nonneg(c.Reward.DecisionLatency) || !nonneg(c.Reward.Failure) || !nonneg(c.Reward.FailureCount) || !nonneg(c.Reward.CrossZone) || !nonneg(c.Reward.Carbon) || !nonneg(c.Reward.Utilization):
 		return bad("reward", "weights must be finite and >= 0")
 	case c.Eval.Every < 0 || len(c.Eval.Seeds) > 100 || c.Eval.Measure == "":
 		return bad("eval", "every >= 0, at most 100 seeds, a measure")

@@ -281,6 +281,9 @@ func (r *rewarder) outcome(st *sim.State, p *sim.Pod, node int) {
 			}
 			rw -= w.Latency * lat / 100
 		}
+		if w.LatencyProxy != 0 {
+			rw -= w.LatencyProxy * st.LatencyProxy(p.Service, node, r.baseLatency) / 100
+		}
 		if w.Carbon != 0 {
 			watts := float64(p.CPU)*p.Usage/1000*nd.WattsPerCore + float64(p.GPUDemand())/sim.MilliGPU*nd.WattsPerGPU
 			rw -= w.Carbon * watts / 1000 * r.env.CarbonAt(nd.CarbonZone, st.Now) / 100

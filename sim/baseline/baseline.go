@@ -60,7 +60,11 @@ func Lookup(name string) (sim.Factory, error) {
 			return f, nil
 		}
 	}
-	return sim.Factory{}, fmt.Errorf("%w %q (have %s, and %s)", ErrUnknownPolicy, name, strings.Join(Names(), ", "), FGDPressure)
+	var extras []string
+	for _, f := range Extras() {
+		extras = append(extras, f.Name)
+	}
+	return sim.Factory{}, fmt.Errorf("%w %q (have %s, and %s)", ErrUnknownPolicy, name, strings.Join(Names(), ", "), strings.Join(extras, ", "))
 }
 
 // Names lists the canonical names.

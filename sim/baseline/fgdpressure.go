@@ -66,5 +66,9 @@ func (f *FGDPressurePolicy) Score(st *sim.State, p *sim.Pod, nodes []int32, scor
 // Extras returns the policies Lookup knows beyond All: edgesched's own
 // heuristics, which comparisons of published baselines leave out.
 func Extras() []sim.Factory {
-	return []sim.Factory{{Name: FGDPressure, New: func(env *sim.Env) (sim.Policy, error) { return NewFGDPressure(env, 0), nil }}}
+	return []sim.Factory{
+		{Name: FGDPressure, New: func(env *sim.Env) (sim.Policy, error) { return NewFGDPressure(env, 0), nil }},
+		{Name: NetworkOverhead, New: func(*sim.Env) (sim.Policy, error) { return &networkOverhead{}, nil }},
+		{Name: DepLoad, New: func(env *sim.Env) (sim.Policy, error) { return NewDepLoad(env, 0), nil }},
+	}
 }

@@ -1,0 +1,56 @@
+package ppo
+
+import (
+	"math"
+	"testing"
+
+	"github.com/edgesched/edgesched/sim"
+)
+
+// TestLatencyProxyReward: reward.latencyProxy charges the placed pod's
+// latency proxy as the simulator's measures compute it, from the node's
+// telemetry, so a placement on a node measured busy costs more than one
+// on an idle twin with the same requests — which reward.latency, reading
+// the requested CPU, cannot tell apart.
+func TestLatencyProxyReward(t *testing.T) {
+	spec := func(name string) sim.NodeSpec {
+		return sim.NodeSpec{Name: name, CPU: 8000, Memory: 16 << 10, Arch: sim.ArchARM64, Zone: "z"}
+	}
+	cluster := &sim.Cluster{Name: "twins", Zones: []sim.Zone{{Name: "z"}}, Nodes: []sim.NodeSpec{spec("cool"), spec("hot")}}
+	env, err := sim.NewEnv(cluster, &sim.Workload{Name: "one", Pods: []sim.PodSpec{{Name: "p", CPU: 500, Memory: 512, Delete: sim.NoDeletion}}}, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcfg := sim.DefaultRunConfig(sim.Replay)
+	reward := func(w Reward, node int) float64 {
+		st := sim.NewState(env)
+		lm := st.LoadModel
+		cool, hot := lm.FromMeasured(0.15, 0.2, 0.5, 40, 0), lm.FromMeasured(0.95, 0.2, 7.5, 20_000, 0)
+		st.SetMeasured(0, &cool)
+		st.SetMeasured(1, &hot)
+		id, err := st.AddPod(env.Pods[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Bind(id, node, nil); err != nil {
+			t.Fatal(err)
+		}
+		ep := &episode{steps: []step{{}}}
+		r := newRewarder(w, env, ep, rcfg)
+		r.outcome(st, &st.Pods[id], node)
+		// Independent reference: the proxy the latency measures use.
+		want := -w.LatencyProxy * st.LatencyProxy(-1, node, rcfg.BaseLatencyMs) / 100
+		if w.LatencyProxy != 0 && math.Abs(ep.ret-want) > 1e-9 {
+			t.Errorf("node %d: reward %v, want %v", node, ep.ret, want)
+		}
+		return ep.ret
+	}
+	proxy := Reward{LatencyProxy: 1}
+	if c, h := reward(proxy, 0), reward(proxy, 1); !(c > h) {
+		t.Errorf("latencyProxy: cool node rewarded %v, hot %v: want the hot one to cost more", c, h)
+	}
+	req := Reward{Latency: 1}
+	if c, h := reward(req, 0), reward(req, 1); c != h {
+		t.Errorf("latency (requests): cool %v, hot %v: want equal (equal requests)", c, h)
+	}
+}
