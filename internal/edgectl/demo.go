@@ -118,7 +118,7 @@ func demoSimulator(cmd *cobra.Command, opts Options, out, progress string, seed 
 	}{
 		{"openb", "", sim.Inflate, "all,learned"},
 		{"retail-fleet", "builtin:retail-fleet", sim.Replay, "all,learned:edge"},
-		{"retail-stores", "builtin:retail-stores", sim.Replay, "all,learned:edge"},
+		{"retail-stores", "builtin:retail-stores", sim.Replay, "all,network-overhead,dep-load,learned:edge,learned:edge-loaded"},
 	}
 	for i, r := range runs {
 		in, err := loadInput(cmd.Context(), "", "", r.scenario, nil)
