@@ -796,6 +796,8 @@ func TestDeployChart(t *testing.T) {
 		{"dependency graph ConfigMap name", []string{"--set", "site.dependenciesConfigMap=Deps_1"}, "/site/dependenciesConfigMap"},
 		{"topology in the dependency graph's ConfigMap", []string{"--set", "site.topologyConfigMap=edgesched-dependencies"}, "site.topologyConfigMap must differ"},
 		{"topology ConfigMap name", []string{"--set", "site.topologyConfigMap=Topo_1"}, "/site/topologyConfigMap"},
+		{"policy in the topology's ConfigMap", []string{"--set", "site.policyConfigMap=edgesched-topology"}, "site.policyConfigMap must differ"},
+		{"policy ConfigMap name", []string{"--set", "site.policyConfigMap=Policy_1"}, "/site/policyConfigMap"},
 		{"dependency graph interval", []string{"--set", "site.dependenciesInterval=often"}, "/site/dependenciesInterval"},
 	}
 

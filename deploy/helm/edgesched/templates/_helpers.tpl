@@ -104,6 +104,11 @@ it over). "true" or "". */}}
 {{- fail "site.topologyConfigMap must differ from model.configMapName and site.dependenciesConfigMap: each has a ConfigMap of its own" -}}
 {{- end -}}
 {{- end -}}
+{{- with .Values.site.policyConfigMap -}}
+{{- if or (eq . $.Values.model.configMapName) (eq . ($.Values.site.dependenciesConfigMap | default "")) (eq . ($.Values.site.topologyConfigMap | default "")) -}}
+{{- fail "site.policyConfigMap must differ from model.configMapName, site.dependenciesConfigMap and site.topologyConfigMap: each has a ConfigMap of its own" -}}
+{{- end -}}
+{{- end -}}
 {{- if not (or .Values.site.enabled .Values.cloud.enabled) -}}
 {{- fail "nothing to install: site.enabled and cloud.enabled are both false" -}}
 {{- end -}}
