@@ -395,6 +395,10 @@ func (t *trainer) collect(ctx context.Context, n int, mode actMode, schema polic
 			defer wg.Done()
 			net := t.net.Clone()
 			for i := range next {
+				if err := ctx.Err(); err != nil { // do not build the episodes still queued
+					errs[i] = err
+					continue
+				}
 				frac := 0.0
 				if mode == actTeacher {
 					frac = bc.NodeFraction
@@ -410,11 +414,19 @@ func (t *trainer) collect(ctx context.Context, n int, mode actMode, schema polic
 			}
 		}()
 	}
+feed:
 	for i := range n {
-		next <- i
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
 	}
 	close(next)
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -487,6 +499,9 @@ func (t *trainer) cloneFrom(ctx context.Context, eps []*episode, bc BCConfig, ph
 		order := t.rng.Perm(len(steps))
 		var lossSum, vlossSum float64
 		for b := 0; b < len(order); b += t.cfg.PPO.Minibatch {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			grads.Zero()
 			batch := order[b:min(b+t.cfg.PPO.Minibatch, len(order))]
 			for _, si := range batch {
@@ -695,6 +710,9 @@ epochs:
 		order := t.rng.Perm(len(steps))
 		var epochKL float64
 		for b := 0; b < len(order); b += c.Minibatch {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			grads.Zero()
 			batch := order[b:min(b+c.Minibatch, len(order))]
 			for _, si := range batch {
