@@ -207,7 +207,8 @@ type Reward struct {
 	// simulator's latency measures compute it (sim.State.LatencyProxy:
 	// the node's telemetry — bursts, interference, memory pressure, NIC —
 	// and the RTT to its callees now) / 100 ms, after the placement.
-	LatencyProxy float64 `yaml:"latencyProxy"`
+	// Omitted when zero, so models trained before it keep their bytes.
+	LatencyProxy float64 `yaml:"latencyProxy,omitempty"`
 	// DecisionLatency (w3): minus the candidates scored / 1000 (a
 	// deterministic stand-in for scoring time).
 	DecisionLatency float64 `yaml:"decisionLatency"`
