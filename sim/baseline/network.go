@@ -2,6 +2,7 @@ package baseline
 
 import (
 	"math"
+	"slices"
 
 	"github.com/edgesched/edgesched/sim"
 )
@@ -31,12 +32,12 @@ const NetworkOverheadWeight = 5
 // costs 1 (the simulator counts replicas per zone), there is no Filter
 // (scenarios carry no maxNetworkCost) and no TopologicalSort queue (pods
 // arrive in trace order).
-type networkOverhead struct{ cost []float64 }
+type networkOverhead struct{ cost, zone []float64 }
 
 func (*networkOverhead) Name() string { return NetworkOverhead }
 
 func (o *networkOverhead) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
-	o.cost = dependencyCosts(st, p, nodes, o.cost)
+	o.cost, o.zone = dependencyCosts(st, p, nodes, o.cost, o.zone)
 	normaliseLowBest(o.cost)
 	for i, n := range nodes {
 		nd := &st.Nodes[n]
@@ -49,15 +50,17 @@ func (o *networkOverhead) Score(st *sim.State, p *sim.Pod, nodes []int32, scores
 }
 
 // dependencyCosts fills dst with NetworkOverhead's accumulated cost of
-// each candidate node for pod p (0 for a pod of no service).
-func dependencyCosts(st *sim.State, p *sim.Pod, nodes []int32, dst []float64) []float64 {
-	dst = append(dst[:0], make([]float64, len(nodes))...)
+// each candidate node for pod p (0 for a pod of no service). The cost
+// depends on the node's zone alone, so it is summed once per zone (in
+// zc) and read per candidate.
+func dependencyCosts(st *sim.State, p *sim.Pod, nodes []int32, dst, zc []float64) ([]float64, []float64) {
+	dst = zeroed(dst, len(nodes))
 	if p.Service < 0 {
-		return dst
+		return dst, zc
 	}
 	env := st.Env
-	for i, n := range nodes {
-		zn := int(st.Nodes[n].Zone)
+	zc = zeroed(zc, len(env.Zones))
+	for zn := range zc {
 		var c float64
 		for _, ei := range env.OutEdges[p.Service] {
 			t := int(env.Edges[ei].To)
@@ -73,9 +76,19 @@ func dependencyCosts(st *sim.State, p *sim.Pod, nodes []int32, dst []float64) []
 				}
 			}
 		}
-		dst[i] = c
+		zc[zn] = c
 	}
-	return dst
+	for i, n := range nodes {
+		dst[i] = zc[st.Nodes[n].Zone]
+	}
+	return dst, zc
+}
+
+// zeroed returns buf resized to n zeros, reusing its storage.
+func zeroed(buf []float64, n int) []float64 {
+	buf = slices.Grow(buf[:0], n)[:n]
+	clear(buf)
+	return buf
 }
 
 // normaliseLowBest maps costs to [0, MaxNodeScore] with the lowest 100 and
@@ -112,6 +125,7 @@ type depLoad struct {
 	tlp    targetLoadPacking
 	weight float64
 	gain   []float64
+	zone   []float64
 	in     [][]int32
 }
 
@@ -135,7 +149,6 @@ func (d *depLoad) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float
 		return
 	}
 	env := st.Env
-	d.gain = append(d.gain[:0], make([]float64, len(nodes))...)
 	local := func(peer int, rate float64, zn int) float64 {
 		k := st.ServiceCount(peer)
 		if k == 0 || rate == 0 {
@@ -143,8 +156,9 @@ func (d *depLoad) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float
 		}
 		return rate * float64(st.ServiceZoneCount(peer, zn)) / float64(k)
 	}
-	for i, n := range nodes {
-		zn := int(st.Nodes[n].Zone)
+	// the gain depends on the node's zone alone: summed once per zone
+	d.zone = zeroed(d.zone, len(env.Zones))
+	for zn := range d.zone {
 		var g float64
 		for _, ei := range env.OutEdges[p.Service] {
 			e := env.Edges[ei]
@@ -154,7 +168,11 @@ func (d *depLoad) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float
 			e := env.Edges[ei]
 			g += local(int(e.From), e.Rate, zn)
 		}
-		d.gain[i] = -g
+		d.zone[zn] = -g
+	}
+	d.gain = zeroed(d.gain, len(nodes))
+	for i, n := range nodes {
+		d.gain[i] = d.zone[st.Nodes[n].Zone]
 	}
 	normaliseLowBest(d.gain)
 	for i := range scores {
