@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,9 +25,22 @@ type adminFleet struct {
 	url   string
 	coord *coordinator.Coordinator
 	site  *flclient.Client
+	// startSite starts the site's client; startAdminFleet calls it
+	// unless asked to hold the site back (idempotent).
+	startSite func()
 }
 
 func startAdminFleet(t *testing.T) *adminFleet {
+	t.Helper()
+	f := newAdminFleet(t)
+	f.startSite()
+	return f
+}
+
+// newAdminFleet starts the server and the coordinator and waits for the
+// admin API; the site is built but does not run until f.startSite, so a
+// test can look at an open round before the site can end it.
+func newAdminFleet(t *testing.T) *adminFleet {
 	t.Helper()
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
 	if err != nil {
@@ -101,11 +115,20 @@ func startAdminFleet(t *testing.T) *adminFleet {
 	if f.site, err = flclient.New(scfg); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = f.site.Run(ctx, snc); done <- struct{}{} }()
+	var siteOnce sync.Once
+	siteStarted := false
+	f.startSite = func() {
+		siteOnce.Do(func() {
+			siteStarted = true
+			go func() { _ = f.site.Run(ctx, snc); done <- struct{}{} }()
+		})
+	}
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		<-done
+		if siteStarted {
+			<-done
+		}
 		cnc.Close()
 		snc.Close()
 		c.Close()
@@ -134,7 +157,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // candidate model (version 2, manual publishing) -> promote -> rollback
 // to version 1 (published as version 3); sites shows the site's report.
 func TestAdminVerbs(t *testing.T) {
-	f := startAdminFleet(t)
+	// The site is held back until the second start has been refused:
+	// with MinUpdates 1 a running site can end round 1 before it.
+	f := newAdminFleet(t)
 	s := "--server=" + f.url
 	out, _, err := run(t, "round", "start", s)
 	if err != nil || !strings.Contains(out, "round 1 opened (sync): training from model version 1") {
@@ -143,6 +168,7 @@ func TestAdminVerbs(t *testing.T) {
 	if _, _, err := run(t, "round", "start", s); err == nil || !strings.Contains(err.Error(), "409") {
 		t.Fatalf("second round start while collecting: %v", err)
 	}
+	f.startSite()
 	waitFor(t, "round 1 to end", func() bool {
 		r, err := f.coord.RoundRecord(1)
 		return err == nil && r.Result != 0
