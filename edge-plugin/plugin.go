@@ -337,6 +337,7 @@ func (p *EdgePolicy) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	ps := &preScoreState{}
 	cs.Write(preScoreKey, ps)
 	defer p.last.Store(&lastCycle{cs: cs, ps: ps})
+	policyPreScore(cs, nodes)
 	sp, err := simPod(pod)
 	if err != nil {
 		metricFallbacks.WithLabelValues("error").Inc()

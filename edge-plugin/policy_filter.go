@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/policydoc"
+	"github.com/edgesched/edgesched/sim"
 )
 
 // Scheduling policy (docs/policy-language.md): with policyConfigMap set,
@@ -165,7 +166,7 @@ func (p *EdgePolicy) newPolicyCycle(pod *v1.Pod, all []fwk.NodeInfo) *policyCycl
 	}
 	req, _ := podGPURequest(pod)
 	sp, _ := simPod(pod)
-	c := &policyCycle{doc: doc, pod: policydoc.Pod{Service: conventions.ServiceOf(pod), GPU: req.GPUs > 0, CPU: sp.CPU}, hour: p.now().UTC().Hour(), topo: p.conv.topo.current()}
+	c := &policyCycle{doc: doc, pod: policydoc.Pod{Service: conventions.ServiceOf(pod), GPU: req.GPUs > 0, CPU: sp.CPU, GPUMilli: sp.GPUDemand()}, hour: p.now().UTC().Hour(), topo: p.conv.topo.current()}
 	applies := false
 	for i := range doc.Rules {
 		if doc.Rules[i].Applies(c.pod, c.hour) || doc.Rules[i].Kind == policydoc.Hours && doc.Rules[i].Applies(c.pod, 0) {
@@ -213,6 +214,7 @@ func (c *policyCycle) node(ni fwk.NodeInfo) *policydoc.Node {
 	if spec.GPUs == 0 {
 		v.GPUModel = ""
 	}
+	v.WattsPerCore, v.WattsPerGPU = nodeWatts(spec)
 	if c.topo != nil {
 		if cz, ok := c.topo.zones[v.Zone]; ok && cz != "" {
 			for _, z := range c.topo.carbon {
@@ -223,6 +225,17 @@ func (c *policyCycle) node(ni fwk.NodeInfo) *policydoc.Node {
 		}
 	}
 	return v
+}
+
+// nodeWatts is a node's power for placed work as the simulator assumes it
+// without a figure: by architecture (sim.DefaultPower), and the GPU
+// model's board power (sim.GPUWatts).
+func nodeWatts(spec sim.NodeSpec) (perCore, perGPU float64) {
+	perCore = sim.DefaultPower(spec.Arch).WattsPerCore
+	if spec.GPUs == 0 {
+		return perCore, 0
+	}
+	return perCore, sim.GPUWatts(spec.GPUModel)
 }
 
 // policyPreFilter writes the cycle's policy state; it reports whether a
@@ -289,6 +302,31 @@ func (p *EdgePolicy) policyScore(cs fwk.CycleState, ni fwk.NodeInfo, base int64)
 	return c.score(ni, base)
 }
 
+// withLeastEmissions is the cycle with the pod's least emissions over the
+// candidate nodes set, for a preferred carbon rule's relative scale (c
+// itself when none applies). Called at PreScore, before any Score.
+func (c *policyCycle) withLeastEmissions(nodes []fwk.NodeInfo) *policyCycle {
+	if c == nil || !c.doc.WantsEmissions(c.pod, c.hour) {
+		return c
+	}
+	cc := *c
+	cc.pod.SetLeastEmissions(func(yield func(*policydoc.Node) bool) {
+		for _, ni := range nodes {
+			if ni.Node() != nil && !yield(c.node(ni)) {
+				return
+			}
+		}
+	})
+	return &cc
+}
+
+// policyPreScore sets the cycle's least emissions over the filtered nodes.
+func policyPreScore(cs fwk.CycleState, nodes []fwk.NodeInfo) {
+	if c := readPolicyCycle(cs); c != nil {
+		cs.Write(policyKey, c.withLeastEmissions(nodes))
+	}
+}
+
 func (c *policyCycle) score(ni fwk.NodeInfo, base int64) int64 {
 	v := c.doc.Evaluate(c.pod, c.node(ni), c.placed, c.hour)
 	s := c.doc.Combine(float64(base), v)
@@ -317,7 +355,9 @@ func (e *Extender) policyScores(pod *v1.Pod, feasible []*v1.Node, scores map[str
 	if c == nil {
 		return
 	}
-	for i, ni := range e.infos(feasible, pod.UID) {
+	infos := e.infos(feasible, pod.UID)
+	c = c.withLeastEmissions(infos)
+	for i, ni := range infos {
 		scores[feasible[i].Name] = c.score(ni, scores[feasible[i].Name])
 	}
 }

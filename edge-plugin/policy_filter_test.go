@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/policydoc"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -130,5 +131,57 @@ func TestPolicyExtender(t *testing.T) {
 	}
 	if !(got["n3"] > got["n2"]) {
 		t.Errorf("prioritize %v: arm64 n3 should rank above n2", got)
+	}
+}
+
+// TestPolicyCarbonPreference: a carbon preference ranks nodes by the
+// pod's estimated emissions (grid intensity x the node's power for the
+// pod), relative to the least among the nodes PreScore sees. Zone a's
+// grid is at 150 g/kWh, zone b's at 400; amd64 nodes draw the reference 8
+// W/core, arm64 2 W/core. A CPU pod's emissions: n1 (a, amd64) 150, n2 (b,
+// amd64) 400, n3 (b, arm64) 400*2/8 = 100, the least; so the rule's
+// satisfaction (named in the placement's annotation) is n1 100/150 = 0.67,
+// n2 100/400 = 0.25, n3 1. Scores mix in the model's (checked in
+// TestPolicyFilterAndScore); here they need only stay in range.
+func TestPolicyCarbonPreference(t *testing.T) {
+	nodes, _ := policyCluster()
+	var infos []fwk.NodeInfo
+	for _, n := range nodes[:3] {
+		infos = append(infos, nodeInfo(n))
+	}
+	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: infos}}, sim.NewTargetWorkload(nil, 0.95))
+	p.now = func() time.Time { return time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC) }
+	tp := &conventions.Topology{
+		Zones:       []conventions.TopologyZone{{Name: "a", CarbonZone: "north"}, {Name: "b", CarbonZone: "south"}},
+		CarbonZones: []conventions.CarbonZone{{Name: "north", GramsPerKWh: []float64{150}}, {Name: "south", GramsPerKWh: []float64{400}}},
+	}
+	if _, err := p.conv.topo.install(topologyOf(t, tp)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.policy.install([]byte("apiVersion: edgesched.policy/v1\nkind: SchedulingPolicy\nrules:\n- {name: green, kind: carbon, effect: preferred, weight: 100, pods: {}}\n")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pod := servicePod("web-0", "web")
+	cs := framework.NewCycleState()
+	if _, st := p.PreFilter(ctx, cs, pod, nil); !st.IsSuccess() {
+		t.Fatalf("PreFilter %v", st)
+	}
+	p.PreScore(ctx, cs, pod, infos)
+	for i, want := range []string{"green: 0.67 (weight 100)", "green: 0.25 (weight 100)", "green: 1.00 (weight 100)"} {
+		n := infos[i].Node().Name
+		if got := p.policyAnnotation(cs, n); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: policy annotation %q, want %q", n, got, want)
+		}
+		if s, st := p.Score(ctx, cs, pod, infos[i]); s < fwk.MinNodeScore || s > fwk.MaxNodeScore || !st.IsSuccess() {
+			t.Errorf("%s: score %d (%v)", n, s, st)
+		}
+	}
+	// without PreScore's least emissions the rule falls back to the
+	// absolute scale: n1 1 - 150/1000 = 0.85
+	cs = framework.NewCycleState()
+	p.PreFilter(ctx, cs, pod, nil)
+	if got := p.policyAnnotation(cs, "n1"); !strings.HasPrefix(got, "green: 0.85 (weight 100)") {
+		t.Errorf("n1 without PreScore: %q", got)
 	}
 }

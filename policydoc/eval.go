@@ -15,6 +15,13 @@ type Pod struct {
 	GPU bool
 	// CPU is the pod's CPU request in milli-CPU.
 	CPU int64
+	// GPUMilli is the pod's whole GPU demand in milli-GPUs (2 GPUs: 2000;
+	// a 30% share of one: 300).
+	GPUMilli int64
+	// LeastEmissions is the lowest Emissions of the pod over the decision's
+	// candidate nodes, set by the scheduler before scoring (SetLeastEmissions);
+	// 0 scores the carbon preference on the absolute scale.
+	LeastEmissions float64
 }
 
 // Node is what a rule needs to know of a candidate node.
@@ -32,6 +39,76 @@ type Node struct {
 	CarbonKnown bool
 	// CPUAllocatable and CPURequested (before the pod) in milli-CPU.
 	CPUAllocatable, CPURequested int64
+	// WattsPerCore and WattsPerGPU are the node's power for placed work
+	// (watts per busy core, per busy GPU); both 0 when unknown, and then
+	// the carbon preference ranks by grid intensity alone.
+	WattsPerCore, WattsPerGPU float64
+}
+
+// The carbon preference's reference placement (RefWattsPerCore per core,
+// RefWattsPerGPU per GPU, on a grid at RefCarbon gCO2/kWh) scores 0; a
+// placement's satisfaction is 1 minus its estimated emissions over the
+// reference's, so on a node of the reference's power it is 1 -
+// intensity/RefCarbon, as without power figures. The per-core and per-GPU
+// figures are the simulator's defaults for an amd64 node and a GPU without
+// a data sheet (sim.DefaultPower, sim.DefaultGPUWatts).
+const (
+	RefWattsPerCore = 8
+	RefWattsPerGPU  = 250
+	RefCarbon       = 1000
+)
+
+// Emissions estimates the pod's emission rate on n relative to the
+// reference node's power: the grid's intensity (gCO2/kWh) times the pod's
+// power there over its power on the reference node (powerShare; 1 when the
+// node's power is unknown). ok is false when the intensity is unknown.
+func Emissions(p Pod, n *Node) (float64, bool) {
+	if !n.CarbonKnown {
+		return 0, false
+	}
+	e := math.Max(n.Carbon, 0)
+	if share, ok := powerShare(p, n); ok {
+		e *= share
+	}
+	return e, true
+}
+
+// WantsEmissions reports whether a preferred carbon rule without a
+// threshold applies to the pod at hour, so the scheduler should set
+// p.LeastEmissions before scoring.
+func (d *Document) WantsEmissions(p Pod, hour int) bool {
+	for i := range d.Rules {
+		r := &d.Rules[i]
+		if r.Kind == Carbon && r.Effect != Required && r.MaxCarbon == 0 && r.Applies(p, hour) {
+			return true
+		}
+	}
+	return false
+}
+
+// SetLeastEmissions sets p.LeastEmissions to the lowest positive Emissions
+// over the candidate nodes (0 when none is known).
+func (p *Pod) SetLeastEmissions(nodes func(yield func(*Node) bool)) {
+	p.LeastEmissions = 0
+	for n := range nodes {
+		if e, ok := Emissions(*p, n); ok && e > 0 && (p.LeastEmissions == 0 || e < p.LeastEmissions) {
+			p.LeastEmissions = e
+		}
+	}
+}
+
+// powerShare is the pod's power on n over its power on the reference
+// node, from its requests; ok is false when either is unknown or zero.
+func powerShare(p Pod, n *Node) (float64, bool) {
+	if n.WattsPerCore <= 0 && n.WattsPerGPU <= 0 {
+		return 0, false
+	}
+	cores, gpus := float64(max(p.CPU, 0))/1000, float64(max(p.GPUMilli, 0))/1000
+	ref := cores*RefWattsPerCore + gpus*RefWattsPerGPU
+	if ref <= 0 {
+		return 0, false
+	}
+	return (cores*max(n.WattsPerCore, 0) + gpus*max(n.WattsPerGPU, 0)) / ref, true
 }
 
 // Placed counts the running replicas the rules about services look at.
@@ -175,7 +252,11 @@ func (r *Rule) satisfaction(p Pod, n *Node, pl Placed, hour int, hard bool) sat 
 			return sat{v: 0.5, why: "carbon intensity of the node's grid is unknown"}
 		}
 		if r.MaxCarbon == 0 {
-			return sat{ok: true, v: 1 - math.Min(math.Max(n.Carbon, 0), 1000)/1000}
+			e, _ := Emissions(p, n)
+			if p.LeastEmissions > 0 && e > 0 {
+				return sat{ok: true, v: math.Min(1, p.LeastEmissions/e)}
+			}
+			return sat{ok: true, v: 1 - math.Min(e, RefCarbon)/RefCarbon}
 		}
 		if n.Carbon <= r.MaxCarbon {
 			return yes()

@@ -1,6 +1,7 @@
 package policydoc
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -88,5 +89,61 @@ func TestEvaluate(t *testing.T) {
 	// db/cache separate (weight 30, node): db on n3 (runs cache) gets 0.
 	if v := d.Evaluate(Pod{Service: "db"}, n3, pl, 12); v.Score != 0 {
 		t.Errorf("separate preference on cache's node scored %v, want 0", v.Score)
+	}
+}
+
+// TestCarbonEmissions checks the carbon preference's estimate by hand: a
+// pod of 1 core and 0.2 GPU weighs 1*8 + 0.2*250 = 58 W on the reference
+// node. On an arm board (2 W/core, 25 W/GPU: 2 + 5 = 7 W, share 7/58) at
+// 300 g, Emissions = 300*7/58 = 36.2; on an amd64 T4 box (6 W/core, 70
+// W/GPU: 6 + 14 = 20 W) at 100 g, 100*20/58 = 34.5.
+func TestCarbonEmissions(t *testing.T) {
+	d := &Document{APIVersion: APIVersion, Kind: DocKind, Rules: []Rule{{Name: "green", Kind: Carbon, Effect: Preferred, Weight: 10}}}
+	pod := Pod{CPU: 1000, GPU: true, GPUMilli: 200}
+	board := &Node{Name: "board", WattsPerCore: 2, WattsPerGPU: 25, Carbon: 300, CarbonKnown: true}
+	box := &Node{Name: "box", WattsPerCore: 6, WattsPerGPU: 70, Carbon: 100, CarbonKnown: true}
+	bare := &Node{Name: "bare", Carbon: 400, CarbonKnown: true} // power unknown: intensity alone
+	dark := &Node{Name: "dark"}                                 // intensity unknown
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	for _, c := range []struct {
+		node *Node
+		want float64
+		ok   bool
+	}{{board, 300 * 7.0 / 58, true}, {box, 100 * 20.0 / 58, true}, {bare, 400, true}, {dark, 0, false}} {
+		if e, ok := Emissions(pod, c.node); ok != c.ok || !near(e, c.want) {
+			t.Errorf("Emissions on %s = %v, %v; want %v, %v", c.node.Name, e, ok, c.want, c.ok)
+		}
+	}
+	if !d.WantsEmissions(pod, 0) {
+		t.Fatal("a preferred carbon rule without a threshold wants emissions")
+	}
+	// absolute scale (no LeastEmissions): 1 - 36.2/1000 -> 96.4 points
+	if v := d.Evaluate(pod, board, nil, 0); !near(v.Score, 100*(1-300*7.0/58/1000)) {
+		t.Errorf("absolute score on board = %v", v.Score)
+	}
+	// relative scale over {board, box, bare}: the box is least (34.5),
+	// the board scores 34.5/36.2 = 95.2, bare 34.5/400 = 8.6
+	pod.SetLeastEmissions(func(yield func(*Node) bool) {
+		for _, n := range []*Node{board, box, bare, dark} {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	if !near(pod.LeastEmissions, 100*20.0/58) {
+		t.Fatalf("LeastEmissions = %v, want %v", pod.LeastEmissions, 100*20.0/58)
+	}
+	for _, c := range []struct {
+		node *Node
+		want float64
+	}{{box, 100}, {board, 100 * (100 * 20.0 / 58) / (300 * 7.0 / 58)}, {bare, 100 * (100 * 20.0 / 58) / 400}, {dark, 50}} {
+		if v := d.Evaluate(pod, c.node, nil, 0); !near(v.Score, c.want) {
+			t.Errorf("relative score on %s = %v, want %v", c.node.Name, v.Score, c.want)
+		}
+	}
+	// a CPU-only pod on a node without power figures: intensity alone
+	cpu := Pod{CPU: 500}
+	if e, _ := Emissions(cpu, &Node{WattsPerCore: 8, Carbon: 250, CarbonKnown: true}); !near(e, 250) {
+		t.Errorf("a reference-power node's emissions = %v, want the intensity 250", e)
 	}
 }

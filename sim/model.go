@@ -207,6 +207,27 @@ func KnownGPUModels() []GPUModel {
 	}
 }
 
+// edgeGPUWatts are typical board powers of edge GPUs that the openb
+// trace does not name (vendor data sheets; Jetson boards at the power mode
+// the built-in scenarios assume).
+var edgeGPUWatts = map[string]float64{"Orin": 25, "Xavier": 20, "L4": 72, "A2": 60}
+
+// GPUWatts is the typical board power of a GPU model by name: the openb
+// models' figures (KnownGPUModels), common edge GPUs', DefaultGPUWatts for
+// any other. It does not change what an Env assumes (a cluster's own
+// GPUModels do); the scheduler uses it where a cluster gives no figure.
+func GPUWatts(name string) float64 {
+	for _, m := range KnownGPUModels() {
+		if m.Name == name && m.Watts > 0 {
+			return m.Watts
+		}
+	}
+	if w, ok := edgeGPUWatts[name]; ok {
+		return w
+	}
+	return DefaultGPUWatts
+}
+
 // CarbonZone is a grid region with an hourly carbon-intensity curve in
 // gCO2/kWh. The curve repeats: hour h of the run uses Curve[h % len(Curve)].
 type CarbonZone struct {

@@ -53,7 +53,8 @@ func (p *Policy) Start(st *sim.State, rng *rand.Rand) error {
 	env := st.Env
 	p.nodes = make([]policydoc.Node, len(env.Nodes))
 	for i, n := range env.Nodes {
-		v := policydoc.Node{Name: n.Name, Zone: env.Zones[n.Zone], Labels: n.Labels, CPUAllocatable: n.CPU}
+		v := policydoc.Node{Name: n.Name, Zone: env.Zones[n.Zone], Labels: n.Labels, CPUAllocatable: n.CPU,
+			WattsPerCore: n.WattsPerCore, WattsPerGPU: n.WattsPerGPU}
 		switch n.Arch {
 		case sim.ArchAMD64:
 			v.Arch = "amd64"
@@ -93,7 +94,7 @@ func (p *Policy) begin(st *sim.State, pod *sim.Pod) {
 	if pod.Service >= 0 {
 		svc = st.Env.Services[pod.Service]
 	}
-	p.pod = policydoc.Pod{Service: svc, GPU: pod.GPUs > 0, CPU: pod.CPU}
+	p.pod = policydoc.Pod{Service: svc, GPU: pod.GPUs > 0, CPU: pod.CPU, GPUMilli: pod.GPUDemand()}
 	p.placed.fill(st)
 	h := hour(st)
 	p.applies = false
@@ -157,6 +158,16 @@ func (p *Policy) Score(st *sim.State, pod *sim.Pod, nodes []int32, scores []floa
 		}
 	}
 	h := hour(st)
+	p.pod.LeastEmissions = 0
+	if p.doc.WantsEmissions(p.pod, h) {
+		p.pod.SetLeastEmissions(func(yield func(*policydoc.Node) bool) {
+			for _, n := range nodes {
+				if !yield(p.view(st, int(n))) {
+					return
+				}
+			}
+		})
+	}
 	for i, n := range nodes {
 		v := p.doc.Evaluate(p.pod, p.view(st, int(n)), &p.placed, h)
 		if !v.Preferred {

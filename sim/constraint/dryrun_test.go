@@ -90,3 +90,18 @@ rules:
 		t.Errorf("carbon_g %v -> %v: want lower", g.Before, g.After)
 	}
 }
+
+// TestCarbonReference: the carbon preference's reference node is the
+// simulator's default amd64 power and default GPU power, so a node
+// without figures of its own and one at the defaults rank alike.
+func TestCarbonReference(t *testing.T) {
+	if got := sim.DefaultPower(sim.ArchAMD64).WattsPerCore; got != policydoc.RefWattsPerCore {
+		t.Errorf("sim's amd64 watts per core %v, policydoc.RefWattsPerCore %v", got, policydoc.RefWattsPerCore)
+	}
+	if sim.DefaultGPUWatts != policydoc.RefWattsPerGPU {
+		t.Errorf("sim.DefaultGPUWatts %v, policydoc.RefWattsPerGPU %v", sim.DefaultGPUWatts, policydoc.RefWattsPerGPU)
+	}
+	if sim.GPUWatts("Orin") != 25 || sim.GPUWatts("T4") != 70 || sim.GPUWatts("no-such") != sim.DefaultGPUWatts {
+		t.Errorf("GPUWatts: Orin %v, T4 %v, unknown %v", sim.GPUWatts("Orin"), sim.GPUWatts("T4"), sim.GPUWatts("no-such"))
+	}
+}
