@@ -37,11 +37,11 @@ func (c *Coordinator) setupBus(ctx context.Context, nc *nats.Conn) (*bus, error)
 	if _, err := js.CreateOrUpdateStream(ctx, c.streamConfig()); err != nil {
 		return nil, fmt.Errorf("create update stream: %w", err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: federated.StateBucket, History: 1, Storage: jetstream.FileStorage})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: federated.StateBucket, History: 1, Storage: jetstream.FileStorage, Replicas: c.replicas()})
 	if err != nil {
 		return nil, fmt.Errorf("create state bucket: %w", err)
 	}
-	obj, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: federated.ModelBucket, Storage: jetstream.FileStorage})
+	obj, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: federated.ModelBucket, Storage: jetstream.FileStorage, Replicas: c.replicas()})
 	if err != nil {
 		return nil, fmt.Errorf("create model bucket: %w", err)
 	}
@@ -56,8 +56,13 @@ func (c *Coordinator) streamConfig() jetstream.StreamConfig {
 		Name: federated.UpdateStream, Subjects: []string{federated.UpdateSubjectPrefix + "*"},
 		Storage: jetstream.FileStorage, Duplicates: min(c.cfg.DuplicateWindow, c.maxAge()), MaxMsgSize: federated.MaxUpdateBytes,
 		MaxAge: c.cfg.UpdateMaxAge, MaxBytes: c.maxBytes(), Discard: jetstream.DiscardNew,
+		Replicas: c.replicas(),
 	}
 }
+
+// replicas is the replica count of everything the coordinator creates in
+// JetStream (the consumer follows its stream's).
+func (c *Coordinator) replicas() int { return max(c.cfg.Replicas, 1) }
 
 func (c *Coordinator) maxAge() time.Duration {
 	if c.cfg.UpdateMaxAge <= 0 {

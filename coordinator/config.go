@@ -117,6 +117,13 @@ type Config struct {
 	// outbox and retry). Defaults DefaultUpdateMaxAge, DefaultUpdateMaxBytes.
 	UpdateMaxAge   time.Duration
 	UpdateMaxBytes int64
+	// Replicas is how many servers of a JetStream cluster hold the update
+	// stream, the state bucket and the model store (and so the
+	// coordinator's consumer): 3 in production tolerates the loss of one
+	// server with nothing lost. 0 means 1 (a single server); at most
+	// MaxReplicas, and no more than the cluster's servers (the server
+	// refuses the stream otherwise).
+	Replicas int
 	// Batch is the most updates judged in one store transaction (one
 	// fsync; default 256); Verifiers is how many check signatures and
 	// payloads in parallel (0: GOMAXPROCS).
@@ -161,6 +168,8 @@ const (
 	DefaultAuditKeep      = 10_000
 	DefaultUpdateMaxAge   = 72 * time.Hour
 	DefaultUpdateMaxBytes = 4 << 30
+	// MaxReplicas is JetStream's largest replica count.
+	MaxReplicas = 5
 )
 
 // DefaultConfig is synchronous FedAvg rounds of 5 minutes with a quorum of
@@ -224,6 +233,8 @@ func (c *Config) Validate() error {
 		return bad("AuditKeep/Batch/Verifiers/BackupKeep/BackupEvery", "AuditKeep >= 0, Batch >= 1, Verifiers >= 0, BackupKeep >= 1, BackupEvery >= 0")
 	case c.UpdateMaxAge < 0 || c.UpdateMaxBytes < 0:
 		return bad("UpdateMaxAge/UpdateMaxBytes", "must be >= 0 (0: no limit)")
+	case c.Replicas < 0 || c.Replicas > MaxReplicas:
+		return bad("Replicas", "%d, want 1 to %d (0: 1)", c.Replicas, MaxReplicas)
 	case c.PollInterval <= 0 || c.DuplicateWindow <= 0:
 		return bad("PollInterval/DuplicateWindow", "must be > 0")
 	}

@@ -186,6 +186,8 @@ func TestConfigValidate(t *testing.T) {
 		{"no calibration", func(c *Config) { c.Calibrate = nil }, "Calibrate"},
 		{"bad mode", func(c *Config) { c.Mode = "sometimes" }, "Mode"},
 		{"server lr", func(c *Config) { c.ServerLR = 0 }, "ServerLR"},
+		{"negative replicas", func(c *Config) { c.Replicas = -1 }, "Replicas"},
+		{"replicas above JetStream's 5", func(c *Config) { c.Replicas = 6 }, "Replicas"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

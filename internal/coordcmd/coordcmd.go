@@ -104,6 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		auditKeep   = fs.Int("audit-keep", d.AuditKeep, "audit events kept in coordinator.db, the oldest forgotten first (0: all)")
 		streamAge   = fs.Duration("update-max-age", d.UpdateMaxAge, "update stream: messages expire after this (0: never)")
 		streamBytes = fs.Int64("update-max-bytes", d.UpdateMaxBytes, "update stream: size limit; when full, sites keep their updates and retry (0: none)")
+		replicas    = fs.Int("replicas", 1, "JetStream replicas of the update stream, state bucket and model store (3 on a cluster of 3 or more servers tolerates losing one)")
 		backupDir   = fs.String("backup-dir", "", "directory of online backups of coordinator.db (default DATA/backups)")
 		backupEvery = fs.Duration("backup-every", 0, "write an online backup this often (0: only on request, admin endpoint "+coordinator.EndpointStoreBackup+")")
 		backupKeep  = fs.Int("backup-keep", d.BackupKeep, "online backups kept in --backup-dir")
@@ -184,7 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg.Rounds, cfg.AutoRounds, cfg.AutoPublish = *rounds, *autoRounds, !*manualPub
 	cfg.Aggregator.Rule, cfg.Aggregator.TrimBeta, cfg.Aggregator.Byzantine = *rule, *trimBeta, *byzantine
 	cfg.ClipNorm, cfg.ServerLR, cfg.MaxUpdateNorm, cfg.MaxSamples = *clip, *serverLR, *maxNorm, *maxSamples
-	cfg.AuditKeep, cfg.UpdateMaxAge, cfg.UpdateMaxBytes = *auditKeep, *streamAge, *streamBytes
+	cfg.AuditKeep, cfg.UpdateMaxAge, cfg.UpdateMaxBytes, cfg.Replicas = *auditKeep, *streamAge, *streamBytes, *replicas
 	cfg.BackupDir, cfg.BackupEvery, cfg.BackupKeep = *backupDir, *backupEvery, *backupKeep
 	cfg.Local = federated.LocalTraining{Iterations: *iters, Episodes: *episodes, LR: *lr, ProxMu: *proxMu}
 	if *dpNoise > 0 {
