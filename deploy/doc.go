@@ -14,7 +14,9 @@
 //     (`make manifests`); k3s/helmchart.yaml: a HelmChart for K3s's Helm
 //     controller.
 //   - edge-scheduler: the KubeSchedulerConfiguration, RBAC and extender
-//     configuration for running edge-scheduler by hand (docs/edge-plugin.md).
+//     configurations for running edge-scheduler by hand (docs/edge-plugin.md;
+//     k3s-extender-policy.yaml when the extender enforces a scheduling
+//     policy).
 //   - nats: hub and leaf-node configurations outside Kubernetes.
 //   - systemd: hardened units for edge-agent and edge-coordinator.
 //

@@ -35,7 +35,9 @@ import (
 //
 //   - POST {prefix}/filter: ExtenderArgs in, ExtenderFilterResult out. The
 //     decisions are EdgePolicy's PreFilter and Filter, called as they are
-//     (GPU model and per-device fit). The plugin's two failure kinds are
+//     (GPU model and per-device fit; the scheduling policy's required
+//     rules, a refused node's reason naming the rule: policy_filter.go).
+//     The plugin's two failure kinds are
 //     kept apart: UnschedulableAndUnresolvable (no GPUs, model not
 //     accepted, more devices than the node has, malformed request) goes to
 //     FailedAndUnresolvableNodes, Unschedulable (no free device or share
@@ -51,6 +53,10 @@ import (
 //     coarser. kube-scheduler multiplies by the extender's weight and by
 //     MaxNodeScore/MaxExtenderPriority = 10, so with the default scorers
 //     disabled the scheduler picks among the same nodes as the plugin.
+//     The scheduling policy's preferred rules are mixed into the 0..100
+//     scores as in the plugin's Score (policydoc Document.Combine, clamped
+//     to [0, MaxNodeScore]) before that mapping, so the extender's scores
+//     stay in [0, MaxExtenderPriority].
 //
 // The extender needs more than the request carries: the node objects
 // (nodeCacheCapable=false sends them in full; with nodeCacheCapable=true
@@ -421,7 +427,7 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 			res.FailedAndUnresolvableNodes[n.Name] = st.Message()
 		}
 	case !e.src.Synced():
-		res.Error = "edgesched extender: cluster cache not synced yet (GPU device occupancy unknown)"
+		res.Error = "edgesched extender: cluster cache not synced yet (GPU device occupancy and the policy's placements unknown)"
 		return res
 	default:
 		infos := e.infos(nodes, args.Pod.UID)
@@ -718,5 +724,6 @@ var (
 
 func registerExtenderMetrics() {
 	RegisterMetrics()
+	registerPolicyMetrics()
 	registerExtOnce.Do(func() { legacyregistry.MustRegister(metricExtRequests, metricExtDuration) })
 }

@@ -29,6 +29,18 @@ import (
 // write. The pod is "assumed" on the node from the moment its devices are
 // chosen until the informer delivers it (or AssumeTTL passes), so
 // concurrent and later decisions see its devices taken.
+//
+// With a scheduling policy the bind verb is also where its required rules
+// are committed (policyBind). The scheduler calls filter for the next pod
+// while the previous one is still being bound, and the extender learns of
+// bindings it did not make only through its informer, so two replicas
+// filtered at once can each pass "at most 1 replica per node" on the same
+// node. Every pod the extender binds is therefore assumed (GPU or not),
+// and the rules are checked again on the chosen node, one binding at a
+// time with the pods bound before counted: a broken rule refuses the
+// binding, naming the rule, and the scheduler retries the pod, whose
+// filter then sees the earlier binding. Configure the extender as the
+// binder of every pod for this (deploy/edge-scheduler/k3s-extender-policy.yaml).
 
 // AssumeTTL bounds how long a pod the extender bound counts on its node
 // without the informer showing it there.
@@ -77,21 +89,15 @@ func (e *Extender) bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	if err != nil {
 		return fmt.Errorf("%w: pod %s/%s: %w", ErrBind, pod.Namespace, pod.Name, err)
 	}
-	// Choose the devices and count the pod on the node in one step, so
-	// concurrent binds (the scheduler binds in a goroutine per pod) never
-	// pick the same free device; the entry is taken back if the binding
-	// fails.
-	var ann map[string]string
-	if req.GPUs > 0 {
-		e.bindMu.Lock()
-		dev, err := e.pickDevices(pod, args.Node)
-		if err != nil {
-			e.bindMu.Unlock()
-			return fmt.Errorf("%w: choosing GPU devices for %s/%s on %s: %w", ErrBind, pod.Namespace, pod.Name, args.Node, err)
-		}
-		ann = map[string]string{AnnotationGPUDevices: formatDevices(dev)}
-		e.assume(pod, args.Node, ann)
-		e.bindMu.Unlock()
+	// Check the policy's required rules, choose the devices and count the
+	// pod on the node in one step, so concurrent binds (the scheduler
+	// binds in a goroutine per pod) never pick the same free device nor
+	// break a rule together; the entry is taken back if the binding fails.
+	e.bindMu.Lock()
+	ann, err := e.reserve(pod, req, args.Node)
+	e.bindMu.Unlock()
+	if err != nil {
+		return err
 	}
 	binding := &v1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
@@ -103,15 +109,42 @@ func (e *Extender) bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bindTimeout)
 	defer cancel()
 	if err := schedutil.BindPod(bctx, e.client, binding); err != nil {
-		if ann != nil {
-			e.mu.Lock()
-			delete(e.assumed, pod.UID)
-			e.mu.Unlock()
-		}
+		e.mu.Lock()
+		delete(e.assumed, pod.UID)
+		e.mu.Unlock()
 		return fmt.Errorf("%w: %s/%s to %s: %w", ErrBind, pod.Namespace, pod.Name, args.Node, err)
 	}
 	klog.FromContext(ctx).V(3).Info("Bound pod", "pod", klog.KObj(pod), "node", args.Node, "devices", ann[AnnotationGPUDevices])
 	return nil
+}
+
+// reserve is the bind verb's commit point (call with bindMu held): the
+// policy's required rules are checked on node with every pod the extender
+// knows of counted, the pods it bound itself included (policyBind), the
+// devices of a GPU pod are chosen, and the pod is assumed on the node. It
+// returns the binding's annotations: the devices, and the rules that
+// applied (AnnotationPolicy), as the plugin's Bind writes them.
+func (e *Extender) reserve(pod *v1.Pod, req gpuRequest, node string) (map[string]string, error) {
+	refusal, explain := e.policyBind(pod, node)
+	if refusal != "" {
+		return nil, fmt.Errorf("%w: %s/%s on %s: %s", ErrBind, pod.Namespace, pod.Name, node, refusal)
+	}
+	var ann map[string]string
+	if req.GPUs > 0 {
+		dev, err := e.pickDevices(pod, node)
+		if err != nil {
+			return nil, fmt.Errorf("%w: choosing GPU devices for %s/%s on %s: %w", ErrBind, pod.Namespace, pod.Name, node, err)
+		}
+		ann = map[string]string{AnnotationGPUDevices: formatDevices(dev)}
+	}
+	if explain != "" {
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[AnnotationPolicy] = explain
+	}
+	e.assume(pod, node, ann)
+	return ann, nil
 }
 
 // bindTimeout bounds one binding's API calls (with retries).

@@ -509,33 +509,41 @@ func TestExtenderMainUsage(t *testing.T) {
 	}
 }
 
-// TestK3sExtenderConfig loads the shipped K3s configuration the way
-// kube-scheduler does and validates it.
+// TestK3sExtenderConfig loads the shipped K3s configurations the way
+// kube-scheduler does and validates them: k3s-extender.yaml filters and
+// binds the GPU pods only, k3s-extender-policy.yaml every pod (a policy's
+// required rules apply to pods without GPUs too).
 func TestK3sExtenderConfig(t *testing.T) {
-	cfg, err := options.LoadConfigFromFile(klog.Background(), filepath.Join("..", "deploy", "edge-scheduler", "k3s-extender.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := validation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if len(cfg.Extenders) == 0 {
-		t.Fatal("no extenders")
-	}
-	filter, prio, bind := false, false, false
-	for _, e := range cfg.Extenders {
-		if e.NodeCacheCapable {
-			t.Errorf("extender %s: nodeCacheCapable must be false (the extender needs the Node objects)", e.URLPrefix)
-		}
-		filter = filter || e.FilterVerb == "filter"
-		prio = prio || e.PrioritizeVerb == "prioritize"
-		if e.BindVerb == "bind" {
-			// the binder must be the entry that manages the GPU resources:
-			// the scheduler hands it exactly the GPU pods
-			bind = len(e.ManagedResources) > 0 && e.FilterVerb == "filter"
-		}
-	}
-	if !filter || !prio || !bind {
-		t.Fatalf("extenders lack a verb (filter, prioritize, and bind on the GPU entry): %+v", cfg.Extenders)
+	for file, allPods := range map[string]bool{"k3s-extender.yaml": false, "k3s-extender-policy.yaml": true} {
+		t.Run(file, func(t *testing.T) {
+			cfg, err := options.LoadConfigFromFile(klog.Background(), filepath.Join("..", "deploy", "edge-scheduler", file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := validation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
+				t.Fatal(err)
+			}
+			if len(cfg.Extenders) == 0 {
+				t.Fatal("no extenders")
+			}
+			filter, prio, bind := false, false, false
+			for _, e := range cfg.Extenders {
+				if e.NodeCacheCapable {
+					t.Errorf("extender %s: nodeCacheCapable must be false (the extender needs the Node objects)", e.URLPrefix)
+				}
+				filter = filter || e.FilterVerb == "filter"
+				prio = prio || e.PrioritizeVerb == "prioritize"
+				if e.BindVerb == "bind" {
+					// the binder is the filtering entry: without a
+					// policy the one that manages the GPU resources (the
+					// scheduler hands it exactly the GPU pods), with one
+					// the entry interested in every pod, not ignorable
+					bind = e.FilterVerb == "filter" && (len(e.ManagedResources) == 0) == allPods && (!allPods || !e.Ignorable)
+				}
+			}
+			if !filter || !prio || !bind {
+				t.Fatalf("extenders lack a verb (filter, prioritize, and bind on the filtering entry, for every pod: %v): %+v", allPods, cfg.Extenders)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -43,6 +44,12 @@ var (
 		Help:           "Nodes refused by a required rule of the scheduling policy, by rule.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"rule"})
+	metricPolicyBindRefusals = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      "edgesched_extender",
+		Name:           "policy_bind_refusals_total",
+		Help:           "Bindings the extender's bind verb refused because a required rule of the scheduling policy no longer held on the chosen node (a concurrent binding came first; the scheduler retries the pod).",
+		StabilityLevel: metrics.ALPHA,
+	})
 	policyMetricsRegistered atomic.Bool
 )
 
@@ -120,7 +127,7 @@ func startPolicySource(ctx context.Context, client kubernetes.Interface, rules *
 
 func registerPolicyMetrics() {
 	if policyMetricsRegistered.CompareAndSwap(false, true) {
-		for _, m := range []metrics.Registerable{metricPolicyRules, metricPolicyUpdates, metricPolicyRejection} {
+		for _, m := range []metrics.Registerable{metricPolicyRules, metricPolicyUpdates, metricPolicyRejection, metricPolicyBindRefusals} {
 			_ = legacyregistry.Register(m)
 		}
 	}
@@ -404,4 +411,34 @@ func (p *EdgePolicy) policyAnnotation(cs fwk.CycleState, nodeName string) string
 		return ""
 	}
 	return c.explain(ni)
+}
+
+// policyBind checks the policy's required rules for pod on node at the
+// bind verb (called with bindMu held: bindings are checked one at a time,
+// the pods bound before assumed). It returns why the binding is refused
+// ("" when every rule holds, or no rule applies) and, when it is not, the
+// AnnotationPolicy value for the binding.
+func (e *Extender) policyBind(pod *v1.Pod, node string) (refusal, explain string) {
+	if e.p.policy.current() == nil {
+		return "", ""
+	}
+	if !e.src.Synced() {
+		return "cluster cache not synced yet (the policy's placements unknown)", ""
+	}
+	all := e.p.policyNodes()
+	c := e.p.newPolicyCycle(pod, all)
+	if c == nil {
+		return "", ""
+	}
+	i := slices.IndexFunc(all, func(ni fwk.NodeInfo) bool { return ni.Node() != nil && ni.Node().Name == node })
+	if i < 0 {
+		return fmt.Sprintf("node %s is not in the extender's cache yet (the policy cannot be checked)", node), ""
+	}
+	v := c.doc.Evaluate(c.pod, c.node(all[i]), c.placed, c.hour)
+	if !v.Fits {
+		metricPolicyRejection.WithLabelValues(v.Rule).Inc()
+		metricPolicyBindRefusals.Inc()
+		return v.Reason, ""
+	}
+	return "", c.explain(all[i])
 }

@@ -757,6 +757,9 @@ type edgeRun struct {
 	nodes    []corev1.Node
 	seq      int
 	maxShare int64
+	// metricsURL is what waitMetric scrapes, without a token ("": the
+	// scheduler's /metrics, with the control plane's token).
+	metricsURL string
 }
 
 func (r *edgeRun) allPods(ctx context.Context) []corev1.Pod {
@@ -784,7 +787,11 @@ func (r *edgeRun) waitMetric(ctx context.Context, what string, cond func(metrics
 	var lastErr error
 	start := time.Now()
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		last, lastErr = scrapeMetrics(ctx, r.sched.URL+"/metrics", r.cp.Token)
+		if r.metricsURL != "" {
+			last, lastErr = scrapeMetrics(ctx, r.metricsURL, "")
+		} else {
+			last, lastErr = scrapeMetrics(ctx, r.sched.URL+"/metrics", r.cp.Token)
+		}
 		return lastErr == nil && cond(last), nil
 	})
 	if err != nil {

@@ -119,10 +119,11 @@ func startEdgeCluster(ctx context.Context, t testing.TB, n int) *edgeCluster {
 	return startOpenbCluster(ctx, t, n, func(cl *sim.Cluster) (*quant.Artifact, error) { return quantizeModel(cl, "default", 1) })
 }
 
-// startExtender runs `edge-scheduler extender` on a free loopback port and
-// waits until /readyz answers "ok" (informers synced, model loaded). It
-// returns the process and its base URL (http://127.0.0.1:PORT).
-func startExtender(t testing.TB, cp *ControlPlane, bin string, sm signedModel) (*Process, string) {
+// startExtender runs `edge-scheduler extender` on a free loopback port
+// (with extra flags after the usual ones) and waits until /readyz answers
+// "ok" (informers synced, model loaded). It returns the process and its
+// base URL (http://127.0.0.1:PORT).
+func startExtender(t testing.TB, cp *ControlPlane, bin string, sm signedModel, extra ...string) (*Process, string) {
 	t.Helper()
 	kubeconfig, err := cp.Kubeconfig()
 	if err != nil {
@@ -141,10 +142,11 @@ func startExtender(t testing.TB, cp *ControlPlane, bin string, sm signedModel) (
 		if attempt > 1 {
 			name += "-" + strconv.Itoa(attempt)
 		}
-		p, err := StartProcess(t, cp.Dir, name, cp.opts.StopGrace, bin, "extender",
+		args := append([]string{"extender",
 			"--listen", addr, "--kubeconfig", kubeconfig, "--model", sm.modelPath, "--keys", sm.pubPath,
 			"--prefix", extPrefix, "--target-workload", edgeTarget, "--target-threshold", strconv.FormatFloat(edgeThreshold, 'g', -1, 64),
-			"--v", "2")
+			"--v", "2"}, extra...)
+		p, err := StartProcess(t, cp.Dir, name, cp.opts.StopGrace, bin, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,23 +186,30 @@ func startExtender(t testing.TB, cp *ControlPlane, bin string, sm signedModel) (
 // ignorable, nodeCacheCapable) is the shipped file's.
 func k3sExtenderConfig(t testing.TB, dir, kubeconfig, base string) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(deployDir, "k3s-extender.yaml"))
+	return k3sExtenderConfigFile(t, dir, "k3s-extender.yaml", kubeconfig, base)
+}
+
+// k3sExtenderConfigFile is k3sExtenderConfig for another shipped file of
+// deploy/edge-scheduler (k3s-extender-policy.yaml), written to dir/file.
+func k3sExtenderConfigFile(t testing.TB, dir, file, kubeconfig, base string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(deployDir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cfg map[string]any
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
-		t.Fatalf("k3s-extender.yaml: %v", err)
+		t.Fatalf("%s: %v", file, err)
 	}
 	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
 	cfg["leaderElection"] = map[string]any{"leaderElect": false}
 	profiles, _ := cfg["profiles"].([]any)
 	if len(profiles) != 1 || profiles[0].(map[string]any)["schedulerName"] != corev1.DefaultSchedulerName {
-		t.Fatalf("k3s-extender.yaml: want one profile %s, got %v", corev1.DefaultSchedulerName, profiles)
+		t.Fatalf("%s: want one profile %s, got %v", file, corev1.DefaultSchedulerName, profiles)
 	}
 	exts, _ := cfg["extenders"].([]any)
 	if len(exts) == 0 {
-		t.Fatal("k3s-extender.yaml: no extenders")
+		t.Fatalf("%s: no extenders", file)
 	}
 	verbs := map[string]bool{}
 	for _, e := range exts {
@@ -208,7 +217,7 @@ func k3sExtenderConfig(t testing.TB, dir, kubeconfig, base string) string {
 		u, _ := m["urlPrefix"].(string)
 		i := strings.Index(strings.TrimPrefix(u, "http://"), "/")
 		if !strings.HasPrefix(u, "http://") || i < 0 || strings.TrimPrefix(u, "http://")[i:] != extPrefix {
-			t.Fatalf("k3s-extender.yaml: urlPrefix %q: want http://HOST:PORT%s", u, extPrefix)
+			t.Fatalf("%s: urlPrefix %q: want http://HOST:PORT%s", file, u, extPrefix)
 		}
 		m["urlPrefix"] = base + extPrefix
 		for _, v := range []string{"filterVerb", "prioritizeVerb", "bindVerb"} {
@@ -218,13 +227,13 @@ func k3sExtenderConfig(t testing.TB, dir, kubeconfig, base string) string {
 		}
 	}
 	if !verbs["filter"] || !verbs["prioritize"] || !verbs["bind"] {
-		t.Fatalf("k3s-extender.yaml: verbs %v, want filter, prioritize and bind", verbs)
+		t.Fatalf("%s: verbs %v, want filter, prioritize and bind", file, verbs)
 	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "k3s-extender.yaml")
+	path := filepath.Join(dir, file)
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		t.Fatal(err)
 	}

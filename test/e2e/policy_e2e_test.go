@@ -90,10 +90,6 @@ func TestPolicyE2E(t *testing.T) {
 	defer cancel()
 	oc := startOpenbCluster(ctx, t, policyNodes, quantizeShipped)
 	cp, nodeList, arts := oc.cp, oc.nodes, oc.art
-	zoneOf := map[string]string{}
-	for _, n := range nodeList {
-		zoneOf[n.Name] = n.Labels[edgeplugin.LabelZone]
-	}
 	dir := t.TempDir()
 	trusted := e2eSigner(t, 1)
 	keyDir := trustedKeyDir(t, dir, trusted)
@@ -109,62 +105,99 @@ func TestPolicyE2E(t *testing.T) {
 	}
 	r := &edgeRun{t: t, cp: cp, sched: sched, ref: ref, nodes: nodeList}
 	r.waitMetric(ctx, "model v1 loaded", func(m metrics) bool { return m.sum("edgesched_plugin_model_version") == 1 })
-	admin, err := cp.Kubeconfig()
+	s := newPolicyScenario(ctx, t, r, "policy", edgeSchedulerName)
+	t.Logf("edge-scheduler ready at %s", time.Since(began).Round(time.Millisecond))
+	s.run(ctx, t)
+}
+
+// policyScenario is the policy's end-to-end scenario against whatever
+// enforces it (the plugin in TestPolicyE2E, the extender behind the stock
+// kube-scheduler in TestPolicyExtenderE2E): r.waitMetric scrapes that
+// component, pods go to schedulerName.
+type policyScenario struct {
+	cp            *ControlPlane
+	r             *edgeRun
+	admin         string // kubeconfig edgectl applies the policy with
+	ns            string
+	schedulerName string
+	zoneOf        map[string]string // node -> zone
+}
+
+// newPolicyScenario creates namespace ns for the scenario's pods.
+func newPolicyScenario(ctx context.Context, t *testing.T, r *edgeRun, ns, schedulerName string) *policyScenario {
+	t.Helper()
+	admin, err := r.cp.Kubeconfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := "policy"
-	if err := CreateNamespace(ctx, cp.Client, ns); err != nil {
+	if err := CreateNamespace(ctx, r.cp.Client, ns); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("edge-scheduler ready at %s", time.Since(began).Round(time.Millisecond))
+	s := &policyScenario{cp: r.cp, r: r, admin: admin, ns: ns, schedulerName: schedulerName, zoneOf: map[string]string{}}
+	for _, n := range r.nodes {
+		s.zoneOf[n.Name] = n.Labels[edgeplugin.LabelZone]
+	}
+	return s
+}
 
-	// bind creates pods and returns where they went.
-	bind := func(t *testing.T, prefix, service string, n int) map[string]string {
-		out := map[string]string{}
-		for i := range n {
-			p := servicePod(prefix+"-"+string(rune('a'+i)), service)
-			if _, err := cp.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+// bind creates n pods of service at once and returns where they went.
+func (s *policyScenario) bind(ctx context.Context, t *testing.T, prefix, service string, n int) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for i := range n {
+		p := servicePod(prefix+"-"+string(rune('a'+i)), service)
+		p.Spec.SchedulerName = s.schedulerName
+		if _, err := s.cp.Client.CoreV1().Pods(s.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		for i := range n {
-			name := prefix + "-" + string(rune('a'+i))
-			out[name] = r.waitBound(ctx, ns, name).Spec.NodeName
-		}
-		return out
 	}
-	apply := func(t *testing.T, sentences ...string) time.Time {
-		doc := filepath.Join(t.TempDir(), "policy.yaml")
-		edgectlRun(ctx, t, append([]string{"policy", "compile", "--out", doc, "--zones", "edge-a,edge-b,edge-c", "--services", "api"}, sentences...)...)
-		at := time.Now()
-		edgectlRun(ctx, t, "policy", "apply", doc, "--kubeconfig", admin)
-		return at
+	for i := range n {
+		name := prefix + "-" + string(rune('a'+i))
+		out[name] = s.r.waitBound(ctx, s.ns, name).Spec.NodeName
 	}
-	rules := func(n int) func(m metrics) bool {
-		return func(m metrics) bool { return m.sum("edgesched_plugin_policy_rules") == float64(n) }
-	}
+	return out
+}
 
+// apply compiles sentences and applies the document with edgectl, in
+// process; it returns when the apply began.
+func (s *policyScenario) apply(ctx context.Context, t *testing.T, sentences ...string) time.Time {
+	t.Helper()
+	doc := filepath.Join(t.TempDir(), "policy.yaml")
+	edgectlRun(ctx, t, append([]string{"policy", "compile", "--out", doc, "--zones", "edge-a,edge-b,edge-c", "--services", "api"}, sentences...)...)
+	at := time.Now()
+	edgectlRun(ctx, t, "policy", "apply", doc, "--kubeconfig", s.admin)
+	return at
+}
+
+func policyRules(n int) func(m metrics) bool {
+	return func(m metrics) bool { return m.sum("edgesched_plugin_policy_rules") == float64(n) }
+}
+
+// run: hard rules hold in every binding; an update is followed within
+// seconds; a malformed document is refused and the last good one keeps
+// working; an unsatisfiable rule is named in a FailedScheduling event.
+func (s *policyScenario) run(ctx context.Context, t *testing.T) {
+	r, cp, ns := s.r, s.cp, s.ns
 	if !t.Run("HardRulesHold", func(t *testing.T) {
 		r.t = t
-		at := apply(t, "keep web and api in the same zone",
+		at := s.apply(ctx, t, "keep web and api in the same zone",
 			"never run database in zone edge-a",
 			"run at most 1 replica of cache per node")
-		r.waitMetric(ctx, "the policy in use", rules(3))
+		r.waitMetric(ctx, "the policy in use", policyRules(3))
 		t.Logf("policy v1 (3 rules) in use %s after apply", time.Since(at).Round(time.Millisecond))
-		web, api := bind(t, "web", "web", 3), bind(t, "api", "api", 3)
-		db, cache := bind(t, "db", "database", 4), bind(t, "cache", "cache", 4)
+		web, api := s.bind(ctx, t, "web", "web", 3), s.bind(ctx, t, "api", "api", 3)
+		db, cache := s.bind(ctx, t, "db", "database", 4), s.bind(ctx, t, "cache", "cache", 4)
 		zones := map[string]bool{}
 		for _, m := range []map[string]string{web, api} {
 			for _, n := range m {
-				zones[zoneOf[n]] = true
+				zones[s.zoneOf[n]] = true
 			}
 		}
 		if len(zones) != 1 {
 			t.Errorf("web and api replicas in zones %v, want one zone", zones)
 		}
 		for p, n := range db {
-			if zoneOf[n] == "edge-a" {
+			if s.zoneOf[n] == "edge-a" {
 				t.Errorf("%s bound to %s in zone edge-a", p, n)
 			}
 		}
@@ -189,16 +222,16 @@ func TestPolicyE2E(t *testing.T) {
 	}
 	if !t.Run("UpdateFollowed", func(t *testing.T) {
 		r.t = t
-		at := apply(t, "never run database in zone edge-b", "never run database in zone edge-c")
-		r.waitMetric(ctx, "the updated policy in use", rules(2))
+		at := s.apply(ctx, t, "never run database in zone edge-b", "never run database in zone edge-c")
+		r.waitMetric(ctx, "the updated policy in use", policyRules(2))
 		took := time.Since(at)
 		t.Logf("policy v2 (2 rules) in use %s after apply", took.Round(time.Millisecond))
 		if took > 20*time.Second {
 			t.Errorf("the update took %s to be in use", took)
 		}
-		for p, n := range bind(t, "db2", "database", 3) {
-			if zoneOf[n] != "edge-a" {
-				t.Errorf("%s bound to %s in zone %s; v2 leaves only edge-a", p, n, zoneOf[n])
+		for p, n := range s.bind(ctx, t, "db2", "database", 3) {
+			if s.zoneOf[n] != "edge-a" {
+				t.Errorf("%s bound to %s in zone %s; v2 leaves only edge-a", p, n, s.zoneOf[n])
 			}
 		}
 	}) {
@@ -221,9 +254,9 @@ func TestPolicyE2E(t *testing.T) {
 		if n := m.sum("edgesched_plugin_policy_rules"); n != 2 {
 			t.Fatalf("after a malformed policy: %v rules in use, want the last good 2", n)
 		}
-		for p, n := range bind(t, "db3", "database", 3) {
-			if zoneOf[n] != "edge-a" {
-				t.Errorf("%s bound to %s in zone %s: the last good policy should still hold", p, n, zoneOf[n])
+		for p, n := range s.bind(ctx, t, "db3", "database", 3) {
+			if s.zoneOf[n] != "edge-a" {
+				t.Errorf("%s bound to %s in zone %s: the last good policy should still hold", p, n, s.zoneOf[n])
 			}
 		}
 	}) {
@@ -231,9 +264,10 @@ func TestPolicyE2E(t *testing.T) {
 	}
 	t.Run("UnsatisfiableNamed", func(t *testing.T) {
 		r.t = t
-		apply(t, "run reports only in zone nowhere")
-		r.waitMetric(ctx, "the unsatisfiable policy in use", rules(1))
+		s.apply(ctx, t, "run reports only in zone nowhere")
+		r.waitMetric(ctx, "the unsatisfiable policy in use", policyRules(1))
 		p := servicePod("reports-a", "reports")
+		p.Spec.SchedulerName = s.schedulerName
 		if _, err := cp.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -258,5 +292,4 @@ func TestPolicyE2E(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	_ = corev1.PodRunning
 }
