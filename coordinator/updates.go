@@ -74,7 +74,7 @@ func (c *Coordinator) verifyAll(group []*incoming) {
 		in := group[i]
 		in.CheckedUpdate = federated.CheckUpdateMsg(in.data, in.subject, c.cfg.Sites, dims)
 		in.record = nil
-		if in.Err == nil && in.PayloadErr == nil {
+		if in.Err == nil && in.PayloadErr == nil && !c.curSum.Load() {
 			// the copy and checksum of the stored record (a 50 KB update:
 			// a tenth of the judging transaction's time) in parallel
 			in.record, _ = store.EncodeStoredUpdate(&in.Msg.Header, in.Msg.Payload)
@@ -236,6 +236,11 @@ type batchState struct {
 	dims     int
 	dirty    bool
 	complete bool // the round has all it waits for: close it after the commit
+
+	// a summing round's sums and the group's accepted updates, added to
+	// them at the end of the transaction
+	acc   *accState
+	terms []federated.FixedTerm
 }
 
 // judge records the verdicts on a prefix of group in one transaction and
@@ -264,6 +269,7 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 					return err
 				}
 				c.curDims.Store(int64(st.dims))
+				c.curSum.Store(r.Sum != nil)
 			}
 		}
 		for _, in := range group {
@@ -276,12 +282,18 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 				break
 			}
 		}
+		if err := c.commitSums(tx, &st); err != nil {
+			return err
+		}
 		if st.dirty {
 			return store.PutRound(tx, st.round)
 		}
 		return nil
 	})
 	if err != nil {
+		// the sums in memory may hold what was not committed: read them
+		// again from the store
+		c.acc = nil
 		return 0, err
 	}
 	done := group[:n]
@@ -516,7 +528,13 @@ func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time
 		return federated.ReasonReplay, fmt.Sprintf("site already contributed to round %d", r.Round), nil
 	}
 	rec := in.record
-	if rec == nil {
+	if r.Sum != nil {
+		var reason, detail string
+		var err error
+		if rec, reason, detail, err = c.addToSums(tx, in, st); err != nil || reason != "" {
+			return reason, detail, err
+		}
+	} else if rec == nil {
 		var err error
 		if rec, err = store.EncodeStoredUpdate(&h, in.Msg.Payload); err != nil {
 			return "", "", err

@@ -375,3 +375,59 @@ func (r *Residual) Encode(u *Update, opt UpdateOptions) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// UpdateView is a verified update's values as they travel (int8 chunks
+// with their scales, or float32 values), for a receiver that combines
+// them without decoding them into float32 first (the coordinator's exact
+// fixed-point sum). Make it only from bytes CheckUpdate accepted: the
+// view checks the framing and checksum again, not the values.
+type UpdateView struct {
+	h *parsedUpdate
+}
+
+// ViewUpdate returns a view of update b (at most maxValues values, 0:
+// MaxUpdateValues).
+func ViewUpdate(b []byte, maxValues int) (*UpdateView, error) {
+	h, err := parseUpdate(b, maxValues)
+	if err != nil {
+		return nil, err
+	}
+	return &UpdateView{h: h}, nil
+}
+
+// Encoding is the update's encoding.
+func (v *UpdateView) Encoding() UpdateEncoding { return v.h.enc }
+
+// Len is the number of values.
+func (v *UpdateView) Len() int { return v.h.n }
+
+// ChunkSize is the number of int8 values sharing a scale (0 for float32).
+func (v *UpdateView) ChunkSize() int {
+	if v.h.enc != UpdateInt8 {
+		return 0
+	}
+	return v.h.chunk
+}
+
+// Chunks is the number of int8 chunks (0 for float32).
+func (v *UpdateView) Chunks() int {
+	if v.h.enc != UpdateInt8 {
+		return 0
+	}
+	return (v.h.n + v.h.chunk - 1) / v.h.chunk
+}
+
+// Int8Chunk returns int8 chunk j's scale and values (value i of the chunk
+// is int8(q[i]) * scale): values j*ChunkSize() on.
+func (v *UpdateView) Int8Chunk(j int) (scale float32, q []byte) {
+	off := j * (4 + v.h.chunk)
+	lo := j * v.h.chunk
+	hi := min(lo+v.h.chunk, v.h.n)
+	scale = math.Float32frombits(binary.LittleEndian.Uint32(v.h.p[off:]))
+	return scale, v.h.p[off+4 : off+4+hi-lo]
+}
+
+// Float32 returns value i of a float32 update.
+func (v *UpdateView) Float32(i int) float32 {
+	return math.Float32frombits(binary.LittleEndian.Uint32(v.h.p[4*i:]))
+}
