@@ -270,7 +270,10 @@ func TestSummingRoundRefusals(t *testing.T) {
 		return b
 	}
 	var before []byte
-	_ = s.c.view(func(tx *bolt.Tx) error { before = append([]byte(nil), tx.Bucket(store.BucketSums).Get(u64(r.Round))...); return nil })
+	_ = s.c.view(func(tx *bolt.Tx) error {
+		before = append([]byte(nil), tx.Bucket(store.BucketSums).Get(u64(r.Round))...)
+		return nil
+	})
 	// all values 0 (norm 0) under a chunk scale of 1e30: refused
 	huge := again(7, func(p []byte) {
 		putF32(p[44:], 1e30)
@@ -280,7 +283,10 @@ func TestSummingRoundRefusals(t *testing.T) {
 		t.Fatalf("a chunk scale of 1e30: %+v %v, want rejected too_large", ack, err)
 	}
 	var after []byte
-	_ = s.c.view(func(tx *bolt.Tx) error { after = append([]byte(nil), tx.Bucket(store.BucketSums).Get(u64(r.Round))...); return nil })
+	_ = s.c.view(func(tx *bolt.Tx) error {
+		after = append([]byte(nil), tx.Bucket(store.BucketSums).Get(u64(r.Round))...)
+		return nil
+	})
 	if string(before) != string(after) {
 		t.Fatal("a refused update changed the sums")
 	}
