@@ -8,7 +8,6 @@ import (
 
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
-	"github.com/edgesched/edgesched/quant"
 )
 
 // Summing rounds (docs/federated.md "Summing rounds"). A FedAvg or FedBuff
@@ -113,9 +112,9 @@ func (c *Coordinator) addToSums(tx *bolt.Tx, in *incoming, st *batchState) (rec 
 	if a.sum.Count >= uint64(r.Sum.N) { // (the round completes at N: not reached)
 		return nil, federated.ReasonRoundClosed, fmt.Sprintf("round %d has its %d updates", r.Round, r.Sum.N), nil
 	}
-	view, err := quant.ViewUpdate(in.Msg.Payload, st.dims)
-	if err != nil {
-		return nil, federated.ReasonMalformed, err.Error(), nil
+	view := in.View // (the payload was checked against st.dims: accept)
+	if view == nil || view.Len() != st.dims {
+		return nil, federated.ReasonShape, fmt.Sprintf("%d values, the model has %d", in.Payload.Values, st.dims), nil
 	}
 	norm := in.Payload.Norm
 	clip := 1.0
