@@ -77,7 +77,8 @@ type decoded struct {
 const decodeWindow = 64
 
 // aggregate combines a closed round's stored updates (in key order, so a
-// recomputation after a crash gives the same bytes), applies the result to
+// recomputation after a crash gives the same bytes), or takes a summing
+// round's mean from its exact sums (sums.go), applies the result to
 // the base model, checks that the new model can be quantized and scores
 // sanely, stores it and publishes it. A failure that the same updates
 // would meet again fails the round (state failed, Reason, the
