@@ -77,7 +77,8 @@ type decoded struct {
 const decodeWindow = 64
 
 // aggregate combines a closed round's stored updates (in key order, so a
-// recomputation after a crash gives the same bytes), applies the result to
+// recomputation after a crash gives the same bytes), or takes a summing
+// round's mean from its exact sums (sums.go), applies the result to
 // the base model, checks that the new model can be quantized and scores
 // sanely, stores it and publishes it. A failure that the same updates
 // would meet again fails the round (state failed, Reason, the
@@ -85,21 +86,118 @@ const decodeWindow = 64
 // bus failures are returned to be retried. Callers hold c.mu.
 func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 	started := time.Now()
-	var base *policy.Model
-	agg, err := federated.NewAggregator(c.cfg.Aggregator, 0)
+	var col collected
+	var err error
+	if r.Sum != nil {
+		col, err = c.collectSums(r)
+	} else {
+		col, err = c.collectStored(r)
+	}
 	if err != nil {
 		return err
 	}
-	var staleSum float64
-	var skipped []string
-	var norms []float64
-	clipped := 0
-	err = c.view(func(tx *bolt.Tx) error {
-		var err error
-		if base, err = c.floatModel(tx, r.BaseVersion); err != nil {
+	if col.err != nil {
+		return c.failRound(r, FailReasonAggregate, fmt.Sprintf("aggregation: %v", col.err))
+	}
+	res, base, name, count, staleSum, norms, clipped, skipped := col.res, col.base, col.name, col.count, col.staleSum, col.norms, col.clipped, col.skipped
+	stats := map[string]float64{"updates": float64(count), "norm": federated.L2Norm(res.Delta)}
+	for k, v := range res.Stats {
+		stats[k] = v
+	}
+	if count > 0 {
+		stats["staleness_mean"] = staleSum / float64(count)
+	}
+	if len(norms) > 0 {
+		slices.Sort(norms)
+		stats["update_norm_median"], stats["update_norm_max"] = norms[len(norms)/2], norms[len(norms)-1]
+		stats["clipped"] = float64(clipped)
+	}
+	if len(skipped) > 0 {
+		stats["skipped"] = float64(len(skipped))
+		c.log.Warn("updates left out of the aggregate", "round", r.Round, "skipped", skipped)
+	}
+	if c.cfg.DP != nil {
+		if err := federated.AddNoise(res.Delta, count, *c.cfg.DP, c.dpRNG(r.Round)); err != nil {
+			return c.failRound(r, FailReasonDP, fmt.Sprintf("differential privacy: %v", err))
+		}
+		c.dp.Step()
+		eps, _ := c.dp.Epsilon()
+		stats["dp_epsilon"], stats["dp_delta"], stats["dp_rounds"] = eps, c.cfg.DP.Delta, float64(c.dp.Rounds())
+	}
+	next := &policy.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: map[string]any{"round": float64(r.Round)}, Decision: base.Decision}
+	if err := next.Net.AddFlat(res.Delta, float32(c.cfg.ServerLR)); err != nil {
+		return c.failRound(r, FailReasonAggregate, fmt.Sprintf("apply aggregate: %v", err))
+	}
+	for i, v := range next.Net.Flat() {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return c.failRound(r, FailReasonNonFinite, fmt.Sprintf("the aggregate made weight %d of the model %v", i, v))
+		}
+	}
+	p, err := c.prepareModel(ctx, next, r.Round, r.BaseModel, r.Closed, fmt.Sprintf("round %d (%s, %d updates)", r.Round, name, count))
+	if me := (*modelError)(nil); errors.As(err, &me) {
+		return c.failRound(r, me.reason, me.Error())
+	}
+	if err != nil {
+		return err
+	}
+	rec := p.rec
+	r.State, r.Result, r.Stats = StatePublished, rec.Version, stats
+	// The model and the round's verdict are one transaction: a crash
+	// before it recomputes the same model, after it publishes it.
+	if err := c.update(func(tx *bolt.Tx) error {
+		if err := c.putModel(tx, p); err != nil {
 			return err
 		}
-		dims := base.Net.NumParams()
+		if err := store.PutRound(tx, r); err != nil {
+			return err
+		}
+		c.pruneUpdates(tx, r.Round)
+		return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "round.aggregated", r.Round, "", fmt.Sprintf("%s of %d updates -> version %d", name, count, rec.Version))
+	}); err != nil {
+		return err
+	}
+	c.cfg.fail(FailModelStored)
+	c.metrics.rounds.WithLabelValues(StatePublished).Inc()
+	c.metrics.aggregation.Observe(time.Since(started).Seconds())
+	c.log.Info("round aggregated", "round", r.Round, "rule", name, "updates", count, "summed", r.Sum != nil, "version", rec.Version, "update_norm_max", stats["update_norm_max"])
+	if rec.Status == ModelPending && c.bus != nil {
+		if err := c.publishModel(ctx, rec); err != nil {
+			return err
+		}
+	}
+	return c.nextRound(ctx)
+}
+
+// collected is what aggregation gathered of a closed round: the rule's
+// result (err: the rule could not combine the updates, which fails the
+// round), the base model and the figures of the round's stats.
+type collected struct {
+	res      federated.Result
+	err      error
+	base     *policy.Model
+	name     string
+	count    int
+	staleSum float64
+	norms    []float64
+	clipped  int
+	skipped  []string
+}
+
+// collectStored combines a closed round's stored updates with the
+// configured rule (in key order, so a recomputation after a crash gives
+// the same bytes).
+func (c *Coordinator) collectStored(r *Round) (collected, error) {
+	var col collected
+	agg, err := federated.NewAggregator(c.cfg.Aggregator, 0)
+	if err != nil {
+		return col, err
+	}
+	err = c.view(func(tx *bolt.Tx) error {
+		var err error
+		if col.base, err = c.floatModel(tx, r.BaseVersion); err != nil {
+			return err
+		}
+		dims := col.base.Net.NumParams()
 		ub := tx.Bucket(store.BucketUpdates).Bucket(u64(r.Round))
 		if ub == nil {
 			return fmt.Errorf("%w: round %d has no updates", ErrStore, r.Round)
@@ -121,17 +219,17 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 				if d.err != nil {
 					return d.err
 				}
-				norms = append(norms, d.norm)
+				col.norms = append(col.norms, d.norm)
 				if r.ClipNorm > 0 && d.norm > r.ClipNorm {
-					clipped++
+					col.clipped++
 				}
 				if err := agg.Add(federated.Contribution{Site: d.site, Delta: d.delta, Weight: d.weight, Staleness: d.staleness}); err != nil {
 					// accepted updates were checked on arrival; should one
 					// still not fit, the round goes on without it
-					skipped = append(skipped, d.site+": "+err.Error())
+					col.skipped = append(col.skipped, d.site+": "+err.Error())
 					continue
 				}
-				staleSum += float64(d.staleness)
+				col.staleSum += float64(d.staleness)
 			}
 			keys, vals = keys[:0], vals[:0]
 			return nil
@@ -149,78 +247,58 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 		return err
 	})
 	if err != nil {
-		return err
+		return col, err
 	}
-	res, err := agg.Result()
-	if err != nil {
-		return c.failRound(r, FailReasonAggregate, fmt.Sprintf("aggregation: %v", err))
-	}
-	stats := map[string]float64{"updates": float64(agg.Count()), "norm": federated.L2Norm(res.Delta)}
-	for k, v := range res.Stats {
-		stats[k] = v
-	}
-	if agg.Count() > 0 {
-		stats["staleness_mean"] = staleSum / float64(agg.Count())
-	}
-	if len(norms) > 0 {
-		slices.Sort(norms)
-		stats["update_norm_median"], stats["update_norm_max"] = norms[len(norms)/2], norms[len(norms)-1]
-		stats["clipped"] = float64(clipped)
-	}
-	if len(skipped) > 0 {
-		stats["skipped"] = float64(len(skipped))
-		c.log.Warn("updates left out of the aggregate", "round", r.Round, "skipped", skipped)
-	}
-	if c.cfg.DP != nil {
-		if err := federated.AddNoise(res.Delta, agg.Count(), *c.cfg.DP, c.dpRNG(r.Round)); err != nil {
-			return c.failRound(r, FailReasonDP, fmt.Sprintf("differential privacy: %v", err))
-		}
-		c.dp.Step()
-		eps, _ := c.dp.Epsilon()
-		stats["dp_epsilon"], stats["dp_delta"], stats["dp_rounds"] = eps, c.cfg.DP.Delta, float64(c.dp.Rounds())
-	}
-	next := &policy.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: map[string]any{"round": float64(r.Round)}, Decision: base.Decision}
-	if err := next.Net.AddFlat(res.Delta, float32(c.cfg.ServerLR)); err != nil {
-		return c.failRound(r, FailReasonAggregate, fmt.Sprintf("apply aggregate: %v", err))
-	}
-	for i, v := range next.Net.Flat() {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return c.failRound(r, FailReasonNonFinite, fmt.Sprintf("the aggregate made weight %d of the model %v", i, v))
-		}
-	}
-	p, err := c.prepareModel(ctx, next, r.Round, r.BaseModel, r.Closed, fmt.Sprintf("round %d (%s, %d updates)", r.Round, agg.Name(), agg.Count()))
-	if me := (*modelError)(nil); errors.As(err, &me) {
-		return c.failRound(r, me.reason, me.Error())
-	}
-	if err != nil {
-		return err
-	}
-	rec := p.rec
-	r.State, r.Result, r.Stats = StatePublished, rec.Version, stats
-	// The model and the round's verdict are one transaction: a crash
-	// before it recomputes the same model, after it publishes it.
-	if err := c.update(func(tx *bolt.Tx) error {
-		if err := c.putModel(tx, p); err != nil {
+	col.name, col.count = agg.Name(), agg.Count()
+	col.res, col.err = agg.Result()
+	return col, nil
+}
+
+// collectSums is a summing round's result: the mean of its running sums,
+// with the statistics of its stored records (norms, staleness).
+func (c *Coordinator) collectSums(r *Round) (collected, error) {
+	col := collected{name: r.Sum.Rule}
+	err := c.view(func(tx *bolt.Tx) error {
+		var err error
+		if col.base, err = c.floatModel(tx, r.BaseVersion); err != nil {
 			return err
 		}
-		if err := store.PutRound(tx, r); err != nil {
+		ub := tx.Bucket(store.BucketUpdates).Bucket(u64(r.Round))
+		if ub == nil {
+			return fmt.Errorf("%w: round %d has no updates", ErrStore, r.Round)
+		}
+		a, err := c.sums(tx, r, col.base.Net.NumParams())
+		if err != nil {
 			return err
 		}
-		c.pruneUpdates(tx, r.Round)
-		return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "round.aggregated", r.Round, "", fmt.Sprintf("%s of %d updates -> version %d", agg.Name(), agg.Count(), rec.Version))
-	}); err != nil {
-		return err
-	}
-	c.cfg.fail(FailModelStored)
-	c.metrics.rounds.WithLabelValues(StatePublished).Inc()
-	c.metrics.aggregation.Observe(time.Since(started).Seconds())
-	c.log.Info("round aggregated", "round", r.Round, "rule", agg.Name(), "updates", agg.Count(), "version", rec.Version, "update_norm_max", stats["update_norm_max"])
-	if rec.Status == ModelPending && c.bus != nil {
-		if err := c.publishModel(ctx, rec); err != nil {
+		var sites []string
+		err = ub.ForEach(func(k, v []byte) error {
+			s, err := store.DecodeStoredUpdate(v, fmt.Sprintf("%d/%s", r.Round, k))
+			if err != nil {
+				return err
+			}
+			if !s.Summed {
+				return fmt.Errorf("%w: stored update %d/%s of a summing round has a payload", ErrStore, r.Round, k)
+			}
+			sites = append(sites, s.Site)
+			col.norms = append(col.norms, s.Norm)
+			if r.ClipNorm > 0 && s.Norm > r.ClipNorm {
+				col.clipped++
+			}
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-	}
-	return c.nextRound(ctx)
+		if a.sum.Count != uint64(len(sites)) {
+			return fmt.Errorf("%w: the sums of round %d count %d updates, %d are stored", ErrStore, r.Round, a.sum.Count, len(sites))
+		}
+		col.count, col.staleSum = len(sites), float64(a.sum.StaleSum)
+		col.res, col.err = a.sum.Result(r.Sum.Rule)
+		col.res.Used = sites
+		return nil
+	})
+	return col, err
 }
 
 // nextRound opens the next round when rounds run on their own.
@@ -280,4 +358,5 @@ func (c *Coordinator) pruneUpdates(tx *bolt.Tx, round uint64) {
 		return
 	}
 	_ = tx.Bucket(store.BucketUpdates).DeleteBucket(u64(round - uint64(c.cfg.KeepUpdates)))
+	_ = tx.Bucket(store.BucketSums).Delete(u64(round - uint64(c.cfg.KeepUpdates)))
 }

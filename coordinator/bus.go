@@ -136,7 +136,7 @@ func (c *Coordinator) openConsumer(ctx context.Context, b *bus) (jetstream.Consu
 
 // trimStream removes the updates the coordinator has judged and acked
 // (everything below its consumer's ack floor): a judged update lives in
-// the store, the stream need not keep it.
+// the store (or in its summing round's sums), the stream need not keep it.
 func (c *Coordinator) trimStream(ctx context.Context, cons jetstream.Consumer) {
 	b := c.bus
 	if b == nil {

@@ -126,9 +126,16 @@ type Config struct {
 	Replicas int
 	// Batch is the most updates judged in one store transaction (one
 	// fsync; default 256); Verifiers is how many check signatures and
-	// payloads in parallel (0: GOMAXPROCS).
+	// payloads in parallel, and add accepted updates to a summing round's
+	// sums (0: GOMAXPROCS).
 	Batch     int
 	Verifiers int
+	// StorePayloads stores every accepted update's payload and combines
+	// them when the round closes, even when the rule could keep running
+	// sums instead (docs/federated.md "Summing rounds"): FedAvg and
+	// FedBuff rounds with a sample cap (or DP) and a clip norm or norm
+	// bound sum by default. The robust rules always store payloads.
+	StorePayloads bool
 	// BackupDir receives online backups of the store every BackupEvery
 	// (0: none), keeping the newest BackupKeep (default 3); the admin
 	// endpoint store.backup writes one on request. "" is DataDir/backups.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -49,9 +50,16 @@ type Coordinator struct {
 	repMu   sync.Mutex // guards reports
 	reports map[string]federated.SiteReport
 
-	rounds    store.RoundCache // the last round record decoded
-	path      string           // the store file (errors name it)
-	curDims   atomic.Int64     // the current round's parameter count (ingest's verify)
+	rounds  store.RoundCache // the last round record decoded
+	path    string           // the store file (errors name it)
+	curDims atomic.Int64     // the current round's parameter count (ingest's verify)
+	curSum  atomic.Bool      // the current round sums its updates (ingest's verify)
+	// acc is the current summing round's running sums as committed
+	// (guarded by mu; nil: read them from the store)
+	acc *accState
+
+	syncMu    sync.Mutex       // guards fileSize (countSyncs)
+	fileSize  int64            // coordinator.db's size after the last commit
 	limited   *ratelog.Limiter // repeated log lines, at most one every 10 s each
 	trimmedTo uint64           // the stream is purged below this (busLoop's)
 }
@@ -90,6 +98,9 @@ func New(cfg Config) (*Coordinator, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Coordinator{cfg: cfg, db: db, log: log, clock: cfg.Clock, path: path}
+	if st, err := os.Stat(path); err == nil {
+		c.fileSize = st.Size()
+	}
 	c.limited = ratelog.New(log, 10*time.Second)
 	if c.metrics, err = newMetrics(cfg.Registerer); err != nil {
 		db.Close()
@@ -508,6 +519,11 @@ func (c *Coordinator) openRound(ctx context.Context) (*Round, error) {
 	r := &Round{Mode: c.cfg.Mode, State: StateCollecting, BaseModel: base.FloatModel, BaseVersion: base.Version,
 		Opened: now, Deadline: now.Add(c.cfg.RoundDuration), MinUpdates: c.cfg.MinUpdates, Expected: c.cfg.Sites.Sites(), Local: c.cfg.Local,
 		MaxNorm: c.cfg.MaxUpdateNorm, MaxSamples: c.cfg.MaxSamples, ClipNorm: c.cfg.clipNorm()}
+	n := len(r.Expected)
+	if r.Mode == federated.Async {
+		n = c.cfg.Buffer
+	}
+	r.Sum = c.sumSpec(n)
 	err = c.update(func(tx *bolt.Tx) error {
 		m := tx.Bucket(store.BucketMeta)
 		r.Round = getU64(m, store.KeyRound) + 1
@@ -525,6 +541,7 @@ func (c *Coordinator) openRound(ctx context.Context) (*Round, error) {
 			return err
 		}
 		c.curDims.Store(int64(dims))
+		c.curSum.Store(r.Sum != nil)
 		return store.Audit(tx, now, c.cfg.AuditKeep, "round.opened", r.Round, "", fmt.Sprintf("%s from version %d, deadline %s", r.Mode, r.BaseVersion, r.Deadline.Format(time.RFC3339)))
 	})
 	if err != nil {

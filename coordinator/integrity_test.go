@@ -21,6 +21,8 @@ import (
 func TestMigrateSchema1(t *testing.T) {
 	ctx := context.Background()
 	u := newUnit(t, 1)
+	// schema 1 knew no summing rounds: its rounds stored every payload
+	u.c.cfg.StorePayloads = true
 	r, err := u.c.StartRound(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ type metrics struct {
 	roundFailures *prometheus.CounterVec
 	storeErrors   prometheus.Counter
 	commits       prometheus.Counter
+	syncs         prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -52,7 +53,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.commits = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "store_commits_total",
 		Help: "Write transactions committed to coordinator.db (bbolt syncs each twice: its pages, then its meta page)."})
-	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation, m.reports, m.roundFailures, m.storeErrors, m.commits} {
+	m.syncs = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "store_fsyncs_total",
+		Help: "fdatasync calls bbolt made on coordinator.db for committed transactions: two per commit (its pages, then its meta page) and one per growth of the file."})
+	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation, m.reports, m.roundFailures, m.storeErrors, m.commits, m.syncs} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

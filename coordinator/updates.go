@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -21,18 +22,22 @@ import (
 //
 //  1. fetch: the durable pull consumer hands over what the stream has, at
 //     most fetchBytes a request;
-//  2. verify: a group of up to Config.Batch messages (and groupBytes) is
-//     checked by Config.Verifiers workers at once — the envelope and its
-//     ed25519 signature, then the payload (checksum, finite values, its
-//     L2 norm), then the stored record of what passed is made (a copy and
-//     its CRC) — without the coordinator's lock; junk costs one worker a
+//  2. verify: every message is checked, as soon as it arrives, by one of
+//     a pool of Config.Verifiers workers — the envelope and its ed25519
+//     signature, then the payload (checksum, finite values, its L2 norm),
+//     then, in a round that stores payloads, the stored record of what
+//     passed is made (a copy and its CRC) — without the coordinator's
+//     lock, and handed on in stream order; junk costs one worker a
 //     signature check, never the store a transaction;
-//  3. judge: under the lock, the whole group is judged in one bbolt
-//     transaction (one fsync for all its verdicts: a group commit), then
+//  3. judge: under the lock, whatever has been verified (up to
+//     Config.Batch messages and groupBytes) is judged in one bbolt
+//     transaction (one commit for all its verdicts: a group commit), then
 //     acked on the stream, then answered to the sites. The round record is
-//     written once per group, not per update.
+//     written once per group, not per update, and so are a summing
+//     round's running sums (sums.go), to which the group's accepted
+//     updates are added on Config.Verifiers goroutines.
 //
-// While one group is judged the next is verified. A crash between the
+// While one group is judged the next messages are verified. A crash between the
 // commit and the stream acks redelivers the group: each message finds its
 // verdict under its stream sequence and gets it again, counting nothing.
 
@@ -42,6 +47,7 @@ type incoming struct {
 	data      []byte
 	streamSeq uint64
 	msg       jetstream.Msg // nil for Process
+	verified  chan struct{} // closed once verified (fetchLoop's)
 
 	// verification's findings (the envelope refused: not attributable
 	// to a site)
@@ -69,17 +75,20 @@ const fetchBytes = 16 << 20
 // verifyAll verifies a group (federated.CheckUpdateMsg) with the
 // configured number of workers, without the lock.
 func (c *Coordinator) verifyAll(group []*incoming) {
-	dims := int(c.curDims.Load())
-	parallel.For(len(group), c.cfg.Verifiers, func(i int) {
-		in := group[i]
-		in.CheckedUpdate = federated.CheckUpdateMsg(in.data, in.subject, c.cfg.Sites, dims)
-		in.record = nil
-		if in.Err == nil && in.PayloadErr == nil {
-			// the copy and checksum of the stored record (a 50 KB update:
-			// a tenth of the judging transaction's time) in parallel
-			in.record, _ = store.EncodeStoredUpdate(&in.Msg.Header, in.Msg.Payload)
-		}
-	})
+	parallel.For(len(group), c.cfg.Verifiers, func(i int) { c.verifyOne(group[i]) })
+}
+
+// verifyOne verifies one message (federated.CheckUpdateMsg) without the
+// lock and, unless the current round sums its updates, makes its stored
+// record.
+func (c *Coordinator) verifyOne(in *incoming) {
+	in.CheckedUpdate = federated.CheckUpdateMsg(in.data, in.subject, c.cfg.Sites, int(c.curDims.Load()))
+	in.record = nil
+	if in.Err == nil && in.PayloadErr == nil && !c.curSum.Load() {
+		// the copy and checksum of the stored record (a 50 KB update:
+		// a tenth of the judging transaction's time) in parallel
+		in.record, _ = store.EncodeStoredUpdate(&in.Msg.Header, in.Msg.Payload)
+	}
 }
 
 // consume runs ingest until ctx ends or the store fails for good
@@ -139,46 +148,66 @@ func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) erro
 	}
 }
 
-// fetchLoop pulls messages, verifies what has arrived (up to Batch
-// messages at a time, in parallel) and hands the messages on in order.
+// fetchLoop pulls messages, has them verified by a pool of Verifiers
+// workers as they arrive and hands them on in stream order once verified.
+// At most 2*Batch messages are between the fetch and the hand-over.
 func (c *Coordinator) fetchLoop(ctx context.Context, cons jetstream.Consumer, verified chan<- *incoming) {
+	workers := c.cfg.Verifiers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	jobs := make(chan *incoming, 2*c.cfg.Batch)
+	inOrder := make(chan *incoming, 2*c.cfg.Batch)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for in := range jobs {
+				c.verifyOne(in)
+				close(in.verified)
+			}
+		})
+	}
+	wg.Go(func() {
+		for in := range inOrder {
+			select {
+			case <-ctx.Done():
+				return
+			case <-in.verified:
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case verified <- in:
+			}
+		}
+	})
+	defer wg.Wait()
+	defer close(jobs)
+	defer close(inOrder)
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, c.cfg.Seed)
 	for ctx.Err() == nil {
 		batch, err := cons.Fetch(c.cfg.Batch, jetstream.FetchMaxBytes(fetchBytes), jetstream.FetchMaxWait(500*time.Millisecond))
 		if err == nil {
 			msgs := batch.Messages()
-			for open := true; open && ctx.Err() == nil; {
-				var first jetstream.Msg
+			for {
+				var m jetstream.Msg
+				var open bool
 				select {
 				case <-ctx.Done():
 					return
-				case first, open = <-msgs:
+				case m, open = <-msgs:
 				}
 				if !open {
 					break
 				}
-				group := []*incoming{newIncoming(first)}
-			fill:
-				for len(group) < c.cfg.Batch {
-					select {
-					case m, ok := <-msgs:
-						if !ok {
-							open = false
-							break fill
-						}
-						group = append(group, newIncoming(m))
-					default:
-						break fill
-					}
+				in := newIncoming(m)
+				in.verified = make(chan struct{})
+				select {
+				case <-ctx.Done():
+					return
+				case inOrder <- in:
 				}
-				c.verifyAll(group)
-				for _, in := range group {
-					select {
-					case <-ctx.Done():
-						return
-					case verified <- in:
-					}
-				}
+				jobs <- in // never blocks for long: the workers need nothing to drain it
 			}
 			err = batch.Error()
 		}
@@ -236,6 +265,11 @@ type batchState struct {
 	dims     int
 	dirty    bool
 	complete bool // the round has all it waits for: close it after the commit
+
+	// a summing round's sums and the group's accepted updates, added to
+	// them at the end of the transaction
+	acc   *accState
+	terms []federated.FixedTerm
 }
 
 // judge records the verdicts on a prefix of group in one transaction and
@@ -264,6 +298,7 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 					return err
 				}
 				c.curDims.Store(int64(st.dims))
+				c.curSum.Store(r.Sum != nil)
 			}
 		}
 		for _, in := range group {
@@ -276,12 +311,18 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 				break
 			}
 		}
+		if err := c.commitSums(tx, &st); err != nil {
+			return err
+		}
 		if st.dirty {
 			return store.PutRound(tx, st.round)
 		}
 		return nil
 	})
 	if err != nil {
+		// the sums in memory may hold what was not committed: read them
+		// again from the store
+		c.acc = nil
 		return 0, err
 	}
 	done := group[:n]
@@ -516,7 +557,13 @@ func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time
 		return federated.ReasonReplay, fmt.Sprintf("site already contributed to round %d", r.Round), nil
 	}
 	rec := in.record
-	if rec == nil {
+	if r.Sum != nil {
+		var reason, detail string
+		var err error
+		if rec, reason, detail, err = c.addToSums(tx, in, st); err != nil || reason != "" {
+			return reason, detail, err
+		}
+	} else if rec == nil {
 		var err error
 		if rec, err = store.EncodeStoredUpdate(&h, in.Msg.Payload); err != nil {
 			return "", "", err

@@ -24,6 +24,9 @@ type CheckedUpdate struct {
 	// norm.
 	PayloadErr error
 	Payload    quant.UpdateInfo
+	// View is the checked payload's values as they travel (nil when it
+	// was refused).
+	View *quant.UpdateView
 }
 
 // CheckUpdateMsg verifies an update message that arrived on subject (""
@@ -47,5 +50,5 @@ func CheckUpdateMsg(data []byte, subject string, keys SiteKeys, maxValues int) C
 // CheckPayload checks the message's payload again for at most maxValues
 // values (a receiver whose expected size changed since).
 func (c *CheckedUpdate) CheckPayload(maxValues int) {
-	c.Payload, c.PayloadErr = quant.CheckUpdate(c.Msg.Payload, maxValues)
+	c.Payload, c.View, c.PayloadErr = quant.CheckUpdateView(c.Msg.Payload, maxValues)
 }

@@ -200,6 +200,20 @@ func CheckUpdate(b []byte, maxValues int) (UpdateInfo, error) {
 	return UpdateInfo{Base: hex.EncodeToString(b[8:40]), Encoding: h.enc, Values: h.n, Norm: norm}, nil
 }
 
+// CheckUpdateView is CheckUpdate that also returns a view of the values
+// (one parse and checksum for both).
+func CheckUpdateView(b []byte, maxValues int) (UpdateInfo, *UpdateView, error) {
+	h, err := parseUpdate(b, maxValues)
+	if err != nil {
+		return UpdateInfo{}, nil, err
+	}
+	norm, err := h.norm()
+	if err != nil {
+		return UpdateInfo{}, nil, err
+	}
+	return UpdateInfo{Base: hex.EncodeToString(b[8:40]), Encoding: h.enc, Values: h.n, Norm: norm}, &UpdateView{h: h}, nil
+}
+
 // parsedUpdate is an update whose framing and checksum verified.
 type parsedUpdate struct {
 	enc   UpdateEncoding
@@ -320,12 +334,7 @@ func (h *parsedUpdate) norm() (float64, error) {
 		if i := bytes.IndexByte(q, 0x80); i >= 0 {
 			return 0, fmt.Errorf("%w: value %d is -128, symmetric int8 uses [-127, 127]", ErrUpdate, lo+i)
 		}
-		var sq int64
-		for _, v := range q {
-			x := int64(int8(v))
-			sq += x * x
-		}
-		s += float64(scale) * float64(scale) * float64(sq)
+		s += float64(scale) * float64(scale) * float64(sumSquares(q))
 	}
 	return math.Sqrt(s), nil
 }
@@ -374,4 +383,87 @@ func (r *Residual) Encode(u *Update, opt UpdateOptions) ([]byte, error) {
 		r.v[i] = x[i] - sent.Values[i]
 	}
 	return b, nil
+}
+
+// UpdateView is a verified update's values as they travel (int8 chunks
+// with their scales, or float32 values), for a receiver that combines
+// them without decoding them into float32 first (the coordinator's exact
+// fixed-point sum). Make it only from bytes CheckUpdate accepted: the
+// view checks the framing and checksum again, not the values.
+type UpdateView struct {
+	h *parsedUpdate
+}
+
+// ViewUpdate returns a view of update b (at most maxValues values, 0:
+// MaxUpdateValues).
+func ViewUpdate(b []byte, maxValues int) (*UpdateView, error) {
+	h, err := parseUpdate(b, maxValues)
+	if err != nil {
+		return nil, err
+	}
+	return &UpdateView{h: h}, nil
+}
+
+// Encoding is the update's encoding.
+func (v *UpdateView) Encoding() UpdateEncoding { return v.h.enc }
+
+// Len is the number of values.
+func (v *UpdateView) Len() int { return v.h.n }
+
+// ChunkSize is the number of int8 values sharing a scale (0 for float32).
+func (v *UpdateView) ChunkSize() int {
+	if v.h.enc != UpdateInt8 {
+		return 0
+	}
+	return v.h.chunk
+}
+
+// Chunks is the number of int8 chunks (0 for float32).
+func (v *UpdateView) Chunks() int {
+	if v.h.enc != UpdateInt8 {
+		return 0
+	}
+	return (v.h.n + v.h.chunk - 1) / v.h.chunk
+}
+
+// Int8Chunk returns int8 chunk j's scale and values (value i of the chunk
+// is int8(q[i]) * scale): values j*ChunkSize() on.
+func (v *UpdateView) Int8Chunk(j int) (scale float32, q []byte) {
+	off := j * (4 + v.h.chunk)
+	lo := j * v.h.chunk
+	hi := min(lo+v.h.chunk, v.h.n)
+	scale = math.Float32frombits(binary.LittleEndian.Uint32(v.h.p[off:]))
+	return scale, v.h.p[off+4 : off+4+hi-lo]
+}
+
+// Float32 returns value i of a float32 update.
+func (v *UpdateView) Float32(i int) float32 {
+	return math.Float32frombits(binary.LittleEndian.Uint32(v.h.p[4*i:]))
+}
+
+// squares[b] is int8(b)^2.
+var squares = func() (t [256]uint32) {
+	for i := range t {
+		x := int32(int8(i))
+		t[i] = uint32(x * x)
+	}
+	return t
+}()
+
+// sumSquares is the sum of the squares of int8 values (a table look-up a
+// value, four independent sums: a chunk of 65,535 values of 127 stays far
+// below 2^63).
+func sumSquares(q []byte) int64 {
+	var s0, s1, s2, s3 uint64
+	i := 0
+	for ; i+4 <= len(q); i += 4 {
+		s0 += uint64(squares[q[i]])
+		s1 += uint64(squares[q[i+1]])
+		s2 += uint64(squares[q[i+2]])
+		s3 += uint64(squares[q[i+3]])
+	}
+	for ; i < len(q); i++ {
+		s0 += uint64(squares[q[i]])
+	}
+	return int64(s0 + s1 + s2 + s3)
 }

@@ -230,6 +230,11 @@ func initStore(db *bolt.DB, opts Options) error {
 		}
 		switch v := string(meta.Get(KeySchema)); v {
 		case SchemaVersion:
+			// added to schema 2 later (summing rounds): created when
+			// missing, empty
+			if _, err := tx.CreateBucketIfNotExists(BucketSums); err != nil {
+				return err
+			}
 		case "1":
 			if err := migrate1(tx, opts); err != nil {
 				return fmt.Errorf("%w: migrating schema 1: %v", ErrStore, err)
@@ -448,11 +453,21 @@ func verifyStore(db *bolt.DB, keys Keys) error {
 			if rb == nil {
 				return fmt.Errorf("%w: round %d has no update bucket", ErrStore, cur.Round)
 			}
+			n := 0
 			if err := rb.ForEach(func(k, v []byte) error {
-				_, err := DecodeStoredUpdate(v, fmt.Sprintf("%d/%s", cur.Round, k))
+				u, err := DecodeStoredUpdate(v, fmt.Sprintf("%d/%s", cur.Round, k))
+				if err == nil && u.Summed != (cur.Sum != nil) {
+					err = fmt.Errorf("%w: stored update %d/%s: summed %v in a round that sums %v", ErrStore, cur.Round, k, u.Summed, cur.Sum != nil)
+				}
+				n++
 				return err
 			}); err != nil {
 				return err
+			}
+			if cur.Sum != nil {
+				if err := checkSums(tx, cur, n); err != nil {
+					return err
+				}
 			}
 		}
 		return tx.Bucket(BucketRejects).ForEach(func(k, v []byte) error {
@@ -465,6 +480,27 @@ func verifyStore(db *bolt.DB, keys Keys) error {
 }
 
 func getU64Key(k []byte) uint64 { return boltkv.FromU64(k) }
+
+// checkSums checks a summing round's running sums against its record and
+// its n stored updates.
+func checkSums(tx *bolt.Tx, r *Round, n int) error {
+	raw := tx.Bucket(BucketSums).Get(u64(r.Round))
+	if raw == nil {
+		if n > 0 || r.Accepted > 0 {
+			return fmt.Errorf("%w: summing round %d has %d updates and no sums", ErrStore, r.Round, n)
+		}
+		return nil
+	}
+	var s federated.FixedSum
+	if err := DecodeSum(raw, r.Round, &s, RecordName(BucketSums, u64(r.Round))); err != nil {
+		return err
+	}
+	if s.Count != uint64(n) || s.Count != uint64(r.Accepted) || s.Shift != r.Sum.Shift || s.WShift != r.Sum.WShift {
+		return fmt.Errorf("%w: sums of round %d count %d updates (shifts %d/%d), the round %d accepted and %d stored (shifts %d/%d)",
+			ErrStore, r.Round, s.Count, s.Shift, s.WShift, r.Accepted, n, r.Sum.Shift, r.Sum.WShift)
+	}
+	return nil
+}
 
 // WriteBackup writes a backup to path through write: into a temporary
 // file beside it, synced, then renamed (a crash leaves no half backup

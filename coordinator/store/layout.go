@@ -28,8 +28,9 @@ var (
 	BucketRejects = []byte("rejects") // reason -> count (uint64 BE)
 	BucketJudged  = []byte("judged")  // site 0x00 seq (uint64 BE) -> verdict record (judgedWindow per site)
 	BucketRefused = []byte("refused") // stream seq (uint64 BE) of unattributable refused messages (refusedWindow)
+	BucketSums    = []byte("sums")    // round (uint64 BE) -> a summing round's running sums (sum record, records.go)
 
-	allBuckets = [][]byte{BucketMeta, BucketRounds, BucketUpdates, BucketSites, BucketModels, BucketBlobs, BucketAudit, BucketRejects, BucketJudged, BucketRefused}
+	allBuckets = [][]byte{BucketMeta, BucketRounds, BucketUpdates, BucketSites, BucketModels, BucketBlobs, BucketAudit, BucketRejects, BucketJudged, BucketRefused, BucketSums}
 
 	KeySchema  = []byte("schema")
 	KeyRound   = []byte("round")
@@ -84,7 +85,32 @@ type Round struct {
 	MaxNorm    float64 `json:"max_norm,omitempty"`
 	MaxSamples int64   `json:"max_samples,omitempty"`
 	ClipNorm   float64 `json:"clip_norm,omitempty"`
+	// Sum, when set, makes the round a summing one (FedAvg or FedBuff with
+	// finite bounds): each accepted update is added to the round's running
+	// sums (bucket sums) when it is judged, and only a small record of it
+	// (stored update format 2: no payload) is kept. nil: the updates are
+	// stored and combined when the round closes.
+	Sum *SumSpec `json:"sum,omitempty"`
 }
+
+// SumSpec is how a summing round adds its updates (federated.FixedSum):
+// the rule (fedavg or fedbuff, with FedBuff's staleness exponent), whether
+// every update weighs 1 (DP) or its sample count, the bounds the fixed
+// point was sized for (at most N updates, weights at most MaxWeight,
+// values at most MaxAbs after clipping) and the shifts made from them.
+type SumSpec struct {
+	Rule       string  `json:"rule"`
+	Exponent   float64 `json:"exponent,omitempty"`
+	UnitWeight bool    `json:"unit_weight,omitempty"`
+	N          int     `json:"n"`
+	MaxWeight  float64 `json:"max_weight"`
+	MaxAbs     float64 `json:"max_abs"`
+	Shift      int     `json:"shift"`
+	WShift     int     `json:"wshift"`
+}
+
+// Limit is the largest |weight * value| of a term.
+func (s *SumSpec) Limit() float64 { return s.MaxWeight * s.MaxAbs }
 
 // Reasons a round fails (Round.Reason, the label of the
 // round_failures_total metric).

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"reflect"
 	"strings"
 	"sync"
@@ -175,6 +176,17 @@ func (r *Round) check() error {
 	case r.MaxNorm < 0 || r.ClipNorm < 0 || r.MaxSamples < 0:
 		return fmt.Errorf("bounds max_norm %v, clip %v, max_samples %d", r.MaxNorm, r.ClipNorm, r.MaxSamples)
 	}
+	if s := r.Sum; s != nil {
+		shift, wshift, ok := federated.FixedShifts(s.N, s.MaxWeight, s.MaxAbs)
+		switch {
+		case s.Rule != federated.RuleFedAvg && s.Rule != federated.RuleFedBuff:
+			return fmt.Errorf("sum rule %q", s.Rule)
+		case !(s.Exponent >= 0) || math.IsInf(s.Exponent, 0):
+			return fmt.Errorf("sum exponent %v", s.Exponent)
+		case !ok || s.Shift != shift || s.WShift != wshift:
+			return fmt.Errorf("sum bounds n %d, weight %v, values %v with shifts %d/%d", s.N, s.MaxWeight, s.MaxAbs, s.Shift, s.WShift)
+		}
+	}
 	for _, s := range r.Expected {
 		if !federated.ValidSite(s) {
 			return fmt.Errorf("expected site %q", s)
@@ -230,12 +242,14 @@ func isModelID(s string) bool {
 // as it came (a quant update with its own CRC), without re-encoding it:
 //
 //	"ESST"   magic
-//	uint8    format (1)
+//	uint8    format (1; 2: an update of a summing round)
 //	uint8    site length S, S bytes site
 //	uint64   seq, round, base version
 //	int64    samples
 //	32 bytes base model ID (raw)
-//	uint32   payload length P, P bytes payload
+//	format 1: uint32 payload length P, P bytes payload
+//	format 2: float64 the payload's L2 norm (its values are in the round's
+//	          running sums, bucket sums)
 //	uint32   CRC-32C of everything before it
 //
 // All numbers big endian.
@@ -249,26 +263,49 @@ type StoredUpdate struct {
 	BaseVersion uint64
 	Samples     int64
 	BaseModel   string // hex
-	Payload     []byte
+	Payload     []byte // format 1
+	// Summed (format 2): the update was added to its round's sums; Norm
+	// is its payload's L2 norm and there is no Payload.
+	Summed bool
+	Norm   float64
 }
 
-// EncodeStoredUpdate is the stored form of a verified update.
-func EncodeStoredUpdate(h *federated.UpdateHeader, payload []byte) ([]byte, error) {
+// storedHeader appends the fields both formats share.
+func storedHeader(format byte, h *federated.UpdateHeader, extra int) ([]byte, error) {
 	base, err := hex.DecodeString(h.BaseModel)
 	if err != nil || len(base) != 32 || len(h.Site) > 255 {
 		return nil, fmt.Errorf("%w: update of %q cannot be stored (base %q)", ErrStore, h.Site, h.BaseModel)
 	}
-	b := make([]byte, 0, 4+2+len(h.Site)+32+32+4+len(payload)+4)
+	b := make([]byte, 0, 4+2+len(h.Site)+32+32+extra+4)
 	b = append(b, storedMagic...)
-	b = append(b, 1, byte(len(h.Site)))
+	b = append(b, format, byte(len(h.Site)))
 	b = append(b, h.Site...)
 	b = binary.BigEndian.AppendUint64(b, h.Seq)
 	b = binary.BigEndian.AppendUint64(b, h.Round)
 	b = binary.BigEndian.AppendUint64(b, h.BaseVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(h.Samples))
-	b = append(b, base...)
+	return append(b, base...), nil
+}
+
+// EncodeStoredUpdate is the stored form of a verified update.
+func EncodeStoredUpdate(h *federated.UpdateHeader, payload []byte) ([]byte, error) {
+	b, err := storedHeader(1, h, 4+len(payload))
+	if err != nil {
+		return nil, err
+	}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
 	b = append(b, payload...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
+}
+
+// EncodeSummedUpdate is the stored form (format 2) of a verified update
+// whose values went into its round's running sums: its header and norm.
+func EncodeSummedUpdate(h *federated.UpdateHeader, norm float64) ([]byte, error) {
+	b, err := storedHeader(2, h, 8)
+	if err != nil {
+		return nil, err
+	}
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(norm))
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
 }
 
@@ -278,7 +315,7 @@ func DecodeStoredUpdate(raw []byte, what string) (*StoredUpdate, error) {
 	bad := func(format string, a ...any) (*StoredUpdate, error) {
 		return nil, fmt.Errorf("%w: stored update %s: %s", ErrStore, what, fmt.Sprintf(format, a...))
 	}
-	if len(raw) < 6 || string(raw[:4]) != storedMagic || raw[4] != 1 {
+	if len(raw) < 10 || string(raw[:4]) != storedMagic || (raw[4] != 1 && raw[4] != 2) {
 		return bad("not a stored update (magic/format)")
 	}
 	body := raw[:len(raw)-4]
@@ -287,7 +324,7 @@ func DecodeStoredUpdate(raw []byte, what string) (*StoredUpdate, error) {
 	}
 	s := int(raw[5])
 	off := 6 + s
-	if off+32+32+4 > len(body) {
+	if off+32+32+8 > len(body) {
 		return bad("truncated header")
 	}
 	u := &StoredUpdate{Site: string(raw[6:off])}
@@ -297,16 +334,109 @@ func DecodeStoredUpdate(raw []byte, what string) (*StoredUpdate, error) {
 	u.Samples = int64(binary.BigEndian.Uint64(body[off+24:]))
 	u.BaseModel = hex.EncodeToString(body[off+32 : off+64])
 	off += 64
-	p := int(binary.BigEndian.Uint32(body[off:]))
-	off += 4
-	if p != len(body)-off {
-		return bad("payload of %d bytes, %d follow", p, len(body)-off)
+	if raw[4] == 2 {
+		if len(body)-off != 8 {
+			return bad("%d bytes after the header, want 8 (the norm)", len(body)-off)
+		}
+		u.Summed, u.Norm = true, math.Float64frombits(binary.BigEndian.Uint64(body[off:]))
+		if !(u.Norm >= 0) || math.IsInf(u.Norm, 0) {
+			return bad("norm %v", u.Norm)
+		}
+	} else {
+		p := int(binary.BigEndian.Uint32(body[off:]))
+		off += 4
+		if p != len(body)-off {
+			return bad("payload of %d bytes, %d follow", p, len(body)-off)
+		}
+		u.Payload = body[off:]
 	}
-	u.Payload = body[off:]
 	if !federated.ValidSite(u.Site) || u.Seq == 0 || u.Samples <= 0 {
 		return bad("site %q seq %d samples %d", u.Site, u.Seq, u.Samples)
 	}
 	return u, nil
+}
+
+// A summing round's running sums (bucket sums, key the round) are binary:
+//
+//	"ESUM"   magic
+//	uint8    format (1)
+//	uint64   round
+//	uint32   dimension D
+//	uint16   shift, weight shift
+//	uint64   count, staleness sum, staleness max
+//	2 x (int64, uint64)  weight total, sample total (fixed point)
+//	D x (int64, uint64)  the coordinates' sums (fixed point)
+//	uint32   CRC-32C of everything before it
+//
+// All numbers big endian.
+const sumMagic = "ESUM"
+
+const sumHeaderLen = 4 + 1 + 8 + 4 + 2 + 2 + 3*8 + 2*16
+
+// EncodeSum is the stored form of round's running sums, appended to buf
+// (reused from commit to commit: 16 bytes a coordinate).
+func EncodeSum(buf []byte, round uint64, s *federated.FixedSum) []byte {
+	b := buf[:0]
+	b = append(b, sumMagic...)
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint64(b, round)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Hi)))
+	b = binary.BigEndian.AppendUint16(b, uint16(s.Shift))
+	b = binary.BigEndian.AppendUint16(b, uint16(s.WShift))
+	b = binary.BigEndian.AppendUint64(b, s.Count)
+	b = binary.BigEndian.AppendUint64(b, s.StaleSum)
+	b = binary.BigEndian.AppendUint64(b, s.StaleMax)
+	for _, v := range []federated.Int128{s.Weight, s.Samples} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v.Hi))
+		b = binary.BigEndian.AppendUint64(b, v.Lo)
+	}
+	n := len(b)
+	b = append(b, make([]byte, 16*len(s.Hi))...)
+	for i, h := range s.Hi {
+		binary.BigEndian.PutUint64(b[n+16*i:], uint64(h))
+		binary.BigEndian.PutUint64(b[n+16*i+8:], s.Lo[i])
+	}
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// DecodeSum parses round's stored running sums strictly into s (its
+// slices reused when they have room; what names the record in errors).
+func DecodeSum(raw []byte, round uint64, s *federated.FixedSum, what string) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: sums %s: %s", ErrStore, what, fmt.Sprintf(format, a...))
+	}
+	if len(raw) < sumHeaderLen+4 || string(raw[:4]) != sumMagic || raw[4] != 1 {
+		return bad("not a sum record (magic/format)")
+	}
+	body := raw[:len(raw)-4]
+	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(raw[len(raw)-4:]) {
+		return bad("checksum mismatch (the record was changed or damaged)")
+	}
+	if r := binary.BigEndian.Uint64(body[5:]); r != round {
+		return bad("holds round %d", r)
+	}
+	dim := int(binary.BigEndian.Uint32(body[13:]))
+	if len(body) != sumHeaderLen+16*dim {
+		return bad("%d bytes for %d coordinates", len(body), dim)
+	}
+	s.Shift = int(binary.BigEndian.Uint16(body[17:]))
+	s.WShift = int(binary.BigEndian.Uint16(body[19:]))
+	s.Count = binary.BigEndian.Uint64(body[21:])
+	s.StaleSum = binary.BigEndian.Uint64(body[29:])
+	s.StaleMax = binary.BigEndian.Uint64(body[37:])
+	s.Weight = federated.Int128{Hi: int64(binary.BigEndian.Uint64(body[45:])), Lo: binary.BigEndian.Uint64(body[53:])}
+	s.Samples = federated.Int128{Hi: int64(binary.BigEndian.Uint64(body[61:])), Lo: binary.BigEndian.Uint64(body[69:])}
+	if cap(s.Hi) >= dim && cap(s.Lo) >= dim {
+		s.Hi, s.Lo = s.Hi[:dim], s.Lo[:dim]
+	} else {
+		s.Hi, s.Lo = make([]int64, dim), make([]uint64, dim)
+	}
+	p := body[sumHeaderLen:]
+	for i := range dim {
+		s.Hi[i] = int64(binary.BigEndian.Uint64(p[16*i:]))
+		s.Lo[i] = binary.BigEndian.Uint64(p[16*i+8:])
+	}
+	return nil
 }
 
 // DecodeEvent decodes an audit log record as stored in coordinator.db

@@ -101,6 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		clip        = fs.Float64("clip", d.ClipNorm, "L2 clip of every update when it is aggregated (0: off)")
 		maxNorm     = fs.Float64("max-update-norm", d.MaxUpdateNorm, "refuse updates whose L2 norm is above this as too_large (0: no bound)")
 		maxSamples  = fs.Int64("max-samples", d.MaxSamples, "refuse updates claiming more samples than this as too_heavy (0: no bound)")
+		storePay    = fs.Bool("store-payloads", false, "fedavg/fedbuff: store every accepted update and combine them when the round closes, instead of keeping running sums")
 		auditKeep   = fs.Int("audit-keep", d.AuditKeep, "audit events kept in coordinator.db, the oldest forgotten first (0: all)")
 		streamAge   = fs.Duration("update-max-age", d.UpdateMaxAge, "update stream: messages expire after this (0: never)")
 		streamBytes = fs.Int64("update-max-bytes", d.UpdateMaxBytes, "update stream: size limit; when full, sites keep their updates and retry (0: none)")
@@ -184,7 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg.Mode, cfg.RoundDuration, cfg.MinUpdates, cfg.Buffer, cfg.MaxStaleness = federated.Mode(*mode), *roundDur, *minUpdates, *buffer, *maxStale
 	cfg.Rounds, cfg.AutoRounds, cfg.AutoPublish = *rounds, *autoRounds, !*manualPub
 	cfg.Aggregator.Rule, cfg.Aggregator.TrimBeta, cfg.Aggregator.Byzantine = *rule, *trimBeta, *byzantine
-	cfg.ClipNorm, cfg.ServerLR, cfg.MaxUpdateNorm, cfg.MaxSamples = *clip, *serverLR, *maxNorm, *maxSamples
+	cfg.ClipNorm, cfg.ServerLR, cfg.MaxUpdateNorm, cfg.MaxSamples, cfg.StorePayloads = *clip, *serverLR, *maxNorm, *maxSamples, *storePay
 	cfg.AuditKeep, cfg.UpdateMaxAge, cfg.UpdateMaxBytes, cfg.Replicas = *auditKeep, *streamAge, *streamBytes, *replicas
 	cfg.BackupDir, cfg.BackupEvery, cfg.BackupKeep = *backupDir, *backupEvery, *backupKeep
 	cfg.Local = federated.LocalTraining{Iterations: *iters, Episodes: *episodes, LR: *lr, ProxMu: *proxMu}

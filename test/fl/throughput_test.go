@@ -45,6 +45,9 @@ type tpOptions struct {
 	sites  int
 	layers [3]int
 	rule   string
+	// payloads stores every update's payload (coordinator
+	// Config.StorePayloads), as FedAvg rounds did before summing rounds
+	payloads bool
 }
 
 // tpRig is a running coordinator on an embedded NATS server with a
@@ -75,6 +78,7 @@ type tpResult struct {
 	heapStart uint64        // in-use heap bytes when the timer started
 	cpu       time.Duration // CPU time of the process (user + system) while timed
 	commits   float64       // coordinator.db write transactions while timed
+	syncs     float64       // fdatasyncs of coordinator.db while timed
 }
 
 // cpuTime is the CPU time the process used so far (0 where unsupported).
@@ -120,6 +124,7 @@ func tpSetup(tb testing.TB, o tpOptions) *tpRig {
 	// 256 random feature rows keep the quantization of every new model cheap
 	cfg.Calibrate, cfg.Aggregator.Rule = fltest.NormalRows(256, 7), o.rule
 	cfg.MinUpdates, cfg.AutoRounds, cfg.AutoPublish = o.sites, false, true
+	cfg.StorePayloads = o.payloads
 	cfg.PollInterval = 50 * time.Millisecond
 	c, _ := fltest.RunCoordinator(tb, srv.ClientURL(), cfg, &policy.Model{Schema: policy.NewSchema(), Net: net})
 	rig.c = c
@@ -244,6 +249,7 @@ func (rig *tpRig) run(p *tpRound) tpResult {
 	}()
 
 	commits0 := scrape(tb, rig.c, "edgesched_coordinator_store_commits_total", "")
+	syncs0 := scrape(tb, rig.c, "edgesched_coordinator_store_fsyncs_total", "")
 	prof := startTPProfile(tb)
 	defer prof.stop()
 	cpu0, start := cpuTime(), time.Now()
@@ -294,6 +300,7 @@ func (rig *tpRig) run(p *tpRound) tpResult {
 	res.elapsed, res.cpu = time.Since(start), cpuTime()-cpu0
 	prof.stop()
 	res.commits = scrape(tb, rig.c, "edgesched_coordinator_store_commits_total", "") - commits0
+	res.syncs = scrape(tb, rig.c, "edgesched_coordinator_store_fsyncs_total", "") - syncs0
 	halt()
 	res.heapPeak = <-sampled
 	r, err := rig.c.RoundRecord(p.round.Round)
@@ -325,12 +332,23 @@ func (rig *tpRig) run(p *tpRound) tpResult {
 // NATS server and the round's pre-encoded messages included) and
 // MB-peak-delta (its rise over the heap when the timer started), and
 // commits/round (coordinator.db write transactions per round: the update
-// verdicts are committed in groups; bbolt syncs each commit twice).
+// verdicts are committed in groups) and fsyncs/round (bbolt's fdatasyncs
+// of coordinator.db: two a commit, one a growth of the file; the
+// coordinator's store_fsyncs_total).
+//
+// fedavg is a summing round (the updates' running sums stored, not their
+// payloads); fedavg-payloads the same rule storing every payload
+// (Config.StorePayloads: how FedAvg rounds ran before); median a robust
+// rule, which needs every payload.
 func BenchmarkCoordinatorThroughput(b *testing.B) {
 	const sites = 1000
-	for _, rule := range []string{federated.RuleFedAvg, federated.RuleMedian} {
-		b.Run(rule, func(b *testing.B) {
-			rig := tpSetup(b, tpOptions{sites: sites, layers: tpLayers, rule: rule})
+	for _, v := range []struct {
+		name     string
+		rule     string
+		payloads bool
+	}{{"fedavg", federated.RuleFedAvg, false}, {"fedavg-payloads", federated.RuleFedAvg, true}, {"median", federated.RuleMedian, false}} {
+		b.Run(v.name, func(b *testing.B) {
+			rig := tpSetup(b, tpOptions{sites: sites, layers: tpLayers, rule: v.rule, payloads: v.payloads})
 			if rig.params != tpParams {
 				b.Fatalf("model has %d parameters, want %d", rig.params, tpParams)
 			}
@@ -338,7 +356,7 @@ func BenchmarkCoordinatorThroughput(b *testing.B) {
 				rounds, updates, wire int64
 				elapsed, ingest, cpu  time.Duration
 				peak, peakDelta       uint64
-				commits               float64
+				commits, syncs        float64
 			)
 			for b.Loop() {
 				b.StopTimer()
@@ -354,6 +372,7 @@ func BenchmarkCoordinatorThroughput(b *testing.B) {
 				ingest += res.ingest
 				cpu += res.cpu
 				commits += res.commits
+				syncs += res.syncs
 				peak = max(peak, res.heapPeak)
 				peakDelta = max(peakDelta, res.heapPeak-res.heapStart)
 				b.StartTimer()
@@ -371,6 +390,7 @@ func BenchmarkCoordinatorThroughput(b *testing.B) {
 			b.ReportMetric(float64(peak)/1e6, "MB-peak")
 			b.ReportMetric(float64(peakDelta)/1e6, "MB-peak-delta")
 			b.ReportMetric(commits/float64(rounds), "commits/round")
+			b.ReportMetric(syncs/float64(rounds), "fsyncs/round")
 			b.Logf("%d parameters, %d sites, %d rounds, %.1f KB per update", rig.params, sites, rounds, float64(wire)/float64(updates)/1e3)
 		})
 	}
