@@ -230,9 +230,12 @@ func initStore(db *bolt.DB, opts Options) error {
 		}
 		switch v := string(meta.Get(KeySchema)); v {
 		case SchemaVersion:
-			// added to schema 2 later (summing rounds): created when
-			// missing, empty
+		case "2":
+			// schema 3 adds the sums bucket; schema 2 rounds keep payloads
 			if _, err := tx.CreateBucketIfNotExists(BucketSums); err != nil {
+				return err
+			}
+			if err := meta.Put(KeySchema, []byte(SchemaVersion)); err != nil {
 				return err
 			}
 		case "1":
@@ -240,7 +243,7 @@ func initStore(db *bolt.DB, opts Options) error {
 				return fmt.Errorf("%w: migrating schema 1: %v", ErrStore, err)
 			}
 		default:
-			return fmt.Errorf("%w: schema %q, this build reads %q (and migrates \"1\")", ErrStore, v, SchemaVersion)
+			return fmt.Errorf("%w: schema %q, this build reads %q (and migrates \"1\" and \"2\")", ErrStore, v, SchemaVersion)
 		}
 		for _, b := range allBuckets {
 			if tx.Bucket(b) == nil {
@@ -604,7 +607,7 @@ func CheckStoreFile(path string, keys *quant.Keyring) error {
 			return damaged(path, err)
 		}
 		if schema != SchemaVersion {
-			return damaged(path, fmt.Errorf("%w: schema %q (a coordinator migrates \"1\" when it opens it; this check reads %q)", ErrStore, schema, SchemaVersion))
+			return damaged(path, fmt.Errorf("%w: schema %q (a coordinator migrates \"1\" and \"2\" when it opens it; this check reads %q)", ErrStore, schema, SchemaVersion))
 		}
 		if err := verifyStore(db, Keys{Own: keys}); err != nil {
 			return damaged(path, err)

@@ -41,7 +41,12 @@ var (
 // schemaVersion is the store's layout: "2" has checksummed records and
 // binary stored updates (records.go); a store of schema "1" is migrated
 // when it is opened (integrity.go).
-const SchemaVersion = "2"
+//
+// "3" adds summing rounds (bucket sums, stored updates without their
+// payload): a store of schema "2" is migrated by creating the bucket (its
+// rounds keep their payloads), and a build that reads "2" refuses a
+// schema "3" store by name rather than misreading its records.
+const SchemaVersion = "3"
 
 // ErrStore wraps a damaged or foreign database.
 var ErrStore = errors.New("coordinator: bad store")
