@@ -57,14 +57,7 @@ func newUnit(t *testing.T, minUpdates int) *unit {
 	}
 	cfg := DefaultConfig()
 	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Clock = t.TempDir(), reg, testKey(t, 9), u.clock
-	cfg.Calibrate = func(context.Context, *policy.Model) ([]float32, error) {
-		rng := rand.New(rand.NewPCG(1, 2))
-		rows := make([]float32, 100*policy.NumFeatures)
-		for i := range rows {
-			rows[i] = float32(rng.NormFloat64())
-		}
-		return rows, nil
-	}
+	cfg.Calibrate = normalCalibration
 	cfg.MinUpdates, cfg.RoundDuration = minUpdates, 10*time.Minute
 	c, err := New(cfg)
 	if err != nil {
@@ -298,4 +291,15 @@ func TestUnattributedRefusalCountedOnce(t *testing.T) {
 	if n := malformed(); n != 2 {
 		t.Fatalf("malformed counted %d times for two messages, want 2", n)
 	}
+}
+
+// normalCalibration is 100 rows of standard normal features (fixed seed):
+// the calibration set of the unit tests' coordinators.
+func normalCalibration(context.Context, *policy.Model) ([]float32, error) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	rows := make([]float32, 100*policy.NumFeatures)
+	for i := range rows {
+		rows[i] = float32(rng.NormFloat64())
+	}
+	return rows, nil
 }

@@ -45,14 +45,7 @@ func newSumRig(t *testing.T, payloads bool) *sumRig {
 	}
 	cfg := DefaultConfig()
 	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Clock = s.dir, reg, testKey(t, 9), s.clock
-	cfg.Calibrate = func(context.Context, *policy.Model) ([]float32, error) {
-		rng := rand.New(rand.NewPCG(1, 2))
-		rows := make([]float32, 100*policy.NumFeatures)
-		for i := range rows {
-			rows[i] = float32(rng.NormFloat64())
-		}
-		return rows, nil
-	}
+	cfg.Calibrate = normalCalibration
 	cfg.MinUpdates, cfg.RoundDuration, cfg.StorePayloads = sumSites, time.Hour, payloads
 	s.cfg = cfg
 	s.open()

@@ -2,6 +2,7 @@ package policydoc
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"strings"
@@ -88,7 +89,7 @@ func (d *Document) WantsEmissions(p Pod, hour int) bool {
 
 // SetLeastEmissions sets p.LeastEmissions to the lowest positive Emissions
 // over the candidate nodes (0 when none is known).
-func (p *Pod) SetLeastEmissions(nodes func(yield func(*Node) bool)) {
+func (p *Pod) SetLeastEmissions(nodes iter.Seq[*Node]) {
 	p.LeastEmissions = 0
 	for n := range nodes {
 		if e, ok := Emissions(*p, n); ok && e > 0 && (p.LeastEmissions == 0 || e < p.LeastEmissions) {

@@ -207,22 +207,25 @@ func KnownGPUModels() []GPUModel {
 	}
 }
 
-// edgeGPUWatts are typical board powers of edge GPUs that the openb
-// trace does not name (vendor data sheets; Jetson boards at the power mode
-// the built-in scenarios assume).
-var edgeGPUWatts = map[string]float64{"Orin": 25, "Xavier": 20, "L4": 72, "A2": 60}
-
-// GPUWatts is the typical board power of a GPU model by name: the openb
-// models' figures (KnownGPUModels), common edge GPUs', DefaultGPUWatts for
-// any other. It does not change what an Env assumes (a cluster's own
-// GPUModels do); the scheduler uses it where a cluster gives no figure.
-func GPUWatts(name string) float64 {
-	for _, m := range KnownGPUModels() {
-		if m.Name == name && m.Watts > 0 {
-			return m.Watts
+// gpuWatts are typical board powers by GPU model: the openb models'
+// (KnownGPUModels) and edge GPUs the trace does not name (vendor data
+// sheets; Jetson boards at the power mode the built-in scenarios assume).
+var gpuWatts = func() map[string]float64 {
+	m := map[string]float64{"Orin": 25, "Xavier": 20, "L4": 72, "A2": 60}
+	for _, g := range KnownGPUModels() {
+		if g.Watts > 0 {
+			m[g.Name] = g.Watts
 		}
 	}
-	if w, ok := edgeGPUWatts[name]; ok {
+	return m
+}()
+
+// GPUWatts is the typical board power of a GPU model by name
+// (DefaultGPUWatts for one without a figure). It does not change what an
+// Env assumes (a cluster's own GPUModels do); the scheduler uses it where
+// a cluster gives no figure.
+func GPUWatts(name string) float64 {
+	if w, ok := gpuWatts[name]; ok {
 		return w
 	}
 	return DefaultGPUWatts

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 )
@@ -72,31 +71,8 @@ func TestClusterServerLossMidRound(t *testing.T) {
 	}
 	start(f.sites[3:])
 
-	fltest.Eventually(t, 90*time.Second, "three published rounds", func() (bool, string) {
-		rs, err := c.Rounds(0)
-		if err != nil || len(rs) < 3 || rs[0].State != coordinator.StatePublished {
-			return false, fmt.Sprintf("%d rounds, %v", len(rs), err)
-		}
-		return true, ""
-	})
-	rs, _ := c.Rounds(0)
-	for _, r := range rs {
-		if r.Accepted != 5 || r.State != coordinator.StatePublished {
-			t.Errorf("round %d: %s with %d updates, want published with 5", r.Round, r.State, r.Accepted)
-		}
-	}
-	if m, err := c.ModelRecord(0); err != nil || m.Version != 4 {
-		t.Fatalf("newest model %+v %v, want version 4", m, err)
-	}
-	fltest.Eventually(t, 30*time.Second, "every site on version 4", func() (bool, string) {
-		for i, a := range agents {
-			st, err := a.c.Status()
-			if err != nil || st.Installed == nil || st.Installed.Version != 4 || st.Outbox != 0 {
-				return false, fmt.Sprintf("site %d: %+v %v", i, st, err)
-			}
-		}
-		return true, ""
-	})
+	fullRounds(t, c, 3, 5, 90*time.Second)
+	allInstalled(t, agents, 4, 30*time.Second)
 	for _, a := range agents {
 		if st, _ := a.c.Status(); st.Counters.Accepted != 3 || st.Counters.Trained != 3 {
 			t.Errorf("%s: counters %+v, want 3 accepted and 3 trained", st.Site, st.Counters)

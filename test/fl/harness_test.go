@@ -146,3 +146,41 @@ func scrape(t testing.TB, c *coordinator.Coordinator, name, labels string) float
 	}
 	return 0
 }
+
+// fullRounds waits until the coordinator has published n rounds and checks
+// each took every one of want updates and the newest model is version
+// n+1.
+func fullRounds(t *testing.T, c *coordinator.Coordinator, n, want int, within time.Duration) {
+	t.Helper()
+	fltest.Eventually(t, within, fmt.Sprintf("%d published rounds", n), func() (bool, string) {
+		rs, err := c.Rounds(0)
+		if err != nil || len(rs) < n || rs[0].State != coordinator.StatePublished {
+			return false, fmt.Sprintf("%d rounds, %v", len(rs), err)
+		}
+		return true, ""
+	})
+	rs, _ := c.Rounds(0)
+	for _, r := range rs {
+		if r.Accepted != want || r.State != coordinator.StatePublished {
+			t.Errorf("round %d: %s with %d updates, want published with %d", r.Round, r.State, r.Accepted, want)
+		}
+	}
+	if m, err := c.ModelRecord(0); err != nil || m.Version != uint64(n+1) {
+		t.Fatalf("newest model %+v %v, want version %d", m, err, n+1)
+	}
+}
+
+// allInstalled waits until every agent runs model version with an empty
+// outbox.
+func allInstalled(t *testing.T, agents []*agent, version uint64, within time.Duration) {
+	t.Helper()
+	fltest.Eventually(t, within, fmt.Sprintf("every site on version %d", version), func() (bool, string) {
+		for i, a := range agents {
+			st, err := a.c.Status()
+			if err != nil || st.Installed == nil || st.Installed.Version != version || st.Outbox != 0 {
+				return false, fmt.Sprintf("site %d: %+v %v", i, st, err)
+			}
+		}
+		return true, ""
+	})
+}

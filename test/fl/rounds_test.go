@@ -2,7 +2,6 @@ package fl
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -27,32 +26,8 @@ func TestTwentyAgentsFullRounds(t *testing.T) {
 	for _, s := range f.sites {
 		agents = append(agents, f.startAgent(s, filepath.Join(t.TempDir(), s), f.synthetic(0.001), nil))
 	}
-	fltest.Eventually(t, 60*time.Second, "three published rounds", func() (bool, string) {
-		rs, err := c.Rounds(0)
-		if err != nil || len(rs) < 3 || rs[0].State != coordinator.StatePublished {
-			return false, fmt.Sprintf("%d rounds, %v", len(rs), err)
-		}
-		return true, ""
-	})
-	rs, _ := c.Rounds(0)
-	for _, r := range rs {
-		if r.Accepted != 20 || r.State != coordinator.StatePublished {
-			t.Errorf("round %d: %s with %d updates", r.Round, r.State, r.Accepted)
-		}
-	}
-	m, err := c.ModelRecord(0)
-	if err != nil || m.Version != 4 {
-		t.Fatalf("newest model %+v %v, want version 4", m, err)
-	}
-	fltest.Eventually(t, 20*time.Second, "every site on version 4", func() (bool, string) {
-		for i, a := range agents {
-			st, err := a.c.Status()
-			if err != nil || st.Installed == nil || st.Installed.Version != 4 || st.Outbox != 0 {
-				return false, fmt.Sprintf("site %d: %+v %v", i, st, err)
-			}
-		}
-		return true, ""
-	})
+	fullRounds(t, c, 3, 20, 60*time.Second)
+	allInstalled(t, agents, 4, 20*time.Second)
 	// Each round moves half way to the target (rate 0.5): after three the
 	// distance is about 1/8 of the start (int8 updates and noise aside).
 	_, art, err := agents[0].c.InstalledInt8()
