@@ -73,6 +73,7 @@ func (c *Coordinator) serveAdmin(nc *nats.Conn) (micro.Service, error) {
 		EndpointModelRollback: func(ctx context.Context, r AdminRequest) (any, error) { return c.Rollback(ctx, r.Version) },
 		EndpointSites:         func(_ context.Context, _ AdminRequest) (any, error) { return c.Sites() },
 		EndpointRejects:       func(_ context.Context, _ AdminRequest) (any, error) { return c.Rejects() },
+		EndpointHAStatus:      func(_ context.Context, _ AdminRequest) (any, error) { return c.HA(), nil },
 		EndpointStoreBackup: func(_ context.Context, _ AdminRequest) (any, error) {
 			path, n, err := c.BackupNow()
 			if err != nil {

@@ -93,6 +93,11 @@ func consumerConfig(deliver jetstream.DeliverPolicy, start uint64) jetstream.Con
 // kept under stream sequences make any message it delivers again a
 // repetition, never a second verdict). What was judged keeps its verdict.
 func (c *Coordinator) openConsumer(ctx context.Context, b *bus) (jetstream.Consumer, error) {
+	if c.ha != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.haConsumer(ctx, b)
+	}
 	cons, err := b.js.Consumer(ctx, federated.UpdateStream, consumerName)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		cons, err = b.js.CreateConsumer(ctx, federated.UpdateStream, consumerConfig(jetstream.DeliverAllPolicy, 0))
@@ -150,6 +155,10 @@ func (c *Coordinator) trimStream(ctx context.Context, cons jetstream.Consumer) {
 		return
 	}
 	floor := info.AckFloor.Stream
+	if c.ha != nil {
+		// what a new active would judge again stays
+		floor = min(floor, c.ha.floor.Load())
+	}
 	if floor <= c.trimmedTo {
 		return
 	}
@@ -169,7 +178,12 @@ func (c *Coordinator) trimStream(ctx context.Context, cons jetstream.Consumer) {
 func (c *Coordinator) busLoop(ctx context.Context, cons jetstream.Consumer) {
 	trim := time.NewTicker(max(c.cfg.PollInterval, time.Second))
 	defer trim.Stop()
-	var backup <-chan time.Time
+	var backup, ckpt <-chan time.Time
+	if c.ha != nil {
+		t := time.NewTicker(c.cfg.checkpointEvery())
+		defer t.Stop()
+		ckpt = t.C
+	}
 	if c.cfg.BackupEvery > 0 {
 		t := time.NewTicker(c.cfg.BackupEvery)
 		defer t.Stop()
@@ -181,6 +195,13 @@ func (c *Coordinator) busLoop(ctx context.Context, cons jetstream.Consumer) {
 			return
 		case <-trim.C:
 			c.trimStream(ctx, cons)
+		case <-ckpt:
+			c.mu.Lock()
+			err := c.checkpoint(ctx)
+			c.mu.Unlock()
+			if err != nil && ctx.Err() == nil {
+				c.limited.Warn("checkpoint", "periodic checkpoint", "err", err)
+			}
 		case <-backup:
 			if path, n, err := c.BackupNow(); err != nil {
 				c.limited.Warn("backup", "online backup", "err", err)

@@ -124,6 +124,22 @@ type Config struct {
 	// MaxReplicas, and no more than the cluster's servers (the server
 	// refuses the stream otherwise).
 	Replicas int
+	// HA runs the coordinator as one of several replicas sharing the
+	// JetStream cluster, one of them active (RunReplica; docs/federated.md
+	// "Highly available coordinator"). false: a single coordinator (Run).
+	HA bool
+	// ReplicaID names this replica in the lease and the checkpoints
+	// (required with HA; edge-coordinator uses the host name).
+	ReplicaID string
+	// LeaseTTL is how long the active's lease lasts unrenewed (it renews
+	// it every quarter): a standby takes over within about 1.25 LeaseTTL
+	// of the active's death (0: DefaultLeaseTTL; at least 1s).
+	LeaseTTL time.Duration
+	// CheckpointEvery is how often the active ships its store when it
+	// changed (besides before every announcement and publication), which
+	// bounds what a new active judges again from the update stream
+	// (0: DefaultCheckpointEvery).
+	CheckpointEvery time.Duration
 	// Batch is the most updates judged in one store transaction (one
 	// fsync; default 256); Verifiers is how many check signatures and
 	// payloads in parallel, and add accepted updates to a summing round's
@@ -194,6 +210,21 @@ func DefaultConfig() Config {
 	}
 }
 
+// leaseTTL and checkpointEvery apply the defaults of their zero values.
+func (c *Config) leaseTTL() time.Duration {
+	if c.LeaseTTL == 0 {
+		return DefaultLeaseTTL
+	}
+	return c.LeaseTTL
+}
+
+func (c *Config) checkpointEvery() time.Duration {
+	if c.CheckpointEvery == 0 {
+		return DefaultCheckpointEvery
+	}
+	return c.CheckpointEvery
+}
+
 // clipNorm is the clip norm new rounds record: DP's when DP is on.
 func (c *Config) clipNorm() float64 {
 	if c.DP != nil {
@@ -242,6 +273,12 @@ func (c *Config) Validate() error {
 		return bad("UpdateMaxAge/UpdateMaxBytes", "must be >= 0 (0: no limit)")
 	case c.Replicas < 0 || c.Replicas > MaxReplicas:
 		return bad("Replicas", "%d, want 1 to %d (0: 1)", c.Replicas, MaxReplicas)
+	case c.HA && c.ReplicaID == "":
+		return bad("ReplicaID", "required with HA")
+	case c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < time.Second):
+		return bad("LeaseTTL", "%v, want >= 1s (0: %v)", c.LeaseTTL, DefaultLeaseTTL)
+	case c.CheckpointEvery < 0:
+		return bad("CheckpointEvery", "%v, want >= 0 (0: %v)", c.CheckpointEvery, DefaultCheckpointEvery)
 	case c.PollInterval <= 0 || c.DuplicateWindow <= 0:
 		return bad("PollInterval/DuplicateWindow", "must be > 0")
 	}

@@ -62,6 +62,9 @@ type Coordinator struct {
 	fileSize  int64            // coordinator.db's size after the last commit
 	limited   *ratelog.Limiter // repeated log lines, at most one every 10 s each
 	trimmedTo uint64           // the stream is purged below this (busLoop's)
+
+	gen atomic.Uint64 // store generation: commits so far (checkpoints)
+	ha  *haState      // an active replica's (nil without HA)
 }
 
 // bus is the coordinator's NATS side.
@@ -248,12 +251,16 @@ func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
 	}
 	c.mu.Lock()
 	c.bus = b
+	err = c.fenceState(ctx)
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		c.bus = nil
 		c.mu.Unlock()
 	}()
+	if err != nil {
+		return err
+	}
 	// Recovery talks to the bus (pending models, the round's announcement):
 	// a slow or restarting NATS server is retried, not fatal; a damaged
 	// store is.
@@ -429,6 +436,10 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
 	if b == nil {
 		return errors.New("coordinator: not connected")
 	}
+	// with HA the model is in a checkpoint before anything of it leaves
+	if err := c.checkpoint(ctx); err != nil {
+		return err
+	}
 	fo, qo := objectName(m.Version, quant.Float32), objectName(m.Version, quant.Int8)
 	if _, err := b.obj.PutBytes(ctx, fo, fb); err != nil {
 		return fmt.Errorf("publish %s: %w", fo, err)
@@ -442,7 +453,7 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
 	if err != nil {
 		return err
 	}
-	if _, err := b.kv.Put(ctx, federated.KeyModel, raw); err != nil {
+	if err := c.putState(ctx, federated.KeyModel, raw); err != nil {
 		return fmt.Errorf("announce model version %d: %w", m.Version, err)
 	}
 	err = c.update(func(tx *bolt.Tx) error {
@@ -564,7 +575,7 @@ func (c *Coordinator) announce(ctx context.Context, r *Round) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.bus.kv.Put(ctx, federated.KeyRound, raw); err != nil {
+	if err := c.putState(ctx, federated.KeyRound, raw); err != nil {
 		return fmt.Errorf("announce round %d: %w", r.Round, err)
 	}
 	return nil
@@ -611,7 +622,7 @@ func (c *Coordinator) Tick(ctx context.Context) error {
 		return err
 	}
 	switch {
-	case r.State == StateCollecting && r.Mode == federated.Sync && !c.clock.Now().Before(r.Deadline):
+	case r.State == StateCollecting && r.Mode == federated.Sync && !c.clock.Now().Before(r.Deadline) && !c.ha.catchingUp():
 		return c.closeRound(ctx, r)
 	case r.State == StateAggregating:
 		return c.aggregate(ctx, r)

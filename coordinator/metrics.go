@@ -20,6 +20,9 @@ type metrics struct {
 	storeErrors   prometheus.Counter
 	commits       prometheus.Counter
 	syncs         prometheus.Counter
+	// HA: checkpoints shipped, the last one's size
+	checkpoints     prometheus.Counter
+	checkpointBytes prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -55,7 +58,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help: "Write transactions committed to coordinator.db (bbolt syncs each twice: its pages, then its meta page)."})
 	m.syncs = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "store_fsyncs_total",
 		Help: "fdatasync calls bbolt made on coordinator.db for committed transactions: two per commit (its pages, then its meta page) and one per growth of the file."})
-	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation, m.reports, m.roundFailures, m.storeErrors, m.commits, m.syncs} {
+	m.checkpoints = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "checkpoints_total",
+		Help: "Checkpoints of coordinator.db shipped to the object store by the active replica (--ha)."})
+	m.checkpointBytes = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "checkpoint_bytes",
+		Help: "Size of the last checkpoint shipped (--ha)."})
+	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation, m.reports, m.roundFailures, m.storeErrors, m.commits, m.syncs, m.checkpoints, m.checkpointBytes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -61,6 +61,9 @@ func (c *Coordinator) view(fn func(tx *bolt.Tx) error) error {
 
 func (c *Coordinator) update(fn func(tx *bolt.Tx) error) error {
 	err := store.Guard(c.path, func() error { return c.db.Update(fn) })
+	if err == nil {
+		c.gen.Add(1)
+	}
 	if err == nil && c.metrics != nil {
 		c.metrics.commits.Inc()
 		c.countSyncs()

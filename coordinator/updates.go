@@ -326,6 +326,13 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 		return 0, err
 	}
 	done := group[:n]
+	if c.ha != nil {
+		for _, in := range done {
+			if in.streamSeq > c.ha.judged.Load() {
+				c.ha.judged.Store(in.streamSeq)
+			}
+		}
+	}
 	for _, in := range done {
 		if !in.again {
 			c.cfg.fail(FailUpdateCommitted)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
@@ -121,6 +122,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		seed        = fs.Uint64("seed", 1, "seed of DP noise and jitter")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
 		modelKeys   = fs.String("model-keys", "", "directory (or file) of model-signing public keys whose signatures on stored models are also accepted (key rotation; *.retired refused)")
+		ha          = fs.Bool("ha", false, "run as one of several replicas, one active (a JetStream KV lease); state shipped as checkpoints to the cluster (docs/federated.md)")
+		replicaID   = fs.String("replica-id", "", "with --ha: this replica's name (default the host name)")
+		leaseTTL    = fs.Duration("lease-ttl", coordinator.DefaultLeaseTTL, "with --ha: the active's lease lasts this long unrenewed; a standby takes over within about 1.25 times it")
+		ckptEvery   = fs.Duration("checkpoint-every", coordinator.DefaultCheckpointEvery, "with --ha: ship the store this often when it changed (and before every announcement and publication)")
 	)
 	natsFlags := natsflags.AddGoFlags(fs, natsflags.Options{DefaultServer: nats.DefaultURL, Inbox: natsauth.CoordinatorInboxPrefix})
 	version := fs.Bool("version", false, "print the version, commit and build date and exit")
@@ -188,6 +193,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg.ClipNorm, cfg.ServerLR, cfg.MaxUpdateNorm, cfg.MaxSamples, cfg.StorePayloads = *clip, *serverLR, *maxNorm, *maxSamples, *storePay
 	cfg.AuditKeep, cfg.UpdateMaxAge, cfg.UpdateMaxBytes, cfg.Replicas = *auditKeep, *streamAge, *streamBytes, *replicas
 	cfg.BackupDir, cfg.BackupEvery, cfg.BackupKeep = *backupDir, *backupEvery, *backupKeep
+	cfg.HA, cfg.ReplicaID, cfg.LeaseTTL, cfg.CheckpointEvery = *ha, *replicaID, *leaseTTL, *ckptEvery
+	if cfg.HA && cfg.ReplicaID == "" {
+		if cfg.ReplicaID, err = os.Hostname(); err != nil {
+			return fmt.Errorf("--replica-id: %w", err)
+		}
+	}
 	cfg.Local = federated.LocalTraining{Iterations: *iters, Episodes: *episodes, LR: *lr, ProxMu: *proxMu}
 	if *dpNoise > 0 {
 		cfg.DP = &federated.DPConfig{ClipNorm: *dpClip, NoiseMultiplier: *dpNoise, Delta: *dpDelta}
@@ -198,12 +209,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fp := os.Getenv(FailpointEnv); fp != "" {
 		cfg.Failpoint = failpoint(fp)
 	}
-	c, err := coordinator.New(cfg)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := c.Bootstrap(ctx, initial); err != nil {
+	var c *coordinator.Coordinator
+	if !cfg.HA {
+		// with --ha the store is opened once this replica is active
+		if c, err = coordinator.New(cfg); err != nil {
+			return err
+		}
+		defer c.Close()
+		if err := c.Bootstrap(ctx, initial); err != nil {
+			return err
+		}
+	} else if err := cfg.Validate(); err != nil {
 		return err
 	}
 	connOpts = append(connOpts, nats.Name("edge-coordinator"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond), nats.ReconnectJitter(250*time.Millisecond, time.Second),
@@ -229,13 +245,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
-		srv := &http.Server{Handler: c.MetricsHandler(), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 		log.Info("metrics", "addr", ln.Addr().String())
 	}
 	log.Info("coordinator up", "nats", *url, "nats_context", nconn.Context, "tls", conn.Secure(), "nkey", conn.NKeySeedFile != "", "sites", len(sites.Sites()), "mode", cfg.Mode, "aggregator", cfg.Aggregator.Rule)
-	err = c.Run(ctx, nc)
+	if cfg.HA {
+		err = coordinator.RunReplica(ctx, cfg, nc, initial)
+	} else {
+		err = c.Run(ctx, nc)
+	}
 	if errors.Is(err, context.Canceled) || (err != nil && ctx.Err() != nil) {
 		// stopped (a bus call cut short by the stop may report a timeout)
 		log.Info("coordinator stopped", "last_err", err)

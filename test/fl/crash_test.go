@@ -365,6 +365,13 @@ func watchStateBucket(t *testing.T, url string) *busLog {
 // or round announced again is announced with the same content.
 func (l *busLog) check(t *testing.T) {
 	t.Helper()
+	l.checkUpTo(t, crashFinal, crashRounds)
+}
+
+// checkUpTo is check for a run that ends at model version final and round
+// lastRound.
+func (l *busLog) checkUpTo(t *testing.T, final, lastRound uint64) {
+	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, b := range l.bad {
@@ -384,23 +391,23 @@ func (l *busLog) check(t *testing.T) {
 		}
 		seen[n.Version] = n
 	}
-	if last != crashFinal {
-		t.Errorf("model notices on the bus %v, want them to end at version %d", versions, crashFinal)
+	if last != final {
+		t.Errorf("model notices on the bus %v, want them to end at version %d", versions, final)
 	}
 	rounds := map[uint64]federated.RoundAnnouncement{}
-	var lastRound uint64
+	var maxRound uint64
 	for _, a := range l.rounds {
-		if a.Round < lastRound {
-			t.Errorf("round announcements went back: round %d after %d", a.Round, lastRound)
+		if a.Round < maxRound {
+			t.Errorf("round announcements went back: round %d after %d", a.Round, maxRound)
 		}
-		lastRound = max(lastRound, a.Round)
+		maxRound = max(maxRound, a.Round)
 		if prev, ok := rounds[a.Round]; ok && (prev.BaseModel != a.BaseModel || prev.BaseVersion != a.BaseVersion || !prev.Deadline.Equal(a.Deadline)) {
 			t.Errorf("round %d announced twice differently: %+v then %+v", a.Round, prev, a)
 		}
 		rounds[a.Round] = a
 	}
-	if lastRound != crashRounds {
-		t.Errorf("last round announced %d, want %d", lastRound, crashRounds)
+	if maxRound != lastRound {
+		t.Errorf("last round announced %d, want %d", maxRound, lastRound)
 	}
 	t.Logf("bus: %d model notices %v, %d round announcements", len(l.notices), versions, len(l.rounds))
 }
@@ -525,36 +532,10 @@ func runCrashScenarioOn(t *testing.T, bin string, kill crashKill, url string) cr
 	t.Helper()
 	f := newFleet(t, url, crashSites)
 	dir := t.TempDir()
-	keyPath, _, err := quant.WriteKeyPair(dir, "coordinator", f.coordKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sitesDir, scratch := filepath.Join(dir, "sites"), filepath.Join(dir, "site-keys")
-	for _, d := range []string{sitesDir, scratch} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, s := range f.sites {
-		_, pub, err := quant.WriteKeyPair(scratch, s, f.keys[s])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(pub, filepath.Join(sitesDir, s+".pub")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	modelPath := filepath.Join(dir, "start.esm")
-	if err := policy.WriteFile(modelPath, fltest.SmallModel(t, 1), "model", nil, nil); err != nil {
-		t.Fatal(err)
-	}
 	dataDir := filepath.Join(dir, "data")
 	dbPath := filepath.Join(dataDir, "coordinator.db")
 	logPath := filepath.Join(dir, "edge-coordinator.log")
-	args := []string{"--server", url, "--data", dataDir, "--key", keyPath, "--sites", sitesDir, "--model", modelPath,
-		"--calibrate", "builtin:factory-vision", "--auto-rounds", "--rounds", strconv.Itoa(crashRounds),
-		"--round-duration", "1h", "--min-updates", strconv.Itoa(crashSites),
-		"--local-iterations", "1", "--local-episodes", "1", "--seed", "7", "--log-level", "debug"}
+	args := append(coordProcArgs(t, f, dir, url, crashRounds), "--data", dataDir)
 	t.Cleanup(func() {
 		if t.Failed() {
 			if b, err := os.ReadFile(logPath); err == nil {
@@ -745,6 +726,41 @@ func runCrashScenarioOn(t *testing.T, bin string, kill crashKill, url string) cr
 		res.weights[v] = m.Net.Flat()
 	}
 	return res
+}
+
+// coordProcArgs writes the files an edge-coordinator process of fleet f
+// needs into dir (its key, the sites' public keys, the start model) and
+// returns its arguments for synchronous rounds that wait for every site
+// (--data is the caller's).
+func coordProcArgs(t *testing.T, f *fleet, dir, url string, rounds int) []string {
+	t.Helper()
+	keyPath, _, err := quant.WriteKeyPair(dir, "coordinator", f.coordKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sitesDir, scratch := filepath.Join(dir, "sites"), filepath.Join(dir, "site-keys")
+	for _, d := range []string{sitesDir, scratch} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range f.sites {
+		_, pub, err := quant.WriteKeyPair(scratch, s, f.keys[s])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(pub, filepath.Join(sitesDir, s+".pub")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modelPath := filepath.Join(dir, "start.esm")
+	if err := policy.WriteFile(modelPath, fltest.SmallModel(t, 1), "model", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--server", url, "--key", keyPath, "--sites", sitesDir, "--model", modelPath,
+		"--calibrate", "builtin:factory-vision", "--auto-rounds", "--rounds", strconv.Itoa(rounds),
+		"--round-duration", "1h", "--min-updates", strconv.Itoa(len(f.sites)),
+		"--local-iterations", "1", "--local-episodes", "1", "--seed", "7", "--log-level", "debug"}
 }
 
 // serverAtLeast reports whether nats-server version v (major.minor.patch)
