@@ -181,6 +181,9 @@ func TestConfigValidate(t *testing.T) {
 		{"server lr", func(c *Config) { c.ServerLR = 0 }, "ServerLR"},
 		{"negative replicas", func(c *Config) { c.Replicas = -1 }, "Replicas"},
 		{"replicas above JetStream's 5", func(c *Config) { c.Replicas = 6 }, "Replicas"},
+		{"ha without a replica id", func(c *Config) { c.HA = true }, "ReplicaID"},
+		{"lease ttl under a second", func(c *Config) { c.LeaseTTL = 500 * time.Millisecond }, "LeaseTTL"},
+		{"negative checkpoint interval", func(c *Config) { c.CheckpointEvery = -time.Second }, "CheckpointEvery"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
