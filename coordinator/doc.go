@@ -14,4 +14,12 @@
 // concurrent use: state changes are serialised by one mutex and each is
 // one bbolt transaction (a group of update verdicts is one). A damaged
 // store stops Run with a *DamagedError.
+//
+// High availability (Config.HA, ha.go): RunReplica waits as a standby
+// for the lease, restores the newest checkpoint into DataDir, then opens
+// the store (New) and runs it (Run) as the active while a goroutine it
+// owns renews the lease; it waits for that goroutine and closes the store
+// before it returns. A Coordinator is active at most once: after
+// ErrDeposed the process is meant to exit and start again as a standby.
+// Checkpoints are taken under the state mutex, so ingest waits for one.
 package coordinator
