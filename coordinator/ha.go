@@ -104,11 +104,13 @@ type Checkpoint struct {
 	Taken time.Time `json:"taken"`
 }
 
-// HAStatus is the active replica as the admin endpoint ha.status answers.
+// HAStatus is the active replica as the admin endpoint ha.status answers
+// (HA false, the rest zero: a coordinator without high availability).
 type HAStatus struct {
+	HA         bool       `json:"ha"`
 	Replica    string     `json:"replica"`
 	Epoch      uint64     `json:"epoch"`
-	Checkpoint Checkpoint `json:"checkpoint"`
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // EndpointHAStatus answers the active replica's HAStatus.
@@ -356,7 +358,7 @@ func (h *haState) fence(ctx context.Context, js jetstream.JetStream) (bool, erro
 			}
 		}
 		next := cur
-		next.Epoch, next.Replica = h.epoch, h.replica
+		next.Epoch, next.Replica, next.Taken = h.epoch, h.replica, time.Now().UTC()
 		raw, _ := json.Marshal(next)
 		nrev, err := h.kv.Update(ctx, checkpointKey, raw, rev)
 		if isConflict(err) {
@@ -367,6 +369,7 @@ func (h *haState) fence(ctx context.Context, js jetstream.JetStream) (bool, erro
 		}
 		h.ptr, h.ptrRev = next, nrev
 		h.floor.Store(next.Floor)
+		h.judged.Store(next.Floor) // nothing to judge again: caught up
 		// the stream's end now: judged again before a deadline closes
 		if s, err := js.Stream(ctx, federated.UpdateStream); err == nil {
 			h.catchUp = s.CachedInfo().State.LastSeq
@@ -572,13 +575,13 @@ func (h *haState) catchingUp() bool {
 	return h != nil && h.judged.Load() < h.catchUp && time.Now().Before(h.until)
 }
 
-// HA answers the admin endpoint ha.status (nil without high
-// availability).
-func (c *Coordinator) HA() *HAStatus {
+// HA answers the admin endpoint ha.status.
+func (c *Coordinator) HA() HAStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ha == nil {
-		return nil
+		return HAStatus{}
 	}
-	return &HAStatus{Replica: c.ha.replica, Epoch: c.ha.epoch, Checkpoint: c.ha.ptr}
+	ptr := c.ha.ptr
+	return HAStatus{HA: true, Replica: c.ha.replica, Epoch: c.ha.epoch, Checkpoint: &ptr}
 }

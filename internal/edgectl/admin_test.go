@@ -182,6 +182,11 @@ func TestAdminVerbs(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &rounds) != nil || len(rounds) != 1 || rounds[0].Accepted != 1 {
 		t.Fatalf("round list json: %v\n%s", err, out)
 	}
+	// A coordinator without --ha has no replicas to show.
+	out, _, err = run(t, "replicas", s)
+	if err != nil || !strings.Contains(out, "not highly available") {
+		t.Fatalf("replicas:\n%s %v", out, err)
+	}
 	// Manual publishing: version 2 waits as a candidate.
 	out, _, err = run(t, "model", "list", s)
 	if err != nil || !strings.Contains(out, "v2       candidate") || !strings.Contains(out, "v1       published") {

@@ -147,7 +147,10 @@ func runHAFailover(t *testing.T, bin string, loseServer, pause bool) {
 		return err == nil && st.Replica == "b", fmt.Sprintf("%+v %v", st, err)
 	})
 	took := time.Since(killed)
-	t.Logf("replica b active (epoch %d, checkpoint %s, floor %d) %v after the signal", after.Epoch, after.Checkpoint.Object, after.Checkpoint.Floor, took.Round(time.Millisecond))
+	if after.Checkpoint == nil {
+		t.Fatalf("replica b active without a checkpoint: %+v", after)
+	}
+	t.Logf("replica b active (epoch %d, checkpoint %s of %d bytes, floor %d) %v after the signal", after.Epoch, after.Checkpoint.Object, after.Checkpoint.Bytes, after.Checkpoint.Floor, took.Round(time.Millisecond))
 	if took > haTakeover {
 		t.Errorf("takeover took %v, want at most %v", took, haTakeover)
 	}
