@@ -107,9 +107,9 @@ type Checkpoint struct {
 // HAStatus is the active replica as the admin endpoint ha.status answers
 // (HA false, the rest zero: a coordinator without high availability).
 type HAStatus struct {
-	HA         bool       `json:"ha"`
-	Replica    string     `json:"replica"`
-	Epoch      uint64     `json:"epoch"`
+	HA         bool        `json:"ha"`
+	Replica    string      `json:"replica"`
+	Epoch      uint64      `json:"epoch"`
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 }
 
