@@ -659,11 +659,7 @@ func runCrashScenarioOn(t *testing.T, bin string, kill crashKill, url string) cr
 			}
 		}
 	}
-	for v := 1; v <= crashFinal; v++ {
-		if n := audit[fmt.Sprintf("model.stored version %d", v)]; n != 1 {
-			t.Errorf("model version %d stored %d times", v, n)
-		}
-	}
+	checkStoredOnce(t, audit, crashFinal)
 	if n := audit["update.rejected"]; n != 0 {
 		t.Errorf("%d updates rejected", n)
 	}
@@ -673,28 +669,7 @@ func runCrashScenarioOn(t *testing.T, bin string, kill crashKill, url string) cr
 		t.Fatal(err)
 	}
 	defer c.Close()
-	rounds, err := c.Rounds(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rounds) != crashRounds {
-		t.Errorf("%d rounds, want %d", len(rounds), crashRounds)
-	}
-	for _, r := range rounds {
-		if r.State != coordinator.StatePublished || r.Accepted != crashSites || r.Result != r.Round+1 || r.Stats["updates"] != crashSites {
-			t.Errorf("round %d: %s, %d accepted, result version %d, stats %v; want published, %d accepted, version %d",
-				r.Round, r.State, r.Accepted, r.Result, r.Stats, crashSites, r.Round+1)
-		}
-	}
-	sites, err := c.Sites()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range sites {
-		if s.Accepted != crashRounds || s.HWM != crashRounds || len(s.Rejected) > 0 {
-			t.Errorf("coordinator's record of %s: %d accepted, hwm %d, rejected %v; want %d, %d, none", s.Site.Site, s.Accepted, s.HWM, s.Rejected, crashRounds, crashRounds)
-		}
-	}
+	checkRecords(t, c, crashRounds, crashSites)
 	rej, err := c.Rejects()
 	if err != nil {
 		t.Fatal(err)
@@ -761,6 +736,46 @@ func coordProcArgs(t *testing.T, f *fleet, dir, url string, rounds int) []string
 		"--calibrate", "builtin:factory-vision", "--auto-rounds", "--rounds", strconv.Itoa(rounds),
 		"--round-duration", "1h", "--min-updates", strconv.Itoa(len(f.sites)),
 		"--local-iterations", "1", "--local-episodes", "1", "--seed", "7", "--log-level", "debug"}
+}
+
+// checkStoredOnce: the audit log (auditCounts) stored each model version
+// 1 to final once.
+func checkStoredOnce(t *testing.T, audit map[string]int, final int) {
+	t.Helper()
+	for v := 1; v <= final; v++ {
+		if n := audit[fmt.Sprintf("model.stored version %d", v)]; n != 1 {
+			t.Errorf("model version %d stored %d times", v, n)
+		}
+	}
+}
+
+// checkRecords: the coordinator's store holds rounds rounds, each
+// published with one update of each of its sites and the next version,
+// and every site's record at rounds accepted, none refused.
+func checkRecords(t *testing.T, c *coordinator.Coordinator, rounds, sites int) {
+	t.Helper()
+	rs, err := c.Rounds(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != rounds {
+		t.Errorf("%d rounds, want %d", len(rs), rounds)
+	}
+	for _, r := range rs {
+		if r.State != coordinator.StatePublished || r.Accepted != sites || r.Result != r.Round+1 || r.Stats["updates"] != float64(sites) {
+			t.Errorf("round %d: %s, %d accepted, result version %d, stats %v; want published, %d accepted, version %d",
+				r.Round, r.State, r.Accepted, r.Result, r.Stats, sites, r.Round+1)
+		}
+	}
+	ss, err := c.Sites()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ss {
+		if s.Accepted != rounds || s.HWM != uint64(rounds) || len(s.Rejected) > 0 {
+			t.Errorf("coordinator's record of %s: %d accepted, hwm %d, rejected %v; want %d, %d, none", s.Site.Site, s.Accepted, s.HWM, s.Rejected, rounds, rounds)
+		}
+	}
 }
 
 // serverAtLeast reports whether nats-server version v (major.minor.patch)

@@ -224,11 +224,7 @@ func runHAFailover(t *testing.T, bin string, loseServer, pause bool) {
 			}
 		}
 	}
-	for v := uint64(1); v <= final; v++ {
-		if n := audit[fmt.Sprintf("model.stored version %d", v)]; n != 1 {
-			t.Errorf("model version %d stored %d times", v, n)
-		}
-	}
+	checkStoredOnce(t, audit, int(final))
 	t.Logf("updates lost %d, applied twice %d (of %d)", lost, twice, haSites*haRounds)
 	if lost != 0 || twice != 0 {
 		t.Errorf("updates lost %d, applied twice %d; want 0 and 0", lost, twice)
@@ -238,22 +234,5 @@ func runHAFailover(t *testing.T, bin string, loseServer, pause bool) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	rounds, err := c.Rounds(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rounds {
-		if r.State != coordinator.StatePublished || r.Accepted != haSites || r.Result != r.Round+1 || r.Stats["updates"] != haSites {
-			t.Errorf("round %d: %s, %d accepted, result version %d; want published, %d accepted, version %d", r.Round, r.State, r.Accepted, r.Result, haSites, r.Round+1)
-		}
-	}
-	sites, err := c.Sites()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range sites {
-		if s.Accepted != haRounds || s.HWM != haRounds || len(s.Rejected) > 0 {
-			t.Errorf("coordinator's record of %s: %d accepted, hwm %d, rejected %v; want %d, %d, none", s.Site.Site, s.Accepted, s.HWM, s.Rejected, haRounds, haRounds)
-		}
-	}
+	checkRecords(t, c, haRounds, haSites)
 }
