@@ -344,6 +344,9 @@ func renewLease(ctx context.Context, kv jetstream.KeyValue, held *atomic.Uint64,
 // It reports whether another replica had been active.
 func (h *haState) fence(ctx context.Context, js jetstream.JetStream) (bool, error) {
 	for {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
 		var cur Checkpoint
 		var rev uint64
 		e, err := h.kv.Get(ctx, checkpointKey)
