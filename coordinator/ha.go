@@ -129,6 +129,7 @@ type haState struct {
 	ptrRev  uint64
 	ckptGen uint64            // store generation of the checkpoint
 	revs    map[string]uint64 // state bucket keys' revisions last written
+	last    map[string][]byte // ... and the values last tried
 	cons    jetstream.Consumer
 	catchUp uint64    // stream sequence to judge before closing at a deadline
 	until   time.Time // ... for at most this long
@@ -164,6 +165,27 @@ func newHAMetrics(reg prometheus.Registerer) (*haMetrics, error) {
 // isConflict reports a compare-and-set refused by the server.
 func isConflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}
+
+// casPut writes key by compare-and-set on rev and returns the new
+// revision. A write of ours that the server applied though its answer
+// was lost (a timeout under load) leaves rev stale: a conflict with a
+// value ours says (an earlier write of this replica) adopts that value's
+// revision (and is the answer when it is raw itself); any other conflict
+// is returned (isConflict).
+func casPut(ctx context.Context, kv jetstream.KeyValue, key string, raw []byte, rev uint64, ours func([]byte) bool) (uint64, error) {
+	nrev, err := kv.Update(ctx, key, raw, rev)
+	if !isConflict(err) {
+		return nrev, err
+	}
+	e, gerr := kv.Get(ctx, key)
+	if gerr != nil || !ours(e.Value()) {
+		return 0, err
+	}
+	if bytes.Equal(e.Value(), raw) {
+		return e.Revision(), nil
+	}
+	return kv.Update(ctx, key, raw, e.Revision())
 }
 
 // RunReplica runs one replica of a highly available coordinator
@@ -266,7 +288,7 @@ func RunReplica(ctx context.Context, cfg Config, nc *nats.Conn, start *policy.Mo
 		}
 	}()
 
-	h := &haState{replica: cfg.ReplicaID, epoch: epoch, kv: ha, obj: obj, deposed: deposed, revs: map[string]uint64{}}
+	h := &haState{replica: cfg.ReplicaID, epoch: epoch, kv: ha, obj: obj, deposed: deposed, revs: map[string]uint64{}, last: map[string][]byte{}}
 	took, err := h.fence(ctx, js)
 	if err != nil {
 		return h.result(ctx, &lost, err)
@@ -316,7 +338,7 @@ func renewLease(ctx context.Context, kv jetstream.KeyValue, held *atomic.Uint64,
 		case <-t.C:
 		}
 		cctx, cancel := context.WithTimeout(ctx, ttl/4)
-		r, err := kv.Update(cctx, leaseKey, val, held.Load())
+		r, err := casPut(cctx, kv, leaseKey, val, held.Load(), func(v []byte) bool { return bytes.Equal(v, val) })
 		cancel()
 		switch {
 		case err == nil:
@@ -419,6 +441,12 @@ func (h *haState) restore(ctx context.Context, dir string) error {
 	return nil
 }
 
+// ours reports a checkpoint pointer this active wrote (its epoch).
+func (h *haState) ours(v []byte) bool {
+	var p Checkpoint
+	return json.Unmarshal(v, &p) == nil && p.Epoch == h.epoch
+}
+
 // checkpoint ships the store when it changed since the last checkpoint.
 // Callers hold c.mu. A refused pointer update deposes the replica.
 func (c *Coordinator) checkpoint(ctx context.Context) error {
@@ -451,7 +479,7 @@ func (c *Coordinator) checkpoint(ctx context.Context) error {
 	}
 	next := Checkpoint{Epoch: h.epoch, Replica: h.replica, Object: name, Floor: floor, Bytes: int64(buf.Len()), Taken: c.clock.Now().UTC()}
 	raw, _ := json.Marshal(next)
-	rev, err := h.kv.Update(ctx, checkpointKey, raw, h.ptrRev)
+	rev, err := casPut(ctx, h.kv, checkpointKey, raw, h.ptrRev, h.ours)
 	if isConflict(err) {
 		h.deposed()
 		_ = h.obj.Delete(context.WithoutCancel(ctx), name)
@@ -500,7 +528,11 @@ func (c *Coordinator) putState(ctx context.Context, key string, raw []byte) erro
 				rev = e.Revision()
 			}
 		}
-		nrev, err := c.bus.kv.Update(ctx, key, raw, rev)
+		// (an earlier attempt whose answer was lost may have been applied)
+		prev := h.last[key]
+		ours := func(v []byte) bool { return known && bytes.Equal(v, prev) }
+		nrev, err := casPut(ctx, c.bus.kv, key, raw, rev, ours)
+		h.last[key] = raw
 		if err == nil {
 			h.revs[key] = nrev
 			return nil
