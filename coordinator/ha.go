@@ -104,6 +104,37 @@ type Checkpoint struct {
 	Taken time.Time `json:"taken"`
 }
 
+// ErrCheckpoint wraps a checkpoint pointer that cannot be decoded.
+var ErrCheckpoint = errors.New("coordinator: bad checkpoint pointer")
+
+// maxPointerBytes bounds a checkpoint pointer (a few hundred bytes).
+const maxPointerBytes = 4 << 10
+
+// DecodeCheckpoint decodes a checkpoint pointer strictly: one JSON
+// object of known fields, at most maxPointerBytes, an epoch, and an
+// object name only with a floor-consistent size.
+func DecodeCheckpoint(raw []byte) (Checkpoint, error) {
+	var p Checkpoint
+	if len(raw) > maxPointerBytes {
+		return p, fmt.Errorf("%w: %d bytes, at most %d", ErrCheckpoint, len(raw), maxPointerBytes)
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&p); err != nil {
+		return Checkpoint{}, fmt.Errorf("%w: %v", ErrCheckpoint, err)
+	}
+	if d.More() {
+		return Checkpoint{}, fmt.Errorf("%w: trailing data", ErrCheckpoint)
+	}
+	switch {
+	case p.Epoch == 0:
+		return Checkpoint{}, fmt.Errorf("%w: no epoch", ErrCheckpoint)
+	case p.Bytes < 0 || (p.Object == "" && p.Bytes != 0):
+		return Checkpoint{}, fmt.Errorf("%w: object %q of %d bytes", ErrCheckpoint, p.Object, p.Bytes)
+	}
+	return p, nil
+}
+
 // HAStatus is the active replica as the admin endpoint ha.status answers
 // (HA false, the rest zero: a coordinator without high availability).
 type HAStatus struct {
@@ -378,8 +409,8 @@ func (h *haState) fence(ctx context.Context, js jetstream.JetStream) (bool, erro
 			return false, fmt.Errorf("read the checkpoint pointer: %w", err)
 		default:
 			rev = e.Revision()
-			if err := json.Unmarshal(e.Value(), &cur); err != nil {
-				return false, fmt.Errorf("%w: checkpoint pointer: %v", ErrStore, err)
+			if cur, err = DecodeCheckpoint(e.Value()); err != nil {
+				return false, err
 			}
 		}
 		next := cur
@@ -443,8 +474,8 @@ func (h *haState) restore(ctx context.Context, dir string) error {
 
 // ours reports a checkpoint pointer this active wrote (its epoch).
 func (h *haState) ours(v []byte) bool {
-	var p Checkpoint
-	return json.Unmarshal(v, &p) == nil && p.Epoch == h.epoch
+	p, err := DecodeCheckpoint(v)
+	return err == nil && p.Epoch == h.epoch
 }
 
 // checkpoint ships the store when it changed since the last checkpoint.
