@@ -54,12 +54,12 @@ import (
 // Config.Replicas).
 const (
 	// LeaseBucket holds the active replica's lease (key "active").
-	LeaseBucket = "EDGESCHED_COORDINATOR_LEASE"
+	LeaseBucket = federated.LeaseBucket
 	// HABucket holds the pointer to the newest checkpoint (key
 	// "checkpoint").
-	HABucket = "EDGESCHED_COORDINATOR"
+	HABucket = federated.HABucket
 	// CheckpointBucket is the object store of checkpoints.
-	CheckpointBucket = "EDGESCHED_CHECKPOINTS"
+	CheckpointBucket = federated.CheckpointBucket
 
 	leaseKey      = "active"
 	checkpointKey = "checkpoint"

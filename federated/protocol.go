@@ -35,6 +35,14 @@ const (
 	// ModelBucket is the Object Store bucket of published artifacts,
 	// named by ModelNotice.FloatObject and Int8Object.
 	ModelBucket = "EDGESCHED_MODELS"
+	// The coordinator's own buckets when it runs as replicas (--ha,
+	// docs/federated.md "Highly available coordinator"): the active's
+	// lease (LeaseBucket, entries expire), the checkpoint pointer
+	// (HABucket) and the checkpoints (CheckpointBucket, an object store).
+	// Sites never read them.
+	LeaseBucket      = "EDGESCHED_COORDINATOR_LEASE"
+	HABucket         = "EDGESCHED_COORDINATOR"
+	CheckpointBucket = "EDGESCHED_CHECKPOINTS"
 	// AdminService is the NATS micro service name of the coordinator's
 	// admin API; its endpoints live under AdminSubjectPrefix.
 	AdminService       = "edgesched-coordinator"

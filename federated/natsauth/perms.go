@@ -34,6 +34,9 @@ func SiteInboxPrefix(site string) string { return siteInboxPre + site }
 var (
 	stateStream = "KV_" + federated.StateBucket
 	modelStream = "OBJ_" + federated.ModelBucket
+	leaseStream = "KV_" + federated.LeaseBucket
+	haStream    = "KV_" + federated.HABucket
+	ckptStream  = "OBJ_" + federated.CheckpointBucket
 )
 
 // SitePermissions are what a site may do, and nothing more:
@@ -115,6 +118,25 @@ func CoordinatorPermissions() Permissions {
 		"$JS.API.STREAM.MSG.GET."+modelStream,
 		// acks to sites
 		federated.AckSubjectPrefix+"*",
+	)
+	// as replicas (--ha): the lease, the checkpoint pointer and the
+	// checkpoints, and a consumer of the update stream per epoch
+	// (coordinator-e<epoch>; earlier ones listed and deleted)
+	for _, s := range []string{leaseStream, haStream, ckptStream} {
+		pub = append(pub, "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s, "$JS.API.STREAM.INFO."+s,
+			"$JS.API.STREAM.MSG.GET."+s, "$JS.API.DIRECT.GET."+s, "$JS.API.DIRECT.GET."+s+".>")
+	}
+	pub = append(pub,
+		"$KV."+federated.LeaseBucket+".>",
+		"$KV."+federated.HABucket+".>",
+		"$O."+federated.CheckpointBucket+".>",
+		"$JS.API.STREAM.PURGE."+ckptStream,
+		"$JS.API.CONSUMER.CREATE."+ckptStream+".>",
+		"$JS.API.CONSUMER.DELETE."+ckptStream+".>",
+		"$JS.API.CONSUMER.NAMES."+federated.UpdateStream,
+		"$JS.API.CONSUMER.INFO."+federated.UpdateStream+".*",
+		"$JS.API.CONSUMER.MSG.NEXT."+federated.UpdateStream+".*",
+		"$JS.API.CONSUMER.DELETE."+federated.UpdateStream+".*",
 	)
 	return Permissions{
 		Publish: pub,

@@ -86,12 +86,43 @@ func TestAuthFlags(t *testing.T) {
 // TestRunWithNKeyAndTLS runs edge-coordinator's Main against a real
 // nats-server configured by natsauth (NKey users, permissions, mutual
 // TLS): it connects with --nkey and the --tls-* flags, serves the admin
-// API (an operator gets an answer) and stops cleanly.
+// API (an operator gets an answer) and stops cleanly. With --ha it runs
+// twice on the same server, from two empty data directories: the first
+// takes the lease and ships a checkpoint, the second restores it (every
+// JetStream call of high availability within the coordinator's
+// permissions).
 func TestRunWithNKeyAndTLS(t *testing.T) {
-	d := fltest.FleetDir(t, "store-1")
-	srv, pki := fltest.StartAuthServer(t, d, "coordinator", "admin")
+	for _, tc := range []struct {
+		name string
+		args []string
+		runs int
+	}{
+		{"single", nil, 1},
+		{"ha", []string{"--ha", "--replica-id", "a"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := fltest.FleetDir(t, "store-1")
+			srv, pki := fltest.StartAuthServer(t, d, "coordinator", "admin")
+			for run := range tc.runs {
+				log, body := runAuthCoordinator(t, d, srv.ClientURL(), pki, tc.args)
+				if tc.args != nil && !strings.Contains(body, "edgesched_coordinator_active 1") {
+					t.Errorf("run %d: /metrics lacks edgesched_coordinator_active 1", run+1)
+				}
+				if run > 0 && (!strings.Contains(log, "active: restored") || strings.Contains(log, `checkpoint=""`)) {
+					t.Errorf("run %d did not restore a checkpoint:\n%s", run+1, log)
+				}
+			}
+		})
+	}
+}
 
+// runAuthCoordinator runs Main with the coordinator's NKey and TLS
+// identity and extra flags until it serves the admin API, reads its
+// /metrics, stops it and returns its log and the metrics text.
+func runAuthCoordinator(t *testing.T, d natsauth.Dir, url string, pki *natsauth.PKIFiles, extra []string) (string, string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	stderr := &syncBuffer{}
 	done := make(chan int, 1)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -100,17 +131,16 @@ func TestRunWithNKeyAndTLS(t *testing.T) {
 	}
 	metricsAddr := ln.Addr().String()
 	ln.Close()
-	go func() {
-		done <- Main(ctx, []string{"--server", srv.ClientURL(), "--key", d.ModelKeyFile("model-1"), "--sites", d.File(natsauth.SitesDir),
-			"--model-keys", d.File(natsauth.ModelKeysDir), "--data", t.TempDir(), "--calibrate", "builtin:factory-vision", "--metrics-addr", metricsAddr,
-			"--nkey", d.CoordinatorSeed(), "--tlsca", pki.CA, "--tlscert", pki.ClientCerts["coordinator"], "--tlskey", pki.ClientKeys["coordinator"]}, io.Discard, stderr)
-	}()
+	args := append([]string{"--server", url, "--key", d.ModelKeyFile("model-1"), "--sites", d.File(natsauth.SitesDir),
+		"--model-keys", d.File(natsauth.ModelKeysDir), "--data", t.TempDir(), "--calibrate", "builtin:factory-vision", "--metrics-addr", metricsAddr,
+		"--nkey", d.CoordinatorSeed(), "--tlsca", pki.CA, "--tlscert", pki.ClientCerts["coordinator"], "--tlskey", pki.ClientKeys["coordinator"]}, extra...)
+	go func() { done <- Main(ctx, args, io.Discard, stderr) }()
 	admin := natsauth.ClientConfig{NKeySeedFile: d.AdminSeed("admin"), CAFile: pki.CA, CertFile: pki.ClientCerts["admin"], KeyFile: pki.ClientKeys["admin"], InboxPrefix: natsauth.AdminInboxPrefix}
 	aopts, err := admin.Options()
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(srv.ClientURL(), aopts...)
+	nc, err := nats.Connect(url, aopts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +175,11 @@ func TestRunWithNKeyAndTLS(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d:\n%s", code, stderr.String())
 	}
-	if log := stderr.String(); !strings.Contains(log, "tls=true") || !strings.Contains(log, "nkey=true") || strings.Contains(log, "ermissions") {
+	log := stderr.String()
+	if !strings.Contains(log, "tls=true") || !strings.Contains(log, "nkey=true") || strings.Contains(log, "ermissions") {
 		t.Fatalf("coordinator log:\n%s", log)
 	}
+	return log, string(body)
 }
 
 // TestWaitsForNATS: edge-coordinator started before its NATS server
