@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgesched/edgesched/coordinator/replica"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
@@ -83,57 +83,12 @@ const (
 // its lease in time); this one stopped. Start it again as a standby.
 var ErrDeposed = errors.New("coordinator: deposed: another replica is active")
 
-// Lease is the value of the lease key.
-type Lease struct {
-	Replica  string    `json:"replica"`
-	Acquired time.Time `json:"acquired"`
-}
-
-// Checkpoint is the value of the checkpoint pointer.
-type Checkpoint struct {
-	// Epoch and Replica of the active that wrote it.
-	Epoch   uint64 `json:"epoch"`
-	Replica string `json:"replica"`
-	// Object in CheckpointBucket ("" after a takeover with no checkpoint
-	// yet: the new active's local store is used as is).
-	Object string `json:"object,omitempty"`
-	// Floor: every update at or below this stream sequence is judged in
-	// the checkpoint.
-	Floor uint64    `json:"floor"`
-	Bytes int64     `json:"bytes,omitempty"`
-	Taken time.Time `json:"taken"`
-}
-
-// ErrCheckpoint wraps a checkpoint pointer that cannot be decoded.
-var ErrCheckpoint = errors.New("coordinator: bad checkpoint pointer")
-
-// maxPointerBytes bounds a checkpoint pointer (a few hundred bytes).
-const maxPointerBytes = 4 << 10
-
-// DecodeCheckpoint decodes a checkpoint pointer strictly: one JSON
-// object of known fields, at most maxPointerBytes, an epoch, and an
-// object name only with a floor-consistent size.
-func DecodeCheckpoint(raw []byte) (Checkpoint, error) {
-	var p Checkpoint
-	if len(raw) > maxPointerBytes {
-		return p, fmt.Errorf("%w: %d bytes, at most %d", ErrCheckpoint, len(raw), maxPointerBytes)
-	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&p); err != nil {
-		return Checkpoint{}, fmt.Errorf("%w: %v", ErrCheckpoint, err)
-	}
-	if d.More() {
-		return Checkpoint{}, fmt.Errorf("%w: trailing data", ErrCheckpoint)
-	}
-	switch {
-	case p.Epoch == 0:
-		return Checkpoint{}, fmt.Errorf("%w: no epoch", ErrCheckpoint)
-	case p.Bytes < 0 || (p.Object == "" && p.Bytes != 0):
-		return Checkpoint{}, fmt.Errorf("%w: object %q of %d bytes", ErrCheckpoint, p.Object, p.Bytes)
-	}
-	return p, nil
-}
+// Lease and Checkpoint are the values of the lease key and the checkpoint
+// pointer (package replica).
+type (
+	Lease      = replica.Lease
+	Checkpoint = replica.Checkpoint
+)
 
 // HAStatus is the active replica as the admin endpoint ha.status answers
 // (HA false, the rest zero: a coordinator without high availability).
@@ -165,8 +120,9 @@ type haState struct {
 	catchUp uint64    // stream sequence to judge before closing at a deadline
 	until   time.Time // ... for at most this long
 
-	floor  atomic.Uint64 // the stream is trimmed below this only
-	judged atomic.Uint64 // highest stream sequence judged
+	shown  atomic.Pointer[Checkpoint] // ptr as HA shows it (set with ptr)
+	floor  atomic.Uint64              // the stream is trimmed below this only
+	judged atomic.Uint64              // highest stream sequence judged
 }
 
 // haMetrics are a replica's.
@@ -191,32 +147,6 @@ func newHAMetrics(reg prometheus.Registerer) (*haMetrics, error) {
 		}
 	}
 	return m, nil
-}
-
-// isConflict reports a compare-and-set refused by the server.
-func isConflict(err error) bool {
-	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
-}
-
-// casPut writes key by compare-and-set on rev and returns the new
-// revision. A write of ours that the server applied though its answer
-// was lost (a timeout under load) leaves rev stale: a conflict with a
-// value ours says (an earlier write of this replica) adopts that value's
-// revision (and is the answer when it is raw itself); any other conflict
-// is returned (isConflict).
-func casPut(ctx context.Context, kv jetstream.KeyValue, key string, raw []byte, rev uint64, ours func([]byte) bool) (uint64, error) {
-	nrev, err := kv.Update(ctx, key, raw, rev)
-	if !isConflict(err) {
-		return nrev, err
-	}
-	e, gerr := kv.Get(ctx, key)
-	if gerr != nil || !ours(e.Value()) {
-		return 0, err
-	}
-	if bytes.Equal(e.Value(), raw) {
-		return e.Revision(), nil
-	}
-	return kv.Update(ctx, key, raw, e.Revision())
 }
 
 // RunReplica runs one replica of a highly available coordinator
@@ -268,28 +198,10 @@ func RunReplica(ctx context.Context, cfg Config, nc *nats.Conn, start *policy.Mo
 	// standby: take the lease once it is free
 	me, _ := json.Marshal(Lease{Replica: cfg.ReplicaID, Acquired: time.Now().UTC()})
 	log.Info("standby: waiting for the lease", "replica", cfg.ReplicaID, "lease_ttl", ttl)
-	var epoch uint64
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(time.Now().UnixNano())))
-	for {
-		cctx, cancel := context.WithTimeout(ctx, ttl)
-		epoch, err = lease.Create(cctx, leaseKey, me)
-		cancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if !isConflict(err) {
-			log.Debug("take the lease", "err", err)
-		}
-		// a quarter of the TTL, jittered by up to a half of that
-		wait := ttl/4 + time.Duration(rng.Int64N(int64(ttl/8)+1))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
+	epoch, err := replica.Acquire(ctx, lease, leaseKey, me, ttl, rng, log)
+	if err != nil {
+		return nil // stopped while a standby
 	}
 	hm.active.Set(1)
 	defer hm.active.Set(0)
@@ -304,7 +216,7 @@ func RunReplica(ctx context.Context, cfg Config, nc *nats.Conn, start *policy.Mo
 	held.Store(epoch)
 	go func() {
 		defer close(renewed)
-		renewLease(ctx, lease, &held, me, ttl, deposed, log)
+		replica.Renew(ctx, lease, leaseKey, &held, me, ttl, deposed, log)
 	}()
 	defer func() {
 		cancel()
@@ -355,43 +267,6 @@ func (h *haState) result(ctx context.Context, lost *atomic.Bool, err error) erro
 	return err
 }
 
-// renewLease renews the lease every quarter of ttl until ctx ends; a
-// refused renewal (the lease expired and was taken) or none that
-// succeeded for ttl deposes the replica.
-func renewLease(ctx context.Context, kv jetstream.KeyValue, held *atomic.Uint64, val []byte, ttl time.Duration, deposed func(), log *slog.Logger) {
-	t := time.NewTicker(ttl / 4)
-	defer t.Stop()
-	last := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		cctx, cancel := context.WithTimeout(ctx, ttl/4)
-		r, err := casPut(cctx, kv, leaseKey, val, held.Load(), func(v []byte) bool { return bytes.Equal(v, val) })
-		cancel()
-		switch {
-		case err == nil:
-			held.Store(r)
-			last = time.Now()
-		case isConflict(err):
-			log.Warn("lease taken by another replica: stepping down", "err", err)
-			deposed()
-			return
-		case ctx.Err() != nil:
-			return
-		case time.Since(last) >= ttl*3/4:
-			// a standby may take it at ttl: stop before
-			log.Warn("lease not renewed in time: stepping down", "since", time.Since(last), "err", err)
-			deposed()
-			return
-		default:
-			log.Warn("renew the lease", "err", err)
-		}
-	}
-}
-
 // fence makes the new active's claim on the checkpoint pointer: every
 // checkpoint a deposed active could still write is refused from now on.
 // It reports whether another replica had been active.
@@ -409,7 +284,7 @@ func (h *haState) fence(ctx context.Context, js jetstream.JetStream) (bool, erro
 			return false, fmt.Errorf("read the checkpoint pointer: %w", err)
 		default:
 			rev = e.Revision()
-			if cur, err = DecodeCheckpoint(e.Value()); err != nil {
+			if cur, err = replica.DecodeCheckpoint(e.Value()); err != nil {
 				return false, err
 			}
 		}
@@ -417,13 +292,14 @@ func (h *haState) fence(ctx context.Context, js jetstream.JetStream) (bool, erro
 		next.Epoch, next.Replica, next.Taken = h.epoch, h.replica, time.Now().UTC()
 		raw, _ := json.Marshal(next)
 		nrev, err := h.kv.Update(ctx, checkpointKey, raw, rev)
-		if isConflict(err) {
+		if replica.IsConflict(err) {
 			continue // the deposed active checkpointed meanwhile: read it
 		}
 		if err != nil {
 			return false, fmt.Errorf("claim the checkpoint pointer: %w", err)
 		}
 		h.ptr, h.ptrRev = next, nrev
+		h.shown.Store(&next)
 		h.floor.Store(next.Floor)
 		h.judged.Store(next.Floor) // nothing to judge again: caught up
 		// the stream's end now: judged again before a deadline closes
@@ -441,40 +317,12 @@ func (h *haState) restore(ctx context.Context, dir string) error {
 	if h.ptr.Object == "" {
 		return nil
 	}
-	r, err := h.obj.Get(ctx, h.ptr.Object)
-	if err != nil {
-		return fmt.Errorf("read checkpoint %s: %w", h.ptr.Object, err)
-	}
-	defer r.Close()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	path := filepath.Join(dir, store.File)
-	tmp := path + ".restore"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("restore checkpoint: %w", err)
-	}
-	_, err = io.Copy(f, r)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("restore checkpoint %s: %w", h.ptr.Object, err)
-	}
-	return nil
+	return replica.Restore(ctx, h.obj, h.ptr.Object, filepath.Join(dir, store.File))
 }
 
 // ours reports a checkpoint pointer this active wrote (its epoch).
 func (h *haState) ours(v []byte) bool {
-	p, err := DecodeCheckpoint(v)
+	p, err := replica.DecodeCheckpoint(v)
 	return err == nil && p.Epoch == h.epoch
 }
 
@@ -510,8 +358,8 @@ func (c *Coordinator) checkpoint(ctx context.Context) error {
 	}
 	next := Checkpoint{Epoch: h.epoch, Replica: h.replica, Object: name, Floor: floor, Bytes: int64(buf.Len()), Taken: c.clock.Now().UTC()}
 	raw, _ := json.Marshal(next)
-	rev, err := casPut(ctx, h.kv, checkpointKey, raw, h.ptrRev, h.ours)
-	if isConflict(err) {
+	rev, err := replica.CASPut(ctx, h.kv, checkpointKey, raw, h.ptrRev, h.ours)
+	if replica.IsConflict(err) {
 		h.deposed()
 		_ = h.obj.Delete(context.WithoutCancel(ctx), name)
 		return fmt.Errorf("%w: checkpoint refused (epoch %d)", ErrDeposed, h.epoch)
@@ -521,6 +369,7 @@ func (c *Coordinator) checkpoint(ctx context.Context) error {
 	}
 	old := h.ptr.Object
 	h.ptr, h.ptrRev, h.ckptGen = next, rev, gen
+	h.shown.Store(&next)
 	h.floor.Store(floor)
 	c.metrics.checkpoints.Inc()
 	c.metrics.checkpointBytes.Set(float64(buf.Len()))
@@ -562,13 +411,13 @@ func (c *Coordinator) putState(ctx context.Context, key string, raw []byte) erro
 		// (an earlier attempt whose answer was lost may have been applied)
 		prev := h.last[key]
 		ours := func(v []byte) bool { return known && bytes.Equal(v, prev) }
-		nrev, err := casPut(ctx, c.bus.kv, key, raw, rev, ours)
+		nrev, err := replica.CASPut(ctx, c.bus.kv, key, raw, rev, ours)
 		h.last[key] = raw
 		if err == nil {
 			h.revs[key] = nrev
 			return nil
 		}
-		if !isConflict(err) {
+		if !replica.IsConflict(err) {
 			return err
 		}
 		if known {
@@ -642,12 +491,12 @@ func (h *haState) catchingUp() bool {
 }
 
 // HA answers the admin endpoint ha.status.
+// It does not wait for the state mutex (a checkpoint or an aggregation
+// may hold it for seconds).
 func (c *Coordinator) HA() HAStatus {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.ha == nil {
 		return HAStatus{}
 	}
-	ptr := c.ha.ptr
+	ptr := *c.ha.shown.Load()
 	return HAStatus{HA: true, Replica: c.ha.replica, Epoch: c.ha.epoch, Checkpoint: &ptr}
 }

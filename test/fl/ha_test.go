@@ -109,10 +109,12 @@ func runHAFailover(t *testing.T, bin string, loseServer, pause bool) {
 		err := adminCall(nc, coordinator.EndpointRoundStatus, &r)
 		return err == nil && r.Round >= 2 && r.State == coordinator.StateCollecting, fmt.Sprintf("%+v %v", r, err)
 	})
-	before, err := active()
-	if err != nil {
-		t.Fatal(err)
-	}
+	var before coordinator.HAStatus
+	fltest.Eventually(t, 10*time.Second, "replica a's status", func() (bool, string) {
+		st, err := active()
+		before = st
+		return err == nil && st.Replica == "a", fmt.Sprintf("%+v %v", st, err)
+	})
 	if loseServer {
 		js, err := jetstream.New(nc)
 		if err != nil {

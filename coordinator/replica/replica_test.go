@@ -1,4 +1,4 @@
-package coordinator
+package replica
 
 import (
 	"encoding/json"
