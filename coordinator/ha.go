@@ -136,7 +136,7 @@ func newHAMetrics(reg prometheus.Registerer) (*haMetrics, error) {
 		active: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "active",
 			Help: "1 while this replica is the active coordinator, 0 while it is a standby (--ha)."}),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "takeovers_total",
-			Help: "Times this replica became active after another replica had been (--ha)."}),
+			Help: "Times this replica became active where an active had been before it (a takeover, or a restart of the cluster's coordinator) (--ha)."}),
 	}
 	if reg == nil {
 		return m, nil
