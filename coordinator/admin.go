@@ -32,6 +32,9 @@ const (
 	// EndpointStoreBackup writes an online backup of coordinator.db into
 	// the coordinator's backup directory and answers {"path", "bytes"}.
 	EndpointStoreBackup = "store.backup"
+	// EndpointRegionalRound answers a round's RegionalRound (what a
+	// regional aggregator needs to collect for it: regional.go).
+	EndpointRegionalRound = "round.regional"
 )
 
 // AdminRequest is the body of admin requests (fields by endpoint).
@@ -72,6 +75,7 @@ func (c *Coordinator) serveAdmin(nc *nats.Conn) (micro.Service, error) {
 		EndpointModelPromote:  func(ctx context.Context, r AdminRequest) (any, error) { return c.Promote(ctx, r.Version) },
 		EndpointModelRollback: func(ctx context.Context, r AdminRequest) (any, error) { return c.Rollback(ctx, r.Version) },
 		EndpointSites:         func(_ context.Context, _ AdminRequest) (any, error) { return c.Sites() },
+		EndpointRegionalRound: func(_ context.Context, r AdminRequest) (any, error) { return c.RegionalRound(r.Round) },
 		EndpointRejects:       func(_ context.Context, _ AdminRequest) (any, error) { return c.Rejects() },
 		EndpointStoreBackup: func(_ context.Context, _ AdminRequest) (any, error) {
 			path, n, err := c.BackupNow()

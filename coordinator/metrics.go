@@ -20,6 +20,7 @@ type metrics struct {
 	storeErrors   prometheus.Counter
 	commits       prometheus.Counter
 	syncs         prometheus.Counter
+	regional      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -55,7 +56,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help: "Write transactions committed to coordinator.db (bbolt syncs each twice: its pages, then its meta page)."})
 	m.syncs = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "store_fsyncs_total",
 		Help: "fdatasync calls bbolt made on coordinator.db for committed transactions: two per commit (its pages, then its meta page) and one per growth of the file."})
-	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation, m.reports, m.roundFailures, m.storeErrors, m.commits, m.syncs} {
+	m.regional = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "regional_aggregates_total",
+		Help: "Regional aggregates (hierarchical rounds) by region, verdict and refusal reason, each counted once."}, []string{"region", "status", "reason"})
+	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation, m.reports, m.roundFailures, m.storeErrors, m.commits, m.syncs, m.regional} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
