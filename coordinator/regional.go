@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,9 +27,11 @@ import (
 // stored-update record and a verdict written for each site — or none is,
 // and the refusal is named (Reason* below), counted in
 // regional_aggregates_total and in the audit log. Its verdict is kept
-// under (round, region) in the bucket "regional": the stream delivering
-// it again, or the region sending it again after a restart, gets the same
-// verdict and counts nothing.
+// in the bucket "regional" with the aggregate's digest: the stream
+// delivering it again, or the region sending it again after a restart,
+// gets the same verdict and counts nothing; once a region's aggregate of
+// a round is accepted, any other aggregate of the region for that round is
+// refused (region_again).
 
 // Reasons a regional aggregate is refused (besides federated's
 // ReasonMalformed, ReasonSignature, ReasonReplay, ReasonTooLarge,
@@ -109,17 +112,24 @@ func (c *Coordinator) ProcessRegional(ctx context.Context, subject string, data 
 		if err != nil {
 			return err
 		}
+		// the region's accepted aggregate of the round is kept under
+		// round+region, each refused one under round+region+0+digest
 		key := append(u64(a.Header.Round), a.Header.Region...)
-		var old store.Verdict
-		if raw := rb.Get(key); raw != nil {
-			if err := store.DecodeRecord(raw, &old, store.RecordName(bucketRegional, key)); err != nil {
+		refusedKey := binary.BigEndian.AppendUint64(append(slices.Clip(key), 0), digest)
+		for _, k := range [][]byte{key, refusedKey} {
+			raw := rb.Get(k)
+			if raw == nil {
+				continue
+			}
+			var old store.Verdict
+			if err := store.DecodeRecord(raw, &old, store.RecordName(bucketRegional, k)); err != nil {
 				return err
 			}
 			if old.Stream == digest {
 				v.Status, v.Reason, v.Again = old.Status, old.Reason, true
 				return nil
 			}
-			v.Reason, v.Detail = ReasonRegionAgain, fmt.Sprintf("region %s's aggregate of round %d was judged before (%s)", a.Header.Region, a.Header.Round, old.Status)
+			v.Reason, v.Detail = ReasonRegionAgain, fmt.Sprintf("region %s's aggregate of round %d was accepted before", a.Header.Region, a.Header.Round)
 			return c.refuseRegional(tx, now, v)
 		}
 		if r, err = c.currentRoundTx(tx); err != nil {
@@ -127,6 +137,9 @@ func (c *Coordinator) ProcessRegional(ctx context.Context, subject string, data 
 		}
 		if complete, err = c.mergeRegional(tx, r, a, v, now); err != nil {
 			return err
+		}
+		if v.Status == federated.Rejected {
+			key = refusedKey
 		}
 		if err := store.PutRecord(rb, key, &store.Verdict{Status: v.Status, Reason: v.Reason, Stream: digest}); err != nil {
 			return err

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/coordinator/region"
@@ -104,6 +106,12 @@ func (f *hierFleet) root(t testing.TB, url string, hier bool, edit func(*coordin
 // about 40 (clipped to 10 when aggregated), samples 100 + 7*index.
 func (f *hierFleet) update(t testing.TB, rr *coordinator.RegionalRound, site string) []byte {
 	t.Helper()
+	return f.updateSeq(t, rr, site, rr.Round.Round)
+}
+
+// updateSeq is update with sequence seq.
+func (f *hierFleet) updateSeq(t testing.TB, rr *coordinator.RegionalRound, site string, seq uint64) []byte {
+	t.Helper()
 	i := slices.Index(f.sites, site)
 	r := rr.Round
 	rng := rand.New(rand.NewPCG(uint64(i), r.Round))
@@ -119,7 +127,7 @@ func (f *hierFleet) update(t testing.TB, rr *coordinator.RegionalRound, site str
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := federated.EncodeUpdateMsg(federated.UpdateHeader{Site: site, Seq: r.Round, Round: r.Round, BaseModel: r.BaseModel,
+	msg, err := federated.EncodeUpdateMsg(federated.UpdateHeader{Site: site, Seq: seq, Round: r.Round, BaseModel: r.BaseModel,
 		BaseVersion: r.BaseVersion, Samples: int64(100 + 7*i), Created: f.clock.t}, payload, f.keys[site])
 	if err != nil {
 		t.Fatal(err)
@@ -281,5 +289,155 @@ func TestHierarchicalEqualsFlat(t *testing.T) {
 		if out, _ := a.Outbox(); len(out) != 0 {
 			t.Errorf("outbox still holds %v", out)
 		}
+	}
+}
+
+// regionalCounts reads regional_aggregates_total by reason ("" for the
+// accepted) from a registry.
+func regionalCounts(t *testing.T, g prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "edgesched_coordinator_regional_aggregates_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestRegionalAggregateRefusals: the root refuses, as a whole and by a
+// named reason (counted in regional_aggregates_total, in the store's
+// reject counts and in the audit log), every regional aggregate that
+// forges or double-counts: a bad or unknown key, another region's site, a
+// site listed twice, a site that sent its update directly, a round not
+// open, another fixed point, another region's subject, sums beyond their
+// bound; the same aggregate delivered again changes nothing, a second
+// aggregate of the region for the round is refused, and a site the region
+// counted cannot send directly afterwards.
+func TestRegionalAggregateRefusals(t *testing.T) {
+	f := newHierFleet(t, []int{3, 3}, 1)
+	srv := fltest.StartNATS(t)
+	metrics := prometheus.NewRegistry()
+	dir := t.TempDir()
+	c, stop := f.root(t, srv.ClientURL(), true, func(cfg *coordinator.Config) { cfg.Registerer, cfg.DataDir = metrics, dir })
+	rr := startRound(t, c)
+	round := rr.Round.Round
+	ctx := context.Background()
+	// r0's first site sends its update to the root directly
+	direct := f.regions.Sites("r0")[0]
+	if ack, err := c.ProcessFrom(ctx, federated.UpdateSubjectPrefix+direct, f.update(t, rr, direct)); err != nil || ack.Status != federated.Accepted {
+		t.Fatalf("direct update: %+v %v", ack, err)
+	}
+	r0, r1 := f.regions.Sites("r0"), f.regions.Sites("r1")
+	entry := func(s string) federated.RegionalSite {
+		return federated.RegionalSite{Site: s, Seq: round, Samples: 100, BaseVersion: rr.Round.BaseVersion, Norm: 1}
+	}
+	type agg struct {
+		region  string
+		round   uint64
+		shift   int
+		sites   []string
+		key     *quant.Signer
+		subject string // "" the region's
+		hi0     int64
+	}
+	encode := func(a agg) []byte {
+		ra := &federated.RegionalAggregate{Header: federated.RegionalHeader{Region: a.region, Round: a.round, Shift: a.shift},
+			Hi: make([]int64, rr.Dims), Lo: make([]uint64, rr.Dims)}
+		for _, s := range a.sites {
+			ra.Header.Sites = append(ra.Header.Sites, entry(s))
+		}
+		ra.Hi[0] = a.hi0
+		raw, err := federated.EncodeRegional(ra, a.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	shift := rr.Round.Sum.Shift
+	good := agg{region: "r0", round: round, shift: shift, sites: r0[1:], key: f.rkeys["r0"]}
+	with := func(edit func(*agg)) agg { a := good; a.sites = slices.Clone(good.sites); edit(&a); return a }
+	stranger := tpKey(t, 99_999)
+	for _, tc := range []struct {
+		name   string
+		agg    agg
+		reason string
+	}{
+		{"signed by another region's key", with(func(a *agg) { a.key = f.rkeys["r1"] }), federated.ReasonSignature},
+		{"unknown region", with(func(a *agg) { a.region, a.key = "r9", stranger }), federated.ReasonSignature},
+		{"another region's site", with(func(a *agg) { a.sites = append(a.sites, r1[0]) }), coordinator.ReasonForeignSite},
+		{"a direct site of no region", with(func(a *agg) { a.sites = append(a.sites, f.sites[len(f.sites)-1]) }), coordinator.ReasonForeignSite},
+		{"a site listed twice", with(func(a *agg) { a.sites = append(a.sites, a.sites[0]) }), coordinator.ReasonSiteTwice},
+		{"a site that sent directly", with(func(a *agg) { a.sites = append(a.sites, direct) }), coordinator.ReasonSiteCounted},
+		{"a round not open", with(func(a *agg) { a.round = round + 1 }), coordinator.ReasonRoundNotOpen},
+		{"another fixed point", with(func(a *agg) { a.shift = shift - 1 }), coordinator.ReasonFixedPoint},
+		{"another region's subject", with(func(a *agg) { a.subject = federated.RegionalSubjectPrefix + "r1" }), federated.ReasonMalformed},
+		// 2 sites' sums are at most 2 * 2 * limit * 2^shift; 2^62 units
+		// of 2^-shift (shift >= 84) are far less: 2^126 is beyond
+		{"sums beyond their bound", with(func(a *agg) { a.hi0 = 1 << 62 }), federated.ReasonTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			subject := tc.agg.subject
+			if subject == "" {
+				subject = federated.RegionalSubjectPrefix + tc.agg.region
+			}
+			v, err := c.ProcessRegional(ctx, subject, encode(tc.agg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Status != federated.Rejected || v.Reason != tc.reason {
+				t.Fatalf("verdict %+v, want rejected: %s", v, tc.reason)
+			}
+		})
+	}
+	if r, _ := c.RoundRecord(round); r.Accepted != 1 {
+		t.Fatalf("refused aggregates counted: the round has %d updates, want the direct one", r.Accepted)
+	}
+	raw := encode(good)
+	for i, want := range []bool{false, true} { // again: the same bytes
+		v, err := c.ProcessRegional(ctx, federated.RegionalSubjectPrefix+"r0", raw)
+		if err != nil || v.Status != federated.Accepted || v.Again != want {
+			t.Fatalf("delivery %d: %+v %v", i+1, v, err)
+		}
+	}
+	if v, err := c.ProcessRegional(ctx, federated.RegionalSubjectPrefix+"r0", encode(with(func(a *agg) { a.sites = a.sites[:1] }))); err != nil || v.Reason != coordinator.ReasonRegionAgain {
+		t.Fatalf("second aggregate of r0: %+v %v", v, err)
+	}
+	// (a newer sequence: the same one would be the region's update
+	// delivered again, answered as accepted and counted nothing)
+	if ack, err := c.ProcessFrom(ctx, federated.UpdateSubjectPrefix+r0[1], f.updateSeq(t, rr, r0[1], round+1)); err != nil || ack.Reason != federated.ReasonReplay {
+		t.Fatalf("direct update of a site r0 counted: %+v %v", ack, err)
+	}
+	r, _ := c.RoundRecord(round)
+	if want := 1 + len(good.sites); r.Accepted != want {
+		t.Fatalf("round has %d updates, want %d (1 direct, %d via r0)", r.Accepted, want, len(good.sites))
+	}
+	counts := regionalCounts(t, metrics)
+	rejects, _ := c.Rejects()
+	stop()
+	audit := auditCounts(t, filepath.Join(dir, "coordinator.db"))
+	wantRefused := map[string]float64{federated.ReasonSignature: 2, coordinator.ReasonForeignSite: 2, coordinator.ReasonSiteTwice: 1,
+		coordinator.ReasonSiteCounted: 1, coordinator.ReasonRoundNotOpen: 1, coordinator.ReasonFixedPoint: 1, federated.ReasonMalformed: 1,
+		federated.ReasonTooLarge: 1, coordinator.ReasonRegionAgain: 1}
+	total := 0
+	for reason, n := range wantRefused {
+		total += int(n)
+		if counts[reason] != n || rejects["regional."+reason] != uint64(n) {
+			t.Errorf("%s: metric %v, store %d, want %v", reason, counts[reason], rejects["regional."+reason], n)
+		}
+	}
+	if counts[""] != 1 || audit["regional.accepted"] != 1 || audit["regional.rejected"] != total {
+		t.Errorf("accepted metric %v, audit accepted %d, rejected %d (want 1, 1, %d)", counts[""], audit["regional.accepted"], audit["regional.rejected"], total)
 	}
 }
