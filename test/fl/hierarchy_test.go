@@ -441,3 +441,132 @@ func TestRegionalAggregateRefusals(t *testing.T) {
 		t.Errorf("accepted metric %v, audit accepted %d, rejected %d (want 1, 1, %d)", counts[""], audit["regional.accepted"], audit["regional.rejected"], total)
 	}
 }
+
+// TestRegionRestartMidRound: region r0 (6 sites) stops after counting 3
+// updates, 2 more arrive in its stream while it is down and a copy of a
+// counted one is published again (an outbox retry past the stream's
+// de-duplication window); restarted on its store it counts the rest
+// once. Region r1 (2 sites) seals while the WAN is down (its aggregate
+// waits in the outbox across a restart), forwards it once its root
+// connection is back, and the root, offered the same aggregate again
+// under another MsgID, counts nothing. The model equals the flat run's.
+func TestRegionRestartMidRound(t *testing.T) {
+	f := newHierFleet(t, []int{6, 2}, 0)
+	_, flatW := f.flatRun(t)
+
+	rootSrv := fltest.StartNATS(t)
+	c, _ := f.root(t, rootSrv.ClientURL(), true, nil)
+	rr := startRound(t, c)
+	round := rr.Round.Round
+	r0, r1 := f.regions.Sites("r0"), f.regions.Sites("r1")
+
+	// r0: stopped and restarted mid-round
+	srv0 := fltest.StartNATS(t)
+	dir0 := t.TempDir()
+	js0 := jsOn(t, srv0.ClientURL(), "sites-r0")
+	a0, stop0 := f.runRegion(t, "r0", dir0, srv0.ClientURL(), rootSrv.ClientURL())
+	counted := func(a *region.Aggregator, want int) {
+		t.Helper()
+		fltest.Eventually(t, 30*time.Second, fmt.Sprintf("%d updates counted", want), func() (bool, string) {
+			n, _, k := a.Current()
+			return n == round && k == want, fmt.Sprintf("round %d, %d counted", n, k)
+		})
+	}
+	counted(a0, 0)
+	for _, s := range r0[:3] {
+		publish(t, js0, s, round, f.update(t, rr, s))
+	}
+	counted(a0, 3)
+	stop0()
+	for _, s := range r0[3:5] {
+		publish(t, js0, s, round, f.update(t, rr, s))
+	}
+	ctx := context.Background()
+	if _, err := js0.Publish(ctx, federated.UpdateSubjectPrefix+r0[0], f.update(t, rr, r0[0]), jetstream.WithMsgID("copy")); err != nil {
+		t.Fatal(err)
+	}
+	a0, _ = f.runRegion(t, "r0", dir0, srv0.ClientURL(), rootSrv.ClientURL())
+	counted(a0, 5)
+	publish(t, js0, r0[5], round, f.update(t, rr, r0[5]))
+
+	// r1: sealed during a WAN outage (no Run: the root is unreachable)
+	reg := &federated.Registry{}
+	for _, s := range r1 {
+		_ = reg.Add(s, f.keys[s].Public())
+	}
+	cfg := region.DefaultConfig()
+	cfg.Region, cfg.DataDir, cfg.Sites, cfg.Signer = "r1", t.TempDir(), reg, f.rkeys["r1"]
+	a1, err := region.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a1.Open(rr); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range r1 {
+		if ack, err := a1.Process(federated.UpdateSubjectPrefix+s, f.update(t, rr, s)); err != nil || ack.Status != federated.Accepted {
+			t.Fatalf("%s: %+v %v", s, ack, err)
+		}
+	}
+	if out, _ := a1.Outbox(); !slices.Equal(out, []uint64{round}) {
+		t.Fatalf("r1's outbox after its last site: %v, want [%d] (sealed)", out, round)
+	}
+	a1.Close() // restart
+	if a1, err = region.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer a1.Close()
+	rjs := jsOn(t, rootSrv.ClientURL(), "region-r1")
+	for i, want := range []int{1, 0} {
+		if n, err := a1.Forward(ctx, rjs); err != nil || n != want {
+			t.Fatalf("forward %d: %d sent, %v; want %d", i+1, n, err, want)
+		}
+	}
+	// the same aggregate again, past the stream's de-duplication
+	st, err := rjs.Stream(ctx, federated.RegionalStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent []byte
+	for seq := uint64(1); sent == nil; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("r1's aggregate not in the regional stream: %v", err)
+		}
+		if m.Subject == federated.RegionalSubjectPrefix+"r1" {
+			sent = m.Data
+		}
+	}
+	if _, err := rjs.Publish(ctx, federated.RegionalSubjectPrefix+"r1", sent, jetstream.WithMsgID("resent")); err != nil {
+		t.Fatal(err)
+	}
+
+	m := published(t, c, round, 60*time.Second)
+	if !slices.Equal(fetchFloat(t, c, m.Version), flatW) {
+		t.Fatal("model after the region's restart differs from the flat run's")
+	}
+	r, _ := c.RoundRecord(round)
+	if r.Accepted != len(f.sites) {
+		t.Fatalf("root accepted %d, want %d", r.Accepted, len(f.sites))
+	}
+	// the resent copy reaches the root after the round closed: judged as
+	// the same aggregate (accepted before), nothing counted
+	fltest.Eventually(t, 10*time.Second, "the resent aggregate judged", func() (bool, string) {
+		info, err := st.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		cons, err := st.Consumer(ctx, "coordinator")
+		if err != nil {
+			return false, err.Error()
+		}
+		ci, err := cons.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return ci.AckFloor.Stream == info.State.LastSeq, fmt.Sprintf("ack floor %d of %d", ci.AckFloor.Stream, info.State.LastSeq)
+	})
+	if r, _ := c.RoundRecord(round); r.Accepted != len(f.sites) {
+		t.Fatalf("root accepted %d after the resent aggregate, want %d", r.Accepted, len(f.sites))
+	}
+}
