@@ -174,6 +174,9 @@ type incoming struct {
 	federated.CheckedUpdate
 	ack   *federated.Ack // nil: not attributable to a site
 	again bool           // judged before: the same verdict, nothing counted
+	// relay: a verified update of a round that does not sum (a robust
+	// rule), to be forwarded to the root as it is (Run's consume)
+	relay bool
 }
 
 // Process verifies and judges one update message that arrived on subject
@@ -232,7 +235,7 @@ func (g *Aggregator) judge(group []*incoming) error {
 		if err := tx.Bucket(bucketSums).Put(u64(g.cur.Round.Round), g.buf); err != nil {
 			return err
 		}
-		complete = countPrefix(tx.Bucket(bucketCovered), u64(g.cur.Round.Round)) >= len(g.cfg.Sites.Sites())
+		complete = countPrefix(tx.Bucket(bucketCovered), u64(g.cur.Round.Round)) >= len(g.cfg.Sites.Sites()) // (a summing round)
 		return nil
 	})
 	if err != nil {
@@ -252,7 +255,7 @@ func (g *Aggregator) judge(group []*incoming) error {
 // when the update is accepted (its term is to be added to sum).
 func (g *Aggregator) judgeOne(tx *bolt.Tx, in *incoming, sum *federated.FixedSum) (federated.FixedTerm, bool, error) {
 	var none federated.FixedTerm
-	in.ack, in.again = nil, false
+	in.ack, in.again, in.relay = nil, false, false
 	if in.Err != nil {
 		return none, false, nil
 	}
@@ -270,6 +273,8 @@ func (g *Aggregator) judgeOne(tx *bolt.Tx, in *incoming, sum *federated.FixedSum
 		}
 		if prior.Seq == h.Seq {
 			ack.Status, in.again = federated.Accepted, true // delivered again
+			// (relayed again: the root's stream and verdicts drop a copy)
+			in.relay = g.cur != nil && g.cur.Round.Round == h.Round && g.cur.Round.Sum == nil
 			return none, false, nil
 		}
 	}
@@ -294,9 +299,6 @@ func (g *Aggregator) judgeOne(tx *bolt.Tx, in *incoming, sum *federated.FixedSum
 	case g.cur.Sealed || r.State != coordinator.StateCollecting:
 		ack.Reason = federated.ReasonRoundClosed
 		return none, false, nil
-	case r.Sum == nil:
-		ack.Reason = coordinator.ReasonNotSumming
-		return none, false, nil
 	case h.BaseModel != r.BaseModel:
 		ack.Reason = federated.ReasonBaseModel
 		return none, false, nil
@@ -308,6 +310,16 @@ func (g *Aggregator) judgeOne(tx *bolt.Tx, in *incoming, sum *federated.FixedSum
 		ack.Reason = reason
 		return none, false, nil
 	}
+	entry, err := json.Marshal(federated.RegionalSite{Site: h.Site, Seq: h.Seq, Samples: h.Samples, BaseVersion: h.BaseVersion, Norm: in.Payload.Norm})
+	if err != nil {
+		return none, false, err
+	}
+	if r.Sum == nil {
+		// a robust rule needs every update: the region relays what it
+		// verified, the root judges and combines it (docs/federated.md)
+		in.relay, ack.Status = true, federated.Accepted
+		return none, false, cb.Put(ckey, entry)
+	}
 	if sum.Count >= uint64(r.Sum.N) {
 		ack.Reason = federated.ReasonRoundClosed
 		return none, false, nil
@@ -317,11 +329,7 @@ func (g *Aggregator) judgeOne(tx *bolt.Tx, in *incoming, sum *federated.FixedSum
 		ack.Reason = reason
 		return none, false, nil
 	}
-	raw, err := json.Marshal(federated.RegionalSite{Site: h.Site, Seq: h.Seq, Samples: h.Samples, BaseVersion: h.BaseVersion, Norm: in.Payload.Norm})
-	if err != nil {
-		return none, false, err
-	}
-	if err := cb.Put(ckey, raw); err != nil {
+	if err := cb.Put(ckey, entry); err != nil {
 		return none, false, err
 	}
 	sum.AddWeight(eff, samples, staleness)
@@ -363,8 +371,8 @@ func (g *Aggregator) Seal(round uint64) error {
 }
 
 func (g *Aggregator) seal(round uint64) error {
-	if g.cur == nil || g.cur.Round.Round != round || g.cur.Sealed {
-		return nil
+	if g.cur == nil || g.cur.Round.Round != round || g.cur.Sealed || g.cur.Round.Sum == nil {
+		return nil // (a round that does not sum relays its updates)
 	}
 	r := g.cur.Round
 	st := *g.cur

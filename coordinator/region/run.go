@@ -53,7 +53,7 @@ func (g *Aggregator) Run(ctx context.Context, local, root *nats.Conn) error {
 	defer cancel()
 	errc := make(chan error, 2)
 	var wg sync.WaitGroup
-	wg.Go(func() { errc <- g.consume(ctx, local, cons) })
+	wg.Go(func() { errc <- g.consume(ctx, local, rjs, cons) })
 	wg.Go(func() { errc <- g.follow(ctx, root, rjs) })
 	var first error
 	select {
@@ -69,8 +69,13 @@ func (g *Aggregator) Run(ctx context.Context, local, root *nats.Conn) error {
 }
 
 // consume judges the region's updates in groups of at most Batch until
-// ctx ends; a group's messages are acked after its commit.
-func (g *Aggregator) consume(ctx context.Context, local *nats.Conn, cons jetstream.Consumer) error {
+// ctx ends; a group's messages are acked after its commit, those to be
+// relayed (a round that does not sum) once the root's update stream took
+// them (a message whose relay failed comes back, is judged the same again
+// and relayed again: the root's stream drops a copy by its MsgID, its
+// verdicts one past that window). The sites of relayed updates hear from
+// the root.
+func (g *Aggregator) consume(ctx context.Context, local *nats.Conn, rjs jetstream.JetStream, cons jetstream.Consumer) error {
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, g.cfg.Seed^0x5e61)
 	for ctx.Err() == nil {
 		batch, err := cons.Fetch(g.cfg.Batch, jetstream.FetchMaxWait(500*time.Millisecond))
@@ -105,6 +110,15 @@ func (g *Aggregator) consume(ctx context.Context, local *nats.Conn, cons jetstre
 		}
 		bo.Reset()
 		for i, m := range msgs {
+			if in := group[i]; in.relay {
+				if err := g.relay(ctx, rjs, in); err != nil {
+					g.log.Warn("relay an update to the root", "site", in.Msg.Header.Site, "seq", in.Msg.Header.Seq, "err", err)
+					_ = m.NakWithDelay(time.Second)
+				} else {
+					_ = m.Ack()
+				}
+				continue
+			}
 			_ = m.Ack()
 			if a := group[i].ack; a != nil {
 				if raw, err := federated.Marshal(a); err == nil {
@@ -114,6 +128,16 @@ func (g *Aggregator) consume(ctx context.Context, local *nats.Conn, cons jetstre
 		}
 	}
 	return ctx.Err()
+}
+
+// relay publishes a verified update to the root's update stream, on its
+// site's subject with its MsgID, as the site would have.
+func (g *Aggregator) relay(ctx context.Context, rjs jetstream.JetStream, in *incoming) error {
+	h := in.Msg.Header
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := rjs.Publish(pctx, federated.UpdateSubjectPrefix+h.Site, in.data, jetstream.WithMsgID(federated.MsgID(h.Site, h.Seq)))
+	return err
 }
 
 // follow tracks the root's round every PollInterval: opens a new one,

@@ -46,6 +46,11 @@ type hierFleet struct {
 	start   *policy.Model
 	signer  *quant.Signer
 	clock   fixedClock
+	// target, when set, is what honest sites learn (their deltas are
+	// target plus 0.01 N(0,1) noise), and byz scales target for the
+	// Byzantine sites (by index) instead
+	target []float32
+	byz    map[int]float32
 }
 
 // newHierFleet makes len(perRegion) regions (r0, r1, ...) of the given
@@ -117,11 +122,17 @@ func (f *hierFleet) updateSeq(t testing.TB, rr *coordinator.RegionalRound, site 
 	rng := rand.New(rand.NewPCG(uint64(i), r.Round))
 	delta := make([]float32, rr.Dims)
 	scale := 0.01
-	if i == 0 {
+	if i == 0 && f.target == nil {
 		scale = 40 / math.Sqrt(float64(rr.Dims))
 	}
 	for j := range delta {
 		delta[j] = float32(scale * rng.NormFloat64())
+		if f.target != nil {
+			delta[j] += f.target[j]
+			if b, ok := f.byz[i]; ok {
+				delta[j] = b * f.target[j]
+			}
+		}
 	}
 	payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Values: delta}, quant.DefaultUpdateOptions(uint64(i)<<32|r.Round))
 	if err != nil {
@@ -222,11 +233,12 @@ func jsOn(t testing.TB, url, name string) jetstream.JetStream {
 	return js
 }
 
-// flatRun is the reference: every update of round 1 straight to one root.
-func (f *hierFleet) flatRun(t *testing.T) (*coordinator.Model, []float32) {
+// flatRun is the reference: every update of round 1 straight to one root
+// (edit, when set, edits its configuration).
+func (f *hierFleet) flatRun(t *testing.T, edit func(*coordinator.Config)) (*coordinator.Model, []float32) {
 	t.Helper()
 	srv := fltest.StartNATS(t)
-	c, _ := f.root(t, srv.ClientURL(), false, nil)
+	c, _ := f.root(t, srv.ClientURL(), false, edit)
 	rr := startRound(t, c)
 	js := jsOn(t, srv.ClientURL(), "sites")
 	for _, s := range f.sites {
@@ -245,10 +257,39 @@ func (f *hierFleet) flatRun(t *testing.T) (*coordinator.Model, []float32) {
 // agree.
 func TestHierarchicalEqualsFlat(t *testing.T) {
 	f := newHierFleet(t, []int{4, 5, 3}, 2)
-	flat, flatW := f.flatRun(t)
+	flat, flatW := f.flatRun(t, nil)
+	hier, hierW, c := f.hierRun(t, nil)
+	if diff := countDiff(flatW, hierW); diff > 0 {
+		t.Fatalf("hierarchical model differs from the flat one in %d of %d weights", diff, len(flatW))
+	}
+	if hier.FloatModel != flat.FloatModel {
+		t.Errorf("float model IDs differ: flat %s, hierarchical %s", flat.FloatModel, hier.FloatModel)
+	}
+	if r, _ := c.RoundRecord(hier.Round); r.Accepted != len(f.sites) {
+		t.Errorf("root accepted %d updates, want %d", r.Accepted, len(f.sites))
+	}
+}
 
+func countDiff(a, b []float32) int {
+	if len(a) != len(b) {
+		return max(len(a), len(b))
+	}
+	diff := 0
+	for i := range a {
+		if a[i] != b[i] {
+			diff++
+		}
+	}
+	return diff
+}
+
+// hierRun runs round 1 with a root, each region's aggregator on its own
+// NATS server and the direct sites sending to the root; it returns the
+// round's model, its weights and the root.
+func (f *hierFleet) hierRun(t *testing.T, edit func(*coordinator.Config)) (*coordinator.Model, []float32, *coordinator.Coordinator) {
+	t.Helper()
 	rootSrv := fltest.StartNATS(t)
-	c, _ := f.root(t, rootSrv.ClientURL(), true, nil)
+	c, _ := f.root(t, rootSrv.ClientURL(), true, edit)
 	rr := startRound(t, c)
 	pubs := map[string]jetstream.JetStream{"": jsOn(t, rootSrv.ClientURL(), "direct-sites")}
 	var aggs []*region.Aggregator
@@ -267,28 +308,81 @@ func TestHierarchicalEqualsFlat(t *testing.T) {
 	for _, s := range f.sites {
 		publish(t, pubs[f.of[s]], s, rr.Round.Round, f.update(t, rr, s))
 	}
-	hier := published(t, c, rr.Round.Round, 60*time.Second)
-	hierW := fetchFloat(t, c, hier.Version)
-	if !slices.Equal(flatW, hierW) {
-		diff := 0
-		for i := range flatW {
-			if flatW[i] != hierW[i] {
-				diff++
-			}
-		}
-		t.Fatalf("hierarchical model differs from the flat one in %d of %d weights", diff, len(flatW))
-	}
-	if hier.FloatModel != flat.FloatModel {
-		t.Errorf("float model IDs differ: flat %s, hierarchical %s", flat.FloatModel, hier.FloatModel)
-	}
-	r, _ := c.RoundRecord(rr.Round.Round)
-	if r.Accepted != len(f.sites) {
-		t.Errorf("root accepted %d updates, want %d", r.Accepted, len(f.sites))
-	}
+	m := published(t, c, rr.Round.Round, 60*time.Second)
 	for _, a := range aggs {
 		if out, _ := a.Outbox(); len(out) != 0 {
 			t.Errorf("outbox still holds %v", out)
 		}
+	}
+	return m, fetchFloat(t, c, m.Version), c
+}
+
+// TestHierarchicalRobust: median and trimmed mean (beta 0.2) with 2 of 10
+// sites Byzantine (20%), both in region r0 (40% of it), one sending -10
+// and one +20 times what the honest sites learn. A round that does not
+// sum is relayed: the regions verify their sites' updates and forward
+// them as they are, and the root combines them under its rule, so the
+// two-level result is the flat one bit for bit and keeps its guarantee —
+// every coordinate within the honest updates' range (the median with
+// fewer than half Byzantine, the trimmed mean with at most beta*n, 2 of
+// 10, at each end) — whatever region the Byzantine sites sit in.
+func TestHierarchicalRobust(t *testing.T) {
+	for _, rule := range []string{federated.RuleMedian, federated.RuleTrimmedMean} {
+		t.Run(rule, func(t *testing.T) {
+			f := newHierFleet(t, []int{5, 5}, 0)
+			rng := rand.New(rand.NewPCG(99, 99))
+			f.target = make([]float32, f.start.Net.NumParams())
+			for j := range f.target {
+				f.target[j] = float32(0.02 * rng.NormFloat64())
+			}
+			f.byz = map[int]float32{1: -10, 3: 20} // sites 1 and 3: region r0
+			edit := func(cfg *coordinator.Config) {
+				cfg.Aggregator.Rule, cfg.Aggregator.TrimBeta = rule, 0.2
+			}
+			_, flatW := f.flatRun(t, edit)
+			_, hierW, c := f.hierRun(t, edit)
+			if diff := countDiff(flatW, hierW); diff > 0 {
+				t.Fatalf("hierarchical model differs from the flat one in %d of %d weights", diff, len(flatW))
+			}
+			// the applied update against the honest updates' range
+			rr, err := c.RegionalRound(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lo, hi := make([]float32, len(f.target)), make([]float32, len(f.target))
+			for j := range lo {
+				lo[j], hi[j] = float32(math.Inf(1)), float32(math.Inf(-1))
+			}
+			for i, s := range f.sites {
+				if _, bad := f.byz[i]; bad {
+					continue
+				}
+				m, err := federated.DecodeUpdateMsg(f.update(t, rr, s), f.reg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				u, err := quant.DecodeUpdate(m.Payload, len(lo))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j, v := range u.Values {
+					lo[j], hi[j] = min(lo[j], v), max(hi[j], v)
+				}
+			}
+			start := f.start.Net.Flat()
+			outside := 0
+			for j := range start {
+				d := hierW[j] - start[j]
+				// (float32 rounding of start + aggregate)
+				tol := 1e-6 * max(1, float32(math.Abs(float64(start[j]))))
+				if d < lo[j]-tol || d > hi[j]+tol {
+					outside++
+				}
+			}
+			if outside > 0 {
+				t.Fatalf("%d of %d coordinates of the applied update outside the honest updates' range", outside, len(start))
+			}
+		})
 	}
 }
 
@@ -452,7 +546,7 @@ func TestRegionalAggregateRefusals(t *testing.T) {
 // under another MsgID, counts nothing. The model equals the flat run's.
 func TestRegionRestartMidRound(t *testing.T) {
 	f := newHierFleet(t, []int{6, 2}, 0)
-	_, flatW := f.flatRun(t)
+	_, flatW := f.flatRun(t, nil)
 
 	rootSrv := fltest.StartNATS(t)
 	c, _ := f.root(t, rootSrv.ClientURL(), true, nil)
