@@ -57,7 +57,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // commandNames are edge-coordinator's verbs: the store's and version.
 func commandNames() []string {
-	names := []string{"version"}
+	names := []string{"region", "version"}
 	for name := range storeCommands {
 		names = append(names, name)
 	}
@@ -76,6 +76,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		if sub, ok := storeCommands[args[0]]; ok {
 			return sub(ctx, args[1:], stderr)
+		}
+		if args[0] == "region" {
+			return regionCommand(ctx, args[1:], stderr)
 		}
 	}
 	fs := flag.NewFlagSet("edge-coordinator", flag.ContinueOnError)
@@ -120,6 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9464)")
 		seed        = fs.Uint64("seed", 1, "seed of DP noise and jitter")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
+		regionsDir  = fs.String("regions", "", "directory of regional aggregators: REGION.pub keys and REGION.sites lists (hierarchical rounds; docs/federated.md)")
 		modelKeys   = fs.String("model-keys", "", "directory (or file) of model-signing public keys whose signatures on stored models are also accepted (key rotation; *.retired refused)")
 	)
 	natsFlags := natsflags.AddGoFlags(fs, natsflags.Options{DefaultServer: nats.DefaultURL, Inbox: natsauth.CoordinatorInboxPrefix})
@@ -167,6 +171,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.Registerer = reg
+	if *regionsDir != "" {
+		if cfg.Regions, err = federated.LoadRegions(*regionsDir); err != nil {
+			return fmt.Errorf("--regions: %w", err)
+		}
+	}
 	if *modelKeys != "" {
 		if cfg.ModelKeys, err = quant.LoadKeyring(*modelKeys); err != nil {
 			return fmt.Errorf("--model-keys: %w", err)
