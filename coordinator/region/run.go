@@ -78,18 +78,32 @@ func (g *Aggregator) Run(ctx context.Context, local, root *nats.Conn) error {
 func (g *Aggregator) consume(ctx context.Context, local *nats.Conn, rjs jetstream.JetStream, cons jetstream.Consumer) error {
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, g.cfg.Seed^0x5e61)
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(g.cfg.Batch, jetstream.FetchMaxWait(500*time.Millisecond))
-		if err != nil {
+		// wait for one message, then take what else is there (up to
+		// Batch): a group is judged as soon as it is available
+		var msgs []jetstream.Msg
+		var group []*incoming
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(500*time.Millisecond))
+		if err == nil {
+			for m := range batch.Messages() {
+				msgs = append(msgs, m)
+			}
+			if len(msgs) > 0 && g.cfg.Batch > 1 {
+				var more jetstream.MessageBatch
+				if more, err = cons.FetchNoWait(g.cfg.Batch - 1); err == nil {
+					for m := range more.Messages() {
+						msgs = append(msgs, m)
+					}
+				}
+			}
+		}
+		if err != nil && len(msgs) == 0 {
 			g.log.Warn("fetch updates", "err", err)
 			if !bo.Sleep(ctx) {
 				break
 			}
 			continue
 		}
-		var msgs []jetstream.Msg
-		var group []*incoming
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
+		for _, m := range msgs {
 			group = append(group, &incoming{subject: m.Subject(), data: m.Data()})
 		}
 		if len(group) == 0 {
