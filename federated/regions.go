@@ -101,25 +101,11 @@ func (r *Regions) Sites(region string) []string {
 // public key (written by 'edgectl model keygen --name REGION'), and
 // REGION.sites, its site IDs, one a line ('#' starts a comment).
 func LoadRegions(dir string) (*Regions, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.pub"))
-	if err != nil {
-		return nil, fmt.Errorf("regions: %w", err)
-	}
-	if len(files) == 0 {
-		if _, err := os.Stat(dir); err != nil {
-			return nil, fmt.Errorf("regions: %w", err)
-		}
-	}
 	r := &Regions{}
-	for _, f := range files {
-		pub, err := quant.ReadPublicKey(f)
-		if err != nil {
-			return nil, err
-		}
-		name := strings.TrimSuffix(filepath.Base(f), ".pub")
+	err := eachPublicKey(dir, "regions", func(name, file string, pub ed25519.PublicKey) error {
 		raw, err := os.ReadFile(filepath.Join(dir, name+".sites"))
 		if err != nil {
-			return nil, fmt.Errorf("regions: %w", err)
+			return fmt.Errorf("regions: %w", err)
 		}
 		var sites []string
 		sc := bufio.NewScanner(bytes.NewReader(raw))
@@ -130,8 +116,12 @@ func LoadRegions(dir string) (*Regions, error) {
 			}
 		}
 		if err := r.Add(name, pub, sites...); err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
+			return fmt.Errorf("%s: %w", file, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return r, nil
 }

@@ -6,15 +6,13 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/quant"
 )
 
 // ErrConfig wraps every refusal of a configuration.
 var ErrConfig = errors.New("region: bad config")
-
-// Clock is the aggregator's time source (tests inject one).
-type Clock interface{ Now() time.Time }
 
 type wallClock struct{}
 
@@ -45,7 +43,7 @@ type Config struct {
 	Verifiers int
 	// Seed seeds the retries' jitter.
 	Seed   uint64
-	Clock  Clock
+	Clock  coordinator.Clock // (nil: the wall clock)
 	Logger *slog.Logger
 }
 

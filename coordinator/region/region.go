@@ -57,7 +57,7 @@ type Aggregator struct {
 	cfg   Config
 	db    *bolt.DB
 	log   *slog.Logger
-	clock Clock
+	clock coordinator.Clock
 
 	mu  sync.Mutex
 	cur *roundState         // nil: no round yet (guarded by mu)

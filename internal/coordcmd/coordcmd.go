@@ -151,13 +151,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *keyFile == "" || *sitesDir == "" {
 		return cli.Usagef("--key and --sites are required")
 	}
-	signer, err := quant.ReadSigner(*keyFile)
+	signer, sites, err := keyAndSites(*keyFile, *sitesDir)
 	if err != nil {
-		return fmt.Errorf("--key: %w", err)
-	}
-	sites, err := federated.LoadRegistry(*sitesDir)
-	if err != nil {
-		return fmt.Errorf("--sites: %w", err)
+		return err
 	}
 	initial, err := loadModel(*model)
 	if err != nil {
@@ -251,6 +247,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// keyAndSites reads the signing key (--key) and the registry of sites
+// (--sites).
+func keyAndSites(keyFile, sitesDir string) (*quant.Signer, *federated.Registry, error) {
+	signer, err := quant.ReadSigner(keyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--key: %w", err)
+	}
+	sites, err := federated.LoadRegistry(sitesDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--sites: %w", err)
+	}
+	return signer, sites, nil
 }
 
 // parseFlags parses args into fs: a bad command line is a usage error,

@@ -11,11 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edgesched/edgesched/coordinator/region"
-	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/natsflags"
-	"github.com/edgesched/edgesched/quant"
 )
 
 // regionCommand runs a regional aggregator (docs/federated.md
@@ -51,13 +49,9 @@ func regionCommand(ctx context.Context, args []string, stderr io.Writer) error {
 		return cli.Usagef("--region, --key and --sites are required")
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	signer, err := quant.ReadSigner(*keyFile)
+	signer, sites, err := keyAndSites(*keyFile, *sitesDir)
 	if err != nil {
-		return fmt.Errorf("--key: %w", err)
-	}
-	sites, err := federated.LoadRegistry(*sitesDir)
-	if err != nil {
-		return fmt.Errorf("--sites: %w", err)
+		return err
 	}
 	cfg := d
 	cfg.Region, cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Lead, cfg.PollInterval, cfg.Seed, cfg.Logger = *name, *data, sites, signer, *lead, *poll, *seed, log

@@ -85,21 +85,8 @@ func fleetRound(tb testing.TB, f *hierFleet, hier bool) fleetResult {
 	}
 	var res fleetResult
 	in0 := inBytes(tb, rootSrv)
-	stop, sampled := make(chan struct{}), make(chan uint64, 1)
-	go func() {
-		s, peak := heapSamples(), uint64(0)
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			peak = max(peak, heapInUse(s))
-			select {
-			case <-stop:
-				sampled <- peak
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	peak := sampleHeap(10 * time.Millisecond)
+	defer peak()
 	cpu0, start := cpuTime(), time.Now()
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -139,8 +126,7 @@ func fleetRound(tb testing.TB, f *hierFleet, hier bool) fleetResult {
 	}
 	m := published(tb, c, rr.Round.Round, 30*time.Minute)
 	res.elapsed, res.cpu = time.Since(start), cpuTime()-cpu0
-	close(stop)
-	res.heapPeak = <-sampled
+	res.heapPeak = peak()
 	res.rootIn = inBytes(tb, rootSrv) - in0
 	if r, _ := c.RoundRecord(rr.Round.Round); r.Accepted != len(f.sites) {
 		tb.Fatalf("root accepted %d, want %d", r.Accepted, len(f.sites))

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/coordinator/region"
@@ -386,30 +385,6 @@ func TestHierarchicalRobust(t *testing.T) {
 	}
 }
 
-// regionalCounts reads regional_aggregates_total by reason ("" for the
-// accepted) from a registry.
-func regionalCounts(t *testing.T, g prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "edgesched_coordinator_regional_aggregates_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" {
-					out[l.GetValue()] += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return out
-}
-
 // TestRegionalAggregateRefusals: the root refuses, as a whole and by a
 // named reason (counted in regional_aggregates_total, in the store's
 // reject counts and in the audit log), every regional aggregate that
@@ -422,9 +397,8 @@ func regionalCounts(t *testing.T, g prometheus.Gatherer) map[string]float64 {
 func TestRegionalAggregateRefusals(t *testing.T) {
 	f := newHierFleet(t, []int{3, 3}, 1)
 	srv := fltest.StartNATS(t)
-	metrics := prometheus.NewRegistry()
 	dir := t.TempDir()
-	c, stop := f.root(t, srv.ClientURL(), true, func(cfg *coordinator.Config) { cfg.Registerer, cfg.DataDir = metrics, dir })
+	c, stop := f.root(t, srv.ClientURL(), true, func(cfg *coordinator.Config) { cfg.DataDir = dir })
 	rr := startRound(t, c)
 	round := rr.Round.Round
 	ctx := context.Background()
@@ -517,7 +491,17 @@ func TestRegionalAggregateRefusals(t *testing.T) {
 	if want := 1 + len(good.sites); r.Accepted != want {
 		t.Fatalf("round has %d updates, want %d (1 direct, %d via r0)", r.Accepted, want, len(good.sites))
 	}
-	counts := regionalCounts(t, metrics)
+	counted := func(region, status, reason string) float64 {
+		return scrape(t, c, "edgesched_coordinator_regional_aggregates_total", fmt.Sprintf(`{reason="%s",region="%s",status="%s"}`, reason, region, status))
+	}
+	counts := map[string]float64{"": counted("r0", "accepted", "")}
+	for _, reason := range []string{federated.ReasonSignature, federated.ReasonMalformed} { // (not attributable to a region)
+		counts[reason] = counted("", "rejected", reason)
+	}
+	for _, reason := range []string{coordinator.ReasonForeignSite, coordinator.ReasonSiteTwice, coordinator.ReasonSiteCounted,
+		coordinator.ReasonRoundNotOpen, coordinator.ReasonFixedPoint, federated.ReasonTooLarge, coordinator.ReasonRegionAgain} {
+		counts[reason] = counted("r0", "rejected", reason)
+	}
 	rejects, _ := c.Rejects()
 	stop()
 	audit := auditCounts(t, filepath.Join(dir, "coordinator.db"))
