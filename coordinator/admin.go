@@ -35,6 +35,8 @@ const (
 	// EndpointRegionalRound answers a round's RegionalRound (what a
 	// regional aggregator needs to collect for it: regional.go).
 	EndpointRegionalRound = "round.regional"
+	// EndpointRegions lists the configured regions (RegionStatus).
+	EndpointRegions = "regions"
 )
 
 // AdminRequest is the body of admin requests (fields by endpoint).
@@ -76,6 +78,7 @@ func (c *Coordinator) serveAdmin(nc *nats.Conn) (micro.Service, error) {
 		EndpointModelRollback: func(ctx context.Context, r AdminRequest) (any, error) { return c.Rollback(ctx, r.Version) },
 		EndpointSites:         func(_ context.Context, _ AdminRequest) (any, error) { return c.Sites() },
 		EndpointRegionalRound: func(_ context.Context, r AdminRequest) (any, error) { return c.RegionalRound(r.Round) },
+		EndpointRegions:       func(_ context.Context, _ AdminRequest) (any, error) { return c.RegionStatuses() },
 		EndpointRejects:       func(_ context.Context, _ AdminRequest) (any, error) { return c.Rejects() },
 		EndpointStoreBackup: func(_ context.Context, _ AdminRequest) (any, error) {
 			path, n, err := c.BackupNow()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -199,6 +200,59 @@ func (c *Coordinator) RegionalRound(n uint64) (*RegionalRound, error) {
 	}
 	return out, err
 }
+
+// RegionStatus is a region as the regions endpoint reports it: its
+// sites, the aggregates accepted from it, and the newest verdict on one.
+type RegionStatus struct {
+	Region    string              `json:"region"`
+	Sites     int                 `json:"sites"`
+	Accepted  int                 `json:"accepted"`
+	Refused   int                 `json:"refused"`
+	LastRound uint64              `json:"last_round,omitempty"`
+	Status    federated.AckStatus `json:"status,omitempty"`
+	Reason    string              `json:"reason,omitempty"`
+}
+
+// RegionStatuses lists the configured regions (none without Regions).
+func (c *Coordinator) RegionStatuses() ([]RegionStatus, error) {
+	out := []RegionStatus{}
+	at := map[string]int{}
+	for _, g := range c.cfg.Regions.Names() {
+		at[g] = len(out)
+		out = append(out, RegionStatus{Region: g, Sites: len(c.cfg.Regions.Sites(g))})
+	}
+	err := c.view(func(tx *bolt.Tx) error {
+		rb := tx.Bucket(bucketRegional)
+		if rb == nil {
+			return nil
+		}
+		return rb.ForEach(func(k, v []byte) error { // (by round, then region)
+			if len(k) <= 8 {
+				return nil
+			}
+			g, _, _ := strings.Cut(string(k[8:]), "\x00")
+			i, ok := at[g]
+			if !ok {
+				return nil
+			}
+			var vd store.Verdict
+			if err := store.DecodeRecord(v, &vd, store.RecordName(bucketRegional, k)); err != nil {
+				return err
+			}
+			s := &out[i]
+			if vd.Status == federated.Accepted {
+				s.Accepted++
+			} else {
+				s.Refused++
+			}
+			s.LastRound, s.Status, s.Reason = getU64Key(k), vd.Status, vd.Reason
+			return nil
+		})
+	})
+	return out, err
+}
+
+func getU64Key(k []byte) uint64 { return binary.BigEndian.Uint64(k[:8]) }
 
 // currentRoundTx is the current round (nil: none) in tx.
 func (c *Coordinator) currentRoundTx(tx *bolt.Tx) (*Round, error) {

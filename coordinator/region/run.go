@@ -76,35 +76,38 @@ func (g *Aggregator) Run(ctx context.Context, local, root *nats.Conn) error {
 // verdicts one past that window). The sites of relayed updates hear from
 // the root.
 func (g *Aggregator) consume(ctx context.Context, local *nats.Conn, rjs jetstream.JetStream, cons jetstream.Consumer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fetched := make(chan jetstream.Msg, 2*g.cfg.Batch)
+	var wg sync.WaitGroup
+	wg.Go(func() { g.fetchLoop(ctx, cons, fetched) })
+	defer wg.Wait()
+	defer cancel()
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, g.cfg.Seed^0x5e61)
 	for ctx.Err() == nil {
-		// wait for one message, then take what else is there (up to
-		// Batch): a group is judged as soon as it is available
+		// wait for one message, then take what else has arrived (up to
+		// Batch): while a group is committed the next one gathers, so
+		// the slower the store the larger the groups (each commit writes
+		// the round's sums once)
 		var msgs []jetstream.Msg
-		var group []*incoming
-		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(500*time.Millisecond))
-		if err == nil {
-			for m := range batch.Messages() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case m := <-fetched:
+			msgs = append(msgs, m)
+		}
+	fill:
+		for len(msgs) < g.cfg.Batch {
+			select {
+			case m := <-fetched:
 				msgs = append(msgs, m)
-			}
-			if len(msgs) > 0 && g.cfg.Batch > 1 {
-				var more jetstream.MessageBatch
-				if more, err = cons.FetchNoWait(g.cfg.Batch - 1); err == nil {
-					for m := range more.Messages() {
-						msgs = append(msgs, m)
-					}
-				}
+			default:
+				break fill
 			}
 		}
-		if err != nil && len(msgs) == 0 {
-			g.log.Warn("fetch updates", "err", err)
-			if !bo.Sleep(ctx) {
-				break
-			}
-			continue
-		}
-		for _, m := range msgs {
-			group = append(group, &incoming{subject: m.Subject(), data: m.Data()})
+		group := make([]*incoming, len(msgs))
+		for i, m := range msgs {
+			group[i] = &incoming{subject: m.Subject(), data: m.Data()}
 		}
 		if len(group) == 0 {
 			continue
@@ -142,6 +145,34 @@ func (g *Aggregator) consume(ctx context.Context, local *nats.Conn, rjs jetstrea
 		}
 	}
 	return ctx.Err()
+}
+
+// fetchLoop pulls the region's updates and hands them on in stream
+// order until ctx ends; fetch errors are retried with capped, jittered
+// backoff.
+func (g *Aggregator) fetchLoop(ctx context.Context, cons jetstream.Consumer, fetched chan<- jetstream.Msg) {
+	bo := backoff.New(50*time.Millisecond, 5*time.Second, g.cfg.Seed^0xfe7c)
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(g.cfg.Batch, jetstream.FetchMaxWait(500*time.Millisecond))
+		if err == nil {
+			for m := range batch.Messages() {
+				select {
+				case <-ctx.Done():
+					return
+				case fetched <- m:
+				}
+			}
+			err = batch.Error()
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			g.log.Warn("fetch updates", "err", err)
+			if !bo.Sleep(ctx) {
+				return
+			}
+			continue
+		}
+		bo.Reset()
+	}
 }
 
 // relay publishes a verified update to the root's update stream, on its

@@ -503,6 +503,12 @@ func TestRegionalAggregateRefusals(t *testing.T) {
 		counts[reason] = counted("r0", "rejected", reason)
 	}
 	rejects, _ := c.Rejects()
+	// edgectl regions: r0's verdicts (region_again is not kept: the
+	// accepted one stands), r1 none
+	rs, err := c.RegionStatuses()
+	if err != nil || len(rs) != 2 || rs[0].Accepted != 1 || rs[0].Refused != 7 || rs[0].Sites != 3 || rs[1].Accepted+rs[1].Refused != 0 {
+		t.Errorf("region statuses %+v %v, want r0 with 3 sites, 1 accepted and 7 refused, r1 none", rs, err)
+	}
 	stop()
 	audit := auditCounts(t, filepath.Join(dir, "coordinator.db"))
 	wantRefused := map[string]float64{federated.ReasonSignature: 2, coordinator.ReasonForeignSite: 2, coordinator.ReasonSiteTwice: 1,
