@@ -133,7 +133,18 @@ func (g *Aggregator) Open(rr *coordinator.RegionalRound) error {
 		g.log.Warn("round abandoned unsealed: the root opened a newer one", "round", g.cur.Round.Round, "next", rr.Round.Round)
 	}
 	st := &roundState{RegionalRound: *rr}
-	if err := g.db.Update(func(tx *bolt.Tx) error { return putState(tx, st) }); err != nil {
+	err := g.db.Update(func(tx *bolt.Tx) error {
+		// earlier rounds' sums and site lists are done with (a sealed
+		// aggregate waits in the outbox; an update of an earlier round
+		// delivered again is then refused as a replay, counting nothing)
+		for _, b := range [][]byte{bucketSums, bucketCovered} {
+			if err := deleteBelow(tx.Bucket(b), u64(rr.Round.Round)); err != nil {
+				return err
+			}
+		}
+		return putState(tx, st)
+	})
+	if err != nil {
 		return err
 	}
 	g.cur, g.sum = st, nil
@@ -348,6 +359,17 @@ func (g *Aggregator) logVerdict(in *incoming) {
 	default:
 		g.log.Debug("update", "site", a.Site, "seq", a.Seq, "round", a.Round)
 	}
+}
+
+// deleteBelow deletes b's keys below limit.
+func deleteBelow(b *bolt.Bucket, limit []byte) error {
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil && bytes.Compare(k, limit) < 0; k, _ = c.First() {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func countPrefix(b *bolt.Bucket, prefix []byte) int {

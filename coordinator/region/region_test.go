@@ -153,4 +153,20 @@ func TestVerdicts(t *testing.T) {
 	if !slices.Equal(out, []uint64{2}) || n != 2 || !sealed || counted != 3 {
 		t.Fatalf("after a restart: outbox %v, round %d sealed %v counted %d; want [2], 2, true, 3", out, n, sealed, counted)
 	}
+	// the next round: round 2's sums and list go, its sealed aggregate
+	// stays in the outbox until forwarded; round 2's update delivered
+	// again is a replay
+	next := *round
+	next.Round = 3
+	if err := g.Open(&coordinator.RegionalRound{Round: &next, Dims: dims}); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = g.Outbox()
+	n, sealed, counted = g.Current()
+	if !slices.Equal(out, []uint64{2}) || n != 3 || sealed || counted != 0 {
+		t.Fatalf("round 3: outbox %v, round %d sealed %v counted %d; want [2], 3, false, 0", out, n, sealed, counted)
+	}
+	if ack, err := g.Process("", msg("s3", 1, 2, base, 30, keys["s3"])); err != nil || ack.Status != federated.Duplicate {
+		t.Fatalf("round 2's update again in round 3: %+v %v, want duplicate", ack, err)
+	}
 }
