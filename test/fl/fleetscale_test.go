@@ -124,7 +124,13 @@ func fleetRound(tb testing.TB, f *hierFleet, hier bool) fleetResult {
 	if sendErr != nil {
 		tb.Fatal(sendErr)
 	}
-	m := published(tb, c, rr.Round.Round, 30*time.Minute)
+	fltest.Poll(tb, 50*time.Millisecond, fleetWait, "round published", func() (bool, string) {
+		r, err := c.RoundRecord(rr.Round.Round)
+		rs, _ := c.RegionStatuses()
+		rej, _ := c.Rejects()
+		return err == nil && r.State == coordinator.StatePublished, fmt.Sprintf("round %+v, regions %+v, rejects %v", r, rs, rej)
+	})
+	m := published(tb, c, rr.Round.Round, time.Minute)
 	res.elapsed, res.cpu = time.Since(start), cpuTime()-cpu0
 	res.heapPeak = peak()
 	res.rootIn = inBytes(tb, rootSrv) - in0
@@ -138,6 +144,14 @@ func fleetRound(tb testing.TB, f *hierFleet, hier bool) fleetResult {
 	res.weights = fm.Net.Flat()
 	return res
 }
+
+// fleetWait bounds a fleet round (EDGESCHED_FLEET_WAIT, default 30m).
+var fleetWait = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("EDGESCHED_FLEET_WAIT")); err == nil && d > 0 {
+		return d
+	}
+	return 30 * time.Minute
+}()
 
 func inBytes(tb testing.TB, s *server.Server) int64 {
 	tb.Helper()
