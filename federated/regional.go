@@ -144,7 +144,7 @@ func DecodeRegional(b []byte, keys RegionKeys) (*RegionalAggregate, error) {
 		return nil, fmt.Errorf("%w: header length %d out of range", ErrRegional, hl)
 	}
 	var a RegionalAggregate
-	if err := decodeStrict(body[off:off+hl], &a.Header); err != nil {
+	if err := decodeStrictMax(body[off:off+hl], &a.Header, maxRegionalHeader); err != nil {
 		return nil, fmt.Errorf("%w: header: %v", ErrRegional, err)
 	}
 	off += hl

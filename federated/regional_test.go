@@ -2,6 +2,7 @@ package federated_test
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -66,6 +67,20 @@ func TestRegions(t *testing.T) {
 	}
 	if _, err := DecodeRegional(forged, &r); !errors.Is(err, ErrSiteSignature) || !errors.Is(err, ErrRegional) {
 		t.Fatalf("forged: %v, want ErrSiteSignature and ErrRegional", err)
+	}
+	// a region of 2,000 sites: a header of about 150 KB, beyond the
+	// control messages' 64 KB
+	big := *agg
+	big.Header.Sites = nil
+	for i := range 2000 {
+		big.Header.Sites = append(big.Header.Sites, RegionalSite{Site: fmt.Sprintf("site-%05d", i), Seq: 1 + uint64(i), Samples: 100, Norm: 0.7071067811865476})
+	}
+	raw, err := EncodeRegional(&big, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeRegional(raw, &r); err != nil || len(got.Header.Sites) != 2000 {
+		t.Fatalf("2,000 sites (%d bytes): %v", len(raw), err)
 	}
 	dir := t.TempDir()
 	if _, _, err := quant.WriteKeyPair(dir, "eu", a); err != nil {
