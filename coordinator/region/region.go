@@ -193,7 +193,8 @@ type incoming struct {
 // Process verifies and judges one update message that arrived on subject
 // ("" skips the subject binding) and returns the Ack for its site (nil
 // when the message cannot be attributed to one). The error is the
-// store's only.
+// store's only. In a round that does not sum, an update that passes is
+// only recorded: relaying it to the root is Run's.
 func (g *Aggregator) Process(subject string, data []byte) (*federated.Ack, error) {
 	in := &incoming{subject: subject, data: data}
 	if err := g.judge([]*incoming{in}); err != nil {
