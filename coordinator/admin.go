@@ -32,6 +32,11 @@ const (
 	// EndpointStoreBackup writes an online backup of coordinator.db into
 	// the coordinator's backup directory and answers {"path", "bytes"}.
 	EndpointStoreBackup = "store.backup"
+	// EndpointRegionalRound answers a round's RegionalRound (what a
+	// regional aggregator needs to collect for it: regional.go).
+	EndpointRegionalRound = "round.regional"
+	// EndpointRegions lists the configured regions (RegionStatus).
+	EndpointRegions = "regions"
 )
 
 // AdminRequest is the body of admin requests (fields by endpoint).
@@ -72,6 +77,8 @@ func (c *Coordinator) serveAdmin(nc *nats.Conn) (micro.Service, error) {
 		EndpointModelPromote:  func(ctx context.Context, r AdminRequest) (any, error) { return c.Promote(ctx, r.Version) },
 		EndpointModelRollback: func(ctx context.Context, r AdminRequest) (any, error) { return c.Rollback(ctx, r.Version) },
 		EndpointSites:         func(_ context.Context, _ AdminRequest) (any, error) { return c.Sites() },
+		EndpointRegionalRound: func(_ context.Context, r AdminRequest) (any, error) { return c.RegionalRound(r.Round) },
+		EndpointRegions:       func(_ context.Context, _ AdminRequest) (any, error) { return c.RegionStatuses() },
 		EndpointRejects:       func(_ context.Context, _ AdminRequest) (any, error) { return c.Rejects() },
 		EndpointHAStatus:      func(_ context.Context, _ AdminRequest) (any, error) { return c.HA(), nil },
 		EndpointStoreBackup: func(_ context.Context, _ AdminRequest) (any, error) {

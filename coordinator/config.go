@@ -158,6 +158,11 @@ type Config struct {
 	BackupDir   string
 	BackupEvery time.Duration
 	BackupKeep  int
+	// Regions, when set, are the regional aggregators whose aggregates
+	// the root accepts (docs/federated.md "Hierarchical rounds"): each
+	// region's key, trusted for that region's sites only. Every regional
+	// site must be registered in Sites. nil: every site sends directly.
+	Regions *federated.Regions
 	// Failpoint, when set, is called at named points of the state machine
 	// (FailUpdateCommitted, FailRoundClosed, FailModelStored,
 	// FailModelPublished); crash tests make it kill the process there.
@@ -281,6 +286,13 @@ func (c *Config) Validate() error {
 		return bad("CheckpointEvery", "%v, want >= 0 (0: %v)", c.CheckpointEvery, DefaultCheckpointEvery)
 	case c.PollInterval <= 0 || c.DuplicateWindow <= 0:
 		return bad("PollInterval/DuplicateWindow", "must be > 0")
+	}
+	for _, g := range c.Regions.Names() {
+		for _, s := range c.Regions.Sites(g) {
+			if _, ok := c.Sites.SiteKey(s); !ok {
+				return bad("Regions", "site %s of region %s is not registered in Sites", s, g)
+			}
+		}
 	}
 	if err := c.Aggregator.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)

@@ -297,10 +297,11 @@ func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	wg.Go(func() { errc <- c.consume(ctx, cons) })
 	wg.Go(func() { errc <- c.tickLoop(ctx) })
 	wg.Go(func() { c.busLoop(ctx, cons) })
+	wg.Go(func() { errc <- c.consumeRegional(ctx, b) }) // hierarchical rounds (regional.go)
 	var first error
 	select {
 	case <-ctx.Done():

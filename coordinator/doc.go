@@ -4,12 +4,16 @@
 // of site updates (parallel verification, group commits, bounds),
 // aggregation and the model check before a model is stored, model
 // signing and publication, the NATS micro-service admin API and
-// Prometheus metrics. Its state is coordinator.db (package store).
+// Prometheus metrics, and the root's side of hierarchical rounds
+// (regional.go: regional aggregates judged and merged; the aggregators
+// are package coordinator/region). Its state is coordinator.db (package
+// store).
 //
 // Concurrency and lifetimes: a Coordinator is created by New, which
 // opens and checks the store; Run serves on one NATS connection until its
 // context ends and owns every goroutine it starts (ingest, the deadline
-// ticker, the stream trimmer and backups), stopping them before it
+// ticker, the stream trimmer, backups and, with regions, the regional
+// stream's consumer), stopping them before it
 // returns; Close closes the store after Run. Its methods are safe for
 // concurrent use: state changes are serialised by one mutex and each is
 // one bbolt transaction (a group of update verdicts is one). A damaged

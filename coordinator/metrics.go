@@ -23,6 +23,7 @@ type metrics struct {
 	// HA: checkpoints shipped, the last one's size
 	checkpoints     prometheus.Counter
 	checkpointBytes prometheus.Gauge
+	regional        *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -62,7 +63,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help: "Checkpoints of coordinator.db shipped to the object store by the active replica (--ha)."})
 	m.checkpointBytes = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "checkpoint_bytes",
 		Help: "Size of the last checkpoint shipped (--ha)."})
-	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation, m.reports, m.roundFailures, m.storeErrors, m.commits, m.syncs, m.checkpoints, m.checkpointBytes} {
+	m.regional = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "regional_aggregates_total",
+		Help: "Regional aggregates (hierarchical rounds) by region, verdict and refusal reason, each counted once."}, []string{"region", "status", "reason"})
+	for _, c := range []prometheus.Collector{m.updates, m.updateBytes, m.rounds, m.round, m.modelVersion, m.aggregation, m.reports, m.roundFailures, m.storeErrors, m.commits, m.syncs, m.checkpoints, m.checkpointBytes, m.regional} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -112,20 +112,11 @@ func (c *Coordinator) addToSums(tx *bolt.Tx, in *incoming, st *batchState) (rec 
 	if a.sum.Count >= uint64(r.Sum.N) { // (the round completes at N: not reached)
 		return nil, federated.ReasonRoundClosed, fmt.Sprintf("round %d has its %d updates", r.Round, r.Sum.N), nil
 	}
-	view := in.View // (the payload was checked against st.dims: accept)
-	if view == nil || view.Len() != st.dims {
-		return nil, federated.ReasonShape, fmt.Sprintf("%d values, the model has %d", in.Payload.Values, st.dims), nil
+	term, eff, samples, staleness, reason, detail := PrepareTerm(a.sum, r, st.dims, &in.CheckedUpdate)
+	if reason != "" {
+		return nil, reason, detail, nil
 	}
 	norm := in.Payload.Norm
-	clip := 1.0
-	if r.ClipNorm > 0 && norm > r.ClipNorm {
-		clip = r.ClipNorm / norm
-	}
-	eff, samples, staleness := sumWeights(r, h)
-	term, err := a.sum.Prepare(view, eff*clip, norm)
-	if err != nil {
-		return nil, federated.ReasonTooLarge, err.Error(), nil
-	}
 	if rec, err = store.EncodeSummedUpdate(h, norm); err != nil {
 		return nil, "", "", err
 	}

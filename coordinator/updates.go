@@ -15,7 +15,6 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/parallel"
-	"github.com/edgesched/edgesched/quant"
 )
 
 // Ingest (docs/federated.md "Ingest"). Updates flow through three stages:
@@ -532,26 +531,8 @@ func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time
 			return federated.ReasonStaleRound, fmt.Sprintf("%d versions old (at most %d)", st, c.cfg.MaxStaleness), nil
 		}
 	}
-	if errors.Is(in.PayloadErr, quant.ErrShape) && st.dims > 0 {
-		// checked against another round's size (the round changed
-		// since): check again
-		in.CheckPayload(st.dims)
-	}
-	switch err := in.PayloadErr; {
-	case errors.Is(err, quant.ErrNonFinite):
-		return federated.ReasonNonFinite, err.Error(), nil
-	case errors.Is(err, quant.ErrShape):
-		return federated.ReasonShape, err.Error(), nil
-	case err != nil:
-		return federated.ReasonMalformed, err.Error(), nil
-	case in.Payload.Values != st.dims:
-		return federated.ReasonShape, fmt.Sprintf("%d values, the model has %d", in.Payload.Values, st.dims), nil
-	case in.Payload.Base != h.BaseModel:
-		return federated.ReasonBaseModel, "payload and header name different base models", nil
-	case r.MaxNorm > 0 && !(in.Payload.Norm <= r.MaxNorm):
-		return federated.ReasonTooLarge, fmt.Sprintf("L2 norm %.4g exceeds the round's bound %.4g", in.Payload.Norm, r.MaxNorm), nil
-	case r.MaxSamples > 0 && h.Samples > r.MaxSamples:
-		return federated.ReasonTooHeavy, fmt.Sprintf("claims %d samples, the round's cap is %d", h.Samples, r.MaxSamples), nil
+	if reason, detail := CheckBounds(r, st.dims, &in.CheckedUpdate); reason != "" {
+		return reason, detail, nil
 	}
 	ub := tx.Bucket(store.BucketUpdates).Bucket(u64(r.Round))
 	if ub == nil {

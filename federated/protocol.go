@@ -321,9 +321,12 @@ func (h *UpdateHeader) validate() error {
 
 // decodeStrict decodes one JSON value, refusing unknown fields and
 // trailing data.
-func decodeStrict(b []byte, v any) error {
-	if len(b) > MaxControlBytes {
-		return fmt.Errorf("%d bytes exceeds %d", len(b), MaxControlBytes)
+func decodeStrict(b []byte, v any) error { return decodeStrictMax(b, v, MaxControlBytes) }
+
+// decodeStrictMax is decodeStrict for documents of at most limit bytes.
+func decodeStrictMax(b []byte, v any, limit int) error {
+	if len(b) > limit {
+		return fmt.Errorf("%d bytes exceeds %d", len(b), limit)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

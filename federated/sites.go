@@ -60,24 +60,40 @@ func (r *Registry) Sites() []string {
 // LoadRegistry reads a directory of SITE.pub key files (written by
 // 'edgectl model keygen --name SITE'): the file name is the site ID.
 func LoadRegistry(dir string) (*Registry, error) {
+	r := &Registry{}
+	err := eachPublicKey(dir, "site registry", func(name, file string, pub ed25519.PublicKey) error {
+		if err := r.Add(name, pub); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// eachPublicKey calls fn with every NAME.pub key file of dir (what names
+// the directory in errors): its name, path and key. A directory without
+// any is fine; one that cannot be read is not.
+func eachPublicKey(dir, what string, fn func(name, file string, pub ed25519.PublicKey) error) error {
 	files, err := filepath.Glob(filepath.Join(dir, "*.pub"))
 	if err != nil {
-		return nil, fmt.Errorf("site registry: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if len(files) == 0 {
 		if _, err := os.Stat(dir); err != nil {
-			return nil, fmt.Errorf("site registry: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
-	r := &Registry{}
 	for _, f := range files {
 		pub, err := quant.ReadPublicKey(f)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := r.Add(strings.TrimSuffix(filepath.Base(f), ".pub"), pub); err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
+		if err := fn(strings.TrimSuffix(filepath.Base(f), ".pub"), f, pub); err != nil {
+			return err
 		}
 	}
-	return r, nil
+	return nil
 }

@@ -58,7 +58,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // commandNames are edge-coordinator's verbs: the store's and version.
 func commandNames() []string {
-	names := []string{"version"}
+	names := []string{"region", "version"}
 	for name := range storeCommands {
 		names = append(names, name)
 	}
@@ -77,6 +77,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		if sub, ok := storeCommands[args[0]]; ok {
 			return sub(ctx, args[1:], stderr)
+		}
+		if args[0] == "region" {
+			return regionCommand(ctx, args[1:], stderr)
 		}
 	}
 	fs := flag.NewFlagSet("edge-coordinator", flag.ContinueOnError)
@@ -121,6 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9464)")
 		seed        = fs.Uint64("seed", 1, "seed of DP noise and jitter")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
+		regionsDir  = fs.String("regions", "", "directory of regional aggregators: REGION.pub keys and REGION.sites lists (hierarchical rounds; docs/federated.md)")
 		modelKeys   = fs.String("model-keys", "", "directory (or file) of model-signing public keys whose signatures on stored models are also accepted (key rotation; *.retired refused)")
 		ha          = fs.Bool("ha", false, "run as one of several replicas, one active (a JetStream KV lease); state shipped as checkpoints to the cluster (docs/federated.md)")
 		replicaID   = fs.String("replica-id", "", "with --ha: this replica's name (default the host name)")
@@ -152,13 +156,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *keyFile == "" || *sitesDir == "" {
 		return cli.Usagef("--key and --sites are required")
 	}
-	signer, err := quant.ReadSigner(*keyFile)
+	signer, sites, err := keyAndSites(*keyFile, *sitesDir)
 	if err != nil {
-		return fmt.Errorf("--key: %w", err)
-	}
-	sites, err := federated.LoadRegistry(*sitesDir)
-	if err != nil {
-		return fmt.Errorf("--sites: %w", err)
+		return err
 	}
 	initial, err := loadModel(*model)
 	if err != nil {
@@ -172,6 +172,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.Registerer = reg
+	if *regionsDir != "" {
+		if cfg.Regions, err = federated.LoadRegions(*regionsDir); err != nil {
+			return fmt.Errorf("--regions: %w", err)
+		}
+	}
 	if *modelKeys != "" {
 		if cfg.ModelKeys, err = quant.LoadKeyring(*modelKeys); err != nil {
 			return fmt.Errorf("--model-keys: %w", err)
@@ -262,6 +267,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// keyAndSites reads the signing key (--key) and the registry of sites
+// (--sites).
+func keyAndSites(keyFile, sitesDir string) (*quant.Signer, *federated.Registry, error) {
+	signer, err := quant.ReadSigner(keyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--key: %w", err)
+	}
+	sites, err := federated.LoadRegistry(sitesDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--sites: %w", err)
+	}
+	return signer, sites, nil
 }
 
 // parseFlags parses args into fs: a bad command line is a usage error,

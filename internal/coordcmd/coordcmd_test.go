@@ -41,6 +41,9 @@ func TestFlags(t *testing.T) {
 		{"restore of no backup", []string{"restore", "--data", dir, "--from", filepath.Join(dir, "none.db"), "--key", bogusKey}, 1, "--key:"},
 		{"backup help", []string{"backup", "-h"}, 0, "usage: edge-coordinator backup"},
 		{"backup's unknown flag", []string{"backup", "--dta", dir}, 2, "did you mean --data?"},
+		{"region without --region", []string{"region", "--key", bogusKey, "--sites", dir}, 2, "--region, --key and --sites are required"},
+		{"region with a bad key", []string{"region", "--region", "eu", "--key", bogusKey, "--sites", dir}, 1, "--key:"},
+		{"region help", []string{"region", "-h"}, 0, "-region-server"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -216,26 +216,15 @@ func heapInUse(s []metrics.Sample) uint64 {
 	return n
 }
 
-func heapSamples() []metrics.Sample {
-	return []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}}
-}
-
-// run publishes a prepared round and waits until its model is published:
-// the timed part of the benchmark.
-func (rig *tpRig) run(p *tpRound) tpResult {
-	tb := rig.tb
-	tb.Helper()
-	var res tpResult
-	// sample the heap every 2ms until the round is done
+// sampleHeap samples heapInUse every interval until the returned
+// function is called; it returns the peak (calling it again returns the
+// same).
+func sampleHeap(every time.Duration) func() uint64 {
 	stop, sampled := make(chan struct{}), make(chan uint64, 1)
-	var once sync.Once
-	halt := func() { once.Do(func() { close(stop) }) }
-	defer halt() // a failed round stops the sampler too
-	s := heapSamples()
-	res.heapStart = heapInUse(s)
 	go func() {
-		s, peak := heapSamples(), res.heapStart
-		t := time.NewTicker(2 * time.Millisecond)
+		s := heapSamples()
+		peak := heapInUse(s)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			peak = max(peak, heapInUse(s))
@@ -247,6 +236,28 @@ func (rig *tpRig) run(p *tpRound) tpResult {
 			}
 		}
 	}()
+	var once sync.Once
+	var peak uint64
+	return func() uint64 {
+		once.Do(func() { close(stop); peak = <-sampled })
+		return peak
+	}
+}
+
+func heapSamples() []metrics.Sample {
+	return []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}}
+}
+
+// run publishes a prepared round and waits until its model is published:
+// the timed part of the benchmark.
+func (rig *tpRig) run(p *tpRound) tpResult {
+	tb := rig.tb
+	tb.Helper()
+	var res tpResult
+	// sample the heap every 2ms until the round is done
+	res.heapStart = heapInUse(heapSamples())
+	peak := sampleHeap(2 * time.Millisecond)
+	defer peak() // a failed round stops the sampler too
 
 	commits0 := scrape(tb, rig.c, "edgesched_coordinator_store_commits_total", "")
 	syncs0 := scrape(tb, rig.c, "edgesched_coordinator_store_fsyncs_total", "")
@@ -301,8 +312,7 @@ func (rig *tpRig) run(p *tpRound) tpResult {
 	prof.stop()
 	res.commits = scrape(tb, rig.c, "edgesched_coordinator_store_commits_total", "") - commits0
 	res.syncs = scrape(tb, rig.c, "edgesched_coordinator_store_fsyncs_total", "") - syncs0
-	halt()
-	res.heapPeak = <-sampled
+	res.heapPeak = peak()
 	r, err := rig.c.RoundRecord(p.round.Round)
 	if err != nil {
 		tb.Fatal(err)

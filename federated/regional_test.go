@@ -1,0 +1,134 @@
+package federated_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+
+	. "github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/quant"
+)
+
+func regionalKey(t testing.TB, seed byte) *quant.Signer {
+	t.Helper()
+	s, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{seed, 0x4e}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestRegions: a site belongs to one region; a region's key verifies its
+// own aggregates only; LoadRegions reads REGION.pub and REGION.sites.
+func TestRegions(t *testing.T) {
+	a, b := regionalKey(t, 1), regionalKey(t, 2)
+	var r Regions
+	for _, tc := range []struct {
+		name   string
+		region string
+		key    *quant.Signer
+		sites  []string
+		ok     bool
+	}{
+		{"first", "eu", a, []string{"s1", "s2"}, true},
+		{"second", "us", b, []string{"s3"}, true},
+		{"a site in two regions", "ap", b, []string{"s1"}, false},
+		{"a region twice", "eu", b, nil, false},
+		{"a bad region name", "EU!", b, nil, false},
+		{"a bad site name", "ap", b, []string{"S 4"}, false},
+	} {
+		if err := r.Add(tc.region, tc.key.Public(), tc.sites...); (err == nil) != tc.ok {
+			t.Fatalf("%s: %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+	if g, _ := r.RegionOf("s3"); g != "us" || !slices.Equal(r.Names(), []string{"eu", "us"}) || !slices.Equal(r.Sites("eu"), []string{"s1", "s2"}) {
+		t.Fatalf("region of s3 %q, names %v, eu's sites %v", g, r.Names(), r.Sites("eu"))
+	}
+	if _, ok := r.RegionOf("s9"); ok {
+		t.Fatal("s9 has a region")
+	}
+	agg := &RegionalAggregate{Header: RegionalHeader{Region: "eu", Round: 3, Shift: 80, Sites: []RegionalSite{{Site: "s1", Seq: 4, Samples: 10, Norm: 1}}},
+		Hi: []int64{1, -1}, Lo: []uint64{2, 3}}
+	good, err := EncodeRegional(agg, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := EncodeRegional(agg, b) // us's key signing as eu
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeRegional(good, &r); err != nil || !slices.Equal(got.Hi, agg.Hi) || got.Header.Sites[0] != agg.Header.Sites[0] || got.MsgID() != "region:eu:3" {
+		t.Fatalf("decode: %+v %v", got, err)
+	}
+	if _, err := DecodeRegional(forged, &r); !errors.Is(err, ErrSiteSignature) || !errors.Is(err, ErrRegional) {
+		t.Fatalf("forged: %v, want ErrSiteSignature and ErrRegional", err)
+	}
+	// a region of 2,000 sites: a header of about 150 KB, beyond the
+	// control messages' 64 KB
+	big := *agg
+	big.Header.Sites = nil
+	for i := range 2000 {
+		big.Header.Sites = append(big.Header.Sites, RegionalSite{Site: fmt.Sprintf("site-%05d", i), Seq: 1 + uint64(i), Samples: 100, Norm: 0.7071067811865476})
+	}
+	raw, err := EncodeRegional(&big, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeRegional(raw, &r); err != nil || len(got.Header.Sites) != 2000 {
+		t.Fatalf("2,000 sites (%d bytes): %v", len(raw), err)
+	}
+	dir := t.TempDir()
+	if _, _, err := quant.WriteKeyPair(dir, "eu", a); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "eu.sites"), []byte("s1\n# a comment\ns2 # inline\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := LoadRegions(dir)
+	if err != nil || !slices.Equal(loaded.Sites("eu"), []string{"s1", "s2"}) {
+		t.Fatalf("LoadRegions: %v %v", loaded.Sites("eu"), err)
+	}
+}
+
+// FuzzDecodeRegional: any input decodes or is refused with ErrRegional,
+// never panics; what decodes re-encodes (same key) to an aggregate that
+// decodes to the same header and sums.
+func FuzzDecodeRegional(f *testing.F) {
+	key := regionalKey(f, 1)
+	var r Regions
+	if err := r.Add("eu", key.Public(), "s1", "s2"); err != nil {
+		f.Fatal(err)
+	}
+	for _, sites := range [][]RegionalSite{{{Site: "s1", Seq: 1, Samples: 5, Norm: 0.5}}, {{Site: "s1", Seq: 2}, {Site: "s2", Seq: 9, Samples: 1 << 40, Norm: 3}}} {
+		b, err := EncodeRegional(&RegionalAggregate{Header: RegionalHeader{Region: "eu", Round: 7, Shift: 84, Sites: sites}, Hi: []int64{-1, 5, 0}, Lo: []uint64{1, 2, 3}}, key)
+		if err != nil {
+			f.Fatal(err)
+		}
+		addSeeds(f, b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := DecodeRegional(b, &r)
+		if err != nil {
+			if a != nil || !errors.Is(err, ErrRegional) {
+				t.Fatalf("refusal %v (value %v) does not wrap ErrRegional or returned a value", err, a)
+			}
+			return
+		}
+		again, err := EncodeRegional(a, key)
+		if err != nil {
+			t.Fatalf("a decoded aggregate does not encode: %v", err)
+		}
+		back, err := DecodeRegional(again, &r)
+		if err != nil {
+			t.Fatalf("re-encoded aggregate refused: %v", err)
+		}
+		if !reflect.DeepEqual(back, a) {
+			t.Fatalf("round trip: %+v, decoded %+v", back, a)
+		}
+	})
+}

@@ -1,0 +1,127 @@
+package federated
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ed25519"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/edgesched/edgesched/quant"
+)
+
+// Regions is the root's map of regional aggregators: each region's public
+// key, and the region every site of a region belongs to. A region's key is
+// trusted for its own sites only. Build it with Add or LoadRegions; it is
+// read-only once built and safe for concurrent use.
+type Regions struct {
+	keys  map[string]ed25519.PublicKey
+	sites map[string][]string
+	of    map[string]string // site -> region
+}
+
+var _ RegionKeys = (*Regions)(nil)
+
+// Add registers a region's key and sites; a site already in another
+// region is refused.
+func (r *Regions) Add(region string, pub ed25519.PublicKey, sites ...string) error {
+	if !ValidSite(region) {
+		return fmt.Errorf("%w: region %q is not a DNS label", ErrRegional, region)
+	}
+	if len(pub) != ed25519.PublicKeySize {
+		return fmt.Errorf("%w: region %q key of %d bytes", quant.ErrKey, region, len(pub))
+	}
+	if r.keys == nil {
+		r.keys, r.sites, r.of = map[string]ed25519.PublicKey{}, map[string][]string{}, map[string]string{}
+	}
+	if _, dup := r.keys[region]; dup {
+		return fmt.Errorf("%w: region %q registered twice", ErrRegional, region)
+	}
+	for _, s := range sites {
+		if !ValidSite(s) {
+			return fmt.Errorf("%w: region %q: site %q is not a DNS label", ErrRegional, region, s)
+		}
+		if o, ok := r.of[s]; ok {
+			return fmt.Errorf("%w: site %q is in regions %q and %q", ErrRegional, s, o, region)
+		}
+	}
+	r.keys[region] = append(ed25519.PublicKey(nil), pub...)
+	for _, s := range sites {
+		r.of[s] = region
+	}
+	r.sites[region] = slices.Sorted(slices.Values(sites))
+	return nil
+}
+
+// RegionKey implements RegionKeys.
+func (r *Regions) RegionKey(region string) (ed25519.PublicKey, bool) {
+	if r == nil {
+		return nil, false
+	}
+	k, ok := r.keys[region]
+	return k, ok
+}
+
+// RegionOf is the region a site belongs to ("" and false: none; its
+// updates come to the root directly).
+func (r *Regions) RegionOf(site string) (string, bool) {
+	if r == nil {
+		return "", false
+	}
+	g, ok := r.of[site]
+	return g, ok
+}
+
+// Names lists the regions, sorted.
+func (r *Regions) Names() []string {
+	if r == nil {
+		return nil
+	}
+	return slices.Sorted(func(yield func(string) bool) {
+		for k := range r.keys {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+}
+
+// Sites lists a region's sites, sorted.
+func (r *Regions) Sites(region string) []string {
+	if r == nil {
+		return nil
+	}
+	return slices.Clone(r.sites[region])
+}
+
+// LoadRegions reads a directory of regions: REGION.pub, the region's
+// public key (written by 'edgectl model keygen --name REGION'), and
+// REGION.sites, its site IDs, one a line ('#' starts a comment).
+func LoadRegions(dir string) (*Regions, error) {
+	r := &Regions{}
+	err := eachPublicKey(dir, "regions", func(name, file string, pub ed25519.PublicKey) error {
+		raw, err := os.ReadFile(filepath.Join(dir, name+".sites"))
+		if err != nil {
+			return fmt.Errorf("regions: %w", err)
+		}
+		var sites []string
+		sc := bufio.NewScanner(bytes.NewReader(raw))
+		for sc.Scan() {
+			line, _, _ := strings.Cut(sc.Text(), "#")
+			if line = strings.TrimSpace(line); line != "" {
+				sites = append(sites, line)
+			}
+		}
+		if err := r.Add(name, pub, sites...); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
