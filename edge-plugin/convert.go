@@ -284,9 +284,11 @@ type converter struct {
 	// is added or removed, so a cycle usually re-sorts nothing.
 	lastInfos   []fwk.NodeInfo
 	lastEntries []*nodeEntry
+	lastGens    []int64 // lastEntries' generations (no pointer chase per node)
 	lastOrder   []int
 	lastView    []int32 // view index by position (-1: not modelled)
 	sortedBuf   []*nodeEntry
+	changedBuf  []int32
 	// listVersion moves on whenever the list, its order or the view
 	// indices of its positions may have changed (view.byInfo's key).
 	listVersion uint64
@@ -349,10 +351,14 @@ type view struct {
 	// node, telAt (Unix ns) when, and telRecheck when it expires.
 	telEntry          []*nodeEntry
 	telAt, telRecheck []int64
+	// telCount counts the nodes by telemetry state; telNext is the
+	// earliest telRecheck, telLast the last cycle's clock (Unix ns).
+	telCount         [len(telReasons)]int
+	telNext, telLast int64
 	// byInfo maps the snapshot's NodeInfo objects to view indices (built
 	// for list version byInfoVersion; replaced, never changed, so cycles
 	// that still hold it may read it while another one runs).
-	byInfo        map[*framework.NodeInfo]int32
+	byInfo        *nodeIndex
 	byInfoVersion uint64
 	// scores cached per pod key and node (scorecache.go), and scratch
 	cache      scoreCache
@@ -369,33 +375,36 @@ type view struct {
 func (c *converter) withView(all []fwk.NodeInfo, fn func(*view) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	entries := c.entriesLocked(all)
+	entries, d := c.entriesLocked(all)
 	if len(entries) == 0 {
+		c.forget()
 		return fmt.Errorf("no schedulable nodes to model")
 	}
-	env, index, changed, err := c.envFor(entries)
+	env, index, changed, err := c.envFor(entries, d)
 	if err != nil {
+		c.forget()
 		return err
 	}
 	v := c.cur
 	if changed || v == nil || v.dirty || len(v.st.Pods) > 4*len(v.st.Running())+4096 {
 		v = newView(env, index, len(entries))
 		v.inheritTelemetry(c.cur)
+		d.full = true
 	}
 	c.epoch++
 	c.cur, v.epoch = v, c.epoch
 	v.dirty = true
 	skipped := 0
-	for i, e := range entries {
+	update := func(i int, e *nodeEntry) {
 		if old := v.entries[i]; old == e {
-			continue
+			return
 		} else if old != nil && samePods(old, e) {
 			// A new conversion with the same pods (an annotation moved,
 			// e.g. the agent's telemetry): the node's state, its version
 			// and its cached scores stay; applyTelemetry below applies
 			// the new measurements.
 			v.entries[i] = e
-			continue
+			return
 		}
 		for _, id := range v.podIDs[i] {
 			_ = v.st.Unbind(id)
@@ -417,16 +426,25 @@ func (c *converter) withView(all []fwk.NodeInfo, fn func(*view) error) error {
 		}
 		v.entries[i] = e
 	}
+	if d.full {
+		for i, e := range entries {
+			update(i, e)
+		}
+	} else {
+		for _, i := range d.changed {
+			update(int(i), entries[i])
+		}
+	}
 	if v.byInfo == nil || v.byInfoVersion != c.listVersion {
-		m := make(map[*framework.NodeInfo]int32, len(c.lastInfos))
+		t := newNodeIndex(len(c.lastInfos))
 		for p, ni := range c.lastInfos {
 			if fi, ok := ni.(*framework.NodeInfo); ok && c.lastView[p] >= 0 {
-				m[fi] = c.lastView[p]
+				t.put(fi, c.lastView[p])
 			}
 		}
-		v.byInfo, v.byInfoVersion = m, c.listVersion
+		v.byInfo, v.byInfoVersion = t, c.listVersion
 	}
-	c.applyTelemetry(v, entries)
+	c.applyTelemetry(v, entries, d)
 	v.st.Now = c.simNow(c.envTopo)
 	v.dirty = false
 	if skipped > 0 {
@@ -467,42 +485,75 @@ func (c *converter) entries(all []fwk.NodeInfo) []*nodeEntry {
 	return entries
 }
 
+// snapshotDelta is what changed in the snapshot since entriesLocked's last
+// call, so a cycle's work on an unchanged cluster is O(changed nodes), not
+// O(nodes): the generation compare is the only pass over every node.
+type snapshotDelta struct {
+	// full: the node list, its name order or the set of modelled nodes
+	// changed, so any view index may hold another entry (changed is nil).
+	full bool
+	// changed are the view indices whose entry is a new conversion.
+	changed []int32
+	// specs: a changed entry's static spec differs (envFor rebuilds).
+	specs bool
+}
+
 // entriesLocked is entries for withView, reusing the last snapshot's
 // conversions and name order where the list holds the same NodeInfo
-// objects. The result is valid until the next call. Call with c.mu held.
-func (c *converter) entriesLocked(all []fwk.NodeInfo) []*nodeEntry {
-	same := len(all) == len(c.lastInfos)
-	for i := 0; same && i < len(all); i++ {
-		same = all[i] == c.lastInfos[i]
-	}
-	if same {
+// objects, and the delta from the last call. The result is valid until
+// the next call. Call with c.mu held.
+func (c *converter) entriesLocked(all []fwk.NodeInfo) ([]*nodeEntry, snapshotDelta) {
+	d := snapshotDelta{changed: c.changedBuf[:0]}
+	// One pass: the same NodeInfo objects in the same places (else
+	// convert the list anew), and a new conversion where a generation
+	// moved on.
+	sameList := len(all) == len(c.lastInfos) && len(c.lastGens) == len(all) && len(c.lastView) == len(all)
+	resort := false
+	if sameList {
+		infos, gens := c.lastInfos[:len(all)], c.lastGens[:len(all)]
 		for i, ni := range all {
-			old := c.lastEntries[i]
-			if old.gen == ni.GetGeneration() {
+			if ni != infos[i] {
+				sameList = false
+				break
+			}
+			if gens[i] == ni.GetGeneration() {
 				continue
 			}
-			e := c.node(ni)
-			// the same object now holding another node: sort again
-			same = same && e.spec.Name == old.spec.Name
-			c.lastEntries[i] = e
+			old, e := c.lastEntries[i], c.node(ni)
+			c.lastEntries[i], gens[i] = e, e.gen
+			// the same object now holding another node, or a node
+			// that is modelled no more or again: sort and index again
+			if e.spec.Name != old.spec.Name || e.ok != old.ok {
+				resort = true
+				continue
+			}
+			if j := c.lastView[i]; j >= 0 {
+				c.sortedBuf[j] = e
+				d.changed = append(d.changed, j)
+				d.specs = d.specs || e.sig != old.sig
+			}
 		}
-	} else {
+	}
+	if sameList && !resort {
+		c.changedBuf = d.changed
+		return c.sortedBuf, d
+	}
+	if !sameList {
 		c.lastInfos = append(c.lastInfos[:0], all...)
-		c.lastEntries = c.lastEntries[:0]
+		c.lastEntries, c.lastGens = c.lastEntries[:0], c.lastGens[:0]
 		for _, ni := range all {
-			c.lastEntries = append(c.lastEntries, c.node(ni))
+			e := c.node(ni)
+			c.lastEntries, c.lastGens = append(c.lastEntries, e), append(c.lastGens, e.gen)
 		}
 	}
-	if !same {
-		c.listVersion++
-		c.lastOrder = c.lastOrder[:0]
-		for i := range c.lastEntries {
-			c.lastOrder = append(c.lastOrder, i)
-		}
-		slices.SortFunc(c.lastOrder, func(a, b int) int {
-			return cmp.Compare(c.lastEntries[a].spec.Name, c.lastEntries[b].spec.Name)
-		})
+	c.listVersion++
+	c.lastOrder = c.lastOrder[:0]
+	for i := range c.lastEntries {
+		c.lastOrder = append(c.lastOrder, i)
 	}
+	slices.SortFunc(c.lastOrder, func(a, b int) int {
+		return cmp.Compare(c.lastEntries[a].spec.Name, c.lastEntries[b].spec.Name)
+	})
 	out := c.sortedBuf[:0]
 	c.lastView = slices.Grow(c.lastView[:0], len(all))[:len(all)]
 	for _, i := range c.lastOrder {
@@ -513,7 +564,15 @@ func (c *converter) entriesLocked(all []fwk.NodeInfo) []*nodeEntry {
 		}
 	}
 	c.sortedBuf = out
-	return out
+	return out, snapshotDelta{full: true, specs: true}
+}
+
+// forget drops the last snapshot's list, so the next entriesLocked
+// converts and sorts again (its delta would be relative to a snapshot no
+// view was brought up to). Call with c.mu held.
+func (c *converter) forget() {
+	c.lastInfos, c.lastEntries, c.lastGens = c.lastInfos[:0], c.lastEntries[:0], c.lastGens[:0]
+	c.lastView, c.sortedBuf = c.lastView[:0], c.sortedBuf[:0]
 }
 
 // viewIndexer finds the view index of NodeInfo objects of the snapshot
@@ -528,7 +587,7 @@ type viewIndexer struct {
 
 func (x *viewIndexer) index(ni fwk.NodeInfo) (int, bool) {
 	if fi, ok := ni.(*framework.NodeInfo); ok {
-		if i, ok := x.v.byInfo[fi]; ok {
+		if i, ok := x.v.byInfo.get(fi); ok {
 			return int(i), true
 		}
 	}
@@ -568,11 +627,7 @@ func (c *converter) fresh(all []fwk.NodeInfo) (*view, error) {
 
 // envFor returns the compiled environment of the nodes' static specs,
 // rebuilt (changed) only when one of them changed. Call with c.mu held.
-func (c *converter) envFor(entries []*nodeEntry) (*sim.Env, map[string]int, bool, error) {
-	sig := uint64(len(entries))
-	for _, e := range entries {
-		sig = (sig ^ e.sig) * 0x100000001b3 // FNV-1a's step over the nodes' spec hashes
-	}
+func (c *converter) envFor(entries []*nodeEntry, d snapshotDelta) (*sim.Env, map[string]int, bool, error) {
 	g, tp := c.deps.current(), c.topo.current()
 	var key [2]uint64
 	if g != nil {
@@ -580,6 +635,13 @@ func (c *converter) envFor(entries []*nodeEntry) (*sim.Env, map[string]int, bool
 	}
 	if tp != nil {
 		key[1] = tp.version
+	}
+	if c.env != nil && !d.full && !d.specs && c.envVersion == key && len(c.index) == len(entries) {
+		return c.env, c.index, false, nil // no static spec changed
+	}
+	sig := uint64(len(entries))
+	for _, e := range entries {
+		sig = (sig ^ e.sig) * 0x100000001b3 // FNV-1a's step over the nodes' spec hashes
 	}
 	if c.env != nil && c.envSig == sig && c.envVersion == key && len(c.index) == len(entries) {
 		return c.env, c.index, false, nil

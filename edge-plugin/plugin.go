@@ -284,10 +284,13 @@ type preScoreState struct {
 	// cand and raw are per candidate: the view node and the model's raw
 	// score; byNode is per view node: its normalised score, or notScored.
 	index  map[string]int
-	byInfo map[*framework.NodeInfo]int32 // view.byInfo (immutable)
+	byInfo *nodeIndex // view.byInfo (immutable)
 	cand   []int32
 	raw    []float32
 	byNode []uint8
+	// policy is the cycle's scheduling policy state (nil: none applies),
+	// read once here rather than from the CycleState on every Score.
+	policy *policyCycle
 }
 
 // notScored marks a view node the cycle did not score (MaxNodeScore is 100,
@@ -338,6 +341,7 @@ func (p *EdgePolicy) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	cs.Write(preScoreKey, ps)
 	defer p.last.Store(&lastCycle{cs: cs, ps: ps})
 	policyPreScore(cs, nodes)
+	ps.policy = readPolicyCycle(cs)
 	sp, err := simPod(pod)
 	if err != nil {
 		metricFallbacks.WithLabelValues("error").Inc()
@@ -487,10 +491,12 @@ func (p *EdgePolicy) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni f
 		ps = readPreScore(cs)
 	}
 	var s int64
-	if ps != nil {
+	if ps == nil {
+		s = p.policyScore(cs, ni, s)
+	} else {
 		found := false
 		if fi, ok := ni.(*framework.NodeInfo); ok && ps.model != nil {
-			if i, ok := ps.byInfo[fi]; ok && int(i) < len(ps.byNode) {
+			if i, ok := ps.byInfo.get(fi); ok && int(i) < len(ps.byNode) {
 				found = true
 				if b := ps.byNode[i]; b != notScored {
 					s = int64(b)
@@ -500,8 +506,10 @@ func (p *EdgePolicy) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni f
 		if !found {
 			s, _ = ps.scoreOf(n.Name)
 		}
+		if ps.policy != nil {
+			s = ps.policy.score(ni, s)
+		}
 	}
-	s = p.policyScore(cs, ni, s)
 	return min(fwk.MaxNodeScore, max(fwk.MinNodeScore, s)), nil
 }
 

@@ -1,0 +1,212 @@
+package edgeplugin
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/edgesched/edgesched/agent/telemetry"
+	"github.com/edgesched/edgesched/sim"
+)
+
+// TestSnapshotDeltaMatchesFresh drives one plugin through a random stream
+// of the snapshot changes a scheduler sees between cycles (a binding, a
+// pod gone, a telemetry annotation set or removed, a label or capacity
+// change (a node's static spec), a node added or removed, a node no longer
+// modellable, the list reordered, the clock moved past telemetry's
+// staleness bound), scoring a random pod after each; after every cycle a
+// new plugin (no kept view, no delta) scores the same pod on the same
+// snapshot at the same time. Raw and normalised scores, every node's
+// CPUUsed and the cycle's telemetry fallback counts must agree: the
+// incremental path (only changed nodes re-bound, telemetry re-applied
+// only to changed nodes until the earliest recheck) may not drift from a
+// full conversion. Each change kind must have happened (else it tested
+// nothing).
+func TestSnapshotDeltaMatchesFresh(t *testing.T) {
+	seed := uint64(27)
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := telT0
+	clock := func() time.Time { return now }
+	lister := &fakeLister{nodes: randomSnapshot(rng, 30)}
+	p := newTestPlugin(t, &fakeHandle{lister: lister}, tgt)
+	p.now = clock
+	replace := func(i int, edit func(n *v1.Node)) {
+		ni := lister.nodes[i].(*framework.NodeInfo)
+		n := ni.Node().DeepCopy()
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		edit(n)
+		ni.SetNode(n)
+	}
+	added := 0
+	changes := []struct {
+		name  string
+		apply func()
+	}{
+		{"bind", func() {
+			i := rng.IntN(len(lister.nodes))
+			lister.nodes[i].(*framework.NodeInfo).AddPod(k8sPod(sim.PodSpec{Name: fmt.Sprintf("b%d", rng.Uint32()), CPU: int64(1 + rng.IntN(800)), Memory: 64}))
+		}},
+		{"pod gone", func() {
+			for range 10 {
+				ni := lister.nodes[rng.IntN(len(lister.nodes))].(*framework.NodeInfo)
+				if pods := ni.GetPods(); len(pods) > 0 {
+					if err := ni.RemovePod(klog.Background(), pods[rng.IntN(len(pods))].GetPod()); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+			}
+		}},
+		{"telemetry", func() {
+			s, err := telemetry.Encode(telemetry.Summary{Time: now.Add(-time.Duration(rng.IntN(20)) * time.Second), Window: 10 * time.Second,
+				CPU: rng.Float64(), Mem: 0.5, Load1: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { n.Annotations[telemetry.AnnotationKey] = s })
+		}},
+		{"telemetry gone", func() {
+			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { delete(n.Annotations, telemetry.AnnotationKey) })
+		}},
+		{"malformed telemetry", func() {
+			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { n.Annotations[telemetry.AnnotationKey] = "{not json" })
+		}},
+		{"zone", func() {
+			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { n.Labels[LabelZone] = fmt.Sprintf("z%d", rng.IntN(3)) })
+		}},
+		{"capacity", func() {
+			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) {
+				n.Status.Allocatable[v1.ResourceCPU] = *resource.NewMilliQuantity(int64(8000+rng.IntN(120000)), resource.DecimalSI)
+			})
+		}},
+		{"unmodellable", func() {
+			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { delete(n.Status.Allocatable, v1.ResourceCPU) })
+		}},
+		{"node added", func() {
+			added++
+			spec := sim.NodeSpec{Name: fmt.Sprintf("add%03d", added), CPU: int64(4000 + rng.IntN(60000)), Memory: 65536, Arch: sim.ArchAMD64}
+			lister.nodes = append(slices.Clone(lister.nodes), nodeInfo(k8sNode(spec)))
+		}},
+		{"node removed", func() {
+			if len(lister.nodes) > 10 {
+				i := rng.IntN(len(lister.nodes))
+				lister.nodes = slices.Delete(slices.Clone(lister.nodes), i, min(len(lister.nodes), i+1+rng.IntN(3)))
+				if len(lister.nodes) < 10 {
+					lister.nodes = append(lister.nodes, nodeInfo(k8sNode(sim.NodeSpec{Name: fmt.Sprintf("re%03d", rng.IntN(1000)), CPU: 8000, Memory: 8192, Arch: sim.ArchAMD64})))
+				}
+			}
+		}},
+		{"reordered", func() {
+			l := slices.Clone(lister.nodes)
+			rng.Shuffle(len(l), func(i, j int) { l[i], l[j] = l[j], l[i] })
+			lister.nodes = l
+		}},
+		{"time", func() {
+			now = now.Add(time.Duration(rng.IntN(int(2 * DefaultTelemetryMaxAge))))
+		}},
+	}
+	done := make([]int, len(changes))
+	for step := range 300 {
+		c := rng.IntN(len(changes))
+		for range 1 + rng.IntN(3) {
+			changes[c].apply()
+		}
+		done[c]++
+		ps := sim.PodSpec{Name: fmt.Sprintf("s%d", step), CPU: int64(250 * (1 + rng.IntN(4))), Memory: 512}
+		if rng.IntN(3) == 0 {
+			ps.GPUs, ps.GPUMilli = 1, int64(250*(1+rng.IntN(3)))
+		}
+		pod := k8sPod(ps)
+		f0 := telemetryFallbacks(t)
+		got, cs := runCycle(t, p, pod, lister.nodes)
+		f1 := telemetryFallbacks(t)
+		q := newTestPlugin(t, &fakeHandle{lister: lister}, tgt)
+		q.now = clock
+		want, qcs := runCycle(t, q, pod, lister.nodes)
+		f2 := telemetryFallbacks(t)
+		what := fmt.Sprintf("step %d after %q", step, changes[c].name)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: normalised scores %v, fresh %v", what, got, want)
+		}
+		if len(got) > 0 {
+			gotNames, gotRaw, _ := scoredCandidates(t, p, cs)
+			wantNames, wantRaw, _ := scoredCandidates(t, q, qcs)
+			if fmt.Sprint(gotNames) != fmt.Sprint(wantNames) || fmt.Sprint(gotRaw) != fmt.Sprint(wantRaw) {
+				t.Fatalf("%s: raw scores\n%v %v\nfresh\n%v %v", what, gotNames, gotRaw, wantNames, wantRaw)
+			}
+		}
+		// CPUUsed is a running sum (a pod gone is subtracted), so it may
+		// differ from a fresh sum in the last bits, never more
+		g, w := cpuUsedByName(p), cpuUsedByName(q)
+		if len(g) != len(w) {
+			t.Fatalf("%s: %d nodes in the view, fresh %d", what, len(g), len(w))
+		}
+		for name, u := range w {
+			if d := math.Abs(g[name] - u); d > 1e-9*max(1, math.Abs(u)) {
+				t.Fatalf("%s: node %s CPUUsed %v, fresh %v", what, name, g[name], u)
+			}
+		}
+		for r := range f0 {
+			if g, w := f1[r]-f0[r], f2[r]-f1[r]; g != w {
+				t.Fatalf("%s: %v telemetry fallbacks %q counted, fresh %v", what, g, telReasons[r], w)
+			}
+		}
+	}
+	for i, n := range done {
+		if n == 0 {
+			t.Errorf("change %q never happened", changes[i].name)
+		}
+	}
+	t.Logf("changes applied: %v", done)
+}
+
+// telemetryFallbacks reads the fallback counter by telReasons index.
+func telemetryFallbacks(t *testing.T) []float64 {
+	t.Helper()
+	out := make([]float64, len(telReasons))
+	for i, r := range telReasons {
+		v, err := testutil.GetCounterMetricValue(metricTelemetryFallbacks.WithLabelValues(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// cpuUsedByName is the kept view's CPUUsed per node name (the usage
+// model's or the measured value; NaN as -1).
+func cpuUsedByName(p *EdgePolicy) map[string]float64 {
+	p.conv.mu.Lock()
+	defer p.conv.mu.Unlock()
+	out := map[string]float64{}
+	if v := p.conv.cur; v != nil {
+		for i := range v.st.Nodes {
+			u := v.st.Nodes[i].CPUUsed
+			if math.IsNaN(u) {
+				u = -1
+			}
+			out[v.env.Nodes[i].Name] = u
+		}
+	}
+	return out
+}
+
+var _ fwk.NodeInfo = (*framework.NodeInfo)(nil)
