@@ -176,11 +176,16 @@ SCALE_EXTENDER_PODS ?= 100
 SCALE_TELEMETRY ?= 60s
 SCALE_PHASES    ?= side,memory,extender
 SCALE_OUT       ?= $(abspath $(BIN))/bench-scale.json
+# The harness's binaries, edge-scheduler as released (with the SIMD int8
+# kernel on amd64, SCHEDULER_GOEXPERIMENT), apart from the end-to-end
+# tests' portable build in E2E_BIN.
+SCALE_BIN       ?= $(BIN)/scale
 
 .PHONY: bench-scale
 bench-scale: ## scale harness at SCALE_NODES nodes (not in make test): pods/s side by side, latency per extension point, RSS, CPU; JSON in SCALE_OUT
-	$(GO) build -o $(E2E_BIN)/ github.com/k3s-io/kine k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler ./cmd/edge-scheduler
-	EDGESCHED_E2E_BIN_DIR=$(abspath $(E2E_BIN)) EDGESCHED_SCALE_NODES=$(SCALE_NODES) EDGESCHED_SCALE_PODS=$(SCALE_PODS) \
+	$(GO) build -o $(SCALE_BIN)/ github.com/k3s-io/kine k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler
+	GOEXPERIMENT=$(SCHEDULER_GOEXPERIMENT) $(GO) build -trimpath -o $(SCALE_BIN)/ ./cmd/edge-scheduler
+	EDGESCHED_E2E_BIN_DIR=$(abspath $(SCALE_BIN)) EDGESCHED_SCALE_NODES=$(SCALE_NODES) EDGESCHED_SCALE_PODS=$(SCALE_PODS) \
 		EDGESCHED_SCALE_ROUNDS=$(SCALE_ROUNDS) EDGESCHED_SCALE_TELEMETRY=$(SCALE_TELEMETRY) EDGESCHED_SCALE_PHASES=$(SCALE_PHASES) \
 		EDGESCHED_SCALE_EXTENDER_PODS=$(SCALE_EXTENDER_PODS) \
 		EDGESCHED_SCALE_OUT=$(SCALE_OUT) $(GO) test -count=1 -timeout 120m -run '^TestScale$$' -v ./test/e2e/
