@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/metrics"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
@@ -35,7 +36,7 @@ type Coordinator struct {
 	db      *bolt.DB
 	log     *slog.Logger
 	clock   Clock
-	metrics *metrics
+	metrics *metrics.Coordinator
 
 	mu  sync.Mutex // serialises state changes and bus I/O of publication
 	bus *bus       // nil until Run
@@ -105,7 +106,7 @@ func New(cfg Config) (*Coordinator, error) {
 		c.fileSize = st.Size()
 	}
 	c.limited = ratelog.New(log, 10*time.Second)
-	if c.metrics, err = newMetrics(cfg.Registerer); err != nil {
+	if c.metrics, err = metrics.New(cfg.Registerer); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -475,7 +476,7 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
 		return err
 	}
 	m.Status = ModelPublished
-	c.metrics.modelVersion.Set(float64(m.Version))
+	c.metrics.ModelVersion.Set(float64(m.Version))
 	c.log.Info("model published", "version", m.Version, "round", m.Round)
 	c.cfg.fail(FailModelPublished)
 	return nil
@@ -559,7 +560,7 @@ func (c *Coordinator) openRound(ctx context.Context) (*Round, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.metrics.round.Set(float64(r.Round))
+	c.metrics.Round.Set(float64(r.Round))
 	c.log.Info("round opened", "round", r.Round, "mode", r.Mode, "base_version", r.BaseVersion)
 	return r, c.announce(ctx, r)
 }

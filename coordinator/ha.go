@@ -16,8 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgesched/edgesched/coordinator/metrics"
 	"github.com/edgesched/edgesched/coordinator/replica"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
@@ -125,30 +125,6 @@ type haState struct {
 	judged atomic.Uint64              // highest stream sequence judged
 }
 
-// haMetrics are a replica's.
-type haMetrics struct {
-	active    prometheus.Gauge
-	takeovers prometheus.Counter
-}
-
-func newHAMetrics(reg prometheus.Registerer) (*haMetrics, error) {
-	m := &haMetrics{
-		active: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "active",
-			Help: "1 while this replica is the active coordinator, 0 while it is a standby (--ha)."}),
-		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "takeovers_total",
-			Help: "Times this replica became active where an active had been before it (a takeover, or a restart of the cluster's coordinator) (--ha)."}),
-	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.active, m.takeovers} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
-}
-
 // RunReplica runs one replica of a highly available coordinator
 // (cfg.HA): it waits as a standby until it holds the lease, restores the
 // newest checkpoint into cfg.DataDir, bootstraps start when the registry
@@ -166,7 +142,7 @@ func RunReplica(ctx context.Context, cfg Config, nc *nats.Conn, start *policy.Mo
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	hm, err := newHAMetrics(cfg.Registerer)
+	hm, err := metrics.NewReplica(cfg.Registerer)
 	if err != nil {
 		return err
 	}
@@ -203,8 +179,8 @@ func RunReplica(ctx context.Context, cfg Config, nc *nats.Conn, start *policy.Mo
 	if err != nil {
 		return nil // stopped while a standby
 	}
-	hm.active.Set(1)
-	defer hm.active.Set(0)
+	hm.Active.Set(1)
+	defer hm.Active.Set(0)
 	log.Info("lease taken: this replica is active", "replica", cfg.ReplicaID, "epoch", epoch)
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -237,7 +213,7 @@ func RunReplica(ctx context.Context, cfg Config, nc *nats.Conn, start *policy.Mo
 		return h.result(ctx, &lost, err)
 	}
 	if took {
-		hm.takeovers.Inc()
+		hm.Takeovers.Inc()
 	}
 	if err := h.restore(ctx, cfg.DataDir); err != nil {
 		return h.result(ctx, &lost, err)
@@ -371,8 +347,8 @@ func (c *Coordinator) checkpoint(ctx context.Context) error {
 	h.ptr, h.ptrRev, h.ckptGen = next, rev, gen
 	h.shown.Store(&next)
 	h.floor.Store(floor)
-	c.metrics.checkpoints.Inc()
-	c.metrics.checkpointBytes.Set(float64(buf.Len()))
+	c.metrics.Checkpoints.Inc()
+	c.metrics.CheckpointBytes.Set(float64(buf.Len()))
 	if old != "" && old != name {
 		if err := h.obj.Delete(ctx, old); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 			c.limited.Warn("checkpoint", "remove the previous checkpoint", "object", old, "err", err)

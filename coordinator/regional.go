@@ -379,7 +379,7 @@ func (c *Coordinator) refuseRegional(tx *bolt.Tx, now time.Time, v *RegionalVerd
 }
 
 func (c *Coordinator) countRegional(v *RegionalVerdict) {
-	c.metrics.regional.WithLabelValues(v.Region, string(v.Status), v.Reason).Inc()
+	c.metrics.Regional.WithLabelValues(v.Region, string(v.Status), v.Reason).Inc()
 	if v.Status == federated.Rejected {
 		c.limited.Warn("regional:"+v.Reason, "regional aggregate refused", "region", v.Region, "round", v.Round, "reason", v.Reason, "detail", v.Detail)
 	} else {
@@ -422,7 +422,7 @@ func (c *Coordinator) consumeRegional(ctx context.Context, b *bus) error {
 		for m := range batch.Messages() {
 			if _, err := c.ProcessRegional(ctx, m.Subject(), m.Data()); err != nil {
 				_ = m.NakWithDelay(time.Second)
-				c.metrics.storeErrors.Inc()
+				c.metrics.StoreErrors.Inc()
 				if errors.Is(err, ErrStore) {
 					return err
 				}

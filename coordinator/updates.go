@@ -131,7 +131,7 @@ func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) erro
 						_ = in.msg.NakWithDelay(time.Second)
 					}
 				}
-				c.metrics.storeErrors.Inc()
+				c.metrics.StoreErrors.Inc()
 				if errors.Is(err, ErrStore) {
 					return err
 				}
@@ -364,18 +364,18 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 // count updates metrics and logs for a judged message (after its commit:
 // a verdict that could not be stored is counted when it is).
 func (c *Coordinator) count(in *incoming) {
-	c.metrics.updateBytes.Add(float64(len(in.data)))
+	c.metrics.UpdateBytes.Add(float64(len(in.data)))
 	switch {
 	case in.again && in.ack == nil:
 		c.log.Debug("unattributable message delivered again: refused again, not counted", "stream_seq", in.streamSeq, "reason", in.reason)
 	case in.again:
 		c.log.Info("update delivered again: verdict repeated", "site", in.ack.Site, "seq", in.ack.Seq, "status", in.ack.Status, "reason", in.ack.Reason)
 	case in.ack == nil:
-		c.metrics.updates.WithLabelValues(string(federated.Rejected), in.reason).Inc()
+		c.metrics.Updates.WithLabelValues(string(federated.Rejected), in.reason).Inc()
 		c.limited.Warn("refused:"+in.reason, "update refused", "reason", in.reason, "err", in.Err)
 	default:
 		a := in.ack
-		c.metrics.updates.WithLabelValues(string(a.Status), a.Reason).Inc()
+		c.metrics.Updates.WithLabelValues(string(a.Status), a.Reason).Inc()
 		if a.Status == federated.Rejected {
 			c.limited.Warn("refused:"+a.Reason, "update refused", "site", a.Site, "seq", a.Seq, "round", a.Round, "reason", a.Reason)
 		} else {
