@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/bounds"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
@@ -332,7 +333,7 @@ func (c *Coordinator) mergeRegional(tx *bolt.Tx, r *Round, a *federated.Regional
 	for i, s := range h.Sites {
 		uh := federated.UpdateHeader{V: federated.ProtocolVersion, Site: s.Site, Seq: s.Seq, Round: r.Round, BaseModel: r.BaseModel,
 			BaseVersion: s.BaseVersion, Samples: s.Samples, Created: now}
-		acc.sum.AddWeight(sumWeights(r, &uh))
+		acc.sum.AddWeight(bounds.Weights(r, &uh))
 		rec, err := store.EncodeSummedUpdate(&uh, s.Norm)
 		if err != nil {
 			return false, err

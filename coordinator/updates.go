@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/bounds"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
@@ -531,7 +532,7 @@ func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time
 			return federated.ReasonStaleRound, fmt.Sprintf("%d versions old (at most %d)", st, c.cfg.MaxStaleness), nil
 		}
 	}
-	if reason, detail := CheckBounds(r, st.dims, &in.CheckedUpdate); reason != "" {
+	if reason, detail := bounds.Check(r, st.dims, &in.CheckedUpdate); reason != "" {
 		return reason, detail, nil
 	}
 	ub := tx.Bucket(store.BucketUpdates).Bucket(u64(r.Round))
