@@ -18,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/coordinator/metrics"
+	"github.com/edgesched/edgesched/coordinator/replica"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
@@ -64,8 +65,9 @@ type Coordinator struct {
 	limited   *ratelog.Limiter // repeated log lines, at most one every 10 s each
 	trimmedTo uint64           // the stream is purged below this (busLoop's)
 
-	gen atomic.Uint64 // store generation: commits so far (checkpoints)
-	ha  *haState      // an active replica's (nil without HA)
+	gen    atomic.Uint64      // store generation: commits so far (checkpoints)
+	ha     *replica.Active    // an active replica's (nil without HA)
+	haCons jetstream.Consumer // its update consumer (guarded by mu)
 }
 
 // bus is the coordinator's NATS side.
@@ -624,7 +626,7 @@ func (c *Coordinator) Tick(ctx context.Context) error {
 		return err
 	}
 	switch {
-	case r.State == StateCollecting && r.Mode == federated.Sync && !c.clock.Now().Before(r.Deadline) && !c.ha.catchingUp():
+	case r.State == StateCollecting && r.Mode == federated.Sync && !c.clock.Now().Before(r.Deadline) && !c.ha.CatchingUp():
 		return c.closeRound(ctx, r)
 	case r.State == StateAggregating:
 		return c.aggregate(ctx, r)

@@ -328,9 +328,7 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 	done := group[:n]
 	if c.ha != nil {
 		for _, in := range done {
-			if in.streamSeq > c.ha.judged.Load() {
-				c.ha.judged.Store(in.streamSeq)
-			}
+			c.ha.Judged(in.streamSeq)
 		}
 	}
 	for _, in := range done {
