@@ -82,18 +82,6 @@ type (
 	Checkpoint = replica.Checkpoint
 )
 
-// HAStatus is the active replica as the admin endpoint ha.status answers
-// (HA false, the rest zero: a coordinator without high availability).
-type HAStatus struct {
-	HA         bool        `json:"ha"`
-	Replica    string      `json:"replica"`
-	Epoch      uint64      `json:"epoch"`
-	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
-}
-
-// EndpointHAStatus answers the active replica's HAStatus.
-const EndpointHAStatus = "ha.status"
-
 // RunReplica runs one replica of a highly available coordinator
 // (cfg.HA): it waits as a standby until it holds the lease, restores the
 // newest checkpoint into cfg.DataDir, bootstraps start when the registry

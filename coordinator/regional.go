@@ -169,13 +169,6 @@ func (c *Coordinator) ProcessRegional(ctx context.Context, subject string, data 
 	return v, nil
 }
 
-// RegionalRound is what a regional aggregator needs of a round: its
-// record (bounds, base model, sum spec) and the model's parameter count.
-type RegionalRound struct {
-	Round *Round `json:"round"`
-	Dims  int    `json:"dims"`
-}
-
 // RegionalRound returns round n's RegionalRound (0: the current round).
 func (c *Coordinator) RegionalRound(n uint64) (*RegionalRound, error) {
 	c.mu.Lock() // (the decoded model cache)
@@ -200,18 +193,6 @@ func (c *Coordinator) RegionalRound(n uint64) (*RegionalRound, error) {
 		err = fmt.Errorf("%w: round %d", ErrNotFound, n)
 	}
 	return out, err
-}
-
-// RegionStatus is a region as the regions endpoint reports it: its
-// sites, the aggregates accepted from it, and the newest verdict on one.
-type RegionStatus struct {
-	Region    string              `json:"region"`
-	Sites     int                 `json:"sites"`
-	Accepted  int                 `json:"accepted"`
-	Refused   int                 `json:"refused"`
-	LastRound uint64              `json:"last_round,omitempty"`
-	Status    federated.AckStatus `json:"status,omitempty"`
-	Reason    string              `json:"reason,omitempty"`
 }
 
 // RegionStatuses lists the configured regions (none without Regions).
