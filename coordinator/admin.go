@@ -2,128 +2,58 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/admin"
 	"github.com/edgesched/edgesched/coordinator/store"
-	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy"
 )
 
-// Admin endpoint names (subjects AdminSubjectPrefix + "." + name).
-const (
-	EndpointRoundStart    = "round.start"
-	EndpointRoundStatus   = "round.status"
-	EndpointRoundList     = "round.list"
-	EndpointModelList     = "model.list"
-	EndpointModelShow     = "model.show"
-	EndpointModelPromote  = "model.promote"
-	EndpointModelRollback = "model.rollback"
-	EndpointSites         = "sites"
-	EndpointRejects       = "rejects"
-	// EndpointStoreBackup writes an online backup of coordinator.db into
-	// the coordinator's backup directory and answers {"path", "bytes"}.
-	EndpointStoreBackup = "store.backup"
-	// EndpointRegionalRound answers a round's RegionalRound (what a
-	// regional aggregator needs to collect for it: regional.go).
-	EndpointRegionalRound = "round.regional"
-	// EndpointRegions lists the configured regions (RegionStatus).
-	EndpointRegions = "regions"
+// The admin API (package coordinator/admin) under the names the
+// coordinator's API has always used.
+type (
+	AdminRequest  = admin.Request
+	SiteStatus    = admin.SiteStatus
+	BackupInfo    = admin.BackupInfo
+	HAStatus      = admin.HAStatus
+	RegionStatus  = admin.RegionStatus
+	RegionalRound = admin.RegionalRound
 )
 
-// AdminRequest is the body of admin requests (fields by endpoint).
-type AdminRequest struct {
-	Round   uint64 `json:"round,omitempty"`
-	Version uint64 `json:"version,omitempty"`
-	Limit   int    `json:"limit,omitempty"`
-}
+// Admin endpoint names (package coordinator/admin).
+const (
+	EndpointRoundStart    = admin.EndpointRoundStart
+	EndpointRoundStatus   = admin.EndpointRoundStatus
+	EndpointRoundList     = admin.EndpointRoundList
+	EndpointModelList     = admin.EndpointModelList
+	EndpointModelShow     = admin.EndpointModelShow
+	EndpointModelPromote  = admin.EndpointModelPromote
+	EndpointModelRollback = admin.EndpointModelRollback
+	EndpointSites         = admin.EndpointSites
+	EndpointRejects       = admin.EndpointRejects
+	EndpointStoreBackup   = admin.EndpointStoreBackup
+	EndpointRegionalRound = admin.EndpointRegionalRound
+	EndpointRegions       = admin.EndpointRegions
+	EndpointHAStatus      = admin.EndpointHAStatus
+)
 
-// SiteStatus is a site as the sites endpoint reports it: the
-// coordinator's record of its updates and, when the site has reported
-// since the coordinator started, its newest SiteReport.
-type SiteStatus struct {
-	Site
-	Registered bool                  `json:"registered"`
-	Report     *federated.SiteReport `json:"report,omitempty"`
-}
+// adminBackend is the coordinator as the admin API's Backend.
+type adminBackend struct{ *Coordinator }
+
+var _ admin.Backend = adminBackend{}
+
+func (a adminBackend) CurrentRound() (*Round, error) { return a.currentRoundLocked() }
 
 // serveAdmin registers the admin API as a NATS micro service.
 func (c *Coordinator) serveAdmin(nc *nats.Conn) (micro.Service, error) {
-	svc, err := micro.AddService(nc, micro.Config{Name: federated.AdminService, Version: "1.0.0",
-		Description: "edgesched coordinator: rounds, models, sites"})
-	if err != nil {
-		return nil, fmt.Errorf("admin service: %w", err)
-	}
-	g := svc.AddGroup(federated.AdminSubjectPrefix)
-	handlers := map[string]func(context.Context, AdminRequest) (any, error){
-		EndpointRoundStart: func(ctx context.Context, _ AdminRequest) (any, error) { return c.StartRound(ctx) },
-		EndpointRoundStatus: func(_ context.Context, r AdminRequest) (any, error) {
-			if r.Round == 0 {
-				return c.currentRoundLocked()
-			}
-			return c.RoundRecord(r.Round)
-		},
-		EndpointRoundList:     func(_ context.Context, r AdminRequest) (any, error) { return c.Rounds(r.Limit) },
-		EndpointModelList:     func(_ context.Context, r AdminRequest) (any, error) { return c.Models(r.Limit) },
-		EndpointModelShow:     func(_ context.Context, r AdminRequest) (any, error) { return c.ModelRecord(r.Version) },
-		EndpointModelPromote:  func(ctx context.Context, r AdminRequest) (any, error) { return c.Promote(ctx, r.Version) },
-		EndpointModelRollback: func(ctx context.Context, r AdminRequest) (any, error) { return c.Rollback(ctx, r.Version) },
-		EndpointSites:         func(_ context.Context, _ AdminRequest) (any, error) { return c.Sites() },
-		EndpointRegionalRound: func(_ context.Context, r AdminRequest) (any, error) { return c.RegionalRound(r.Round) },
-		EndpointRegions:       func(_ context.Context, _ AdminRequest) (any, error) { return c.RegionStatuses() },
-		EndpointRejects:       func(_ context.Context, _ AdminRequest) (any, error) { return c.Rejects() },
-		EndpointHAStatus:      func(_ context.Context, _ AdminRequest) (any, error) { return c.HA(), nil },
-		EndpointStoreBackup: func(_ context.Context, _ AdminRequest) (any, error) {
-			path, n, err := c.BackupNow()
-			if err != nil {
-				return nil, err
-			}
-			return BackupInfo{Path: path, Bytes: n}, nil
-		},
-	}
-	for name, h := range handlers {
-		h := h
-		err := g.AddEndpoint(strings.ReplaceAll(name, ".", "-"), micro.HandlerFunc(func(req micro.Request) {
-			var ar AdminRequest
-			if len(req.Data()) > 0 {
-				if err := json.Unmarshal(req.Data(), &ar); err != nil {
-					_ = req.Error("400", "bad request: "+err.Error(), nil)
-					return
-				}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			out, err := h(ctx, ar)
-			if err != nil {
-				code := "500"
-				if errors.Is(err, ErrBusy) || errors.Is(err, ErrNotFound) {
-					code = "409"
-				}
-				_ = req.Error(code, err.Error(), nil)
-				return
-			}
-			_ = req.RespondJSON(out)
-		}), micro.WithEndpointSubject(name))
-		if err != nil {
-			svc.Stop()
-			return nil, fmt.Errorf("admin endpoint %s: %w", name, err)
-		}
-	}
-	return svc, nil
-}
-
-// BackupInfo answers store.backup.
-type BackupInfo struct {
-	Path  string `json:"path"`
-	Bytes int64  `json:"bytes"`
+	return admin.Serve(nc, adminBackend{c}, ErrBusy, ErrNotFound)
 }
 
 // ErrNotFound is returned for an unknown round or model version.

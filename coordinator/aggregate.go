@@ -157,8 +157,8 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 		return err
 	}
 	c.cfg.fail(FailModelStored)
-	c.metrics.rounds.WithLabelValues(StatePublished).Inc()
-	c.metrics.aggregation.Observe(time.Since(started).Seconds())
+	c.metrics.Rounds.WithLabelValues(StatePublished).Inc()
+	c.metrics.Aggregation.Observe(time.Since(started).Seconds())
 	c.log.Info("round aggregated", "round", r.Round, "rule", name, "updates", count, "summed", r.Sum != nil, "version", rec.Version, "update_norm_max", stats["update_norm_max"])
 	if rec.Status == ModelPending && c.bus != nil {
 		if err := c.publishModel(ctx, rec); err != nil {
@@ -346,8 +346,8 @@ func (c *Coordinator) failRound(r *Round, reason, note string) error {
 	}); err != nil {
 		return err
 	}
-	c.metrics.rounds.WithLabelValues(StateFailed).Inc()
-	c.metrics.roundFailures.WithLabelValues(reason).Inc()
+	c.metrics.Rounds.WithLabelValues(StateFailed).Inc()
+	c.metrics.RoundFailures.WithLabelValues(reason).Inc()
 	c.log.Warn("round failed", "round", r.Round, "reason", reason, "note", note)
 	return nil
 }

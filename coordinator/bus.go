@@ -157,7 +157,7 @@ func (c *Coordinator) trimStream(ctx context.Context, cons jetstream.Consumer) {
 	floor := info.AckFloor.Stream
 	if c.ha != nil {
 		// what a new active would judge again stays
-		floor = min(floor, c.ha.floor.Load())
+		floor = min(floor, c.ha.Floor())
 	}
 	if floor <= c.trimmedTo {
 		return

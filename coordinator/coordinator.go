@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/metrics"
+	"github.com/edgesched/edgesched/coordinator/replica"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
@@ -35,7 +37,7 @@ type Coordinator struct {
 	db      *bolt.DB
 	log     *slog.Logger
 	clock   Clock
-	metrics *metrics
+	metrics *metrics.Coordinator
 
 	mu  sync.Mutex // serialises state changes and bus I/O of publication
 	bus *bus       // nil until Run
@@ -63,8 +65,9 @@ type Coordinator struct {
 	limited   *ratelog.Limiter // repeated log lines, at most one every 10 s each
 	trimmedTo uint64           // the stream is purged below this (busLoop's)
 
-	gen atomic.Uint64 // store generation: commits so far (checkpoints)
-	ha  *haState      // an active replica's (nil without HA)
+	gen    atomic.Uint64      // store generation: commits so far (checkpoints)
+	ha     *replica.Active    // an active replica's (nil without HA)
+	haCons jetstream.Consumer // its update consumer (guarded by mu)
 }
 
 // bus is the coordinator's NATS side.
@@ -105,7 +108,7 @@ func New(cfg Config) (*Coordinator, error) {
 		c.fileSize = st.Size()
 	}
 	c.limited = ratelog.New(log, 10*time.Second)
-	if c.metrics, err = newMetrics(cfg.Registerer); err != nil {
+	if c.metrics, err = metrics.New(cfg.Registerer); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -475,7 +478,7 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
 		return err
 	}
 	m.Status = ModelPublished
-	c.metrics.modelVersion.Set(float64(m.Version))
+	c.metrics.ModelVersion.Set(float64(m.Version))
 	c.log.Info("model published", "version", m.Version, "round", m.Round)
 	c.cfg.fail(FailModelPublished)
 	return nil
@@ -559,7 +562,7 @@ func (c *Coordinator) openRound(ctx context.Context) (*Round, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.metrics.round.Set(float64(r.Round))
+	c.metrics.Round.Set(float64(r.Round))
 	c.log.Info("round opened", "round", r.Round, "mode", r.Mode, "base_version", r.BaseVersion)
 	return r, c.announce(ctx, r)
 }
@@ -623,7 +626,7 @@ func (c *Coordinator) Tick(ctx context.Context) error {
 		return err
 	}
 	switch {
-	case r.State == StateCollecting && r.Mode == federated.Sync && !c.clock.Now().Before(r.Deadline) && !c.ha.catchingUp():
+	case r.State == StateCollecting && r.Mode == federated.Sync && !c.clock.Now().Before(r.Deadline) && !c.ha.CatchingUp():
 		return c.closeRound(ctx, r)
 	case r.State == StateAggregating:
 		return c.aggregate(ctx, r)

@@ -3,11 +3,14 @@
 // with deadline and quorum, or buffered asynchronous aggregation), ingest
 // of site updates (parallel verification, group commits, bounds),
 // aggregation and the model check before a model is stored, model
-// signing and publication, the NATS micro-service admin API and
-// Prometheus metrics, and the root's side of hierarchical rounds
-// (regional.go: regional aggregates judged and merged; the aggregators
-// are package coordinator/region). Its state is coordinator.db (package
-// store).
+// signing and publication, the NATS micro-service admin API (package
+// coordinator/admin answers it through a Backend the coordinator
+// implements) and Prometheus metrics (defined in coordinator/metrics),
+// and the root's side of hierarchical rounds (regional.go: regional
+// aggregates judged and merged; their decoding and stream consumer are
+// coordinator/regional, the aggregators coordinator/region). An update's
+// checks against a round are coordinator/bounds. Its state is
+// coordinator.db (package store).
 //
 // Concurrency and lifetimes: a Coordinator is created by New, which
 // opens and checks the store; Run serves on one NATS connection until its
@@ -19,7 +22,8 @@
 // one bbolt transaction (a group of update verdicts is one). A damaged
 // store stops Run with a *DamagedError.
 //
-// High availability (Config.HA, ha.go): RunReplica waits as a standby
+// High availability (Config.HA, ha.go; its JetStream side is package
+// coordinator/replica): RunReplica waits as a standby
 // for the lease, restores the newest checkpoint into DataDir, then opens
 // the store (New) and runs it (Run) as the active while a goroutine it
 // owns renews the lease; it waits for that goroutine and closes the store

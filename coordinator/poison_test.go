@@ -126,7 +126,7 @@ func TestAggregationFailureFailsRound(t *testing.T) {
 		t.Fatalf("round %+v %v, want failed with a reason", rr, err)
 	}
 	t.Logf("round %d failed: %s: %s", rr.Round, rr.Reason, rr.Note)
-	if n := testutil.ToFloat64(c.metrics.roundFailures.WithLabelValues(rr.Reason)); n != 1 {
+	if n := testutil.ToFloat64(c.metrics.RoundFailures.WithLabelValues(rr.Reason)); n != 1 {
 		t.Fatalf("round_failures_total{reason=%q} = %v, want 1", rr.Reason, n)
 	}
 	if err := c.Tick(ctx); err != nil {
@@ -192,7 +192,7 @@ func TestInsaneAggregateFailsRound(t *testing.T) {
 		t.Fatalf("round %+v %v, want failed with reason %s", rr, err, FailReasonSanity)
 	}
 	t.Logf("round %d failed: %s: %s", rr.Round, rr.Reason, rr.Note)
-	if n := testutil.ToFloat64(c.metrics.roundFailures.WithLabelValues(FailReasonSanity)); n != 1 {
+	if n := testutil.ToFloat64(c.metrics.RoundFailures.WithLabelValues(FailReasonSanity)); n != 1 {
 		t.Fatalf("round_failures_total{reason=%q} = %v, want 1", FailReasonSanity, n)
 	}
 	if newest, err := c.ModelRecord(0); err != nil || newest.Version != r.BaseVersion {

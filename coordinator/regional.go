@@ -10,12 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/bounds"
+	"github.com/edgesched/edgesched/coordinator/regional"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
-	"github.com/edgesched/edgesched/internal/backoff"
 )
 
 // The root's side of hierarchical rounds (docs/federated.md "Hierarchical
@@ -26,7 +26,7 @@ import (
 // into the round's sums (federated.FixedSum.Merge), each site's weight
 // recomputed here from its listed samples and base version, a summed
 // stored-update record and a verdict written for each site — or none is,
-// and the refusal is named (Reason* below), counted in
+// and the refusal is named (Reason*: coordinator/regional), counted in
 // regional_aggregates_total and in the audit log. Its verdict is kept
 // in the bucket "regional" with the aggregate's digest: the stream
 // delivering it again, or the region sending it again after a restart,
@@ -34,65 +34,38 @@ import (
 // a round is accepted, any other aggregate of the region for that round is
 // refused (region_again).
 
-// Reasons a regional aggregate is refused (besides federated's
-// ReasonMalformed, ReasonSignature, ReasonReplay, ReasonTooLarge,
-// ReasonTooHeavy, ReasonShape, ReasonRoundClosed).
+// Reasons a regional aggregate is refused and its verdict (package
+// coordinator/regional), under the coordinator's names.
 const (
-	// ReasonRoundNotOpen: the aggregate's round is not the current one,
-	// or no longer collects.
-	ReasonRoundNotOpen = "round_not_open"
-	// ReasonNotSumming: the round does not keep sums (a robust rule, or
-	// StorePayloads): its regions forward their sites' updates as they
-	// are instead (docs/federated.md).
-	ReasonNotSumming = "not_summing"
-	// ReasonFixedPoint: the aggregate's fixed point is not the round's.
-	ReasonFixedPoint = "wrong_fixed_point"
-	// ReasonForeignSite: the aggregate lists a site of another region (or
-	// of none): a regional key is trusted for its own sites only.
-	ReasonForeignSite = "foreign_site"
-	// ReasonSiteTwice: the aggregate lists a site twice.
-	ReasonSiteTwice = "site_twice"
-	// ReasonSiteCounted: a listed site is already counted in the round (it
-	// sent an update directly, or another aggregate listed it).
-	ReasonSiteCounted = "site_counted"
-	// ReasonRegionAgain: the region sent another aggregate for the round.
-	ReasonRegionAgain = "region_again"
+	ReasonRoundNotOpen = regional.ReasonRoundNotOpen
+	ReasonNotSumming   = regional.ReasonNotSumming
+	ReasonFixedPoint   = regional.ReasonFixedPoint
+	ReasonForeignSite  = regional.ReasonForeignSite
+	ReasonSiteTwice    = regional.ReasonSiteTwice
+	ReasonSiteCounted  = regional.ReasonSiteCounted
+	ReasonRegionAgain  = regional.ReasonRegionAgain
 )
+
+type RegionalVerdict = regional.Verdict
+
+var _ regional.Judge = (*Coordinator)(nil)
 
 // bucketRegional keeps regional aggregates' verdicts: round (uint64 BE)
 // followed by the region -> store.Verdict. Created on first use; a build
 // without hierarchical rounds ignores it.
 var bucketRegional = []byte("regional")
 
-// RegionalVerdict is the outcome of one regional aggregate.
-type RegionalVerdict struct {
-	Region string              `json:"region"`
-	Round  uint64              `json:"round"`
-	Sites  int                 `json:"sites"`
-	Status federated.AckStatus `json:"status"`
-	Reason string              `json:"reason,omitempty"`
-	Detail string              `json:"detail,omitempty"`
-	// Again: the same aggregate judged before; nothing was counted.
-	Again bool `json:"again,omitempty"`
-}
-
 // ProcessRegional judges one regional aggregate message that arrived on
 // subject ("" skips the subject binding). The error is the store's only:
 // a refused aggregate is a verdict.
 func (c *Coordinator) ProcessRegional(ctx context.Context, subject string, data []byte) (*RegionalVerdict, error) {
-	a, err := federated.DecodeRegional(data, c.cfg.Regions)
-	if err == nil && subject != "" && subject != federated.RegionalSubjectPrefix+a.Header.Region {
-		err = fmt.Errorf("%w: region %q's aggregate arrived on %s", federated.ErrRegional, a.Header.Region, subject)
-	}
+	a, reason, err := regional.Decode(subject, data, c.cfg.Regions)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now().UTC()
 	v := &RegionalVerdict{Status: federated.Rejected}
 	if err != nil {
-		v.Reason, v.Detail = federated.ReasonMalformed, err.Error()
-		if errors.Is(err, federated.ErrSiteSignature) {
-			v.Reason = federated.ReasonSignature
-		}
+		v.Reason, v.Detail = reason, err.Error()
 		if uerr := c.update(func(tx *bolt.Tx) error { return c.refuseRegional(tx, now, v) }); uerr != nil {
 			return nil, uerr
 		}
@@ -168,13 +141,6 @@ func (c *Coordinator) ProcessRegional(ctx context.Context, subject string, data 
 	return v, nil
 }
 
-// RegionalRound is what a regional aggregator needs of a round: its
-// record (bounds, base model, sum spec) and the model's parameter count.
-type RegionalRound struct {
-	Round *Round `json:"round"`
-	Dims  int    `json:"dims"`
-}
-
 // RegionalRound returns round n's RegionalRound (0: the current round).
 func (c *Coordinator) RegionalRound(n uint64) (*RegionalRound, error) {
 	c.mu.Lock() // (the decoded model cache)
@@ -199,18 +165,6 @@ func (c *Coordinator) RegionalRound(n uint64) (*RegionalRound, error) {
 		err = fmt.Errorf("%w: round %d", ErrNotFound, n)
 	}
 	return out, err
-}
-
-// RegionStatus is a region as the regions endpoint reports it: its
-// sites, the aggregates accepted from it, and the newest verdict on one.
-type RegionStatus struct {
-	Region    string              `json:"region"`
-	Sites     int                 `json:"sites"`
-	Accepted  int                 `json:"accepted"`
-	Refused   int                 `json:"refused"`
-	LastRound uint64              `json:"last_round,omitempty"`
-	Status    federated.AckStatus `json:"status,omitempty"`
-	Reason    string              `json:"reason,omitempty"`
 }
 
 // RegionStatuses lists the configured regions (none without Regions).
@@ -332,7 +286,7 @@ func (c *Coordinator) mergeRegional(tx *bolt.Tx, r *Round, a *federated.Regional
 	for i, s := range h.Sites {
 		uh := federated.UpdateHeader{V: federated.ProtocolVersion, Site: s.Site, Seq: s.Seq, Round: r.Round, BaseModel: r.BaseModel,
 			BaseVersion: s.BaseVersion, Samples: s.Samples, Created: now}
-		acc.sum.AddWeight(sumWeights(r, &uh))
+		acc.sum.AddWeight(bounds.Weights(r, &uh))
 		rec, err := store.EncodeSummedUpdate(&uh, s.Norm)
 		if err != nil {
 			return false, err
@@ -379,7 +333,7 @@ func (c *Coordinator) refuseRegional(tx *bolt.Tx, now time.Time, v *RegionalVerd
 }
 
 func (c *Coordinator) countRegional(v *RegionalVerdict) {
-	c.metrics.regional.WithLabelValues(v.Region, string(v.Status), v.Reason).Inc()
+	c.metrics.Regional.WithLabelValues(v.Region, string(v.Status), v.Reason).Inc()
 	if v.Status == federated.Rejected {
 		c.limited.Warn("regional:"+v.Reason, "regional aggregate refused", "region", v.Region, "round", v.Round, "reason", v.Reason, "detail", v.Detail)
 	} else {
@@ -387,53 +341,15 @@ func (c *Coordinator) countRegional(v *RegionalVerdict) {
 	}
 }
 
-// regionalConsumer is the root's durable consumer of the regional stream.
-const regionalConsumer = "coordinator"
-
 // consumeRegional judges regional aggregates from the regional stream
-// until ctx ends (it only waits when no regions are configured). A store
-// failure is retried with capped, jittered backoff; ErrStore stops it.
+// until ctx ends (regional.Consume; it only waits when no regions are
+// configured).
 func (c *Coordinator) consumeRegional(ctx context.Context, b *bus) error {
 	if c.cfg.Regions == nil {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	if _, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: federated.RegionalStream,
-		Subjects: []string{federated.RegionalSubjectPrefix + "*"}, Storage: jetstream.FileStorage,
-		Duplicates: c.cfg.DuplicateWindow, MaxMsgSize: federated.MaxUpdateBytes, MaxAge: c.cfg.UpdateMaxAge,
-		Replicas: c.replicas()}); err != nil {
-		return fmt.Errorf("create regional stream: %w", err)
-	}
-	cons, err := b.js.CreateOrUpdateConsumer(ctx, federated.RegionalStream, jetstream.ConsumerConfig{Durable: regionalConsumer,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute})
-	if err != nil {
-		return fmt.Errorf("create regional consumer: %w", err)
-	}
-	bo := backoff.New(50*time.Millisecond, 5*time.Second, c.cfg.Seed^0x4e61)
-	for ctx.Err() == nil {
-		batch, err := cons.Fetch(8, jetstream.FetchMaxWait(500*time.Millisecond))
-		if err != nil {
-			c.limited.Warn("fetch-regional", "fetch regional aggregates", "err", err)
-			if !bo.Sleep(ctx) {
-				break
-			}
-			continue
-		}
-		for m := range batch.Messages() {
-			if _, err := c.ProcessRegional(ctx, m.Subject(), m.Data()); err != nil {
-				_ = m.NakWithDelay(time.Second)
-				c.metrics.storeErrors.Inc()
-				if errors.Is(err, ErrStore) {
-					return err
-				}
-				c.limited.Warn("store", "recording a regional verdict failed; the stream delivers it again", "err", err)
-				continue
-			}
-			if err := m.Ack(); err != nil {
-				c.limited.Warn("ack", "ack regional aggregate", "err", err)
-			}
-		}
-		bo.Reset()
-	}
-	return ctx.Err()
+	return regional.Consume(ctx, b.js, regional.Stream{Duplicates: c.cfg.DuplicateWindow, MaxAge: c.cfg.UpdateMaxAge,
+		Replicas: c.replicas(), Seed: c.cfg.Seed}, c, regional.Hooks{
+		Fatal: func(err error) bool { return errors.Is(err, ErrStore) }, StoreError: c.metrics.StoreErrors.Inc, Warn: c.limited.Warn})
 }

@@ -23,11 +23,11 @@ func (c *Coordinator) onSiteReport(m *nats.Msg) {
 		}
 	}
 	if err != nil {
-		c.metrics.reports.WithLabelValues("refused").Inc()
+		c.metrics.Reports.WithLabelValues("refused").Inc()
 		c.log.Debug("site report refused", "subject", m.Subject, "err", err)
 		return
 	}
-	c.metrics.reports.WithLabelValues("ok").Inc()
+	c.metrics.Reports.WithLabelValues("ok").Inc()
 	c.repMu.Lock()
 	defer c.repMu.Unlock()
 	if c.reports == nil {

@@ -65,7 +65,7 @@ func (c *Coordinator) update(fn func(tx *bolt.Tx) error) error {
 		c.gen.Add(1)
 	}
 	if err == nil && c.metrics != nil {
-		c.metrics.commits.Inc()
+		c.metrics.Commits.Inc()
 		c.countSyncs()
 	}
 	return err
@@ -84,7 +84,7 @@ func (c *Coordinator) countSyncs() {
 		}
 		c.fileSize = st.Size()
 	}
-	c.metrics.syncs.Add(n)
+	c.metrics.Syncs.Add(n)
 }
 
 // BackupTo writes a consistent copy of the running coordinator's store to

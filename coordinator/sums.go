@@ -2,10 +2,10 @@ package coordinator
 
 import (
 	"fmt"
-	"math"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/bounds"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 )
@@ -82,22 +82,6 @@ func (c *Coordinator) sums(tx *bolt.Tx, r *Round, dims int) (*accState, error) {
 	return a, nil
 }
 
-// sumWeights are an update's weights in summing round r: the effective
-// one (FedBuff's staleness discount applied), the sample weight, and its
-// staleness.
-func sumWeights(r *Round, h *federated.UpdateHeader) (eff, samples float64, staleness int) {
-	samples = float64(h.Samples)
-	if r.Sum.UnitWeight {
-		samples = 1 // the DP noise is calibrated for an unweighted mean of clipped deltas
-	}
-	staleness = max(0, int(r.BaseVersion)-int(h.BaseVersion))
-	eff = samples
-	if r.Sum.Rule == federated.RuleFedBuff {
-		eff *= math.Pow(1+float64(staleness), -r.Sum.Exponent)
-	}
-	return eff, samples, staleness
-}
-
 // addToSums takes an accepted update of summing round r into the group's
 // sums (its coordinates are added, in parallel, when the group's
 // transaction ends) and returns its stored record; a refusal reason and
@@ -112,7 +96,7 @@ func (c *Coordinator) addToSums(tx *bolt.Tx, in *incoming, st *batchState) (rec 
 	if a.sum.Count >= uint64(r.Sum.N) { // (the round completes at N: not reached)
 		return nil, federated.ReasonRoundClosed, fmt.Sprintf("round %d has its %d updates", r.Round, r.Sum.N), nil
 	}
-	term, eff, samples, staleness, reason, detail := PrepareTerm(a.sum, r, st.dims, &in.CheckedUpdate)
+	term, eff, samples, staleness, reason, detail := bounds.PrepareTerm(a.sum, r, st.dims, &in.CheckedUpdate)
 	if reason != "" {
 		return nil, reason, detail, nil
 	}

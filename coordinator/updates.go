@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/bounds"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
@@ -131,7 +132,7 @@ func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) erro
 						_ = in.msg.NakWithDelay(time.Second)
 					}
 				}
-				c.metrics.storeErrors.Inc()
+				c.metrics.StoreErrors.Inc()
 				if errors.Is(err, ErrStore) {
 					return err
 				}
@@ -327,9 +328,7 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 	done := group[:n]
 	if c.ha != nil {
 		for _, in := range done {
-			if in.streamSeq > c.ha.judged.Load() {
-				c.ha.judged.Store(in.streamSeq)
-			}
+			c.ha.Judged(in.streamSeq)
 		}
 	}
 	for _, in := range done {
@@ -364,18 +363,18 @@ func (c *Coordinator) judge(ctx context.Context, group []*incoming) (int, error)
 // count updates metrics and logs for a judged message (after its commit:
 // a verdict that could not be stored is counted when it is).
 func (c *Coordinator) count(in *incoming) {
-	c.metrics.updateBytes.Add(float64(len(in.data)))
+	c.metrics.UpdateBytes.Add(float64(len(in.data)))
 	switch {
 	case in.again && in.ack == nil:
 		c.log.Debug("unattributable message delivered again: refused again, not counted", "stream_seq", in.streamSeq, "reason", in.reason)
 	case in.again:
 		c.log.Info("update delivered again: verdict repeated", "site", in.ack.Site, "seq", in.ack.Seq, "status", in.ack.Status, "reason", in.ack.Reason)
 	case in.ack == nil:
-		c.metrics.updates.WithLabelValues(string(federated.Rejected), in.reason).Inc()
+		c.metrics.Updates.WithLabelValues(string(federated.Rejected), in.reason).Inc()
 		c.limited.Warn("refused:"+in.reason, "update refused", "reason", in.reason, "err", in.Err)
 	default:
 		a := in.ack
-		c.metrics.updates.WithLabelValues(string(a.Status), a.Reason).Inc()
+		c.metrics.Updates.WithLabelValues(string(a.Status), a.Reason).Inc()
 		if a.Status == federated.Rejected {
 			c.limited.Warn("refused:"+a.Reason, "update refused", "site", a.Site, "seq", a.Seq, "round", a.Round, "reason", a.Reason)
 		} else {
@@ -531,7 +530,7 @@ func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time
 			return federated.ReasonStaleRound, fmt.Sprintf("%d versions old (at most %d)", st, c.cfg.MaxStaleness), nil
 		}
 	}
-	if reason, detail := CheckBounds(r, st.dims, &in.CheckedUpdate); reason != "" {
+	if reason, detail := bounds.Check(r, st.dims, &in.CheckedUpdate); reason != "" {
 		return reason, detail, nil
 	}
 	ub := tx.Bucket(store.BucketUpdates).Bucket(u64(r.Round))

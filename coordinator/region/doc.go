@@ -2,8 +2,8 @@
 // (docs/federated.md "Hierarchical rounds"; edge-coordinator region): it
 // runs next to a region's NATS leaf-node hub, verifies its sites' updates
 // from the region's own update stream exactly as the root would
-// (federated.CheckUpdateMsg, coordinator.CheckBounds and
-// coordinator.PrepareTerm against the root's round record), adds them to
+// (federated.CheckUpdateMsg, bounds.Check and
+// bounds.PrepareTerm against the root's round record), adds them to
 // exact fixed-point partial sums (federated.FixedSum) and, when the round
 // closes for it, forwards one signed RegionalAggregate to the root.
 //

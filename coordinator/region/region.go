@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/coordinator/bounds"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/boltkv"
@@ -318,7 +319,7 @@ func (g *Aggregator) judgeOne(tx *bolt.Tx, in *incoming, sum *federated.FixedSum
 		ack.Reason = federated.ReasonReplay // the site already contributed to the round
 		return none, false, nil
 	}
-	if reason, _ := coordinator.CheckBounds(r, g.cur.Dims, &in.CheckedUpdate); reason != "" {
+	if reason, _ := bounds.Check(r, g.cur.Dims, &in.CheckedUpdate); reason != "" {
 		ack.Reason = reason
 		return none, false, nil
 	}
@@ -336,7 +337,7 @@ func (g *Aggregator) judgeOne(tx *bolt.Tx, in *incoming, sum *federated.FixedSum
 		ack.Reason = federated.ReasonRoundClosed
 		return none, false, nil
 	}
-	term, eff, samples, staleness, reason, _ := coordinator.PrepareTerm(sum, r, g.cur.Dims, &in.CheckedUpdate)
+	term, eff, samples, staleness, reason, _ := bounds.PrepareTerm(sum, r, g.cur.Dims, &in.CheckedUpdate)
 	if reason != "" {
 		ack.Reason = reason
 		return none, false, nil

@@ -4,9 +4,19 @@
 // (Acquire, Renew), compare-and-set writes that recognise a write of
 // their own whose answer was lost (CASPut), the checkpoint pointer's
 // strict decoder (DecodeCheckpoint) and the restore of a checkpoint from
-// an object store (Restore). Package coordinator drives them.
+// an object store (Restore); and, built on them, the buckets (OpenBuckets),
+// a held lease renewed on a goroutine (Hold, Held.Release) and an active
+// replica's claim on the checkpoint pointer, its checkpoints and its
+// fenced writes of the state bucket (Active). Package coordinator drives
+// them.
 //
 // Concurrency and lifetimes: the functions are safe for concurrent use
 // on their own arguments; Acquire and Renew block until they succeed,
-// are refused or ctx ends, and start no goroutine.
+// are refused or ctx ends, and start no goroutine. Hold starts one
+// goroutine (the renewals), which Release stops and waits for; call
+// Release exactly once, after everything that uses Hold's context is done.
+// An Active's methods other than Judged, CatchingUp, Floor, Epoch and
+// Status are not safe for concurrent use: the coordinator calls them under
+// its state mutex. An Active lives as long as its epoch: after ErrDeposed
+// it is dropped with the coordinator that used it.
 package replica

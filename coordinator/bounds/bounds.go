@@ -1,25 +1,21 @@
-package coordinator
+package bounds
 
 import (
 	"errors"
 	"fmt"
+	"math"
 
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/quant"
 )
 
-// The checks and the fixed-point term of an update, shared by the root's
-// ingest (accept, addToSums) and regional aggregators (package
-// coordinator/region), so that a region verifies and sums its sites'
-// updates exactly as the root would (docs/federated.md "Hierarchical
-// rounds").
-
-// CheckBounds checks a verified update's payload against round r of dims
+// Check checks a verified update's payload against round r of dims
 // parameters: shape, finite values, its base model, the norm bound and the
 // sample cap. It returns a refusal reason and its detail, or "" when the
 // update passes. A payload refused for its shape against another size is
 // checked again against dims.
-func CheckBounds(r *Round, dims int, cu *federated.CheckedUpdate) (reason, detail string) {
+func Check(r *store.Round, dims int, cu *federated.CheckedUpdate) (reason, detail string) {
 	h := &cu.Msg.Header
 	if errors.Is(cu.PayloadErr, quant.ErrShape) && dims > 0 {
 		// checked against another round's size (the round changed
@@ -45,16 +41,16 @@ func CheckBounds(r *Round, dims int, cu *federated.CheckedUpdate) (reason, detai
 	return "", ""
 }
 
-// PrepareTerm prepares an update that passed CheckBounds for summing
+// PrepareTerm prepares an update that passed Check for summing
 // round r's sums: its term (weight times clipping factor times values),
 // its effective and sample weights and its staleness; a refusal reason
 // and detail when it does not fit the sums' bounds.
-func PrepareTerm(sum *federated.FixedSum, r *Round, dims int, cu *federated.CheckedUpdate) (term federated.FixedTerm, eff, samples float64, staleness int, reason, detail string) {
+func PrepareTerm(sum *federated.FixedSum, r *store.Round, dims int, cu *federated.CheckedUpdate) (term federated.FixedTerm, eff, samples float64, staleness int, reason, detail string) {
 	view := cu.View // (the payload was checked against dims)
 	if view == nil || view.Len() != dims {
 		return term, 0, 0, 0, federated.ReasonShape, fmt.Sprintf("%d values, the model has %d", cu.Payload.Values, dims)
 	}
-	eff, samples, staleness = sumWeights(r, &cu.Msg.Header)
+	eff, samples, staleness = Weights(r, &cu.Msg.Header)
 	term, err := sum.Prepare(view, eff*clipFactor(r, cu.Payload.Norm), cu.Payload.Norm)
 	if err != nil {
 		return term, 0, 0, 0, federated.ReasonTooLarge, err.Error()
@@ -63,14 +59,25 @@ func PrepareTerm(sum *federated.FixedSum, r *Round, dims int, cu *federated.Chec
 }
 
 // clipFactor scales an update of L2 norm norm down to round r's clip norm.
-func clipFactor(r *Round, norm float64) float64 {
+func clipFactor(r *store.Round, norm float64) float64 {
 	if r.ClipNorm > 0 && norm > r.ClipNorm {
 		return r.ClipNorm / norm
 	}
 	return 1
 }
 
-// SumWeights are an update's weights in summing round r (sumWeights).
-func SumWeights(r *Round, h *federated.UpdateHeader) (eff, samples float64, staleness int) {
-	return sumWeights(r, h)
+// Weights are an update's weights in summing round r: the effective
+// one (FedBuff's staleness discount applied), the sample weight, and its
+// staleness.
+func Weights(r *store.Round, h *federated.UpdateHeader) (eff, samples float64, staleness int) {
+	samples = float64(h.Samples)
+	if r.Sum.UnitWeight {
+		samples = 1 // the DP noise is calibrated for an unweighted mean of clipped deltas
+	}
+	staleness = max(0, int(r.BaseVersion)-int(h.BaseVersion))
+	eff = samples
+	if r.Sum.Rule == federated.RuleFedBuff {
+		eff *= math.Pow(1+float64(staleness), -r.Sum.Exponent)
+	}
+	return eff, samples, staleness
 }
