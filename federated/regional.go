@@ -23,6 +23,17 @@ const (
 	RegionalSubjectPrefix = "edgesched.regional."
 )
 
+// RegionUpdateStream is the stream a regional aggregator keeps on its
+// region's NATS server: its own sites' update subjects only, under a name
+// of its own, so that its NATS permissions (natsauth.RegionPermissions)
+// can name its stream and consumer and no other (not the root's update
+// stream, not another region's).
+func RegionUpdateStream(region string) string { return "EDGESCHED_REGION_" + region }
+
+// RegionConsumer is the regional aggregator's durable consumer of its
+// RegionUpdateStream.
+const RegionConsumer = "region"
+
 // ErrRegional wraps every refusal of a regional aggregate message.
 var ErrRegional = errors.New("federated: bad regional aggregate")
 

@@ -19,8 +19,9 @@ import (
 	"github.com/edgesched/edgesched/internal/boltkv"
 )
 
-// consumerName is the region's durable consumer of its update stream.
-const consumerName = "region"
+// consumerName is the region's durable consumer of its update stream
+// (federated.RegionUpdateStream; natsauth.RegionPermissions names it).
+const consumerName = federated.RegionConsumer
 
 // Run serves until ctx ends: it consumes the region's update stream on
 // local (the region's NATS server, or its leaf-node hub's JetStream
@@ -39,12 +40,19 @@ func (g *Aggregator) Run(ctx context.Context, local, root *nats.Conn) error {
 	if err != nil {
 		return fmt.Errorf("root jetstream: %w", err)
 	}
-	if _, err := ljs.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: federated.UpdateStream,
-		Subjects: []string{federated.UpdateSubjectPrefix + "*"}, Storage: jetstream.FileStorage,
+	// the stream takes the region's sites' subjects only, under the
+	// region's name (what its NATS permissions allow: natsauth)
+	stream := federated.RegionUpdateStream(g.cfg.Region)
+	var subjects []string
+	for _, s := range g.cfg.Sites.Sites() {
+		subjects = append(subjects, federated.UpdateSubjectPrefix+s)
+	}
+	if _, err := ljs.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: stream,
+		Subjects: subjects, Storage: jetstream.FileStorage,
 		Duplicates: 2 * time.Minute, MaxMsgSize: federated.MaxUpdateBytes}); err != nil {
 		return fmt.Errorf("create the region's update stream: %w", err)
 	}
-	cons, err := ljs.CreateOrUpdateConsumer(ctx, federated.UpdateStream, jetstream.ConsumerConfig{Durable: consumerName,
+	cons, err := ljs.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: consumerName,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: 4096})
 	if err != nil {
 		return fmt.Errorf("create the region's update consumer: %w", err)

@@ -31,6 +31,7 @@ import (
 //	secrets/admins/NAME/nats.nk     operators' NKey seeds
 //	secrets/sites/SITE/nats.nk      a site's NKey seed        } ship to the site,
 //	secrets/sites/SITE/SITE.key     its update-signing key    } then delete here
+//	secrets/regions/REGION/nats.nk  a regional aggregator's NKey seed (ship to it)
 //
 // Secrets are mode 0600 in 0700 directories.
 const (
@@ -71,8 +72,9 @@ func (d Dir) rand() io.Reader {
 func (d Dir) p(parts ...string) string { return filepath.Join(append([]string{d.Path}, parts...)...) }
 
 // CoordinatorSeed, AdminSeed and SiteSecrets locate secrets.
-func (d Dir) CoordinatorSeed() string      { return d.p("secrets", "coordinator", SeedFileName) }
-func (d Dir) AdminSeed(name string) string { return d.p("secrets", "admins", name, SeedFileName) }
+func (d Dir) CoordinatorSeed() string       { return d.p("secrets", "coordinator", SeedFileName) }
+func (d Dir) AdminSeed(name string) string  { return d.p("secrets", "admins", name, SeedFileName) }
+func (d Dir) RegionSeed(name string) string { return d.p("secrets", "regions", name, SeedFileName) }
 func (d Dir) SiteSecrets(site string) string {
 	return d.p("secrets", "sites", site)
 }
@@ -346,15 +348,31 @@ type SiteCredentials struct {
 	// in the server's authorization block.
 	Permissions Permissions
 	Snippet     []byte
+	// Region is the site's region's identity when the site has one;
+	// RegionSeed that region's NKey seed when it was made for this site
+	// (the region's first), "" when it existed. RegionSnippet is the
+	// region's user entry, which now covers the site.
+	Region        *Identity
+	RegionSeed    string
+	RegionSnippet []byte
 }
 
 // CreateSite makes a site's credentials: an NKey (NATS identity) and an
 // ed25519 update-signing key (quant, separate from the NKey so either can
 // be replaced alone), registers the update key with the coordinator's
 // site directory and adds the site's user to the authorization block.
-func (d Dir) CreateSite(name string) (*SiteCredentials, error) {
+func (d Dir) CreateSite(name string) (*SiteCredentials, error) { return d.CreateRegionalSite(name, "") }
+
+// CreateRegionalSite is CreateSite for a site of region (a regional
+// aggregator's; "": none): the region's NKey identity is made with its
+// first site, and its NATS user's permissions cover its sites
+// (RegionPermissions).
+func (d Dir) CreateRegionalSite(name, region string) (*SiteCredentials, error) {
 	if !federated.ValidSite(name) {
 		return nil, fmt.Errorf("%w: site %q is not a DNS label", ErrIdentity, name)
+	}
+	if region != "" && !federated.ValidSite(region) {
+		return nil, fmt.Errorf("%w: region %q is not a DNS label", ErrIdentity, region)
 	}
 	out := &SiteCredentials{Dir: d.SiteSecrets(name)}
 	out.Seed, out.UpdateKey = filepath.Join(out.Dir, SeedFileName), filepath.Join(out.Dir, name+".key")
@@ -392,7 +410,18 @@ func (d Dir) CreateSite(name string) (*SiteCredentials, error) {
 		if err := atomicfile.Write(out.UpdatePub, b, 0o644); err != nil {
 			return err
 		}
-		f.Sites = append(f.Sites, Site{Identity: *id, UpdateKey: s.ID})
+		if region != "" && f.Region(region) == nil {
+			if err := mkSecretDir(filepath.Dir(d.RegionSeed(region))); err != nil {
+				return err
+			}
+			rid, err := d.newIdentity(region, d.RegionSeed(region), now)
+			if err != nil {
+				return err
+			}
+			f.Regions = append(f.Regions, *rid)
+			out.RegionSeed = d.RegionSeed(region)
+		}
+		f.Sites = append(f.Sites, Site{Identity: *id, UpdateKey: s.ID, Region: region})
 		return nil
 	})
 	if err != nil {
@@ -405,6 +434,16 @@ func (d Dir) CreateSite(name string) (*SiteCredentials, error) {
 	w := &confWriter{}
 	w.user("site "+name, out.Site.NKey, out.Permissions)
 	out.Snippet = w.b.Bytes()
+	if region != "" {
+		out.Region = f.Region(region)
+		p, err := RegionPermissions(region, f.RegionSites(region))
+		if err != nil {
+			return nil, err
+		}
+		w := &confWriter{}
+		w.user("region "+region, out.Region.NKey, p)
+		out.RegionSnippet = w.b.Bytes()
+	}
 	return out, nil
 }
 

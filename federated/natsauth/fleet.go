@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nkeys"
@@ -44,8 +45,11 @@ type Identity struct {
 // once revoked, when.
 type Site struct {
 	Identity
-	UpdateKey string     `json:"update_key"`
-	Revoked   *time.Time `json:"revoked,omitempty"`
+	UpdateKey string `json:"update_key"`
+	// Region names the regional aggregator the site sends its updates
+	// to ("": the root; docs/federated.md "Hierarchical rounds").
+	Region  string     `json:"region,omitempty"`
+	Revoked *time.Time `json:"revoked,omitempty"`
 }
 
 // ModelKey is a model-signing key: its name (files NAME.key, NAME.pub),
@@ -65,6 +69,8 @@ type Fleet struct {
 	Coordinator *Identity  `json:"coordinator,omitempty"`
 	Admins      []Identity `json:"admins,omitempty"`
 	Sites       []Site     `json:"sites,omitempty"`
+	// Regions are the regional aggregators' NATS users.
+	Regions []Identity `json:"regions,omitempty"`
 	// ModelKeys: every model-signing key ever made; Signing names the one
 	// the coordinator signs with now.
 	ModelKeys []ModelKey `json:"model_keys,omitempty"`
@@ -79,6 +85,27 @@ func (f *Fleet) Site(name string) *Site {
 		}
 	}
 	return nil
+}
+
+// Region returns the named region's identity, or nil.
+func (f *Fleet) Region(name string) *Identity {
+	for i := range f.Regions {
+		if f.Regions[i].Name == name {
+			return &f.Regions[i]
+		}
+	}
+	return nil
+}
+
+// RegionSites lists region's active sites, in registry order.
+func (f *Fleet) RegionSites(region string) []string {
+	var out []string
+	for _, s := range f.ActiveSites() {
+		if s.Region == region {
+			out = append(out, s.Name)
+		}
+	}
+	return out
 }
 
 // ModelKey returns the named model key, or nil.
@@ -145,6 +172,16 @@ func (f *Fleet) Validate() error {
 			return fmt.Errorf("%w: site %q has no update key ID", ErrIdentity, s.Name)
 		}
 	}
+	for i := range f.Regions {
+		if err := check("region", &f.Regions[i]); err != nil {
+			return err
+		}
+	}
+	for i := range f.Sites {
+		if r := f.Sites[i].Region; r != "" && !names["region/"+r] {
+			return fmt.Errorf("%w: site %q names region %q, which is not in the registry", ErrIdentity, f.Sites[i].Name, r)
+		}
+	}
 	signing := false
 	for i := range f.ModelKeys {
 		k := &f.ModelKeys[i]
@@ -201,15 +238,9 @@ func (f *Fleet) Encode() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// sortSites keeps the registry in a stable order (by name).
+// sortSites keeps the registry in a stable order (sites and regions by
+// name).
 func (f *Fleet) sortSites() {
-	slices.SortFunc(f.Sites, func(a, b Site) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(f.Sites, func(a, b Site) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(f.Regions, func(a, b Identity) int { return strings.Compare(a.Name, b.Name) })
 }

@@ -77,16 +77,26 @@ func (l *errLog) wait(t *testing.T, want string) string {
 
 func newEnv(t *testing.T, verifyClients bool) *env {
 	t.Helper()
+	return newFleetEnv(t, verifyClients, []string{"coordinator", "ops", "site-a", "site-b", "site-c"}, func(d natsauth.Dir) error {
+		for _, s := range []string{"site-a", "site-b", "site-c"} {
+			if _, err := d.CreateSite(s); err != nil {
+				return err
+			}
+		}
+		_, err := d.RevokeSite("site-c")
+		return err
+	})
+}
+
+// newFleetEnv is newEnv for the fleet populate makes (after Init), with
+// client certificates for clients.
+func newFleetEnv(t *testing.T, verifyClients bool, clients []string, populate func(natsauth.Dir) error) *env {
+	t.Helper()
 	e := &env{d: natsauth.Dir{Path: filepath.Join(t.TempDir(), "fleet")}}
 	if _, err := e.d.Init(natsauth.InitOptions{Admins: []string{"ops"}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"site-a", "site-b", "site-c"} {
-		if _, err := e.d.CreateSite(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := e.d.RevokeSite("site-c"); err != nil {
+	if err := populate(e.d); err != nil {
 		t.Fatal(err)
 	}
 	var err error
@@ -94,7 +104,7 @@ func newEnv(t *testing.T, verifyClients bool) *env {
 		t.Fatal(err)
 	}
 	if e.pki, err = natsauth.DevPKI(filepath.Join(t.TempDir(), "pki"), natsauth.DevPKIOptions{Hosts: []string{"127.0.0.1", "localhost"},
-		Clients: []string{"coordinator", "ops", "site-a", "site-b", "site-c"}}); err != nil {
+		Clients: clients}); err != nil {
 		t.Fatal(err)
 	}
 	o := natsauth.DefaultServerOptions()
@@ -103,21 +113,34 @@ func newEnv(t *testing.T, verifyClients bool) *env {
 	if e.conf, err = e.d.WriteServerConfig(o); err != nil {
 		t.Fatal(err)
 	}
+	e.srv = e.startServer(t, false)
+	e.url = e.srv.ClientURL()
+	return e
+}
+
+// startServer starts a server from the generated configuration (every
+// server of the fleet reads the same one); another has a JetStream store
+// of its own (and cannot reload its configuration).
+func (e *env) startServer(t *testing.T, another bool) *server.Server {
+	t.Helper()
 	opts, err := server.ProcessConfigFile(e.conf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.NoSigs = true
-	if e.srv, err = server.NewServer(opts); err != nil {
+	if another {
+		opts.StoreDir = t.TempDir()
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
 		t.Fatal(err)
 	}
-	go e.srv.Start()
-	if !e.srv.ReadyForConnections(10 * time.Second) {
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats server not ready")
 	}
-	t.Cleanup(e.srv.Shutdown)
-	e.url = e.srv.ClientURL()
-	return e
+	t.Cleanup(srv.Shutdown)
+	return srv
 }
 
 // client is the connection configuration of an identity, as its
@@ -129,6 +152,8 @@ func (e *env) client(name string) natsauth.ClientConfig {
 		cc.NKeySeedFile, cc.InboxPrefix = e.d.CoordinatorSeed(), natsauth.CoordinatorInboxPrefix
 	case "ops":
 		cc.NKeySeedFile, cc.InboxPrefix = e.d.AdminSeed(name), natsauth.AdminInboxPrefix
+	case "eu", "us": // the regions of regions_test.go
+		cc.NKeySeedFile, cc.InboxPrefix = e.d.RegionSeed(name), natsauth.RegionInboxPrefix(name)
 	default:
 		cc.NKeySeedFile, cc.InboxPrefix = filepath.Join(e.d.SiteSecrets(name), natsauth.SeedFileName), natsauth.SiteInboxPrefix(name)
 	}
@@ -136,19 +161,29 @@ func (e *env) client(name string) natsauth.ClientConfig {
 }
 
 func (e *env) dial(cc natsauth.ClientConfig, extra ...nats.Option) (*nats.Conn, *errLog, error) {
+	return e.dialURL(e.url, cc, extra...)
+}
+
+func (e *env) dialURL(url string, cc natsauth.ClientConfig, extra ...nats.Option) (*nats.Conn, *errLog, error) {
 	opts, err := cc.Options()
 	if err != nil {
 		return nil, nil, err
 	}
 	log := &errLog{}
 	opts = append(opts, nats.ErrorHandler(log.handler), nats.Timeout(3*time.Second))
-	nc, err := nats.Connect(e.url, append(opts, extra...)...)
+	nc, err := nats.Connect(url, append(opts, extra...)...)
 	return nc, log, err
 }
 
 func (e *env) connect(t *testing.T, name string) (*nats.Conn, *errLog) {
 	t.Helper()
-	nc, log, err := e.dial(e.client(name))
+	return e.connectTo(t, e.url, name)
+}
+
+// connectTo connects as name to the server at url.
+func (e *env) connectTo(t *testing.T, url, name string) (*nats.Conn, *errLog) {
+	t.Helper()
+	nc, log, err := e.dialURL(url, e.client(name))
 	if err != nil {
 		t.Fatalf("connect as %s: %v", name, err)
 	}
@@ -164,6 +199,13 @@ func (e *env) startCoordinator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.startCoordinatorWith(t, sites, nil)
+}
+
+// startCoordinatorWith is startCoordinator for sites, edit (when set)
+// editing the configuration.
+func (e *env) startCoordinatorWith(t *testing.T, sites *federated.Registry, edit func(*coordinator.Config)) {
+	t.Helper()
 	signer, err := quant.ReadSigner(e.d.ModelKeyFile(e.f.Signing))
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +222,9 @@ func (e *env) startCoordinator(t *testing.T) {
 	}
 	cfg.RoundDuration, cfg.PollInterval = time.Hour, 20*time.Millisecond
 	cfg.Local = federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-3}
+	if edit != nil {
+		edit(&cfg)
+	}
 	c, err := coordinator.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -22,12 +22,16 @@ type Permissions struct {
 // nats.CustomInboxPrefix(the prefix) (ClientConfig.InboxPrefix).
 const (
 	siteInboxPre           = "_INBOX.site."
+	regionInboxPre         = "_INBOX.region."
 	CoordinatorInboxPrefix = "_INBOX.coordinator"
 	AdminInboxPrefix       = "_INBOX.admin"
 )
 
 // SiteInboxPrefix is a site's inbox prefix.
 func SiteInboxPrefix(site string) string { return siteInboxPre + site }
+
+// RegionInboxPrefix is a regional aggregator's inbox prefix.
+func RegionInboxPrefix(region string) string { return regionInboxPre + region }
 
 // Stream names behind the KV bucket and the object store (the JetStream
 // conventions "KV_<bucket>" and "OBJ_<bucket>").
@@ -138,6 +142,17 @@ func CoordinatorPermissions() Permissions {
 		"$JS.API.CONSUMER.MSG.NEXT."+federated.UpdateStream+".*",
 		"$JS.API.CONSUMER.DELETE."+federated.UpdateStream+".*",
 	)
+	// hierarchical rounds (--regions): the regional stream and the
+	// durable pull consumer "coordinator" on it
+	rs := federated.RegionalStream
+	pub = append(pub,
+		"$JS.API.STREAM.CREATE."+rs, "$JS.API.STREAM.UPDATE."+rs, "$JS.API.STREAM.INFO."+rs,
+		"$JS.API.CONSUMER.CREATE."+rs+".coordinator",
+		"$JS.API.CONSUMER.DURABLE.CREATE."+rs+".coordinator",
+		"$JS.API.CONSUMER.INFO."+rs+".coordinator",
+		"$JS.API.CONSUMER.MSG.NEXT."+rs+".coordinator",
+		"$JS.ACK."+rs+".>",
+	)
 	return Permissions{
 		Publish: pub,
 		Subscribe: []string{
@@ -150,6 +165,58 @@ func CoordinatorPermissions() Permissions {
 		AllowResponses: true,
 	}
 }
+
+// RegionPermissions are a regional aggregator's (edge-coordinator
+// region; docs/federated.md "Hierarchical rounds"), for region and its
+// sites, on the region's NATS server and on the root's alike:
+//
+//   - on the region's server: its own update stream
+//     (federated.RegionUpdateStream(region), which takes its sites'
+//     subjects) and its durable pull consumer federated.RegionConsumer on
+//     it (create, fetch, ack), and acks to its own sites;
+//   - on the root's: the round announcement (the state bucket's round key,
+//     by direct get), the admin endpoint round.regional, its aggregates on
+//     edgesched.regional.REGION (into the regional stream), and, in a
+//     round that does not sum, its own sites' verified updates relayed on
+//     their subjects;
+//   - replies on its own inbox (_INBOX.region.REGION.>).
+//
+// It may not touch another region's stream, consumer or subject, create
+// or read a consumer of the root's update stream, subscribe to any update
+// subject, write the state bucket or the model store, or call any other
+// admin endpoint. (Its stream's configuration is its own to choose: a
+// stream that tried to take a subject another stream takes — the root's
+// update stream, another region's — is refused by the server.)
+func RegionPermissions(region string, sites []string) (Permissions, error) {
+	if !federated.ValidSite(region) {
+		return Permissions{}, fmt.Errorf("%w: region %q is not a DNS label", ErrIdentity, region)
+	}
+	rs, rc := federated.RegionUpdateStream(region), federated.RegionConsumer
+	pub := []string{
+		"$JS.API.STREAM.CREATE." + rs, "$JS.API.STREAM.UPDATE." + rs, "$JS.API.STREAM.INFO." + rs,
+		"$JS.API.CONSUMER.CREATE." + rs + "." + rc,
+		"$JS.API.CONSUMER.DURABLE.CREATE." + rs + "." + rc,
+		"$JS.API.CONSUMER.INFO." + rs + "." + rc,
+		"$JS.API.CONSUMER.MSG.NEXT." + rs + "." + rc,
+		"$JS.ACK." + rs + ".>",
+		"$JS.API.STREAM.INFO." + stateStream,
+		"$JS.API.DIRECT.GET." + stateStream + ".$KV." + federated.StateBucket + "." + federated.KeyRound,
+		federated.AdminSubjectPrefix + "." + endpointRegionalRound,
+		federated.RegionalSubjectPrefix + region,
+	}
+	for _, s := range sites {
+		if !federated.ValidSite(s) {
+			return Permissions{}, fmt.Errorf("%w: region %q: site %q is not a DNS label", ErrIdentity, region, s)
+		}
+		pub = append(pub, federated.UpdateSubjectPrefix+s, federated.AckSubjectPrefix+s)
+	}
+	return Permissions{Publish: pub, Subscribe: []string{RegionInboxPrefix(region) + ".>"}}, nil
+}
+
+// endpointRegionalRound is the coordinator's admin endpoint a region
+// asks for the round (coordinator.EndpointRegionalRound; natsauth does
+// not import the coordinator).
+const endpointRegionalRound = "round.regional"
 
 // AdminPermissions are the operator's (edgectl): the coordinator's admin
 // API and service discovery, read-only JetStream information for

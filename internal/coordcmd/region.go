@@ -19,7 +19,9 @@ import (
 // regionCommand runs a regional aggregator (docs/federated.md
 // "Hierarchical rounds"): 'edge-coordinator region --region NAME --key
 // FILE --sites DIR --region-server URL' with the root's NATS connection
-// flags (--server, --nkey, ...) as the coordinator's.
+// flags (--server, --nkey, ...) as the coordinator's, used for the
+// region's server as well; its NATS user is the region's
+// (natsauth.RegionPermissions, edgectl auth site create --region).
 func regionCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	fs, data := storeFlags("region", "region --region NAME --key FILE --sites DIR --region-server URL [root NATS flags]", stderr)
 	*data = "region-data"
@@ -34,7 +36,8 @@ func regionCommand(ctx context.Context, args []string, stderr io.Writer) error {
 		seed     = fs.Uint64("seed", 1, "seed of the retries' jitter")
 		logLevel = fs.String("log-level", "info", "debug, info, warn or error")
 	)
-	natsFlags := natsflags.AddGoFlags(fs, natsflags.Options{DefaultServer: nats.DefaultURL, Inbox: natsauth.CoordinatorInboxPrefix})
+	// --inbox-prefix defaults to the region's own (natsauth.RegionInboxPrefix)
+	natsFlags := natsflags.AddGoFlags(fs, natsflags.Options{DefaultServer: nats.DefaultURL})
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -64,6 +67,9 @@ func regionCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if nconn.Config.InboxPrefix == "" {
+		nconn.Config.InboxPrefix = natsauth.RegionInboxPrefix(*name)
+	}
 	connOpts, err := nconn.Config.Options()
 	if err != nil {
 		return fmt.Errorf("NATS connection flags: %w", err)
@@ -74,7 +80,9 @@ func regionCommand(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("connect to the root's NATS %s: %w", nconn.URL, err)
 	}
 	defer root.Drain()
-	lc, err := nats.Connect(*local, append(common, nats.Name("edge-coordinator-region-"+*name))...)
+	// the region's server knows the region's NATS user too (the same
+	// generated authorization block): the same identity on both
+	lc, err := nats.Connect(*local, append(append(connOpts, common...), nats.Name("edge-coordinator-region-"+*name))...)
 	if err != nil {
 		return fmt.Errorf("--region-server %s: %w", *local, err)
 	}

@@ -111,6 +111,48 @@ func TestAuthSiteCreate(t *testing.T) {
 	}
 }
 
+// TestAuthSiteCreateRegion: --region makes the region's identity with its
+// first site (seed 0600) and widens its user to every site of the region;
+// a second site of the region reuses the identity.
+func TestAuthSiteCreateRegion(t *testing.T) {
+	dir := initFleet(t)
+	d := natsauth.Dir{Path: dir}
+	for _, tc := range []struct {
+		site    string
+		newSeed bool
+		want    []string
+	}{
+		{"store-1", true, []string{"region eu", d.RegionSeed("eu"), `"edgesched.regional.eu"`, `"edgesched.update.store-1"`, `"_INBOX.region.eu.>"`}},
+		{"store-2", false, []string{"region eu", `"edgesched.update.store-1"`, `"edgesched.update.store-2"`, `"edgesched.ack.store-2"`}},
+	} {
+		out, _, err := run(t, "auth", "site", "create", tc.site, "--region", "eu", "--dir", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: output lacks %q:\n%s", tc.site, w, out)
+			}
+		}
+		if got := strings.Contains(out, "ship to the region's aggregator"); got != tc.newSeed {
+			t.Errorf("%s: a new region seed shown %v, want %v:\n%s", tc.site, got, tc.newSeed, out)
+		}
+	}
+	if m := mode(t, d.RegionSeed("eu")); m != 0o600 {
+		t.Errorf("region seed: mode %#o, want 0600", m)
+	}
+	f, err := d.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.RegionSites("eu"); len(got) != 2 || len(f.Regions) != 1 {
+		t.Fatalf("regions %+v, eu's sites %v: want one region of 2 sites", f.Regions, got)
+	}
+	if _, _, err := run(t, "auth", "site", "create", "store-3", "--region", "EU!", "--dir", dir); !errors.Is(err, natsauth.ErrIdentity) {
+		t.Fatalf("bad region name: %v", err)
+	}
+}
+
 func TestAuthSiteList(t *testing.T) {
 	dir := initFleet(t)
 	for _, s := range []string{"store-2", "store-1"} {
