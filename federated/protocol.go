@@ -234,11 +234,36 @@ func EncodeUpdateMsg(h UpdateHeader, payload []byte, s *quant.Signer) ([]byte, e
 	buf.Write(hb)
 	_ = binary.Write(&buf, binary.LittleEndian, uint32(len(payload)))
 	buf.Write(payload)
+	return sealSigned(&buf, s, ErrMessage, "update")
+}
+
+// sealSigned appends s's signature over buf (a signed message's body: the
+// update message's or the regional aggregate's) and returns the message,
+// refused with kind when it would exceed MaxUpdateBytes.
+func sealSigned(buf *bytes.Buffer, s *quant.Signer, kind error, what string) ([]byte, error) {
 	if buf.Len()+ed25519.SignatureSize > MaxUpdateBytes {
-		return nil, fmt.Errorf("%w: update of %d bytes exceeds %d", ErrMessage, buf.Len(), MaxUpdateBytes)
+		return nil, fmt.Errorf("%w: %s of %d bytes exceeds %d", kind, what, buf.Len(), MaxUpdateBytes)
 	}
 	buf.Write(s.Sign(buf.Bytes()))
 	return buf.Bytes(), nil
+}
+
+// openSigned checks a signed message's frame (size cap, magic, protocol
+// version, at least minLen bytes signature included) and splits off its
+// signature; the caller parses the body and verifies the signature with
+// the key the body names. Refusals wrap kind; name is the message's kind
+// with its article ("an update").
+func openSigned(b []byte, magic string, minLen int, kind error, name string) (body, sig []byte, err error) {
+	if len(b) > MaxUpdateBytes {
+		return nil, nil, fmt.Errorf("%w: %d bytes exceeds %d", kind, len(b), MaxUpdateBytes)
+	}
+	if len(b) < minLen || string(b[:len(magic)]) != magic {
+		return nil, nil, fmt.Errorf("%w: not %s (magic)", kind, name)
+	}
+	if b[len(magic)] != ProtocolVersion {
+		return nil, nil, fmt.Errorf("%w: protocol version %d, this build speaks %d", kind, b[len(magic)], ProtocolVersion)
+	}
+	return b[:len(b)-ed25519.SignatureSize], b[len(b)-ed25519.SignatureSize:], nil
 }
 
 // SiteKeys maps the sites allowed to send updates to their public keys.
@@ -253,16 +278,10 @@ type SiteKeys interface {
 // signature must verify, before the payload is handed back. Refusals wrap
 // ErrMessage or ErrSiteSignature.
 func DecodeUpdateMsg(b []byte, keys SiteKeys) (*UpdateMsg, error) {
-	if len(b) > MaxUpdateBytes {
-		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrMessage, len(b), MaxUpdateBytes)
+	body, sig, err := openSigned(b, updateMagic, 4+2+4+4+ed25519.SignatureSize, ErrMessage, "an update")
+	if err != nil {
+		return nil, err
 	}
-	if len(b) < 4+2+4+4+ed25519.SignatureSize || string(b[:4]) != updateMagic {
-		return nil, fmt.Errorf("%w: not an update (magic)", ErrMessage)
-	}
-	if b[4] != ProtocolVersion {
-		return nil, fmt.Errorf("%w: protocol version %d, this build speaks %d", ErrMessage, b[4], ProtocolVersion)
-	}
-	body, sig := b[:len(b)-ed25519.SignatureSize], b[len(b)-ed25519.SignatureSize:]
 	k := int(b[5])
 	off := 6 + k
 	if k == 0 || k > 64 || off+4 > len(body) {

@@ -121,11 +121,7 @@ func EncodeRegional(a *RegionalAggregate, s *quant.Signer) ([]byte, error) {
 		binary.LittleEndian.PutUint64(w[8:], a.Lo[i])
 		buf.Write(w[:])
 	}
-	if buf.Len()+ed25519.SignatureSize > MaxUpdateBytes {
-		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrRegional, buf.Len(), MaxUpdateBytes)
-	}
-	buf.Write(s.Sign(buf.Bytes()))
-	return buf.Bytes(), nil
+	return sealSigned(&buf, s, ErrRegional, "regional aggregate")
 }
 
 // RegionKeys maps regions to the public key each signs its aggregates
@@ -139,16 +135,10 @@ type RegionKeys interface {
 // signature, then the coordinates. Refusals wrap ErrRegional, a bad or
 // unknown key also ErrSiteSignature.
 func DecodeRegional(b []byte, keys RegionKeys) (*RegionalAggregate, error) {
-	if len(b) > MaxUpdateBytes {
-		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrRegional, len(b), MaxUpdateBytes)
+	body, sig, err := openSigned(b, regionalMagic, 4+1+4+4+ed25519.SignatureSize, ErrRegional, "a regional aggregate")
+	if err != nil {
+		return nil, err
 	}
-	if len(b) < 4+1+4+4+ed25519.SignatureSize || string(b[:4]) != regionalMagic {
-		return nil, fmt.Errorf("%w: not a regional aggregate (magic)", ErrRegional)
-	}
-	if b[4] != ProtocolVersion {
-		return nil, fmt.Errorf("%w: protocol version %d, this build speaks %d", ErrRegional, b[4], ProtocolVersion)
-	}
-	body, sig := b[:len(b)-ed25519.SignatureSize], b[len(b)-ed25519.SignatureSize:]
 	hl := int(binary.LittleEndian.Uint32(body[5:]))
 	off := 9
 	if hl > maxRegionalHeader || off+hl+4 > len(body) {
