@@ -164,14 +164,16 @@ type Config struct {
 	// site must be registered in Sites. nil: every site sends directly.
 	Regions *federated.Regions
 	// Failpoint, when set, is called at named points of the state machine
-	// (FailUpdateCommitted, FailRoundClosed, FailModelStored,
-	// FailModelPublished); crash tests make it kill the process there.
+	// (FailUpdateCommitted, FailRegionalAcked, FailRoundClosed,
+	// FailModelStored, FailModelPublished); crash tests make it kill the
+	// process there.
 	Failpoint func(name string)
 }
 
 // Failpoints (see Config.Failpoint).
 const (
 	FailUpdateCommitted = "update.committed" // update recorded, not yet acked on the stream
+	FailRegionalAcked   = "regional.acked"   // regional aggregate accepted and acked, maybe not checkpointed
 	FailRoundClosed     = "round.closed"     // round marked aggregating, nothing aggregated yet
 	FailModelStored     = "model.stored"     // new model stored, not yet published
 	FailModelPublished  = "model.published"  // model on the bus, round record not final

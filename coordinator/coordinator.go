@@ -68,6 +68,9 @@ type Coordinator struct {
 	gen    atomic.Uint64      // store generation: commits so far (checkpoints)
 	ha     *replica.Active    // an active replica's (nil without HA)
 	haCons jetstream.Consumer // its update consumer (guarded by mu)
+	// the root's regional consumer once created (guarded by mu; with HA
+	// its ack floor goes into each checkpoint)
+	regCons jetstream.Consumer
 }
 
 // bus is the coordinator's NATS side.

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -136,7 +135,7 @@ func RunReplica(ctx context.Context, cfg Config, nc *nats.Conn, start *policy.Mo
 		}
 		return err
 	}
-	took, err := h.Fence(ctx, js)
+	took, err := h.Fence(ctx, js, cfg.Regions != nil)
 	if err != nil {
 		return result(err)
 	}
@@ -171,22 +170,30 @@ func (c *Coordinator) checkpoint(ctx context.Context) error {
 	if !h.Due(gen) {
 		return nil
 	}
-	var floor uint64
-	if c.haCons != nil {
-		// before the backup: every update acked is judged in it
+	// before the backup: every update and regional aggregate acked is
+	// judged in it (its verdict committed before its ack)
+	var floors replica.Floors
+	for _, f := range []struct {
+		cons jetstream.Consumer
+		at   *uint64
+		what string
+	}{{c.haCons, &floors.Update, "update"}, {c.regCons, &floors.Regional, "regional"}} {
+		if f.cons == nil {
+			continue // not yet created: the previous checkpoint's floor stands
+		}
 		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		info, err := c.haCons.Info(ictx)
+		info, err := f.cons.Info(ictx)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("checkpoint: update consumer: %w", err)
+			return fmt.Errorf("checkpoint: %s consumer: %w", f.what, err)
 		}
-		floor = info.AckFloor.Stream
+		*f.at = info.AckFloor.Stream
 	}
 	var buf bytes.Buffer
 	if _, err := c.BackupTo(&buf); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if err := h.Ship(ctx, gen, buf.Bytes(), floor, c.clock.Now()); err != nil {
+	if err := h.Ship(ctx, gen, buf.Bytes(), floors, c.clock.Now()); err != nil {
 		return err
 	}
 	c.metrics.Checkpoints.Inc()
@@ -236,18 +243,12 @@ func (c *Coordinator) fenceState(ctx context.Context) error {
 // (coordinator-e<epoch>), starting after the checkpoint's floor; the
 // consumers of earlier actives are deleted.
 func (c *Coordinator) haConsumer(ctx context.Context, b *bus) (jetstream.Consumer, error) {
-	name := fmt.Sprintf("%s-e%d", consumerName, c.ha.Epoch())
+	name := replica.ConsumerName(consumerName, c.ha.Epoch())
 	s, err := b.js.Stream(ctx, federated.UpdateStream)
 	if err != nil {
 		return nil, fmt.Errorf("update stream: %w", err)
 	}
-	for n := range s.ConsumerNames(ctx).Name() {
-		if n != name && (n == consumerName || strings.HasPrefix(n, consumerName+"-e")) {
-			if err := s.DeleteConsumer(ctx, n); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-				c.limited.Warn("consumer", "delete an earlier active's consumer", "consumer", n, "err", err)
-			}
-		}
-	}
+	replica.DeleteEarlierConsumers(ctx, s, consumerName, name, c.log)
 	cfg := consumerConfig(jetstream.DeliverAllPolicy, 0)
 	if f := c.ha.Floor(); f > 0 {
 		cfg = consumerConfig(jetstream.DeliverByStartSequencePolicy, f+1)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/coordinator/bounds"
@@ -349,7 +350,31 @@ func (c *Coordinator) consumeRegional(ctx context.Context, b *bus) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	return regional.Consume(ctx, b.js, regional.Stream{Duplicates: c.cfg.DuplicateWindow, MaxAge: c.cfg.UpdateMaxAge,
-		Replicas: c.replicas(), Seed: c.cfg.Seed}, c, regional.Hooks{
-		Fatal: func(err error) bool { return errors.Is(err, ErrStore) }, StoreError: c.metrics.StoreErrors.Inc, Warn: c.limited.Warn})
+	s := regional.Stream{Duplicates: c.cfg.DuplicateWindow, MaxAge: c.cfg.UpdateMaxAge, Replicas: c.replicas(), Seed: c.cfg.Seed}
+	if c.ha != nil {
+		// its own consumer, after what the restored checkpoint judged
+		s.Epoch, s.From = c.ha.Epoch(), c.ha.RegionalFloor()
+	}
+	defer func() {
+		c.mu.Lock()
+		c.regCons = nil
+		c.mu.Unlock()
+	}()
+	return regional.Consume(ctx, b.js, s, c, regional.Hooks{
+		Fatal: func(err error) bool { return errors.Is(err, ErrStore) }, StoreError: c.metrics.StoreErrors.Inc, Warn: c.limited.Warn,
+		Log: c.log,
+		Opened: func(cons jetstream.Consumer) {
+			c.mu.Lock()
+			c.regCons = cons
+			c.mu.Unlock()
+		},
+		Acked: func(seq uint64, v *RegionalVerdict) {
+			if c.ha != nil {
+				c.ha.RegionalJudged(seq)
+			}
+			if v.Status == federated.Accepted && !v.Again {
+				c.cfg.fail(FailRegionalAcked)
+			}
+		},
+	})
 }

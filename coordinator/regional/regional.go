@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgesched/edgesched/coordinator/replica"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
 )
@@ -49,14 +51,20 @@ type Verdict struct {
 	Again bool `json:"again,omitempty"`
 }
 
-// consumerName is the root's durable consumer of the regional stream.
-const consumerName = "coordinator"
+// ConsumerName is the root's durable consumer of the regional stream
+// (a highly available root's is ConsumerName-e<epoch>).
+const ConsumerName = "coordinator"
 
-// Stream is how the regional stream is created.
+// Stream is how the regional stream is created and read.
 type Stream struct {
 	Duplicates, MaxAge time.Duration
 	Replicas           int
 	Seed               uint64 // of the fetch retries' jitter
+	// Epoch, when set, is a highly available root's epoch: its consumer
+	// is its own (replica.ConsumerName), starts after stream sequence
+	// From (the checkpoint's floor; 0: at the stream's start), and every
+	// earlier active's consumer is deleted (fencing).
+	Epoch, From uint64
 }
 
 // Judge judges one regional aggregate that arrived on subject; its
@@ -67,11 +75,16 @@ type Judge interface {
 
 // Hooks are the coordinator's: Fatal tells a store error that stops
 // Consume, StoreError counts a verdict not recorded, Warn logs (rate
-// limited by key).
+// limited by key); Opened (optional) gets the consumer once created,
+// Acked (optional) each verdict with its stream sequence once the server
+// confirmed the ack.
 type Hooks struct {
 	Fatal      func(error) bool
 	StoreError func()
 	Warn       func(key, msg string, args ...any)
+	Opened     func(jetstream.Consumer)
+	Acked      func(seq uint64, v *Verdict)
+	Log        *slog.Logger // (the fencing's warnings; nil: none)
 }
 
 // Decode decodes and verifies a regional aggregate (against its
@@ -102,10 +115,12 @@ func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h H
 		Replicas: s.Replicas}); err != nil {
 		return fmt.Errorf("create regional stream: %w", err)
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, federated.RegionalStream, jetstream.ConsumerConfig{Durable: consumerName,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute})
+	cons, err := openConsumer(ctx, js, s, h.Log)
 	if err != nil {
-		return fmt.Errorf("create regional consumer: %w", err)
+		return err
+	}
+	if h.Opened != nil {
+		h.Opened(cons)
 	}
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, s.Seed^0x4e61)
 	for ctx.Err() == nil {
@@ -118,7 +133,8 @@ func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h H
 			continue
 		}
 		for m := range batch.Messages() {
-			if _, err := j.ProcessRegional(ctx, m.Subject(), m.Data()); err != nil {
+			v, err := j.ProcessRegional(ctx, m.Subject(), m.Data())
+			if err != nil {
 				_ = m.NakWithDelay(time.Second)
 				h.StoreError()
 				if h.Fatal(err) {
@@ -127,11 +143,46 @@ func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h H
 				h.Warn("store", "recording a regional verdict failed; the stream delivers it again", "err", err)
 				continue
 			}
-			if err := m.Ack(); err != nil {
+			// (confirmed: the consumer's ack floor, which a checkpoint
+			// records, then covers it)
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err = m.DoubleAck(actx)
+			cancel()
+			if err != nil {
 				h.Warn("ack", "ack regional aggregate", "err", err)
+				continue
+			}
+			if md, err := m.Metadata(); err == nil && h.Acked != nil {
+				h.Acked(md.Sequence.Stream, v)
 			}
 		}
 		bo.Reset()
 	}
 	return ctx.Err()
+}
+
+// openConsumer creates the root's consumer of the regional stream: the
+// durable ConsumerName; with s.Epoch the active's own, starting after
+// s.From, once every earlier active's is deleted.
+func openConsumer(ctx context.Context, js jetstream.JetStream, s Stream, log *slog.Logger) (jetstream.Consumer, error) {
+	cfg := jetstream.ConsumerConfig{Durable: ConsumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute}
+	if s.Epoch != 0 {
+		cfg.Durable = replica.ConsumerName(ConsumerName, s.Epoch)
+		st, err := js.Stream(ctx, federated.RegionalStream)
+		if err != nil {
+			return nil, fmt.Errorf("regional stream: %w", err)
+		}
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		replica.DeleteEarlierConsumers(ctx, st, ConsumerName, cfg.Durable, log)
+		if s.From > 0 {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, s.From+1
+		}
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, federated.RegionalStream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create regional consumer %s: %w", cfg.Durable, err)
+	}
+	return cons, nil
 }

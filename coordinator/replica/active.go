@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -110,8 +111,9 @@ func (h *Held) Release() {
 }
 
 // Active is an active replica's side of the checkpoint pointer and the
-// fenced state bucket. Its methods other than Judged, CatchingUp, Floor
-// and Status are serialised by the caller (the coordinator's mutex).
+// fenced state bucket. Its methods other than Judged, RegionalJudged,
+// CatchingUp, Floor, RegionalFloor and Status are serialised by the
+// caller (the coordinator's mutex).
 type Active struct {
 	replica string
 	epoch   uint64
@@ -132,6 +134,19 @@ type Active struct {
 	shown  atomic.Pointer[Checkpoint] // ptr as Status shows it (set with ptr)
 	floor  atomic.Uint64              // the stream is trimmed below this only
 	judged atomic.Uint64              // highest stream sequence judged
+	// the regional stream's: its sequence to judge before closing at a
+	// deadline (set by Fence), the checkpoint's floor, the highest judged
+	regCatchUp uint64
+	regFloor   atomic.Uint64
+	regJudged  atomic.Uint64
+}
+
+// Floors are the sequences of the streams a root consumes at or below
+// which everything is judged in a checkpoint (its consumers' ack floors
+// read before the backup).
+type Floors struct {
+	Update   uint64 // federated.UpdateStream
+	Regional uint64 // federated.RegionalStream
 }
 
 // NewActive is replica's state as the active of epoch; deposed is called
@@ -146,8 +161,9 @@ func NewActive(replica string, epoch uint64, b *Buckets, deposed func(), log *sl
 
 // Fence makes the new active's claim on the checkpoint pointer: every
 // checkpoint a deposed active could still write is refused from now on.
-// It reports whether another replica had been active.
-func (a *Active) Fence(ctx context.Context, js jetstream.JetStream) (bool, error) {
+// It reports whether another replica had been active. With regional,
+// the root consumes the regional stream too (its catch-up waits for it).
+func (a *Active) Fence(ctx context.Context, js jetstream.JetStream, regional bool) (bool, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return false, err
@@ -179,9 +195,14 @@ func (a *Active) Fence(ctx context.Context, js jetstream.JetStream) (bool, error
 		a.shown.Store(&next)
 		a.floor.Store(next.Floor)
 		a.judged.Store(next.Floor) // nothing to judge again: caught up
-		// the stream's end now: judged again before a deadline closes
+		a.regFloor.Store(next.Regional)
+		a.regJudged.Store(next.Regional)
+		// the streams' ends now: judged again before a deadline closes
 		if s, err := js.Stream(ctx, federated.UpdateStream); err == nil {
 			a.catchUp = s.CachedInfo().State.LastSeq
+		}
+		if s, err := js.Stream(ctx, federated.RegionalStream); err == nil && regional {
+			a.regCatchUp = s.CachedInfo().State.LastSeq
 		}
 		a.until = time.Now().Add(CatchUpLimit)
 		return cur.Epoch != 0, nil
@@ -206,17 +227,20 @@ func (a *Active) ours(v []byte) bool {
 // Due reports whether the store at generation gen is not checkpointed.
 func (a *Active) Due(gen uint64) bool { return gen != a.ckptGen }
 
-// Ship stores data, the store at generation gen in which every update
-// at or below stream sequence floor is judged, as the newest checkpoint
-// and points the pointer at it. A refused pointer update deposes the
-// replica (ErrDeposed).
-func (a *Active) Ship(ctx context.Context, gen uint64, data []byte, floor uint64, now time.Time) error {
-	floor = max(floor, a.ptr.Floor)
+// Ship stores data, the store at generation gen in which every message
+// at or below the floors f of the streams is judged, as the newest
+// checkpoint and points the pointer at it. A floor never goes down (a
+// consumer not yet created, or new, reports less: the previous
+// checkpoint's stands). A refused pointer update deposes the replica
+// (ErrDeposed).
+func (a *Active) Ship(ctx context.Context, gen uint64, data []byte, f Floors, now time.Time) error {
+	floor := max(f.Update, a.ptr.Floor)
+	regFloor := max(f.Regional, a.ptr.Regional)
 	name := fmt.Sprintf("e%d-g%d.db", a.epoch, gen)
 	if _, err := a.obj.PutBytes(ctx, name, data); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", name, err)
 	}
-	next := Checkpoint{Epoch: a.epoch, Replica: a.replica, Object: name, Floor: floor, Bytes: int64(len(data)), Taken: now.UTC()}
+	next := Checkpoint{Epoch: a.epoch, Replica: a.replica, Object: name, Floor: floor, Regional: regFloor, Bytes: int64(len(data)), Taken: now.UTC()}
 	raw, _ := json.Marshal(next)
 	rev, err := CASPut(ctx, a.kv, CheckpointKey, raw, a.ptrRev, a.ours)
 	if IsConflict(err) {
@@ -231,6 +255,7 @@ func (a *Active) Ship(ctx context.Context, gen uint64, data []byte, floor uint64
 	a.ptr, a.ptrRev, a.ckptGen = next, rev, gen
 	a.shown.Store(&next)
 	a.floor.Store(floor)
+	a.regFloor.Store(regFloor)
 	if old != "" && old != name {
 		if err := a.obj.Delete(ctx, old); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 			a.log.Warn("remove the previous checkpoint", "object", old, "err", err)
@@ -292,19 +317,51 @@ func (a *Active) Judged(seq uint64) {
 	}
 }
 
+// RegionalJudged records that the regional aggregate at sequence seq of
+// the regional stream is judged. Callers are serialised (the regional
+// consumer's loop).
+func (a *Active) RegionalJudged(seq uint64) {
+	if seq > a.regJudged.Load() {
+		a.regJudged.Store(seq)
+	}
+}
+
 // CatchingUp reports whether a new active still judges again what the
-// stream held when it took over (a deadline then waits: an update the
-// deposed active accepted is not refused as late). A nil Active is not.
+// update stream or the regional stream held when it took over (a
+// deadline then waits: an update or a regional aggregate the deposed
+// active accepted is not refused as late). A nil Active is not.
 func (a *Active) CatchingUp() bool {
-	return a != nil && a.judged.Load() < a.catchUp && time.Now().Before(a.until)
+	return a != nil && (a.judged.Load() < a.catchUp || a.regJudged.Load() < a.regCatchUp) && time.Now().Before(a.until)
 }
 
 // Floor is the stream sequence below which the stream may be trimmed
 // (the newest checkpoint's).
 func (a *Active) Floor() uint64 { return a.floor.Load() }
 
+// RegionalFloor is the regional stream's sequence at or below which every
+// aggregate is judged in the newest checkpoint: a new active's regional
+// consumer starts after it (0: at the stream's start).
+func (a *Active) RegionalFloor() uint64 { return a.regFloor.Load() }
+
 // Epoch is the lease revision at which this replica became active.
 func (a *Active) Epoch() uint64 { return a.epoch }
+
+// DeleteEarlierConsumers deletes the consumers of stream named base or
+// base-e<N> other than keep: an earlier active's (fencing: its fetches and
+// acks no longer touch the stream). A failed deletion is logged.
+func DeleteEarlierConsumers(ctx context.Context, s jetstream.Stream, base, keep string, log *slog.Logger) {
+	for n := range s.ConsumerNames(ctx).Name() {
+		if n != keep && (n == base || strings.HasPrefix(n, base+"-e")) {
+			if err := s.DeleteConsumer(ctx, n); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				log.Warn("delete an earlier active's consumer", "consumer", n, "err", err)
+			}
+		}
+	}
+}
+
+// ConsumerName is the durable consumer of an active of epoch on a
+// stream whose consumer is base without high availability.
+func ConsumerName(base string, epoch uint64) string { return fmt.Sprintf("%s-e%d", base, epoch) }
 
 // Status is the replica, its epoch and the newest checkpoint pointer,
 // without waiting for the caller's mutex.

@@ -15,8 +15,9 @@
 // are refused or ctx ends, and start no goroutine. Hold starts one
 // goroutine (the renewals), which Release stops and waits for; call
 // Release exactly once, after everything that uses Hold's context is done.
-// An Active's methods other than Judged, CatchingUp, Floor, Epoch and
-// Status are not safe for concurrent use: the coordinator calls them under
-// its state mutex. An Active lives as long as its epoch: after ErrDeposed
+// An Active's methods other than Judged, RegionalJudged (one caller at a
+// time each), CatchingUp, Floor, RegionalFloor, Epoch and Status are not
+// safe for concurrent use: the coordinator calls them under its state
+// mutex. An Active lives as long as its epoch: after ErrDeposed
 // it is dropped with the coordinator that used it.
 package replica

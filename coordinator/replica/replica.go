@@ -33,9 +33,16 @@ type Checkpoint struct {
 	Object string `json:"object,omitempty"`
 	// Floor: every update at or below this stream sequence is judged in
 	// the checkpoint.
-	Floor uint64    `json:"floor"`
-	Bytes int64     `json:"bytes,omitempty"`
-	Taken time.Time `json:"taken"`
+	Floor uint64 `json:"floor"`
+	// Regional: every regional aggregate at or below this sequence of the
+	// regional stream (federated.RegionalStream) is judged in the
+	// checkpoint. Absent (0) in a pointer of a root without regions or of
+	// a version before it was recorded: a new active reads the regional
+	// stream from its start, and each aggregate the checkpoint already
+	// judged gets its kept verdict again (counted nothing).
+	Regional uint64    `json:"regional,omitempty"`
+	Bytes    int64     `json:"bytes,omitempty"`
+	Taken    time.Time `json:"taken"`
 }
 
 // ErrCheckpoint wraps a checkpoint pointer that cannot be decoded.
