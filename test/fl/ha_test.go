@@ -85,19 +85,12 @@ func runHAFailover(t *testing.T, bin string, loseServer, pause bool) {
 	})
 	bus := watchStateBucket(t, url)
 	nc := fltest.Connect(t, url, "ha-probe")
-	active := func() (coordinator.HAStatus, error) {
-		var st coordinator.HAStatus
-		return st, adminCall(nc, coordinator.EndpointHAStatus, &st)
-	}
 	procs := map[string]*coordProc{}
 	start := func(id string) {
 		procs[id] = startCoordProc(t, bin, append(base, "--data", filepath.Join(dir, id), "--replica-id", id), "", logPath)
 	}
 	start("a")
-	fltest.Eventually(t, 30*time.Second, "replica a active", func() (bool, string) {
-		st, err := active()
-		return err == nil && st.Replica == "a", fmt.Sprintf("%+v %v", st, err)
-	})
+	waitActive(t, nc, "a", 30*time.Second)
 	start("b")
 
 	var agents []*crashAgent
@@ -109,29 +102,13 @@ func runHAFailover(t *testing.T, bin string, loseServer, pause bool) {
 		err := adminCall(nc, coordinator.EndpointRoundStatus, &r)
 		return err == nil && r.Round >= 2 && r.State == coordinator.StateCollecting, fmt.Sprintf("%+v %v", r, err)
 	})
-	var before coordinator.HAStatus
-	fltest.Eventually(t, 10*time.Second, "replica a's status", func() (bool, string) {
-		st, err := active()
-		before = st
-		return err == nil && st.Replica == "a", fmt.Sprintf("%+v %v", st, err)
-	})
+	before := waitActive(t, nc, "a", 10*time.Second)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if loseServer {
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		leader, err := fltest.StreamLeader(ctx, js, "KV_"+coordinator.LeaseBucket)
-		cancel()
-		if err != nil || leader == "" {
-			t.Fatalf("lease bucket leader %q: %v", leader, err)
-		}
-		for _, s := range cl.Servers {
-			if s.Name() == leader {
-				t.Logf("shutting down %s, the lease bucket's leader", leader)
-				s.Shutdown()
-			}
-		}
+		shutdownLeaseLeader(t, cl, js)
 	}
 	a := procs["a"]
 	sig := syscall.SIGKILL
@@ -145,32 +122,8 @@ func runHAFailover(t *testing.T, bin string, loseServer, pause bool) {
 	t.Logf("replica a (epoch %d) sent %v in round 2", before.Epoch, sig)
 	// the takeover: b holds the lease; then it restores the checkpoint,
 	// recovers (which may aggregate a complete round) and serves
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var took time.Duration
-	fltest.Eventually(t, 3*haTakeover, "replica b holding the lease", func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		kv, err := js.KeyValue(ctx, coordinator.LeaseBucket)
-		if err != nil {
-			return false, err.Error()
-		}
-		e, err := kv.Get(ctx, "active")
-		if err != nil {
-			return false, err.Error()
-		}
-		var l coordinator.Lease
-		took = time.Since(killed)
-		return json.Unmarshal(e.Value(), &l) == nil && l.Replica == "b", string(e.Value())
-	})
-	var after coordinator.HAStatus
-	fltest.Eventually(t, 6*haTakeover, "replica b active", func() (bool, string) {
-		st, err := active()
-		after = st
-		return err == nil && st.Replica == "b", fmt.Sprintf("%+v %v", st, err)
-	})
+	took := waitLeaseHolder(t, js, "b", killed, 3*haTakeover)
+	after := waitActive(t, nc, "b", 6*haTakeover)
 	serving := time.Since(killed)
 	if after.Checkpoint == nil {
 		t.Fatalf("replica b active without a checkpoint: %+v", after)
@@ -261,4 +214,58 @@ func runHAFailover(t *testing.T, bin string, loseServer, pause bool) {
 	}
 	defer c.Close()
 	checkRecords(t, c, haRounds, haSites)
+}
+
+// waitActive waits until replica id answers ha.status as the active and
+// returns its status.
+func waitActive(t *testing.T, nc *nats.Conn, id string, within time.Duration) coordinator.HAStatus {
+	t.Helper()
+	var st coordinator.HAStatus
+	fltest.Eventually(t, within, "replica "+id+" active", func() (bool, string) {
+		st = coordinator.HAStatus{}
+		err := adminCall(nc, coordinator.EndpointHAStatus, &st)
+		return err == nil && st.Replica == id, fmt.Sprintf("%+v %v", st, err)
+	})
+	return st
+}
+
+// waitLeaseHolder waits until replica id holds the lease and returns how
+// long after since it was seen holding it.
+func waitLeaseHolder(t *testing.T, js jetstream.JetStream, id string, since time.Time, within time.Duration) time.Duration {
+	t.Helper()
+	var took time.Duration
+	fltest.Eventually(t, within, "replica "+id+" holding the lease", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		kv, err := js.KeyValue(ctx, coordinator.LeaseBucket)
+		if err != nil {
+			return false, err.Error()
+		}
+		e, err := kv.Get(ctx, "active")
+		if err != nil {
+			return false, err.Error()
+		}
+		var l coordinator.Lease
+		took = time.Since(since)
+		return json.Unmarshal(e.Value(), &l) == nil && l.Replica == id, string(e.Value())
+	})
+	return took
+}
+
+// shutdownLeaseLeader shuts down the NATS server of cl leading the lease
+// bucket.
+func shutdownLeaseLeader(t *testing.T, cl *fltest.Cluster, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	leader, err := fltest.StreamLeader(ctx, js, "KV_"+coordinator.LeaseBucket)
+	cancel()
+	if err != nil || leader == "" {
+		t.Fatalf("lease bucket leader %q: %v", leader, err)
+	}
+	for _, s := range cl.Servers {
+		if s.Name() == leader {
+			t.Logf("shutting down %s, the lease bucket's leader", leader)
+			s.Shutdown()
+		}
+	}
 }

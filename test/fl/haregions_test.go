@@ -4,7 +4,6 @@ package fl
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -231,60 +230,6 @@ func regionalRound(t *testing.T, nc *nats.Conn, n uint64, aggs map[string]*regio
 		})
 	}
 	return rr
-}
-
-// waitActive waits until replica id answers ha.status as the active and
-// returns its status.
-func waitActive(t *testing.T, nc *nats.Conn, id string, within time.Duration) coordinator.HAStatus {
-	t.Helper()
-	var st coordinator.HAStatus
-	fltest.Eventually(t, within, "replica "+id+" active", func() (bool, string) {
-		st = coordinator.HAStatus{}
-		err := adminCall(nc, coordinator.EndpointHAStatus, &st)
-		return err == nil && st.Replica == id, fmt.Sprintf("%+v %v", st, err)
-	})
-	return st
-}
-
-// waitLeaseHolder waits until replica id holds the lease and returns how
-// long after since it was seen holding it.
-func waitLeaseHolder(t *testing.T, js jetstream.JetStream, id string, since time.Time, within time.Duration) time.Duration {
-	t.Helper()
-	var took time.Duration
-	fltest.Eventually(t, within, "replica "+id+" holding the lease", func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		kv, err := js.KeyValue(ctx, coordinator.LeaseBucket)
-		if err != nil {
-			return false, err.Error()
-		}
-		e, err := kv.Get(ctx, "active")
-		if err != nil {
-			return false, err.Error()
-		}
-		var l coordinator.Lease
-		took = time.Since(since)
-		return json.Unmarshal(e.Value(), &l) == nil && l.Replica == id, string(e.Value())
-	})
-	return took
-}
-
-// shutdownLeaseLeader shuts down the NATS server of cl leading the lease
-// bucket.
-func shutdownLeaseLeader(t *testing.T, cl *fltest.Cluster, js jetstream.JetStream) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	leader, err := fltest.StreamLeader(ctx, js, "KV_"+coordinator.LeaseBucket)
-	cancel()
-	if err != nil || leader == "" {
-		t.Fatalf("lease bucket leader %q: %v", leader, err)
-	}
-	for _, s := range cl.Servers {
-		if s.Name() == leader {
-			t.Logf("shutting down %s, the lease bucket's leader", leader)
-			s.Shutdown()
-		}
-	}
 }
 
 // hierProcArgs writes the files an edge-coordinator root of fleet f
