@@ -1,0 +1,133 @@
+package regional_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgesched/edgesched/coordinator/regional"
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
+)
+
+// recorder judges every aggregate as accepted and records what it got.
+type recorder struct {
+	mu     sync.Mutex
+	judged []string
+	acked  []uint64
+}
+
+func (r *recorder) ProcessRegional(_ context.Context, _ string, data []byte) (*regional.Verdict, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.judged = append(r.judged, string(data))
+	return &regional.Verdict{Status: federated.Accepted}, nil
+}
+
+func (r *recorder) got() ([]string, []uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.judged), slices.Clone(r.acked)
+}
+
+// consume runs regional.Consume with stream s until the recorder has
+// had want acks, then stops it; it returns the recorder.
+func consume(t *testing.T, js jetstream.JetStream, s regional.Stream, want int, before func()) *recorder {
+	t.Helper()
+	r := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opened := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- regional.Consume(ctx, js, s, r, regional.Hooks{
+			Fatal: func(error) bool { return true }, StoreError: func() {}, Warn: func(string, string, ...any) {},
+			Opened: func(jetstream.Consumer) { close(opened) },
+			Acked: func(seq uint64, _ *regional.Verdict) {
+				r.mu.Lock()
+				r.acked = append(r.acked, seq)
+				r.mu.Unlock()
+			},
+		})
+	}()
+	select {
+	case <-opened:
+	case err := <-done:
+		t.Fatalf("consume: %v", err)
+	}
+	if before != nil {
+		before()
+	}
+	fltest.Eventually(t, 10*time.Second, fmt.Sprintf("%d aggregates acked", want), func() (bool, string) {
+		_, acked := r.got()
+		return len(acked) >= want, fmt.Sprint("acked ", acked)
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("consume ended with %v", err)
+	}
+	return r
+}
+
+// TestConsumePerEpoch: a highly available root's active reads the
+// regional stream with its own consumer (coordinator-e<epoch>) from the
+// checkpoint's floor + 1, deletes every earlier root consumer (the non-HA
+// durable and earlier epochs': fencing) and leaves other consumers; the
+// server confirms each ack before Acked reports its stream sequence.
+func TestConsumePerEpoch(t *testing.T) {
+	js, err := jetstream.New(fltest.Connect(t, fltest.StartNATS(t).ClientURL(), t.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const aggregates = 5
+	publishAll := func() {
+		for i := range aggregates {
+			if _, err := js.Publish(ctx, federated.RegionalSubjectPrefix+"eu", fmt.Appendf(nil, "a%d", i+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// epoch 3 reads everything (no checkpoint floor yet)
+	r := consume(t, js, regional.Stream{Epoch: 3}, aggregates, publishAll)
+	if judged, acked := r.got(); !slices.Equal(judged, []string{"a1", "a2", "a3", "a4", "a5"}) || !slices.Equal(acked, []uint64{1, 2, 3, 4, 5}) {
+		t.Fatalf("epoch 3 judged %v, acked %v", judged, acked)
+	}
+	// consumers a takeover finds: the non-HA root's, epoch 3's, and one
+	// that is not a root's (an operator's)
+	for _, name := range []string{regional.ConsumerName, "audit"} {
+		if _, err := js.CreateConsumer(ctx, federated.RegionalStream, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		epoch, from uint64
+		want        []string
+	}{
+		{5, 3, []string{"a4", "a5"}},                   // the checkpoint judged 1-3
+		{7, 0, []string{"a1", "a2", "a3", "a4", "a5"}}, // an earlier version's pointer: from the start
+	} {
+		r := consume(t, js, regional.Stream{Epoch: tc.epoch, From: tc.from}, len(tc.want), nil)
+		if judged, _ := r.got(); !slices.Equal(judged, tc.want) {
+			t.Errorf("epoch %d from %d judged %v, want %v", tc.epoch, tc.from, judged, tc.want)
+		}
+		s, err := js.Stream(ctx, federated.RegionalStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for n := range s.ConsumerNames(ctx).Name() {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		if want := []string{"audit", fmt.Sprintf("%s-e%d", regional.ConsumerName, tc.epoch)}; !slices.Equal(names, want) {
+			t.Errorf("consumers after epoch %d's start: %v, want %v", tc.epoch, names, want)
+		}
+	}
+}
