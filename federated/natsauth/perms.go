@@ -152,6 +152,13 @@ func CoordinatorPermissions() Permissions {
 		"$JS.API.CONSUMER.INFO."+rs+".coordinator",
 		"$JS.API.CONSUMER.MSG.NEXT."+rs+".coordinator",
 		"$JS.ACK."+rs+".>",
+		// as replicas: a consumer of the regional stream per epoch too
+		// (coordinator-e<epoch>; earlier ones listed and deleted)
+		"$JS.API.CONSUMER.NAMES."+rs,
+		"$JS.API.CONSUMER.CREATE."+rs+".*",
+		"$JS.API.CONSUMER.INFO."+rs+".*",
+		"$JS.API.CONSUMER.MSG.NEXT."+rs+".*",
+		"$JS.API.CONSUMER.DELETE."+rs+".*",
 	)
 	return Permissions{
 		Publish: pub,
