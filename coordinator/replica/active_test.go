@@ -15,14 +15,20 @@ import (
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 )
 
-// newJS is a JetStream context on an embedded server of its own.
-func newJS(t *testing.T) jetstream.JetStream {
+// setup is a JetStream context on an embedded server of its own with
+// the buckets of high availability open.
+func setup(t *testing.T) (jetstream.JetStream, *replica.Buckets, *slog.Logger) {
 	t.Helper()
 	js, err := jetstream.New(fltest.Connect(t, fltest.StartNATS(t).ClientURL(), t.Name()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return js
+	log := slog.New(slog.DiscardHandler)
+	b, err := replica.OpenBuckets(context.Background(), js, 4*time.Second, 1, 1, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, b, log
 }
 
 func pointer(t *testing.T, ctx context.Context, b *replica.Buckets) replica.Checkpoint {
@@ -44,13 +50,8 @@ func pointer(t *testing.T, ctx context.Context, b *replica.Buckets) replica.Chec
 // active reads them back from the pointer it claims, and a deposed
 // active's checkpoint is refused.
 func TestShipFloors(t *testing.T) {
-	js := newJS(t)
+	js, b, log := setup(t)
 	ctx := context.Background()
-	log := slog.New(slog.DiscardHandler)
-	b, err := replica.OpenBuckets(ctx, js, 4*time.Second, 1, 1, log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	deposed := 0
 	a := replica.NewActive("a", 1, b, func() { deposed++ }, log)
 	if took, err := a.Fence(ctx, js, true); err != nil || took {
@@ -90,13 +91,8 @@ func TestShipFloors(t *testing.T) {
 // regions does not wait for that stream; an earlier version's pointer
 // (no regional floor) starts the regional stream from its beginning.
 func TestFenceRegionalCatchUp(t *testing.T) {
-	js := newJS(t)
+	js, b, log := setup(t)
 	ctx := context.Background()
-	log := slog.New(slog.DiscardHandler)
-	b, err := replica.OpenBuckets(ctx, js, 4*time.Second, 1, 2, log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: federated.RegionalStream, Subjects: []string{federated.RegionalSubjectPrefix + "*"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -59,16 +59,7 @@ func TestClusterServerLossMidRound(t *testing.T) {
 		r, err := c.RoundRecord(1)
 		return err == nil && r.Accepted == 3, fmt.Sprintf("%+v %v", r, err)
 	})
-	leader, err := fltest.StreamLeader(ctx, js, federated.UpdateStream)
-	if err != nil || leader == "" {
-		t.Fatalf("update stream leader %q: %v", leader, err)
-	}
-	for _, s := range cl.Servers {
-		if s.Name() == leader {
-			t.Logf("shutting down %s, the update stream's leader, with round 1 at 3 of 5 updates", leader)
-			s.Shutdown()
-		}
-	}
+	shutdownStreamLeader(t, cl, js, federated.UpdateStream) // round 1 at 3 of 5 updates
 	start(f.sites[3:])
 
 	fullRounds(t, c, 3, 5, 90*time.Second)

@@ -191,6 +191,18 @@ type coordProc struct {
 	logPath string
 }
 
+// logOnFailure logs the edge-coordinator processes' log at logPath when
+// the test failed.
+func logOnFailure(t *testing.T, logPath string) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(logPath); err == nil {
+				t.Logf("edge-coordinator log:\n%s", b)
+			}
+		}
+	})
+}
+
 func startCoordProc(t *testing.T, bin string, args []string, failpoint, logPath string) *coordProc {
 	t.Helper()
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
@@ -536,13 +548,7 @@ func runCrashScenarioOn(t *testing.T, bin string, kill crashKill, url string) cr
 	dbPath := filepath.Join(dataDir, "coordinator.db")
 	logPath := filepath.Join(dir, "edge-coordinator.log")
 	args := append(coordProcArgs(t, f, dir, url, crashRounds), "--data", dataDir)
-	t.Cleanup(func() {
-		if t.Failed() {
-			if b, err := os.ReadFile(logPath); err == nil {
-				t.Logf("edge-coordinator log:\n%s", b)
-			}
-		}
-	})
+	logOnFailure(t, logPath)
 	bus := watchStateBucket(t, url)
 
 	began := time.Now()
@@ -709,33 +715,58 @@ func runCrashScenarioOn(t *testing.T, bin string, kill crashKill, url string) cr
 // (--data is the caller's).
 func coordProcArgs(t *testing.T, f *fleet, dir, url string, rounds int) []string {
 	t.Helper()
-	keyPath, _, err := quant.WriteKeyPair(dir, "coordinator", f.coordKey)
+	args := rootProcArgs(t, dir, url, rounds, f.coordKey, f.sites, f.keys, fltest.SmallModel(t, 1), nil, nil)
+	return append(args, "--local-iterations", "1", "--local-episodes", "1")
+}
+
+// rootProcArgs writes into dir the files of an edge-coordinator root
+// with key coordKey, sites (public keys from keys), the start model and,
+// when regions is set, the regions' public keys (from rkeys) and site
+// lists; it returns the arguments for synchronous rounds that wait for
+// every site.
+func rootProcArgs(t *testing.T, dir, url string, rounds int, coordKey *quant.Signer, sites []string, keys map[string]*quant.Signer,
+	start *policy.Model, regions *federated.Regions, rkeys map[string]*quant.Signer) []string {
+	t.Helper()
+	keyPath, _, err := quant.WriteKeyPair(dir, "coordinator", coordKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sitesDir, scratch := filepath.Join(dir, "sites"), filepath.Join(dir, "site-keys")
-	for _, d := range []string{sitesDir, scratch} {
+	sitesDir, regionsDir, scratch := filepath.Join(dir, "sites"), filepath.Join(dir, "regions"), filepath.Join(dir, "site-keys")
+	for _, d := range []string{sitesDir, regionsDir, scratch} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, s := range f.sites {
-		_, pub, err := quant.WriteKeyPair(scratch, s, f.keys[s])
+	pub := func(name string, k *quant.Signer, to string) {
+		_, p, err := quant.WriteKeyPair(scratch, name, k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Rename(pub, filepath.Join(sitesDir, s+".pub")); err != nil {
+		if err := os.Rename(p, filepath.Join(to, name+".pub")); err != nil {
 			t.Fatal(err)
 		}
 	}
+	for _, s := range sites {
+		pub(s, keys[s], sitesDir)
+	}
 	modelPath := filepath.Join(dir, "start.esm")
-	if err := policy.WriteFile(modelPath, fltest.SmallModel(t, 1), "model", nil, nil); err != nil {
+	if err := policy.WriteFile(modelPath, start, "model", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	return []string{"--server", url, "--key", keyPath, "--sites", sitesDir, "--model", modelPath,
+	args := []string{"--server", url, "--key", keyPath, "--sites", sitesDir, "--model", modelPath,
 		"--calibrate", "builtin:factory-vision", "--auto-rounds", "--rounds", strconv.Itoa(rounds),
-		"--round-duration", "1h", "--min-updates", strconv.Itoa(len(f.sites)),
-		"--local-iterations", "1", "--local-episodes", "1", "--seed", "7", "--log-level", "debug"}
+		"--round-duration", "1h", "--min-updates", strconv.Itoa(len(sites)), "--seed", "7", "--log-level", "debug"}
+	if regions == nil {
+		return args
+	}
+	for _, g := range regions.Names() {
+		pub(g, rkeys[g], regionsDir)
+		list := strings.Join(regions.Sites(g), "\n") + "\n"
+		if err := os.WriteFile(filepath.Join(regionsDir, g+".sites"), []byte(list), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return append(args, "--regions", regionsDir)
 }
 
 // checkStoredOnce: the audit log (auditCounts) stored each model version

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -76,13 +75,7 @@ func runHAFailover(t *testing.T, bin string, loseServer, pause bool) {
 	dir := t.TempDir()
 	base := append(coordProcArgs(t, f, dir, url, haRounds), "--replicas", "3", "--ha", "--lease-ttl", "4s", "--checkpoint-every", "2s")
 	logPath := filepath.Join(dir, "edge-coordinator.log")
-	t.Cleanup(func() {
-		if t.Failed() {
-			if b, err := os.ReadFile(logPath); err == nil {
-				t.Logf("edge-coordinator log:\n%s", b)
-			}
-		}
-	})
+	logOnFailure(t, logPath)
 	bus := watchStateBucket(t, url)
 	nc := fltest.Connect(t, url, "ha-probe")
 	procs := map[string]*coordProc{}
@@ -108,7 +101,7 @@ func runHAFailover(t *testing.T, bin string, loseServer, pause bool) {
 		t.Fatal(err)
 	}
 	if loseServer {
-		shutdownLeaseLeader(t, cl, js)
+		shutdownStreamLeader(t, cl, js, "KV_"+coordinator.LeaseBucket)
 	}
 	a := procs["a"]
 	sig := syscall.SIGKILL
@@ -252,20 +245,21 @@ func waitLeaseHolder(t *testing.T, js jetstream.JetStream, id string, since time
 	return took
 }
 
-// shutdownLeaseLeader shuts down the NATS server of cl leading the lease
-// bucket.
-func shutdownLeaseLeader(t *testing.T, cl *fltest.Cluster, js jetstream.JetStream) {
+// shutdownStreamLeader shuts down the NATS server of cl leading stream
+// and returns its name.
+func shutdownStreamLeader(t *testing.T, cl *fltest.Cluster, js jetstream.JetStream, stream string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	leader, err := fltest.StreamLeader(ctx, js, "KV_"+coordinator.LeaseBucket)
+	leader, err := fltest.StreamLeader(ctx, js, stream)
 	cancel()
 	if err != nil || leader == "" {
-		t.Fatalf("lease bucket leader %q: %v", leader, err)
+		t.Fatalf("%s leader %q: %v", stream, leader, err)
 	}
 	for _, s := range cl.Servers {
 		if s.Name() == leader {
-			t.Logf("shutting down %s, the lease bucket's leader", leader)
+			t.Logf("shutting down %s, the leader of %s", leader, stream)
 			s.Shutdown()
 		}
 	}
+	return leader
 }

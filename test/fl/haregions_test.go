@@ -5,10 +5,8 @@ package fl
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,8 +17,6 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/coordinator/region"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
-	"github.com/edgesched/edgesched/policy"
-	"github.com/edgesched/edgesched/quant"
 )
 
 // HA root with regions: 3 regions of 10 sites each (the sites are
@@ -80,15 +76,9 @@ func runHAWithRegions(t *testing.T, bin, failpoint string, loseServer bool) {
 	f := newHierFleet(t, per, 0)
 	f.clock = fixedClock{time.Now().UTC().Truncate(time.Second)}
 	dir := t.TempDir()
-	base := append(hierProcArgs(t, f, dir, url, haRegionRounds), "--replicas", "3", "--ha", "--lease-ttl", "4s", "--checkpoint-every", "1h")
+	base := append(rootProcArgs(t, dir, url, haRegionRounds, f.signer, f.sites, f.keys, f.start, f.regions, f.rkeys), "--replicas", "3", "--ha", "--lease-ttl", "4s", "--checkpoint-every", "1h")
 	logPath := filepath.Join(dir, "edge-coordinator.log")
-	t.Cleanup(func() {
-		if t.Failed() {
-			if b, err := os.ReadFile(logPath); err == nil {
-				t.Logf("edge-coordinator log:\n%s", b)
-			}
-		}
-	})
+	logOnFailure(t, logPath)
 	bus := watchStateBucket(t, url)
 	nc := fltest.Connect(t, url, "ha-probe")
 	js, err := jetstream.New(nc)
@@ -141,7 +131,7 @@ func runHAWithRegions(t *testing.T, bin, failpoint string, loseServer bool) {
 					return err == nil && r.Round == n && r.Accepted >= haRegionSites, fmt.Sprintf("%+v %v", r, err)
 				})
 				if loseServer {
-					shutdownLeaseLeader(t, cl, js)
+					shutdownStreamLeader(t, cl, js, "KV_"+coordinator.LeaseBucket)
 				}
 				if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
@@ -230,48 +220,4 @@ func regionalRound(t *testing.T, nc *nats.Conn, n uint64, aggs map[string]*regio
 		})
 	}
 	return rr
-}
-
-// hierProcArgs writes the files an edge-coordinator root of fleet f
-// needs into dir (its key, the sites' and regions' public keys, the
-// regions' site lists, the start model) and returns its arguments for
-// synchronous rounds that wait for every site (--data is the caller's).
-func hierProcArgs(t *testing.T, f *hierFleet, dir, url string, rounds int) []string {
-	t.Helper()
-	keyPath, _, err := quant.WriteKeyPair(dir, "coordinator", f.signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sitesDir, regionsDir, scratch := filepath.Join(dir, "sites"), filepath.Join(dir, "regions"), filepath.Join(dir, "keys")
-	for _, d := range []string{sitesDir, regionsDir, scratch} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pub := func(name string, k *quant.Signer, to string) {
-		_, p, err := quant.WriteKeyPair(scratch, name, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(p, filepath.Join(to, name+".pub")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, s := range f.sites {
-		pub(s, f.keys[s], sitesDir)
-	}
-	for _, g := range f.regions.Names() {
-		pub(g, f.rkeys[g], regionsDir)
-		list := strings.Join(f.regions.Sites(g), "\n") + "\n"
-		if err := os.WriteFile(filepath.Join(regionsDir, g+".sites"), []byte(list), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	modelPath := filepath.Join(dir, "start.esm")
-	if err := policy.WriteFile(modelPath, f.start, "model", nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	return []string{"--server", url, "--key", keyPath, "--sites", sitesDir, "--regions", regionsDir, "--model", modelPath,
-		"--calibrate", "builtin:factory-vision", "--auto-rounds", "--rounds", strconv.Itoa(rounds),
-		"--round-duration", "1h", "--min-updates", strconv.Itoa(len(f.sites)), "--seed", "7", "--log-level", "debug"}
 }
