@@ -17,9 +17,10 @@ func newReplicasCommand() *cobra.Command {
 		Short: "Show the active coordinator replica (edge-coordinator --ha)",
 		Long: `replicas asks the coordinator which replica is active: its name, its
 epoch (the revision of the lease it took) and the newest checkpoint of its
-store (object, the update stream's floor, size, age). Only the active
-replica serves the admin API; standbys wait for its lease. A coordinator
-run without --ha answers "not highly available".`,
+store (object, the update stream's floor, the regional stream's floor
+with regions, size, age). Only the active replica serves the admin API;
+standbys wait for its lease. A coordinator run without --ha answers "not
+highly available".`,
 		Example: `  edgectl replicas
   edgectl replicas -o json`,
 		Args: cobra.NoArgs,
@@ -34,7 +35,7 @@ run without --ha answers "not highly available".`,
 					fmt.Fprintln(tw, "not highly available (edge-coordinator without --ha)")
 					return
 				}
-				fmt.Fprintln(tw, "ACTIVE\tEPOCH\tCHECKPOINT\tFLOOR\tBYTES\tTAKEN")
+				fmt.Fprintln(tw, "ACTIVE\tEPOCH\tCHECKPOINT\tFLOOR\tREGIONAL\tBYTES\tTAKEN")
 				var c coordinator.Checkpoint
 				if st.Checkpoint != nil {
 					c = *st.Checkpoint
@@ -43,7 +44,7 @@ run without --ha answers "not highly available".`,
 				if obj == "" {
 					obj = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\n", st.Replica, st.Epoch, obj, c.Floor, c.Bytes, ago(c.Taken, now))
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\n", st.Replica, st.Epoch, obj, c.Floor, c.Regional, c.Bytes, ago(c.Taken, now))
 			})
 		},
 	}
