@@ -90,21 +90,28 @@ func TestAuthFlags(t *testing.T) {
 // twice on the same server, from two empty data directories: the first
 // takes the lease and ships a checkpoint, the second restores it (every
 // JetStream call of high availability within the coordinator's
-// permissions).
+// permissions). With --regions too, each run also creates its own
+// consumer of the regional stream and the second deletes the first's.
 func TestRunWithNKeyAndTLS(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		args []string
-		runs int
+		name    string
+		args    []string
+		runs    int
+		regions bool
 	}{
-		{"single", nil, 1},
-		{"ha", []string{"--ha", "--replica-id", "a"}, 2},
+		{"single", nil, 1, false},
+		{"ha", []string{"--ha", "--replica-id", "a"}, 2, false},
+		{"ha-regions", []string{"--ha", "--replica-id", "a"}, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := fltest.FleetDir(t, "store-1")
 			srv, pki := fltest.StartAuthServer(t, d, "coordinator", "admin")
+			args := tc.args
+			if tc.regions {
+				args = append(append([]string{}, args...), "--regions", regionsDir(t, "store-1"))
+			}
 			for run := range tc.runs {
-				log, body := runAuthCoordinator(t, d, srv.ClientURL(), pki, tc.args)
+				log, body := runAuthCoordinator(t, d, srv.ClientURL(), pki, args)
 				if tc.args != nil && !strings.Contains(body, "edgesched_coordinator_active 1") {
 					t.Errorf("run %d: /metrics lacks edgesched_coordinator_active 1", run+1)
 				}
@@ -114,6 +121,27 @@ func TestRunWithNKeyAndTLS(t *testing.T) {
 			}
 		})
 	}
+}
+
+// regionsDir is a --regions directory of one region, eu, with sites.
+func regionsDir(t *testing.T, sites ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	k, _, err := quant.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, _, err := quant.WriteKeyPair(dir, "eu", k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(priv); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "eu.sites"), []byte(strings.Join(sites, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // runAuthCoordinator runs Main with the coordinator's NKey and TLS
