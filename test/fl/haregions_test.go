@@ -199,6 +199,22 @@ func runHAWithRegions(t *testing.T, bin, failpoint string, loseServer bool) {
 			t.Errorf("round %d: weight total %v, want the sites' samples %v (each site once)", r.Round, w, samples)
 		}
 	}
+	// the reference: one flat root (no regions, no failover) fed the same
+	// updates round by round makes the same models bit for bit (FedAvg of
+	// exact integer sums, TestHierarchicalEqualsFlat)
+	refURL := fltest.StartNATS(t).ClientURL()
+	ref, _ := f.root(t, refURL, false, nil)
+	refJS := jsOn(t, refURL, "flat-sites")
+	for n := uint64(1); n <= haRegionRounds; n++ {
+		rr := startRound(t, ref)
+		for _, s := range f.sites {
+			publish(t, refJS, s, n, f.update(t, rr, s))
+		}
+		m := published(t, ref, n, 60*time.Second)
+		if diff := countDiff(fetchFloat(t, ref, m.Version), fetchFloat(t, c, m.Version)); diff > 0 {
+			t.Errorf("version %d differs from the flat reference's in %d weights", m.Version, diff)
+		}
+	}
 	t.Logf("%d sites in %d regions, %d rounds: %v in all; takeover %v, serving %v", len(f.sites), haRegionCount, haRegionRounds,
 		time.Since(began).Round(time.Millisecond), took.Round(time.Millisecond), serving.Round(time.Millisecond))
 }
