@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux
 
 package fl
 
@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,54 +20,162 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/coordinator/region"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/test/internal/gobuild"
 )
 
 // Fleet scale (issue 25): one synchronous FedAvg round of simulated sites
 // (update senders without training) sending signed int8 updates, flat
 // (every update to the root) or hierarchical (each region's sites to
-// their regional aggregator's own NATS server, ten aggregates to the
-// root). Everything runs in this process, so CPU time and heap are the
-// whole system's: root, regions, NATS servers and the senders' signing.
+// their regional aggregator's own NATS server, one aggregate a region to
+// the root). The root coordinator and every regional aggregator are
+// edge-coordinator processes (fleetproc_test.go), so each one's CPU time
+// and peak resident memory are its own; the NATS servers and the senders
+// run in this process.
+
+// fleetCalibration is the root's --calibrate: the scenario the crash
+// test uses, whose replay makes the int8 calibration rows of every model
+// the root stores (the bootstrap model and the round's).
+const fleetCalibration = "builtin:factory-vision"
+
+// fleetFiles are what the fleet's edge-coordinator processes read: the
+// binary, the root's key, every site's public key (sites), the regions'
+// keys and site lists (regions: REGION.pub and REGION.sites), each
+// region's private key and its sites' public keys, and the start model.
+type fleetFiles struct {
+	bin, rootKey, sites, regions, model string
+	regionKey, regionSites              map[string]string
+}
+
+// writeFleetFiles writes f's files into a temporary directory; bin is
+// the edge-coordinator binary.
+func writeFleetFiles(tb testing.TB, f *hierFleet, bin string) *fleetFiles {
+	tb.Helper()
+	dir := tb.TempDir()
+	ff := &fleetFiles{bin: bin, sites: filepath.Join(dir, "sites"), regions: filepath.Join(dir, "regions"),
+		model: filepath.Join(dir, "start.esm"), regionKey: map[string]string{}, regionSites: map[string]string{}}
+	scratch := filepath.Join(dir, "private")
+	for _, d := range []string{ff.sites, ff.regions, scratch} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	var err error
+	if ff.rootKey, _, err = quant.WriteKeyPair(dir, "root", f.signer); err != nil {
+		tb.Fatal(err)
+	}
+	// keyPair writes name's key pair into scratch and moves the public
+	// key to pub
+	keyPair := func(name string, s *quant.Signer, pub string) string {
+		priv, p, err := quant.WriteKeyPair(scratch, name, s)
+		if err == nil {
+			err = os.Rename(p, pub)
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return priv
+	}
+	for _, s := range f.sites {
+		keyPair(s, f.keys[s], filepath.Join(ff.sites, s+".pub"))
+	}
+	for _, g := range f.regions.Names() {
+		ff.regionKey[g] = keyPair(g, f.rkeys[g], filepath.Join(ff.regions, g+".pub"))
+		ff.regionSites[g] = filepath.Join(dir, g+"-sites")
+		if err := os.Mkdir(ff.regionSites[g], 0o700); err != nil {
+			tb.Fatal(err)
+		}
+		sites := f.regions.Sites(g)
+		for _, s := range sites {
+			if err := os.Link(filepath.Join(ff.sites, s+".pub"), filepath.Join(ff.regionSites[g], s+".pub")); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(ff.regions, g+".sites"), []byte(strings.Join(sites, "\n")+"\n"), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := policy.WriteFile(ff.model, f.start, "model", nil, nil); err != nil {
+		tb.Fatal(err)
+	}
+	return ff
+}
+
+// procFigures are one process's figures of a round: from /proc its
+// round's CPU time (from the first update sent to the model published)
+// and its peak resident set (VmHWM: the process's whole life up to the
+// round's end), and from rusage after SIGTERM its whole life's CPU.
+// (rusage's Maxrss is not used: the child is forked sharing this
+// process's memory until it execs, and Linux keeps that high-water mark
+// across the exec, so a small aggregator's Maxrss is this process's.)
+type procFigures struct {
+	name       string
+	sites      int // updates it verified (a region's sites; the flat root's all)
+	cpu, total time.Duration
+	peak       uint64 // VmHWM, bytes
+}
 
 // fleetResult is what one fleet round measured.
 type fleetResult struct {
-	elapsed  time.Duration // first update sent to the round's model stored and published
-	cpu      time.Duration // user + system CPU of the process meanwhile
-	heapPeak uint64        // peak in-use heap meanwhile
-	rootIn   int64         // bytes the root's NATS server received meanwhile
-	updates  int64         // update message bytes the senders sent
-	weights  []float32     // the round's model
+	elapsed time.Duration // first update sent to the round's model published
+	root    procFigures
+	regions []procFigures
+	local   time.Duration // CPU of this process meanwhile: the senders and the NATS servers
+	rootIn  int64         // bytes the root's NATS server received meanwhile
+	updates int64         // update message bytes the senders sent
+	weights []float32     // the round's model
 }
 
 // fleetRound runs one round of f's sites (payloads from a pool of 32 per
-// round, each message signed by its site) through one root (hier: with
-// its regions) and measures it.
-func fleetRound(tb testing.TB, f *hierFleet, hier bool) fleetResult {
+// round, each message signed by its site) through one root process
+// (hier: with one aggregator process a region, each on its own NATS
+// server) and measures it.
+func fleetRound(tb testing.TB, f *hierFleet, ff *fleetFiles, hier bool) fleetResult {
 	tb.Helper()
+	dir := tb.TempDir()
 	rootSrv := fltest.StartNATS(tb)
-	c, _ := f.root(tb, rootSrv.ClientURL(), hier, func(cfg *coordinator.Config) {
-		cfg.Calibrate, cfg.PollInterval = fltest.NormalRows(256, 7), 50*time.Millisecond
-	})
-	rr := startRound(tb, c)
-	servers := map[string]*server.Server{"": rootSrv}
+	rootURL := rootSrv.ClientURL()
+	args := []string{"--server", rootURL, "--data", filepath.Join(dir, "root"), "--key", ff.rootKey, "--sites", ff.sites,
+		"--model", ff.model, "--calibrate", fleetCalibration, "--round-duration", "1h", "--min-updates", strconv.Itoa(len(f.sites))}
 	if hier {
-		var aggs []func() (uint64, bool, int)
+		args = append(args, "--regions", ff.regions)
+	}
+	root := startFleetProc(tb, "root", ff.bin, filepath.Join(dir, "root.log"), args...)
+	admin := fltest.Connect(tb, rootURL, "fleet-admin")
+	fltest.Poll(tb, 50*time.Millisecond, fleetWait, "bootstrap model published", func() (bool, string) {
+		if root.exited() {
+			tb.Fatalf("root exited: %v", root.waitErr)
+		}
+		var m coordinator.Model
+		err := askAdmin(admin, coordinator.EndpointModelShow, coordinator.AdminRequest{Version: 1}, &m)
+		return err == nil && m.Status == coordinator.ModelPublished, fmt.Sprintf("%+v %v", m, err)
+	})
+	servers := map[string]*server.Server{"": rootSrv}
+	var regions []*fleetProc
+	if hier {
 		for _, g := range f.regions.Names() {
 			srv := fltest.StartNATS(tb)
 			servers[g] = srv
-			a, _ := f.runRegion(tb, g, tb.TempDir(), srv.ClientURL(), rootSrv.ClientURL())
-			aggs = append(aggs, a.Current)
+			regions = append(regions, startFleetProc(tb, "region "+g, ff.bin, filepath.Join(dir, g+".log"), "region",
+				"--region", g, "--key", ff.regionKey[g], "--sites", ff.regionSites[g], "--region-server", srv.ClientURL(),
+				"--server", rootURL, "--data", filepath.Join(dir, g), "--poll", "20ms"))
 		}
-		for _, cur := range aggs {
-			fltest.Eventually(tb, 60*time.Second, "regions follow the round", func() (bool, string) {
-				n, _, _ := cur()
-				return n == rr.Round.Round, fmt.Sprint("at round ", n)
-			})
-		}
+	}
+	var round coordinator.Round
+	if err := askAdmin(admin, coordinator.EndpointRoundStart, coordinator.AdminRequest{}, &round); err != nil {
+		tb.Fatal(err)
+	}
+	rr, err := region.RequestRound(context.Background(), admin, round.Round)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, p := range regions {
+		// the region made its update stream before it follows rounds
+		p.logged(tb, fleetWait, `msg="collecting for round"`, fmt.Sprintf(" round=%d ", round.Round))
 	}
 	pubs := map[string]jetstream.JetStream{}
 	for g, srv := range servers {
@@ -78,15 +188,16 @@ func fleetRound(tb testing.TB, f *hierFleet, hier bool) fleetResult {
 		for j := range delta {
 			delta[j] = float32(0.01 * rng.NormFloat64())
 		}
-		var err error
 		if pool[k], err = quant.EncodeUpdate(&quant.Update{Base: rr.Round.BaseModel, Values: delta}, quant.DefaultUpdateOptions(uint64(k))); err != nil {
 			tb.Fatal(err)
 		}
 	}
 	var res fleetResult
 	in0 := inBytes(tb, rootSrv)
-	peak := sampleHeap(10 * time.Millisecond)
-	defer peak()
+	root0, regions0 := root.usage(tb), make([]procUsage, len(regions))
+	for i, p := range regions {
+		regions0[i] = p.usage(tb)
+	}
 	cpu0, start := cpuTime(), time.Now()
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -124,20 +235,73 @@ func fleetRound(tb testing.TB, f *hierFleet, hier bool) fleetResult {
 	if sendErr != nil {
 		tb.Fatal(sendErr)
 	}
+	var r coordinator.Round
 	fltest.Poll(tb, 50*time.Millisecond, fleetWait, "round published", func() (bool, string) {
-		r, err := c.RoundRecord(rr.Round.Round)
-		rs, _ := c.RegionStatuses()
-		rej, _ := c.Rejects()
-		return err == nil && r.State == coordinator.StatePublished, fmt.Sprintf("round %+v, regions %+v, rejects %v", r, rs, rej)
+		if root.exited() {
+			tb.Fatalf("root exited: %v", root.waitErr)
+		}
+		err := askAdmin(admin, coordinator.EndpointRoundStatus, coordinator.AdminRequest{Round: round.Round}, &r)
+		return err == nil && r.State == coordinator.StatePublished, fmt.Sprintf("round %+v %v", r, err)
 	})
-	m := published(tb, c, rr.Round.Round, time.Minute)
-	res.elapsed, res.cpu = time.Since(start), cpuTime()-cpu0
-	res.heapPeak = peak()
+	res.elapsed, res.local = time.Since(start), cpuTime()-cpu0
 	res.rootIn = inBytes(tb, rootSrv) - in0
-	if r, _ := c.RoundRecord(rr.Round.Round); r.Accepted != len(f.sites) {
-		tb.Fatalf("root accepted %d, want %d", r.Accepted, len(f.sites))
+	root1 := root.usage(tb)
+	res.root = procFigures{name: "root", sites: len(f.sites), cpu: root1.cpu - root0.cpu, peak: root1.peak}
+	for i, p := range regions {
+		u := p.usage(tb)
+		res.regions = append(res.regions, procFigures{name: p.name, sites: len(f.regions.Sites(f.regions.Names()[i])), cpu: u.cpu - regions0[i].cpu, peak: u.peak})
 	}
-	fm, err := c.FloatModel(m.Version)
+	if hier {
+		res.root.sites = 0 // it verified aggregates, not updates
+	}
+
+	// every site's update counted once: by the root directly, or by its
+	// region in the one aggregate the root accepted of it; nothing refused
+	if r.Accepted != len(f.sites) {
+		tb.Errorf("root accepted %d updates, want %d", r.Accepted, len(f.sites))
+	}
+	var rejects map[string]uint64
+	if err := askAdmin(admin, coordinator.EndpointRejects, coordinator.AdminRequest{}, &rejects); err != nil {
+		tb.Fatal(err)
+	}
+	for reason, n := range rejects {
+		if n > 0 {
+			tb.Errorf("root refused %d: %s", n, reason)
+		}
+	}
+	if hier {
+		var rs []coordinator.RegionStatus
+		if err := askAdmin(admin, coordinator.EndpointRegions, coordinator.AdminRequest{}, &rs); err != nil {
+			tb.Fatal(err)
+		}
+		if len(rs) != len(regions) {
+			tb.Errorf("root lists %d regions, want %d", len(rs), len(regions))
+		}
+		for _, s := range rs {
+			if s.Accepted != 1 || s.Refused != 0 || s.LastRound != round.Round {
+				tb.Errorf("region %s: %d aggregates accepted, %d refused, last round %d; want one of round %d accepted", s.Region, s.Accepted, s.Refused, s.LastRound, round.Round)
+			}
+		}
+	}
+	admin.Close()
+
+	// stopped with SIGTERM: their whole lives' CPU and peak memory
+	for i, p := range regions {
+		u := p.stop(tb)
+		res.regions[i].total = u
+	}
+	res.root.total = root.stop(tb)
+
+	cfg := fltest.CoordinatorConfig(filepath.Join(dir, "root"), f.reg, f.signer)
+	if hier {
+		cfg.Regions = f.regions
+	}
+	c, err := coordinator.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	fm, err := c.FloatModel(r.Result)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -145,7 +309,8 @@ func fleetRound(tb testing.TB, f *hierFleet, hier bool) fleetResult {
 	return res
 }
 
-// fleetWait bounds a fleet round (EDGESCHED_FLEET_WAIT, default 30m).
+// fleetWait bounds each wait of a fleet round (EDGESCHED_FLEET_WAIT,
+// default 30m).
 var fleetWait = func() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv("EDGESCHED_FLEET_WAIT")); err == nil && d > 0 {
 		return d
@@ -180,37 +345,108 @@ func newScaleFleet(tb testing.TB, n, regions int, layers [3]int) *hierFleet {
 	return f
 }
 
+// regionSpread is the median and the largest of the regions' round CPU
+// and peak resident sets.
+type regionSpread struct {
+	cpuMed, cpuMax   time.Duration
+	peakMed, peakMax uint64
+}
+
+func spread(ps []procFigures) regionSpread {
+	if len(ps) == 0 {
+		return regionSpread{}
+	}
+	cpus, peaks := make([]time.Duration, len(ps)), make([]uint64, len(ps))
+	for i, p := range ps {
+		cpus[i], peaks[i] = p.cpu, p.peak
+	}
+	slices.Sort(cpus)
+	slices.Sort(peaks)
+	// the upper median of an even count
+	return regionSpread{cpus[len(cpus)/2], cpus[len(cpus)-1], peaks[len(peaks)/2], peaks[len(peaks)-1]}
+}
+
+func mb(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// logFleet logs a round's figures: the round, the root, the regions'
+// median and largest, this process (senders and NATS servers), the
+// bytes into the root; then one line a process.
 func logFleet(tb testing.TB, name string, r fleetResult) {
 	tb.Helper()
-	tb.Logf("%-12s round %7.2fs  cpu %7.2fs  heap peak %6.1f MB  root in %8.2f MB (update bytes sent %8.2f MB)",
-		name, r.elapsed.Seconds(), r.cpu.Seconds(), float64(r.heapPeak)/(1<<20), float64(r.rootIn)/(1<<20), float64(r.updates)/(1<<20))
+	s := spread(r.regions)
+	tb.Logf("%-12s | round %7.2fs | root CPU %6.2fs RSS %6.1f MB | regions CPU med %5.2fs max %5.2fs, RSS med %6.1f MB max %6.1f MB | senders+NATS CPU %6.2fs | root in %8.2f MB (update bytes sent %8.2f MB)",
+		name, r.elapsed.Seconds(), r.root.cpu.Seconds(), mb(r.root.peak), s.cpuMed.Seconds(), s.cpuMax.Seconds(), mb(s.peakMed), mb(s.peakMax),
+		r.local.Seconds(), float64(r.rootIn)/(1<<20), float64(r.updates)/(1<<20))
+	for _, p := range append([]procFigures{r.root}, r.regions...) {
+		per := ""
+		if p.sites > 0 && p.cpu > 0 {
+			per = fmt.Sprintf(", %.3f ms CPU an update", p.cpu.Seconds()*1e3/float64(p.sites))
+		}
+		tb.Logf("  %-10s round CPU %6.2fs, VmHWM %6.1f MB; whole life CPU %6.2fs%s",
+			p.name, p.cpu.Seconds(), mb(p.peak), p.total.Seconds(), per)
+	}
+}
+
+// checkFigures fails tb unless every process's figures were recorded:
+// some CPU in its life, at least the round's, and a peak resident set.
+func checkFigures(tb testing.TB, r fleetResult) {
+	tb.Helper()
+	for _, p := range append([]procFigures{r.root}, r.regions...) {
+		// /proc counts in ticks of 10 ms, rusage exactly: the round's
+		// CPU may be a tick over the whole life's
+		if p.total <= 0 || p.cpu < 0 || p.cpu > p.total+time.Second/clockTicks || p.peak == 0 {
+			tb.Errorf("%s: round CPU %v of %v in all, VmHWM %d: want CPU and memory recorded", p.name, p.cpu, p.total, p.peak)
+		}
+	}
+	if r.local <= 0 || r.rootIn <= 0 {
+		tb.Errorf("this process's CPU %v, bytes into the root %d: want both recorded", r.local, r.rootIn)
+	}
 }
 
 // TestFleetScaleSmall is the fleet-scale run in small (120 sites in 4
-// regions, the small model): the hierarchical round's model is the flat
-// one's, bit for bit, and the root receives fewer bytes.
+// regions, the small model, root and regions edge-coordinator
+// processes): every site counted once, the hierarchical round's model is
+// the flat one's bit for bit, the root receives fewer bytes, and every
+// process's CPU and memory are recorded.
 func TestFleetScaleSmall(t *testing.T) {
+	bin := gobuild.Build(t, t.TempDir(), "./cmd/edge-coordinator")[0]
 	f := newScaleFleet(t, 120, 4, [3]int{8, 8, 8})
-	flat := fleetRound(t, f, false)
-	hier := fleetRound(t, f, true)
+	ff := writeFleetFiles(t, f, bin)
+	flat := fleetRound(t, f, ff, false)
+	hier := fleetRound(t, f, ff, true)
 	logFleet(t, "flat", flat)
 	logFleet(t, "hierarchical", hier)
+	checkFigures(t, flat)
+	checkFigures(t, hier)
+	if len(hier.regions) != 4 || len(flat.regions) != 0 {
+		t.Errorf("%d region processes flat, %d hierarchical; want 0 and 4", len(flat.regions), len(hier.regions))
+	}
 	if !slices.Equal(flat.weights, hier.weights) {
 		t.Fatalf("hierarchical model differs from the flat one in %d weights", countDiff(flat.weights, hier.weights))
+	}
+	// 120 updates of the small model against 4 aggregates, each about
+	// 16 bytes a parameter and 90 a site: fewer bytes, whatever the sizes
+	if hier.rootIn >= flat.rootIn {
+		t.Errorf("hierarchical root took %d bytes, flat %d: want fewer", hier.rootIn, flat.rootIn)
 	}
 }
 
 // BenchmarkFleetScale: EDGESCHED_FLEET_SITES sites (default 10,000) in 10
 // regions, the 50,000-parameter model, one round flat and one
 // hierarchical per iteration (run it with -benchtime 1x). Metrics per
-// round: s/round, cpu-s (the whole process), heap-MB (peak),
-// root-in-MB (bytes into the root's NATS server).
+// round: s/round; root-cpu-s and root-rss-MB (the root process: its
+// round's CPU, its peak resident set); region-cpu-s-med/-max and
+// region-rss-MB-med/-max (the regional aggregator processes');
+// local-cpu-s (this process: the senders' signing and the NATS
+// servers); root-in-MB (bytes into the root's NATS server).
 func BenchmarkFleetScale(b *testing.B) {
 	n := 10_000
 	if v, err := strconv.Atoi(os.Getenv("EDGESCHED_FLEET_SITES")); err == nil && v > 0 {
 		n = v
 	}
+	bin := gobuild.Build(b, b.TempDir(), "./cmd/edge-coordinator")[0]
 	f := newScaleFleet(b, n, 10, tpLayers)
+	ff := writeFleetFiles(b, f, bin)
 	for _, hier := range []bool{false, true} {
 		name := "flat"
 		if hier {
@@ -218,11 +454,20 @@ func BenchmarkFleetScale(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			for range b.N {
-				r := fleetRound(b, f, hier)
+				r := fleetRound(b, f, ff, hier)
 				logFleet(b, name, r)
+				checkFigures(b, r)
+				s := spread(r.regions)
 				b.ReportMetric(r.elapsed.Seconds(), "s/round")
-				b.ReportMetric(r.cpu.Seconds(), "cpu-s")
-				b.ReportMetric(float64(r.heapPeak)/(1<<20), "heap-MB")
+				b.ReportMetric(r.root.cpu.Seconds(), "root-cpu-s")
+				b.ReportMetric(mb(r.root.peak), "root-rss-MB")
+				if hier {
+					b.ReportMetric(s.cpuMed.Seconds(), "region-cpu-s-med")
+					b.ReportMetric(s.cpuMax.Seconds(), "region-cpu-s-max")
+					b.ReportMetric(mb(s.peakMed), "region-rss-MB-med")
+					b.ReportMetric(mb(s.peakMax), "region-rss-MB-max")
+				}
+				b.ReportMetric(r.local.Seconds(), "local-cpu-s")
 				b.ReportMetric(float64(r.rootIn)/(1<<20), "root-in-MB")
 			}
 		})
