@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
@@ -26,8 +29,9 @@ import (
 
 // The processes of the fleet-scale run (fleetscale_test.go): the root
 // coordinator and each regional aggregator are edge-coordinator child
-// processes, so their CPU time and memory are their own; /proc gives
-// them while they run, rusage once they exited.
+// processes, and each NATS server a nats-server one, so their CPU time
+// and memory are their own; /proc gives them while they run, rusage once
+// they exited.
 
 // clockTicks is the unit of utime and stime in /proc/PID/stat: USER_HZ,
 // 100 on every Linux architecture Go supports.
@@ -221,4 +225,59 @@ func askAdmin(nc *nats.Conn, endpoint string, req coordinator.AdminRequest, out 
 		return fmt.Errorf("admin %s: decode answer: %w", endpoint, err)
 	}
 	return nil
+}
+
+// natsProc is a nats-server process with JetStream: its client URL and
+// its monitoring endpoint.
+type natsProc struct {
+	*fleetProc
+	url, monitor string
+}
+
+// startNATSProc runs bin (nats-server) with JetStream on loopback, on
+// ports it picks itself and writes into a ports file in dir, its store
+// and log in dir too; it returns once the ports are known.
+func startNATSProc(tb testing.TB, name, bin, dir string) *natsProc {
+	tb.Helper()
+	portsDir := filepath.Join(dir, name+"-ports")
+	if err := os.Mkdir(portsDir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	p := startFleetProc(tb, name, bin, filepath.Join(dir, name+".log"), "-a", "127.0.0.1", "-p", "-1", "-m", "-1",
+		"-js", "-sd", filepath.Join(dir, name+"-store"), "--ports_file_dir", portsDir)
+	portsFile := filepath.Join(portsDir, fmt.Sprintf("%s_%d.ports", filepath.Base(bin), p.cmd.Process.Pid))
+	var ports server.Ports
+	fltest.Eventually(tb, 30*time.Second, name+"'s ports file", func() (bool, string) {
+		if p.exited() {
+			tb.Fatalf("%s exited: %v", name, p.waitErr)
+		}
+		b, err := os.ReadFile(portsFile)
+		if err == nil {
+			err = json.Unmarshal(b, &ports)
+		}
+		return err == nil && len(ports.Nats) > 0 && len(ports.Monitoring) > 0, fmt.Sprint(err)
+	})
+	return &natsProc{fleetProc: p, url: ports.Nats[0], monitor: ports.Monitoring[0]}
+}
+
+// inBytes is the bytes the server received from its clients so far
+// (its /varz in_bytes).
+func (n *natsProc) inBytes(tb testing.TB) int64 {
+	tb.Helper()
+	resp, err := http.Get(n.monitor + "/varz")
+	if err != nil {
+		tb.Fatalf("%s: %v", n.name, err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		InBytes int64 `json:"in_bytes"`
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		err = json.Unmarshal(b, &v)
+	}
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("%s /varz: %s %v", n.name, resp.Status, err)
+	}
+	return v.InBytes
 }

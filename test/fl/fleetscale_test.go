@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgesched/edgesched/coordinator"
@@ -33,30 +32,31 @@ import (
 // (every update to the root) or hierarchical (each region's sites to
 // their regional aggregator's own NATS server, one aggregate a region to
 // the root). The root coordinator and every regional aggregator are
-// edge-coordinator processes (fleetproc_test.go), so each one's CPU time
-// and peak resident memory are its own; the NATS servers and the senders
-// run in this process.
+// edge-coordinator processes, every NATS server a nats-server process
+// (fleetproc_test.go), so each one's CPU time and peak resident memory
+// are its own; the senders run in this process.
 
 // fleetCalibration is the root's --calibrate: the scenario the crash
 // test uses, whose replay makes the int8 calibration rows of every model
 // the root stores (the bootstrap model and the round's).
 const fleetCalibration = "builtin:factory-vision"
 
-// fleetFiles are what the fleet's edge-coordinator processes read: the
-// binary, the root's key, every site's public key (sites), the regions'
+// fleetFiles are what the fleet's processes read: the edge-coordinator
+// and nats-server binaries, the root's key, every site's public key (sites), the regions'
 // keys and site lists (regions: REGION.pub and REGION.sites), each
 // region's private key and its sites' public keys, and the start model.
 type fleetFiles struct {
-	bin, rootKey, sites, regions, model string
-	regionKey, regionSites              map[string]string
+	bin, natsBin, rootKey, sites, regions, model string
+	regionKey, regionSites                       map[string]string
 }
 
-// writeFleetFiles writes f's files into a temporary directory; bin is
-// the edge-coordinator binary.
-func writeFleetFiles(tb testing.TB, f *hierFleet, bin string) *fleetFiles {
+// writeFleetFiles builds edge-coordinator and nats-server and writes f's
+// files, into temporary directories.
+func writeFleetFiles(tb testing.TB, f *hierFleet) *fleetFiles {
 	tb.Helper()
+	bins := gobuild.Build(tb, tb.TempDir(), "./cmd/edge-coordinator", "github.com/nats-io/nats-server/v2")
 	dir := tb.TempDir()
-	ff := &fleetFiles{bin: bin, sites: filepath.Join(dir, "sites"), regions: filepath.Join(dir, "regions"),
+	ff := &fleetFiles{bin: bins[0], natsBin: bins[1], sites: filepath.Join(dir, "sites"), regions: filepath.Join(dir, "regions"),
 		model: filepath.Join(dir, "start.esm"), regionKey: map[string]string{}, regionSites: map[string]string{}}
 	scratch := filepath.Join(dir, "private")
 	for _, d := range []string{ff.sites, ff.regions, scratch} {
@@ -123,13 +123,16 @@ type procFigures struct {
 type fleetResult struct {
 	elapsed time.Duration // first update sent to the round's model published
 	root    procFigures
+	// the NATS servers: the root's, and the regions' (by region)
+	rootNATS    procFigures
+	regionsNATS []procFigures
 	// the root's round CPU and the round time up to the last poll (every
 	// 50 ms) that found the round collecting: ingest (the flat root's
 	// updates, the hierarchical root's aggregates); the rest is closing
 	// the round (the model made, calibrated, stored and published)
 	rootIngest, ingest time.Duration
 	regions            []procFigures
-	local              time.Duration // CPU of this process meanwhile: the senders and the NATS servers
+	local              time.Duration // CPU of this process meanwhile: the senders
 	rootIn             int64         // bytes the root's NATS server received meanwhile
 	updates            int64         // update message bytes the senders sent
 	weights            []float32     // the round's model
@@ -142,8 +145,8 @@ type fleetResult struct {
 func fleetRound(tb testing.TB, f *hierFleet, ff *fleetFiles, hier bool) fleetResult {
 	tb.Helper()
 	dir := tb.TempDir()
-	rootSrv := fltest.StartNATS(tb)
-	rootURL := rootSrv.ClientURL()
+	rootSrv := startNATSProc(tb, "root-nats", ff.natsBin, dir)
+	rootURL := rootSrv.url
 	args := []string{"--server", rootURL, "--data", filepath.Join(dir, "root"), "--key", ff.rootKey, "--sites", ff.sites,
 		"--model", ff.model, "--calibrate", fleetCalibration, "--round-duration", "1h", "--min-updates", strconv.Itoa(len(f.sites))}
 	if hier {
@@ -159,14 +162,15 @@ func fleetRound(tb testing.TB, f *hierFleet, ff *fleetFiles, hier bool) fleetRes
 		err := askAdmin(admin, coordinator.EndpointModelShow, coordinator.AdminRequest{Version: 1}, &m)
 		return err == nil && m.Status == coordinator.ModelPublished, fmt.Sprintf("%+v %v", m, err)
 	})
-	servers := map[string]*server.Server{"": rootSrv}
-	var regions []*fleetProc
+	servers := map[string]*natsProc{"": rootSrv}
+	var regions, regionsNATS []*fleetProc
 	if hier {
 		for _, g := range f.regions.Names() {
-			srv := fltest.StartNATS(tb)
+			srv := startNATSProc(tb, g+"-nats", ff.natsBin, dir)
 			servers[g] = srv
+			regionsNATS = append(regionsNATS, srv.fleetProc)
 			regions = append(regions, startFleetProc(tb, "region "+g, ff.bin, filepath.Join(dir, g+".log"), "region",
-				"--region", g, "--key", ff.regionKey[g], "--sites", ff.regionSites[g], "--region-server", srv.ClientURL(),
+				"--region", g, "--key", ff.regionKey[g], "--sites", ff.regionSites[g], "--region-server", srv.url,
 				"--server", rootURL, "--data", filepath.Join(dir, g), "--poll", "20ms"))
 		}
 	}
@@ -184,7 +188,7 @@ func fleetRound(tb testing.TB, f *hierFleet, ff *fleetFiles, hier bool) fleetRes
 	}
 	pubs := map[string]jetstream.JetStream{}
 	for g, srv := range servers {
-		pubs[g] = jsOn(tb, srv.ClientURL(), "senders-"+g)
+		pubs[g] = jsOn(tb, srv.url, "senders-"+g)
 	}
 	pool := make([][]byte, 32)
 	rng := rand.New(rand.NewPCG(5, rr.Round.Round))
@@ -198,11 +202,9 @@ func fleetRound(tb testing.TB, f *hierFleet, ff *fleetFiles, hier bool) fleetRes
 		}
 	}
 	var res fleetResult
-	in0 := inBytes(tb, rootSrv)
-	root0, regions0 := root.usage(tb), make([]procUsage, len(regions))
-	for i, p := range regions {
-		regions0[i] = p.usage(tb)
-	}
+	in0 := rootSrv.inBytes(tb)
+	root0, rootNATS0 := root.usage(tb), rootSrv.usage(tb)
+	regions0, regionsNATS0 := usages(tb, regions), usages(tb, regionsNATS)
 	cpu0, start := cpuTime(), time.Now()
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -250,12 +252,15 @@ func fleetRound(tb testing.TB, f *hierFleet, ff *fleetFiles, hier bool) fleetRes
 		return err == nil && r.State == coordinator.StatePublished, fmt.Sprintf("round %+v %v", r, err)
 	})
 	res.elapsed, res.local = time.Since(start), cpuTime()-cpu0
-	res.rootIn = inBytes(tb, rootSrv) - in0
+	res.rootIn = rootSrv.inBytes(tb) - in0
 	root1 := root.usage(tb)
 	res.root = procFigures{name: "root", sites: len(f.sites), cpu: root1.cpu - root0.cpu, peak: root1.peak}
-	for i, p := range regions {
-		u := p.usage(tb)
-		res.regions = append(res.regions, procFigures{name: p.name, sites: len(f.regions.Sites(f.regions.Names()[i])), cpu: u.cpu - regions0[i].cpu, peak: u.peak})
+	res.rootNATS = roundFigures(tb, []*fleetProc{rootSrv.fleetProc}, []procUsage{rootNATS0})[0]
+	res.regions, res.regionsNATS = roundFigures(tb, regions, regions0), roundFigures(tb, regionsNATS, regionsNATS0)
+	for i, g := range f.regions.Names() {
+		if i < len(res.regions) {
+			res.regions[i].sites = len(f.regions.Sites(g))
+		}
 	}
 	if hier {
 		res.root.sites = 0 // it verified aggregates, not updates
@@ -291,12 +296,15 @@ func fleetRound(tb testing.TB, f *hierFleet, ff *fleetFiles, hier bool) fleetRes
 	}
 	admin.Close()
 
-	// stopped with SIGTERM: their whole lives' CPU and peak memory
+	// stopped with SIGTERM: their whole lives' CPU
 	for i, p := range regions {
-		u := p.stop(tb)
-		res.regions[i].total = u
+		res.regions[i].total = p.stop(tb)
 	}
 	res.root.total = root.stop(tb)
+	for i, p := range regionsNATS {
+		res.regionsNATS[i].total = p.stop(tb)
+	}
+	res.rootNATS.total = rootSrv.stop(tb)
 
 	cfg := fltest.CoordinatorConfig(filepath.Join(dir, "root"), f.reg, f.signer)
 	if hier {
@@ -324,13 +332,26 @@ var fleetWait = func() time.Duration {
 	return 30 * time.Minute
 }()
 
-func inBytes(tb testing.TB, s *server.Server) int64 {
+// usages are the processes' procUsage.
+func usages(tb testing.TB, ps []*fleetProc) []procUsage {
 	tb.Helper()
-	v, err := s.Varz(nil)
-	if err != nil {
-		tb.Fatal(err)
+	out := make([]procUsage, len(ps))
+	for i, p := range ps {
+		out[i] = p.usage(tb)
 	}
-	return v.InBytes
+	return out
+}
+
+// roundFigures are the processes' figures of a round that began at
+// usages before.
+func roundFigures(tb testing.TB, ps []*fleetProc, before []procUsage) []procFigures {
+	tb.Helper()
+	var out []procFigures
+	for i, p := range ps {
+		u := p.usage(tb)
+		out = append(out, procFigures{name: p.name, cpu: u.cpu - before[i].cpu, peak: u.peak})
+	}
+	return out
 }
 
 // newScaleFleet is a fleet of n sites in regions equal regions, its
@@ -351,8 +372,8 @@ func newScaleFleet(tb testing.TB, n, regions int, layers [3]int) *hierFleet {
 	return f
 }
 
-// regionSpread is the median and the largest of the regions' round CPU
-// and peak resident sets.
+// regionSpread is the median and the largest of processes' round CPU and
+// peak resident sets (the regions', or their NATS servers').
 type regionSpread struct {
 	cpuMed, cpuMax   time.Duration
 	peakMed, peakMax uint64
@@ -374,40 +395,46 @@ func spread(ps []procFigures) regionSpread {
 
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }
 
-// logFleet logs a round's figures: the round, the root, the regions'
-// median and largest, this process (senders and NATS servers), the
-// bytes into the root; then one line a process.
+// logFleet logs a round's figures (a benchmark's log is cut after ten
+// lines): the round, the bytes into the root and the senders' CPU; the
+// root; its NATS server; each region; each region's NATS server.
 func logFleet(tb testing.TB, name string, r fleetResult) {
 	tb.Helper()
-	s := spread(r.regions)
-	tb.Logf("%-12s | round %7.2fs | root CPU %6.2fs RSS %6.1f MB | regions CPU med %5.2fs max %5.2fs, RSS med %6.1f MB max %6.1f MB | senders+NATS CPU %6.2fs | root in %8.2f MB (update bytes sent %8.2f MB)",
-		name, r.elapsed.Seconds(), r.root.cpu.Seconds(), mb(r.root.peak), s.cpuMed.Seconds(), s.cpuMax.Seconds(), mb(s.peakMed), mb(s.peakMax),
-		r.local.Seconds(), float64(r.rootIn)/(1<<20), float64(r.updates)/(1<<20))
-	// a benchmark's log is cut after ten lines: the regions on one
+	tb.Logf("%-12s round %.2fs, root in %.2f MB (update bytes sent %.2f MB), senders' CPU %.2fs",
+		name, r.elapsed.Seconds(), float64(r.rootIn)/(1<<20), float64(r.updates)/(1<<20), r.local.Seconds())
 	per := ""
 	if r.root.sites > 0 {
 		per = fmt.Sprintf(", %.3f ms ingest CPU an update", r.rootIngest.Seconds()*1e3/float64(r.root.sites))
 	}
 	tb.Logf("  root: round CPU %.2fs (ingest %.2fs in %.2fs, closing %.2fs), VmHWM %.1f MB, whole life CPU %.2fs%s",
 		r.root.cpu.Seconds(), r.rootIngest.Seconds(), r.ingest.Seconds(), (r.root.cpu - r.rootIngest).Seconds(), mb(r.root.peak), r.root.total.Seconds(), per)
+	tb.Logf("  root's NATS server: round CPU %.2fs, VmHWM %.1f MB, whole life CPU %.2fs", r.rootNATS.cpu.Seconds(), mb(r.rootNATS.peak), r.rootNATS.total.Seconds())
 	if len(r.regions) == 0 {
 		return
 	}
-	var b strings.Builder
+	line := func(ps []procFigures) string {
+		var b strings.Builder
+		for _, p := range ps {
+			g, _, _ := strings.Cut(strings.TrimPrefix(p.name, "region "), "-")
+			fmt.Fprintf(&b, " %s %.2fs/%.1fMB/%.2fs", g, p.cpu.Seconds(), mb(p.peak), p.total.Seconds())
+		}
+		return b.String()
+	}
 	var perUpdate []float64
 	for _, p := range r.regions {
-		fmt.Fprintf(&b, " %s %.2fs/%.1fMB/%.2fs", strings.TrimPrefix(p.name, "region "), p.cpu.Seconds(), mb(p.peak), p.total.Seconds())
 		perUpdate = append(perUpdate, p.cpu.Seconds()*1e3/float64(max(1, p.sites)))
 	}
 	slices.Sort(perUpdate)
-	tb.Logf("  regions (round CPU/VmHWM/whole life CPU):%s; %.3f-%.3f ms CPU an update", b.String(), perUpdate[0], perUpdate[len(perUpdate)-1])
+	tb.Logf("  regions (round CPU/VmHWM/whole life CPU):%s; %.3f-%.3f ms CPU an update", line(r.regions), perUpdate[0], perUpdate[len(perUpdate)-1])
+	tb.Logf("  regions' NATS servers:%s", line(r.regionsNATS))
 }
 
 // checkFigures fails tb unless every process's figures were recorded:
 // some CPU in its life, at least the round's, and a peak resident set.
 func checkFigures(tb testing.TB, r fleetResult) {
 	tb.Helper()
-	for _, p := range append([]procFigures{r.root}, r.regions...) {
+	all := append([]procFigures{r.root, r.rootNATS}, r.regions...)
+	for _, p := range append(all, r.regionsNATS...) {
 		// /proc counts in ticks of 10 ms, rusage exactly: the round's
 		// CPU may be a tick over the whole life's
 		if p.total <= 0 || p.cpu < 0 || p.cpu > p.total+time.Second/clockTicks || p.peak == 0 {
@@ -415,27 +442,27 @@ func checkFigures(tb testing.TB, r fleetResult) {
 		}
 	}
 	if r.local <= 0 || r.rootIn <= 0 {
-		tb.Errorf("this process's CPU %v, bytes into the root %d: want both recorded", r.local, r.rootIn)
+		tb.Errorf("senders' CPU %v, bytes into the root %d: want both recorded", r.local, r.rootIn)
 	}
 }
 
 // TestFleetScaleSmall is the fleet-scale run in small (120 sites in 4
-// regions, the small model, root and regions edge-coordinator
-// processes): every site counted once, the hierarchical round's model is
-// the flat one's bit for bit, the root receives fewer bytes, and every
-// process's CPU and memory are recorded.
+// regions, the small model; root and regions edge-coordinator processes,
+// NATS servers nats-server processes): every site counted once, the
+// hierarchical round's model is the flat one's bit for bit, the root
+// receives fewer bytes, and every process's CPU and memory are recorded.
 func TestFleetScaleSmall(t *testing.T) {
-	bin := gobuild.Build(t, t.TempDir(), "./cmd/edge-coordinator")[0]
 	f := newScaleFleet(t, 120, 4, [3]int{8, 8, 8})
-	ff := writeFleetFiles(t, f, bin)
+	ff := writeFleetFiles(t, f)
 	flat := fleetRound(t, f, ff, false)
 	hier := fleetRound(t, f, ff, true)
 	logFleet(t, "flat", flat)
 	logFleet(t, "hierarchical", hier)
 	checkFigures(t, flat)
 	checkFigures(t, hier)
-	if len(hier.regions) != 4 || len(flat.regions) != 0 {
-		t.Errorf("%d region processes flat, %d hierarchical; want 0 and 4", len(flat.regions), len(hier.regions))
+	if len(hier.regions) != 4 || len(hier.regionsNATS) != 4 || len(flat.regions)+len(flat.regionsNATS) != 0 {
+		t.Errorf("%d+%d region processes flat, %d+%d hierarchical; want none and 4 aggregators with 4 NATS servers",
+			len(flat.regions), len(flat.regionsNATS), len(hier.regions), len(hier.regionsNATS))
 	}
 	if !slices.Equal(flat.weights, hier.weights) {
 		t.Fatalf("hierarchical model differs from the flat one in %d weights", countDiff(flat.weights, hier.weights))
@@ -452,18 +479,19 @@ func TestFleetScaleSmall(t *testing.T) {
 // hierarchical per iteration (run it with -benchtime 1x). Metrics per
 // round: s/round; root-cpu-s and root-rss-MB (the root process: its
 // round's CPU, its peak resident set), root-ingest-cpu-s (its CPU until
-// the round stopped collecting); region-cpu-s-med/-max and
-// region-rss-MB-med/-max (the regional aggregator processes');
-// local-cpu-s (this process: the senders' signing and the NATS
-// servers); root-in-MB (bytes into the root's NATS server).
+// the round stopped collecting); root-nats-cpu-s and root-nats-rss-MB
+// (the root's NATS server); region-cpu-s-med/-max and
+// region-rss-MB-med/-max (the regional aggregator processes'), and
+// region-nats-* (their NATS servers'); senders-cpu-s (this process: the
+// senders' signing and publishing); root-in-MB (bytes into the root's
+// NATS server).
 func BenchmarkFleetScale(b *testing.B) {
 	n := 10_000
 	if v, err := strconv.Atoi(os.Getenv("EDGESCHED_FLEET_SITES")); err == nil && v > 0 {
 		n = v
 	}
-	bin := gobuild.Build(b, b.TempDir(), "./cmd/edge-coordinator")[0]
 	f := newScaleFleet(b, n, 10, tpLayers)
-	ff := writeFleetFiles(b, f, bin)
+	ff := writeFleetFiles(b, f)
 	for _, hier := range []bool{false, true} {
 		name := "flat"
 		if hier {
@@ -474,18 +502,25 @@ func BenchmarkFleetScale(b *testing.B) {
 				r := fleetRound(b, f, ff, hier)
 				logFleet(b, name, r)
 				checkFigures(b, r)
-				s := spread(r.regions)
 				b.ReportMetric(r.elapsed.Seconds(), "s/round")
 				b.ReportMetric(r.root.cpu.Seconds(), "root-cpu-s")
 				b.ReportMetric(r.rootIngest.Seconds(), "root-ingest-cpu-s")
 				b.ReportMetric(mb(r.root.peak), "root-rss-MB")
+				b.ReportMetric(r.rootNATS.cpu.Seconds(), "root-nats-cpu-s")
+				b.ReportMetric(mb(r.rootNATS.peak), "root-nats-rss-MB")
 				if hier {
-					b.ReportMetric(s.cpuMed.Seconds(), "region-cpu-s-med")
-					b.ReportMetric(s.cpuMax.Seconds(), "region-cpu-s-max")
-					b.ReportMetric(mb(s.peakMed), "region-rss-MB-med")
-					b.ReportMetric(mb(s.peakMax), "region-rss-MB-max")
+					for _, m := range []struct {
+						unit string
+						ps   []procFigures
+					}{{"region", r.regions}, {"region-nats", r.regionsNATS}} {
+						s := spread(m.ps)
+						b.ReportMetric(s.cpuMed.Seconds(), m.unit+"-cpu-s-med")
+						b.ReportMetric(s.cpuMax.Seconds(), m.unit+"-cpu-s-max")
+						b.ReportMetric(mb(s.peakMed), m.unit+"-rss-MB-med")
+						b.ReportMetric(mb(s.peakMax), m.unit+"-rss-MB-max")
+					}
 				}
-				b.ReportMetric(r.local.Seconds(), "local-cpu-s")
+				b.ReportMetric(r.local.Seconds(), "senders-cpu-s")
 				b.ReportMetric(float64(r.rootIn)/(1<<20), "root-in-MB")
 			}
 		})
