@@ -171,7 +171,7 @@ func fleetRound(tb testing.TB, f *hierFleet, ff *fleetFiles, hier bool) fleetRes
 			regionsNATS = append(regionsNATS, srv.fleetProc)
 			regions = append(regions, startFleetProc(tb, "region "+g, ff.bin, filepath.Join(dir, g+".log"), "region",
 				"--region", g, "--key", ff.regionKey[g], "--sites", ff.regionSites[g], "--region-server", srv.url,
-				"--server", rootURL, "--data", filepath.Join(dir, g), "--poll", "20ms"))
+				"--server", rootURL, "--data", filepath.Join(dir, g)))
 		}
 	}
 	var round coordinator.Round
