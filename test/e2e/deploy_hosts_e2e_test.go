@@ -401,12 +401,13 @@ func startNATS(t *testing.T, opts *server.Options) *server.Server {
 	return s
 }
 
-// programFlags runs `bin -h` and returns the flag names its usage lists.
-func programFlags(t *testing.T, bin string) map[string]bool {
+// programFlags runs `bin [subcommand...] -h` and returns the flag names
+// its usage lists.
+func programFlags(t *testing.T, bin string, subcommand ...string) map[string]bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, _ := exec.CommandContext(ctx, bin, "-h").CombinedOutput() // -h may exit 0 or 2
+	out, _ := exec.CommandContext(ctx, bin, append(subcommand, "-h")...).CombinedOutput() // -h may exit 0 or 2
 	flags := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-[a-zA-Z], )?--?([a-zA-Z0-9][-a-zA-Z0-9_.]*)`).FindAllSubmatch(out, -1) {
 		flags[string(m[1])] = true
@@ -415,6 +416,17 @@ func programFlags(t *testing.T, bin string) map[string]bool {
 		t.Fatalf("%s -h lists no flags:\n%s", bin, out)
 	}
 	return flags
+}
+
+// checkFlags fails t for every flag of args (passed by who) that the
+// flags program lists do not include.
+func checkFlags(t *testing.T, who, program string, args []string, known map[string]bool) {
+	t.Helper()
+	for _, a := range args {
+		if n := flagName(a); n != "" && !known[n] {
+			t.Errorf("%s passes %s, which %s does not know", who, a, program)
+		}
+	}
 }
 
 // flagName is the name of a command-line argument "--name=value" ("" for
@@ -564,13 +576,7 @@ func TestDeployProgramFlags(t *testing.T) {
 				t.Fatalf("%s does not exist: the chart and the units name a program that is not built", us.pkg)
 			}
 			known := programFlags(t, buildLocal(t, us.pkg)[0])
-			check := func(where string, args []string) {
-				for _, a := range args {
-					if n := flagName(a); n != "" && !known[n] {
-						t.Errorf("%s passes %s, which %s does not know", where, a, us.name)
-					}
-				}
-			}
+			check := func(where string, args []string) { checkFlags(t, where, us.name, args, known) }
 			check("the chart", chartArgs[us.name])
 			u := parseUnit(t, filepath.Join(deployRoot, "systemd", us.name+".service"))
 			_, flags := execStartFlags(u)
