@@ -296,15 +296,7 @@ func TestDeployNATSCluster(t *testing.T) {
 		{"routes-without-credentials", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			raw, err := h.template(append([]string{"--set", "cloud.enabled=true", "--set", "cloud.nats.cluster.replicas=3"}, tc.args...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			objs, err := parseObjects(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := indexObjects(t, objs)
+			_, s := h.render(t, append([]string{"--set", "cloud.enabled=true", "--set", "cloud.nats.cluster.replicas=3"}, tc.args...)...)
 			conf, _, _ := unstructured.NestedString(s[natsCM].Object, "data", "nats.conf")
 			sts := typed[appsv1.StatefulSet](t, s, natsSTS)
 			runNATSCluster(t, conf, container(t, sts.Spec.Template.Spec, "nats").Env, int(*sts.Spec.Replicas), tc.auth)

@@ -218,6 +218,21 @@ func (h *helmCLI) template(args ...string) (string, error) {
 	return h.run(append([]string{"template", chartRelease, "deploy/helm/edgesched", "--namespace", chartNamespace}, args...)...)
 }
 
+// render renders the chart (h.template) and returns its objects, also
+// indexed; it fails t when helm or the YAML fails.
+func (h *helmCLI) render(t *testing.T, args ...string) ([]*unstructured.Unstructured, objSet) {
+	t.Helper()
+	raw, err := h.template(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := parseObjects(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs, indexObjects(t, objs)
+}
+
 // parseObjects splits a multi-document YAML stream into objects, skipping
 // empty documents (comments only).
 func parseObjects(raw string) ([]*unstructured.Unstructured, error) {
@@ -817,15 +832,7 @@ func TestDeployChart(t *testing.T) {
 			if err != nil || !strings.Contains(out, "0 chart(s) failed") {
 				t.Fatalf("helm lint: %v\n%s", err, out)
 			}
-			raw, err := h.template(vs.args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			objs, err := parseObjects(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := indexObjects(t, objs)
+			objs, s := h.render(t, vs.args...)
 			for _, k := range vs.want {
 				if _, ok := s[k]; !ok {
 					t.Errorf("not rendered: %s", k)

@@ -84,15 +84,7 @@ func packageExists(t *testing.T, pkg string) bool {
 // the leaf node.
 func natsConfigs(t *testing.T, h *helmCLI, args ...string) (hub, leaf string) {
 	t.Helper()
-	raw, err := h.template(args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := parseObjects(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := indexObjects(t, objs)
+	_, s := h.render(t, args...)
 	get := func(key string) string {
 		u, ok := s[key]
 		if !ok {
@@ -556,16 +548,8 @@ func execStartFlags(u unitFile) (bin string, flags []string) {
 // edge-agent against the flags the built binaries list in -h.
 func TestDeployProgramFlags(t *testing.T) {
 	h := findHelm(t)
-	raw, err := h.template("--set", "cloud.enabled=true", "--set", "site.name=lab-1", "--set", "nats.leaf.enabled=true",
+	_, s := h.render(t, "--set", "cloud.enabled=true", "--set", "site.name=lab-1", "--set", "nats.leaf.enabled=true",
 		"--set", "nats.leaf.remoteURL=nats-leaf://hub.example.invalid:7422", "--set", "site.natsCredsSecret=nats-creds")
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := parseObjects(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := indexObjects(t, objs)
 	chartArgs := map[string][]string{
 		"edge-coordinator": container(t, typed[appsv1.StatefulSet](t, s, coordSTS).Spec.Template.Spec, "coordinator").Args,
 		"edge-agent":       container(t, typed[appsv1.DaemonSet](t, s, agentDS).Spec.Template.Spec, "agent").Args,
