@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,14 +26,18 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
 )
 
 // The chart's cloud side past one machine (issue 25; docs/deploy.md "The
 // cloud side on a NATS cluster"): the value set "cloud-ha-regions" of
 // TestDeployChart (a 3-server JetStream cluster, two coordinator replicas
-// with --ha, two regional aggregators) and its refusals, and
+// with --ha, two regional aggregators) and its refusals;
 // TestDeployNATSCluster, which runs the rendered cluster configuration as
-// three real servers.
+// three real servers; and TestDeployCloudRuns, which runs the rendered
+// coordinator replicas and a region on that cluster.
 
 // Names of the objects the HA value set adds.
 const (
@@ -235,13 +240,7 @@ func checkPDB(t *testing.T, s objSet, key, component string) {
 // mounts them, and loads the directory with load.
 func loadConfigMapDir[T any](t *testing.T, s objSet, key string, load func(string) (T, error)) T {
 	t.Helper()
-	dir := t.TempDir()
-	for name, v := range typed[corev1.ConfigMap](t, s, key).Data {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out, err := load(dir)
+	out, err := load(writeConfigMapDir(t, s, key))
 	if err != nil {
 		t.Fatalf("%s as a directory: %v", key, err)
 	}
@@ -299,7 +298,8 @@ func TestDeployNATSCluster(t *testing.T) {
 			_, s := h.render(t, append([]string{"--set", "cloud.enabled=true", "--set", "cloud.nats.cluster.replicas=3"}, tc.args...)...)
 			conf, _, _ := unstructured.NestedString(s[natsCM].Object, "data", "nats.conf")
 			sts := typed[appsv1.StatefulSet](t, s, natsSTS)
-			runNATSCluster(t, conf, container(t, sts.Spec.Template.Spec, "nats").Env, int(*sts.Spec.Replicas), tc.auth)
+			servers := startNATSCluster(t, conf, container(t, sts.Spec.Template.Spec, "nats").Env, int(*sts.Spec.Replicas), tc.auth)
+			checkR3Stream(t, servers)
 		})
 	}
 }
@@ -334,9 +334,11 @@ func podEnv(t *testing.T, env []corev1.EnvVar, pod string) map[string]string {
 	return out
 }
 
-// runNATSCluster runs the three servers; auth: routes must present the
-// route credentials.
-func runNATSCluster(t *testing.T, conf string, env []corev1.EnvVar, replicas int, auth bool) {
+// startNATSCluster starts the three servers of a rendered configuration
+// and returns them, in pod order, once they are routed and a JetStream
+// meta leader is elected (every server current with it); auth: routes
+// must present the route credentials.
+func startNATSCluster(t *testing.T, conf string, env []corev1.EnvVar, replicas int, auth bool) []*server.Server {
 	if replicas != 3 {
 		t.Fatalf("the StatefulSet runs %d servers, want 3", replicas)
 	}
@@ -412,7 +414,7 @@ func runNATSCluster(t *testing.T, conf string, env []corev1.EnvVar, replicas int
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	t.Logf("meta leader %s elected %s after start", leader, time.Since(start).Round(time.Millisecond))
+	t.Logf("3 servers routed (cluster %s), meta leader %s elected %s after start", opts[0].Cluster.Name, leader, time.Since(start).Round(time.Millisecond))
 	for _, s := range servers {
 		resp, err := http.Get(fmt.Sprintf("http://%s/healthz", s.MonitorAddr()))
 		if err != nil {
@@ -423,7 +425,15 @@ func runNATSCluster(t *testing.T, conf string, env []corev1.EnvVar, replicas int
 			t.Errorf("%s /healthz (the readiness probe): %s", s.Name(), resp.Status)
 		}
 	}
+	return servers
+}
 
+// checkR3Stream creates an R3 stream through the first server, writes a
+// message through the second and reads it through the third.
+func checkR3Stream(t *testing.T, servers []*server.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	// An R3 stream created through server 0, written through server 1,
 	// read through server 2.
 	js := func(s *server.Server) jetstream.JetStream {
@@ -475,6 +485,263 @@ func runNATSCluster(t *testing.T, conf string, env []corev1.EnvVar, replicas int
 	if string(got.Data) != "update 1" || got.Subject != "edgesched.update.lab-1" {
 		t.Errorf("read %q on %s, want the update published", got.Data, got.Subject)
 	}
-	t.Logf("3 servers routed (cluster %s), meta leader %s; R3 stream led by %s with replicas on %s and %s; a message written through %s read through %s",
-		opts[0].Cluster.Name, leader, info.Cluster.Leader, info.Cluster.Replicas[0].Name, info.Cluster.Replicas[1].Name, servers[1].Name(), servers[2].Name())
+	t.Logf("R3 stream led by %s with replicas on %s and %s; a message written through %s read through %s",
+		info.Cluster.Leader, info.Cluster.Replicas[0].Name, info.Cluster.Replicas[1].Name, servers[1].Name(), servers[2].Name())
+}
+
+// TestDeployCloudRuns runs the cloud side as the chart renders it for a
+// 3-server cluster, two coordinator replicas and region eu, with only
+// what a test machine must change: the NATS cluster from the rendered
+// configuration (TestDeployNATSCluster's), edge-coordinator twice and
+// `edge-coordinator region` once, each with the chart's container args but
+// for addresses and paths (the NATS URLs onto loopback, the mounted
+// ConfigMaps and Secrets as files in a temporary directory; the region's
+// hub an embedded JetStream server), plus a small initial model so the
+// bootstrap is quick. One replica becomes active and the other stays
+// standby; the region creates its update stream on its hub and follows the
+// root; the active killed with SIGKILL, the standby takes over.
+func TestDeployCloudRuns(t *testing.T) {
+	h := findHelm(t)
+	bin := buildLocal(t, coordinatorPkg)[0]
+	dir, keyDir := t.TempDir(), t.TempDir()
+	pubOf := func(name string, seed byte) (key, pub string) {
+		k, p, err := quant.WriteKeyPair(keyDir, name, e2eSigner(t, seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k, string(b)
+	}
+	coordKey, _ := pubOf("coordinator", 11)
+	euKey, euPub := pubOf("eu", 12)
+	_, store1 := pubOf("store-1", 13)
+	_, lab1 := pubOf("lab-1", 14)
+	values, err := yaml.Marshal(map[string]any{
+		"site": map[string]any{"enabled": false},
+		"cloud": map[string]any{
+			"enabled": true,
+			"nats":    map[string]any{"cluster": map[string]any{"replicas": 3, "authSecret": "nats-routes"}},
+			"coordinator": map[string]any{"replicas": 2,
+				"sites": map[string]any{"store-1.pub": store1, "lab-1.pub": lab1}},
+			"regions": []any{map[string]any{"name": "eu", "regionServer": "nats://eu-hub.example.invalid:4222", "publicKey": euPub,
+				"sites": map[string]any{"store-1.pub": store1}}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vf := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(vf, values, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, s := h.render(t, "-f", vf)
+
+	sts := typed[appsv1.StatefulSet](t, s, natsSTS)
+	conf, _, _ := unstructured.NestedString(s[natsCM].Object, "data", "nats.conf")
+	servers := startNATSCluster(t, conf, container(t, sts.Spec.Template.Spec, "nats").Env, int(*sts.Spec.Replicas), true)
+	urls := make([]string, len(servers))
+	for i, srv := range servers {
+		urls[i] = srv.ClientURL()
+	}
+	hub := startNATS(t, &server.Options{ServerName: "eu-hub", Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: filepath.Join(dir, "eu-hub"), NoSigs: true})
+	model := filepath.Join(dir, "start.esm")
+	if err := policy.WriteFile(model, fltest.SmallModel(t, 1), "model", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// The coordinator replicas.
+	coord := typed[appsv1.StatefulSet](t, s, coordSTS)
+	cargs := container(t, coord.Spec.Template.Spec, "coordinator").Args
+	sitesDir, regionsDir := writeConfigMapDir(t, s, "ConfigMap/edgesched-sites"), writeConfigMapDir(t, s, regionsCM)
+	type replica struct {
+		p       *Process
+		metrics string
+	}
+	replicas := make([]replica, *coord.Spec.Replicas)
+	for i := range replicas {
+		pod := fmt.Sprintf("edgesched-coordinator-%d", i)
+		port, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := localArgs(t, cargs, pod, map[string]string{
+			"server": strings.Join(urls, ","), "data": filepath.Join(dir, pod), "key": coordKey, "sites": sitesDir,
+			"regions": regionsDir, "metrics-addr": fmt.Sprintf("127.0.0.1:%d", port),
+		})
+		args = append(args, "--model", model, "--calibrate", "builtin:factory-vision")
+		p, err := StartProcess(t, dir, pod, 0, bin, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas[i] = replica{p, fmt.Sprintf("http://127.0.0.1:%d/metrics", port)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	active := func() (act []int, err error) {
+		for i, r := range replicas {
+			if ok, _ := r.p.Exited(); ok {
+				continue
+			}
+			m, err := scrapeMetrics(ctx, r.metrics, "")
+			if err != nil {
+				return nil, err
+			}
+			if m.sum("edgesched_coordinator_active") == 1 {
+				act = append(act, i)
+			}
+		}
+		return act, nil
+	}
+	waitActive := func(what string, alive int) (int, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		for {
+			act, err := active()
+			if err == nil && len(act) == 1 && (alive < 0 || act[0] == alive) {
+				return act[0], time.Since(start)
+			}
+			if len(act) > 1 {
+				t.Fatalf("%d replicas active at once: %v", len(act), act)
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: active replicas %v (%v)", what, act, err)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	first, took := waitActive("one replica active", -1)
+	for i, r := range replicas {
+		if exited, err := r.p.Exited(); exited {
+			t.Fatalf("replica %d exited (%v):\n%s", i, err, r.p.LogTail(4096))
+		}
+	}
+	t.Logf("replica %d active %s after start, the other standby", first, took.Round(time.Millisecond))
+
+	// Region eu with the chart's args: its stream and consumer on its hub.
+	reg := typed[appsv1.StatefulSet](t, s, regionEUSTS)
+	rargs := localArgs(t, container(t, reg.Spec.Template.Spec, "region").Args, "edgesched-region-eu-0", map[string]string{
+		"server": strings.Join(urls, ","), "region-server": hub.ClientURL(), "data": filepath.Join(dir, "region-eu"),
+		"key": euKey, "sites": writeConfigMapDir(t, s, regionEUCM),
+	})
+	region, err := StartProcess(t, dir, "region-eu", 0, bin, rargs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(hub.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	hjs, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st, err := hjs.Stream(ctx, federated.RegionUpdateStream("eu"))
+		if err == nil {
+			if _, err = st.Consumer(ctx, federated.RegionConsumer); err == nil {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("region eu made no update stream and consumer on its hub: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+
+	// Failover: the active killed, the standby takes over.
+	if err := replicas[first].p.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	next, took := waitActive("the standby takes over", 1-first)
+	if exited, err := region.Exited(); exited {
+		t.Fatalf("region eu exited (%v):\n%s", err, region.LogTail(4096))
+	}
+	// The new active serves: a round announced in the state bucket, on
+	// the cluster's R3 bucket.
+	cc, err := nats.Connect(strings.Join(urls, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	cjs, err := jetstream.New(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replicasOfState int
+	for {
+		kv, err := cjs.KeyValue(ctx, federated.StateBucket)
+		if err == nil {
+			var st jetstream.KeyValueStatus
+			if st, err = kv.Status(ctx); err == nil {
+				replicasOfState = st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas
+				_, err = kv.Get(ctx, federated.KeyRound)
+			}
+			if err == nil {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no round announced after the takeover: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if want := flagValue(cargs, "replicas"); fmt.Sprint(replicasOfState) != want {
+		t.Errorf("the state bucket has %d replicas, want the chart's --replicas=%s", replicasOfState, want)
+	}
+	t.Logf("replica %d killed (SIGKILL); replica %d active %s later (lease TTL %s) and announced a round in the R%d state bucket; region eu's stream and consumer on its hub", first, next,
+		took.Round(time.Millisecond), flagValue(cargs, "lease-ttl"), replicasOfState)
+}
+
+// localArgs rewrites a container's args for a process on this machine:
+// each flag of set gets the given value (every one must be among args),
+// and $(POD_NAME) is pod.
+func localArgs(t *testing.T, args []string, pod string, set map[string]string) []string {
+	t.Helper()
+	out := make([]string, len(args))
+	seen := map[string]bool{}
+	for i, a := range args {
+		out[i] = strings.ReplaceAll(a, "$(POD_NAME)", pod)
+		if n := flagName(a); n != "" {
+			if v, ok := set[n]; ok {
+				out[i], seen[n] = "--"+n+"="+v, true
+			}
+		}
+	}
+	for n := range set {
+		if !seen[n] {
+			t.Fatalf("the chart does not pass --%s (args %q)", n, args)
+		}
+	}
+	return out
+}
+
+// flagValue is the value of --name=value among args ("" if absent).
+func flagValue(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// writeConfigMapDir writes a ConfigMap's entries as files, as its volume
+// mounts them, and returns the directory.
+func writeConfigMapDir(t *testing.T, s objSet, key string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, v := range typed[corev1.ConfigMap](t, s, key).Data {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

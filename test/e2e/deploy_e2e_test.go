@@ -66,7 +66,9 @@ import (
 //     the leaf connects to the hub with the configured credentials and
 //     JetStream works through it.
 //   - TestDeployNATSCluster (deploy_cloud_e2e_test.go): the chart's
-//     3-server configuration run as a real JetStream cluster; the value
+//     3-server configuration run as a real JetStream cluster;
+//     TestDeployCloudRuns: on it, the chart's coordinator replicas (one
+//     active, a takeover after SIGKILL) and a regional aggregator; the value
 //     set "cloud-ha-regions" (NATS cluster, HA coordinator, regional
 //     aggregators) is TestDeployChart's.
 //   - TestDeployProgramFlags: every flag the chart and the systemd units pass
