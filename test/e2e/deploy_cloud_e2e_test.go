@@ -436,34 +436,16 @@ func checkR3Stream(t *testing.T, servers []*server.Server) {
 	defer cancel()
 	// An R3 stream created through server 0, written through server 1,
 	// read through server 2.
-	js := func(s *server.Server) jetstream.JetStream {
-		nc, err := nats.Connect(s.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		j, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return j
-	}
-	js0, js1, js2 := js(servers[0]), js(servers[1]), js(servers[2])
+	js0, js1, js2 := jsClient(t, servers[0].ClientURL()), jsClient(t, servers[1].ClientURL()), jsClient(t, servers[2].ClientURL())
 	var info *jetstream.StreamInfo
-	for {
+	retryUntil(ctx, t, "create an R3 stream", func() error {
 		st, err := js0.CreateStream(ctx, jetstream.StreamConfig{Name: "EDGESCHED_UPDATES", Subjects: []string{"edgesched.update.>"},
 			Storage: jetstream.FileStorage, Replicas: 3})
 		if err == nil {
-			if info, err = st.Info(ctx); err == nil {
-				break
-			}
+			info, err = st.Info(ctx)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("create an R3 stream: %v", err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		return err
+	})
 	if info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != 2 {
 		t.Fatalf("stream cluster %+v, want a leader and 2 more replicas", info.Cluster)
 	}
@@ -632,28 +614,14 @@ func TestDeployCloudRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(hub.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	hjs, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
+	hjs := jsClient(t, hub.ClientURL())
+	retryUntil(ctx, t, "region eu's update stream and consumer on its hub", func() error {
 		st, err := hjs.Stream(ctx, federated.RegionUpdateStream("eu"))
 		if err == nil {
-			if _, err = st.Consumer(ctx, federated.RegionConsumer); err == nil {
-				break
-			}
+			_, err = st.Consumer(ctx, federated.RegionConsumer)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("region eu made no update stream and consumer on its hub: %v", err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		return err
+	})
 
 	// Failover: the active killed, the standby takes over.
 	if err := replicas[first].p.Signal(syscall.SIGKILL); err != nil {
@@ -665,34 +633,21 @@ func TestDeployCloudRuns(t *testing.T) {
 	}
 	// The new active serves: a round announced in the state bucket, on
 	// the cluster's R3 bucket.
-	cc, err := nats.Connect(strings.Join(urls, ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	cjs, err := jetstream.New(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cjs := jsClient(t, strings.Join(urls, ","))
 	var replicasOfState int
-	for {
+	retryUntil(ctx, t, "a round announced after the takeover", func() error {
 		kv, err := cjs.KeyValue(ctx, federated.StateBucket)
-		if err == nil {
-			var st jetstream.KeyValueStatus
-			if st, err = kv.Status(ctx); err == nil {
-				replicasOfState = st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas
-				_, err = kv.Get(ctx, federated.KeyRound)
-			}
-			if err == nil {
-				break
-			}
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no round announced after the takeover: %v", err)
-		case <-time.After(200 * time.Millisecond):
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return err
 		}
-	}
+		replicasOfState = st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas
+		_, err = kv.Get(ctx, federated.KeyRound)
+		return err
+	})
 	if want := flagValue(cargs, "replicas"); fmt.Sprint(replicasOfState) != want {
 		t.Errorf("the state bucket has %d replicas, want the chart's --replicas=%s", replicasOfState, want)
 	}
@@ -744,4 +699,36 @@ func writeConfigMapDir(t *testing.T, s objSet, key string) string {
 		}
 	}
 	return dir
+}
+
+// jsClient connects to url (closed when t ends) for JetStream.
+func jsClient(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// retryUntil calls f every 200 ms until it succeeds, failing t with its
+// last error when ctx ends.
+func retryUntil(ctx context.Context, t *testing.T, what string, f func() error) {
+	t.Helper()
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v", what, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
