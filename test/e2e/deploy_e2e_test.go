@@ -65,6 +65,12 @@ import (
 //     configurations parsed by nats-server's own parser and run in process:
 //     the leaf connects to the hub with the configured credentials and
 //     JetStream works through it.
+//   - TestDeployNATSCluster (deploy_cloud_e2e_test.go): the chart's
+//     3-server configuration run as a real JetStream cluster;
+//     TestDeployCloudRuns: on it, the chart's coordinator replicas (one
+//     active, a takeover after SIGKILL) and a regional aggregator; the value
+//     set "cloud-ha-regions" (NATS cluster, HA coordinator, regional
+//     aggregators) is TestDeployChart's.
 //   - TestDeployProgramFlags: every flag the chart and the systemd units pass
 //     to edge-coordinator and edge-agent exists in the built binaries.
 //   - TestDeploySystemdUnits: the units' hardening, `systemd-analyze
@@ -212,6 +218,21 @@ func (h *helmCLI) run(args ...string) (string, error) {
 // extra helm arguments (--set, -f).
 func (h *helmCLI) template(args ...string) (string, error) {
 	return h.run(append([]string{"template", chartRelease, "deploy/helm/edgesched", "--namespace", chartNamespace}, args...)...)
+}
+
+// render renders the chart (h.template) and returns its objects, also
+// indexed; it fails t when helm or the YAML fails.
+func (h *helmCLI) render(t *testing.T, args ...string) ([]*unstructured.Unstructured, objSet) {
+	t.Helper()
+	raw, err := h.template(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := parseObjects(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs, indexObjects(t, objs)
 }
 
 // parseObjects splits a multi-document YAML stream into objects, skipping
@@ -390,6 +411,13 @@ type valueSet struct {
 	absent []string // Kind/name that must not
 	check  func(t *testing.T, s objSet)
 	notes  string // a line NOTES.txt must print
+}
+
+// refusal is a value set helm must refuse, with what its error names.
+type refusal struct {
+	name string
+	args []string
+	want string // in helm's error
 }
 
 // Names the chart gives objects installed as release "edgesched".
@@ -779,11 +807,8 @@ func TestDeployChart(t *testing.T) {
 			},
 		},
 	}
-	refused := []struct {
-		name string
-		args []string
-		want string // in helm's error
-	}{
+	sets = append(sets, cloudHAValueSet(t, pub))
+	refused := append(cloudRefusals(), []refusal{
 		{"site name not a DNS label", []string{"--set", "site.name=Lab_1"}, "/site/name"},
 		{"unknown key", []string{"--set", "agent.hostNetwrk=true"}, "hostNetwrk"},
 		{"site without NATS", []string{"--set", "site.name=lab-1"}, "has no NATS server"},
@@ -799,7 +824,7 @@ func TestDeployChart(t *testing.T) {
 		{"policy in the topology's ConfigMap", []string{"--set", "site.policyConfigMap=edgesched-topology"}, "site.policyConfigMap must differ"},
 		{"policy ConfigMap name", []string{"--set", "site.policyConfigMap=Policy_1"}, "/site/policyConfigMap"},
 		{"dependency graph interval", []string{"--set", "site.dependenciesInterval=often"}, "/site/dependenciesInterval"},
-	}
+	}...)
 
 	// Everything that only renders runs before the control plane starts.
 	rendered := map[string][]*unstructured.Unstructured{}
@@ -809,15 +834,7 @@ func TestDeployChart(t *testing.T) {
 			if err != nil || !strings.Contains(out, "0 chart(s) failed") {
 				t.Fatalf("helm lint: %v\n%s", err, out)
 			}
-			raw, err := h.template(vs.args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			objs, err := parseObjects(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := indexObjects(t, objs)
+			objs, s := h.render(t, vs.args...)
 			for _, k := range vs.want {
 				if _, ok := s[k]; !ok {
 					t.Errorf("not rendered: %s", k)

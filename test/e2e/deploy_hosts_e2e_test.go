@@ -84,15 +84,7 @@ func packageExists(t *testing.T, pkg string) bool {
 // the leaf node.
 func natsConfigs(t *testing.T, h *helmCLI, args ...string) (hub, leaf string) {
 	t.Helper()
-	raw, err := h.template(args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := parseObjects(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := indexObjects(t, objs)
+	_, s := h.render(t, args...)
 	get := func(key string) string {
 		u, ok := s[key]
 		if !ok {
@@ -401,12 +393,13 @@ func startNATS(t *testing.T, opts *server.Options) *server.Server {
 	return s
 }
 
-// programFlags runs `bin -h` and returns the flag names its usage lists.
-func programFlags(t *testing.T, bin string) map[string]bool {
+// programFlags runs `bin [subcommand...] -h` and returns the flag names
+// its usage lists.
+func programFlags(t *testing.T, bin string, subcommand ...string) map[string]bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, _ := exec.CommandContext(ctx, bin, "-h").CombinedOutput() // -h may exit 0 or 2
+	out, _ := exec.CommandContext(ctx, bin, append(subcommand, "-h")...).CombinedOutput() // -h may exit 0 or 2
 	flags := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-[a-zA-Z], )?--?([a-zA-Z0-9][-a-zA-Z0-9_.]*)`).FindAllSubmatch(out, -1) {
 		flags[string(m[1])] = true
@@ -415,6 +408,17 @@ func programFlags(t *testing.T, bin string) map[string]bool {
 		t.Fatalf("%s -h lists no flags:\n%s", bin, out)
 	}
 	return flags
+}
+
+// checkFlags fails t for every flag of args (passed by who) that the
+// flags program lists do not include.
+func checkFlags(t *testing.T, who, program string, args []string, known map[string]bool) {
+	t.Helper()
+	for _, a := range args {
+		if n := flagName(a); n != "" && !known[n] {
+			t.Errorf("%s passes %s, which %s does not know", who, a, program)
+		}
+	}
 }
 
 // flagName is the name of a command-line argument "--name=value" ("" for
@@ -544,16 +548,8 @@ func execStartFlags(u unitFile) (bin string, flags []string) {
 // edge-agent against the flags the built binaries list in -h.
 func TestDeployProgramFlags(t *testing.T) {
 	h := findHelm(t)
-	raw, err := h.template("--set", "cloud.enabled=true", "--set", "site.name=lab-1", "--set", "nats.leaf.enabled=true",
+	_, s := h.render(t, "--set", "cloud.enabled=true", "--set", "site.name=lab-1", "--set", "nats.leaf.enabled=true",
 		"--set", "nats.leaf.remoteURL=nats-leaf://hub.example.invalid:7422", "--set", "site.natsCredsSecret=nats-creds")
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := parseObjects(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := indexObjects(t, objs)
 	chartArgs := map[string][]string{
 		"edge-coordinator": container(t, typed[appsv1.StatefulSet](t, s, coordSTS).Spec.Template.Spec, "coordinator").Args,
 		"edge-agent":       container(t, typed[appsv1.DaemonSet](t, s, agentDS).Spec.Template.Spec, "agent").Args,
@@ -564,13 +560,7 @@ func TestDeployProgramFlags(t *testing.T) {
 				t.Fatalf("%s does not exist: the chart and the units name a program that is not built", us.pkg)
 			}
 			known := programFlags(t, buildLocal(t, us.pkg)[0])
-			check := func(where string, args []string) {
-				for _, a := range args {
-					if n := flagName(a); n != "" && !known[n] {
-						t.Errorf("%s passes %s, which %s does not know", where, a, us.name)
-					}
-				}
-			}
+			check := func(where string, args []string) { checkFlags(t, where, us.name, args, known) }
 			check("the chart", chartArgs[us.name])
 			u := parseUnit(t, filepath.Join(deployRoot, "systemd", us.name+".service"))
 			_, flags := execStartFlags(u)

@@ -88,6 +88,150 @@ it over). "true" or "". */}}
 {{- end -}}
 {{- end -}}
 
+{{/* The cloud NATS servers: cloud.nats.cluster.replicas (1, 3 or 5). */}}
+{{- define "edgesched.natsReplicas" -}}
+{{- int .Values.cloud.nats.cluster.replicas -}}
+{{- end -}}
+
+{{/* Route URL of cloud NATS server i: its name under the headless
+Service, the cluster port; call with (dict "ctx" $ "i" 0) and optionally
+"userinfo" ("USER:PASS@"). */}}
+{{- define "edgesched.natsRoute" -}}
+{{- $fullname := include "edgesched.fullname" .ctx -}}
+{{- printf "nats://%s%s-nats-%d.%s-nats-headless.%s.svc:%d" (.userinfo | default "") $fullname (int .i) $fullname .ctx.Release.Namespace (int .ctx.Values.cloud.nats.cluster.port) -}}
+{{- end -}}
+
+{{/* The cloud NATS URL of the coordinator and the regional aggregators:
+the client Service for one server; every server's own name for a cluster
+(a client then fails over between them, docs/federated.md "On a NATS
+cluster"). */}}
+{{- define "edgesched.cloudNatsURL" -}}
+{{- $fullname := include "edgesched.fullname" . -}}
+{{- $port := int .Values.cloud.nats.ports.client -}}
+{{- $n := int (include "edgesched.natsReplicas" .) -}}
+{{- if gt $n 1 -}}
+{{- $urls := list -}}
+{{- range $i := until $n -}}
+{{- $urls = append $urls (printf "nats://%s-nats-%d.%s-nats-headless.%s.svc:%d" $fullname $i $fullname $.Release.Namespace $port) -}}
+{{- end -}}
+{{- join "," $urls -}}
+{{- else -}}
+{{- printf "nats://%s-nats.%s.svc:%d" $fullname .Release.Namespace $port -}}
+{{- end -}}
+{{- end -}}
+
+{{/* JetStream replicas of the coordinator's stream, bucket and object
+store (--replicas): cloud.coordinator.streamReplicas, 0 meaning the
+number of NATS servers up to 3. */}}
+{{- define "edgesched.streamReplicas" -}}
+{{- $c := .Values.cloud.coordinator -}}
+{{- if $c.streamReplicas -}}
+{{- int $c.streamReplicas -}}
+{{- else -}}
+{{- min (int (include "edgesched.natsReplicas" .)) 3 -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A preference (not a requirement: a small cluster still schedules) to
+put the pods of one component on distinct nodes; call with
+(dict "ctx" $ "component" "nats"). */}}
+{{- define "edgesched.spreadAffinity" -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "edgesched.selectorLabels" . | nindent 12 }}
+{{- end -}}
+
+{{/* The regional aggregators (cloud.regions) with cloud.regionDefaults
+filled in, as a JSON list (fromJsonArray). */}}
+{{- define "edgesched.regions" -}}
+{{- $out := list -}}
+{{- range .Values.cloud.regions -}}
+{{- $out = append $out (merge (deepCopy .) (deepCopy $.Values.cloud.regionDefaults)) -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* Name of a region's site-key ConfigMap; call with (dict "ctx" $ "r" REGION). */}}
+{{- define "edgesched.regionSitesConfigMap" -}}
+{{- .r.sitesConfigMapName | default (printf "%s-region-%s-sites" (include "edgesched.fullname" .ctx) .r.name) -}}
+{{- end -}}
+
+{{/* A region's site names (REGION.sites of the root's --regions
+directory): siteNames, else the names of its inline SITE.pub keys. */}}
+{{- define "edgesched.regionSiteNames" -}}
+{{- $names := .siteNames | default list -}}
+{{- if not $names -}}
+{{- range $file, $_ := .sites -}}
+{{- $names = append $names (trimSuffix ".pub" $file) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (sortAlpha $names) -}}
+{{- end -}}
+
+{{/* Checks of the cloud side (cloud.enabled): the NATS cluster's size,
+the coordinator's stream replicas, the regions. */}}
+{{- define "edgesched.validateCloud" -}}
+{{- $fullname := include "edgesched.fullname" . -}}
+{{- $nats := int (include "edgesched.natsReplicas" .) -}}
+{{- if not (has $nats (list 1 3 5)) -}}
+{{- fail (printf "cloud.nats.cluster.replicas is %d; it must be 1, 3 or 5: JetStream's meta group is a Raft group that needs a majority of the servers to create or change any stream, so an even count tolerates no more lost servers than the odd count below it (2 tolerate none, 4 one) and more than 5 only slows every decision (a stream has at most 5 replicas)" $nats) -}}
+{{- end -}}
+{{- $r := int (include "edgesched.streamReplicas" .) -}}
+{{- if gt $r $nats -}}
+{{- fail (printf "cloud.coordinator.streamReplicas is %d but cloud.nats.cluster.replicas is %d: JetStream places each replica on its own server" $r $nats) -}}
+{{- end -}}
+{{- $regions := include "edgesched.regions" . | fromJsonArray -}}
+{{- $seen := dict -}}
+{{- $siteRegion := dict -}}
+{{- $withKey := 0 -}}
+{{- range $regions -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" (.name | default "")) -}}
+{{- fail (printf "cloud.regions: name %q must be a DNS label (lowercase letters, digits and '-'; the NATS subjects and object names carry it)" (.name | default "")) -}}
+{{- end -}}
+{{- if gt (len (printf "%s-region-%s" $fullname .name)) 52 -}}
+{{- fail (printf "cloud.regions: %q makes the StatefulSet name %s-region-%s longer than 52 characters (Kubernetes' limit with the pod's revision label): shorten the region or the release name" .name $fullname .name) -}}
+{{- end -}}
+{{- if hasKey $seen .name -}}
+{{- fail (printf "cloud.regions: region %q is listed twice" .name) -}}
+{{- end -}}
+{{- $_ := set $seen .name true -}}
+{{- if not .regionServer -}}
+{{- fail (printf "cloud.regions: region %q has no regionServer: the region's NATS server (its leaf-node hub, with JetStream), where its sites send their updates" .name) -}}
+{{- end -}}
+{{- if .publicKey -}}{{- $withKey = add1 $withKey -}}{{- end -}}
+{{- $region := .name -}}
+{{- range $file, $_ := .sites -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\.pub$" $file) -}}
+{{- fail (printf "cloud.regions: region %q: site key %q must be SITE.pub with SITE a DNS label" $region $file) -}}
+{{- end -}}
+{{- end -}}
+{{- range include "edgesched.regionSiteNames" . | fromJsonArray -}}
+{{- if hasKey $siteRegion . -}}
+{{- fail (printf "cloud.regions: site %q is in regions %q and %q; a site belongs to one region" . (get $siteRegion .) $region) -}}
+{{- end -}}
+{{- $_ := set $siteRegion . $region -}}
+{{- if and $.Values.cloud.coordinator.sites (not (hasKey $.Values.cloud.coordinator.sites (printf "%s.pub" .))) -}}
+{{- fail (printf "cloud.regions: site %q of region %q is not in cloud.coordinator.sites: the root registers every site, regional ones too" . $region) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and $withKey (ne $withKey (len $regions)) -}}
+{{- fail "cloud.regions: set publicKey on every region (the chart writes the root's regions ConfigMap) or on none (you create cloud.regionsConfigMapName)" -}}
+{{- end -}}
+{{- if $withKey -}}
+{{- range $regions -}}
+{{- if not (include "edgesched.regionSiteNames" . | fromJsonArray) -}}
+{{- fail (printf "cloud.regions: region %q has neither sites nor siteNames: the root's %s.sites list needs its site names" .name .name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Checks across values that the schema cannot express. */}}
 {{- define "edgesched.validate" -}}
 {{- if and .Values.site.enabled .Values.agent.enabled .Values.site.name (not (include "edgesched.siteNatsURL" .)) -}}
@@ -108,6 +252,9 @@ it over). "true" or "". */}}
 {{- if or (eq . $.Values.model.configMapName) (eq . ($.Values.site.dependenciesConfigMap | default "")) (eq . ($.Values.site.topologyConfigMap | default "")) -}}
 {{- fail "site.policyConfigMap must differ from model.configMapName, site.dependenciesConfigMap and site.topologyConfigMap: each has a ConfigMap of its own" -}}
 {{- end -}}
+{{- end -}}
+{{- if .Values.cloud.enabled -}}
+{{- include "edgesched.validateCloud" . -}}
 {{- end -}}
 {{- if not (or .Values.site.enabled .Values.cloud.enabled) -}}
 {{- fail "nothing to install: site.enabled and cloud.enabled are both false" -}}
