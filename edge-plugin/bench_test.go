@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"k8s.io/component-base/metrics/testutil"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -302,4 +304,60 @@ func filterAll(b *testing.B, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) i
 		}
 	}
 	return ok
+}
+
+// BenchmarkExtender measures the extender's prioritize and filter verbs
+// at 5,000 nodes as a nodeCacheCapable scheduler calls them (node names
+// in the request, Nodes and pods from the cluster source, which lists its
+// nodes in no fixed order as an informer's store does), per pod, without
+// HTTP and JSON.
+func BenchmarkExtender(b *testing.B) {
+	const n = 5000
+	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(n, 2))
+	var nodes []*v1.Node
+	var pods []*v1.Pod
+	var names []string
+	for i, ni := range randomSnapshot(rng, n) {
+		node := ni.Node().DeepCopy()
+		node.ResourceVersion = fmt.Sprint(i + 1)
+		nodes, names = append(nodes, node), append(names, node.Name)
+		for _, pi := range ni.GetPods() {
+			p := pi.GetPod().DeepCopy()
+			p.Spec.NodeName, p.ResourceVersion = node.Name, "1"
+			pods = append(pods, p)
+		}
+	}
+	ext := NewExtender(newTestPlugin(b, nil, tgt), NewStaticSource(nodes, pods...), ExtenderOptions{})
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		spec sim.PodSpec
+	}{
+		{"prioritize/cpu-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096}},
+		{"prioritize/gpu-share-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}},
+		{"filter/gpu-share-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}},
+	} {
+		pod := k8sPod(c.spec)
+		args := &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names}
+		call := func() int {
+			if strings.HasPrefix(c.name, "filter/") {
+				return len(*ext.Filter(ctx, args).NodeNames)
+			}
+			return len(*ext.Prioritize(ctx, args))
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			call()
+			runtime.GC()
+			defer reportCPU(b)()
+			for b.Loop() {
+				call()
+			}
+			b.ReportMetric(float64(call()), "nodes")
+		})
+	}
 }
