@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"k8s.io/component-base/metrics/testutil"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -240,5 +242,122 @@ func scoreCycle(b *testing.B, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) 
 		if _, st := p.Score(ctx, cs, pod, ni); !st.IsSuccess() {
 			b.Fatal(st)
 		}
+	}
+}
+
+// BenchmarkFilter measures one pod's PreFilter plus Filter on every node
+// of a 5,000-node snapshot, per node (the scheduler runs Filter on every
+// node until enough are feasible, on parallel goroutines). The snapshot
+// is unchanged between pods, so node conversions come from the converter's
+// cache, as for all but the few nodes a binding or a telemetry refresh
+// changed since the last cycle.
+func BenchmarkFilter(b *testing.B) {
+	const n = 5000
+	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(n, 1))
+	nodes := randomSnapshot(rng, n)
+	p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+	for _, c := range []struct {
+		name string
+		spec sim.PodSpec
+	}{
+		{"gpu-share", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}},
+		{"two-gpus", sim.PodSpec{Name: "bench", CPU: 8000, Memory: 16384, GPUs: 2, GPUMilli: sim.MilliGPU}},
+		{"gpu-models", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: sim.MilliGPU, GPUSpec: []string{"V100M16", "P100"}}},
+	} {
+		pod := k8sPod(c.spec)
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			filterAll(b, p, pod, nodes) // converts every node once
+			// and a PreScore's view of the snapshot, as the cycle before
+			// this pod's leaves it
+			if err := p.conv.withView(nodes, func(*view) error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			defer reportCPU(b)()
+			feasible := 0
+			for b.Loop() {
+				feasible = filterAll(b, p, pod, nodes)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/node")
+			b.ReportMetric(float64(feasible), "feasible")
+		})
+	}
+}
+
+// filterAll runs PreFilter and Filter on every node and returns how many
+// passed.
+func filterAll(b *testing.B, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) int {
+	ctx := context.Background()
+	cs := framework.NewCycleState()
+	if _, st := p.PreFilter(ctx, cs, pod, nodes); !st.IsSuccess() {
+		b.Fatal(st)
+	}
+	ok := 0
+	for _, ni := range nodes {
+		if p.Filter(ctx, cs, pod, ni).IsSuccess() {
+			ok++
+		}
+	}
+	return ok
+}
+
+// BenchmarkExtender measures the extender's prioritize and filter verbs
+// at 5,000 nodes as a nodeCacheCapable scheduler calls them (node names
+// in the request, Nodes and pods from the cluster source, which lists its
+// nodes in no fixed order as an informer's store does), per pod, without
+// HTTP and JSON.
+func BenchmarkExtender(b *testing.B) {
+	const n = 5000
+	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(n, 2))
+	var nodes []*v1.Node
+	var pods []*v1.Pod
+	var names []string
+	for i, ni := range randomSnapshot(rng, n) {
+		node := ni.Node().DeepCopy()
+		node.ResourceVersion = fmt.Sprint(i + 1)
+		nodes, names = append(nodes, node), append(names, node.Name)
+		for _, pi := range ni.GetPods() {
+			p := pi.GetPod().DeepCopy()
+			p.Spec.NodeName, p.ResourceVersion = node.Name, "1"
+			pods = append(pods, p)
+		}
+	}
+	ext := NewExtender(newTestPlugin(b, nil, tgt), NewStaticSource(nodes, pods...), ExtenderOptions{})
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		spec sim.PodSpec
+	}{
+		{"prioritize/cpu-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096}},
+		{"prioritize/gpu-share-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}},
+		{"filter/gpu-share-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}},
+	} {
+		pod := k8sPod(c.spec)
+		args := &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names}
+		call := func() int {
+			if strings.HasPrefix(c.name, "filter/") {
+				return len(*ext.Filter(ctx, args).NodeNames)
+			}
+			return len(*ext.Prioritize(ctx, args))
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			call()
+			runtime.GC()
+			defer reportCPU(b)()
+			for b.Loop() {
+				call()
+			}
+			b.ReportMetric(float64(call()), "nodes")
+		})
 	}
 }

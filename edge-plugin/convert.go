@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -270,6 +271,9 @@ type converter struct {
 	target *sim.TargetWorkload
 	res    *reservations
 	nodes  sync.Map // node name -> *nodeEntry
+	// known is the last snapshot's entries by NodeInfo object, for
+	// Filter's lock-free lookups (published by entriesLocked).
+	known atomic.Pointer[knownNodes]
 
 	// mu guards everything below and every use of cur's State.
 	mu     sync.Mutex
@@ -312,12 +316,34 @@ func newConverter(target *sim.TargetWorkload) *converter {
 	return &converter{target: target, res: &reservations{}, log: klog.Background()}
 }
 
+// knownNodes is the snapshot entriesLocked last saw: its NodeInfo objects'
+// positions and the entries converted there. Immutable once published:
+// Filter reads it on parallel goroutines without a lock while the next
+// cycle's is built.
+type knownNodes struct {
+	at      *nodeIndex // NodeInfo object -> position in entries
+	entries []*nodeEntry
+}
+
 // node returns the converted node, from the cache when its generation
-// matches. Safe for concurrent use (Filter runs in parallel).
+// matches. Safe for concurrent use (Filter runs in parallel): first by
+// the NodeInfo object among the last snapshot's (an address lookup, as
+// the scheduler passes its snapshot's objects), then by name.
 func (c *converter) node(ni fwk.NodeInfo) *nodeEntry {
 	n := ni.Node()
 	if n == nil {
 		return &nodeEntry{}
+	}
+	if fi, ok := ni.(*framework.NodeInfo); ok {
+		if k := c.known.Load(); k != nil {
+			if p, ok := k.at.get(fi); ok {
+				// the object may hold another node, or the same node
+				// since changed: only its generation and name tell
+				if e := k.entries[p]; e.gen == ni.GetGeneration() && e.spec.Name == n.Name {
+					return e
+				}
+			}
+		}
 	}
 	if v, ok := c.nodes.Load(n.Name); ok {
 		if e := v.(*nodeEntry); e.gen == ni.GetGeneration() {
@@ -508,7 +534,7 @@ func (c *converter) entriesLocked(all []fwk.NodeInfo) ([]*nodeEntry, snapshotDel
 	// convert the list anew), and a new conversion where a generation
 	// moved on.
 	sameList := len(all) == len(c.lastInfos) && len(c.lastGens) == len(all) && len(c.lastView) == len(all)
-	resort := false
+	resort, moved := false, false
 	if sameList {
 		infos, gens := c.lastInfos[:len(all)], c.lastGens[:len(all)]
 		for i, ni := range all {
@@ -521,6 +547,7 @@ func (c *converter) entriesLocked(all []fwk.NodeInfo) ([]*nodeEntry, snapshotDel
 			}
 			old, e := c.lastEntries[i], c.node(ni)
 			c.lastEntries[i], gens[i] = e, e.gen
+			moved = true
 			// the same object now holding another node, or a node
 			// that is modelled no more or again: sort and index again
 			if e.spec.Name != old.spec.Name || e.ok != old.ok {
@@ -536,6 +563,9 @@ func (c *converter) entriesLocked(all []fwk.NodeInfo) ([]*nodeEntry, snapshotDel
 	}
 	if sameList && !resort {
 		c.changedBuf = d.changed
+		if moved || c.known.Load() == nil {
+			c.publishKnownLocked(false)
+		}
 		return c.sortedBuf, d
 	}
 	if !sameList {
@@ -564,13 +594,36 @@ func (c *converter) entriesLocked(all []fwk.NodeInfo) ([]*nodeEntry, snapshotDel
 		}
 	}
 	c.sortedBuf = out
+	c.publishKnownLocked(true)
 	return out, snapshotDelta{full: true, specs: true}
+}
+
+// publishKnownLocked publishes the last snapshot's entries for Filter
+// (knownNodes), its index of NodeInfo objects built again when the list
+// changed (reindex), else shared with the one before. A copy of 5,000
+// pointers per cycle; the index only when nodes come or go. Call with
+// c.mu held.
+func (c *converter) publishKnownLocked(reindex bool) {
+	prev := c.known.Load()
+	var at *nodeIndex
+	if prev != nil && !reindex {
+		at = prev.at
+	} else {
+		at = newNodeIndex(len(c.lastInfos))
+		for p, ni := range c.lastInfos {
+			if fi, ok := ni.(*framework.NodeInfo); ok {
+				at.put(fi, int32(p))
+			}
+		}
+	}
+	c.known.Store(&knownNodes{at: at, entries: slices.Clone(c.lastEntries)})
 }
 
 // forget drops the last snapshot's list, so the next entriesLocked
 // converts and sorts again (its delta would be relative to a snapshot no
 // view was brought up to). Call with c.mu held.
 func (c *converter) forget() {
+	c.known.Store(nil)
 	c.lastInfos, c.lastEntries, c.lastGens = c.lastInfos[:0], c.lastEntries[:0], c.lastGens[:0]
 	c.lastView, c.sortedBuf = c.lastView[:0], c.sortedBuf[:0]
 }

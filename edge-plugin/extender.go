@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"net/http"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -138,6 +140,50 @@ type Extender struct {
 	mu      sync.Mutex
 	cache   map[string]cachedInfo
 	assumed map[types.UID]assumedPod
+
+	// order is the source's nodes in name order (nodeOrder), kept while
+	// the set of names is the same.
+	order atomic.Pointer[nodeOrder]
+}
+
+// nodeOrder places the cluster's nodes: an informer's store lists them in
+// no fixed order, and the converter re-sorts and re-indexes the whole
+// snapshot whenever its list changes order (entriesLocked), which at
+// 5,000 nodes cost more than the rest of a request. Immutable once built.
+type nodeOrder struct {
+	names []string
+	idx   map[string]int
+}
+
+func newNodeOrder(nodes []*v1.Node) *nodeOrder {
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	o := &nodeOrder{names: names, idx: make(map[string]int, len(names))}
+	for i, n := range names {
+		o.idx[n] = i
+	}
+	return o
+}
+
+// place puts src in o's order; ok is false when src is not o's set of
+// names (a node came or went: build the order again).
+func (o *nodeOrder) place(src []*v1.Node) ([]*v1.Node, bool) {
+	if o == nil || len(src) != len(o.names) {
+		return nil, false
+	}
+	all := make([]*v1.Node, len(o.names))
+	for _, n := range src {
+		i, ok := o.idx[n.Name]
+		if !ok || all[i] != nil {
+			return nil, false
+		}
+		all[i] = n
+	}
+	return all, true
 }
 
 type cachedInfo struct {
@@ -532,26 +578,38 @@ func (e *Extender) scores(ctx context.Context, pod *v1.Pod, feasible []*v1.Node)
 	return out
 }
 
-// allNodes is the source's nodes with the request's objects in place of
-// the source's (the scheduler's copy is at least as fresh), and the index
-// of every name. Without source nodes the request's nodes are the cluster.
+// allNodes is the source's nodes in name order with the request's
+// objects in place of the source's (the scheduler's copy is at least as
+// fresh), and the index of every name. Without source nodes the
+// request's nodes are the cluster. The index is shared: read it only.
 func (e *Extender) allNodes(req []*v1.Node) ([]*v1.Node, map[string]int) {
 	src := e.src.ListNodes()
-	all := make([]*v1.Node, 0, max(len(src), len(req)))
-	idx := make(map[string]int, cap(all))
-	for _, n := range src {
-		if _, dup := idx[n.Name]; !dup {
-			idx[n.Name] = len(all)
-			all = append(all, n)
+	o := e.order.Load()
+	all, ok := o.place(src)
+	if !ok {
+		o = newNodeOrder(src)
+		e.order.Store(o)
+		if all, ok = o.place(src); !ok { // duplicate names: the first stands
+			all = make([]*v1.Node, len(o.names))
+			for _, n := range src {
+				if i := o.idx[n.Name]; all[i] == nil {
+					all[i] = n
+				}
+			}
 		}
 	}
+	idx, private := o.idx, false
 	for _, n := range req {
-		if i, ok := idx[n.Name]; ok {
-			all[i] = n
-		} else {
+		i, ok := idx[n.Name]
+		if !ok { // a node the source does not hold yet: a private index
+			if !private {
+				idx, private = maps.Clone(idx), true
+			}
 			idx[n.Name] = len(all)
 			all = append(all, n)
+			continue
 		}
+		all[i] = n
 	}
 	return all, idx
 }

@@ -387,8 +387,9 @@ func ExtenderMain(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(fs.Output(), `Usage: edge-scheduler extender --model FILE --keys FILE[,FILE] [flags]
 
 Serves EdgePolicy's decisions over the kube-scheduler HTTP extender protocol
-(POST PREFIX/filter and PREFIX/prioritize, ExtenderArgs with full Node objects:
-configure nodeCacheCapable: false), for schedulers that cannot load the plugin,
+(POST PREFIX/filter, PREFIX/prioritize and PREFIX/bind; node names with
+nodeCacheCapable: true, the Node objects from its informer cache, or full Node
+objects with false), for schedulers that cannot load the plugin,
 such as K3s's embedded kube-scheduler. Also serves /healthz, /readyz (node and
 pod informers synced) and /metrics. See docs/edge-plugin.md, "Extender mode".
 

@@ -196,8 +196,13 @@ const (
 	preScoreKey  fwk.StateKey = "PreScore" + Name
 )
 
-// preFilterState is the pod's parsed GPU request.
-type preFilterState struct{ req gpuRequest }
+// preFilterState is the pod's parsed GPU request and the cycle's policy
+// state (nil: none; also in the CycleState under policyKey), read once
+// per Filter call.
+type preFilterState struct {
+	req    gpuRequest
+	policy *policyCycle
+}
 
 func (s *preFilterState) Clone() fwk.StateData { return s }
 
@@ -208,10 +213,11 @@ func (p *EdgePolicy) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	if policy := p.policyPreFilter(cs, pod); req.GPUs == 0 && !policy {
+	policy := p.policyPreFilter(cs, pod)
+	if req.GPUs == 0 && policy == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	cs.Write(preFilterKey, &preFilterState{req: req})
+	cs.Write(preFilterKey, &preFilterState{req: req, policy: policy})
 	return nil, nil
 }
 
@@ -235,17 +241,22 @@ func (p *EdgePolicy) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("reading %s: %w", preFilterKey, err))
 	}
-	req := v.(*preFilterState).req
+	pf := v.(*preFilterState)
+	req := pf.req
 	if ni.Node() == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node not found")
 	}
-	if st := p.policyFilter(cs, ni); st != nil {
+	if st := p.policyFilter(pf.policy, ni); st != nil {
 		return st
 	}
 	if req.GPUs == 0 { // here for the policy only
 		return nil
 	}
-	gpus, model := nodeGPUs(ni.Node())
+	// The node's GPUs and model from its converted entry (cached by
+	// generation: nodeGPUs's map lookups on every node of every cycle cost
+	// more than the rest of Filter together; BenchmarkFilter).
+	e := p.conv.node(ni)
+	gpus, model := e.spec.GPUs, e.spec.GPUModel
 	if gpus == 0 {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ReasonNoGPU)
 	}
@@ -255,7 +266,6 @@ func (p *EdgePolicy) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if int(req.GPUs) > gpus {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ReasonGPUAllocated)
 	}
-	e := p.conv.node(ni)
 	if !gpuFits(e.free, req.GPUs, req.Milli) {
 		if req.Milli >= sim.MilliGPU {
 			return fwk.NewStatus(fwk.Unschedulable, ReasonGPUAllocated)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -422,4 +424,64 @@ func TestReserveWithoutPreScore(t *testing.T) {
 	if st := p.Reserve(context.Background(), framework.NewCycleState(), big, "only"); st.IsSuccess() {
 		t.Fatal("Reserve succeeded for a pod that does not fit")
 	}
+}
+
+// TestFilterFollowsSnapshotChanges checks Filter's lookup of the last
+// snapshot's converted nodes (converter.known, by NodeInfo object) against
+// the changes a scheduler makes to its snapshot objects between cycles:
+// a pod bound in place (the generation moves on), the same object set to
+// another node, and a copy of the object (preemption's what-if). Each
+// verdict is compared with a fresh plugin's, which has converted nothing
+// before and so reads the object as it is now.
+func TestFilterFollowsSnapshotChanges(t *testing.T) {
+	tgt := sim.NewTargetWorkload(nil, 0.95)
+	p := newTestPlugin(t, nil, tgt)
+	t4 := nodeInfo(k8sNode(gpuNode("t4", "T4", 1)))
+	a10 := nodeInfo(k8sNode(gpuNode("a10", "A10", 2)))
+	nodes := []fwk.NodeInfo{t4, a10}
+	pod := k8sPod(sim.PodSpec{Name: "p", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 600, GPUSpec: []string{"T4"}})
+	verdict := func(p *EdgePolicy, ni fwk.NodeInfo) string {
+		cs := framework.NewCycleState()
+		if _, st := p.PreFilter(context.Background(), cs, pod, nodes); !st.IsSuccess() {
+			t.Fatalf("PreFilter = %v", st)
+		}
+		st := p.Filter(context.Background(), cs, pod, ni)
+		return fmt.Sprintf("%v %s", st.Code(), st.Message())
+	}
+	check := func(step string, ni fwk.NodeInfo, want fwk.Code) {
+		t.Helper()
+		got, fresh := verdict(p, ni), verdict(newTestPlugin(t, nil, tgt), ni)
+		if got != fresh || !strings.HasPrefix(got, want.String()) {
+			t.Errorf("%s: Filter = %s, a fresh plugin's %s, want %v", step, got, fresh, want)
+		}
+	}
+	view := func() {
+		if err := p.conv.withView(nodes, func(*view) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if p.conv.known.Load() == nil {
+			t.Fatal("no known nodes published after a view")
+		}
+	}
+	view()
+	check("fresh snapshot", t4, fwk.Success)
+	// a pod holding 500 of the T4 bound in place: 600 fits no more
+	holder := k8sPod(sim.PodSpec{Name: "h", CPU: 1, Memory: 1, GPUs: 1, GPUMilli: 500})
+	holder.Annotations[AnnotationGPUDevices] = "0"
+	t4.AddPod(holder)
+	check("bound in place, before the next view", t4, fwk.Unschedulable)
+	view()
+	check("bound in place, after the next view", t4, fwk.Unschedulable)
+	// the A10 node's object now holds a T4 node with a free device
+	a10.SetNode(k8sNode(gpuNode("t4-b", "T4", 1)))
+	check("object holds another node", a10, fwk.Success)
+	view()
+	check("object holds another node, after the next view", a10, fwk.Success)
+	// preemption's what-if: a copy without the holder
+	whatIf := t4.Snapshot()
+	if err := whatIf.RemovePod(klog.Background(), holder); err != nil {
+		t.Fatal(err)
+	}
+	check("what-if copy", whatIf, fwk.Success)
+	check("original after the what-if", t4, fwk.Unschedulable)
 }

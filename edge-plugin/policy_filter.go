@@ -247,16 +247,16 @@ func nodeWatts(spec sim.NodeSpec) (perCore, perGPU float64) {
 
 // policyPreFilter writes the cycle's policy state; it reports whether a
 // rule applies to the pod (so Filter must run even without a GPU request).
-func (p *EdgePolicy) policyPreFilter(cs fwk.CycleState, pod *v1.Pod) bool {
+func (p *EdgePolicy) policyPreFilter(cs fwk.CycleState, pod *v1.Pod) *policyCycle {
 	if p.policy.current() == nil {
-		return false
+		return nil
 	}
 	c := p.newPolicyCycle(pod, p.policyNodes())
 	if c == nil {
-		return false
+		return nil
 	}
 	cs.Write(policyKey, c)
-	return true
+	return c
 }
 
 // policyNodes lists every node with its pods: the scheduler's snapshot, or
@@ -287,8 +287,7 @@ func readPolicyCycle(cs fwk.CycleState) *policyCycle {
 // policyFilter checks the required rules on a node; nil when it passes.
 // The status message names the rule: "policy rule rule-2 (keep payment
 // and orders in the same zone): zone b is not where payment, orders run (a)".
-func (p *EdgePolicy) policyFilter(cs fwk.CycleState, ni fwk.NodeInfo) *fwk.Status {
-	c := readPolicyCycle(cs)
+func (p *EdgePolicy) policyFilter(c *policyCycle, ni fwk.NodeInfo) *fwk.Status {
 	if c == nil || ni.Node() == nil {
 		return nil
 	}
