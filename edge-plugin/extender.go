@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"io"
 	"maps"
 	"net/http"
@@ -632,14 +632,16 @@ func (e *Extender) nodeInfos(nodes []*v1.Node, exclude types.UID, sweep bool) []
 	out := make([]fwk.NodeInfo, len(nodes))
 	for i, n := range nodes {
 		pods := e.podsOnNode(n.Name)
-		slices.SortFunc(pods, func(a, b *v1.Pod) int {
-			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
-		})
 		fp, cacheable := fingerprint(n, pods, exclude)
 		if c, ok := e.cache[n.Name]; cacheable && ok && c.fp == fp {
 			out[i] = c.ni
 			continue
 		}
+		// a NodeInfo built again holds its pods in one order, whatever
+		// order the source listed them in
+		slices.SortFunc(pods, func(a, b *v1.Pod) int {
+			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
+		})
 		kept := pods[:0:0]
 		for _, p := range pods {
 			if exclude == "" || p.UID != exclude {
@@ -670,28 +672,29 @@ func (e *Extender) nodeInfos(nodes []*v1.Node, exclude types.UID, sweep bool) []
 }
 
 // fingerprint hashes a node's and its pods' identities and resource
-// versions; cacheable is false when one is missing or the excluded pod is
-// among them.
+// versions, in any order of the pods (an informer's index lists them in no
+// fixed order: the per-pod hashes are summed, so nothing is sorted unless
+// the NodeInfo is built again); cacheable is false when one is missing or
+// the excluded pod is among them. The seed is per process: fingerprints
+// are compared only within one.
 func fingerprint(n *v1.Node, pods []*v1.Pod, exclude types.UID) (uint64, bool) {
 	if n.ResourceVersion == "" {
 		return 0, false
 	}
-	h := fnv.New64a()
-	write := func(s string) {
-		_, _ = io.WriteString(h, s)
-		_, _ = h.Write([]byte{0})
+	pair := func(a, b string) uint64 {
+		return maphash.String(fingerprintSeed, a)*0x9e3779b97f4a7c15 ^ maphash.String(fingerprintSeed, b)
 	}
-	write(string(n.UID))
-	write(n.ResourceVersion)
+	sum := pair(string(n.UID), n.ResourceVersion) + uint64(len(pods))*0xbf58476d1ce4e5b9
 	for _, p := range pods {
 		if p.ResourceVersion == "" || (exclude != "" && p.UID == exclude) {
 			return 0, false
 		}
-		write(string(p.UID))
-		write(p.ResourceVersion)
+		sum += pair(string(p.UID), p.ResourceVersion)
 	}
-	return h.Sum64(), true
+	return sum, true
 }
+
+var fingerprintSeed = maphash.MakeSeed()
 
 // StaticSource is a ClusterSource holding fixed objects (tests, tools,
 // and embedding programs that maintain the state themselves).
