@@ -331,16 +331,24 @@ func BenchmarkExtender(b *testing.B) {
 			pods = append(pods, p)
 		}
 	}
-	ext := NewExtender(newTestPlugin(b, nil, tgt), NewStaticSource(nodes, pods...), ExtenderOptions{})
+	t0 := time.Unix(1e9, 0)
+	ext := NewExtender(newTestPlugin(b, nil, tgt), NewStaticSource(nodes, pods...), ExtenderOptions{Now: func() time.Time { return t0 }})
 	ctx := context.Background()
 	for _, c := range []struct {
-		name string
-		spec sim.PodSpec
+		name     string
+		spec     sim.PodSpec
+		inFlight int // pods the bind verb bound that the source does not show yet
 	}{
-		{"prioritize/cpu-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096}},
-		{"prioritize/gpu-share-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}},
-		{"filter/gpu-share-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}},
+		{"prioritize/cpu-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096}, 0},
+		{"prioritize/gpu-share-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}, 0},
+		{"filter/gpu-share-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}, 0},
+		{"prioritize/cpu-pod-200-binding", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096}, 200},
 	} {
+		for i := range c.inFlight {
+			bound := k8sPod(sim.PodSpec{Name: fmt.Sprintf("bound-%d", i), CPU: 10, Memory: 10})
+			bound.ResourceVersion = "1" // as the scheduler sends it
+			ext.assume(bound, names[rng.IntN(n)], nil)
+		}
 		pod := k8sPod(c.spec)
 		args := &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names}
 		call := func() int {

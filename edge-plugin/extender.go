@@ -140,6 +140,9 @@ type Extender struct {
 	mu      sync.Mutex
 	cache   map[string]cachedInfo
 	assumed map[types.UID]assumedPod
+	// assumedOn lists each node's assumed pods (some perhaps forgotten
+	// in assumed already: podsOnNode drops them).
+	assumedOn map[string][]types.UID
 
 	// order is the source's nodes in name order (nodeOrder), kept while
 	// the set of names is the same.
@@ -202,7 +205,7 @@ func NewExtender(p *EdgePolicy, src ClusterSource, o ExtenderOptions) *Extender 
 		o.Now = time.Now
 	}
 	e := &Extender{p: p, src: src, prefix: cleanPrefix(o.Prefix), maxBody: o.MaxBodyBytes, client: o.Client, now: o.Now,
-		cache: map[string]cachedInfo{}, assumed: map[types.UID]assumedPod{}}
+		cache: map[string]cachedInfo{}, assumed: map[types.UID]assumedPod{}, assumedOn: map[string][]types.UID{}}
 	p.policyLister = func() []fwk.NodeInfo { // the policy's view of where services run
 		all, _ := e.allNodes(nil)
 		return e.infos(all, "")

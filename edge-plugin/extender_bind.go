@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
@@ -162,6 +162,9 @@ func (e *Extender) assume(pod *v1.Pod, node string, ann map[string]string) {
 		bound.Annotations[k] = v
 	}
 	e.mu.Lock()
+	if _, again := e.assumed[pod.UID]; !again || !slices.Contains(e.assumedOn[node], pod.UID) {
+		e.assumedOn[node] = append(e.assumedOn[node], pod.UID)
+	}
 	e.assumed[pod.UID] = assumedPod{pod: bound, at: e.now()}
 	e.mu.Unlock()
 }
@@ -218,25 +221,33 @@ func (e *Extender) pickDevices(pod *v1.Pod, nodeName string) ([]int, error) {
 
 // podsOnNode is the source's pods of the node plus the pods the extender
 // bound there that the source does not show yet; assumed pods the source
-// shows (anywhere) or older than AssumeTTL are forgotten. Call with e.mu
-// held.
+// shows there or older than AssumeTTL are forgotten. Only the node's own
+// assumed pods are looked at (assumedOn): a request asks for every node,
+// and a pass over every assumed pod per node cost 100 ms a request at
+// 5,000 nodes and 200 bindings in flight. Call with e.mu held.
 func (e *Extender) podsOnNode(name string) []*v1.Pod {
 	pods := e.src.PodsOnNode(name)
-	if len(e.assumed) == 0 {
+	uids := e.assumedOn[name]
+	if len(uids) == 0 { // most nodes: one map lookup, not a pass over every assumed pod
 		return pods
 	}
-	seen := make(map[types.UID]bool, len(pods))
-	for _, p := range pods {
-		seen[p.UID] = true
-	}
 	now := e.now()
-	for uid, a := range e.assumed {
+	kept := uids[:0]
+	for _, uid := range uids {
+		a, ok := e.assumed[uid]
 		switch {
-		case seen[uid] || now.Sub(a.at) > AssumeTTL:
+		case !ok || a.pod.Spec.NodeName != name: // forgotten (a failed binding)
+		case now.Sub(a.at) > AssumeTTL || slices.ContainsFunc(pods, func(p *v1.Pod) bool { return p.UID == uid }):
 			delete(e.assumed, uid)
-		case a.pod.Spec.NodeName == name:
+		default:
 			pods = append(pods, a.pod)
+			kept = append(kept, uid)
 		}
+	}
+	if len(kept) == 0 {
+		delete(e.assumedOn, name)
+	} else {
+		e.assumedOn[name] = kept
 	}
 	return pods
 }
