@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -545,5 +546,53 @@ func TestK3sExtenderConfig(t *testing.T) {
 				t.Fatalf("extenders lack a verb (filter, prioritize, and bind on the filtering entry, for every pod: %v): %+v", allPods, cfg.Extenders)
 			}
 		})
+	}
+}
+
+// TestExtenderKeepsNodeInfos: the NodeInfos the extender builds from its
+// source are kept across requests while their objects are unchanged, so
+// the converter's caches hit: a filter request that names a few nodes (the
+// scheduler sends the ones it found feasible) must not forget the others',
+// and a prioritize of the whole cluster reuses every one; a node whose
+// object changed gets a new one. The source lists nodes in no fixed order,
+// as an informer does.
+func TestExtenderKeepsNodeInfos(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var nodes []*v1.Node
+	var names []string
+	for i, ni := range randomSnapshot(rng, 300) {
+		n := ni.Node().DeepCopy()
+		n.ResourceVersion = fmt.Sprint(i + 1)
+		nodes, names = append(nodes, n), append(names, n.Name)
+	}
+	src := NewStaticSource(nodes)
+	ext := NewExtender(newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95)), src, ExtenderOptions{})
+	ctx := context.Background()
+	cpuPod := k8sPod(sim.PodSpec{Name: "p", CPU: 100, Memory: 10})
+	gpuPod := k8sPod(sim.PodSpec{Name: "g", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 500})
+	ext.Prioritize(ctx, &extenderv1.ExtenderArgs{Pod: cpuPod, NodeNames: &names})
+	before := map[string]*framework.NodeInfo{}
+	for name, c := range ext.cache {
+		before[name] = c.ni
+	}
+	if len(before) != len(nodes) {
+		t.Fatalf("%d NodeInfos cached after a prioritize of %d nodes", len(before), len(nodes))
+	}
+	few := names[:10]
+	ext.Filter(ctx, &extenderv1.ExtenderArgs{Pod: gpuPod, NodeNames: &few})
+	changed := nodes[42].DeepCopy()
+	changed.ResourceVersion = "changed"
+	src.SetNode(changed)
+	ext.Prioritize(ctx, &extenderv1.ExtenderArgs{Pod: cpuPod, NodeNames: &names})
+	for name, ni := range before {
+		c, ok := ext.cache[name]
+		switch {
+		case !ok:
+			t.Errorf("node %s: NodeInfo forgotten", name)
+		case name == changed.Name && c.ni == ni:
+			t.Errorf("node %s changed: its NodeInfo was kept", name)
+		case name != changed.Name && c.ni != ni:
+			t.Errorf("node %s unchanged: its NodeInfo was built again", name)
+		}
 	}
 }
