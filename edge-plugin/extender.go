@@ -116,6 +116,10 @@ type ExtenderOptions struct {
 	Client kubernetes.Interface
 	// Now is the clock of assumed pods (AssumeTTL; nil: time.Now).
 	Now func() time.Time
+	// BindWait bounds how long a filter call that depends on devices or
+	// placements waits for the bindings of pods prioritized before it
+	// (extender_inflight.go). 0: DefaultBindWait; negative: no wait.
+	BindWait time.Duration
 }
 
 // Extender serves EdgePolicy's Filter, Score and Bind over the
@@ -147,6 +151,14 @@ type Extender struct {
 	// order is the source's nodes in name order (nodeOrder), kept while
 	// the set of names is the same.
 	order atomic.Pointer[nodeOrder]
+
+	// inflight holds the prioritized pods whose binding has not reached
+	// the bind verb, once the scheduler has delegated a binding (binds:
+	// a scheduler that binds itself never calls the verb, and its pods
+	// would only ever expire); filter waits for them up to bindWait.
+	inflight *inflight
+	binds    atomic.Bool
+	bindWait time.Duration
 }
 
 // nodeOrder places the cluster's nodes: an informer's store lists them in
@@ -204,8 +216,12 @@ func NewExtender(p *EdgePolicy, src ClusterSource, o ExtenderOptions) *Extender 
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.BindWait == 0 {
+		o.BindWait = DefaultBindWait
+	}
 	e := &Extender{p: p, src: src, prefix: cleanPrefix(o.Prefix), maxBody: o.MaxBodyBytes, client: o.Client, now: o.Now,
-		cache: map[string]cachedInfo{}, assumed: map[types.UID]assumedPod{}, assumedOn: map[string][]types.UID{}}
+		cache: map[string]cachedInfo{}, assumed: map[types.UID]assumedPod{}, assumedOn: map[string][]types.UID{},
+		inflight: newInflight(), bindWait: o.BindWait}
 	p.policyLister = func() []fwk.NodeInfo { // the policy's view of where services run
 		all, _ := e.allNodes(nil)
 		return e.clusterInfos(all, "")
@@ -479,6 +495,12 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 		res.Error = "edgesched extender: cluster cache not synced yet (GPU device occupancy and the policy's placements unknown)"
 		return res
 	default:
+		// devices and placements decide: first let the bindings of the
+		// pods prioritized before this one arrive
+		if e.bindWait > 0 && e.binds.Load() {
+			metricExtBindWaits.WithLabelValues(string(e.inflight.wait(ctx, args.Pod.UID, e.bindWait))).Inc()
+			e.inflight.filter(args.Pod.UID)
+		}
 		infos := e.infos(nodes, args.Pod.UID)
 		for i, ni := range infos {
 			fs := e.p.Filter(ctx, cs, args.Pod, ni)
@@ -534,6 +556,9 @@ func extenderPriority(s int64) int64 {
 // simulator, unknown) get 0, as in the plugin.
 func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) *extenderv1.HostPriorityList {
 	nodes, missing := e.requestNodes(args)
+	if e.bindWait > 0 && args.Pod != nil {
+		e.inflight.prioritize(args.Pod.UID) // its binding comes next
+	}
 	out := make(extenderv1.HostPriorityList, 0, len(nodes)+len(missing))
 	scores := e.scores(ctx, args.Pod, nodes)
 	e.policyScores(args.Pod, nodes, scores)
@@ -792,11 +817,17 @@ var (
 		Buckets:        metrics.ExponentialBuckets(50e-6, 2.5, 12),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"verb"})
+	metricExtBindWaits = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "edgesched_extender",
+		Name:           "filter_bind_waits_total",
+		Help:           "Filter calls by how their wait for earlier prioritized pods' bindings ended (none, bound, expired, canceled).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"outcome"})
 	registerExtOnce sync.Once
 )
 
 func registerExtenderMetrics() {
 	RegisterMetrics()
 	registerPolicyMetrics()
-	registerExtOnce.Do(func() { legacyregistry.MustRegister(metricExtRequests, metricExtDuration) })
+	registerExtOnce.Do(func() { legacyregistry.MustRegister(metricExtRequests, metricExtDuration, metricExtBindWaits) })
 }

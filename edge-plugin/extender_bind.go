@@ -72,6 +72,8 @@ func (e *Extender) bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	if e.client == nil {
 		return fmt.Errorf("%w: no API client (run with a kubeconfig or in a cluster)", ErrBind)
 	}
+	e.binds.Store(true)
+	defer e.inflight.done(args.PodUID) // also when the binding fails before its reservation
 	pod, err := e.client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("%w: get pod %s/%s: %w", ErrBind, args.PodNamespace, args.PodName, err)
@@ -96,6 +98,7 @@ func (e *Extender) bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	e.bindMu.Lock()
 	ann, err := e.reserve(pod, req, args.Node)
 	e.bindMu.Unlock()
+	e.inflight.done(pod.UID) // assumed (or refused): filter calls waiting for it go on
 	if err != nil {
 		return err
 	}

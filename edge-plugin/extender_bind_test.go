@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/component-base/metrics/testutil"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/edgesched/edgesched/sim"
@@ -362,5 +364,104 @@ func TestExtenderBindKeepsNodeCache(t *testing.T) {
 	}
 	if n := len(ext.cache); n != 100 {
 		t.Fatalf("cache holds %d nodes after a bind, want 100", n)
+	}
+}
+
+// TestExtenderFilterWaitsForBinding: the scheduler filters the next pod
+// while the previous one's binding is on its way; a filter call for a GPU
+// pod waits until the bindings of the pods filtered and prioritized before
+// it reach the bind verb, so it sees their devices taken (without the wait, b below
+// passes filter on t4 and its binding is refused). A pod prioritized and
+// never bound is given up after BindWait; before the scheduler has
+// delegated any binding nothing waits.
+//
+// Node t4 has two T4 devices; device 0 holds a 700 milli-GPU share, so
+// an 800 share fits device 1 only, and a second one nowhere.
+func TestExtenderFilterWaitsForBinding(t *testing.T) {
+	p := newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95))
+	t4 := k8sNode(gpuNode("t4", "T4", 2))
+	held := k8sPod(sim.PodSpec{Name: "held", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 700})
+	held.Annotations[AnnotationGPUDevices] = "0"
+	src := NewStaticSource([]*v1.Node{t4}, onNode(held, "t4"))
+	share := func(name string) *v1.Pod {
+		return k8sPod(sim.PodSpec{Name: name, CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 800})
+	}
+	a, b, c, warm := share("a"), share("b"), share("c"), k8sPod(sim.PodSpec{Name: "warm", CPU: 100, Memory: 10})
+	client, _ := fakeBinder(a, b, c, warm)
+	names := func(pod *v1.Pod) *extenderv1.ExtenderArgs {
+		return &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &[]string{"t4"}}
+	}
+	waits := func(outcome waitOutcome) float64 {
+		v, _ := testutil.GetCounterMetricValue(metricExtBindWaits.WithLabelValues(string(outcome)))
+		return v
+	}
+
+	ext := NewExtender(p, src, ExtenderOptions{Client: client, BindWait: time.Minute})
+	srv := httptest.NewServer(ext)
+	defer srv.Close()
+
+	// before any binding was delegated, filter and prioritize mark nothing
+	filterCall(t, srv, names(a))
+	prioritizeCall(t, srv, names(a))
+	if n := len(ext.inflight.pods); n != 0 {
+		t.Fatalf("%d pods in flight before the scheduler delegated a binding", n)
+	}
+	if res := bindCall(t, srv, warm, "t4"); res.Error != "" {
+		t.Fatalf("bind warm: %s", res.Error)
+	}
+
+	// a pod only ranked (the filter-and-bind extender is not interested
+	// in it: the scheduler binds it) is not waited for
+	prioritizeCall(t, srv, names(warm))
+	if n := len(ext.inflight.pods); n != 0 {
+		t.Fatalf("%d pods in flight after prioritizing a pod never filtered", n)
+	}
+	// a is filtered and prioritized; b's filter waits until a's binding
+	// arrives
+	filterCall(t, srv, names(a))
+	prioritizeCall(t, srv, names(a))
+	bound := waits(waitBound)
+	got := make(chan *extenderv1.ExtenderFilterResult, 1)
+	go func() { got <- filterCall(t, srv, names(b)) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for ext.inflight.waiters.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("b's filter call did not wait for a's binding")
+		}
+		goruntime.Gosched()
+	}
+	if res := bindCall(t, srv, a, "t4"); res.Error != "" {
+		t.Fatalf("bind a: %s", res.Error)
+	}
+	res := <-got
+	if _, failed := res.FailedNodes["t4"]; !failed || len(*res.NodeNames) != 0 {
+		t.Fatalf("filter b after a's binding: passed %v, failed %v; want t4 failed (a took device 1)", *res.NodeNames, res.FailedNodes)
+	}
+	if d := waits(waitBound) - bound; d != 1 {
+		t.Fatalf("filter waits ended by a binding: %v, want 1", d)
+	}
+
+	// c is prioritized and never bound: a short BindWait gives it up
+	short := NewExtender(p, src, ExtenderOptions{Client: client, BindWait: 20 * time.Millisecond})
+	ssrv := httptest.NewServer(short)
+	defer ssrv.Close()
+	short.binds.Store(true)
+	filterCall(t, ssrv, names(c))
+	prioritizeCall(t, ssrv, names(c))
+	expired := waits(waitExpired)
+	filterCall(t, ssrv, names(b))
+	if d := waits(waitExpired) - expired; d != 1 {
+		t.Fatalf("filter waits given up: %v, want 1", d)
+	}
+	if n := len(short.inflight.pods); n != 0 {
+		t.Fatalf("%d pods still in flight after BindWait", n)
+	}
+	// a pod does not wait for itself
+	filterCall(t, ssrv, names(c))
+	prioritizeCall(t, ssrv, names(c))
+	none := waits(waitNone)
+	filterCall(t, ssrv, names(c))
+	if d := waits(waitNone) - none; d != 1 {
+		t.Fatalf("filter of the pod in flight itself: %v waits without one, want 1", d)
 	}
 }

@@ -376,6 +376,7 @@ func ExtenderMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.Args.TopologyConfigMap, "topology-configmap", "", "NAMESPACE/NAME of the site topology ConfigMap: carbon zones and RTTs (the plugin's topologyConfigMap; empty: defaults)")
 	fs.StringVar(&cfg.Options.Prefix, "prefix", "", "URL path prefix of the verbs (the verbs are PREFIX/filter and PREFIX/prioritize)")
 	fs.Int64Var(&cfg.Options.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body accepted")
+	fs.DurationVar(&cfg.Options.BindWait, "bind-wait", DefaultBindWait, "how long a filter call for a GPU pod (or a pod a scheduling policy applies to) waits for the bindings of pods prioritized before it (negative: no wait)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key of --tls-cert (PEM)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to let in-flight calls finish on SIGTERM")
