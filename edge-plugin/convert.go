@@ -396,6 +396,7 @@ type view struct {
 	stale      []int
 	stamps     []uint32
 	xbuf, obuf []float32
+	ctxs       []policy.NodeContext // per candidate (scoreCandidates)
 	dec        []float64 // decision scores (PreScore's scratch)
 	norm       []int64   // normalised scores (PreScore's scratch)
 }

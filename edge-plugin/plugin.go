@@ -472,6 +472,8 @@ func normalizeTo(out []int64, raw []float64) {
 		eps = 0
 	}
 	span := best - worst
+	linear := span > 0 && !math.IsInf(span, 0)
+	scale := float64(fwk.MaxNodeScore-1) / span // one division, not one per node
 	for i, r := range raw {
 		s := float64(r)
 		switch {
@@ -479,8 +481,8 @@ func normalizeTo(out []int64, raw []float64) {
 			out[i] = fwk.MinNodeScore
 		case s >= best-eps:
 			out[i] = fwk.MaxNodeScore
-		case span > 0 && !math.IsInf(span, 0):
-			out[i] = min(fwk.MaxNodeScore-1, max(fwk.MinNodeScore, int64(math.Floor(float64(fwk.MaxNodeScore-1)*(s-worst)/span))))
+		case linear:
+			out[i] = min(fwk.MaxNodeScore-1, max(fwk.MinNodeScore, int64(math.Floor((s-worst)*scale))))
 		default:
 			out[i] = fwk.MinNodeScore
 		}
@@ -490,15 +492,26 @@ func normalizeTo(out []int64, raw []float64) {
 // Score returns the node's score computed in PreScore (0 when the cycle
 // fell back or the node was not modelled). It never blocks.
 func (p *EdgePolicy) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
-	n := ni.Node()
-	if n == nil {
-		return 0, nil
-	}
 	var ps *preScoreState
 	if l := p.last.Load(); l != nil && l.cs == cs {
 		ps = l.ps
 	} else {
 		ps = readPreScore(cs)
+	}
+	// The common case first: a snapshot object PreScore indexed, no
+	// scheduling policy (no interface calls: 4,788 of them a pod at
+	// 5,000 nodes).
+	if fi, ok := ni.(*framework.NodeInfo); ok && ps != nil && ps.model != nil && ps.policy == nil && fi.Node() != nil {
+		if i, ok := ps.byInfo.get(fi); ok && int(i) < len(ps.byNode) {
+			if b := ps.byNode[i]; b != notScored {
+				return int64(b), nil // <= MaxNodeScore
+			}
+			return 0, nil
+		}
+	}
+	n := ni.Node()
+	if n == nil {
+		return 0, nil
 	}
 	var s int64
 	if ps == nil {

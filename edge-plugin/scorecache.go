@@ -135,16 +135,23 @@ func (c *scoreCache) entries(m *Model, k podKey, n int, hour int64, svc uint64) 
 // stamp returns node i's stamp, moving it on when the node's version,
 // CPUUsed or context changed since the last call.
 func (c *scoreCache) stamp(i int32, nd *sim.Node, ctx policy.NodeContext) uint32 {
+	if s := &c.nodes[i]; s.stamp != 0 && s.version == nd.Version && s.cpuUsed == nd.CPUUsed && s.ctx.Same(ctx) {
+		return s.stamp
+	}
+	return c.restamp(i, nd, ctx)
+}
+
+// restamp moves node i's stamp on (stamp's rare path; scoreCandidates
+// makes stamp's check inline).
+func (c *scoreCache) restamp(i int32, nd *sim.Node, ctx policy.NodeContext) uint32 {
 	s := &c.nodes[i]
-	if s.stamp == 0 || s.version != nd.Version || s.cpuUsed != nd.CPUUsed || s.ctx != ctx {
-		s.version, s.cpuUsed, s.ctx = nd.Version, nd.CPUUsed, ctx
-		s.stamp++
-		if s.stamp == 0 { // wrapped: no slot may still claim stamp 1
-			c.keys.Purge()
-			clear(c.nodes)
-			s = &c.nodes[i]
-			s.version, s.cpuUsed, s.ctx, s.stamp = nd.Version, nd.CPUUsed, ctx, 1
-		}
+	s.version, s.cpuUsed, s.ctx = nd.Version, nd.CPUUsed, ctx
+	s.stamp++
+	if s.stamp == 0 { // wrapped: no slot may still claim stamp 1
+		c.keys.Purge()
+		clear(c.nodes)
+		s = &c.nodes[i]
+		s.version, s.cpuUsed, s.ctx, s.stamp = nd.Version, nd.CPUUsed, ctx, 1
 	}
 	return s.stamp
 }
@@ -170,8 +177,19 @@ func (v *view) scoreCandidates(m *Model, p *sim.Pod, cand []int32, raw []float32
 	slots := ks.slots
 	stale, stamps := v.stale[:0], v.stamps[:0]
 	v.ext.BeginPod(v.st, p)
+	if cap(v.ctxs) < len(cand) {
+		v.ctxs = make([]policy.NodeContext, len(cand))
+	}
+	ctxs := v.ctxs[:len(cand)]
+	v.ext.Contexts(v.st, cand, ctxs)
+	nodes, states := v.st.Nodes, v.cache.nodes
 	for j, i := range cand {
-		s := v.cache.stamp(i, &v.st.Nodes[i], v.ext.Context(v.st, int(i)))
+		// stamp, inline (a call per node was a tenth of the cycle)
+		nd, ns := &nodes[i], &states[i]
+		s := ns.stamp
+		if s == 0 || ns.version != nd.Version || ns.cpuUsed != nd.CPUUsed || !ns.ctx.Same(ctxs[j]) {
+			s = v.cache.restamp(i, nd, ctxs[j])
+		}
 		if e := slots[i]; e.stamp == s {
 			raw[j] = e.score
 			continue

@@ -383,6 +383,26 @@ func (x *Extractor) Context(st *sim.State, n int) NodeContext {
 	return c
 }
 
+// Contexts writes the Context of each of nodes into out (as long as
+// nodes): one call for a cycle's candidates instead of one per node.
+func (x *Extractor) Contexts(st *sim.State, nodes []int32, out []NodeContext) {
+	out = out[:len(nodes)]
+	for j, n := range nodes {
+		var c NodeContext
+		if g := x.model[n]; g >= 0 {
+			c.pressure = x.pressure[g]
+		}
+		if x.useTel {
+			c.tel = x.telemetrySteps(st, int(n))
+		}
+		out[j] = c
+	}
+}
+
+// Same reports whether c and d are equal, as == does, without the
+// generated equality function's call (inlined in a loop over nodes).
+func (c NodeContext) Same(d NodeContext) bool { return c.pressure == d.pressure && c.tel == d.tel }
+
 // modelChoice is the share of the cluster's GPU capacity on models pod p
 // accepts.
 func (x *Extractor) modelChoice(p *sim.Pod) float32 {
