@@ -397,8 +397,8 @@ type view struct {
 	stamps     []uint32
 	xbuf, obuf []float32
 	ctxs       []policy.NodeContext // per candidate (scoreCandidates)
-	dec        []float64 // decision scores (PreScore's scratch)
-	norm       []int64   // normalised scores (PreScore's scratch)
+	dec        []float64            // decision scores (PreScore's scratch)
+	norm       []int64              // normalised scores (PreScore's scratch)
 }
 
 // withView brings the kept State up to date with the snapshot all (nodes
