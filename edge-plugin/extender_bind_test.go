@@ -60,6 +60,16 @@ func bindCall(t *testing.T, srv *httptest.Server, pod *v1.Pod, node string) *ext
 	return verbCall[extenderv1.ExtenderBindingResult](t, srv, "bind", &extenderv1.ExtenderBindingArgs{PodName: pod.Name, PodNamespace: pod.Namespace, PodUID: pod.UID, Node: node})
 }
 
+// t4Held700 is a plugin and a cluster of one node, t4, with two T4
+// devices, device 0 holding a 700 milli-GPU share (annotated).
+func t4Held700(t *testing.T) (*EdgePolicy, *StaticSource) {
+	t.Helper()
+	p := newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95))
+	held := k8sPod(sim.PodSpec{Name: "held", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 700})
+	held.Annotations[AnnotationGPUDevices] = "0"
+	return p, NewStaticSource([]*v1.Node{k8sNode(gpuNode("t4", "T4", 2))}, onNode(held, "t4"))
+}
+
 // TestExtenderBind: the bind verb binds with the devices the policy picks
 // on the node, in the Binding's annotations; the pod then counts on its
 // node until the source shows it (or AssumeTTL passes); pods without GPUs
@@ -69,11 +79,7 @@ func bindCall(t *testing.T, srv *httptest.Server, pod *v1.Pod, node string) *ext
 // Node t4 has two T4 devices; device 0 holds a 700 milli-GPU share
 // (annotated), so 300 is left there and device 1 is free.
 func TestExtenderBind(t *testing.T) {
-	p := newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95))
-	t4 := k8sNode(gpuNode("t4", "T4", 2))
-	held := k8sPod(sim.PodSpec{Name: "held", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 700})
-	held.Annotations[AnnotationGPUDevices] = "0"
-	src := NewStaticSource([]*v1.Node{t4}, onNode(held, "t4"))
+	p, src := t4Held700(t)
 
 	a := k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 400})
 	b := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 700})
@@ -378,11 +384,7 @@ func TestExtenderBindKeepsNodeCache(t *testing.T) {
 // Node t4 has two T4 devices; device 0 holds a 700 milli-GPU share, so
 // an 800 share fits device 1 only, and a second one nowhere.
 func TestExtenderFilterWaitsForBinding(t *testing.T) {
-	p := newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95))
-	t4 := k8sNode(gpuNode("t4", "T4", 2))
-	held := k8sPod(sim.PodSpec{Name: "held", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 700})
-	held.Annotations[AnnotationGPUDevices] = "0"
-	src := NewStaticSource([]*v1.Node{t4}, onNode(held, "t4"))
+	p, src := t4Held700(t)
 	share := func(name string) *v1.Pod {
 		return k8sPod(sim.PodSpec{Name: name, CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 800})
 	}
@@ -446,22 +448,20 @@ func TestExtenderFilterWaitsForBinding(t *testing.T) {
 	ssrv := httptest.NewServer(short)
 	defer ssrv.Close()
 	short.binds.Store(true)
-	filterCall(t, ssrv, names(c))
-	prioritizeCall(t, ssrv, names(c))
-	expired := waits(waitExpired)
-	filterCall(t, ssrv, names(b))
-	if d := waits(waitExpired) - expired; d != 1 {
-		t.Fatalf("filter waits given up: %v, want 1", d)
+	// c in flight, then pod's filter call ends its wait with outcome
+	waitAfterC := func(pod *v1.Pod, outcome waitOutcome) {
+		t.Helper()
+		filterCall(t, ssrv, names(c))
+		prioritizeCall(t, ssrv, names(c))
+		before := waits(outcome)
+		filterCall(t, ssrv, names(pod))
+		if d := waits(outcome) - before; d != 1 {
+			t.Fatalf("filter of %s with c in flight: %v waits ended %s, want 1", pod.Name, d, outcome)
+		}
 	}
+	waitAfterC(b, waitExpired)
 	if n := len(short.inflight.pods); n != 0 {
 		t.Fatalf("%d pods still in flight after BindWait", n)
 	}
-	// a pod does not wait for itself
-	filterCall(t, ssrv, names(c))
-	prioritizeCall(t, ssrv, names(c))
-	none := waits(waitNone)
-	filterCall(t, ssrv, names(c))
-	if d := waits(waitNone) - none; d != 1 {
-		t.Fatalf("filter of the pod in flight itself: %v waits without one, want 1", d)
-	}
+	waitAfterC(c, waitNone) // a pod does not wait for itself
 }

@@ -373,14 +373,9 @@ type NodeContext struct {
 // Context is node n's NodeContext now (valid after BeginPod): a cached
 // score of the node is current while its Context is unchanged.
 func (x *Extractor) Context(st *sim.State, n int) NodeContext {
-	var c NodeContext
-	if g := x.model[n]; g >= 0 {
-		c.pressure = x.pressure[g]
-	}
-	if x.useTel {
-		c.tel = x.telemetrySteps(st, n)
-	}
-	return c
+	var out [1]NodeContext
+	x.Contexts(st, []int32{int32(n)}, out[:])
+	return out[0]
 }
 
 // Contexts writes the Context of each of nodes into out (as long as
