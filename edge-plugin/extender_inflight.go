@@ -145,9 +145,6 @@ func (f *inflight) wait(ctx context.Context, self types.UID, max time.Duration) 
 		}
 		if oldest.IsZero() {
 			f.mu.Unlock()
-			if out == waitNone {
-				return waitNone
-			}
 			return out
 		}
 		if out == waitNone {

@@ -184,7 +184,7 @@ func (l *Learned) NetworkScores(st *sim.State, p *sim.Pod, nodes []int32, scores
 	for i, n := range nodes {
 		if cacheable {
 			e := &l.cache[int(p.Shape)*l.nodes+int(n)]
-			if e.version == st.Versions[n]+1 && e.svc == svc && e.hour == hour && e.tag == tag && e.ctx == l.ext.Context(st, int(n)) {
+			if e.version == st.Versions[n]+1 && e.svc == svc && e.hour == hour && e.tag == tag && e.ctx.Same(l.ext.Context(st, int(n))) {
 				scores[i] = float64(e.score)
 				continue
 			}
