@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/agent/telemetry/procfs"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // Telemetry sources (the source label of edgesched_agent_telemetry_source).
@@ -41,7 +41,7 @@ type Agent struct {
 	lastOK      time.Time // the last successful sample
 	lastErr     error     // the last sampling error, nil after a success
 	source      string
-	lastSummary *telemetry.Summary // the last summary built (metrics)
+	lastSummary *kubefmt.TelemetrySummary // the last summary built (metrics)
 
 	// Owned by the sampling goroutine.
 	probes  Probes
@@ -278,13 +278,13 @@ func (a *Agent) sampleOnce() {
 }
 
 // summary builds the summary of the current window.
-func (a *Agent) summary() (telemetry.Summary, bool) {
+func (a *Agent) summary() (kubefmt.TelemetrySummary, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.summaryLocked()
 }
 
-func (a *Agent) summaryLocked() (telemetry.Summary, bool) {
+func (a *Agent) summaryLocked() (kubefmt.TelemetrySummary, bool) {
 	return buildSummary(summaryInput{base: a.ring.base(a.cfg.Window), last: a.ring.last(), cgroup: a.cfg.Proc.Cgroup != ""})
 }
 

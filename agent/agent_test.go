@@ -19,9 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // logBuffer is a goroutine-safe log sink.
@@ -123,7 +123,7 @@ func TestRunAnnotatesLiveNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel, done := startRun(t, a)
-	var s telemetry.Summary
+	var s kubefmt.TelemetrySummary
 	waitFor(t, 10*time.Second, "the telemetry annotation", func() bool {
 		var ok bool
 		s, ok = annotation(t, cs, "n1")
@@ -173,17 +173,17 @@ func nodeObject(name string) *corev1.Node {
 }
 
 // annotation returns the node's decoded telemetry summary, if any.
-func annotation(t *testing.T, cs *fake.Clientset, name string) (telemetry.Summary, bool) {
+func annotation(t *testing.T, cs *fake.Clientset, name string) (kubefmt.TelemetrySummary, bool) {
 	t.Helper()
 	n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := n.Annotations[telemetry.AnnotationKey]
+	v, ok := n.Annotations[kubefmt.AnnotationTelemetry]
 	if !ok {
-		return telemetry.Summary{}, false
+		return kubefmt.TelemetrySummary{}, false
 	}
-	s, err := telemetry.Decode(v)
+	s, err := kubefmt.DecodeTelemetry(v)
 	if err != nil {
 		t.Fatalf("annotation %q: %v", v, err)
 	}

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/internal/backoff"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // Decisions of the limiter (also the reason label of the skip metric and
@@ -30,12 +30,12 @@ type limiter struct {
 	interval, refresh time.Duration
 
 	written   bool
-	lastWrite time.Time         // when the last successful write happened
-	lastSum   telemetry.Summary // what it wrote
+	lastWrite time.Time                // when the last successful write happened
+	lastSum   kubefmt.TelemetrySummary // what it wrote
 }
 
 // decide returns whether to write s at now, and why.
-func (l *limiter) decide(now time.Time, s telemetry.Summary) (bool, string) {
+func (l *limiter) decide(now time.Time, s kubefmt.TelemetrySummary) (bool, string) {
 	switch {
 	case !l.written:
 		return true, decideFirst
@@ -50,7 +50,7 @@ func (l *limiter) decide(now time.Time, s telemetry.Summary) (bool, string) {
 }
 
 // wrote records a successful write of s at now.
-func (l *limiter) wrote(now time.Time, s telemetry.Summary) {
+func (l *limiter) wrote(now time.Time, s kubefmt.TelemetrySummary) {
 	l.written, l.lastWrite, l.lastSum = true, now, s
 }
 
@@ -59,14 +59,14 @@ func (l *limiter) wrote(now time.Time, s telemetry.Summary) {
 func annotationPatch(value string) ([]byte, error) {
 	return json.Marshal(map[string]any{
 		"metadata": map[string]any{
-			"annotations": map[string]string{telemetry.AnnotationKey: value},
+			"annotations": map[string]string{kubefmt.AnnotationTelemetry: value},
 		},
 	})
 }
 
 // writeSummary patches the node's annotation with s.
-func (a *Agent) writeSummary(ctx context.Context, s telemetry.Summary) error {
-	value, err := telemetry.Encode(s)
+func (a *Agent) writeSummary(ctx context.Context, s kubefmt.TelemetrySummary) error {
+	value, err := kubefmt.EncodeTelemetry(s)
 	if err != nil {
 		return fmt.Errorf("encode summary: %w", err)
 	}
@@ -131,7 +131,7 @@ func (a *Agent) annotateOnce(ctx context.Context, bo *backoff.Backoff) string {
 }
 
 // annotateLoop writes the summary: first as soon as one covers
-// telemetry.MinWindow, then one consideration per AnnotateInterval (a
+// kubefmt.MinTelemetryWindow, then one consideration per AnnotateInterval (a
 // timer set from the last consideration or write, whichever is later, so
 // two writes are never closer than the interval). It owns the backoff and
 // is the only user of the limiter.

@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // clock is a settable clock for tests.
@@ -43,8 +43,8 @@ func (c *clock) Set(t time.Time) {
 // clock: interval 10 s, refresh at 60 s (half a 2 min staleness bound).
 func TestLimiter(t *testing.T) {
 	l := limiter{interval: 10 * time.Second, refresh: 60 * time.Second}
-	sum := func(cpu float64) telemetry.Summary {
-		return telemetry.Summary{Time: t0, Window: 10 * time.Second, CPU: cpu, Mem: 0.5, Load1: 1}
+	sum := func(cpu float64) kubefmt.TelemetrySummary {
+		return kubefmt.TelemetrySummary{Time: t0, Window: 10 * time.Second, CPU: cpu, Mem: 0.5, Load1: 1}
 	}
 	steps := []struct {
 		at     time.Duration
@@ -108,17 +108,17 @@ func pushRecord(a *Agent, r *record) {
 	a.ring.push()
 }
 
-func nodeSummary(t *testing.T, cs *fake.Clientset) (telemetry.Summary, map[string]string) {
+func nodeSummary(t *testing.T, cs *fake.Clientset) (kubefmt.TelemetrySummary, map[string]string) {
 	t.Helper()
 	n, err := cs.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := n.Annotations[telemetry.AnnotationKey]
+	v, ok := n.Annotations[kubefmt.AnnotationTelemetry]
 	if !ok {
-		return telemetry.Summary{}, n.Annotations
+		return kubefmt.TelemetrySummary{}, n.Annotations
 	}
-	s, err := telemetry.Decode(v)
+	s, err := kubefmt.DecodeTelemetry(v)
 	if err != nil {
 		t.Fatalf("annotation %q: %v", v, err)
 	}

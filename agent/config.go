@@ -12,10 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
 	"github.com/edgesched/edgesched/agent/telemetry/procfs"
 	"github.com/edgesched/edgesched/internal/kube"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // Defaults of Config.
@@ -95,8 +95,8 @@ type Config struct {
 	// DefaultAnnotateInterval.
 	AnnotateInterval time.Duration
 	// Window is the span the summary's measures cover, ending at the last
-	// sample. Zero means AnnotateInterval. In [telemetry.MinWindow,
-	// telemetry.MaxWindow].
+	// sample. Zero means AnnotateInterval. In [kubefmt.MinTelemetryWindow,
+	// kubefmt.MaxTelemetryWindow].
 	Window time.Duration
 	// StaleAfter is the scheduler plugin's staleness bound: an unchanged
 	// summary is rewritten once the last write is StaleAfter/2 old, so it
@@ -201,8 +201,8 @@ func (c Config) Validate() error {
 	if c.SampleInterval > c.AnnotateInterval {
 		bad("sample interval %v is longer than the annotate interval %v", c.SampleInterval, c.AnnotateInterval)
 	}
-	if c.Window > 0 && (c.Window < telemetry.MinWindow || c.Window > telemetry.MaxWindow) {
-		bad("window %v not in [%v, %v]", c.Window, telemetry.MinWindow, telemetry.MaxWindow)
+	if c.Window > 0 && (c.Window < kubefmt.MinTelemetryWindow || c.Window > kubefmt.MaxTelemetryWindow) {
+		bad("window %v not in [%v, %v]", c.Window, kubefmt.MinTelemetryWindow, kubefmt.MaxTelemetryWindow)
 	}
 	if c.Window > 0 && c.Window < c.SampleInterval {
 		bad("window %v is shorter than the sample interval %v", c.Window, c.SampleInterval)

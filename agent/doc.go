@@ -13,7 +13,7 @@
 //     latency histogram and TCP retransmits. When eBPF cannot be loaded,
 //     or fails later, it logs one warning with the reason and continues on
 //     /proc; the gauge edgesched_agent_telemetry_source says which.
-//   - Builds a telemetry.Summary over the last Window (10 s): CPU
+//   - Builds a kubefmt.TelemetrySummary over the last Window (10 s): CPU
 //     utilisation and memory in use (of the host, or of Config.Proc.Cgroup
 //     against its limits), the 1-minute load, the run-queue p99 from the
 //     histogram's growth (eBPF only) and TCP retransmits per second (eBPF,

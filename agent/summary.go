@@ -4,9 +4,9 @@ import (
 	"math"
 	"time"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
 	"github.com/edgesched/edgesched/agent/telemetry/procfs"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // kernelSample is what the agent keeps of a probe snapshot.
@@ -78,7 +78,7 @@ type summaryInput struct {
 }
 
 // buildSummary computes the telemetry summary of the window from base to
-// last. ok is false when the window is shorter than telemetry.MinWindow
+// last. ok is false when the window is shorter than kubefmt.MinTelemetryWindow
 // or no CPU time elapsed.
 //
 //   - CPU: the busy share of all CPUs' ticks in the window (/proc/stat);
@@ -92,16 +92,16 @@ type summaryInput struct {
 //     woken).
 //   - RetransPerS: TCP retransmitted segments per second over the window,
 //     from eBPF when both ends have it, else from /proc/net/snmp.
-func buildSummary(in summaryInput) (telemetry.Summary, bool) {
+func buildSummary(in summaryInput) (kubefmt.TelemetrySummary, bool) {
 	b, l := in.base, in.last
 	if b == nil || l == nil {
-		return telemetry.Summary{}, false
+		return kubefmt.TelemetrySummary{}, false
 	}
 	window := l.At.Sub(b.At)
-	if window < telemetry.MinWindow {
-		return telemetry.Summary{}, false
+	if window < kubefmt.MinTelemetryWindow {
+		return kubefmt.TelemetrySummary{}, false
 	}
-	s := telemetry.Summary{Time: l.At, Window: roundWindow(window), Load1: clamp(l.Proc.Load.Load1, telemetry.MaxLoad1)}
+	s := kubefmt.TelemetrySummary{Time: l.At, Window: roundWindow(window), Load1: clamp(l.Proc.Load.Load1, kubefmt.MaxLoad1)}
 	secs := window.Seconds()
 	if in.cgroup && b.Proc.HasCgroup && l.Proc.HasCgroup {
 		cpus := float64(onlineCPUs(&l.Proc.Stat))
@@ -120,27 +120,27 @@ func buildSummary(in summaryInput) (telemetry.Summary, bool) {
 	} else {
 		u, ok := procfs.Utilisation(b.Proc.Stat.Total, l.Proc.Stat.Total)
 		if !ok {
-			return telemetry.Summary{}, false
+			return kubefmt.TelemetrySummary{}, false
 		}
 		s.CPU = u
 		s.Mem = l.Proc.Mem.UsedFraction()
 	}
 	if b.HasKern && l.HasKern {
 		h := l.Kernel.RunQueue.Sub(b.Kernel.RunQueue)
-		p99 := clamp(float64(h.Quantile(0.99))/float64(time.Microsecond), telemetry.MaxRunQueueP99Us)
+		p99 := clamp(float64(h.Quantile(0.99))/float64(time.Microsecond), kubefmt.MaxRunQueueP99Us)
 		s.RunQueueP99Us = &p99
-		r := clamp(float64(sat(l.Kernel.Retransmits, b.Kernel.Retransmits))/secs, telemetry.MaxRetransPerS)
+		r := clamp(float64(sat(l.Kernel.Retransmits, b.Kernel.Retransmits))/secs, kubefmt.MaxRetransPerS)
 		s.RetransPerS = &r
 	} else if b.Proc.HasTCP && l.Proc.HasTCP {
-		r := clamp(float64(sat(l.Proc.TCP.RetransSegs, b.Proc.TCP.RetransSegs))/secs, telemetry.MaxRetransPerS)
+		r := clamp(float64(sat(l.Proc.TCP.RetransSegs, b.Proc.TCP.RetransSegs))/secs, kubefmt.MaxRetransPerS)
 		s.RetransPerS = &r
 	}
 	return s, true
 }
 
-// roundWindow rounds to 100 ms, keeping at least telemetry.MinWindow.
+// roundWindow rounds to 100 ms, keeping at least kubefmt.MinTelemetryWindow.
 func roundWindow(d time.Duration) time.Duration {
-	return max(d.Round(100*time.Millisecond), telemetry.MinWindow)
+	return max(d.Round(100*time.Millisecond), kubefmt.MinTelemetryWindow)
 }
 
 func onlineCPUs(st *procfs.Stat) int {
@@ -179,7 +179,7 @@ const (
 
 // changed reports whether cur differs from prev beyond the resolution
 // above, or an optional measure appeared or disappeared.
-func changed(prev, cur telemetry.Summary) bool {
+func changed(prev, cur kubefmt.TelemetrySummary) bool {
 	if math.Abs(cur.CPU-prev.CPU) >= cpuMemStep || math.Abs(cur.Mem-prev.Mem) >= cpuMemStep ||
 		math.Abs(cur.Load1-prev.Load1) >= loadStep {
 		return true

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
 	"github.com/edgesched/edgesched/agent/telemetry/procfs"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 var t0 = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
@@ -49,7 +49,7 @@ func TestBuildSummary(t *testing.T) {
 		name       string
 		base, last *record
 		cgroup     bool
-		want       telemetry.Summary
+		want       kubefmt.TelemetrySummary
 		ok         bool
 	}{
 		{
@@ -58,7 +58,7 @@ func TestBuildSummary(t *testing.T) {
 			name: "host from /proc",
 			base: withTCP(rec(0, 100, 900, 10*gib, 4*gib), 100),
 			last: withTCP(rec(10*time.Second, 400, 1600, 10*gib, 4*gib), 105),
-			want: telemetry.Summary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 0.3, Mem: 0.6, Load1: 1.5, RetransPerS: f64(0.5)},
+			want: kubefmt.TelemetrySummary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 0.3, Mem: 0.6, Load1: 1.5, RetransPerS: f64(0.5)},
 			ok:   true,
 		},
 		{
@@ -69,7 +69,7 @@ func TestBuildSummary(t *testing.T) {
 			name: "host with eBPF",
 			base: withKernel(withTCP(rec(0, 100, 900, 10*gib, 4*gib), 100), 3, 10, 10),
 			last: withKernel(withTCP(rec(10*time.Second, 400, 1600, 10*gib, 4*gib), 105), 3, 110, 30),
-			want: telemetry.Summary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 0.3, Mem: 0.6, Load1: 1.5,
+			want: kubefmt.TelemetrySummary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 0.3, Mem: 0.6, Load1: 1.5,
 				RunQueueP99Us: f64(15.92), RetransPerS: f64(2)},
 			ok: true,
 		},
@@ -78,7 +78,7 @@ func TestBuildSummary(t *testing.T) {
 			name: "eBPF idle window",
 			base: withKernel(rec(0, 100, 900, 10*gib, 4*gib), 3, 10, 10),
 			last: withKernel(rec(10*time.Second, 400, 1600, 10*gib, 4*gib), 3, 10, 10),
-			want: telemetry.Summary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 0.3, Mem: 0.6, Load1: 1.5,
+			want: kubefmt.TelemetrySummary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 0.3, Mem: 0.6, Load1: 1.5,
 				RunQueueP99Us: f64(0), RetransPerS: f64(0)},
 			ok: true,
 		},
@@ -89,7 +89,7 @@ func TestBuildSummary(t *testing.T) {
 			base:   withCgroup(rec(0, 100, 900, 10*gib, 4*gib), 1*time.Second, 256<<20, 512<<20, 0.5),
 			last:   withCgroup(rec(10*time.Second, 400, 1600, 10*gib, 4*gib), 5*time.Second, 256<<20, 512<<20, 0.5),
 			cgroup: true,
-			want:   telemetry.Summary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 0.8, Mem: 0.5, Load1: 1.5},
+			want:   kubefmt.TelemetrySummary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 0.8, Mem: 0.5, Load1: 1.5},
 			ok:     true,
 		},
 		{
@@ -99,7 +99,7 @@ func TestBuildSummary(t *testing.T) {
 			base:   withCgroup(rec(0, 100, 900, 10*gib, 4*gib), 0, gib, 0, 0),
 			last:   withCgroup(rec(10*time.Second, 400, 1600, 10*gib, 4*gib), 5*time.Second, gib, 0, 0),
 			cgroup: true,
-			want:   telemetry.Summary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 0.25, Mem: 0.1, Load1: 1.5},
+			want:   kubefmt.TelemetrySummary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 0.25, Mem: 0.1, Load1: 1.5},
 			ok:     true,
 		},
 		{
@@ -109,7 +109,7 @@ func TestBuildSummary(t *testing.T) {
 			base:   withCgroup(rec(0, 100, 900, 10*gib, 4*gib), 0, 5*gib, 20*gib, 4),
 			last:   withCgroup(rec(10*time.Second, 400, 1600, 10*gib, 4*gib), 10*time.Second, 5*gib, 20*gib, 4),
 			cgroup: true,
-			want:   telemetry.Summary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 0.5, Mem: 0.5, Load1: 1.5},
+			want:   kubefmt.TelemetrySummary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 0.5, Mem: 0.5, Load1: 1.5},
 			ok:     true,
 		},
 		{
@@ -118,7 +118,7 @@ func TestBuildSummary(t *testing.T) {
 			base:   withCgroup(rec(0, 100, 900, 10*gib, 4*gib), 0, 0, 0, 0.5),
 			last:   withCgroup(rec(10*time.Second, 400, 1600, 10*gib, 4*gib), 6*time.Second, 0, 0, 0.5),
 			cgroup: true,
-			want:   telemetry.Summary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 1, Mem: 0, Load1: 1.5},
+			want:   kubefmt.TelemetrySummary{Time: t0.Add(10 * time.Second), Window: 10 * time.Second, CPU: 1, Mem: 0, Load1: 1.5},
 			ok:     true,
 		},
 		{
@@ -126,7 +126,7 @@ func TestBuildSummary(t *testing.T) {
 			name: "window rounding",
 			base: rec(40*time.Millisecond, 100, 900, 10*gib, 4*gib),
 			last: rec(10*time.Second+80*time.Millisecond, 400, 1600, 10*gib, 4*gib),
-			want: telemetry.Summary{Time: t0.Add(10*time.Second + 80*time.Millisecond), Window: 10 * time.Second, CPU: 0.3, Mem: 0.6, Load1: 1.5},
+			want: kubefmt.TelemetrySummary{Time: t0.Add(10*time.Second + 80*time.Millisecond), Window: 10 * time.Second, CPU: 0.3, Mem: 0.6, Load1: 1.5},
 			ok:   true,
 		},
 		{name: "window below a second", base: rec(0, 100, 900, gib, gib), last: rec(999*time.Millisecond, 110, 990, gib, gib)},
@@ -145,22 +145,22 @@ func TestBuildSummary(t *testing.T) {
 			if !sameSummary(got, tc.want) {
 				t.Fatalf("got  %s\nwant %s", show(got), show(tc.want))
 			}
-			if _, err := telemetry.Encode(got); err != nil {
+			if _, err := kubefmt.EncodeTelemetry(got); err != nil {
 				t.Fatalf("summary does not encode: %v", err)
 			}
 		})
 	}
 }
 
-func sameSummary(a, b telemetry.Summary) bool {
+func sameSummary(a, b kubefmt.TelemetrySummary) bool {
 	eq := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }
 	opt := func(x, y *float64) bool { return (x == nil) == (y == nil) && (x == nil || eq(*x, *y)) }
 	return a.Time.Equal(b.Time) && a.Window == b.Window && eq(a.CPU, b.CPU) && eq(a.Mem, b.Mem) && eq(a.Load1, b.Load1) &&
 		opt(a.RunQueueP99Us, b.RunQueueP99Us) && opt(a.RetransPerS, b.RetransPerS)
 }
 
-func show(s telemetry.Summary) string {
-	v, err := telemetry.Encode(s)
+func show(s kubefmt.TelemetrySummary) string {
+	v, err := kubefmt.EncodeTelemetry(s)
 	if err != nil {
 		return err.Error()
 	}
@@ -189,8 +189,8 @@ func TestRingBase(t *testing.T) {
 }
 
 func TestChanged(t *testing.T) {
-	base := telemetry.Summary{Time: t0, Window: 10 * time.Second, CPU: 0.30, Mem: 0.50, Load1: 1.0, RetransPerS: f64(0.5), RunQueueP99Us: f64(100)}
-	mod := func(f func(*telemetry.Summary)) telemetry.Summary {
+	base := kubefmt.TelemetrySummary{Time: t0, Window: 10 * time.Second, CPU: 0.30, Mem: 0.50, Load1: 1.0, RetransPerS: f64(0.5), RunQueueP99Us: f64(100)}
+	mod := func(f func(*kubefmt.TelemetrySummary)) kubefmt.TelemetrySummary {
 		s := base
 		s.RetransPerS, s.RunQueueP99Us = f64(*base.RetransPerS), f64(*base.RunQueueP99Us)
 		f(&s)
@@ -198,21 +198,21 @@ func TestChanged(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		cur  telemetry.Summary
+		cur  kubefmt.TelemetrySummary
 		want bool
 	}{
-		{"identical but later", mod(func(s *telemetry.Summary) { s.Time = t0.Add(time.Minute) }), false},
-		{"cpu +0.009", mod(func(s *telemetry.Summary) { s.CPU = 0.309 }), false},
-		{"cpu +0.01", mod(func(s *telemetry.Summary) { s.CPU = 0.31 }), true},
-		{"mem -0.02", mod(func(s *telemetry.Summary) { s.Mem = 0.48 }), true},
-		{"load +0.05", mod(func(s *telemetry.Summary) { s.Load1 = 1.05 }), false},
-		{"load +0.1", mod(func(s *telemetry.Summary) { s.Load1 = 1.1 }), true},
-		{"retrans +0.05/s", mod(func(s *telemetry.Summary) { *s.RetransPerS = 0.55 }), false},
-		{"retrans gone", mod(func(s *telemetry.Summary) { s.RetransPerS = nil }), true},
+		{"identical but later", mod(func(s *kubefmt.TelemetrySummary) { s.Time = t0.Add(time.Minute) }), false},
+		{"cpu +0.009", mod(func(s *kubefmt.TelemetrySummary) { s.CPU = 0.309 }), false},
+		{"cpu +0.01", mod(func(s *kubefmt.TelemetrySummary) { s.CPU = 0.31 }), true},
+		{"mem -0.02", mod(func(s *kubefmt.TelemetrySummary) { s.Mem = 0.48 }), true},
+		{"load +0.05", mod(func(s *kubefmt.TelemetrySummary) { s.Load1 = 1.05 }), false},
+		{"load +0.1", mod(func(s *kubefmt.TelemetrySummary) { s.Load1 = 1.1 }), true},
+		{"retrans +0.05/s", mod(func(s *kubefmt.TelemetrySummary) { *s.RetransPerS = 0.55 }), false},
+		{"retrans gone", mod(func(s *kubefmt.TelemetrySummary) { s.RetransPerS = nil }), true},
 		// 10 % of 100 µs is 10 µs: 109 is within, 111 beyond.
-		{"p99 +9%", mod(func(s *telemetry.Summary) { *s.RunQueueP99Us = 109 }), false},
-		{"p99 +11%", mod(func(s *telemetry.Summary) { *s.RunQueueP99Us = 111 }), true},
-		{"p99 appears", mod(func(s *telemetry.Summary) { s.RunQueueP99Us = nil }), true},
+		{"p99 +9%", mod(func(s *kubefmt.TelemetrySummary) { *s.RunQueueP99Us = 109 }), false},
+		{"p99 +11%", mod(func(s *kubefmt.TelemetrySummary) { *s.RunQueueP99Us = 111 }), true},
+		{"p99 appears", mod(func(s *kubefmt.TelemetrySummary) { s.RunQueueP99Us = nil }), true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

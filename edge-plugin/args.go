@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // Args configure EdgePolicy (pluginConfig[].args in the
@@ -57,12 +57,12 @@ type Args struct {
 	TelemetryMaxAge string `json:"telemetryMaxAge,omitempty"`
 	// DependenciesConfigMap is "namespace/name" of the ConfigMap holding
 	// the site's service dependency graph (key dependencies.json, format
-	// conventions.DependencyGraph; the site leader writes it). Empty: no
+	// kubefmt.DependencyGraph; the site leader writes it). Empty: no
 	// graph, the policy's dependency features stay 0. Needs get/list/watch
 	// on that ConfigMap. See docs/edge-plugin.md, "Service dependencies".
 	DependenciesConfigMap string `json:"dependenciesConfigMap,omitempty"`
 	// TopologyConfigMap is "namespace/name" of the ConfigMap holding the
-	// site topology (key topology.json, format conventions.Topology: each
+	// site topology (key topology.json, format kubefmt.Topology: each
 	// zone's carbon zone, hourly carbon intensities, RTTs between zones;
 	// an operator writes it). Empty: every zone has the flat default
 	// carbon intensity and the default RTTs. Needs get/list/watch on that
@@ -81,7 +81,7 @@ const (
 	DefaultTargetWorkload    = "openb:default"
 	DefaultTargetThreshold   = 0.95
 	DefaultTelemetryMaxAge   = 2 * time.Minute
-	DefaultModelConfigMapKey = conventions.DefaultModelConfigMapKey
+	DefaultModelConfigMapKey = kubefmt.DefaultModelConfigMapKey
 )
 
 // ErrArgs wraps every argument refusal.

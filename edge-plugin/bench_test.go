@@ -17,7 +17,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -177,14 +177,14 @@ func BenchmarkCycleTelemetry(b *testing.B) {
 	for i, ni := range nodes {
 		node := ni.Node().DeepCopy()
 		runq := float64(20 + i%5000)
-		s, err := telemetry.Encode(telemetry.Summary{Time: now, Window: 10 * time.Second, CPU: float64(5+i%90) / 100, Mem: 0.5, Load1: 1, RunQueueP99Us: &runq})
+		s, err := kubefmt.EncodeTelemetry(kubefmt.TelemetrySummary{Time: now, Window: 10 * time.Second, CPU: float64(5+i%90) / 100, Mem: 0.5, Load1: 1, RunQueueP99Us: &runq})
 		if err != nil {
 			b.Fatal(err)
 		}
 		if node.Annotations == nil {
 			node.Annotations = map[string]string{}
 		}
-		node.Annotations[telemetry.AnnotationKey] = s
+		node.Annotations[kubefmt.AnnotationTelemetry] = s
 		ni.(*framework.NodeInfo).SetNode(node)
 	}
 	p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)

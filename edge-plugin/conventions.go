@@ -6,25 +6,26 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 )
 
-// The Kubernetes conventions EdgePolicy reads and writes live in the
-// light package conventions (shared with the edge agent, which must not
-// link this package); docs/edge-plugin.md documents each of them.
+// The Kubernetes conventions EdgePolicy reads and writes live in package
+// kubefmt (shared with the edge agent, which must not link this package);
+// docs/edge-plugin.md documents each of them. These names keep the
+// plugin's API.
 const (
-	ResourceGPU           = conventions.ResourceGPU
-	ResourceGPUMilli      = conventions.ResourceGPUMilli
-	LabelGPUModel         = conventions.LabelGPUModel
-	LabelZone             = conventions.LabelZone
-	LabelArch             = conventions.LabelArch
-	AnnotationGPUMilli    = conventions.AnnotationGPUMilli
-	AnnotationGPUModels   = conventions.AnnotationGPUModels
-	AnnotationGPUDevices  = conventions.AnnotationGPUDevices
-	AnnotationQoS         = conventions.AnnotationQoS
-	AnnotationCPUUsage    = conventions.AnnotationCPUUsage
-	AnnotationFailureRate = conventions.AnnotationFailureRate
+	ResourceGPU           = kubefmt.ResourceGPU
+	ResourceGPUMilli      = kubefmt.ResourceGPUMilli
+	LabelGPUModel         = kubefmt.LabelGPUModel
+	LabelZone             = kubefmt.LabelZone
+	LabelArch             = kubefmt.LabelArch
+	AnnotationGPUMilli    = kubefmt.AnnotationGPUMilli
+	AnnotationGPUModels   = kubefmt.AnnotationGPUModels
+	AnnotationGPUDevices  = kubefmt.AnnotationGPUDevices
+	AnnotationQoS         = kubefmt.AnnotationQoS
+	AnnotationCPUUsage    = kubefmt.AnnotationCPUUsage
+	AnnotationFailureRate = kubefmt.AnnotationFailureRate
 )
 
 // gpuRequest is a pod's GPU demand in the simulator's terms.
@@ -34,22 +35,16 @@ type gpuRequest struct {
 	Models []string // accepted models; empty accepts any
 }
 
-// podGPURequest reads a pod's GPU demand (conventions.PodGPURequest).
+// podGPURequest reads a pod's GPU demand (kubefmt.PodGPURequest).
 func podGPURequest(p *v1.Pod) (gpuRequest, error) {
-	r, err := conventions.PodGPURequest(p)
+	r, err := kubefmt.PodGPURequest(p)
 	return gpuRequest{GPUs: r.GPUs, Milli: r.Milli, Models: r.Models}, err
 }
 
 // accepts reports whether a pod accepting models runs on GPU model m.
 func (r *gpuRequest) accepts(m string) bool {
-	return (&conventions.GPURequest{Models: r.Models}).Accepts(m)
+	return (&kubefmt.GPURequest{Models: r.Models}).Accepts(m)
 }
-
-// podQoS maps a pod to the simulator's QoS class.
-func podQoS(p *v1.Pod) sim.QoS { return conventions.PodQoS(p) }
-
-// podUsage is the CPU use of a pod as a share of its request.
-func podUsage(p *v1.Pod) float64 { return conventions.PodUsage(p) }
 
 // podDevices parses AnnotationGPUDevices; ok is false when it is absent
 // or malformed (the caller then derives an assignment).
@@ -89,9 +84,6 @@ func formatDevices(d []int) string {
 	}
 	return b.String()
 }
-
-// nodeGPUs returns a node's device count and model (conventions.NodeGPUs).
-func nodeGPUs(n *v1.Node) (int, string) { return conventions.NodeGPUs(n) }
 
 // podModels returns the GPU models pod p accepts (nil: any, or a malformed
 // request, which PreScore refuses anyway).

@@ -17,8 +17,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -27,13 +26,11 @@ import (
 // (sim.Env and sim.State), so that the features and the int8 policy see
 // exactly what they would see in the simulator for the same cluster.
 
-const mib = 1 << 20
-
 // convPod is a pod on a node in the simulator's terms, with the devices it
 // holds.
 type convPod struct {
 	pod     sim.Pod
-	service string // conventions.ServiceOf; its index depends on the view's env
+	service string // kubefmt.ServiceOf; its index depends on the view's env
 	devices []int
 }
 
@@ -50,56 +47,15 @@ type nodeEntry struct {
 	// tel is the node's telemetry summary (nil when the annotation is
 	// absent or malformed); telErr is the decoding error of a malformed
 	// one. Freshness is judged per cycle (telemetry.go), not here.
-	tel    *telemetry.Summary
+	tel    *kubefmt.TelemetrySummary
 	telErr error
 }
 
-// simPod converts a pod; ok is false for a pod whose GPU request is
-// malformed.
+// simPod converts a pod (kubefmt.SimPod, the conversion the agent's trace
+// recorder uses too); the error is a malformed GPU request.
 func simPod(p *v1.Pod) (sim.Pod, error) {
-	var cpu, mem int64
-	for i := range p.Spec.Containers {
-		r := p.Spec.Containers[i].Resources.Requests
-		cpu += r.Cpu().MilliValue()
-		mem += r.Memory().Value()
-	}
-	for i := range p.Spec.InitContainers { // the effective request is the max of init and the sum
-		r := p.Spec.InitContainers[i].Resources.Requests
-		cpu = max(cpu, r.Cpu().MilliValue())
-		mem = max(mem, r.Memory().Value())
-	}
-	if p.Spec.Overhead != nil {
-		cpu += p.Spec.Overhead.Cpu().MilliValue()
-		mem += p.Spec.Overhead.Memory().Value()
-	}
-	req, err := podGPURequest(p)
-	sp := sim.Pod{
-		CPU: cpu, Mem: (mem + mib - 1) / mib, GPUs: req.GPUs, GPUMilli: req.Milli,
-		QoS: podQoS(p), Service: -1, Usage: podUsage(p), Delete: sim.NoDeletion,
-	}
-	if p.Spec.Priority != nil {
-		sp.Priority = *p.Spec.Priority
-	}
+	sp, _, err := kubefmt.SimPod(p)
 	return sp, err
-}
-
-// nodeSpecOf converts a node's static attributes.
-func nodeSpecOf(n *v1.Node) (sim.NodeSpec, bool) {
-	a := n.Status.Allocatable
-	spec := sim.NodeSpec{Name: n.Name, CPU: a.Cpu().MilliValue(), Memory: a.Memory().Value() / mib, Zone: n.Labels[LabelZone]}
-	spec.GPUs, spec.GPUModel = nodeGPUs(n)
-	arch, err := sim.ParseArch(n.Labels[LabelArch])
-	if err != nil || arch == sim.ArchAny {
-		arch = sim.ArchAMD64
-	}
-	spec.Arch = arch
-	if s, ok := n.Annotations[AnnotationFailureRate]; ok {
-		if v, err := strconv.ParseFloat(s, 64); err == nil && v >= 0 && v <= sim.MaxFailureDay {
-			spec.FailureRate = v
-		}
-	}
-	ok := spec.CPU > 0 && spec.Memory > 0 && spec.CPU <= sim.MaxQuantity && spec.Memory <= sim.MaxQuantity
-	return spec, ok
 }
 
 // reservations remembers the devices chosen at Reserve until the pod's
@@ -148,7 +104,7 @@ func convertNode(ni fwk.NodeInfo, res *reservations) *nodeEntry {
 	if n == nil {
 		return e
 	}
-	e.spec, e.ok = nodeSpecOf(n)
+	e.spec, e.ok = kubefmt.SimNode(n)
 	e.sig = specSig(&e.spec)
 	e.tel, e.telErr = nodeTelemetry(n)
 	e.free = make([]int64, e.spec.GPUs)
@@ -168,7 +124,7 @@ func convertNode(ni fwk.NodeInfo, res *reservations) *nodeEntry {
 			e.skipped++
 			continue
 		}
-		svc := conventions.ServiceOf(p)
+		svc := kubefmt.ServiceOf(p)
 		if sp.GPUs == 0 {
 			e.pods = append(e.pods, convPod{pod: sp, service: svc})
 			continue
@@ -192,7 +148,7 @@ func convertNode(ni fwk.NodeInfo, res *reservations) *nodeEntry {
 			e.skipped++
 			continue
 		}
-		e.pods = append(e.pods, convPod{pod: l.sp, service: conventions.ServiceOf(l.p), devices: dev})
+		e.pods = append(e.pods, convPod{pod: l.sp, service: kubefmt.ServiceOf(l.p), devices: dev})
 	}
 	return e
 }

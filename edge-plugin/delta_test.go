@@ -15,7 +15,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -75,18 +75,18 @@ func TestSnapshotDeltaMatchesFresh(t *testing.T) {
 			}
 		}},
 		{"telemetry", func() {
-			s, err := telemetry.Encode(telemetry.Summary{Time: now.Add(-time.Duration(rng.IntN(20)) * time.Second), Window: 10 * time.Second,
+			s, err := kubefmt.EncodeTelemetry(kubefmt.TelemetrySummary{Time: now.Add(-time.Duration(rng.IntN(20)) * time.Second), Window: 10 * time.Second,
 				CPU: rng.Float64(), Mem: 0.5, Load1: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { n.Annotations[telemetry.AnnotationKey] = s })
+			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { n.Annotations[kubefmt.AnnotationTelemetry] = s })
 		}},
 		{"telemetry gone", func() {
-			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { delete(n.Annotations, telemetry.AnnotationKey) })
+			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { delete(n.Annotations, kubefmt.AnnotationTelemetry) })
 		}},
 		{"malformed telemetry", func() {
-			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { n.Annotations[telemetry.AnnotationKey] = "{not json" })
+			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { n.Annotations[kubefmt.AnnotationTelemetry] = "{not json" })
 		}},
 		{"zone", func() {
 			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { n.Labels[LabelZone] = fmt.Sprintf("z%d", rng.IntN(3)) })

@@ -10,17 +10,17 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 )
 
 // Service dependencies (docs/edge-plugin.md, "Service dependencies"):
 // with dependenciesConfigMap set, the plugin watches that ConfigMap (one
 // namespace-scoped informer, as the model's) for the site's service call
-// graph (conventions.DependencyGraph under conventions.DependenciesConfigMapKey,
+// graph (kubefmt.DependencyGraph under kubefmt.DependenciesConfigMapKey,
 // written by the site leader from the agents' flow measurements). The
 // graph's services and edges go into the simulator environment the
-// snapshot is converted into, and every pod's service (conventions.ServiceOf)
+// snapshot is converted into, and every pod's service (kubefmt.ServiceOf)
 // into its sim.Pod, so the policy's dependency features (co-location with
 // and RTT to the pod's dependency neighbours) see where each service's
 // replicas run. A graph that does not decode is refused (counted, logged)
@@ -58,7 +58,7 @@ func (d *dependencies) current() *depGraph {
 }
 
 // set installs g (nil clears); it reports whether the edges changed.
-func (d *dependencies) set(g *conventions.DependencyGraph) bool {
+func (d *dependencies) set(g *kubefmt.DependencyGraph) bool {
 	old := d.cur.Load()
 	if g == nil {
 		if old == nil {
@@ -104,9 +104,9 @@ func serviceIndex(env *sim.Env, name string) int32 {
 var _ feedTarget = (*dependencies)(nil)
 
 // install implements feedTarget: the graph under
-// conventions.DependenciesConfigMapKey.
+// kubefmt.DependenciesConfigMapKey.
 func (d *dependencies) install(raw []byte) (bool, error) {
-	g, err := conventions.DecodeDependencyGraph(raw)
+	g, err := kubefmt.DecodeDependencyGraph(raw)
 	if err != nil {
 		return false, err
 	}
@@ -138,7 +138,7 @@ func (d *dependencies) inUse() []any {
 // startDependencySource watches namespace/name's graph into deps until
 // ctx ends (configMapFeed.start).
 func startDependencySource(ctx context.Context, client kubernetes.Interface, deps *dependencies, namespace, name string) (*configMapFeed, func()) {
-	f := &configMapFeed{what: "Dependency graph", without: "dependency features are 0", key: conventions.DependenciesConfigMapKey,
+	f := &configMapFeed{what: "Dependency graph", without: "dependency features are 0", key: kubefmt.DependenciesConfigMapKey,
 		target: deps, updates: metricDependencyUpdates, namespace: namespace, name: name,
 		logger: klog.FromContext(ctx).WithValues("plugin", Name, "dependencies", namespace+"/"+name)}
 	return f, f.start(ctx, client)

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -40,7 +40,7 @@ func zonedCluster(t *testing.T) (*EdgePolicy, []sim.NodeSpec, []fwk.NodeInfo) {
 		}
 	}
 	db := k8sPod(sim.PodSpec{Name: "db-0", CPU: 1000, Memory: 1024, QoS: sim.QoSBurstable})
-	db.Labels = map[string]string{conventions.LabelService: "db"}
+	db.Labels = map[string]string{kubefmt.LabelService: "db"}
 	var nodes []fwk.NodeInfo
 	for i, s := range specs {
 		if i == 0 {
@@ -57,9 +57,9 @@ func zonedCluster(t *testing.T) (*EdgePolicy, []sim.NodeSpec, []fwk.NodeInfo) {
 	return p, specs, nodes
 }
 
-func graphOf(t *testing.T, edges ...conventions.DependencyEdge) (*conventions.DependencyGraph, []byte) {
+func graphOf(t *testing.T, edges ...kubefmt.DependencyEdge) (*kubefmt.DependencyGraph, []byte) {
 	t.Helper()
-	g := &conventions.DependencyGraph{Version: conventions.DependencyGraphVersion, Edges: edges}
+	g := &kubefmt.DependencyGraph{Version: kubefmt.DependencyGraphVersion, Edges: edges}
 	b, err := g.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestDependencyFeatures(t *testing.T) {
 	if got := colocation(pod("web-0", "web")); !same(got, zero) {
 		t.Fatalf("without a graph: co-location %v, want 0 everywhere", got)
 	}
-	g, _ := graphOf(t, conventions.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
+	g, _ := graphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
 	if !p.conv.deps.set(g) || p.conv.deps.set(g) {
 		t.Fatal("set: the first install must change the graph, the same edges again must not")
 	}
@@ -122,7 +122,7 @@ func TestDependencyFeatures(t *testing.T) {
 	// scheduler's cache makes on a bind): db is now 1/2 in each zone, and
 	// the cached scores of the web pods must not hide it
 	db2 := k8sPod(sim.PodSpec{Name: "db-1", CPU: 1000, Memory: 1024, QoS: sim.QoSBurstable})
-	db2.Labels = map[string]string{conventions.LabelService: "db"}
+	db2.Labels = map[string]string{kubefmt.LabelService: "db"}
 	nodes[2] = nodeInfo(k8sNode(specs[2]), db2)
 	half := map[string]float32{"a-0": 0.5, "a-1": 0.5, "b-0": 0.5, "b-1": 0.5}
 	if got := colocation(pod("web-1b", "web")); !same(got, half) {
@@ -154,9 +154,9 @@ func TestDependencyFeatures(t *testing.T) {
 
 // TestDependencySource: the dependency graph's ConfigMap feed (testFeed).
 func TestDependencySource(t *testing.T) {
-	_, one := graphOf(t, conventions.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
-	_, two := graphOf(t, conventions.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10},
-		conventions.DependencyEdge{From: "web", To: "cache", CallsPerSecond: 3})
+	_, one := graphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
+	_, two := graphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10},
+		kubefmt.DependencyEdge{From: "web", To: "cache", CallsPerSecond: 3})
 	deps := &dependencies{}
 	edges := func() int {
 		if g := deps.current(); g != nil {
@@ -165,7 +165,7 @@ func TestDependencySource(t *testing.T) {
 		return -1
 	}
 	testFeed(t, feedCase{
-		key: conventions.DependenciesConfigMapKey, name: conventions.DefaultDependenciesConfigMapName,
+		key: kubefmt.DependenciesConfigMapKey, name: kubefmt.DefaultDependenciesConfigMapName,
 		start: func(ctx context.Context, c kubernetes.Interface, ns, name string) (*configMapFeed, func()) {
 			return startDependencySource(ctx, c, deps, ns, name)
 		},

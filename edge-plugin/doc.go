@@ -65,15 +65,15 @@
 // nodes until its informers show them (at most AssumeTTL).
 //
 // Node telemetry (telemetry.go): a fresh edgesched.io/telemetry summary
-// written by the node's agent (format in agent/telemetry) gives the node's
+// written by the node's agent (format in kubefmt) gives the node's
 // measured CPU load; a missing, malformed or stale one falls back to the
 // usage model and is counted (telemetry_fallbacks_total).
 //
 // Service dependencies (dependencies.go): with dependenciesConfigMap, the
-// site's service call graph (conventions.DependencyGraph, written by the
+// site's service call graph (kubefmt.DependencyGraph, written by the
 // site leader from the agents' flow measurements) is watched in that
 // ConfigMap and compiled into the converted environment, each pod's
-// service (conventions.ServiceOf) into its simulator pod, so the
+// service (kubefmt.ServiceOf) into its simulator pod, so the
 // dependency features see where each service's replicas run; without it
 // they are 0.
 //

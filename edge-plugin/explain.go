@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/edgesched/edgesched/edge-plugin/explanation"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
 )
 
@@ -47,12 +47,12 @@ import (
 // Int8Scorer code, so the attributions explain what ran): 2^7 = 128
 // forward passes, tens of microseconds.
 
-// The annotation's format lives in package explanation, shared with
+// The annotation's format lives in package kubefmt, shared with
 // edgectl; these names keep the plugin's API.
 const (
-	AnnotationExplanation = explanation.Annotation
-	ExplanationFormat     = explanation.Format
-	ExplanationMethod     = explanation.Method
+	AnnotationExplanation = kubefmt.AnnotationExplanation
+	ExplanationFormat     = kubefmt.ExplanationFormat
+	ExplanationMethod     = kubefmt.ExplanationMethod
 )
 
 // explainTopK is how many groups (largest |attribution| first) the
@@ -63,13 +63,13 @@ const explainTopK = 5
 const maxExplainGroups = 12
 
 // Explanation is the content of AnnotationExplanation.
-type Explanation = explanation.Explanation
+type Explanation = kubefmt.Explanation
 
 // GroupAttribution is one feature group's Shapley value.
-type GroupAttribution = explanation.GroupAttribution
+type GroupAttribution = kubefmt.GroupAttribution
 
 // ParseExplanation decodes an AnnotationExplanation value.
-func ParseExplanation(s string) (*Explanation, error) { return explanation.Parse(s) }
+func ParseExplanation(s string) (*Explanation, error) { return kubefmt.ParseExplanation(s) }
 
 // FeatureGroup is a named set of features of the schema
 // (policy.FeatureList), a player of the explanation's Shapley game.

@@ -28,7 +28,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // This file is the HTTP extender mode: for schedulers that cannot load
@@ -580,7 +580,7 @@ func (e *Extender) scores(ctx context.Context, pod *v1.Pod, feasible []*v1.Node)
 		metricFallbacks.WithLabelValues("error").Inc()
 		return out
 	}
-	ps := &preScoreState{pod: sp, service: conventions.ServiceOf(pod), models: podModels(pod)}
+	ps := &preScoreState{pod: sp, service: kubefmt.ServiceOf(pod), models: podModels(pod)}
 	all, byName := e.allNodes(feasible)
 	allInfos := e.clusterInfos(all, pod.UID)
 	infos := make([]fwk.NodeInfo, 0, len(feasible))

@@ -25,6 +25,8 @@ import (
 )
 
 // testSigner is a deterministic signing key (never use outside tests).
+const mib = 1 << 20
+
 func testSigner(t testing.TB, seed byte) *quant.Signer {
 	t.Helper()
 	var b [ed25519.SeedSize]byte

@@ -21,7 +21,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -253,7 +253,7 @@ func (p *EdgePolicy) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, n
 		return nil
 	}
 	// The node's GPUs and model from its converted entry (cached by
-	// generation: nodeGPUs's map lookups on every node of every cycle cost
+	// generation: kubefmt.NodeGPUs's map lookups on every node of every cycle cost
 	// more than the rest of Filter together; BenchmarkFilter).
 	e := p.conv.node(ni)
 	gpus, model := e.spec.GPUs, e.spec.GPUModel
@@ -281,7 +281,7 @@ func (p *EdgePolicy) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, n
 type preScoreState struct {
 	epoch uint64 // the converter's view this cycle scored on (0: none)
 	pod   sim.Pod
-	// service is the pod's service (conventions.ServiceOf); pod.Service is
+	// service is the pod's service (kubefmt.ServiceOf); pod.Service is
 	// its index in the view's env, set when the cycle scores.
 	service string
 	// models are the GPU models the pod accepts (empty: any); pod.GPUMask
@@ -357,7 +357,7 @@ func (p *EdgePolicy) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 		metricFallbacks.WithLabelValues("error").Inc()
 		return nil
 	}
-	ps.pod, ps.service, ps.models = sp, conventions.ServiceOf(pod), podModels(pod)
+	ps.pod, ps.service, ps.models = sp, kubefmt.ServiceOf(pod), podModels(pod)
 	var all []fwk.NodeInfo
 	if p.handle != nil && p.handle.SnapshotSharedLister() != nil {
 		all, err = p.handle.SnapshotSharedLister().NodeInfos().List()

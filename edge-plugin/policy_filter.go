@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policydoc"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -173,7 +173,7 @@ func (p *EdgePolicy) newPolicyCycle(pod *v1.Pod, all []fwk.NodeInfo) *policyCycl
 	}
 	req, _ := podGPURequest(pod)
 	sp, _ := simPod(pod)
-	c := &policyCycle{doc: doc, pod: policydoc.Pod{Service: conventions.ServiceOf(pod), GPU: req.GPUs > 0, CPU: sp.CPU, GPUMilli: sp.GPUDemand()}, hour: p.now().UTC().Hour(), topo: p.conv.topo.current()}
+	c := &policyCycle{doc: doc, pod: policydoc.Pod{Service: kubefmt.ServiceOf(pod), GPU: req.GPUs > 0, CPU: sp.CPU, GPUMilli: sp.GPUDemand()}, hour: p.now().UTC().Hour(), topo: p.conv.topo.current()}
 	applies := false
 	for i := range doc.Rules {
 		if doc.Rules[i].Applies(c.pod, c.hour) || doc.Rules[i].Kind == policydoc.Hours && doc.Rules[i].Applies(c.pod, 0) {
@@ -196,7 +196,7 @@ func (p *EdgePolicy) newPolicyCycle(pod *v1.Pod, all []fwk.NodeInfo) *policyCycl
 			if q.UID == pod.UID {
 				continue
 			}
-			s := conventions.ServiceOf(q)
+			s := kubefmt.ServiceOf(q)
 			if s == "" {
 				continue
 			}
@@ -215,7 +215,7 @@ func (p *EdgePolicy) newPolicyCycle(pod *v1.Pod, all []fwk.NodeInfo) *policyCycl
 // node is the policy's view of a node.
 func (c *policyCycle) node(ni fwk.NodeInfo) *policydoc.Node {
 	n := ni.Node()
-	spec, _ := nodeSpecOf(n)
+	spec, _ := kubefmt.SimNode(n)
 	v := &policydoc.Node{Name: n.Name, Zone: zoneOf(n), Labels: n.Labels, Arch: spec.Arch.String(), GPUModel: spec.GPUModel,
 		CPUAllocatable: spec.CPU, CPURequested: ni.GetRequested().GetMilliCPU()}
 	if spec.GPUs == 0 {

@@ -16,7 +16,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policydoc"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -155,9 +155,9 @@ func TestPolicyCarbonPreference(t *testing.T) {
 	}
 	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: infos}}, sim.NewTargetWorkload(nil, 0.95))
 	p.now = func() time.Time { return time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC) }
-	tp := &conventions.Topology{
-		Zones:       []conventions.TopologyZone{{Name: "a", CarbonZone: "north"}, {Name: "b", CarbonZone: "south"}},
-		CarbonZones: []conventions.CarbonZone{{Name: "north", GramsPerKWh: []float64{150}}, {Name: "south", GramsPerKWh: []float64{400}}},
+	tp := &kubefmt.Topology{
+		Zones:       []kubefmt.TopologyZone{{Name: "a", CarbonZone: "north"}, {Name: "b", CarbonZone: "south"}},
+		CarbonZones: []kubefmt.CarbonZone{{Name: "north", GramsPerKWh: []float64{150}}, {Name: "south", GramsPerKWh: []float64{400}}},
 	}
 	if _, err := p.conv.topo.install(topologyOf(t, tp)); err != nil {
 		t.Fatal(err)

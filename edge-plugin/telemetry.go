@@ -6,10 +6,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
-// This file maps the agents' node telemetry (the telemetry.AnnotationKey
+// This file maps the agents' node telemetry (the kubefmt.AnnotationTelemetry
 // Node annotation) onto the simulator's state.
 //
 // The policy's "load" feature is sim.Node.CPUUsed / CPU, where CPUUsed is
@@ -39,12 +39,12 @@ var telReasons = [...]string{telMissing: "missing", telFresh: "", telStale: "sta
 
 // nodeTelemetry decodes a node's telemetry annotation: nil, nil when
 // absent; nil and the error when malformed.
-func nodeTelemetry(n *v1.Node) (*telemetry.Summary, error) {
-	a, ok := n.Annotations[telemetry.AnnotationKey]
+func nodeTelemetry(n *v1.Node) (*kubefmt.TelemetrySummary, error) {
+	a, ok := n.Annotations[kubefmt.AnnotationTelemetry]
 	if !ok {
 		return nil, nil
 	}
-	s, err := telemetry.Decode(a)
+	s, err := kubefmt.DecodeTelemetry(a)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func (c *converter) applyTelemetry(v *view, entries []*nodeEntry, d snapshotDelt
 		case e.tel == nil:
 		case !e.tel.Fresh(t, maxAge):
 			st = telStale
-			if from := e.tel.Time.Add(-telemetry.MaxClockSkew); t.Before(from) {
+			if from := e.tel.Time.Add(-kubefmt.MaxTelemetryClockSkew); t.Before(from) {
 				recheck = from.UnixNano() // from the future: fresh from then
 			}
 		default:
@@ -181,7 +181,7 @@ func (c *converter) logTelemetry(e *nodeEntry, prev, st telState, now time.Time,
 			"node", node, "summaryTime", e.tel.Time, "age", e.tel.Age(now).Round(time.Second), "maxAge", maxAge)
 	case telMalformed:
 		c.log.Info("Node telemetry annotation is malformed: using the usage model for the node's load",
-			"node", node, "annotation", telemetry.AnnotationKey, "err", e.telErr)
+			"node", node, "annotation", kubefmt.AnnotationTelemetry, "err", e.telErr)
 	case telFresh:
 		if prev == telStale || prev == telMalformed {
 			c.log.Info("Node telemetry is usable again", "node", node)

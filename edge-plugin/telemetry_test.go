@@ -13,7 +13,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
@@ -66,19 +66,19 @@ func newTelFixture(t *testing.T) *telFixture {
 func (f *telFixture) setAnnotation(i int, value string) {
 	n := f.infos[i].Node().DeepCopy()
 	if value == "" {
-		delete(n.Annotations, telemetry.AnnotationKey)
+		delete(n.Annotations, kubefmt.AnnotationTelemetry)
 	} else {
 		if n.Annotations == nil {
 			n.Annotations = map[string]string{}
 		}
-		n.Annotations[telemetry.AnnotationKey] = value
+		n.Annotations[kubefmt.AnnotationTelemetry] = value
 	}
 	f.infos[i].SetNode(n)
 }
 
 func encodeSummary(t *testing.T, cpu float64, at time.Time) string {
 	t.Helper()
-	s, err := telemetry.Encode(telemetry.Summary{Time: at, Window: 10 * time.Second, CPU: cpu, Mem: 0.5, Load1: 1})
+	s, err := kubefmt.EncodeTelemetry(kubefmt.TelemetrySummary{Time: at, Window: 10 * time.Second, CPU: cpu, Mem: 0.5, Load1: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func edgeArtifact(t *testing.T, name string) *quant.Artifact {
 
 func encodeMeasured(t *testing.T, cpu, runqUs float64, at time.Time) string {
 	t.Helper()
-	s, err := telemetry.Encode(telemetry.Summary{Time: at, Window: 10 * time.Second, CPU: cpu, Mem: 0.5, Load1: 1, RunQueueP99Us: &runqUs})
+	s, err := kubefmt.EncodeTelemetry(kubefmt.TelemetrySummary{Time: at, Window: 10 * time.Second, CPU: cpu, Mem: 0.5, Load1: 1, RunQueueP99Us: &runqUs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,14 +8,14 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 )
 
 // Site topology (docs/edge-plugin.md, "Site topology"): with
 // topologyConfigMap set, the plugin watches that ConfigMap for the site's
 // zones, their carbon zones with hourly intensity curves, and the RTTs
-// between zones (conventions.Topology under conventions.TopologyConfigMapKey,
+// between zones (kubefmt.Topology under kubefmt.TopologyConfigMapKey,
 // written by an operator). They go into the simulator environment the
 // snapshot is converted into, so the policy's carbon feature is the
 // intensity of the node's grid at the current hour and its dependency RTT
@@ -64,9 +64,9 @@ func (t *topology) current() *topoSpec {
 }
 
 // install implements feedTarget: the topology under
-// conventions.TopologyConfigMapKey.
+// kubefmt.TopologyConfigMapKey.
 func (t *topology) install(raw []byte) (bool, error) {
-	tp, err := conventions.DecodeTopology(raw)
+	tp, err := kubefmt.DecodeTopology(raw)
 	if err != nil {
 		return false, err
 	}
@@ -151,7 +151,7 @@ func (s *topoSpec) apply(cl *sim.Cluster, nodeZones []string) {
 // startTopologySource watches namespace/name's topology into topo until
 // ctx ends (configMapFeed.start).
 func startTopologySource(ctx context.Context, client kubernetes.Interface, topo *topology, namespace, name string) (*configMapFeed, func()) {
-	f := &configMapFeed{what: "Site topology", without: "every zone has the default carbon intensity and RTTs", key: conventions.TopologyConfigMapKey,
+	f := &configMapFeed{what: "Site topology", without: "every zone has the default carbon intensity and RTTs", key: kubefmt.TopologyConfigMapKey,
 		target: topo, updates: metricTopologyUpdates, namespace: namespace, name: name,
 		logger: klog.FromContext(ctx).WithValues("plugin", Name, "topology", namespace+"/"+name)}
 	return f, f.start(ctx, client)

@@ -8,14 +8,14 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
 
-func topologyOf(t testing.TB, tp *conventions.Topology) []byte {
+func topologyOf(t testing.TB, tp *kubefmt.Topology) []byte {
 	t.Helper()
-	tp.Version = conventions.TopologyVersion
+	tp.Version = kubefmt.TopologyVersion
 	b, err := tp.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func TestTopologyFeatures(t *testing.T) {
 	p, _, nodes := zonedCluster(t)
 	clock := time.Date(2026, 11, 30, 3, 30, 0, 0, time.UTC)
 	p.now = func() time.Time { return clock }
-	g, _ := graphOf(t, conventions.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
+	g, _ := graphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
 	p.conv.deps.set(g)
 
 	var seq int
@@ -71,10 +71,10 @@ func TestTopologyFeatures(t *testing.T) {
 	for h := range curve {
 		curve[h] = float64(100 + 10*h) // hour h of the day (UTC): 100 + 10h g/kWh
 	}
-	tp := &conventions.Topology{
-		Zones:       []conventions.TopologyZone{{Name: "a", CarbonZone: "north"}, {Name: "b", CarbonZone: "south"}},
-		CarbonZones: []conventions.CarbonZone{{Name: "north", GramsPerKWh: curve}, {Name: "south", GramsPerKWh: []float64{650}}},
-		Network:     &conventions.Network{IntraZoneMs: 1, InterZoneMs: 20, Pairs: []conventions.ZonePair{{A: "b", B: "a", Ms: 45}}},
+	tp := &kubefmt.Topology{
+		Zones:       []kubefmt.TopologyZone{{Name: "a", CarbonZone: "north"}, {Name: "b", CarbonZone: "south"}},
+		CarbonZones: []kubefmt.CarbonZone{{Name: "north", GramsPerKWh: curve}, {Name: "south", GramsPerKWh: []float64{650}}},
+		Network:     &kubefmt.Network{IntraZoneMs: 1, InterZoneMs: 20, Pairs: []kubefmt.ZonePair{{A: "b", B: "a", Ms: 45}}},
 	}
 	raw := topologyOf(t, tp)
 	if changed, err := p.conv.topo.install(raw); !changed || err != nil {
@@ -108,8 +108,8 @@ func TestTopologyFeatures(t *testing.T) {
 // The site topology's ConfigMap feed, like the dependency graph's
 // (testFeed in dependencies_test.go).
 func TestTopologySource(t *testing.T) {
-	two := topologyOf(t, &conventions.Topology{CarbonZones: []conventions.CarbonZone{{Name: "n", GramsPerKWh: []float64{1, 2}}, {Name: "s", GramsPerKWh: []float64{3}}}})
-	one := topologyOf(t, &conventions.Topology{CarbonZones: []conventions.CarbonZone{{Name: "x", GramsPerKWh: []float64{5}}}})
+	two := topologyOf(t, &kubefmt.Topology{CarbonZones: []kubefmt.CarbonZone{{Name: "n", GramsPerKWh: []float64{1, 2}}, {Name: "s", GramsPerKWh: []float64{3}}}})
+	one := topologyOf(t, &kubefmt.Topology{CarbonZones: []kubefmt.CarbonZone{{Name: "x", GramsPerKWh: []float64{5}}}})
 	topo := &topology{}
 	carbonZones := func() int {
 		if s := topo.current(); s != nil {
@@ -118,7 +118,7 @@ func TestTopologySource(t *testing.T) {
 		return -1
 	}
 	testFeed(t, feedCase{
-		key: conventions.TopologyConfigMapKey, name: conventions.DefaultTopologyConfigMapName,
+		key: kubefmt.TopologyConfigMapKey, name: kubefmt.DefaultTopologyConfigMapName,
 		start: func(ctx context.Context, c kubernetes.Interface, ns, name string) (*configMapFeed, func()) {
 			return startTopologySource(ctx, c, topo, ns, name)
 		},
@@ -142,10 +142,10 @@ func TestTopologySource(t *testing.T) {
 // score, and the RTT table grows with the square of the zones).
 func TestTopologyApply(t *testing.T) {
 	topo := &topology{}
-	raw := topologyOf(t, &conventions.Topology{
-		Zones:       []conventions.TopologyZone{{Name: "a", CarbonZone: "g"}, {Name: "x", CarbonZone: "g"}},
-		CarbonZones: []conventions.CarbonZone{{Name: "g", GramsPerKWh: []float64{10}}},
-		Network: &conventions.Network{IntraZoneMs: 1, InterZoneMs: 2, Pairs: []conventions.ZonePair{
+	raw := topologyOf(t, &kubefmt.Topology{
+		Zones:       []kubefmt.TopologyZone{{Name: "a", CarbonZone: "g"}, {Name: "x", CarbonZone: "g"}},
+		CarbonZones: []kubefmt.CarbonZone{{Name: "g", GramsPerKWh: []float64{10}}},
+		Network: &kubefmt.Network{IntraZoneMs: 1, InterZoneMs: 2, Pairs: []kubefmt.ZonePair{
 			{A: "a", B: "b", Ms: 5}, {A: "a", B: "x", Ms: 6}, {A: "y", B: "z", Ms: 7}}},
 	})
 	if _, err := topo.install(raw); err != nil {

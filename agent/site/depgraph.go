@@ -20,9 +20,9 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/edgesched/edgesched/agent/trace"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/kube"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // The service dependency graph the site leader publishes for the
@@ -63,7 +63,7 @@ const (
 // DependencySource computes the service call graph over the window
 // ending at until (trace.Store.ServiceDependencies).
 type DependencySource interface {
-	ServiceDependencies(window time.Duration, until time.Time) ([]conventions.DependencyEdge, error)
+	ServiceDependencies(window time.Duration, until time.Time) ([]kubefmt.DependencyEdge, error)
 }
 
 var _ DependencySource = (*trace.Store)(nil)
@@ -78,7 +78,7 @@ type DependencyConfig struct {
 	Client kube.Interface
 	// Namespace and Name locate the ConfigMap: what EdgePolicy's
 	// dependenciesConfigMap arg (namespace/name) says (defaults
-	// edgesched-system, conventions.DefaultDependenciesConfigMapName).
+	// edgesched-system, kubefmt.DefaultDependenciesConfigMapName).
 	Namespace, Name string
 	// Trace computes the graph: the site trace (*trace.Store). Required.
 	Trace DependencySource
@@ -107,7 +107,7 @@ type DependencyConfig struct {
 
 // DefaultDependencyConfig returns the defaults.
 func DefaultDependencyConfig() DependencyConfig {
-	return DependencyConfig{Namespace: DefaultNamespace, Name: conventions.DefaultDependenciesConfigMapName,
+	return DependencyConfig{Namespace: DefaultNamespace, Name: kubefmt.DefaultDependenciesConfigMapName,
 		Interval: time.Minute, Window: 10 * time.Minute, BackoffMin: time.Second, BackoffMax: 30 * time.Second}
 }
 
@@ -137,7 +137,7 @@ func (c *DependencyConfig) Validate() error {
 // DependencyPublisher is the leader-only component that computes the
 // site's service dependency graph from the trace every Interval and
 // writes it into the ConfigMap EdgePolicy reads (data
-// conventions.DependenciesConfigMapKey, conventions.DependencyGraph's
+// kubefmt.DependenciesConfigMapKey, kubefmt.DependencyGraph's
 // encoding). It writes only when the graph changed (another edge set, or
 // a rate that moved by more than DependencyRateTolerance) or the graph
 // there is DependencyRefreshIntervals old, with optimistic concurrency
@@ -248,7 +248,7 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 		// once per change, not every interval (the details at debug level)
 		p.log.Warn("dependency edges left out of the graph (refused names, or the graph's size bounds)", "dropped", res.Dropped, "kept", len(edges))
 	}
-	g := conventions.DependencyGraph{Version: conventions.DependencyGraphVersion, Updated: now.UTC().Truncate(time.Second),
+	g := kubefmt.DependencyGraph{Version: kubefmt.DependencyGraphVersion, Updated: now.UTC().Truncate(time.Second),
 		Window: p.cfg.Window.String(), Edges: edges}
 	raw, err := g.Encode()
 	if err != nil { // fit keeps the graph within the format's bounds
@@ -273,9 +273,9 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 			return err
 		}
 		res.Action = DependencyUpdated
-		if cur, ok := cm.Data[conventions.DependenciesConfigMapKey]; !ok {
+		if cur, ok := cm.Data[kubefmt.DependenciesConfigMapKey]; !ok {
 			res.Reason = "no graph"
-		} else if old, derr := conventions.DecodeDependencyGraph([]byte(cur)); derr != nil {
+		} else if old, derr := kubefmt.DecodeDependencyGraph([]byte(cur)); derr != nil {
 			p.log.Warn("the ConfigMap's dependency graph does not decode: replacing it", "err", derr)
 			res.Action, res.Reason = DependencyReplaced, "invalid"
 		} else if res.Reason = p.changed(old, &g, now); res.Reason == "" {
@@ -300,7 +300,7 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 // edge set, a rate that moved by more than DependencyRateTolerance,
 // another window, or old's updated time DependencyRefreshIntervals
 // intervals ago (or in the future: another leader's clock).
-func (p *DependencyPublisher) changed(old, g *conventions.DependencyGraph, now time.Time) string {
+func (p *DependencyPublisher) changed(old, g *kubefmt.DependencyGraph, now time.Time) string {
 	if old.Window != g.Window {
 		return "window changed"
 	}
@@ -330,14 +330,14 @@ func (p *DependencyPublisher) changed(old, g *conventions.DependencyGraph, now t
 }
 
 // fit drops the edges a graph cannot hold: those naming a service the
-// format refuses and, beyond conventions.MaxDependencyEdges or
+// format refuses and, beyond kubefmt.MaxDependencyEdges or
 // MaxDependencyGraphBytes encoded, the lightest ones (the heaviest are
 // kept). It returns the edges kept and how many were dropped.
-func (p *DependencyPublisher) fit(edges []conventions.DependencyEdge) ([]conventions.DependencyEdge, int) {
-	kept := make([]conventions.DependencyEdge, 0, len(edges))
+func (p *DependencyPublisher) fit(edges []kubefmt.DependencyEdge) ([]kubefmt.DependencyEdge, int) {
+	kept := make([]kubefmt.DependencyEdge, 0, len(edges))
 	bad := 0
 	for _, e := range edges {
-		one := conventions.DependencyGraph{Version: conventions.DependencyGraphVersion, Edges: []conventions.DependencyEdge{e}}
+		one := kubefmt.DependencyGraph{Version: kubefmt.DependencyGraphVersion, Edges: []kubefmt.DependencyEdge{e}}
 		if err := one.Validate(); err != nil {
 			if bad == 0 {
 				p.log.Debug("dependency edge left out of the graph", "err", err)
@@ -348,7 +348,7 @@ func (p *DependencyPublisher) fit(edges []conventions.DependencyEdge) ([]convent
 		kept = append(kept, e)
 	}
 	// the graph's fields besides its edges take under 200 bytes
-	const budget = conventions.MaxDependencyGraphBytes - 1024
+	const budget = kubefmt.MaxDependencyGraphBytes - 1024
 	size := 0
 	sizes := make([]int, len(kept))
 	for i, e := range kept {
@@ -356,7 +356,7 @@ func (p *DependencyPublisher) fit(edges []conventions.DependencyEdge) ([]convent
 		sizes[i] = len(b) + 1
 		size += sizes[i]
 	}
-	if len(kept) <= conventions.MaxDependencyEdges && size <= budget {
+	if len(kept) <= kubefmt.MaxDependencyEdges && size <= budget {
 		return kept, bad
 	}
 	order := make([]int, len(kept))
@@ -364,10 +364,10 @@ func (p *DependencyPublisher) fit(edges []conventions.DependencyEdge) ([]convent
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(kept[b].CallsPerSecond, kept[a].CallsPerSecond) })
-	var out []conventions.DependencyEdge
+	var out []kubefmt.DependencyEdge
 	size = 0
 	for _, i := range order {
-		if len(out) == conventions.MaxDependencyEdges || size+sizes[i] > budget {
+		if len(out) == kubefmt.MaxDependencyEdges || size+sizes[i] > budget {
 			break
 		}
 		out = append(out, kept[i])
@@ -375,7 +375,7 @@ func (p *DependencyPublisher) fit(edges []conventions.DependencyEdge) ([]convent
 	}
 	dropped := bad + len(kept) - len(out)
 	p.log.Debug("dependency graph too large: the lightest edges left out", "edges", len(kept), "kept", len(out),
-		"maxEdges", conventions.MaxDependencyEdges, "maxBytes", conventions.MaxDependencyGraphBytes)
+		"maxEdges", kubefmt.MaxDependencyEdges, "maxBytes", kubefmt.MaxDependencyGraphBytes)
 	return out, dropped
 }
 
@@ -384,8 +384,8 @@ func (p *DependencyPublisher) stamp(cm *v1.ConfigMap, raw []byte) {
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
-	cm.Data[conventions.DependenciesConfigMapKey] = string(raw)
-	delete(cm.BinaryData, conventions.DependenciesConfigMapKey) // one copy, where the plugin reads it
+	cm.Data[kubefmt.DependenciesConfigMapKey] = string(raw)
+	delete(cm.BinaryData, kubefmt.DependenciesConfigMapKey) // one copy, where the plugin reads it
 	if cm.Labels == nil {
 		cm.Labels = map[string]string{}
 	}

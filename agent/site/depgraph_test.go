@@ -23,8 +23,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/edgesched/edgesched/agent/trace"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 var depT0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
@@ -70,21 +70,21 @@ func sample(t *testing.T, s *trace.Store, at time.Duration, src, dst string, rat
 }
 
 // readGraph returns the ConfigMap and its decoded graph.
-func readGraph(t *testing.T, client *fake.Clientset, ns string) (*v1.ConfigMap, *conventions.DependencyGraph) {
+func readGraph(t *testing.T, client *fake.Clientset, ns string) (*v1.ConfigMap, *kubefmt.DependencyGraph) {
 	t.Helper()
-	cm, err := client.CoreV1().ConfigMaps(ns).Get(context.Background(), conventions.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(context.Background(), kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := conventions.DecodeDependencyGraph([]byte(cm.Data[conventions.DependenciesConfigMapKey]))
+	g, err := kubefmt.DecodeDependencyGraph([]byte(cm.Data[kubefmt.DependenciesConfigMapKey]))
 	if err != nil {
 		t.Fatalf("the ConfigMap's graph: %v", err)
 	}
 	return cm, g
 }
 
-func edge(from, to string, r float64) conventions.DependencyEdge {
-	return conventions.DependencyEdge{From: from, To: to, CallsPerSecond: r}
+func edge(from, to string, r float64) kubefmt.DependencyEdge {
+	return kubefmt.DependencyEdge{From: from, To: to, CallsPerSecond: r}
 }
 
 // TestDependencyPublisherSync follows one publisher through the life of a
@@ -110,72 +110,72 @@ func TestDependencyPublisherSync(t *testing.T) {
 		before  func()        // what happens first
 		action  string
 		reason  string
-		want    []conventions.DependencyEdge // in the ConfigMap afterwards
-		written time.Duration                // its updated time, from depT0
+		want    []kubefmt.DependencyEdge // in the ConfigMap afterwards
+		written time.Duration            // its updated time, from depT0
 	}{
 		{
 			name: "first graph", at: 2 * time.Minute, action: DependencyCreated, reason: "new",
 			before: func() { sample(t, store, time.Minute, "web-0", "db-0", 10) },
-			want:   []conventions.DependencyEdge{edge("web", "db", 10)}, written: 2 * time.Minute,
+			want:   []kubefmt.DependencyEdge{edge("web", "db", 10)}, written: 2 * time.Minute,
 		},
 		{
 			name: "nothing new", at: 3 * time.Minute, action: DependencyUnchanged,
-			want: []conventions.DependencyEdge{edge("web", "db", 10)}, written: 2 * time.Minute,
+			want: []kubefmt.DependencyEdge{edge("web", "db", 10)}, written: 2 * time.Minute,
 		},
 		{
 			// (10 + 11) / 2 = 10.5: 5% above the 10 written, within 10%
 			name: "rate moved 5%", at: 4 * time.Minute, action: DependencyUnchanged,
 			before: func() { sample(t, store, 210*time.Second, "web-0", "db-0", 11) },
-			want:   []conventions.DependencyEdge{edge("web", "db", 10)}, written: 2 * time.Minute,
+			want:   []kubefmt.DependencyEdge{edge("web", "db", 10)}, written: 2 * time.Minute,
 		},
 		{
 			// (10 + 11 + 15) / 3 = 12: 20% above the 10 written
 			name: "rate moved 20%", at: 5 * time.Minute, action: DependencyUpdated, reason: "rates moved",
 			before: func() { sample(t, store, 270*time.Second, "web-0", "db-0", 15) },
-			want:   []conventions.DependencyEdge{edge("web", "db", 12)}, written: 5 * time.Minute,
+			want:   []kubefmt.DependencyEdge{edge("web", "db", 12)}, written: 5 * time.Minute,
 		},
 		{
 			name: "new edge", at: 6 * time.Minute, action: DependencyUpdated, reason: "edges changed",
 			before: func() { sample(t, store, 330*time.Second, "web-0", "cache-0", 4) },
-			want:   []conventions.DependencyEdge{edge("web", "cache", 4), edge("web", "db", 12)}, written: 6 * time.Minute,
+			want:   []kubefmt.DependencyEdge{edge("web", "cache", 4), edge("web", "db", 12)}, written: 6 * time.Minute,
 		},
 		{
 			// 9 intervals after the last write: not yet refreshed
 			name: "nine intervals later", at: 15 * time.Minute, action: DependencyUnchanged,
-			want: []conventions.DependencyEdge{edge("web", "cache", 4), edge("web", "db", 12)}, written: 6 * time.Minute,
+			want: []kubefmt.DependencyEdge{edge("web", "cache", 4), edge("web", "db", 12)}, written: 6 * time.Minute,
 		},
 		{
 			name: "ten intervals later", at: 16 * time.Minute, action: DependencyUpdated, reason: "refresh",
-			want: []conventions.DependencyEdge{edge("web", "cache", 4), edge("web", "db", 12)}, written: 16 * time.Minute,
+			want: []kubefmt.DependencyEdge{edge("web", "cache", 4), edge("web", "db", 12)}, written: 16 * time.Minute,
 		},
 		{
 			name: "garbage in the ConfigMap", at: 17 * time.Minute, action: DependencyReplaced, reason: "invalid",
 			before: func() {
-				cm, _ := cms.Get(ctx, conventions.DefaultDependenciesConfigMapName, metav1.GetOptions{})
-				cm.Data[conventions.DependenciesConfigMapKey] = `{"version": 1, "edges": [{"from": "web", "to": "db", "callsPerSecond": -1}]}`
+				cm, _ := cms.Get(ctx, kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+				cm.Data[kubefmt.DependenciesConfigMapKey] = `{"version": 1, "edges": [{"from": "web", "to": "db", "callsPerSecond": -1}]}`
 				if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			},
-			want: []conventions.DependencyEdge{edge("web", "cache", 4), edge("web", "db", 12)}, written: 17 * time.Minute,
+			want: []kubefmt.DependencyEdge{edge("web", "cache", 4), edge("web", "db", 12)}, written: 17 * time.Minute,
 		},
 		{
 			// someone took the key out and left a note: the graph goes
 			// back, the note stays
 			name: "key removed", at: 18 * time.Minute, action: DependencyUpdated, reason: "no graph",
 			before: func() {
-				cm, _ := cms.Get(ctx, conventions.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+				cm, _ := cms.Get(ctx, kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
 				cm.Data = map[string]string{"note": "kept"}
 				if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			},
-			want: []conventions.DependencyEdge{edge("web", "cache", 4), edge("web", "db", 12)}, written: 18 * time.Minute,
+			want: []kubefmt.DependencyEdge{edge("web", "cache", 4), edge("web", "db", 12)}, written: 18 * time.Minute,
 		},
 		{
 			// the window [1h30m, 2h30m] holds no sample any more
 			name: "samples left the window", at: 150 * time.Minute, action: DependencyUpdated, reason: "edges changed",
-			want: []conventions.DependencyEdge{}, written: 150 * time.Minute,
+			want: []kubefmt.DependencyEdge{}, written: 150 * time.Minute,
 		},
 	}
 	for _, s := range steps {
@@ -338,12 +338,12 @@ func TestDependencyPublisherRun(t *testing.T) {
 	poll(t, 5*time.Second, "the graph after three failed attempts", func() (bool, string) {
 		// from the tracker: a Get through the clientset would meet the
 		// failing reactor too
-		obj, err := client.Tracker().Get(v1.SchemeGroupVersion.WithResource("configmaps"), "edge", conventions.DefaultDependenciesConfigMapName)
+		obj, err := client.Tracker().Get(v1.SchemeGroupVersion.WithResource("configmaps"), "edge", kubefmt.DefaultDependenciesConfigMapName)
 		if err != nil {
 			return false, err.Error()
 		}
 		cm := obj.(*v1.ConfigMap)
-		return strings.Contains(cm.Data[conventions.DependenciesConfigMapKey], `"from":"web","to":"db","callsPerSecond":10`), cm.Data[conventions.DependenciesConfigMapKey]
+		return strings.Contains(cm.Data[kubefmt.DependenciesConfigMapKey], `"from":"web","to":"db","callsPerSecond":10`), cm.Data[kubefmt.DependenciesConfigMapKey]
 	})
 	if got := testutil.ToFloat64(p.writes.WithLabelValues(resultFailed)); got != 3 {
 		t.Errorf("failed attempts %v, want 3", got)
@@ -366,11 +366,11 @@ func TestDependencyPublisherRunInterval(t *testing.T) {
 	}
 	stop := runBackground(t, p.Run)
 	graph := func() string {
-		cm, err := client.CoreV1().ConfigMaps(DefaultNamespace).Get(context.Background(), conventions.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+		cm, err := client.CoreV1().ConfigMaps(DefaultNamespace).Get(context.Background(), kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
 		}
-		return cm.Data[conventions.DependenciesConfigMapKey]
+		return cm.Data[kubefmt.DependenciesConfigMapKey]
 	}
 	poll(t, 5*time.Second, "the first graph", func() (bool, string) { g := graph(); return strings.Contains(g, `"to":"db"`), g })
 	sample(t, store, 90*time.Second, "web-0", "cache-0", 3)
@@ -380,9 +380,9 @@ func TestDependencyPublisherRunInterval(t *testing.T) {
 
 // fixedEdges is a DependencySource returning a fixed list (the bounds of
 // the format are impractical to reach through a trace).
-type fixedEdges []conventions.DependencyEdge
+type fixedEdges []kubefmt.DependencyEdge
 
-func (f fixedEdges) ServiceDependencies(time.Duration, time.Time) ([]conventions.DependencyEdge, error) {
+func (f fixedEdges) ServiceDependencies(time.Duration, time.Time) ([]kubefmt.DependencyEdge, error) {
 	return slices.Clone(f), nil
 }
 
@@ -405,7 +405,7 @@ func TestDependencyFit(t *testing.T) {
 		minRate float64 // the lightest edge kept
 	}{
 		{"bad names", fixedEdges{edge("web", "db", 1), edge("has space", "db", 2), edge("web", strings.Repeat("x", 254), 3), edge("web", "bad\x00", 4)}, 1, 3, 1},
-		{"5,000 edges: the 4,096 heaviest", many(5000, 8), conventions.MaxDependencyEdges, 5000 - conventions.MaxDependencyEdges, 5000 - conventions.MaxDependencyEdges + 1},
+		{"5,000 edges: the 4,096 heaviest", many(5000, 8), kubefmt.MaxDependencyEdges, 5000 - kubefmt.MaxDependencyEdges, 5000 - kubefmt.MaxDependencyEdges + 1},
 		// an edge of a 253-byte name encodes to about 290 bytes: about
 		// (1 MiB - 1 KiB) / 290 = 3,612 fit, the lightest go
 		{"4,000 long names: what fits in 1 MiB", many(4000, 253), -1, -1, -1},
@@ -424,20 +424,20 @@ func TestDependencyFit(t *testing.T) {
 				t.Fatal(err)
 			}
 			cm, g := readGraph(t, client, DefaultNamespace)
-			raw := cm.Data[conventions.DependenciesConfigMapKey]
-			if len(g.Edges) != res.Edges || res.Edges+res.Dropped != len(tc.src) || len(raw) > conventions.MaxDependencyGraphBytes {
+			raw := cm.Data[kubefmt.DependenciesConfigMapKey]
+			if len(g.Edges) != res.Edges || res.Edges+res.Dropped != len(tc.src) || len(raw) > kubefmt.MaxDependencyGraphBytes {
 				t.Fatalf("%+v: %d edges written in %d bytes", res, len(g.Edges), len(raw))
 			}
 			if tc.kept >= 0 && (res.Edges != tc.kept || res.Dropped != tc.dropped) {
 				t.Fatalf("%+v, want %d kept, %d dropped", res, tc.kept, tc.dropped)
 			}
-			lightest := slices.MinFunc(g.Edges, func(a, b conventions.DependencyEdge) int { return cmp.Compare(a.CallsPerSecond, b.CallsPerSecond) }).CallsPerSecond
+			lightest := slices.MinFunc(g.Edges, func(a, b kubefmt.DependencyEdge) int { return cmp.Compare(a.CallsPerSecond, b.CallsPerSecond) }).CallsPerSecond
 			if tc.minRate >= 0 && lightest != tc.minRate {
 				t.Fatalf("lightest edge kept %v, want %v", lightest, tc.minRate)
 			}
 			if tc.minRate < 0 {
 				// the kept edges are the heaviest: exactly the top ones
-				if want := float64(len(tc.src) - res.Edges + 1); lightest != want || res.Edges < 3000 || len(raw) < conventions.MaxDependencyGraphBytes-64<<10 {
+				if want := float64(len(tc.src) - res.Edges + 1); lightest != want || res.Edges < 3000 || len(raw) < kubefmt.MaxDependencyGraphBytes-64<<10 {
 					t.Fatalf("%d edges in %d bytes, lightest %v; want the heaviest (lightest %v), close to 1 MiB", res.Edges, len(raw), lightest, want)
 				}
 				t.Logf("%d of %d edges of 253-byte names fit in %d bytes", res.Edges, len(tc.src), len(raw))

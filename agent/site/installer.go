@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/edgesched/edgesched/agent/flclient"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/kube"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -83,8 +83,8 @@ type InstallerConfig struct {
 
 // DefaultInstallerConfig returns the defaults.
 func DefaultInstallerConfig() InstallerConfig {
-	return InstallerConfig{Namespace: conventions.DefaultModelConfigMapNamespace, Name: conventions.DefaultModelConfigMapName,
-		Key: conventions.DefaultModelConfigMapKey, Resync: time.Minute, BackoffMin: time.Second, BackoffMax: 30 * time.Second}
+	return InstallerConfig{Namespace: kubefmt.DefaultModelConfigMapNamespace, Name: kubefmt.DefaultModelConfigMapName,
+		Key: kubefmt.DefaultModelConfigMapKey, Resync: time.Minute, BackoffMin: time.Second, BackoffMax: 30 * time.Second}
 }
 
 // Validate names the first bad field.

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/edgesched/edgesched/agent/flclient"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -111,19 +111,19 @@ func TestInstaller(t *testing.T) {
 		if !errors.Is(err, s.err) || (s.err == nil && res.Action != s.action) {
 			t.Fatalf("%s: %+v, %v; want %s, %v", s.name, res, err, s.action, s.err)
 		}
-		cm, gerr := client.CoreV1().ConfigMaps(conventions.DefaultModelConfigMapNamespace).Get(ctx, conventions.DefaultModelConfigMapName, metav1.GetOptions{})
+		cm, gerr := client.CoreV1().ConfigMaps(kubefmt.DefaultModelConfigMapNamespace).Get(ctx, kubefmt.DefaultModelConfigMapName, metav1.GetOptions{})
 		if gerr != nil {
 			t.Fatal(gerr)
 		}
-		a, derr := quant.Decode(cm.BinaryData[conventions.DefaultModelConfigMapKey], quant.DecodeOptions{Keys: cfg.Keys})
+		a, derr := quant.Decode(cm.BinaryData[kubefmt.DefaultModelConfigMapKey], quant.DecodeOptions{Keys: cfg.Keys})
 		if derr != nil || a.Header.Version != s.version || cm.Annotations[AnnotationInstalledBy] != "node-a" {
 			t.Fatalf("%s: ConfigMap holds %v (%v), want version %d", s.name, a, derr, s.version)
 		}
 	}
 	// an artifact the keys do not verify, put there by someone: replaced
-	cm, _ := client.CoreV1().ConfigMaps(conventions.DefaultModelConfigMapNamespace).Get(ctx, conventions.DefaultModelConfigMapName, metav1.GetOptions{})
+	cm, _ := client.CoreV1().ConfigMaps(kubefmt.DefaultModelConfigMapNamespace).Get(ctx, kubefmt.DefaultModelConfigMapName, metav1.GetOptions{})
 	cm.BinaryData = nil
-	cm.Data = map[string]string{conventions.DefaultModelConfigMapKey: string(int8Bytes(t, rogue, 1, 99))}
+	cm.Data = map[string]string{kubefmt.DefaultModelConfigMapKey: string(int8Bytes(t, rogue, 1, 99))}
 	if _, err := client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestInstaller(t *testing.T) {
 		t.Fatalf("replacing an unverifiable model: %+v, %v", res, err)
 	}
 	cm, _ = client.CoreV1().ConfigMaps(cm.Namespace).Get(ctx, cm.Name, metav1.GetOptions{})
-	if _, ok := cm.Data[conventions.DefaultModelConfigMapKey]; ok || len(cm.BinaryData[conventions.DefaultModelConfigMapKey]) == 0 {
+	if _, ok := cm.Data[kubefmt.DefaultModelConfigMapKey]; ok || len(cm.BinaryData[kubefmt.DefaultModelConfigMapKey]) == 0 {
 		t.Fatal("the model is not (only) in binaryData")
 	}
 	// created 1, unchanged 1, updated 2, older 2, refused 4
@@ -157,7 +157,7 @@ func TestInstallerRun(t *testing.T) {
 	}
 	stop := runBackground(t, in.Run)
 	get := func() (*v1.ConfigMap, error) {
-		return client.CoreV1().ConfigMaps("edge").Get(context.Background(), conventions.DefaultModelConfigMapName, metav1.GetOptions{})
+		return client.CoreV1().ConfigMaps("edge").Get(context.Background(), kubefmt.DefaultModelConfigMapName, metav1.GetOptions{})
 	}
 	// the first check at start and one on Notify: nothing to write
 	poll(t, 5*time.Second, "two checks of the source", func() (bool, string) {
@@ -261,7 +261,7 @@ func TestInstallerRetriesSourceErrors(t *testing.T) {
 	src.set(int8Bytes(t, coord, 1, 6))
 	src.fail(nil)
 	poll(t, 5*time.Second, "the model in the ConfigMap after the source recovered", func() (bool, string) {
-		cm, err := client.CoreV1().ConfigMaps("edge").Get(context.Background(), conventions.DefaultModelConfigMapName, metav1.GetOptions{})
+		cm, err := client.CoreV1().ConfigMaps("edge").Get(context.Background(), kubefmt.DefaultModelConfigMapName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}

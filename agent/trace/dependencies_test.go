@@ -13,8 +13,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/boltkv"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
@@ -67,7 +67,7 @@ func depFixture(t *testing.T) *Store {
 func TestServiceDependencies(t *testing.T) {
 	s := depFixture(t)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	type E = conventions.DependencyEdge
+	type E = kubefmt.DependencyEdge
 	e := func(from, to string, r float64) E { return E{From: from, To: to, CallsPerSecond: r} }
 	cases := []struct {
 		name   string
@@ -82,7 +82,7 @@ func TestServiceDependencies(t *testing.T) {
 			// 3e6 capped at 1e6; web -> web 1; web -> api only 0 /s: left
 			// out; job-0 has no service: left out
 			name: "first term", window: 450 * time.Second, until: at(450 * time.Second),
-			want: []E{e("api", "cache", 6), e("api", "db", 26), e("big", "big", conventions.MaxCallsPerSecond), e("web", "web", 1)},
+			want: []E{e("api", "cache", 6), e("api", "db", 26), e("big", "big", kubefmt.MaxCallsPerSecond), e("web", "web", 1)},
 		},
 		{
 			// [200 s, 450 s]: api -> db: api-0 -> db-0 (20 + 30) / 2 = 25
@@ -95,7 +95,7 @@ func TestServiceDependencies(t *testing.T) {
 			// name, so every api-0 -> db-0 sample counts for api -> db2:
 			// (10 + 20 + 30 + 7) / 4 = 16.75, plus api-1 -> db-0 6 = 22.75
 			name: "name re-used", window: time.Hour, until: at(time.Hour),
-			want: []E{e("api", "cache", 6), e("api", "db2", 22.75), e("big", "big", conventions.MaxCallsPerSecond), e("web", "web", 1)},
+			want: []E{e("api", "cache", 6), e("api", "db2", 22.75), e("big", "big", kubefmt.MaxCallsPerSecond), e("web", "web", 1)},
 		},
 		{
 			// [450 s, 1 h]: the old db-0 was deleted at 400 s, before the
@@ -123,7 +123,7 @@ func TestServiceDependencies(t *testing.T) {
 				t.Fatalf("ServiceDependencies(%v, %v):\n got %v\nwant %v", tc.window, tc.until, got, tc.want)
 			}
 			// what the site leader publishes: a graph the plugin accepts
-			g := conventions.DependencyGraph{Version: conventions.DependencyGraphVersion, Edges: got}
+			g := kubefmt.DependencyGraph{Version: kubefmt.DependencyGraphVersion, Edges: got}
 			if _, err := g.Encode(); err != nil {
 				t.Fatalf("the edges do not encode as a graph: %v", err)
 			}

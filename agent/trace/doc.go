@@ -7,7 +7,7 @@
 // records pod arrivals (at their creationTimestamp), bindings and
 // deletions with the requests the scheduler plugin reads (CPU, memory,
 // GPU count, share and models, QoS, priority), node usage from the agents'
-// telemetry annotation (agent/telemetry), and pod-to-pod call rates from
+// telemetry annotation (kubefmt), and pod-to-pod call rates from
 // the flows annotation each agent publishes for its node (FlowsAnnotation,
 // fed by ObserveFlows from the node's eBPF flow collector). Every agent of
 // a site records (warm standbys), so the history survives a change of

@@ -13,8 +13,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/boltkv"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -79,6 +79,8 @@ type poolOut struct {
 	MemoryMiB int64  `yaml:"memoryMiB"`
 	GPUs      int32  `yaml:"gpus,omitempty"`
 	GPUModel  string `yaml:"gpuModel,omitempty"`
+	// FailureRate is the pool's nodes' edgesched.io/failure-rate.
+	FailureRate float64 `yaml:"failureRate,omitempty"`
 }
 
 type workloadOut struct {
@@ -237,16 +239,16 @@ func (s *Store) Export(opt ExportOptions) ([]byte, ExportStats, error) {
 // sum over the pod pairs of the two services of the mean of each pair's
 // recorded call rates in the window (what Export writes as the scenario's
 // dependencies), sorted by (from, to). A pod's service is the one
-// recorded with its arrival (conventions.ServiceOf); a pod whose lifetime
+// recorded with its arrival (kubefmt.ServiceOf); a pod whose lifetime
 // does not overlap the window, or that has no service, contributes
-// nothing. Rates are capped at conventions.MaxCallsPerSecond and edges
-// whose rate is not positive are left out, so every edge is one conventions.DependencyGraph accepts as to
+// nothing. Rates are capped at kubefmt.MaxCallsPerSecond and edges
+// whose rate is not positive are left out, so every edge is one kubefmt.DependencyGraph accepts as to
 // its rate. An empty trace gives no edges and no error.
 //
 // It reads the whole event log in one read transaction (decoding only pod
 // arrivals and deletions and the window's call rates): a record that does
 // not decode fails it with ErrStore naming its sequence, as Export does.
-func (s *Store) ServiceDependencies(window time.Duration, until time.Time) ([]conventions.DependencyEdge, error) {
+func (s *Store) ServiceDependencies(window time.Duration, until time.Time) ([]kubefmt.DependencyEdge, error) {
 	if window <= 0 {
 		return nil, fmt.Errorf("%w: dependency window %v must be positive", ErrConfig, window)
 	}
@@ -261,7 +263,7 @@ func (s *Store) ServiceDependencies(window time.Duration, until time.Time) ([]co
 		if !(e.CallsPerSecond > 0) { // also NaN, which the record format refuses anyway
 			continue
 		}
-		e.CallsPerSecond = min(e.CallsPerSecond, conventions.MaxCallsPerSecond)
+		e.CallsPerSecond = min(e.CallsPerSecond, kubefmt.MaxCallsPerSecond)
 		out = append(out, e)
 	}
 	return out, nil
@@ -367,7 +369,7 @@ func (s *Store) scan(want func(k Kind, t int64) bool, fn func(Event)) error {
 // format's version, a known kind, its time) that want refuses; a record
 // whose header is not well-formed is decoded (and refused) by scan.
 func unwanted(v []byte, want func(k Kind, t int64) bool) bool {
-	if len(v) < 3 || v[0] != recordVersion || Kind(v[1]) < PodArrival || Kind(v[1]) > maxKind {
+	if len(v) < 3 || (v[0] != recordVersion && v[0] != 1) || Kind(v[1]) < PodArrival || Kind(v[1]) > maxKind {
 		return false
 	}
 	t, ok := recordTime(v)
@@ -408,7 +410,7 @@ func servicesOf(kept []*tracedPod) map[PodRef]string {
 // pod pair's samples, leaving out pairs with a pod of no known service;
 // sorted by (from, to), not capped. The pairs are added in a fixed order,
 // so the same samples always give the same sums to the last bit.
-func serviceRates(rates map[podPair][]float64, services map[PodRef]string) []conventions.DependencyEdge {
+func serviceRates(rates map[podPair][]float64, services map[PodRef]string) []kubefmt.DependencyEdge {
 	pairs := slices.SortedFunc(maps.Keys(rates), func(a, b podPair) int {
 		return cmp.Or(cmp.Compare(a.src.Namespace, b.src.Namespace), cmp.Compare(a.src.Name, b.src.Name),
 			cmp.Compare(a.dst.Namespace, b.dst.Namespace), cmp.Compare(a.dst.Name, b.dst.Name))
@@ -426,11 +428,11 @@ func serviceRates(rates map[podPair][]float64, services map[PodRef]string) []con
 		}
 		sums[[2]string{from, to}] += sum / float64(len(rs))
 	}
-	out := make([]conventions.DependencyEdge, 0, len(sums))
+	out := make([]kubefmt.DependencyEdge, 0, len(sums))
 	for k, r := range sums {
-		out = append(out, conventions.DependencyEdge{From: k[0], To: k[1], CallsPerSecond: r})
+		out = append(out, kubefmt.DependencyEdge{From: k[0], To: k[1], CallsPerSecond: r})
 	}
-	slices.SortFunc(out, func(a, b conventions.DependencyEdge) int {
+	slices.SortFunc(out, func(a, b kubefmt.DependencyEdge) int {
 		return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To))
 	})
 	return out
@@ -456,8 +458,9 @@ func meanUsage(samples []usageSample, from, to, until time.Time) float64 {
 	return sum / float64(n)
 }
 
-// pools groups identical nodes (capacity, GPUs, zone, architecture) into
-// pools and declares their zones; models collects their GPU models.
+// pools groups identical nodes (capacity, GPUs, zone, architecture,
+// failure rate) into pools and declares their zones; models collects
+// their GPU models.
 func pools(nodes []Event, models map[string]bool) ([]zoneOut, []poolOut, int) {
 	type key struct {
 		cpu, mem int64
@@ -465,6 +468,7 @@ func pools(nodes []Event, models map[string]bool) ([]zoneOut, []poolOut, int) {
 		model    string
 		zone     string
 		arch     sim.Arch
+		failure  float64
 	}
 	counts := map[key]int{}
 	zones := map[string]bool{}
@@ -478,7 +482,7 @@ func pools(nodes []Event, models map[string]bool) ([]zoneOut, []poolOut, int) {
 		if zone == "" {
 			zone = "default"
 		}
-		k := key{x.CPUMilli, x.MemoryMiB, x.GPUs, x.GPUModel, zone, x.Arch}
+		k := key{x.CPUMilli, x.MemoryMiB, x.GPUs, x.GPUModel, zone, x.Arch, x.FailureRate}
 		if x.GPUs == 0 {
 			k.model = ""
 		} else {
@@ -494,11 +498,12 @@ func pools(nodes []Event, models map[string]bool) ([]zoneOut, []poolOut, int) {
 	}
 	slices.SortFunc(keys, func(a, b key) int {
 		return cmp.Or(cmp.Compare(a.zone, b.zone), cmp.Compare(a.cpu, b.cpu), cmp.Compare(a.mem, b.mem), cmp.Compare(a.gpus, b.gpus),
-			cmp.Compare(a.model, b.model), cmp.Compare(a.arch, b.arch))
+			cmp.Compare(a.model, b.model), cmp.Compare(a.arch, b.arch), cmp.Compare(a.failure, b.failure))
 	})
 	var out []poolOut
 	for i, k := range keys {
-		p := poolOut{Name: fmt.Sprintf("pool-%d", i), Count: counts[k], Zone: k.zone, CPUMilli: k.cpu, MemoryMiB: k.mem, GPUs: k.gpus, GPUModel: k.model}
+		p := poolOut{Name: fmt.Sprintf("pool-%d", i), Count: counts[k], Zone: k.zone, CPUMilli: k.cpu, MemoryMiB: k.mem, GPUs: k.gpus, GPUModel: k.model,
+			FailureRate: k.failure}
 		if k.arch == sim.ArchARM64 {
 			p.Arch = k.arch.String()
 		}

@@ -24,7 +24,7 @@ const (
 	PodDeletion
 	// PodBinding: a pod was bound to Pod.Node.
 	PodBinding
-	// NodeUsage: a node's telemetry summary (agent/telemetry) as of Time.
+	// NodeUsage: a node's telemetry summary (kubefmt.TelemetrySummary) as of Time.
 	NodeUsage
 	// EdgeRate: a pod-to-pod call rate seen by one node's flow collector
 	// over the window ending at Time.
@@ -124,11 +124,16 @@ type Node struct {
 	GPUModel  string
 	Zone      string
 	Arch      sim.Arch
+	// FailureRate is the node's edgesched.io/failure-rate (expected
+	// failures per day, in [0, sim.MaxFailureDay]; 0: not given).
+	FailureRate float64
 }
 
 // Limits of the record format (a decoder refuses anything beyond them).
 const (
-	recordVersion = 1
+	// recordVersion is the version EncodeEvent writes; DecodeEvent also
+	// reads version 1, whose node records have no failure rate.
+	recordVersion = 2
 	maxString     = 1024
 	maxModels     = 64
 	// MaxRecordBytes bounds one encoded record.
@@ -151,7 +156,7 @@ var ErrRecord = errors.New("trace: bad record")
 
 // EncodeEvent renders e in the on-disk format:
 //
-//	u8 version (1) | u8 kind | varint time (Unix nanoseconds) | payload
+//	u8 version (2) | u8 kind | varint time (Unix nanoseconds) | payload
 //
 // where the payload is the kind's fields in a fixed order: strings as
 // uvarint length and bytes, integers as varints, floats as 8 bytes
@@ -198,6 +203,7 @@ func EncodeEvent(e Event) ([]byte, error) {
 		b = binary.AppendVarint(b, n.MemoryMiB)
 		b = binary.AppendVarint(b, int64(n.GPUs))
 		b = append(b, byte(n.Arch))
+		b = putFloat(b, n.FailureRate)
 	}
 	if len(b) > MaxRecordBytes {
 		return nil, fmt.Errorf("%w: %s record of %d bytes exceeds %d", ErrRecord, e.Kind, len(b), MaxRecordBytes)
@@ -299,6 +305,9 @@ func (e *Event) Validate() error {
 		if n.CPUMilli < 0 || n.CPUMilli > sim.MaxQuantity || n.MemoryMiB < 0 || n.MemoryMiB > sim.MaxQuantity ||
 			n.GPUs < 0 || n.GPUs > sim.MaxGPUsPerNode || n.Arch > sim.ArchARM64 {
 			errs = append(errs, bad("capacity out of range (%d milli-CPU, %d MiB, %d GPUs, arch %d)", n.CPUMilli, n.MemoryMiB, n.GPUs, n.Arch))
+		}
+		if !share(n.FailureRate, sim.MaxFailureDay) {
+			errs = append(errs, bad("failure rate %v not in [0, %g]", n.FailureRate, float64(sim.MaxFailureDay)))
 		}
 	default:
 		return fmt.Errorf("%w: unknown kind %d", ErrRecord, uint8(e.Kind))
@@ -427,8 +436,9 @@ func DecodeEvent(b []byte) (Event, error) {
 	if len(b) < 2 {
 		return e, fmt.Errorf("%w: %d bytes, too short", ErrRecord, len(b))
 	}
-	if b[0] != recordVersion {
-		return e, fmt.Errorf("%w: version %d, this build reads %d", ErrRecord, b[0], recordVersion)
+	version := b[0]
+	if version != recordVersion && version != 1 {
+		return e, fmt.Errorf("%w: version %d, this build reads 1 and %d", ErrRecord, version, recordVersion)
 	}
 	e.Kind = Kind(b[1])
 	if e.Kind == 0 || e.Kind > maxKind {
@@ -467,6 +477,9 @@ func DecodeEvent(b []byte) (Event, error) {
 		n := &Node{Name: d.str("name"), GPUModel: d.str("gpu model"), Zone: d.str("zone")}
 		n.CPUMilli, n.MemoryMiB, n.GPUs = d.varint("cpu"), d.varint("memory"), d.int32In("gpus")
 		n.Arch = sim.Arch(d.byte1("arch"))
+		if version >= 2 {
+			n.FailureRate = d.float("failure rate")
+		}
 		e.Node = n
 	}
 	if d.err != nil {

@@ -18,10 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/kube"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -454,7 +453,7 @@ func (r *Recorder) nodeSeen(obj any, pods cache.Indexer) {
 	if changed && info.CPUMilli > 0 {
 		r.emit(Event{Kind: NodeInfo, Time: r.cfg.Now(), Node: &info})
 	}
-	if v, ok := n.Annotations[telemetry.AnnotationKey]; ok {
+	if v, ok := n.Annotations[kubefmt.AnnotationTelemetry]; ok {
 		r.nodeUsage(n, v, info, pods)
 	}
 	if v, ok := n.Annotations[FlowsAnnotation]; ok {
@@ -470,9 +469,9 @@ func (r *Recorder) malformed(what, node string, err error) {
 }
 
 func (r *Recorder) nodeUsage(n *v1.Node, v string, info Node, pods cache.Indexer) {
-	s, err := telemetry.Decode(v)
+	s, err := kubefmt.DecodeTelemetry(v)
 	if err != nil {
-		r.malformed(telemetry.AnnotationKey, n.Name, err)
+		r.malformed(kubefmt.AnnotationTelemetry, n.Name, err)
 		return
 	}
 	r.mu.Lock()
@@ -491,8 +490,8 @@ func (r *Recorder) nodeUsage(n *v1.Node, v string, info Node, pods cache.Indexer
 	objs, _ := pods.ByIndex(indexNode, n.Name)
 	for _, o := range objs {
 		if p, ok := o.(*v1.Pod); ok && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
-			cpu, _ := podRequests(p)
-			requested += cpu
+			cpu, _ := kubefmt.PodRequests(p)
+			requested += max(cpu, 0)
 		}
 	}
 	r.emit(Event{Kind: NodeUsage, Time: s.Time, Usage: &Usage{Node: n.Name, CPU: min(max(s.CPU, 0), 1), Mem: min(max(s.Mem, 0), 1),
@@ -696,90 +695,49 @@ func podIPIndex(obj any) ([]string, error) {
 }
 
 // PodRecord converts a pod into the trace's Pod (its node left to
-// bindings): requests as the scheduler plugin reads them (the sum of the
-// containers', at least any init container's, plus overhead; memory
-// rounded up to MiB), the GPU request, QoS, priority, architecture (from
-// a kubernetes.io/arch node selector), CPU limit (when every container
-// sets one) and edgesched.io/cpu-usage. Of the accepted GPU models the
-// first 64 are kept, each cut to MaxGPUModel bytes (see there). A
-// malformed GPU request is returned as an error with the record (without
-// GPUs). Other fields are kept as they are: one beyond the record
-// format's limits (a string over 1,024 bytes) makes Store.Append refuse
-// the record, naming the pod and the field.
+// bindings) through kubefmt.SimPod, the conversion the scheduler plugin
+// scores with: requests (memory rounded up to MiB), the GPU request and
+// accepted models, QoS and priority. It adds what the twin enforces
+// without a kube-scheduler (the architecture of a kubernetes.io/arch node
+// selector, kubefmt.PodArch, and the CPU limit, kubefmt.PodCPULimit) and
+// records edgesched.io/cpu-usage only when the pod gives it (the export
+// then prefers the node's measured use to the simulator's usage model).
+// Requests are kept within [0, sim.MaxQuantity]. Of the accepted GPU
+// models the first 64 are kept, each cut to MaxGPUModel bytes (see
+// there). A malformed GPU request is returned as an error with the record
+// (without GPUs, as the plugin reads it). Other fields are kept as they
+// are: one beyond the record format's limits (a string over 1,024 bytes)
+// makes Store.Append refuse the record, naming the pod and the field.
 func PodRecord(p *v1.Pod) (Pod, error) {
-	cpu, mem := podRequests(p)
-	rec := Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Service: conventions.ServiceOf(p),
-		CPUMilli: min(cpu, sim.MaxQuantity), MemoryMiB: min((mem+(1<<20)-1)>>20, sim.MaxQuantity), QoS: conventions.PodQoS(p)}
-	gpu, err := conventions.PodGPURequest(p)
-	if err == nil {
-		rec.GPUs, rec.GPUMilli = gpu.GPUs, gpu.Milli
-		if len(gpu.Models) > maxModels {
-			gpu.Models = gpu.Models[:maxModels]
-		}
-		for i, m := range gpu.Models {
-			gpu.Models[i] = truncate(m, MaxGPUModel)
-		}
-		rec.GPUModels = gpu.Models
+	sp, models, err := kubefmt.SimPod(p)
+	rec := Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Service: kubefmt.ServiceOf(p),
+		CPUMilli: quantity(sp.CPU), MemoryMiB: quantity(sp.Mem), GPUs: sp.GPUs, GPUMilli: sp.GPUMilli,
+		QoS: sp.QoS, Priority: sp.Priority, Arch: kubefmt.PodArch(p), CPULimitMilli: quantity(kubefmt.PodCPULimit(p))}
+	if len(models) > maxModels {
+		models = models[:maxModels]
 	}
-	if p.Spec.Priority != nil {
-		rec.Priority = *p.Spec.Priority
+	for i, m := range models {
+		models[i] = truncate(m, MaxGPUModel)
 	}
-	if a, ok := p.Spec.NodeSelector[v1.LabelArchStable]; ok {
-		if arch, aerr := sim.ParseArch(a); aerr == nil {
-			rec.Arch = arch
-		}
-	}
-	var limit int64
-	for i := range p.Spec.Containers {
-		q, ok := p.Spec.Containers[i].Resources.Limits[v1.ResourceCPU]
-		if !ok {
-			limit = 0
-			break
-		}
-		limit += q.MilliValue()
-	}
-	rec.CPULimitMilli = min(max(limit, 0), sim.MaxQuantity)
-	if u, ok := conventions.PodCPUUsage(p); ok {
+	rec.GPUModels = models
+	if u, ok := kubefmt.PodCPUUsage(p); ok {
 		rec.CPUUsage = u
 	}
 	return rec, err
 }
 
-// podRequests is the pod's effective CPU (milli) and memory (bytes)
-// request: the containers' sum, at least any init container's, plus the
-// pod overhead.
-func podRequests(p *v1.Pod) (cpu, mem int64) {
-	for i := range p.Spec.Containers {
-		r := p.Spec.Containers[i].Resources.Requests
-		cpu += r.Cpu().MilliValue()
-		mem += r.Memory().Value()
-	}
-	for i := range p.Spec.InitContainers {
-		r := p.Spec.InitContainers[i].Resources.Requests
-		cpu = max(cpu, r.Cpu().MilliValue())
-		mem = max(mem, r.Memory().Value())
-	}
-	if p.Spec.Overhead != nil {
-		cpu += p.Spec.Overhead.Cpu().MilliValue()
-		mem += p.Spec.Overhead.Memory().Value()
-	}
-	return max(cpu, 0), max(mem, 0)
-}
+// quantity keeps a request or capacity within the record format's range.
+func quantity(v int64) int64 { return min(max(v, 0), sim.MaxQuantity) }
 
-// NodeRecord converts a node: allocatable CPU (milli) and memory (MiB),
-// GPUs and model as the plugin reads them (the model cut to MaxGPUModel
-// bytes), zone (cut to 1,024 bytes) and architecture labels.
+// NodeRecord converts a node through kubefmt.SimNode, the conversion the
+// scheduler plugin models nodes with: allocatable CPU (milli) and memory
+// (MiB), GPUs and model (the model cut to MaxGPUModel bytes), zone (cut
+// to 1,024 bytes), architecture and edgesched.io/failure-rate.
 func NodeRecord(n *v1.Node) Node {
-	a := n.Status.Allocatable
-	rec := Node{Name: n.Name, CPUMilli: min(max(a.Cpu().MilliValue(), 0), sim.MaxQuantity), MemoryMiB: min(max(a.Memory().Value()>>20, 0), sim.MaxQuantity),
-		Zone: n.Labels[conventions.LabelZone], Arch: sim.ArchAMD64}
-	gpus, model := conventions.NodeGPUs(n)
-	rec.GPUs, rec.GPUModel = int32(gpus), truncate(model, MaxGPUModel)
-	if arch, err := sim.ParseArch(n.Labels[conventions.LabelArch]); err == nil && arch != sim.ArchAny {
-		rec.Arch = arch
-	}
-	rec.Zone = truncate(rec.Zone, maxString)
-	return rec
+	spec, _ := kubefmt.SimNode(n)
+	return Node{Name: n.Name, CPUMilli: quantity(spec.CPU), MemoryMiB: quantity(spec.Memory),
+		GPUs: int32(spec.GPUs), GPUModel: truncate(spec.GPUModel, MaxGPUModel), Zone: truncate(spec.Zone, maxString),
+		Arch: spec.Arch, FailureRate: spec.FailureRate}
 }
 
 // newInformer is a shared index informer of one resource (no resync),

@@ -20,11 +20,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -33,15 +32,15 @@ import (
 // end-of-initial-events bookmark the fake never sends).
 func fakeClient(cs kubernetes.Interface) kube.Interface { return kubeclientset.Wrap(cs) }
 
-func testNode(name string, tel *telemetry.Summary) *v1.Node {
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{conventions.LabelZone: "zone-a", conventions.LabelGPUModel: "T4"}, Annotations: map[string]string{}},
-		Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi"), conventions.ResourceGPU: resource.MustParse("2")}}}
+func testNode(name string, tel *kubefmt.TelemetrySummary) *v1.Node {
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{kubefmt.LabelZone: "zone-a", kubefmt.LabelGPUModel: "T4"}, Annotations: map[string]string{}},
+		Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi"), kubefmt.ResourceGPU: resource.MustParse("2")}}}
 	if tel != nil {
-		v, err := telemetry.Encode(*tel)
+		v, err := kubefmt.EncodeTelemetry(*tel)
 		if err != nil {
 			panic(err)
 		}
-		n.Annotations[telemetry.AnnotationKey] = v
+		n.Annotations[kubefmt.AnnotationTelemetry] = v
 	}
 	return n
 }
@@ -54,7 +53,7 @@ func testPod(name, node, ip string, gpuMilli string) *v1.Pod {
 			Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}}},
 		Status: v1.PodStatus{Phase: v1.PodRunning, PodIP: ip}}
 	if gpuMilli != "" {
-		p.Annotations[conventions.AnnotationGPUMilli] = gpuMilli
+		p.Annotations[kubefmt.AnnotationGPUMilli] = gpuMilli
 	}
 	return p
 }
@@ -107,7 +106,7 @@ func countKinds(t *testing.T, s *Store) map[Kind]int {
 // read back, and pods deleted while the recorder was down.
 func TestRecorderLogic(t *testing.T) {
 	ctx := context.Background()
-	tel := telemetry.Summary{Time: t0.Add(time.Minute), Window: 10 * time.Second, CPU: 0.5, Mem: 0.25, Load1: 1}
+	tel := kubefmt.TelemetrySummary{Time: t0.Add(time.Minute), Window: 10 * time.Second, CPU: 0.5, Mem: 0.25, Load1: 1}
 	client := fake.NewClientset(testNode("n1", &tel),
 		testPod("web-1", "n1", "10.0.0.1", ""), testPod("web-2", "n1", "10.0.0.2", "300"), testPod("web-3", "", "", ""))
 	s := openTest(t, filepath.Join(t.TempDir(), "trace.db"), 24*time.Hour, 1000, func() time.Time { return t0.Add(time.Hour) })
@@ -235,8 +234,8 @@ func TestRecorderConfig(t *testing.T) {
 func TestRecordBounds(t *testing.T) {
 	models := func(names ...string) *v1.Pod {
 		p := testPod("gpu", "", "", "")
-		p.Spec.Containers[0].Resources.Requests[conventions.ResourceGPU] = resource.MustParse("1")
-		p.Annotations[conventions.AnnotationGPUModels] = strings.Join(names, ",")
+		p.Spec.Containers[0].Resources.Requests[kubefmt.ResourceGPU] = resource.MustParse("1")
+		p.Annotations[kubefmt.AnnotationGPUModels] = strings.Join(names, ",")
 		return p
 	}
 	many := make([]string, 70)
@@ -277,8 +276,8 @@ func TestRecordBounds(t *testing.T) {
 	}
 	t.Run("node model and zone", func(t *testing.T) {
 		n := testNode("g1", nil)
-		n.Labels[conventions.LabelGPUModel] = strings.Repeat("g", 500)
-		n.Labels[conventions.LabelZone] = strings.Repeat("z", 3000)
+		n.Labels[kubefmt.LabelGPUModel] = strings.Repeat("g", 500)
+		n.Labels[kubefmt.LabelZone] = strings.Repeat("z", 3000)
 		rec := NodeRecord(n)
 		if len(rec.GPUModel) != MaxGPUModel || len(rec.Zone) != maxString {
 			t.Fatalf("model of %d bytes, zone of %d; want %d and %d", len(rec.GPUModel), len(rec.Zone), MaxGPUModel, maxString)

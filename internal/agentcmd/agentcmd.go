@@ -28,12 +28,12 @@ import (
 	"github.com/edgesched/edgesched/agent"
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
 	"github.com/edgesched/edgesched/agent/telemetry/procfs"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/internal/memlimit"
 	"github.com/edgesched/edgesched/internal/natsflags"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // NodeNameEnv is the environment variable --node-name defaults to (set
@@ -138,7 +138,7 @@ func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
 
 	// Site leader flags (site.go, docs/site-leader.md).
 	fs.StringVar(&o.site, "site", "", "site name: record the site trace and run leader election among the site's agents (Lease edgesched-site-SITE); the leader trains, exchanges updates with the coordinator and installs models")
-	fs.StringVar(&o.namespace, "namespace", conventions.DefaultNamespace, "namespace of the site Lease, the site ledger and (by default) the model ConfigMap")
+	fs.StringVar(&o.namespace, "namespace", kubefmt.DefaultNamespace, "namespace of the site Lease, the site ledger and (by default) the model ConfigMap")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "site leader Lease duration (renew deadline and retry period scale with it: 10s and 2s at 15s)")
 	fs.StringVar(&o.siteKey, "site-key", "", "the site's private key that signs its updates (required with --site)")
 	fs.StringVar(&o.modelConfigMap, "model-configmap", "edgesched-model", "ConfigMap the scheduler plugin loads models from: NAME (in --namespace) or NAMESPACE/NAME")
@@ -148,7 +148,7 @@ func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
 	fs.DurationVar(&o.freezeAfter, "freeze-after", 0, "freeze detection: report the model feed frozen when rounds have trained from a model version this site has not installed for this long (0: off)")
 	fs.DurationVar(&o.traceRetention, "trace-retention", 168*time.Hour, "how long the site trace keeps events")
 	fs.IntVar(&o.traceMaxEvents, "trace-max-events", 1000000, "most events the site trace keeps")
-	fs.StringVar(&o.dependenciesConfigMap, "dependencies-configmap", conventions.DefaultDependenciesConfigMapName, "ConfigMap the site leader writes the service dependency graph into (EdgePolicy's dependenciesConfigMap): NAME (in --namespace) or NAMESPACE/NAME; empty: not written")
+	fs.StringVar(&o.dependenciesConfigMap, "dependencies-configmap", kubefmt.DefaultDependenciesConfigMapName, "ConfigMap the site leader writes the service dependency graph into (EdgePolicy's dependenciesConfigMap): NAME (in --namespace) or NAMESPACE/NAME; empty: not written")
 	fs.DurationVar(&o.dependenciesInterval, "dependencies-interval", time.Minute, "how often the site leader recomputes the service dependency graph from the trace (an unchanged graph is rewritten every 10 intervals)")
 	// -s/--server (the coordinator's NATS URL or the site's leaf node;
 	// required with --site), --context, --creds, --nkey, --tlsca, ...

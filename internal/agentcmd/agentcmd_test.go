@@ -26,10 +26,10 @@ import (
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/agent/trace"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/internal/testutil/metricstest"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -481,7 +481,7 @@ func TestSiteDependencyGraph(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, cm := range cms.Items {
-					if _, ok := cm.Data[conventions.DependenciesConfigMapKey]; ok {
+					if _, ok := cm.Data[kubefmt.DependenciesConfigMapKey]; ok {
 						t.Fatalf("publisher disabled, yet %s/%s holds a dependency graph", cm.Namespace, cm.Name)
 					}
 				}
@@ -492,7 +492,7 @@ func TestSiteDependencyGraph(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				g, err := conventions.DecodeDependencyGraph([]byte(cm.Data[conventions.DependenciesConfigMapKey]))
+				g, err := kubefmt.DecodeDependencyGraph([]byte(cm.Data[kubefmt.DependenciesConfigMapKey]))
 				if err != nil {
 					return false, err.Error()
 				}

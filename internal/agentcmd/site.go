@@ -17,9 +17,9 @@ import (
 	"github.com/edgesched/edgesched/agent/site"
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
 	"github.com/edgesched/edgesched/agent/trace"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/kube"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy/ppo"
 	"github.com/edgesched/edgesched/quant"
 )
@@ -332,4 +332,4 @@ func (c *traceCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // defaultModelConfigMapKey is the plugin's default modelConfigMapKey.
-const defaultModelConfigMapKey = conventions.DefaultModelConfigMapKey
+const defaultModelConfigMapKey = kubefmt.DefaultModelConfigMapKey

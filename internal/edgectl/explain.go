@@ -17,17 +17,17 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/edgesched/edgesched/edge-plugin/explanation"
 	"github.com/edgesched/edgesched/internal/cli"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
-// The annotation's format is package explanation's, which imports only
-// the standard library (edgectl must not link kube-scheduler).
-const annotationExplanation = explanation.Annotation
+// The annotation's format is package kubefmt's, which links no
+// kube-scheduler (edgectl must not link it).
+const annotationExplanation = kubefmt.AnnotationExplanation
 
 type (
-	podExplanation   = explanation.Explanation
-	groupAttribution = explanation.GroupAttribution
+	podExplanation   = kubefmt.Explanation
+	groupAttribution = kubefmt.GroupAttribution
 )
 
 // explainedPod is the -o json|yaml output: the annotation's content
@@ -223,7 +223,7 @@ func parseExplanation(pod *v1.Pod) (*podExplanation, error) {
 	if !ok {
 		return nil, fmt.Errorf("pod %s has no %s annotation: EdgePolicy did not score it (another scheduler, only one feasible node, no model loaded, or scheduled before explanations existed)", ref, annotationExplanation)
 	}
-	e, err := explanation.Parse(s)
+	e, err := kubefmt.ParseExplanation(s)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", ref, err)
 	}

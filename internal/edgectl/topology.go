@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -56,7 +56,7 @@ from the ConfigMap its topologyConfigMap argument names, key topology.json.`,
 			out, err := yaml.Marshal(&corev1.ConfigMap{
 				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app.kubernetes.io/part-of": "edgesched"}},
-				Data:       map[string]string{conventions.TopologyConfigMapKey: string(enc)},
+				Data:       map[string]string{kubefmt.TopologyConfigMapKey: string(enc)},
 			})
 			if err != nil {
 				return fmt.Errorf("encode ConfigMap: %w", err)
@@ -65,8 +65,8 @@ from the ConfigMap its topologyConfigMap argument names, key topology.json.`,
 			return err
 		},
 	}
-	cm.Flags().StringVarP(&ns, "namespace", "n", conventions.DefaultNamespace, "namespace of the ConfigMap (the plugin's topologyConfigMap NAMESPACE; the Helm chart's and the shipped config's is "+conventions.DefaultNamespace+")")
-	cm.Flags().StringVar(&name, "name", conventions.DefaultTopologyConfigMapName, "name of the ConfigMap (the plugin's topologyConfigMap NAME)")
+	cm.Flags().StringVarP(&ns, "namespace", "n", kubefmt.DefaultNamespace, "namespace of the ConfigMap (the plugin's topologyConfigMap NAMESPACE; the Helm chart's and the shipped config's is "+kubefmt.DefaultNamespace+")")
+	cm.Flags().StringVar(&name, "name", kubefmt.DefaultTopologyConfigMapName, "name of the ConfigMap (the plugin's topologyConfigMap NAME)")
 	check := &cobra.Command{
 		Use:     "check FILE",
 		Short:   "Check a topology file (JSON or YAML, - for stdin) and summarise it",
@@ -99,17 +99,17 @@ hours of the day in UTC.`,
 			if err != nil {
 				return err
 			}
-			tp := &conventions.Topology{Version: conventions.TopologyVersion}
+			tp := &kubefmt.Topology{Version: kubefmt.TopologyVersion}
 			for _, z := range l.Cluster.Zones {
-				tp.Zones = append(tp.Zones, conventions.TopologyZone{Name: z.Name, CarbonZone: z.CarbonZone})
+				tp.Zones = append(tp.Zones, kubefmt.TopologyZone{Name: z.Name, CarbonZone: z.CarbonZone})
 			}
 			for _, c := range l.Cluster.CarbonZones {
-				tp.CarbonZones = append(tp.CarbonZones, conventions.CarbonZone{Name: c.Name, GramsPerKWh: slices.Clone(c.Curve)})
+				tp.CarbonZones = append(tp.CarbonZones, kubefmt.CarbonZone{Name: c.Name, GramsPerKWh: slices.Clone(c.Curve)})
 			}
 			if nw := l.Cluster.Network; nw != nil {
-				tp.Network = &conventions.Network{IntraZoneMs: nw.IntraZoneMs, InterZoneMs: nw.InterZoneMs}
+				tp.Network = &kubefmt.Network{IntraZoneMs: nw.IntraZoneMs, InterZoneMs: nw.InterZoneMs}
 				for _, p := range nw.Pairs {
-					tp.Network.Pairs = append(tp.Network.Pairs, conventions.ZonePair{A: p.A, B: p.B, Ms: p.Ms})
+					tp.Network.Pairs = append(tp.Network.Pairs, kubefmt.ZonePair{A: p.A, B: p.B, Ms: p.Ms})
 				}
 			}
 			b, err := tp.Encode()
@@ -131,8 +131,8 @@ hours of the day in UTC.`,
 // readTopology reads and validates a topology file ("-": stdin), JSON
 // or YAML (converted to JSON first, so the format's checks apply to
 // both); errors name the file.
-func readTopology(ctx context.Context, stdin io.Reader, path string) (*conventions.Topology, error) {
-	b, err := readFileOrStdin(ctx, stdin, path, conventions.MaxTopologyBytes)
+func readTopology(ctx context.Context, stdin io.Reader, path string) (*kubefmt.Topology, error) {
+	b, err := readFileOrStdin(ctx, stdin, path, kubefmt.MaxTopologyBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read topology: %w", err)
 	}
@@ -141,7 +141,7 @@ func readTopology(ctx context.Context, stdin io.Reader, path string) (*conventio
 			return nil, fmt.Errorf("%s: not JSON, and not YAML: %w", path, err)
 		}
 	}
-	tp, err := conventions.DecodeTopology(b)
+	tp, err := kubefmt.DecodeTopology(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -173,7 +173,7 @@ type topologyNetworkShape struct {
 }
 
 // summariseTopology sums a topology up per carbon zone.
-func summariseTopology(path string, tp *conventions.Topology) topologySummary {
+func summariseTopology(path string, tp *kubefmt.Topology) topologySummary {
 	s := topologySummary{File: path, Zones: len(tp.Zones), CarbonZones: []carbonZoneSummary{}}
 	uses := map[string][]string{}
 	for _, z := range tp.Zones {

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // TestTopology: a scenario's topology round-trips through from-scenario,
@@ -20,7 +20,7 @@ func TestTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := conventions.DecodeTopology([]byte(strings.TrimSpace(js)))
+	tp, err := kubefmt.DecodeTopology([]byte(strings.TrimSpace(js)))
 	if err != nil {
 		t.Fatalf("from-scenario wrote a topology the plugin refuses: %v\n%s", err, js)
 	}
@@ -62,10 +62,10 @@ func TestTopology(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(out), &cm); err != nil {
 		t.Fatalf("configmap output is not a ConfigMap: %v\n%s", err, out)
 	}
-	if cm.Kind != "ConfigMap" || cm.Namespace != "edgesched-system" || cm.Name != conventions.DefaultTopologyConfigMapName {
+	if cm.Kind != "ConfigMap" || cm.Namespace != "edgesched-system" || cm.Name != kubefmt.DefaultTopologyConfigMapName {
 		t.Fatalf("ConfigMap %s %s/%s", cm.Kind, cm.Namespace, cm.Name)
 	}
-	back, err := conventions.DecodeTopology([]byte(cm.Data[conventions.TopologyConfigMapKey]))
+	back, err := kubefmt.DecodeTopology([]byte(cm.Data[kubefmt.TopologyConfigMapKey]))
 	if err != nil || len(back.CarbonZones) != 3 {
 		t.Fatalf("the ConfigMap's topology: %+v, %v", back, err)
 	}
@@ -110,8 +110,8 @@ func TestTopologyNamespaceMatchesShippedConfig(t *testing.T) {
 			t.Fatalf("scheduler-config.yaml has no %s", key)
 		}
 		ref := strings.Fields(string(b[i+len(key):]))[0]
-		if ns, _, _ := strings.Cut(ref, "/"); ns != conventions.DefaultNamespace {
-			t.Errorf("scheduler-config.yaml: %s%s, want namespace %s", key, ref, conventions.DefaultNamespace)
+		if ns, _, _ := strings.Cut(ref, "/"); ns != kubefmt.DefaultNamespace {
+			t.Errorf("scheduler-config.yaml: %s%s, want namespace %s", key, ref, kubefmt.DefaultNamespace)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 // Package nodeload is the simulator's model of what pods really use and
 // how a node responds to it: the quantities the edge agent measures on a
-// real node (agent/telemetry.Summary: CPU, memory, load average, run-queue
+// real node (kubefmt.TelemetrySummary: CPU, memory, load average, run-queue
 // latency p99, TCP retransmits; plus network throughput) and the slowdown
 // the latency proxy charges, both from the same few inputs.
 //

@@ -108,7 +108,7 @@ type Input struct {
 }
 
 // Telemetry is what a node reports at one instant: the fields of the edge
-// agent's summary (agent/telemetry.Summary), what the agent's probes see
+// agent's summary (kubefmt.TelemetrySummary), what the agent's probes see
 // but do not publish yet, and the model terms the latency proxy uses.
 type Telemetry struct {
 	// As in the agent's annotation: CPU busy share and memory in use share

@@ -21,8 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -102,17 +102,17 @@ func startAgent(t *testing.T, bin, dir, kubeconfig, node string, extra ...string
 
 // nodeTelemetry returns the node's decoded summary (ok false when the
 // annotation is missing) and fails t when it is malformed.
-func nodeTelemetry(ctx context.Context, t *testing.T, cp *ControlPlane, node string) (telemetry.Summary, bool) {
+func nodeTelemetry(ctx context.Context, t *testing.T, cp *ControlPlane, node string) (kubefmt.TelemetrySummary, bool) {
 	t.Helper()
 	n, err := cp.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := n.Annotations[telemetry.AnnotationKey]
+	v, ok := n.Annotations[kubefmt.AnnotationTelemetry]
 	if !ok {
-		return telemetry.Summary{}, false
+		return kubefmt.TelemetrySummary{}, false
 	}
-	s, err := telemetry.Decode(v)
+	s, err := kubefmt.DecodeTelemetry(v)
 	if err != nil {
 		t.Fatalf("node %s: annotation %q does not decode: %v", node, v, err)
 	}
@@ -120,10 +120,10 @@ func nodeTelemetry(ctx context.Context, t *testing.T, cp *ControlPlane, node str
 }
 
 // waitTelemetry polls the node's summary until cond holds.
-func waitTelemetry(ctx context.Context, t *testing.T, cp *ControlPlane, node, what string, within time.Duration, cond func(telemetry.Summary) bool) telemetry.Summary {
+func waitTelemetry(ctx context.Context, t *testing.T, cp *ControlPlane, node, what string, within time.Duration, cond func(kubefmt.TelemetrySummary) bool) kubefmt.TelemetrySummary {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	var last telemetry.Summary
+	var last kubefmt.TelemetrySummary
 	var seen bool
 	for {
 		s, ok := nodeTelemetry(ctx, t, cp, node)
@@ -298,7 +298,7 @@ func TestAgentEndToEnd(t *testing.T) {
 
 	if !t.Run("FreshAnnotations", func(t *testing.T) {
 		for _, a := range agents {
-			s := waitTelemetry(ctx, t, cp, a.node, "fresh annotation", 30*time.Second, func(s telemetry.Summary) bool {
+			s := waitTelemetry(ctx, t, cp, a.node, "fresh annotation", 30*time.Second, func(s kubefmt.TelemetrySummary) bool {
 				return s.Fresh(time.Now(), agentStale)
 			})
 			if s.Window < time.Second || s.Window > agentAnnotate+time.Second || s.CPU < 0 || s.CPU > 1 || s.RetransPerS == nil {
@@ -329,7 +329,7 @@ func TestAgentEndToEnd(t *testing.T) {
 			log := a.p.LogTail(64 << 10)
 			switch {
 			case a == agents[0] && ebpf == 1:
-				s = waitTelemetry(ctx, t, cp, a.node, "run-queue p99", 15*time.Second, func(s telemetry.Summary) bool { return s.RunQueueP99Us != nil })
+				s = waitTelemetry(ctx, t, cp, a.node, "run-queue p99", 15*time.Second, func(s kubefmt.TelemetrySummary) bool { return s.RunQueueP99Us != nil })
 				t.Logf("%s: eBPF loaded: %+v, run-queue p99 %.1f µs", a.node, s, *s.RunQueueP99Us)
 			case a == agents[0]:
 				if proc != 1 || strings.Count(log, "eBPF telemetry unavailable") != 1 {
@@ -369,7 +369,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		// The survivors keep their summaries fresh (a rewrite at least every
 		// agentStale/2); the dead agent's ages past agentStale.
 		aliveBefore, _ := nodeTelemetry(ctx, t, cp, alive.node)
-		waitTelemetry(ctx, t, cp, alive.node, "a newer summary", agentStale, func(s telemetry.Summary) bool { return s.Time.After(aliveBefore.Time) })
+		waitTelemetry(ctx, t, cp, alive.node, "a newer summary", agentStale, func(s kubefmt.TelemetrySummary) bool { return s.Time.After(aliveBefore.Time) })
 		for time.Since(killedAt) < agentStale+2*time.Second {
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -459,9 +459,9 @@ func placementFollowsLoad(ctx context.Context, t *testing.T, cp *ControlPlane, s
 		}
 		// The hot node reports its cgroup near its 0.2-CPU limit, the others near idle.
 		for i, a := range agents {
-			cond, what := func(s telemetry.Summary) bool { return s.CPU <= 0.2 && s.Fresh(time.Now(), agentStale) }, "an idle summary"
+			cond, what := func(s kubefmt.TelemetrySummary) bool { return s.CPU <= 0.2 && s.Fresh(time.Now(), agentStale) }, "an idle summary"
 			if i == hot {
-				cond, what = func(s telemetry.Summary) bool { return s.CPU >= 0.7 && s.Fresh(time.Now(), agentStale) }, "a busy summary"
+				cond, what = func(s kubefmt.TelemetrySummary) bool { return s.CPU >= 0.7 && s.Fresh(time.Now(), agentStale) }, "a busy summary"
 			}
 			s := waitTelemetry(ctx, t, cp, a.node, what, 30*time.Second, cond)
 			t.Logf("phase %d: %s reports cpu %.3f", phase, a.node, s.CPU)
@@ -636,7 +636,7 @@ func TestAgentOverhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitTelemetry(ctx, t, cp, node, "a first annotation", 30*time.Second, func(telemetry.Summary) bool { return true })
+	waitTelemetry(ctx, t, cp, node, "a first annotation", 30*time.Second, func(kubefmt.TelemetrySummary) bool { return true })
 	time.Sleep(5 * time.Second) // warm-up: probes loaded, first writes done
 	t0, _, _, err := procTimes(p.PID())
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // This file runs edge-scheduler with EdgePolicy's ConfigMap model source
@@ -31,7 +31,7 @@ import (
 const (
 	// cmModelNamespace/cmModelName is the ConfigMap the shipped RBAC
 	// (deploy/edge-scheduler/rbac.yaml) lets edge-scheduler watch.
-	cmModelNamespace = conventions.DefaultNamespace
+	cmModelNamespace = kubefmt.DefaultNamespace
 	cmModelName      = "edgesched-model"
 	cmModelNodes     = 12
 )

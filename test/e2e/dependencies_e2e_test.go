@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -59,7 +59,7 @@ func (r *edgeRun) dependencies(ctx context.Context, ns string, args edgeplugin.A
 	}
 	servicePod := func(name, service, node string) *corev1.Pod {
 		p := edgePod(name, edgeShape{cpu: "100m", mem: "128Mi"})
-		p.Labels = map[string]string{conventions.LabelService: service}
+		p.Labels = map[string]string{kubefmt.LabelService: service}
 		p.Spec.NodeName = node
 		p.Spec.NodeSelector = map[string]string{boardLabel: "true"}
 		p.Spec.Tolerations = []corev1.Toleration{{Key: boardLabel, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
@@ -96,14 +96,14 @@ func (r *edgeRun) dependencies(ctx context.Context, ns string, args edgeplugin.A
 	dbZone := zoneOf[dbNode]
 	r.t.Logf("without a graph web pods went to zones %v; db runs on %s in zone %s", before, dbNode, dbZone)
 
-	g := &conventions.DependencyGraph{Version: conventions.DependencyGraphVersion, Updated: time.Now().UTC(),
-		Edges: []conventions.DependencyEdge{{From: "web", To: "db", CallsPerSecond: 50}}}
+	g := &kubefmt.DependencyGraph{Version: kubefmt.DependencyGraphVersion, Updated: time.Now().UTC(),
+		Edges: []kubefmt.DependencyEdge{{From: "web", To: "db", CallsPerSecond: 50}}}
 	raw, err := g.Encode()
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cmNS, Name: cmName},
-		Data: map[string]string{conventions.DependenciesConfigMapKey: string(raw)}}
+		Data: map[string]string{kubefmt.DependenciesConfigMapKey: string(raw)}}
 	if _, err := r.cp.Client.CoreV1().ConfigMaps(cmNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		r.t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func (r *edgeRun) dependencies(ctx context.Context, ns string, args edgeplugin.A
 	}
 	// a malformed update is refused and the graph stays
 	bad := cm.DeepCopy()
-	bad.Data[conventions.DependenciesConfigMapKey] = `{"version":1,"edges":[{"from":"web","to":"db","callsPerSecond":"fast"}]}`
+	bad.Data[kubefmt.DependenciesConfigMapKey] = `{"version":1,"edges":[{"from":"web","to":"db","callsPerSecond":"fast"}]}`
 	if _, err := r.cp.Client.CoreV1().ConfigMaps(cmNS).Update(ctx, bad, metav1.UpdateOptions{}); err != nil {
 		r.t.Fatal(err)
 	}

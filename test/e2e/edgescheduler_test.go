@@ -33,8 +33,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
@@ -1231,7 +1231,7 @@ func (r *edgeRun) setTelemetry(ctx context.Context, remove bool) {
 	r.t.Helper()
 	value := "null"
 	if !remove {
-		enc, err := telemetry.Encode(telemetry.Summary{Time: time.Now().UTC(), Window: 10 * time.Second, CPU: 0.35, Mem: 0.5, Load1: 1})
+		enc, err := kubefmt.EncodeTelemetry(kubefmt.TelemetrySummary{Time: time.Now().UTC(), Window: 10 * time.Second, CPU: 0.35, Mem: 0.5, Load1: 1})
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -1241,7 +1241,7 @@ func (r *edgeRun) setTelemetry(ctx context.Context, remove bool) {
 		}
 		value = string(raw)
 	}
-	patch := []byte(`{"metadata":{"annotations":{"` + telemetry.AnnotationKey + `":` + value + `}}}`)
+	patch := []byte(`{"metadata":{"annotations":{"` + kubefmt.AnnotationTelemetry + `":` + value + `}}}`)
 	for _, n := range r.nodes {
 		if _, err := r.cp.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			r.t.Fatalf("patch telemetry of %s: %v", n.Name, err)

@@ -25,7 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
-	"github.com/edgesched/edgesched/agent/telemetry"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -539,9 +539,9 @@ func (s *scaleRig) refreshTelemetry(ctx context.Context, t *testing.T) (stop fun
 				round := i / len(s.nodes)
 				cpu := float64((i*7919+round*104729)%90+5) / 100
 				runq := float64((i*31+round*17)%5000 + 20)
-				v, err := telemetry.Encode(telemetry.Summary{Time: time.Now(), Window: 10 * time.Second, CPU: cpu, Mem: 0.5, Load1: 1, RunQueueP99Us: &runq})
+				v, err := kubefmt.EncodeTelemetry(kubefmt.TelemetrySummary{Time: time.Now(), Window: 10 * time.Second, CPU: cpu, Mem: 0.5, Load1: 1, RunQueueP99Us: &runq})
 				if err == nil {
-					patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{telemetry.AnnotationKey: v}}})
+					patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{kubefmt.AnnotationTelemetry: v}}})
 					_, err = s.cp.Client.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{})
 				}
 				mu.Lock()

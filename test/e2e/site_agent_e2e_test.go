@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/edgesched/edgesched/agent/site"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -79,7 +79,7 @@ func siteAgentProcess(t *testing.T, cp *ControlPlane) {
 		if err != nil {
 			return false, err.Error()
 		}
-		raw := cm.BinaryData[conventions.DefaultModelConfigMapKey]
+		raw := cm.BinaryData[kubefmt.DefaultModelConfigMapKey]
 		if len(raw) == 0 {
 			return false, "no model key"
 		}
@@ -95,11 +95,11 @@ func siteAgentProcess(t *testing.T, cp *ControlPlane) {
 		return true, ""
 	})
 	siteEventually(t, 30*time.Second, "the dependency graph ConfigMap", func() (bool, string) {
-		cm, err := cms.Get(ctx, conventions.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+		cm, err := cms.Get(ctx, kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		g, err := conventions.DecodeDependencyGraph([]byte(cm.Data[conventions.DependenciesConfigMapKey]))
+		g, err := kubefmt.DecodeDependencyGraph([]byte(cm.Data[kubefmt.DependenciesConfigMapKey]))
 		if err != nil {
 			return false, err.Error()
 		}
@@ -107,7 +107,7 @@ func siteAgentProcess(t *testing.T, cp *ControlPlane) {
 		if cm.Labels["edgesched.io/site"] != siteID || cm.Annotations["edgesched.io/agent"] != node {
 			return false, fmt.Sprintf("labels %v, annotations %v", cm.Labels, cm.Annotations)
 		}
-		return g.Version == conventions.DependencyGraphVersion, fmt.Sprintf("%d edges", len(g.Edges))
+		return g.Version == kubefmt.DependencyGraphVersion, fmt.Sprintf("%d edges", len(g.Edges))
 	})
 	m, err := scrapeMetrics(ctx, a.metrics+"/metrics", "")
 	if err != nil {

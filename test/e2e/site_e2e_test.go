@@ -20,13 +20,12 @@ import (
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/agent/site"
-	"github.com/edgesched/edgesched/agent/telemetry"
 	"github.com/edgesched/edgesched/agent/trace"
 	"github.com/edgesched/edgesched/coordinator"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
@@ -340,7 +339,7 @@ func sitePod(name, node, app string, gpuMilli int) *corev1.Pod {
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")}}}}}}
 	if gpuMilli > 0 {
-		p.Annotations[conventions.AnnotationGPUMilli] = strconv.Itoa(gpuMilli)
+		p.Annotations[kubefmt.AnnotationGPUMilli] = strconv.Itoa(gpuMilli)
 	}
 	return p
 }
@@ -370,11 +369,11 @@ func siteFailover(t *testing.T, cp *ControlPlane) {
 			spec.GPUs, spec.GPUModel = 2, "T4"
 		}
 		n := NodeObject(spec)
-		tel, err := telemetry.Encode(telemetry.Summary{Time: time.Now().UTC(), Window: 10 * time.Second, CPU: 0.25 + 0.1*float64(i), Mem: 0.4, Load1: 1})
+		tel, err := kubefmt.EncodeTelemetry(kubefmt.TelemetrySummary{Time: time.Now().UTC(), Window: 10 * time.Second, CPU: 0.25 + 0.1*float64(i), Mem: 0.4, Load1: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.Annotations = map[string]string{telemetry.AnnotationKey: tel}
+		n.Annotations = map[string]string{kubefmt.AnnotationTelemetry: tel}
 		if _, err := cp.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -439,11 +438,11 @@ func siteFailover(t *testing.T, cp *ControlPlane) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tel, err := telemetry.Encode(telemetry.Summary{Time: time.Now().UTC().Add(time.Second), Window: 10 * time.Second, CPU: 0.05 + 0.01*float64(i), Mem: 0.4, Load1: 1})
+		tel, err := kubefmt.EncodeTelemetry(kubefmt.TelemetrySummary{Time: time.Now().UTC().Add(time.Second), Window: 10 * time.Second, CPU: 0.05 + 0.01*float64(i), Mem: 0.4, Load1: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.Annotations[telemetry.AnnotationKey] = tel
+		n.Annotations[kubefmt.AnnotationTelemetry] = tel
 		if _, err := cp.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -456,7 +455,7 @@ func siteFailover(t *testing.T, cp *ControlPlane) {
 		conns := uint64(20 * now.Sub(flowStart).Seconds())
 		flowNode.rec.ObserveFlows(now, []trace.FlowCount{{Src: netip.MustParseAddr("10.42.0.10"), Dst: netip.MustParseAddr("10.42.1.10"), DstPort: 5432, Conns: conns}})
 		st, _ := leader.fl.Status()
-		_, err := cp.Client.CoreV1().ConfigMaps(conventions.DefaultModelConfigMapNamespace).Get(ctx, conventions.DefaultModelConfigMapName, metav1.GetOptions{})
+		_, err := cp.Client.CoreV1().ConfigMaps(kubefmt.DefaultModelConfigMapNamespace).Get(ctx, kubefmt.DefaultModelConfigMapName, metav1.GetOptions{})
 		stats, _ := leader.store.Stats()
 		edges := 0
 		_ = leader.store.Events(func(_ uint64, e trace.Event) error {
@@ -472,7 +471,7 @@ func siteFailover(t *testing.T, cp *ControlPlane) {
 	depsBy := siteDependencyGraph(t, cp, leader.id)
 
 	cmVersion := func() uint64 {
-		cm, err := cp.Client.CoreV1().ConfigMaps(conventions.DefaultModelConfigMapNamespace).Get(ctx, conventions.DefaultModelConfigMapName, metav1.GetOptions{})
+		cm, err := cp.Client.CoreV1().ConfigMaps(kubefmt.DefaultModelConfigMapNamespace).Get(ctx, kubefmt.DefaultModelConfigMapName, metav1.GetOptions{})
 		if err != nil {
 			return 0
 		}
@@ -624,12 +623,12 @@ func siteDependencyGraph(t *testing.T, cp *ControlPlane, by string) string {
 	t.Helper()
 	var writer, data string
 	siteEventually(t, 30*time.Second, "the dependency graph web -> db written by "+by, func() (bool, string) {
-		cm, err := cp.Client.CoreV1().ConfigMaps(siteNamespace).Get(context.Background(), conventions.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+		cm, err := cp.Client.CoreV1().ConfigMaps(siteNamespace).Get(context.Background(), kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		data = cm.Data[conventions.DependenciesConfigMapKey]
-		g, err := conventions.DecodeDependencyGraph([]byte(data))
+		data = cm.Data[kubefmt.DependenciesConfigMapKey]
+		g, err := kubefmt.DecodeDependencyGraph([]byte(data))
 		if err != nil {
 			return false, err.Error()
 		}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
-	"github.com/edgesched/edgesched/edge-plugin/conventions"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // topology checks the site topology's path through the real apiserver:
@@ -45,22 +45,22 @@ func (r *edgeRun) topology(ctx context.Context, ns string, args edgeplugin.Args)
 	for h := range daily {
 		daily[h] = float64(100 + 10*h)
 	}
-	tp := &conventions.Topology{Version: conventions.TopologyVersion,
-		CarbonZones: []conventions.CarbonZone{{Name: "solar", GramsPerKWh: daily}, {Name: "coal", GramsPerKWh: []float64{900}}},
-		Network:     &conventions.Network{IntraZoneMs: 0.5, InterZoneMs: 20, Pairs: []conventions.ZonePair{{A: zones[0], B: zones[1], Ms: 60}}}}
+	tp := &kubefmt.Topology{Version: kubefmt.TopologyVersion,
+		CarbonZones: []kubefmt.CarbonZone{{Name: "solar", GramsPerKWh: daily}, {Name: "coal", GramsPerKWh: []float64{900}}},
+		Network:     &kubefmt.Network{IntraZoneMs: 0.5, InterZoneMs: 20, Pairs: []kubefmt.ZonePair{{A: zones[0], B: zones[1], Ms: 60}}}}
 	for i, z := range zones {
 		cz := "coal"
 		if i == 0 {
 			cz = "solar"
 		}
-		tp.Zones = append(tp.Zones, conventions.TopologyZone{Name: z, CarbonZone: cz})
+		tp.Zones = append(tp.Zones, kubefmt.TopologyZone{Name: z, CarbonZone: cz})
 	}
 	raw, err := tp.Encode()
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cmNS, Name: cmName},
-		Data: map[string]string{conventions.TopologyConfigMapKey: string(raw)}}
+		Data: map[string]string{kubefmt.TopologyConfigMapKey: string(raw)}}
 	if _, err := r.cp.Client.CoreV1().ConfigMaps(cmNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		r.t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func (r *edgeRun) topology(ctx context.Context, ns string, args edgeplugin.Args)
 	r.t.Logf("site topology %v in use (zone %s on the daily curve); topo-0 bound to %s", zones, zones[0], bound.Spec.NodeName)
 
 	bad := cm.DeepCopy()
-	bad.Data[conventions.TopologyConfigMapKey] = `{"version":1,"zones":[{"name":"` + zones[0] + `","carbonZone":"wind"}]}` // wind is not listed
+	bad.Data[kubefmt.TopologyConfigMapKey] = `{"version":1,"zones":[{"name":"` + zones[0] + `","carbonZone":"wind"}]}` // wind is not listed
 	if _, err := r.cp.Client.CoreV1().ConfigMaps(cmNS).Update(ctx, bad, metav1.UpdateOptions{}); err != nil {
 		r.t.Fatal(err)
 	}

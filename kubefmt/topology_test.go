@@ -1,4 +1,4 @@
-package conventions
+package kubefmt
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package conventions
+package kubefmt
 
 import (
 	"cmp"
@@ -43,7 +43,7 @@ const (
 
 // ErrTopology marks a site topology that does not decode or validate; the
 // error names the field.
-var ErrTopology = errors.New("conventions: bad site topology")
+var ErrTopology = errors.New("kubefmt: bad site topology")
 
 // Topology is the site topology (format version 1, JSON).
 type Topology struct {

@@ -1,10 +1,9 @@
-// Package explanation is the format of the pod annotation in which
-// EdgePolicy explains a placement: one definition for the plugin that
-// writes it and for `edgectl explain`, which reads it without linking
-// kube-scheduler (this package imports only the standard library).
-//
+// The explanation annotation: the pod annotation in which EdgePolicy
+// explains a placement, one definition for the plugin that writes it and
+// for `edgectl explain`, which reads it without linking kube-scheduler.
 // Values are plain data, safe to share once built.
-package explanation
+
+package kubefmt
 
 import (
 	"encoding/json"
@@ -13,18 +12,19 @@ import (
 	"time"
 )
 
-// Annotation is the pod annotation: compact JSON of an Explanation.
-const Annotation = "edgesched.io/explanation"
+// AnnotationExplanation is the pod annotation: compact JSON of an
+// Explanation.
+const AnnotationExplanation = "edgesched.io/explanation"
 
-// Format is the version of the annotation's JSON (field "v").
-const Format = 1
+// ExplanationFormat is the version of the annotation's JSON (field "v").
+const ExplanationFormat = 1
 
-// Method names how EdgePolicy computes the attributions (field "method"):
-// exact Shapley values of feature groups against the mean candidate.
-const Method = "shapley-groups/mean-candidate"
+// ExplanationMethod names how EdgePolicy computes the attributions (field
+// "method"): exact Shapley values of feature groups against the mean candidate.
+const ExplanationMethod = "shapley-groups/mean-candidate"
 
-// ErrMalformed wraps every refusal of Parse.
-var ErrMalformed = errors.New("explanation: malformed annotation")
+// ErrExplanation wraps every refusal of ParseExplanation.
+var ErrExplanation = errors.New("kubefmt: malformed explanation annotation")
 
 // Explanation is the content of the annotation.
 type Explanation struct {
@@ -59,17 +59,18 @@ type GroupAttribution struct {
 	Attribution float64 `json:"attribution"`
 }
 
-// Parse decodes an annotation value: JSON of this Format naming a node.
-func Parse(s string) (*Explanation, error) {
+// ParseExplanation decodes an annotation value: JSON of ExplanationFormat
+// naming a node.
+func ParseExplanation(s string) (*Explanation, error) {
 	var e Explanation
 	if err := json.Unmarshal([]byte(s), &e); err != nil {
-		return nil, fmt.Errorf("%w %s: %v", ErrMalformed, Annotation, err)
+		return nil, fmt.Errorf("%w %s: %v", ErrExplanation, AnnotationExplanation, err)
 	}
-	if e.Format != Format {
-		return nil, fmt.Errorf("%w %s: format %d; this build reads format %d", ErrMalformed, Annotation, e.Format, Format)
+	if e.Format != ExplanationFormat {
+		return nil, fmt.Errorf("%w %s: format %d; this build reads format %d", ErrExplanation, AnnotationExplanation, e.Format, ExplanationFormat)
 	}
 	if e.Node == "" {
-		return nil, fmt.Errorf("%w %s: no node", ErrMalformed, Annotation)
+		return nil, fmt.Errorf("%w %s: no node", ErrExplanation, AnnotationExplanation)
 	}
 	return &e, nil
 }

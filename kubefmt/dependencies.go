@@ -1,4 +1,4 @@
-package conventions
+package kubefmt
 
 import (
 	"cmp"
@@ -48,7 +48,7 @@ const (
 
 // ErrDependencies marks a dependency graph that does not decode or
 // validate; the error names the field.
-var ErrDependencies = errors.New("conventions: bad dependency graph")
+var ErrDependencies = errors.New("kubefmt: bad dependency graph")
 
 // DependencyGraph is the service call graph (format version 1, JSON).
 type DependencyGraph struct {
