@@ -23,7 +23,7 @@ func sampleEvents() []Event {
 		{Kind: PodDeletion, Time: t0.Add(time.Hour), Pod: &Pod{UID: "u-1", Namespace: "shop", Name: "cart-7d9f-x2"}},
 		{Kind: NodeUsage, Time: t0.Add(10 * time.Second), Usage: &Usage{Node: "edge-a", CPU: 0.25, Mem: 0.5, CPUMilli: 4000, RequestedCPUMilli: 2000}},
 		{Kind: EdgeRate, Time: t0.Add(20 * time.Second), Edge: &Edge{Src: PodRef{"shop", "cart-7d9f-x2"}, Dst: PodRef{"shop", "db-0"}, CallsPerSecond: 12.5, Reporter: "edge-a"}},
-		{Kind: NodeInfo, Time: t0, Node: &Node{Name: "edge-a", CPUMilli: 4000, MemoryMiB: 8192, GPUs: 2, GPUModel: "T4", Zone: "zone-1", Arch: sim.ArchAMD64}},
+		{Kind: NodeInfo, Time: t0, Node: &Node{Name: "edge-a", CPUMilli: 4000, MemoryMiB: 8192, GPUs: 2, GPUModel: "T4", Zone: "zone-1", Arch: sim.ArchAMD64, FailureRate: 0.5}},
 	}
 }
 
@@ -172,5 +172,39 @@ func TestTruncate(t *testing.T) {
 				t.Fatalf("truncate(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestNodeRecordVersions: version 2 node records carry the failure rate;
+// version 1 records (written before it) still decode, without one; a rate
+// out of range is refused.
+func TestNodeRecordVersions(t *testing.T) {
+	n := Node{Name: "n1", CPUMilli: 4000, MemoryMiB: 8192, GPUs: 2, GPUModel: "T4", Zone: "z", Arch: sim.ArchARM64, FailureRate: 0.25}
+	b, err := EncodeEvent(Event{Kind: NodeInfo, Time: t0, Node: &n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b[0] != 2 {
+		t.Fatalf("written as version %d, want 2", b[0])
+	}
+	e, err := DecodeEvent(b)
+	if err != nil || *e.Node != n {
+		t.Fatalf("round trip: %+v, %v; want %+v", e.Node, err, n)
+	}
+	v1 := append([]byte{1}, b[1:len(b)-8]...) // the same record as version 1 wrote it
+	e, err = DecodeEvent(v1)
+	old := n
+	old.FailureRate = 0
+	if err != nil || *e.Node != old {
+		t.Fatalf("version 1: %+v, %v; want %+v", e.Node, err, old)
+	}
+	if _, err := DecodeEvent(b[:len(b)-8]); !errors.Is(err, ErrRecord) {
+		t.Fatalf("version 2 without its failure rate: %v, want ErrRecord", err)
+	}
+	for _, bad := range []float64{-1, sim.MaxFailureDay + 1, math.NaN()} {
+		n.FailureRate = bad
+		if _, err := EncodeEvent(Event{Kind: NodeInfo, Time: t0, Node: &n}); !errors.Is(err, ErrRecord) {
+			t.Fatalf("failure rate %v: %v, want ErrRecord", bad, err)
+		}
 	}
 }
