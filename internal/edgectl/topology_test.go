@@ -79,7 +79,7 @@ func TestTopology(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown carbon zone", []string{"topology", "check", bad}, bad + `: conventions: bad site topology: zones[0] (a): carbon zone "wind" is not in carbonZones`},
+		{"unknown carbon zone", []string{"topology", "check", bad}, bad + `: kubefmt: bad site topology: zones[0] (a): carbon zone "wind" is not in carbonZones`},
 		{"configmap of a bad file", []string{"topology", "configmap", bad}, "is not in carbonZones"},
 		{"missing file", []string{"topology", "check", filepath.Join(dir, "none.json")}, "read topology"},
 		{"bad namespace", []string{"topology", "configmap", path, "-n", "Kube_System"}, `--namespace "Kube_System"`},
