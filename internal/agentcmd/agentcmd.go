@@ -11,17 +11,16 @@ package agentcmd
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -50,20 +49,41 @@ const (
 func usagef(format string, args ...any) error { return cli.Usagef(format, args...) }
 
 // Main runs edge-agent with args until ctx ends; it returns the process
-// exit code. The version goes to stdout, everything else to stderr.
+// exit code. The version and the help go to stdout, everything else to
+// stderr.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	err := run(ctx, args, stdout, stderr)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stderr, "edge-agent:", strings.TrimRight(err.Error(), "\n"))
+	return cli.Execute(ctx, NewCommand(), args, stdout, stderr)
+}
+
+// NewCommand is edge-agent's command line: the agent itself, and the
+// version and completion verbs.
+func NewCommand() *cobra.Command {
+	var o options
+	cmd := &cobra.Command{
+		Use:   "edge-agent [flags]",
+		Short: "Sample this node and publish its telemetry for the edge-scheduler",
+		Long: `edge-agent runs on every K3s node: it samples the node (eBPF probes with a
+/proc fallback), writes the telemetry annotation the edge-scheduler reads, and
+serves /metrics and /healthz. With --site it also records the site trace and
+takes part in the site's leader election: the leader trains, exchanges updates
+with the coordinator and installs models (docs/agent.md, docs/site-leader.md).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), cmd.Flags(), &o, cmd.ErrOrStderr())
+		},
 	}
-	return cli.ExitCode(err)
+	addFlags(cmd.Flags(), &o)
+	cli.AddVersion(cmd, "edge-agent")
+	cli.EnforceContract(cmd)
+	return cmd
 }
 
 // options are the parsed flags.
 type options struct {
 	nodeName, kubeconfig, dataDir, metricsAddr string
 	sampleInterval, annotateInterval           time.Duration
-	staleAfter                                 time.Duration
+	telemetryMaxAge                            time.Duration
 	tracefs                                    string
 	noEBPF, noAnnotate                         bool
 	cgroup, procRoot, sysRoot                  string
@@ -71,54 +91,28 @@ type options struct {
 	logLevel                                   string
 
 	// Site leader (site.go).
-	site, namespace, natsURL, siteKey, modelConfigMap, modelConfigMapKey, modelKeys string
-	leaseDuration, traceRetention, maxModelAge, freezeAfter                         time.Duration
-	traceMaxEvents                                                                  int
-	nats                                                                            natsauth.ClientConfig // resolved from natsFlags
-	natsFlags                                                                       *natsflags.Flags
-	dependenciesConfigMap                                                           string
-	dependenciesInterval                                                            time.Duration
+	site, namespace, natsURL, siteKey, modelConfigMap, modelConfigMapKey string
+	modelKeys                                                            []string
+	leaseDuration, traceRetention, modelMaxAge, freezeAfter              time.Duration
+	traceMaxEvents                                                       int
+	nats                                                                 natsauth.ClientConfig // resolved from natsFlags
+	natsFlags                                                            *natsflags.Flags
+	dependenciesConfigMap                                                string
+	dependenciesInterval                                                 time.Duration
 }
 
-// deprecatedFlags maps each old flag name to the name that replaced it:
-// the coordinator's spelling of the same thing (internal/coordcmd). The
-// old names still work, with a warning.
+// deprecatedFlags maps each old flag name to the name that replaced it
+// (docs/cli.md, "One name per concept"); the old names still work, hidden,
+// with a warning.
 var deprecatedFlags = map[string]string{
-	"data-dir":     "data",
-	"trusted-keys": "model-keys",
+	"data-dir":      "data",
+	"trusted-keys":  "model-keys",
+	"stale-after":   "telemetry-max-age",
+	"max-model-age": "model-max-age",
 }
 
-// addDeprecatedAliases defines every deprecated name as an alias of its
-// replacement's flag (the same value: either sets it).
-func addDeprecatedAliases(fs *flag.FlagSet) {
-	for old, name := range deprecatedFlags {
-		f := fs.Lookup(name)
-		fs.Var(f.Value, old, "deprecated: use --"+name)
-	}
-}
-
-// deprecatedUsed lists the deprecated flags given on the command line; it
-// is an error to give one with its replacement.
-func deprecatedUsed(fs *flag.FlagSet) ([]string, error) {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var used []string
-	for old, name := range deprecatedFlags {
-		if !set[old] {
-			continue
-		}
-		if set[name] {
-			return nil, usagef("--%s and --%s are the same flag (--%s is its deprecated name): give only --%s", old, name, old, name)
-		}
-		used = append(used, old)
-	}
-	slices.Sort(used)
-	return used, nil
-}
-
-func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
-	fs := flag.NewFlagSet("edge-agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// addFlags defines edge-agent's flags on fs.
+func addFlags(fs *pflag.FlagSet, o *options) {
 	d := agent.DefaultConfig()
 	fs.StringVar(&o.nodeName, "node-name", os.Getenv(NodeNameEnv), "the Node this agent reports for (default $"+NodeNameEnv+"); required unless --no-annotate")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty means the in-cluster service account")
@@ -126,7 +120,7 @@ func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9560", "serve /metrics and /healthz on this address (empty: no server)")
 	fs.DurationVar(&o.sampleInterval, "sample-interval", d.SampleInterval, "period of sampling /proc and the eBPF probes")
 	fs.DurationVar(&o.annotateInterval, "annotate-interval", d.AnnotateInterval, "least time between two writes of the node's telemetry annotation (also the summary window)")
-	fs.DurationVar(&o.staleAfter, "stale-after", d.StaleAfter, "the scheduler plugin's telemetry staleness bound (telemetryMaxAge): an unchanged summary is rewritten at half of it")
+	fs.DurationVar(&o.telemetryMaxAge, "telemetry-max-age", d.StaleAfter, "the scheduler plugin's telemetry staleness bound (its telemetryMaxAge): an unchanged summary is rewritten at half of it")
 	fs.StringVar(&o.tracefs, "tracefs", bpf.DefaultTracefsPath, "tracefs mount point (mounted there when missing)")
 	fs.BoolVar(&o.noEBPF, "no-ebpf", false, "do not load the eBPF probes: sample /proc only")
 	fs.BoolVar(&o.noAnnotate, "no-annotate", false, "do not write the node annotation (no Kubernetes client; metrics only)")
@@ -138,56 +132,29 @@ func newFlagSet(stderr io.Writer, o *options) *flag.FlagSet {
 
 	// Site leader flags (site.go, docs/site-leader.md).
 	fs.StringVar(&o.site, "site", "", "site name: record the site trace and run leader election among the site's agents (Lease edgesched-site-SITE); the leader trains, exchanges updates with the coordinator and installs models")
-	fs.StringVar(&o.namespace, "namespace", kubefmt.DefaultNamespace, "namespace of the site Lease, the site ledger and (by default) the model ConfigMap")
+	fs.StringVar(&o.namespace, "namespace", kubefmt.DefaultNamespace, "namespace of the site Lease, the site ledger and of a ConfigMap named without one")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "site leader Lease duration (renew deadline and retry period scale with it: 10s and 2s at 15s)")
 	fs.StringVar(&o.siteKey, "site-key", "", "the site's private key that signs its updates (required with --site)")
-	fs.StringVar(&o.modelConfigMap, "model-configmap", "edgesched-model", "ConfigMap the scheduler plugin loads models from: NAME (in --namespace) or NAMESPACE/NAME")
+	fs.StringVar(&o.modelConfigMap, "model-configmap", kubefmt.DefaultModelConfigMapName, "ConfigMap the scheduler plugin loads models from: [NAMESPACE/]NAME (NAME alone: in --namespace)")
 	fs.StringVar(&o.modelConfigMapKey, "model-configmap-key", defaultModelConfigMapKey, "key of the model artifact in that ConfigMap (EdgePolicy's modelConfigMapKey)")
-	fs.StringVar(&o.modelKeys, "model-keys", "", "directory of the coordinator's public keys models must be signed with: *.pub trusted, *.retired refused (required with --site)")
-	fs.DurationVar(&o.maxModelAge, "max-model-age", 0, "freeze protection: refuse to install a model whose signed creation time is older than this, and report the installed one frozen once it is (0: off)")
+	fs.StringSliceVar(&o.modelKeys, "model-keys", nil, "the coordinator's model-signing public keys: files or directories of *.pub (*.retired refused), comma-separated or repeated (required with --site)")
+	fs.DurationVar(&o.modelMaxAge, "model-max-age", 0, "freeze protection: refuse to install a model whose signed creation time is older than this, and report the installed one frozen once it is (0: off)")
 	fs.DurationVar(&o.freezeAfter, "freeze-after", 0, "freeze detection: report the model feed frozen when rounds have trained from a model version this site has not installed for this long (0: off)")
 	fs.DurationVar(&o.traceRetention, "trace-retention", 168*time.Hour, "how long the site trace keeps events")
 	fs.IntVar(&o.traceMaxEvents, "trace-max-events", 1000000, "most events the site trace keeps")
-	fs.StringVar(&o.dependenciesConfigMap, "dependencies-configmap", kubefmt.DefaultDependenciesConfigMapName, "ConfigMap the site leader writes the service dependency graph into (EdgePolicy's dependenciesConfigMap): NAME (in --namespace) or NAMESPACE/NAME; empty: not written")
+	fs.StringVar(&o.dependenciesConfigMap, "dependencies-configmap", kubefmt.DefaultDependenciesConfigMapName, "ConfigMap the site leader writes the service dependency graph into (EdgePolicy's dependenciesConfigMap): [NAMESPACE/]NAME (NAME alone: in --namespace); empty: not written")
 	fs.DurationVar(&o.dependenciesInterval, "dependencies-interval", time.Minute, "how often the site leader recomputes the service dependency graph from the trace (an unchanged graph is rewritten every 10 intervals)")
 	// -s/--server (the coordinator's NATS URL or the site's leaf node;
 	// required with --site), --context, --creds, --nkey, --tlsca, ...
-	o.natsFlags = natsflags.AddGoFlags(fs, natsflags.Options{})
-	addDeprecatedAliases(fs)
-	return fs
+	o.natsFlags = natsflags.AddPFlags(fs, natsflags.Options{LegacyServerFlag: true})
+	for old, name := range deprecatedFlags {
+		cli.DeprecatedAlias(fs, old, name)
+	}
 }
 
-// commands are edge-agent's verbs; anything else positional is an
-// unknown command.
-var commands = []string{"version"}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "version" {
-		if len(args) > 1 {
-			return usagef("version takes no arguments, got %q", args[1:])
-		}
-		_, err := fmt.Fprintln(stdout, cli.Info().Line("edge-agent"))
-		return err
-	}
-	var o options
-	fs := newFlagSet(stderr, &o)
-	version := fs.Bool("version", false, "print the version, commit and build date and exit")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		if s := cli.FlagSuggestion(fs, err); s != "" {
-			return usagef("%w (%s)", err, s) // the flag package printed the usage
-		}
-		return cli.Usage(err) // the flag package printed the usage
-	}
-	if *version {
-		_, err := fmt.Fprintln(stdout, cli.Info().Line("edge-agent"))
-		return err
-	}
-	if fs.NArg() > 0 {
-		return cli.UnknownCommand("edge-agent", fs.Arg(0), commands)
-	}
+// run runs the agent the parsed flags fs (into o) describe until ctx
+// ends; the log goes to stderr.
+func run(ctx context.Context, fs *pflag.FlagSet, o *options, stderr io.Writer) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return usagef("--log-level: %v", err)
@@ -198,17 +165,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else if ml.Source != "" {
 		log.Info("Go memory limit", "bytes", ml.Limit, "from", ml.Source)
 	}
-	old, err := deprecatedUsed(fs)
-	if err != nil {
-		return err
-	}
-	for _, name := range old {
-		log.Warn("deprecated flag: use its new name", "flag", "--"+name, "use", "--"+deprecatedFlags[name])
-	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--sample-interval", o.sampleInterval}, {"--annotate-interval", o.annotateInterval}, {"--stale-after", o.staleAfter},
+	}{{"--sample-interval", o.sampleInterval}, {"--annotate-interval", o.annotateInterval}, {"--telemetry-max-age", o.telemetryMaxAge},
 		{"--lease-duration", o.leaseDuration}, {"--trace-retention", o.traceRetention}, {"--dependencies-interval", o.dependenciesInterval}} {
 		if d.v <= 0 {
 			return usagef("%s %v: must be positive", d.name, d.v)
@@ -217,7 +177,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--max-model-age", o.maxModelAge}, {"--freeze-after", o.freezeAfter}} {
+	}{{"--model-max-age", o.modelMaxAge}, {"--freeze-after", o.freezeAfter}} {
 		if d.v < 0 {
 			return usagef("%s %v: must not be negative (0 turns it off)", d.name, d.v)
 		}
@@ -228,7 +188,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.dataDir == "" {
 		return usagef("--data must not be empty")
 	}
-	if err := o.checkDependenciesConfigMap(); err != nil {
+	if err := o.checkConfigMaps(); err != nil {
 		return err
 	}
 	// One seed for the run: logged at start by the agent and exported in
@@ -245,7 +205,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Proc:             procfs.Config{ProcRoot: o.procRoot, SysRoot: o.sysRoot, Cgroup: o.cgroup},
 		SampleInterval:   o.sampleInterval,
 		AnnotateInterval: o.annotateInterval,
-		StaleAfter:       o.staleAfter,
+		StaleAfter:       o.telemetryMaxAge,
 		MetricsAddr:      o.metricsAddr,
 		Seed:             o.seed,
 		// the agent adds its own series; the Go, process and build
@@ -256,6 +216,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var client kube.Interface
+	var err error
 	if !o.noAnnotate || o.site != "" {
 		if o.nodeName == "" {
 			return usagef("--node-name (or $%s) is required to write the node's annotation and to run the site leader (or pass --no-annotate)", NodeNameEnv)
@@ -283,7 +244,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return usagef("%s given without --site", strings.Join(set, " "))
 		}
 	} else {
-		sp, err := buildSite(&o, client, cfg.Registry, log)
+		sp, err := buildSite(o, client, cfg.Registry, log)
 		if err != nil {
 			return cli.Usage(err)
 		}
@@ -302,16 +263,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return a.Run(ctx)
 }
 
-// siteFlagsSet lists the site-leader flags given on the command line.
-func siteFlagsSet(fs *flag.FlagSet) []string {
+// siteFlagsSet lists the site-leader flags given on the command line
+// (by the names given).
+func siteFlagsSet(fs *pflag.FlagSet) []string {
 	site := map[string]bool{"namespace": true, "lease-duration": true, "site-key": true,
-		"model-configmap": true, "model-configmap-key": true, "model-keys": true, "trusted-keys": true, "trace-retention": true, "trace-max-events": true,
-		"max-model-age": true, "freeze-after": true, "dependencies-configmap": true, "dependencies-interval": true}
+		"model-configmap": true, "model-configmap-key": true, "model-keys": true, "trace-retention": true, "trace-max-events": true,
+		"model-max-age": true, "freeze-after": true, "dependencies-configmap": true, "dependencies-interval": true}
 	for _, n := range natsflags.Names() {
 		site[n] = true
 	}
+	for old, name := range deprecatedFlags {
+		site[old] = site[name]
+	}
 	var set []string
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		if site[f.Name] {
 			set = append(set, "--"+f.Name)
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -52,13 +53,13 @@ func TestFlags(t *testing.T) {
 		code int
 		want string
 	}{
-		{"help", []string{"-h"}, 0, "-node-name"},
-		{"unknown flag", []string{"--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{"help", []string{"-h"}, 0, "--node-name"},
+		{"unknown flag", []string{"--bogus"}, 2, "unknown flag: --bogus"},
 		{"stray argument", []string{"--no-annotate", "extra"}, 2, `unknown command "extra" for "edge-agent"`},
 		{"mistyped verb", []string{"verison"}, 2, "Did you mean this?\n\tversion"},
 		{"mistyped flag", []string{"--no-anotate"}, 2, "did you mean --no-annotate?"},
 		{"version with an argument", []string{"version", "x"}, 2, "version takes no arguments"},
-		{"bad duration", []string{"--sample-interval", "fast"}, 2, `invalid value "fast" for flag -sample-interval`},
+		{"bad duration", []string{"--sample-interval", "fast"}, 2, `invalid argument "fast" for "--sample-interval" flag`},
 		{"zero duration", []string{"--no-annotate", "--annotate-interval", "0s"}, 2, "--annotate-interval 0s: must be positive"},
 		{"negative lease", []string{"--no-annotate", "--lease-duration", "-1s"}, 2, "--lease-duration -1s: must be positive"},
 		{"bad log level", []string{"--log-level", "loud"}, 2, "--log-level"},
@@ -75,29 +76,34 @@ func TestFlags(t *testing.T) {
 		{"deprecated --nats without --site", []string{"--no-annotate", "--nats", "nats://127.0.0.1:4222"}, 2, "--nats given without --site"},
 		{"site without node name", []string{"--no-annotate", "--site", "factory-1"}, 2, "--node-name (or $NODE_NAME) is required"},
 		{"site without nats", site, 2, "--site needs --server (or $NATS_URL"},
-		{"site without key", append(site, "--nats", "nats://127.0.0.1:1"), 2, "--site needs --site-key"},
-		{"site with a missing key", append(site, "--nats", "nats://127.0.0.1:1", "--site-key", filepath.Join(dir, "none.key"), "--trusted-keys", dir), 2, "--site-key"},
-		{"site without model keys", append(site, "--nats", "nats://127.0.0.1:1", "--site-key", filepath.Join(dir, "none.key")), 2, "--site needs --model-keys"},
-		{"negative max model age", []string{"--no-annotate", "--max-model-age", "-1h"}, 2, "--max-model-age -1h0m0s: must not be negative"},
-		{"bad freeze-after", []string{"--no-annotate", "--freeze-after", "soon"}, 2, `invalid value "soon" for flag -freeze-after`},
-		{"freeze flags without --site", []string{"--no-annotate", "--freeze-after", "1h", "--max-model-age", "720h"}, 2, "--freeze-after --max-model-age given without --site"},
+		{"site without key", append(site, "--server", "nats://127.0.0.1:1"), 2, "--site needs --site-key"},
+		{"site with a missing key", append(site, "--server", "nats://127.0.0.1:1", "--site-key", filepath.Join(dir, "none.key"), "--model-keys", dir), 2, "--site-key"},
+		{"site without model keys", append(site, "--server", "nats://127.0.0.1:1", "--site-key", filepath.Join(dir, "none.key")), 2, "--site needs --model-keys"},
+		{"negative model max age", []string{"--no-annotate", "--model-max-age", "-1h"}, 2, "--model-max-age -1h0m0s: must not be negative"},
+		{"negative model max age, old name", []string{"--no-annotate", "--max-model-age", "-1h"}, 2, "--model-max-age -1h0m0s: must not be negative"},
+		{"bad freeze-after", []string{"--no-annotate", "--freeze-after", "soon"}, 2, `invalid argument "soon" for "--freeze-after" flag`},
+		{"freeze flags without --site", []string{"--no-annotate", "--freeze-after", "1h", "--model-max-age", "720h"}, 2, "--freeze-after --model-max-age given without --site"},
 		{"empty data dir", []string{"--no-annotate", "--data", ""}, 2, "--data must not be empty"},
 		{"old and new name together", []string{"--no-annotate", "--data", "/a", "--data-dir", "/b"}, 2, "--data-dir and --data are the same flag"},
 		{"old model-keys name without --site", []string{"--no-annotate", "--trusted-keys", dir}, 2, "--trusted-keys given without --site"},
-		{"help lists the new names and the deprecated ones", []string{"-h"}, 0, "deprecated: use --model-keys"},
-		{"help lists the dependency graph", []string{"-h"}, 0, "-dependencies-configmap"},
+		{"help lists the new names", []string{"-h"}, 0, "--telemetry-max-age"},
+		{"help lists the dependency graph", []string{"-h"}, 0, "--dependencies-configmap"},
 		{"zero dependencies interval", []string{"--no-annotate", "--dependencies-interval", "0s"}, 2, "--dependencies-interval 0s: must be positive"},
-		{"bad dependencies interval", []string{"--no-annotate", "--dependencies-interval", "often"}, 2, `invalid value "often" for flag -dependencies-interval`},
-		{"bad dependencies configmap name", []string{"--no-annotate", "--dependencies-configmap", "Deps_1"}, 2, `--dependencies-configmap "Deps_1": name "Deps_1"`},
-		{"bad dependencies configmap namespace", []string{"--no-annotate", "--dependencies-configmap", "kube.system/deps"}, 2, `--dependencies-configmap "kube.system/deps": namespace "kube.system"`},
+		{"bad dependencies interval", []string{"--no-annotate", "--dependencies-interval", "often"}, 2, `invalid argument "often" for "--dependencies-interval" flag`},
+		{"bad dependencies configmap name", []string{"--no-annotate", "--dependencies-configmap", "Deps_1"}, 2, `--dependencies-configmap: bad ConfigMap reference "Deps_1": name "Deps_1"`},
+		{"bad dependencies configmap namespace", []string{"--no-annotate", "--dependencies-configmap", "kube.system/deps"}, 2, `--dependencies-configmap: bad ConfigMap reference "kube.system/deps": namespace "kube.system"`},
 		{"dependency flags without --site", []string{"--no-annotate", "--dependencies-configmap", "", "--dependencies-interval", "30s"}, 2, "--dependencies-configmap --dependencies-interval given without --site"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			code := Main(context.Background(), tc.args, io.Discard, &stderr)
-			if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
-				t.Fatalf("exit %d, stderr:\n%s\nwant exit %d mentioning %q", code, stderr.String(), tc.code, tc.want)
+			var stdout, stderr bytes.Buffer
+			code := Main(context.Background(), tc.args, &stdout, &stderr)
+			out := &stderr
+			if tc.code == 0 {
+				out = &stdout // the help
+			}
+			if code != tc.code || !strings.Contains(out.String(), tc.want) {
+				t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s\nwant exit %d mentioning %q", code, stdout.String(), stderr.String(), tc.code, tc.want)
 			}
 		})
 	}
@@ -257,7 +263,7 @@ func TestDeprecatedFlagNames(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d; log:\n%s", code, log)
 	}
-	if n := strings.Count(log, `msg="deprecated flag: use its new name" flag=--data-dir use=--data`); n != 1 {
+	if n := strings.Count(log, "Flag --data-dir has been deprecated, use --data instead"); n != 1 {
 		t.Fatalf("%d deprecation warnings for --data-dir, want 1:\n%s", n, log)
 	}
 	code, log, _ = runUntilHealthy(t, "--data", dir)
@@ -436,13 +442,14 @@ func TestSiteDependencyGraph(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var o options
-			fs := newFlagSet(io.Discard, &o)
-			args := append([]string{"--node-name", "n1", "--site", "lab-1", "--nats", "nats://127.0.0.1:1", "--site-key", siteKey,
+			fs := pflag.NewFlagSet("edge-agent", pflag.ContinueOnError)
+			addFlags(fs, &o)
+			args := append([]string{"--node-name", "n1", "--site", "lab-1", "--server", "nats://127.0.0.1:1", "--site-key", siteKey,
 				"--model-keys", keysDir, "--data", filepath.Join(dir, fmt.Sprint(i))}, tc.args...)
 			if err := fs.Parse(args); err != nil {
 				t.Fatal(err)
 			}
-			if err := o.checkDependenciesConfigMap(); err != nil {
+			if err := o.checkConfigMaps(); err != nil {
 				t.Fatal(err)
 			}
 			if o.dependenciesInterval != tc.interval && tc.cm != "" {

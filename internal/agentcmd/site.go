@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/edgesched/edgesched/agent"
 	"github.com/edgesched/edgesched/agent/flclient"
@@ -44,38 +42,38 @@ func (s *siteParts) close(log *slog.Logger) {
 	}
 }
 
-// modelConfigMap splits --model-configmap: NAME (in --namespace) or
-// NAMESPACE/NAME.
-func (o *options) modelConfigMapRef() (ns, name string) {
-	if i := strings.IndexByte(o.modelConfigMap, '/'); i >= 0 {
-		return o.modelConfigMap[:i], o.modelConfigMap[i+1:]
+// modelConfigMapRef splits --model-configmap: [NAMESPACE/]NAME, NAME
+// alone in --namespace.
+func (o *options) modelConfigMapRef() (ns, name string, err error) {
+	if ns, name, err = kubefmt.ParseConfigMapRef(o.modelConfigMap, o.namespace); err != nil {
+		return "", "", usagef("--model-configmap: %w", err)
 	}
-	return o.namespace, o.modelConfigMap
+	return ns, name, nil
 }
 
-// dependenciesConfigMapRef splits --dependencies-configmap: NAME (in
-// --namespace) or NAMESPACE/NAME ("": not written).
-func (o *options) dependenciesConfigMapRef() (ns, name string) {
-	if i := strings.IndexByte(o.dependenciesConfigMap, '/'); i >= 0 {
-		return o.dependenciesConfigMap[:i], o.dependenciesConfigMap[i+1:]
-	}
-	return o.namespace, o.dependenciesConfigMap
-}
-
-// checkDependenciesConfigMap refuses a --dependencies-configmap whose
-// namespace or name the API would refuse.
-func (o *options) checkDependenciesConfigMap() error {
+// dependenciesConfigMapRef splits --dependencies-configmap:
+// [NAMESPACE/]NAME, NAME alone in --namespace ("": not written, no error).
+func (o *options) dependenciesConfigMapRef() (ns, name string, err error) {
 	if o.dependenciesConfigMap == "" {
-		return nil
+		return "", "", nil
 	}
-	ns, name := o.dependenciesConfigMapRef()
-	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
-		return usagef("--dependencies-configmap %q: namespace %q: %s", o.dependenciesConfigMap, ns, strings.Join(msgs, "; "))
+	if ns, name, err = kubefmt.ParseConfigMapRef(o.dependenciesConfigMap, o.namespace); err != nil {
+		return "", "", usagef("--dependencies-configmap: %w", err)
 	}
-	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-		return usagef("--dependencies-configmap %q: name %q: %s", o.dependenciesConfigMap, name, strings.Join(msgs, "; "))
+	return ns, name, nil
+}
+
+// checkConfigMaps refuses a --model-configmap or --dependencies-configmap
+// whose namespace or name the API would refuse.
+func (o *options) checkConfigMaps() error {
+	if _, _, err := o.dependenciesConfigMapRef(); err != nil {
+		return err
 	}
-	return nil
+	if o.site == "" {
+		return nil // --model-configmap is a site flag: given alone it is refused later
+	}
+	_, _, err := o.modelConfigMapRef()
+	return err
 }
 
 // buildSite builds the site leader. It needs the API client, the NATS URL,
@@ -98,8 +96,8 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 		return nil, errors.New("--site needs --server (or $NATS_URL, or a nats --context): the coordinator's NATS URL, or the site's leaf node")
 	case o.siteKey == "":
 		return nil, errors.New("--site needs --site-key, the site's update-signing key (edgectl auth site create)")
-	case o.modelKeys == "":
-		return nil, errors.New("--site needs --model-keys, the directory of the coordinator's model-signing public keys")
+	case len(o.modelKeys) == 0:
+		return nil, errors.New("--site needs --model-keys, the coordinator's model-signing public keys")
 	case o.leaseDuration <= 0:
 		return nil, fmt.Errorf("--lease-duration %s: want > 0", o.leaseDuration)
 	case o.traceRetention <= 0 || o.traceMaxEvents <= 0:
@@ -109,7 +107,7 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("--site-key: %w", err)
 	}
-	keys, err := quant.LoadKeyring(o.modelKeys)
+	keys, err := quant.LoadKeyring(o.modelKeys...)
 	if err != nil {
 		return nil, fmt.Errorf("--model-keys: %w", err)
 	}
@@ -157,7 +155,7 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 	fc.Site, fc.Signer, fc.ModelKeys, fc.DataDir = o.site, signer, keys, filepath.Join(o.dataDir, "fl")
 	fc.Trainer = &site.TwinTrainer{Trace: store, Dir: filepath.Join(o.dataDir, "twin"), Config: pc}
 	fc.Sequencer, fc.Seed, fc.Logger = ledger, agent.DeriveSeed(o.seed, seedFLClient), log
-	fc.MaxModelAge, fc.FreezeAfter = o.maxModelAge, o.freezeAfter
+	fc.MaxModelAge, fc.FreezeAfter = o.modelMaxAge, o.freezeAfter
 	fl, err := flclient.New(fc)
 	if err != nil {
 		return nil, fmt.Errorf("federated-learning client: %w", err)
@@ -179,7 +177,9 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 	}
 
 	ic := site.DefaultInstallerConfig()
-	ic.Namespace, ic.Name = o.modelConfigMapRef()
+	if ic.Namespace, ic.Name, err = o.modelConfigMapRef(); err != nil {
+		return nil, err
+	}
 	ic.Key = o.modelConfigMapKey
 	ic.Client, ic.Keys, ic.Source, ic.Identity, ic.Registerer, ic.Seed, ic.Logger = kc, keys, fl, o.nodeName, reg, agent.DeriveSeed(o.seed, seedInstaller), log
 	inst, err := site.NewInstaller(ic)
@@ -191,7 +191,9 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 	leader := []site.Component{flc, inst}
 	if o.dependenciesConfigMap != "" {
 		dc := site.DefaultDependencyConfig()
-		dc.Namespace, dc.Name = o.dependenciesConfigMapRef()
+		if dc.Namespace, dc.Name, err = o.dependenciesConfigMapRef(); err != nil {
+			return nil, err
+		}
 		dc.Client, dc.Trace, dc.Interval, dc.Site, dc.Identity = kc, store, o.dependenciesInterval, o.site, o.nodeName
 		dc.Registerer, dc.Seed, dc.Logger = reg, agent.DeriveSeed(o.seed, seedDependencies), log
 		deps, err := site.NewDependencyPublisher(dc)
@@ -254,7 +256,7 @@ var _ trustSource = (*flclient.Client)(nil)
 // agent.db holds the state of its last term, not the site's).
 var (
 	descModelFrozen = prometheus.NewDesc("edgesched_agent_model_frozen",
-		"1 while the site's model feed is frozen for that reason (behind_announcements: --freeze-after; model_too_old: --max-model-age), else 0; exported by the site leader.",
+		"1 while the site's model feed is frozen for that reason (behind_announcements: --freeze-after; model_too_old: --model-max-age), else 0; exported by the site leader.",
 		[]string{"reason"}, nil)
 	descModelAge = prometheus.NewDesc("edgesched_agent_model_age_seconds",
 		"Age of the installed model: now minus its signed creation time; exported by the site leader once a model is installed.", nil, nil)

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 func TestExitCode(t *testing.T) {
@@ -78,21 +82,36 @@ func TestUnknownValue(t *testing.T) {
 	}
 }
 
-func TestFlagSuggestion(t *testing.T) {
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	fs.SetOutput(&strings.Builder{})
-	fs.String("min-updates", "", "")
-	fs.String("max-staleness", "", "")
-	err := fs.Parse([]string{"--min-update", "2"})
-	if got := FlagSuggestion(fs, err); got != "did you mean --min-updates?" {
-		t.Errorf("--min-update: %q", got)
+// TestFlagErrors: an unknown flag names the close visible ones (never a
+// deprecated alias); a deprecated alias sets its flag with a warning on
+// stderr; the flag and its alias together are refused; all usage errors.
+func TestFlagErrors(t *testing.T) {
+	newCmd := func() (*cobra.Command, *string) {
+		c := &cobra.Command{Use: "x", SilenceUsage: true, SilenceErrors: true, RunE: func(*cobra.Command, []string) error { return nil }}
+		v := c.Flags().String("min-updates", "", "")
+		c.Flags().String("max-staleness", "", "")
+		DeprecatedAlias(c.Flags(), "min-update-count", "min-updates")
+		EnforceContract(c)
+		return c, v
 	}
-	err = fs.Parse([]string{"--nothing-like-it"})
-	if got := FlagSuggestion(fs, err); got != "" {
-		t.Errorf("--nothing-like-it: %q", got)
+	cases := []struct {
+		args   []string
+		code   int
+		value  string
+		stderr string
+	}{
+		{[]string{"--min-update", "2"}, ExitUsage, "", "unknown flag: --min-update (did you mean --min-updates?)"},
+		{[]string{"--nothing-like-it"}, ExitUsage, "", "unknown flag: --nothing-like-it\n"},
+		{[]string{"--min-update-count", "3"}, ExitOK, "3", "Flag --min-update-count has been deprecated, use --min-updates instead"},
+		{[]string{"--min-update-count", "3", "--min-updates", "4"}, ExitUsage, "", "--min-update-count and --min-updates are the same flag"},
 	}
-	if got := FlagSuggestion(fs, errors.New("invalid value")); got != "" {
-		t.Errorf("a bad value: %q", got)
+	for _, tc := range cases {
+		c, v := newCmd()
+		var stdout, stderr bytes.Buffer
+		code := Execute(context.Background(), c, tc.args, &stdout, &stderr)
+		if code != tc.code || (tc.value != "" && *v != tc.value) || !strings.Contains(stderr.String(), tc.stderr) || stdout.Len() > 0 {
+			t.Errorf("%q: exit %d, --min-updates %q\nstdout %q\nstderr %q\nwant exit %d, %q, stderr with %q", tc.args, code, *v, stdout.String(), stderr.String(), tc.code, tc.value, tc.stderr)
+		}
 	}
 }
 

@@ -137,6 +137,9 @@ func TestContract(t *testing.T) {
 			contractCase{bin: b.name, args: []string{"version"}, code: cli.ExitOK, stdout: b.name + " dev commit " + commit},
 			contractCase{bin: b.name, args: []string{"verison"}, code: cli.ExitUsage, stderr: "Did you mean this?\n\tversion"},
 			contractCase{bin: b.name, args: []string{"version", "extra"}, code: cli.ExitUsage, stderr: "extra"},
+			// every binary has shell completion (cobra's scripts)
+			contractCase{bin: b.name, args: []string{"completion", "bash"}, code: cli.ExitOK, stdout: "bash completion V2 for " + b.name},
+			contractCase{bin: b.name, args: []string{"completion", "zsh"}, code: cli.ExitOK, stdout: "#compdef " + b.name},
 		)
 	}
 	cases = append(cases,
@@ -158,12 +161,15 @@ func TestContract(t *testing.T) {
 		contractCase{bin: "edgectl", args: []string{"version", "-o", "yaml"}, code: cli.ExitOK, stdout: "commit: " + commit},
 		contractCase{bin: "edgectl", args: []string{"scenario", "list", "-o", "xml"}, code: cli.ExitUsage, stderr: "valid values: table, json, yaml"},
 		contractCase{bin: "edge-agent", args: []string{"--no-anotate"}, code: cli.ExitUsage, stderr: "did you mean --no-annotate?"},
-		contractCase{bin: "edge-agent", args: []string{"--sample-interval", "often"}, code: cli.ExitUsage, stderr: `invalid value "often"`},
+		contractCase{bin: "edge-agent", args: []string{"--sample-interval", "often"}, code: cli.ExitUsage, stderr: `invalid argument "often" for "--sample-interval" flag`},
 		contractCase{bin: "edge-coordinator", args: []string{"bakup"}, code: cli.ExitUsage, stderr: "Did you mean this?\n\tbackup"},
-		contractCase{bin: "edge-coordinator", args: []string{"--rounds", "some"}, code: cli.ExitUsage, stderr: `invalid value "some"`},
+		contractCase{bin: "edge-coordinator", args: []string{"--rounds", "some"}, code: cli.ExitUsage, stderr: `invalid argument "some" for "--rounds" flag`},
 		contractCase{bin: "edge-scheduler", args: []string{"extendr"}, code: cli.ExitUsage, stderr: "Did you mean this?\n\textender"},
 		contractCase{bin: "edge-scheduler", args: []string{"extender", "--version"}, code: cli.ExitOK, stdout: "edge-scheduler dev commit " + commit},
-		contractCase{bin: "edge-scheduler", args: []string{"extender", "--modle", "m"}, code: cli.ExitUsage, stderr: "-modle"},
+		contractCase{bin: "edge-scheduler", args: []string{"extender", "--modle", "m"}, code: cli.ExitUsage, stderr: "did you mean --model?"},
+		contractCase{bin: "edge-agent", args: []string{"__complete", "--telemetry"}, code: cli.ExitOK, stdout: "--telemetry-max-age"},
+		contractCase{bin: "edge-coordinator", args: []string{"__complete", "check", "--model"}, code: cli.ExitOK, stdout: "--model-keys"},
+		contractCase{bin: "edge-scheduler", args: []string{"__complete", "extender", "--model-"}, code: cli.ExitOK, stdout: "--model-keys"},
 	)
 	for _, tc := range cases {
 		t.Run(tc.bin+" "+strings.Join(tc.args, " "), func(t *testing.T) {

@@ -109,25 +109,3 @@ func UnknownValue(flag, value string, valid []string) error {
 	}
 	return Usagef("%s; valid values: %s", msg, strings.Join(valid, ", "))
 }
-
-// FlagSuggestion returns, for an error of fs.Parse about an undefined
-// flag ("flag provided but not defined: -NAME"), a line naming the
-// defined flags close to NAME ("" otherwise), for commands built on the
-// standard flag package.
-func FlagSuggestion(fs *flag.FlagSet, err error) string {
-	const prefix = "flag provided but not defined: -"
-	if err == nil || !strings.HasPrefix(err.Error(), prefix) {
-		return ""
-	}
-	typed := strings.TrimLeft(strings.TrimPrefix(err.Error(), prefix), "-")
-	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	s := Suggest(typed, names)
-	if len(s) == 0 {
-		return ""
-	}
-	for i := range s {
-		s[i] = "--" + s[i]
-	}
-	return "did you mean " + strings.Join(s, " or ") + "?"
-}

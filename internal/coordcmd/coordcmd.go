@@ -9,14 +9,12 @@ package coordcmd
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +23,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
@@ -47,104 +47,140 @@ const FailpointEnv = "EDGESCHED_FAILPOINT"
 
 // Main runs edge-coordinator with args until ctx ends; it returns the
 // process exit code (docs/cli.md: 0 success, 1 failure, 2 usage error).
-// The version goes to stdout, everything else to stderr.
+// The version and the help go to stdout, everything else to stderr.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	err := run(ctx, args, stdout, stderr)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stderr, "edge-coordinator:", strings.TrimRight(err.Error(), "\n"))
-	}
-	return cli.ExitCode(err)
+	return cli.Execute(ctx, NewCommand(), args, stdout, stderr)
 }
 
-// commandNames are edge-coordinator's verbs: the store's and version.
-func commandNames() []string {
-	names := []string{"region", "version"}
-	for name := range storeCommands {
-		names = append(names, name)
+// NewCommand is edge-coordinator's command line: the coordinator, the
+// regional aggregator (region), the store's verbs (backup, check,
+// restore), version and completion.
+func NewCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "edge-coordinator [flags]",
+		Short: "Run edgesched's federated learning: rounds over NATS, aggregation, signed models",
+		Long: `edge-coordinator is the cloud side of edgesched's federated learning: it runs
+rounds over NATS, aggregates the sites' updates, and signs and publishes models
+(docs/federated.md).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
 	}
-	slices.Sort(names)
-	return names
+	run := coordinatorFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), cmd.ErrOrStderr()) }
+	cmd.AddCommand(newRegionCommand(), newBackupCommand(), newCheckCommand(), newRestoreCommand())
+	cli.AddVersion(cmd, "edge-coordinator")
+	cli.EnforceContract(cmd)
+	return cmd
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 {
-		if args[0] == "version" {
-			if len(args) > 1 {
-				return cli.Usagef("version takes no arguments, got %q", args[1:])
-			}
-			_, err := fmt.Fprintln(stdout, cli.Info().Line("edge-coordinator"))
-			return err
-		}
-		if sub, ok := storeCommands[args[0]]; ok {
-			return sub(ctx, args[1:], stderr)
-		}
-		if args[0] == "region" {
-			return regionCommand(ctx, args[1:], stderr)
-		}
-	}
-	fs := flag.NewFlagSet("edge-coordinator", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// coordinatorFlags defines the coordinator's flags on fs and returns what
+// runs it with their values.
+func coordinatorFlags(fs *pflag.FlagSet) func(ctx context.Context, stderr io.Writer) error {
 	d := coordinator.DefaultConfig()
-	var (
-		data        = fs.String("data", "coordinator-data", "data directory (coordinator.db)")
-		keyFile     = fs.String("key", "", "private key that signs published models (edgectl model keygen); required")
-		sitesDir    = fs.String("sites", "", "directory of SITE.pub keys of the sites allowed to send updates; required")
-		model       = fs.String("model", "edge", "initial model when the registry is empty: a shipped name or a .esm file")
-		calib       = fs.String("calibrate", "builtin:retail-fleet", "scenario whose simulated states calibrate the int8 quantization of each model")
-		mode        = fs.String("mode", string(d.Mode), "round mode: sync or async (FedBuff)")
-		roundDur    = fs.Duration("round-duration", d.RoundDuration, "sync round deadline")
-		minUpdates  = fs.Int("min-updates", d.MinUpdates, "sync round quorum")
-		buffer      = fs.Int("buffer", d.Buffer, "async: updates per aggregation")
-		maxStale    = fs.Int("max-staleness", 0, "async: refuse updates trained this many versions ago or more (0: any)")
-		rounds      = fs.Int("rounds", 0, "with --auto-rounds: stop after this many rounds (0: no limit)")
-		autoRounds  = fs.Bool("auto-rounds", false, "open the next round as soon as one ends")
-		manualPub   = fs.Bool("manual-publish", false, "keep round models as candidates until 'edgectl model promote'")
-		rule        = fs.String("aggregator", d.Aggregator.Rule, "fedavg, fedbuff, median, trimmed-mean, krum or multi-krum")
-		trimBeta    = fs.Float64("trim-beta", d.Aggregator.TrimBeta, "trimmed mean: share trimmed at each end")
-		byzantine   = fs.Int("byzantine", d.Aggregator.Byzantine, "krum: Byzantine sites tolerated")
-		clip        = fs.Float64("clip", d.ClipNorm, "L2 clip of every update when it is aggregated (0: off)")
-		maxNorm     = fs.Float64("max-update-norm", d.MaxUpdateNorm, "refuse updates whose L2 norm is above this as too_large (0: no bound)")
-		maxSamples  = fs.Int64("max-samples", d.MaxSamples, "refuse updates claiming more samples than this as too_heavy (0: no bound)")
-		storePay    = fs.Bool("store-payloads", false, "fedavg/fedbuff: store every accepted update and combine them when the round closes, instead of keeping running sums")
-		auditKeep   = fs.Int("audit-keep", d.AuditKeep, "audit events kept in coordinator.db, the oldest forgotten first (0: all)")
-		streamAge   = fs.Duration("update-max-age", d.UpdateMaxAge, "update stream: messages expire after this (0: never)")
-		streamBytes = fs.Int64("update-max-bytes", d.UpdateMaxBytes, "update stream: size limit; when full, sites keep their updates and retry (0: none)")
-		replicas    = fs.Int("replicas", 1, "JetStream replicas of the update stream, state bucket and model store (3 on a cluster of 3 or more servers tolerates losing one)")
-		backupDir   = fs.String("backup-dir", "", "directory of online backups of coordinator.db (default DATA/backups)")
-		backupEvery = fs.Duration("backup-every", 0, "write an online backup this often (0: only on request, admin endpoint "+coordinator.EndpointStoreBackup+")")
-		backupKeep  = fs.Int("backup-keep", d.BackupKeep, "online backups kept in --backup-dir")
-		dpNoise     = fs.Float64("dp-noise", 0, "client-level DP noise multiplier (0: off)")
-		dpClip      = fs.Float64("dp-clip", 1, "client-level DP clip norm")
-		dpDelta     = fs.Float64("dp-delta", 1e-5, "client-level DP delta for the reported epsilon")
-		serverLR    = fs.Float64("server-lr", d.ServerLR, "server learning rate on the aggregate")
-		iters       = fs.Int("local-iterations", d.Local.Iterations, "PPO iterations per site per round")
-		episodes    = fs.Int("local-episodes", d.Local.Episodes, "episodes per PPO iteration")
-		lr          = fs.Float64("local-lr", d.Local.LR, "local learning rate")
-		proxMu      = fs.Float64("prox-mu", 0, "FedProx proximal coefficient (0: FedAvg)")
-		metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9464)")
-		seed        = fs.Uint64("seed", 1, "seed of DP noise and jitter")
-		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
-		regionsDir  = fs.String("regions", "", "directory of regional aggregators: REGION.pub keys and REGION.sites lists (hierarchical rounds; docs/federated.md)")
-		modelKeys   = fs.String("model-keys", "", "directory (or file) of model-signing public keys whose signatures on stored models are also accepted (key rotation; *.retired refused)")
-		ha          = fs.Bool("ha", false, "run as one of several replicas, one active (a JetStream KV lease); state shipped as checkpoints to the cluster (docs/federated.md)")
-		replicaID   = fs.String("replica-id", "", "with --ha: this replica's name (default the host name)")
-		leaseTTL    = fs.Duration("lease-ttl", coordinator.DefaultLeaseTTL, "with --ha: the active's lease lasts this long unrenewed; a standby takes over within about 1.25 times it")
-		ckptEvery   = fs.Duration("checkpoint-every", coordinator.DefaultCheckpointEvery, "with --ha: ship the store this often when it changed (and before every announcement and publication)")
-	)
-	natsFlags := natsflags.AddGoFlags(fs, natsflags.Options{DefaultServer: nats.DefaultURL, Inbox: natsauth.CoordinatorInboxPrefix})
-	version := fs.Bool("version", false, "print the version, commit and build date and exit")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *version {
-		_, err := fmt.Fprintln(stdout, cli.Info().Line("edge-coordinator"))
-		return err
-	}
-	if fs.NArg() > 0 {
-		return cli.UnknownCommand("edge-coordinator", fs.Arg(0), commandNames())
-	}
+	o := &coordOptions{}
+	fs.StringVar(&o.data, "data", defaultData, "data directory (coordinator.db)")
+	fs.StringVar(&o.keyFile, "key", "", "private key that signs published models (edgectl model keygen); required")
+	fs.StringVar(&o.sitesDir, "sites", "", "directory of SITE.pub keys of the sites allowed to send updates; required")
+	fs.StringVar(&o.model, "model", "edge", "initial model when the registry is empty: a shipped name or a .esm file")
+	fs.StringVar(&o.calib, "calibrate", "builtin:retail-fleet", "scenario whose simulated states calibrate the int8 quantization of each model")
+	fs.StringVar(&o.mode, "mode", string(d.Mode), "round mode: sync or async (FedBuff)")
+	fs.DurationVar(&o.roundDur, "round-duration", d.RoundDuration, "sync round deadline")
+	fs.IntVar(&o.minUpdates, "min-updates", d.MinUpdates, "sync round quorum")
+	fs.IntVar(&o.buffer, "buffer", d.Buffer, "async: updates per aggregation")
+	fs.IntVar(&o.maxStale, "max-staleness", 0, "async: refuse updates trained this many versions ago or more (0: any)")
+	fs.IntVar(&o.rounds, "rounds", 0, "with --auto-rounds: stop after this many rounds (0: no limit)")
+	fs.BoolVar(&o.autoRounds, "auto-rounds", false, "open the next round as soon as one ends")
+	fs.BoolVar(&o.manualPub, "manual-publish", false, "keep round models as candidates until 'edgectl model promote'")
+	fs.StringVar(&o.rule, "aggregator", d.Aggregator.Rule, "fedavg, fedbuff, median, trimmed-mean, krum or multi-krum")
+	fs.Float64Var(&o.trimBeta, "trim-beta", d.Aggregator.TrimBeta, "trimmed mean: share trimmed at each end")
+	fs.IntVar(&o.byzantine, "byzantine", d.Aggregator.Byzantine, "krum: Byzantine sites tolerated")
+	fs.Float64Var(&o.clip, "clip", d.ClipNorm, "L2 clip of every update when it is aggregated (0: off)")
+	fs.Float64Var(&o.maxNorm, "max-update-norm", d.MaxUpdateNorm, "refuse updates whose L2 norm is above this as too_large (0: no bound)")
+	fs.Int64Var(&o.maxSamples, "max-samples", d.MaxSamples, "refuse updates claiming more samples than this as too_heavy (0: no bound)")
+	fs.BoolVar(&o.storePay, "store-payloads", false, "fedavg/fedbuff: store every accepted update and combine them when the round closes, instead of keeping running sums")
+	fs.IntVar(&o.auditKeep, "audit-keep", d.AuditKeep, "audit events kept in coordinator.db, the oldest forgotten first (0: all)")
+	fs.DurationVar(&o.streamAge, "update-max-age", d.UpdateMaxAge, "update stream: messages expire after this (0: never)")
+	fs.Int64Var(&o.streamBytes, "update-max-bytes", d.UpdateMaxBytes, "update stream: size limit; when full, sites keep their updates and retry (0: none)")
+	fs.IntVar(&o.replicas, "replicas", 1, "JetStream replicas of the update stream, state bucket and model store (3 on a cluster of 3 or more servers tolerates losing one)")
+	fs.StringVar(&o.backupDir, "backup-dir", "", "directory of online backups of coordinator.db (default DATA/backups)")
+	fs.DurationVar(&o.backupEvery, "backup-every", 0, "write an online backup this often (0: only on request, admin endpoint "+coordinator.EndpointStoreBackup+")")
+	fs.IntVar(&o.backupKeep, "backup-keep", d.BackupKeep, "online backups kept in --backup-dir")
+	fs.Float64Var(&o.dpNoise, "dp-noise", 0, "client-level DP noise multiplier (0: off)")
+	fs.Float64Var(&o.dpClip, "dp-clip", 1, "client-level DP clip norm")
+	fs.Float64Var(&o.dpDelta, "dp-delta", 1e-5, "client-level DP delta for the reported epsilon")
+	fs.Float64Var(&o.serverLR, "server-lr", d.ServerLR, "server learning rate on the aggregate")
+	fs.IntVar(&o.iters, "local-iterations", d.Local.Iterations, "PPO iterations per site per round")
+	fs.IntVar(&o.episodes, "local-episodes", d.Local.Episodes, "episodes per PPO iteration")
+	fs.Float64Var(&o.lr, "local-lr", d.Local.LR, "local learning rate")
+	fs.Float64Var(&o.proxMu, "prox-mu", 0, "FedProx proximal coefficient (0: FedAvg)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. :9464)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of DP noise and jitter")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.regionsDir, "regions", "", "directory of regional aggregators: REGION.pub keys and REGION.sites lists (hierarchical rounds; docs/federated.md)")
+	fs.StringSliceVar(&o.modelKeys, "model-keys", nil, "further model-signing public keys whose signatures on stored models are also accepted (key rotation): files or directories of *.pub (*.retired refused), comma-separated or repeated")
+	fs.BoolVar(&o.ha, "ha", false, "run as one of several replicas, one active (a JetStream KV lease); state shipped as checkpoints to the cluster (docs/federated.md)")
+	fs.StringVar(&o.replicaID, "replica-id", "", "with --ha: this replica's name (default the host name)")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", coordinator.DefaultLeaseTTL, "with --ha: the active's lease lasts this long unrenewed; a standby takes over within about 1.25 times it")
+	fs.DurationVar(&o.ckptEvery, "checkpoint-every", coordinator.DefaultCheckpointEvery, "with --ha: ship the store this often when it changed (and before every announcement and publication)")
+	o.natsFlags = natsflags.AddPFlags(fs, natsflags.Options{DefaultServer: nats.DefaultURL, Inbox: natsauth.CoordinatorInboxPrefix, LegacyServerFlag: true})
+	return func(ctx context.Context, stderr io.Writer) error { return runCoordinator(ctx, stderr, d, o) }
+}
+
+// coordOptions are the coordinator's flags, as parsed (coordinatorFlags
+// defines them with their defaults).
+type coordOptions struct {
+	data        string
+	keyFile     string
+	sitesDir    string
+	model       string
+	calib       string
+	mode        string
+	roundDur    time.Duration
+	minUpdates  int
+	buffer      int
+	maxStale    int
+	rounds      int
+	autoRounds  bool
+	manualPub   bool
+	rule        string
+	trimBeta    float64
+	byzantine   int
+	clip        float64
+	maxNorm     float64
+	maxSamples  int64
+	storePay    bool
+	auditKeep   int
+	streamAge   time.Duration
+	streamBytes int64
+	replicas    int
+	backupDir   string
+	backupEvery time.Duration
+	backupKeep  int
+	dpNoise     float64
+	dpClip      float64
+	dpDelta     float64
+	serverLR    float64
+	iters       int
+	episodes    int
+	lr          float64
+	proxMu      float64
+	metricsAddr string
+	seed        uint64
+	logLevel    string
+	regionsDir  string
+	modelKeys   []string
+	ha          bool
+	replicaID   string
+	leaseTTL    time.Duration
+	ckptEvery   time.Duration
+	natsFlags   *natsflags.Flags
+}
+
+// runCoordinator runs the coordinator o describes (d: the defaults)
+// until ctx ends; the log goes to stderr.
+func runCoordinator(ctx context.Context, stderr io.Writer, d coordinator.Config, o *coordOptions) error {
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return cli.Usagef("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
@@ -153,14 +189,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else if ml.Source != "" {
 		log.Info("Go memory limit", "bytes", ml.Limit, "from", ml.Source)
 	}
-	if *keyFile == "" || *sitesDir == "" {
+	if o.keyFile == "" || o.sitesDir == "" {
 		return cli.Usagef("--key and --sites are required")
 	}
-	signer, sites, err := keyAndSites(*keyFile, *sitesDir)
+	signer, sites, err := keyAndSites(o.keyFile, o.sitesDir)
 	if err != nil {
 		return err
 	}
-	initial, err := loadModel(*model)
+	initial, err := loadModel(o.model)
 	if err != nil {
 		return fmt.Errorf("--model: %w", err)
 	}
@@ -172,17 +208,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.Registerer = reg
-	if *regionsDir != "" {
-		if cfg.Regions, err = federated.LoadRegions(*regionsDir); err != nil {
+	if o.regionsDir != "" {
+		if cfg.Regions, err = federated.LoadRegions(o.regionsDir); err != nil {
 			return fmt.Errorf("--regions: %w", err)
 		}
 	}
-	if *modelKeys != "" {
-		if cfg.ModelKeys, err = quant.LoadKeyring(*modelKeys); err != nil {
+	if len(o.modelKeys) > 0 {
+		if cfg.ModelKeys, err = quant.LoadKeyring(o.modelKeys...); err != nil {
 			return fmt.Errorf("--model-keys: %w", err)
 		}
 	}
-	nconn, err := natsFlags.Resolve(nil)
+	nconn, err := o.natsFlags.Resolve(nil)
 	if err != nil {
 		return err // a connection that cannot be made: a failure (docs/cli.md)
 	}
@@ -191,24 +227,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("NATS connection flags: %w", err)
 	}
-	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Logger, cfg.Seed = *data, sites, signer, log, *seed
-	cfg.Mode, cfg.RoundDuration, cfg.MinUpdates, cfg.Buffer, cfg.MaxStaleness = federated.Mode(*mode), *roundDur, *minUpdates, *buffer, *maxStale
-	cfg.Rounds, cfg.AutoRounds, cfg.AutoPublish = *rounds, *autoRounds, !*manualPub
-	cfg.Aggregator.Rule, cfg.Aggregator.TrimBeta, cfg.Aggregator.Byzantine = *rule, *trimBeta, *byzantine
-	cfg.ClipNorm, cfg.ServerLR, cfg.MaxUpdateNorm, cfg.MaxSamples, cfg.StorePayloads = *clip, *serverLR, *maxNorm, *maxSamples, *storePay
-	cfg.AuditKeep, cfg.UpdateMaxAge, cfg.UpdateMaxBytes, cfg.Replicas = *auditKeep, *streamAge, *streamBytes, *replicas
-	cfg.BackupDir, cfg.BackupEvery, cfg.BackupKeep = *backupDir, *backupEvery, *backupKeep
-	cfg.HA, cfg.ReplicaID, cfg.LeaseTTL, cfg.CheckpointEvery = *ha, *replicaID, *leaseTTL, *ckptEvery
+	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Logger, cfg.Seed = o.data, sites, signer, log, o.seed
+	cfg.Mode, cfg.RoundDuration, cfg.MinUpdates, cfg.Buffer, cfg.MaxStaleness = federated.Mode(o.mode), o.roundDur, o.minUpdates, o.buffer, o.maxStale
+	cfg.Rounds, cfg.AutoRounds, cfg.AutoPublish = o.rounds, o.autoRounds, !o.manualPub
+	cfg.Aggregator.Rule, cfg.Aggregator.TrimBeta, cfg.Aggregator.Byzantine = o.rule, o.trimBeta, o.byzantine
+	cfg.ClipNorm, cfg.ServerLR, cfg.MaxUpdateNorm, cfg.MaxSamples, cfg.StorePayloads = o.clip, o.serverLR, o.maxNorm, o.maxSamples, o.storePay
+	cfg.AuditKeep, cfg.UpdateMaxAge, cfg.UpdateMaxBytes, cfg.Replicas = o.auditKeep, o.streamAge, o.streamBytes, o.replicas
+	cfg.BackupDir, cfg.BackupEvery, cfg.BackupKeep = o.backupDir, o.backupEvery, o.backupKeep
+	cfg.HA, cfg.ReplicaID, cfg.LeaseTTL, cfg.CheckpointEvery = o.ha, o.replicaID, o.leaseTTL, o.ckptEvery
 	if cfg.HA && cfg.ReplicaID == "" {
 		if cfg.ReplicaID, err = os.Hostname(); err != nil {
 			return fmt.Errorf("--replica-id: %w", err)
 		}
 	}
-	cfg.Local = federated.LocalTraining{Iterations: *iters, Episodes: *episodes, LR: *lr, ProxMu: *proxMu}
-	if *dpNoise > 0 {
-		cfg.DP = &federated.DPConfig{ClipNorm: *dpClip, NoiseMultiplier: *dpNoise, Delta: *dpDelta}
+	cfg.Local = federated.LocalTraining{Iterations: o.iters, Episodes: o.episodes, LR: o.lr, ProxMu: o.proxMu}
+	if o.dpNoise > 0 {
+		cfg.DP = &federated.DPConfig{ClipNorm: o.dpClip, NoiseMultiplier: o.dpNoise, Delta: o.dpDelta}
 	}
-	if cfg.Calibrate, err = ScenarioCalibration(*calib); err != nil {
+	if cfg.Calibrate, err = ScenarioCalibration(o.calib); err != nil {
 		return fmt.Errorf("--calibrate: %w", err)
 	}
 	if fp := os.Getenv(FailpointEnv); fp != "" {
@@ -238,15 +274,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("connect to %s: %w", *url, err)
 	}
 	defer nc.Drain()
-	if err := waitConnected(ctx, nc, *seed, log); err != nil {
+	if err := waitConnected(ctx, nc, o.seed, log); err != nil {
 		if errors.Is(err, context.Canceled) {
 			log.Info("coordinator stopped before NATS was reachable")
 			return nil
 		}
 		return err
 	}
-	if *metricsAddr != "" {
-		ln, err := net.Listen("tcp", *metricsAddr)
+	if o.metricsAddr != "" {
+		ln, err := net.Listen("tcp", o.metricsAddr)
 		if err != nil {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
@@ -281,21 +317,6 @@ func keyAndSites(keyFile, sitesDir string) (*quant.Signer, *federated.Registry, 
 		return nil, nil, fmt.Errorf("--sites: %w", err)
 	}
 	return signer, sites, nil
-}
-
-// parseFlags parses args into fs: a bad command line is a usage error,
-// an unknown flag's naming the close ones (the flag package has printed
-// the usage); -h is flag.ErrHelp.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return err
-	}
-	if s := cli.FlagSuggestion(fs, err); s != "" {
-		return cli.Usagef("%w (%s)", err, s)
-	}
-	return cli.Usage(err)
 }
 
 // waitConnected waits, with capped jittered backoff, until nc has

@@ -67,7 +67,7 @@ func TestAuthFlags(t *testing.T) {
 		{"missing seed", []string{"--nkey", filepath.Join(t.TempDir(), "none.nk")}, "no such file"},
 		{"nkey and creds", []string{"--nkey", d.CoordinatorSeed(), "--creds", leaky}, "mutually exclusive"},
 		{"cert without key", []string{"--tls-cert", "c.pem"}, "both the certificate and its key"},
-		{"bad CA", []string{"--tls-ca", leaky}, "no PEM certificate"},
+		{"bad CA", []string{"--tlsca", leaky}, "no PEM certificate"},
 		{"bad inbox prefix", []string{"--inbox-prefix", "_INBOX.>"}, "inbox prefix"},
 		{"signing key retired", []string{"--model-keys", retiredDir}, "retired"},
 		{"missing model keys", []string{"--model-keys", filepath.Join(t.TempDir(), "none")}, "--model-keys"},
@@ -229,7 +229,7 @@ func TestWaitsForNATS(t *testing.T) {
 	stderr := &syncBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(ctx, []string{"--nats", url, "--key", d.ModelKeyFile("model-1"), "--sites", d.File(natsauth.SitesDir),
+		done <- Main(ctx, []string{"--server", url, "--key", d.ModelKeyFile("model-1"), "--sites", d.File(natsauth.SitesDir),
 			"--data", t.TempDir(), "--calibrate", "builtin:factory-vision"}, io.Discard, stderr)
 	}()
 	// the coordinator is waiting, not gone (bootstrap takes a moment, so

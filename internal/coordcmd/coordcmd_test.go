@@ -3,7 +3,6 @@ package coordcmd
 import (
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,8 +23,9 @@ func TestFlags(t *testing.T) {
 		code int
 		want string
 	}{
-		{"help", []string{"-h"}, 0, "-nats"},
-		{"unknown flag", []string{"--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{"help", []string{"-h"}, 0, "-s, --server"},
+		{"deprecated --nats", []string{"--nats", "nats://127.0.0.1:1"}, 2, "Flag --nats has been deprecated, use --server instead"},
+		{"unknown flag", []string{"--bogus"}, 2, "unknown flag: --bogus"},
 		{"stray argument", []string{"extra"}, 2, `unknown command "extra" for "edge-coordinator"`},
 		{"mistyped verb", []string{"--data", dir, "bakup"}, 2, "Did you mean this?\n\tbackup"},
 		{"mistyped flag", []string{"--min-update", "2"}, 2, "did you mean --min-updates?"},
@@ -39,7 +39,7 @@ func TestFlags(t *testing.T) {
 		{"check with a bad key", []string{"check", "--data", dir, "--key", bogusKey}, 1, "--key:"},
 		{"restore without --from", []string{"restore", "--data", dir}, 2, "--from FILE is required"},
 		{"restore of no backup", []string{"restore", "--data", dir, "--from", filepath.Join(dir, "none.db"), "--key", bogusKey}, 1, "--key:"},
-		{"backup help", []string{"backup", "-h"}, 0, "usage: edge-coordinator backup"},
+		{"backup help", []string{"backup", "-h"}, 0, "edge-coordinator backup --data DIR --out FILE"},
 		{"backup's unknown flag", []string{"backup", "--dta", dir}, 2, "did you mean --data?"},
 		{"region without --region", []string{"region", "--key", bogusKey, "--sites", dir}, 2, "--region, --key and --sites are required"},
 		{"region with a bad key", []string{"region", "--region", "eu", "--key", bogusKey, "--sites", dir}, 1, "--key:"},
@@ -47,10 +47,14 @@ func TestFlags(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			code := Main(context.Background(), tc.args, io.Discard, &stderr)
-			if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
-				t.Fatalf("exit %d, stderr:\n%s\nwant exit %d mentioning %q", code, stderr.String(), tc.code, tc.want)
+			var stdout, stderr bytes.Buffer
+			code := Main(context.Background(), tc.args, &stdout, &stderr)
+			out := &stderr
+			if tc.code == 0 {
+				out = &stdout // the help
+			}
+			if code != tc.code || !strings.Contains(out.String(), tc.want) {
+				t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s\nwant exit %d mentioning %q", code, stdout.String(), stderr.String(), tc.code, tc.want)
 			}
 		})
 	}

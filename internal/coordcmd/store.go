@@ -1,40 +1,38 @@
 package coordcmd
 
 import (
-	"context"
-	"flag"
 	"fmt"
-	"io"
 	"path/filepath"
+
+	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/quant"
 )
 
-// storeCommands are edge-coordinator's subcommands on its store
-// (docs/federated.md "Backups and a damaged store"): backup, check and
-// restore. The running coordinator writes online backups itself
-// (--backup-every, and the admin endpoint store.backup).
-var storeCommands = map[string]func(context.Context, []string, io.Writer) error{
-	"backup":  backupCommand,
-	"check":   checkCommand,
-	"restore": restoreCommand,
+// The store's subcommands (docs/federated.md "Backups and a damaged
+// store"): backup, check and restore. The running coordinator writes
+// online backups itself (--backup-every, and the admin endpoint
+// store.backup).
+
+// defaultData is the coordinator's data directory.
+const defaultData = "coordinator-data"
+
+// storeCommand is a subcommand with its --data flag (default data).
+func storeCommand(use, short, data string) (*cobra.Command, *string) {
+	cmd := &cobra.Command{Use: use, Short: short}
+	return cmd, cmd.Flags().String("data", data, "data directory (coordinator.db)")
 }
 
-func storeFlags(name, usage string, stderr io.Writer) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet("edge-coordinator "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: edge-coordinator %s\n", usage)
-		fs.PrintDefaults()
-	}
-	return fs, fs.String("data", "coordinator-data", "data directory (coordinator.db)")
+// modelKeysFlag is --model-keys of the store's verbs.
+func modelKeysFlag(cmd *cobra.Command) *[]string {
+	return cmd.Flags().StringSlice("model-keys", nil, "further model-signing public keys (a key rotation): files or directories of *.pub, comma-separated or repeated")
 }
 
 // keyring is the coordinator's public key (from its private key file)
 // and the further trusted model keys.
-func keyring(keyFile, modelKeys string) (*quant.Keyring, error) {
+func keyring(keyFile string, modelKeys []string) (*quant.Keyring, error) {
 	if keyFile == "" {
 		return nil, cli.Usagef("--key is required (the model-signing key: the store's artifacts are checked against it)")
 	}
@@ -43,8 +41,8 @@ func keyring(keyFile, modelKeys string) (*quant.Keyring, error) {
 		return nil, fmt.Errorf("--key: %w", err)
 	}
 	k := &quant.Keyring{}
-	if modelKeys != "" {
-		if k, err = quant.LoadKeyring(modelKeys); err != nil {
+	if len(modelKeys) > 0 {
+		if k, err = quant.LoadKeyring(modelKeys...); err != nil {
 			return nil, fmt.Errorf("--model-keys: %w", err)
 		}
 	}
@@ -54,77 +52,78 @@ func keyring(keyFile, modelKeys string) (*quant.Keyring, error) {
 	return k, nil
 }
 
-// backupCommand copies the store of a stopped coordinator.
-func backupCommand(_ context.Context, args []string, stderr io.Writer) error {
-	fs, data := storeFlags("backup", "backup --data DIR --out FILE", stderr)
-	out := fs.String("out", "", "backup file to write (required)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+// newBackupCommand copies the store of a stopped coordinator.
+func newBackupCommand() *cobra.Command {
+	cmd, data := storeCommand("backup --data DIR --out FILE", "Copy the store of a stopped coordinator", defaultData)
+	out := cmd.Flags().String("out", "", "backup file to write (required)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if *out == "" || len(args) > 0 {
+			return cli.Usagef("backup: --out FILE is required, and nothing else")
+		}
+		n, err := store.BackupStore(*data, *out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s (%d bytes)\n", *out, n)
+		return nil
 	}
-	if *out == "" || fs.NArg() > 0 {
-		return cli.Usagef("backup: --out FILE is required, and nothing else")
-	}
-	n, err := store.BackupStore(*data, *out)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "wrote %s (%d bytes)\n", *out, n)
-	return nil
+	return cmd
 }
 
-// checkCommand checks a store (or a backup) as the coordinator does at
-// start.
-func checkCommand(_ context.Context, args []string, stderr io.Writer) error {
-	fs, data := storeFlags("check", "check (--data DIR | --file FILE) --key KEY [--model-keys DIR]", stderr)
-	file := fs.String("file", "", "check this store file (a backup) instead of DATA/coordinator.db")
-	keyFile := fs.String("key", "", "the model-signing private key (required)")
-	modelKeys := fs.String("model-keys", "", "further model-signing public keys (a key rotation)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+// newCheckCommand checks a store (or a backup) as the coordinator does
+// at start.
+func newCheckCommand() *cobra.Command {
+	cmd, data := storeCommand("check (--data DIR | --file FILE) --key KEY [--model-keys KEYS]", "Check a store or a backup as the coordinator does at start", defaultData)
+	file := cmd.Flags().String("file", "", "check this store file (a backup) instead of DATA/coordinator.db")
+	keyFile := cmd.Flags().String("key", "", "the model-signing private key (required)")
+	modelKeys := modelKeysFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return cli.Usagef("check: unexpected arguments %q", args)
+		}
+		keys, err := keyring(*keyFile, *modelKeys)
+		if err != nil {
+			return err
+		}
+		path := *file
+		if path == "" {
+			path = filepath.Join(*data, "coordinator.db")
+		}
+		if err := store.CheckStoreFile(path, keys); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: consistent\n", path)
+		return nil
 	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("check: unexpected arguments %q", fs.Args())
-	}
-	keys, err := keyring(*keyFile, *modelKeys)
-	if err != nil {
-		return err
-	}
-	path := *file
-	if path == "" {
-		path = filepath.Join(*data, "coordinator.db")
-	}
-	if err := store.CheckStoreFile(path, keys); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "%s: consistent\n", path)
-	return nil
+	return cmd
 }
 
-// restoreCommand installs a checked backup as the store of a stopped
+// newRestoreCommand installs a checked backup as the store of a stopped
 // coordinator.
-func restoreCommand(_ context.Context, args []string, stderr io.Writer) error {
-	fs, data := storeFlags("restore", "restore --data DIR --from FILE --key KEY [--model-keys DIR]", stderr)
-	from := fs.String("from", "", "backup file to restore (required)")
-	keyFile := fs.String("key", "", "the model-signing private key (required)")
-	modelKeys := fs.String("model-keys", "", "further model-signing public keys (a key rotation)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func newRestoreCommand() *cobra.Command {
+	cmd, data := storeCommand("restore --data DIR --from FILE --key KEY [--model-keys KEYS]", "Install a checked backup as the store of a stopped coordinator", defaultData)
+	from := cmd.Flags().String("from", "", "backup file to restore (required)")
+	keyFile := cmd.Flags().String("key", "", "the model-signing private key (required)")
+	modelKeys := modelKeysFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if *from == "" || len(args) > 0 {
+			return cli.Usagef("restore: --from FILE is required, and nothing else")
+		}
+		keys, err := keyring(*keyFile, *modelKeys)
+		if err != nil {
+			return err
+		}
+		old, err := store.RestoreStore(*data, *from, keys)
+		if err != nil {
+			return err
+		}
+		stderr := cmd.ErrOrStderr()
+		if old != "" {
+			fmt.Fprintf(stderr, "restored %s into %s; the store it replaced is %s\n", *from, *data, old)
+		} else {
+			fmt.Fprintf(stderr, "restored %s into %s\n", *from, *data)
+		}
+		return nil
 	}
-	if *from == "" || fs.NArg() > 0 {
-		return cli.Usagef("restore: --from FILE is required, and nothing else")
-	}
-	keys, err := keyring(*keyFile, *modelKeys)
-	if err != nil {
-		return err
-	}
-	old, err := store.RestoreStore(*data, *from, keys)
-	if err != nil {
-		return err
-	}
-	if old != "" {
-		fmt.Fprintf(stderr, "restored %s into %s; the store it replaced is %s\n", *from, *data, old)
-	} else {
-		fmt.Fprintf(stderr, "restored %s into %s\n", *from, *data)
-	}
-	return nil
+	return cmd
 }

@@ -234,7 +234,7 @@ func TestAuthModelKeyRetire(t *testing.T) {
 	d := natsauth.Dir{Path: dir}
 	trust := d.File(natsauth.ModelKeysDir)
 	art1, art2 := filepath.Join(t.TempDir(), "v1.esa"), filepath.Join(t.TempDir(), "v2.esa")
-	if _, _, err := run(t, "model", "sign", "edge", "--key", d.ModelKeyFile("model-1"), "-o", art1, "--version", "1"); err != nil {
+	if _, _, err := run(t, "model", "sign", "edge", "--key", d.ModelKeyFile("model-1"), "--out", art1, "--version", "1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := run(t, "auth", "model-key", "retire", "model-1", "--dir", dir); err == nil || !strings.Contains(err.Error(), "signing key") {
@@ -243,20 +243,20 @@ func TestAuthModelKeyRetire(t *testing.T) {
 	if _, _, err := run(t, "auth", "model-key", "rotate", "--dir", dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := run(t, "model", "sign", "edge", "--key", d.ModelKeyFile("model-2"), "-o", art2, "--version", "2"); err != nil {
+	if _, _, err := run(t, "model", "sign", "edge", "--key", d.ModelKeyFile("model-2"), "--out", art2, "--version", "2"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := run(t, "model", "verify", art1, "--keys", trust); err != nil {
+	if _, _, err := run(t, "model", "verify", art1, "--model-keys", trust); err != nil {
 		t.Fatalf("model-1's artifact during the overlap: %v", err)
 	}
 	out, _, err := run(t, "auth", "model-key", "retire", "model-1", "--dir", dir)
 	if err != nil || !strings.Contains(out, "retired") {
 		t.Fatalf("retire: %v\n%s", err, out)
 	}
-	if _, _, err := run(t, "model", "verify", art1, "--keys", trust); !errors.Is(err, quant.ErrRetiredKey) {
+	if _, _, err := run(t, "model", "verify", art1, "--model-keys", trust); !errors.Is(err, quant.ErrRetiredKey) {
 		t.Fatalf("model-1's artifact after retirement: %v, want ErrRetiredKey", err)
 	}
-	if _, _, err := run(t, "model", "verify", art2, "--keys", trust); err != nil {
+	if _, _, err := run(t, "model", "verify", art2, "--model-keys", trust); err != nil {
 		t.Fatalf("model-2's artifact: %v", err)
 	}
 	if _, err := os.Stat(d.ModelKeyFile("model-1")); !errors.Is(err, os.ErrNotExist) {

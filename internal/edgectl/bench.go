@@ -34,7 +34,7 @@ func newBenchCommand() *cobra.Command {
 decides whether a learned policy fits a scheduling cycle's budget here.
 
 It runs the float model (a shipped name, .esm or float32 .esa; default
-"default"; an .esa's signature is checked only with --keys, since bench
+"default"; an .esa's signature is checked only with --model-keys, since bench
 only measures) in the simulator for one run to gather real candidate
 rows, quantizes it to int8 on those rows (unsigned, in memory), and builds
 one decision of --candidates nodes of one pod from them. Then it scores
@@ -66,7 +66,7 @@ ratios, not single runs.`,
 	fl.StringVar(&f.nodes, "nodes", "", "openb node list (default openb:all_node)")
 	fl.StringVar(&f.pods, "pods", "", "openb pod list (default openb:default)")
 	fl.StringVar(&f.scenario, "scenario", "", "scenario file or builtin:NAME instead of openb lists")
-	fl.StringSliceVar(&f.keys, "keys", nil, "public keys (files or directories of *.pub) to verify an .esa model")
+	addModelKeysFlag(fl, &f.keys, "to verify an .esa model")
 	fl.IntVar(&f.candidates, "candidates", 1000, "candidate nodes in the measured decision (1-100000)")
 	fl.IntVar(&f.reps, "reps", 5, "repetitions per scorer (1-100); the median is reported")
 	fl.DurationVar(&f.minTime, "min-time", 200*time.Millisecond, "least time per repetition (up to 1m)")

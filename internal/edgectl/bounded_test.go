@@ -208,7 +208,7 @@ func TestBoundedInputs(t *testing.T) {
 		{"pods from /dev/zero", []string{"sim", "--pods", "/dev/zero", "--policies", "best-fit", "--progress", "never"}, nil, 0, "not a regular file (a character device)"},
 		{"pods from a FIFO", []string{"sim", "--pods", fifo, "--policies", "best-fit", "--progress", "never"}, nil, 0, "not a regular file (a named pipe (FIFO))"},
 		{"pod CSV over the row limit", []string{"sim", "--pods", bigCSV, "--policies", "best-fit", "--progress", "never"}, nil, 0, "more than 200000 rows"},
-		{"--keys a 256 MiB file", []string{"model", "verify", "--keys", sparse("big.pub", 256<<20), filepath.Join(dir, "x.esa")}, nil, 0, "the limit is 4096"},
+		{"--keys a 256 MiB file", []string{"model", "verify", "--model-keys", sparse("big.pub", 256<<20), filepath.Join(dir, "x.esa")}, nil, 0, "the limit is 4096"},
 		{"model inspect a 1 GiB file", []string{"model", "inspect", sparse("big.esa", 1<<30)}, nil, 0, "input exceeds its size limit"},
 		{"training config over 1 MiB", []string{"train", "--config", longCfg, "--out", filepath.Join(dir, "out1"), "--progress", "never"}, nil, 0, "the limit is 1048576"},
 		{"empty training config", []string{"train", "--config", emptyCfg, "--out", filepath.Join(dir, "out2"), "--progress", "never"}, nil, 0, "has no settings"},

@@ -168,7 +168,7 @@ func learnedFactory(name string, opt quant.DecodeOptions) (sim.Factory, error) {
 		a, err := quant.ReadFile(ref, opt)
 		if err != nil {
 			if errors.Is(err, quant.ErrUnknownKey) || errors.Is(err, quant.ErrUnsigned) {
-				return sim.Factory{}, fmt.Errorf("%w (give its public key with --keys, or --allow-unsigned)", err)
+				return sim.Factory{}, fmt.Errorf("%w (give its public key with --model-keys, or --allow-unsigned)", err)
 			}
 			return sim.Factory{}, err
 		}

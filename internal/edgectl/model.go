@@ -53,11 +53,11 @@ type artifactFlags struct {
 func (f *artifactFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.key, "key", "", "private key file to sign with (from 'edgectl model keygen'); required")
-	fl.StringVarP(&f.out, "out", "o", "", "artifact file to write; required")
+	addOutFileFlag(fl, &f.out, "artifact file to write; required")
 	fl.Uint64Var(&f.version, "version", 1, "model version (loaders refuse versions that do not increase)")
 	fl.Uint64Var(&f.round, "round", 0, "federated round that produced the model")
 	fl.StringVar(&f.parent, "parent", "", "model ID of the parent model (default: the input's own ID)")
-	fl.StringSliceVar(&f.keys, "keys", nil, "public keys (files or directories of *.pub) to verify an input artifact")
+	addModelKeysFlag(fl, &f.keys, "to verify an input artifact")
 	fl.BoolVar(&f.allowUnsigned, "allow-unsigned", false, "accept an unsigned input artifact")
 }
 

@@ -25,7 +25,7 @@ func newModelExportCommand() *cobra.Command {
 		Use:   "export MODEL",
 		Short: "Write a float model as a standard ONNX graph (for PyTorch, ONNX Runtime, notebooks)",
 		Long: fmt.Sprintf(`export writes the float policy of MODEL (a shipped model name, a training
-output .esm, or a float32 artifact .esa, verified with --keys) in an exchange
+output .esm, or a float32 artifact .esa, verified with --model-keys) in an exchange
 format. The only format is onnx: ONNX IR version %d, opset %d, standard
 operators only, in the layout PyTorch's exporter gives nn.Linear and nn.ReLU
 or nn.Tanh (Gemm with transB=1, then Relu or Tanh as the model's hidden
@@ -36,8 +36,8 @@ schema and the decision rule are in the model's metadata.
 
 'edgectl model import' reads the file back (bit-identical weights);
 docs/quant.md "To PyTorch and back" shows the way through PyTorch.`, onnx.IRVersion, onnx.Opset, onnx.InputName, policy.NumFeatures, onnx.ScoreName, onnx.ValueName),
-		Example: `  edgectl model export default --format onnx -o default.onnx
-  edgectl model export out/train/edge/model.esm --format onnx --critic -o edge.onnx`,
+		Example: `  edgectl model export default --format onnx --out default.onnx
+  edgectl model export out/train/edge/model.esm --format onnx --critic --out edge.onnx`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, args[0])
@@ -45,9 +45,9 @@ docs/quant.md "To PyTorch and back" shows the way through PyTorch.`, onnx.IRVers
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.format, "format", "onnx", "exchange format: onnx")
-	fl.StringVarP(&f.out, "out", "o", "", "file to write; required")
+	addOutFileFlag(fl, &f.out, "file to write; required")
 	fl.BoolVar(&f.critic, "critic", false, "also export the critic (a second output, "+onnx.ValueName+")")
-	fl.StringSliceVar(&f.keys, "keys", nil, "public keys (files or directories of *.pub) to verify an input artifact")
+	addModelKeysFlag(fl, &f.keys, "to verify an input artifact")
 	fl.BoolVar(&f.allowUnsigned, "allow-unsigned", false, "accept an unsigned input artifact")
 	return cmd
 }

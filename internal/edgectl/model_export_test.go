@@ -15,7 +15,7 @@ func TestModelExport(t *testing.T) {
 	dir := t.TempDir()
 	for _, critic := range []bool{false, true} {
 		path := filepath.Join(dir, "edge.onnx")
-		args := []string{"model", "export", "edge", "--format", "onnx", "-o", path}
+		args := []string{"model", "export", "edge", "--format", "onnx", "--out", path}
 		if critic {
 			args = append(args, "--critic")
 		}
@@ -55,15 +55,15 @@ func TestModelExport(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--format", "tflite", "-o", filepath.Join(dir, "x")}, `--format: "tflite"`},
+		{[]string{"--format", "tflite", "--out", filepath.Join(dir, "x")}, `--format: "tflite"`},
 		{[]string{"--format", "onnx"}, "--out: required"},
-		{[]string{"-o", filepath.Join(dir, "x.onnx"), "--keys", filepath.Join(dir, "none")}, "none"},
+		{[]string{"--out", filepath.Join(dir, "x.onnx"), "--model-keys", filepath.Join(dir, "none")}, "none"},
 	} {
 		if _, _, err := run(t, append([]string{"model", "export", "edge"}, tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
 		}
 	}
-	if _, _, err := run(t, "model", "export", "nosuchmodel", "-o", filepath.Join(dir, "x.onnx")); err == nil {
+	if _, _, err := run(t, "model", "export", "nosuchmodel", "--out", filepath.Join(dir, "x.onnx")); err == nil {
 		t.Error("exported a model that does not exist")
 	}
 }

@@ -42,16 +42,16 @@ columns are the features of %s in order (docs/policy.md) and say so with
 A Tanh network runs in the float path only ('edgectl sim --policies
 learned:FILE.esm'): 'edgectl model quantize' refuses it, since the int8
 scheme keeps unsigned 8-bit activations after each ReLU.`, policy.NumFeatures, policy.SchemaID),
-		Example: `  edgectl model import default.onnx -o default.esm
-  edgectl model import mlp_from_pytorch.onnx --schema-id ` + policy.SchemaID + ` -o mlp.esm
-  edgectl model quantize mlp.esm --key keys/coordinator.key -o mlp-int8.esa`,
+		Example: `  edgectl model import default.onnx --out default.esm
+  edgectl model import mlp_from_pytorch.onnx --schema-id ` + policy.SchemaID + ` --out mlp.esm
+  edgectl model quantize mlp.esm --key keys/coordinator.key --out mlp-int8.esa`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, args[0])
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.out, "out", "o", "", "model file (.esm) to write; required")
+	addOutFileFlag(fl, &f.out, "model file (.esm) to write; required")
 	fl.StringVar(&f.schemaID, "schema-id", "", "feature schema of a file without edgesched metadata (must be "+policy.SchemaID+")")
 	fl.IntVar(&f.criticHidden, "critic-hidden", def.CriticHidden, "hidden width of the new critic of a file without one")
 	fl.Uint64Var(&f.seed, "seed", def.Seed, "seed of the new critic's initialisation")

@@ -22,10 +22,10 @@ func TestModelImportRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"default", "edge", "edge-carbon"} {
 		x, esm := filepath.Join(dir, name+".onnx"), filepath.Join(dir, name+".esm")
-		if _, _, err := run(t, "model", "export", name, "--critic", "-o", x); err != nil {
+		if _, _, err := run(t, "model", "export", name, "--critic", "--out", x); err != nil {
 			t.Fatal(err)
 		}
-		out, _, err := run(t, "model", "import", x, "-o", esm)
+		out, _, err := run(t, "model", "import", x, "--out", esm)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,10 +115,10 @@ func TestModelImportOutside(t *testing.T) {
 	keys := keyDir(t, "coord")
 	src, esm, esa := filepath.Join(dir, "mlp.onnx"), filepath.Join(dir, "mlp.esm"), filepath.Join(dir, "mlp-int8.esa")
 	pytorchMLP(t, src, 5, "Relu")
-	if _, _, err := run(t, "model", "import", src, "-o", esm); err == nil || !strings.Contains(err.Error(), "--schema-id "+policy.SchemaID) {
+	if _, _, err := run(t, "model", "import", src, "--out", esm); err == nil || !strings.Contains(err.Error(), "--schema-id "+policy.SchemaID) {
 		t.Fatalf("import without a schema: %v", err)
 	}
-	out, _, err := run(t, "model", "import", src, "--schema-id", policy.SchemaID, "-o", esm)
+	out, _, err := run(t, "model", "import", src, "--schema-id", policy.SchemaID, "--out", esm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestModelImportOutside(t *testing.T) {
 			t.Errorf("import output lacks %q:\n%s", want, out)
 		}
 	}
-	out, _, err = run(t, "model", "quantize", esm, "--calib-seeds", "9001", "--eval-seeds", "1", "--key", filepath.Join(keys, "coord.key"), "-o", esa)
+	out, _, err = run(t, "model", "quantize", esm, "--calib-seeds", "9001", "--eval-seeds", "1", "--key", filepath.Join(keys, "coord.key"), "--out", esa)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,10 +137,10 @@ func TestModelImportOutside(t *testing.T) {
 		}
 	}
 	t.Logf("quantize:\n%s", out)
-	if out, _, err := run(t, "model", "verify", esa, "--keys", keys); err != nil {
+	if out, _, err := run(t, "model", "verify", esa, "--model-keys", keys); err != nil {
 		t.Fatalf("verify: %v\n%s", err, out)
 	}
-	ms := simMeasures(t, []string{"learned:" + esa}, "--keys", keys)[0]
+	ms := simMeasures(t, []string{"learned:" + esa}, "--model-keys", keys)[0]
 	t.Logf("the outside MLP, int8, on openb (seed 1): %v pods placed of %v, unallocated GPU share at 100%% %.4f", ms["pods_placed"], ms["pods_arrived"], ms["unallocated_gpu_share_at_100"])
 	if ms["pods_placed"] < 1000 || ms["pods_placed"] > ms["pods_arrived"] {
 		t.Errorf("the imported model placed %v of %v pods", ms["pods_placed"], ms["pods_arrived"])
@@ -160,10 +160,10 @@ func TestModelImportRefuses(t *testing.T) {
 		want string
 	}{
 		{[]string{src}, "--out: required"},
-		{[]string{src, "-o", filepath.Join(dir, "x.esm"), "--schema-id", "edgesched.features/v0"}, `schema "edgesched.features/v0", this build computes`},
-		{[]string{src, "-o", filepath.Join(dir, "x.esm"), "--schema-id", policy.SchemaID, "--critic-hidden", "0"}, "critic hidden width 0"},
-		{[]string{bad, "-o", filepath.Join(dir, "x.esm")}, "bad.onnx: onnx: bad file"},
-		{[]string{filepath.Join(dir, "missing.onnx"), "-o", filepath.Join(dir, "x.esm")}, "no such file"},
+		{[]string{src, "--out", filepath.Join(dir, "x.esm"), "--schema-id", "edgesched.features/v0"}, `schema "edgesched.features/v0", this build computes`},
+		{[]string{src, "--out", filepath.Join(dir, "x.esm"), "--schema-id", policy.SchemaID, "--critic-hidden", "0"}, "critic hidden width 0"},
+		{[]string{bad, "--out", filepath.Join(dir, "x.esm")}, "bad.onnx: onnx: bad file"},
+		{[]string{filepath.Join(dir, "missing.onnx"), "--out", filepath.Join(dir, "x.esm")}, "no such file"},
 	} {
 		if _, _, err := run(t, append([]string{"model", "import"}, tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
@@ -184,7 +184,7 @@ func TestModelImportTanh(t *testing.T) {
 	keys := keyDir(t, "coord")
 	src, esm, twin := filepath.Join(dir, "tanh.onnx"), filepath.Join(dir, "tanh.esm"), filepath.Join(dir, "relu-twin.esm")
 	pytorchMLP(t, src, 5, "Tanh")
-	out, _, err := run(t, "model", "import", src, "--schema-id", policy.SchemaID, "-o", esm)
+	out, _, err := run(t, "model", "import", src, "--schema-id", policy.SchemaID, "--out", esm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,10 +202,10 @@ func TestModelImportTanh(t *testing.T) {
 	}
 	// export writes the Tanh layers; importing that file gives the model file back
 	back, again := filepath.Join(dir, "back.onnx"), filepath.Join(dir, "again.esm")
-	if out, _, err = run(t, "model", "export", esm, "--critic", "-o", back); err != nil || !strings.Contains(out, "(Gemm+Tanh, Gemm+Tanh, Gemm)") {
+	if out, _, err = run(t, "model", "export", esm, "--critic", "--out", back); err != nil || !strings.Contains(out, "(Gemm+Tanh, Gemm+Tanh, Gemm)") {
 		t.Fatalf("export of the Tanh model: %v\n%s", err, out)
 	}
-	if _, _, err = run(t, "model", "import", back, "-o", again); err != nil {
+	if _, _, err = run(t, "model", "import", back, "--out", again); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := readFile(t, esm), readFile(t, again); string(a) != string(b) {
@@ -227,7 +227,7 @@ func TestModelImportTanh(t *testing.T) {
 		t.Error("the Tanh model and its ReLU twin schedule alike: the simulator ignores the activation")
 	}
 	esa := filepath.Join(dir, "tanh-int8.esa")
-	_, errOut, err := run(t, "model", "quantize", esm, "--calib-seeds", "9001", "--eval-seeds", "1", "--key", filepath.Join(keys, "coord.key"), "-o", esa)
+	_, errOut, err := run(t, "model", "quantize", esm, "--calib-seeds", "9001", "--eval-seeds", "1", "--key", filepath.Join(keys, "coord.key"), "--out", esa)
 	want := "the network's hidden layers are tanh and tanh: the int8 path runs ReLU networks only"
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), esm) {
 		t.Fatalf("quantize of a Tanh model: %v, want an error naming %s and %q", err, esm, want)
@@ -236,7 +236,7 @@ func TestModelImportTanh(t *testing.T) {
 	if strings.Contains(errOut, "calibration run") {
 		t.Errorf("quantize ran calibration before refusing:\n%s", errOut)
 	}
-	if _, _, err := run(t, "model", "sign", esm, "--key", filepath.Join(keys, "coord.key"), "-o", esa); err == nil || !strings.Contains(err.Error(), "artifacts carry ReLU networks only") {
+	if _, _, err := run(t, "model", "sign", esm, "--key", filepath.Join(keys, "coord.key"), "--out", esa); err == nil || !strings.Contains(err.Error(), "artifacts carry ReLU networks only") {
 		t.Fatalf("sign of a Tanh model: %v", err)
 	}
 	if _, err := os.Stat(esa); err == nil {

@@ -20,10 +20,10 @@ func newModelInspectCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspect FILE",
 		Short: "Print an artifact's header, tensors and signature status",
-		Long: `inspect prints an artifact's header and tensor table. With --keys the
+		Long: `inspect prints an artifact's header and tensor table. With --model-keys the
 signature is verified; without, a signed artifact is shown as "not verified"
 (its content is still checked) and an unsigned one as "unsigned".`,
-		Example: `  edgectl model inspect default-int8.esa --keys keys/
+		Example: `  edgectl model inspect default-int8.esa --model-keys keys/
   edgectl model inspect default-int8.esa -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -44,7 +44,7 @@ signature is verified; without, a signed artifact is shown as "not verified"
 				// No keyring: check the content under a throwaway keyring
 				// holding nobody; the signature is reported as unverified.
 				a, err = decodeUnverified(b)
-				status = "not verified (no --keys)"
+				status = "not verified (no --model-keys)"
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
@@ -100,7 +100,7 @@ signature is verified; without, a signed artifact is shown as "not verified"
 			})
 		},
 	}
-	cmd.Flags().StringSliceVar(&keys, "keys", nil, "public keys (files or directories of *.pub) to verify the signature with")
+	addModelKeysFlag(cmd.Flags(), &keys, "to verify the signature with")
 	addOutputFlag(cmd, &output)
 	return cmd
 }

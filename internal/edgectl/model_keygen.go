@@ -16,7 +16,7 @@ func newModelKeygenCommand() *cobra.Command {
 		Use:   "keygen",
 		Short: "Make an ed25519 signing key pair (NAME.key, mode 0600, and NAME.pub)",
 		Example: `  edgectl model keygen --dir keys --name coordinator
-  edgectl model sign default --key keys/coordinator.key -o default.esa`,
+  edgectl model sign default --key keys/coordinator.key --out default.esa`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
@@ -33,7 +33,7 @@ func newModelKeygenCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "key %s\nprivate %s (keep it secret)\npublic  %s (give it to loaders: --keys)\n", s.ID, priv, pub)
+			fmt.Fprintf(cmd.OutOrStdout(), "key %s\nprivate %s (keep it secret)\npublic  %s (give it to loaders: --model-keys)\n", s.ID, priv, pub)
 			return nil
 		},
 	}

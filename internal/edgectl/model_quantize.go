@@ -42,8 +42,8 @@ learned:FILE.esm').
 
 Inputs are as in 'edgectl sim': openb lists (inflate) or a scenario (replay;
 with a workload generator the seeds select generated workloads).`,
-		Example: `  edgectl model quantize default --key keys/coordinator.key -o default-int8.esa
-  edgectl model quantize edge --scenario builtin:retail-fleet --key keys/coordinator.key -o edge-int8.esa`,
+		Example: `  edgectl model quantize default --key keys/coordinator.key --out default-int8.esa
+  edgectl model quantize edge --scenario builtin:retail-fleet --key keys/coordinator.key --out edge-int8.esa`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, args[0])

@@ -17,9 +17,9 @@ func newModelSignCommand() *cobra.Command {
 		Long: `sign writes a float32 artifact (actor and critic: what training and federated
 aggregation work on) of MODEL: a shipped model name (default, edge, edge-carbon), a
 training output (.esm) or another float32 artifact (.esa, re-signed; give
---keys to verify it first).`,
-		Example: `  edgectl model sign default --key keys/coordinator.key -o default-f32.esa --version 7
-  edgectl model sign out/train/edge/model.esm --key keys/coordinator.key -o edge-f32.esa`,
+--model-keys to verify it first).`,
+		Example: `  edgectl model sign default --key keys/coordinator.key --out default-f32.esa --version 7
+  edgectl model sign out/train/edge/model.esm --key keys/coordinator.key --out edge-f32.esa`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := f.signer()

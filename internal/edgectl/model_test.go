@@ -44,7 +44,7 @@ func TestModelSignInspectVerify(t *testing.T) {
 	dir := t.TempDir()
 	v1, v2 := filepath.Join(dir, "v1.esa"), filepath.Join(dir, "v2.esa")
 	for _, c := range []struct{ out, version string }{{v1, "1"}, {v2, "2"}} {
-		out, _, err := run(t, "model", "sign", "edge", "--key", filepath.Join(keys, "coord.key"), "-o", c.out, "--version", c.version)
+		out, _, err := run(t, "model", "sign", "edge", "--key", filepath.Join(keys, "coord.key"), "--out", c.out, "--version", c.version)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestModelSignInspectVerify(t *testing.T) {
 			t.Fatalf("sign output:\n%s", out)
 		}
 	}
-	out, _, err := run(t, "model", "inspect", v2, "--keys", keys)
+	out, _, err := run(t, "model", "inspect", v2, "--model-keys", keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestModelSignInspectVerify(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &doc) != nil || doc.Header.Version != 2 || doc.Header.DType != "float32" {
 		t.Fatalf("inspect -o json: %v\n%s", err, out)
 	}
-	if out, _, err = run(t, "model", "verify", v2, "--keys", keys, "--current", v1); err != nil || !strings.Contains(out, "ok: float32") {
+	if out, _, err = run(t, "model", "verify", v2, "--model-keys", keys, "--current", v1); err != nil || !strings.Contains(out, "ok: float32") {
 		t.Fatalf("verify newer: %v %s", err, out)
 	}
 	for _, tc := range []struct {
@@ -83,13 +83,13 @@ func TestModelSignInspectVerify(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"rollback", []string{"model", "verify", v1, "--keys", keys, "--current", v2}, "does not increase"},
-		{"wrong keyring", []string{"model", "verify", v1, "--keys", other}, "unknown signing key"},
-		{"no keyring", []string{"model", "verify", v1}, "--keys: required"},
-		{"tampered", []string{"model", "verify", tamper(t, v1), "--keys", keys}, "does not verify"},
-		{"sign without key", []string{"model", "sign", "edge", "-o", filepath.Join(dir, "x.esa")}, "--key: required"},
-		{"sign unknown model", []string{"model", "sign", "nosuch", "--key", filepath.Join(keys, "coord.key"), "-o", filepath.Join(dir, "x.esa")}, "no such shipped model"},
-		{"sign with a public key", []string{"model", "sign", "edge", "--key", filepath.Join(keys, "coord.pub"), "-o", filepath.Join(dir, "x.esa")}, "bad key"},
+		{"rollback", []string{"model", "verify", v1, "--model-keys", keys, "--current", v2}, "does not increase"},
+		{"wrong keyring", []string{"model", "verify", v1, "--model-keys", other}, "unknown signing key"},
+		{"no keyring", []string{"model", "verify", v1}, "--model-keys: required"},
+		{"tampered", []string{"model", "verify", tamper(t, v1), "--model-keys", keys}, "does not verify"},
+		{"sign without key", []string{"model", "sign", "edge", "--out", filepath.Join(dir, "x.esa")}, "--key: required"},
+		{"sign unknown model", []string{"model", "sign", "nosuch", "--key", filepath.Join(keys, "coord.key"), "--out", filepath.Join(dir, "x.esa")}, "no such shipped model"},
+		{"sign with a public key", []string{"model", "sign", "edge", "--key", filepath.Join(keys, "coord.pub"), "--out", filepath.Join(dir, "x.esa")}, "bad key"},
 		{"inspect junk", []string{"model", "inspect", filepath.Join(keys, "coord.pub")}, "magic"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,7 +120,7 @@ func TestModelQuantizeThenSimulate(t *testing.T) {
 	keys := keyDir(t, "coord")
 	q := filepath.Join(t.TempDir(), "edge-int8.esa")
 	out, errOut, err := run(t, "model", "quantize", "edge", "--scenario", "builtin:factory-vision", "--calib-seeds", "1", "--eval-seeds", "2",
-		"--key", filepath.Join(keys, "coord.key"), "-o", q, "--version", "3", "--progress", "always")
+		"--key", filepath.Join(keys, "coord.key"), "--out", q, "--version", "3", "--progress", "always")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestModelQuantizeThenSimulate(t *testing.T) {
 		}
 	}
 	// inspect names the int8 scheme and the kernel this build scores with
-	out, _, err = run(t, "model", "inspect", q, "--keys", keys)
+	out, _, err = run(t, "model", "inspect", q, "--model-keys", keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,11 +146,11 @@ func TestModelQuantizeThenSimulate(t *testing.T) {
 			t.Errorf("inspect of the int8 artifact lacks %q:\n%s", want, out)
 		}
 	}
-	out, _, err = run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "learned:edge,learned:"+q, "--keys", keys, "--progress", "never")
+	out, _, err = run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "learned:edge,learned:"+q, "--model-keys", keys, "--progress", "never")
 	if err != nil || !strings.Contains(out, "learned:"+q) {
 		t.Fatalf("sim with the int8 artifact: %v\n%s", err, out)
 	}
-	if _, _, err := run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "learned:"+q, "--progress", "never"); err == nil || !strings.Contains(err.Error(), "--keys") {
+	if _, _, err := run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "learned:"+q, "--progress", "never"); err == nil || !strings.Contains(err.Error(), "--model-keys") {
 		t.Fatalf("sim without keys: %v", err)
 	}
 	for _, tc := range []struct {
@@ -164,10 +164,29 @@ func TestModelQuantizeThenSimulate(t *testing.T) {
 		{"no out", []string{"-o", ""}, "--out: required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"model", "quantize", "edge", "--key", filepath.Join(keys, "coord.key"), "-o", filepath.Join(t.TempDir(), "x.esa")}, tc.args...)
+			args := append([]string{"model", "quantize", "edge", "--key", filepath.Join(keys, "coord.key"), "--out", filepath.Join(t.TempDir(), "x.esa")}, tc.args...)
 			if _, _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want one naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestModelDeprecatedNames: --keys (now --model-keys) and the file's -o
+// (now --out; -o is the output format everywhere else) still work, each
+// with a warning on stderr naming the new flag, and stdout stays data.
+func TestModelDeprecatedNames(t *testing.T) {
+	keys := keyDir(t, "coord")
+	art := filepath.Join(t.TempDir(), "m.esa")
+	out, errOut, err := run(t, "model", "sign", "edge", "--key", filepath.Join(keys, "coord.key"), "-o", art)
+	if err != nil || !strings.Contains(errOut, "Flag shorthand -o has been deprecated, use --out instead") || strings.Contains(out, "deprecated") {
+		t.Fatalf("sign -o: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	out, errOut, err = run(t, "model", "verify", art, "--keys", keys)
+	if err != nil || !strings.Contains(errOut, "Flag --keys has been deprecated, use --model-keys instead") || strings.Contains(out, "deprecated") {
+		t.Fatalf("verify --keys: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	if _, _, err := run(t, "model", "verify", art, "--keys", keys, "--model-keys", keys); err == nil || !strings.Contains(err.Error(), "--keys and --model-keys are the same flag") {
+		t.Fatalf("both names: %v", err)
 	}
 }

@@ -15,15 +15,15 @@ func newModelVerifyCommand() *cobra.Command {
 		Use:   "verify FILE",
 		Short: "Check an artifact's signature, schema and (with --current) that its version increases",
 		Long: `verify decodes FILE as a loader would: the signature must verify against
---keys, the content must be well formed and match this build's feature
+--model-keys, the content must be well formed and match this build's feature
 schema, and with --current the version must be above the running model's
 (rollback protection). It exits non-zero with the reason otherwise.`,
-		Example: `  edgectl model verify default-int8.esa --keys keys/
-  edgectl model verify next.esa --keys keys/ --current running.esa`,
+		Example: `  edgectl model verify default-int8.esa --model-keys keys/
+  edgectl model verify next.esa --model-keys keys/ --current running.esa`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(keys) == 0 {
-				return fmt.Errorf("--keys: required (public keys the artifact may be signed with)")
+				return fmt.Errorf("--model-keys: required (public keys the artifact may be signed with)")
 			}
 			opt, err := decodeOptions(keys, false)
 			if err != nil {
@@ -46,7 +46,7 @@ schema, and with --current the version must be above the running model's
 			return nil
 		},
 	}
-	cmd.Flags().StringSliceVar(&keys, "keys", nil, "public keys (files or directories of *.pub); required")
+	addModelKeysFlag(cmd.Flags(), &keys, "; required")
 	cmd.Flags().StringVar(&current, "current", "", "the running model's artifact: refuse FILE unless its version is higher")
 	return cmd
 }

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	"github.com/edgesched/edgesched/internal/cli"
@@ -28,6 +30,27 @@ func checkOutput(v string) error {
 func addOutputFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVarP(p, "output", "o", "table", "output format: table, json or yaml")
 	_ = cmd.RegisterFlagCompletionFunc("output", complete(fixed(outputFormats...), false))
+}
+
+// addModelKeysFlag registers --model-keys (the trusted model-signing
+// public keys: files or directories of *.pub) with the purpose for the
+// help, and --keys, its deprecated name (docs/cli.md, "One name per
+// concept").
+func addModelKeysFlag(fl *pflag.FlagSet, p *[]string, purpose string) {
+	sep := " "
+	if strings.HasPrefix(purpose, ";") {
+		sep = ""
+	}
+	fl.StringSliceVar(p, "model-keys", nil, "trusted model-signing public keys (files or directories of *.pub, comma-separated or repeated)"+sep+purpose)
+	cli.DeprecatedAlias(fl, "keys", "model-keys")
+}
+
+// addOutFileFlag registers --out, the file a command writes, with its
+// former shorthand -o deprecated: -o is the output format everywhere
+// else.
+func addOutFileFlag(fl *pflag.FlagSet, p *string, usage string) {
+	fl.StringVarP(p, "out", "o", "", usage)
+	cli.DeprecatedShorthand(fl, "out")
 }
 
 // printData writes v as the format asks: indented JSON, YAML of the same

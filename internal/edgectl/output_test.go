@@ -61,8 +61,8 @@ var notData = map[string]string{
 	"model export":           "writes an ONNX file",
 	"model import":           "writes an artifact",
 	"model keygen":           "writes a key pair",
-	"model quantize":         "writes an artifact (-o is the file)",
-	"model sign":             "writes an artifact (-o is the file)",
+	"model quantize":         "writes an artifact (--out is the file)",
+	"model sign":             "writes an artifact (--out is the file)",
 	"model verify":           "a check: exit code and one line",
 	"scenario show":          "prints the scenario's YAML source itself",
 	"topology configmap":     "prints a ConfigMap manifest",
@@ -226,7 +226,7 @@ func TestOutputFormats(t *testing.T) {
 	// files the offline commands read
 	keys := keyDir(t, "coord")
 	artifact := filepath.Join(dir, "m.esa")
-	if _, _, err := run(t, "model", "sign", "edge", "--key", filepath.Join(keys, "coord.key"), "-o", artifact, "--version", "1"); err != nil {
+	if _, _, err := run(t, "model", "sign", "edge", "--key", filepath.Join(keys, "coord.key"), "--out", artifact, "--version", "1"); err != nil {
 		t.Fatal(err)
 	}
 	topo := filepath.Join(dir, "site.json")
@@ -253,7 +253,7 @@ func TestOutputFormats(t *testing.T) {
 		{path: "scenario validate", json: []string{"builtin:retail-fleet"}},
 		{path: "scenario calibrate", json: []string{"--families", "retail-stores", "--scenario-seeds", "1"}},
 		{path: "topology check", json: []string{topo}},
-		{path: "model inspect", json: []string{artifact, "--keys", keys}, dataKeyed: []string{".header.metrics"}},
+		{path: "model inspect", json: []string{artifact, "--model-keys", keys}, dataKeyed: []string{".header.metrics"}},
 		{path: "auth site list", json: []string{"--dir", fleet}},
 		{path: "explain file", json: []string{goldenExplainedPod}},
 		{path: "sim", json: []string{"--policies", "fgd,best-fit", "--progress", "never", "--target", "0.3"}, varies: true,

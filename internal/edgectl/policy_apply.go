@@ -4,22 +4,23 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/edgesched/edgesched/internal/cli"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policydoc"
 )
 
 type policyApplyFlags struct {
-	configMap       string
+	configMap       string // [NAMESPACE/]NAME
+	namespace       string // of a configMap without one
 	resourceVersion string
 	kubeconfig      string
 	context         string
@@ -45,7 +46,7 @@ func newPolicyApplyCommand() *cobra.Command {
 		Use:   "apply FILE",
 		Short: "Write a policy document into the ConfigMap the scheduler watches",
 		Long: `apply validates a policy document (YAML or JSON, - for stdin) and writes it
-under the key ` + policydoc.ConfigMapKey + ` of the ConfigMap (--configmap, default
+under the key ` + policydoc.ConfigMapKey + ` of the ConfigMap (--policy-configmap, default
 ` + policydoc.DefaultConfigMap + `) that the edgesched plugin and extender watch.
 
 The write is optimistic: an existing ConfigMap is updated with the
@@ -60,9 +61,9 @@ never replaces the one in use (the last good one keeps working).`,
 			if err := checkOutput(f.output); err != nil {
 				return err
 			}
-			ns, name, err := splitConfigMapRef(f.configMap)
+			ns, name, err := kubefmt.ParseConfigMapRef(f.configMap, f.namespace)
 			if err != nil {
-				return err
+				return cli.Usagef("--policy-configmap: %w", err)
 			}
 			if f.timeout <= 0 {
 				return fmt.Errorf("--timeout %v: must be positive", f.timeout)
@@ -93,7 +94,9 @@ never replaces the one in use (the last good one keeps working).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.configMap, "configmap", policydoc.DefaultConfigMap, "NAMESPACE/NAME of the policy ConfigMap")
+	fl.StringVar(&f.configMap, "policy-configmap", policydoc.DefaultConfigMap, "the policy ConfigMap: [NAMESPACE/]NAME, NAME alone in --namespace")
+	fl.StringVar(&f.namespace, "namespace", kubefmt.DefaultNamespace, "namespace of a --policy-configmap named without one")
+	cli.DeprecatedAlias(fl, "configmap", "policy-configmap")
 	fl.StringVar(&f.resourceVersion, "resource-version", "", "write only if the ConfigMap is at this resourceVersion (optimistic concurrency)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, else ~/.kube/config)")
 	fl.StringVar(&f.context, "context", "", "kubeconfig context (default the current context)")
@@ -145,21 +148,6 @@ func applyPolicy(ctx context.Context, client kubernetes.Interface, ns, name, doc
 	}
 	res.Action, res.ResourceVersion = "updated", updated.ResourceVersion
 	return res, nil
-}
-
-// splitConfigMapRef parses NAMESPACE/NAME.
-func splitConfigMapRef(s string) (string, string, error) {
-	ns, name, ok := strings.Cut(s, "/")
-	if !ok || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("--configmap %q: want NAMESPACE/NAME", s)
-	}
-	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-		return "", "", fmt.Errorf("--configmap %q: namespace: %s", s, strings.Join(errs, "; "))
-	}
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return "", "", fmt.Errorf("--configmap %q: name: %s", s, strings.Join(errs, "; "))
-	}
-	return ns, name, nil
 }
 
 // kubeClient builds a client from a kubeconfig.

@@ -62,7 +62,7 @@ this machine scores candidate nodes.`,
 	root.Version = cli.Info().Line("edgectl")
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version, commit and build date (as 'edgectl version')")
-	enforceContract(root)
+	cli.EnforceContract(root)
 	registerCompletions(root)
 	return root
 }

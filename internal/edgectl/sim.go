@@ -56,7 +56,7 @@ scenarios.
 Learned policies: "learned" is the shipped default model (trained on openb),
 "learned:edge" another shipped model (see models/), "learned:FILE" a model
 written by 'edgectl train', "learned:FILE.esa" a float32 or int8 artifact
-('edgectl model'), verified with --keys. The suffix @net (learned@net,
+('edgectl model'), verified with --model-keys. The suffix @net (learned@net,
 learned:FILE@net) runs the network alone, without the model's decision
 rule (docs/policy.md, "Decision rule").`,
 		Example: `  edgectl sim                                        # all baselines, openb default, inflate, seed 1
@@ -76,7 +76,7 @@ rule (docs/policy.md, "Decision rule").`,
 	fl.StringVar(&f.scenario, "scenario", "", "scenario YAML file, or builtin:NAME (see 'edgectl scenario list')")
 	fl.StringVar(&f.policies, "policies", "all", "comma-separated policies (see 'edgectl sim --help'): random-fit, best-fit, dot-product, gpu-packing, gpu-clustering, fgd, k8s-default, trimaran-tlp, all (the baselines), fgd-pressure, network-overhead, dep-load, learned, learned:NAME (shipped model) or learned:FILE")
 	fl.StringVar(&f.scenarioSeeds, "scenario-seeds", "", "scenarios with a generator: regenerate the workload with each of these seeds (N,M or N-M) and run on every one (held-out workloads)")
-	fl.StringSliceVar(&f.keys, "keys", nil, "public keys (files or directories of *.pub) that learned:FILE.esa artifacts must be signed with")
+	addModelKeysFlag(fl, &f.keys, "that learned:FILE.esa artifacts must be signed with")
 	fl.BoolVar(&f.allowUnsigned, "allow-unsigned", false, "accept unsigned learned:FILE.esa artifacts")
 	fl.StringVar(&f.versus, "versus", "", "also print a before / after / change table of every policy against this one")
 	fl.StringVar(&f.mode, "mode", "", "inflate or replay (default: inflate for openb, replay for scenarios)")

@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
@@ -31,7 +31,7 @@ each zone draws from, that grid's hourly carbon intensity, and the RTTs
 between zones (docs/edge-plugin.md, "Site topology"). The plugin reads it
 from the ConfigMap its topologyConfigMap argument names, key topology.json.`,
 	}
-	var ns, name, checkOutputFormat string
+	var ns, ref, checkOutputFormat string
 	cm := &cobra.Command{
 		Use:   "configmap FILE",
 		Short: "Check a topology file (JSON or YAML, - for stdin) and print it as a ConfigMap manifest for kubectl apply",
@@ -39,11 +39,9 @@ from the ConfigMap its topologyConfigMap argument names, key topology.json.`,
   edgectl topology from-scenario builtin:retail-fleet | edgectl topology configmap - -n my-namespace`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-				return fmt.Errorf("--namespace %q: %s", ns, strings.Join(errs, "; "))
-			}
-			if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-				return fmt.Errorf("--name %q: %s", name, strings.Join(errs, "; "))
+			ns, name, err := kubefmt.ParseConfigMapRef(ref, ns)
+			if err != nil {
+				return cli.Usagef("--topology-configmap: %w", err)
 			}
 			tp, err := readTopology(cmd.Context(), cmd.InOrStdin(), args[0])
 			if err != nil {
@@ -65,8 +63,9 @@ from the ConfigMap its topologyConfigMap argument names, key topology.json.`,
 			return err
 		},
 	}
-	cm.Flags().StringVarP(&ns, "namespace", "n", kubefmt.DefaultNamespace, "namespace of the ConfigMap (the plugin's topologyConfigMap NAMESPACE; the Helm chart's and the shipped config's is "+kubefmt.DefaultNamespace+")")
-	cm.Flags().StringVar(&name, "name", kubefmt.DefaultTopologyConfigMapName, "name of the ConfigMap (the plugin's topologyConfigMap NAME)")
+	cm.Flags().StringVarP(&ns, "namespace", "n", kubefmt.DefaultNamespace, "namespace of the ConfigMap when --topology-configmap names none (the Helm chart's and the shipped config's is "+kubefmt.DefaultNamespace+")")
+	cm.Flags().StringVar(&ref, "topology-configmap", kubefmt.DefaultTopologyConfigMapName, "the ConfigMap: [NAMESPACE/]NAME, NAME alone in --namespace (the plugin's topologyConfigMap)")
+	cli.DeprecatedAlias(cm.Flags(), "name", "topology-configmap")
 	check := &cobra.Command{
 		Use:     "check FILE",
 		Short:   "Check a topology file (JSON or YAML, - for stdin) and summarise it",

@@ -22,9 +22,9 @@
 // authenticates otherwise (user, token, inline JWT, nsc) is refused.
 //
 // The old names stay as deprecated aliases that print a warning when used:
-// --nats (the daemons' server flag), --tls-ca, --tls-cert and --tls-key.
-// Flags registers on either flag library: AddGoFlags for the daemons'
-// standard flag sets, AddPFlags for edgectl's cobra commands.
+// --nats (the daemons' server flag, Options.LegacyServerFlag), --tls-ca,
+// --tls-cert and --tls-key. AddPFlags registers them on a pflag set: every
+// edgesched binary is on cobra.
 //
 // A Flags is filled by one parse and read by one goroutine; Resolve reads
 // the environment and the context files when called, not at registration.

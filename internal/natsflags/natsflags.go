@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,6 +45,9 @@ type Options struct {
 	// LegacyEnv maps the names above (EnvURL, EnvNKey, EnvCA) to a
 	// program's former variables, read after the new ones (deprecated).
 	LegacyEnv map[string]string
+	// LegacyServerFlag registers --nats, the daemons' former name of
+	// --server, as a deprecated alias.
+	LegacyServerFlag bool
 }
 
 // Flags are the parsed connection flags.
@@ -97,10 +98,9 @@ func specs(o Options) []flagSpec {
 type value struct {
 	s   string
 	set bool
-	// deprecation warning for an alias; empty for the flag itself
-	warn    string
-	warnOut func() io.Writer
-	target  *value // an alias writes here
+	// target is the flag a deprecated alias writes to (nil for a flag
+	// itself)
+	target *value
 }
 
 func (v *value) String() string {
@@ -115,9 +115,6 @@ func (v *value) String() string {
 
 func (v *value) Set(s string) error {
 	if v.target != nil {
-		if v.warnOut != nil {
-			fmt.Fprintln(v.warnOut(), v.warn)
-		}
 		return v.target.Set(s)
 	}
 	v.s, v.set = s, true
@@ -135,50 +132,22 @@ func newFlags(o Options) *Flags {
 	return f
 }
 
-// AddGoFlags registers the flags on a standard flag set (the daemons):
-// -s and --server are the same flag there; the deprecated aliases are
-// listed with "deprecated" and warn on fs.Output() when used.
-func AddGoFlags(fs *flag.FlagSet, o Options) *Flags {
-	f := newFlags(o)
-	for _, s := range specs(o) {
-		fs.Var(f.vals[s.name], s.name, s.usage)
-		if s.short != "" {
-			fs.Var(f.vals[s.name], s.short, "shorthand for --"+s.name)
-		}
-	}
-	for old, name := range aliases {
-		fs.Var(f.alias(old, name, fs.Output), old, "deprecated: use --"+name)
-	}
-	return f
-}
-
-// AddPFlags registers the flags on a pflag set (edgectl), -s the
-// shorthand of --server; the deprecated aliases are hidden and warn
-// (pflag's deprecation).
+// AddPFlags registers the flags on a pflag set, -s the shorthand of
+// --server; the deprecated aliases are hidden and warn (pflag's
+// deprecation, on the flag set's output).
 func AddPFlags(fs *pflag.FlagSet, o Options) *Flags {
 	f := newFlags(o)
 	for _, s := range specs(o) {
 		fs.VarP(f.vals[s.name], s.name, s.short, s.usage)
 	}
 	for old, name := range aliases {
-		if name == fServer {
+		if name == fServer && !o.LegacyServerFlag {
 			continue // edgectl never had --nats
 		}
-		fs.Var(f.alias(old, name, nil), old, "") // pflag prints the warning
+		fs.Var(&value{target: f.vals[name]}, old, "deprecated: use --"+name)
 		_ = fs.MarkDeprecated(old, "use --"+name+" instead")
 	}
 	return f
-}
-
-// alias is the deprecated flag old writing into name; with warnOut it
-// warns there (the flag package has no deprecation of its own; pflag's
-// words).
-func (f *Flags) alias(old, name string, warnOut func() io.Writer) *value {
-	a := &value{target: f.vals[name]}
-	if warnOut != nil {
-		a.warn, a.warnOut = fmt.Sprintf("Flag --%s has been deprecated, use --%s instead", old, name), warnOut
-	}
-	return a
 }
 
 // Set reports whether the flag name (a setting's name: "server", "nkey",

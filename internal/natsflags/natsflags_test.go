@@ -3,7 +3,6 @@ package natsflags
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,12 +28,14 @@ func writeContext(t *testing.T, root, name, body string) {
 	}
 }
 
-func goFlags(t *testing.T, o Options, args ...string) (*Flags, string) {
+// parseFlags registers the flags on a pflag set and parses args; it
+// returns the flags and what the set printed (deprecation warnings).
+func parseFlags(t *testing.T, o Options, args ...string) (*Flags, string) {
 	t.Helper()
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
 	var out bytes.Buffer
 	fs.SetOutput(&out)
-	f := AddGoFlags(fs, o)
+	f := AddPFlags(fs, o)
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("parse %q: %v", args, err)
 	}
@@ -57,7 +58,7 @@ func TestResolve(t *testing.T) {
 		}
 		return func(k string) string { return m[k] }
 	}
-	daemon := Options{DefaultServer: nats.DefaultURL, Inbox: "_INBOX_d"}
+	daemon := Options{DefaultServer: nats.DefaultURL, Inbox: "_INBOX_d", LegacyServerFlag: true}
 	tool := Options{DefaultServer: nats.DefaultURL, UseSelected: true, LegacyEnv: map[string]string{EnvURL: "EDGESCHED_NATS"}}
 	cases := []struct {
 		name    string
@@ -89,7 +90,7 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f, warn := goFlags(t, tc.opts, tc.args...)
+			f, warn := parseFlags(t, tc.opts, tc.args...)
 			c, err := f.Resolve(tc.env)
 			if err != nil {
 				t.Fatal(err)
@@ -151,7 +152,7 @@ func TestResolveErrors(t *testing.T) {
 		{[]string{"--nkey", "a", "--creds", "b"}, "mutually exclusive"},
 	}
 	for _, tc := range cases {
-		f, _ := goFlags(t, Options{}, tc.args...)
+		f, _ := parseFlags(t, Options{}, tc.args...)
 		if _, err := f.Resolve(env); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.want)
 		} else if strings.Contains(tc.want, "context") && !errors.Is(err, ErrContext) {
@@ -200,7 +201,7 @@ func TestConnectViaNATSURL(t *testing.T) {
 	t.Setenv(EnvURL, srv.ClientURL())
 	t.Setenv(EnvContext, "")
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no context selected
-	f, _ := goFlags(t, Options{DefaultServer: "nats://127.0.0.1:1"})
+	f, _ := parseFlags(t, Options{DefaultServer: "nats://127.0.0.1:1"})
 	c, err := f.Resolve(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -249,8 +250,8 @@ func FuzzContextFile(f *testing.F) {
 			}
 			return ""
 		}
-		fs := flag.NewFlagSet("x", flag.ContinueOnError)
-		fl := AddGoFlags(fs, Options{DefaultServer: "nats://default:4222"})
+		fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+		fl := AddPFlags(fs, Options{DefaultServer: "nats://default:4222"})
 		if err := fs.Parse([]string{"--context", "f"}); err != nil {
 			t.Fatal(err)
 		}

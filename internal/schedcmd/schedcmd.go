@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"k8s.io/component-base/cli"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
@@ -22,7 +21,7 @@ const Name = "edge-scheduler"
 
 // commands are edge-scheduler's verbs; any other first argument that is
 // not a flag is an unknown command.
-var commands = []string{"extender", "version"}
+var commands = []string{"completion", "extender", "version"}
 
 // Main runs edge-scheduler with args (without the program name) until ctx
 // ends (the extender) or the scheduler stops; it returns the process exit
@@ -39,7 +38,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if wantsVersion(args[1:]) {
 				return printVersion(stdout)
 			}
-			return edgeplugin.ExtenderMain(ctx, args[1:], stderr)
+			return edgecli.Execute(ctx, NewCommand(), args, stdout, stderr)
+		case "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
+			// the scripts complete kube-scheduler's flags and the verbs
+			return edgecli.Execute(ctx, newCompletionCommand(), args, stdout, stderr)
 		}
 		return usage(stderr, edgecli.UnknownCommand(Name, args[0], commands))
 	}
@@ -61,7 +63,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		bad = true
 		_ = c.Usage()
-		return flagSuggestion(c, err)
+		return edgecli.FlagError(c, err)
 	})
 	if check := cmd.Args; check != nil {
 		cmd.Args = func(c *cobra.Command, args []string) error {
@@ -77,6 +79,44 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
+// NewCommand is edge-scheduler's own verbs, extender and version, under
+// a root that is not kube-scheduler's command (which registers global
+// state when built: Main builds it only to run the scheduler, or for
+// the completion scripts).
+func NewCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           Name,
+		Short:         "kube-scheduler with edgesched's EdgePolicy plugin",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	// Main answers --version before any command runs (with the
+	// kube-scheduler's version); the flag is here for the help
+	root.Flags().Bool("version", false, "print the version, commit and build date and exit")
+	addVerbs(root)
+	return root
+}
+
+// newCompletionCommand is kube-scheduler's command named edge-scheduler
+// with the verbs added: what the completion scripts complete.
+func newCompletionCommand() *cobra.Command {
+	root := app.NewSchedulerCommand(app.WithPlugin(edgeplugin.Name, edgeplugin.New))
+	root.Use = Name
+	root.SilenceUsage, root.SilenceErrors = true, true
+	addVerbs(root)
+	return root
+}
+
+// addVerbs adds extender and version to root and makes the tree keep the
+// CLI contract (completion and help included).
+func addVerbs(root *cobra.Command) {
+	ext := edgeplugin.NewExtenderCommand()
+	ext.Version = versionLine()
+	ext.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(ext, edgecli.NewVersionCommand(versionLine()))
+	edgecli.EnforceContract(root)
+}
+
 // wantsVersion reports whether args ask for the version (--version before
 // any "--"). kube-scheduler's own --version would print the Kubernetes
 // version only; edge-scheduler's names both.
@@ -87,15 +127,19 @@ func wantsVersion(args []string) bool {
 	return slices.ContainsFunc(args, edgecli.IsVersionFlag)
 }
 
-// printVersion prints the version line and the kube-scheduler (module
+// versionLine is the version line and the kube-scheduler (module
 // k8s.io/kubernetes) it is built from.
-func printVersion(stdout io.Writer) int {
-	info := edgecli.Info()
-	line := info.Line(Name)
+func versionLine() string {
+	line := edgecli.Info().Line(Name)
 	if k := edgecli.ModuleVersion("k8s.io/kubernetes"); k != "" {
 		line += " kube-scheduler " + k
 	}
-	if _, err := fmt.Fprintln(stdout, line); err != nil {
+	return line
+}
+
+// printVersion prints the version line.
+func printVersion(stdout io.Writer) int {
+	if _, err := fmt.Fprintln(stdout, versionLine()); err != nil {
 		return edgecli.ExitFailure
 	}
 	return edgecli.ExitOK
@@ -105,23 +149,4 @@ func printVersion(stdout io.Writer) int {
 func usage(stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "%s: %s\nRun '%s --help' for usage.\n", Name, strings.TrimRight(err.Error(), "\n"), Name)
 	return edgecli.ExitCode(err)
-}
-
-// flagSuggestion adds the close flag names to an unknown-flag error.
-func flagSuggestion(c *cobra.Command, err error) error {
-	const prefix = "unknown flag: --"
-	typed, ok := strings.CutPrefix(err.Error(), prefix)
-	if !ok {
-		return err
-	}
-	var names []string
-	c.Flags().VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden && f.Deprecated == "" {
-			names = append(names, f.Name)
-		}
-	})
-	if s := edgecli.Suggest(typed, names); len(s) > 0 {
-		return fmt.Errorf("%w (did you mean --%s?)", err, strings.Join(s, " or --"))
-	}
-	return err
 }

@@ -46,7 +46,7 @@ const AgentPkg = "github.com/edgesched/edgesched/cmd/edge-agent"
 const (
 	agentNodes = 3
 	// agentAnnotate is the agents' --annotate-interval (and window) and
-	// agentStale their --stale-after: unchanged summaries are rewritten
+	// agentStale their --telemetry-max-age: unchanged summaries are rewritten
 	// every agentStale/2.
 	agentAnnotate = 2 * time.Second
 	agentStale    = 8 * time.Second
@@ -78,7 +78,7 @@ func startAgent(t *testing.T, bin, dir, kubeconfig, node string, extra ...string
 			name += "-" + strconv.Itoa(attempt)
 		}
 		args := append([]string{"--node-name", node, "--kubeconfig", kubeconfig, "--metrics-addr", addr,
-			"--sample-interval", "1s", "--annotate-interval", agentAnnotate.String(), "--stale-after", agentStale.String(),
+			"--sample-interval", "1s", "--annotate-interval", agentAnnotate.String(), "--telemetry-max-age", agentStale.String(),
 			"--log-level", "debug"}, extra...)
 		p, err := StartProcess(t, dir, name, 0, bin, args...)
 		if err != nil {

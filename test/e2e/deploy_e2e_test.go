@@ -681,7 +681,7 @@ func TestDeployChart(t *testing.T) {
 				for _, a := range []string{"--site=lab-1", "--namespace=" + chartNamespace, "--server=nats://edgesched-nats-leaf.edgesched-system.svc:4222",
 					"--creds=/etc/edgesched/nats/nats.creds", "--site-key=/etc/edgesched/site-key/site.key",
 					"--model-configmap=edgesched-model", "--model-configmap-key=model.esa", "--model-keys=/etc/edgesched/trusted-keys",
-					"--max-model-age=0s", "--freeze-after=1h", "--dependencies-configmap=edgesched-dependencies", "--dependencies-interval=1m"} {
+					"--model-max-age=0s", "--freeze-after=1h", "--dependencies-configmap=edgesched-dependencies", "--dependencies-interval=1m"} {
 					if !slices.Contains(args, a) {
 						t.Errorf("agent args %q: missing %s", args, a)
 					}

@@ -143,7 +143,7 @@ func startExtender(t testing.TB, cp *ControlPlane, bin string, sm signedModel, e
 			name += "-" + strconv.Itoa(attempt)
 		}
 		args := append([]string{"extender",
-			"--listen", addr, "--kubeconfig", kubeconfig, "--model", sm.modelPath, "--keys", sm.pubPath,
+			"--listen", addr, "--kubeconfig", kubeconfig, "--model", sm.modelPath, "--model-keys", sm.pubPath,
 			"--prefix", extPrefix, "--target-workload", edgeTarget, "--target-threshold", strconv.FormatFloat(edgeThreshold, 'g', -1, 64),
 			"--v", "2"}, extra...)
 		p, err := StartProcess(t, cp.Dir, name, cp.opts.StopGrace, bin, args...)
