@@ -53,6 +53,23 @@ func TestTopology(t *testing.T) {
 	if out, _, err := run(t, "topology", "check", ypath); err != nil || !strings.Contains(out, "carbon zone bpat: 72 hourly values") {
 		t.Fatalf("check of the YAML file: %v\n%s", err, out)
 	}
+	// [NAMESPACE/]NAME, and --name, the deprecated name of the flag
+	for _, tc := range []struct {
+		args     []string
+		ns, name string
+		warn     bool
+	}{
+		{[]string{"--topology-configmap", "site-1/topo"}, "site-1", "topo", false},
+		{[]string{"--topology-configmap", "topo", "-n", "site-2"}, "site-2", "topo", false},
+		{[]string{"--name", "topo"}, "edgesched-system", "topo", true},
+	} {
+		out, errOut, err := run(t, append([]string{"topology", "configmap", ypath}, tc.args...)...)
+		var cm corev1.ConfigMap
+		if err != nil || yaml.Unmarshal([]byte(out), &cm) != nil || cm.Namespace != tc.ns || cm.Name != tc.name ||
+			strings.Contains(errOut, "Flag --name has been deprecated, use --topology-configmap instead") != tc.warn {
+			t.Fatalf("%v: %v: %s/%s\nstderr %q", tc.args, err, cm.Namespace, cm.Name, errOut)
+		}
+	}
 	// without -n: the namespace the shipped config and the chart read
 	out, _, err = run(t, "topology", "configmap", ypath)
 	if err != nil {
@@ -82,8 +99,9 @@ func TestTopology(t *testing.T) {
 		{"unknown carbon zone", []string{"topology", "check", bad}, bad + `: kubefmt: bad site topology: zones[0] (a): carbon zone "wind" is not in carbonZones`},
 		{"configmap of a bad file", []string{"topology", "configmap", bad}, "is not in carbonZones"},
 		{"missing file", []string{"topology", "check", filepath.Join(dir, "none.json")}, "read topology"},
-		{"bad namespace", []string{"topology", "configmap", path, "-n", "Kube_System"}, `--namespace "Kube_System"`},
-		{"bad name", []string{"topology", "configmap", path, "--name", "a/b"}, `--name "a/b"`},
+		{"bad namespace", []string{"topology", "configmap", path, "-n", "Kube_System"}, `--topology-configmap: bad ConfigMap reference "edgesched-topology": namespace "Kube_System"`},
+		{"bad name", []string{"topology", "configmap", path, "--topology-configmap", "a/b/c"}, `--topology-configmap: bad ConfigMap reference "a/b/c"`},
+		{"bad name, old flag", []string{"topology", "configmap", path, "--name", "Topo_1"}, `bad ConfigMap reference "Topo_1": name "Topo_1"`},
 		{"unknown scenario", []string{"topology", "from-scenario", "builtin:nope"}, "nope"},
 		{"unknown flag", []string{"topology", "check", path, "--zone", "x"}, "unknown flag: --zone"},
 	} {
