@@ -25,9 +25,13 @@ func storeCommand(use, short, data string) (*cobra.Command, *string) {
 	return cmd, cmd.Flags().String("data", data, "data directory (coordinator.db)")
 }
 
-// modelKeysFlag is --model-keys of the store's verbs.
-func modelKeysFlag(cmd *cobra.Command) *[]string {
-	return cmd.Flags().StringSlice("model-keys", nil, "further model-signing public keys (a key rotation): files or directories of *.pub, comma-separated or repeated")
+// keyringFlags defines --key and --model-keys, the keys the store's
+// artifacts are checked against, on cmd; the function it returns loads
+// them (keyring).
+func keyringFlags(cmd *cobra.Command) func() (*quant.Keyring, error) {
+	keyFile := cmd.Flags().String("key", "", "the model-signing private key (required)")
+	modelKeys := cmd.Flags().StringSlice("model-keys", nil, "further model-signing public keys (a key rotation): files or directories of *.pub, comma-separated or repeated")
+	return func() (*quant.Keyring, error) { return keyring(*keyFile, *modelKeys) }
 }
 
 // keyring is the coordinator's public key (from its private key file)
@@ -75,13 +79,12 @@ func newBackupCommand() *cobra.Command {
 func newCheckCommand() *cobra.Command {
 	cmd, data := storeCommand("check (--data DIR | --file FILE) --key KEY [--model-keys KEYS]", "Check a store or a backup as the coordinator does at start", defaultData)
 	file := cmd.Flags().String("file", "", "check this store file (a backup) instead of DATA/coordinator.db")
-	keyFile := cmd.Flags().String("key", "", "the model-signing private key (required)")
-	modelKeys := modelKeysFlag(cmd)
+	loadKeys := keyringFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
 			return cli.Usagef("check: unexpected arguments %q", args)
 		}
-		keys, err := keyring(*keyFile, *modelKeys)
+		keys, err := loadKeys()
 		if err != nil {
 			return err
 		}
@@ -103,13 +106,12 @@ func newCheckCommand() *cobra.Command {
 func newRestoreCommand() *cobra.Command {
 	cmd, data := storeCommand("restore --data DIR --from FILE --key KEY [--model-keys KEYS]", "Install a checked backup as the store of a stopped coordinator", defaultData)
 	from := cmd.Flags().String("from", "", "backup file to restore (required)")
-	keyFile := cmd.Flags().String("key", "", "the model-signing private key (required)")
-	modelKeys := modelKeysFlag(cmd)
+	loadKeys := keyringFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if *from == "" || len(args) > 0 {
 			return cli.Usagef("restore: --from FILE is required, and nothing else")
 		}
-		keys, err := keyring(*keyFile, *modelKeys)
+		keys, err := loadKeys()
 		if err != nil {
 			return err
 		}
