@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -111,16 +110,4 @@ func (c *ClientConfig) Options() ([]nats.Option, error) {
 		opts = append(opts, nats.CustomInboxPrefix(c.InboxPrefix))
 	}
 	return opts, nil
-}
-
-// AddFlags registers the connection flags on a standard flag set:
-// --nkey, --creds, --tls-ca, --tls-cert, --tls-key and --inbox-prefix
-// (default inbox, which commands set to their identity's prefix).
-func (c *ClientConfig) AddFlags(fs *flag.FlagSet, inbox string) {
-	fs.StringVar(&c.NKeySeedFile, "nkey", "", "NATS NKey seed file of this identity (mode 0600; edgectl auth)")
-	fs.StringVar(&c.CredsFile, "creds", "", "NATS credentials file (JWT deployments) instead of --nkey")
-	fs.StringVar(&c.CAFile, "tls-ca", "", "CA bundle (PEM) that verifies the NATS server; turns TLS on")
-	fs.StringVar(&c.CertFile, "tls-cert", "", "client certificate (PEM) for mutual TLS")
-	fs.StringVar(&c.KeyFile, "tls-key", "", "client certificate's private key (PEM)")
-	fs.StringVar(&c.InboxPrefix, "inbox-prefix", inbox, "reply-subject prefix; must match this identity's NATS permissions")
 }
