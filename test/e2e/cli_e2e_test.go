@@ -3,12 +3,12 @@
 package e2e
 
 import (
-	"bytes"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,9 +29,16 @@ func TestDeprecatedFlagName(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	var stderr lockedBuffer
+	// stderr goes to a file: the process writes it while the test reads
+	logPath := filepath.Join(t.TempDir(), "edge-agent.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	stderr := logReader(logPath)
 	cmd := exec.Command(bin, "--no-annotate", "--no-ebpf", "--metrics-addr", addr, "--stale-after", "90s")
-	cmd.Stderr = &stderr
+	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -75,20 +82,13 @@ func TestDeprecatedFlagName(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer a process writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// logReader reads the file at path (what a process wrote so far).
+type logReader string
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+func (p logReader) String() string {
+	b, err := os.ReadFile(string(p))
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return string(b)
 }
