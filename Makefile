@@ -176,6 +176,8 @@ SCALE_EXTENDER_PODS ?= 100
 SCALE_TELEMETRY ?= 60s
 SCALE_PHASES    ?= side,memory,extender
 SCALE_OUT       ?= $(abspath $(BIN))/bench-scale.json
+# SCALE_PPROF: a directory for a CPU profile of the scheduler per batch (empty: none)
+SCALE_PPROF     ?=
 # The harness's binaries, edge-scheduler as released (with the SIMD int8
 # kernel on amd64, SCHEDULER_GOEXPERIMENT), apart from the end-to-end
 # tests' portable build in E2E_BIN.
@@ -188,7 +190,7 @@ bench-scale: ## scale harness at SCALE_NODES nodes (not in make test): pods/s si
 	EDGESCHED_E2E_BIN_DIR=$(abspath $(SCALE_BIN)) EDGESCHED_SCALE_NODES=$(SCALE_NODES) EDGESCHED_SCALE_PODS=$(SCALE_PODS) \
 		EDGESCHED_SCALE_ROUNDS=$(SCALE_ROUNDS) EDGESCHED_SCALE_TELEMETRY=$(SCALE_TELEMETRY) EDGESCHED_SCALE_PHASES=$(SCALE_PHASES) \
 		EDGESCHED_SCALE_EXTENDER_PODS=$(SCALE_EXTENDER_PODS) \
-		EDGESCHED_SCALE_OUT=$(SCALE_OUT) $(GO) test -count=1 -timeout 120m -run '^TestScale$$' -v ./test/e2e/
+		EDGESCHED_SCALE_OUT=$(SCALE_OUT) EDGESCHED_SCALE_PPROF=$(SCALE_PPROF) $(GO) test -count=1 -timeout 120m -run '^TestScale$$' -v ./test/e2e/
 
 .PHONY: chaos
 chaos: ## fault injection: CHAOS_AGENTS agents under mixed faults for CHAOS_DURATION (test/chaos)

@@ -81,7 +81,7 @@ func BenchmarkCycle(b *testing.B) {
 						bound++
 					}
 					if phase == "convert-only" {
-						if err := p.conv.withView(nodes, func(*view) error { return nil }); err != nil {
+						if err := p.conv.withView(nodes, nil, func(*view) error { return nil }); err != nil {
 							b.Fatal(err)
 						}
 						continue
@@ -274,7 +274,7 @@ func BenchmarkFilter(b *testing.B) {
 			filterAll(b, p, pod, nodes) // converts every node once
 			// and a PreScore's view of the snapshot, as the cycle before
 			// this pod's leaves it
-			if err := p.conv.withView(nodes, func(*view) error { return nil }); err != nil {
+			if err := p.conv.withView(nodes, nil, func(*view) error { return nil }); err != nil {
 				b.Fatal(err)
 			}
 			runtime.GC()
@@ -366,6 +366,50 @@ func BenchmarkExtender(b *testing.B) {
 				call()
 			}
 			b.ReportMetric(float64(call()), "nodes")
+		})
+	}
+}
+
+// BenchmarkReserve measures Reserve after a cycle at 5,000 nodes: the
+// explanation's input (the chosen node's features and the baseline of
+// up to explainBaselineNodes candidates) and, for GPU pods, the device
+// choice. Reserve runs on the scheduling cycle's path, like PreScore.
+func BenchmarkReserve(b *testing.B) {
+	const n = 5000
+	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		b.Fatal(err)
+	}
+	nodes := randomSnapshot(rand.New(rand.NewPCG(n, 1)), n)
+	p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		spec sim.PodSpec
+	}{
+		{"cpu-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096}},
+		{"gpu-share-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}},
+	} {
+		pod := k8sPod(c.spec)
+		var feasible []fwk.NodeInfo
+		cs0 := framework.NewCycleState()
+		_, st0 := p.PreFilter(ctx, cs0, pod, nodes)
+		for _, ni := range nodes {
+			if fitsCPUMem(pod, ni) && (st0.Code() == fwk.Skip || p.Filter(ctx, cs0, pod, ni).IsSuccess()) {
+				feasible = append(feasible, ni)
+			}
+		}
+		best, cs, _ := explainedCycle(b, p, pod, feasible)
+		runtime.GC()
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			for b.Loop() {
+				if st := p.Reserve(ctx, cs, pod, best); !st.IsSuccess() {
+					b.Fatal(st)
+				}
+				p.Unreserve(ctx, cs, pod, best)
+			}
 		})
 	}
 }

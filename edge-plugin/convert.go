@@ -62,6 +62,12 @@ func simPod(p *v1.Pod) (sim.Pod, error) {
 // annotation (set in Bind) shows up in the snapshot, or for ttl.
 type reservations struct {
 	m sync.Map // types.UID -> reservation
+	// nextSweep is when put next drops expired reservations (Unix ns):
+	// a sweep ranges over every reservation kept, so it runs once per
+	// reservationSweep, not per Reserve (per Reserve it had grown to a
+	// pass over the last ten minutes' GPU pods, the largest part of
+	// Reserve at a few hundred pods a second).
+	nextSweep atomic.Int64
 }
 
 type reservation struct {
@@ -70,7 +76,10 @@ type reservation struct {
 	at      time.Time
 }
 
-const reservationTTL = 10 * time.Minute
+const (
+	reservationTTL   = 10 * time.Minute
+	reservationSweep = time.Minute
+)
 
 func (r *reservations) get(uid types.UID, node string) ([]int, bool) {
 	v, ok := r.m.Load(uid)
@@ -86,6 +95,13 @@ func (r *reservations) get(uid types.UID, node string) ([]int, bool) {
 
 func (r *reservations) put(uid types.UID, node string, devices []int, now time.Time) {
 	r.m.Store(uid, reservation{node: node, devices: devices, at: now})
+	next := r.nextSweep.Load()
+	if d := next - now.UnixNano(); d > 0 && d <= int64(reservationSweep) {
+		return // swept less than reservationSweep ago (and the clock did not go back)
+	}
+	if !r.nextSweep.CompareAndSwap(next, now.Add(reservationSweep).UnixNano()) {
+		return // another Reserve sweeps
+	}
 	r.m.Range(func(k, v any) bool {
 		if now.Sub(v.(reservation).at) > reservationTTL {
 			r.m.Delete(k)
@@ -252,6 +268,15 @@ type converter struct {
 	// listVersion moves on whenever the list, its order or the view
 	// indices of its positions may have changed (view.byInfo's key).
 	listVersion uint64
+	// scanEvery is the longest a node of the snapshot goes unchecked
+	// (its generation read) while it is neither a cycle's candidate nor
+	// marked (mark); <= 0 checks every node every cycle. lastScan is the
+	// last check of every node; marked the positions to check next.
+	// posByName is the positions by node name (with a scan period).
+	scanEvery time.Duration
+	lastScan  time.Time
+	marked    []int32
+	posByName map[string]int32
 
 	// Node telemetry (telemetry.go): the staleness bound (<= 0: the
 	// default), the clock (nil: time.Now) and where transitions are logged.
@@ -359,11 +384,14 @@ type view struct {
 
 // withView brings the kept State up to date with the snapshot all (nodes
 // sorted by name: the simulator's node order, so "first on ties" agrees)
-// and runs fn on it under the converter's lock.
-func (c *converter) withView(all []fwk.NodeInfo, fn func(*view) error) error {
+// and runs fn on it under the converter's lock. cands are the cycle's
+// candidates: with a scan period (converter.scanEvery), only they and the
+// nodes marked since the last cycle are checked, and every node at least
+// once a period (entriesLocked); nil checks every node.
+func (c *converter) withView(all, cands []fwk.NodeInfo, fn func(*view) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	entries, d := c.entriesLocked(all)
+	entries, d := c.entriesLocked(all, cands)
 	if len(entries) == 0 {
 		c.forget()
 		return fmt.Errorf("no schedulable nodes to model")
@@ -490,23 +518,29 @@ type snapshotDelta struct {
 // conversions and name order where the list holds the same NodeInfo
 // objects, and the delta from the last call. The result is valid until
 // the next call. Call with c.mu held.
-func (c *converter) entriesLocked(all []fwk.NodeInfo) ([]*nodeEntry, snapshotDelta) {
+func (c *converter) entriesLocked(all, cands []fwk.NodeInfo) ([]*nodeEntry, snapshotDelta) {
 	d := snapshotDelta{changed: c.changedBuf[:0]}
-	// One pass: the same NodeInfo objects in the same places (else
-	// convert the list anew), and a new conversion where a generation
-	// moved on.
+	// The same NodeInfo objects in the same places (else convert the
+	// list anew: a pass over the list itself, no node's object read),
+	// then a new conversion where a checked node's generation moved on.
 	sameList := len(all) == len(c.lastInfos) && len(c.lastGens) == len(all) && len(c.lastView) == len(all)
 	resort := false
 	known := c.known.Load()
 	if sameList {
-		infos, gens := c.lastInfos[:len(all)], c.lastGens[:len(all)]
+		infos := c.lastInfos[:len(all)]
 		for i, ni := range all {
 			if ni != infos[i] {
 				sameList = false
 				break
 			}
+		}
+	}
+	if sameList {
+		gens := c.lastGens[:len(all)]
+		check := func(i int) {
+			ni := all[i]
 			if gens[i] == ni.GetGeneration() {
-				continue
+				return
 			}
 			old, e := c.lastEntries[i], c.node(ni)
 			c.lastEntries[i], gens[i] = e, e.gen
@@ -517,7 +551,7 @@ func (c *converter) entriesLocked(all []fwk.NodeInfo) ([]*nodeEntry, snapshotDel
 			// that is modelled no more or again: sort and index again
 			if e.spec.Name != old.spec.Name || e.ok != old.ok {
 				resort = true
-				continue
+				return
 			}
 			if j := c.lastView[i]; j >= 0 {
 				c.sortedBuf[j] = e
@@ -525,6 +559,30 @@ func (c *converter) entriesLocked(all []fwk.NodeInfo) ([]*nodeEntry, snapshotDel
 				d.specs = d.specs || e.sig != old.sig
 			}
 		}
+		now := c.now()
+		if cands == nil || known == nil || c.scanEvery <= 0 || now.Sub(c.lastScan) >= c.scanEvery || now.Before(c.lastScan) {
+			// every node: reading each NodeInfo's generation is a
+			// cache miss per node at thousands of nodes, the largest
+			// part of PreScore before the scan period
+			for i := range all {
+				check(i)
+			}
+			c.lastScan = now
+		} else {
+			for _, ni := range cands {
+				if fi, ok := ni.(*framework.NodeInfo); ok {
+					if p, ok := known.at.get(fi); ok {
+						check(int(p))
+					}
+				}
+			}
+			for _, p := range c.marked {
+				if int(p) < len(all) {
+					check(int(p))
+				}
+			}
+		}
+		c.marked = c.marked[:0]
 	}
 	if sameList && !resort {
 		c.changedBuf = d.changed
@@ -560,7 +618,39 @@ func (c *converter) entriesLocked(all []fwk.NodeInfo) ([]*nodeEntry, snapshotDel
 	}
 	c.sortedBuf = out
 	c.publishKnownLocked()
+	c.marked, c.lastScan = c.marked[:0], c.now()
+	if c.scanEvery > 0 {
+		clear(c.posByName)
+		if c.posByName == nil {
+			c.posByName = make(map[string]int32, len(c.lastEntries))
+		}
+		for p, e := range c.lastEntries {
+			c.posByName[e.spec.Name] = int32(p)
+		}
+	}
 	return out, snapshotDelta{full: true, specs: true}
+}
+
+// now is the converter's clock (nil: time.Now).
+func (c *converter) now() time.Time {
+	if c.clock != nil {
+		return c.clock()
+	}
+	return time.Now()
+}
+
+// mark has the next cycle check the node nodeName of the last snapshot
+// (Reserve and Unreserve: the scheduler assumes or forgets a pod there, and
+// the node may not be among the next cycle's candidates).
+func (c *converter) mark(nodeName string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.scanEvery <= 0 {
+		return // every cycle checks every node
+	}
+	if p, ok := c.posByName[nodeName]; ok {
+		c.marked = append(c.marked, p)
+	}
 }
 
 // publishKnownLocked publishes the last snapshot's entries for Filter

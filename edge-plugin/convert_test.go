@@ -3,6 +3,9 @@ package edgeplugin
 import (
 	"slices"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/edgesched/edgesched/internal/testutil/kubefixture"
 	"github.com/edgesched/edgesched/kubefmt"
@@ -48,5 +51,35 @@ func TestConvertReadsAsRecorder(t *testing.T) {
 		if _, models, err := kubefmt.SimPod(p); err == nil && !slices.Equal(podModels(p), models) {
 			t.Fatalf("pod %s: models %q, kubefmt reads %q", p.Name, podModels(p), models)
 		}
+	}
+}
+
+// TestReservationsSweep checks that expired reservations are dropped by a
+// sweep at most once per reservationSweep, and that a clock gone back
+// does not stop the sweeps.
+func TestReservationsSweep(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	r := &reservations{}
+	kept := func(uid string) bool { _, ok := r.get(types.UID(uid), "n"); return ok }
+	r.put("a", "n", []int{0}, t0) // the first put sweeps (nothing to drop)
+	r.put("b", "n", []int{1}, t0.Add(30*time.Second))
+	// a is past its TTL at t0+10m+1s, but the last sweep was at t0+10m
+	r.put("c", "n", []int{2}, t0.Add(reservationTTL))
+	r.put("d", "n", []int{3}, t0.Add(reservationTTL+time.Second))
+	if !kept("a") {
+		t.Fatal("a dropped before the next sweep is due")
+	}
+	// a minute after the last sweep: a and b (10m30s old) are dropped
+	r.put("e", "n", []int{4}, t0.Add(reservationTTL+reservationSweep+time.Second))
+	for uid, want := range map[string]bool{"a": false, "b": false, "c": true, "d": true, "e": true} {
+		if kept(uid) != want {
+			t.Errorf("reservation %s kept %v, want %v", uid, kept(uid), want)
+		}
+	}
+	// the clock goes back an hour: the next put sweeps, dropping nothing
+	// that is not expired by the new clock
+	r.put("f", "n", []int{5}, t0.Add(-time.Hour))
+	if got := r.nextSweep.Load(); got != t0.Add(-time.Hour+reservationSweep).UnixNano() {
+		t.Errorf("after the clock went back the next sweep is at %v, want %v", time.Unix(0, got).UTC(), t0.Add(-time.Hour+reservationSweep))
 	}
 }

@@ -210,3 +210,84 @@ func cpuUsedByName(p *EdgePolicy) map[string]float64 {
 }
 
 var _ fwk.NodeInfo = (*framework.NodeInfo)(nil)
+
+// TestScanPeriod checks the view's node checks with a scan period
+// (nodeScanEvery in the scheduler): a cycle reads the generation of its
+// candidates and of marked nodes only; a change elsewhere reaches the view
+// once the period has passed; Reserve marks its node. At the end the view
+// equals a fresh one.
+func TestScanPeriod(t *testing.T) {
+	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := telT0
+	lister := &fakeLister{nodes: randomSnapshot(rand.New(rand.NewPCG(31, 2)), 30)}
+	p := newTestPlugin(t, &fakeHandle{lister: lister}, tgt)
+	p.now = func() time.Time { return now }
+	p.conv.scanEvery = 100 * time.Millisecond
+	all := lister.nodes
+	cands := all[:10]
+	name := func(i int) string { return all[i].Node().Name }
+	bind := func(i int) {
+		all[i].(*framework.NodeInfo).AddPod(k8sPod(sim.PodSpec{Name: fmt.Sprintf("bound-%d-%d", i, now.UnixNano()), CPU: 300, Memory: 64}))
+	}
+	cycle := func(cands []fwk.NodeInfo) map[string]float64 {
+		t.Helper()
+		if err := p.conv.withView(all, cands, func(*view) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return cpuUsedByName(p)
+	}
+	before := cycle(nil)
+	steps := []struct {
+		name   string
+		change func()
+		node   int
+		seen   bool
+	}{
+		// 20 is not a candidate and nothing marked it: not read yet
+		{"non-candidate", func() { bind(20) }, 20, false},
+		{"candidate", func() { bind(3) }, 3, true},
+		// marked (as Reserve and Unreserve do): read at the next cycle,
+		// with the change of the first step
+		{"marked", func() { p.conv.mark(name(20)) }, 20, true},
+		{"period passed", func() { bind(25); now = now.Add(100 * time.Millisecond) }, 25, true},
+		{"within the new period", func() { bind(26); now = now.Add(99 * time.Millisecond) }, 26, false},
+	}
+	for _, s := range steps {
+		s.change()
+		after := cycle(cands)
+		if seen := after[name(s.node)] != before[name(s.node)]; seen != s.seen {
+			t.Errorf("%s: node %s's change seen %v, want %v (CPU used %v then %v)", s.name, name(s.node), seen, s.seen, before[name(s.node)], after[name(s.node)])
+		}
+		before = after
+	}
+
+	// Reserve marks the node it reserved on: the scheduler assumes the pod
+	// there, and the node need not be a candidate of the next cycle.
+	pod := k8sPod(sim.PodSpec{Name: "reserved", CPU: 250, Memory: 64})
+	best, _, _ := explainedCycle(t, p, pod, all)
+	i := slices.IndexFunc(all, func(ni fwk.NodeInfo) bool { return ni.Node().Name == best })
+	before = cpuUsedByName(p)
+	all[i].(*framework.NodeInfo).AddPod(pod)
+	others := slices.DeleteFunc(slices.Clone(all), func(ni fwk.NodeInfo) bool { return ni.Node().Name == best })[:5]
+	if after := cycle(others); after[best] == before[best] {
+		t.Errorf("the reserved node %s's new pod is not in the view (CPU used %v)", best, after[best])
+	}
+
+	// once every node has been read again, the view is a fresh one's
+	now = now.Add(time.Second)
+	got := cycle(cands)
+	q := newTestPlugin(t, &fakeHandle{lister: lister}, tgt)
+	q.now = p.now
+	if err := q.conv.withView(all, nil, func(*view) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := cpuUsedByName(q)
+	for n, u := range want {
+		if math.Abs(got[n]-u) > 1e-9*max(1, math.Abs(u)) {
+			t.Errorf("node %s: CPU used %v, fresh %v", n, got[n], u)
+		}
+	}
+}

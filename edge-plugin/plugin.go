@@ -98,6 +98,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%w: modelStatePath: %v", ErrArgs, err)
 	}
 	p := newEdgePolicy(h, *args, models, target)
+	p.conv.scanEvery = nodeScanEvery
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	p.conv.log = logger
 	refs, _ := args.feedRefs() // validated by DecodeArgs
@@ -158,6 +159,19 @@ func (p *EdgePolicy) startFeeds(ctx context.Context, client kubernetes.Interface
 		topoWait()
 	}
 }
+
+// nodeScanEvery is the longest a node of the scheduler's snapshot goes
+// unchecked in EdgePolicy's view while it is neither a cycle's candidate
+// nor a node EdgePolicy reserved a pod on: PreScore reads the generation of
+// its candidates and of those nodes, and of every node once per period.
+// At 5,000 nodes, reading every NodeInfo's generation each cycle (a cache
+// miss per node) was the largest part of PreScore in a real scheduler
+// (docs/scale.md, "Sixth pass"). Within the period, a change the plugin
+// did not see coming (another profile's or scheduler's pod, a telemetry
+// annotation, a deleted pod) on a node that is not a candidate reaches the
+// view's cluster-wide quantities (e.g. free GPUs per model) up to this
+// late; the candidates themselves are always current.
+const nodeScanEvery = 100 * time.Millisecond
 
 func newEdgePolicy(h fwk.Handle, args Args, models *ModelStore, target *sim.TargetWorkload) *EdgePolicy {
 	RegisterMetrics()
@@ -396,7 +410,7 @@ func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreStat
 		return "no_model", nil
 	}
 	reason = ""
-	err = p.conv.withView(all, func(v *view) error {
+	err = p.conv.withView(all, nodes, func(v *view) error {
 		ps.epoch = v.epoch
 		ps.pod.Service = serviceIndex(v.env, ps.service)
 		ps.pod.GPUMask = gpuMaskOf(v.env, ps.models)
@@ -557,6 +571,7 @@ func (p *EdgePolicy) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.P
 // Bind and for the next snapshots.
 func (p *EdgePolicy) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	p.captureExplanation(ctx, cs, nodeName)
+	p.conv.mark(nodeName) // the scheduler assumed the pod there
 	req, err := podGPURequest(pod)
 	if err != nil || req.GPUs == 0 {
 		return nil
@@ -624,8 +639,9 @@ func (v *view) devicesFor(sp *sim.Pod, nodeName string) ([]int, error) {
 }
 
 // Unreserve forgets the devices chosen at Reserve.
-func (p *EdgePolicy) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+func (p *EdgePolicy) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
 	p.conv.res.m.Delete(pod.UID)
+	p.conv.mark(nodeName)
 }
 
 // bindAnnotations is what Bind writes on the pod: the devices Reserve

@@ -456,7 +456,7 @@ func TestFilterFollowsSnapshotChanges(t *testing.T) {
 		}
 	}
 	view := func() {
-		if err := p.conv.withView(nodes, func(*view) error { return nil }); err != nil {
+		if err := p.conv.withView(nodes, nil, func(*view) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if p.conv.known.Load() == nil {

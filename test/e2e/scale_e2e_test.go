@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -92,6 +94,14 @@ type ScaleConfig struct {
 	Extender, Memory bool
 	// Out is the JSON report's path; empty writes none (EDGESCHED_SCALE_OUT).
 	Out string
+	// PprofDir, when set, receives a CPU profile of the scheduler over each
+	// recorded batch, from its /debug/pprof/profile endpoint
+	// (EDGESCHED_SCALE_PPROF): PHASE-PROFILE-rROUND.pprof. The profile runs
+	// for a fixed time from the batch's start (5 s plus 10 ms a pod, which
+	// covers creating, scheduling and deleting a batch at this machine's
+	// rates), and the batch waits for it, so profiled runs are slower
+	// between batches; compare profiles with go tool pprof -diff_base.
+	PprofDir string
 }
 
 // DefaultScaleConfig is the small run of `make test`: 200 nodes, batches of
@@ -151,6 +161,7 @@ func scaleConfigFromEnv() (ScaleConfig, error) {
 		}
 		c.TelemetryEvery = d
 	}
+	c.PprofDir = os.Getenv("EDGESCHED_SCALE_PPROF")
 	if s := os.Getenv("EDGESCHED_SCALE_PHASES"); s != "" {
 		c.Extender, c.Memory = false, false
 		for _, p := range strings.Split(s, ",") {
@@ -342,6 +353,12 @@ type scaleReport struct {
 	Batches []scaleRow         `json:"batches"`
 	Median  map[string]float64 `json:"median_pods_per_s"` // by phase/profile
 	Ratios  map[string]float64 `json:"ratios"`
+	// Paired is each ratio again from the rounds' pairs (the two profiles'
+	// batches of one round run back to back on the same pods): the ratio
+	// of a round's two rates, averaged over rounds on a log scale. A
+	// round's pair shares the machine's load at that moment, so this is
+	// less noisy than the ratio of medians when the load drifts.
+	Paired map[string]pairedRatio `json:"paired_ratios"`
 	// MemoryMiB is the scheduler's resident memory after its batch in the
 	// memory phase, by profile (and peak, "-peak").
 	MemoryMiB map[string]float64 `json:"memory_mib"`
@@ -396,9 +413,21 @@ func (s *scaleRig) measure(ctx context.Context, t *testing.T, phase string, roun
 	if err != nil {
 		t.Fatal(err)
 	}
+	var prof chan error
+	if s.cfg.PprofDir != "" {
+		prof = make(chan error, 1)
+		path := filepath.Join(s.cfg.PprofDir, fmt.Sprintf("%s-%s-r%d.pprof", phase, profile, round))
+		secs := 5 + len(shapes)/100
+		go func() { prof <- fetchProfile(ctx, sched.URL, s.cp.Token, secs, path) }()
+	}
 	p0, a0, k0 := readProc(sched.PID()), readProc(s.cp.APIServer.PID()), readProc(s.cp.Kine.PID())
 	timeout := time.Minute + time.Duration(len(shapes))*time.Second
 	res := s.run(ctx, t, sched, profile, tpSaturated, shapes, timeout)
+	if prof != nil {
+		if err := <-prof; err != nil {
+			t.Errorf("CPU profile of %s round %d: %v", profile, round, err)
+		}
+	}
 	p1, a1, k1 := readProc(sched.PID()), readProc(s.cp.APIServer.PID()), readProc(s.cp.Kine.PID())
 	m1, err := scrapeMetrics(ctx, sched.URL+"/metrics", s.cp.Token)
 	if err != nil {
@@ -434,6 +463,34 @@ func (s *scaleRig) measure(ctx context.Context, t *testing.T, phase string, roun
 	t.Logf("%-8s %-15s round %d: %d pods, %.1f pods/s, attempt %.3f ms, scheduler CPU %.2f ms/pod, RSS %.0f MiB",
 		phase, profile, round, row.Pods, row.PodsPS, row.AttemptMs, row.SchedCPUPerPodMs, row.RSSMiB)
 	return row
+}
+
+// fetchProfile saves a CPU profile of secs seconds from the program's
+// secure port (base, bearer token) to path.
+func fetchProfile(ctx context.Context, base, token string, secs int, path string) error {
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, secs)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs+30)*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	hc := insecureHTTPClient()
+	hc.Timeout = 0 // the profile takes secs; ctx bounds the request
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("reading the profile: %w", err)
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // schedulerConfig writes edge-scheduler's configuration with the shipped
@@ -688,8 +745,10 @@ func TestScale(t *testing.T) {
 		}
 	}
 	s.rep.Ratios["edgepolicy/default"] = s.rep.Median["side/"+edgeSchedulerName] / s.rep.Median["side/"+tpDefaultProfile]
+	s.rep.Paired = map[string]pairedRatio{"edgepolicy/default": pairRatio(rates["side/"+edgeSchedulerName], rates["side/"+tpDefaultProfile])}
 	if cfg.Extender {
 		s.rep.Ratios["extender/stock"] = s.rep.Median["extender/"+corev1.DefaultSchedulerName] / s.rep.Median["extender/stock"]
+		s.rep.Paired["extender/stock"] = pairRatio(rates["extender/"+corev1.DefaultSchedulerName], rates["extender/stock"])
 	}
 	t.Log("\n" + s.table())
 	if cfg.Out != "" {
@@ -726,10 +785,61 @@ func (s *scaleRig) table() string {
 	for _, k := range slices.Sorted(mapKeys(s.rep.Ratios)) {
 		fmt.Fprintf(&b, "ratio  %-26s %8.3f\n", k, s.rep.Ratios[k])
 	}
+	for _, k := range slices.Sorted(mapKeys(s.rep.Paired)) {
+		p := s.rep.Paired[k]
+		fmt.Fprintf(&b, "paired %-26s %8.3f (se %.3f, %d rounds, higher in %d)\n", k, p.Ratio, p.SE, p.Rounds, p.Higher)
+	}
 	for _, k := range slices.Sorted(mapKeys(s.rep.MemoryMiB)) {
 		fmt.Fprintf(&b, "memory %-26s %8.0f MiB\n", k, s.rep.MemoryMiB[k])
 	}
 	return b.String()
+}
+
+// pairedRatio is a ratio of two profiles' rates from rounds' pairs.
+type pairedRatio struct {
+	// Ratio is exp(mean over rounds of log(a/b)): the geometric mean of the
+	// rounds' ratios.
+	Ratio float64 `json:"ratio"`
+	// SE is Ratio's standard error, Ratio × sd(log ratios)/sqrt(rounds)
+	// (the delta method); 0 with one round.
+	SE float64 `json:"se"`
+	// Rounds is the number of pairs; Higher the rounds where a > b.
+	Rounds int `json:"rounds"`
+	Higher int `json:"higher"`
+}
+
+// pairRatio pairs a[i] with b[i] (round i of each profile); rounds
+// without a positive rate on both sides are left out.
+func pairRatio(a, b []float64) pairedRatio {
+	var logs []float64
+	var p pairedRatio
+	for i := range min(len(a), len(b)) {
+		if !(a[i] > 0 && b[i] > 0) {
+			continue
+		}
+		logs = append(logs, math.Log(a[i]/b[i]))
+		if a[i] > b[i] {
+			p.Higher++
+		}
+	}
+	p.Rounds = len(logs)
+	if p.Rounds == 0 {
+		return p
+	}
+	var mean float64
+	for _, l := range logs {
+		mean += l
+	}
+	mean /= float64(p.Rounds)
+	p.Ratio = math.Exp(mean)
+	if p.Rounds > 1 {
+		var ss float64
+		for _, l := range logs {
+			ss += (l - mean) * (l - mean)
+		}
+		p.SE = p.Ratio * math.Sqrt(ss/float64(p.Rounds-1)/float64(p.Rounds))
+	}
+	return p
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
