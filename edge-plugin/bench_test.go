@@ -38,21 +38,12 @@ func BenchmarkCycle(b *testing.B) {
 		rng := rand.New(rand.NewPCG(uint64(n), 1))
 		nodes := randomSnapshot(rng, n)
 		p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
-		ctx := context.Background()
 		for _, phase := range []string{"cpu-pod", "gpu-share-pod", "after-bind", "convert-only"} {
 			pod := k8sPod(sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096})
 			if phase == "gpu-share-pod" {
 				pod = k8sPod(sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300})
 			}
-			// the feasible nodes, as upstream filters and ours would leave them
-			var feasible []fwk.NodeInfo
-			cs0 := framework.NewCycleState()
-			_, st0 := p.PreFilter(ctx, cs0, pod, nodes)
-			for _, ni := range nodes {
-				if fitsCPUMem(pod, ni) && (st0.Code() == fwk.Skip || p.Filter(ctx, cs0, pod, ni).IsSuccess()) {
-					feasible = append(feasible, ni)
-				}
-			}
+			feasible := feasibleNodes(p, pod, nodes)
 			b.Run(fmt.Sprintf("nodes=%d/%s", n, phase), func(b *testing.B) {
 				panics, _ := testutil.GetCounterMetricValue(metricPanics)
 				defer func() {
@@ -391,14 +382,7 @@ func BenchmarkReserve(b *testing.B) {
 		{"gpu-share-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}},
 	} {
 		pod := k8sPod(c.spec)
-		var feasible []fwk.NodeInfo
-		cs0 := framework.NewCycleState()
-		_, st0 := p.PreFilter(ctx, cs0, pod, nodes)
-		for _, ni := range nodes {
-			if fitsCPUMem(pod, ni) && (st0.Code() == fwk.Skip || p.Filter(ctx, cs0, pod, ni).IsSuccess()) {
-				feasible = append(feasible, ni)
-			}
-		}
+		feasible := feasibleNodes(p, pod, nodes)
 		best, cs, _ := explainedCycle(b, p, pod, feasible)
 		runtime.GC()
 		b.Run(c.name, func(b *testing.B) {
@@ -412,4 +396,19 @@ func BenchmarkReserve(b *testing.B) {
 			}
 		})
 	}
+}
+
+// feasibleNodes is the nodes pod fits, as upstream filters and ours would
+// leave them.
+func feasibleNodes(p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) []fwk.NodeInfo {
+	ctx := context.Background()
+	var feasible []fwk.NodeInfo
+	cs := framework.NewCycleState()
+	_, st := p.PreFilter(ctx, cs, pod, nodes)
+	for _, ni := range nodes {
+		if fitsCPUMem(pod, ni) && (st.Code() == fwk.Skip || p.Filter(ctx, cs, pod, ni).IsSuccess()) {
+			feasible = append(feasible, ni)
+		}
+	}
+	return feasible
 }
