@@ -564,8 +564,10 @@ func (c *converter) entriesLocked(all, cands []fwk.NodeInfo) ([]*nodeEntry, snap
 			// every node: reading each NodeInfo's generation is a
 			// cache miss per node at thousands of nodes, the largest
 			// part of PreScore before the scan period
-			for i := range all {
-				check(i)
+			for i, ni := range all {
+				if gens[i] != ni.GetGeneration() { // the common case inline: no call per node
+					check(i)
+				}
 			}
 			c.lastScan = now
 		} else {
