@@ -650,6 +650,13 @@ func (c *converter) mark(nodeName string) {
 	if c.scanEvery <= 0 {
 		return // every cycle checks every node
 	}
+	if len(c.marked) >= len(c.posByName) {
+		// cycles that score did not run for as many reservations (e.g. a
+		// one-node cluster, where the scheduler skips PreScore): the next
+		// one reads every node, and the marks stay bounded
+		c.marked, c.lastScan = c.marked[:0], time.Time{}
+		return
+	}
 	if p, ok := c.posByName[nodeName]; ok {
 		c.marked = append(c.marked, p)
 	}

@@ -276,6 +276,18 @@ func TestScanPeriod(t *testing.T) {
 		t.Errorf("the reserved node %s's new pod is not in the view (CPU used %v)", best, after[best])
 	}
 
+	// marks without a cycle that scores stay bounded: past one per node
+	// the next cycle reads every node instead
+	for range 3 * len(all) {
+		p.conv.mark(name(0))
+	}
+	if n, limit := len(p.conv.marked), len(all); n > limit {
+		t.Errorf("%d marks kept for %d nodes", n, limit)
+	}
+	if !p.conv.lastScan.IsZero() {
+		t.Error("too many marks did not make the next cycle read every node")
+	}
+
 	// once every node has been read again, the view is a fresh one's
 	now = now.Add(time.Second)
 	got := cycle(cands)
