@@ -49,6 +49,11 @@ type nodeEntry struct {
 	// one. Freshness is judged per cycle (telemetry.go), not here.
 	tel    *kubefmt.TelemetrySummary
 	telErr error
+	// node is the Node object converted: the informer replaces the
+	// object on every change, so while NodeInfo holds the same one, spec
+	// and telemetry carry over to the next conversion (a bind moves the
+	// generation, not the node).
+	node *v1.Node
 }
 
 // simPod converts a pod (kubefmt.SimPod, the conversion the agent's trace
@@ -114,15 +119,23 @@ func (r *reservations) put(uid types.UID, node string, devices []int, now time.T
 // their AnnotationGPUDevices, else of a reservation; the rest get devices
 // derived deterministically (best fit in namespace/name order, after the
 // recorded ones). Pods that do not fit the model of the node are skipped.
-func convertNode(ni fwk.NodeInfo, res *reservations) *nodeEntry {
+// prev is the node's last conversion (nil: none): when it converted the
+// same Node object, its spec and telemetry are kept rather than decoded
+// again (the telemetry annotation's JSON was half of a conversion at
+// 5,000 nodes with a bind per cycle).
+func convertNode(ni fwk.NodeInfo, res *reservations, prev *nodeEntry) *nodeEntry {
 	n := ni.Node()
-	e := &nodeEntry{gen: ni.GetGeneration()}
+	e := &nodeEntry{gen: ni.GetGeneration(), node: n}
 	if n == nil {
 		return e
 	}
-	e.spec, e.ok = kubefmt.SimNode(n)
-	e.sig = specSig(&e.spec)
-	e.tel, e.telErr = nodeTelemetry(n)
+	if prev != nil && prev.node == n {
+		e.spec, e.ok, e.sig, e.tel, e.telErr = prev.spec, prev.ok, prev.sig, prev.tel, prev.telErr
+	} else {
+		e.spec, e.ok = kubefmt.SimNode(n)
+		e.sig = specSig(&e.spec)
+		e.tel, e.telErr = nodeTelemetry(n)
+	}
 	e.free = make([]int64, e.spec.GPUs)
 	for i := range e.free {
 		e.free[i] = sim.MilliGPU
@@ -320,13 +333,17 @@ func (c *converter) node(ni fwk.NodeInfo) *nodeEntry {
 	if n == nil {
 		return &nodeEntry{}
 	}
+	var prev *nodeEntry
 	if fi, ok := ni.(*framework.NodeInfo); ok {
 		if k := c.known.Load(); k != nil {
 			if p, ok := k.at.get(fi); ok {
 				// the object may hold another node, or the same node
 				// since changed: only its generation and name tell
-				if e := k.entries[p].Load(); e != nil && e.gen == ni.GetGeneration() && e.spec.Name == n.Name {
-					return e
+				if e := k.entries[p].Load(); e != nil && e.spec.Name == n.Name {
+					if e.gen == ni.GetGeneration() {
+						return e
+					}
+					prev = e
 				}
 			}
 		}
@@ -334,9 +351,11 @@ func (c *converter) node(ni fwk.NodeInfo) *nodeEntry {
 	if v, ok := c.nodes.Load(n.Name); ok {
 		if e := v.(*nodeEntry); e.gen == ni.GetGeneration() {
 			return e
+		} else if prev == nil {
+			prev = e
 		}
 	}
-	e := convertNode(ni, c.res)
+	e := convertNode(ni, c.res, prev)
 	c.nodes.Store(n.Name, e)
 	return e
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgesched/edgesched/internal/testutil/kubefixture"
 	"github.com/edgesched/edgesched/kubefmt"
+	"github.com/edgesched/edgesched/sim"
 )
 
 // TestConvertReadsAsRecorder: the plugin converts the shared fixture's
@@ -18,7 +19,7 @@ import (
 // fixture), failure rate included; the malformed pod is skipped.
 func TestConvertReadsAsRecorder(t *testing.T) {
 	n, pods := kubefixture.Node(), kubefixture.Pods()
-	e := convertNode(nodeInfo(n, pods...), &reservations{})
+	e := convertNode(nodeInfo(n, pods...), &reservations{}, nil)
 	want, ok := kubefmt.SimNode(n)
 	if !ok || !e.ok || e.spec.Name != want.Name || e.spec.CPU != want.CPU || e.spec.Memory != want.Memory || e.spec.GPUs != want.GPUs ||
 		e.spec.GPUModel != want.GPUModel || e.spec.Zone != want.Zone || e.spec.Arch != want.Arch || e.spec.FailureRate != want.FailureRate {
@@ -81,5 +82,41 @@ func TestReservationsSweep(t *testing.T) {
 	r.put("f", "n", []int{5}, t0.Add(-time.Hour))
 	if got := r.nextSweep.Load(); got != t0.Add(-time.Hour+reservationSweep).UnixNano() {
 		t.Errorf("after the clock went back the next sweep is at %v, want %v", time.Unix(0, got).UTC(), t0.Add(-time.Hour+reservationSweep))
+	}
+}
+
+// TestConvertKeepsNodeReads: a conversion after a bind (the generation
+// moves, the Node object does not) keeps the last conversion's node spec
+// and decoded telemetry; a new Node object is read anew.
+func TestConvertKeepsNodeReads(t *testing.T) {
+	n := kubefixture.Node()
+	tel := func(cpu float64) string {
+		s, err := kubefmt.EncodeTelemetry(kubefmt.TelemetrySummary{Time: telT0, Window: 10 * time.Second, CPU: cpu, Mem: 0.5, Load1: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	n.Annotations[kubefmt.AnnotationTelemetry] = tel(0.4)
+	ni := nodeInfo(n)
+	c := newConverter(nil)
+	e1 := c.node(ni)
+	if e1.tel == nil || e1.tel.CPU != 0.4 {
+		t.Fatalf("telemetry %+v, want CPU 0.4", e1.tel)
+	}
+	ni.AddPod(k8sPod(sim.PodSpec{Name: "bound", CPU: 100, Memory: 64}))
+	e2 := c.node(ni)
+	if e2 == e1 || len(e2.pods) != len(e1.pods)+1 {
+		t.Fatalf("after a bind: %d pods (was %d), entry reused %v", len(e2.pods), len(e1.pods), e2 == e1)
+	}
+	if e2.tel != e1.tel || e2.spec.Name != e1.spec.Name || e2.sig != e1.sig {
+		t.Fatal("after a bind the same Node object's telemetry was decoded again")
+	}
+	n2 := n.DeepCopy()
+	n2.Annotations[kubefmt.AnnotationTelemetry] = tel(0.9)
+	ni.SetNode(n2)
+	e3 := c.node(ni)
+	if e3.tel == nil || e3.tel.CPU != 0.9 || len(e3.pods) != len(e2.pods) {
+		t.Fatalf("a new Node object: telemetry %+v, %d pods; want CPU 0.9 and %d pods", e3.tel, len(e3.pods), len(e2.pods))
 	}
 }
