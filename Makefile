@@ -42,7 +42,8 @@ AGENT_TAGS ?= nogorgonia
 
 e2e-bin: helm ## build the programs the end-to-end tests start (kine, kube-apiserver, kube-scheduler, edge-scheduler, edge-agent) and helm
 	@echo "building end-to-end binaries into $(E2E_BIN) (minutes the first time on a cold Go build cache)"
-	$(GO) build -o $(E2E_BIN)/ github.com/k3s-io/kine k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler ./cmd/edge-scheduler
+	$(GO) build -o $(E2E_BIN)/ github.com/k3s-io/kine k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler
+	$(GO) build -tags "$(SCHEDULER_TAGS)" -o $(E2E_BIN)/ ./cmd/edge-scheduler
 	$(GO) build -tags "$(AGENT_TAGS)" -o $(E2E_BIN)/ ./cmd/edge-agent
 
 agent: ## build bin/edge-agent as released (stripped, AGENT_TAGS)
@@ -56,9 +57,13 @@ agent: ## build bin/edge-agent as released (stripped, AGENT_TAGS)
 # for the experiment (about 4 minutes on 2 cores). SCHEDULER_GOEXPERIMENT=
 # builds it without; the end-to-end tests run the portable build.
 SCHEDULER_GOEXPERIMENT ?= $(if $(filter amd64,$(shell $(GO) env GOARCH)),simd,)
+# edge-scheduler serves int8 models only: like edge-agent it is built
+# without gorgonia.org/tensor (AGENT_TAGS above; docs/edge-plugin.md
+# "Binary size"). internal/schedcmd/deps_test.go reads this line.
+SCHEDULER_TAGS ?= nogorgonia
 
-scheduler: ## build bin/edge-scheduler as released (stripped; GOEXPERIMENT=simd on amd64)
-	GOEXPERIMENT=$(SCHEDULER_GOEXPERIMENT) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/edge-scheduler ./cmd/edge-scheduler
+scheduler: ## build bin/edge-scheduler as released (stripped, SCHEDULER_TAGS; GOEXPERIMENT=simd on amd64)
+	GOEXPERIMENT=$(SCHEDULER_GOEXPERIMENT) $(GO) build -trimpath -tags "$(SCHEDULER_TAGS)" -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/edge-scheduler ./cmd/edge-scheduler
 	@ls -l $(BIN)/edge-scheduler
 
 # Container images (docs/quickstart-k3s.md, "Images"): edge-agent,
@@ -83,7 +88,7 @@ IMAGE_LDFLAGS   = -s -w -X github.com/edgesched/edgesched/internal/cli.Version=$
 images: ## build the OCI images and K3s archives into IMAGES_OUT (reused when unchanged); prints digests and sizes
 	$(GO) run ./tools/edge-images --out $(IMAGES_OUT) --registry $(IMAGE_REGISTRY) --tag $(IMAGE_TAG) \
 		--release $(VERSION) --commit $(COMMIT) --source-date-epoch $(SOURCE_DATE_EPOCH) \
-		--ldflags "$(IMAGE_LDFLAGS)" --agent-tags "$(AGENT_TAGS)" --scheduler-goexperiment simd $(IMAGES_FLAGS)
+		--ldflags "$(IMAGE_LDFLAGS)" --agent-tags "$(AGENT_TAGS)" --scheduler-tags "$(SCHEDULER_TAGS)" --scheduler-goexperiment simd $(IMAGES_FLAGS)
 
 # What test-images runs besides Go, from Debian's packages, installed as
 # root when missing (the tests print why they skip otherwise):
@@ -186,7 +191,7 @@ SCALE_BIN       ?= $(BIN)/scale
 .PHONY: bench-scale
 bench-scale: ## scale harness at SCALE_NODES nodes (not in make test): pods/s side by side, latency per extension point, RSS, CPU; JSON in SCALE_OUT
 	$(GO) build -o $(SCALE_BIN)/ github.com/k3s-io/kine k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler
-	GOEXPERIMENT=$(SCHEDULER_GOEXPERIMENT) $(GO) build -trimpath -o $(SCALE_BIN)/ ./cmd/edge-scheduler
+	GOEXPERIMENT=$(SCHEDULER_GOEXPERIMENT) $(GO) build -trimpath -tags "$(SCHEDULER_TAGS)" -o $(SCALE_BIN)/ ./cmd/edge-scheduler
 	EDGESCHED_E2E_BIN_DIR=$(abspath $(SCALE_BIN)) EDGESCHED_SCALE_NODES=$(SCALE_NODES) EDGESCHED_SCALE_PODS=$(SCALE_PODS) \
 		EDGESCHED_SCALE_ROUNDS=$(SCALE_ROUNDS) EDGESCHED_SCALE_TELEMETRY=$(SCALE_TELEMETRY) EDGESCHED_SCALE_PHASES=$(SCALE_PHASES) \
 		EDGESCHED_SCALE_EXTENDER_PODS=$(SCALE_EXTENDER_PODS) \

@@ -56,6 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		epoch     = fs.String("source-date-epoch", "", "creation time of every file and image, in Unix seconds (the commit's time); required")
 		ldflags   = fs.String("ldflags", d.LDFlags, "-ldflags of every go build")
 		agentTags = fs.String("agent-tags", "nogorgonia", "edge-agent's build tags (the Makefile's AGENT_TAGS)")
+		schedTags = fs.String("scheduler-tags", "nogorgonia", "edge-scheduler's build tags (the Makefile's SCHEDULER_TAGS)")
 		schedExp  = fs.String("scheduler-goexperiment", "simd", "edge-scheduler's GOEXPERIMENT on amd64 (the Makefile's SCHEDULER_GOEXPERIMENT; empty: none)")
 		caCerts   = fs.String("ca-certs", d.CACerts, "PEM CA bundle put into the base layer")
 		force     = fs.Bool("force", false, "rebuild even when images.json records the same inputs")
@@ -85,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := d
 	c.Dir, c.Registry, c.Tag, c.LDFlags, c.CACerts, c.Force = *out, *registry, *tag, *ldflags, *caCerts, *force
 	c.Meta = ociimage.Meta{Version: *version, Commit: *commit, Created: time.Unix(secs, 0).UTC()}
-	c.Components = ociimage.DefaultComponents(*agentTags, *schedExp)
+	c.Components = ociimage.DefaultComponents(*agentTags, *schedTags, *schedExp)
 	if *only != "" {
 		var keep []ociimage.Component
 		var names []string

@@ -74,12 +74,13 @@ var (
 // DefaultComponents are edgesched's four programs, edge-agent (root, for
 // its eBPF capabilities; also 32-bit arm) and the other three as nonroot,
 // and nats-server (nonroot).
-// agentTags are the Makefile's AGENT_TAGS; schedulerExperiment is the
-// scheduler's GOEXPERIMENT on amd64 (the Makefile's SCHEDULER_GOEXPERIMENT).
-func DefaultComponents(agentTags, schedulerExperiment string) []Component {
+// agentTags and schedulerTags are the Makefile's AGENT_TAGS and
+// SCHEDULER_TAGS; schedulerExperiment is the scheduler's GOEXPERIMENT on
+// amd64 (the Makefile's SCHEDULER_GOEXPERIMENT).
+func DefaultComponents(agentTags, schedulerTags, schedulerExperiment string) []Component {
 	nonroot := fmt.Sprintf("%d:%d", NonrootUID, NonrootUID)
 	both := []v1.Platform{LinuxAMD64, LinuxARM64}
-	sched := Component{Name: "edge-scheduler", Package: "./cmd/edge-scheduler", User: nonroot, Platforms: both,
+	sched := Component{Name: "edge-scheduler", Package: "./cmd/edge-scheduler", Tags: schedulerTags, User: nonroot, Platforms: both,
 		Description: "kube-scheduler with the EdgePolicy plugin (int8 policy scoring) and its extender"}
 	if schedulerExperiment != "" {
 		sched.GoExperiment = map[string]string{"amd64": schedulerExperiment}
@@ -101,8 +102,8 @@ func DefaultComponents(agentTags, schedulerExperiment string) []Component {
 	}
 }
 
-// DefaultConfig builds DefaultComponents (agent tags nogorgonia, the
-// scheduler with GOEXPERIMENT=simd on amd64) into build/images as
+// DefaultConfig builds DefaultComponents (agent and scheduler tags
+// nogorgonia, the scheduler with GOEXPERIMENT=simd on amd64) into build/images as
 // ghcr.io/edgesched/NAME:dev, created at the Unix epoch, with the
 // machine's CA bundle. Set Meta and Tag from the commit.
 func DefaultConfig() Config {
@@ -114,7 +115,7 @@ func DefaultConfig() Config {
 		LDFlags:    "-s -w",
 		CACerts:    "/etc/ssl/certs/ca-certificates.crt",
 		GoCmd:      "go",
-		Components: DefaultComponents("nogorgonia", "simd"),
+		Components: DefaultComponents("nogorgonia", "nogorgonia", "simd"),
 	}
 }
 

@@ -253,7 +253,7 @@ func TestValidate(t *testing.T) {
 		"slash in a name": func(c *Config) { c.Components[3].Name = "a/b" },
 	} {
 		c := DefaultConfig()
-		c.Components = DefaultComponents("nogorgonia", "simd")
+		c.Components = DefaultComponents("nogorgonia", "nogorgonia", "simd")
 		mut(&c)
 		if err := c.Validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", what, err)

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -345,27 +344,32 @@ func (m *module) runGo(ctx context.Context, t testing.TB, args []string, start t
 	return nil
 }
 
-// agentMain is the program built with the Makefile's AGENT_TAGS.
-const agentMain = "github.com/edgesched/edgesched/cmd/edge-agent"
+// releaseTagVars are the Makefile variables holding the build tags of the
+// programs released with some (policy/tensor_gonum.go says why).
+var releaseTagVars = map[string]string{
+	"github.com/edgesched/edgesched/cmd/edge-agent":     "AGENT_TAGS",
+	"github.com/edgesched/edgesched/cmd/edge-scheduler": "SCHEDULER_TAGS",
+}
 
 // releaseTags returns the build tags pkg is released with, so the tests
-// run what users get: edge-agent is built with the Makefile's AGENT_TAGS
-// (policy/tensor_gonum.go says why), read from its line
-// "AGENT_TAGS ?= ..."; other programs with none.
+// run what users get: edge-agent and edge-scheduler are built with the
+// Makefile's AGENT_TAGS and SCHEDULER_TAGS, read from their lines
+// "NAME ?= ..."; other programs with none.
 func (m *module) releaseTags(pkg string) (string, error) {
-	if pkg != agentMain {
+	name, ok := releaseTagVars[pkg]
+	if !ok {
 		return "", nil
 	}
 	b, err := os.ReadFile(filepath.Join(m.root, "Makefile"))
 	if err != nil {
-		return "", fmt.Errorf("read AGENT_TAGS: %w", err)
+		return "", fmt.Errorf("read %s: %w", name, err)
 	}
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "AGENT_TAGS ?= "); ok {
+		if v, ok := strings.CutPrefix(line, name+" ?= "); ok {
 			return strings.TrimSpace(v), nil
 		}
 	}
-	return "", errors.New("the Makefile has no line \"AGENT_TAGS ?= ...\"")
+	return "", fmt.Errorf("the Makefile has no line \"%s ?= ...\"", name)
 }
 
 // deadline is t.Deadline when t is a *testing.T.

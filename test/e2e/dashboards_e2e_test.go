@@ -176,11 +176,9 @@ func componentMetrics(t *testing.T, m *module, comp string) map[string]metricDef
 	}
 	m.path = mod
 	pkg := dashboardComponents[comp]
-	tags := ""
-	if strings.HasSuffix(agentMain, strings.TrimPrefix(pkg, ".")) {
-		if tags, err = m.releaseTags(agentMain); err != nil {
-			t.Fatal(err)
-		}
+	tags, err := m.releaseTags(mod + strings.TrimPrefix(pkg, "."))
+	if err != nil {
+		t.Fatal(err)
 	}
 	goBin, err := gobuild.GoTool()
 	if err != nil {

@@ -194,7 +194,7 @@ func TestQuickstartK3s(t *testing.T) {
 	// What `make images` writes into helm-values-airgap.yaml, for images
 	// tagged quickstartTag.
 	sum := &ociimage.Summary{}
-	for _, c := range ociimage.DefaultComponents("", "") {
+	for _, c := range ociimage.DefaultComponents("", "", "") {
 		sum.Components = append(sum.Components, ociimage.ComponentSummary{Name: c.Name, Image: "ghcr.io/edgesched/" + c.Name + ":" + quickstartTag})
 	}
 	v, err := imagecmd.HelmValues(sum, false)

@@ -105,7 +105,7 @@ func open(t *testing.T) *build {
 }
 
 // want are the components, platforms and users the images must have.
-func want() []ociimage.Component { return ociimage.DefaultComponents("", "") }
+func want() []ociimage.Component { return ociimage.DefaultComponents("", "", "") }
 
 func (b *build) image(t *testing.T, comp string, p v1.Platform) v1.Image {
 	t.Helper()
@@ -443,8 +443,8 @@ func TestELF(t *testing.T) {
 			if p.Variant != "" && settings["GOARM"] != strings.TrimPrefix(p.Variant, "v") {
 				t.Errorf("%s %s: GOARM=%q", comp.Name, plat, settings["GOARM"])
 			}
-			if comp.Name == "edge-agent" && !strings.Contains(settings["-tags"], "nogorgonia") {
-				t.Errorf("%s %s: tags %q, want the Makefile's AGENT_TAGS (nogorgonia)", comp.Name, plat, settings["-tags"])
+			if (comp.Name == "edge-agent" || comp.Name == "edge-scheduler") && !strings.Contains(settings["-tags"], "nogorgonia") {
+				t.Errorf("%s %s: tags %q, want the Makefile's AGENT_TAGS or SCHEDULER_TAGS (nogorgonia)", comp.Name, plat, settings["-tags"])
 			}
 			// the scheduler's vector kernel exists only on amd64
 			if comp.Name == "edge-scheduler" && (p.Architecture == "amd64") != strings.Contains(settings["GOEXPERIMENT"], "simd") {
