@@ -110,7 +110,7 @@ func newCompletionCommand() *cobra.Command {
 // addVerbs adds extender and version to root and makes the tree keep the
 // CLI contract (completion and help included).
 func addVerbs(root *cobra.Command) {
-	ext := edgeplugin.NewExtenderCommand()
+	ext := newExtender()
 	ext.Version = versionLine()
 	ext.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(ext, edgecli.NewVersionCommand(versionLine()))
