@@ -2,9 +2,9 @@
 // the EdgePolicy plugin registered (every kube-scheduler flag applies),
 // `edge-scheduler extender` (the same policy over the HTTP extender
 // protocol: extender.go, serving edgeplugin.StartExtenderServer), the
-// version, and the completion
-// scripts (bash, zsh, fish, powershell: kube-scheduler's flags and the
-// verbs). cmd/edge-scheduler only calls Main.
+// version, and the completion scripts (bash, zsh, fish, powershell:
+// kube-scheduler's flags and the verbs). cmd/edge-scheduler only calls
+// Main.
 //
 // Exit codes (docs/cli.md): 0 success, -h, --version and the version verb;
 // 2 for a bad command line (an unknown command, an unknown flag or a value
