@@ -188,7 +188,7 @@ func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federat
 	case n.Version < hwm.Version:
 		return c.refuseModel(RefuseRollback, n.Version, fmt.Errorf("%w: the notice offers version %d, this site has installed version %d", quant.ErrRollback, n.Version, hwm.Version))
 	case n.Version == hwm.Version && n.Int8Model != hwm.Int8:
-		return c.refuseModel(RefuseConflict, n.Version, fmt.Errorf("%w: version %d is model %s here, the notice names %s", quant.ErrRollback, n.Version, short(hwm.Int8), short(n.Int8Model)))
+		return c.refuseModel(RefuseConflict, n.Version, fmt.Errorf("%w: version %d is model %s here, the notice names %s", quant.ErrRollback, n.Version, quant.ShortID(hwm.Int8), quant.ShortID(n.Int8Model)))
 	case n.Version == hwm.Version:
 		return nil // installed already (a republished notice)
 	}
@@ -263,7 +263,7 @@ func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federat
 	if err != nil {
 		return fmt.Errorf("install model version %d: %w", n.Version, err)
 	}
-	c.log.Info("model installed", "version", n.Version, "int8", short(q.Header.ModelID))
+	c.log.Info("model installed", "version", n.Version, "int8", quant.ShortID(q.Header.ModelID))
 	c.report()
 	c.mu.Lock()
 	hooks := append([]func(Installed){}, c.onModel...)
@@ -272,13 +272,6 @@ func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federat
 		f(inst)
 	}
 	return nil
-}
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }
 
 // noteAnnouncement records the highest base version announced and when it
