@@ -220,7 +220,7 @@ func (c *Coordinator) putModel(tx *bolt.Tx, p *prepared) error {
 	if err := m.Put(store.KeyVersion, u64(p.rec.Version)); err != nil {
 		return err
 	}
-	return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "model.stored", p.rec.Round, "", fmt.Sprintf("version %d (%s) float %s int8 %s", p.rec.Version, p.rec.Note, short(p.rec.FloatModel), short(p.rec.Int8Model)))
+	return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "model.stored", p.rec.Round, "", fmt.Sprintf("version %d (%s) float %s int8 %s", p.rec.Version, p.rec.Note, quant.ShortID(p.rec.FloatModel), quant.ShortID(p.rec.Int8Model)))
 }
 
 // storeModel prepares and stores m as the next version. Callers hold c.mu.
@@ -232,15 +232,8 @@ func (c *Coordinator) storeModel(ctx context.Context, m *policy.Model, round uin
 	if err := c.update(func(tx *bolt.Tx) error { return c.putModel(tx, p) }); err != nil {
 		return nil, fmt.Errorf("store model version %d: %w", p.rec.Version, err)
 	}
-	c.log.Info("model stored", "version", p.rec.Version, "round", round, "float", short(p.rec.FloatModel), "int8", short(p.rec.Int8Model), "status", p.rec.Status)
+	c.log.Info("model stored", "version", p.rec.Version, "round", round, "float", quant.ShortID(p.rec.FloatModel), "int8", quant.ShortID(p.rec.Int8Model), "status", p.rec.Status)
 	return p.rec, nil
-}
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }
 
 // Run serves until ctx is cancelled: it checks the NATS server (at least

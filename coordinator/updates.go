@@ -16,6 +16,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/parallel"
+	"github.com/edgesched/edgesched/quant"
 )
 
 // Ingest (docs/federated.md "Ingest"). Updates flow through three stages:
@@ -515,7 +516,7 @@ func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time
 	case r.State != StateCollecting || st.complete:
 		return federated.ReasonRoundClosed, fmt.Sprintf("round %d is %s", r.Round, r.State), nil
 	case r.Mode == federated.Sync && h.BaseModel != r.BaseModel:
-		return federated.ReasonBaseModel, fmt.Sprintf("trained from %s, round base %s", short(h.BaseModel), short(r.BaseModel)), nil
+		return federated.ReasonBaseModel, fmt.Sprintf("trained from %s, round base %s", quant.ShortID(h.BaseModel), quant.ShortID(r.BaseModel)), nil
 	}
 	if r.Mode == federated.Async {
 		// the base must be a model we published, not too old
@@ -524,7 +525,7 @@ func (c *Coordinator) accept(tx *bolt.Tx, in *incoming, st *batchState, now time
 			return "", "", err
 		}
 		if base == nil || base.FloatModel != h.BaseModel {
-			return federated.ReasonBaseModel, fmt.Sprintf("version %d is not %s", h.BaseVersion, short(h.BaseModel)), nil
+			return federated.ReasonBaseModel, fmt.Sprintf("version %d is not %s", h.BaseVersion, quant.ShortID(h.BaseModel)), nil
 		}
 		if st := int(r.BaseVersion) - int(h.BaseVersion); c.cfg.MaxStaleness > 0 && st > c.cfg.MaxStaleness {
 			return federated.ReasonStaleRound, fmt.Sprintf("%d versions old (at most %d)", st, c.cfg.MaxStaleness), nil

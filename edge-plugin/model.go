@@ -138,9 +138,9 @@ func (s *ModelStore) install(h quant.Header, newScorer func() policy.Scorer, net
 	// Metrics first: whoever sees the new model also sees them counted.
 	metricSwaps.Inc()
 	if cur != nil {
-		metricModelVersion.DeleteLabelValues(shortID(cur.Header.ModelID))
+		metricModelVersion.DeleteLabelValues(quant.ShortID(cur.Header.ModelID))
 	}
-	metricModelVersion.WithLabelValues(shortID(h.ModelID)).Set(float64(h.Version))
+	metricModelVersion.WithLabelValues(quant.ShortID(h.ModelID)).Set(float64(h.Version))
 	s.current.Store(m)
 	return true, nil
 }
@@ -224,14 +224,7 @@ func (s *ModelStore) Watch(ctx context.Context, path string, interval time.Durat
 			logger.Error(err, "Keeping the previous model")
 		} else if ok {
 			h := s.Current().Header
-			logger.Info("Installed model", "version", h.Version, "modelID", shortID(h.ModelID), "int8Kernel", quant.Kernel())
+			logger.Info("Installed model", "version", h.Version, "modelID", quant.ShortID(h.ModelID), "int8Kernel", quant.Kernel())
 		}
 	}
-}
-
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }

@@ -167,16 +167,16 @@ func (s *configMapSource) apply(obj any) {
 		}
 		keep := "no model loaded: scoring neutrally"
 		if m := s.store.Current(); m != nil {
-			keep = fmt.Sprintf("keeping model version %d (%s)", m.Header.Version, shortID(m.Header.ModelID))
+			keep = fmt.Sprintf("keeping model version %d (%s)", m.Header.Version, quant.ShortID(m.Header.ModelID))
 		}
 		logger.Error(err, "Model refused", "reason", reason, "kept", keep)
 		s.event(cm, v1.EventTypeWarning, EventModelRefused, "%s refused the model in key %s (reason %s): %v; %s",
 			Name, s.key, reason, trimErr(detail), keep)
 	case installed:
 		h := s.store.Current().Header
-		logger.Info("Installed model", "version", h.Version, "modelID", shortID(h.ModelID), "int8Kernel", quant.Kernel())
+		logger.Info("Installed model", "version", h.Version, "modelID", quant.ShortID(h.ModelID), "int8Kernel", quant.Kernel())
 		s.event(cm, v1.EventTypeNormal, EventModelInstalled, "%s installed model version %d (%s) from key %s",
-			Name, h.Version, shortID(h.ModelID), s.key)
+			Name, h.Version, quant.ShortID(h.ModelID), s.key)
 	}
 }
 
@@ -190,7 +190,7 @@ func (s *configMapSource) deleted(obj any) {
 	}
 	defer s.deletions.Add(1)
 	if m := s.store.Current(); m != nil {
-		s.logger.Info("Model ConfigMap deleted: keeping the model in use", "version", m.Header.Version, "modelID", shortID(m.Header.ModelID))
+		s.logger.Info("Model ConfigMap deleted: keeping the model in use", "version", m.Header.Version, "modelID", quant.ShortID(m.Header.ModelID))
 	} else {
 		s.logger.Info("Model ConfigMap deleted: no model loaded, scoring neutrally")
 	}

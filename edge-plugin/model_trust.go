@@ -1,8 +1,6 @@
 package edgeplugin
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -63,14 +61,7 @@ type modelTrust struct {
 	statePath string
 	maxAge    time.Duration
 	now       func() time.Time
-	floor     modelFloor
-}
-
-// modelFloor is the highest model accepted (state file, key "floor").
-type modelFloor struct {
-	Version  uint64    `json:"version"`
-	ModelID  string    `json:"model_id"`
-	Accepted time.Time `json:"accepted"`
+	floor     quant.Floor // the highest model accepted (state file, key "floor")
 }
 
 var (
@@ -84,19 +75,12 @@ const stateSchemaVersion = "1"
 // errState wraps a damaged state file.
 var errState = errors.New("edgeplugin: bad model state file")
 
-// decodeFloor parses the floor record strictly.
-func decodeFloor(b []byte) (modelFloor, error) {
-	var f modelFloor
-	if len(b) > 4096 {
-		return f, fmt.Errorf("%w: floor record of %d bytes", errState, len(b))
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return f, fmt.Errorf("%w: floor: %v", errState, err)
-	}
-	if dec.More() {
-		return f, fmt.Errorf("%w: floor: trailing data", errState)
+// decodeFloor parses the floor record (quant.DecodeFloor, strict) and
+// requires a version and a full model ID.
+func decodeFloor(b []byte) (quant.Floor, error) {
+	f, err := quant.DecodeFloor(b)
+	if err != nil {
+		return f, fmt.Errorf("%w: floor: %w", errState, err)
 	}
 	if f.Version == 0 || len(f.ModelID) != 64 {
 		return f, fmt.Errorf("%w: floor version %d, model %q", errState, f.Version, f.ModelID)
@@ -175,9 +159,9 @@ func (s *ModelStore) raiseFloor(h *quant.Header) error {
 	if h.Version <= t.floor.Version {
 		return nil
 	}
-	f := modelFloor{Version: h.Version, ModelID: h.ModelID, Accepted: t.nowOr().UTC()}
+	f := quant.Floor{Version: h.Version, ModelID: h.ModelID, Accepted: t.nowOr().UTC()}
 	if t.statePath != "" {
-		raw, err := json.Marshal(f)
+		raw, err := f.Encode()
 		if err != nil {
 			return err
 		}

@@ -173,6 +173,42 @@ func TestModelStateFileDamaged(t *testing.T) {
 	}
 }
 
+// TestModelStateFileOldFloor: a state file whose floor the plugin wrote
+// before quant.Floor (quant/testdata/floor-plugin.json: the old encoder's
+// bytes, after installing the test artifact as version 7) opens with that
+// floor: the same model is accepted again, an older version is refused.
+func TestModelStateFileOldFloor(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "quant", "testdata", "floor-plugin.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testSigner(t, 1)
+	created := testArtifact(t).Header.Created
+	v7 := variant(t, s, 7, created, 0)
+	a, err := quant.Decode(v7, quant.DecodeOptions{Keys: testKeyring(t, s)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "plugin.db")
+	if err := putRaw(p, stateFloor, raw); err != nil {
+		t.Fatal(err)
+	}
+	store, err := OpenModelStore(ModelStoreOptions{Keys: testKeyring(t, s), StatePath: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, id := store.Floor(); v != 7 || id != a.Header.ModelID {
+		t.Fatalf("floor %d %s, want 7 %s", v, id, a.Header.ModelID)
+	}
+	var re *RefusalError
+	if ok, err := store.Install(variant(t, s, 6, created, 0)); ok || !errors.As(err, &re) || re.Reason != refuseRollback {
+		t.Fatalf("version 6 below the old floor: %v %v, want a rollback refusal", ok, err)
+	}
+	if ok, err := store.Install(v7); !ok || err != nil {
+		t.Fatalf("the old floor's own model: %v %v", ok, err)
+	}
+}
+
 func putRaw(path string, key, val []byte) error {
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {

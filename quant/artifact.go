@@ -551,14 +551,21 @@ func CheckNewer(current, next *Header) error {
 		return nil
 	}
 	if next.Version <= current.Version {
-		return fmt.Errorf("%w: offered version %d (%s) is not above the running %d (%s)", ErrRollback, next.Version, short(next.ModelID), current.Version, short(current.ModelID))
+		return fmt.Errorf("%w: offered version %d (%s) is not above the running %d (%s)", ErrRollback, next.Version, ShortID(next.ModelID), current.Version, ShortID(current.ModelID))
 	}
 	return nil
 }
 
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
+// ShortIDLen is how many leading characters of a model ID ShortID keeps.
+const ShortIDLen = 12
+
+// ShortID abbreviates a model ID (Header.ModelID, 64 hex digits) to its
+// first ShortIDLen characters, for logs, messages and tables; a shorter
+// ID is returned as it is. It only abbreviates: an abbreviated ID never
+// names a model to load or compare.
+func ShortID(id string) string {
+	if len(id) > ShortIDLen {
+		return id[:ShortIDLen]
 	}
 	return id
 }

@@ -357,6 +357,40 @@ func TestCheckNewer(t *testing.T) {
 	}
 }
 
+// TestShortID: a model ID is cut to its first ShortIDLen characters; a
+// shorter one is kept whole. A real artifact's ID abbreviates to a prefix
+// of itself.
+func TestShortID(t *testing.T) {
+	for _, tc := range []struct {
+		name, id, want string
+	}{
+		{"empty", "", ""},
+		{"shorter", "abc", "abc"},
+		{"exactly the length", "0123456789ab", "0123456789ab"},
+		{"one more", "0123456789abc", "0123456789ab"},
+		{"full ID", strings.Repeat("fe", 32), "fefefefefefe"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ShortID(tc.id); got != tc.want {
+				t.Fatalf("ShortID(%q) = %q, want %q", tc.id, got, tc.want)
+			}
+		})
+	}
+	s, keys := testSigner(t, 3)
+	b, err := floatArtifact(t, 1).Encode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Decode(b, DecodeOptions{Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := a.Header.ModelID
+	if got := ShortID(id); len(got) != ShortIDLen || !strings.HasPrefix(id, got) {
+		t.Fatalf("ShortID(%s) = %q, want its first %d characters", id, got, ShortIDLen)
+	}
+}
+
 func TestKeyFiles(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := testSigner(t, 7)

@@ -3,8 +3,12 @@
 // ed25519 keys (Signer, Keyring), quantization of a float model calibrated
 // on simulator states (CollectRows, Quantize), the all-integer scorer
 // (Int8Net) with its portable and vector (AVX2/AVX-512) kernels, the int8
-// policy in the simulator (Factory, MeasureAgreement), and the codec of
-// federated weight updates (EncodeUpdate, DecodeUpdate).
+// policy in the simulator (Factory, MeasureAgreement), the codec of
+// federated weight updates (EncodeUpdate, DecodeUpdate), and what model
+// identity and trust mean to every loader: the abbreviated model ID
+// (ShortID), rollback and freshness checks (CheckNewer, CheckFresh) and
+// the rollback floor record the agent and the scheduler keep (Floor,
+// DecodeFloor).
 //
 // Concurrency and lifetimes: an Artifact is a plain value; a Keyring and
 // an Int8Net are read-only once built and safe to share; an Int8Scorer

@@ -55,11 +55,11 @@ func CheckFresh(h *Header, now time.Time, maxAge time.Duration) error {
 		return nil
 	}
 	if h.Created.IsZero() {
-		return fmt.Errorf("%w: version %d (%s) has no creation time", ErrStale, h.Version, short(h.ModelID))
+		return fmt.Errorf("%w: version %d (%s) has no creation time", ErrStale, h.Version, ShortID(h.ModelID))
 	}
 	if age := now.Sub(h.Created); age > maxAge {
 		return fmt.Errorf("%w: version %d (%s) was created %s ago (%s), the maximum age is %s",
-			ErrStale, h.Version, short(h.ModelID), age.Round(time.Second), h.Created.UTC().Format(time.RFC3339), maxAge)
+			ErrStale, h.Version, ShortID(h.ModelID), age.Round(time.Second), h.Created.UTC().Format(time.RFC3339), maxAge)
 	}
 	return nil
 }

@@ -72,34 +72,27 @@ func (e *ModelRefusal) Error() string {
 // Unwrap returns the cause and ErrModelRefused.
 func (e *ModelRefusal) Unwrap() []error { return []error{ErrModelRefused, e.Err} }
 
-// Meta keys of model trust.
+// Meta keys of model trust, each a quant.Floor record.
 var (
-	keyModelHWM  = []byte("modelhwm")  // modelMark JSON: highest version ever installed
-	keyAnnounced = []byte("announced") // modelMark JSON: highest base version announced, first seen
+	keyModelHWM  = []byte("modelhwm")  // highest version ever installed, with its int8 model ID
+	keyAnnounced = []byte("announced") // highest base version announced, Accepted: when first seen
 )
 
-// modelMark is a model version with its int8 model ID (high-water mark)
-// or the time it was first announced.
-type modelMark struct {
-	Version uint64    `json:"version"`
-	Int8    string    `json:"int8_model,omitempty"`
-	Seen    time.Time `json:"seen,omitzero"`
-}
-
-func getMark(tx *bolt.Tx, key []byte) (modelMark, error) {
-	var m modelMark
+// getMark reads the mark under key (the zero Floor when there is none).
+func getMark(tx *bolt.Tx, key []byte) (quant.Floor, error) {
 	raw := tx.Bucket(bucketMeta).Get(key)
 	if raw == nil {
-		return m, nil
+		return quant.Floor{}, nil
 	}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return m, fmt.Errorf("%w: %s: %v", ErrStore, key, err)
+	m, err := quant.DecodeFloor(raw)
+	if err != nil {
+		return m, fmt.Errorf("%w: %s: %w", ErrStore, key, err)
 	}
 	return m, nil
 }
 
-func putMark(tx *bolt.Tx, key []byte, m modelMark) error {
-	raw, err := json.Marshal(m)
+func putMark(tx *bolt.Tx, key []byte, m quant.Floor) error {
+	raw, err := m.Encode()
 	if err != nil {
 		return err
 	}
@@ -121,7 +114,7 @@ func migrateHWM(db *bolt.DB) error {
 		if err := json.Unmarshal(raw, &inst); err != nil {
 			return fmt.Errorf("%w: installed: %v", ErrStore, err)
 		}
-		return putMark(tx, keyModelHWM, modelMark{Version: inst.Version, Int8: inst.Int8})
+		return putMark(tx, keyModelHWM, quant.Floor{Version: inst.Version, ModelID: inst.Int8})
 	})
 }
 
@@ -176,7 +169,7 @@ var errArtifactMismatch = errors.New("flclient: artifact does not match")
 // notice whose artifacts could not be fetched: failing to fetch them once
 // more is not counted as another refusal.
 func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federated.ModelNotice, again bool) error {
-	var hwm modelMark
+	var hwm quant.Floor
 	if err := c.db.View(func(tx *bolt.Tx) error {
 		var err error
 		hwm, err = getMark(tx, keyModelHWM)
@@ -187,8 +180,8 @@ func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federat
 	switch {
 	case n.Version < hwm.Version:
 		return c.refuseModel(RefuseRollback, n.Version, fmt.Errorf("%w: the notice offers version %d, this site has installed version %d", quant.ErrRollback, n.Version, hwm.Version))
-	case n.Version == hwm.Version && n.Int8Model != hwm.Int8:
-		return c.refuseModel(RefuseConflict, n.Version, fmt.Errorf("%w: version %d is model %s here, the notice names %s", quant.ErrRollback, n.Version, short(hwm.Int8), short(n.Int8Model)))
+	case n.Version == hwm.Version && n.Int8Model != hwm.ModelID:
+		return c.refuseModel(RefuseConflict, n.Version, fmt.Errorf("%w: version %d is model %s here, the notice names %s", quant.ErrRollback, n.Version, quant.ShortID(hwm.ModelID), quant.ShortID(n.Int8Model)))
 	case n.Version == hwm.Version:
 		return nil // installed already (a republished notice)
 	}
@@ -229,7 +222,7 @@ func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federat
 		if err != nil {
 			return err
 		}
-		if rollback = quant.CheckNewer(&quant.Header{ModelID: cur.Int8, Version: cur.Version}, &q.Header); rollback != nil {
+		if rollback = quant.CheckNewer(&quant.Header{ModelID: cur.ModelID, Version: cur.Version}, &q.Header); rollback != nil {
 			return rollback
 		}
 		mb := tx.Bucket(bucketModels)
@@ -251,7 +244,7 @@ func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federat
 		if err := mb.Put(blobKey(n.Version, quant.Int8), qraw); err != nil {
 			return err
 		}
-		if err := putMark(tx, keyModelHWM, modelMark{Version: n.Version, Int8: q.Header.ModelID}); err != nil {
+		if err := putMark(tx, keyModelHWM, quant.Floor{Version: n.Version, ModelID: q.Header.ModelID}); err != nil {
 			return err
 		}
 		pruneBlobs(mb, tx, n.Version)
@@ -263,7 +256,7 @@ func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federat
 	if err != nil {
 		return fmt.Errorf("install model version %d: %w", n.Version, err)
 	}
-	c.log.Info("model installed", "version", n.Version, "int8", short(q.Header.ModelID))
+	c.log.Info("model installed", "version", n.Version, "int8", quant.ShortID(q.Header.ModelID))
 	c.report()
 	c.mu.Lock()
 	hooks := append([]func(Installed){}, c.onModel...)
@@ -274,13 +267,6 @@ func (c *Client) install(ctx context.Context, js jetstream.JetStream, n *federat
 	return nil
 }
 
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
-
 // noteAnnouncement records the highest base version announced and when it
 // was first seen (freeze detection).
 func (c *Client) noteAnnouncement(a *federated.RoundAnnouncement) {
@@ -289,7 +275,7 @@ func (c *Client) noteAnnouncement(a *federated.RoundAnnouncement) {
 		if err != nil || a.BaseVersion <= m.Version {
 			return err
 		}
-		return putMark(tx, keyAnnounced, modelMark{Version: a.BaseVersion, Seen: c.now().UTC()})
+		return putMark(tx, keyAnnounced, quant.Floor{Version: a.BaseVersion, Accepted: c.now().UTC()})
 	})
 	if err != nil {
 		c.log.Error("record announced version", "err", err)
@@ -334,7 +320,7 @@ type TrustStatus struct {
 // at the client's clock.
 func (c *Client) TrustStatus() (TrustStatus, error) {
 	var s TrustStatus
-	var hwm, ann modelMark
+	var hwm, ann quant.Floor
 	var created time.Time
 	err := c.db.View(func(tx *bolt.Tx) error {
 		var err error
@@ -352,13 +338,13 @@ func (c *Client) TrustStatus() (TrustStatus, error) {
 	if _, a, err := c.installedArtifact(quant.Int8); err == nil {
 		created = a.Header.Created
 	}
-	s.HighestVersion, s.HighestInt8, s.Announced, s.ModelCreated = hwm.Version, hwm.Int8, ann.Version, created
+	s.HighestVersion, s.HighestInt8, s.Announced, s.ModelCreated = hwm.Version, hwm.ModelID, ann.Version, created
 	s.Trusted, s.Retired = c.cfg.ModelKeys.IDs(), c.cfg.ModelKeys.Retired()
 	now := c.now()
 	switch {
-	case c.cfg.FreezeAfter > 0 && ann.Version > hwm.Version && now.Sub(ann.Seen) > c.cfg.FreezeAfter:
-		s.Frozen = &Freeze{Reason: FrozenBehind, Since: ann.Seen.Add(c.cfg.FreezeAfter),
-			Detail: fmt.Sprintf("rounds train from version %d since %s; this site runs version %d", ann.Version, ann.Seen.Format(time.RFC3339), hwm.Version)}
+	case c.cfg.FreezeAfter > 0 && ann.Version > hwm.Version && now.Sub(ann.Accepted) > c.cfg.FreezeAfter:
+		s.Frozen = &Freeze{Reason: FrozenBehind, Since: ann.Accepted.Add(c.cfg.FreezeAfter),
+			Detail: fmt.Sprintf("rounds train from version %d since %s; this site runs version %d", ann.Version, ann.Accepted.Format(time.RFC3339), hwm.Version)}
 	case c.cfg.MaxModelAge > 0 && !created.IsZero() && now.Sub(created) > c.cfg.MaxModelAge:
 		s.Frozen = &Freeze{Reason: FrozenAged, Since: created.Add(c.cfg.MaxModelAge),
 			Detail: fmt.Sprintf("version %d was created %s ago, the maximum age is %s", hwm.Version, now.Sub(created).Round(time.Second), c.cfg.MaxModelAge)}

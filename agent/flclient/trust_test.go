@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -402,5 +405,67 @@ func TestHWMMigration(t *testing.T) {
 	ts, err := c.TrustStatus()
 	if err != nil || ts.HighestVersion != 7 || ts.HighestInt8 != "abc" {
 		t.Fatalf("after migration %+v %v, want highest version 7", ts, err)
+	}
+}
+
+// TestOldModelMarks: an agent.db whose marks the agent wrote before
+// quant.Floor (quant/testdata/mark-agent-*.json: the old encoder's bytes
+// for an install of version 9, int8 model 8e…8e, and an announcement of
+// base version 11 seen at 12:00:00.987654321+01:00) reads as it did: the
+// high-water mark refuses older and conflicting notices, and the freeze
+// rule counts from the announcement's first sighting.
+func TestOldModelMarks(t *testing.T) {
+	seen := time.Date(2026, 11, 30, 12, 0, 0, 987654321, time.FixedZone("CET", 3600))
+	int8ID := strings.Repeat("8e", 32)
+	cfg := testConfig(t)
+	cfg.FreezeAfter = time.Hour
+	cfg.Now = func() time.Time { return seen.Add(2 * time.Hour) }
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, file := range map[string]string{string(keyModelHWM): "mark-agent-hwm.json", string(keyAnnounced): "mark-agent-announced.json"} {
+		raw, err := os.ReadFile(filepath.Join("..", "..", "quant", "testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte(key), raw) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	if c, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ts, err := c.TrustStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts.HighestVersion != 9 || ts.HighestInt8 != int8ID || ts.Announced != 11 {
+		t.Fatalf("trust status %+v, want highest version 9 (%s), announced 11", ts, int8ID)
+	}
+	if ts.Frozen == nil || ts.Frozen.Reason != FrozenBehind || !ts.Frozen.Since.Equal(seen.Add(cfg.FreezeAfter)) {
+		t.Fatalf("freeze %+v, want %s since %s", ts.Frozen, FrozenBehind, seen.Add(cfg.FreezeAfter))
+	}
+	for _, tc := range []struct {
+		name   string
+		notice federated.ModelNotice
+		reason string
+	}{
+		{"older version", federated.ModelNotice{Version: 8, Int8Model: strings.Repeat("11", 32)}, RefuseRollback},
+		{"same version, another model", federated.ModelNotice{Version: 9, Int8Model: strings.Repeat("22", 32)}, RefuseConflict},
+		{"the installed model again", federated.ModelNotice{Version: 9, Int8Model: int8ID}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.install(t.Context(), nil, &tc.notice, false)
+			var r *ModelRefusal
+			switch {
+			case tc.reason == "" && err != nil:
+				t.Fatalf("install: %v, want a no-op", err)
+			case tc.reason != "" && (!errors.As(err, &r) || r.Reason != tc.reason):
+				t.Fatalf("install: %v, want a %s refusal", err, tc.reason)
+			}
+		})
 	}
 }

@@ -204,7 +204,7 @@ func (i *Installer) sync(ctx context.Context) error {
 	case err != nil:
 		return err
 	case res.Action != ActionUnchanged:
-		i.log.Info("model written to the ConfigMap", "version", res.Version, "model", shortID(res.ModelID), "action", res.Action)
+		i.log.Info("model written to the ConfigMap", "version", res.Version, "model", quant.ShortID(res.ModelID), "action", res.Action)
 	}
 	return nil
 }
@@ -313,11 +313,4 @@ func (i *Installer) stamp(cm *v1.ConfigMap, raw []byte, h *quant.Header) {
 	if i.cfg.Identity != "" {
 		cm.Annotations[AnnotationInstalledBy] = i.cfg.Identity
 	}
-}
-
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }

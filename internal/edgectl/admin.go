@@ -18,6 +18,7 @@ import (
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/natsflags"
+	"github.com/edgesched/edgesched/quant"
 )
 
 // LegacyEnv are edgectl's former connection variables, still read after
@@ -139,15 +140,13 @@ func ago(t, now time.Time) string {
 	return d.String() + " ago"
 }
 
-// short abbreviates a model ID.
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
+// shortOrDash abbreviates a model ID for a table or a line
+// (quant.ShortID), "-" for none.
+func shortOrDash(id string) string {
 	if id == "" {
 		return "-"
 	}
-	return id
+	return quant.ShortID(id)
 }
 
 func dash(n uint64) string {

@@ -247,7 +247,7 @@ func (f *explainFlags) print(w io.Writer, pod *v1.Pod) error {
 	} else {
 		row("Node:", e.Node)
 	}
-	row("Model:", fmt.Sprintf("version %d (%s)", e.ModelVersion, short(e.ModelID)))
+	row("Model:", fmt.Sprintf("version %d (%s)", e.ModelVersion, shortOrDash(e.ModelID)))
 	row("Score:", fmt.Sprintf("%.3f (normalized %d/100)", e.Score, e.NormalizedScore))
 	if e.BaselineNodes > 0 && e.BaselineNodes < e.Candidates {
 		row("Baseline:", fmt.Sprintf("%.3f (score of the mean of %d of the %d candidate nodes' features)", e.Baseline, e.BaselineNodes, e.Candidates))

@@ -33,7 +33,7 @@ func newModelListCommand() *cobra.Command {
 			return f.print(cmd.OutOrStdout(), ms, func(tw *tabwriter.Writer) {
 				fmt.Fprintln(tw, "VERSION\tSTATUS\tROUND\tINT8 MODEL\tFLOAT MODEL\tCREATED\tNOTE")
 				for _, m := range ms {
-					fmt.Fprintf(tw, "v%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Version, m.Status, dash(m.Round), short(m.Int8Model), short(m.FloatModel), ago(m.Created, now), m.Note)
+					fmt.Fprintf(tw, "v%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Version, m.Status, dash(m.Round), shortOrDash(m.Int8Model), shortOrDash(m.FloatModel), ago(m.Created, now), m.Note)
 				}
 			})
 		},

@@ -29,7 +29,7 @@ rollback to bring old weights back as a new version).`,
 				return err
 			}
 			return f.print(cmd.OutOrStdout(), m, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "model version %d %s (int8 %s)\n", m.Version, m.Status, short(m.Int8Model))
+				fmt.Fprintf(tw, "model version %d %s (int8 %s)\n", m.Version, m.Status, shortOrDash(m.Int8Model))
 			})
 		},
 	}

@@ -29,7 +29,7 @@ published as the next version; the registry's note records the source.`,
 				return err
 			}
 			return f.print(cmd.OutOrStdout(), m, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "weights of version %d published as version %d (int8 %s)\n", v, m.Version, short(m.Int8Model))
+				fmt.Fprintf(tw, "weights of version %d published as version %d (int8 %s)\n", v, m.Version, shortOrDash(m.Int8Model))
 			})
 		},
 	}

@@ -24,7 +24,7 @@ func newRoundStartCommand() *cobra.Command {
 			}
 			return f.print(cmd.OutOrStdout(), r, func(tw *tabwriter.Writer) {
 				fmt.Fprintf(tw, "round %d opened (%s): training from model version %d (%s), deadline %s, quorum %d\n",
-					r.Round, r.Mode, r.BaseVersion, short(r.BaseModel), r.Deadline.Format("2006-01-02 15:04:05Z07:00"), r.MinUpdates)
+					r.Round, r.Mode, r.BaseVersion, shortOrDash(r.BaseModel), r.Deadline.Format("2006-01-02 15:04:05Z07:00"), r.MinUpdates)
 			})
 		},
 	}

@@ -46,7 +46,7 @@ func roundDetail(tw *tabwriter.Writer, r coordinator.Round, now time.Time) {
 	row("round", r.Round)
 	row("state", r.State)
 	row("mode", r.Mode)
-	row("base model", fmt.Sprintf("version %d (%s)", r.BaseVersion, short(r.BaseModel)))
+	row("base model", fmt.Sprintf("version %d (%s)", r.BaseVersion, shortOrDash(r.BaseModel)))
 	row("opened", ago(r.Opened, now))
 	if r.State == coordinator.StateCollecting {
 		row("deadline", fmt.Sprintf("in %v", r.Deadline.Sub(now).Round(time.Second)))

@@ -146,16 +146,9 @@ func (r crashResult) describe() string {
 	var parts []string
 	for v := uint64(1); v <= crashFinal; v++ {
 		m := r.models[v]
-		parts = append(parts, fmt.Sprintf("v%d float %s int8 %s", v, short12(m.FloatModel), short12(m.Int8Model)))
+		parts = append(parts, fmt.Sprintf("v%d float %s int8 %s", v, quant.ShortID(m.FloatModel), quant.ShortID(m.Int8Model)))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func short12(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }
 
 // compareCrashRuns checks that the round models of a run are bit-identical
@@ -167,7 +160,7 @@ func compareCrashRuns(t *testing.T, ref, got crashResult) {
 		rm, gm := ref.models[v], got.models[v]
 		if rm.FloatModel != gm.FloatModel || rm.Int8Model != gm.Int8Model {
 			t.Errorf("version %d: float %s int8 %s, the uninterrupted run made float %s int8 %s",
-				v, short12(gm.FloatModel), short12(gm.Int8Model), short12(rm.FloatModel), short12(rm.Int8Model))
+				v, quant.ShortID(gm.FloatModel), quant.ShortID(gm.Int8Model), quant.ShortID(rm.FloatModel), quant.ShortID(rm.Int8Model))
 		}
 		rw, gw := ref.weights[v], got.weights[v]
 		if len(rw) != len(gw) {
@@ -399,7 +392,7 @@ func (l *busLog) checkUpTo(t *testing.T, final, lastRound uint64) {
 		}
 		last = max(last, n.Version)
 		if prev, ok := seen[n.Version]; ok && (prev.FloatModel != n.FloatModel || prev.Int8Model != n.Int8Model) {
-			t.Errorf("version %d announced as two different models: %s and %s", n.Version, short12(prev.FloatModel), short12(n.FloatModel))
+			t.Errorf("version %d announced as two different models: %s and %s", n.Version, quant.ShortID(prev.FloatModel), quant.ShortID(n.FloatModel))
 		}
 		seen[n.Version] = n
 	}
