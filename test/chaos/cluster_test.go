@@ -190,7 +190,7 @@ func newCluster(t *testing.T, cfg config, dir string, bins binaries) *cluster {
 	dataDir := filepath.Join(dir, "coordinator")
 	c.coordDB = filepath.Join(dataDir, "coordinator.db")
 	c.coordLog = filepath.Join(dir, "coordinator.log")
-	c.coordArgs = []string{"--server", c.natsURL(), "--data", dataDir, "--key", coordPriv, "--sites", sitesDir, "--model", modelPath,
+	c.coordArgs = []string{"--server", c.natsURL(), "--data", dataDir, "--site-key", coordPriv, "--sites", sitesDir, "--model", modelPath,
 		"--calibrate", "builtin:factory-vision", "--mode", cfg.mode, "--auto-rounds",
 		"--local-iterations", "1", "--local-episodes", "1", "--seed", strconv.FormatUint(cfg.seed, 10), "--log-level", "info"}
 	if cfg.mode == "async" {
@@ -260,7 +260,7 @@ func (c *cluster) startCoordinator(failpoint string) {
 
 // startAgent starts (or restarts) an agent's process.
 func (c *cluster) startAgent(a *agentNode) {
-	args := []string{"--site", a.site, "--key", a.keyPath, "--model-key", c.modelKey, "--nats", "nats://" + a.proxy.Addr(),
+	args := []string{"--site", a.site, "--site-key", a.keyPath, "--model-keys", c.modelKey, "--server", "nats://" + a.proxy.Addr(),
 		"--data", a.dataDir, "--history", a.history, "--seed", strconv.FormatUint(a.seed, 10),
 		"--fleet-seed", strconv.FormatUint(c.cfg.seed, 10), "--clock-skew", a.skew.String(), "--quiesce-file", c.quiesceFile(),
 		// a huge outbox: nothing is dropped for room, so an update

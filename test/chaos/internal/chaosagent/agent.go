@@ -48,9 +48,9 @@ func parse(args []string, stderr io.Writer) (*Options, error) {
 	d := flclient.DefaultConfig()
 	o := &Options{}
 	fs.StringVar(&o.Site, "site", "", "site ID (required)")
-	fs.StringVar(&o.KeyFile, "key", "", "the site's private key file (required)")
-	fs.StringVar(&o.ModelKeyFile, "model-key", "", "the coordinator's public model-signing key file (required)")
-	fs.StringVar(&o.NATS, "nats", nats.DefaultURL, "NATS URL")
+	fs.StringVar(&o.KeyFile, "site-key", "", "the site's private key file that signs its updates (required)")
+	fs.StringVar(&o.ModelKeyFile, "model-keys", "", "trusted model-signing public keys: a file or a directory of *.pub (required)")
+	fs.StringVar(&o.NATS, "server", nats.DefaultURL, "NATS server URL")
 	fs.StringVar(&o.DataDir, "data", "", "data directory of agent.db (required)")
 	fs.StringVar(&o.History, "history", "", "history file, JSON lines, appended (required; keep it off the data directory's disk)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the client")
@@ -62,7 +62,7 @@ func parse(args []string, stderr io.Writer) (*Options, error) {
 	fs.DurationVar(&o.BackoffMax, "backoff-max", time.Second, "publish retry backoff, largest step")
 	fs.DurationVar(&o.StatePoll, "state-poll", time.Second, "re-read the round and model keys this often")
 	fs.DurationVar(&o.ReportInterval, "report-interval", time.Second, "site report interval")
-	fs.DurationVar(&o.MaxModelAge, "max-model-age", time.Hour, "refuse models older than this (0: no limit)")
+	fs.DurationVar(&o.MaxModelAge, "model-max-age", time.Hour, "refuse models older than this (0: no limit)")
 	fs.DurationVar(&o.FreezeAfter, "freeze-after", 0, "report the model feed frozen after this (0: off)")
 	fs.IntVar(&o.OutboxLimit, "outbox-limit", d.OutboxLimit, "outbox bound")
 	fs.DurationVar(&o.TrainTime, "train-time", 20*time.Millisecond, "time one synthetic training takes")
@@ -74,7 +74,7 @@ func parse(args []string, stderr io.Writer) (*Options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	for _, req := range []struct{ name, v string }{{"site", o.Site}, {"key", o.KeyFile}, {"model-key", o.ModelKeyFile}, {"data", o.DataDir}, {"history", o.History}} {
+	for _, req := range []struct{ name, v string }{{"site", o.Site}, {"site-key", o.KeyFile}, {"model-keys", o.ModelKeyFile}, {"data", o.DataDir}, {"history", o.History}} {
 		if req.v == "" {
 			return nil, fmt.Errorf("--%s is required", req.name)
 		}
@@ -107,11 +107,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("site", o.Site)
 	signer, err := quant.ReadSigner(o.KeyFile)
 	if err != nil {
-		return fmt.Errorf("--key: %w", err)
+		return fmt.Errorf("--site-key: %w", err)
 	}
 	keys, err := quant.LoadKeyring(o.ModelKeyFile)
 	if err != nil {
-		return fmt.Errorf("--model-key: %w", err)
+		return fmt.Errorf("--model-keys: %w", err)
 	}
 	h, err := history.Create(o.History, nil)
 	if err != nil {

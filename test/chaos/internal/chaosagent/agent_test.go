@@ -22,11 +22,11 @@ func TestFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no site", []string{"--key", "k", "--model-key", "m", "--data", "d", "--history", "h"}, "--site is required"},
-		{"no history", []string{"--site", "s", "--key", "k", "--model-key", "m", "--data", "d"}, "--history is required"},
+		{"no site", []string{"--site-key", "k", "--model-keys", "m", "--data", "d", "--history", "h"}, "--site is required"},
+		{"no history", []string{"--site", "s", "--site-key", "k", "--model-keys", "m", "--data", "d"}, "--history is required"},
 		{"unknown flag", []string{"--bogus"}, "flag provided but not defined: -bogus"},
-		{"stray argument", []string{"--site", "s", "--key", "k", "--model-key", "m", "--data", "d", "--history", "h", "extra"}, `unexpected arguments ["extra"]`},
-		{"missing key file", []string{"--site", "s", "--key", "/nonexistent/k", "--model-key", "m", "--data", "d", "--history", "h"}, "--key: "},
+		{"stray argument", []string{"--site", "s", "--site-key", "k", "--model-keys", "m", "--data", "d", "--history", "h", "extra"}, `unexpected arguments ["extra"]`},
+		{"missing key file", []string{"--site", "s", "--site-key", "/nonexistent/k", "--model-keys", "m", "--data", "d", "--history", "h"}, "--site-key: "},
 		{"bad skew", []string{"--clock-skew", "soon"}, `invalid value "soon" for flag -clock-skew`},
 	}
 	for _, tc := range cases {
@@ -78,7 +78,7 @@ func TestAgentRecordsHistory(t *testing.T) {
 	coord, stopCoordinator := fltest.RunCoordinator(t, srv.ClientURL(), cfg, fltest.SmallModel(t, 3))
 
 	hist := filepath.Join(dir, "history.jsonl")
-	args := []string{"--site", "store-1", "--key", sitePriv, "--model-key", coordPub, "--nats", srv.ClientURL(),
+	args := []string{"--site", "store-1", "--site-key", sitePriv, "--model-keys", coordPub, "--server", srv.ClientURL(),
 		"--data", filepath.Join(dir, "agent"), "--history", hist, "--async-interval", "50ms", "--train-time", "1ms",
 		"--clock-skew", "-3m", "--quiesce-file", filepath.Join(dir, "quiesce")}
 	run := func(until func([]history.Record) bool) {
