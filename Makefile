@@ -155,8 +155,9 @@ manifests: helm ## render deploy/manifests/{site,cloud}.yaml from the Helm chart
 
 test: lint e2e-bin onnx-tools ## lint, then all tests with the race detector, end-to-end included
 	EDGESCHED_E2E_BIN_DIR=$(abspath $(E2E_BIN)) $(GO) test -race -count=1 -timeout 20m $(PKGS)
-	@# the network's nogorgonia build (edge-agent's) must compute what the default build does
+	@# the network's nogorgonia build (edge-agent's and edge-scheduler's) must compute what the default build does
 	$(GO) test -tags "$(AGENT_TAGS)" -count=1 ./policy/... ./quant/ ./agent/flclient/
+	$(GO) test -tags "$(SCHEDULER_TAGS)" -count=1 ./edge-plugin/
 	@# the AVX2 kernel exists only with Go's experimental SIMD package
 	GOEXPERIMENT=simd $(GO) test -count=1 -run 'SIMD|Int8|Exact' ./quant/
 	@# junk must not delay an honest update beyond 5 s: a bound of the build without the race detector
@@ -224,6 +225,7 @@ lint: ## gofmt and go vet
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags "$(AGENT_TAGS)" ./policy/... ./quant/ ./agent/... ./internal/agentcmd/ ./cmd/edge-agent/
+	$(GO) vet -tags "$(SCHEDULER_TAGS)" ./edge-plugin/... ./internal/schedcmd/ ./cmd/edge-scheduler/
 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
