@@ -190,7 +190,7 @@ func newCluster(t *testing.T, cfg config, dir string, bins binaries) *cluster {
 	dataDir := filepath.Join(dir, "coordinator")
 	c.coordDB = filepath.Join(dataDir, "coordinator.db")
 	c.coordLog = filepath.Join(dir, "coordinator.log")
-	c.coordArgs = []string{"--server", c.natsURL(), "--data", dataDir, "--site-key", coordPriv, "--sites", sitesDir, "--model", modelPath,
+	c.coordArgs = []string{"--server", c.natsURL(), "--data", dataDir, "--key", coordPriv, "--sites", sitesDir, "--model", modelPath,
 		"--calibrate", "builtin:factory-vision", "--mode", cfg.mode, "--auto-rounds",
 		"--local-iterations", "1", "--local-episodes", "1", "--seed", strconv.FormatUint(cfg.seed, 10), "--log-level", "info"}
 	if cfg.mode == "async" {
