@@ -1,12 +1,12 @@
 package agentcmd
 
 import (
-	"errors"
-	"os"
-	"os/exec"
+	"cmp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/edgesched/edgesched/internal/testutil/deplist"
 )
 
 // agentPkg is the edge-agent command whose dependencies are guarded.
@@ -16,24 +16,24 @@ const agentPkg = "github.com/edgesched/edgesched/cmd/edge-agent"
 // together they made the stripped binary 79.5 MB (docs/agent.md, "Binary
 // size"). A pattern ending in "/" forbids the package and everything
 // below it.
-var forbiddenDeps = []struct{ pattern, why string }{
-	{"k8s.io/client-go/kubernetes", "client-go's clientset: every API group's typed client"},
-	{"k8s.io/client-go/kubernetes/", "client-go's typed clients import kubernetes/scheme, which registers every API group at init (use internal/kube)"},
-	{"k8s.io/client-go/informers", "the informer factory: ForResource references every API group"},
-	{"k8s.io/client-go/informers/", "the informer factory's packages"},
-	{"k8s.io/client-go/tools/leaderelection", "its resourcelock package imports the whole clientset (agent/site has its own Lease election)"},
-	{"k8s.io/client-go/tools/leaderelection/", "as above"},
-	{"k8s.io/client-go/gentype", "imports client-go/testing, and with it server-side apply's OpenAPI machinery"},
-	{"k8s.io/client-go/testing", "client-go's fakes: managed fields, strategic merge patch, OpenAPI"},
-	{"k8s.io/client-go/applyconfigurations/", "server-side apply configurations"},
-	{"k8s.io/kubernetes/", "the kube-scheduler: the agent must not link it (DESIGN.md)"},
-	{"k8s.io/kube-scheduler/", "the scheduler framework"},
-	{"gonum.org/v1/plot", "plotting and its embedded fonts (training curves: policy/ppo/curve, edgectl only)"},
-	{"gonum.org/v1/plot/", "as above"},
-	{"codeberg.org/go-fonts/", "fonts embedded by gonum.org/v1/plot"},
-	{"github.com/nats-io/nats-server/", "the embedded NATS server (edgectl demo, tests)"},
-	{"github.com/edgesched/edgesched/internal/kube/kubeclientset", "the clientset adapter for tests"},
-	{"github.com/edgesched/edgesched/sim/report", "the simulator's report plots"},
+var forbiddenDeps = deplist.Rules{
+	{Pattern: "k8s.io/client-go/kubernetes", Why: "client-go's clientset: every API group's typed client"},
+	{Pattern: "k8s.io/client-go/kubernetes/", Why: "client-go's typed clients import kubernetes/scheme, which registers every API group at init (use internal/kube)"},
+	{Pattern: "k8s.io/client-go/informers", Why: "the informer factory: ForResource references every API group"},
+	{Pattern: "k8s.io/client-go/informers/", Why: "the informer factory's packages"},
+	{Pattern: "k8s.io/client-go/tools/leaderelection", Why: "its resourcelock package imports the whole clientset (agent/site has its own Lease election)"},
+	{Pattern: "k8s.io/client-go/tools/leaderelection/", Why: "as above"},
+	{Pattern: "k8s.io/client-go/gentype", Why: "imports client-go/testing, and with it server-side apply's OpenAPI machinery"},
+	{Pattern: "k8s.io/client-go/testing", Why: "client-go's fakes: managed fields, strategic merge patch, OpenAPI"},
+	{Pattern: "k8s.io/client-go/applyconfigurations/", Why: "server-side apply configurations"},
+	{Pattern: "k8s.io/kubernetes/", Why: "the kube-scheduler: the agent must not link it (DESIGN.md)"},
+	{Pattern: "k8s.io/kube-scheduler/", Why: "the scheduler framework"},
+	{Pattern: "gonum.org/v1/plot", Why: "plotting and its embedded fonts (training curves: policy/ppo/curve, edgectl only)"},
+	{Pattern: "gonum.org/v1/plot/", Why: "as above"},
+	{Pattern: "codeberg.org/go-fonts/", Why: "fonts embedded by gonum.org/v1/plot"},
+	{Pattern: "github.com/nats-io/nats-server/", Why: "the embedded NATS server (edgectl demo, tests)"},
+	{Pattern: "github.com/edgesched/edgesched/internal/kube/kubeclientset", Why: "the clientset adapter for tests"},
+	{Pattern: "github.com/edgesched/edgesched/sim/report", Why: "the simulator's report plots"},
 }
 
 // allowedAPIGroups are the only k8s.io/api packages the agent's scheme
@@ -42,15 +42,15 @@ var allowedAPIGroups = map[string]bool{"k8s.io/api/core/v1": true, "k8s.io/api/c
 
 // forbidden reports why pkg must not be linked by any build ("" when it
 // may).
-func forbidden(pkg string) string { return forbiddenBy(forbiddenDeps, pkg) }
-
-// forbiddenBy reports why list forbids pkg ("" when it does not).
-func forbiddenBy(list []struct{ pattern, why string }, pkg string) string {
-	for _, f := range list {
-		if pkg == f.pattern || (strings.HasSuffix(f.pattern, "/") && strings.HasPrefix(pkg, f.pattern)) {
-			return f.why
-		}
+func forbidden(pkg string) string {
+	if why := forbiddenDeps.Why(pkg); why != "" {
+		return why
 	}
+	return apiGroupWhy(pkg)
+}
+
+// apiGroupWhy refuses the k8s.io/api groups outside allowedAPIGroups.
+func apiGroupWhy(pkg string) string {
 	if strings.HasPrefix(pkg, "k8s.io/api/") && !allowedAPIGroups[pkg] {
 		return "an API group the agent does not use (its types and generated code would be linked)"
 	}
@@ -85,27 +85,10 @@ func TestForbidden(t *testing.T) {
 // Dtype embeds reflect.Type, which with protobuf's MethodByName calls
 // keeps every exported method of every type in an interface (about 10 MB;
 // policy/tensor_gonum.go), and it alone pulls Arrow and gogo protobuf.
-var releaseForbidden = []struct{ pattern, why string }{
-	{"gorgonia.org/", "gorgonia.org/tensor and its vector packages (the nogorgonia build uses gonum's Sgemm directly)"},
-	{"github.com/apache/arrow/", "Apache Arrow, imported only by gorgonia.org/tensor"},
-	{"github.com/gogo/protobuf/", "gogo protobuf, imported only by gorgonia.org/tensor"},
-}
-
-// agentTags reads AGENT_TAGS, the build tags edge-agent is released with,
-// from the Makefile (the line "AGENT_TAGS ?= ...").
-func agentTags(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("../../Makefile")
-	if err != nil {
-		t.Fatalf("read the Makefile for AGENT_TAGS: %v", err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "AGENT_TAGS ?= "); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	t.Fatal("the Makefile has no line \"AGENT_TAGS ?= ...\"")
-	return ""
+var releaseForbidden = deplist.Rules{
+	{Pattern: "gorgonia.org/", Why: "gorgonia.org/tensor and its vector packages (the nogorgonia build uses gonum's Sgemm directly)"},
+	{Pattern: "github.com/apache/arrow/", Why: "Apache Arrow, imported only by gorgonia.org/tensor"},
+	{Pattern: "github.com/gogo/protobuf/", Why: "gogo protobuf, imported only by gorgonia.org/tensor"},
 }
 
 // TestAgentDependencies lists edge-agent's dependencies with the go
@@ -114,49 +97,24 @@ func agentTags(t *testing.T) string {
 // one (go build ./cmd/edge-agent) and the released one (AGENT_TAGS),
 // which also leaves out gorgonia.org/tensor.
 func TestAgentDependencies(t *testing.T) {
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("the go command is not on PATH (%v): cannot list %s's dependencies", err, agentPkg)
-	}
-	tags := agentTags(t)
+	tags := deplist.MakefileVar(t, "../../Makefile", "AGENT_TAGS")
 	if tags == "" {
 		t.Fatal("AGENT_TAGS is empty in the Makefile: the released edge-agent would link gorgonia.org/tensor")
 	}
+	released := append(slices.Clone(forbiddenDeps), releaseForbidden...)
 	for _, tc := range []struct {
-		name      string
-		tags      string
-		mustHave  []string
-		forbidden []struct{ pattern, why string }
+		name, tags string
+		mustHave   []string
+		forbidden  func(string) string
 	}{
-		{"default build", "", []string{"gorgonia.org/tensor"}, forbiddenDeps},
-		{"released build (-tags " + tags + ")", tags, []string{"gonum.org/v1/gonum/blas/gonum"}, append(slices.Clone(forbiddenDeps), releaseForbidden...)},
+		{"default build", "", []string{"gorgonia.org/tensor"}, forbidden},
+		{"released build (-tags " + tags + ")", tags, []string{"gonum.org/v1/gonum/blas/gonum"}, func(p string) string {
+			return cmp.Or(released.Why(p), apiGroupWhy(p))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := []string{"list", "-deps"}
-			if tc.tags != "" {
-				args = append(args, "-tags", tc.tags)
-			}
-			out, err := exec.Command(goCmd, append(args, agentPkg)...).Output()
-			if err != nil {
-				var stderr string
-				if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-					stderr = string(ee.Stderr)
-				}
-				t.Fatalf("go %s %s: %v\n%s", strings.Join(args, " "), agentPkg, err, stderr)
-			}
-			pkgs := strings.Fields(string(out))
 			// the list must be real: the agent's own packages are in it
-			for _, want := range append([]string{agentPkg, "github.com/edgesched/edgesched/internal/kube", "k8s.io/client-go/tools/cache"}, tc.mustHave...) {
-				if !slices.Contains(pkgs, want) {
-					t.Fatalf("go %s %s lacks %s (%d packages listed)", strings.Join(args, " "), agentPkg, want, len(pkgs))
-				}
-			}
-			for _, p := range pkgs {
-				if why := forbiddenBy(tc.forbidden, p); why != "" {
-					t.Errorf("edge-agent links %s: %s", p, why)
-				}
-			}
-			t.Logf("%s: %d packages, none forbidden", agentPkg, len(pkgs))
+			deplist.Check(t, agentPkg, tc.tags, append([]string{"github.com/edgesched/edgesched/internal/kube", "k8s.io/client-go/tools/cache"}, tc.mustHave...), tc.forbidden)
 		})
 	}
 }
