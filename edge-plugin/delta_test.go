@@ -214,20 +214,21 @@ var _ fwk.NodeInfo = (*framework.NodeInfo)(nil)
 // TestScanPeriod checks the view's node checks with a scan period
 // (nodeScanEvery in the scheduler): a cycle reads the generation of its
 // candidates and of marked nodes only; a change elsewhere reaches the view
-// once the period has passed; Reserve marks its node. At the end the view
-// equals a fresh one.
+// once the period has passed, or at once when a quarter of the nodes or
+// more are candidates; Reserve marks its node. At the end the view equals
+// a fresh one.
 func TestScanPeriod(t *testing.T) {
 	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := telT0
-	lister := &fakeLister{nodes: randomSnapshot(rand.New(rand.NewPCG(31, 2)), 30)}
+	lister := &fakeLister{nodes: randomSnapshot(rand.New(rand.NewPCG(31, 2)), 60)}
 	p := newTestPlugin(t, &fakeHandle{lister: lister}, tgt)
 	p.now = func() time.Time { return now }
 	p.conv.scanEvery = 100 * time.Millisecond
 	all := lister.nodes
-	cands := all[:10]
+	cands := all[:10] // a sixth of the nodes
 	name := func(i int) string { return all[i].Node().Name }
 	bind := func(i int) {
 		all[i].(*framework.NodeInfo).AddPod(k8sPod(sim.PodSpec{Name: fmt.Sprintf("bound-%d-%d", i, now.UnixNano()), CPU: 300, Memory: 64}))
@@ -245,19 +246,27 @@ func TestScanPeriod(t *testing.T) {
 		change func()
 		node   int
 		seen   bool
+		cands  []fwk.NodeInfo // nil: cands
 	}{
 		// 20 is not a candidate and nothing marked it: not read yet
-		{"non-candidate", func() { bind(20) }, 20, false},
-		{"candidate", func() { bind(3) }, 3, true},
+		{"non-candidate", func() { bind(20) }, 20, false, nil},
+		{"candidate", func() { bind(3) }, 3, true, nil},
 		// marked (as Reserve and Unreserve do): read at the next cycle,
 		// with the change of the first step
-		{"marked", func() { p.conv.mark(name(20)) }, 20, true},
-		{"period passed", func() { bind(25); now = now.Add(100 * time.Millisecond) }, 25, true},
-		{"within the new period", func() { bind(26); now = now.Add(99 * time.Millisecond) }, 26, false},
+		{"marked", func() { p.conv.mark(name(20)) }, 20, true, nil},
+		{"period passed", func() { bind(25); now = now.Add(100 * time.Millisecond) }, 25, true, nil},
+		{"within the new period", func() { bind(26); now = now.Add(99 * time.Millisecond) }, 26, false, nil},
+		// a quarter of the nodes as candidates: the pass over every node
+		// (the change of the step before, not yet read, included)
+		{"a quarter as candidates", func() { bind(40) }, 40, true, all[:15]},
 	}
 	for _, s := range steps {
 		s.change()
-		after := cycle(cands)
+		c := cands
+		if s.cands != nil {
+			c = s.cands
+		}
+		after := cycle(c)
 		if seen := after[name(s.node)] != before[name(s.node)]; seen != s.seen {
 			t.Errorf("%s: node %s's change seen %v, want %v (CPU used %v then %v)", s.name, name(s.node), seen, s.seen, before[name(s.node)], after[name(s.node)])
 		}
