@@ -104,6 +104,9 @@ func BenchmarkCycle(b *testing.B) {
 					b.ReportMetric(inCycle.Seconds()*1000/float64(b.N), "cycle-ms")
 				}
 				b.ReportMetric(float64(len(feasible)), "feasible")
+				if phase == "cpu-pod-10pct" {
+					b.ReportMetric(float64(max(1, len(feasible)/10)), "candidates")
+				}
 			})
 		}
 	}
