@@ -340,7 +340,7 @@ func (c *converter) node(ni fwk.NodeInfo) *nodeEntry {
 				// the object may hold another node, or the same node
 				// since changed: only its generation and name tell
 				if e := k.entries[p].Load(); e != nil && e.spec.Name == n.Name {
-					if e.gen == ni.GetGeneration() {
+					if e.gen == generation(ni) {
 						return e
 					}
 					prev = e
@@ -349,7 +349,7 @@ func (c *converter) node(ni fwk.NodeInfo) *nodeEntry {
 		}
 	}
 	if v, ok := c.nodes.Load(n.Name); ok {
-		if e := v.(*nodeEntry); e.gen == ni.GetGeneration() {
+		if e := v.(*nodeEntry); e.gen == generation(ni) {
 			return e
 		} else if prev == nil {
 			prev = e
@@ -398,7 +398,8 @@ type view struct {
 	xbuf, obuf []float32
 	ctxs       []policy.NodeContext // per candidate (scoreCandidates)
 	dec        []float64            // decision scores (PreScore's scratch)
-	norm       []int64              // normalised scores (PreScore's scratch)
+	norm       []uint8              // normalised scores (PreScore's scratch)
+	pos        []int32              // candidates' positions in PreScore's list (PreScore's scratch)
 }
 
 // withView brings the kept State up to date with the snapshot all (nodes
@@ -533,6 +534,26 @@ type snapshotDelta struct {
 	specs bool
 }
 
+// sameInfo is a == b without runtime.ifaceeq's call for the snapshot's
+// own type (a pointer comparison inline; once per node per cycle).
+func sameInfo(a, b fwk.NodeInfo) bool {
+	fa, ok1 := a.(*framework.NodeInfo)
+	fb, ok2 := b.(*framework.NodeInfo)
+	if ok1 && ok2 {
+		return fa == fb
+	}
+	return a == b
+}
+
+// generation is ni.GetGeneration without an interface call for the
+// snapshot's own type (inline, a field read; once per node per cycle).
+func generation(ni fwk.NodeInfo) int64 {
+	if fi, ok := ni.(*framework.NodeInfo); ok && fi != nil {
+		return fi.Generation
+	}
+	return ni.GetGeneration()
+}
+
 // entriesLocked is entries for withView, reusing the last snapshot's
 // conversions and name order where the list holds the same NodeInfo
 // objects, and the delta from the last call. The result is valid until
@@ -548,7 +569,7 @@ func (c *converter) entriesLocked(all, cands []fwk.NodeInfo) ([]*nodeEntry, snap
 	if sameList {
 		infos := c.lastInfos[:len(all)]
 		for i, ni := range all {
-			if ni != infos[i] {
+			if !sameInfo(ni, infos[i]) {
 				sameList = false
 				break
 			}
@@ -558,7 +579,7 @@ func (c *converter) entriesLocked(all, cands []fwk.NodeInfo) ([]*nodeEntry, snap
 		gens := c.lastGens[:len(all)]
 		check := func(i int) {
 			ni := all[i]
-			if gens[i] == ni.GetGeneration() {
+			if gens[i] == generation(ni) {
 				return
 			}
 			old, e := c.lastEntries[i], c.node(ni)
@@ -589,7 +610,7 @@ func (c *converter) entriesLocked(all, cands []fwk.NodeInfo) ([]*nodeEntry, snap
 			// 100) the pass in list order costs less than finding each
 			// candidate's position (BenchmarkCycle's cpu-pod: about 13%).
 			for i, ni := range all {
-				if gens[i] != ni.GetGeneration() { // the common case inline: no call per node
+				if gens[i] != generation(ni) { // the common case inline: no call per node
 					check(i)
 				}
 			}

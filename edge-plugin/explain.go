@@ -223,6 +223,7 @@ type explainInput struct {
 	node          string
 	row, base     []float32
 	raw           float32
+	norm          int64 // the node's normalised score
 	candidates    int
 	baselineNodes int
 }
@@ -269,6 +270,7 @@ func (p *EdgePolicy) captureExplanation(ctx context.Context, cs fwk.CycleState, 
 		klog.FromContext(ctx).V(4).Info("EdgePolicy: no explanation", "node", nodeName, "err", err)
 		return
 	}
+	in.norm, _ = ps.scoreOf(nodeName)
 	cs.Write(explainKey, in)
 }
 
@@ -326,8 +328,7 @@ func (p *EdgePolicy) explain(cs fwk.CycleState, nodeName string) (e *Explanation
 	if in == nil || in.node != nodeName {
 		return nil, fmt.Errorf("node %s was not scored", nodeName)
 	}
-	norm, _ := readPreScore(cs).scoreOf(nodeName)
-	return explainRow(in, norm, p.now())
+	return explainRow(in, in.norm, p.now())
 }
 
 // explainRow explains in's node.

@@ -195,6 +195,15 @@ func TestShapleySymmetryAndDummy(t *testing.T) {
 func explainedCycle(t testing.TB, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) (string, fwk.CycleState, *explainInput) {
 	t.Helper()
 	scores, cs := runCycle(t, p, pod, nodes)
+	best, in := reserveBest(t, p, pod, cs, scores)
+	return best, cs, in
+}
+
+// reserveBest runs Reserve on the best node of a cycle's scores (after
+// it, the cycle's per-node scores are released) and returns that node and
+// the explanation input Reserve kept.
+func reserveBest(t testing.TB, p *EdgePolicy, pod *v1.Pod, cs fwk.CycleState, scores fwk.NodeScoreList) (string, *explainInput) {
+	t.Helper()
 	best := ""
 	for _, s := range scores {
 		if s.Score == fwk.MaxNodeScore {
@@ -212,7 +221,10 @@ func explainedCycle(t testing.TB, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeIn
 	if in == nil || in.node != best {
 		t.Fatalf("Reserve kept no explanation input for %s: %+v", best, in)
 	}
-	return best, cs, in
+	if ps := readPreScore(cs); ps.cand != nil || ps.raw != nil || ps.byNode != nil || ps.byPos != nil {
+		t.Fatalf("Reserve kept the cycle's per-node scores")
+	}
+	return best, in
 }
 
 // TestExplainInt8Model checks the explanations of the real int8 model:
@@ -233,11 +245,15 @@ func TestExplainInt8Model(t *testing.T) {
 		if trial%2 == 1 {
 			ps.GPUs, ps.GPUMilli = 1, int64(100+rng.IntN(800))
 		}
-		node, cs, in := explainedCycle(t, p, k8sPod(ps), nodes)
-		names, raw, x := scoredCandidates(t, p, cs)
+		pod := k8sPod(ps)
+		scores, cs := runCycle(t, p, pod, nodes)
+		names, raw, x := scoredCandidates(t, p, cs) // before Reserve releases them
+		node, in := reserveBest(t, p, pod, cs, scores)
 		j := slices.Index(names, node)
-		norm, _ := readPreScore(cs).scoreOf(node)
-		e, err := explainRow(in, norm, time.Unix(0, 0))
+		if want := scores[slices.IndexFunc(scores, func(s fwk.NodeScore) bool { return s.Name == node })].Score; in.norm != want {
+			t.Fatalf("explanation kept normalised score %d, the cycle's %d", in.norm, want)
+		}
+		e, err := explainRow(in, in.norm, time.Unix(0, 0))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -603,6 +603,7 @@ func (e *Extender) scores(ctx context.Context, pod *v1.Pod, feasible []*v1.Node)
 			out[n.Name] = s
 		}
 	}
+	ps.release(&e.p.bufs)
 	return out
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -212,11 +214,29 @@ func TestScoreRangeProperty(t *testing.T) {
 }
 
 func TestNormalize(t *testing.T) {
-	got := normalize([]float64{1, 3, 3, 2, nanF()})
-	want := []int64{0, 100, 100, 49, 0}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("normalize = %v, want %v", got, want)
+	inf := math.Inf(1)
+	for _, c := range []struct {
+		name string
+		raw  []float64
+		want []int64
+	}{
+		// span 2, scale 99/2: (2-1)*49.5 = 49.5 -> 49; the two best 100;
+		// NaN lowest
+		{"linear", []float64{1, 3, 3, 2, nanF()}, []int64{0, 100, 100, 49, 0}},
+		// 2.999 is (2.999-1)*49.5 = 98.95 -> 98, never the best's 100
+		{"just below the best", []float64{1, 3, 2.999}, []int64{0, 100, 98}},
+		// within the tie tolerance (1e-9 of the best) counts as the best
+		{"tie", []float64{3, 3 - 1e-12, 1}, []int64{100, 100, 0}},
+		{"all equal", []float64{5, 5, 5}, []int64{100, 100, 100}},
+		// an infinite span has no linear scale: the rest score 0
+		{"-Inf", []float64{-inf, 1, 2}, []int64{0, 0, 100}},
+		{"+Inf best", []float64{inf, 1, inf}, []int64{100, 0, 100}},
+		{"only NaN", []float64{nanF(), nanF()}, []int64{0, 0}},
+		{"negative", []float64{-4, -2, -3}, []int64{0, 100, 49}},
+	} {
+		got := normalize(c.raw)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: normalize(%v) = %v, want %v", c.name, c.raw, got, c.want)
 		}
 	}
 }
@@ -226,6 +246,63 @@ func nanF() float64 { z := 0.0; return z / z }
 type panicScorer struct{}
 
 func (panicScorer) Scores([]float32, int, []float32) error { panic("boom") }
+
+// TestNormalizeScoreOrder checks that NormalizeScore fills in the scores
+// PreScore computed: Score alone returns 0, the framework's list in
+// PreScore's order gets the scores by position, and a list in any other
+// order (reversed, or a part of it) gets the same scores by name. The
+// reference is scoreOf, which maps names through the view's index, not
+// positions.
+func TestNormalizeScoreOrder(t *testing.T) {
+	ctx := context.Background()
+	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	nodes := randomSnapshot(rng, 40)
+	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+	pod := k8sPod(sim.PodSpec{Name: "o", CPU: 1000, Memory: 2048})
+	scores, cs := runCycle(t, p, pod, nodes)
+	ps := readPreScore(cs)
+	if ps.byPos == nil {
+		t.Fatal("the cycle scored by name, not by position")
+	}
+	distinct := map[int64]bool{}
+	for _, s := range scores {
+		want, _ := ps.scoreOf(s.Name)
+		if s.Score != want {
+			t.Errorf("%s: %d by position, %d by name", s.Name, s.Score, want)
+		}
+		distinct[s.Score] = true
+	}
+	if len(distinct) < 3 {
+		t.Fatalf("only %d distinct scores: the test cannot tell positions apart", len(distinct))
+	}
+	for _, ni := range nodes[:3] {
+		if s, _ := p.Score(ctx, cs, pod, ni); s != 0 {
+			t.Errorf("Score alone = %d, want 0 (NormalizeScore fills it in)", s)
+		}
+	}
+	reversed := slices.Clone(scores)
+	slices.Reverse(reversed)
+	for name, list := range map[string]fwk.NodeScoreList{
+		"reversed": reversed,
+		"a part":   slices.Clone(scores[3:9]),
+	} {
+		for i := range list {
+			list[i].Score = 0
+		}
+		if st := p.NormalizeScore(ctx, cs, pod, list); !st.IsSuccess() {
+			t.Fatal(st)
+		}
+		for _, s := range list {
+			if want, _ := ps.scoreOf(s.Name); s.Score != want {
+				t.Errorf("%s: %s scored %d, want %d", name, s.Name, s.Score, want)
+			}
+		}
+	}
+}
 
 func TestPanicContained(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -87,8 +87,8 @@ func (d Decision) Apply(scores, keys []float64, key func(i int) float64) {
 	band := min(d.Band, MaxBand)
 	best := math.Inf(-1)
 	for _, s := range scores {
-		if !math.IsNaN(s) {
-			best = max(best, s)
+		if s > best { // false for NaN (a comparison, not max: a hot loop)
+			best = s
 		}
 	}
 	if math.IsInf(best, 0) {
