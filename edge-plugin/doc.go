@@ -12,7 +12,10 @@
 //     types (sim.Env, sim.State), extracts the features of the pod on
 //     every feasible node (policy.Extractor) and runs the int8 network
 //     once over the batch; normalised scores go to CycleState.
-//   - Score: a lookup of PreScore's result; NormalizeScore: a clamp.
+//   - Score: 0; NormalizeScore copies PreScore's scores into the
+//     framework's list by position (by name if the list is in another
+//     order). With a scheduling policy, Score scores each node and
+//     NormalizeScore clamps.
 //   - Reserve/Unreserve/Bind: the pod's GPU devices (FGD's device for
 //     a share, as in the simulator) are chosen at Reserve and recorded in
 //     the pod annotation edgesched.io/gpu-devices at Bind, which binds
@@ -37,7 +40,12 @@
 //     reuses the State if no later PreScore changed it (an epoch check);
 //     otherwise it models the node alone. The scheduler runs one scheduling
 //     cycle at a time, so the mutex is uncontended in practice. CycleState
-//     data is read-only once PreScore returns, so Clone shares it.
+//     data is read-only once PreScore returns, so Clone shares it, until
+//     Reserve: it returns the cycle's per-node slices (candidates, raw and
+//     normalised scores) to a pool, keeping what the Bind-time explanation
+//     needs in the explanation's own state, so nothing after Reserve
+//     (the binding cycle included) may read them (scoreOf then finds no
+//     node).
 //   - The model sits behind an atomic.Pointer. A cycle loads it once and
 //     uses that model throughout, even if a swap happens meanwhile; swaps
 //     never wait for cycles and cycles never wait for swaps. Each model

@@ -25,6 +25,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	configv1 "github.com/edgesched/edgesched/edge-plugin/apis/config/v1"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
@@ -453,8 +454,8 @@ func TestBindWritesAnnotations(t *testing.T) {
 func TestBindSkipsWithoutAnnotations(t *testing.T) {
 	nodes := randomSnapshot(rand.New(rand.NewPCG(5, 5)), 10)
 	client := newBindingClient()
-	a := Args{ModelPath: "x", PublicKeys: []string{"x"}}
-	a.SetDefaults()
+	a := Args{ModelPath: "x", ModelKeys: []string{"x"}}
+	configv1.SetDefaults_EdgePolicyArgs(&a)
 	q := newEdgePolicy(&clientHandle{fakeHandle: &fakeHandle{lister: &fakeLister{nodes: nodes}}, cs: client}, a, NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
 	pod := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 100})
 	_, cs := runCycle(t, q, pod, nodes)
@@ -483,8 +484,8 @@ func TestExplainPanicContained(t *testing.T) {
 	}
 	// a cycle that fell back (no model) has nothing to explain (Bind
 	// then skips: TestBindSkipsWithoutAnnotations)
-	a := Args{ModelPath: "x", PublicKeys: []string{"x"}}
-	a.SetDefaults()
+	a := Args{ModelPath: "x", ModelKeys: []string{"x"}}
+	configv1.SetDefaults_EdgePolicyArgs(&a)
 	q := newEdgePolicy(&fakeHandle{lister: &fakeLister{nodes: nodes}}, a, NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
 	pod := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 100})
 	_, cs = runCycle(t, q, pod, nodes)

@@ -174,20 +174,16 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		}
 		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	args := cfg.Args
+	args, err := DecodeArgs(&cfg.Args) // a copy, defaulted and validated
+	if err != nil {
+		return nil, err
+	}
 	// New has no scheduler handle (and so no API client) here: the
 	// dependency graph's and the site topology's watches are started below
 	// with the extender's own.
-	refs, err := args.feedRefs()
-	if err != nil {
-		return nil, err
-	}
-	policyNS, policyName, err := args.policyRef()
-	if err != nil {
-		return nil, err
-	}
+	set := settingsOf(args)
 	args.DependenciesConfigMap, args.TopologyConfigMap, args.PolicyConfigMap = "", "", ""
-	pl, err := New(ctx, &args, nil) // validates, loads keys, target and model, watches the model file
+	pl, err := New(ctx, args, nil) // loads keys, target and model, watches the model file
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +205,7 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		return client, nil
 	}
 	var feedClient kubernetes.Interface
-	if refs.any() || policyName != "" {
+	if set.feeds() || set.policy.name != "" {
 		if feedClient, err = newClient(); err != nil {
 			return nil, err
 		}
@@ -271,11 +267,11 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		go func() { // owned by the server: waited for before Done closes
 			defer close(depsDone)
 			wait := func() {}
-			if refs.any() {
-				wait = p.startFeeds(dctx, feedClient, refs)
+			if set.feeds() {
+				wait = p.startFeeds(dctx, feedClient, set)
 			}
-			if policyName != "" {
-				_, wp := startPolicySource(dctx, feedClient, p.policy, policyNS, policyName)
+			if set.policy.name != "" {
+				_, wp := startPolicySource(dctx, feedClient, p.policy, set.policy.ns, set.policy.name)
 				defer wp()
 			}
 			wait()

@@ -427,7 +427,7 @@ func TestStartExtenderServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	srv, err := StartExtenderServer(klog.NewContext(ctx, klog.Background()), ExtenderServerConfig{
-		Listen: "127.0.0.1:0", Args: Args{ModelPath: model, PublicKeys: []string{pub}, TargetWorkload: DefaultTargetWorkload},
+		Listen: "127.0.0.1:0", Args: Args{ModelPath: model, ModelKeys: []string{pub}, TargetWorkload: DefaultTargetWorkload},
 		Source: NewStaticSource([]*v1.Node{t4}), Options: ExtenderOptions{Prefix: "/edgesched"},
 	})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	configv1 "github.com/edgesched/edgesched/edge-plugin/apis/config/v1"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
@@ -254,8 +255,8 @@ func newTestPlugin(t testing.TB, h fwk.Handle, target *sim.TargetWorkload) *Edge
 	if _, err := store.Install(encodeVersion(t, s, 1)); err != nil {
 		t.Fatal(err)
 	}
-	a := Args{ModelPath: "unused", PublicKeys: []string{"unused"}}
-	a.SetDefaults()
+	a := Args{ModelPath: "unused", ModelKeys: []string{"unused"}}
+	configv1.SetDefaults_EdgePolicyArgs(&a)
 	return newEdgePolicy(h, a, store, target)
 }
 

@@ -130,7 +130,7 @@ func TestConfigMapModelSource(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	swaps0 := swapsValue(t)
-	raw := fmt.Sprintf(`{"modelConfigMap":%q,"publicKeys":[%q]}`, cmNamespace+"/"+cmName, pub)
+	raw := fmt.Sprintf(`{"modelConfigMap":%q,"modelKeys":[%q]}`, cmNamespace+"/"+cmName, pub)
 	pl, err := New(ctx, &runtime.Unknown{Raw: []byte(raw), ContentType: runtime.ContentTypeJSON}, &cmHandle{cs: client, rec: rec})
 	if err != nil {
 		t.Fatal(err)
@@ -292,23 +292,23 @@ func TestConfigMapArgs(t *testing.T) {
 		raw  string
 		want string // substring of the error; "" means valid
 	}{
-		{`{"modelConfigMap":"ns/name","publicKeys":["k"]}`, ""},
-		{`{"modelConfigMap":"ns/name","modelConfigMapKey":"policy.esa","publicKeys":["k"]}`, ""},
-		{`{"publicKeys":["k"]}`, "modelPath (a file) or modelConfigMap"},
-		{`{"modelPath":"m","modelConfigMap":"ns/name","publicKeys":["k"]}`, "mutually exclusive"},
-		{`{"modelPath":"m","modelConfigMapKey":"model.esa","publicKeys":["k"]}`, "only meaningful with modelConfigMap"},
-		{`{"modelConfigMap":"name","publicKeys":["k"]}`, "must be namespace/name"},
-		{`{"modelConfigMap":"a/b/c","publicKeys":["k"]}`, "must be namespace/name"},
-		{`{"modelConfigMap":"/name","publicKeys":["k"]}`, "namespace"},
-		{`{"modelConfigMap":"Kube_System/name","publicKeys":["k"]}`, "namespace"},
-		{`{"modelConfigMap":"ns/","publicKeys":["k"]}`, "name"},
-		{`{"modelConfigMap":"ns/Bad_Name","publicKeys":["k"]}`, "name"},
-		{`{"modelConfigMap":"ns/name","modelConfigMapKey":"a/b","publicKeys":["k"]}`, "modelConfigMapKey"},
-		{`{"modelConfigMap":"ns/name"}`, "publicKeys"},
-		{`{"modelConfigMap":"ns/name","dependenciesConfigMap":"ns/deps","topologyConfigMap":"ns/topo","publicKeys":["k"]}`, ""},
-		{`{"modelConfigMap":"ns/name","dependenciesConfigMap":"deps","publicKeys":["k"]}`, `dependenciesConfigMap "deps" must be namespace/name`},
-		{`{"modelConfigMap":"ns/name","topologyConfigMap":"topo","publicKeys":["k"]}`, `topologyConfigMap "topo" must be namespace/name`},
-		{`{"modelConfigMap":"ns/name","topologyConfigMap":"ns/Bad_Name","publicKeys":["k"]}`, "topologyConfigMap"},
+		{`{"modelConfigMap":"ns/name","modelKeys":["k"]}`, ""},
+		{`{"modelConfigMap":"ns/name","modelConfigMapKey":"policy.esa","modelKeys":["k"]}`, ""},
+		{`{"modelKeys":["k"]}`, "modelPath (a file) or modelConfigMap"},
+		{`{"modelPath":"m","modelConfigMap":"ns/name","modelKeys":["k"]}`, "mutually exclusive"},
+		{`{"modelPath":"m","modelConfigMapKey":"model.esa","modelKeys":["k"]}`, "only meaningful with modelConfigMap"},
+		{`{"modelConfigMap":"name","modelKeys":["k"]}`, "must be namespace/name"},
+		{`{"modelConfigMap":"a/b/c","modelKeys":["k"]}`, "must be namespace/name"},
+		{`{"modelConfigMap":"/name","modelKeys":["k"]}`, "namespace"},
+		{`{"modelConfigMap":"Kube_System/name","modelKeys":["k"]}`, "namespace"},
+		{`{"modelConfigMap":"ns/","modelKeys":["k"]}`, "name"},
+		{`{"modelConfigMap":"ns/Bad_Name","modelKeys":["k"]}`, "name"},
+		{`{"modelConfigMap":"ns/name","modelConfigMapKey":"a/b","modelKeys":["k"]}`, "modelConfigMapKey"},
+		{`{"modelConfigMap":"ns/name"}`, "modelKeys: Required value"},
+		{`{"modelConfigMap":"ns/name","dependenciesConfigMap":"ns/deps","topologyConfigMap":"ns/topo","modelKeys":["k"]}`, ""},
+		{`{"modelConfigMap":"ns/name","dependenciesConfigMap":"deps","modelKeys":["k"]}`, `dependenciesConfigMap: Invalid value: "deps": must be namespace/name`},
+		{`{"modelConfigMap":"ns/name","topologyConfigMap":"topo","modelKeys":["k"]}`, `topologyConfigMap: Invalid value: "topo": must be namespace/name`},
+		{`{"modelConfigMap":"ns/name","topologyConfigMap":"ns/Bad_Name","modelKeys":["k"]}`, "topologyConfigMap"},
 	} {
 		a, err := DecodeArgs(&runtime.Unknown{Raw: []byte(c.raw), ContentType: runtime.ContentTypeJSON})
 		switch {
@@ -321,12 +321,12 @@ func TestConfigMapArgs(t *testing.T) {
 		}
 	}
 	// the file source does not get a ConfigMap key by default
-	a, err := DecodeArgs(&runtime.Unknown{Raw: []byte(`{"modelPath":"m","publicKeys":["k"]}`)})
+	a, err := DecodeArgs(&runtime.Unknown{Raw: []byte(`{"modelPath":"m","modelKeys":["k"]}`)})
 	if err != nil || a.ModelConfigMapKey != "" {
 		t.Fatalf("file args: %+v %v", a, err)
 	}
 	// a ConfigMap source needs the scheduler's client
-	if _, err := New(t.Context(), &runtime.Unknown{Raw: []byte(`{"modelConfigMap":"ns/name","publicKeys":["k"]}`)}, nil); err == nil {
+	if _, err := New(t.Context(), &runtime.Unknown{Raw: []byte(`{"modelConfigMap":"ns/name","modelKeys":["k"]}`)}, nil); err == nil {
 		t.Fatal("New without a handle accepted modelConfigMap")
 	}
 }

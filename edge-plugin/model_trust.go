@@ -187,29 +187,3 @@ func (t *modelTrust) nowOr() time.Time {
 	}
 	return time.Now()
 }
-
-// modelStoreOptions are the args' trust settings for OpenModelStore.
-func (a *Args) modelStoreOptions(keys *quant.Keyring) ModelStoreOptions {
-	age, _ := a.modelMaxAge() // validated by DecodeArgs
-	return ModelStoreOptions{Keys: keys, StatePath: a.ModelStatePath, MaxAge: age}
-}
-
-// modelMaxAge is the parsed ModelMaxAge (0 when unset).
-func (a *Args) modelMaxAge() (time.Duration, error) {
-	if a.ModelMaxAge == "" {
-		return 0, nil
-	}
-	return time.ParseDuration(a.ModelMaxAge)
-}
-
-// validateModelTrust checks modelStatePath and modelMaxAge.
-func (a *Args) validateModelTrust() error {
-	d, err := a.modelMaxAge()
-	if err != nil {
-		return fmt.Errorf("%w: modelMaxAge %q: %v", ErrArgs, a.ModelMaxAge, err)
-	}
-	if a.ModelMaxAge != "" && (d < time.Minute || d > 365*24*time.Hour) {
-		return fmt.Errorf("%w: modelMaxAge %s must be between 1m and 8760h", ErrArgs, d)
-	}
-	return nil
-}

@@ -239,7 +239,7 @@ func TestModelTrustArgs(t *testing.T) {
 	created := testArtifact(t).Header.Created
 	path := writeFile(t, dir, "model.esa", variant(t, s, 7, created, 0))
 	state := filepath.Join(dir, "state.db")
-	raw := fmt.Sprintf(`{"modelPath":%q,"publicKeys":[%q],"modelStatePath":%q}`, path, pub, state)
+	raw := fmt.Sprintf(`{"modelPath":%q,"modelKeys":[%q],"modelStatePath":%q}`, path, pub, state)
 	pl, err := New(t.Context(), &runtime.Unknown{Raw: []byte(raw), ContentType: runtime.ContentTypeJSON}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -257,9 +257,9 @@ func TestModelTrustArgs(t *testing.T) {
 		t.Fatalf("restarted plugin runs version %d below its floor", m.Header.Version)
 	}
 	for _, bad := range []string{
-		`{"modelPath":"m","publicKeys":["k"],"modelMaxAge":"soon"}`,
-		`{"modelPath":"m","publicKeys":["k"],"modelMaxAge":"1s"}`,
-		`{"modelPath":"m","publicKeys":["k"],"modelMaxAge":"100000h"}`,
+		`{"modelPath":"m","modelKeys":["k"],"modelMaxAge":"soon"}`,
+		`{"modelPath":"m","modelKeys":["k"],"modelMaxAge":"1s"}`,
+		`{"modelPath":"m","modelKeys":["k"],"modelMaxAge":"100000h"}`,
 	} {
 		if _, err := DecodeArgs(&runtime.Unknown{Raw: []byte(bad)}); !errors.Is(err, ErrArgs) || !strings.Contains(err.Error(), "modelMaxAge") {
 			t.Errorf("DecodeArgs(%s) = %v, want ErrArgs naming modelMaxAge", bad, err)

@@ -84,32 +84,35 @@ var (
 // file until ctx ends. With modelConfigMap it watches that ConfigMap
 // instead (model_configmap.go), also until ctx ends.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	args, err := DecodeArgs(obj)
+	args, warnings, err := decodeArgs(obj)
 	if err != nil {
 		return nil, err
 	}
-	keys, err := quant.LoadKeyring(args.PublicKeys...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: publicKeys: %v", ErrArgs, err)
+	logger := klog.FromContext(ctx).WithValues("plugin", Name)
+	for _, w := range warnings {
+		logger.Info("Warning: " + w)
 	}
-	target, err := LoadTarget(args.TargetWorkload, args.TargetThreshold)
+	set := settingsOf(args)
+	keys, err := quant.LoadKeyring(args.ModelKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: modelKeys: %v", ErrArgs, err)
+	}
+	target, err := LoadTarget(args.TargetWorkload, *args.TargetThreshold)
 	if err != nil {
 		return nil, fmt.Errorf("%w: targetWorkload: %v", ErrArgs, err)
 	}
-	models, err := OpenModelStore(args.modelStoreOptions(keys))
+	models, err := OpenModelStore(ModelStoreOptions{Keys: keys, StatePath: args.ModelStatePath, MaxAge: set.modelMaxAge})
 	if err != nil {
 		return nil, fmt.Errorf("%w: modelStatePath: %v", ErrArgs, err)
 	}
 	p := newEdgePolicy(h, *args, models, target)
 	p.conv.scanEvery = nodeScanEvery
-	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	p.conv.log = logger
-	refs, _ := args.feedRefs() // validated by DecodeArgs
-	if (refs.any() || args.ModelConfigMap != "" || args.PolicyConfigMap != "") && (h == nil || h.ClientSet() == nil) {
+	if (set.feeds() || set.model.name != "" || set.policy.name != "") && (h == nil || h.ClientSet() == nil) {
 		return nil, fmt.Errorf("%w: modelConfigMap, dependenciesConfigMap, topologyConfigMap and policyConfigMap need the scheduler's API client", ErrArgs)
 	}
-	if ns, name, _ := args.policyRef(); name != "" { // validated by DecodeArgs
-		p.policySource, _ = startPolicySource(ctx, h.ClientSet(), p.policy, ns, name)
+	if set.policy.name != "" {
+		p.policySource, _ = startPolicySource(ctx, h.ClientSet(), p.policy, set.policy.ns, set.policy.name)
 	}
 	// The feeds' and the model ConfigMap's first lists are waited for
 	// (each at most configMapSyncTimeout) at the same time, not one after
@@ -117,43 +120,41 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	feedsStarted := make(chan struct{})
 	go func() { // owned by New: waited for below
 		defer close(feedsStarted)
-		if refs.any() {
-			p.startFeeds(ctx, h.ClientSet(), refs)
+		if set.feeds() {
+			p.startFeeds(ctx, h.ClientSet(), set)
 		}
 	}()
 	defer func() { <-feedsStarted }()
-	if args.ModelConfigMap != "" {
-		ns, name, _ := args.modelConfigMap() // validated by DecodeArgs
+	if set.model.name != "" {
 		var rec events.EventRecorder
 		if r := h.EventRecorder(); r != nil {
 			rec = r
 		}
-		p.cmSource, _ = startConfigMapSource(ctx, h.ClientSet(), rec, p.models, ns, name, args.ModelConfigMapKey)
+		p.cmSource, _ = startConfigMapSource(ctx, h.ClientSet(), rec, p.models, set.model.ns, set.model.name, args.ModelConfigMapKey)
 		return p, nil
 	}
 	if _, err := p.models.LoadFile(args.ModelPath); err != nil {
 		logger.Error(err, "No model yet: scoring neutrally until one loads", "path", args.ModelPath)
 	}
-	d, _ := args.reloadInterval()
-	go p.models.Watch(ctx, args.ModelPath, d)
+	go p.models.Watch(ctx, args.ModelPath, set.reload)
 	return p, nil
 }
 
 // startFeeds watches the dependency graph and site topology ConfigMaps
-// refs names. Both wait (at most configMapSyncTimeout, together, not one
+// set names. Both wait (at most configMapSyncTimeout, together, not one
 // after the other) for their first list. The returned function blocks
 // until the watches have stopped after ctx ended.
-func (p *EdgePolicy) startFeeds(ctx context.Context, client kubernetes.Interface, refs feedRefs) func() {
+func (p *EdgePolicy) startFeeds(ctx context.Context, client kubernetes.Interface, set settings) func() {
 	var wg sync.WaitGroup
 	depWait, topoWait := func() {}, func() {}
-	if refs.depName != "" {
+	if set.deps.name != "" {
 		wg.Go(func() {
-			p.depSource, depWait = startDependencySource(ctx, client, p.conv.deps, refs.depNS, refs.depName)
+			p.depSource, depWait = startDependencySource(ctx, client, p.conv.deps, set.deps.ns, set.deps.name)
 		})
 	}
-	if refs.topoName != "" {
+	if set.topo.name != "" {
 		wg.Go(func() {
-			p.topoSource, topoWait = startTopologySource(ctx, client, p.conv.topo, refs.topoNS, refs.topoName)
+			p.topoSource, topoWait = startTopologySource(ctx, client, p.conv.topo, set.topo.ns, set.topo.name)
 		})
 	}
 	wg.Wait()
@@ -181,7 +182,7 @@ func newEdgePolicy(h fwk.Handle, args Args, models *ModelStore, target *sim.Targ
 	p := &EdgePolicy{handle: h, args: args, models: models, conv: newConverter(target), now: time.Now, policy: &policyRules{}}
 	p.conv.deps = &dependencies{}
 	p.conv.topo = &topology{}
-	p.conv.telMaxAge, _ = args.telemetryMaxAge() // validated by DecodeArgs; <= 0 means the default
+	p.conv.telMaxAge = settingsOf(&args).telMaxAge
 	p.conv.clock = func() time.Time { return p.now() }
 	return p
 }

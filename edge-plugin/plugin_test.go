@@ -20,6 +20,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	configv1 "github.com/edgesched/edgesched/edge-plugin/apis/config/v1"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
@@ -332,8 +333,8 @@ func TestPanicContained(t *testing.T) {
 func TestNoModelScoresNeutral(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 2))
 	nodes := randomSnapshot(rng, 10)
-	a := Args{ModelPath: "x", PublicKeys: []string{"x"}}
-	a.SetDefaults()
+	a := Args{ModelPath: "x", ModelKeys: []string{"x"}}
+	configv1.SetDefaults_EdgePolicyArgs(&a)
 	p := newEdgePolicy(&fakeHandle{lister: &fakeLister{nodes: nodes}}, a, NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
 	scores, _ := runCycle(t, p, k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 100}), nodes)
 	for _, s := range scores {
@@ -441,7 +442,7 @@ func TestLoadFileAndArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := writeFile(t, dir, "model.esa", encodeVersion(t, s, 3))
-	raw := fmt.Sprintf(`{"modelPath":%q,"publicKeys":[%q],"reloadInterval":"2s"}`, path, pub)
+	raw := fmt.Sprintf(`{"modelPath":%q,"modelKeys":[%q],"reloadInterval":"2s"}`, path, pub)
 	pl, err := New(t.Context(), &runtime.Unknown{Raw: []byte(raw), ContentType: runtime.ContentTypeJSON}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -458,17 +459,23 @@ func TestLoadFileAndArgs(t *testing.T) {
 	for _, bad := range []string{
 		`{}`,
 		`{"modelPath":"m"}`,
-		`{"modelPath":"m","publicKeys":["k"],"reloadInterval":"10ms"}`,
-		`{"modelPath":"m","publicKeys":["k"],"targetThreshold":2}`,
-		`{"modelPath":"m","publicKeys":["k"],"unknownField":1}`,
+		`{"modelPath":"m","modelKeys":["k"],"reloadInterval":"10ms"}`,
+		`{"modelPath":"m","modelKeys":["k"],"targetThreshold":2}`,
+		`{"modelPath":"m","modelKeys":["k"],"unknownField":1}`,
+		`{"modelPath":"m","modelKeys":["k"],"publicKeys":["k"]}`,
 	} {
 		if _, err := DecodeArgs(&runtime.Unknown{Raw: []byte(bad)}); !errors.Is(err, ErrArgs) {
 			t.Errorf("DecodeArgs(%s) = %v, want ErrArgs", bad, err)
 		}
 	}
-	a, err := DecodeArgs(&runtime.Unknown{Raw: []byte("modelPath: m\npublicKeys: [k]\n"), ContentType: runtime.ContentTypeYAML})
-	if err != nil || a.ReloadInterval != "10s" || a.TargetWorkload != DefaultTargetWorkload || a.TargetThreshold != DefaultTargetThreshold {
+	a, err := DecodeArgs(&runtime.Unknown{Raw: []byte("modelPath: m\nmodelKeys: [k]\n"), ContentType: runtime.ContentTypeYAML})
+	if err != nil || a.ReloadInterval.Duration != DefaultReloadInterval || a.TargetWorkload != DefaultTargetWorkload || *a.TargetThreshold != DefaultTargetThreshold {
 		t.Fatalf("defaults: %+v %v", a, err)
+	}
+	// the deprecated publicKeys: read as modelKeys, with a warning
+	a, warnings, err := decodeArgs(&runtime.Unknown{Raw: []byte("modelPath: m\npublicKeys: [k]\n"), ContentType: runtime.ContentTypeYAML})
+	if err != nil || !slices.Equal(a.ModelKeys, []string{"k"}) || a.PublicKeys != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "use modelKeys") {
+		t.Fatalf("publicKeys: %+v %v %v", a, warnings, err)
 	}
 }
 

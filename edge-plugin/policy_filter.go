@@ -339,18 +339,6 @@ func (c *policyCycle) score(ni fwk.NodeInfo, base int64) int64 {
 	return min(fwk.MaxNodeScore, max(fwk.MinNodeScore, int64(s+0.5)))
 }
 
-// policyRef is the policy ConfigMap's namespace and name ("" without).
-func (a *Args) policyRef() (string, string, error) {
-	if a.PolicyConfigMap == "" {
-		return "", "", nil
-	}
-	ns, name, err := configMapRef("policyConfigMap", a.PolicyConfigMap)
-	if err != nil {
-		return "", "", err
-	}
-	return ns, name, nil
-}
-
 // policyScores mixes the policy's preferred rules into the extender's
 // scores of the feasible nodes (in place).
 func (e *Extender) policyScores(pod *v1.Pod, feasible []*v1.Node, scores map[string]int64) {

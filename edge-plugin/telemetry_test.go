@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -281,16 +282,24 @@ func TestTelemetryMaxAgeArg(t *testing.T) {
 		in string
 		ok bool
 	}{{"", true}, {"2m", true}, {"10s", true}, {"1h", true}, {"9s", false}, {"2h", false}, {"-1m", false}, {"soon", false}} {
-		a := Args{ModelPath: "m", PublicKeys: []string{"k"}, TelemetryMaxAge: c.in}
-		a.SetDefaults()
-		if err := a.Validate(); (err == nil) != c.ok {
-			t.Errorf("telemetryMaxAge %q: Validate = %v, want ok=%v", c.in, err, c.ok)
+		raw := `{"modelPath":"m","modelKeys":["k"]}`
+		if c.in != "" {
+			raw = `{"modelPath":"m","modelKeys":["k"],"telemetryMaxAge":"` + c.in + `"}`
+		}
+		if _, err := DecodeArgs(&runtime.Unknown{Raw: []byte(raw)}); (err == nil) != c.ok {
+			t.Errorf("telemetryMaxAge %q: DecodeArgs = %v, want ok=%v", c.in, err, c.ok)
 		}
 	}
-	a := Args{ModelPath: "m", PublicKeys: []string{"k"}}
-	a.SetDefaults()
-	if d, _ := a.telemetryMaxAge(); d != DefaultTelemetryMaxAge || a.TelemetryMaxAge != "2m0s" {
-		t.Errorf("default telemetryMaxAge = %v (%q)", d, a.TelemetryMaxAge)
+	a, err := DecodeArgs(nil)
+	if err == nil {
+		t.Fatal("args without a model source or keys accepted")
+	}
+	a, err = DecodeArgs(&Args{ModelPath: "m", ModelKeys: []string{"k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := settingsOf(a).telMaxAge; d != DefaultTelemetryMaxAge || a.TelemetryMaxAge.Duration != 2*time.Minute {
+		t.Errorf("default telemetryMaxAge = %v (%v)", d, a.TelemetryMaxAge)
 	}
 }
 

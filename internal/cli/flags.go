@@ -61,7 +61,7 @@ var FlagTable = []FlagName{
 		Concept: "trusted model-signing public keys (`*.pub` trusted, `*.retired` refused)", Name: "model-keys", Value: valueKeys,
 		Commands:   append([]string{"edge-agent", "edge-coordinator", "edge-coordinator check", "edge-coordinator restore", "edge-scheduler extender"}, modelKeyCommands...),
 		Deprecated: append([]OldName{{Command: "edge-agent", Name: "trusted-keys"}, {Command: "edge-scheduler extender", Name: "keys"}}, oldNames(modelKeyCommands, "keys", false)...),
-		PluginArg:  "publicKeys",
+		PluginArg:  "modelKeys",
 	},
 	{
 		Concept: "staleness bound of the nodes' telemetry annotation", Name: "telemetry-max-age", Value: "DURATION",

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
@@ -26,7 +27,8 @@ type extenderFlags struct {
 	namespace string
 	// the ConfigMap flags as given ([NAMESPACE/]NAME)
 	dependencies, policy, topology string
-	reload                         time.Duration
+	reload, telemetryMaxAge        time.Duration
+	targetThreshold                float64
 	qps                            float64
 	verbosity                      int
 }
@@ -67,11 +69,11 @@ pod informers synced) and /metrics. See docs/edge-plugin.md, "Extender mode".`,
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8888", "address to serve the extender on (host:port)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig for the node and pod informers (empty: in-cluster service account)")
 	fs.StringVar(&cfg.Args.ModelPath, "model", "", "signed int8 model artifact (.esa) to load and watch (required)")
-	fs.StringSliceVar(&f.modelKeys, "model-keys", nil, "trusted model-signing public keys: files or directories of *.pub, comma-separated or repeated (required; the plugin's publicKeys)")
+	fs.StringSliceVar(&f.modelKeys, "model-keys", nil, "trusted model-signing public keys: files or directories of *.pub, comma-separated or repeated (required; the plugin's modelKeys)")
 	fs.StringVar(&cfg.Args.TargetWorkload, "target-workload", edgeplugin.DefaultTargetWorkload, "typical-pod distribution for the fragmentation features (openb:NAME or a CSV path)")
-	fs.Float64Var(&cfg.Args.TargetThreshold, "target-threshold", edgeplugin.DefaultTargetThreshold, "popularity share kept in the target workload, in (0, 1]")
+	fs.Float64Var(&f.targetThreshold, "target-threshold", edgeplugin.DefaultTargetThreshold, "popularity share kept in the target workload, in (0, 1]")
 	fs.DurationVar(&f.reload, "reload-interval", edgeplugin.DefaultReloadInterval, "how often the model file is checked (1s..1h)")
-	fs.StringVar(&cfg.Args.TelemetryMaxAge, "telemetry-max-age", edgeplugin.DefaultTelemetryMaxAge.String(), "staleness bound of the nodes' edgesched.io/telemetry annotations (10s..1h); older summaries fall back to the usage model")
+	fs.DurationVar(&f.telemetryMaxAge, "telemetry-max-age", edgeplugin.DefaultTelemetryMaxAge, "staleness bound of the nodes' edgesched.io/telemetry annotations (10s..1h); older summaries fall back to the usage model")
 	fs.StringVar(&f.namespace, "namespace", kubefmt.DefaultNamespace, "namespace of a ConfigMap named without one")
 	fs.StringVar(&f.dependencies, "dependencies-configmap", "", "[NAMESPACE/]NAME of the site's service dependency graph ConfigMap (the plugin's dependenciesConfigMap; empty: none)")
 	fs.StringVar(&f.policy, "policy-configmap", "", "[NAMESPACE/]NAME of the scheduling policy ConfigMap (the plugin's policyConfigMap; empty: no policy; docs/policy-language.md)")
@@ -102,8 +104,10 @@ func (f *extenderFlags) apply(cfg *edgeplugin.ExtenderServerConfig) error {
 	if len(f.modelKeys) == 0 {
 		return edgecli.Usagef("--model-keys is required (models are only accepted signed)")
 	}
-	cfg.Args.PublicKeys = f.modelKeys
-	cfg.Args.ReloadInterval = f.reload.String()
+	cfg.Args.ModelKeys = f.modelKeys
+	cfg.Args.ReloadInterval = &metav1.Duration{Duration: f.reload}
+	cfg.Args.TelemetryMaxAge = &metav1.Duration{Duration: f.telemetryMaxAge}
+	cfg.Args.TargetThreshold = &f.targetThreshold
 	// the plugin's args name every ConfigMap NAMESPACE/NAME
 	for _, r := range []struct {
 		flag, ref string

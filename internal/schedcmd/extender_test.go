@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -68,7 +69,7 @@ func TestExtenderConfigMapFlags(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, out.String())
 	}
 	if a := got.Args; a.DependenciesConfigMap != "site-1/deps" || a.PolicyConfigMap != "ops/policy" || a.TopologyConfigMap != "" ||
-		strings.Join(a.PublicKeys, " ") != "a b c" || a.TelemetryMaxAge != "90s" || got.QPS != edgeplugin.DefaultExtenderQPS {
+		strings.Join(a.ModelKeys, " ") != "a b c" || a.TelemetryMaxAge.Duration != 90*time.Second || got.QPS != edgeplugin.DefaultExtenderQPS {
 		t.Fatalf("config %+v", got)
 	}
 }

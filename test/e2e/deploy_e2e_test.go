@@ -1129,10 +1129,10 @@ func checkSchedulerSync(t *testing.T, objs []*unstructured.Unstructured) {
 	if err != nil {
 		t.Fatalf("the chart's EdgePolicy args are refused by the plugin: %v", err)
 	}
-	if decoded.ModelConfigMap != chartNamespace+"/edgesched-model" || !slices.Equal(decoded.PublicKeys, []string{"/etc/edgesched/trusted-keys"}) ||
+	if decoded.ModelConfigMap != chartNamespace+"/edgesched-model" || !slices.Equal(decoded.ModelKeys, []string{"/etc/edgesched/trusted-keys"}) ||
 		decoded.ModelStatePath != "/var/lib/edgesched-scheduler/plugin-state.db" || decoded.DependenciesConfigMap != chartNamespace+"/edgesched-dependencies" ||
 		decoded.TopologyConfigMap != chartNamespace+"/edgesched-topology" {
-		t.Errorf("chart args: modelConfigMap %q publicKeys %q modelStatePath %q dependenciesConfigMap %q topologyConfigMap %q", decoded.ModelConfigMap, decoded.PublicKeys,
+		t.Errorf("chart args: modelConfigMap %q modelKeys %q modelStatePath %q dependenciesConfigMap %q topologyConfigMap %q", decoded.ModelConfigMap, decoded.ModelKeys,
 			decoded.ModelStatePath, decoded.DependenciesConfigMap, decoded.TopologyConfigMap)
 	}
 	// the shipped file reads them in the chart's namespace too
@@ -1141,7 +1141,7 @@ func checkSchedulerSync(t *testing.T, objs []*unstructured.Unstructured) {
 			t.Errorf("shipped args: %s %v, want %s", k, sa[k], want)
 		}
 	}
-	for _, k := range []string{"modelPath", "modelConfigMap", "modelConfigMapKey", "publicKeys", "reloadInterval", "modelStatePath", "dependenciesConfigMap", "topologyConfigMap"} {
+	for _, k := range []string{"modelPath", "modelConfigMap", "modelConfigMapKey", "modelKeys", "reloadInterval", "modelStatePath", "dependenciesConfigMap", "topologyConfigMap"} {
 		delete(ca, k)
 		delete(sa, k)
 	}
@@ -1363,7 +1363,7 @@ func checkInstall(ctx context.Context, t *testing.T, h *helmCLI, a *applier, cp 
 		cfg["clientConnection"].(map[string]any)["kubeconfig"] = kubeconfig
 		for _, pc := range cfg["profiles"].([]any)[0].(map[string]any)["pluginConfig"].([]any) {
 			if m := pc.(map[string]any); m["name"] == edgeplugin.Name {
-				m["args"].(map[string]any)["publicKeys"] = []any{keyDir}
+				m["args"].(map[string]any)["modelKeys"] = []any{keyDir}
 				// the chart's state file, moved into the test's directory
 				if _, ok := m["args"].(map[string]any)["modelStatePath"]; !ok {
 					t.Fatal("the chart's scheduler configuration has no modelStatePath")

@@ -429,7 +429,7 @@ func deploySchedulerConfig(t testing.TB, dir, kubeconfig, modelPath, keyDir stri
 		t.Fatalf("scheduler-config.yaml: no pluginConfig for %s", edgeplugin.Name)
 	}
 	args["modelPath"] = modelPath
-	args["publicKeys"] = []any{keyDir}
+	args["modelKeys"] = []any{keyDir}
 	args["reloadInterval"] = "1s"
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -1140,8 +1140,8 @@ func TestEdgeSchedulerEndToEnd(t *testing.T) {
 	// apiserver as the manifests' ServiceAccount.
 	kubeconfig := applyDeployRBAC(ctx, t, cp, dir)
 	cfgPath, args := deploySchedulerConfig(t, dir, kubeconfig, modelPath, keyDir)
-	if args.TargetWorkload != edgeTarget || args.TargetThreshold != edgeThreshold {
-		t.Fatalf("the shipped config's target is %s/%v; the reference was built for %s/%v", args.TargetWorkload, args.TargetThreshold, edgeTarget, edgeThreshold)
+	if args.TargetWorkload != edgeTarget || *args.TargetThreshold != edgeThreshold {
+		t.Fatalf("the shipped config's target is %s/%v; the reference was built for %s/%v", args.TargetWorkload, *args.TargetThreshold, edgeTarget, edgeThreshold)
 	}
 	// Its secure port (/metrics) also authenticates and authorizes
 	// requests as that ServiceAccount (the later flags win).
@@ -1298,7 +1298,7 @@ func (r *edgeRun) telemetryFallback(ctx context.Context) {
 
 // trustedKeyDir writes s's key pair under dir and returns the directory
 // that holds its public key alone (dir/trusted-keys/coordinator.pub; the
-// private key stays in dir/signing), as the scheduler's publicKeys.
+// private key stays in dir/signing), as the scheduler's modelKeys.
 func trustedKeyDir(t testing.TB, dir string, s *quant.Signer) string {
 	t.Helper()
 	keyDir := filepath.Join(dir, "trusted-keys")
