@@ -22,19 +22,13 @@ var _ Trainer = (*PPOTrainer)(nil)
 
 // Train implements Trainer.
 func (p *PPOTrainer) Train(ctx context.Context, base *policy.Model, local federated.LocalTraining, seed uint64) (*policy.Model, int64, error) {
-	cfg := p.Config
-	cfg.Seed = seed
-	cfg.BC.Episodes = 0
-	cfg.Refine = nil
-	cfg.PPO.Iterations, cfg.PPO.EpisodesPerIter, cfg.PPO.LR = local.Iterations, local.Episodes, local.LR
-	cfg.Eval.Seeds = nil
-	cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden = base.Net.H1, base.Net.H2, base.Net.HC
-	res, err := ppo.Train(ctx, cfg, ppo.Options{Init: base, ProxMu: local.ProxMu})
-	if err != nil {
-		return nil, 0, err
-	}
-	res.Model.Decision = base.Decision // the round's model decides, not the agent's config
-	return res.Model, int64(res.Decisions), nil
+	m, n, err := ppo.FineTune(ctx, nil, base, p.Config, LocalOptions(local, seed))
+	return m, int64(n), err
+}
+
+// LocalOptions are a round's local training settings as ppo.FineTune's.
+func LocalOptions(local federated.LocalTraining, seed uint64) ppo.FineTuneOptions {
+	return ppo.FineTuneOptions{Iterations: local.Iterations, Episodes: local.Episodes, LR: local.LR, ProxMu: local.ProxMu, Seed: seed}
 }
 
 // SyntheticTrainer moves the model a fixed fraction of the way towards a

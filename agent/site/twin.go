@@ -14,19 +14,23 @@ import (
 	"github.com/edgesched/edgesched/internal/atomicfile"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/ppo"
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/scenario"
 )
 
 // TwinTrainer trains in the site's digital twin: on every round it
 // exports the recorded workload trace (the last Window of it) as a
-// scenario file in Dir and runs flclient.PPOTrainer on it, with PPO's
-// settings from Config (its env's scenario is replaced by the twin; the
-// round's iterations, episodes, learning rate and FedProx coefficient
-// come from the coordinator).
+// simulator scenario and fine-tunes the round's model on it in memory
+// (ppo.FineTune), with PPO's settings from Config (its environment is
+// replaced by the twin; the round's iterations, episodes, learning rate
+// and FedProx coefficient come from the coordinator). Dir, when set, keeps
+// the last round's scenario as twin.yaml, for an operator to inspect or
+// replay (`edgectl sim --scenario`); training does not read it.
 type TwinTrainer struct {
 	Trace *trace.Store
 	// Window is how much of the trace the twin replays (0: all retained).
 	Window time.Duration
-	// Dir receives twin.yaml (replaced on every round).
+	// Dir receives twin.yaml, replaced on every round (empty: none).
 	Dir string
 	// Config is the PPO configuration template (ppo.DefaultConfig() with
 	// a smaller network, or the site's own).
@@ -42,19 +46,36 @@ var ErrNoTwin = errors.New("site: no workload recorded yet to build the twin")
 
 // Train implements flclient.Trainer.
 func (t *TwinTrainer) Train(ctx context.Context, base *policy.Model, local federated.LocalTraining, seed uint64) (*policy.Model, int64, error) {
-	path, err := t.Build()
+	l, doc, err := t.twin()
 	if err != nil {
 		return nil, 0, err
 	}
-	cfg := t.Config
-	cfg.Env.Scenario, cfg.Env.Nodes, cfg.Env.Pods = path, "", ""
-	return (&flclient.PPOTrainer{Config: cfg}).Train(ctx, base, local, seed)
+	if t.Dir != "" {
+		if _, err := t.write(doc); err != nil {
+			return nil, 0, err
+		}
+	}
+	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	if err != nil {
+		return nil, 0, fmt.Errorf("the twin's environment: %w", err)
+	}
+	m, n, err := ppo.FineTune(ctx, env, base, t.Config, flclient.LocalOptions(local, seed))
+	return m, int64(n), err
 }
 
 // Build exports the twin scenario to Dir/twin.yaml (written to a
 // temporary file and renamed, so a reader never sees half of it) and
 // returns its path.
 func (t *TwinTrainer) Build() (string, error) {
+	_, doc, err := t.twin()
+	if err != nil {
+		return "", err
+	}
+	return t.write(doc)
+}
+
+// twin exports the trace's window: the loaded scenario and its document.
+func (t *TwinTrainer) twin() (*scenario.Loaded, []byte, error) {
 	now := time.Now
 	if t.Now != nil {
 		now = t.Now
@@ -63,18 +84,26 @@ func (t *TwinTrainer) Build() (string, error) {
 	if t.Window > 0 {
 		opt.Since = opt.Until.Add(-t.Window)
 	}
-	out, _, err := t.Trace.Export(opt)
+	l, doc, _, err := t.Trace.ExportLoaded(opt)
 	if errors.Is(err, trace.ErrEmpty) {
-		return "", fmt.Errorf("%w: %w", ErrNoTwin, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrNoTwin, err)
 	}
 	if err != nil {
-		return "", fmt.Errorf("export the twin: %w", err)
+		return nil, nil, fmt.Errorf("export the twin: %w", err)
+	}
+	return l, doc, nil
+}
+
+// write replaces Dir/twin.yaml with doc.
+func (t *TwinTrainer) write(doc []byte) (string, error) {
+	if t.Dir == "" {
+		return "", errors.New("site: no twin directory")
 	}
 	if err := os.MkdirAll(t.Dir, 0o700); err != nil {
 		return "", fmt.Errorf("twin directory: %w", err)
 	}
 	path := filepath.Join(t.Dir, "twin.yaml")
-	if err := atomicfile.Write(path, out, 0o600); err != nil {
+	if err := atomicfile.Write(path, doc, 0o600); err != nil {
 		return "", fmt.Errorf("write the twin: %w", err)
 	}
 	return path, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,5 +68,28 @@ func TestTwinTrainer(t *testing.T) {
 	// one episode replays the 12 pods: at most one decision each
 	if moved == 0 || samples < 1 || samples > 12 {
 		t.Fatalf("training moved %d weights on %d samples; want some, on 1..12", moved, samples)
+	}
+	// The reference: the same round through the file, as the trainer
+	// did before it trained in memory (ppo.Train on the exported
+	// scenario, the round's settings in the config): the same weights,
+	// bit for bit, on the same samples.
+	cfg2 := tr.Config
+	cfg2.Env.Scenario, cfg2.Env.Nodes, cfg2.Env.Pods, cfg2.Seed, cfg2.BC.Episodes, cfg2.Eval.Seeds = path, "", "", 7, 0, nil
+	cfg2.PPO.Iterations, cfg2.PPO.EpisodesPerIter, cfg2.PPO.LR = 1, 1, 1e-2
+	cfg2.Net.Hidden1, cfg2.Net.Hidden2, cfg2.Net.CriticHidden = base.Net.H1, base.Net.H2, base.Net.HC
+	ref, err := ppo.Train(context.Background(), cfg2, ppo.Options{Init: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ref.Model.Net.Flat(), tf) || int64(ref.Decisions) != samples {
+		t.Fatalf("in memory: %d samples, weights differ from the file's run (%d samples): %v", samples, ref.Decisions, !slices.Equal(ref.Model.Net.Flat(), tf))
+	}
+	// without Dir nothing is written, and training still runs
+	tr.Dir = ""
+	if _, _, err := tr.Train(context.Background(), base, federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-2}, 7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Build(); err == nil {
+		t.Fatal("Build without a directory succeeded")
 	}
 }

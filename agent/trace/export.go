@@ -137,6 +137,19 @@ type usageSample struct {
 // pod pairs of the two services, the mean of each pair's recorded rates
 // in the window.
 func (s *Store) Export(opt ExportOptions) ([]byte, ExportStats, error) {
+	out, _, st, err := s.export(opt)
+	return out, st, err
+}
+
+// ExportLoaded is Export's scenario loaded (sim/scenario.Parse of the
+// document Export returns), for the site twin, which trains on it in
+// memory, and the document itself.
+func (s *Store) ExportLoaded(opt ExportOptions) (*scenario.Loaded, []byte, ExportStats, error) {
+	out, l, st, err := s.export(opt)
+	return l, out, st, err
+}
+
+func (s *Store) export(opt ExportOptions) ([]byte, *scenario.Loaded, ExportStats, error) {
 	var st ExportStats
 	if opt.Name == "" {
 		opt.Name = "site-trace"
@@ -147,11 +160,11 @@ func (s *Store) Export(opt ExportOptions) ([]byte, ExportStats, error) {
 	}
 	nodes, err := s.Nodes()
 	if err != nil {
-		return nil, st, err
+		return nil, nil, st, err
 	}
 	c, err := s.collect(opt.Since, until, true)
 	if err != nil {
-		return nil, st, err
+		return nil, nil, st, err
 	}
 	start := opt.Since
 	if start.IsZero() {
@@ -163,7 +176,7 @@ func (s *Store) Export(opt ExportOptions) ([]byte, ExportStats, error) {
 	}
 	kept := c.kept(start, until)
 	if len(nodes) == 0 || len(kept) == 0 {
-		return nil, st, fmt.Errorf("%w: %d nodes and %d pods in the window", ErrEmpty, len(nodes), len(kept))
+		return nil, nil, st, fmt.Errorf("%w: %d nodes and %d pods in the window", ErrEmpty, len(nodes), len(kept))
 	}
 	st.Start, st.End = start, until
 
@@ -226,12 +239,13 @@ func (s *Store) Export(opt ExportOptions) ([]byte, ExportStats, error) {
 
 	out, err := yaml.Marshal(&doc)
 	if err != nil {
-		return nil, st, fmt.Errorf("render scenario: %w", err)
+		return nil, nil, st, fmt.Errorf("render scenario: %w", err)
 	}
-	if _, err := scenario.Parse(out, opt.Name+".yaml", ""); err != nil {
-		return nil, st, fmt.Errorf("exported scenario does not load: %w", err)
+	l, err := scenario.Parse(out, opt.Name+".yaml", "")
+	if err != nil {
+		return nil, nil, st, fmt.Errorf("exported scenario does not load: %w", err)
 	}
-	return out, st, nil
+	return out, l, st, nil
 }
 
 // ServiceDependencies is the service call graph measured in the window

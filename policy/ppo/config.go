@@ -254,7 +254,11 @@ func DefaultConfig() Config {
 }
 
 // Validate checks the configuration and names the first bad field.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate(true) }
+
+// validate is Validate; without env, the environment's source (scenario,
+// scenarios or openb lists) is not checked: FineTune's is in memory.
+func (c *Config) validate(env bool) error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...))
 	}
@@ -267,7 +271,7 @@ func (c *Config) Validate() error {
 		return bad("kind", "%q, want TrainConfig", c.Kind)
 	case c.Name == "":
 		return bad("name", "missing")
-	case (c.Env.Scenario == "" && len(c.Env.Scenarios) == 0) == (c.Env.Pods == ""):
+	case env && (c.Env.Scenario == "" && len(c.Env.Scenarios) == 0) == (c.Env.Pods == ""):
 		return bad("env", "give scenario (or scenarios), or nodes and pods")
 	case c.Env.Scenario != "" && len(c.Env.Scenarios) > 0:
 		return bad("env.scenarios", "give scenario or scenarios, not both")

@@ -411,3 +411,50 @@ func TestFedProxKeepsTheModelNear(t *testing.T) {
 		t.Fatalf("distance from the start: %v without the proximal term, %v with mu=1000", free, prox)
 	}
 }
+
+// TestFineTune: FineTune on the configuration's environment equals Train
+// with the same settings (the entry point only narrows Train), keeps
+// base's decision rule, and refuses a missing base or empty settings.
+func TestFineTune(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains tiny policies (-short)")
+	}
+	start, err := Train(context.Background(), tinyConfig(0), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := *start.Model
+	base.Decision = policy.Decision{Band: 1.5} // not the config's 2.5
+	o := FineTuneOptions{Iterations: 2, Episodes: 2, LR: 3e-3, ProxMu: 0.5, Seed: 9}
+	got, n, err := FineTune(context.Background(), nil, &base, tinyConfig(7), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := tinyConfig(2)
+	cfg.Seed, cfg.BC.Episodes, cfg.Eval.Seeds, cfg.PPO.EpisodesPerIter, cfg.PPO.LR = 9, 0, nil, 2, 3e-3
+	want, err := Train(context.Background(), cfg, Options{Init: &base, ProxMu: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Net.Flat(), want.Model.Net.Flat()) || n != want.Decisions || n == 0 {
+		t.Fatalf("FineTune: %d decisions, Train %d; weights equal: %v", n, want.Decisions, slices.Equal(got.Net.Flat(), want.Model.Net.Flat()))
+	}
+	if got.Decision != base.Decision {
+		t.Errorf("decision rule %+v, want base's %+v", got.Decision, base.Decision)
+	}
+	for _, c := range []struct {
+		name string
+		base *policy.Model
+		o    FineTuneOptions
+	}{
+		{"no base", nil, o},
+		{"no iterations", &base, FineTuneOptions{Episodes: 1, LR: 1e-3}},
+		{"no episodes", &base, FineTuneOptions{Iterations: 1, LR: 1e-3}},
+		{"no lr", &base, FineTuneOptions{Iterations: 1, Episodes: 1}},
+		{"negative mu", &base, FineTuneOptions{Iterations: 1, Episodes: 1, LR: 1e-3, ProxMu: -1}},
+	} {
+		if _, _, err := FineTune(context.Background(), nil, c.base, tinyConfig(1), c.o); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", c.name, err)
+		}
+	}
+}

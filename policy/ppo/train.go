@@ -54,6 +54,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Progress, when set, is called after every phase step.
 	Progress func(Progress)
+	// env, when set, is the environment of every episode (FineTune), in
+	// place of the configuration's env section.
+	env *sim.Env
 }
 
 // Progress reports where training is.
@@ -119,6 +122,7 @@ type trainer struct {
 	progress func(Progress)
 	evalEnvs map[uint64]*sim.Env
 	basePods *openb.PodList // the openb pod list mixtures draw from
+	memEnv   *sim.Env       // Options.env: every episode's environment
 	// FedProx anchor and coefficient
 	prox      *policy.Net
 	proxMu    float32
@@ -142,7 +146,7 @@ type ckState struct {
 // It is deterministic for a configuration (same machine architecture and
 // Go version), whether or not it is resumed from a checkpoint.
 func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(opt.env == nil); err != nil {
 		return nil, err
 	}
 	if opt.Out != "" {
@@ -154,7 +158,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	t := &trainer{cfg: cfg, log: log, start: time.Now(), progress: opt.Progress}
+	t := &trainer{cfg: cfg, log: log, start: time.Now(), progress: opt.Progress, memEnv: opt.env}
 	var err error
 	if t.exclude, err = policy.ExcludeMask(cfg.Net.Exclude); err != nil {
 		return nil, err
@@ -270,6 +274,10 @@ func (t *trainer) model(net *policy.Net) *policy.Model {
 }
 
 func (t *trainer) loadEnv() error {
+	if t.memEnv != nil {
+		t.base = t.memEnv
+		return nil
+	}
 	e := t.cfg.Env
 	if sc := e.ScenarioFor(0); sc != "" {
 		l, err := scenario.Load(sc)
@@ -309,6 +317,9 @@ func (t *trainer) loadEnv() error {
 
 // episodeEnv builds the environment of a training episode with seed s.
 func (t *trainer) episodeEnv(s uint64, frac float64) (*sim.Env, error) {
+	if t.memEnv != nil {
+		return t.memEnv, nil
+	}
 	e := t.cfg.Env
 	if sc := e.ScenarioFor(s); sc != "" {
 		if !e.FreshWorkloads {
