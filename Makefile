@@ -34,7 +34,7 @@ demo: build ## run the demo: schedulers compared on openb and an edge scenario, 
 
 E2E_BIN   ?= $(BIN)/e2e
 
-# edge-agent is built without gorgonia.org/tensor (policy/tensor_gonum.go:
+# edge-agent is built without gorgonia.org/tensor (policy/nn/tensor_gonum.go:
 # the same gonum Sgemm, bit-identical results, 24.6 MB stripped instead of
 # 36.4 MB; docs/agent.md "Binary size"). internal/agentcmd/deps_test.go and
 # test/e2e/build.go read this line; `make lint` vets with these tags too.

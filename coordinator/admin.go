@@ -13,7 +13,7 @@ import (
 
 	"github.com/edgesched/edgesched/coordinator/admin"
 	"github.com/edgesched/edgesched/coordinator/store"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // The admin API (package coordinator/admin) under the names the
@@ -177,7 +177,7 @@ func (c *Coordinator) Rollback(ctx context.Context, version uint64) (*Model, err
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var old *Model
-	var m *policy.Model
+	var m *nn.Model
 	err := c.view(func(tx *bolt.Tx) error {
 		var err error
 		if old, err = store.GetModel(tx, version); err != nil || old == nil {
@@ -248,10 +248,10 @@ func (c *Coordinator) Rejects() (map[string]uint64, error) {
 }
 
 // FloatModel returns the float model of a stored version.
-func (c *Coordinator) FloatModel(version uint64) (*policy.Model, error) {
+func (c *Coordinator) FloatModel(version uint64) (*nn.Model, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var m *policy.Model
+	var m *nn.Model
 	err := c.view(func(tx *bolt.Tx) error {
 		var err error
 		m, err = c.floatModel(tx, version)

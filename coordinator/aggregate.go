@@ -13,7 +13,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/parallel"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -30,7 +30,7 @@ func (e *modelError) Unwrap() error { return e.err }
 
 // floatModel decodes a stored float32 artifact (signed by this
 // coordinator) into a model, cached by version.
-func (c *Coordinator) floatModel(tx *bolt.Tx, version uint64) (*policy.Model, error) {
+func (c *Coordinator) floatModel(tx *bolt.Tx, version uint64) (*nn.Model, error) {
 	if m, ok := c.cache[version]; ok {
 		return m, nil
 	}
@@ -55,7 +55,7 @@ func (c *Coordinator) floatModel(tx *bolt.Tx, version uint64) (*policy.Model, er
 		return nil, err
 	}
 	if c.cache == nil {
-		c.cache = map[uint64]*policy.Model{}
+		c.cache = map[uint64]*nn.Model{}
 	}
 	c.cache[version] = m
 	return m, nil
@@ -124,7 +124,7 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 		eps, _ := c.dp.Epsilon()
 		stats["dp_epsilon"], stats["dp_delta"], stats["dp_rounds"] = eps, c.cfg.DP.Delta, float64(c.dp.Rounds())
 	}
-	next := &policy.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: map[string]any{"round": float64(r.Round)}, Decision: base.Decision}
+	next := &nn.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: map[string]any{"round": float64(r.Round)}, Decision: base.Decision}
 	if err := next.Net.AddFlat(res.Delta, float32(c.cfg.ServerLR)); err != nil {
 		return c.failRound(r, FailReasonAggregate, fmt.Sprintf("apply aggregate: %v", err))
 	}
@@ -174,7 +174,7 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 type collected struct {
 	res      federated.Result
 	err      error
-	base     *policy.Model
+	base     *nn.Model
 	name     string
 	count    int
 	staleSum float64

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgesched/edgesched/federated"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -87,7 +87,7 @@ type Config struct {
 	AutoPublish bool
 	// Calibrate returns raw feature rows for quantizing a model (usually
 	// quant.CollectRows on the fleet's scenario). Required.
-	Calibrate func(ctx context.Context, m *policy.Model) ([]float32, error)
+	Calibrate func(ctx context.Context, m *nn.Model) ([]float32, error)
 	// Calibration options of quantization (zero: quant.DefaultCalibration).
 	Calibration quant.CalibrationOptions
 	// Seed drives the DP noise (with the round number).

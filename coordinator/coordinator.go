@@ -23,7 +23,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/ratelog"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/quant/sanity"
 )
@@ -44,7 +44,7 @@ type Coordinator struct {
 	// dp accountant (rounds of noise so far); rebuilt from the store
 	dp *federated.Accountant
 	// decoded float models by version (guarded by mu)
-	cache map[uint64]*policy.Model
+	cache map[uint64]*nn.Model
 	// publishDue: a publication failed and a stored model may be pending
 	// (guarded by mu; Tick publishes it)
 	publishDue bool
@@ -136,7 +136,7 @@ func (c *Coordinator) Close() error { return c.db.Close() }
 
 // Bootstrap registers m as model version 1 when the registry is empty
 // (it is published when Run starts); otherwise it does nothing.
-func (c *Coordinator) Bootstrap(ctx context.Context, m *policy.Model) error {
+func (c *Coordinator) Bootstrap(ctx context.Context, m *nn.Model) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var have bool
@@ -158,7 +158,7 @@ type prepared struct {
 
 // prepareModel quantizes and signs m as the next version. Callers hold
 // c.mu (so the version is still free when they store it).
-func (c *Coordinator) prepareModel(ctx context.Context, m *policy.Model, round uint64, parent string, created time.Time, note string) (*prepared, error) {
+func (c *Coordinator) prepareModel(ctx context.Context, m *nn.Model, round uint64, parent string, created time.Time, note string) (*prepared, error) {
 	var version uint64
 	if err := c.view(func(tx *bolt.Tx) error {
 		version = getU64(tx.Bucket(store.BucketMeta), store.KeyVersion) + 1
@@ -224,7 +224,7 @@ func (c *Coordinator) putModel(tx *bolt.Tx, p *prepared) error {
 }
 
 // storeModel prepares and stores m as the next version. Callers hold c.mu.
-func (c *Coordinator) storeModel(ctx context.Context, m *policy.Model, round uint64, parent string, created time.Time, note string) (*Model, error) {
+func (c *Coordinator) storeModel(ctx context.Context, m *nn.Model, round uint64, parent string, created time.Time, note string) (*Model, error) {
 	p, err := c.prepareModel(ctx, m, round, parent, created, note)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -64,11 +65,11 @@ func newUnit(t *testing.T, minUpdates int) *unit {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	net, err := policy.NewNet(policy.NumFeatures, 4, 4, 4, rand.New(rand.NewPCG(3, 3)))
+	net, err := nn.NewNet(policy.NumFeatures, 4, 4, 4, rand.New(rand.NewPCG(3, 3)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Bootstrap(context.Background(), &policy.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
+	if err := c.Bootstrap(context.Background(), &nn.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
 		t.Fatal(err)
 	}
 	u.c = c
@@ -165,7 +166,7 @@ func TestConfigValidate(t *testing.T) {
 	base := func() Config {
 		c := DefaultConfig()
 		c.DataDir, c.Sites, c.Signer = t.TempDir(), reg, testKey(t, 2)
-		c.Calibrate = func(context.Context, *policy.Model) ([]float32, error) { return nil, nil }
+		c.Calibrate = func(context.Context, *nn.Model) ([]float32, error) { return nil, nil }
 		return c
 	}
 	cases := []struct {
@@ -298,7 +299,7 @@ func TestUnattributedRefusalCountedOnce(t *testing.T) {
 
 // normalCalibration is 100 rows of standard normal features (fixed seed):
 // the calibration set of the unit tests' coordinators.
-func normalCalibration(context.Context, *policy.Model) ([]float32, error) {
+func normalCalibration(context.Context, *nn.Model) ([]float32, error) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	rows := make([]float32, 100*policy.NumFeatures)
 	for i := range rows {

@@ -19,7 +19,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator/replica"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // High availability (docs/federated.md "Highly available coordinator").
@@ -87,7 +87,7 @@ type (
 // is still empty, and runs as the active coordinator (Run) while it holds
 // the lease. It returns nil when ctx ends and ErrDeposed when it lost the
 // lease: the process should exit and be started again (as a standby).
-func RunReplica(ctx context.Context, cfg Config, nc *nats.Conn, start *policy.Model) error {
+func RunReplica(ctx context.Context, cfg Config, nc *nats.Conn, start *nn.Model) error {
 	if !cfg.HA {
 		return fmt.Errorf("%w: HA: RunReplica needs HA", ErrConfig)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -49,11 +50,11 @@ func newSumRig(t *testing.T, payloads bool) *sumRig {
 	cfg.MinUpdates, cfg.RoundDuration, cfg.StorePayloads = sumSites, time.Hour, payloads
 	s.cfg = cfg
 	s.open()
-	net, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(3, 3)))
+	net, err := nn.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(3, 3)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.c.Bootstrap(context.Background(), &policy.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
+	if err := s.c.Bootstrap(context.Background(), &nn.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
 		t.Fatal(err)
 	}
 	return s

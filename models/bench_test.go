@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/models"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -25,7 +25,7 @@ func BenchmarkInflateSweep(b *testing.B) {
 		b.Fatal(err)
 	}
 	fgd, _ := baseline.Lookup("fgd")
-	for _, f := range []sim.Factory{fgd, policy.Factory("learned", m)} {
+	for _, f := range []sim.Factory{fgd, nn.Factory("learned", m)} {
 		b.Run(f.Name, func(b *testing.B) {
 			var decisions int
 			for b.Loop() {

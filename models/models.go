@@ -18,7 +18,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 //go:embed *.esm
@@ -39,12 +39,12 @@ func Names() []string {
 }
 
 // Load decodes a shipped model by name.
-func Load(name string) (*policy.Model, error) {
+func Load(name string) (*nn.Model, error) {
 	b, err := files.ReadFile(name + ".esm")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q (shipped: %s)", ErrUnknown, name, strings.Join(Names(), ", "))
 	}
-	d, err := policy.Decode(b)
+	d, err := nn.Decode(b)
 	if err != nil {
 		return nil, fmt.Errorf("models/%s.esm: %w", name, err)
 	}
@@ -52,4 +52,4 @@ func Load(name string) (*policy.Model, error) {
 }
 
 // Default decodes the shipped default model.
-func Default() (*policy.Model, error) { return Load("default") }
+func Default() (*nn.Model, error) { return Load("default") }

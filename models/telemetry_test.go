@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -49,7 +50,7 @@ func TestEdgeModelsPreferCoolNode(t *testing.T) {
 			st := sim.NewState(env)
 			st.SetMeasured(0, &c.cool)
 			st.SetMeasured(1, &c.hot)
-			l, err := policy.NewLearned(name, m, env)
+			l, err := nn.NewLearned(name, m, env)
 			if err != nil {
 				t.Fatal(err)
 			}

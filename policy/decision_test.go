@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -159,7 +160,7 @@ func TestLearnedWideBandIsFGD(t *testing.T) {
 			m.Decision = policy.Decision{Band: tc.band}
 			var c *wideBandCheck
 			f := sim.Factory{Name: "check", New: func(env *sim.Env) (sim.Policy, error) {
-				l, err := policy.NewLearned("learned", m, env)
+				l, err := nn.NewLearned("learned", m, env)
 				c = &wideBandCheck{Learned: l, fgd: baseline.NewFGD(env)}
 				return c, err
 			}}
@@ -225,7 +226,7 @@ func TestDecideLeavesDependentPods(t *testing.T) {
 	m.Decision = policy.Decision{Band: policy.MaxBand}
 	var c *dependentCheck
 	f := sim.Factory{Name: "check", New: func(env *sim.Env) (sim.Policy, error) {
-		lp, err := policy.NewLearned("learned", m, env)
+		lp, err := nn.NewLearned("learned", m, env)
 		c = &dependentCheck{Learned: lp, env: env, t: t}
 		return c, err
 	}}

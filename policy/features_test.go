@@ -3,7 +3,6 @@ package policy
 import (
 	"errors"
 	"math"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/edgesched/edgesched/sim"
@@ -205,31 +204,6 @@ func TestTelemetryFeatures(t *testing.T) {
 	for i, w := range want {
 		if got := out[FirstTelemetryFeature+i]; math.Abs(float64(got)-w) > 1e-6 {
 			t.Errorf("%s = %v, want %v", featureList[FirstTelemetryFeature+i].Name, got, w)
-		}
-	}
-
-	for _, reads := range []bool{true, false} {
-		net, err := NewNet(NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(3, 3)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reads {
-			mask, _ := ExcludeMask([]string{"telemetry"})
-			net.MaskInputs(mask)
-		}
-		l, err := NewLearned("t", &Model{Schema: NewSchema(), Net: net}, env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := newTestState(t, env)
-		nodes, s0, s1 := []int32{2}, make([]float64, 1), make([]float64, 1)
-		quiet := lm.FromMeasured(0.1, 0.3, 0.2, 30, 0)
-		st.SetMeasured(2, &quiet)
-		l.NetworkScores(st, &st.Pods[2], nodes, s0)
-		st.SetMeasured(2, &tel)
-		l.NetworkScores(st, &st.Pods[2], nodes, s1)
-		if changed := s0[0] != s1[0]; changed != reads {
-			t.Errorf("network reads telemetry %v: score %v -> %v after the node's telemetry changed", reads, s0[0], s1[0])
 		}
 	}
 }

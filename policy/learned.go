@@ -38,7 +38,7 @@ type Scorer interface {
 }
 
 // InputReader is implemented by scorers that can tell which features
-// they read (policy.Net.ReadsInput); a Learned policy skips what the
+// they read (nn.Net.ReadsInput); a Learned policy skips what the
 // others do not read (the telemetry steps in its cache keys).
 type InputReader interface {
 	ReadsInput(i int) bool
@@ -63,39 +63,6 @@ func readsTelemetry(sc Scorer) bool {
 // alone (equal on every candidate row of a decision).
 const NumPodFeatures = 13
 
-// FloatScorer is the float32 network as a Scorer: it normalises with the
-// model's schema and runs the actor (Net.Scores).
-type FloatScorer struct {
-	m   *Model
-	buf []float32
-}
-
-// NewFloatScorer returns a scorer over a private copy of m's network.
-func NewFloatScorer(m *Model) (*FloatScorer, error) {
-	if err := m.Validate(); err != nil {
-		return nil, err
-	}
-	return &FloatScorer{m: &Model{Schema: m.Schema, Net: m.Net.Clone(), Meta: m.Meta, Decision: m.Decision}}, nil
-}
-
-// ReadsInput implements InputReader.
-func (f *FloatScorer) ReadsInput(i int) bool { return f.m.Net.ReadsInput(i) }
-
-// Scores implements Scorer.
-func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
-	x := grow(&f.buf, len(raw))
-	copy(x, raw)
-	for i := 0; i+NumFeatures <= len(x); i += NumFeatures {
-		f.m.Schema.Normalize(x[i : i+NumFeatures])
-	}
-	s, err := f.m.Net.Scores(x, k)
-	if err != nil {
-		return err
-	}
-	copy(out, s)
-	return nil
-}
-
 type learnedEntry struct {
 	version uint64 // node version + 1; 0 means empty
 	svc     uint64
@@ -110,21 +77,6 @@ type podTag struct {
 	qos      sim.QoS
 	priority int32
 	service  int32
-}
-
-// Factory returns a simulator factory for a model under a display name.
-func Factory(name string, m *Model) sim.Factory {
-	return sim.Factory{Name: name, New: func(env *sim.Env) (sim.Policy, error) { return NewLearned(name, m, env) }}
-}
-
-// NewLearned returns a learned policy for one run on env. The model is
-// only read; each run gets its own network copy, so runs may share a Model.
-func NewLearned(name string, m *Model, env *sim.Env) (*Learned, error) {
-	sc, err := NewFloatScorer(m)
-	if err != nil {
-		return nil, err
-	}
-	return NewLearnedScorer(name, sc, m.Decision, env), nil
 }
 
 // NewLearnedScorer returns a learned policy for one run on env that scores
@@ -219,4 +171,13 @@ func (l *Learned) NetworkScores(st *sim.State, p *sim.Pod, nodes []int32, scores
 // describe.
 func (l *Learned) PickGPUs(st *sim.State, p *sim.Pod, n int, dst []int) []int {
 	return l.ext.PickGPUs(st, p, n, dst)
+}
+
+// grow returns (*buf)[:n], reallocating when it is too short.
+func grow(buf *[]float32, n int) []float32 {
+	if cap(*buf) < n {
+		*buf = make([]float32, n)
+	}
+	*buf = (*buf)[:n]
+	return *buf
 }

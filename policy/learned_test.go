@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -15,14 +16,14 @@ import (
 // uncached scores every candidate with a fresh Learned, so no cache entry
 // can ever be reused: the reference for the cached policy.
 type uncached struct {
-	m   *policy.Model
+	m   *nn.Model
 	env *sim.Env
 }
 
 func (u *uncached) Name() string { return "uncached" }
 
 func (u *uncached) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
-	l, err := policy.NewLearned("fresh", u.m, u.env)
+	l, err := nn.NewLearned("fresh", u.m, u.env)
 	if err != nil {
 		panic(err)
 	}
@@ -30,17 +31,17 @@ func (u *uncached) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []floa
 }
 
 func (u *uncached) PickGPUs(st *sim.State, p *sim.Pod, n int, dst []int) []int {
-	l, _ := policy.NewLearned("fresh", u.m, u.env)
+	l, _ := nn.NewLearned("fresh", u.m, u.env)
 	return l.PickGPUs(st, p, n, dst)
 }
 
-func randomModel(t *testing.T, seed uint64) *policy.Model {
+func randomModel(t *testing.T, seed uint64) *nn.Model {
 	t.Helper()
-	net, err := policy.NewNet(policy.NumFeatures, 16, 8, 8, rand.New(rand.NewPCG(seed, 2)))
+	net, err := nn.NewNet(policy.NumFeatures, 16, 8, 8, rand.New(rand.NewPCG(seed, 2)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &policy.Model{Schema: policy.NewSchema(), Net: net}
+	return &nn.Model{Schema: policy.NewSchema(), Net: net}
 }
 
 // bindings runs f and records every binding as "pod@node".
@@ -94,7 +95,7 @@ func testLearnedCacheIsExact(t *testing.T, name string, mixed bool) {
 	}
 	m := randomModel(t, 5)
 	cfg := sim.DefaultRunConfig(sim.Replay)
-	cached := bindings(t, env, policy.Factory("learned", m), cfg)
+	cached := bindings(t, env, nn.Factory("learned", m), cfg)
 	fresh := bindings(t, env, sim.Factory{Name: "uncached", New: func(env *sim.Env) (sim.Policy, error) {
 		return &uncached{m: m, env: env}, nil
 	}}, cfg)
@@ -136,12 +137,12 @@ func TestNewLearnedRefusesBadModels(t *testing.T) {
 	}
 	m := randomModel(t, 1)
 	m.Schema.Std[3] = 0
-	if _, err := policy.NewLearned("x", m, env); err == nil {
+	if _, err := nn.NewLearned("x", m, env); err == nil {
 		t.Fatal("zero std accepted")
 	}
 	m = randomModel(t, 1)
 	m.Net = nil
-	if _, err := policy.NewLearned("x", m, env); err == nil {
+	if _, err := nn.NewLearned("x", m, env); err == nil {
 		t.Fatal("missing network accepted")
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // Artifact file format (format 1), the one model format of the system:
@@ -617,7 +618,7 @@ type Info struct {
 	Created time.Time
 }
 
-func newHeader(m *policy.Model, dtype string, info Info) Header {
+func newHeader(m *nn.Model, dtype string, info Info) Header {
 	return Header{
 		Version: info.Version, Parent: info.Parent, Round: info.Round,
 		SchemaID: m.Schema.ID, SchemaHash: m.Schema.Hash(),
@@ -630,7 +631,7 @@ func newHeader(m *policy.Model, dtype string, info Info) Header {
 // FromModel makes a float32 artifact of a model (actor and critic: what
 // training and federated aggregation work on). Models with Tanh hidden
 // layers are refused (CheckQuantizable).
-func FromModel(m *policy.Model, info Info) (*Artifact, error) {
+func FromModel(m *nn.Model, info Info) (*Artifact, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
@@ -646,12 +647,12 @@ func FromModel(m *policy.Model, info Info) (*Artifact, error) {
 }
 
 // Model returns a float32 artifact's model.
-func (a *Artifact) Model() (*policy.Model, error) {
+func (a *Artifact) Model() (*nn.Model, error) {
 	if a.Header.DType != Float32 {
 		return nil, fmt.Errorf("%w: a %s artifact has no float model", ErrArtifact, a.Header.DType)
 	}
 	l := a.Header.Layers
-	net, err := policy.NewNet(l.F, l.H1, l.H2, l.HC, nil)
+	net, err := nn.NewNet(l.F, l.H1, l.H2, l.HC, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -659,5 +660,5 @@ func (a *Artifact) Model() (*policy.Model, error) {
 		copy(p.Values(), a.Tensors[i].F32)
 	}
 	meta := map[string]any{"model_id": a.Header.ModelID, "version": a.Header.Version}
-	return &policy.Model{Schema: a.Schema(), Net: net, Meta: meta, Decision: a.Header.Decision}, nil
+	return &nn.Model{Schema: a.Schema(), Net: net, Meta: meta, Decision: a.Header.Decision}, nil
 }

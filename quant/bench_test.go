@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // benchRows are n candidate rows of one pod: random node features, the
@@ -32,7 +33,7 @@ func BenchmarkScore1000(b *testing.B) {
 	const n = 1000
 	rows := benchRows(n, 2)
 	_, q := quantized(b, m, 5000, 3)
-	fs, err := policy.NewFloatScorer(m)
+	fs, err := nn.NewFloatScorer(m)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/ppo"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
@@ -19,9 +20,9 @@ import (
 // its weight delta with enc (int8 with error feedback: each site keeps a
 // quant.Residual), and the coordinator decodes and averages the deltas
 // into the global model.
-func fedRun(t *testing.T, start *policy.Model, enc quant.UpdateEncoding, sites, rounds int, siteCfg func(seed uint64) ppo.Config) (*policy.Model, int, int) {
+func fedRun(t *testing.T, start *nn.Model, enc quant.UpdateEncoding, sites, rounds int, siteCfg func(seed uint64) ppo.Config) (*nn.Model, int, int) {
 	t.Helper()
-	g := &policy.Model{Schema: start.Schema, Net: start.Net.Clone()}
+	g := &nn.Model{Schema: start.Schema, Net: start.Net.Clone()}
 	var floatBytes, sent int
 	residuals := make([]quant.Residual, sites)
 	for r := range rounds {
@@ -85,12 +86,12 @@ func TestFederatedInt8Updates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eval := func(m *policy.Model) float64 {
+	eval := func(m *nn.Model) float64 {
 		var sum float64
 		for _, seed := range []uint64{2001, 2002} {
 			rc := sim.DefaultRunConfig(sim.Inflate)
 			rc.Seed, rc.InflateTarget = seed, 1.05
-			res, err := sim.Run(context.Background(), env, policy.Factory("g", m), rc)
+			res, err := sim.Run(context.Background(), env, nn.Factory("g", m), rc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +137,7 @@ func TestFederatedInt8UpdatesEdge(t *testing.T) {
 		cfg.Eval.Seeds = nil
 		return cfg
 	}
-	net, err := policy.NewNet(policy.NumFeatures, base.Net.Hidden1, base.Net.Hidden2, base.Net.CriticHidden, rand.New(rand.NewPCG(42, 1)))
+	net, err := nn.NewNet(policy.NumFeatures, base.Net.Hidden1, base.Net.Hidden2, base.Net.CriticHidden, rand.New(rand.NewPCG(42, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +148,8 @@ func TestFederatedInt8UpdatesEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := &policy.Model{Schema: first.Model.Schema, Net: net}
-	eval := func(m *policy.Model) float64 {
+	start := &nn.Model{Schema: first.Model.Schema, Net: net}
+	eval := func(m *nn.Model) float64 {
 		cfg := base
 		cfg.PPO.Iterations = 0
 		cfg.Eval.Seeds = []uint64{101, 102, 103}

@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // randomModel is a seeded random model with a non-trivial schema.
-func randomModel(t testing.TB, h1, h2 int, seed uint64) *policy.Model {
+func randomModel(t testing.TB, h1, h2 int, seed uint64) *nn.Model {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 9))
-	net, err := policy.NewNet(policy.NumFeatures, h1, h2, 16, rng)
+	net, err := nn.NewNet(policy.NumFeatures, h1, h2, 16, rng)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,12 +21,12 @@ func randomModel(t testing.TB, h1, h2 int, seed uint64) *policy.Model {
 		s.Mean[i] = float32(0.2 * rng.NormFloat64())
 		s.Std[i] = float32(0.5 + rng.Float64())
 	}
-	return &policy.Model{Schema: s, Net: net}
+	return &nn.Model{Schema: s, Net: net}
 }
 
 // quantized calibrates m on n random candidate rows (benchRows(n, seed))
 // with the default calibration and builds its integer scorer.
-func quantized(t testing.TB, m *policy.Model, n int, seed uint64) (*Artifact, *Int8Net) {
+func quantized(t testing.TB, m *nn.Model, n int, seed uint64) (*Artifact, *Int8Net) {
 	t.Helper()
 	a, err := Quantize(m, benchRows(n, seed), DefaultCalibration(), Info{})
 	if err != nil {

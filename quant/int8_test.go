@@ -10,19 +10,20 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
 // TestFloatPathMatchesReference is the cross-check of the float model: the
-// gorgonia path (policy.Net) and the independent float64 loops agree to
+// gorgonia path (nn.Net) and the independent float64 loops agree to
 // 1e-5 (relative to the score's magnitude) on random rows.
 func TestFloatPathMatchesReference(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		m := randomModel(t, 32, 32, seed)
 		const k = 200
 		x := benchRows(k, seed)
-		fs, err := policy.NewFloatScorer(m)
+		fs, err := nn.NewFloatScorer(m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -450,7 +451,7 @@ func TestConstantFeatures(t *testing.T) {
 // after each ReLU, and artifacts lead there. The same network with ReLU
 // quantizes (the refusal is the activation's, nothing else).
 func TestTanhRefused(t *testing.T) {
-	for _, act := range [][2]policy.Activation{{policy.Tanh, policy.Tanh}, {policy.ReLU, policy.Tanh}} {
+	for _, act := range [][2]nn.Activation{{nn.Tanh, nn.Tanh}, {nn.ReLU, nn.Tanh}} {
 		m := randomModel(t, 16, 16, 4)
 		m.Net.Act = act
 		_, err := Quantize(m, benchRows(200, 4), DefaultCalibration(), Info{})
@@ -461,7 +462,7 @@ func TestTanhRefused(t *testing.T) {
 		if _, err := FromModel(m, Info{}); !errors.Is(err, ErrArtifact) || !strings.Contains(err.Error(), "artifacts carry ReLU networks only") {
 			t.Errorf("%v: FromModel: %v, want ErrArtifact", act, err)
 		}
-		m.Net.Act = [2]policy.Activation{}
+		m.Net.Act = [2]nn.Activation{}
 		if _, err := Quantize(m, benchRows(200, 4), DefaultCalibration(), Info{}); err != nil {
 			t.Errorf("the ReLU twin: %v", err)
 		}

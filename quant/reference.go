@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // CheckQuantizable refuses, wrapping ErrQuant, a model the int8 path
@@ -12,7 +13,7 @@ import (
 // (QuantScheme keeps the activations after each ReLU as unsigned 8-bit
 // values; a Tanh layer's negative half has no place there). Such a model
 // runs in the float path only.
-func CheckQuantizable(m *policy.Model) error {
+func CheckQuantizable(m *nn.Model) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
@@ -24,7 +25,7 @@ func CheckQuantizable(m *policy.Model) error {
 }
 
 // reference is the float scorer written out in float64 loops from the
-// parameter slices, independently of the gorgonia path (policy.Net): the
+// parameter slices, independently of the gorgonia path (nn.Net): the
 // cross-check of the float model and the source of calibration
 // activations.
 type reference struct {
@@ -35,7 +36,7 @@ type reference struct {
 	xn, a1, a2         []float64 // activations of the last row
 }
 
-func newReference(m *policy.Model) (*reference, error) {
+func newReference(m *nn.Model) (*reference, error) {
 	if err := CheckQuantizable(m); err != nil {
 		return nil, err
 	}
@@ -86,7 +87,7 @@ func (r *reference) score(raw []float32) float64 {
 
 // ReferenceScores scores raw feature rows (k rows) with the float model in
 // plain float64 loops, independently of the gorgonia path.
-func ReferenceScores(m *policy.Model, raw []float32, k int) ([]float64, error) {
+func ReferenceScores(m *nn.Model, raw []float32, k int) ([]float64, error) {
 	r, err := newReference(m)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -50,14 +51,14 @@ func (r *recorder) Scores(raw []float32, k int, out []float32) error {
 // seed, so the same inputs give the same rows) and how many rows were
 // seen. Use runs whose seeds are not the ones the quantized model will be
 // judged on.
-func CollectRows(ctx context.Context, env *sim.Env, m *policy.Model, runs []sim.RunConfig, maxRows int, seed uint64) ([]float32, int, error) {
+func CollectRows(ctx context.Context, env *sim.Env, m *nn.Model, runs []sim.RunConfig, maxRows int, seed uint64) ([]float32, int, error) {
 	if maxRows < 1 {
 		return nil, 0, fmt.Errorf("%w: maxRows %d", ErrQuant, maxRows)
 	}
 	rec := &recorder{max: maxRows, rng: rand.New(rand.NewPCG(seed, 0xca1))}
 	for _, rc := range runs {
 		f := sim.Factory{Name: "calibration", New: func(env *sim.Env) (sim.Policy, error) {
-			sc, err := policy.NewFloatScorer(m)
+			sc, err := nn.NewFloatScorer(m)
 			if err != nil {
 				return nil, err
 			}
@@ -155,10 +156,10 @@ func argmax(v []float64) int {
 // MeasureAgreement runs the float model on env with cfg and counts, at
 // every decision with two or more candidates, whether the int8 network
 // would have picked the same node.
-func MeasureAgreement(ctx context.Context, env *sim.Env, m *policy.Model, n *Int8Net, cfg sim.RunConfig) (Agreement, error) {
+func MeasureAgreement(ctx context.Context, env *sim.Env, m *nn.Model, n *Int8Net, cfg sim.RunConfig) (Agreement, error) {
 	var a Agreement
 	f := sim.Factory{Name: "agreement", New: func(env *sim.Env) (sim.Policy, error) {
-		fl, err := policy.NewLearned("float", m, env)
+		fl, err := nn.NewLearned("float", m, env)
 		if err != nil {
 			return nil, err
 		}

@@ -20,7 +20,7 @@ import (
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/boltkv"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -28,7 +28,7 @@ import (
 type Trainer interface {
 	// Train fine-tunes base as local asks and returns the trained model and
 	// how many scheduling decisions it trained on (the update's weight).
-	Train(ctx context.Context, base *policy.Model, local federated.LocalTraining, seed uint64) (*policy.Model, int64, error)
+	Train(ctx context.Context, base *nn.Model, local federated.LocalTraining, seed uint64) (*nn.Model, int64, error)
 }
 
 // Outbox policies when the outbox is full.
@@ -430,7 +430,7 @@ func (c *Client) trainRound(ctx context.Context, js jetstream.JetStream, a *fede
 // baseModel is the model to train from: the announced base (fetched and
 // verified), or, when the coordinator is out of reach in an async round,
 // the newest installed float model.
-func (c *Client) baseModel(ctx context.Context, js jetstream.JetStream, a *federated.RoundAnnouncement) (*policy.Model, string, uint64, error) {
+func (c *Client) baseModel(ctx context.Context, js jetstream.JetStream, a *federated.RoundAnnouncement) (*nn.Model, string, uint64, error) {
 	fctx, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
 	defer cancel()
 	a2, _, err := c.fetchArtifact(fctx, js, a.BaseObject, a.BaseVersion, quant.Float32)

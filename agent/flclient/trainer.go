@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/edgesched/edgesched/federated"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/ppo"
 )
 
@@ -21,7 +21,7 @@ type PPOTrainer struct {
 var _ Trainer = (*PPOTrainer)(nil)
 
 // Train implements Trainer.
-func (p *PPOTrainer) Train(ctx context.Context, base *policy.Model, local federated.LocalTraining, seed uint64) (*policy.Model, int64, error) {
+func (p *PPOTrainer) Train(ctx context.Context, base *nn.Model, local federated.LocalTraining, seed uint64) (*nn.Model, int64, error) {
 	m, n, err := ppo.FineTune(ctx, nil, base, p.Config, LocalOptions(local, seed))
 	return m, int64(n), err
 }
@@ -36,7 +36,7 @@ func LocalOptions(local federated.LocalTraining, seed uint64) ppo.FineTuneOption
 // and benchmarks, where what matters is that updates are real weight
 // deltas of the right shape, not what they learn.
 type SyntheticTrainer struct {
-	// Target in policy.Net.Flat order; Rate in (0, 1]; Noise is the
+	// Target in nn.Net.Flat order; Rate in (0, 1]; Noise is the
 	// standard deviation added per parameter; Samples the update weight.
 	Target  []float32
 	Rate    float32
@@ -45,7 +45,7 @@ type SyntheticTrainer struct {
 }
 
 // Train implements Trainer.
-func (s *SyntheticTrainer) Train(_ context.Context, base *policy.Model, _ federated.LocalTraining, seed uint64) (*policy.Model, int64, error) {
+func (s *SyntheticTrainer) Train(_ context.Context, base *nn.Model, _ federated.LocalTraining, seed uint64) (*nn.Model, int64, error) {
 	w := base.Net.Flat()
 	if len(s.Target) != len(w) {
 		return nil, 0, errors.New("flclient: synthetic target has the wrong size")
@@ -55,7 +55,7 @@ func (s *SyntheticTrainer) Train(_ context.Context, base *policy.Model, _ federa
 	for i := range w {
 		delta[i] = s.Rate*(s.Target[i]-w[i]) + float32(s.Noise*rng.NormFloat64())
 	}
-	out := &policy.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: base.Meta, Decision: base.Decision}
+	out := &nn.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: base.Meta, Decision: base.Decision}
 	if err := out.Net.AddFlat(delta, 1); err != nil {
 		return nil, 0, err
 	}

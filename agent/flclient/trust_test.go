@@ -19,6 +19,7 @@ import (
 
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -64,11 +65,11 @@ func newFeed(t *testing.T) *feed {
 // model makes a model's float32 and int8 artifacts (seeded weights).
 func (f *feed) artifacts(seed uint64, version uint64, created time.Time) (*quant.Artifact, *quant.Artifact) {
 	t := f.t
-	net, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(seed, 3)))
+	net, err := nn.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(seed, 3)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &policy.Model{Schema: policy.NewSchema(), Net: net}
+	m := &nn.Model{Schema: policy.NewSchema(), Net: net}
 	info := quant.Info{Version: version, Created: created}
 	fa, err := quant.FromModel(m, info)
 	if err != nil {

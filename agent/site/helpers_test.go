@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -30,7 +30,7 @@ func keyring(t testing.TB, s *quant.Signer) *quant.Keyring {
 
 // smallModel is a small network so training and quantizing are quick
 // (fltest.SmallModel).
-func smallModel(t testing.TB, seed uint64) *policy.Model {
+func smallModel(t testing.TB, seed uint64) *nn.Model {
 	t.Helper()
 	return fltest.SmallModel(t, seed)
 }

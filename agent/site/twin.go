@@ -12,7 +12,7 @@ import (
 	"github.com/edgesched/edgesched/agent/trace"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/atomicfile"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/ppo"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
@@ -45,7 +45,7 @@ var _ flclient.Trainer = (*TwinTrainer)(nil)
 var ErrNoTwin = errors.New("site: no workload recorded yet to build the twin")
 
 // Train implements flclient.Trainer.
-func (t *TwinTrainer) Train(ctx context.Context, base *policy.Model, local federated.LocalTraining, seed uint64) (*policy.Model, int64, error) {
+func (t *TwinTrainer) Train(ctx context.Context, base *nn.Model, local federated.LocalTraining, seed uint64) (*nn.Model, int64, error) {
 	l, doc, err := t.twin()
 	if err != nil {
 		return nil, 0, err

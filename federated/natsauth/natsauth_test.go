@@ -22,6 +22,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -212,7 +213,7 @@ func (e *env) startCoordinatorWith(t *testing.T, sites *federated.Registry, edit
 	}
 	cfg := coordinator.DefaultConfig()
 	cfg.DataDir, cfg.Sites, cfg.Signer = t.TempDir(), sites, signer
-	cfg.Calibrate = func(context.Context, *policy.Model) ([]float32, error) {
+	cfg.Calibrate = func(context.Context, *nn.Model) ([]float32, error) {
 		rng := rand.New(rand.NewPCG(4, 4))
 		rows := make([]float32, 500*policy.NumFeatures)
 		for i := range rows {
@@ -229,11 +230,11 @@ func (e *env) startCoordinatorWith(t *testing.T, sites *federated.Registry, edit
 	if err != nil {
 		t.Fatal(err)
 	}
-	net, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(1, 1)))
+	net, err := nn.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Bootstrap(context.Background(), &policy.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
+	if err := c.Bootstrap(context.Background(), &nn.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
 		t.Fatal(err)
 	}
 	nc, log := e.connect(t, "coordinator")

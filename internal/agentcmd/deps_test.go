@@ -84,7 +84,7 @@ func TestForbidden(t *testing.T) {
 // Makefile's AGENT_TAGS) must not link either: gorgonia.org/tensor's
 // Dtype embeds reflect.Type, which with protobuf's MethodByName calls
 // keeps every exported method of every type in an interface (about 10 MB;
-// policy/tensor_gonum.go), and it alone pulls Arrow and gogo protobuf.
+// policy/nn/tensor_gonum.go), and it alone pulls Arrow and gogo protobuf.
 var releaseForbidden = deplist.Rules{
 	{Pattern: "gorgonia.org/", Why: "gorgonia.org/tensor and its vector packages (the nogorgonia build uses gonum's Sgemm directly)"},
 	{Pattern: "github.com/apache/arrow/", Why: "Apache Arrow, imported only by gorgonia.org/tensor"},

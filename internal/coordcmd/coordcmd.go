@@ -34,7 +34,7 @@ import (
 	"github.com/edgesched/edgesched/internal/memlimit"
 	"github.com/edgesched/edgesched/internal/natsflags"
 	"github.com/edgesched/edgesched/models"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
@@ -336,9 +336,9 @@ func waitConnected(ctx context.Context, nc *nats.Conn, seed uint64, log *slog.Lo
 	return nil
 }
 
-func loadModel(ref string) (*policy.Model, error) {
+func loadModel(ref string) (*nn.Model, error) {
 	if strings.HasSuffix(ref, ".esm") || strings.ContainsRune(ref, '/') {
-		d, err := policy.ReadFile(ref)
+		d, err := nn.ReadFile(ref)
 		if err != nil {
 			return nil, err
 		}
@@ -350,7 +350,7 @@ func loadModel(ref string) (*policy.Model, error) {
 // ScenarioCalibration returns a calibration source: one replay (or
 // inflate, for openb-based scenarios without times) of the scenario with
 // the candidate model, a seeded sample of 20,000 rows.
-func ScenarioCalibration(ref string) (func(context.Context, *policy.Model) ([]float32, error), error) {
+func ScenarioCalibration(ref string) (func(context.Context, *nn.Model) ([]float32, error), error) {
 	l, err := scenario.Load(ref)
 	if err != nil {
 		return nil, err
@@ -364,7 +364,7 @@ func ScenarioCalibration(ref string) (func(context.Context, *policy.Model) ([]fl
 		rc = sim.DefaultRunConfig(sim.Inflate)
 	}
 	rc.Seed = 9001
-	return func(ctx context.Context, m *policy.Model) ([]float32, error) {
+	return func(ctx context.Context, m *nn.Model) ([]float32, error) {
 		rows, _, err := quant.CollectRows(ctx, env, m, []sim.RunConfig{rc}, 20000, 9001)
 		return rows, err
 	}, nil

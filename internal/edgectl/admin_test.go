@@ -16,6 +16,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -63,14 +64,14 @@ func newAdminFleet(t *testing.T) *adminFleet {
 	if err := reg.Add("store-1", siteKey.Public()); err != nil {
 		t.Fatal(err)
 	}
-	net, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(1, 1)))
+	net, err := nn.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := &policy.Model{Schema: policy.NewSchema(), Net: net}
+	start := &nn.Model{Schema: policy.NewSchema(), Net: net}
 	cfg := coordinator.DefaultConfig()
 	cfg.DataDir, cfg.Sites, cfg.Signer = t.TempDir(), reg, coordKey
-	cfg.Calibrate = func(context.Context, *policy.Model) ([]float32, error) {
+	cfg.Calibrate = func(context.Context, *nn.Model) ([]float32, error) {
 		rng := rand.New(rand.NewPCG(2, 2))
 		rows := make([]float32, 200*policy.NumFeatures)
 		for i := range rows {

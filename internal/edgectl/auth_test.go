@@ -18,6 +18,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -342,7 +343,7 @@ func TestAdminOverAuth(t *testing.T) {
 	}
 	cfg := coordinator.DefaultConfig()
 	cfg.DataDir, cfg.Sites, cfg.Signer = t.TempDir(), reg, signer
-	cfg.Calibrate = func(context.Context, *policy.Model) ([]float32, error) {
+	cfg.Calibrate = func(context.Context, *nn.Model) ([]float32, error) {
 		rows := make([]float32, 200*policy.NumFeatures)
 		rng := rand.New(rand.NewPCG(5, 5))
 		for i := range rows {
@@ -354,8 +355,8 @@ func TestAdminOverAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	net, _ := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(1, 1)))
-	if err := c.Bootstrap(context.Background(), &policy.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
+	net, _ := nn.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(1, 1)))
+	if err := c.Bootstrap(context.Background(), &nn.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
 		t.Fatal(err)
 	}
 	cc := natsauth.ClientConfig{NKeySeedFile: d.CoordinatorSeed(), CAFile: ca, InboxPrefix: natsauth.CoordinatorInboxPrefix}

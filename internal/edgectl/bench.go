@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -151,7 +152,7 @@ func (f *benchFlags) run(cmd *cobra.Command, ref string) error {
 	for i := 1; i < f.candidates; i++ {
 		copy(batch[i*F:i*F+P], batch[:P])
 	}
-	fs, err := policy.NewFloatScorer(m)
+	fs, err := nn.NewFloatScorer(m)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
@@ -156,13 +157,13 @@ func learnedFactory(name string, opt quant.DecodeOptions) (sim.Factory, error) {
 		}
 		ref = "default"
 	}
-	model := func(m *policy.Model) sim.Factory {
+	model := func(m *nn.Model) sim.Factory {
 		if netOnly {
 			c := *m
 			c.Decision = policy.Decision{}
 			m = &c
 		}
-		return policy.Factory(name, m)
+		return nn.Factory(name, m)
 	}
 	if strings.HasSuffix(ref, ".esa") {
 		a, err := quant.ReadFile(ref, opt)
@@ -195,7 +196,7 @@ func learnedFactory(name string, opt quant.DecodeOptions) (sim.Factory, error) {
 		}
 		return model(m), nil
 	}
-	d, err := policy.ReadFile(ref)
+	d, err := nn.ReadFile(ref)
 	if err != nil {
 		return sim.Factory{}, err
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/models"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -86,7 +86,7 @@ func decodeOptions(keys []string, allowUnsigned bool) (quant.DecodeOptions, erro
 // loadFloatModel resolves a model reference: a shipped model name, a
 // training output (.esm) or a float32 artifact (.esa). id is the input's
 // model ID when it is an artifact.
-func loadFloatModel(ref string, opt quant.DecodeOptions) (m *policy.Model, id string, err error) {
+func loadFloatModel(ref string, opt quant.DecodeOptions) (m *nn.Model, id string, err error) {
 	switch {
 	case strings.HasSuffix(ref, ".esa"):
 		a, err := quant.ReadFile(ref, opt)
@@ -96,7 +96,7 @@ func loadFloatModel(ref string, opt quant.DecodeOptions) (m *policy.Model, id st
 		m, err := a.Model()
 		return m, a.Header.ModelID, err
 	case strings.ContainsRune(ref, '/') || strings.HasSuffix(ref, ".esm"):
-		d, err := policy.ReadFile(ref)
+		d, err := nn.ReadFile(ref)
 		if err != nil {
 			return nil, "", err
 		}
@@ -107,7 +107,7 @@ func loadFloatModel(ref string, opt quant.DecodeOptions) (m *policy.Model, id st
 }
 
 // metricsOf keeps a model's numeric provenance as artifact metrics.
-func metricsOf(m *policy.Model) map[string]float64 {
+func metricsOf(m *nn.Model) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range m.Meta {
 		if f, ok := v.(float64); ok {

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/onnx"
 )
 
@@ -79,7 +80,7 @@ func (f *importFlags) run(cmd *cobra.Command, path string) error {
 	if !imp.Dated {
 		m.Created = time.Now().UTC() // made outside: imported now
 	}
-	if err := policy.WriteFile(f.out, m, "model", nil, nil); err != nil {
+	if err := nn.WriteFile(f.out, m, "model", nil, nil); err != nil {
 		return err
 	}
 	n := m.Net

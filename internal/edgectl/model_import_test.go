@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/onnx/onnxpb"
 )
 
@@ -193,11 +194,11 @@ func TestModelImportTanh(t *testing.T) {
 			t.Errorf("import output lacks %q:\n%s", want, out)
 		}
 	}
-	d, err := policy.ReadFile(esm)
+	d, err := nn.ReadFile(esm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Model.Net.Act != [2]policy.Activation{policy.Tanh, policy.Tanh} || strings.Join(d.Header.HiddenActivations, ",") != "tanh,tanh" {
+	if d.Model.Net.Act != [2]nn.Activation{nn.Tanh, nn.Tanh} || strings.Join(d.Header.HiddenActivations, ",") != "tanh,tanh" {
 		t.Fatalf("model file activations %v, header %v", d.Model.Net.Act, d.Header.HiddenActivations)
 	}
 	// export writes the Tanh layers; importing that file gives the model file back
@@ -212,8 +213,8 @@ func TestModelImportTanh(t *testing.T) {
 		t.Error("export then import of the Tanh model does not give its model file back")
 	}
 	relu := d.Model
-	relu.Net.Act = [2]policy.Activation{}
-	if err := policy.WriteFile(twin, relu, "model", nil, nil); err != nil {
+	relu.Net.Act = [2]nn.Activation{}
+	if err := nn.WriteFile(twin, relu, "model", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	ms := simMeasures(t, []string{"learned:" + esm, "learned:" + twin})

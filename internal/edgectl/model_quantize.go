@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -213,7 +214,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 		total.Decisions += ag.Decisions
 		total.Same += ag.Same
 		total.SameArgmax += ag.SameArgmax
-		fr, err := sim.Run(ctx, env, policy.Factory("float", m), rc)
+		fr, err := sim.Run(ctx, env, nn.Factory("float", m), rc)
 		if err != nil {
 			finish()
 			return err

@@ -23,6 +23,7 @@ import (
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/coordcmd"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/ppo"
 	"github.com/edgesched/edgesched/quant"
 )
@@ -83,11 +84,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		d.paths = append(d.paths, path)
 		res.Sites = append(res.Sites, s.Name)
 	}
-	net, err := policy.NewNet(policy.NumFeatures, cfg.Hidden, cfg.Hidden, cfg.Hidden, rand.New(rand.NewPCG(cfg.Seed, 0xf1)))
+	net, err := nn.NewNet(policy.NumFeatures, cfg.Hidden, cfg.Hidden, cfg.Hidden, rand.New(rand.NewPCG(cfg.Seed, 0xf1)))
 	if err != nil {
 		return nil, err
 	}
-	initial := &policy.Model{Schema: policy.NewSchema(), Net: net}
+	initial := &nn.Model{Schema: policy.NewSchema(), Net: net}
 	d.printf("seed %d: %d sites (%s), %d rounds x %d PPO iterations x %d episodes, held-out workloads %v",
 		cfg.Seed, len(cfg.Sites), joinNames(res.Sites), cfg.Rounds, cfg.Local.Iterations, cfg.Local.Episodes, cfg.HeldOut)
 
@@ -146,7 +147,7 @@ func roundSeed(site, seq uint64) uint64 { return site ^ (seq * 0x9e3779b97f4a7c1
 // federate runs the real system: embedded NATS, coordinator, one FL
 // client per site, until Rounds rounds are published and every site runs
 // the final model.
-func (d *demo) federate(ctx context.Context, initial *policy.Model, res *Result) (*policy.Model, error) {
+func (d *demo) federate(ctx context.Context, initial *nn.Model, res *Result) (*nn.Model, error) {
 	cfg := d.cfg
 	for _, sub := range []string{"nats", "coordinator", "agents"} {
 		if err := os.RemoveAll(filepath.Join(cfg.Out, sub)); err != nil {
@@ -360,10 +361,10 @@ func roundProgress(rs []coordinator.Round, cfg Config, clients []*flclient.Clien
 // trainLocal trains every site alone: the same rounds of the same size
 // from the same initial model, but each round continues from the site's
 // own model instead of the federated one.
-func (d *demo) trainLocal(ctx context.Context, initial *policy.Model) ([]*policy.Model, error) {
+func (d *demo) trainLocal(ctx context.Context, initial *nn.Model) ([]*nn.Model, error) {
 	cfg := d.cfg
 	d.printf("training each site alone for comparison: %d rounds each", cfg.Rounds)
-	out := make([]*policy.Model, len(cfg.Sites))
+	out := make([]*nn.Model, len(cfg.Sites))
 	errs := make([]error, len(cfg.Sites))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
@@ -396,15 +397,15 @@ func (d *demo) trainLocal(ctx context.Context, initial *policy.Model) ([]*policy
 }
 
 // evaluate runs every policy on every site's held-out workloads.
-func (d *demo) evaluate(ctx context.Context, fed *policy.Model, locals []*policy.Model, res *Result) error {
+func (d *demo) evaluate(ctx context.Context, fed *nn.Model, locals []*nn.Model, res *Result) error {
 	cfg := d.cfg
 	type job struct {
 		policy   string
-		model    *policy.Model
+		model    *nn.Model
 		baseline string
 		site     int
 	}
-	models := map[string]*policy.Model{Federated: fed}
+	models := map[string]*nn.Model{Federated: fed}
 	res.Policies = append(append([]string{}, cfg.Baselines...), Federated)
 	for i, s := range cfg.Sites {
 		name := LocalPrefix + s.Name

@@ -27,7 +27,7 @@ var servingForbidden = deplist.Rules{
 
 // releaseForbidden are packages edge-scheduler as released (built with the
 // Makefile's SCHEDULER_TAGS) must not link either: gorgonia.org/tensor
-// and what only it imports (policy/tensor_gonum.go; about 7 MB of the
+// and what only it imports (policy/nn/tensor_gonum.go; about 7 MB of the
 // stripped binary, docs/edge-plugin.md "Binary size").
 var releaseForbidden = deplist.Rules{
 	{Pattern: "gorgonia.org/", Why: "gorgonia.org/tensor and its vector packages (the nogorgonia build uses gonum's Sgemm directly)"},
@@ -58,7 +58,7 @@ func TestRules(t *testing.T) {
 // TestSchedulerDependencies lists edge-scheduler's dependencies with the go
 // command and fails on any forbidden one. Both builds are checked: the
 // default one (go build ./cmd/edge-scheduler, which still links
-// gorgonia.org/tensor through the policy package's float network) and the
+// gorgonia.org/tensor through quant's float-model code and policy/nn) and the
 // released one (SCHEDULER_TAGS), which leaves it out.
 func TestSchedulerDependencies(t *testing.T) {
 	tags := deplist.MakefileVar(t, "../../Makefile", "SCHEDULER_TAGS")

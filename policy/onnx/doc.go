@@ -2,7 +2,7 @@
 // the exchange format of PyTorch, ONNX Runtime and notebooks (docs/quant.md
 // "To PyTorch and back").
 //
-// Export writes a policy.Model's float network as a standard ONNX graph
+// Export writes a nn.Model's float network as a standard ONNX graph
 // (IR version IRVersion, default-domain opset Opset, standard operators
 // only) in the layout PyTorch's exporter gives nn.Linear/nn.ReLU: the
 // input's normalisation (Sub, Div), then Gemm (transB=1, weights out x in)
@@ -11,7 +11,7 @@
 // and the decision rule travel in the model's metadata. Import reads such
 // a graph back, or one made elsewhere in the supported family (Gemm or
 // MatMul+Add, Relu or Tanh, weights as initializers, Constant nodes or
-// their Transpose), into a policy.Model that the usual quantize, sign and
+// their Transpose), into a nn.Model that the usual quantize, sign and
 // publish path takes (ReLU networks; Tanh ones run in the float path
 // only); export then import gives the same weights bit for bit.
 //

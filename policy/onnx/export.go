@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgesched/edgesched/internal/atomicfile"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/onnx/onnxpb"
 )
 
@@ -61,7 +62,7 @@ type ExportOptions struct {
 // schema's normalisation (Sub norm.mean, Div norm.std), so the graph takes
 // the raw feature rows the extractor computes. The schema and the
 // decision rule are in the metadata (Meta* keys).
-func Export(m *policy.Model, opt ExportOptions) (*onnxpb.ModelProto, error) {
+func Export(m *nn.Model, opt ExportOptions) (*onnxpb.ModelProto, error) {
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("onnx export: %w", err)
 	}
@@ -85,7 +86,7 @@ func Export(m *policy.Model, opt ExportOptions) (*onnxpb.ModelProto, error) {
 		mx := b.node("ReduceMax", "/critic/ReduceMax", []string{a2}, "/critic/ReduceMax_output_0", ints("axes", 0), intAttr("keepdims", 1))
 		pool := b.node("Concat", "/critic/Concat", []string{mean, mx}, "/critic/Concat_output_0", intAttr("axis", 1))
 		c := b.linear("critic.0", pool, ps["wc1"], ps["bc1"], 2*n.H2, n.HC)
-		c = b.activation("/critic/critic.1/", policy.ReLU, c)
+		c = b.activation("/critic/critic.1/", nn.ReLU, c)
 		b.linearTo("critic.2", c, ps["wc2"], ps["bc2"], n.HC, 1, ValueName)
 		b.output(ValueName, "the critic's value of the candidate set", dimValue(1), dimValue(1))
 	}
@@ -139,7 +140,7 @@ func Marshal(mp *onnxpb.ModelProto) ([]byte, error) {
 }
 
 // WriteFile exports m to path atomically (temporary file + rename).
-func WriteFile(path string, m *policy.Model, opt ExportOptions) error {
+func WriteFile(path string, m *nn.Model, opt ExportOptions) error {
 	mp, err := Export(m, opt)
 	if err != nil {
 		return err
@@ -161,8 +162,8 @@ func featureDoc(s policy.Schema) string {
 }
 
 // params returns the network's parameters by name.
-func params(n *policy.Net) map[string]policy.Param {
-	out := map[string]policy.Param{}
+func params(n *nn.Net) map[string]nn.Param {
+	out := map[string]nn.Param{}
 	for _, p := range n.Params() {
 		out[p.Name] = p
 	}
@@ -188,11 +189,11 @@ func (b *graphBuilder) node(op, name string, in []string, out string, attrs ...*
 
 // linear is PyTorch's nn.Linear as its exporter writes it: Gemm(x, W, b)
 // with transB=1 and W stored out x in (the transpose of Net's in x out).
-func (b *graphBuilder) linear(prefix, x string, w, bias policy.Param, in, out int) string {
+func (b *graphBuilder) linear(prefix, x string, w, bias nn.Param, in, out int) string {
 	return b.linearTo(prefix, x, w, bias, in, out, "/"+strings.ReplaceAll(prefix, ".", "/")+"/Gemm_output_0")
 }
 
-func (b *graphBuilder) linearTo(prefix, x string, w, bias policy.Param, in, out int, y string) string {
+func (b *graphBuilder) linearTo(prefix, x string, w, bias nn.Param, in, out int, y string) string {
 	b.init(prefix+".weight", []int64{int64(out), int64(in)}, transpose(w.Values(), in, out))
 	b.init(prefix+".bias", []int64{int64(out)}, bias.Values())
 	return b.node("Gemm", "/"+strings.ReplaceAll(prefix, ".", "/")+"/Gemm", []string{x, prefix + ".weight", prefix + ".bias"}, y,
@@ -201,14 +202,14 @@ func (b *graphBuilder) linearTo(prefix, x string, w, bias policy.Param, in, out 
 
 // activation is a hidden layer's nonlinearity, node prefix+Relu or
 // prefix+Tanh.
-func (b *graphBuilder) activation(prefix string, a policy.Activation, x string) string {
+func (b *graphBuilder) activation(prefix string, a nn.Activation, x string) string {
 	op := ActivationOp(a)
 	return b.node(op, prefix+op, []string{x}, prefix+op+"_output_0")
 }
 
 // ActivationOp is the ONNX operator of a hidden layer's activation.
-func ActivationOp(a policy.Activation) string {
-	if a == policy.Tanh {
+func ActivationOp(a nn.Activation) string {
+	if a == nn.Tanh {
 		return "Tanh"
 	}
 	return "Relu"

@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // FuzzImport feeds arbitrary bytes to the reader and the importer,
@@ -33,7 +34,7 @@ func FuzzImport(f *testing.F) {
 	for _, lay := range allLayouts {
 		f.Add(marshal(f, o.model(lay, lay != matMulAdd)))
 	}
-	o.act = [2]policy.Activation{policy.Tanh, policy.ReLU}
+	o.act = [2]nn.Activation{nn.Tanh, nn.ReLU}
 	f.Add(marshal(f, o.model(gemmTransB, true)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		mp, err := Decode(b)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -123,13 +124,13 @@ func TestImportHelperAPI(t *testing.T) {
 				t.Fatal(err)
 			}
 			imp := importOutside(t, mp)
-			wantAct := policy.ReLU
+			wantAct := nn.ReLU
 			if tc.act == "Tanh" {
-				wantAct = policy.Tanh
+				wantAct = nn.Tanh
 			}
 			m := imp.Model
 			if imp.Layout != tc.want || !imp.Normalized || imp.Metadata || !strings.HasPrefix(imp.Producer, "onnx.helper ") ||
-				m.Net.H1 != 16 || m.Net.H2 != 16 || m.Net.Act != [2]policy.Activation{wantAct, wantAct} {
+				m.Net.H1 != 16 || m.Net.H2 != 16 || m.Net.Act != [2]nn.Activation{wantAct, wantAct} {
 				t.Fatalf("import report %+v, layers %d/%d, activations %v", imp, m.Net.H1, m.Net.H2, m.Net.Act)
 			}
 			b, err := os.ReadFile(refPath)
@@ -159,7 +160,7 @@ func TestImportHelperAPI(t *testing.T) {
 // scheduleInt8 quantizes m (calibrated on rows), signs the artifact with
 // a seeded key, decodes it against that key alone and runs it on openb
 // (default pods, all nodes, inflate, seed 1).
-func scheduleInt8(t *testing.T, m *policy.Model, rows []float32) {
+func scheduleInt8(t *testing.T, m *nn.Model, rows []float32) {
 	t.Helper()
 	a, err := quant.Quantize(m, rows, quant.DefaultCalibration(), quant.Info{Version: 1})
 	if err != nil {

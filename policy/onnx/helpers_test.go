@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/onnx/onnxpb"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
@@ -27,7 +28,7 @@ type outsideMLP struct {
 	w         [3][]float32 // layer l: out x in
 	b         [3][]float32
 	dims      [4]int // F, H1, H2, 1
-	act       [2]policy.Activation
+	act       [2]nn.Activation
 }
 
 // newOutsideMLP draws a seeded F -> h1 -> h2 -> 1 network.
@@ -69,7 +70,7 @@ func (o *outsideMLP) score(raw []float32) float64 {
 				s += float64(o.w[l][j*in+i]) * x[i]
 			}
 			switch {
-			case l < 2 && o.act[l] == policy.Tanh:
+			case l < 2 && o.act[l] == nn.Tanh:
 				s = math.Tanh(s)
 			case l < 2:
 				s = max(s, 0)
@@ -189,10 +190,10 @@ func mustRows(t testing.TB) []float32 {
 	return rows
 }
 
-// goScores is the Go float path (policy.FloatScorer) on raw rows.
-func goScores(t testing.TB, m *policy.Model, rows []float32) []float32 {
+// goScores is the Go float path (nn.FloatScorer) on raw rows.
+func goScores(t testing.TB, m *nn.Model, rows []float32) []float32 {
 	t.Helper()
-	sc, err := policy.NewFloatScorer(m)
+	sc, err := nn.NewFloatScorer(m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/onnx/onnxpb"
 )
 
@@ -47,7 +48,7 @@ func (o ImportOptions) Validate() error {
 
 // Imported is a model read from an ONNX graph, with how it was read.
 type Imported struct {
-	Model *policy.Model
+	Model *nn.Model
 	// Layout describes the scorer's layers as found, e.g.
 	// "Gemm(transB=1)+Relu, Gemm(transB=1)+Relu, Gemm(transB=1)".
 	Layout string
@@ -69,7 +70,7 @@ type Imported struct {
 
 // Import reads the policy network out of a decoded ONNX model (Decode).
 // The supported family is edgesched's scorer, F -> H1 -> H2 -> 1 with Relu
-// or Tanh after each hidden layer (policy.Net.Act; a Tanh network runs in
+// or Tanh after each hidden layer (nn.Net.Act; a Tanh network runs in
 // the float path only: the int8 path refuses it), each layer written as Gemm (transB 0 or 1) or
 // MatMul+Add, weights as initializers, Constant nodes or their Transpose;
 // optionally preceded by (x - mean) / std and followed by a Squeeze, and
@@ -167,13 +168,13 @@ func Import(mp *onnxpb.ModelProto, opt ImportOptions) (*Imported, error) {
 		}
 		hc = critic.layers[0].out
 	}
-	net, err := policy.NewNet(F, H1, H2, hc, rand.New(rand.NewPCG(opt.Seed, 0x0770)))
+	net, err := nn.NewNet(F, H1, H2, hc, rand.New(rand.NewPCG(opt.Seed, 0x0770)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
 	for i := range net.Act {
 		if l[i].act == "tanh" {
-			net.Act[i] = policy.Tanh
+			net.Act[i] = nn.Tanh
 		}
 	}
 	ps := params(net)
@@ -194,7 +195,7 @@ func Import(mp *onnxpb.ModelProto, opt ImportOptions) (*Imported, error) {
 	if err := meta.checkSchema(schema, opt); err != nil {
 		return nil, err
 	}
-	m := &policy.Model{Schema: schema, Net: net, Meta: meta.meta, Decision: meta.decision, Created: meta.created}
+	m := &nn.Model{Schema: schema, Net: net, Meta: meta.meta, Decision: meta.decision, Created: meta.created}
 	if meta.meta == nil {
 		m.Meta = map[string]any{"imported_from": "onnx", "onnx_producer": producer(mp)}
 		if critic == nil {
@@ -277,7 +278,7 @@ func checkLayers(what string, ls []*layer, in, hidden int, acts ...string) error
 
 // setLayer copies a layer's weights (in x out, as Net stores them) and
 // bias (zero when the graph has none).
-func setLayer(w, b policy.Param, l *layer) {
+func setLayer(w, b nn.Param, l *layer) {
 	copy(w.Values(), l.w)
 	bv := b.Values()
 	if l.b == nil {

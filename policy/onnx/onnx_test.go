@@ -8,13 +8,14 @@ import (
 
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/onnx/onnxpb"
 )
 
-func encodeModel(t *testing.T, m *policy.Model) []byte {
+func encodeModel(t *testing.T, m *nn.Model) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := policy.Encode(&buf, m, "model", nil, nil); err != nil {
+	if err := nn.Encode(&buf, m, "model", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -92,7 +93,7 @@ func TestRoundTrip(t *testing.T) {
 // same scores on 10,000 real rows.
 func TestRoundTripTanh(t *testing.T) {
 	rows := mustRows(t)
-	for _, act := range [][2]policy.Activation{{policy.Tanh, policy.Tanh}, {policy.Tanh, policy.ReLU}, {policy.ReLU, policy.Tanh}} {
+	for _, act := range [][2]nn.Activation{{nn.Tanh, nn.Tanh}, {nn.Tanh, nn.ReLU}, {nn.ReLU, nn.Tanh}} {
 		t.Run(act[0].String()+","+act[1].String(), func(t *testing.T) {
 			m, err := models.Default()
 			if err != nil {
@@ -111,7 +112,7 @@ func TestRoundTripTanh(t *testing.T) {
 			}
 			want := 0
 			for _, a := range act {
-				if a == policy.Tanh {
+				if a == nn.Tanh {
 					want++
 				}
 			}
@@ -156,23 +157,23 @@ func TestImportOutside(t *testing.T) {
 	rows := mustRows(t)
 	for _, c := range []struct {
 		name   string
-		act    policy.Activation
+		act    nn.Activation
 		lay    layout
 		norm   bool
 		layout string
 	}{
-		{"gemm transB=1, normalised", policy.ReLU, gemmTransB, true, "Gemm(transB=1)+Relu, Gemm(transB=1)+Relu, Gemm(transB=1)"},
-		{"matmul+add", policy.ReLU, matMulAdd, false, "MatMul+Add+Relu, MatMul+Add+Relu, MatMul+Add"},
-		{"transpose nodes, normalised", policy.ReLU, transposeNodes, true, "MatMul+Add+Relu, MatMul+Add+Relu, MatMul+Add"},
-		{"gemm, squeezed output", policy.ReLU, gemmSqueeze, true, "Gemm(transB=1)+Relu, Gemm(transB=1)+Relu, Gemm(transB=1)"},
-		{"tanh, gemm transB=1, normalised", policy.Tanh, gemmTransB, true, "Gemm(transB=1)+Tanh, Gemm(transB=1)+Tanh, Gemm(transB=1)"},
-		{"tanh, matmul+add", policy.Tanh, matMulAdd, false, "MatMul+Add+Tanh, MatMul+Add+Tanh, MatMul+Add"},
-		{"tanh, transpose nodes, normalised", policy.Tanh, transposeNodes, true, "MatMul+Add+Tanh, MatMul+Add+Tanh, MatMul+Add"},
-		{"tanh, gemm, squeezed output", policy.Tanh, gemmSqueeze, true, "Gemm(transB=1)+Tanh, Gemm(transB=1)+Tanh, Gemm(transB=1)"},
+		{"gemm transB=1, normalised", nn.ReLU, gemmTransB, true, "Gemm(transB=1)+Relu, Gemm(transB=1)+Relu, Gemm(transB=1)"},
+		{"matmul+add", nn.ReLU, matMulAdd, false, "MatMul+Add+Relu, MatMul+Add+Relu, MatMul+Add"},
+		{"transpose nodes, normalised", nn.ReLU, transposeNodes, true, "MatMul+Add+Relu, MatMul+Add+Relu, MatMul+Add"},
+		{"gemm, squeezed output", nn.ReLU, gemmSqueeze, true, "Gemm(transB=1)+Relu, Gemm(transB=1)+Relu, Gemm(transB=1)"},
+		{"tanh, gemm transB=1, normalised", nn.Tanh, gemmTransB, true, "Gemm(transB=1)+Tanh, Gemm(transB=1)+Tanh, Gemm(transB=1)"},
+		{"tanh, matmul+add", nn.Tanh, matMulAdd, false, "MatMul+Add+Tanh, MatMul+Add+Tanh, MatMul+Add"},
+		{"tanh, transpose nodes, normalised", nn.Tanh, transposeNodes, true, "MatMul+Add+Tanh, MatMul+Add+Tanh, MatMul+Add"},
+		{"tanh, gemm, squeezed output", nn.Tanh, gemmSqueeze, true, "Gemm(transB=1)+Tanh, Gemm(transB=1)+Tanh, Gemm(transB=1)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := newOutsideMLP(7, 24, 16)
-			o.act = [2]policy.Activation{c.act, c.act}
+			o.act = [2]nn.Activation{c.act, c.act}
 			mp, err := Decode(marshal(t, o.model(c.lay, c.norm)))
 			if err != nil {
 				t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 func f32le(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
@@ -68,7 +69,7 @@ func TestONNXRuntime(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tanh {
-				m.Net.Act = [2]policy.Activation{policy.Tanh, policy.Tanh}
+				m.Net.Act = [2]nn.Activation{nn.Tanh, nn.Tanh}
 			}
 			mp, err := Export(m, ExportOptions{Critic: true})
 			if err != nil {
@@ -91,7 +92,7 @@ func TestONNXRuntime(t *testing.T) {
 	for _, c := range outsideCases() {
 		t.Run(fmt.Sprintf("outside/%v/layout%d", c.act, c.lay), func(t *testing.T) {
 			o := newOutsideMLP(7, 24, 16)
-			o.act = [2]policy.Activation{c.act, c.act}
+			o.act = [2]nn.Activation{c.act, c.act}
 			lay := c.lay
 			mp := o.model(lay, lay != matMulAdd)
 			b := marshal(t, mp)
@@ -114,17 +115,17 @@ func TestONNXRuntime(t *testing.T) {
 // outsideCases are the outside MLPs the ecosystem's tools check: every
 // layout, with ReLU and with Tanh hidden layers.
 func outsideCases() []struct {
-	act policy.Activation
+	act nn.Activation
 	lay layout
 } {
 	var out []struct {
-		act policy.Activation
+		act nn.Activation
 		lay layout
 	}
-	for _, act := range []policy.Activation{policy.ReLU, policy.Tanh} {
+	for _, act := range []nn.Activation{nn.ReLU, nn.Tanh} {
 		for _, lay := range allLayouts {
 			out = append(out, struct {
-				act policy.Activation
+				act nn.Activation
 				lay layout
 			}{act, lay})
 		}
@@ -155,7 +156,7 @@ func TestONNXChecker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tanh.Net.Act = [2]policy.Activation{policy.Tanh, policy.ReLU}
+	tanh.Net.Act = [2]nn.Activation{nn.Tanh, nn.ReLU}
 	mp, err := Export(tanh, ExportOptions{Critic: true})
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +164,7 @@ func TestONNXChecker(t *testing.T) {
 	files["default-tanh-relu-critic.onnx"] = marshal(t, mp)
 	for _, oc := range outsideCases() {
 		o := newOutsideMLP(7, 24, 16)
-		o.act = [2]policy.Activation{oc.act, oc.act}
+		o.act = [2]nn.Activation{oc.act, oc.act}
 		files[fmt.Sprintf("outside-%v-layout%d.onnx", oc.act, oc.lay)] = marshal(t, o.model(oc.lay, true))
 	}
 	c.check(t, files)

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/onnx/onnxpb"
 )
 
@@ -18,7 +18,7 @@ import (
 // before anything is allocated for it.
 const (
 	// MaxFileBytes is the largest ONNX file read: the policy's own cap.
-	MaxFileBytes = policy.MaxModelBytes
+	MaxFileBytes = nn.MaxModelBytes
 	// MaxMessages bounds the protobuf messages in a file (nodes,
 	// tensors, attributes, dimensions, ... together). A message costs
 	// far more memory decoded than its two bytes on the wire; this cap

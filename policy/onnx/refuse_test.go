@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/onnx/onnxpb"
 )
 
@@ -124,7 +125,7 @@ func TestImportRefuses(t *testing.T) {
 			b.init("extra.weight", []int64{8, 8}, make([]float32, 64))
 			g.Node = g.Node[:len(g.Node)-1]
 			h := b.node("Gemm", "/extra/Gemm", []string{last.Input[0], "extra.weight"}, "/extra/out", intAttr("transB", 1))
-			h = b.activation("/extra/", policy.ReLU, h)
+			h = b.activation("/extra/", nn.ReLU, h)
 			last.Input[0] = h
 			g.Node = append(g.Node, last)
 			return mp

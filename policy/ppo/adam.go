@@ -3,19 +3,19 @@ package ppo
 import (
 	"math"
 
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // adam is the Adam optimiser (Kingma & Ba) over a network's parameters,
 // with its moment estimates stored as networks of the same shape.
 type adam struct {
-	m, v   *policy.Net
+	m, v   *nn.Net
 	step   int64
 	b1, b2 float64
 	eps    float64
 }
 
-func newAdam(like *policy.Net) *adam {
+func newAdam(like *nn.Net) *adam {
 	m, v := like.Clone(), like.Clone()
 	m.Zero()
 	v.Zero()
@@ -23,7 +23,7 @@ func newAdam(like *policy.Net) *adam {
 }
 
 // apply updates params with grads at learning rate lr.
-func (a *adam) apply(params, grads *policy.Net, lr float64) {
+func (a *adam) apply(params, grads *nn.Net, lr float64) {
 	a.step++
 	c1 := 1 - math.Pow(a.b1, float64(a.step))
 	c2 := 1 - math.Pow(a.b2, float64(a.step))
@@ -41,10 +41,10 @@ func (a *adam) apply(params, grads *policy.Net, lr float64) {
 	}
 }
 
-func data(p policy.Param) []float32 { return p.Values() }
+func data(p nn.Param) []float32 { return p.Values() }
 
 // scale multiplies every gradient by f.
-func scale(g *policy.Net, f float32) {
+func scale(g *nn.Net, f float32) {
 	for _, p := range g.Params() {
 		d := data(p)
 		for i := range d {
@@ -55,7 +55,7 @@ func scale(g *policy.Net, f float32) {
 
 // clipNorm scales g so its global L2 norm is at most max; it returns the
 // norm before clipping.
-func clipNorm(g *policy.Net, max float64) float64 {
+func clipNorm(g *nn.Net, max float64) float64 {
 	var sq float64
 	for _, p := range g.Params() {
 		for _, v := range data(p) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // Evaluation is a policy's mean result over evaluation workloads.
@@ -27,7 +28,7 @@ type Evaluation struct {
 // The policy is m acting greedily, or, with m nil, the deterministic
 // baseline named baseline. It is how `edgectl demo` compares federated,
 // locally trained and baseline policies on the same held-out workloads.
-func Evaluate(ctx context.Context, cfg Config, m *policy.Model, baseline string, seeds []uint64) (*Evaluation, error) {
+func Evaluate(ctx context.Context, cfg Config, m *nn.Model, baseline string, seeds []uint64) (*Evaluation, error) {
 	if len(seeds) == 0 {
 		return nil, errors.New("ppo: evaluate: no seeds")
 	}
@@ -44,7 +45,7 @@ func Evaluate(ctx context.Context, cfg Config, m *policy.Model, baseline string,
 		return nil, err
 	}
 	mode, bc := actGreedy, cfg.BC
-	var net *policy.Net
+	var net *nn.Net
 	schema := policy.NewSchema()
 	if m != nil {
 		net, schema = m.Net, m.Schema
@@ -59,7 +60,7 @@ func Evaluate(ctx context.Context, cfg Config, m *policy.Model, baseline string,
 		}
 		rc := t.runConfig(true)
 		rc.Seed = seed
-		var n *policy.Net
+		var n *nn.Net
 		if net != nil {
 			n = net.Clone()
 		}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -36,7 +36,7 @@ type FineTuneOptions struct {
 // their node fractions), as in Train. The returned model decides with
 // base's decision rule (the round's, not the configuration's); decisions
 // counts the PPO samples it learned from.
-func FineTune(ctx context.Context, env *sim.Env, base *policy.Model, cfg Config, o FineTuneOptions) (m *policy.Model, decisions int, err error) {
+func FineTune(ctx context.Context, env *sim.Env, base *nn.Model, cfg Config, o FineTuneOptions) (m *nn.Model, decisions int, err error) {
 	if base == nil {
 		return nil, 0, fmt.Errorf("%w: fine-tuning needs a base model", ErrConfig)
 	}

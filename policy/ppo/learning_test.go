@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
 )
@@ -72,7 +73,7 @@ func learningConfig(nodes, pods string) Config {
 // heldOutReturn is the mean return of net on workload seeds the training
 // never drew (training seeds come from the config's stream), greedy, or
 // sampled from the softmax when sample is set.
-func heldOutReturn(t *testing.T, c Config, net *policy.Net, schema policy.Schema, sample bool) float64 {
+func heldOutReturn(t *testing.T, c Config, net *nn.Net, schema policy.Schema, sample bool) float64 {
 	t.Helper()
 	env, err := openb.LoadEnv(c.Env.Nodes, c.Env.Pods)
 	if err != nil {
@@ -111,7 +112,7 @@ func TestPPOLearns(t *testing.T) {
 	}
 	nodes, pods := learningCluster(t)
 	c := learningConfig(nodes, pods)
-	init, err := policy.NewNet(policy.NumFeatures, c.Net.Hidden1, c.Net.Hidden2, c.Net.CriticHidden, rand.New(rand.NewPCG(c.Seed, 1)))
+	init, err := nn.NewNet(policy.NumFeatures, c.Net.Hidden1, c.Net.Hidden2, c.Net.CriticHidden, rand.New(rand.NewPCG(c.Seed, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -205,7 +206,7 @@ func entropyOf(lp []float64) float64 {
 }
 
 func TestAdamAndClip(t *testing.T) {
-	net, err := policy.NewNet(policy.NumFeatures, 2, 2, 2, rand.New(rand.NewPCG(1, 1)))
+	net, err := nn.NewNet(policy.NumFeatures, 2, 2, 2, rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestTrainResumeIsExact(t *testing.T) {
 			t.Errorf("%s missing or empty: %v", f, err)
 		}
 	}
-	d, err := policy.ReadFile(res.ModelPath)
+	d, err := nn.ReadFile(res.ModelPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,12 +305,12 @@ func TestTrainResumeIsExact(t *testing.T) {
 	// The final checkpoints hold the same network, optimiser moments and
 	// best network (their histories differ only in wall-clock seconds).
 	weights := func(dir string) []byte {
-		d, err := policy.ReadFile(filepath.Join(dir, CheckpointFile))
+		d, err := nn.ReadFile(filepath.Join(dir, CheckpointFile))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		if err := policy.Encode(&buf, d.Model, "checkpoint", d.Sections, nil); err != nil {
+		if err := nn.Encode(&buf, d.Model, "checkpoint", d.Sections, nil); err != nil {
 			t.Fatal(err)
 		}
 		return buf.Bytes()
@@ -325,7 +326,7 @@ func TestTrainResumeIsExact(t *testing.T) {
 	if _, err := Train(ctx, other, Options{Out: t.TempDir(), Resume: filepath.Join(part, CheckpointFile)}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("resume with another lr: %v, want ErrConfig", err)
 	}
-	if _, err := Train(ctx, tinyConfig(3), Options{Out: t.TempDir(), Resume: res.ModelPath}); !errors.Is(err, policy.ErrModel) {
+	if _, err := Train(ctx, tinyConfig(3), Options{Out: t.TempDir(), Resume: res.ModelPath}); !errors.Is(err, nn.ErrModel) {
 		t.Fatalf("resume from a model: %v, want ErrModel", err)
 	}
 }
@@ -444,7 +445,7 @@ func TestFineTune(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		base *policy.Model
+		base *nn.Model
 		o    FineTuneOptions
 	}{
 		{"no base", nil, o},

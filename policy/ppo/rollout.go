@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
 )
@@ -47,7 +48,7 @@ const (
 // actor is the training-time policy: it computes features, runs the
 // network, picks a node and records the decision.
 type actor struct {
-	net     *policy.Net
+	net     *nn.Net
 	schema  policy.Schema
 	ext     *policy.Extractor
 	rng     *rand.Rand
@@ -327,7 +328,7 @@ func newTeacher(bc BCConfig, env *sim.Env, seed uint64) (sim.Policy, error) {
 }
 
 // runEpisode runs one episode on env with the actor's network and mode.
-func runEpisode(ctx context.Context, env *sim.Env, net *policy.Net, schema policy.Schema, mode actMode, bc BCConfig, rcfg sim.RunConfig, w Reward, actSeed uint64, record bool, warmUntil float64) (*episode, error) {
+func runEpisode(ctx context.Context, env *sim.Env, net *nn.Net, schema policy.Schema, mode actMode, bc BCConfig, rcfg sim.RunConfig, w Reward, actSeed uint64, record bool, warmUntil float64) (*episode, error) {
 	ep := &episode{}
 	a := &actor{net: net, schema: schema, ext: policy.NewExtractor(env), rng: rand.New(rand.NewPCG(actSeed, 0xac7)), mode: mode, ep: ep, record: record, warm: warmUntil > 0, warmUntil: warmUntil, recordFrom: bc.RecordFrom, topK: bc.RecordTopK, soft: bc.SoftTargets}
 	if mode == actTeacher || a.warm {

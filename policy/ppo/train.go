@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
 	"github.com/edgesched/edgesched/sim/scenario"
@@ -42,7 +43,7 @@ type Options struct {
 	// Init, when set, starts from this model (its schema and a copy of its
 	// network) instead of behaviour cloning: fine-tuning, and the local
 	// rounds of federated training. The optimiser starts fresh.
-	Init *policy.Model
+	Init *nn.Model
 	// ProxMu adds FedProx's proximal term mu/2 ||w - w_init||^2 to every
 	// PPO step's loss (with Init; 0: none), keeping a site's local model
 	// near the global one.
@@ -87,7 +88,7 @@ type Row struct {
 type Result struct {
 	// Model is the best model by the evaluation measure (the final one
 	// without evaluation seeds); ModelPath is where it was written.
-	Model      *policy.Model
+	Model      *nn.Model
 	ModelPath  string
 	Best       float64
 	Iterations int
@@ -109,13 +110,13 @@ type trainer struct {
 	pcg      *rand.PCG
 	rng      *rand.Rand
 	schema   policy.Schema
-	net      *policy.Net
+	net      *nn.Net
 	opt      *adam
 	iter     int
 	episodes int
 	history  []Row
 	cloned   []*episode // the first cloning stage's episodes
-	best     *policy.Net
+	best     *nn.Net
 	bestVal  float64
 	haveBest bool
 	start    time.Time
@@ -124,7 +125,7 @@ type trainer struct {
 	basePods *openb.PodList // the openb pod list mixtures draw from
 	memEnv   *sim.Env       // Options.env: every episode's environment
 	// FedProx anchor and coefficient
-	prox      *policy.Net
+	prox      *nn.Net
 	proxMu    float32
 	decisions int
 }
@@ -195,7 +196,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 		}
 	} else {
 		var err error
-		if t.net, err = policy.NewNetExcluding(policy.NumFeatures, cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden, t.rng, t.exclude); err != nil {
+		if t.net, err = nn.NewNetExcluding(policy.NumFeatures, cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden, t.rng, t.exclude); err != nil {
 			return nil, err
 		}
 		t.schema = policy.NewSchema()
@@ -250,7 +251,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 		return res, nil
 	}
 	res.ModelPath = filepath.Join(opt.Out, ModelFile)
-	if err := policy.WriteFile(res.ModelPath, res.Model, "model", nil, nil); err != nil {
+	if err := nn.WriteFile(res.ModelPath, res.Model, "model", nil, nil); err != nil {
 		return nil, err
 	}
 	if err := writeHistory(filepath.Join(opt.Out, HistoryFile), t.history); err != nil {
@@ -260,7 +261,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 }
 
 // model wraps a network with the schema and provenance.
-func (t *trainer) model(net *policy.Net) *policy.Model {
+func (t *trainer) model(net *nn.Net) *nn.Model {
 	meta := map[string]any{
 		"name": t.cfg.Name, "seed": t.cfg.Seed, "config": string(t.cfg.YAML()),
 		"ppo_iterations": t.iter, "episodes": t.episodes,
@@ -270,7 +271,7 @@ func (t *trainer) model(net *policy.Net) *policy.Model {
 		meta["eval_value"] = t.bestVal
 		meta["eval_seeds"] = t.cfg.Eval.Seeds
 	}
-	return &policy.Model{Schema: t.schema, Net: net, Meta: meta}
+	return &nn.Model{Schema: t.schema, Net: net, Meta: meta}
 }
 
 func (t *trainer) loadEnv() error {
@@ -590,7 +591,7 @@ func meanReturn(eps []*episode) float64 {
 // bcStep accumulates the gradient of cross-entropy to the teacher's action
 // (or to its soft targets, when the step has them) plus the value loss; it
 // returns both losses.
-func bcStep(net, grads *policy.Net, x []float32, s flatStep, vcoef float32) (float64, float64) {
+func bcStep(net, grads *nn.Net, x []float32, s flatStep, vcoef float32) (float64, float64) {
 	logits, v, err := net.Forward(x, s.k)
 	if err != nil {
 		panic(err)
@@ -617,7 +618,7 @@ func bcStep(net, grads *policy.Net, x []float32, s flatStep, vcoef float32) (flo
 }
 
 // addProx adds the gradient of mu/2 ||w - anchor||^2, mu (w - anchor).
-func addProx(grads, w, anchor *policy.Net, mu float32) {
+func addProx(grads, w, anchor *nn.Net, mu float32) {
 	g, p, a := grads.Params(), w.Params(), anchor.Params()
 	for i := range g {
 		gd, pd, ad := data(g[i]), data(p[i]), data(a[i])
@@ -796,7 +797,7 @@ func (t *trainer) evaluate(ctx context.Context, phase string) error {
 			sum += ep.ret
 			continue
 		}
-		res, err := sim.Run(ctx, env, policy.Factory("learned", model), rc)
+		res, err := sim.Run(ctx, env, nn.Factory("learned", model), rc)
 		if err != nil {
 			return err
 		}
@@ -868,34 +869,34 @@ func (t *trainer) saveCheckpoint(dir string) error {
 	if err != nil {
 		return err
 	}
-	sections := map[string]*policy.Net{"adam_m": t.opt.m, "adam_v": t.opt.v}
+	sections := map[string]*nn.Net{"adam_m": t.opt.m, "adam_v": t.opt.v}
 	if t.haveBest {
 		sections["best"] = t.best
 	}
-	return policy.WriteFile(filepath.Join(dir, CheckpointFile), t.model(t.net), "checkpoint", sections, b)
+	return nn.WriteFile(filepath.Join(dir, CheckpointFile), t.model(t.net), "checkpoint", sections, b)
 }
 
 func (t *trainer) resume(path string) error {
-	d, err := policy.ReadFile(path)
+	d, err := nn.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	if d.Header.Kind != "checkpoint" {
-		return fmt.Errorf("%w: %s is a %s, not a checkpoint", policy.ErrModel, path, d.Header.Kind)
+		return fmt.Errorf("%w: %s is a %s, not a checkpoint", nn.ErrModel, path, d.Header.Kind)
 	}
 	var st ckState
 	if err := json.Unmarshal(d.Header.State, &st); err != nil {
-		return fmt.Errorf("%w: checkpoint state: %v", policy.ErrModel, err)
+		return fmt.Errorf("%w: checkpoint state: %v", nn.ErrModel, err)
 	}
 	if st.ConfigYAML != string(t.cfg.ckKey()) {
 		return fmt.Errorf("%w: checkpoint %s was written with a different configuration (only ppo.iterations may change)", ErrConfig, path)
 	}
 	m, v := d.Sections["adam_m"], d.Sections["adam_v"]
 	if m == nil || v == nil {
-		return fmt.Errorf("%w: checkpoint lacks the optimiser state", policy.ErrModel)
+		return fmt.Errorf("%w: checkpoint lacks the optimiser state", nn.ErrModel)
 	}
 	if err := t.pcg.UnmarshalBinary(st.RNG); err != nil {
-		return fmt.Errorf("%w: checkpoint rng: %v", policy.ErrModel, err)
+		return fmt.Errorf("%w: checkpoint rng: %v", nn.ErrModel, err)
 	}
 	t.net, t.schema = d.Model.Net, d.Model.Schema
 	t.opt = &adam{m: m, v: v, step: st.AdamStep, b1: 0.9, b2: 0.999, eps: 1e-8}
@@ -903,7 +904,7 @@ func (t *trainer) resume(path string) error {
 	t.haveBest, t.bestVal = st.HaveBest, st.BestVal
 	if st.HaveBest {
 		if t.best = d.Sections["best"]; t.best == nil {
-			return fmt.Errorf("%w: checkpoint lacks its best network", policy.ErrModel)
+			return fmt.Errorf("%w: checkpoint lacks its best network", nn.ErrModel)
 		}
 	}
 	t.log.Info("resumed", "checkpoint", path, "iteration", t.iter, "episodes", t.episodes)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -18,11 +19,11 @@ import (
 // with ErrInsane naming the problem. SanityRows is deterministic.
 func TestCheckSanity(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 9))
-	net, err := policy.NewNet(policy.NumFeatures, 16, 16, 16, rng)
+	net, err := nn.NewNet(policy.NumFeatures, 16, 16, 16, rng)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &policy.Model{Schema: policy.NewSchema(), Net: net}
+	m := &nn.Model{Schema: policy.NewSchema(), Net: net}
 	for i := range m.Schema.Mean {
 		m.Schema.Mean[i] = float32(0.2 * rng.NormFloat64())
 		m.Schema.Std[i] = float32(0.5 + rng.Float64())

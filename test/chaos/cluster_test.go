@@ -18,6 +18,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/test/internal/boltcheck"
 	"github.com/edgesched/edgesched/test/internal/gobuild"
@@ -140,12 +141,12 @@ func newCluster(t *testing.T, cfg config, dir string, bins binaries) *cluster {
 		t.Fatal(err)
 	}
 	c.modelKey = coordPub
-	start, err := policy.NewNet(policy.NumFeatures, 64, 64, 64, rand.New(rand.NewPCG(cfg.seed, 1)))
+	start, err := nn.NewNet(policy.NumFeatures, 64, 64, 64, rand.New(rand.NewPCG(cfg.seed, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	modelPath := filepath.Join(dir, "start.esm")
-	if err := policy.WriteFile(modelPath, &policy.Model{Schema: policy.NewSchema(), Net: start}, "model", nil, nil); err != nil {
+	if err := nn.WriteFile(modelPath, &nn.Model{Schema: policy.NewSchema(), Net: start}, "model", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	c.tmpfs, c.tmpfsWhy = true, ""

@@ -27,7 +27,7 @@ import (
 
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -531,7 +531,7 @@ func TestDeployCloudRuns(t *testing.T) {
 	hub := startNATS(t, &server.Options{ServerName: "eu-hub", Host: "127.0.0.1", Port: -1, JetStream: true,
 		StoreDir: filepath.Join(dir, "eu-hub"), NoSigs: true})
 	model := filepath.Join(dir, "start.esm")
-	if err := policy.WriteFile(model, fltest.SmallModel(t, 1), "model", nil, nil); err != nil {
+	if err := nn.WriteFile(model, fltest.SmallModel(t, 1), "model", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 

@@ -27,6 +27,7 @@ import (
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
@@ -309,7 +310,7 @@ func (r *siteRig) startCoordinator() {
 	}
 	r.target = fltest.SmallModel(t, 99).Net.Flat()
 	cfg := fltest.CoordinatorConfig(t.TempDir(), reg, r.coordKey)
-	cfg.Calibrate = func(context.Context, *policy.Model) ([]float32, error) {
+	cfg.Calibrate = func(context.Context, *nn.Model) ([]float32, error) {
 		rows := make([]float32, 200*policy.NumFeatures)
 		for i := range rows {
 			rows[i] = float32(i%7) - 3 // a spread of values to calibrate on

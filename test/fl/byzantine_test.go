@@ -11,7 +11,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // byzantine trains honestly, then sends Scale times its true delta
@@ -21,7 +21,7 @@ type byzantine struct {
 	scale  float32
 }
 
-func (b *byzantine) Train(ctx context.Context, base *policy.Model, l federated.LocalTraining, seed uint64) (*policy.Model, int64, error) {
+func (b *byzantine) Train(ctx context.Context, base *nn.Model, l federated.LocalTraining, seed uint64) (*nn.Model, int64, error) {
 	m, n, err := b.honest.Train(ctx, base, l, seed)
 	if err != nil {
 		return nil, 0, err

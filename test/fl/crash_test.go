@@ -28,7 +28,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/coordcmd"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/test/internal/boltcheck"
 	"github.com/edgesched/edgesched/test/internal/gobuild"
@@ -718,7 +718,7 @@ func coordProcArgs(t *testing.T, f *fleet, dir, url string, rounds int) []string
 // lists; it returns the arguments for synchronous rounds that wait for
 // every site.
 func rootProcArgs(t *testing.T, dir, url string, rounds int, coordKey *quant.Signer, sites []string, keys map[string]*quant.Signer,
-	start *policy.Model, regions *federated.Regions, rkeys map[string]*quant.Signer) []string {
+	start *nn.Model, regions *federated.Regions, rkeys map[string]*quant.Signer) []string {
 	t.Helper()
 	keyPath, _, err := quant.WriteKeyPair(dir, "coordinator", coordKey)
 	if err != nil {
@@ -743,7 +743,7 @@ func rootProcArgs(t *testing.T, dir, url string, rounds int, coordKey *quant.Sig
 		pub(s, keys[s], sitesDir)
 	}
 	modelPath := filepath.Join(dir, "start.esm")
-	if err := policy.WriteFile(modelPath, start, "model", nil, nil); err != nil {
+	if err := nn.WriteFile(modelPath, start, "model", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--server", url, "--key", keyPath, "--sites", sitesDir, "--model", modelPath,

@@ -17,7 +17,7 @@ import (
 
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -64,7 +64,7 @@ func newStoreRig(t *testing.T) *storeRig {
 		t.Fatal(err)
 	}
 	rig.model = filepath.Join(dir, "start.esm")
-	if err := policy.WriteFile(rig.model, fltest.SmallModel(t, 1), "model", nil, nil); err != nil {
+	if err := nn.WriteFile(rig.model, fltest.SmallModel(t, 1), "model", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	return rig

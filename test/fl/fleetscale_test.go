@@ -23,6 +23,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/test/internal/gobuild"
 )
@@ -99,7 +100,7 @@ func writeFleetFiles(tb testing.TB, f *hierFleet) *fleetFiles {
 			tb.Fatal(err)
 		}
 	}
-	if err := policy.WriteFile(ff.model, f.start, "model", nil, nil); err != nil {
+	if err := nn.WriteFile(ff.model, f.start, "model", nil, nil); err != nil {
 		tb.Fatal(err)
 	}
 	return ff
@@ -364,11 +365,11 @@ func newScaleFleet(tb testing.TB, n, regions int, layers [3]int) *hierFleet {
 	}
 	per[0] += n - regions*(n/regions)
 	f := newHierFleet(tb, per, 0)
-	net, err := policy.NewNet(policy.NumFeatures, layers[0], layers[1], layers[2], rand.New(rand.NewPCG(1, 1)))
+	net, err := nn.NewNet(policy.NumFeatures, layers[0], layers[1], layers[2], rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	f.start = &policy.Model{Schema: policy.NewSchema(), Net: net}
+	f.start = &nn.Model{Schema: policy.NewSchema(), Net: net}
 	return f
 }
 

@@ -19,7 +19,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -66,7 +66,7 @@ func (f *fleet) coordinatorConfig(dir string) coordinator.Config {
 
 // runCoordinator starts a coordinator on the fleet's server
 // (fltest.RunCoordinator) and returns it with its stop function.
-func (f *fleet) runCoordinator(cfg coordinator.Config, start *policy.Model) (*coordinator.Coordinator, func()) {
+func (f *fleet) runCoordinator(cfg coordinator.Config, start *nn.Model) (*coordinator.Coordinator, func()) {
 	f.t.Helper()
 	return fltest.RunCoordinator(f.t, f.url, cfg, start)
 }

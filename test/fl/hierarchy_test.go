@@ -20,7 +20,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator/region"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -42,7 +42,7 @@ type hierFleet struct {
 	regions *federated.Regions
 	rkeys   map[string]*quant.Signer
 	of      map[string]string // site -> region ("": sends to the root)
-	start   *policy.Model
+	start   *nn.Model
 	signer  *quant.Signer
 	clock   fixedClock
 	// target, when set, is what honest sites learn (their deltas are

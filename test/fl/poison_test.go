@@ -11,7 +11,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -23,13 +23,13 @@ type hugeTrainer struct {
 	samples int64
 }
 
-func (h *hugeTrainer) Train(_ context.Context, base *policy.Model, _ federated.LocalTraining, _ uint64) (*policy.Model, int64, error) {
+func (h *hugeTrainer) Train(_ context.Context, base *nn.Model, _ federated.LocalTraining, _ uint64) (*nn.Model, int64, error) {
 	w := base.Net.Flat()
 	delta := make([]float32, len(w))
 	for i := range delta {
 		delta[i] = h.value
 	}
-	out := &policy.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: base.Meta, Decision: base.Decision}
+	out := &nn.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: base.Meta, Decision: base.Decision}
 	if err := out.Net.AddFlat(delta, 1); err != nil {
 		return nil, 0, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -114,7 +115,7 @@ func tpSetup(tb testing.TB, o tpOptions) *tpRig {
 		}
 		rig.sites, rig.keys = append(rig.sites, s), append(rig.keys, k)
 	}
-	net, err := policy.NewNet(policy.NumFeatures, o.layers[0], o.layers[1], o.layers[2], rand.New(rand.NewPCG(1, 1)))
+	net, err := nn.NewNet(policy.NumFeatures, o.layers[0], o.layers[1], o.layers[2], rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func tpSetup(tb testing.TB, o tpOptions) *tpRig {
 	cfg.MinUpdates, cfg.AutoRounds, cfg.AutoPublish = o.sites, false, true
 	cfg.StorePayloads = o.payloads
 	cfg.PollInterval = 50 * time.Millisecond
-	c, _ := fltest.RunCoordinator(tb, srv.ClientURL(), cfg, &policy.Model{Schema: policy.NewSchema(), Net: net})
+	c, _ := fltest.RunCoordinator(tb, srv.ClientURL(), cfg, &nn.Model{Schema: policy.NewSchema(), Net: net})
 	rig.c = c
 	// Run publishes the bootstrap model once its bus is up.
 	tpWait(tb, 30*time.Second, "bootstrap model published", func() (bool, error) {
@@ -411,7 +412,7 @@ func BenchmarkCoordinatorThroughput(b *testing.B) {
 // round's model published.
 func TestThroughputHarness(t *testing.T) {
 	const sites = 20
-	net, err := policy.NewNet(policy.NumFeatures, tpLayers[0], tpLayers[1], tpLayers[2], rand.New(rand.NewPCG(1, 1)))
+	net, err := nn.NewNet(policy.NumFeatures, tpLayers[0], tpLayers[1], tpLayers[2], rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,32 +11,33 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
 // SmallModel is a policy with 8-unit hidden layers, its weights drawn
 // from PCG(seed, 1), so rounds, training and quantizing are quick.
-func SmallModel(t testing.TB, seed uint64) *policy.Model {
+func SmallModel(t testing.TB, seed uint64) *nn.Model {
 	t.Helper()
-	net, err := policy.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(seed, 1)))
+	net, err := nn.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(seed, 1)))
 	if err != nil {
 		t.Fatalf("small model: %v", err)
 	}
-	return &policy.Model{Schema: policy.NewSchema(), Net: net}
+	return &nn.Model{Schema: policy.NewSchema(), Net: net}
 }
 
 // CalibrationRows stands in for simulator states when a test quantizes
 // (coordinator.Config.Calibrate): NormalRows(500, 4), the same on every
 // call.
-func CalibrationRows(ctx context.Context, m *policy.Model) ([]float32, error) {
+func CalibrationRows(ctx context.Context, m *nn.Model) ([]float32, error) {
 	return NormalRows(500, 4)(ctx, m)
 }
 
 // NormalRows is a calibration source of n rows of standard normal
 // features drawn from PCG(seed, seed): fewer rows make quantizing
 // cheaper.
-func NormalRows(n int, seed uint64) func(context.Context, *policy.Model) ([]float32, error) {
-	return func(context.Context, *policy.Model) ([]float32, error) {
+func NormalRows(n int, seed uint64) func(context.Context, *nn.Model) ([]float32, error) {
+	return func(context.Context, *nn.Model) ([]float32, error) {
 		rng := rand.New(rand.NewPCG(seed, seed))
 		rows := make([]float32, n*policy.NumFeatures)
 		for i := range rows {
@@ -76,7 +77,7 @@ func CoordinatorConfig(dir string, sites *federated.Registry, signer *quant.Sign
 // stop cancels it, waits for Run to return (an error other than the
 // cancellation fails the test) and closes its store; the test's cleanup
 // calls stop, and calling it more than once does nothing more.
-func RunCoordinator(t testing.TB, url string, cfg coordinator.Config, start *policy.Model) (*coordinator.Coordinator, func()) {
+func RunCoordinator(t testing.TB, url string, cfg coordinator.Config, start *nn.Model) (*coordinator.Coordinator, func()) {
 	t.Helper()
 	c, err := coordinator.New(cfg)
 	if err != nil {

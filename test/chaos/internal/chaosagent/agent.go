@@ -18,7 +18,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/backoff"
-	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/test/chaos/internal/history"
 )
@@ -264,7 +264,7 @@ type trainer struct {
 var _ flclient.Trainer = (*trainer)(nil)
 
 // Train implements flclient.Trainer.
-func (t *trainer) Train(ctx context.Context, base *policy.Model, local federated.LocalTraining, seed uint64) (*policy.Model, int64, error) {
+func (t *trainer) Train(ctx context.Context, base *nn.Model, local federated.LocalTraining, seed uint64) (*nn.Model, int64, error) {
 	if t.quiesceFile != "" {
 		if _, err := os.Stat(t.quiesceFile); err == nil {
 			return nil, 0, errQuiesced

@@ -1,4 +1,4 @@
-package policy
+package nn
 
 import (
 	"bytes"
@@ -12,17 +12,19 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/edgesched/edgesched/policy"
 )
 
 // testModel is a small random model (seeded) with a fitted schema.
 func testModel(t testing.TB, seed uint64) *Model {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 1))
-	net, err := NewNet(NumFeatures, 8, 6, 4, rng)
+	net, err := NewNet(policy.NumFeatures, 8, 6, 4, rng)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewSchema()
+	s := policy.NewSchema()
 	for i := range s.Mean {
 		s.Mean[i] = float32(rng.NormFloat64())
 		s.Std[i] = float32(0.5 + rng.Float64())
@@ -82,7 +84,7 @@ func sameNet(t *testing.T, a, b *Net) {
 
 func TestModelRoundTrip(t *testing.T) {
 	m := testModel(t, 3)
-	m.Decision = Decision{Band: 2.5}
+	m.Decision = policy.Decision{Band: 2.5}
 	adamM, adamV := testModel(t, 4).Net, testModel(t, 5).Net
 	state := json.RawMessage(`{"iteration":7}`)
 	b := encode(t, m, "checkpoint", map[string]*Net{"adam_v": adamV, "adam_m": adamM}, state)
@@ -115,7 +117,7 @@ func TestModelRoundTrip(t *testing.T) {
 		t.Fatal("two encodings of one model differ")
 	}
 	// Same scores from the decoded network.
-	x := make([]float32, 3*NumFeatures)
+	x := make([]float32, 3*policy.NumFeatures)
 	for i := range x {
 		x[i] = float32(i%7) - 3
 	}
@@ -138,7 +140,7 @@ func TestModelRoundTrip(t *testing.T) {
 // every earlier build wrote (the shipped models are checked byte for byte
 // in package models).
 func TestModelActivations(t *testing.T) {
-	x := make([]float32, 3*NumFeatures)
+	x := make([]float32, 3*policy.NumFeatures)
 	for i := range x {
 		x[i] = float32(i%7) - 3
 	}
@@ -168,7 +170,7 @@ func TestModelActivations(t *testing.T) {
 			if act == [2]Activation{} {
 				bad := testModel(t, 6)
 				bad.Net.Act[1] = Tanh + 1
-				if err := bad.Validate(); !errors.Is(err, ErrShape) || !strings.Contains(err.Error(), "hidden layer 2 has activation(2)") {
+				if err := bad.Validate(); !errors.Is(err, policy.ErrShape) || !strings.Contains(err.Error(), "hidden layer 2 has activation(2)") {
 					t.Fatalf("Validate of an unknown activation: %v", err)
 				}
 				return
@@ -289,7 +291,7 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := Decode(b)
 		if err != nil {
-			if !errors.Is(err, ErrModel) && !errors.Is(err, ErrShape) && !errors.Is(err, ErrSchema) {
+			if !errors.Is(err, ErrModel) && !errors.Is(err, policy.ErrShape) && !errors.Is(err, policy.ErrSchema) {
 				t.Fatalf("unwrapped error %v", err)
 			}
 			return

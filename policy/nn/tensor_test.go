@@ -1,4 +1,4 @@
-package policy
+package nn
 
 import (
 	"math"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/edgesched/edgesched/policy"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 )
@@ -113,7 +114,7 @@ func TestParamAccessors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Shapes(4, 3, 2, 5)
+	want := policy.Shapes(4, 3, 2, 5)
 	total := 0
 	for i, p := range net.Params() {
 		if !slices.Equal(p.Dims(), want[i]) {

@@ -1,8 +1,10 @@
-package policy
+package nn
 
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/edgesched/edgesched/policy"
 )
 
 // BenchmarkForward scores 1,000 candidate nodes in one batch with the
@@ -10,12 +12,12 @@ import (
 // int8 kernels are measured against. ns/node is the per-node cost.
 func BenchmarkForward(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	net, err := NewNet(NumFeatures, 32, 32, 32, rng)
+	net, err := NewNet(policy.NumFeatures, 32, 32, 32, rng)
 	if err != nil {
 		b.Fatal(err)
 	}
 	const n = 1000
-	x := make([]float32, n*NumFeatures)
+	x := make([]float32, n*policy.NumFeatures)
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())
 	}

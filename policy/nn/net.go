@@ -1,17 +1,14 @@
-package policy
+package nn
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 
+	"github.com/edgesched/edgesched/policy"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 )
-
-// ErrShape reports parameters or inputs of the wrong shape.
-var ErrShape = errors.New("policy: wrong shape")
 
 // Net is the actor-critic network.
 //
@@ -79,7 +76,7 @@ func ParseActivation(s string) (Activation, error) {
 	case "tanh":
 		return Tanh, nil
 	}
-	return 0, fmt.Errorf("%w: activation %q (want relu or tanh)", ErrShape, s)
+	return 0, fmt.Errorf("%w: activation %q (want relu or tanh)", policy.ErrShape, s)
 }
 
 // AllReLU reports whether every hidden layer is ReLU.
@@ -134,11 +131,6 @@ func (m *Net) Params() []Param {
 	}
 }
 
-// Shapes returns the expected shape of each parameter, in Params order.
-func Shapes(f, h1, h2, hc int) [][]int {
-	return [][]int{{f, h1}, {h1}, {h1, h2}, {h2}, {h2, 1}, {1}, {2 * h2, hc}, {hc}, {hc, 1}, {1}}
-}
-
 // NewNet returns a network with He-initialised weights drawn from rng and
 // zero biases.
 func NewNet(f, h1, h2, hc int, rng *rand.Rand) (*Net, error) {
@@ -152,13 +144,13 @@ func NewNet(f, h1, h2, hc int, rng *rand.Rand) (*Net, error) {
 // last inputs starts from the same weights as one without those inputs.
 func NewNetExcluding(f, h1, h2, hc int, rng *rand.Rand, exclude []bool) (*Net, error) {
 	if exclude != nil && len(exclude) != f {
-		return nil, fmt.Errorf("%w: an exclusion mask of %d inputs for %d", ErrShape, len(exclude), f)
+		return nil, fmt.Errorf("%w: an exclusion mask of %d inputs for %d", policy.ErrShape, len(exclude), f)
 	}
 	if f <= 0 || h1 <= 0 || h2 <= 0 || hc <= 0 || h1 > 4096 || h2 > 4096 || hc > 4096 {
-		return nil, fmt.Errorf("%w: layer sizes %d, %d, %d, %d", ErrShape, f, h1, h2, hc)
+		return nil, fmt.Errorf("%w: layer sizes %d, %d, %d, %d", policy.ErrShape, f, h1, h2, hc)
 	}
 	m := &Net{F: f, H1: h1, H2: h2, HC: hc}
-	shapes := Shapes(f, h1, h2, hc)
+	shapes := policy.Shapes(f, h1, h2, hc)
 	ts := make([]*Tensor, len(shapes))
 	for i, s := range shapes {
 		ts[i] = newTensor(s...)
@@ -212,7 +204,7 @@ func (m *Net) Flat() []float32 {
 // AddFlat adds scale * delta (in Flat's layout) to the parameters.
 func (m *Net) AddFlat(delta []float32, scale float32) error {
 	if len(delta) != m.NumParams() {
-		return fmt.Errorf("%w: delta of %d values for %d parameters", ErrShape, len(delta), m.NumParams())
+		return fmt.Errorf("%w: delta of %d values for %d parameters", policy.ErrShape, len(delta), m.NumParams())
 	}
 	i := 0
 	for _, p := range m.Params() {
@@ -239,7 +231,7 @@ func (m *Net) NumParams() int {
 // call; Backward must not follow Scores.
 func (m *Net) Scores(x []float32, n int) ([]float32, error) {
 	if n <= 0 || len(x) != n*m.F {
-		return nil, fmt.Errorf("%w: %d values for %d candidates of %d features", ErrShape, len(x), n, m.F)
+		return nil, fmt.Errorf("%w: %d values for %d candidates of %d features", policy.ErrShape, len(x), n, m.F)
 	}
 	// Inference only: the same products as actor (gonum's Sgemm, which is
 	// what the tensor library calls), into reused buffers instead of new
@@ -281,7 +273,7 @@ func sgemm(m, n, k int, a, b, c []float32) {
 // actor runs the scorer MLP, keeping its activations.
 func (m *Net) actor(x []float32, n int) error {
 	if n <= 0 || len(x) != n*m.F {
-		return fmt.Errorf("%w: %d values for %d candidates of %d features", ErrShape, len(x), n, m.F)
+		return fmt.Errorf("%w: %d values for %d candidates of %d features", policy.ErrShape, len(x), n, m.F)
 	}
 	m.n = n
 	m.x = dense(x, n, m.F)

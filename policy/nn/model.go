@@ -1,4 +1,4 @@
-package policy
+package nn
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/internal/boundedio"
+	"github.com/edgesched/edgesched/policy"
 )
 
 // Model file format (float32, until the quant package's signed artifact
@@ -39,14 +40,6 @@ const (
 // ErrModel is wrapped by every refusal of a model or checkpoint file.
 var ErrModel = errors.New("policy: bad model file")
 
-// Layers are a network's sizes.
-type Layers struct {
-	F  int `json:"features"`
-	H1 int `json:"hidden1"`
-	H2 int `json:"hidden2"`
-	HC int `json:"critic_hidden"`
-}
-
 // ModelHeader is the self-description of a model file.
 type ModelHeader struct {
 	Format     int    `json:"format"`
@@ -58,15 +51,15 @@ type ModelHeader struct {
 		Mean  []float32 `json:"mean"`
 		Std   []float32 `json:"std"`
 	} `json:"schema"`
-	Layers     Layers `json:"layers"`
-	Activation string `json:"activation"` // "relu": the critic's, and the scorer's unless HiddenActivations says otherwise
-	DType      string `json:"dtype"`
+	Layers     policy.Layers `json:"layers"`
+	Activation string        `json:"activation"` // "relu": the critic's, and the scorer's unless HiddenActivations says otherwise
+	DType      string        `json:"dtype"`
 	// HiddenActivations are the scorer's two hidden layers' activations
 	// (Activation names) when one is not ReLU; absent (every file before
 	// it, and every all-ReLU network) means ReLU for both.
 	HiddenActivations []string `json:"hidden_activations,omitempty"`
 	// Decision is the model's decision rule (absent: plain argmax).
-	Decision Decision `json:"decision,omitzero"`
+	Decision policy.Decision `json:"decision,omitzero"`
 	// Sections after the parameters, each the size of the parameters
 	// (checkpoints: "adam_m", "adam_v").
 	Sections []string `json:"sections,omitempty"`
@@ -79,12 +72,12 @@ type ModelHeader struct {
 
 // Model is a trained network with the schema its inputs follow.
 type Model struct {
-	Schema Schema
+	Schema policy.Schema
 	Net    *Net
 	Meta   map[string]any
 	// Decision is how the model's scores become a choice; the zero value
 	// is plain argmax.
-	Decision Decision
+	Decision policy.Decision
 	// Created is when the model was written; zero for a fresh model.
 	Created time.Time
 }
@@ -98,18 +91,18 @@ func (m *Model) Validate() error {
 	if err := m.Decision.Validate(); err != nil {
 		return err
 	}
-	if m.Net == nil || m.Net.F != NumFeatures {
-		return fmt.Errorf("%w: network input is not %d features", ErrShape, NumFeatures)
+	if m.Net == nil || m.Net.F != policy.NumFeatures {
+		return fmt.Errorf("%w: network input is not %d features", policy.ErrShape, policy.NumFeatures)
 	}
 	for i, a := range m.Net.Act {
 		if a != ReLU && a != Tanh {
-			return fmt.Errorf("%w: hidden layer %d has %v", ErrShape, i+1, a)
+			return fmt.Errorf("%w: hidden layer %d has %v", policy.ErrShape, i+1, a)
 		}
 	}
-	shapes := Shapes(m.Net.F, m.Net.H1, m.Net.H2, m.Net.HC)
+	shapes := policy.Shapes(m.Net.F, m.Net.H1, m.Net.H2, m.Net.HC)
 	for i, p := range m.Net.Params() {
 		if !slices.Equal(p.Dims(), shapes[i]) {
-			return fmt.Errorf("%w: %s is %v, want %v", ErrShape, p.Name, p.Dims(), shapes[i])
+			return fmt.Errorf("%w: %s is %v, want %v", policy.ErrShape, p.Name, p.Dims(), shapes[i])
 		}
 		for j, v := range f32(p.T) {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
@@ -128,7 +121,7 @@ func Encode(w io.Writer, m *Model, kind string, sections map[string]*Net, state 
 	}
 	h := ModelHeader{
 		Format: FormatVersion, Kind: kind, SchemaID: m.Schema.ID, SchemaHash: m.Schema.Hash(),
-		Layers:     Layers{F: m.Net.F, H1: m.Net.H1, H2: m.Net.H2, HC: m.Net.HC},
+		Layers:     policy.Layers{F: m.Net.F, H1: m.Net.H1, H2: m.Net.H2, HC: m.Net.HC},
 		Activation: "relu", DType: "float32", Decision: m.Decision, Meta: m.Meta, Created: m.Created, State: state,
 	}
 	h.Schema.Names, h.Schema.Mean, h.Schema.Std = m.Schema.Names, m.Schema.Mean, m.Schema.Std
@@ -159,7 +152,7 @@ func Encode(w io.Writer, m *Model, kind string, sections map[string]*Net, state 
 	for _, name := range h.Sections {
 		s := sections[name]
 		if s == nil || s.F != m.Net.F || s.H1 != m.Net.H1 || s.H2 != m.Net.H2 || s.HC != m.Net.HC {
-			return fmt.Errorf("%w: section %s does not match the network's shape", ErrShape, name)
+			return fmt.Errorf("%w: section %s does not match the network's shape", policy.ErrShape, name)
 		}
 		writeParams(s)
 	}
@@ -207,7 +200,7 @@ func Decode(b []byte) (*Decoded, error) {
 	case h.Activation != "relu" || h.DType != "float32":
 		return nil, fmt.Errorf("%w: %s/%s network, this build runs relu/float32", ErrModel, h.Activation, h.DType)
 	}
-	schema := Schema{ID: h.SchemaID, Names: h.Schema.Names, Mean: h.Schema.Mean, Std: h.Schema.Std}
+	schema := policy.Schema{ID: h.SchemaID, Names: h.Schema.Names, Mean: h.Schema.Mean, Std: h.Schema.Std}
 	if err := schema.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrModel, err)
 	}
@@ -228,14 +221,14 @@ func Decode(b []byte) (*Decoded, error) {
 		}
 	}
 	l := h.Layers
-	if l.F != NumFeatures || l.H1 <= 0 || l.H2 <= 0 || l.HC <= 0 || l.H1 > 4096 || l.H2 > 4096 || l.HC > 4096 {
+	if l.F != policy.NumFeatures || l.H1 <= 0 || l.H2 <= 0 || l.HC <= 0 || l.H1 > 4096 || l.H2 > 4096 || l.HC > 4096 {
 		return nil, fmt.Errorf("%w: layer sizes %+v", ErrModel, l)
 	}
 	if len(h.Sections) > 4 {
 		return nil, fmt.Errorf("%w: %d sections", ErrModel, len(h.Sections))
 	}
 	var perNet int
-	for _, s := range Shapes(l.F, l.H1, l.H2, l.HC) {
+	for _, s := range policy.Shapes(l.F, l.H1, l.H2, l.HC) {
 		n := 1
 		for _, d := range s {
 			n *= d

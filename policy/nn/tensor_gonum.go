@@ -1,6 +1,6 @@
 //go:build nogorgonia
 
-package policy
+package nn
 
 import (
 	"fmt"

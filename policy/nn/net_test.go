@@ -1,9 +1,11 @@
-package policy
+package nn
 
 import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/edgesched/edgesched/policy"
 )
 
 // refForward is an independent float64 implementation of the network,
@@ -94,7 +96,7 @@ func TestNetForwardAndGradients(t *testing.T) {
 }
 
 func testNetGradients(t *testing.T, act [2]Activation) {
-	const f, h1, h2, hc, n = NumFeatures, 8, 6, 5, 7
+	const f, h1, h2, hc, n = policy.NumFeatures, 8, 6, 5, 7
 	rng := rand.New(rand.NewPCG(1, 2))
 	net, err := NewNet(f, h1, h2, hc, rng)
 	if err != nil {
@@ -192,7 +194,7 @@ func testNetGradients(t *testing.T, act [2]Activation) {
 }
 
 func TestNetShapes(t *testing.T) {
-	net, err := NewNet(NumFeatures, 4, 4, 4, rand.New(rand.NewPCG(1, 1)))
+	net, err := NewNet(policy.NumFeatures, 4, 4, 4, rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +209,7 @@ func TestNetShapes(t *testing.T) {
 	}
 	// F*4 + 4 (layer 1) + 4*4 + 4 (layer 2) + 4 + 1 (score) + 8*4 + 4
 	// (critic, mean and max pooled) + 4 + 1 (value) = 4F + 70
-	if got, want := net.NumParams(), 4*NumFeatures+70; got != want {
+	if got, want := net.NumParams(), 4*policy.NumFeatures+70; got != want {
 		t.Errorf("NumParams = %d, want %d", got, want)
 	}
 }
