@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/backoff"
 )
 
 // consumerName is the coordinator's durable pull consumer on the update
@@ -23,6 +24,49 @@ const consumerName = "coordinator"
 // resetSince is the first nats-server with the consumer reset API; older
 // servers (2.9 ... ) get the durable re-created from its ack floor.
 var resetSince = federated.Version{Major: 2, Minor: 14, Patch: 0}
+
+// setupPatience is how long Run retries setting up the stream and buckets
+// while the server is not ready (JetStream still recovering after a
+// restart, a request timing out) before it gives up.
+const setupPatience = 2 * time.Minute
+
+// setupBusRetry is setupBus, retried with capped, jittered backoff while
+// the failure is transient (transientBus) and patience lasts (real time:
+// it is about the server, not the coordinator's clock). A refusal (a
+// server too old, a stream or bucket configured otherwise) is returned at
+// once.
+func (c *Coordinator) setupBusRetry(ctx context.Context, nc *nats.Conn, patience time.Duration) (*bus, error) {
+	deadline := time.Now().Add(patience)
+	bo := backoff.New(250*time.Millisecond, 5*time.Second, c.cfg.Seed^0xb05)
+	for {
+		b, err := c.setupBus(ctx, nc)
+		switch {
+		case err == nil:
+			return b, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case !transientBus(err):
+			return nil, err
+		case time.Now().After(deadline):
+			return nil, fmt.Errorf("JetStream not ready after %v: %w", patience, err)
+		}
+		c.limited.Warn("setup", "setting up JetStream failed; retrying", "err", err)
+		if !bo.Sleep(ctx) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// transientBus reports whether a JetStream request failed for want of a
+// ready server: it timed out, nobody answered, or the server said it is
+// temporarily unavailable (503: JetStream starting or recovering).
+func transientBus(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		(errors.As(err, &api) && api.Code == 503)
+}
 
 // setupBus checks the server and creates (or updates) the stream, the KV
 // bucket and the object store.

@@ -237,14 +237,15 @@ func (c *Coordinator) storeModel(ctx context.Context, m *nn.Model, round uint64,
 }
 
 // Run serves until ctx is cancelled: it checks the NATS server (at least
-// federated.MinServerVersion), sets up the stream, KV and object store,
+// federated.MinServerVersion), sets up the stream, KV and object store
+// (retried for up to two minutes while JetStream is not ready),
 // publishes what a crash left pending, resumes the current round, consumes
 // updates, watches deadlines, trims the stream, writes backups and serves
 // the admin API. Every goroutine it starts is owned by it and stopped
 // before it returns. It returns early with an ErrStore error when the
 // store turns out damaged.
 func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
-	b, err := c.setupBus(ctx, nc)
+	b, err := c.setupBusRetry(ctx, nc, setupPatience)
 	if err != nil {
 		return err
 	}
