@@ -415,6 +415,9 @@ func (s *scaleRig) measure(ctx context.Context, t *testing.T, phase string, roun
 	}
 	var prof chan error
 	if s.cfg.PprofDir != "" {
+		if err := os.MkdirAll(s.cfg.PprofDir, 0o755); err != nil {
+			t.Fatalf("EDGESCHED_SCALE_PPROF: %v", err)
+		}
 		prof = make(chan error, 1)
 		path := filepath.Join(s.cfg.PprofDir, fmt.Sprintf("%s-%s-r%d.pprof", phase, profile, round))
 		secs := 5 + len(shapes)/100
