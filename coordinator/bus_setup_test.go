@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgesched/edgesched/internal/testutil/natstest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,24 +41,12 @@ func TestTransientBus(t *testing.T) {
 // which had made a coordinator started while JetStream recovered exit),
 // then the error says so; a cancelled context stops the retries at once.
 func TestSetupBusRetry(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	srv := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1}) // no JetStream
+	nc := natstest.Connect(t, srv.ClientURL(), "coordinator")
 	u := newUnit(t, 1)
 	const patience = 1500 * time.Millisecond
 	start := time.Now()
-	_, err = u.c.setupBusRetry(t.Context(), nc, patience)
+	_, err := u.c.setupBusRetry(t.Context(), nc, patience)
 	took := time.Since(start)
 	if err == nil || !(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)) || !strings.Contains(err.Error(), "JetStream not ready after 1.5s") {
 		t.Fatalf("setup without JetStream: %v", err)

@@ -20,11 +20,15 @@ import (
 )
 
 // thisPkg is this package's import path.
-const thisPkg = "github.com/edgesched/edgesched/internal/testutil/fltest"
+const (
+	thisPkg     = "github.com/edgesched/edgesched/internal/testutil/fltest"
+	natstestPkg = "github.com/edgesched/edgesched/internal/testutil/natstest"
+)
 
 // TestOnlyTestsImport lists every package of the module with the go
-// command and fails if a non-test file imports this package (its
-// functions call t.Fatal and would pull nats-server into a binary). The
+// command and fails if a non-test file imports this package or natstest,
+// which it is built on (their functions call t.Fatal and would pull
+// nats-server into a binary). The
 // listing must be real: at least one package's tests import it.
 func TestOnlyTestsImport(t *testing.T) {
 	goCmd, err := exec.LookPath("go")
@@ -49,8 +53,10 @@ func TestOnlyTestsImport(t *testing.T) {
 		if len(f) != 3 {
 			t.Fatalf("go list line %q: want path|imports|test imports", line)
 		}
-		if slices.Contains(strings.Fields(f[1]), thisPkg) {
-			t.Errorf("%s imports %s in a non-test file: it is for tests only", f[0], thisPkg)
+		for _, pkg := range []string{thisPkg, natstestPkg} {
+			if slices.Contains(strings.Fields(f[1]), pkg) && f[0] != thisPkg {
+				t.Errorf("%s imports %s in a non-test file: it is for tests only", f[0], pkg)
+			}
 		}
 		if slices.Contains(strings.Fields(f[2]), thisPkg) {
 			testers = append(testers, f[0])
