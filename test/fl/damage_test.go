@@ -4,6 +4,7 @@ package fl
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -39,13 +40,21 @@ func newStoreRig(t *testing.T) *storeRig {
 	f := newFleet(t, srv.ClientURL(), 1)
 	dir := t.TempDir()
 	cfg := f.coordinatorConfig(filepath.Join(dir, "data"))
-	cfg.AutoRounds = true
+	// Rounds start on request: with AutoRounds the one agent's quick
+	// updates would carry round 2 past collecting before a poll saw it.
 	c, stop := f.runCoordinator(cfg, fltest.SmallModel(t, 1))
-	f.startAgent(f.sites[0], filepath.Join(dir, "agent"), f.synthetic(0), nil)
-	fltest.Eventually(t, 30*time.Second, "round 1 published and round 2 open", func() (bool, string) {
-		r, err := c.RoundRecord(2)
-		return err == nil && r.State == coordinator.StateCollecting, fmt.Sprint(err)
+	a := f.startAgent(f.sites[0], filepath.Join(dir, "agent"), f.synthetic(0), nil)
+	if _, err := c.StartRound(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fltest.Eventually(t, 30*time.Second, "round 1 published", func() (bool, string) {
+		r, err := c.RoundRecord(1)
+		return err == nil && r.State == coordinator.StatePublished, fmt.Sprint(r, err)
 	})
+	a.halt()
+	if r, err := c.StartRound(context.Background()); err != nil || r.Round != 2 || r.State != coordinator.StateCollecting {
+		t.Fatalf("second round: %+v, %v; want round 2 collecting", r, err)
+	}
 	stop()
 	rig := &storeRig{f: f, url: srv.ClientURL(), store: filepath.Join(dir, "data", "coordinator.db")}
 	var err error
