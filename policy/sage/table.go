@@ -1,0 +1,104 @@
+package sage
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/edgesched/edgesched/kubefmt"
+)
+
+// ID identifies the encoder: "sage-" and 16 hex digits of a SHA-256 over
+// its shape, fan-outs, seed and weights. Embeddings carry it
+// (kubefmt.Embeddings.Encoder) so a reader uses them only with the model
+// trained on the same encoder.
+func (e *Encoder) ID() string {
+	h := sha256.New()
+	var b [8]byte
+	put := func(v uint64) {
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+	for _, v := range []int{e.Net.F, e.Net.H, e.Net.D, e.Net.Layers} {
+		put(uint64(v))
+	}
+	put(uint64(len(e.Fanouts)))
+	for _, f := range e.Fanouts {
+		put(uint64(f))
+	}
+	put(e.Seed)
+	for _, p := range e.Net.Params() {
+		for _, v := range p.Values() {
+			put(uint64(math.Float32bits(v)))
+		}
+	}
+	return "sage-" + hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// FromDependencies is the graph of a published dependency graph: a
+// service per name an edge gives, replicas, requests and placement
+// unknown (the site leader knows only the calls).
+func FromDependencies(edges []kubefmt.DependencyEdge) *Graph {
+	g := &Graph{}
+	seen := map[string]bool{}
+	for _, e := range edges {
+		for _, n := range []string{e.From, e.To} {
+			if !seen[n] {
+				seen[n] = true
+				g.Services = append(g.Services, Service{Name: n})
+			}
+		}
+		g.Calls = append(g.Calls, Call{From: e.From, To: e.To, Rate: e.CallsPerSecond})
+	}
+	return g
+}
+
+// Quantized is m in the published format (kubefmt.Embeddings) for the
+// encoder id, computed at updated: every service's embedding quantized to
+// int8 or, past kubefmt.MaxEmbeddedServices or MaxEmbeddingsBytes, those
+// of the services with the most calls in and out in g (the graph m
+// embeds), ties by name.
+func (m *Embeddings) Quantized(id string, g *Graph, updated time.Time) *kubefmt.Embeddings {
+	out := &kubefmt.Embeddings{Version: kubefmt.EmbeddingsVersion, Encoder: id, Updated: updated, Dim: m.Dim}
+	all := make([]kubefmt.ServiceEmbedding, len(m.Names))
+	size := 0
+	for i, n := range m.Names {
+		all[i] = kubefmt.QuantizeEmbedding(n, m.Values[i*m.Dim:(i+1)*m.Dim])
+		size += entryBytes(&all[i])
+	}
+	// the header takes under 300 bytes
+	const budget = kubefmt.MaxEmbeddingsBytes - 1024
+	if len(all) <= kubefmt.MaxEmbeddedServices && size <= budget {
+		out.Services = all
+		return out
+	}
+	load := map[string]float64{}
+	for _, c := range g.Calls {
+		load[c.From] += c.Rate
+		load[c.To] += c.Rate
+	}
+	slices.SortFunc(all, func(a, b kubefmt.ServiceEmbedding) int {
+		return cmp.Or(cmp.Compare(load[b.Name], load[a.Name]), cmp.Compare(a.Name, b.Name))
+	})
+	size = 0
+	for i := range all {
+		if len(out.Services) == kubefmt.MaxEmbeddedServices || size+entryBytes(&all[i]) > budget {
+			break
+		}
+		out.Services = append(out.Services, all[i])
+		size += entryBytes(&all[i])
+	}
+	return out
+}
+
+// entryBytes is a service's share of the encoding (its object and a
+// comma).
+func entryBytes(s *kubefmt.ServiceEmbedding) int {
+	b, _ := json.Marshal(s) // a string, a finite float, base64: cannot fail
+	return len(b) + 1
+}
