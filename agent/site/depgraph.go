@@ -23,6 +23,7 @@ import (
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/kubefmt"
+	"github.com/edgesched/edgesched/policy/sage"
 )
 
 // The service dependency graph the site leader publishes for the
@@ -97,9 +98,16 @@ type DependencyConfig struct {
 	Now func() time.Time
 	// Seed seeds the retry jitter.
 	Seed uint64
+	// Encoder, when set, embeds the graph's services (GraphSAGE,
+	// policy/sage) every time the graph is written, into the same
+	// ConfigMap (kubefmt.EmbeddingsConfigMapKey); the graph's size bound
+	// shrinks by kubefmt.MaxEmbeddingsBytes to leave them room. nil: the
+	// graph alone (and embeddings a previous leader wrote are removed).
+	// Sync reads it only; do not change its weights while it runs.
+	Encoder *sage.Encoder
 	// Registerer receives edgesched_site_dependency_graph_writes_total
-	// {result} and edgesched_site_dependency_graph_edges (nil: not
-	// registered).
+	// {result}, edgesched_site_dependency_graph_edges and
+	// edgesched_site_embedding_seconds (nil: not registered).
 	Registerer prometheus.Registerer
 	// Logger (nil: discard).
 	Logger *slog.Logger
@@ -150,6 +158,11 @@ type DependencyPublisher struct {
 	log    *slog.Logger
 	writes *prometheus.CounterVec
 	edges  prometheus.Gauge
+	embed  prometheus.Histogram
+	// encoderID is cfg.Encoder's ID ("" without one); graphBudget the
+	// bytes the graph's edges may take.
+	encoderID   string
+	graphBudget int
 	// lastDropped is the previous interval's count of edges left out
 	// (warned about when it changes).
 	lastDropped atomic.Int64
@@ -175,9 +188,18 @@ func NewDependencyPublisher(cfg DependencyConfig) (*DependencyPublisher, error) 
 			[]string{"result"}),
 		edges: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "edgesched", Subsystem: "site", Name: "dependency_graph_edges",
 			Help: "Edges (service -> service) of the dependency graph the site leader last wrote or found current in the ConfigMap."}),
+		embed: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "edgesched", Subsystem: "site", Name: "embedding_seconds",
+			Help:    "Time to compute the service embeddings (GraphSAGE) of the dependency graph, per write.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}),
+		// the graph's fields besides its edges take under 200 bytes
+		graphBudget: kubefmt.MaxDependencyGraphBytes - 1024,
+	}
+	if cfg.Encoder != nil {
+		p.encoderID = cfg.Encoder.ID()
+		p.graphBudget -= kubefmt.MaxEmbeddingsBytes
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{p.writes, p.edges} {
+		for _, c := range []prometheus.Collector{p.writes, p.edges, p.embed} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register dependency graph metrics: %w", err)
 			}
@@ -224,7 +246,9 @@ type DependencyResult struct {
 	// or DependencyUnchanged.
 	Action string
 	// Reason names why a graph was written ("new", "edges changed",
-	// "rates moved", "refresh", "window changed", "no graph", "invalid").
+	// "rates moved", "refresh", "window changed", "no graph", "invalid";
+	// for the embeddings of a current graph "no embeddings", "invalid
+	// embeddings", "encoder changed", "no encoder").
 	Reason string
 	// Edges in the graph; Dropped edges left out (a service name the
 	// format refuses, or beyond the format's bounds: the lightest go).
@@ -256,12 +280,39 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 		return res, fmt.Errorf("encode the dependency graph: %w", err)
 	}
 	res.Edges = len(edges)
+	// computed when the graph is written (it depends on nothing else)
+	var emb []byte
+	embeddings := func() ([]byte, error) {
+		if p.cfg.Encoder == nil || emb != nil {
+			return emb, nil
+		}
+		start := time.Now()
+		sg := sage.FromDependencies(edges)
+		var err error
+		if len(sg.Services) == 0 {
+			emb, err = (&kubefmt.Embeddings{Version: kubefmt.EmbeddingsVersion, Encoder: p.encoderID, Updated: g.Updated, Dim: p.cfg.Encoder.Net.D}).Encode()
+		} else {
+			var m *sage.Embeddings
+			if m, err = p.cfg.Encoder.Embed(sg); err == nil {
+				emb, err = m.Quantized(p.encoderID, sg, g.Updated).Encode()
+			}
+		}
+		p.embed.Observe(time.Since(start).Seconds())
+		if err != nil {
+			return nil, fmt.Errorf("embed the dependency graph's services: %w", err)
+		}
+		return emb, nil
+	}
 	cms := p.cfg.Client.ConfigMaps(p.cfg.Namespace)
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cm, err := cms.Get(ctx, p.cfg.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: p.cfg.Name, Namespace: p.cfg.Namespace}}
-			p.stamp(cm, raw)
+			e, err := embeddings()
+			if err != nil {
+				return err
+			}
+			p.stamp(cm, raw, e)
 			res.Action, res.Reason = DependencyCreated, "new"
 			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
@@ -279,11 +330,17 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 			p.log.Warn("the ConfigMap's dependency graph does not decode: replacing it", "err", derr)
 			res.Action, res.Reason = DependencyReplaced, "invalid"
 		} else if res.Reason = p.changed(old, &g, now); res.Reason == "" {
-			res.Action = DependencyUnchanged
-			return nil
+			if res.Reason = p.embeddingsStale(cm); res.Reason == "" {
+				res.Action = DependencyUnchanged
+				return nil
+			}
+		}
+		e, err := embeddings()
+		if err != nil {
+			return err
 		}
 		cm = cm.DeepCopy()
-		p.stamp(cm, raw)
+		p.stamp(cm, raw, e)
 		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 		return err
 	})
@@ -294,6 +351,31 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 	p.writes.WithLabelValues(res.Action).Inc()
 	p.edges.Set(float64(res.Edges))
 	return res, nil
+}
+
+// embeddingsStale says why the ConfigMap's embeddings must be rewritten
+// although its graph is current ("" when they need not): missing,
+// invalid, or from another encoder; or present when the leader has no
+// encoder.
+func (p *DependencyPublisher) embeddingsStale(cm *v1.ConfigMap) string {
+	cur, ok := cm.Data[kubefmt.EmbeddingsConfigMapKey]
+	switch {
+	case p.cfg.Encoder == nil && ok:
+		return "no encoder"
+	case p.cfg.Encoder == nil:
+		return ""
+	case !ok:
+		return "no embeddings"
+	}
+	m, err := kubefmt.DecodeEmbeddings([]byte(cur))
+	switch {
+	case err != nil:
+		p.log.Warn("the ConfigMap's service embeddings do not decode: replacing them", "err", err)
+		return "invalid embeddings"
+	case m.Encoder != p.encoderID:
+		return "encoder changed"
+	}
+	return ""
 }
 
 // changed says why g must replace old ("" when it need not): another
@@ -347,8 +429,7 @@ func (p *DependencyPublisher) fit(edges []kubefmt.DependencyEdge) ([]kubefmt.Dep
 		}
 		kept = append(kept, e)
 	}
-	// the graph's fields besides its edges take under 200 bytes
-	const budget = kubefmt.MaxDependencyGraphBytes - 1024
+	budget := p.graphBudget
 	size := 0
 	sizes := make([]int, len(kept))
 	for i, e := range kept {
@@ -379,13 +460,20 @@ func (p *DependencyPublisher) fit(edges []kubefmt.DependencyEdge) ([]kubefmt.Dep
 	return out, dropped
 }
 
-// stamp puts the graph, the labels and the writer on cm.
-func (p *DependencyPublisher) stamp(cm *v1.ConfigMap, raw []byte) {
+// stamp puts the graph, the embeddings (nil: none), the labels and the
+// writer on cm.
+func (p *DependencyPublisher) stamp(cm *v1.ConfigMap, raw, emb []byte) {
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
 	cm.Data[kubefmt.DependenciesConfigMapKey] = string(raw)
 	delete(cm.BinaryData, kubefmt.DependenciesConfigMapKey) // one copy, where the plugin reads it
+	delete(cm.BinaryData, kubefmt.EmbeddingsConfigMapKey)
+	if emb != nil {
+		cm.Data[kubefmt.EmbeddingsConfigMapKey] = string(emb)
+	} else {
+		delete(cm.Data, kubefmt.EmbeddingsConfigMapKey)
+	}
 	if cm.Labels == nil {
 		cm.Labels = map[string]string{}
 	}

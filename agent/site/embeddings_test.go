@@ -1,0 +1,110 @@
+package site
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
+	"github.com/edgesched/edgesched/kubefmt"
+	"github.com/edgesched/edgesched/policy/sage"
+)
+
+// TestDependencyPublisherEmbeddings follows a leader with an encoder: the
+// first write carries the graph's service embeddings (the encoder's own
+// computation, quantized); an unchanged graph leaves them; a new encoder,
+// damaged embeddings or a leader without an encoder rewrite them.
+func TestDependencyPublisherEmbeddings(t *testing.T) {
+	ctx := context.Background()
+	edges := fixedEdges{edge("web", "db", 10), edge("web", "cache", 40), edge("cache", "db", 4)}
+	client := fake.NewClientset()
+	cms := client.CoreV1().ConfigMaps(DefaultNamespace)
+	encoder := func(seed uint64) *sage.Encoder {
+		cfg := sage.DefaultPretrainConfig()
+		cfg.Seed = seed
+		e, err := sage.Untrained(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	reg := prometheus.NewPedanticRegistry()
+	publisher := func(enc *sage.Encoder, reg prometheus.Registerer) *DependencyPublisher {
+		cfg := DefaultDependencyConfig()
+		cfg.Client, cfg.Trace, cfg.Encoder, cfg.Registerer = kubeclientset.Wrap(client), edges, enc, reg
+		cfg.Now = func() time.Time { return depT0 }
+		p, err := NewDependencyPublisher(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	read := func() (map[string]string, *kubefmt.Embeddings) {
+		cm, err := cms.Get(ctx, kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, ok := cm.Data[kubefmt.EmbeddingsConfigMapKey]
+		if !ok {
+			return cm.Data, nil
+		}
+		m, err := kubefmt.DecodeEmbeddings([]byte(raw))
+		if err != nil {
+			t.Fatalf("the ConfigMap's embeddings: %v", err)
+		}
+		return cm.Data, m
+	}
+	sync := func(p *DependencyPublisher, action, reason string) {
+		t.Helper()
+		res, err := p.Sync(ctx)
+		if err != nil || res.Action != action || res.Reason != reason {
+			t.Fatalf("Sync = %+v, %v; want %s (%s)", res, err, action, reason)
+		}
+	}
+
+	enc := encoder(1)
+	p := publisher(enc, reg)
+	sync(p, DependencyCreated, "new")
+	_, m := read()
+	if m == nil || m.Encoder != enc.ID() || m.Dim != enc.Net.D || len(m.Services) != 3 || !m.Updated.Equal(depT0) {
+		t.Fatalf("embeddings %+v", m)
+	}
+	want, err := enc.Embed(sage.FromDependencies(edges))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range m.Services {
+		for j, v := range s.Vector() {
+			if math.Abs(float64(v-want.Of(s.Name)[j])) > float64(s.Scale)/2*1.0001 {
+				t.Fatalf("%s value %d: %v published, %v computed", s.Name, j, v, want.Of(s.Name)[j])
+			}
+		}
+	}
+	if n := testutil.CollectAndCount(reg, "edgesched_site_embedding_seconds"); n != 1 {
+		t.Fatalf("embedding_seconds: %d series", n)
+	}
+
+	sync(p, DependencyUnchanged, "")
+	sync(publisher(encoder(2), nil), DependencyUpdated, "encoder changed")
+	if _, m := read(); m.Encoder != encoder(2).ID() {
+		t.Fatalf("encoder %s after the change", m.Encoder)
+	}
+	cm, _ := cms.Get(ctx, kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+	cm.Data[kubefmt.EmbeddingsConfigMapKey] = `{"version":1}`
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sync(p, DependencyUpdated, "invalid embeddings")
+	sync(publisher(nil, nil), DependencyUpdated, "no encoder")
+	if data, m := read(); m != nil || data[kubefmt.DependenciesConfigMapKey] == "" {
+		t.Fatalf("without an encoder: %v", data)
+	}
+	sync(publisher(nil, nil), DependencyUnchanged, "")
+	sync(p, DependencyUpdated, "no embeddings")
+}
