@@ -14,6 +14,7 @@ import (
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
@@ -113,6 +114,12 @@ func resolvePolicies(list string, opt quant.DecodeOptions) ([]sim.Factory, error
 			for _, f := range baseline.All() {
 				add(f)
 			}
+		case name == sage.AffinityLoad || strings.HasPrefix(name, sage.AffinityLoad+":"):
+			f, err := affinityFactory(name)
+			if err != nil {
+				return nil, fmt.Errorf("--policies: %w", err)
+			}
+			add(f)
 		case strings.HasPrefix(name, "learned"):
 			f, err := learnedFactory(name, opt)
 			if err != nil {
@@ -134,6 +141,25 @@ func resolvePolicies(list string, opt quant.DecodeOptions) ([]sim.Factory, error
 		return nil, cli.Usagef("--policies: no policy named")
 	}
 	return out, nil
+}
+
+// affinityFactory resolves "sage-load" (experimental: dep-load plus the
+// GraphSAGE embeddings' zone affinity, sage.AffinityFactory, with the
+// encoder pre-trained on the training apps) and "sage-load:W" (affinity
+// weight W in (0, 10]).
+func affinityFactory(name string) (sim.Factory, error) {
+	w := float64(sage.AffinityWeight)
+	if v, ok := strings.CutPrefix(name, sage.AffinityLoad+":"); ok {
+		var err error
+		if w, err = strconv.ParseFloat(v, 64); err != nil || !(w > 0 && w <= 10) {
+			return sim.Factory{}, fmt.Errorf("%q: want %s:W with a weight W in (0, 10]", name, sage.AffinityLoad)
+		}
+	}
+	p, err := sage.Default()
+	if err != nil {
+		return sim.Factory{}, fmt.Errorf("pre-train the GraphSAGE encoder: %w", err)
+	}
+	return sage.AffinityFactory(name, p, w), nil
 }
 
 // NetOnlySuffix after a learned policy's name runs its network alone,
@@ -256,5 +282,5 @@ func policyNames() []string {
 			names = append(names, f.Name)
 		}
 	}
-	return append(names, "learned", "learned:NAME", "learned:FILE")
+	return append(names, sage.AffinityLoad, sage.AffinityLoad+":W", "learned", "learned:NAME", "learned:FILE")
 }

@@ -22,6 +22,20 @@ func TestSimTable(t *testing.T) {
 	}
 }
 
+// TestSimSageLoad runs the experimental GraphSAGE affinity policy beside
+// its base, dep-load, under its own names.
+func TestSimSageLoad(t *testing.T) {
+	out, _, err := run(t, "sim", "--scenario", "builtin:retail-stores", "--policies", "dep-load,sage-load,sage-load:0.5", "--progress", "never")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"dep-load", "sage-load ", "sage-load:0.5", "cross_zone"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestSimJSONAndFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	out, errOut, err := run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "k8s-default,trimaran-tlp", "--seeds", "1-2", "-o", "json", "--out", dir, "--progress", "always")
@@ -69,6 +83,8 @@ func TestSimErrors(t *testing.T) {
 		{[]string{"sim", "--scenario", "builtin:factory-vision", "--scenario-seeds", "2-1"}, `--scenario-seeds: "2-1" is not a range`},
 		{[]string{"sim", "--policies", "fgd", "--versus", "k8s-default"}, `--versus: "k8s-default" is not among --policies`},
 		{[]string{"sim", "--policies", "learned:nosuch"}, "no such shipped model"},
+		{[]string{"sim", "--policies", "sage-load:0"}, `"sage-load:0": want sage-load:W with a weight W in (0, 10]`},
+		{[]string{"sim", "--policies", "sage-load:x"}, "want sage-load:W"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
