@@ -50,7 +50,7 @@ func (c *Coordinator) floatModel(tx *bolt.Tx, version uint64) (*nn.Model, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w: version %d: %v", ErrStore, version, err)
 	}
-	m, err := a.Model()
+	m, err := nn.FromArtifact(a)
 	if err != nil {
 		return nil, err
 	}

@@ -167,7 +167,7 @@ func (c *Coordinator) prepareModel(ctx context.Context, m *nn.Model, round uint6
 		return nil, err
 	}
 	info := quant.Info{Version: version, Round: round, Parent: parent, Created: created, Metrics: map[string]float64{"round": float64(round)}}
-	fa, err := quant.FromModel(m, info)
+	fa, err := quant.FromModel(m.Float(), info)
 	if err != nil {
 		return nil, &modelError{FailReasonNonFinite, fmt.Errorf("model version %d: %w", version, err)}
 	}
@@ -183,7 +183,7 @@ func (c *Coordinator) prepareModel(ctx context.Context, m *nn.Model, round uint6
 		return nil, &modelError{FailReasonCalibrate, fmt.Errorf("calibrate model version %d: %w", version, err)}
 	}
 	info.Parent = fa.Header.ModelID
-	qa, err := quant.Quantize(m, rows, c.cfg.Calibration, info)
+	qa, err := quant.Quantize(m.Float(), rows, c.cfg.Calibration, info)
 	if err != nil {
 		return nil, &modelError{FailReasonQuantize, fmt.Errorf("quantize model version %d: %w", version, err)}
 	}

@@ -73,12 +73,12 @@ func testArtifact(t testing.TB) *quant.Artifact {
 		}
 		rc := sim.DefaultRunConfig(sim.Inflate)
 		rc.Seed = 9001
-		rows, _, err := quant.CollectRows(context.Background(), env, m, []sim.RunConfig{rc}, 20000, 9001)
+		rows, _, err := quant.CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{rc}, 20000, 9001)
 		if err != nil {
 			artErr = err
 			return
 		}
-		artVal, artErr = quant.Quantize(m, rows, quant.DefaultCalibration(), quant.Info{Version: 1, Created: time.Unix(1_800_000_000, 0)})
+		artVal, artErr = quant.Quantize(m.Float(), rows, quant.DefaultCalibration(), quant.Info{Version: 1, Created: time.Unix(1_800_000_000, 0)})
 	})
 	if artErr != nil {
 		t.Fatal(artErr)

@@ -386,11 +386,11 @@ func edgeArtifact(t *testing.T, name string) *quant.Artifact {
 	}
 	rc := sim.DefaultRunConfig(sim.Replay)
 	rc.Seed = 9001
-	rows, _, err := quant.CollectRows(context.Background(), env, m, []sim.RunConfig{rc}, 20000, 9001)
+	rows, _, err := quant.CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{rc}, 20000, 9001)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := quant.Quantize(m, rows, quant.DefaultCalibration(), quant.Info{Version: 1, Created: time.Unix(1_800_000_000, 0)})
+	a, err := quant.Quantize(m.Float(), rows, quant.DefaultCalibration(), quant.Info{Version: 1, Created: time.Unix(1_800_000_000, 0)})
 	if err != nil {
 		t.Fatal(err)
 	}

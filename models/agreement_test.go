@@ -47,11 +47,11 @@ func TestShippedDefaultInt8Agreement(t *testing.T) {
 	}
 	cal := sim.DefaultRunConfig(sim.Inflate)
 	cal.Seed = 1
-	rows, _, err := quant.CollectRows(context.Background(), env, m, []sim.RunConfig{cal}, 5000, 1)
+	rows, _, err := quant.CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{cal}, 5000, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := quant.Quantize(m, rows, quant.DefaultCalibration(), quant.Info{})
+	a, err := quant.Quantize(m.Float(), rows, quant.DefaultCalibration(), quant.Info{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestShippedDefaultInt8Agreement(t *testing.T) {
 	}
 	cfg := sim.DefaultRunConfig(sim.Inflate)
 	cfg.Seed = 2
-	ag, err := quant.MeasureAgreement(context.Background(), env, m, n, cfg)
+	ag, err := quant.MeasureAgreement(context.Background(), env, m.Float(), n, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,3 +19,26 @@ type Layers struct {
 func Shapes(f, h1, h2, hc int) [][]int {
 	return [][]int{{f, h1}, {h1}, {h1, h2}, {h2}, {h2, 1}, {1}, {2 * h2, hc}, {hc}, {hc, 1}, {1}}
 }
+
+// FloatModel is a float model as plain data: what package quant reads of
+// one (policy/nn's Model.Float makes it), so quant, and the scheduler
+// that links quant, do not link the trainable float network.
+type FloatModel struct {
+	Schema Schema
+	Layers Layers
+	// Params are the network's parameters in Shapes order (actor, then
+	// critic), row-major; they share the model's storage: do not modify.
+	Params [][]float32
+	// Act names the scorer's two hidden activations ("relu", "tanh").
+	Act [2]string
+	// Decision is the model's decision rule.
+	Decision Decision
+	// NewScorer returns an independent scorer over the float network
+	// (quant runs it in the simulator to calibrate and to compare); nil
+	// where no float network is at hand.
+	NewScorer func() (Scorer, error)
+}
+
+// AllReLU reports whether both hidden layers are ReLU (the int8 path's
+// requirement).
+func (f *FloatModel) AllReLU() bool { return f.Act == [2]string{"relu", "relu"} }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/policy"
-	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // Artifact file format (format 1), the one model format of the system:
@@ -618,12 +617,12 @@ type Info struct {
 	Created time.Time
 }
 
-func newHeader(m *nn.Model, dtype string, info Info) Header {
+func newHeader(m *policy.FloatModel, dtype string, info Info) Header {
 	return Header{
 		Version: info.Version, Parent: info.Parent, Round: info.Round,
 		SchemaID: m.Schema.ID, SchemaHash: m.Schema.Hash(),
 		Schema:     SchemaStats{Mean: m.Schema.Mean, Std: m.Schema.Std},
-		Layers:     policy.Layers{F: m.Net.F, H1: m.Net.H1, H2: m.Net.H2, HC: m.Net.HC},
+		Layers:     m.Layers,
 		Activation: "relu", DType: dtype, Decision: m.Decision, Metrics: info.Metrics, Created: info.Created.UTC(),
 	}
 }
@@ -631,34 +630,39 @@ func newHeader(m *nn.Model, dtype string, info Info) Header {
 // FromModel makes a float32 artifact of a model (actor and critic: what
 // training and federated aggregation work on). Models with Tanh hidden
 // layers are refused (CheckQuantizable).
-func FromModel(m *nn.Model, info Info) (*Artifact, error) {
-	if err := m.Validate(); err != nil {
+// (policy/nn's Model.Float gives m.) Models with Tanh hidden layers are
+// refused (CheckQuantizable).
+func FromModel(m *policy.FloatModel, info Info) (*Artifact, error) {
+	if err := checkFloat(m); err != nil {
 		return nil, err
 	}
-	if !m.Net.AllReLU() {
-		return nil, fmt.Errorf("%w: the network's hidden layers are %v and %v: artifacts carry ReLU networks only (the int8 path they lead to runs ReLU)", ErrArtifact, m.Net.Act[0], m.Net.Act[1])
+	if !m.AllReLU() {
+		return nil, fmt.Errorf("%w: the network's hidden layers are %v and %v: artifacts carry ReLU networks only (the int8 path they lead to runs ReLU)", ErrArtifact, m.Act[0], m.Act[1])
 	}
 	a := &Artifact{Header: newHeader(m, Float32, info)}
 	specs, _ := expectedTensors(Float32, a.Header.Layers)
-	for i, p := range m.Net.Params() {
-		a.Tensors = append(a.Tensors, Tensor{Name: specs[i].name, DType: Float32, Shape: specs[i].shape, F32: append([]float32(nil), p.Values()...)})
+	for i, p := range m.Params {
+		a.Tensors = append(a.Tensors, Tensor{Name: specs[i].name, DType: Float32, Shape: specs[i].shape, F32: append([]float32(nil), p...)})
 	}
 	return a, nil
 }
 
-// Model returns a float32 artifact's model.
-func (a *Artifact) Model() (*nn.Model, error) {
+// Float returns a float32 artifact's model as plain data (its tensors
+// shared: do not modify), for policy/nn's FromFloat; ModelMeta gives the
+// provenance to keep with it.
+func (a *Artifact) Float() (*policy.FloatModel, error) {
 	if a.Header.DType != Float32 {
 		return nil, fmt.Errorf("%w: a %s artifact has no float model", ErrArtifact, a.Header.DType)
 	}
-	l := a.Header.Layers
-	net, err := nn.NewNet(l.F, l.H1, l.H2, l.HC, nil)
-	if err != nil {
-		return nil, err
+	f := &policy.FloatModel{Schema: a.Schema(), Layers: a.Header.Layers, Act: [2]string{"relu", "relu"}, Decision: a.Header.Decision}
+	for _, t := range a.Tensors {
+		f.Params = append(f.Params, t.F32)
 	}
-	for i, p := range net.Params() {
-		copy(p.Values(), a.Tensors[i].F32)
-	}
-	meta := map[string]any{"model_id": a.Header.ModelID, "version": a.Header.Version}
-	return &nn.Model{Schema: a.Schema(), Net: net, Meta: meta, Decision: a.Header.Decision}, nil
+	return f, nil
+}
+
+// ModelMeta is the provenance a float model made from the artifact
+// records: its model ID and version.
+func (a *Artifact) ModelMeta() map[string]any {
+	return map[string]any{"model_id": a.Header.ModelID, "version": a.Header.Version}
 }

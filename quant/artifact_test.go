@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // testSigner is a reproducible key pair (seeded reader).
@@ -33,7 +34,7 @@ func testSigner(t testing.TB, seed uint64) (*Signer, *Keyring) {
 
 func floatArtifact(t testing.TB, seed uint64) *Artifact {
 	t.Helper()
-	a, err := FromModel(randomModel(t, 16, 8, seed), Info{Version: 3, Round: 2, Metrics: map[string]float64{"reward": -1.5}, Created: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)})
+	a, err := FromModel(randomModel(t, 16, 8, seed).Float(), Info{Version: 3, Round: 2, Metrics: map[string]float64{"reward": -1.5}, Created: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func floatArtifact(t testing.TB, seed uint64) *Artifact {
 
 func int8Artifact(t testing.TB, seed uint64) *Artifact {
 	t.Helper()
-	a, err := Quantize(randomModel(t, 16, 8, seed), benchRows(2000, seed), DefaultCalibration(), Info{Version: 4, Created: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)})
+	a, err := Quantize(randomModel(t, 16, 8, seed).Float(), benchRows(2000, seed), DefaultCalibration(), Info{Version: 4, Created: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,13 +98,16 @@ func TestArtifactRoundTrip(t *testing.T) {
 	}
 	// A float artifact gives back the model it was made from.
 	m := randomModel(t, 16, 8, 1)
-	a, _ := FromModel(m, Info{})
-	back, err := a.Model()
+	a, _ := FromModel(m.Float(), Info{})
+	back, err := a.Float()
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := nn.FromFloat(back, a.ModelMeta()); err != nil {
+		t.Fatalf("the artifact's float model does not build: %v", err)
+	}
 	x := benchRows(3, 5)
-	want, _ := ReferenceScores(m, x, 3)
+	want, _ := ReferenceScores(m.Float(), x, 3)
 	got, _ := ReferenceScores(back, x, 3)
 	for i := range want {
 		if want[i] != got[i] {
@@ -119,7 +123,7 @@ func TestArtifactRoundTrip(t *testing.T) {
 func TestArtifactDecision(t *testing.T) {
 	s, keys := testSigner(t, 1)
 	m := randomModel(t, 16, 8, 1)
-	plain, err := FromModel(m, Info{})
+	plain, err := FromModel(m.Float(), Info{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +133,8 @@ func TestArtifactDecision(t *testing.T) {
 		name string
 		make func() (*Artifact, error)
 	}{
-		{"float32", func() (*Artifact, error) { return FromModel(m, Info{}) }},
-		{"int8", func() (*Artifact, error) { return Quantize(m, benchRows(500, 1), DefaultCalibration(), Info{}) }},
+		{"float32", func() (*Artifact, error) { return FromModel(m.Float(), Info{}) }},
+		{"int8", func() (*Artifact, error) { return Quantize(m.Float(), benchRows(500, 1), DefaultCalibration(), Info{}) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, err := tc.make()
@@ -149,7 +153,7 @@ func TestArtifactDecision(t *testing.T) {
 				t.Fatalf("decision %+v, want %+v", got.Header.Decision, m.Decision)
 			}
 			if got.Header.DType == Float32 {
-				back, err := got.Model()
+				back, err := got.Float()
 				if err != nil || back.Decision != m.Decision {
 					t.Fatalf("model's decision %+v (%v), want %+v", back.Decision, err, m.Decision)
 				}
@@ -162,9 +166,9 @@ func TestArtifactDecision(t *testing.T) {
 		})
 	}
 	// The whole-GPU band is covered by the ID too.
-	banded, _ := FromModel(m, Info{})
+	banded, _ := FromModel(m.Float(), Info{})
 	m.Decision.WholeGPUBand = 8
-	wide, _ := FromModel(m, Info{})
+	wide, _ := FromModel(m.Float(), Info{})
 	bb, _ := banded.Encode(s)
 	wb, _ := wide.Encode(s)
 	if bytes.Equal(bb, wb) || banded.Header.ModelID == wide.Header.ModelID {

@@ -10,6 +10,11 @@
 // the rollback floor record the agent and the scheduler keep (Floor,
 // DecodeFloor).
 //
+// quant reads a float model as plain data (policy.FloatModel; policy/nn's
+// Model.Float makes one, nn.FromArtifact rebuilds one from a float32
+// artifact), so it does not link the trainable network or gorgonia, and
+// neither does the scheduler that links quant.
+//
 // Concurrency and lifetimes: an Artifact is a plain value; a Keyring and
 // an Int8Net are read-only once built and safe to share; an Int8Scorer
 // (Int8Net.Scorer) holds scratch and belongs to one goroutine (one

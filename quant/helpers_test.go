@@ -28,7 +28,7 @@ func randomModel(t testing.TB, h1, h2 int, seed uint64) *nn.Model {
 // with the default calibration and builds its integer scorer.
 func quantized(t testing.TB, m *nn.Model, n int, seed uint64) (*Artifact, *Int8Net) {
 	t.Helper()
-	a, err := Quantize(m, benchRows(n, seed), DefaultCalibration(), Info{})
+	a, err := Quantize(m.Float(), benchRows(n, seed), DefaultCalibration(), Info{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestFloatPathMatchesReference(t *testing.T) {
 		if err := fs.Scores(x, k, got); err != nil {
 			t.Fatal(err)
 		}
-		want, err := ReferenceScores(m, x, k)
+		want, err := ReferenceScores(m.Float(), x, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,7 +318,7 @@ func TestInt8TracksFloat(t *testing.T) {
 	a, n := quantized(t, m, 20000, 12)
 	const k = 2000
 	x := benchRows(k, 13)
-	ref, _ := ReferenceScores(m, x, k)
+	ref, _ := ReferenceScores(m.Float(), x, k)
 	sc := n.Scorer()
 	got := make([]float32, k)
 	if err := sc.Scores(x, k, got); err != nil {
@@ -372,11 +372,11 @@ func TestInt8PolicyInSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := randomModel(t, 32, 32, 21)
-	rows, seen, err := CollectRows(context.Background(), env, m, []sim.RunConfig{sim.DefaultRunConfig(sim.Replay)}, 5000, 1)
+	rows, seen, err := CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{sim.DefaultRunConfig(sim.Replay)}, 5000, 1)
 	if err != nil || seen == 0 || len(rows) != min(seen, 5000)*policy.NumFeatures {
 		t.Fatalf("CollectRows: %d rows of %d seen, %v", len(rows)/policy.NumFeatures, seen, err)
 	}
-	a, err := Quantize(m, rows, DefaultCalibration(), Info{})
+	a, err := Quantize(m.Float(), rows, DefaultCalibration(), Info{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestInt8PolicyInSimulator(t *testing.T) {
 	}
 	cfg := sim.DefaultRunConfig(sim.Replay)
 	cfg.Seed = 2
-	ag, err := MeasureAgreement(context.Background(), env, m, n, cfg)
+	ag, err := MeasureAgreement(context.Background(), env, m.Float(), n, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func TestInt8PolicyInSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	aw, err := MeasureAgreement(context.Background(), env, &wide, nw, cfg)
+	aw, err := MeasureAgreement(context.Background(), env, wide.Float(), nw, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,16 +454,16 @@ func TestTanhRefused(t *testing.T) {
 	for _, act := range [][2]nn.Activation{{nn.Tanh, nn.Tanh}, {nn.ReLU, nn.Tanh}} {
 		m := randomModel(t, 16, 16, 4)
 		m.Net.Act = act
-		_, err := Quantize(m, benchRows(200, 4), DefaultCalibration(), Info{})
+		_, err := Quantize(m.Float(), benchRows(200, 4), DefaultCalibration(), Info{})
 		want := "hidden layers are " + act[0].String() + " and " + act[1].String() + ": the int8 path runs ReLU networks only"
 		if !errors.Is(err, ErrQuant) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: Quantize: %v, want ErrQuant naming %q", act, err, want)
 		}
-		if _, err := FromModel(m, Info{}); !errors.Is(err, ErrArtifact) || !strings.Contains(err.Error(), "artifacts carry ReLU networks only") {
+		if _, err := FromModel(m.Float(), Info{}); !errors.Is(err, ErrArtifact) || !strings.Contains(err.Error(), "artifacts carry ReLU networks only") {
 			t.Errorf("%v: FromModel: %v, want ErrArtifact", act, err)
 		}
 		m.Net.Act = [2]nn.Activation{}
-		if _, err := Quantize(m, benchRows(200, 4), DefaultCalibration(), Info{}); err != nil {
+		if _, err := Quantize(m.Float(), benchRows(200, 4), DefaultCalibration(), Info{}); err != nil {
 			t.Errorf("the ReLU twin: %v", err)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/edgesched/edgesched/policy/nn"
+	"github.com/edgesched/edgesched/policy"
 )
 
 // CalibrationOptions choose how activation and input scales are set from
@@ -82,7 +82,7 @@ func scaleOf(stat, levels float64) float64 {
 //
 // The critic is not part of the int8 artifact (the scheduler never runs
 // it). info.Parent defaults to the float model's artifact ID.
-func Quantize(m *nn.Model, rows []float32, opt CalibrationOptions, info Info) (*Artifact, error) {
+func Quantize(m *policy.FloatModel, rows []float32, opt CalibrationOptions, info Info) (*Artifact, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}

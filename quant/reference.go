@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/edgesched/edgesched/policy"
-	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // CheckQuantizable refuses, wrapping ErrQuant, a model the int8 path
@@ -13,13 +12,50 @@ import (
 // (QuantScheme keeps the activations after each ReLU as unsigned 8-bit
 // values; a Tanh layer's negative half has no place there). Such a model
 // runs in the float path only.
-func CheckQuantizable(m *nn.Model) error {
-	if err := m.Validate(); err != nil {
+func CheckQuantizable(m *policy.FloatModel) error {
+	if err := checkFloat(m); err != nil {
 		return err
 	}
-	if !m.Net.AllReLU() {
+	if !m.AllReLU() {
 		return fmt.Errorf("%w: the network's hidden layers are %v and %v: the int8 path runs ReLU networks only (its activations are unsigned 8-bit values after each ReLU); run this model in the float path (edgectl sim --policies learned:FILE.esm), or retrain it with ReLU",
-			ErrQuant, m.Net.Act[0], m.Net.Act[1])
+			ErrQuant, m.Act[0], m.Act[1])
+	}
+	return nil
+}
+
+// checkFloat validates a float model's schema, decision rule and
+// parameter shapes and values.
+func checkFloat(m *policy.FloatModel) error {
+	if m == nil {
+		return fmt.Errorf("%w: no model", ErrQuant)
+	}
+	if err := m.Schema.Validate(); err != nil {
+		return err
+	}
+	if err := m.Decision.Validate(); err != nil {
+		return err
+	}
+	l := m.Layers
+	if l.F != policy.NumFeatures || l.H1 <= 0 || l.H2 <= 0 || l.HC <= 0 {
+		return fmt.Errorf("%w: layers %+v (input must be %d features)", policy.ErrShape, l, policy.NumFeatures)
+	}
+	shapes := policy.Shapes(l.F, l.H1, l.H2, l.HC)
+	if len(m.Params) != len(shapes) {
+		return fmt.Errorf("%w: %d parameter tensors, want %d", policy.ErrShape, len(m.Params), len(shapes))
+	}
+	for i, sh := range shapes {
+		n := 1
+		for _, d := range sh {
+			n *= d
+		}
+		if len(m.Params[i]) != n {
+			return fmt.Errorf("%w: parameter %d has %d values, want %v", policy.ErrShape, i, len(m.Params[i]), sh)
+		}
+		for j, v := range m.Params[i] {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("%w: parameter %d value %d is %v", ErrQuant, i, j, v)
+			}
+		}
 	}
 	return nil
 }
@@ -36,20 +72,19 @@ type reference struct {
 	xn, a1, a2         []float64 // activations of the last row
 }
 
-func newReference(m *nn.Model) (*reference, error) {
+func newReference(m *policy.FloatModel) (*reference, error) {
 	if err := CheckQuantizable(m); err != nil {
 		return nil, err
 	}
-	p := m.Net.Params()
 	d := func(i int) []float64 {
-		v := p[i].Values()
+		v := m.Params[i]
 		out := make([]float64, len(v))
 		for j := range v {
 			out[j] = float64(v[j])
 		}
 		return out
 	}
-	r := &reference{f: m.Net.F, h1: m.Net.H1, h2: m.Net.H2,
+	r := &reference{f: m.Layers.F, h1: m.Layers.H1, h2: m.Layers.H2,
 		w1: d(0), b1: d(1), w2: d(2), b2: d(3), w3: d(4), b3: d(5)[0]}
 	for j := range r.f {
 		r.mean = append(r.mean, float64(m.Schema.Mean[j]))
@@ -87,7 +122,7 @@ func (r *reference) score(raw []float32) float64 {
 
 // ReferenceScores scores raw feature rows (k rows) with the float model in
 // plain float64 loops, independently of the gorgonia path.
-func ReferenceScores(m *nn.Model, raw []float32, k int) ([]float64, error) {
+func ReferenceScores(m *policy.FloatModel, raw []float32, k int) ([]float64, error) {
 	r, err := newReference(m)
 	if err != nil {
 		return nil, err

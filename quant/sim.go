@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/edgesched/edgesched/policy"
-	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -51,14 +50,17 @@ func (r *recorder) Scores(raw []float32, k int, out []float32) error {
 // seed, so the same inputs give the same rows) and how many rows were
 // seen. Use runs whose seeds are not the ones the quantized model will be
 // judged on.
-func CollectRows(ctx context.Context, env *sim.Env, m *nn.Model, runs []sim.RunConfig, maxRows int, seed uint64) ([]float32, int, error) {
+func CollectRows(ctx context.Context, env *sim.Env, m *policy.FloatModel, runs []sim.RunConfig, maxRows int, seed uint64) ([]float32, int, error) {
 	if maxRows < 1 {
 		return nil, 0, fmt.Errorf("%w: maxRows %d", ErrQuant, maxRows)
+	}
+	if m == nil || m.NewScorer == nil {
+		return nil, 0, fmt.Errorf("%w: no float network to run (policy/nn's Model.Float gives one)", ErrQuant)
 	}
 	rec := &recorder{max: maxRows, rng: rand.New(rand.NewPCG(seed, 0xca1))}
 	for _, rc := range runs {
 		f := sim.Factory{Name: "calibration", New: func(env *sim.Env) (sim.Policy, error) {
-			sc, err := nn.NewFloatScorer(m)
+			sc, err := m.NewScorer()
 			if err != nil {
 				return nil, err
 			}
@@ -156,13 +158,17 @@ func argmax(v []float64) int {
 // MeasureAgreement runs the float model on env with cfg and counts, at
 // every decision with two or more candidates, whether the int8 network
 // would have picked the same node.
-func MeasureAgreement(ctx context.Context, env *sim.Env, m *nn.Model, n *Int8Net, cfg sim.RunConfig) (Agreement, error) {
+func MeasureAgreement(ctx context.Context, env *sim.Env, m *policy.FloatModel, n *Int8Net, cfg sim.RunConfig) (Agreement, error) {
 	var a Agreement
+	if m == nil || m.NewScorer == nil {
+		return a, fmt.Errorf("%w: no float network to run (policy/nn's Model.Float gives one)", ErrQuant)
+	}
 	f := sim.Factory{Name: "agreement", New: func(env *sim.Env) (sim.Policy, error) {
-		fl, err := nn.NewLearned("float", m, env)
+		sc, err := m.NewScorer()
 		if err != nil {
 			return nil, err
 		}
+		fl := policy.NewLearnedScorer("float", sc, m.Decision, env)
 		return &shadow{float: fl, q: policy.NewLearnedScorer("int8", n.Scorer(), n.Decision, env), agree: &a}, nil
 	}}
 	_, err := sim.Run(ctx, env, f, cfg)

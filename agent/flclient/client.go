@@ -438,7 +438,7 @@ func (c *Client) baseModel(ctx context.Context, js jetstream.JetStream, a *feder
 		if a2.Header.ModelID != a.BaseModel {
 			return nil, "", 0, fmt.Errorf("base object %s is model %s, the round names %s", a.BaseObject, a2.Header.ModelID, a.BaseModel)
 		}
-		m, err := a2.Model()
+		m, err := nn.FromArtifact(a2)
 		return m, a.BaseModel, a.BaseVersion, err
 	}
 	if a.Mode != federated.Async {
@@ -448,7 +448,7 @@ func (c *Client) baseModel(ctx context.Context, js jetstream.JetStream, a *feder
 	if ierr != nil {
 		return nil, "", 0, fmt.Errorf("%v; and no installed model: %w", err, ierr)
 	}
-	m, merr := art.Model()
+	m, merr := nn.FromArtifact(art)
 	return m, inst.Float, inst.Version, merr
 }
 

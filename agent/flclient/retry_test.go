@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -96,7 +97,7 @@ func TestFetchFailuresAreRetried(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			base, err := fa.Model()
+			base, err := nn.FromArtifact(fa)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -71,7 +71,7 @@ func (f *feed) artifacts(seed uint64, version uint64, created time.Time) (*quant
 	}
 	m := &nn.Model{Schema: policy.NewSchema(), Net: net}
 	info := quant.Info{Version: version, Created: created}
-	fa, err := quant.FromModel(m, info)
+	fa, err := quant.FromModel(m.Float(), info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func (f *feed) artifacts(seed uint64, version uint64, created time.Time) (*quant
 	for i := range rows {
 		rows[i] = float32(rng.NormFloat64())
 	}
-	qa, err := quant.Quantize(m, rows, quant.DefaultCalibration(), info)
+	qa, err := quant.Quantize(m.Float(), rows, quant.DefaultCalibration(), info)
 	if err != nil {
 		t.Fatal(err)
 	}

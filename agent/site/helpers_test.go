@@ -39,7 +39,7 @@ func smallModel(t testing.TB, seed uint64) *nn.Model {
 func int8Bytes(t testing.TB, s *quant.Signer, seed, v uint64) []byte {
 	t.Helper()
 	rows, _ := fltest.CalibrationRows(context.Background(), nil)
-	a, err := quant.Quantize(smallModel(t, seed), rows, quant.DefaultCalibration(), quant.Info{Version: v, Created: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)})
+	a, err := quant.Quantize(smallModel(t, seed).Float(), rows, quant.DefaultCalibration(), quant.Info{Version: v, Created: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}

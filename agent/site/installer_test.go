@@ -77,7 +77,7 @@ func TestInstaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	v2, v3, v3b := int8Bytes(t, coord, 1, 2), int8Bytes(t, coord, 1, 3), int8Bytes(t, coord, 2, 3)
-	floatArt, err := quant.FromModel(smallModel(t, 1), quant.Info{Version: 9})
+	floatArt, err := quant.FromModel(smallModel(t, 1).Float(), quant.Info{Version: 9})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -365,7 +365,7 @@ func ScenarioCalibration(ref string) (func(context.Context, *nn.Model) ([]float3
 	}
 	rc.Seed = 9001
 	return func(ctx context.Context, m *nn.Model) ([]float32, error) {
-		rows, _, err := quant.CollectRows(ctx, env, m, []sim.RunConfig{rc}, 20000, 9001)
+		rows, _, err := quant.CollectRows(ctx, env, m.Float(), []sim.RunConfig{rc}, 20000, 9001)
 		return rows, err
 	}, nil
 }

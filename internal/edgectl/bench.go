@@ -131,7 +131,7 @@ func (f *benchFlags) run(cmd *cobra.Command, ref string) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "gathering candidate rows: one simulator run (seed %d)\n", f.seed)
-	rows, _, err := quant.CollectRows(cmd.Context(), env, m, []sim.RunConfig{rc}, max(f.candidates, 5000), f.seed)
+	rows, _, err := quant.CollectRows(cmd.Context(), env, m.Float(), []sim.RunConfig{rc}, max(f.candidates, 5000), f.seed)
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func (f *benchFlags) run(cmd *cobra.Command, ref string) error {
 	if got := len(rows) / F; got < f.candidates {
 		return fmt.Errorf("--candidates: the run scored only %d candidate rows; ask for at most that many or use a larger input", got)
 	}
-	a, err := quant.Quantize(m, rows, quant.DefaultCalibration(), quant.Info{Created: time.Now()})
+	a, err := quant.Quantize(m.Float(), rows, quant.DefaultCalibration(), quant.Info{Created: time.Now()})
 	if err != nil {
 		return err
 	}

@@ -209,7 +209,7 @@ func learnedFactory(name string, opt quant.DecodeOptions) (sim.Factory, error) {
 			}
 			return quant.Factory(name, n), nil
 		}
-		m, err := a.Model()
+		m, err := nn.FromArtifact(a)
 		if err != nil {
 			return sim.Factory{}, err
 		}

@@ -93,7 +93,7 @@ func loadFloatModel(ref string, opt quant.DecodeOptions) (m *nn.Model, id string
 		if err != nil {
 			return nil, "", err
 		}
-		m, err := a.Model()
+		m, err := nn.FromArtifact(a)
 		return m, a.Header.ModelID, err
 	case strings.ContainsRune(ref, '/') || strings.HasSuffix(ref, ".esm"):
 		d, err := nn.ReadFile(ref)

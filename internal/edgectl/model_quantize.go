@@ -130,7 +130,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	if err != nil {
 		return err
 	}
-	if err := quant.CheckQuantizable(m); err != nil { // before the calibration runs
+	if err := quant.CheckQuantizable(m.Float()); err != nil { // before the calibration runs
 		return fmt.Errorf("%s: %w", ref, err)
 	}
 	ctx := cmd.Context()
@@ -147,7 +147,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 		}
 		update, finish := newBar(cmd.ErrOrStderr(), show, fmt.Sprintf("calibration run %d/%d (seed %d)", i+1, len(calibSeeds), seed))
 		rc.Progress = update
-		r, n, err := quant.CollectRows(ctx, env, m, []sim.RunConfig{rc}, f.maxRows/len(calibSeeds), seed)
+		r, n, err := quant.CollectRows(ctx, env, m.Float(), []sim.RunConfig{rc}, f.maxRows/len(calibSeeds), seed)
 		finish()
 		if err != nil {
 			return err
@@ -158,14 +158,14 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	if c := quant.ConstantFeatures(rows); len(c) > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: features %s never vary in the calibration rows: the int8 model clamps them near that value (calibrate on states that exercise them, e.g. --scenario for service dependencies)\n", strings.Join(c, ", "))
 	}
-	a, err := quant.Quantize(m, rows, calib, quant.Info{Version: f.version, Round: f.round, Parent: firstNonEmpty(f.parent, id), Metrics: metricsOf(m), Created: time.Now()})
+	a, err := quant.Quantize(m.Float(), rows, calib, quant.Info{Version: f.version, Round: f.round, Parent: firstNonEmpty(f.parent, id), Metrics: metricsOf(m), Created: time.Now()})
 	if err != nil {
 		return err
 	}
 	if err := quant.WriteFile(f.out, a, s); err != nil {
 		return err
 	}
-	fa, err := quant.FromModel(m, quant.Info{Created: a.Header.Created})
+	fa, err := quant.FromModel(m.Float(), quant.Info{Created: a.Header.Created})
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 		if update != nil {
 			rc.Progress = func(done, total int64) { runTotal = total; update(base+done, 3*total) }
 		}
-		ag, err := quant.MeasureAgreement(ctx, env, m, n, rc)
+		ag, err := quant.MeasureAgreement(ctx, env, m.Float(), n, rc)
 		if err != nil {
 			finish()
 			return err

@@ -38,7 +38,7 @@ training output (.esm) or another float32 artifact (.esa, re-signed; give
 			if parent == "" {
 				parent = id
 			}
-			a, err := quant.FromModel(m, quant.Info{Version: f.version, Round: f.round, Parent: parent, Metrics: metricsOf(m), Created: time.Now()})
+			a, err := quant.FromModel(m.Float(), quant.Info{Version: f.version, Round: f.round, Parent: parent, Metrics: metricsOf(m), Created: time.Now()})
 			if err != nil {
 				return err
 			}

@@ -304,3 +304,68 @@ func ReadFile(path string) (*Decoded, error) {
 }
 
 func sortStrings(s []string) { slices.Sort(s) }
+
+// Float returns m as plain data (policy.FloatModel) for package quant,
+// sharing m's parameters; its NewScorer is NewFloatScorer(m).
+func (m *Model) Float() *policy.FloatModel {
+	f := &policy.FloatModel{Schema: m.Schema, Decision: m.Decision,
+		Layers: policy.Layers{F: m.Net.F, H1: m.Net.H1, H2: m.Net.H2, HC: m.Net.HC},
+		Act:    [2]string{m.Net.Act[0].String(), m.Net.Act[1].String()},
+		NewScorer: func() (policy.Scorer, error) {
+			sc, err := NewFloatScorer(m)
+			if err != nil {
+				return nil, err
+			}
+			return sc, nil
+		}}
+	for _, p := range m.Net.Params() {
+		f.Params = append(f.Params, p.Values())
+	}
+	return f
+}
+
+// FromFloat builds a model from plain data (a float32 artifact's, quant's
+// Artifact.Float), copying the parameters, and validates it.
+func FromFloat(f *policy.FloatModel, meta map[string]any) (*Model, error) {
+	l := f.Layers
+	net, err := NewNet(l.F, l.H1, l.H2, l.HC, nil)
+	if err != nil {
+		return nil, err
+	}
+	for i, a := range f.Act {
+		if net.Act[i], err = ParseActivation(a); err != nil {
+			return nil, err
+		}
+	}
+	ps := net.Params()
+	if len(f.Params) != len(ps) {
+		return nil, fmt.Errorf("%w: %d parameter tensors, want %d", policy.ErrShape, len(f.Params), len(ps))
+	}
+	for i, p := range ps {
+		if len(f.Params[i]) != len(p.Values()) {
+			return nil, fmt.Errorf("%w: %s has %d values, want %d", policy.ErrShape, p.Name, len(f.Params[i]), len(p.Values()))
+		}
+		copy(p.Values(), f.Params[i])
+	}
+	m := &Model{Schema: f.Schema, Net: net, Meta: meta, Decision: f.Decision}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// FloatSource is what a float32 artifact (quant's Artifact) offers for a
+// model to be rebuilt from it, without policy/nn importing quant.
+type FloatSource interface {
+	Float() (*policy.FloatModel, error)
+	ModelMeta() map[string]any
+}
+
+// FromArtifact rebuilds the float model of a float32 artifact.
+func FromArtifact(a FloatSource) (*Model, error) {
+	f, err := a.Float()
+	if err != nil {
+		return nil, err
+	}
+	return FromFloat(f, a.ModelMeta())
+}

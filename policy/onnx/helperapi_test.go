@@ -162,7 +162,7 @@ func TestImportHelperAPI(t *testing.T) {
 // (default pods, all nodes, inflate, seed 1).
 func scheduleInt8(t *testing.T, m *nn.Model, rows []float32) {
 	t.Helper()
-	a, err := quant.Quantize(m, rows, quant.DefaultCalibration(), quant.Info{Version: 1})
+	a, err := quant.Quantize(m.Float(), rows, quant.DefaultCalibration(), quant.Info{Version: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

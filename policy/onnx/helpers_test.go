@@ -172,7 +172,7 @@ var realRows = sync.OnceValues(func() ([]float32, error) {
 	}
 	rc := sim.DefaultRunConfig(sim.Inflate)
 	rc.Seed = 9001
-	rows, _, err := quant.CollectRows(context.Background(), env, m, []sim.RunConfig{rc}, numRealRows, 9001)
+	rows, _, err := quant.CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{rc}, numRealRows, 9001)
 	return rows, err
 })
 

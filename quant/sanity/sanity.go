@@ -65,7 +65,7 @@ func Check(a *quant.Artifact, rows []float32) error {
 			scores[i] = float64(v)
 		}
 	case quant.Float32:
-		m, err := a.Model()
+		m, err := a.Float()
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrInsane, err)
 		}

@@ -28,14 +28,14 @@ func TestCheckSanity(t *testing.T) {
 		m.Schema.Mean[i] = float32(0.2 * rng.NormFloat64())
 		m.Schema.Std[i] = float32(0.5 + rng.Float64())
 	}
-	a, err := quant.Quantize(m, Rows(m.Schema, 300), quant.DefaultCalibration(), quant.Info{})
+	a, err := quant.Quantize(m.Float(), Rows(m.Schema, 300), quant.DefaultCalibration(), quant.Info{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := CheckArtifact(a); err != nil {
 		t.Fatalf("a sane int8 model: %v", err)
 	}
-	fa, err := quant.FromModel(m, quant.Info{})
+	fa, err := quant.FromModel(m.Float(), quant.Info{})
 	if err != nil {
 		t.Fatal(err)
 	}

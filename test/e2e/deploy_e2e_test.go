@@ -1495,11 +1495,11 @@ func signedTestModel(ctx context.Context, t *testing.T, s *quant.Signer) []byte 
 	}
 	rc := sim.DefaultRunConfig(sim.Inflate)
 	rc.Seed = 9001
-	rows, _, err := quant.CollectRows(ctx, env, m, []sim.RunConfig{rc}, 1000, 9001)
+	rows, _, err := quant.CollectRows(ctx, env, m.Float(), []sim.RunConfig{rc}, 1000, 9001)
 	if err != nil {
 		t.Fatal(err)
 	}
-	art, err := quant.Quantize(m, rows, quant.DefaultCalibration(), quant.Info{Version: 1, Created: time.Unix(1_800_000_000, 0)})
+	art, err := quant.Quantize(m.Float(), rows, quant.DefaultCalibration(), quant.Info{Version: 1, Created: time.Unix(1_800_000_000, 0)})
 	if err != nil {
 		t.Fatal(err)
 	}

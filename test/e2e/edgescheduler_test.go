@@ -196,13 +196,13 @@ func quantizeIn(envs []*sim.Env, name string, info quant.Info) (*quant.Artifact,
 			rc = sim.DefaultRunConfig(sim.Replay)
 		}
 		rc.Seed = 9001
-		r, _, err := quant.CollectRows(context.Background(), env, m, []sim.RunConfig{rc}, 5000, 9001)
+		r, _, err := quant.CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{rc}, 5000, 9001)
 		if err != nil {
 			return nil, fmt.Errorf("calibrate %s: %w", name, err)
 		}
 		rows = append(rows, r...)
 	}
-	a, err := quant.Quantize(m, rows, quant.DefaultCalibration(), info)
+	a, err := quant.Quantize(m.Float(), rows, quant.DefaultCalibration(), info)
 	if err != nil {
 		return nil, fmt.Errorf("quantize %s: %w", name, err)
 	}
