@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/agreement"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
 )
@@ -61,7 +62,7 @@ func TestShippedDefaultInt8Agreement(t *testing.T) {
 	}
 	cfg := sim.DefaultRunConfig(sim.Inflate)
 	cfg.Seed = 2
-	ag, err := quant.MeasureAgreement(context.Background(), env, m.Float(), n, cfg)
+	ag, err := agreement.Measure(context.Background(), env, m.Float(), n, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

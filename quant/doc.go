@@ -3,7 +3,8 @@
 // ed25519 keys (Signer, Keyring), quantization of a float model calibrated
 // on simulator states (CollectRows, Quantize), the all-integer scorer
 // (Int8Net) with its portable and vector (AVX2/AVX-512) kernels, the int8
-// policy in the simulator (Factory, MeasureAgreement), the codec of
+// policy in the simulator (Factory; how often it agrees with the float
+// policy is quant/agreement's), the codec of
 // federated weight updates (EncodeUpdate, DecodeUpdate), and what model
 // identity and trust mean to every loader: the abbreviated model ID
 // (ShortID), rollback and freshness checks (CheckNewer, CheckFresh) and

@@ -360,8 +360,9 @@ func TestInt8TracksFloat(t *testing.T) {
 	}
 }
 
-// TestInt8PolicyInSimulator: the int8 policy runs in the simulator and
-// agrees with the float policy on most decisions of a replay.
+// TestInt8PolicyInSimulator: calibration rows come from the float
+// policy's own run, and the int8 policy made from them runs in the
+// simulator (quant/agreement measures how often the two agree).
 func TestInt8PolicyInSimulator(t *testing.T) {
 	l, err := scenario.Load("builtin:factory-vision")
 	if err != nil {
@@ -376,6 +377,9 @@ func TestInt8PolicyInSimulator(t *testing.T) {
 	if err != nil || seen == 0 || len(rows) != min(seen, 5000)*policy.NumFeatures {
 		t.Fatalf("CollectRows: %d rows of %d seen, %v", len(rows)/policy.NumFeatures, seen, err)
 	}
+	if _, _, err := CollectRows(context.Background(), env, &policy.FloatModel{}, []sim.RunConfig{sim.DefaultRunConfig(sim.Replay)}, 10, 1); !errors.Is(err, ErrQuant) {
+		t.Fatalf("CollectRows without a float network: %v", err)
+	}
 	a, err := Quantize(m.Float(), rows, DefaultCalibration(), Info{})
 	if err != nil {
 		t.Fatal(err)
@@ -384,41 +388,12 @@ func TestInt8PolicyInSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sim.DefaultRunConfig(sim.Replay)
-	cfg.Seed = 2
-	ag, err := MeasureAgreement(context.Background(), env, m.Float(), n, cfg)
+	res, err := sim.Run(context.Background(), env, Factory("int8", n), sim.DefaultRunConfig(sim.Replay))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("agreement %.4f over %d decisions", ag.Rate(), ag.Decisions)
-	if ag.Decisions == 0 || ag.Rate() < 0.8 || ag.SameArgmax != ag.Same {
-		t.Fatalf("agreement %.3f (argmax %d of %d) over %d decisions", ag.Rate(), ag.SameArgmax, ag.Same, ag.Decisions)
-	}
-	// A band wider than any score range hands every decision to FGD's
-	// score, computed alike on both paths: full agreement by the rule.
-	// (Without the scenario's dependencies: the rule leaves pods with a
-	// placed dependency neighbour to the networks.)
-	l.Workload.Dependencies = nil
-	if env, err = sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	wide := *m
-	wide.Decision = policy.Decision{Band: policy.MaxBand}
-	a.Header.Decision = wide.Decision
-	nw, err := NewInt8Net(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	aw, err := MeasureAgreement(context.Background(), env, wide.Float(), nw, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("wide band: agreement %.4f, networks' argmax %.4f, over %d decisions", aw.Rate(), aw.ArgmaxRate(), aw.Decisions)
-	if aw.Decisions == 0 || aw.Same != aw.Decisions {
-		t.Fatalf("wide band: %d of %d decisions agree", aw.Same, aw.Decisions)
-	}
-	if _, err := sim.Run(context.Background(), env, Factory("int8", n), cfg); err != nil {
-		t.Fatal(err)
+	if res.Decisions == 0 {
+		t.Fatalf("the int8 policy made no decision: %+v", res)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/agreement"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -187,7 +188,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	if err != nil {
 		return err
 	}
-	var total quant.Agreement
+	var total agreement.Agreement
 	measure := "unallocated_gpu_share_at_100"
 	if f.scenario != "" {
 		measure = "failure_rate"
@@ -205,7 +206,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 		if update != nil {
 			rc.Progress = func(done, total int64) { runTotal = total; update(base+done, 3*total) }
 		}
-		ag, err := quant.MeasureAgreement(ctx, env, m.Float(), n, rc)
+		ag, err := agreement.Measure(ctx, env, m.Float(), n, rc)
 		if err != nil {
 			finish()
 			return err
