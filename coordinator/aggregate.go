@@ -15,6 +15,7 @@ import (
 	"github.com/edgesched/edgesched/internal/parallel"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // modelError is a failure to make a model out of an aggregate that
@@ -318,7 +319,7 @@ func (c *Coordinator) decodeStored(r *Round, k, v []byte, dims int, buf []float3
 	if err != nil {
 		return decoded{err: err}
 	}
-	u, err := quant.DecodeUpdateInto(s.Payload, dims, buf)
+	u, err := esu.DecodeInto(s.Payload, dims, buf)
 	if err != nil {
 		return decoded{err: fmt.Errorf("%w: stored update %s: %v", ErrStore, what, err)}
 	}

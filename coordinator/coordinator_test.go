@@ -14,6 +14,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // fakeClock is a settable Clock.
@@ -88,7 +89,7 @@ func (u *unit) update(t *testing.T, site string, seq uint64, r *Round) []byte {
 	for i := range delta {
 		delta[i] = 0.01
 	}
-	payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Encoding: quant.UpdateInt8, Values: delta}, quant.DefaultUpdateOptions(seq))
+	payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Encoding: esu.Int8, Values: delta}, esu.DefaultOptions(seq))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgesched/edgesched/federated"
-	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // poisoned is site's signed update of round r with every value v.
@@ -23,7 +23,7 @@ func (u *unit) poisoned(t *testing.T, site string, seq uint64, r *Round, v float
 	for i := range delta {
 		delta[i] = v
 	}
-	payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Values: delta}, quant.DefaultUpdateOptions(seq))
+	payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Values: delta}, esu.DefaultOptions(seq))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,10 +168,10 @@ func TestInsaneAggregateFailsRound(t *testing.T) {
 	for i := b1; i < b1+m.Net.H1; i++ {
 		delta[i] = 1
 	}
-	opt := quant.DefaultUpdateOptions(1)
-	opt.Encoding = quant.UpdateFloat32
+	opt := esu.DefaultOptions(1)
+	opt.Encoding = esu.Float32
 	for _, site := range []string{"site-a", "site-b"} {
-		payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Encoding: quant.UpdateFloat32, Values: delta}, opt)
+		payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Encoding: esu.Float32, Values: delta}, opt)
 		if err != nil {
 			t.Fatal(err)
 		}

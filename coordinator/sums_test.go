@@ -18,6 +18,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 const sumSites = 6
@@ -93,12 +94,12 @@ func (s *sumRig) updates(r *Round) [][]byte {
 		for j := range delta {
 			delta[j] = float32(sd * rng.NormFloat64())
 		}
-		opt := quant.DefaultUpdateOptions(uint64(i))
+		opt := esu.DefaultOptions(uint64(i))
 		opt.ChunkSize = 16 + 50*i
 		if i == 4 {
-			opt.Encoding = quant.UpdateFloat32
+			opt.Encoding = esu.Float32
 		}
-		payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Values: delta}, opt)
+		payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Values: delta}, opt)
 		if err != nil {
 			s.t.Fatal(err)
 		}
@@ -223,7 +224,7 @@ func TestSummingRoundOrderAndRestart(t *testing.T) {
 		if _, ok := rp.Stats[k]; !ok {
 			t.Fatalf("stat %s missing from the payload round's %v", k, rp.Stats)
 		}
-		// (norms: quant.CheckUpdate's from the int8 values, or of the
+		// (norms: esu.Check's from the int8 values, or of the
 		// decoded float32 values)
 		if !(math.Abs(ra.Stats[k]-rp.Stats[k]) <= 1e-6*max(1, math.Abs(rp.Stats[k]))) || ra.Stats[k] != rb.Stats[k] {
 			t.Errorf("stat %s: summed %v (shuffled %v), stored payloads %v", k, ra.Stats[k], rb.Stats[k], rp.Stats[k])
@@ -249,7 +250,7 @@ func TestSummingRoundRefusals(t *testing.T) {
 	// site 0 again, with a new sequence: the site already contributed
 	m, _ := s.c.FloatModel(r.BaseVersion)
 	again := func(seq uint64, edit func([]byte)) []byte {
-		payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Values: make([]float32, m.Net.NumParams())}, quant.DefaultUpdateOptions(seq))
+		payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Values: make([]float32, m.Net.NumParams())}, esu.DefaultOptions(seq))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // ErrWrongSubject: an update arrived on another site's subject than its
@@ -20,19 +20,19 @@ type CheckedUpdate struct {
 	Msg *UpdateMsg
 	Err error
 	// PayloadErr refuses the verified message's payload (it wraps
-	// quant.ErrUpdate); otherwise Payload is its base model, size and L2
+	// esu.ErrUpdate); otherwise Payload is its base model, size and L2
 	// norm.
 	PayloadErr error
-	Payload    quant.UpdateInfo
+	Payload    esu.Info
 	// View is the checked payload's values as they travel (nil when it
 	// was refused).
-	View *quant.UpdateView
+	View *esu.View
 }
 
 // CheckUpdateMsg verifies an update message that arrived on subject (""
 // skips the subject binding): the envelope and its signature
 // (DecodeUpdateMsg), then the payload for at most maxValues values (0:
-// any) with quant.CheckUpdate, without decoding its values. It holds no
+// any) with esu.Check, without decoding its values. It holds no
 // state: safe for concurrent use.
 func CheckUpdateMsg(data []byte, subject string, keys SiteKeys, maxValues int) CheckedUpdate {
 	m, err := DecodeUpdateMsg(data, keys)
@@ -50,5 +50,5 @@ func CheckUpdateMsg(data []byte, subject string, keys SiteKeys, maxValues int) C
 // CheckPayload checks the message's payload again for at most maxValues
 // values (a receiver whose expected size changed since).
 func (c *CheckedUpdate) CheckPayload(maxValues int) {
-	c.Payload, c.View, c.PayloadErr = quant.CheckUpdateView(c.Msg.Payload, maxValues)
+	c.Payload, c.View, c.PayloadErr = esu.CheckView(c.Msg.Payload, maxValues)
 }

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // TestFixedSumMergeIsFlat: 40 updates split into regions of 5, 17, 1 and
@@ -15,7 +15,7 @@ import (
 // and adds nothing.
 func TestFixedSumMergeIsFlat(t *testing.T) {
 	const n, dim = 40, 5000
-	us := fixedUpdates(t, n, dim, 0.01, quant.UpdateInt8, 3)
+	us := fixedUpdates(t, n, dim, 0.01, esu.Int8, 3)
 	shift, wshift, ok := FixedShifts(n, 5000, 10)
 	if !ok {
 		t.Fatal("bounds refused")

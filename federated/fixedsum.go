@@ -6,7 +6,7 @@ import (
 	"math/bits"
 
 	"github.com/edgesched/edgesched/internal/parallel"
-	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // FixedSum is FedAvg's and FedBuff's running sums (sum of w_i * d_i, the
@@ -82,7 +82,7 @@ func (s *FixedSum) SetLimit(limit float64) { s.limit = limit }
 
 // FixedTerm is one contribution prepared for FixedSum.Add.
 type FixedTerm struct {
-	v    *quant.UpdateView
+	v    *esu.View
 	mult float64
 	// per int8 chunk: the multiplier mult*scale as m * 2^e (e >= 0)
 	m []int64
@@ -91,10 +91,10 @@ type FixedTerm struct {
 
 // Prepare checks one contribution against the sums' bound and prepares
 // it: the update's values times mult (its weight, times its clipping
-// factor), norm being their L2 norm (quant.CheckUpdate's) before mult.
+// factor), norm being their L2 norm (esu.Check's) before mult.
 // A contribution whose terms could exceed the bound (twice the limit, for
 // rounding) is refused with an error wrapping ErrContribution.
-func (s *FixedSum) Prepare(v *quant.UpdateView, mult, norm float64) (FixedTerm, error) {
+func (s *FixedSum) Prepare(v *esu.View, mult, norm float64) (FixedTerm, error) {
 	if v.Len() != len(s.Hi) {
 		return FixedTerm{}, fmt.Errorf("%w: %d values, the sums have %d", ErrContribution, v.Len(), len(s.Hi))
 	}
@@ -102,7 +102,7 @@ func (s *FixedSum) Prepare(v *quant.UpdateView, mult, norm float64) (FixedTerm, 
 		return FixedTerm{}, fmt.Errorf("%w: weight %v times norm %v exceeds the bound %v", ErrContribution, mult, norm, s.limit)
 	}
 	t := FixedTerm{v: v, mult: mult}
-	if v.Encoding() != quant.UpdateInt8 {
+	if v.Encoding() != esu.Int8 {
 		return t, nil
 	}
 	n := v.Chunks()
@@ -201,7 +201,7 @@ func (s *FixedSum) Add(terms []FixedTerm, workers int) {
 
 func (s *FixedSum) addStripe(t *FixedTerm, lo, hi int) {
 	v := t.v
-	if v.Encoding() != quant.UpdateInt8 {
+	if v.Encoding() != esu.Int8 {
 		for i := lo; i < hi; i++ {
 			x := t.mult * float64(v.Float32(i))
 			h, l := shifted(fixedParts(x, s.Shift))

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // fixedUpdate is an encoded update of random values (standard deviation
@@ -23,7 +23,7 @@ type fixedUpdate struct {
 	stale   int
 }
 
-func fixedUpdates(t testing.TB, n, dim int, sd float64, enc quant.UpdateEncoding, seed uint64) []fixedUpdate {
+func fixedUpdates(t testing.TB, n, dim int, sd float64, enc esu.Encoding, seed uint64) []fixedUpdate {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	base := strings.Repeat("ab", 32)
@@ -34,20 +34,20 @@ func fixedUpdates(t testing.TB, n, dim int, sd float64, enc quant.UpdateEncoding
 		for j := range v {
 			v[j] = float32(s * rng.NormFloat64())
 		}
-		opt := quant.DefaultUpdateOptions(seed<<20 | uint64(i))
+		opt := esu.DefaultOptions(seed<<20 | uint64(i))
 		opt.Encoding = enc
-		if enc == quant.UpdateInt8 {
+		if enc == esu.Int8 {
 			opt.ChunkSize = 1 + rng.IntN(700) // chunks that straddle the stripes
 		}
-		b, err := quant.EncodeUpdate(&quant.Update{Base: base, Values: v}, opt)
+		b, err := esu.Encode(&esu.Update{Base: base, Values: v}, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, err := quant.DecodeUpdate(b, dim)
+		u, err := esu.Decode(b, dim)
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := quant.CheckUpdate(b, dim)
+		info, err := esu.Check(b, dim)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func addFixed(t testing.TB, s *FixedSum, us []fixedUpdate, order []int, group, w
 	var terms []FixedTerm
 	for _, i := range order {
 		u := us[i]
-		v, err := quant.ViewUpdate(u.payload, len(s.Hi))
+		v, err := esu.ViewOf(u.payload, len(s.Hi))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func addFixed(t testing.TB, s *FixedSum, us []fixedUpdate, order []int, group, w
 // float64 running sum (meanAggregator) depends on the order.
 func TestFixedSumOrderIndependent(t *testing.T) {
 	const n, dim = 40, 9000
-	for _, enc := range []quant.UpdateEncoding{quant.UpdateInt8, quant.UpdateFloat32} {
+	for _, enc := range []esu.Encoding{esu.Int8, esu.Float32} {
 		us := fixedUpdates(t, n, dim, 0.01, enc, 1)
 		shift, wshift, ok := FixedShifts(n, 5000, 10)
 		if !ok {
@@ -141,7 +141,7 @@ func TestFixedSumOrderIndependent(t *testing.T) {
 // same statistics.
 func TestFixedSumMatchesFedAvg(t *testing.T) {
 	const n, dim = 30, 5000
-	us := fixedUpdates(t, n, dim, 0.5, quant.UpdateInt8, 2)
+	us := fixedUpdates(t, n, dim, 0.5, esu.Int8, 2)
 	const clip = 3
 	for _, rule := range []string{RuleFedAvg, RuleFedBuff} {
 		cfg := DefaultAggregatorConfig()
@@ -153,7 +153,7 @@ func TestFixedSumMatchesFedAvg(t *testing.T) {
 			d := append([]float32(nil), u.values...)
 			ClipL2(d, clip)
 			addAll(t, agg, Contribution{Site: "s", Delta: d, Weight: u.weight, Staleness: u.stale})
-			v, err := quant.ViewUpdate(u.payload, dim)
+			v, err := esu.ViewOf(u.payload, dim)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,18 +202,18 @@ func must(t testing.TB, err error) {
 // themselves bit for bit (every term above the resolution is exact).
 func TestFixedSumExactCancellation(t *testing.T) {
 	const dim = 1000
-	us := fixedUpdates(t, 1, dim, 0.1, quant.UpdateFloat32, 3)
+	us := fixedUpdates(t, 1, dim, 0.1, esu.Float32, 3)
 	neg := make([]float32, dim)
 	for i, v := range us[0].values {
 		neg[i] = -v
 	}
-	opt := quant.DefaultUpdateOptions(1)
-	opt.Encoding = quant.UpdateFloat32
-	b, err := quant.EncodeUpdate(&quant.Update{Base: strings.Repeat("ab", 32), Values: neg}, opt)
+	opt := esu.DefaultOptions(1)
+	opt.Encoding = esu.Float32
+	b, err := esu.Encode(&esu.Update{Base: strings.Repeat("ab", 32), Values: neg}, opt)
 	must(t, err)
 	shift, wshift, _ := FixedShifts(3, 1e8, 10)
 	add := func(s *FixedSum, payload []byte, w float64) {
-		v, err := quant.ViewUpdate(payload, dim)
+		v, err := esu.ViewOf(payload, dim)
 		must(t, err)
 		term, err := s.Prepare(v, w, us[0].norm)
 		must(t, err)
@@ -259,30 +259,30 @@ func TestFixedSumBounds(t *testing.T) {
 		t.Fatalf("default bounds: shifts %d/%d %v, want 84/87", shift, wshift, ok)
 	}
 	const dim = 600
-	us := fixedUpdates(t, 1, dim, 1, quant.UpdateInt8, 4)
+	us := fixedUpdates(t, 1, dim, 1, esu.Int8, 4)
 	s := NewFixedSum(dim, shift, wshift, 1e9)
-	v, _ := quant.ViewUpdate(us[0].payload, dim)
+	v, _ := esu.ViewOf(us[0].payload, dim)
 	if _, err := s.Prepare(v, 1e9, us[0].norm); !errors.Is(err, ErrContribution) {
 		t.Errorf("weight 1e9 times norm %v: %v, want ErrContribution", us[0].norm, err)
 	}
 	// a hostile encoding: a huge scale whose values are all 0 (norm 0)
-	huge := fixedUpdates(t, 1, dim, 1, quant.UpdateInt8, 5)[0].payload
-	hv, _ := quant.ViewUpdate(huge, dim)
+	huge := fixedUpdates(t, 1, dim, 1, esu.Int8, 5)[0].payload
+	hv, _ := esu.ViewOf(huge, dim)
 	_, q := hv.Int8Chunk(0)
 	clear(q)
 	// (the view aliases the payload: chunk 0's values are now 0; its
 	// scale becomes 1e30 and the CRC is made again)
 	binary.LittleEndian.PutUint32(huge[44:], math.Float32bits(1e30)) // after the 44-byte header
 	binary.LittleEndian.PutUint32(huge[len(huge)-4:], crc32.ChecksumIEEE(huge[:len(huge)-4]))
-	info, err := quant.CheckUpdate(huge, dim)
+	info, err := esu.Check(huge, dim)
 	must(t, err)
-	hv, err = quant.ViewUpdate(huge, dim)
+	hv, err = esu.ViewOf(huge, dim)
 	must(t, err)
 	if _, err := s.Prepare(hv, 100, info.Norm); !errors.Is(err, ErrContribution) {
 		t.Errorf("a chunk scale of 1e30 with zero values (norm %v): %v, want ErrContribution", info.Norm, err)
 	}
-	small := fixedUpdates(t, 1, dim-1, 1, quant.UpdateInt8, 6)[0].payload
-	sv, _ := quant.ViewUpdate(small, dim)
+	small := fixedUpdates(t, 1, dim-1, 1, esu.Int8, 6)[0].payload
+	sv, _ := esu.ViewOf(small, dim)
 	if _, err := s.Prepare(sv, 1, 1); !errors.Is(err, ErrContribution) {
 		t.Errorf("an update of %d values for %d coordinates: %v", dim-1, dim, err)
 	}
@@ -298,7 +298,7 @@ func TestFixedSumBounds(t *testing.T) {
 // values of both signs.
 func TestFixedSumExact(t *testing.T) {
 	const n, dim = 12, 1500
-	for _, enc := range []quant.UpdateEncoding{quant.UpdateInt8, quant.UpdateFloat32} {
+	for _, enc := range []esu.Encoding{esu.Int8, esu.Float32} {
 		us := fixedUpdates(t, n, dim, 0.05, enc, 8)
 		for _, shift := range []int{70, 100} {
 			s := NewFixedSum(dim, shift, 60, 5000*10)
@@ -316,13 +316,13 @@ func TestFixedSumExact(t *testing.T) {
 				return z
 			}
 			for k, u := range us {
-				v, err := quant.ViewUpdate(u.payload, dim)
+				v, err := esu.ViewOf(u.payload, dim)
 				must(t, err)
 				mult := u.weight
 				term, err := s.Prepare(v, mult, u.norm)
 				must(t, err)
 				s.Add([]FixedTerm{term}, 1+k%3)
-				if enc == quant.UpdateFloat32 {
+				if enc == esu.Float32 {
 					for i := range dim {
 						want[i].Add(want[i], exact(mult*float64(v.Float32(i))))
 					}

@@ -11,6 +11,7 @@ import (
 
 	. "github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // addSeeds adds each valid message and a few mutations of it.
@@ -119,10 +120,10 @@ func FuzzDecodeUpdateMsg(f *testing.F) {
 	noMetrics := sampleHeader("site-b")
 	noMetrics.Metrics = nil
 	seeds := [][]byte{
-		mustEncodeUpdate(f, sampleHeader("site-a"), updatePayload(f, 20, quant.UpdateInt8), fx.a.signer),
-		mustEncodeUpdate(f, noMetrics, updatePayload(f, 3, quant.UpdateFloat32), fx.b.signer),
+		mustEncodeUpdate(f, sampleHeader("site-a"), updatePayload(f, 20, esu.Int8), fx.a.signer),
+		mustEncodeUpdate(f, noMetrics, updatePayload(f, 3, esu.Float32), fx.b.signer),
 		mustEncodeUpdate(f, sampleHeader("site-a"), nil, fx.a.signer),
-		mustEncodeUpdate(f, sampleHeader("site-c"), updatePayload(f, 2, quant.UpdateInt8), fx.c.signer),
+		mustEncodeUpdate(f, sampleHeader("site-c"), updatePayload(f, 2, esu.Int8), fx.c.signer),
 		mustEncodeUpdate(f, sampleHeader("site-a"), []byte("x"), fx.b.signer),
 	}
 	addSeeds(f, seeds...)
@@ -132,7 +133,7 @@ func FuzzDecodeUpdateMsg(f *testing.F) {
 		f.Add(x)
 		f.Add(b[:len(b)-ed25519.SignatureSize])
 	}
-	f.Add(updatePayload(f, 4, quant.UpdateInt8))
+	f.Add(updatePayload(f, 4, esu.Int8))
 
 	check := func(t *testing.T, b []byte) {
 		m, err := DecodeUpdateMsg(b, fx.reg)

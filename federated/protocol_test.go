@@ -18,6 +18,7 @@ import (
 
 	. "github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // ---- fixtures -------------------------------------------------------------
@@ -80,17 +81,17 @@ type anyKey ed25519.PublicKey
 
 func (k anyKey) SiteKey(string) (ed25519.PublicKey, bool) { return ed25519.PublicKey(k), true }
 
-func updatePayload(tb testing.TB, n int, enc quant.UpdateEncoding) []byte {
+func updatePayload(tb testing.TB, n int, enc esu.Encoding) []byte {
 	tb.Helper()
 	vals := make([]float32, n)
 	for i := range vals {
 		vals[i] = float32(i%7-3) * 0.01
 	}
-	opt := quant.DefaultUpdateOptions(42)
+	opt := esu.DefaultOptions(42)
 	opt.Encoding = enc
-	b, err := quant.EncodeUpdate(&quant.Update{Base: baseModel, Values: vals}, opt)
+	b, err := esu.Encode(&esu.Update{Base: baseModel, Values: vals}, opt)
 	if err != nil {
-		tb.Fatalf("quant.EncodeUpdate: %v", err)
+		tb.Fatalf("esu.Encode: %v", err)
 	}
 	return b
 }
@@ -608,14 +609,14 @@ func TestUpdateMsgRoundTrip(t *testing.T) {
 		payload []byte
 		signer  *quant.Signer
 	}{
-		{"int8 payload", sampleHeader("site-a"), updatePayload(t, 1000, quant.UpdateInt8), f.a.signer},
-		{"float32 payload", sampleHeader("site-b"), updatePayload(t, 33, quant.UpdateFloat32), f.b.signer},
-		{"no metrics", noMetrics, updatePayload(t, 1, quant.UpdateInt8), f.a.signer},
-		{"empty metrics", emptyMetrics, updatePayload(t, 2, quant.UpdateInt8), f.a.signer},
-		{"zoned created time", zoned, updatePayload(t, 5, quant.UpdateFloat32), f.b.signer},
-		{"version stamped by encoder", v0, updatePayload(t, 5, quant.UpdateInt8), f.a.signer},
-		{"numeric bounds, 64 metrics", bounds, updatePayload(t, 5, quant.UpdateInt8), f.b.signer},
-		{"63-char site", longSite, updatePayload(t, 5, quant.UpdateInt8), f.c.signer},
+		{"int8 payload", sampleHeader("site-a"), updatePayload(t, 1000, esu.Int8), f.a.signer},
+		{"float32 payload", sampleHeader("site-b"), updatePayload(t, 33, esu.Float32), f.b.signer},
+		{"no metrics", noMetrics, updatePayload(t, 1, esu.Int8), f.a.signer},
+		{"empty metrics", emptyMetrics, updatePayload(t, 2, esu.Int8), f.a.signer},
+		{"zoned created time", zoned, updatePayload(t, 5, esu.Float32), f.b.signer},
+		{"version stamped by encoder", v0, updatePayload(t, 5, esu.Int8), f.a.signer},
+		{"numeric bounds, 64 metrics", bounds, updatePayload(t, 5, esu.Int8), f.b.signer},
+		{"63-char site", longSite, updatePayload(t, 5, esu.Int8), f.c.signer},
 		{"empty payload", sampleHeader("site-a"), nil, f.a.signer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -639,7 +640,7 @@ func TestUpdateMsgRoundTrip(t *testing.T) {
 				t.Fatalf("payload differs (%d bytes, want %d)", len(got.Payload), len(tc.payload))
 			}
 			if len(tc.payload) > 0 {
-				u, err := quant.DecodeUpdate(got.Payload, 0)
+				u, err := esu.Decode(got.Payload, 0)
 				if err != nil || u.Base != baseModel {
 					t.Fatalf("payload no longer a quant update: %v", err)
 				}
@@ -655,7 +656,7 @@ func TestUpdateMsgRoundTrip(t *testing.T) {
 
 func TestEncodeUpdateMsgRefusals(t *testing.T) {
 	f := newFixture(t)
-	p := updatePayload(t, 8, quant.UpdateInt8)
+	p := updatePayload(t, 8, esu.Int8)
 	h := func(fn func(*UpdateHeader)) UpdateHeader {
 		x := sampleHeader("site-a")
 		fn(&x)
@@ -698,7 +699,7 @@ func TestEncodeUpdateMsgRefusals(t *testing.T) {
 
 func TestDecodeUpdateMsgRefusals(t *testing.T) {
 	f := newFixture(t)
-	p := updatePayload(t, 16, quant.UpdateInt8)
+	p := updatePayload(t, 16, esu.Int8)
 	valid := mustEncodeUpdate(t, sampleHeader("site-a"), p, f.a.signer)
 	hdr := mustMarshal(t, sampleHeader("site-a"))
 	kA := f.a.signer.ID
@@ -793,7 +794,7 @@ func TestDecodeUpdateMsgRefusals(t *testing.T) {
 // is refused.
 func TestDecodeUpdateMsgCorruption(t *testing.T) {
 	f := newFixture(t)
-	valid := mustEncodeUpdate(t, sampleHeader("site-b"), updatePayload(t, 40, quant.UpdateFloat32), f.b.signer)
+	valid := mustEncodeUpdate(t, sampleHeader("site-b"), updatePayload(t, 40, esu.Float32), f.b.signer)
 	if _, err := DecodeUpdateMsg(valid, f.reg); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/ppo"
-	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
 )
@@ -18,13 +18,13 @@ import (
 // fedRun is federated averaging simulated in one process: every round,
 // each site fine-tunes the global model with PPO on its own data, encodes
 // its weight delta with enc (int8 with error feedback: each site keeps a
-// quant.Residual), and the coordinator decodes and averages the deltas
+// esu.Residual), and the coordinator decodes and averages the deltas
 // into the global model.
-func fedRun(t *testing.T, start *nn.Model, enc quant.UpdateEncoding, sites, rounds int, siteCfg func(seed uint64) ppo.Config) (*nn.Model, int, int) {
+func fedRun(t *testing.T, start *nn.Model, enc esu.Encoding, sites, rounds int, siteCfg func(seed uint64) ppo.Config) (*nn.Model, int, int) {
 	t.Helper()
 	g := &nn.Model{Schema: start.Schema, Net: start.Net.Clone()}
 	var floatBytes, sent int
-	residuals := make([]quant.Residual, sites)
+	residuals := make([]esu.Residual, sites)
 	for r := range rounds {
 		sum := make([]float32, g.Net.NumParams())
 		base := g.Net.Flat()
@@ -40,13 +40,13 @@ func fedRun(t *testing.T, start *nn.Model, enc quant.UpdateEncoding, sites, roun
 				delta[i] = local[i] - base[i]
 			}
 			id := "55d223a22dc037138a593bd99c6b5490256007c06af1e7c122c912b8f86a0c7b"
-			b, err := residuals[s].Encode(&quant.Update{Base: id, Values: delta}, quant.UpdateOptions{Encoding: enc, ChunkSize: quant.DefaultChunkSize, Seed: cfg.Seed})
+			b, err := residuals[s].Encode(&esu.Update{Base: id, Values: delta}, esu.Options{Encoding: enc, ChunkSize: esu.DefaultChunkSize, Seed: cfg.Seed})
 			if err != nil {
 				t.Fatal(err)
 			}
-			fb, _ := quant.EncodeUpdate(&quant.Update{Base: id, Values: delta}, quant.UpdateOptions{Encoding: quant.UpdateFloat32})
+			fb, _ := esu.Encode(&esu.Update{Base: id, Values: delta}, esu.Options{Encoding: esu.Float32})
 			sent, floatBytes = sent+len(b), floatBytes+len(fb)
-			u, err := quant.DecodeUpdate(b, len(delta))
+			u, err := esu.Decode(b, len(delta))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,8 +108,8 @@ func TestFederatedInt8Updates(t *testing.T) {
 		cfg.Eval.Seeds = nil
 		return cfg
 	}
-	f32, fBytes, _ := fedRun(t, start.Model, quant.UpdateFloat32, 3, 4, site)
-	i8, iBytes, _ := fedRun(t, start.Model, quant.UpdateInt8, 3, 4, site)
+	f32, fBytes, _ := fedRun(t, start.Model, esu.Float32, 3, 4, site)
+	i8, iBytes, _ := fedRun(t, start.Model, esu.Int8, 3, 4, site)
 	ef, ei := eval(f32), eval(i8)
 	t.Logf("start %.4f; after 4 rounds: float32 updates %.4f (%d bytes sent), int8 updates %.4f (%d bytes, %.2fx less)", eval(start.Model), ef, fBytes, ei, iBytes, float64(fBytes)/float64(iBytes))
 	// Lower is better: int8 may not be more than 1% worse.
@@ -167,8 +167,8 @@ func TestFederatedInt8UpdatesEdge(t *testing.T) {
 	var fBytes, iBytes int
 	for _, off := range []uint64{0, 500, 1000} {
 		shifted := func(seed uint64) ppo.Config { return site(seed + off) }
-		f32, fb, _ := fedRun(t, start, quant.UpdateFloat32, sites, rounds, shifted)
-		i8, ib, _ := fedRun(t, start, quant.UpdateInt8, sites, rounds, shifted)
+		f32, fb, _ := fedRun(t, start, esu.Float32, sites, rounds, shifted)
+		i8, ib, _ := fedRun(t, start, esu.Int8, sites, rounds, shifted)
 		vf, vi := eval(f32), eval(i8)
 		t.Logf("federation %d: float32 updates %.2f, int8 updates %.2f", off, vf, vi)
 		ef, ei, fBytes, iBytes = ef+vf/3, ei+vi/3, fBytes+fb, iBytes+ib

@@ -22,6 +22,7 @@ import (
 	"github.com/edgesched/edgesched/internal/boltkv"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // Trainer trains a site's policy for one round.
@@ -55,7 +56,7 @@ type Config struct {
 	OutboxLimit  int
 	OutboxPolicy string
 	// Update encoding (default int8 with error feedback) and chunk size.
-	Encoding  quant.UpdateEncoding
+	Encoding  esu.Encoding
 	ChunkSize int
 	// AsyncInterval: in an async round, train again every interval from the
 	// newest model this site has, even without news from the coordinator
@@ -93,7 +94,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{OutboxLimit: 64, OutboxPolicy: DropOldest, Encoding: quant.UpdateInt8, ChunkSize: quant.DefaultChunkSize,
+	return Config{OutboxLimit: 64, OutboxPolicy: DropOldest, Encoding: esu.Int8, ChunkSize: esu.DefaultChunkSize,
 		PublishTimeout: 5 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 5 * time.Second,
 		ReportInterval: 10 * time.Second, StatePoll: 5 * time.Second}
 }
@@ -118,7 +119,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: OutboxLimit %d", ErrConfig, c.OutboxLimit)
 	case c.OutboxPolicy != DropOldest && c.OutboxPolicy != RefuseNew:
 		return fmt.Errorf("%w: OutboxPolicy %q (want %s or %s)", ErrConfig, c.OutboxPolicy, DropOldest, RefuseNew)
-	case c.Encoding != quant.UpdateInt8 && c.Encoding != quant.UpdateFloat32:
+	case c.Encoding != esu.Int8 && c.Encoding != esu.Float32:
 		return fmt.Errorf("%w: Encoding %v", ErrConfig, c.Encoding)
 	case c.ChunkSize < 1 || c.ChunkSize > 65535:
 		return fmt.Errorf("%w: ChunkSize %d", ErrConfig, c.ChunkSize)
@@ -151,7 +152,7 @@ type Client struct {
 	// residual passes from each to the next. Only enqueue takes it, so a
 	// slow ledger blocks no other method.
 	enqMu    sync.Mutex
-	residual *quant.Residual // guarded by enqMu
+	residual *esu.Residual // guarded by enqMu
 
 	mu      sync.Mutex // guards the fields below; never held across I/O
 	round   *federated.RoundAnnouncement
@@ -172,14 +173,14 @@ func New(cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Client{cfg: cfg, db: db, log: log.With("site", cfg.Site), wake: make(chan struct{}, 1), nudge: make(chan struct{}, 1), residual: &quant.Residual{}}
+	c := &Client{cfg: cfg, db: db, log: log.With("site", cfg.Site), wake: make(chan struct{}, 1), nudge: make(chan struct{}, 1), residual: &esu.Residual{}}
 	if err := migrateHWM(db); err != nil {
 		db.Close()
 		return nil, err
 	}
 	_ = db.View(func(tx *bolt.Tx) error {
 		if raw := tx.Bucket(bucketMeta).Get(keyResidual); len(raw) > 0 {
-			c.residual = quant.NewResidual(bytesFloats(raw))
+			c.residual = esu.NewResidual(bytesFloats(raw))
 		}
 		return nil
 	})
@@ -485,8 +486,8 @@ func (c *Client) fetchArtifact(ctx context.Context, js jetstream.JetStream, obje
 func (c *Client) enqueue(ctx context.Context, seq, round uint64, again bool, baseID string, baseVersion uint64, samples int64, delta []float32, seed uint64) error {
 	c.enqMu.Lock()
 	defer c.enqMu.Unlock()
-	res := quant.NewResidual(c.residual.Values())
-	payload, err := res.Encode(&quant.Update{Base: baseID, Values: delta}, quant.UpdateOptions{Encoding: c.cfg.Encoding, ChunkSize: c.cfg.ChunkSize, Seed: seed})
+	res := esu.NewResidual(c.residual.Values())
+	payload, err := res.Encode(&esu.Update{Base: baseID, Values: delta}, esu.Options{Encoding: c.cfg.Encoding, ChunkSize: c.cfg.ChunkSize, Seed: seed})
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
-	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // Check checks a verified update's payload against round r of dims
@@ -17,15 +17,15 @@ import (
 // checked again against dims.
 func Check(r *store.Round, dims int, cu *federated.CheckedUpdate) (reason, detail string) {
 	h := &cu.Msg.Header
-	if errors.Is(cu.PayloadErr, quant.ErrShape) && dims > 0 {
+	if errors.Is(cu.PayloadErr, esu.ErrShape) && dims > 0 {
 		// checked against another round's size (the round changed
 		// since): check again
 		cu.CheckPayload(dims)
 	}
 	switch err := cu.PayloadErr; {
-	case errors.Is(err, quant.ErrNonFinite):
+	case errors.Is(err, esu.ErrNonFinite):
 		return federated.ReasonNonFinite, err.Error()
-	case errors.Is(err, quant.ErrShape):
+	case errors.Is(err, esu.ErrShape):
 		return federated.ReasonShape, err.Error()
 	case err != nil:
 		return federated.ReasonMalformed, err.Error()

@@ -13,6 +13,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 func key(t *testing.T, seed byte) *quant.Signer {
@@ -88,7 +89,7 @@ func TestVerdicts(t *testing.T) {
 		for j := range v {
 			v[j] = 0.01 * float32(j%7)
 		}
-		payload, err := quant.EncodeUpdate(&quant.Update{Base: baseModel, Values: v}, quant.DefaultUpdateOptions(seq))
+		payload, err := esu.Encode(&esu.Update{Base: baseModel, Values: v}, esu.DefaultOptions(seq))
 		if err != nil {
 			t.Fatal(err)
 		}

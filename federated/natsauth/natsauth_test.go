@@ -24,6 +24,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // env is a real nats-server started from the configuration natsauth
@@ -300,7 +301,7 @@ func (e *env) signedUpdate(t *testing.T, site string, key *quant.Signer, seq uin
 	if err != nil {
 		t.Fatal(err)
 	}
-	payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Values: make([]float32, m.Net.NumParams())}, quant.DefaultUpdateOptions(seq))
+	payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Values: make([]float32, m.Net.NumParams())}, esu.DefaultOptions(seq))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 	"github.com/edgesched/edgesched/test/internal/gobuild"
 )
 
@@ -198,7 +199,7 @@ func fleetRound(tb testing.TB, f *hierFleet, ff *fleetFiles, hier bool) fleetRes
 		for j := range delta {
 			delta[j] = float32(0.01 * rng.NormFloat64())
 		}
-		if pool[k], err = quant.EncodeUpdate(&quant.Update{Base: rr.Round.BaseModel, Values: delta}, quant.DefaultUpdateOptions(uint64(k))); err != nil {
+		if pool[k], err = esu.Encode(&esu.Update{Base: rr.Round.BaseModel, Values: delta}, esu.DefaultOptions(uint64(k))); err != nil {
 			tb.Fatal(err)
 		}
 	}

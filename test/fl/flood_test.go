@@ -24,7 +24,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
-	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // junk makes n junk update messages for site: half random bytes, half
@@ -32,7 +32,7 @@ import (
 // site's key ID: the signature must be checked to refuse it).
 func (f *fleet) junk(t *testing.T, r *coordinator.Round, dims, n int) [][]byte {
 	t.Helper()
-	payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Values: make([]float32, dims)}, quant.DefaultUpdateOptions(1))
+	payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Values: make([]float32, dims)}, esu.DefaultOptions(1))
 	if err != nil {
 		t.Fatal(err)
 	}

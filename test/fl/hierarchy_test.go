@@ -22,6 +22,7 @@ import (
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // Hierarchical rounds (docs/federated.md "Hierarchical rounds"): regional
@@ -133,7 +134,7 @@ func (f *hierFleet) updateSeq(t testing.TB, rr *coordinator.RegionalRound, site 
 			}
 		}
 	}
-	payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Values: delta}, quant.DefaultUpdateOptions(uint64(i)<<32|r.Round))
+	payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Values: delta}, esu.DefaultOptions(uint64(i)<<32|r.Round))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestHierarchicalRobust(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				u, err := quant.DecodeUpdate(m.Payload, len(lo))
+				u, err := esu.Decode(m.Payload, len(lo))
 				if err != nil {
 					t.Fatal(err)
 				}

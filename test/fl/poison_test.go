@@ -12,7 +12,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/policy/nn"
-	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // hugeTrainer is a compromised site: it sends every weight moved by
@@ -40,7 +40,7 @@ func (h *hugeTrainer) Train(_ context.Context, base *nn.Model, _ federated.Local
 // publishes it onto the update stream as an agent does.
 func (f *fleet) publishUpdate(t *testing.T, js jetstream.JetStream, site string, seq uint64, r *coordinator.Round, values []float32, samples int64) {
 	t.Helper()
-	payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Values: values}, quant.DefaultUpdateOptions(seq))
+	payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Values: values}, esu.DefaultOptions(seq))
 	if err != nil {
 		t.Fatal(err)
 	}

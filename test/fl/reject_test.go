@@ -17,6 +17,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // TestBadUpdatesChangeNothing: malformed, non-finite, wrongly shaped,
@@ -112,7 +113,7 @@ func (f *fleet) attack(t *testing.T, url string, r *coordinator.Round, dims int)
 	}
 	site := f.sites[2]
 	good := func(seq uint64, round uint64, values []float32) []byte {
-		payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Values: values}, quant.DefaultUpdateOptions(seq))
+		payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Values: values}, esu.DefaultOptions(seq))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +126,7 @@ func (f *fleet) attack(t *testing.T, url string, r *coordinator.Round, dims int)
 	zeros := func(n int) []float32 { return make([]float32, n) }
 	// a float32 payload carrying NaN, correctly checksummed
 	nanPayload := func() []byte {
-		b, _ := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Values: zeros(dims)}, quant.UpdateOptions{Encoding: quant.UpdateFloat32})
+		b, _ := esu.Encode(&esu.Update{Base: r.BaseModel, Values: zeros(dims)}, esu.Options{Encoding: esu.Float32})
 		binary.LittleEndian.PutUint32(b[44:], math.Float32bits(float32(math.NaN())))
 		binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.ChecksumIEEE(b[:len(b)-4]))
 		return b
@@ -144,7 +145,7 @@ func (f *fleet) attack(t *testing.T, url string, r *coordinator.Round, dims int)
 		mustPayload(t, r.BaseModel, dims), stranger)
 	wrongBase := func() []byte {
 		other := fmt.Sprintf("%064x", 7)
-		payload, _ := quant.EncodeUpdate(&quant.Update{Base: other, Values: zeros(dims)}, quant.DefaultUpdateOptions(1))
+		payload, _ := esu.Encode(&esu.Update{Base: other, Values: zeros(dims)}, esu.DefaultOptions(1))
 		m, _ := federated.EncodeUpdateMsg(federated.UpdateHeader{Site: site, Seq: 10, Round: r.Round, BaseModel: other, BaseVersion: r.BaseVersion, Samples: 10}, payload, f.keys[site])
 		return m
 	}()
@@ -177,7 +178,7 @@ func (f *fleet) attack(t *testing.T, url string, r *coordinator.Round, dims int)
 
 func mustPayload(t *testing.T, base string, dims int) []byte {
 	t.Helper()
-	p, err := quant.EncodeUpdate(&quant.Update{Base: base, Values: make([]float32, dims)}, quant.DefaultUpdateOptions(1))
+	p, err := esu.Encode(&esu.Update{Base: base, Values: make([]float32, dims)}, esu.DefaultOptions(1))
 	if err != nil {
 		t.Fatal(err)
 	}

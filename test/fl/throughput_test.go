@@ -22,6 +22,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // The acceptance benchmark: coordinator aggregation throughput for a
@@ -180,7 +181,7 @@ func (rig *tpRig) prepare() *tpRound {
 				for j := range delta {
 					delta[j] = float32(0.01 * rng.NormFloat64())
 				}
-				payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Values: delta}, quant.DefaultUpdateOptions(uint64(i)<<32|r.Round))
+				payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Values: delta}, esu.DefaultOptions(uint64(i)<<32|r.Round))
 				if err == nil {
 					out.msgs[i], err = federated.EncodeUpdateMsg(federated.UpdateHeader{Site: rig.sites[i], Seq: r.Round, Round: r.Round,
 						BaseModel: r.BaseModel, BaseVersion: r.BaseVersion, Samples: int64(100 + i%50), Created: time.Now().UTC()}, payload, rig.keys[i])

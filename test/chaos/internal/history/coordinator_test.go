@@ -11,6 +11,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // TestReadCoordinator records verdicts with the real coordinator (its
@@ -53,7 +54,7 @@ func TestReadCoordinator(t *testing.T) {
 	}
 	update := func(site string, seq uint64, signer *quant.Signer) []byte {
 		delta := make([]float32, net.NumParams())
-		payload, err := quant.EncodeUpdate(&quant.Update{Base: r.BaseModel, Encoding: quant.UpdateInt8, Values: delta}, quant.DefaultUpdateOptions(seq))
+		payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Encoding: esu.Int8, Values: delta}, esu.DefaultOptions(seq))
 		if err != nil {
 			t.Fatal(err)
 		}

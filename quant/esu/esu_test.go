@@ -1,4 +1,4 @@
-package quant
+package esu
 
 import (
 	"bytes"
@@ -26,11 +26,11 @@ func randomDelta(n int, seed uint64) []float32 {
 func TestUpdateRoundTrip(t *testing.T) {
 	// 4,066 values: the default network's parameter count.
 	vals := randomDelta(4066, 1)
-	f, err := EncodeUpdate(&Update{Base: testBase, Values: vals}, UpdateOptions{Encoding: UpdateFloat32})
+	f, err := Encode(&Update{Base: testBase, Values: vals}, Options{Encoding: Float32})
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := EncodeUpdate(&Update{Base: testBase, Values: vals}, DefaultUpdateOptions(7))
+	q, err := Encode(&Update{Base: testBase, Values: vals}, DefaultOptions(7))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestUpdateRoundTrip(t *testing.T) {
 		t.Fatalf("sizes %d and %d", len(f), len(q))
 	}
 	t.Logf("int8 update is %.3fx smaller than float32 (%d vs %d bytes)", float64(len(f))/float64(len(q)), len(q), len(f))
-	fd, err := DecodeUpdate(f, 0)
+	fd, err := Decode(f, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,11 +48,11 @@ func TestUpdateRoundTrip(t *testing.T) {
 			t.Fatalf("float32 value %d: %v != %v", i, fd.Values[i], vals[i])
 		}
 	}
-	qd, err := DecodeUpdate(q, 4066)
+	qd, err := Decode(q, 4066)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if qd.Base != testBase || qd.Encoding != UpdateInt8 {
+	if qd.Base != testBase || qd.Encoding != Int8 {
 		t.Fatalf("header %s %v", qd.Base, qd.Encoding)
 	}
 	// Stochastic rounding moves a value by less than one step of its chunk.
@@ -70,17 +70,17 @@ func TestUpdateRoundTrip(t *testing.T) {
 		}
 	}
 	// The seed makes the bytes reproducible; another seed rounds otherwise.
-	again, _ := EncodeUpdate(&Update{Base: testBase, Values: vals}, DefaultUpdateOptions(7))
-	other, _ := EncodeUpdate(&Update{Base: testBase, Values: vals}, DefaultUpdateOptions(8))
+	again, _ := Encode(&Update{Base: testBase, Values: vals}, DefaultOptions(7))
+	other, _ := Encode(&Update{Base: testBase, Values: vals}, DefaultOptions(8))
 	if !bytes.Equal(q, again) || bytes.Equal(q, other) {
 		t.Fatal("encoding is not a function of the seed")
 	}
 	// A zero chunk encodes with scale 0 and decodes to zeros.
-	z, err := EncodeUpdate(&Update{Base: testBase, Values: make([]float32, 10)}, DefaultUpdateOptions(1))
+	z, err := Encode(&Update{Base: testBase, Values: make([]float32, 10)}, DefaultOptions(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if zd, err := DecodeUpdate(z, 0); err != nil || zd.Values[3] != 0 {
+	if zd, err := Decode(z, 0); err != nil || zd.Values[3] != 0 {
 		t.Fatalf("zero update: %v", err)
 	}
 }
@@ -101,11 +101,11 @@ func TestStochasticRoundingIsUnbiased(t *testing.T) {
 	const n = 4000
 	sums := make([]float64, len(vals))
 	for seed := range uint64(n) {
-		b, err := EncodeUpdate(&Update{Base: testBase, Values: vals}, UpdateOptions{Encoding: UpdateInt8, ChunkSize: 64, Seed: seed})
+		b, err := Encode(&Update{Base: testBase, Values: vals}, Options{Encoding: Int8, ChunkSize: 64, Seed: seed})
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, err := DecodeUpdate(b, 0)
+		u, err := Decode(b, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func TestStochasticRoundingIsUnbiased(t *testing.T) {
 }
 
 func TestUpdateRefusals(t *testing.T) {
-	good, err := EncodeUpdate(&Update{Base: testBase, Values: randomDelta(100, 2)}, DefaultUpdateOptions(1))
+	good, err := Encode(&Update{Base: testBase, Values: randomDelta(100, 2)}, DefaultOptions(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,52 +152,52 @@ func TestUpdateRefusals(t *testing.T) {
 		{"-128", edit(func(b []byte) { b[48] = 0x80 }), 0, "-128"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeUpdate(tc.b, tc.max)
+			_, err := Decode(tc.b, tc.max)
 			if !errors.Is(err, ErrUpdate) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want ErrUpdate naming %q", err, tc.want)
 			}
-			// CheckUpdate refuses exactly what DecodeUpdate refuses
-			if _, err := CheckUpdate(tc.b, tc.max); !errors.Is(err, ErrUpdate) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("CheckUpdate: err %v, want ErrUpdate naming %q", err, tc.want)
+			// Check refuses exactly what Decode refuses
+			if _, err := Check(tc.b, tc.max); !errors.Is(err, ErrUpdate) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Check: err %v, want ErrUpdate naming %q", err, tc.want)
 			}
 		})
 	}
 	for _, tc := range []struct {
 		name string
 		u    Update
-		opt  UpdateOptions
+		opt  Options
 		want string
 	}{
-		{"NaN value", Update{Base: testBase, Values: []float32{1, float32(math.NaN())}}, DefaultUpdateOptions(1), "value 1 is NaN"},
-		{"Inf value", Update{Base: testBase, Values: []float32{float32(math.Inf(1))}}, UpdateOptions{Encoding: UpdateFloat32}, "+Inf"},
-		{"no values", Update{Base: testBase}, DefaultUpdateOptions(1), "0 values"},
-		{"bad base", Update{Base: "abc", Values: []float32{1}}, DefaultUpdateOptions(1), "model ID"},
-		{"bad chunk", Update{Base: testBase, Values: []float32{1}}, UpdateOptions{Encoding: UpdateInt8, ChunkSize: 0}, "chunk size 0"},
-		{"bad encoding", Update{Base: testBase, Values: []float32{1}}, UpdateOptions{Encoding: 7}, "encoding"},
+		{"NaN value", Update{Base: testBase, Values: []float32{1, float32(math.NaN())}}, DefaultOptions(1), "value 1 is NaN"},
+		{"Inf value", Update{Base: testBase, Values: []float32{float32(math.Inf(1))}}, Options{Encoding: Float32}, "+Inf"},
+		{"no values", Update{Base: testBase}, DefaultOptions(1), "0 values"},
+		{"bad base", Update{Base: "abc", Values: []float32{1}}, DefaultOptions(1), "model ID"},
+		{"bad chunk", Update{Base: testBase, Values: []float32{1}}, Options{Encoding: Int8, ChunkSize: 0}, "chunk size 0"},
+		{"bad encoding", Update{Base: testBase, Values: []float32{1}}, Options{Encoding: 7}, "encoding"},
 	} {
 		t.Run("encode "+tc.name, func(t *testing.T) {
-			if _, err := EncodeUpdate(&tc.u, tc.opt); !errors.Is(err, ErrUpdate) || !strings.Contains(err.Error(), tc.want) {
+			if _, err := Encode(&tc.u, tc.opt); !errors.Is(err, ErrUpdate) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want ErrUpdate naming %q", err, tc.want)
 			}
 		})
 	}
 }
 
-// TestCheckUpdateNorm: CheckUpdate's norm of an int8 update (from the
+// TestCheckUpdateNorm: Check's norm of an int8 update (from the
 // integers and the chunk scales) and of a float32 one equals the L2 norm
-// of the values DecodeUpdate returns, to float64 rounding; DecodeUpdateInto
+// of the values Decode returns, to float64 rounding; DecodeInto
 // decodes into the buffer it is given.
 func TestCheckUpdateNorm(t *testing.T) {
-	for _, opt := range []UpdateOptions{DefaultUpdateOptions(5), {Encoding: UpdateInt8, ChunkSize: 3, Seed: 1}, {Encoding: UpdateFloat32}} {
-		b, err := EncodeUpdate(&Update{Base: testBase, Values: randomDelta(1000, 4)}, opt)
+	for _, opt := range []Options{DefaultOptions(5), {Encoding: Int8, ChunkSize: 3, Seed: 1}, {Encoding: Float32}} {
+		b, err := Encode(&Update{Base: testBase, Values: randomDelta(1000, 4)}, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, err := DecodeUpdate(b, 0)
+		u, err := Decode(b, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := CheckUpdate(b, 0)
+		info, err := Check(b, 0)
 		if err != nil || info.Values != 1000 || info.Encoding != opt.Encoding || info.Base != testBase {
 			t.Fatalf("%v: %+v %v", opt.Encoding, info, err)
 		}
@@ -205,9 +205,9 @@ func TestCheckUpdateNorm(t *testing.T) {
 			t.Fatalf("%v: norm %v, the decoded values' %v", opt.Encoding, info.Norm, want)
 		}
 		buf := make([]float32, 2000)
-		v, err := DecodeUpdateInto(b, 0, buf)
+		v, err := DecodeInto(b, 0, buf)
 		if err != nil || &v.Values[0] != &buf[0] || len(v.Values) != 1000 || v.Values[999] != u.Values[999] {
-			t.Fatalf("DecodeUpdateInto did not decode into the buffer: %v", err)
+			t.Fatalf("DecodeInto did not decode into the buffer: %v", err)
 		}
 	}
 }
@@ -225,15 +225,15 @@ func closeNorm(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, b) 
 // FuzzDecodeUpdate: no input crashes the decoder; an accepted update holds
 // only finite values and re-encodes (float32) to what it decoded.
 func FuzzDecodeUpdate(f *testing.F) {
-	for _, opt := range []UpdateOptions{DefaultUpdateOptions(1), {Encoding: UpdateInt8, ChunkSize: 7, Seed: 2}, {Encoding: UpdateFloat32}} {
-		b, err := EncodeUpdate(&Update{Base: testBase, Values: randomDelta(40, 3)}, opt)
+	for _, opt := range []Options{DefaultOptions(1), {Encoding: Int8, ChunkSize: 7, Seed: 2}, {Encoding: Float32}} {
+		b, err := Encode(&Update{Base: testBase, Values: randomDelta(40, 3)}, opt)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		u, err := DecodeUpdate(b, 1<<16)
+		u, err := Decode(b, 1<<16)
 		if err != nil {
 			if !errors.Is(err, ErrUpdate) {
 				t.Fatalf("unwrapped error %v", err)
@@ -245,15 +245,15 @@ func FuzzDecodeUpdate(f *testing.F) {
 				t.Fatalf("value %d is %v", i, v)
 			}
 		}
-		info, err := CheckUpdate(b, 1<<16)
+		info, err := Check(b, 1<<16)
 		if err != nil || info.Values != len(u.Values) || info.Base != u.Base || !closeNorm(info.Norm, l2(u.Values)) {
-			t.Fatalf("CheckUpdate %+v %v disagrees with DecodeUpdate (%d values, norm %v)", info, err, len(u.Values), l2(u.Values))
+			t.Fatalf("Check %+v %v disagrees with Decode (%d values, norm %v)", info, err, len(u.Values), l2(u.Values))
 		}
-		again, err := EncodeUpdate(u, UpdateOptions{Encoding: UpdateFloat32})
+		again, err := Encode(u, Options{Encoding: Float32})
 		if err != nil {
 			t.Fatalf("accepted update does not re-encode: %v", err)
 		}
-		back, err := DecodeUpdate(again, 1<<16)
+		back, err := Decode(again, 1<<16)
 		if err != nil || len(back.Values) != len(u.Values) {
 			t.Fatalf("round trip: %v", err)
 		}
@@ -272,14 +272,14 @@ func TestResidualCarriesTheError(t *testing.T) {
 	plainSum := make([]float64, n)
 	for round := range rounds {
 		d := randomDelta(n, uint64(round))
-		opt := UpdateOptions{Encoding: UpdateInt8, ChunkSize: 64, Seed: uint64(round)}
+		opt := Options{Encoding: Int8, ChunkSize: 64, Seed: uint64(round)}
 		b, err := r.Encode(&Update{Base: testBase, Values: d}, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, _ := DecodeUpdate(b, 0)
-		pb, _ := EncodeUpdate(&Update{Base: testBase, Values: d}, opt)
-		p, _ := DecodeUpdate(pb, 0)
+		u, _ := Decode(b, 0)
+		pb, _ := Encode(&Update{Base: testBase, Values: d}, opt)
+		p, _ := Decode(pb, 0)
 		for i := range d {
 			trueSum[i] += float64(d[i])
 			sentSum[i] += float64(u.Values[i])
@@ -299,7 +299,7 @@ func TestResidualCarriesTheError(t *testing.T) {
 	if efErr*3 > plainErr {
 		t.Fatalf("error feedback %.3g is not well below plain rounding %.3g", efErr, plainErr)
 	}
-	if _, err := r.Encode(&Update{Base: testBase, Values: make([]float32, 7)}, DefaultUpdateOptions(1)); !errors.Is(err, ErrUpdate) {
+	if _, err := r.Encode(&Update{Base: testBase, Values: make([]float32, 7)}, DefaultOptions(1)); !errors.Is(err, ErrUpdate) {
 		t.Fatalf("residual of another size: %v", err)
 	}
 	restored := NewResidual(r.Values())

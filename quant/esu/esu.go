@@ -1,4 +1,14 @@
-package quant
+// Package esu is the codec of federated weight updates (format ESU1): a
+// site's weight delta against a base model, int8 with per-chunk scales and
+// stochastic rounding (or float32), with a CRC; the error-feedback
+// residual a site keeps between rounds (Residual); and a zero-copy view of
+// an encoded update for aggregation (View). The federated envelope signs
+// it; the coordinator decodes it at the edge of its memory budget.
+//
+// Concurrency and lifetimes: encoding and decoding are pure functions of
+// their inputs; a Residual belongs to one site's client; a View aliases the
+// bytes it was made from and is read-only.
+package esu
 
 import (
 	"bytes"
@@ -30,24 +40,24 @@ import (
 const (
 	updateMagic      = "ESU1"
 	updateHeaderLen  = 4 + 1 + 1 + 2 + 32 + 4
-	MaxUpdateValues  = 1 << 22
+	MaxValues  = 1 << 22
 	DefaultChunkSize = 512
 )
 
-// UpdateEncoding is how an update's values travel.
-type UpdateEncoding uint8
+// Encoding is how an update's values travel.
+type Encoding uint8
 
 // Update encodings.
 const (
-	UpdateInt8    UpdateEncoding = 1
-	UpdateFloat32 UpdateEncoding = 2
+	Int8    Encoding = 1
+	Float32 Encoding = 2
 )
 
-func (e UpdateEncoding) String() string {
+func (e Encoding) String() string {
 	switch e {
-	case UpdateInt8:
+	case Int8:
 		return "int8"
-	case UpdateFloat32:
+	case Float32:
 		return "float32"
 	}
 	return fmt.Sprintf("encoding(%d)", uint8(e))
@@ -56,22 +66,22 @@ func (e UpdateEncoding) String() string {
 // ErrUpdate wraps every refusal of an update; ErrNonFinite and ErrShape
 // are wrapped as well for NaN/Inf values and a wrong number of values.
 var (
-	ErrUpdate    = errors.New("quant: bad update")
-	ErrNonFinite = errors.New("quant: non-finite value")
-	ErrShape     = errors.New("quant: wrong number of values")
+	ErrUpdate    = errors.New("esu: bad update")
+	ErrNonFinite = errors.New("esu: non-finite value")
+	ErrShape     = errors.New("esu: wrong number of values")
 )
 
 // Update is a decoded weight delta.
 type Update struct {
 	// Base is the ModelID (hex) the delta applies to.
 	Base     string
-	Encoding UpdateEncoding
+	Encoding Encoding
 	Values   []float32
 }
 
-// UpdateOptions configure EncodeUpdate. Start from DefaultUpdateOptions.
-type UpdateOptions struct {
-	Encoding UpdateEncoding
+// Options configure Encode. Start from DefaultOptions.
+type Options struct {
+	Encoding Encoding
 	// ChunkSize is the number of values sharing one scale (int8), 1..65535.
 	ChunkSize int
 	// Seed drives stochastic rounding; record it with the update to
@@ -79,22 +89,22 @@ type UpdateOptions struct {
 	Seed uint64
 }
 
-// DefaultUpdateOptions: int8, chunks of 512 values.
-func DefaultUpdateOptions(seed uint64) UpdateOptions {
-	return UpdateOptions{Encoding: UpdateInt8, ChunkSize: DefaultChunkSize, Seed: seed}
+// DefaultOptions: int8, chunks of 512 values.
+func DefaultOptions(seed uint64) Options {
+	return Options{Encoding: Int8, ChunkSize: DefaultChunkSize, Seed: seed}
 }
 
-// EncodeUpdate encodes a delta. int8 values are rounded stochastically
+// Encode encodes a delta. int8 values are rounded stochastically
 // (v/s rounds up with probability equal to its fractional part), so the
 // decoded value is an unbiased estimate of v.
-func EncodeUpdate(u *Update, opt UpdateOptions) ([]byte, error) {
+func Encode(u *Update, opt Options) ([]byte, error) {
 	base, err := hex.DecodeString(u.Base)
 	if err != nil || len(base) != 32 {
 		return nil, fmt.Errorf("%w: base %q is not a 64-hex-digit model ID", ErrUpdate, u.Base)
 	}
 	n := len(u.Values)
-	if n == 0 || n > MaxUpdateValues {
-		return nil, fmt.Errorf("%w: %d values (want 1..%d)", ErrUpdate, n, MaxUpdateValues)
+	if n == 0 || n > MaxValues {
+		return nil, fmt.Errorf("%w: %d values (want 1..%d)", ErrUpdate, n, MaxValues)
 	}
 	for i, v := range u.Values {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
@@ -106,19 +116,19 @@ func EncodeUpdate(u *Update, opt UpdateOptions) ([]byte, error) {
 	buf.WriteByte(1)
 	buf.WriteByte(byte(opt.Encoding))
 	switch opt.Encoding {
-	case UpdateInt8:
+	case Int8:
 		if opt.ChunkSize < 1 || opt.ChunkSize > math.MaxUint16 {
 			return nil, fmt.Errorf("%w: chunk size %d (want 1..65535)", ErrUpdate, opt.ChunkSize)
 		}
 		_ = binary.Write(&buf, binary.LittleEndian, uint16(opt.ChunkSize))
-	case UpdateFloat32:
+	case Float32:
 		_ = binary.Write(&buf, binary.LittleEndian, uint16(0))
 	default:
 		return nil, fmt.Errorf("%w: encoding %v", ErrUpdate, opt.Encoding)
 	}
 	buf.Write(base)
 	_ = binary.Write(&buf, binary.LittleEndian, uint32(n))
-	if opt.Encoding == UpdateFloat32 {
+	if opt.Encoding == Float32 {
 		for _, v := range u.Values {
 			_ = binary.Write(&buf, binary.LittleEndian, math.Float32bits(v))
 		}
@@ -146,18 +156,18 @@ func EncodeUpdate(u *Update, opt UpdateOptions) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// DecodeUpdate verifies and decodes an update: magic, format, encoding,
-// sizes (at most maxValues values; 0 means MaxUpdateValues), exact length,
+// Decode verifies and decodes an update: magic, format, encoding,
+// sizes (at most maxValues values; 0 means MaxValues), exact length,
 // checksum, finite non-negative scales, int8 values in [-127, 127] and
 // finite float32 values. Refusals wrap ErrUpdate and name the problem.
-func DecodeUpdate(b []byte, maxValues int) (*Update, error) {
-	return DecodeUpdateInto(b, maxValues, nil)
+func Decode(b []byte, maxValues int) (*Update, error) {
+	return DecodeInto(b, maxValues, nil)
 }
 
-// DecodeUpdateInto is DecodeUpdate decoding into dst when it has room for
+// DecodeInto is Decode decoding into dst when it has room for
 // the values (a receiver decoding many updates reuses one buffer); the
 // Update's Values then alias dst.
-func DecodeUpdateInto(b []byte, maxValues int, dst []float32) (*Update, error) {
+func DecodeInto(b []byte, maxValues int, dst []float32) (*Update, error) {
 	h, err := parseUpdate(b, maxValues)
 	if err != nil {
 		return nil, err
@@ -174,57 +184,57 @@ func DecodeUpdateInto(b []byte, maxValues int, dst []float32) (*Update, error) {
 	return &Update{Base: hex.EncodeToString(b[8:40]), Encoding: h.enc, Values: vals}, nil
 }
 
-// UpdateInfo is what CheckUpdate learns of an update without decoding
+// Info is what Check learns of an update without decoding
 // its values.
-type UpdateInfo struct {
+type Info struct {
 	Base     string // the base ModelID (hex)
-	Encoding UpdateEncoding
+	Encoding Encoding
 	Values   int     // number of values
 	Norm     float64 // L2 norm of the values (float64 accumulation)
 }
 
-// CheckUpdate verifies an update as DecodeUpdate does (every check, every
+// Check verifies an update as Decode does (every check, every
 // value) and returns its base model, size and L2 norm without allocating
 // its values: a receiver can judge an update before it keeps it. For int8
 // updates the norm is sqrt(sum over chunks of scale^2 * sum of q^2),
-// exact up to float64 rounding of the values DecodeUpdate returns.
-func CheckUpdate(b []byte, maxValues int) (UpdateInfo, error) {
+// exact up to float64 rounding of the values Decode returns.
+func Check(b []byte, maxValues int) (Info, error) {
 	h, err := parseUpdate(b, maxValues)
 	if err != nil {
-		return UpdateInfo{}, err
+		return Info{}, err
 	}
 	norm, err := h.norm()
 	if err != nil {
-		return UpdateInfo{}, err
+		return Info{}, err
 	}
-	return UpdateInfo{Base: hex.EncodeToString(b[8:40]), Encoding: h.enc, Values: h.n, Norm: norm}, nil
+	return Info{Base: hex.EncodeToString(b[8:40]), Encoding: h.enc, Values: h.n, Norm: norm}, nil
 }
 
-// CheckUpdateView is CheckUpdate that also returns a view of the values
+// CheckView is Check that also returns a view of the values
 // (one parse and checksum for both).
-func CheckUpdateView(b []byte, maxValues int) (UpdateInfo, *UpdateView, error) {
+func CheckView(b []byte, maxValues int) (Info, *View, error) {
 	h, err := parseUpdate(b, maxValues)
 	if err != nil {
-		return UpdateInfo{}, nil, err
+		return Info{}, nil, err
 	}
 	norm, err := h.norm()
 	if err != nil {
-		return UpdateInfo{}, nil, err
+		return Info{}, nil, err
 	}
-	return UpdateInfo{Base: hex.EncodeToString(b[8:40]), Encoding: h.enc, Values: h.n, Norm: norm}, &UpdateView{h: h}, nil
+	return Info{Base: hex.EncodeToString(b[8:40]), Encoding: h.enc, Values: h.n, Norm: norm}, &View{h: h}, nil
 }
 
 // parsedUpdate is an update whose framing and checksum verified.
 type parsedUpdate struct {
-	enc   UpdateEncoding
+	enc   Encoding
 	chunk int
 	n     int
 	p     []byte // the payload after the header, before the checksum
 }
 
 func parseUpdate(b []byte, maxValues int) (*parsedUpdate, error) {
-	if maxValues <= 0 || maxValues > MaxUpdateValues {
-		maxValues = MaxUpdateValues
+	if maxValues <= 0 || maxValues > MaxValues {
+		maxValues = MaxValues
 	}
 	if len(b) < updateHeaderLen+4 || string(b[:4]) != updateMagic {
 		return nil, fmt.Errorf("%w: not an edgesched update (magic)", ErrUpdate)
@@ -232,7 +242,7 @@ func parseUpdate(b []byte, maxValues int) (*parsedUpdate, error) {
 	if b[4] != 1 {
 		return nil, fmt.Errorf("%w: format version %d, this build reads 1", ErrUpdate, b[4])
 	}
-	enc := UpdateEncoding(b[5])
+	enc := Encoding(b[5])
 	chunk := int(binary.LittleEndian.Uint16(b[6:]))
 	n := int(binary.LittleEndian.Uint32(b[40:]))
 	if n == 0 || n > maxValues {
@@ -240,12 +250,12 @@ func parseUpdate(b []byte, maxValues int) (*parsedUpdate, error) {
 	}
 	var want int
 	switch enc {
-	case UpdateInt8:
+	case Int8:
 		if chunk == 0 {
 			return nil, fmt.Errorf("%w: int8 update with chunk size 0", ErrUpdate)
 		}
 		want = n + 4*((n+chunk-1)/chunk)
-	case UpdateFloat32:
+	case Float32:
 		if chunk != 0 {
 			return nil, fmt.Errorf("%w: float32 update with chunk size %d", ErrUpdate, chunk)
 		}
@@ -275,7 +285,7 @@ func (h *parsedUpdate) scale(off, lo int) (float32, error) {
 // values decodes into out (len n).
 func (h *parsedUpdate) values(out []float32) error {
 	p := h.p
-	if h.enc == UpdateFloat32 {
+	if h.enc == Float32 {
 		for i := range out {
 			v := math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
@@ -309,7 +319,7 @@ func (h *parsedUpdate) values(out []float32) error {
 // norm is the L2 norm of the values, checking them as values does.
 func (h *parsedUpdate) norm() (float64, error) {
 	p := h.p
-	if h.enc == UpdateFloat32 {
+	if h.enc == Float32 {
 		var s float64
 		for i := range h.n {
 			v := math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
@@ -358,7 +368,7 @@ func NewResidual(values []float32) *Residual {
 func (r *Residual) Values() []float32 { return r.v }
 
 // Encode encodes delta plus the residual and keeps what the encoding lost.
-func (r *Residual) Encode(u *Update, opt UpdateOptions) ([]byte, error) {
+func (r *Residual) Encode(u *Update, opt Options) ([]byte, error) {
 	x := append([]float32(nil), u.Values...)
 	if r.v != nil {
 		if len(r.v) != len(x) {
@@ -368,11 +378,11 @@ func (r *Residual) Encode(u *Update, opt UpdateOptions) ([]byte, error) {
 			x[i] += r.v[i]
 		}
 	}
-	b, err := EncodeUpdate(&Update{Base: u.Base, Values: x}, opt)
+	b, err := Encode(&Update{Base: u.Base, Values: x}, opt)
 	if err != nil {
 		return nil, err
 	}
-	sent, err := DecodeUpdate(b, len(x))
+	sent, err := Decode(b, len(x))
 	if err != nil {
 		return nil, err
 	}
@@ -385,42 +395,42 @@ func (r *Residual) Encode(u *Update, opt UpdateOptions) ([]byte, error) {
 	return b, nil
 }
 
-// UpdateView is a verified update's values as they travel (int8 chunks
+// View is a verified update's values as they travel (int8 chunks
 // with their scales, or float32 values), for a receiver that combines
 // them without decoding them into float32 first (the coordinator's exact
-// fixed-point sum). Make it only from bytes CheckUpdate accepted: the
+// fixed-point sum). Make it only from bytes Check accepted: the
 // view checks the framing and checksum again, not the values.
-type UpdateView struct {
+type View struct {
 	h *parsedUpdate
 }
 
-// ViewUpdate returns a view of update b (at most maxValues values, 0:
-// MaxUpdateValues).
-func ViewUpdate(b []byte, maxValues int) (*UpdateView, error) {
+// ViewOf returns a view of update b (at most maxValues values, 0:
+// MaxValues).
+func ViewOf(b []byte, maxValues int) (*View, error) {
 	h, err := parseUpdate(b, maxValues)
 	if err != nil {
 		return nil, err
 	}
-	return &UpdateView{h: h}, nil
+	return &View{h: h}, nil
 }
 
 // Encoding is the update's encoding.
-func (v *UpdateView) Encoding() UpdateEncoding { return v.h.enc }
+func (v *View) Encoding() Encoding { return v.h.enc }
 
 // Len is the number of values.
-func (v *UpdateView) Len() int { return v.h.n }
+func (v *View) Len() int { return v.h.n }
 
 // ChunkSize is the number of int8 values sharing a scale (0 for float32).
-func (v *UpdateView) ChunkSize() int {
-	if v.h.enc != UpdateInt8 {
+func (v *View) ChunkSize() int {
+	if v.h.enc != Int8 {
 		return 0
 	}
 	return v.h.chunk
 }
 
 // Chunks is the number of int8 chunks (0 for float32).
-func (v *UpdateView) Chunks() int {
-	if v.h.enc != UpdateInt8 {
+func (v *View) Chunks() int {
+	if v.h.enc != Int8 {
 		return 0
 	}
 	return (v.h.n + v.h.chunk - 1) / v.h.chunk
@@ -428,7 +438,7 @@ func (v *UpdateView) Chunks() int {
 
 // Int8Chunk returns int8 chunk j's scale and values (value i of the chunk
 // is int8(q[i]) * scale): values j*ChunkSize() on.
-func (v *UpdateView) Int8Chunk(j int) (scale float32, q []byte) {
+func (v *View) Int8Chunk(j int) (scale float32, q []byte) {
 	off := j * (4 + v.h.chunk)
 	lo := j * v.h.chunk
 	hi := min(lo+v.h.chunk, v.h.n)
@@ -437,7 +447,7 @@ func (v *UpdateView) Int8Chunk(j int) (scale float32, q []byte) {
 }
 
 // Float32 returns value i of a float32 update.
-func (v *UpdateView) Float32(i int) float32 {
+func (v *View) Float32(i int) float32 {
 	return math.Float32frombits(binary.LittleEndian.Uint32(v.h.p[4*i:]))
 }
 
