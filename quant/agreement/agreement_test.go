@@ -2,31 +2,14 @@ package agreement
 
 import (
 	"context"
-	"math/rand/v2"
 	"testing"
 
+	"github.com/edgesched/edgesched/internal/testutil/modeltest"
 	"github.com/edgesched/edgesched/policy"
-	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
-
-// randomModel is a seeded random model with a non-trivial schema.
-func randomModel(t testing.TB, h1, h2 int, seed uint64) *nn.Model {
-	t.Helper()
-	rng := rand.New(rand.NewPCG(seed, 9))
-	net, err := nn.NewNet(policy.NumFeatures, h1, h2, 16, rng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := policy.NewSchema()
-	for i := range s.Mean {
-		s.Mean[i] = float32(0.2 * rng.NormFloat64())
-		s.Std[i] = float32(0.5 + rng.Float64())
-	}
-	return &nn.Model{Schema: s, Net: net}
-}
 
 // TestMeasure: the int8 policy agrees with the float policy on most
 // decisions of a replay, and on all of them when a wide band hands every
@@ -40,7 +23,7 @@ func TestMeasure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := randomModel(t, 32, 32, 21)
+	m := modeltest.Random(t, 32, 32, 21)
 	rows, seen, err := quant.CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{sim.DefaultRunConfig(sim.Replay)}, 5000, 1)
 	if err != nil || seen == 0 || len(rows) != min(seen, 5000)*policy.NumFeatures {
 		t.Fatalf("CollectRows: %d rows of %d seen, %v", len(rows)/policy.NumFeatures, seen, err)

@@ -22,13 +22,14 @@ import (
 // thisPkg is this package's import path.
 const (
 	thisPkg     = "github.com/edgesched/edgesched/internal/testutil/fltest"
-	natstestPkg = "github.com/edgesched/edgesched/internal/testutil/natstest"
+	natstestPkg  = "github.com/edgesched/edgesched/internal/testutil/natstest"
+	modeltestPkg = "github.com/edgesched/edgesched/internal/testutil/modeltest"
 )
 
 // TestOnlyTestsImport lists every package of the module with the go
-// command and fails if a non-test file imports this package or natstest,
-// which it is built on (their functions call t.Fatal and would pull
-// nats-server into a binary). The
+// command and fails if a non-test file imports this package, natstest,
+// which it is built on, or modeltest (their functions call t.Fatal, and
+// natstest would pull nats-server into a binary). The
 // listing must be real: at least one package's tests import it.
 func TestOnlyTestsImport(t *testing.T) {
 	goCmd, err := exec.LookPath("go")
@@ -53,7 +54,7 @@ func TestOnlyTestsImport(t *testing.T) {
 		if len(f) != 3 {
 			t.Fatalf("go list line %q: want path|imports|test imports", line)
 		}
-		for _, pkg := range []string{thisPkg, natstestPkg} {
+		for _, pkg := range []string{thisPkg, natstestPkg, modeltestPkg} {
 			if slices.Contains(strings.Fields(f[1]), pkg) && f[0] != thisPkg {
 				t.Errorf("%s imports %s in a non-test file: it is for tests only", f[0], pkg)
 			}
