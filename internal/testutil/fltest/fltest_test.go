@@ -21,7 +21,7 @@ import (
 
 // thisPkg is this package's import path.
 const (
-	thisPkg     = "github.com/edgesched/edgesched/internal/testutil/fltest"
+	thisPkg      = "github.com/edgesched/edgesched/internal/testutil/fltest"
 	natstestPkg  = "github.com/edgesched/edgesched/internal/testutil/natstest"
 	modeltestPkg = "github.com/edgesched/edgesched/internal/testutil/modeltest"
 )
