@@ -40,7 +40,7 @@ import (
 const (
 	updateMagic      = "ESU1"
 	updateHeaderLen  = 4 + 1 + 1 + 2 + 32 + 4
-	MaxValues  = 1 << 22
+	MaxValues        = 1 << 22
 	DefaultChunkSize = 512
 )
 
