@@ -2,8 +2,10 @@
 // definition of the extended resources, labels and annotations its parts
 // read and write (docs/edge-plugin.md documents each), the payloads of
 // the ConfigMaps they share (the signed model's name and key, the service
-// dependency graph, the site topology), the node telemetry annotation the
-// edge agent writes and the scheduler plugin reads, the explanation
+// dependency graph and its service embeddings, the site topology), the
+// node telemetry annotation the edge agent writes and the scheduler
+// plugin reads, the flows annotation (pod-to-pod call rates) each agent
+// writes for its node and every agent of the site reads, the explanation
 // annotation the plugin writes and `edgectl explain` reads, and the one
 // conversion of a Pod and a Node into the simulator's terms (SimPod,
 // SimNode) that the plugin schedules with and the agent's trace recorder

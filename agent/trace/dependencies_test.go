@@ -35,7 +35,7 @@ func depFixture(t *testing.T) *Store {
 	pod := func(uid, name, svc string, at time.Duration) Event {
 		return Event{Kind: PodArrival, Time: t0.Add(at), Pod: &Pod{UID: uid, Namespace: "shop", Name: name, Service: svc, CPUMilli: 100, MemoryMiB: 64}}
 	}
-	ref := func(name string) PodRef { return PodRef{"shop", name} }
+	ref := func(name string) PodRef { return PodRef{Namespace: "shop", Name: name} }
 	edge := func(at time.Duration, src, dst string, rate float64, node string) Event {
 		return Event{Kind: EdgeRate, Time: t0.Add(at), Edge: &Edge{Src: ref(src), Dst: ref(dst), CallsPerSecond: rate, Reporter: node}}
 	}
@@ -251,8 +251,8 @@ func randomTrace(t testing.TB, seed uint64, pods, samples int) *Store {
 		if rng.IntN(10) == 0 {
 			r = 0
 		}
-		evs = append(evs, Event{Kind: EdgeRate, Time: t0.Add(time.Duration(i) * 3 * time.Second), Edge: &Edge{Src: PodRef{"ns", fmt.Sprintf("p-%d", rng.IntN(120))},
-			Dst: PodRef{"ns", fmt.Sprintf("p-%d", rng.IntN(120))}, CallsPerSecond: r, Reporter: fmt.Sprintf("n%d", i%4)}})
+		evs = append(evs, Event{Kind: EdgeRate, Time: t0.Add(time.Duration(i) * 3 * time.Second), Edge: &Edge{Src: PodRef{Namespace: "ns", Name: fmt.Sprintf("p-%d", rng.IntN(120))},
+			Dst: PodRef{Namespace: "ns", Name: fmt.Sprintf("p-%d", rng.IntN(120))}, CallsPerSecond: r, Reporter: fmt.Sprintf("n%d", i%4)}})
 	}
 	for i := 0; i < len(evs); i += 5000 {
 		if _, err := s.Append(evs[i:min(i+5000, len(evs))]...); err != nil {

@@ -8,7 +8,8 @@
 // deletions with the requests the scheduler plugin reads (CPU, memory,
 // GPU count, share and models, QoS, priority), node usage from the agents'
 // telemetry annotation (kubefmt), and pod-to-pod call rates from
-// the flows annotation each agent publishes for its node (FlowsAnnotation,
+// the flows annotation each agent publishes for its node
+// (kubefmt.FlowsAnnotation and its format,
 // fed by ObserveFlows from the node's eBPF flow collector). Every agent of
 // a site records (warm standbys), so the history survives a change of
 // leader. A Store keeps the events with bounded retention (age and count,

@@ -414,7 +414,7 @@ func servicesOf(kept []*tracedPod) map[PodRef]string {
 	services := map[PodRef]string{}
 	for _, p := range kept {
 		if p.Service != "" {
-			services[PodRef{p.Namespace, p.Name}] = p.Service
+			services[PodRef{Namespace: p.Namespace, Name: p.Name}] = p.Service
 		}
 	}
 	return services

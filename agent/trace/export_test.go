@@ -28,7 +28,7 @@ func exportFixture(t *testing.T) *Store {
 		}
 		return Event{Kind: PodArrival, Time: t0.Add(at), Pod: p}
 	}
-	ref := func(name string) PodRef { return PodRef{"shop", name} }
+	ref := func(name string) PodRef { return PodRef{Namespace: "shop", Name: name} }
 	evs := []Event{
 		node("n1", "zone-a", 0, ""), node("n2", "zone-a", 0, ""), node("g1", "zone-b", 2, "L4"),
 		pod("u-web1", "web-1", "web", 0, nil),

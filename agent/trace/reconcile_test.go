@@ -193,7 +193,7 @@ func TestRecorderRunAgain(t *testing.T) {
 	// web-9 was seen as the first run stopped; its arrival never written
 	late := testPod("web-9", "", "", "")
 	r.mu.Lock()
-	r.pods[late.UID] = podState{ref: PodRef{late.Namespace, late.Name}}
+	r.pods[late.UID] = podState{ref: PodRef{Namespace: late.Namespace, Name: late.Name}}
 	r.mu.Unlock()
 	if _, err := cs.CoreV1().Pods("shop").Create(ctx, late, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -103,9 +104,7 @@ type Usage struct {
 }
 
 // PodRef names a pod.
-type PodRef struct{ Namespace, Name string }
-
-func (r PodRef) String() string { return r.Namespace + "/" + r.Name }
+type PodRef = kubefmt.PodRef
 
 // Edge is a call rate between two pods, as one node saw it.
 type Edge struct {
@@ -470,7 +469,7 @@ func DecodeEvent(b []byte) (Event, error) {
 		u.CPUMilli, u.RequestedCPUMilli = d.varint("cpu milli"), d.varint("requested cpu milli")
 		e.Usage = u
 	case EdgeRate:
-		x := &Edge{Src: PodRef{d.str("src namespace"), d.str("src name")}, Dst: PodRef{d.str("dst namespace"), d.str("dst name")}, Reporter: d.str("reporter")}
+		x := &Edge{Src: PodRef{Namespace: d.str("src namespace"), Name: d.str("src name")}, Dst: PodRef{Namespace: d.str("dst namespace"), Name: d.str("dst name")}, Reporter: d.str("reporter")}
 		x.CallsPerSecond = d.float("rate")
 		e.Edge = x
 	case NodeInfo:

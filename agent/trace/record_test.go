@@ -22,7 +22,7 @@ func sampleEvents() []Event {
 		{Kind: PodBinding, Time: t0.Add(2 * time.Second), Pod: &Pod{UID: "u-1", Namespace: "shop", Name: "cart-7d9f-x2", Node: "edge-a"}},
 		{Kind: PodDeletion, Time: t0.Add(time.Hour), Pod: &Pod{UID: "u-1", Namespace: "shop", Name: "cart-7d9f-x2"}},
 		{Kind: NodeUsage, Time: t0.Add(10 * time.Second), Usage: &Usage{Node: "edge-a", CPU: 0.25, Mem: 0.5, CPUMilli: 4000, RequestedCPUMilli: 2000}},
-		{Kind: EdgeRate, Time: t0.Add(20 * time.Second), Edge: &Edge{Src: PodRef{"shop", "cart-7d9f-x2"}, Dst: PodRef{"shop", "db-0"}, CallsPerSecond: 12.5, Reporter: "edge-a"}},
+		{Kind: EdgeRate, Time: t0.Add(20 * time.Second), Edge: &Edge{Src: PodRef{Namespace: "shop", Name: "cart-7d9f-x2"}, Dst: PodRef{Namespace: "shop", Name: "db-0"}, CallsPerSecond: 12.5, Reporter: "edge-a"}},
 		{Kind: NodeInfo, Time: t0, Node: &Node{Name: "edge-a", CPUMilli: 4000, MemoryMiB: 8192, GPUs: 2, GPUModel: "T4", Zone: "zone-1", Arch: sim.ArchAMD64, FailureRate: 0.5}},
 	}
 }
@@ -89,7 +89,7 @@ func TestEventRefusals(t *testing.T) {
 		{"gpu share without gpus", Event{Kind: PodArrival, Time: t0, Pod: &Pod{UID: "u", Namespace: "a", Name: "b", GPUMilli: 500}}, "gpu request"},
 		{"long name", Event{Kind: PodDeletion, Time: t0, Pod: &Pod{UID: "u", Namespace: "a", Name: strings.Repeat("x", maxString+1)}}, "name is"},
 		{"binding without node", Event{Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u", Namespace: "a", Name: "b"}}, "node missing"},
-		{"infinite rate", Event{Kind: EdgeRate, Time: t0, Edge: &Edge{Src: PodRef{"a", "b"}, Dst: PodRef{"a", "c"}, Reporter: "n", CallsPerSecond: math.Inf(1)}}, "rate"},
+		{"infinite rate", Event{Kind: EdgeRate, Time: t0, Edge: &Edge{Src: PodRef{Namespace: "a", Name: "b"}, Dst: PodRef{Namespace: "a", Name: "c"}, Reporter: "n", CallsPerSecond: math.Inf(1)}}, "rate"},
 		{"unknown kind", Event{Kind: 42, Time: t0, Node: &Node{Name: "n"}}, "unknown kind"},
 	}
 	for _, tc := range encode {

@@ -37,7 +37,7 @@ type RecorderConfig struct {
 	// serve.
 	Client kube.Interface
 	// NodeName is this agent's node: the flows given to ObserveFlows are
-	// published in its FlowsAnnotation. "" publishes nothing.
+	// published in its kubefmt.FlowsAnnotation. "" publishes nothing.
 	NodeName string
 	// FlowInterval is how often the flows annotation is written (the
 	// rate window); default 10s, at least 1s.
@@ -152,7 +152,7 @@ func (r *Recorder) Synced() bool {
 
 // ObserveFlows hands the recorder the node's flow collector's newest
 // cumulative counts; the rates between two annotation writes are
-// published in FlowsAnnotation.
+// published in kubefmt.FlowsAnnotation.
 func (r *Recorder) ObserveFlows(at time.Time, flows []FlowCount) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -224,7 +224,7 @@ func (r *Recorder) load(stop <-chan struct{}) error {
 	r.stop, r.synced = stop, false
 	r.pods, r.nodes, r.usage, r.edges = map[types.UID]podState{}, map[string]Node{}, map[string]time.Time{}, map[string]time.Time{}
 	for _, e := range live {
-		r.pods[types.UID(e.Pod.UID)] = podState{ref: PodRef{e.Pod.Namespace, e.Pod.Name}, node: e.Pod.Node}
+		r.pods[types.UID(e.Pod.UID)] = podState{ref: PodRef{Namespace: e.Pod.Namespace, Name: e.Pod.Name}, node: e.Pod.Node}
 	}
 	for _, e := range nodes {
 		r.nodes[e.Node.Name] = *e.Node
@@ -374,7 +374,7 @@ func (r *Recorder) podSeen(obj any) {
 			at = r.cfg.Now() // an apiserver always sets it; a fake may not
 		}
 		r.emit(Event{Kind: PodArrival, Time: at, Pod: &rec})
-		st = podState{ref: PodRef{p.Namespace, p.Name}}
+		st = podState{ref: PodRef{Namespace: p.Namespace, Name: p.Name}}
 		r.mu.Lock()
 		r.pods[p.UID] = st
 		r.mu.Unlock()
@@ -456,7 +456,7 @@ func (r *Recorder) nodeSeen(obj any, pods cache.Indexer) {
 	if v, ok := n.Annotations[kubefmt.AnnotationTelemetry]; ok {
 		r.nodeUsage(n, v, info, pods)
 	}
-	if v, ok := n.Annotations[FlowsAnnotation]; ok {
+	if v, ok := n.Annotations[kubefmt.FlowsAnnotation]; ok {
 		r.nodeFlows(n.Name, v)
 	}
 }
@@ -499,9 +499,9 @@ func (r *Recorder) nodeUsage(n *v1.Node, v string, info Node, pods cache.Indexer
 }
 
 func (r *Recorder) nodeFlows(node, v string) {
-	f, err := DecodeFlows(v)
+	f, err := kubefmt.DecodeFlows(v)
 	if err != nil {
-		r.malformed(FlowsAnnotation, node, err)
+		r.malformed(kubefmt.FlowsAnnotation, node, err)
 		return
 	}
 	r.mu.Lock()
@@ -613,7 +613,7 @@ func (r *Recorder) flowLoop(ctx context.Context, pods cache.Indexer) {
 			continue
 		}
 		win = min(win, time.Hour)
-		f := Flows{Time: at, Window: win}
+		f := kubefmt.Flows{Time: at, Window: win}
 		agg := map[[2]PodRef]float64{}
 		for k, rate := range byAddr {
 			src, ok1 := podByIP(pods, k[0])
@@ -623,7 +623,7 @@ func (r *Recorder) flowLoop(ctx context.Context, pods cache.Indexer) {
 			}
 		}
 		for k, rate := range agg {
-			f.Edges = append(f.Edges, FlowEdge{Src: k[0], Dst: k[1], CallsPerSecond: min(rate, maxRate)})
+			f.Edges = append(f.Edges, kubefmt.FlowEdge{Src: k[0], Dst: k[1], CallsPerSecond: min(rate, maxRate)})
 		}
 		if len(f.Edges) == 0 && !published {
 			continue
@@ -636,12 +636,12 @@ func (r *Recorder) flowLoop(ctx context.Context, pods cache.Indexer) {
 	}
 }
 
-func (r *Recorder) publishFlows(ctx context.Context, f Flows) error {
-	v, err := EncodeFlows(f)
+func (r *Recorder) publishFlows(ctx context.Context, f kubefmt.Flows) error {
+	v, err := kubefmt.EncodeFlows(f)
 	if err != nil {
 		return err
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{FlowsAnnotation: v}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{kubefmt.FlowsAnnotation: v}}})
 	if err != nil {
 		return err
 	}

@@ -158,11 +158,11 @@ func TestRecorderLogic(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		v, ok := n.Annotations[FlowsAnnotation]
+		v, ok := n.Annotations[kubefmt.FlowsAnnotation]
 		if !ok {
 			return false, "no annotation"
 		}
-		f, err := DecodeFlows(v)
+		f, err := kubefmt.DecodeFlows(v)
 		if err != nil {
 			return false, err.Error()
 		}

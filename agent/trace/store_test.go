@@ -243,7 +243,7 @@ func TestAppendRefusesRecordsIndividually(t *testing.T) {
 				{Kind: PodDeletion, Time: t0, Pod: pod("u-2", long)},
 				{Kind: PodBinding, Time: t0, Pod: pod("u-3", "p-3")},
 				{Kind: NodeUsage, Time: t0, Usage: &Usage{Node: "n1", CPU: math.NaN()}},
-				{Kind: EdgeRate, Time: t0, Edge: &Edge{Src: PodRef{"ns", "p-1"}, Dst: PodRef{"ns", "p-2"}, Reporter: "n1", CallsPerSecond: math.Inf(1)}},
+				{Kind: EdgeRate, Time: t0, Edge: &Edge{Src: PodRef{Namespace: "ns", Name: "p-1"}, Dst: PodRef{Namespace: "ns", Name: "p-2"}, Reporter: "n1", CallsPerSecond: math.Inf(1)}},
 				{Kind: NodeUsage, Time: t0, Usage: &Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000}}},
 			recorded: 2, refused: 4,
 			want: []string{"4 of 6",
