@@ -99,6 +99,7 @@ type options struct {
 	natsFlags                                                            *natsflags.Flags
 	dependenciesConfigMap                                                string
 	dependenciesInterval                                                 time.Duration
+	dependenciesEmbeddings                                               bool
 }
 
 // deprecatedFlags maps each old flag name to the name that replaced it
@@ -144,6 +145,7 @@ func addFlags(fs *pflag.FlagSet, o *options) {
 	fs.IntVar(&o.traceMaxEvents, "trace-max-events", 1000000, "most events the site trace keeps")
 	fs.StringVar(&o.dependenciesConfigMap, "dependencies-configmap", kubefmt.DefaultDependenciesConfigMapName, "ConfigMap the site leader writes the service dependency graph into (EdgePolicy's dependenciesConfigMap): [NAMESPACE/]NAME (NAME alone: in --namespace); empty: not written")
 	fs.DurationVar(&o.dependenciesInterval, "dependencies-interval", time.Minute, "how often the site leader recomputes the service dependency graph from the trace (an unchanged graph is rewritten every 10 intervals)")
+	fs.BoolVar(&o.dependenciesEmbeddings, "dependencies-embeddings", false, "experimental: the site leader also writes GraphSAGE embeddings of the graph's services into its ConfigMap (embeddings.json; the encoder is pre-trained at start-up on the library's training apps; no policy reads them yet)")
 	// -s/--server (the coordinator's NATS URL or the site's leaf node;
 	// required with --site), --context, --creds, --nkey, --tlsca, ...
 	o.natsFlags = natsflags.AddPFlags(fs, natsflags.Options{LegacyServerFlag: true})
@@ -268,7 +270,7 @@ func run(ctx context.Context, fs *pflag.FlagSet, o *options, stderr io.Writer) e
 func siteFlagsSet(fs *pflag.FlagSet) []string {
 	site := map[string]bool{"namespace": true, "lease-duration": true, "site-key": true,
 		"model-configmap": true, "model-configmap-key": true, "model-keys": true, "trace-retention": true, "trace-max-events": true,
-		"model-max-age": true, "freeze-after": true, "dependencies-configmap": true, "dependencies-interval": true}
+		"model-max-age": true, "freeze-after": true, "dependencies-configmap": true, "dependencies-interval": true, "dependencies-embeddings": true}
 	for _, n := range natsflags.Names() {
 		site[n] = true
 	}

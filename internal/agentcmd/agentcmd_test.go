@@ -93,6 +93,7 @@ func TestFlags(t *testing.T) {
 		{"bad dependencies configmap name", []string{"--no-annotate", "--dependencies-configmap", "Deps_1"}, 2, `--dependencies-configmap: bad ConfigMap reference "Deps_1": name "Deps_1"`},
 		{"bad dependencies configmap namespace", []string{"--no-annotate", "--dependencies-configmap", "kube.system/deps"}, 2, `--dependencies-configmap: bad ConfigMap reference "kube.system/deps": namespace "kube.system"`},
 		{"dependency flags without --site", []string{"--no-annotate", "--dependencies-configmap", "", "--dependencies-interval", "30s"}, 2, "--dependencies-configmap --dependencies-interval given without --site"},
+		{"embeddings without a graph", []string{"--no-annotate", "--site", "s", "--dependencies-configmap", "", "--dependencies-embeddings"}, 2, "--dependencies-embeddings needs a --dependencies-configmap"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -429,15 +430,17 @@ func TestSiteDependencyGraph(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		name     string
-		args     []string
-		ns, cm   string // "": no publisher
-		interval time.Duration
+		name       string
+		args       []string
+		ns, cm     string // "": no publisher
+		interval   time.Duration
+		embeddings bool
 	}{
-		{"default", nil, "edgesched-system", "edgesched-dependencies", time.Minute},
-		{"namespace/name and interval", []string{"--dependencies-configmap", "kube-system/deps", "--dependencies-interval", "30s"}, "kube-system", "deps", 30 * time.Second},
-		{"name in --namespace", []string{"--namespace", "edge", "--dependencies-configmap", "deps"}, "edge", "deps", time.Minute},
-		{"disabled", []string{"--dependencies-configmap", ""}, "", "", 0},
+		{"default", nil, "edgesched-system", "edgesched-dependencies", time.Minute, false},
+		{"namespace/name and interval", []string{"--dependencies-configmap", "kube-system/deps", "--dependencies-interval", "30s"}, "kube-system", "deps", 30 * time.Second, false},
+		{"name in --namespace", []string{"--namespace", "edge", "--dependencies-configmap", "deps"}, "edge", "deps", time.Minute, false},
+		{"disabled", []string{"--dependencies-configmap", ""}, "", "", 0, false},
+		{"embeddings", []string{"--dependencies-embeddings"}, "edgesched-system", "edgesched-dependencies", time.Minute, true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -502,6 +505,19 @@ func TestSiteDependencyGraph(t *testing.T) {
 				g, err := kubefmt.DecodeDependencyGraph([]byte(cm.Data[kubefmt.DependenciesConfigMapKey]))
 				if err != nil {
 					return false, err.Error()
+				}
+				// with --dependencies-embeddings the (empty) graph's
+				// embeddings are written beside it, from the pre-trained
+				// encoder; without, none
+				raw, has := cm.Data[kubefmt.EmbeddingsConfigMapKey]
+				if has != tc.embeddings {
+					return false, fmt.Sprintf("embeddings present: %v", has)
+				}
+				if has {
+					m, err := kubefmt.DecodeEmbeddings([]byte(raw))
+					if err != nil || !strings.HasPrefix(m.Encoder, "sage-") || len(m.Services) != 0 {
+						return false, fmt.Sprintf("embeddings %+v, %v", m, err)
+					}
 				}
 				return len(g.Edges) == 0 && g.Window == "10m0s" && cm.Labels["edgesched.io/site"] == "lab-1", fmt.Sprintf("%+v %v", g, cm.Labels)
 			})

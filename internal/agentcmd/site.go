@@ -19,6 +19,7 @@ import (
 	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy/ppo"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -68,6 +69,9 @@ func (o *options) dependenciesConfigMapRef() (ns, name string, err error) {
 func (o *options) checkConfigMaps() error {
 	if _, _, err := o.dependenciesConfigMapRef(); err != nil {
 		return err
+	}
+	if o.dependenciesEmbeddings && o.dependenciesConfigMap == "" {
+		return usagef("--dependencies-embeddings needs a --dependencies-configmap (the graph it embeds and the ConfigMap it writes to)")
 	}
 	if o.site == "" {
 		return nil // --model-configmap is a site flag: given alone it is refused later
@@ -196,6 +200,14 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 		}
 		dc.Client, dc.Trace, dc.Interval, dc.Site, dc.Identity = kc, store, o.dependenciesInterval, o.site, o.nodeName
 		dc.Registerer, dc.Seed, dc.Logger = reg, agent.DeriveSeed(o.seed, seedDependencies), log
+		if o.dependenciesEmbeddings {
+			p, err := sage.Default()
+			if err != nil {
+				return nil, fmt.Errorf("--dependencies-embeddings: %w", err)
+			}
+			dc.Encoder = p.Encoder
+			log.Info("service embeddings on", "encoder", p.Encoder.ID())
+		}
 		deps, err := site.NewDependencyPublisher(dc)
 		if err != nil {
 			return nil, fmt.Errorf("--dependencies-configmap: %w", err)

@@ -686,6 +686,9 @@ func TestDeployChart(t *testing.T) {
 						t.Errorf("agent args %q: missing %s", args, a)
 					}
 				}
+				if slices.Contains(args, "--dependencies-embeddings") {
+					t.Errorf("agent args %q: embeddings on by default", args)
+				}
 				role := typed[rbacv1.Role](t, s, siteLeaderRol)
 				var lease, deps bool
 				for _, r := range role.Rules {
@@ -716,6 +719,7 @@ func TestDeployChart(t *testing.T) {
 				"--set", "site.natsURL=tls://nats.example.org:4222",
 				"--set", "site.natsNKeySecret=nats-nkey", "--set", "site.natsTLSSecret=nats-tls", "--set", "site.natsMutualTLS=true",
 				"--set", "model.key=policy.esa", "--set", "site.dependenciesConfigMap=lab-2-deps", "--set", "site.dependenciesInterval=30s",
+				"--set", "site.dependenciesEmbeddings=true",
 				"--set-string", `trustedKeys.keys.coordinator\.pub=` + pub},
 			want:   []string{nsObj, agentDS, schedDeploy, schedConfig, siteLeaderRol, keysCM},
 			absent: []string{coordSTS, natsSTS, leafDeploy},
@@ -724,7 +728,7 @@ func TestDeployChart(t *testing.T) {
 				args := agentArgs(t, s)
 				for _, a := range []string{"--site=lab-2", "--server=tls://nats.example.org:4222", "--nkey=/etc/edgesched/nats-nkey/nats.nk",
 					"--tlsca=/etc/edgesched/nats-tls/ca.crt", "--tlscert=/etc/edgesched/nats-tls/tls.crt", "--tlskey=/etc/edgesched/nats-tls/tls.key",
-					"--model-configmap-key=policy.esa", "--dependencies-configmap=lab-2-deps", "--dependencies-interval=30s"} {
+					"--model-configmap-key=policy.esa", "--dependencies-configmap=lab-2-deps", "--dependencies-interval=30s", "--dependencies-embeddings"} {
 					if !slices.Contains(args, a) {
 						t.Errorf("agent args %q: missing %s", args, a)
 					}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -28,6 +29,7 @@ import (
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
@@ -267,6 +269,11 @@ func (r *siteRig) startAgent(id, dir string) *siteAgent {
 	dcfg := site.DefaultDependencyConfig()
 	dcfg.Client, dcfg.Namespace, dcfg.Trace, dcfg.Site, dcfg.Identity = client, siteNamespace, a.store, siteName, id
 	dcfg.Interval = siteDepsInterval
+	enc, err := sage.Default() // the GraphSAGE encoder: the leader writes the services' embeddings too
+	if err != nil {
+		t.Fatal(err)
+	}
+	dcfg.Encoder = enc.Encoder
 	deps, err := site.NewDependencyPublisher(dcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -619,7 +626,10 @@ func siteFailover(t *testing.T, cp *ControlPlane) {
 
 // siteDependencyGraph polls the dependency graph ConfigMap until it holds
 // web -> db at a positive rate (the format refuses any other), written by
-// agent by (the edgesched.io/agent annotation), and returns that writer.
+// agent by (the edgesched.io/agent annotation), with the embeddings of web
+// and db beside it (the pre-trained GraphSAGE encoder's, within half a
+// quantization step of that encoder's own computation on the graph), and
+// returns that writer.
 func siteDependencyGraph(t *testing.T, cp *ControlPlane, by string) string {
 	t.Helper()
 	var writer, data string
@@ -638,7 +648,33 @@ func siteDependencyGraph(t *testing.T, cp *ControlPlane, by string) string {
 		for _, e := range g.Edges {
 			ok = ok && e.From == "web" && e.To == "db" && e.CallsPerSecond > 0
 		}
-		return ok && len(g.Edges) == 1, fmt.Sprintf("by %s, labels %v, graph %+v", writer, cm.Labels, g)
+		if !ok || len(g.Edges) != 1 {
+			return false, fmt.Sprintf("by %s, labels %v, graph %+v", writer, cm.Labels, g)
+		}
+		m, err := kubefmt.DecodeEmbeddings([]byte(cm.Data[kubefmt.EmbeddingsConfigMapKey]))
+		if err != nil {
+			return false, "embeddings: " + err.Error()
+		}
+		enc, _ := sage.Default()
+		want, err := enc.Encoder.Embed(sage.FromDependencies(g.Edges))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Encoder != enc.Encoder.ID() || len(m.Services) != 2 {
+			return false, fmt.Sprintf("embeddings by encoder %s of %d services", m.Encoder, len(m.Services))
+		}
+		for _, sv := range m.Services {
+			w := want.Of(sv.Name)
+			if w == nil {
+				return false, "embedding of an unknown service " + sv.Name
+			}
+			for j, v := range sv.Vector() {
+				if math.Abs(float64(v-w[j])) > float64(sv.Scale)/2*1.0001 {
+					t.Fatalf("%s's published embedding value %d is %v, the encoder's %v", sv.Name, j, v, w[j])
+				}
+			}
+		}
+		return true, ""
 	})
 	t.Logf("dependency graph by %s: %s", writer, data)
 	return writer
