@@ -115,6 +115,7 @@ func TestAgentDependencies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// the list must be real: the agent's own packages are in it
 			deplist.Check(t, agentPkg, tc.tags, append([]string{"github.com/edgesched/edgesched/internal/kube", "k8s.io/client-go/tools/cache"}, tc.mustHave...), tc.forbidden)
+			deplist.CheckNoTemplates(t, agentPkg, tc.tags)
 		})
 	}
 }

@@ -188,12 +188,26 @@ func FlagError(cmd *cobra.Command, err error) error {
 
 // AddVersion gives a daemon's root its --version flag (no shorthand: -v
 // is klog's verbosity where there is one) and its version verb; both
-// print Info().Line(name) on stdout.
+// print Info().Line(name) on stdout. Call it after setting root.RunE: the
+// flag is answered at the start of RunE. It deliberately leaves
+// root.Version unset: cobra prints a set Version through a text/template
+// (SetVersionTemplate), and linking text/template's execution turns off
+// the linker's dead-code elimination of methods, which made edge-agent
+// 5.4 MB larger (docs/agent.md, "Binary size").
 func AddVersion(root *cobra.Command, name string) {
 	line := Info().Line(name)
-	root.Version = line
-	root.SetVersionTemplate("{{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version, commit and build date and exit")
+	run := root.RunE
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if v, _ := cmd.Flags().GetBool("version"); v {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), line)
+			return err
+		}
+		if run == nil {
+			return cmd.Help()
+		}
+		return run(cmd, args)
+	}
 	root.AddCommand(NewVersionCommand(line))
 }
 
