@@ -103,7 +103,8 @@ type DependencyConfig struct {
 	// ConfigMap (kubefmt.EmbeddingsConfigMapKey); the graph's size bound
 	// shrinks by kubefmt.MaxEmbeddingsBytes to leave them room. nil: the
 	// graph alone (and embeddings a previous leader wrote are removed).
-	// Sync reads it only; do not change its weights while it runs.
+	// Sync embeds with a private copy of its network; do not change its
+	// weights while Sync runs.
 	Encoder *sage.Encoder
 	// Registerer receives edgesched_site_dependency_graph_writes_total
 	// {result}, edgesched_site_dependency_graph_edges and
@@ -248,7 +249,7 @@ type DependencyResult struct {
 	// Reason names why a graph was written ("new", "edges changed",
 	// "rates moved", "refresh", "window changed", "no graph", "invalid";
 	// for the embeddings of a current graph "no embeddings", "invalid
-	// embeddings", "encoder changed", "no encoder").
+	// embeddings", "encoder changed", "embeddings stale", "no encoder").
 	Reason string
 	// Edges in the graph; Dropped edges left out (a service name the
 	// format refuses, or beyond the format's bounds: the lightest go).
@@ -299,7 +300,10 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 		}
 		p.embed.Observe(time.Since(start).Seconds())
 		if err != nil {
-			return nil, fmt.Errorf("embed the dependency graph's services: %w", err)
+			// the graph is what the scheduler needs: write it without
+			// embeddings rather than not at all
+			p.log.Warn("service embeddings not computed: writing the graph without them", "err", err)
+			emb = nil
 		}
 		return emb, nil
 	}
@@ -330,7 +334,7 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 			p.log.Warn("the ConfigMap's dependency graph does not decode: replacing it", "err", derr)
 			res.Action, res.Reason = DependencyReplaced, "invalid"
 		} else if res.Reason = p.changed(old, &g, now); res.Reason == "" {
-			if res.Reason = p.embeddingsStale(cm); res.Reason == "" {
+			if res.Reason = p.embeddingsStale(cm, old.Updated); res.Reason == "" {
 				res.Action = DependencyUnchanged
 				return nil
 			}
@@ -354,10 +358,12 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 }
 
 // embeddingsStale says why the ConfigMap's embeddings must be rewritten
-// although its graph is current ("" when they need not): missing,
-// invalid, or from another encoder; or present when the leader has no
-// encoder.
-func (p *DependencyPublisher) embeddingsStale(cm *v1.ConfigMap) string {
+// although its graph (written at graphUpdated) is current ("" when they
+// need not): missing, invalid, from another encoder, or not written with
+// that graph (an agent without embeddings, during a rolling upgrade,
+// rewrote the graph and kept the old key); or present when the leader has
+// no encoder.
+func (p *DependencyPublisher) embeddingsStale(cm *v1.ConfigMap, graphUpdated time.Time) string {
 	cur, ok := cm.Data[kubefmt.EmbeddingsConfigMapKey]
 	switch {
 	case p.cfg.Encoder == nil && ok:
@@ -374,6 +380,8 @@ func (p *DependencyPublisher) embeddingsStale(cm *v1.ConfigMap) string {
 		return "invalid embeddings"
 	case m.Encoder != p.encoderID:
 		return "encoder changed"
+	case !m.Updated.Equal(graphUpdated):
+		return "embeddings stale"
 	}
 	return ""
 }

@@ -19,7 +19,8 @@ import (
 // TestDependencyPublisherEmbeddings follows a leader with an encoder: the
 // first write carries the graph's service embeddings (the encoder's own
 // computation, quantized); an unchanged graph leaves them; a new encoder,
-// damaged embeddings or a leader without an encoder rewrite them.
+// damaged embeddings, embeddings of another write of the graph or a
+// leader without an encoder rewrite them.
 func TestDependencyPublisherEmbeddings(t *testing.T) {
 	ctx := context.Background()
 	edges := fixedEdges{edge("web", "db", 10), edge("web", "cache", 40), edge("cache", "db", 4)}
@@ -101,6 +102,21 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 		t.Fatal(err)
 	}
 	sync(p, DependencyUpdated, "invalid embeddings")
+	// embeddings from another write of the graph (an agent without them
+	// rewrote the graph during an upgrade and kept the key): stale
+	_, m = read()
+	m.Updated = m.Updated.Add(-time.Minute)
+	raw, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, _ = cms.Get(ctx, kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+	cm.Data[kubefmt.EmbeddingsConfigMapKey] = string(raw)
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sync(p, DependencyUpdated, "embeddings stale")
+	sync(p, DependencyUnchanged, "")
 	sync(publisher(nil, nil), DependencyUpdated, "no encoder")
 	if data, m := read(); m != nil || data[kubefmt.DependenciesConfigMapKey] == "" {
 		t.Fatalf("without an encoder: %v", data)

@@ -198,6 +198,11 @@ func AddVersion(root *cobra.Command, name string) {
 	line := Info().Line(name)
 	root.Flags().Bool("version", false, "print the version, commit and build date and exit")
 	run := root.RunE
+	if run == nil && root.Run != nil {
+		plain := root.Run
+		run = func(cmd *cobra.Command, args []string) error { plain(cmd, args); return nil }
+		root.Run = nil
+	}
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		if v, _ := cmd.Flags().GetBool("version"); v {
 			_, err := fmt.Fprintln(cmd.OutOrStdout(), line)

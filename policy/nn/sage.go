@@ -214,7 +214,8 @@ func (s *Sage) NumParams() int {
 // Forward embeds the n nodes whose input rows are x (n*F values,
 // row-major), aggregating layer k over agg[k] (len Layers, each
 // validated against n). It returns n*D values, every row of unit length
-// (or zero when its last layer's row is zero), and keeps the activations
+// (or zero when its last layer's row is zero or not finite), and keeps
+// the activations
 // for Backward. The returned slice is reused by the next call.
 func (s *Sage) Forward(x []float32, n int, agg []Mean) ([]float32, error) {
 	if n <= 0 || len(x) != n*s.F {
@@ -262,6 +263,9 @@ func (s *Sage) Forward(x []float32, n int, agg []Mean) ([]float32, error) {
 			sq += float64(e) * float64(e)
 		}
 		nrm := float32(math.Sqrt(sq))
+		if math.IsInf(float64(nrm), 0) || math.IsNaN(float64(nrm)) {
+			nrm = 0 // a row that overflowed: zero, like an all-zero one
+		}
 		s.norms[v] = nrm
 		for j, e := range row {
 			if nrm > 0 {

@@ -252,3 +252,28 @@ func TestSageRefuses(t *testing.T) {
 		t.Errorf("no aggregator: %v", err)
 	}
 }
+
+// TestSageOverflow: a row whose output overflows embeds as zero, not NaN.
+func TestSageOverflow(t *testing.T) {
+	s, err := NewSage(2, 3, 2, 1, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := Mean{Off: []int32{0, 0, 0}}
+	emb, err := s.Forward([]float32{float32(math.Inf(1)), 1, 0.5, 0.5}, 2, []Mean{none})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, v := range emb[:2] {
+		if v != 0 {
+			t.Fatalf("the overflowed row's value %d is %v, want 0", j, v)
+		}
+	}
+	var sq float64
+	for _, v := range emb[2:] {
+		sq += float64(v) * float64(v)
+	}
+	if math.Abs(sq-1) > 1e-5 {
+		t.Fatalf("the finite row's squared length is %v", sq)
+	}
+}

@@ -90,12 +90,11 @@ func Default() (*Pretrained, error) {
 // the pod would exchange inside the node's zone, then TargetLoadPacking)
 // plus weight times the pod's affinity to each zone, normalised over the
 // candidates to [0, 100]. The affinity of zone z is the sum over the
-// other services u with running pods of the predicted probability that
-// the pod's service and u call each other (the decoder's score through
-// the sigmoid Pretrain used) times the share of u's pods in z: direct
-// callers and callees count about 1, services two or three hops away
-// less. Embeddings are computed once per environment from its graph
-// (FromEnv).
+// services u within two calls of the pod's service (either direction)
+// that have running pods, of the predicted probability that the two call
+// each other (the decoder's score through the sigmoid Pretrain used)
+// times the share of u's pods in z. Embeddings and those probabilities
+// are computed once per environment from its graph (FromEnv).
 func AffinityFactory(name string, p *Pretrained, weight float64) sim.Factory {
 	return sim.Factory{Name: name, New: func(env *sim.Env) (sim.Policy, error) {
 		if len(env.Services) == 0 {
@@ -105,32 +104,42 @@ func AffinityFactory(name string, p *Pretrained, weight float64) sim.Factory {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", AffinityLoad, err)
 		}
-		n := len(env.Services)
 		c, err := compile(FromEnv(env))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", AffinityLoad, err)
 		}
-		prob := make([]float32, n*n)
+		near := make([][]partner, len(env.Services))
 		scale := DefaultPretrainConfig().Scale
-		for a := range n {
+		d := m.Dim
+		for a := range near {
 			// the services within two calls of a (either direction)
+			seen := map[int32]bool{int32(a): true}
 			for _, e := range c.nbr[a] {
 				for _, u := range append([]neighbour{e}, c.nbr[e.idx]...) {
-					if b := int(u.idx); b != a && prob[a*n+b] == 0 {
-						prob[a*n+b] = float32(sigmoid(scale * p.Decoder.Score(m.Values[a*m.Dim:(a+1)*m.Dim], m.Values[b*m.Dim:(b+1)*m.Dim])))
+					if !seen[u.idx] {
+						seen[u.idx] = true
+						b := int(u.idx)
+						pr := sigmoid(scale * p.Decoder.Score(m.Values[a*d:(a+1)*d], m.Values[b*d:(b+1)*d]))
+						near[a] = append(near[a], partner{u.idx, float32(pr)})
 					}
 				}
 			}
 		}
-		return &affinityLoad{name: name, base: baseline.NewDepLoad(env, 0), prob: prob, n: n, weight: weight}, nil
+		return &affinityLoad{name: name, base: baseline.NewDepLoad(env, 0), near: near, weight: weight}, nil
 	}}
+}
+
+// partner is a service within two calls and the predicted probability
+// that the two call each other.
+type partner struct {
+	svc  int32
+	prob float32
 }
 
 type affinityLoad struct {
 	name   string
 	base   sim.Policy
-	prob   []float32 // n x n link probabilities
-	n      int
+	near   [][]partner // per service
 	weight float64
 	zone   []float64
 	aff    []float64
@@ -140,7 +149,7 @@ func (a *affinityLoad) Name() string { return a.name }
 
 func (a *affinityLoad) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
 	a.base.Score(st, p, nodes, scores)
-	if p.Service < 0 || a.prob == nil {
+	if p.Service < 0 || a.near == nil {
 		return
 	}
 	Z := len(st.Env.Zones)
@@ -149,15 +158,15 @@ func (a *affinityLoad) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []
 	}
 	a.zone = a.zone[:Z]
 	clear(a.zone)
-	row := a.prob[int(p.Service)*a.n : (int(p.Service)+1)*a.n]
-	for u, pr := range row {
+	for _, q := range a.near[p.Service] {
+		u := int(q.svc)
 		k := st.ServiceCount(u)
-		if k == 0 || pr == 0 {
+		if k == 0 {
 			continue
 		}
 		for z := range Z {
 			if c := st.ServiceZoneCount(u, z); c > 0 {
-				a.zone[z] += float64(pr) * float64(c) / float64(k)
+				a.zone[z] += float64(q.prob) * float64(c) / float64(k)
 			}
 		}
 	}

@@ -11,7 +11,8 @@
 // policy/nn's Sage; this package prepares its inputs and trains it.
 //
 // Concurrency and lifetimes: a Graph is read-only once validated and may
-// be shared. An Encoder runs one Embed at a time (its network keeps the
-// activations of the last pass); Clone gives an independent copy.
+// be shared. Embed and LinkAUC run a private copy of the encoder's
+// network, so one Encoder may serve concurrent calls (Default's is shared
+// by every caller); changing its weights while they run is a race.
 // Pretrain owns the encoder it returns.
 package sage

@@ -99,7 +99,9 @@ func (m *Embeddings) Of(name string) []float32 {
 	return nil
 }
 
-// Embed computes the embeddings of g's services.
+// Embed computes the embeddings of g's services. It runs a private copy
+// of the network, so concurrent calls on one Encoder are safe (the
+// network's 1,712 parameters cost nothing to copy next to the pass).
 func (e *Encoder) Embed(g *Graph) (*Embeddings, error) {
 	c, err := compile(g)
 	if err != nil {
@@ -116,7 +118,7 @@ func (e *Encoder) embed(c *compiled, seed uint64) (*Embeddings, error) {
 	if e.Net.F != NumInputs {
 		return nil, fmt.Errorf("%w: a network of %d inputs, want %d", ErrConfig, e.Net.F, NumInputs)
 	}
-	v, err := e.Net.Forward(c.inputs(), n, c.aggregators(e.Fanouts, seed))
+	v, err := e.Net.Clone().Forward(c.inputs(), n, c.aggregators(e.Fanouts, seed))
 	if err != nil {
 		return nil, fmt.Errorf("embed: %w", err)
 	}

@@ -37,8 +37,9 @@ type PretrainConfig struct {
 	// initial weights (the ablation of training the encoder; needs
 	// Bilinear).
 	FrozenEncoder bool
-	// Seed draws the initial weights, each epoch's neighbour samples and
-	// the negative pairs; callers log it.
+	// Seed draws the initial weights, the order of the graphs and the
+	// negative pairs; each epoch's neighbour samples come from the
+	// encoder's seed (Encoder.Seed) and the epoch. Callers log it.
 	Seed uint64
 }
 
@@ -399,12 +400,17 @@ func LinkAUC(e *Encoder, dec *Decoder, g *Graph) (float64, error) {
 			}
 		}
 	}
+	for _, a := range all {
+		if math.IsNaN(a.s) || math.IsInf(a.s, 0) {
+			return 0, fmt.Errorf("%w: a pair scores %v (a decoder or weights that are not finite)", ErrConfig, a.s)
+		}
+	}
 	slices.SortFunc(all, func(a, b scored) int { return cmp.Compare(a.s, b.s) })
 	// Mann-Whitney: average ranks over ties
 	var rankSum float64
 	pos := float64(len(t.pairs))
 	for i := 0; i < len(all); {
-		j := i
+		j := i + 1
 		for j < len(all) && all[j].s == all[i].s {
 			j++
 		}

@@ -214,3 +214,17 @@ func BenchmarkEmbed1000(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(m.Values)+4*len(m.Names)), "int8-bytes")
 }
+
+// TestLinkAUCNonFinite: a decoder holding a NaN is refused with an error
+// (it once made the tie loop spin for ever).
+func TestLinkAUCNonFinite(t *testing.T) {
+	enc, err := Untrained(DefaultPretrainConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := newDecoder(enc.Net.D, true)
+	dec.M[3] = float32(math.NaN())
+	if _, err := LinkAUC(enc, dec, star(6)); !errors.Is(err, ErrConfig) {
+		t.Fatalf("NaN decoder: %v, want ErrConfig", err)
+	}
+}

@@ -239,3 +239,43 @@ func TestEmbedInductive(t *testing.T) {
 		t.Fatal("Of")
 	}
 }
+
+// TestEmbedConcurrent: one encoder (Default's is shared by every caller)
+// serves concurrent Embed calls with the results of serial ones.
+func TestEmbedConcurrent(t *testing.T) {
+	p, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	graphs := []*Graph{star(5), star(9), bigGraph(60)}
+	want := make([]string, len(graphs))
+	for i, g := range graphs {
+		m, err := p.Encoder.Embed(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = fmt.Sprint(m.Values)
+	}
+	errs := make(chan error, 8)
+	for w := range 8 {
+		go func() {
+			for k := range 6 {
+				i := (w + k) % len(graphs)
+				m, err := p.Encoder.Embed(graphs[i])
+				if err == nil && fmt.Sprint(m.Values) != want[i] {
+					err = fmt.Errorf("graph %d: a concurrent call got other embeddings", i)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

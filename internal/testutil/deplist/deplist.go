@@ -97,7 +97,7 @@ func CheckNoTemplates(t *testing.T, pkg, tags string) {
 	if err != nil {
 		t.Skipf("the go command is not on PATH (%v): cannot list %s's dependencies", err, pkg)
 	}
-	args := []string{"list", "-deps", "-f", `{{.ImportPath}}|{{.Dir}}|{{join .GoFiles " "}}|{{join .Imports " "}}`}
+	args := []string{"list", "-deps", "-f", `{{.ImportPath}}|{{.Dir}}|{{join .GoFiles " "}} {{join .CgoFiles " "}}|{{join .Imports " "}}`}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
