@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgesched/edgesched/coordinator/aggregation"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
@@ -238,6 +239,12 @@ func (c *Config) clipNorm() float64 {
 		return c.DP.ClipNorm
 	}
 	return c.ClipNorm
+}
+
+// sumConfig is what decides whether and how new rounds sum their updates.
+func (c *Config) sumConfig() aggregation.SumConfig {
+	return aggregation.SumConfig{Aggregator: c.Aggregator, StorePayloads: c.StorePayloads, MaxSamples: c.MaxSamples,
+		UnitWeight: c.DP != nil, ClipNorm: c.clipNorm(), MaxUpdateNorm: c.MaxUpdateNorm}
 }
 
 // Validate names the first bad field.

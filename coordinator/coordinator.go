@@ -17,7 +17,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/aggregation"
+	"github.com/edgesched/edgesched/coordinator/bus"
 	"github.com/edgesched/edgesched/coordinator/metrics"
+	"github.com/edgesched/edgesched/coordinator/release"
 	"github.com/edgesched/edgesched/coordinator/replica"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
@@ -25,7 +28,6 @@ import (
 	"github.com/edgesched/edgesched/internal/ratelog"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
-	"github.com/edgesched/edgesched/quant/sanity"
 )
 
 // Coordinator runs federated rounds. Create it with New, register the
@@ -40,7 +42,7 @@ type Coordinator struct {
 	metrics *metrics.Coordinator
 
 	mu  sync.Mutex // serialises state changes and bus I/O of publication
-	bus *bus       // nil until Run
+	bus *bus.Bus   // nil until Run
 	// dp accountant (rounds of noise so far); rebuilt from the store
 	dp *federated.Accountant
 	// decoded float models by version (guarded by mu)
@@ -56,9 +58,9 @@ type Coordinator struct {
 	path    string           // the store file (errors name it)
 	curDims atomic.Int64     // the current round's parameter count (ingest's verify)
 	curSum  atomic.Bool      // the current round sums its updates (ingest's verify)
-	// acc is the current summing round's running sums as committed
-	// (guarded by mu; nil: read them from the store)
-	acc *accState
+	// sums are the current summing round's running sums as committed
+	// (guarded by mu)
+	sums aggregation.Cache
 
 	syncMu    sync.Mutex       // guards fileSize (countSyncs)
 	fileSize  int64            // coordinator.db's size after the last commit
@@ -71,14 +73,6 @@ type Coordinator struct {
 	// the root's regional consumer once created (guarded by mu; with HA
 	// its ack floor goes into each checkpoint)
 	regCons jetstream.Consumer
-}
-
-// bus is the coordinator's NATS side.
-type bus struct {
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	kv  jetstream.KeyValue
-	obj jetstream.ObjectStore
 }
 
 // New opens (or creates) the coordinator's store.
@@ -150,77 +144,24 @@ func (c *Coordinator) Bootstrap(ctx context.Context, m *nn.Model) error {
 	return err
 }
 
-// prepared is a new model version, quantized and signed, not yet stored.
-type prepared struct {
-	rec    *Model
-	fb, qb []byte
-}
-
-// prepareModel quantizes and signs m as the next version. Callers hold
-// c.mu (so the version is still free when they store it).
-func (c *Coordinator) prepareModel(ctx context.Context, m *nn.Model, round uint64, parent string, created time.Time, note string) (*prepared, error) {
+// prepareModel quantizes and signs m as the next version
+// (release.Maker). Callers hold c.mu (so the version is still free when
+// they store it).
+func (c *Coordinator) prepareModel(ctx context.Context, m *nn.Model, round uint64, parent string, created time.Time, note string) (*release.Version, error) {
 	var version uint64
 	if err := c.view(func(tx *bolt.Tx) error {
-		version = getU64(tx.Bucket(store.BucketMeta), store.KeyVersion) + 1
+		version = release.Next(tx)
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	info := quant.Info{Version: version, Round: round, Parent: parent, Created: created, Metrics: map[string]float64{"round": float64(round)}}
-	fa, err := quant.FromModel(m.Float(), info)
-	if err != nil {
-		return nil, &modelError{FailReasonNonFinite, fmt.Errorf("model version %d: %w", version, err)}
-	}
-	fb, err := fa.Encode(c.cfg.Signer)
-	if err != nil {
-		return nil, &modelError{FailReasonNonFinite, fmt.Errorf("model version %d: %w", version, err)}
-	}
-	rows, err := c.cfg.Calibrate(ctx, m)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &modelError{FailReasonCalibrate, fmt.Errorf("calibrate model version %d: %w", version, err)}
-	}
-	info.Parent = fa.Header.ModelID
-	qa, err := quant.Quantize(m.Float(), rows, c.cfg.Calibration, info)
-	if err != nil {
-		return nil, &modelError{FailReasonQuantize, fmt.Errorf("quantize model version %d: %w", version, err)}
-	}
-	if err := sanity.Check(qa, rows); err != nil {
-		return nil, &modelError{FailReasonSanity, fmt.Errorf("model version %d: %w", version, err)}
-	}
-	qb, err := qa.Encode(c.cfg.Signer)
-	if err != nil {
-		return nil, &modelError{FailReasonQuantize, fmt.Errorf("model version %d: %w", version, err)}
-	}
-	rec := &Model{Version: version, Round: round, Status: ModelPending, FloatModel: fa.Header.ModelID, Int8Model: qa.Header.ModelID, Parent: parent, Created: created.UTC(), Note: note}
-	if !c.cfg.AutoPublish && round > 0 {
-		rec.Status = ModelCandidate
-	}
-	return &prepared{rec: rec, fb: fb, qb: qb}, nil
+	mk := release.Maker{Signer: c.cfg.Signer, Calibrate: c.cfg.Calibrate, Calibration: c.cfg.Calibration, AutoPublish: c.cfg.AutoPublish}
+	return mk.Make(ctx, m, version, round, parent, created, note)
 }
 
 // putModel stores a prepared model in tx as the next version.
-func (c *Coordinator) putModel(tx *bolt.Tx, p *prepared) error {
-	m := tx.Bucket(store.BucketMeta)
-	if next := getU64(m, store.KeyVersion) + 1; next != p.rec.Version {
-		return fmt.Errorf("%w: model version %d prepared, %d is next", ErrStore, p.rec.Version, next)
-	}
-	if err := store.PutModel(tx, p.rec); err != nil {
-		return err
-	}
-	bl := tx.Bucket(store.BucketBlobs)
-	if err := bl.Put(store.BlobKey(p.rec.Version, quant.Float32), p.fb); err != nil {
-		return err
-	}
-	if err := bl.Put(store.BlobKey(p.rec.Version, quant.Int8), p.qb); err != nil {
-		return err
-	}
-	if err := m.Put(store.KeyVersion, u64(p.rec.Version)); err != nil {
-		return err
-	}
-	return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "model.stored", p.rec.Round, "", fmt.Sprintf("version %d (%s) float %s int8 %s", p.rec.Version, p.rec.Note, quant.ShortID(p.rec.FloatModel), quant.ShortID(p.rec.Int8Model)))
+func (c *Coordinator) putModel(tx *bolt.Tx, p *release.Version) error {
+	return release.Put(tx, p, c.clock.Now(), c.cfg.AuditKeep)
 }
 
 // storeModel prepares and stores m as the next version. Callers hold c.mu.
@@ -230,10 +171,10 @@ func (c *Coordinator) storeModel(ctx context.Context, m *nn.Model, round uint64,
 		return nil, err
 	}
 	if err := c.update(func(tx *bolt.Tx) error { return c.putModel(tx, p) }); err != nil {
-		return nil, fmt.Errorf("store model version %d: %w", p.rec.Version, err)
+		return nil, fmt.Errorf("store model version %d: %w", p.Rec.Version, err)
 	}
-	c.log.Info("model stored", "version", p.rec.Version, "round", round, "float", quant.ShortID(p.rec.FloatModel), "int8", quant.ShortID(p.rec.Int8Model), "status", p.rec.Status)
-	return p.rec, nil
+	c.log.Info("model stored", "version", p.Rec.Version, "round", round, "float", quant.ShortID(p.Rec.FloatModel), "int8", quant.ShortID(p.Rec.Int8Model), "status", p.Rec.Status)
+	return p.Rec, nil
 }
 
 // Run serves until ctx is cancelled: it checks the NATS server (at least
@@ -245,7 +186,7 @@ func (c *Coordinator) storeModel(ctx context.Context, m *nn.Model, round uint64,
 // before it returns. It returns early with an ErrStore error when the
 // store turns out damaged.
 func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
-	b, err := c.setupBusRetry(ctx, nc, setupPatience)
+	b, err := bus.SetupRetry(ctx, nc, c.busOptions(), bus.SetupPatience)
 	if err != nil {
 		return err
 	}
@@ -408,11 +349,6 @@ func (c *Coordinator) publishPending(ctx context.Context) error {
 	return nil
 }
 
-// objectName names a model's artifact in the object store.
-func objectName(version uint64, dtype string) string {
-	return fmt.Sprintf("v%06d.%s.esa", version, dtype)
-}
-
 // publishModel puts a stored model's artifacts into the object store,
 // announces it in the KV bucket and marks it published.
 func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
@@ -423,9 +359,7 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
 	}()
 	var fb, qb []byte
 	if err := c.view(func(tx *bolt.Tx) error {
-		bl := tx.Bucket(store.BucketBlobs)
-		fb = append([]byte(nil), bl.Get(store.BlobKey(m.Version, quant.Float32))...)
-		qb = append([]byte(nil), bl.Get(store.BlobKey(m.Version, quant.Int8))...)
+		fb, qb = release.Artifacts(tx, m.Version)
 		return nil
 	}); err != nil {
 		return err
@@ -441,11 +375,11 @@ func (c *Coordinator) publishModel(ctx context.Context, m *Model) (err error) {
 	if err := c.checkpoint(ctx); err != nil {
 		return err
 	}
-	fo, qo := objectName(m.Version, quant.Float32), objectName(m.Version, quant.Int8)
-	if _, err := b.obj.PutBytes(ctx, fo, fb); err != nil {
+	fo, qo := release.ObjectName(m.Version, quant.Float32), release.ObjectName(m.Version, quant.Int8)
+	if _, err := b.Obj.PutBytes(ctx, fo, fb); err != nil {
 		return fmt.Errorf("publish %s: %w", fo, err)
 	}
-	if _, err := b.obj.PutBytes(ctx, qo, qb); err != nil {
+	if _, err := b.Obj.PutBytes(ctx, qo, qb); err != nil {
 		return fmt.Errorf("publish %s: %w", qo, err)
 	}
 	notice := federated.ModelNotice{V: federated.ProtocolVersion, Version: m.Version, Round: m.Round,
@@ -535,7 +469,7 @@ func (c *Coordinator) openRound(ctx context.Context) (*Round, error) {
 	if r.Mode == federated.Async {
 		n = c.cfg.Buffer
 	}
-	r.Sum = c.sumSpec(n)
+	r.Sum = aggregation.SumSpec(c.cfg.sumConfig(), n)
 	err = c.update(func(tx *bolt.Tx) error {
 		m := tx.Bucket(store.BucketMeta)
 		r.Round = getU64(m, store.KeyRound) + 1
@@ -570,7 +504,7 @@ func (c *Coordinator) announce(ctx context.Context, r *Round) error {
 		return nil // announced when Run starts
 	}
 	a := federated.RoundAnnouncement{V: federated.ProtocolVersion, Round: r.Round, Mode: r.Mode, BaseModel: r.BaseModel,
-		BaseObject: objectName(r.BaseVersion, quant.Float32), BaseVersion: r.BaseVersion, Opened: r.Opened, Deadline: r.Deadline,
+		BaseObject: release.ObjectName(r.BaseVersion, quant.Float32), BaseVersion: r.BaseVersion, Opened: r.Opened, Deadline: r.Deadline,
 		MinUpdates: r.MinUpdates, Local: r.Local}
 	raw, err := federated.Marshal(a)
 	if err != nil {

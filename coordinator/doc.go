@@ -1,16 +1,28 @@
 // Package coordinator is edge-coordinator, the cloud side of federated
 // learning (docs/federated.md): the round manager (synchronous rounds
-// with deadline and quorum, or buffered asynchronous aggregation), ingest
-// of site updates (parallel verification, group commits, bounds),
-// aggregation and the model check before a model is stored, model
-// signing and publication, the NATS micro-service admin API (package
+// with deadline and quorum, or buffered asynchronous aggregation), the
+// judging of site updates under its lock in group commits, aggregation
+// and the model check before a model is stored, publication of models
+// and rounds on NATS, the NATS micro-service admin API (package
 // coordinator/admin answers it through a Backend the coordinator
-// implements) and Prometheus metrics (defined in coordinator/metrics),
-// and the root's side of hierarchical rounds (regional.go: regional
-// aggregates judged and merged; their decoding and stream consumer are
-// coordinator/regional, the aggregators coordinator/region). An update's
-// checks against a round are coordinator/bounds. Its state is
-// coordinator.db (package store).
+// implements) and Prometheus metrics (defined in coordinator/metrics). It
+// drives these subpackages, which do not import it:
+//
+//   - coordinator/ingest: the update pipeline (fetch, parallel
+//     verification, groups) and the verdict rules on one update;
+//   - coordinator/bounds: an update's checks against a round;
+//   - coordinator/aggregation: a closed round's aggregate and a summing
+//     round's running sums;
+//   - coordinator/release: making, storing and reading back model
+//     versions (quantized, checked, signed);
+//   - coordinator/bus: the JetStream stream, buckets and update consumer;
+//   - coordinator/regional: the root's side of hierarchical rounds
+//     (regional.go drives it);
+//   - coordinator/replica: high availability's JetStream primitives;
+//   - coordinator/store: its state, coordinator.db.
+//
+// The regional aggregators themselves (edge-coordinator region) are
+// package coordinator/region, which uses this package's types.
 //
 // Concurrency and lifetimes: a Coordinator is created by New, which
 // opens and checks the store; Run serves on one NATS connection until its

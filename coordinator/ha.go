@@ -206,13 +206,13 @@ func (c *Coordinator) checkpoint(ctx context.Context) error {
 // hold c.mu.
 func (c *Coordinator) putState(ctx context.Context, key string, raw []byte) error {
 	if c.ha == nil {
-		_, err := c.bus.kv.Put(ctx, key, raw)
+		_, err := c.bus.KV.Put(ctx, key, raw)
 		return err
 	}
 	if err := c.checkpoint(ctx); err != nil {
 		return err
 	}
-	return c.ha.PutState(ctx, c.bus.kv, key, raw)
+	return c.ha.PutState(ctx, c.bus.KV, key, raw)
 }
 
 // fenceState rewrites the state bucket's keys as they are, so that a
@@ -225,7 +225,7 @@ func (c *Coordinator) fenceState(ctx context.Context) error {
 		if c.ha.Written(key) {
 			continue
 		}
-		e, err := c.bus.kv.Get(ctx, key)
+		e, err := c.bus.KV.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // nothing a deposed active wrote: the first put creates it
 		}
@@ -237,29 +237,6 @@ func (c *Coordinator) fenceState(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// haConsumer is an active's consumer of the update stream: its own
-// (coordinator-e<epoch>), starting after the checkpoint's floor; the
-// consumers of earlier actives are deleted.
-func (c *Coordinator) haConsumer(ctx context.Context, b *bus) (jetstream.Consumer, error) {
-	name := replica.ConsumerName(consumerName, c.ha.Epoch())
-	s, err := b.js.Stream(ctx, federated.UpdateStream)
-	if err != nil {
-		return nil, fmt.Errorf("update stream: %w", err)
-	}
-	replica.DeleteEarlierConsumers(ctx, s, consumerName, name, c.log)
-	cfg := consumerConfig(jetstream.DeliverAllPolicy, 0)
-	if f := c.ha.Floor(); f > 0 {
-		cfg = consumerConfig(jetstream.DeliverByStartSequencePolicy, f+1)
-	}
-	cfg.Durable = name
-	cons, err := b.js.CreateOrUpdateConsumer(ctx, federated.UpdateStream, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create update consumer %s: %w", name, err)
-	}
-	c.haCons = cons
-	return cons, nil
 }
 
 // HA answers the admin endpoint ha.status.

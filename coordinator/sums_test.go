@@ -13,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/ingest"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy"
@@ -115,9 +116,9 @@ func (s *sumRig) updates(r *Round) [][]byte {
 // judgeGroup judges msgs as one group (one transaction), as ingest does.
 func (s *sumRig) judgeGroup(msgs ...[]byte) {
 	s.t.Helper()
-	group := make([]*incoming, len(msgs))
+	group := make([]*ingest.Incoming, len(msgs))
 	for i, m := range msgs {
-		group[i] = &incoming{data: m, streamSeq: uint64(1000 + i)}
+		group[i] = &ingest.Incoming{Data: m, StreamSeq: uint64(1000 + i)}
 	}
 	s.c.verifyAll(group)
 	for len(group) > 0 {
@@ -126,8 +127,8 @@ func (s *sumRig) judgeGroup(msgs ...[]byte) {
 			s.t.Fatal(err)
 		}
 		for _, in := range group[:n] {
-			if in.ack == nil || in.ack.Status != federated.Accepted {
-				s.t.Fatalf("update %+v: %v", in.ack, in.Err)
+			if in.Ack == nil || in.Ack.Status != federated.Accepted {
+				s.t.Fatalf("update %+v: %v", in.Ack, in.Err)
 			}
 		}
 		group = group[n:]

@@ -1,0 +1,243 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgesched/edgesched/coordinator/store"
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/backoff"
+)
+
+// Ingest (docs/federated.md "Ingest"). Updates flow through three stages:
+//
+//  1. fetch: the durable pull consumer hands over what the stream has, at
+//     most fetchBytes a request;
+//  2. verify: every message is checked, as soon as it arrives, by one of
+//     a pool of Pipeline.Verifiers workers — the envelope and its ed25519
+//     signature, then the payload (checksum, finite values, its L2 norm),
+//     then, in a round that stores payloads, the stored record of what
+//     passed is made (a copy and its CRC) — without the coordinator's
+//     lock, and handed on in stream order; junk costs one worker a
+//     signature check, never the store a transaction;
+//  3. judge: under the lock, whatever has been verified (up to
+//     Pipeline.Batch messages and groupBytes) is judged in one bbolt
+//     transaction (one commit for all its verdicts: a group commit), then
+//     acked on the stream, then answered to the sites. The round record is
+//     written once per group, not per update, and so are a summing
+//     round's running sums, to which the group's accepted updates are
+//     added on Rules.Workers goroutines (judge.go).
+//
+// While one group is judged the next messages are verified. A crash between the
+// commit and the stream acks redelivers the group: each message finds its
+// verdict under its stream sequence and gets it again, counting nothing.
+
+// Incoming is one update message on its way through ingest.
+type Incoming struct {
+	Subject   string
+	Data      []byte
+	StreamSeq uint64        // 0: unknown
+	StreamMsg jetstream.Msg // nil when not from the stream (Process)
+	verified  chan struct{} // closed once verified (fetchLoop's)
+
+	// verification's findings (the envelope refused: not attributable
+	// to a site)
+	federated.CheckedUpdate
+
+	// Record is the message's stored form (store.EncodeStoredUpdate),
+	// made by verification's workers, outside the lock, for a message
+	// whose envelope and payload passed: judging stores it when it accepts
+	// the update (nil: judging encodes it itself)
+	Record []byte
+
+	// the verdict (Batch.Judge's)
+	Ack    *federated.Ack
+	Again  bool   // delivered again: verdict repeated, nothing counted
+	Reason string // refusal reason of an unattributable message
+}
+
+// Verify verifies the message (federated.CheckUpdateMsg against sites, for
+// a round of dims parameters) and, unless the round sums its updates,
+// makes its stored record. It needs no lock.
+func (in *Incoming) Verify(sites federated.SiteKeys, dims int, summing bool) {
+	in.CheckedUpdate = federated.CheckUpdateMsg(in.Data, in.Subject, sites, dims)
+	in.Record = nil
+	if in.Err == nil && in.PayloadErr == nil && !summing {
+		// the copy and checksum of the stored record (a 50 KB update:
+		// a tenth of the judging transaction's time) in parallel
+		in.Record, _ = store.EncodeStoredUpdate(&in.Msg.Header, in.Msg.Payload)
+	}
+}
+
+// groupBytes bounds the message bytes of one group (at least one message
+// is taken whatever its size).
+const groupBytes = 32 << 20
+
+// fetchBytes bounds one pull request (of at most Batch messages).
+const fetchBytes = 16 << 20
+
+// Pipeline is ingest's fetch, verification and grouping (Run); the
+// coordinator judges the groups.
+type Pipeline struct {
+	// Batch is the most messages of one pull request and of one group.
+	Batch int
+	// Verifiers is the size of the verification pool (0: GOMAXPROCS).
+	Verifiers int
+	// Seed is the backoffs' jitter's.
+	Seed uint64
+	// Verify verifies one message (Incoming.Verify); the pool's
+	// goroutines call it concurrently.
+	Verify func(*Incoming)
+	// Judge records the verdicts on a prefix of group and returns its
+	// length; an error means nothing was recorded.
+	Judge func(ctx context.Context, group []*Incoming) (int, error)
+	// StoreError counts a group whose verdicts could not be stored; Warn
+	// logs (rate limited by key).
+	StoreError func()
+	Warn       func(key, msg string, args ...any)
+}
+
+// Run runs ingest on cons until ctx ends or the store fails for good
+// (store.ErrStore). Fetch errors and transient store errors (a full disk)
+// are retried with capped, jittered backoff; messages whose verdicts could
+// not be stored are left to the stream to deliver again. A group is
+// whatever has been verified when the previous one is committed (up to
+// Batch messages and groupBytes): the slower the store, the larger the
+// groups.
+func (p *Pipeline) Run(ctx context.Context, cons jetstream.Consumer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	verified := make(chan *Incoming, 2*p.Batch)
+	var wg sync.WaitGroup
+	wg.Go(func() { p.fetchLoop(ctx, cons, verified) })
+	defer wg.Wait()
+	defer cancel()
+	bo := backoff.New(50*time.Millisecond, 5*time.Second, p.Seed^0x1e57)
+	for {
+		var group []*Incoming
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case in := <-verified:
+			group = append(group, in)
+		}
+		size := len(group[0].Data)
+	fill:
+		for len(group) < p.Batch && size < groupBytes {
+			select {
+			case in := <-verified:
+				group, size = append(group, in), size+len(in.Data)
+			default:
+				break fill
+			}
+		}
+		for len(group) > 0 {
+			n, err := p.Judge(ctx, group)
+			if err != nil {
+				for _, in := range group {
+					if in.StreamMsg != nil {
+						_ = in.StreamMsg.NakWithDelay(time.Second)
+					}
+				}
+				p.StoreError()
+				if errors.Is(err, store.ErrStore) {
+					return err
+				}
+				p.Warn("store", "recording update verdicts failed; the stream delivers them again", "err", err, "updates", len(group))
+				if !bo.Sleep(ctx) {
+					return ctx.Err()
+				}
+				break
+			}
+			bo.Reset()
+			group = group[n:]
+		}
+	}
+}
+
+// fetchLoop pulls messages, has them verified by a pool of Verifiers
+// workers as they arrive and hands them on in stream order once verified.
+// At most 2*Batch messages are between the fetch and the hand-over.
+func (p *Pipeline) fetchLoop(ctx context.Context, cons jetstream.Consumer, verified chan<- *Incoming) {
+	workers := p.Verifiers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	jobs := make(chan *Incoming, 2*p.Batch)
+	inOrder := make(chan *Incoming, 2*p.Batch)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for in := range jobs {
+				p.Verify(in)
+				close(in.verified)
+			}
+		})
+	}
+	wg.Go(func() {
+		for in := range inOrder {
+			select {
+			case <-ctx.Done():
+				return
+			case <-in.verified:
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case verified <- in:
+			}
+		}
+	})
+	defer wg.Wait()
+	defer close(jobs)
+	defer close(inOrder)
+	bo := backoff.New(50*time.Millisecond, 5*time.Second, p.Seed)
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(p.Batch, jetstream.FetchMaxBytes(fetchBytes), jetstream.FetchMaxWait(500*time.Millisecond))
+		if err == nil {
+			msgs := batch.Messages()
+			for {
+				var m jetstream.Msg
+				var open bool
+				select {
+				case <-ctx.Done():
+					return
+				case m, open = <-msgs:
+				}
+				if !open {
+					break
+				}
+				in := newIncoming(m)
+				in.verified = make(chan struct{})
+				select {
+				case <-ctx.Done():
+					return
+				case inOrder <- in:
+				}
+				jobs <- in // never blocks for long: the workers need nothing to drain it
+			}
+			err = batch.Error()
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			p.Warn("fetch", "fetch updates", "err", err)
+			if !bo.Sleep(ctx) {
+				return
+			}
+			continue
+		}
+		bo.Reset()
+	}
+}
+
+func newIncoming(m jetstream.Msg) *Incoming {
+	in := &Incoming{Subject: m.Subject(), Data: m.Data(), StreamMsg: m}
+	if md, err := m.Metadata(); err == nil {
+		in.StreamSeq = md.Sequence.Stream
+	}
+	return in
+}
