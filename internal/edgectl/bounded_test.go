@@ -1,6 +1,6 @@
 //go:build linux
 
-package edgectl
+package edgectl_test
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgesched/edgesched/internal/edgectl"
 )
 
 // helperEnv carries the arguments of TestHelperEdgectl's process;
@@ -47,7 +49,7 @@ func TestHelperEdgectl(t *testing.T) {
 			os.Exit(2)
 		}
 	}
-	cmd := NewRootCommand(Options{})
+	cmd := edgectl.NewRootCommand(edgectl.Options{})
 	cmd.SetArgs(args)
 	if err := cmd.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "edgectl:", err)

@@ -1,10 +1,9 @@
 package edgectl
 
 import (
-	"strings"
-
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
@@ -40,14 +39,14 @@ func appNames() []string {
 // spelled out (learned:NAME).
 func policyCompletions() []string {
 	var out []string
-	for _, n := range policyNames() {
+	for _, n := range cmdutil.PolicyNames() {
 		if n == "learned:NAME" || n == "learned:FILE" {
 			continue
 		}
 		out = append(out, n)
 	}
 	for _, m := range models.Names() {
-		out = append(out, "learned:"+m, "learned:"+m+NetOnlySuffix)
+		out = append(out, "learned:"+m, "learned:"+m+cmdutil.NetOnlySuffix)
 	}
 	return out
 }
@@ -60,74 +59,27 @@ func measureNames() []string {
 	return out
 }
 
-// complete offers the values starting with what was typed; with files,
-// the shell also completes file names.
-func complete(values func() []string, files bool) cobra.CompletionFunc {
-	return func(_ *cobra.Command, _ []string, typed string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		var out []cobra.Completion
-		for _, v := range values() {
-			if strings.HasPrefix(v, typed) {
-				out = append(out, v)
-			}
-		}
-		if files {
-			return out, cobra.ShellCompDirectiveDefault
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
-	}
-}
-
-// completeList completes the last element of a comma-separated list,
-// keeping the elements already typed.
-func completeList(values func() []string) cobra.CompletionFunc {
-	return func(_ *cobra.Command, _ []string, typed string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		done, last := "", typed
-		if i := strings.LastIndex(typed, ","); i >= 0 {
-			done, last = typed[:i+1], typed[i+1:]
-		}
-		var out []cobra.Completion
-		for _, v := range values() {
-			if strings.HasPrefix(v, last) && !strings.Contains(","+done, ","+v+",") {
-				out = append(out, done+v)
-			}
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
-	}
-}
-
-// firstArg completes the first positional argument only.
-func firstArg(f cobra.CompletionFunc) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, typed string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		return f(cmd, args, typed)
-	}
-}
-
-func fixed(values ...string) func() []string { return func() []string { return values } }
-
 // flagCompletions are the value completions by flag name, the same on
 // every command that has the flag (one flag name per concept).
 var flagCompletions = map[string]cobra.CompletionFunc{
-	"policies":  completeList(policyCompletions),
-	"columns":   completeList(measureNames),
-	"families":  completeList(family.Names),
-	"scenario":  complete(scenarioNames, true),
-	"progress":  complete(fixed("auto", "always", "never"), false),
-	"mode":      complete(fixed("inflate", "replay"), false),
-	"tie-break": complete(fixed("random", "first"), false),
+	"policies":  cmdutil.CompleteList(policyCompletions),
+	"columns":   cmdutil.CompleteList(measureNames),
+	"families":  cmdutil.CompleteList(family.Names),
+	"scenario":  cmdutil.Complete(scenarioNames, true),
+	"progress":  cmdutil.Complete(cmdutil.Fixed("auto", "always", "never"), false),
+	"mode":      cmdutil.Complete(cmdutil.Fixed("inflate", "replay"), false),
+	"tie-break": cmdutil.Complete(cmdutil.Fixed("random", "first"), false),
 }
 
 // argCompletions complete positional arguments, by command path.
 var argCompletions = map[string]cobra.CompletionFunc{
-	"edgectl scenario show":          firstArg(complete(func() []string { return append(scenarioNames(), appNames()...) }, false)),
-	"edgectl scenario validate":      firstArg(complete(scenarioNames, true)),
-	"edgectl topology from-scenario": firstArg(complete(scenarioNames, true)),
-	"edgectl model quantize":         firstArg(complete(models.Names, true)),
-	"edgectl model sign":             firstArg(complete(models.Names, true)),
-	"edgectl model export":           firstArg(complete(models.Names, true)),
-	"edgectl bench":                  firstArg(complete(models.Names, true)),
+	"edgectl scenario show":          cmdutil.FirstArg(cmdutil.Complete(func() []string { return append(scenarioNames(), appNames()...) }, false)),
+	"edgectl scenario validate":      cmdutil.FirstArg(cmdutil.Complete(scenarioNames, true)),
+	"edgectl topology from-scenario": cmdutil.FirstArg(cmdutil.Complete(scenarioNames, true)),
+	"edgectl model quantize":         cmdutil.FirstArg(cmdutil.Complete(models.Names, true)),
+	"edgectl model sign":             cmdutil.FirstArg(cmdutil.Complete(models.Names, true)),
+	"edgectl model export":           cmdutil.FirstArg(cmdutil.Complete(models.Names, true)),
+	"edgectl bench":                  cmdutil.FirstArg(cmdutil.Complete(models.Names, true)),
 }
 
 // registerCompletions registers the completions on the tree under root.

@@ -1,19 +1,6 @@
-package edgectl
+package edgectl_test
 
-import (
-	"bytes"
-	"context"
-	"testing"
-)
+import "github.com/edgesched/edgesched/internal/edgectl/edgectltest"
 
-// run executes edgectl with args and returns stdout, stderr and the error.
-func run(t *testing.T, args ...string) (string, string, error) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	cmd := NewRootCommand(Options{})
-	cmd.SetArgs(args)
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), errOut.String(), err
-}
+// run executes edgectl's whole command tree with args (edgectltest.Run).
+var run = edgectltest.Run

@@ -1,4 +1,4 @@
-package edgectl
+package edgectl_test
 
 import (
 	"encoding/json"
@@ -15,7 +15,14 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
+
+	"github.com/edgesched/edgesched/internal/edgectl"
+	"github.com/edgesched/edgesched/internal/edgectl/edgectltest"
 )
+
+// explainedPodFile is a pod explained by EdgePolicy itself (edge-plugin's
+// TestExplainedPodGolden writes it).
+const explainedPodFile = "testdata/explained-pod.json"
 
 // formatCommands are the paths of the commands with -o table|json|yaml,
 // found by walking the tree.
@@ -31,7 +38,7 @@ func formatCommands(t *testing.T) []string {
 			walk(s)
 		}
 	}
-	walk(NewRootCommand(Options{}))
+	walk(edgectl.NewRootCommand(edgectl.Options{}))
 	sort.Strings(paths)
 	return paths
 }
@@ -96,7 +103,7 @@ func TestEveryDataCommandHasOutput(t *testing.T) {
 			walk(s)
 		}
 	}
-	root := NewRootCommand(Options{})
+	root := edgectl.NewRootCommand(edgectl.Options{})
 	walk(root)
 }
 
@@ -224,7 +231,7 @@ func TestOutputFormats(t *testing.T) {
 	}
 	dir := t.TempDir()
 	// files the offline commands read
-	keys := keyDir(t, "coord")
+	keys := edgectltest.KeyDir(t, "coord")
 	artifact := filepath.Join(dir, "m.esa")
 	if _, _, err := run(t, "model", "sign", "edge", "--key", filepath.Join(keys, "coord.key"), "--out", artifact, "--version", "1"); err != nil {
 		t.Fatal(err)
@@ -245,8 +252,8 @@ func TestOutputFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f := startAdminFleet(t)
-	s := "--server=" + f.url
+	f := edgectltest.StartAdminFleet(t)
+	s := "--server=" + f.URL
 	cases := []outputCase{
 		{path: "version"},
 		{path: "scenario list"},
@@ -255,7 +262,7 @@ func TestOutputFormats(t *testing.T) {
 		{path: "topology check", json: []string{topo}},
 		{path: "model inspect", json: []string{artifact, "--model-keys", keys}, dataKeyed: []string{".header.metrics"}},
 		{path: "auth site list", json: []string{"--dir", fleet}},
-		{path: "explain file", json: []string{goldenExplainedPod}},
+		{path: "explain file", json: []string{explainedPodFile}},
 		{path: "sim", json: []string{"--policies", "fgd,best-fit", "--progress", "never", "--target", "0.3"}, varies: true,
 			dataKeyed: []string{".runs[].measures", ".summary[].measures", ".summary[].stderr", ".capacity"}},
 		{path: "bench", json: []string{"edge", "--scenario", "builtin:factory-vision", "--candidates", "20", "--reps", "1", "--min-time", "1ms"}, varies: true},
@@ -290,8 +297,8 @@ func TestOutputFormats(t *testing.T) {
 		docs[path] = d
 	}
 	roundEnds := func(n, result uint64) {
-		waitFor(t, fmt.Sprintf("round %d to end", n), func() bool {
-			r, err := f.coord.RoundRecord(n)
+		edgectltest.WaitFor(t, fmt.Sprintf("round %d to end", n), func() bool {
+			r, err := f.Coord.RoundRecord(n)
 			return err == nil && r.Result == result
 		})
 	}
@@ -326,10 +333,10 @@ func TestOutputFormats(t *testing.T) {
 		ran[c.path] = true
 	}
 	// explain pod reads from a cluster: TestExplainPod runs it against an
-	// API server; its -o goes through the same printData as explain file.
+	// API server; its -o goes through the same cmdutil.PrintData as explain file.
 	ran["explain pod"] = true
 	// policy apply writes to a cluster: TestPolicyApply and test/e2e run it;
-	// its -o goes through printData like the others.
+	// its -o goes through cmdutil.PrintData like the others.
 	ran["policy apply"] = true
 	for _, p := range formatCommands(t) {
 		if !ran[p] {

@@ -1,6 +1,6 @@
 //go:build race
 
-package edgectl
+package edgectl_test
 
 // raceEnabled: the test binary runs under the race detector (memory
 // bounds are looser there).

@@ -1,4 +1,4 @@
-package edgectl
+package edgectl_test
 
 import (
 	"os"

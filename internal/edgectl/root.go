@@ -1,26 +1,21 @@
 package edgectl
 
 import (
-	"io"
-	"log/slog"
-
 	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/internal/cli"
+	"github.com/edgesched/edgesched/internal/edgectl/auth"
+	"github.com/edgesched/edgesched/internal/edgectl/cluster"
+	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
+	"github.com/edgesched/edgesched/internal/edgectl/fleet"
+	"github.com/edgesched/edgesched/internal/edgectl/model"
+	"github.com/edgesched/edgesched/internal/edgectl/policy"
+	"github.com/edgesched/edgesched/internal/edgectl/simulate"
 )
 
-// Options carry what a command needs from its process: the logger.
-// The zero value logs nothing.
-type Options struct {
-	Logger *slog.Logger
-}
-
-func (o Options) logger() *slog.Logger {
-	if o.Logger != nil {
-		return o.Logger
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
+// Options carry what a command needs from its process: the logger
+// (cmdutil.Options). The zero value logs nothing.
+type Options = cmdutil.Options
 
 // NewRootCommand returns the edgectl command tree.
 func NewRootCommand(opts Options) *cobra.Command {
@@ -42,21 +37,21 @@ this machine scores candidate nodes.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(
-		newSimCommand(opts),
-		newDemoCommand(opts),
-		newTrainCommand(opts),
-		newModelCommand(opts),
-		newRoundCommand(),
-		newSitesCommand(),
-		newReplicasCommand(),
-		newRegionsCommand(),
-		newAuthCommand(),
-		newScenarioCommand(opts),
-		newTopologyCommand(),
-		newTraceCommand(),
-		newExplainCommand(),
-		newPolicyCommand(opts),
-		newBenchCommand(),
+		simulate.NewSimCommand(opts),
+		simulate.NewDemoCommand(opts),
+		simulate.NewTrainCommand(opts),
+		model.NewCommand(opts),
+		fleet.NewRoundCommand(),
+		fleet.NewSitesCommand(),
+		fleet.NewReplicasCommand(),
+		fleet.NewRegionsCommand(),
+		auth.NewCommand(),
+		simulate.NewScenarioCommand(opts),
+		cluster.NewTopologyCommand(),
+		cluster.NewTraceCommand(),
+		cluster.NewExplainCommand(),
+		policy.NewCommand(opts),
+		model.NewBenchCommand(),
 		newVersionCommand(),
 	)
 	root.Version = cli.Info().Line("edgectl")

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/internal/cli"
+	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 )
 
 // versionInfo is version's -o json|yaml document.
@@ -26,16 +27,16 @@ func newVersionCommand() *cobra.Command {
   edgectl version -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := cmdutil.CheckOutput(output); err != nil {
 				return err
 			}
 			info := cli.Info()
-			return printData(cmd.OutOrStdout(), output, versionInfo{Binary: "edgectl", BuildInfo: info}, func(w io.Writer) error {
+			return cmdutil.PrintData(cmd.OutOrStdout(), output, versionInfo{Binary: "edgectl", BuildInfo: info}, func(w io.Writer) error {
 				_, err := fmt.Fprintln(w, info.Line("edgectl"))
 				return err
 			})
 		},
 	}
-	addOutputFlag(cmd, &output)
+	cmdutil.AddOutputFlag(cmd, &output)
 	return cmd
 }

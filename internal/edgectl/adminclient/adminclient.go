@@ -1,0 +1,159 @@
+package adminclient
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/spf13/cobra"
+
+	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/federated/natsauth"
+	"github.com/edgesched/edgesched/internal/cli"
+	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
+	"github.com/edgesched/edgesched/internal/natsflags"
+)
+
+// LegacyEnv are edgectl's former connection variables, still read after
+// the nats CLI's (NATS_URL, NATS_NKEY, NATS_CA) and the context
+// (deprecated; docs/cli.md, "NATS connection").
+var LegacyEnv = map[string]string{
+	natsflags.EnvURL:  "EDGESCHED_NATS",
+	natsflags.EnvNKey: "EDGESCHED_NKEY",
+	natsflags.EnvCA:   "EDGESCHED_TLS_CA",
+}
+
+// Flags are the flags of every verb that talks to the coordinator's
+// admin API over NATS.
+type Flags struct {
+	nats    *natsflags.Flags
+	server  string // resolved by Call
+	conn    natsauth.ClientConfig
+	timeout time.Duration
+	output  string
+}
+
+// Register adds the flags to cmd.
+func (f *Flags) Register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	// -s/--server, --context, --creds, --nkey, --tlsca, --tlscert,
+	// --tlskey, --inbox-prefix: the nats CLI's names, its variables and
+	// its contexts (the selected one too)
+	f.nats = natsflags.AddPFlags(fl, natsflags.Options{DefaultServer: nats.DefaultURL, Inbox: natsauth.AdminInboxPrefix, UseSelected: true, LegacyEnv: LegacyEnv})
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the coordinator")
+	cmdutil.AddOutputFlag(cmd, &f.output)
+}
+
+func (f *Flags) validate() error {
+	if err := cmdutil.CheckOutput(f.output); err != nil {
+		return err
+	}
+	if f.timeout <= 0 {
+		return cli.Usagef("--timeout %v: must be positive", f.timeout)
+	}
+	c, err := f.nats.Resolve(nil)
+	if err != nil {
+		return err // a connection that cannot be made: a failure (docs/cli.md)
+	}
+	f.server, f.conn = c.URL, c.Config
+	return nil
+}
+
+// Call sends one admin request and decodes the JSON answer into out.
+func (f *Flags) Call(endpoint string, req coordinator.AdminRequest, out any) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	opts, err := f.conn.Options()
+	if err != nil {
+		return err
+	}
+	// the server reports a refused publish asynchronously: keep it to
+	// explain a request that then times out
+	denied := make(chan error, 1)
+	opts = append(opts, nats.Name("edgectl"), nats.Timeout(f.timeout), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			select {
+			case denied <- err:
+			default:
+			}
+		}
+	}))
+	nc, err := nats.Connect(f.server, opts...)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", f.server, err)
+	}
+	defer nc.Close()
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	subject := federated.AdminSubjectPrefix + "." + endpoint
+	msg, err := nc.Request(subject, body, f.timeout)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return fmt.Errorf("no coordinator answers on %s at %s (is edge-coordinator running?)", subject, f.server)
+	case errors.Is(err, nats.ErrTimeout):
+		select {
+		case perr := <-denied:
+			return fmt.Errorf("%s: the NATS server refused this identity (is it an operator's? --nkey): %w", endpoint, perr)
+		default:
+		}
+		return fmt.Errorf("coordinator did not answer %s within %v", endpoint, f.timeout)
+	case err != nil:
+		return fmt.Errorf("%s: %w", endpoint, err)
+	}
+	if e := msg.Header.Get(micro.ErrorHeader); e != "" {
+		// the coordinator's errors start with its own name already
+		return fmt.Errorf("coordinator: %s (%s)", strings.TrimPrefix(e, "coordinator: "), msg.Header.Get(micro.ErrorCodeHeader))
+	}
+	if err := json.Unmarshal(msg.Data, out); err != nil {
+		return fmt.Errorf("decode %s answer: %w", endpoint, err)
+	}
+	return nil
+}
+
+// Print writes v as -o asks (cmdutil.PrintData), the table with table.
+func (f *Flags) Print(w io.Writer, v any, table func(tw *tabwriter.Writer)) error {
+	return cmdutil.PrintData(w, f.output, v, func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		table(tw)
+		return tw.Flush()
+	})
+}
+
+// Ago formats how long ago t was ("-" for never).
+func Ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		d = 0
+	}
+	return d.String() + " ago"
+}
+
+// Dash formats a version or round number, "-" for none.
+func Dash(n uint64) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+// VersionArg parses a model version or round number argument.
+func VersionArg(what, s string) (uint64, error) {
+	var v uint64
+	if _, err := fmt.Sscan(strings.TrimPrefix(s, "v"), &v); err != nil || v == 0 {
+		return 0, fmt.Errorf("%s %q: want a positive number", what, s)
+	}
+	return v, nil
+}

@@ -1,0 +1,122 @@
+package cluster_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgesched/edgesched/agent/trace"
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/scenario"
+)
+
+// traceDB records a small site into a real trace.db: two nodes, six pods
+// created a minute apart starting two hours ago, the first three deleted
+// after 30 minutes.
+func traceDB(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "trace.db")
+	s, err := trace.OpenStore(trace.DefaultStoreConfig(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
+	evs := []trace.Event{
+		{Kind: trace.NodeInfo, Time: start, Node: &trace.Node{Name: "n1", CPUMilli: 8000, MemoryMiB: 16384, Zone: "a", Arch: sim.ArchAMD64}},
+		{Kind: trace.NodeInfo, Time: start, Node: &trace.Node{Name: "n2", CPUMilli: 8000, MemoryMiB: 16384, Zone: "b", Arch: sim.ArchAMD64}},
+	}
+	for i := range 6 {
+		evs = append(evs, trace.Event{Kind: trace.PodArrival, Time: start.Add(time.Duration(i) * time.Minute),
+			Pod: &trace.Pod{UID: fmt.Sprint(i), Namespace: "shop", Name: fmt.Sprintf("web-%d", i), Service: "web", CPUMilli: 250, MemoryMiB: 128}})
+	}
+	for i := range 3 {
+		evs = append(evs, trace.Event{Kind: trace.PodDeletion, Time: start.Add(time.Duration(i)*time.Minute + 30*time.Minute),
+			Pod: &trace.Pod{UID: fmt.Sprint(i), Namespace: "shop", Name: fmt.Sprintf("web-%d", i)}})
+	}
+	if _, err := s.Append(evs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestTraceExport(t *testing.T) {
+	db := traceDB(t)
+	out := filepath.Join(t.TempDir(), "site.yaml")
+	stdout, _, err := run(t, "trace", "export", "--db", db, "--out", out)
+	if err != nil || !strings.Contains(stdout, "2 nodes, 6 pods") {
+		t.Fatalf("export: %v\n%s", err, stdout)
+	}
+	l, err := scenario.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// web-0 was created first (time 0) and deleted 30 minutes later
+	if len(l.Workload.Pods) != 6 || l.Workload.Pods[0].Name != "shop/web-0" || l.Workload.Pods[0].Delete != 1800 || l.Workload.Pods[5].Create != 300 {
+		t.Fatalf("exported pods: %+v", l.Workload.Pods)
+	}
+	// the simulator runs it
+	simOut, _, err := run(t, "sim", "--scenario", out, "--policies", "best-fit")
+	if err != nil || !strings.Contains(simOut, "best-fit") {
+		t.Fatalf("sim on the export: %v\n%s", err, simOut)
+	}
+	// --since 80m: the three pods deleted 88 to 90 minutes ago ended
+	// before the window; the three running ones remain
+	stdout, _, err = run(t, "trace", "export", "--db", db, "--out", out, "--since", "80m")
+	if err != nil || !strings.Contains(stdout, "3 pods") {
+		t.Fatalf("export --since 80m: %v\n%s", err, stdout)
+	}
+}
+
+func TestTraceExportErrors(t *testing.T) {
+	db := traceDB(t)
+	notTrace := filepath.Join(t.TempDir(), "x.db")
+	if err := os.WriteFile(notTrace, []byte("not a database"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "o.yaml")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no db", []string{"--out", out}, "--db is required"},
+		{"no out", []string{"--db", db}, "--out is required"},
+		{"missing db", []string{"--db", db + ".nope", "--out", out}, "no such file"},
+		{"not a trace", []string{"--db", notTrace, "--out", out}, "trace: bad store"},
+		{"negative since", []string{"--db", db, "--out", out, "--since", "-1h"}, "positive duration"},
+		{"bad since", []string{"--db", db, "--out", out, "--since", "yesterday"}, "invalid argument"},
+		{"unknown flag", []string{"--db", db, "--out", out, "--follow"}, "unknown flag"},
+		{"empty store", []string{"--db", emptyDB(t), "--out", out}, "nothing recorded"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := run(t, append([]string{"trace", "export"}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a failed export left %s", out)
+	}
+}
+
+// emptyDB is a trace.db with nothing recorded.
+func emptyDB(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "trace.db")
+	s, err := trace.OpenStore(trace.DefaultStoreConfig(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

@@ -1,0 +1,87 @@
+package model_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/edgesched/edgesched/internal/edgectl/model"
+	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// TestBench runs the verb on a small built-in scenario: a table row for
+// float32 and for every int8 kernel this build runs, the same figures as
+// JSON, and bad flags refused by name. Speeds are reported, never
+// asserted; the test checks they are finite and positive.
+func TestBench(t *testing.T) {
+	args := []string{"bench", "edge", "--scenario", "builtin:factory-vision", "--candidates", "40", "--reps", "3", "--min-time", "2ms"}
+	out, errOut, err := run(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{fmt.Sprintf("model edge (%d -> 32 -> 32 -> 1)", policy.NumFeatures), "one decision of 40 candidate nodes from builtin:factory-vision", "float32", "the int8 kernels agree exactly; this edgectl build scores with int8 " + quant.Kernel()} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, k := range quant.Kernels() {
+		if !strings.Contains(out, "int8 "+k) {
+			t.Errorf("no row for kernel %s:\n%s", k, out)
+		}
+	}
+	if !strings.Contains(errOut, "measuring float32: 3 x 2ms") {
+		t.Errorf("no progress on stderr:\n%s", errOut)
+	}
+
+	out, _, err = run(t, append(args, "-o", "json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep model.BenchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	// float32 plus one row per kernel
+	if len(rep.Results) != 1+len(quant.Kernels()) || rep.Kernel != quant.Kernel() || rep.Candidates != 40 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, r := range rep.Results {
+		for _, v := range []float64{r.NsPerNode, r.NsPerNodeMin, r.NsPerNodeMax, r.UsPerDecision, r.Speedup} {
+			if !(v > 0) || math.IsInf(v, 0) {
+				t.Fatalf("%s: figure %v in %+v", r.Scorer, v, r)
+			}
+		}
+		// min <= median <= max; 40 nodes make a decision
+		if r.NsPerNodeMin > r.NsPerNode || r.NsPerNode > r.NsPerNodeMax || math.Abs(r.UsPerDecision-r.NsPerNode*40/1e3) > 1e-9 {
+			t.Errorf("inconsistent figures %+v", r)
+		}
+	}
+	if rep.Results[0].Scorer != "float32" || rep.Results[0].Speedup != 1 {
+		t.Errorf("first row %+v, want float32 at 1x", rep.Results[0])
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no candidates", []string{"--candidates", "0"}, "--candidates"},
+		{"too many candidates", []string{"--candidates", "100001"}, "--candidates"},
+		{"no repetitions", []string{"--reps", "0"}, "--reps"},
+		{"no time", []string{"--min-time", "0s"}, "--min-time"},
+		{"unknown output", []string{"-o", "xml"}, "--output"},
+		{"unknown flag", []string{"--fast"}, "unknown flag"},
+		{"more candidates than the run scored", []string{"--scenario", "builtin:factory-vision", "--candidates", "99999"}, "scored only"},
+		{"unknown model", []string{"nosuch"}, "nosuch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := run(t, append([]string{"bench", "--min-time", "1ms", "--reps", "1"}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want it to name %q", err, tc.want)
+			}
+		})
+	}
+}

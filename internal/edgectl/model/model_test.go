@@ -1,0 +1,179 @@
+package model_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgesched/edgesched/internal/edgectl/edgectltest"
+	"github.com/edgesched/edgesched/quant"
+)
+
+func TestModelKeygen(t *testing.T) {
+	dir := edgectltest.KeyDir(t, "coord")
+	st, err := os.Stat(filepath.Join(dir, "coord.key"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("private key: %v %v", st, err)
+	}
+	if _, _, err := run(t, "model", "keygen", "--dir", dir, "--name", "coord"); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Fatalf("overwriting a key: %v", err)
+	}
+	if _, _, err := run(t, "model", "keygen", "--dir", dir); err == nil || !strings.Contains(err.Error(), "--name") {
+		t.Fatalf("no name: %v", err)
+	}
+}
+
+func TestModelSignInspectVerify(t *testing.T) {
+	keys := edgectltest.KeyDir(t, "coord")
+	other := edgectltest.KeyDir(t, "other")
+	dir := t.TempDir()
+	v1, v2 := filepath.Join(dir, "v1.esa"), filepath.Join(dir, "v2.esa")
+	for _, c := range []struct{ out, version string }{{v1, "1"}, {v2, "2"}} {
+		out, _, err := run(t, "model", "sign", "edge", "--key", filepath.Join(keys, "coord.key"), "--out", c.out, "--version", c.version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, "float32 model") || !strings.Contains(out, "version "+c.version) {
+			t.Fatalf("sign output:\n%s", out)
+		}
+	}
+	out, _, err := run(t, "model", "inspect", v2, "--model-keys", keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"dtype      float32", "version    2", "signature  verified", "wc1", "edgesched.features/v3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, err = run(t, "model", "inspect", v2)
+	if err != nil || !strings.Contains(out, "not verified") {
+		t.Fatalf("inspect without keys: %v\n%s", err, out)
+	}
+	out, _, err = run(t, "model", "inspect", v2, "-o", "json")
+	var doc struct {
+		Header struct {
+			Version uint64 `json:"version"`
+			DType   string `json:"dtype"`
+		} `json:"header"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &doc) != nil || doc.Header.Version != 2 || doc.Header.DType != "float32" {
+		t.Fatalf("inspect -o json: %v\n%s", err, out)
+	}
+	if out, _, err = run(t, "model", "verify", v2, "--model-keys", keys, "--current", v1); err != nil || !strings.Contains(out, "ok: float32") {
+		t.Fatalf("verify newer: %v %s", err, out)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"rollback", []string{"model", "verify", v1, "--model-keys", keys, "--current", v2}, "does not increase"},
+		{"wrong keyring", []string{"model", "verify", v1, "--model-keys", other}, "unknown signing key"},
+		{"no keyring", []string{"model", "verify", v1}, "--model-keys: required"},
+		{"tampered", []string{"model", "verify", tamper(t, v1), "--model-keys", keys}, "does not verify"},
+		{"sign without key", []string{"model", "sign", "edge", "--out", filepath.Join(dir, "x.esa")}, "--key: required"},
+		{"sign unknown model", []string{"model", "sign", "nosuch", "--key", filepath.Join(keys, "coord.key"), "--out", filepath.Join(dir, "x.esa")}, "no such shipped model"},
+		{"sign with a public key", []string{"model", "sign", "edge", "--key", filepath.Join(keys, "coord.pub"), "--out", filepath.Join(dir, "x.esa")}, "bad key"},
+		{"inspect junk", []string{"model", "inspect", filepath.Join(keys, "coord.pub")}, "magic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := run(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// tamper copies an artifact with one payload byte flipped.
+func tamper(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-200] ^= 1
+	out := filepath.Join(t.TempDir(), "tampered.esa")
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestModelQuantizeThenSimulate(t *testing.T) {
+	keys := edgectltest.KeyDir(t, "coord")
+	q := filepath.Join(t.TempDir(), "edge-int8.esa")
+	out, errOut, err := run(t, "model", "quantize", "edge", "--scenario", "builtin:factory-vision", "--calib-seeds", "1", "--eval-seeds", "2",
+		"--key", filepath.Join(keys, "coord.key"), "--out", q, "--version", "3", "--progress", "always")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"int8 model", "version 3", "calibration: percentile:99.99", "size: int8 artifact", "fidelity on held-out seeds [2]", "failure_rate: float"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("quantize output lacks %q:\n%s", want, out)
+		}
+	}
+	// a bar for the calibration run and one for the fidelity runs, each
+	// reaching 100%
+	for _, want := range []string{"calibration run 1/1 (seed 1)", "fidelity seed 2 (1/1)", "100% |"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("no progress %q on stderr:\n%s", want, errOut)
+		}
+	}
+	// inspect names the int8 scheme and the kernel this build scores with
+	out, _, err = run(t, "model", "inspect", q, "--model-keys", keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"dtype      int8", "quant      int8-", "kernel     " + quant.Kernel() + " "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect of the int8 artifact lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, err = run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "learned:edge,learned:"+q, "--model-keys", keys, "--progress", "never")
+	if err != nil || !strings.Contains(out, "learned:"+q) {
+		t.Fatalf("sim with the int8 artifact: %v\n%s", err, out)
+	}
+	if _, _, err := run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "learned:"+q, "--progress", "never"); err == nil || !strings.Contains(err.Error(), "--model-keys") {
+		t.Fatalf("sim without keys: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad calibration", []string{"--calibration", "mean"}, "--calibration"},
+		{"percentile out of range", []string{"--calibration", "percentile:20"}, "percentile"},
+		{"bad seeds", []string{"--calib-seeds", "x"}, "--calib-seeds"},
+		{"no out", []string{"-o", ""}, "--out: required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"model", "quantize", "edge", "--key", filepath.Join(keys, "coord.key"), "--out", filepath.Join(t.TempDir(), "x.esa")}, tc.args...)
+			if _, _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestModelDeprecatedNames: --keys (now --model-keys) and the file's -o
+// (now --out; -o is the output format everywhere else) still work, each
+// with a warning on stderr naming the new flag, and stdout stays data.
+func TestModelDeprecatedNames(t *testing.T) {
+	keys := edgectltest.KeyDir(t, "coord")
+	art := filepath.Join(t.TempDir(), "m.esa")
+	out, errOut, err := run(t, "model", "sign", "edge", "--key", filepath.Join(keys, "coord.key"), "-o", art)
+	if err != nil || !strings.Contains(errOut, "Flag shorthand -o has been deprecated, use --out instead") || strings.Contains(out, "deprecated") {
+		t.Fatalf("sign -o: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	out, errOut, err = run(t, "model", "verify", art, "--keys", keys)
+	if err != nil || !strings.Contains(errOut, "Flag --keys has been deprecated, use --model-keys instead") || strings.Contains(out, "deprecated") {
+		t.Fatalf("verify --keys: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	if _, _, err := run(t, "model", "verify", art, "--keys", keys, "--model-keys", keys); err == nil || !strings.Contains(err.Error(), "--keys and --model-keys are the same flag") {
+		t.Fatalf("both names: %v", err)
+	}
+}

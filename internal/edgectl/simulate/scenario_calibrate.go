@@ -1,0 +1,185 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/scenario"
+	"github.com/edgesched/edgesched/sim/scenario/family"
+)
+
+type calibrateFlags struct {
+	families, scenarioSeeds, policy string
+	seed                            uint64
+	parallel                        int
+	output                          string
+}
+
+// calibration is scenario calibrate's -o json|yaml document.
+type calibration struct {
+	Policy   string              `json:"policy"`
+	RunSeed  uint64              `json:"run_seed"`
+	Families []familyCalibration `json:"families"`
+}
+
+type familyCalibration struct {
+	Family       string          `json:"family"`
+	Role         string          `json:"role"`
+	Seeds        []uint64        `json:"scenario_seeds"`
+	MeanPods     float64         `json:"mean_pods"`
+	Measures     []measureInBand `json:"measures"`
+	SeedsInBands int             `json:"seeds_in_all_bands"`
+}
+
+type measureInBand struct {
+	Measure string  `json:"measure"`
+	Mean    float64 `json:"mean"`
+	Min     float64 `json:"min"`
+	Max     float64 `json:"max"`
+	BandLo  float64 `json:"band_lo"`
+	BandHi  float64 `json:"band_hi"`
+}
+
+func newScenarioCalibrateCommand(opts cmdutil.Options) *cobra.Command {
+	f := &calibrateFlags{}
+	cmd := &cobra.Command{
+		Use:   "calibrate",
+		Short: "Print the scenario families' calibration figures under a baseline",
+		Long: `Run a baseline (default the kube-scheduler's default scoring) on every
+scenario family for each --scenario-seeds seed (a fleet and a workload
+each) and print, per family, the mean and range of its CPU use
+(util_used_cpu_mean), scheduling failures (failure_rate) and cross-zone
+dependency traffic (cross_zone_traffic), and how many seeds lie in all the
+bands the families are built for (50-70%, 1-4%, 20-35%; docs/scenario.md).`,
+		Example: `  edgectl scenario calibrate
+  edgectl scenario calibrate --families retail-stores,rail-stations --scenario-seeds 1-10`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cmdutil.CheckOutput(f.output); err != nil {
+				return err
+			}
+			c, err := f.run(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			return cmdutil.PrintData(cmd.OutOrStdout(), f.output, c, c.print)
+		},
+	}
+	cmdutil.AddOutputFlag(cmd, &f.output)
+	fl := cmd.Flags()
+	fl.StringVar(&f.families, "families", "", "comma-separated families (default all: "+strings.Join(family.Names(), ", ")+")")
+	fl.StringVar(&f.scenarioSeeds, "scenario-seeds", "1-5", "family seeds (N,M or N-M): each draws a fleet and a workload")
+	fl.StringVar(&f.policy, "policies", baseline.K8sDefault, "the baseline the bands refer to")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of the runs (tie-breaks, disruptions)")
+	fl.IntVar(&f.parallel, "parallel", 0, "concurrent runs (default: number of CPUs)")
+	return cmd
+}
+
+func (f *calibrateFlags) run(ctx context.Context, opts cmdutil.Options) (*calibration, error) {
+	names := family.Names()
+	if f.families != "" {
+		names = nil
+		for _, n := range strings.Split(f.families, ",") {
+			n = strings.TrimPrefix(strings.TrimSpace(n), "builtin:")
+			if _, err := family.Lookup(n); err != nil {
+				return nil, fmt.Errorf("--families: %w", err)
+			}
+			names = append(names, n)
+		}
+	}
+	seeds, err := cmdutil.ParseSeeds(f.scenarioSeeds)
+	if err != nil {
+		return nil, fmt.Errorf("--scenario-seeds: %w", err)
+	}
+	pol, err := baseline.Lookup(f.policy)
+	if err != nil {
+		return nil, fmt.Errorf("--policies: %w", err)
+	}
+	bands := family.Bands()
+	out := &calibration{Policy: pol.Name, RunSeed: f.seed, Families: []familyCalibration{}}
+	for _, name := range names {
+		info, _ := family.Lookup(name)
+		vals := make([][]float64, len(bands))
+		var pods float64
+		for _, s := range seeds {
+			l, err := scenario.LoadWith("builtin:"+name, scenario.Options{Seed: &s})
+			if err != nil {
+				return nil, err
+			}
+			env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("%s seed %d: %w", name, s, err)
+			}
+			opts.Log().Info("calibrating", "family", name, "scenario_seed", s, "policy", pol.Name, "run_seed", f.seed, "nodes", len(env.Nodes), "pods", len(env.Pods))
+			res, err := sim.Compare(ctx, env, []sim.Factory{pol}, sim.CompareConfig{Run: sim.DefaultRunConfig(sim.Replay), Seeds: []uint64{f.seed}, Parallel: f.parallel})
+			if err != nil {
+				return nil, fmt.Errorf("%s seed %d: %w", name, s, err)
+			}
+			for i, b := range bands {
+				vals[i] = append(vals[i], res[0].Measures[b.Measure])
+			}
+			pods += float64(len(env.Pods)) / float64(len(seeds))
+		}
+		inside := make([]bool, len(seeds))
+		for k := range inside {
+			inside[k] = true
+		}
+		fc := familyCalibration{Family: name, Role: string(info.Role), Seeds: seeds, MeanPods: pods}
+		for i, b := range bands {
+			m := measureInBand{Measure: b.Measure, Min: math.Inf(1), Max: math.Inf(-1), BandLo: b.Lo, BandHi: b.Hi}
+			for k, v := range vals[i] {
+				m.Min, m.Max, m.Mean = min(m.Min, v), max(m.Max, v), m.Mean+v/float64(len(vals[i]))
+				inside[k] = inside[k] && v >= b.Lo && v <= b.Hi
+			}
+			fc.Measures = append(fc.Measures, m)
+		}
+		for _, in := range inside {
+			if in {
+				fc.SeedsInBands++
+			}
+		}
+		out.Families = append(out.Families, fc)
+	}
+	return out, nil
+}
+
+// print writes the calibration as a table for people.
+func (c *calibration) print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "family\trole\tseeds\tpods\tcpu used\tfailures\tcross-zone\tseeds in all bands\n")
+	for _, fc := range c.Families {
+		cells := make([]string, len(fc.Measures))
+		for i, m := range fc.Measures {
+			cells[i] = fmt.Sprintf("%.1f%% (%.1f-%.1f)", 100*m.Mean, 100*m.Min, 100*m.Max)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%d/%d\n", fc.Family, fc.Role, seedList(fc.Seeds), fc.MeanPods, strings.Join(cells, "\t"), fc.SeedsInBands, len(fc.Seeds))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	bands := family.Bands()
+	_, err := fmt.Fprintf(w, "%s, run seed %d; cells: mean (min-max) over the family seeds; bands: cpu used %.0f-%.0f%%, failures %.0f-%.0f%%, cross-zone %.0f-%.0f%%\n",
+		c.Policy, c.RunSeed, 100*bands[0].Lo, 100*bands[0].Hi, 100*bands[1].Lo, 100*bands[1].Hi, 100*bands[2].Lo, 100*bands[2].Hi)
+	return err
+}
+
+// seedList writes seeds as N-M when they are consecutive, else N,M,...
+func seedList(s []uint64) string {
+	if len(s) > 1 && s[len(s)-1]-s[0] == uint64(len(s)-1) {
+		return fmt.Sprintf("%d-%d", s[0], s[len(s)-1])
+	}
+	parts := make([]string, len(s))
+	for i, v := range s {
+		parts[i] = fmt.Sprint(v)
+	}
+	return strings.Join(parts, ",")
+}

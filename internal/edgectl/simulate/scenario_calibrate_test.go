@@ -1,0 +1,65 @@
+package simulate_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestScenarioCalibrate: the calibrate verb prints one row per family with
+// the three figures and a verdict, and refuses unknown families and bad
+// seeds with errors that name them.
+func TestScenarioCalibrate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two families: skipped with -short")
+	}
+	out, _, err := run(t, "scenario", "calibrate", "--families", "retail-stores,builtin:rail-stations", "--scenario-seeds", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[1], "retail-stores") || !strings.Contains(lines[1], "training") ||
+		!strings.HasPrefix(lines[2], "rail-stations") || !strings.Contains(lines[2], "held-out") || !strings.Contains(lines[3], "k8s-default, run seed 1") {
+		t.Fatalf("calibrate output:\n%s", out)
+	}
+	// seed 1 of both is inside the bands (TestCalibration checks the figures)
+	for _, l := range lines[1:3] {
+		if !strings.HasSuffix(strings.TrimSpace(l), "1/1") || strings.Count(l, "%") != 3 {
+			t.Errorf("row %q", l)
+		}
+	}
+	for _, c := range []struct{ args, want string }{
+		{"--families nosuch", `unknown family "nosuch"`},
+		{"--scenario-seeds x", "--scenario-seeds"},
+		{"--policies nosuch", "--policies"},
+	} {
+		_, _, err := run(t, append([]string{"scenario", "calibrate"}, strings.Fields(c.args)...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestScenarioShowFamilyAndApp: show prints a family for a seed (another
+// seed, another fleet) and a library app; list names families and apps
+// with their roles.
+func TestScenarioShowFamilyAndApp(t *testing.T) {
+	a, _, err := run(t, "scenario", "show", "builtin:rail-stations", "--seed", "3")
+	if err != nil || !strings.Contains(a, "family rail-stations, seed 3") || !strings.Contains(a, "app: train-ticket") {
+		t.Fatalf("show family: %v\n%.300s", err, a)
+	}
+	b, _, _ := run(t, "scenario", "show", "builtin:rail-stations", "--seed", "4")
+	if a == b {
+		t.Error("seeds 3 and 4 give the same family document")
+	}
+	app, _, err := run(t, "scenario", "show", "app:online-boutique")
+	if err != nil || !strings.Contains(app, "kind: App") || !strings.Contains(app, "name: frontend") {
+		t.Fatalf("show app: %v\n%.300s", err, app)
+	}
+	if _, _, err := run(t, "scenario", "show", "app:nosuch"); err == nil || !strings.Contains(err.Error(), "unknown app") {
+		t.Errorf("unknown app: %v", err)
+	}
+	list, _, err := run(t, "scenario", "list")
+	if err != nil || !strings.Contains(list, "builtin:rail-stations") || !strings.Contains(list, "held-out family") || !strings.Contains(list, "app:train-ticket") {
+		t.Fatalf("list: %v\n%s", err, list)
+	}
+}

@@ -1,0 +1,167 @@
+package simulate_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgesched/edgesched/sim/report"
+)
+
+func TestSimTable(t *testing.T) {
+	out, _, err := run(t, "sim", "--policies", "fgd,best-fit", "--progress", "never")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"openb:all_node + openb:default, inflate mode, 1523 nodes, 8152 workload pods, seeds [1], ties random", "unalloc_gpu@100%", "fgd", "best-fit"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestSimSageLoad runs the experimental GraphSAGE affinity policy beside
+// its base, dep-load, under its own names.
+func TestSimSageLoad(t *testing.T) {
+	out, _, err := run(t, "sim", "--scenario", "builtin:retail-stores", "--policies", "dep-load,sage-load,sage-load:0.5", "--progress", "never")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"dep-load", "sage-load ", "sage-load:0.5", "cross_zone"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSimJSONAndFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	out, errOut, err := run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "k8s-default,trimaran-tlp", "--seeds", "1-2", "-o", "json", "--out", dir, "--progress", "always")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc report.Document
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v\n%s", err, out)
+	}
+	if doc.Mode != "replay" || len(doc.Runs) != 4 || doc.Runs[0].Policy != "k8s-default" || doc.Runs[3].Seed != 2 || doc.Config.ScenarioSeed != 11 {
+		t.Errorf("document: mode %s, %d runs, first %s, last seed %d, scenario seed %d", doc.Mode, len(doc.Runs), doc.Runs[0].Policy, doc.Runs[3].Seed, doc.Config.ScenarioSeed)
+	}
+	if !strings.Contains(errOut, "wrote "+dir) || !strings.Contains(errOut, "%") {
+		t.Errorf("stderr lacks the progress bar or the file list:\n%s", errOut)
+	}
+	for _, f := range []string{"results.json", "runs.csv", "series.csv", "utilization.png"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestSimErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sim", "--frobnicate"}, "unknown flag: --frobnicate"},
+		{[]string{"sim", "--policies", "magic"}, `--policies: unknown value "magic"; valid values: all, baselines, random-fit,`},
+		{[]string{"sim", "--mode", "fast"}, `--mode: sim: invalid value: mode "fast"`},
+		{[]string{"sim", "--seeds", "5-1"}, `--seeds: "5-1" is not a range`},
+		{[]string{"sim", "--seeds", "x"}, `--seeds: "x" is not a seed`},
+		{[]string{"sim", "--scenario", "builtin:retail-fleet", "--nodes", "openb:all_node"}, "give --scenario or --nodes/--pods, not both"},
+		{[]string{"sim", "--pods", "openb:multigpu20", "--mode", "replay"}, "has no creation times; use --mode inflate"},
+		{[]string{"sim", "--columns", "happiness"}, `--columns: unknown value "happiness"; valid values: pods_arrived,`},
+		{[]string{"sim", "-o", "csv"}, `-o/--output: unknown value "csv"; valid values: table, json, yaml`},
+		{[]string{"sim", "--target", "-1"}, "inflate target must be in (0, 10]"},
+		{[]string{"sim", "--tie-break", "last"}, `tie break "last"`},
+		{[]string{"sim", "--progress", "sometimes"}, `--progress: "sometimes"`},
+		{[]string{"sim", "--nodes", "/nonexistent.csv"}, "open trace: stat /nonexistent.csv"},
+		{[]string{"sim", "--scenario", "builtin:moon-base"}, `built-in scenario "moon-base"`},
+		{[]string{"sim", "extra"}, `unknown command "extra"`},
+		{[]string{"sim", "--scenario-seeds", "1-2"}, "--scenario-seeds: needs a --scenario with a workload generator"},
+		{[]string{"sim", "--scenario", "builtin:factory-vision", "--scenario-seeds", "2-1"}, `--scenario-seeds: "2-1" is not a range`},
+		{[]string{"sim", "--policies", "fgd", "--versus", "k8s-default"}, `--versus: "k8s-default" is not among --policies`},
+		{[]string{"sim", "--policies", "learned:nosuch"}, "no such shipped model"},
+		{[]string{"sim", "--policies", "sage-load:0"}, `"sage-load:0": want sage-load:W with a weight W in (0, 10]`},
+		{[]string{"sim", "--policies", "sage-load:x"}, "want sage-load:W"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, _, err := run(t, tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestSimWorkloadsVersus: --scenario-seeds runs every policy on each
+// regenerated workload; --versus adds before / after / change tables.
+func TestSimWorkloadsVersus(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	out, _, err := run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "k8s-default,trimaran-tlp", "--scenario-seeds", "3,4",
+		"--columns", "failure_rate,util_active_cpu_mean", "--versus", "k8s-default", "--progress", "never", "--out", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2 workloads: scenario generator seeds [3 4]", "trimaran-tlp versus k8s-default:", "before (k8s-default)", "util_active_cpu_mean"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc report.Document
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	// 2 policies x 2 workloads x 1 seed, workload-major.
+	if len(doc.Runs) != 4 || doc.Runs[0].ScenarioSeed != 3 || doc.Runs[3].ScenarioSeed != 4 || len(doc.Config.ScenarioSeeds) != 2 || doc.Config.ScenarioSeed != 0 {
+		t.Fatalf("runs %d, config %+v", len(doc.Runs), doc.Config)
+	}
+	// Different generator seeds give different workloads.
+	if doc.Runs[0].Measures["pods_arrived"] == doc.Runs[2].Measures["pods_arrived"] && doc.Runs[0].Measures["util_active_cpu_mean"] == doc.Runs[2].Measures["util_active_cpu_mean"] {
+		t.Error("workloads 3 and 4 look identical")
+	}
+}
+
+func TestSimBadTraceNamesLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pods.csv")
+	if err := os.WriteFile(path, []byte("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,1024,1,500\np2,abc,1024,0,0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := run(t, "sim", "--pods", path)
+	if err == nil || !strings.Contains(err.Error(), path+`:3: field cpu_milli: openb: bad value: "abc" is not an integer`) {
+		t.Fatalf("error = %v", err)
+	}
+}
+
+// TestSimNetworkAlone: learned@net runs the shipped default network without
+// its decision rule. On gpuspec10 the rule (a band of near-best nodes
+// ordered by FGD-pressure) changes about a fifth of the decisions, so the
+// two runs must place differently; the same seed keeps everything else
+// equal.
+func TestSimNetworkAlone(t *testing.T) {
+	out, _, err := run(t, "sim", "--pods", "openb:gpuspec10", "--target", "1", "--policies", "learned,learned@net", "-o", "json", "--progress", "never")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc report.Document
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Runs) != 2 || doc.Runs[0].Policy != "learned" || doc.Runs[1].Policy != "learned@net" {
+		t.Fatalf("runs %+v", doc.Runs)
+	}
+	a, b := doc.Runs[0].Measures["unallocated_gpu_share_at_100"], doc.Runs[1].Measures["unallocated_gpu_share_at_100"]
+	t.Logf("unallocated GPU share at 100%%: rule %.4f, network alone %.4f", a, b)
+	if a == b {
+		t.Errorf("learned and learned@net placed alike (%.6f): the suffix did not drop the rule", a)
+	}
+	if _, _, err := run(t, "sim", "--policies", "learnedx@net"); err == nil || !strings.Contains(err.Error(), "@net") {
+		t.Errorf("learnedx@net: %v", err)
+	}
+}

@@ -1,0 +1,150 @@
+package simulate_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgesched/edgesched/internal/edgectl"
+)
+
+// tinyTrain is a training config small enough for a unit test: a 2% slice
+// of the openb cluster filled to 40%, two cloning epochs, two PPO
+// iterations.
+const tinyTrain = `apiVersion: edgesched.io/v1alpha1
+kind: TrainConfig
+name: tiny
+seed: 9
+env: {nodeFraction: 0.02, inflateTarget: 0.4}
+bc: {episodes: 2, epochs: 2}
+ppo: {iterations: 2, episodesPerIteration: 2, epochs: 1, minibatch: 64}
+eval: {seeds: [1001], every: 1, measure: reward, maximize: true, inflateTarget: 0.05}
+`
+
+func TestTrainThenSimulate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a tiny policy (-short)")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tiny.yaml")
+	if err := os.WriteFile(cfg, []byte(tinyTrain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	stdout, stderr, err := run(t, "train", "--config", cfg, "--out", out, "--iterations", "3", "--progress", "always")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`training "tiny" (seed 9): 2 behaviour-cloning episodes, 3 PPO iterations x 2 episodes`, "3 PPO iterations", "best reward", "model.esm"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "ppo 3/3") {
+		t.Errorf("stderr lacks the progress bar:\n%s", stderr)
+	}
+	// every output of the run, the curve (drawn by edgectl, not ppo.Train) included
+	for _, f := range []string{"model.esm", "checkpoint.esc", "history.csv", "training_curve.png", "config.yaml"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	if !strings.Contains(stdout, "training_curve.png") {
+		t.Errorf("stdout does not name the curve:\n%s", stdout)
+	}
+	model := filepath.Join(out, "model.esm")
+	stdout, _, err = run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "k8s-default,learned:"+model, "--progress", "never")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout, "learned:"+model) {
+		t.Errorf("sim output lacks the trained model:\n%s", stdout)
+	}
+}
+
+func TestTrainErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("ppo:\n  clip: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notModel := filepath.Join(dir, "junk.esc")
+	if err := os.WriteFile(notModel, []byte("not a checkpoint"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"train", "--epochz", "3"}, "unknown flag: --epochz"},
+		{"missing config", []string{"train", "--config", filepath.Join(dir, "nope.yaml")}, "open config"},
+		{"bad config names the field", []string{"train", "--config", bad}, "ppo.clip"},
+		{"unknown trace", []string{"train", "--pods", "openb:nope", "--out", dir}, "nope"},
+		{"bad progress", []string{"train", "--progress", "sometimes"}, "progress"},
+		{"resume from junk", []string{"train", "--resume", notModel, "--out", filepath.Join(dir, "o"), "--progress", "never"}, "magic"},
+		{"zero workers", []string{"train", "--workers", "0"}, "workers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := run(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSimShippedModel(t *testing.T) {
+	out, _, err := run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "learned,fgd", "--progress", "never")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "learned") {
+		t.Fatalf("output lacks the learned policy:\n%s", out)
+	}
+	if _, _, err := run(t, "sim", "--policies", "learned:"+filepath.Join(t.TempDir(), "none.esm")); err == nil || !strings.Contains(err.Error(), "none.esm") {
+		t.Fatalf("missing model file: %v", err)
+	}
+}
+
+// TestTrainInterrupted: cancelling training (Ctrl-C) stops it with an
+// error naming the checkpoint to resume from, and resuming works.
+func TestTrainInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a tiny policy (-short)")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tiny.yaml")
+	if err := os.WriteFile(cfg, []byte(tinyTrain+"checkpointEvery: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Cancel once the first checkpoint is on disk.
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(filepath.Join(out, "checkpoint.esc")); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	cmd := edgectl.NewRootCommand(edgectl.Options{})
+	cmd.SetArgs([]string{"train", "--config", cfg, "--out", out, "--iterations", "1000", "--progress", "never"})
+	var sink strings.Builder
+	cmd.SetOut(&sink)
+	cmd.SetErr(&sink)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "training interrupted; continue from the last checkpoint with --resume "+filepath.Join(out, "checkpoint.esc")) {
+		t.Fatalf("err %v", err)
+	}
+	if _, _, err := run(t, "train", "--config", cfg, "--out", out, "--iterations", "2", "--resume", filepath.Join(out, "checkpoint.esc"), "--progress", "never"); err != nil {
+		t.Fatalf("resume after interruption: %v", err)
+	}
+}
