@@ -157,7 +157,7 @@ test: lint e2e-bin onnx-tools ## lint, then all tests with the race detector, en
 	EDGESCHED_E2E_BIN_DIR=$(abspath $(E2E_BIN)) $(GO) test -race -count=1 -timeout 20m $(PKGS)
 	@# the network's nogorgonia build (edge-agent's and edge-scheduler's) must compute what the default build does
 	$(GO) test -tags "$(AGENT_TAGS)" -count=1 ./policy/... ./quant/ ./agent/flclient/
-	$(GO) test -tags "$(SCHEDULER_TAGS)" -count=1 ./edge-plugin/
+	$(GO) test -tags "$(SCHEDULER_TAGS)" -count=1 ./edge-plugin/...
 	@# the AVX2 kernel exists only with Go's experimental SIMD package
 	GOEXPERIMENT=simd $(GO) test -count=1 -run 'SIMD|Int8|Exact' ./quant/
 	@# junk must not delay an honest update beyond 5 s: a bound of the build without the race detector

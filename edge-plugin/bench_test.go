@@ -5,18 +5,16 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
-	"k8s.io/component-base/metrics/testutil"
-	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
+	"github.com/edgesched/edgesched/edge-plugin/serving"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -48,8 +46,8 @@ func BenchmarkCycle(b *testing.B) {
 	for _, n := range []int{100, 1000, 5000} {
 		rng := rand.New(rand.NewPCG(uint64(n), 1))
 		nodes := randomSnapshot(rng, n)
-		p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
-		p.conv.scanEvery = nodeScanEvery
+		p := newTestPlugin(b, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, tgt)
+		p.core.SetScanEvery(nodeScanEvery)
 		for _, phase := range []string{"cpu-pod", "cpu-pod-10pct", "gpu-share-pod", "after-bind", "convert-only"} {
 			pod := k8sPod(sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096})
 			if phase == "gpu-share-pod" {
@@ -57,9 +55,9 @@ func BenchmarkCycle(b *testing.B) {
 			}
 			feasible := feasibleNodes(p, pod, nodes)
 			b.Run(fmt.Sprintf("nodes=%d/%s", n, phase), func(b *testing.B) {
-				panics, _ := testutil.GetCounterMetricValue(metricPanics)
+				panics, _ := plugintest.CounterValue("edgesched_plugin_panics_total", nil)
 				defer func() {
-					if after, _ := testutil.GetCounterMetricValue(metricPanics); after != panics {
+					if after, _ := plugintest.CounterValue("edgesched_plugin_panics_total", nil); after != panics {
 						b.Fatalf("%v panics during the benchmark", after-panics)
 					}
 				}()
@@ -74,7 +72,7 @@ func BenchmarkCycle(b *testing.B) {
 				// pods) collected before the clock starts, not by the
 				// measured cycles' collections
 				runtime.GC()
-				defer reportCPU(b)()
+				defer plugintest.ReportCPU(b)()
 				bound, start := 0, 0
 				var inCycle time.Duration
 				for b.Loop() {
@@ -86,7 +84,7 @@ func BenchmarkCycle(b *testing.B) {
 						bound++
 					}
 					if phase == "convert-only" {
-						if err := p.conv.withView(nodes, nil, func(*view) error { return nil }); err != nil {
+						if err := p.core.WithView(nodes, nil, func(*serving.View) error { return nil }); err != nil {
 							b.Fatal(err)
 						}
 						continue
@@ -132,9 +130,9 @@ func BenchmarkShapes(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d/shapes=%d", tc.nodes, tc.shapes), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(uint64(tc.nodes), 27))
 			nodes := randomSnapshot(rng, tc.nodes)
-			p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+			p := newTestPlugin(b, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, tgt)
 			qos := []sim.QoS{sim.QoSLS, sim.QoSBurstable, sim.QoSBE}
-			seen := map[podKey]bool{}
+			seen := map[shapeKey]bool{}
 			var pods []*v1.Pod
 			for len(pods) < tc.shapes {
 				ps := sim.PodSpec{Name: fmt.Sprintf("shape-%d", len(pods)), CPU: int64(100 * (1 + rng.IntN(40))),
@@ -147,7 +145,7 @@ func BenchmarkShapes(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if k := podKeyOf(&sp); !seen[k] {
+				if k := (shapeKey{sp.CPU, sp.Mem, sp.GPUs, sp.GPUMilli, sp.QoS, sp.Priority}); !seen[k] {
 					seen[k] = true
 					pods = append(pods, pod)
 				}
@@ -161,8 +159,8 @@ func BenchmarkShapes(b *testing.B) {
 			for _, pod := range pods {
 				cycle(pod)
 			}
-			hits0, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("hit"))
-			miss0, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("miss"))
+			hits0, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "hit"})
+			miss0, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "miss"})
 			bound := 0
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -172,8 +170,8 @@ func BenchmarkShapes(b *testing.B) {
 				bound++
 				cycle(pods[rng.IntN(len(pods))])
 			}
-			hits, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("hit"))
-			miss, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("miss"))
+			hits, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "hit"})
+			miss, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "miss"})
 			if h, m := hits-hits0, miss-miss0; h+m > 0 {
 				b.ReportMetric(h/(h+m), "hit-rate")
 			}
@@ -207,8 +205,8 @@ func BenchmarkCycleTelemetry(b *testing.B) {
 		node.Annotations[kubefmt.AnnotationTelemetry] = s
 		ni.(*framework.NodeInfo).SetNode(node)
 	}
-	p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
-	p.now = func() time.Time { return now }
+	p := newTestPlugin(b, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, tgt)
+	p.core.SetClock(func() time.Time { return now })
 	pod := k8sPod(sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096})
 	for _, phase := range []string{"cpu-pod", "after-bind"} {
 		b.Run(fmt.Sprintf("nodes=%d/%s", n, phase), func(b *testing.B) {
@@ -216,7 +214,7 @@ func BenchmarkCycleTelemetry(b *testing.B) {
 			list := nameList(nodes)
 			scoreCycle(b, p, pod, nodes, list) // the first cycle, not timed (BenchmarkCycle)
 			runtime.GC()
-			defer reportCPU(b)()
+			defer plugintest.ReportCPU(b)()
 			bound := 0
 			for b.Loop() {
 				if phase == "after-bind" {
@@ -229,27 +227,6 @@ func BenchmarkCycleTelemetry(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/node")
 		})
 	}
-}
-
-// reportCPU starts counting the process's CPU time (user and system, every
-// thread: the garbage collector's work included); the function it returns
-// reports it per operation as cpu-ms/op. On a shared machine wall time per
-// operation moves with the other processes' load, CPU time much less.
-func reportCPU(b *testing.B) func() {
-	t0 := processCPU(b)
-	return func() {
-		if b.N > 0 {
-			b.ReportMetric((processCPU(b)-t0).Seconds()*1000/float64(b.N), "cpu-ms/op")
-		}
-	}
-}
-
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // scoreCycle runs one pod's PreScore on nodes and Score on each of them.
@@ -312,7 +289,7 @@ func BenchmarkFilter(b *testing.B) {
 	}
 	rng := rand.New(rand.NewPCG(n, 1))
 	nodes := randomSnapshot(rng, n)
-	p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+	p := newTestPlugin(b, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, tgt)
 	for _, c := range []struct {
 		name string
 		spec sim.PodSpec
@@ -327,11 +304,11 @@ func BenchmarkFilter(b *testing.B) {
 			filterAll(b, p, pod, nodes) // converts every node once
 			// and a PreScore's view of the snapshot, as the cycle before
 			// this pod's leaves it
-			if err := p.conv.withView(nodes, nil, func(*view) error { return nil }); err != nil {
+			if err := p.core.WithView(nodes, nil, func(*serving.View) error { return nil }); err != nil {
 				b.Fatal(err)
 			}
 			runtime.GC()
-			defer reportCPU(b)()
+			defer plugintest.ReportCPU(b)()
 			feasible := 0
 			for b.Loop() {
 				feasible = filterAll(b, p, pod, nodes)
@@ -359,70 +336,6 @@ func filterAll(b *testing.B, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) i
 	return ok
 }
 
-// BenchmarkExtender measures the extender's prioritize and filter verbs
-// at 5,000 nodes as a nodeCacheCapable scheduler calls them (node names
-// in the request, Nodes and pods from the cluster source, which lists its
-// nodes in no fixed order as an informer's store does), per pod, without
-// HTTP and JSON.
-func BenchmarkExtender(b *testing.B) {
-	const n = 5000
-	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(n, 2))
-	var nodes []*v1.Node
-	var pods []*v1.Pod
-	var names []string
-	for i, ni := range randomSnapshot(rng, n) {
-		node := ni.Node().DeepCopy()
-		node.ResourceVersion = fmt.Sprint(i + 1)
-		nodes, names = append(nodes, node), append(names, node.Name)
-		for _, pi := range ni.GetPods() {
-			p := pi.GetPod().DeepCopy()
-			p.Spec.NodeName, p.ResourceVersion = node.Name, "1"
-			pods = append(pods, p)
-		}
-	}
-	t0 := time.Unix(1e9, 0)
-	ext := NewExtender(newTestPlugin(b, nil, tgt), NewStaticSource(nodes, pods...), ExtenderOptions{Now: func() time.Time { return t0 }})
-	ctx := context.Background()
-	for _, c := range []struct {
-		name     string
-		spec     sim.PodSpec
-		inFlight int // pods the bind verb bound that the source does not show yet
-	}{
-		{"prioritize/cpu-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096}, 0},
-		{"prioritize/gpu-share-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}, 0},
-		{"filter/gpu-share-pod", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}, 0},
-		{"prioritize/cpu-pod-200-binding", sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096}, 200},
-	} {
-		for i := range c.inFlight {
-			bound := k8sPod(sim.PodSpec{Name: fmt.Sprintf("bound-%d", i), CPU: 10, Memory: 10})
-			bound.ResourceVersion = "1" // as the scheduler sends it
-			ext.assume(bound, names[rng.IntN(n)], nil)
-		}
-		pod := k8sPod(c.spec)
-		args := &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names}
-		call := func() int {
-			if strings.HasPrefix(c.name, "filter/") {
-				return len(*ext.Filter(ctx, args).NodeNames)
-			}
-			return len(*ext.Prioritize(ctx, args))
-		}
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			call()
-			runtime.GC()
-			defer reportCPU(b)()
-			for b.Loop() {
-				call()
-			}
-			b.ReportMetric(float64(call()), "nodes")
-		})
-	}
-}
-
 // BenchmarkReserve measures Reserve after a cycle at 5,000 nodes: the
 // explanation's input (the chosen node's features and the baseline of
 // up to explainBaselineNodes candidates) and, for GPU pods, the device
@@ -434,7 +347,7 @@ func BenchmarkReserve(b *testing.B) {
 		b.Fatal(err)
 	}
 	nodes := randomSnapshot(rand.New(rand.NewPCG(n, 1)), n)
-	p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+	p := newTestPlugin(b, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, tgt)
 	ctx := context.Background()
 	for _, c := range []struct {
 		name string
@@ -449,7 +362,7 @@ func BenchmarkReserve(b *testing.B) {
 		runtime.GC()
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
-			defer reportCPU(b)()
+			defer plugintest.ReportCPU(b)()
 			for b.Loop() {
 				if st := p.Reserve(ctx, cs, pod, best); !st.IsSuccess() {
 					b.Fatal(st)
@@ -473,4 +386,14 @@ func feasibleNodes(p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) []fwk.NodeI
 		}
 	}
 	return feasible
+}
+
+// shapeKey is what tells the benchmark's pod shapes apart (the fields
+// it draws; the score cache keys on these and more).
+type shapeKey struct {
+	cpu, mem int64
+	gpus     int32
+	milli    int64
+	qos      sim.QoS
+	priority int32
 }

@@ -10,11 +10,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
+	"github.com/edgesched/edgesched/edge-plugin/serving"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -42,11 +43,11 @@ func TestSnapshotDeltaMatchesFresh(t *testing.T) {
 	}
 	now := telT0
 	clock := func() time.Time { return now }
-	lister := &fakeLister{nodes: randomSnapshot(rng, 30)}
-	p := newTestPlugin(t, &fakeHandle{lister: lister}, tgt)
-	p.now = clock
+	lister := &fakeLister{Nodes: randomSnapshot(rng, 30)}
+	p := newTestPlugin(t, &fakeHandle{Lister: lister}, tgt)
+	p.core.SetClock(clock)
 	replace := func(i int, edit func(n *v1.Node)) {
-		ni := lister.nodes[i].(*framework.NodeInfo)
+		ni := lister.Nodes[i].(*framework.NodeInfo)
 		n := ni.Node().DeepCopy()
 		if n.Annotations == nil {
 			n.Annotations = map[string]string{}
@@ -60,12 +61,12 @@ func TestSnapshotDeltaMatchesFresh(t *testing.T) {
 		apply func()
 	}{
 		{"bind", func() {
-			i := rng.IntN(len(lister.nodes))
-			lister.nodes[i].(*framework.NodeInfo).AddPod(k8sPod(sim.PodSpec{Name: fmt.Sprintf("b%d", rng.Uint32()), CPU: int64(1 + rng.IntN(800)), Memory: 64}))
+			i := rng.IntN(len(lister.Nodes))
+			lister.Nodes[i].(*framework.NodeInfo).AddPod(k8sPod(sim.PodSpec{Name: fmt.Sprintf("b%d", rng.Uint32()), CPU: int64(1 + rng.IntN(800)), Memory: 64}))
 		}},
 		{"pod gone", func() {
 			for range 10 {
-				ni := lister.nodes[rng.IntN(len(lister.nodes))].(*framework.NodeInfo)
+				ni := lister.Nodes[rng.IntN(len(lister.Nodes))].(*framework.NodeInfo)
 				if pods := ni.GetPods(); len(pods) > 0 {
 					if err := ni.RemovePod(klog.Background(), pods[rng.IntN(len(pods))].GetPod()); err != nil {
 						t.Fatal(err)
@@ -80,43 +81,43 @@ func TestSnapshotDeltaMatchesFresh(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { n.Annotations[kubefmt.AnnotationTelemetry] = s })
+			replace(rng.IntN(len(lister.Nodes)), func(n *v1.Node) { n.Annotations[kubefmt.AnnotationTelemetry] = s })
 		}},
 		{"telemetry gone", func() {
-			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { delete(n.Annotations, kubefmt.AnnotationTelemetry) })
+			replace(rng.IntN(len(lister.Nodes)), func(n *v1.Node) { delete(n.Annotations, kubefmt.AnnotationTelemetry) })
 		}},
 		{"malformed telemetry", func() {
-			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { n.Annotations[kubefmt.AnnotationTelemetry] = "{not json" })
+			replace(rng.IntN(len(lister.Nodes)), func(n *v1.Node) { n.Annotations[kubefmt.AnnotationTelemetry] = "{not json" })
 		}},
 		{"zone", func() {
-			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { n.Labels[LabelZone] = fmt.Sprintf("z%d", rng.IntN(3)) })
+			replace(rng.IntN(len(lister.Nodes)), func(n *v1.Node) { n.Labels[LabelZone] = fmt.Sprintf("z%d", rng.IntN(3)) })
 		}},
 		{"capacity", func() {
-			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) {
+			replace(rng.IntN(len(lister.Nodes)), func(n *v1.Node) {
 				n.Status.Allocatable[v1.ResourceCPU] = *resource.NewMilliQuantity(int64(8000+rng.IntN(120000)), resource.DecimalSI)
 			})
 		}},
 		{"unmodellable", func() {
-			replace(rng.IntN(len(lister.nodes)), func(n *v1.Node) { delete(n.Status.Allocatable, v1.ResourceCPU) })
+			replace(rng.IntN(len(lister.Nodes)), func(n *v1.Node) { delete(n.Status.Allocatable, v1.ResourceCPU) })
 		}},
 		{"node added", func() {
 			added++
 			spec := sim.NodeSpec{Name: fmt.Sprintf("add%03d", added), CPU: int64(4000 + rng.IntN(60000)), Memory: 65536, Arch: sim.ArchAMD64}
-			lister.nodes = append(slices.Clone(lister.nodes), nodeInfo(k8sNode(spec)))
+			lister.Nodes = append(slices.Clone(lister.Nodes), nodeInfo(k8sNode(spec)))
 		}},
 		{"node removed", func() {
-			if len(lister.nodes) > 10 {
-				i := rng.IntN(len(lister.nodes))
-				lister.nodes = slices.Delete(slices.Clone(lister.nodes), i, min(len(lister.nodes), i+1+rng.IntN(3)))
-				if len(lister.nodes) < 10 {
-					lister.nodes = append(lister.nodes, nodeInfo(k8sNode(sim.NodeSpec{Name: fmt.Sprintf("re%03d", rng.IntN(1000)), CPU: 8000, Memory: 8192, Arch: sim.ArchAMD64})))
+			if len(lister.Nodes) > 10 {
+				i := rng.IntN(len(lister.Nodes))
+				lister.Nodes = slices.Delete(slices.Clone(lister.Nodes), i, min(len(lister.Nodes), i+1+rng.IntN(3)))
+				if len(lister.Nodes) < 10 {
+					lister.Nodes = append(lister.Nodes, nodeInfo(k8sNode(sim.NodeSpec{Name: fmt.Sprintf("re%03d", rng.IntN(1000)), CPU: 8000, Memory: 8192, Arch: sim.ArchAMD64})))
 				}
 			}
 		}},
 		{"reordered", func() {
-			l := slices.Clone(lister.nodes)
+			l := slices.Clone(lister.Nodes)
 			rng.Shuffle(len(l), func(i, j int) { l[i], l[j] = l[j], l[i] })
-			lister.nodes = l
+			lister.Nodes = l
 		}},
 		{"time", func() {
 			now = now.Add(time.Duration(rng.IntN(int(2 * DefaultTelemetryMaxAge))))
@@ -135,11 +136,11 @@ func TestSnapshotDeltaMatchesFresh(t *testing.T) {
 		}
 		pod := k8sPod(ps)
 		f0 := telemetryFallbacks(t)
-		got, cs := runCycle(t, p, pod, lister.nodes)
+		got, cs := runCycle(t, p, pod, lister.Nodes)
 		f1 := telemetryFallbacks(t)
-		q := newTestPlugin(t, &fakeHandle{lister: lister}, tgt)
-		q.now = clock
-		want, qcs := runCycle(t, q, pod, lister.nodes)
+		q := newTestPlugin(t, &fakeHandle{Lister: lister}, tgt)
+		q.core.SetClock(clock)
+		want, qcs := runCycle(t, q, pod, lister.Nodes)
 		f2 := telemetryFallbacks(t)
 		what := fmt.Sprintf("step %d after %q", step, changes[c].name)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -182,7 +183,7 @@ func telemetryFallbacks(t *testing.T) []float64 {
 	t.Helper()
 	out := make([]float64, len(telReasons))
 	for i, r := range telReasons {
-		v, err := testutil.GetCounterMetricValue(metricTelemetryFallbacks.WithLabelValues(r))
+		v, err := plugintest.CounterValue("edgesched_plugin_telemetry_fallbacks_total", map[string]string{"reason": r})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,20 +195,24 @@ func telemetryFallbacks(t *testing.T) []float64 {
 // cpuUsedByName is the kept view's CPUUsed per node name (the usage
 // model's or the measured value; NaN as -1).
 func cpuUsedByName(p *EdgePolicy) map[string]float64 {
-	p.conv.mu.Lock()
-	defer p.conv.mu.Unlock()
 	out := map[string]float64{}
-	if v := p.conv.cur; v != nil {
-		for i := range v.st.Nodes {
-			u := v.st.Nodes[i].CPUUsed
+	p.core.WithLatest(func(v *serving.View) error {
+		for i := range v.State().Nodes {
+			u := v.State().Nodes[i].CPUUsed
 			if math.IsNaN(u) {
 				u = -1
 			}
-			out[v.env.Nodes[i].Name] = u
+			out[v.Env().Nodes[i].Name] = u
 		}
-	}
+		return nil
+	})
 	return out
 }
+
+// telReasons are the telemetry fallback reasons by state (missing, fresh,
+// stale, malformed: telemetry_fallbacks_total's label values; fresh is
+// never counted).
+var telReasons = []string{"missing", "", "stale", "malformed"}
 
 var _ fwk.NodeInfo = (*framework.NodeInfo)(nil)
 
@@ -223,11 +228,11 @@ func TestScanPeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := telT0
-	lister := &fakeLister{nodes: randomSnapshot(rand.New(rand.NewPCG(31, 2)), 60)}
-	p := newTestPlugin(t, &fakeHandle{lister: lister}, tgt)
-	p.now = func() time.Time { return now }
-	p.conv.scanEvery = 100 * time.Millisecond
-	all := lister.nodes
+	lister := &fakeLister{Nodes: randomSnapshot(rand.New(rand.NewPCG(31, 2)), 60)}
+	p := newTestPlugin(t, &fakeHandle{Lister: lister}, tgt)
+	p.core.SetClock(func() time.Time { return now })
+	p.core.SetScanEvery(100 * time.Millisecond)
+	all := lister.Nodes
 	cands := all[:10] // a sixth of the nodes
 	name := func(i int) string { return all[i].Node().Name }
 	bind := func(i int) {
@@ -235,7 +240,7 @@ func TestScanPeriod(t *testing.T) {
 	}
 	cycle := func(cands []fwk.NodeInfo) map[string]float64 {
 		t.Helper()
-		if err := p.conv.withView(all, cands, func(*view) error { return nil }); err != nil {
+		if err := p.core.WithView(all, cands, func(*serving.View) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 		return cpuUsedByName(p)
@@ -253,7 +258,7 @@ func TestScanPeriod(t *testing.T) {
 		{"candidate", func() { bind(3) }, 3, true, nil},
 		// marked (as Reserve and Unreserve do): read at the next cycle,
 		// with the change of the first step
-		{"marked", func() { p.conv.mark(name(20)) }, 20, true, nil},
+		{"marked", func() { p.core.Mark(name(20)) }, 20, true, nil},
 		{"period passed", func() { bind(25); now = now.Add(100 * time.Millisecond) }, 25, true, nil},
 		{"within the new period", func() { bind(26); now = now.Add(99 * time.Millisecond) }, 26, false, nil},
 		// a quarter of the nodes as candidates: the pass over every node
@@ -288,21 +293,21 @@ func TestScanPeriod(t *testing.T) {
 	// marks without a cycle that scores stay bounded: past one per node
 	// the next cycle reads every node instead
 	for range 3 * len(all) {
-		p.conv.mark(name(0))
+		p.core.Mark(name(0))
 	}
-	if n, limit := len(p.conv.marked), len(all); n > limit {
+	if n, limit := p.core.Diagnostics().Marked, len(all); n > limit {
 		t.Errorf("%d marks kept for %d nodes", n, limit)
 	}
-	if !p.conv.lastScan.IsZero() {
+	if !p.core.Diagnostics().LastScan.IsZero() {
 		t.Error("too many marks did not make the next cycle read every node")
 	}
 
 	// once every node has been read again, the view is a fresh one's
 	now = now.Add(time.Second)
 	got := cycle(cands)
-	q := newTestPlugin(t, &fakeHandle{lister: lister}, tgt)
-	q.now = p.now
-	if err := q.conv.withView(all, nil, func(*view) error { return nil }); err != nil {
+	q := newTestPlugin(t, &fakeHandle{Lister: lister}, tgt)
+	q.core.SetClock(p.core.Now)
+	if err := q.core.WithView(all, nil, func(*serving.View) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	want := cpuUsedByName(q)

@@ -1,16 +1,11 @@
 package edgeplugin
 
 import (
-	"context"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/edgesched/edgesched/kubefmt"
@@ -53,7 +48,7 @@ func zonedCluster(t *testing.T) (*EdgePolicy, []sim.NodeSpec, []fwk.NodeInfo) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, target)
+	p := newTestPlugin(t, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, target)
 	return p, specs, nodes
 }
 
@@ -104,13 +99,13 @@ func TestDependencyFeatures(t *testing.T) {
 		t.Fatalf("without a graph: co-location %v, want 0 everywhere", got)
 	}
 	g, _ := graphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
-	if !p.conv.deps.set(g) || p.conv.deps.set(g) {
+	if !p.core.Dependencies().Set(g) || p.core.Dependencies().Set(g) {
 		t.Fatal("set: the first install must change the graph, the same edges again must not")
 	}
 	// a rewrite with a new "updated" time only is no change either
 	g2 := *g
 	g2.Updated = time.Now()
-	if p.conv.deps.set(&g2) {
+	if p.core.Dependencies().Set(&g2) {
 		t.Fatal("set: a graph differing only in its updated time changed the graph")
 	}
 	// db's only replica is in zone a: share 1/1 there, 0/1 in zone b
@@ -144,128 +139,10 @@ func TestDependencyFeatures(t *testing.T) {
 		t.Fatalf("a pod without a service: %v, want 0", got)
 	}
 	// clearing the graph: back to 0
-	if !p.conv.deps.set(nil) {
+	if !p.core.Dependencies().Set(nil) {
 		t.Fatal("clearing did not change the graph")
 	}
 	if got := colocation(pod("web-2", "web")); !same(got, zero) {
 		t.Fatalf("after clearing: %v, want 0", got)
 	}
-}
-
-// TestDependencySource: the dependency graph's ConfigMap feed (testFeed).
-func TestDependencySource(t *testing.T) {
-	_, one := graphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
-	_, two := graphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10},
-		kubefmt.DependencyEdge{From: "web", To: "cache", CallsPerSecond: 3})
-	deps := &dependencies{}
-	edges := func() int {
-		if g := deps.current(); g != nil {
-			return len(g.edges)
-		}
-		return -1
-	}
-	testFeed(t, feedCase{
-		key: kubefmt.DependenciesConfigMapKey, name: kubefmt.DefaultDependenciesConfigMapName,
-		start: func(ctx context.Context, c kubernetes.Interface, ns, name string) (*configMapFeed, func()) {
-			return startDependencySource(ctx, c, deps, ns, name)
-		},
-		first: one, second: two,
-		bad: []string{
-			`{"version":1,"edges":[{"from":"web","to":"db","callsPerSecond":-1}]}`,
-			strings.Replace(string(two), `"version":1`, `"version":1,"extra":true`, 1), // unknown field
-		},
-		version: func() uint64 {
-			if g := deps.current(); g != nil {
-				return g.version
-			}
-			return 0
-		},
-		isFirst: func() bool {
-			g := deps.current()
-			return g != nil && len(g.edges) == 1 && slices.Equal(g.services, []string{"db", "web"})
-		},
-		isSecond: func() bool { return edges() == 2 },
-		cleared:  func() bool { return deps.current() == nil },
-	})
-}
-
-// feedCase is one ConfigMap feed under test: its key and default name,
-// how to start it, two good values, malformed ones, and how to tell what
-// is in use.
-type feedCase struct {
-	key, name                  string
-	start                      func(ctx context.Context, c kubernetes.Interface, ns, name string) (*configMapFeed, func())
-	first, second              []byte
-	bad                        []string
-	version                    func() uint64 // of the value in use
-	isFirst, isSecond, cleared func() bool
-}
-
-// testFeed runs a feed on client-go's fake clientset: it installs the
-// value present at start, follows an update, keeps the last good value
-// (same version) when malformed ones arrive, takes the next good one, and
-// clears it when its key or the ConfigMap goes.
-func testFeed(t *testing.T, fc feedCase) {
-	t.Helper()
-	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "edgesched-system", Name: fc.name},
-		Data: map[string]string{fc.key: string(fc.first)}}
-	client := fake.NewClientset(cm)
-	ctx, cancel := context.WithCancel(context.Background())
-	src, wait := fc.start(ctx, client, "edgesched-system", fc.name)
-	defer func() { cancel(); wait() }()
-	if !fc.isFirst() {
-		t.Fatal("the value present at start is not in use")
-	}
-	cms := client.CoreV1().ConfigMaps("edgesched-system")
-	update := func(data string) string {
-		t.Helper()
-		c := cm.DeepCopy()
-		c.Data[fc.key] = data
-		up, err := cms.Update(ctx, c, metav1.UpdateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return up.ResourceVersion
-	}
-	refused := func() string {
-		src.mu.Lock()
-		defer src.mu.Unlock()
-		return src.lastRefusedResource
-	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out after 10s waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	update(string(fc.second))
-	waitFor("the updated value", fc.isSecond)
-	v := fc.version()
-	for _, bad := range fc.bad {
-		rv := update(bad)
-		waitFor("the refusal of resourceVersion "+rv, func() bool { return refused() == rv })
-		if !fc.isSecond() || fc.version() != v {
-			t.Fatalf("after the malformed value %.60s: version %d, want the second value (version %d) kept", bad, fc.version(), v)
-		}
-	}
-	update(string(fc.first))
-	waitFor("the next good value", fc.isFirst)
-	// the key removed (the ConfigMap kept): cleared; back: in use again
-	noKey := cm.DeepCopy()
-	delete(noKey.Data, fc.key)
-	noKey.Data["other"] = "x"
-	if _, err := cms.Update(ctx, noKey, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor("the value cleared with its key", fc.cleared)
-	update(string(fc.first))
-	waitFor("the value back with its key", fc.isFirst)
-	if err := cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor("the value cleared", fc.cleared)
 }

@@ -22,10 +22,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	configv1 "github.com/edgesched/edgesched/edge-plugin/apis/config/v1"
+	"github.com/edgesched/edgesched/edge-plugin/explain"
+	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
+	"github.com/edgesched/edgesched/edge-plugin/sources"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
@@ -36,164 +39,10 @@ var updateGolden = flag.Bool("update-explain-golden", false, "rewrite internal/e
 // goldenPod is the explained pod edgectl's tests read.
 var goldenPod = filepath.Join("..", "internal", "edgectl", "testdata", "explained-pod.json")
 
-func TestFeatureGroupsPartition(t *testing.T) {
-	gs := FeatureGroups()
-	if len(gs) == 0 || len(gs) > 8 {
-		t.Fatalf("%d groups, want 1..8 (2^G forward passes per explanation)", len(gs))
-	}
-	seen := make([]string, policy.NumFeatures)
-	names := policy.FeatureList()
-	for _, g := range gs {
-		if len(g.index) != len(g.Features) || len(g.Features) == 0 {
-			t.Fatalf("group %s: features %v resolve to %v (names not in the schema?)", g.Name, g.Features, g.index)
-		}
-		for k, j := range g.index {
-			if seen[j] != "" {
-				t.Fatalf("feature %s in groups %s and %s", names[j].Name, seen[j], g.Name)
-			}
-			seen[j] = g.Name
-			if names[j].Name != g.Features[k] {
-				t.Fatalf("group %s: index %d is %s, not %s", g.Name, j, names[j].Name, g.Features[k])
-			}
-		}
-	}
-	for j, g := range seen {
-		if g == "" {
-			t.Errorf("feature %s is in no group", names[j].Name)
-		}
-	}
-	// the pod group is exactly the pod features (equal on every candidate)
-	pod := make([]int, policy.NumPodFeatures)
-	for i := range pod {
-		pod[i] = i
-	}
-	if !slices.Equal(gs[0].index, pod) {
-		t.Fatalf("pod group %v", gs[0].index)
-	}
-}
-
-// funcScorer is a policy.Scorer over a float function of one row.
-type funcScorer struct {
-	f     func(x []float32) float64
-	width int
-}
-
-func (s funcScorer) Scores(raw []float32, k int, out []float32) error {
-	for i := range k {
-		out[i] = float32(s.f(raw[i*s.width : (i+1)*s.width]))
-	}
-	return nil
-}
-
-// permutationShapley is the textbook definition: the average over all G!
-// orders of adding the groups to the baseline of each group's marginal
-// contribution, one forward pass at a time (independent of ShapleyGroups'
-// subset weights and batching).
-func permutationShapley(t testing.TB, sc policy.Scorer, x, base []float32, groups [][]int) []float64 {
-	t.Helper()
-	G := len(groups)
-	phi := make([]float64, G)
-	perm := make([]int, G)
-	for i := range perm {
-		perm[i] = i
-	}
-	one := func(row []float32) float64 {
-		var out [1]float32
-		if err := sc.Scores(row, 1, out[:]); err != nil {
-			t.Fatal(err)
-		}
-		return float64(out[0])
-	}
-	count := 0
-	var rec func(k int)
-	rec = func(k int) {
-		if k == G {
-			row := slices.Clone(base)
-			prev := one(row)
-			for _, g := range perm {
-				for _, j := range groups[g] {
-					row[j] = x[j]
-				}
-				v := one(row)
-				phi[g] += v - prev
-				prev = v
-			}
-			count++
-			return
-		}
-		for i := k; i < G; i++ {
-			perm[k], perm[i] = perm[i], perm[k]
-			rec(k + 1)
-			perm[k], perm[i] = perm[i], perm[k]
-		}
-	}
-	rec(0)
-	for i := range phi {
-		phi[i] /= float64(count)
-	}
-	return phi
-}
-
-func TestShapleyMatchesPermutations(t *testing.T) {
-	f := func(x []float32) float64 {
-		a := make([]float64, len(x))
-		for i, v := range x {
-			a[i] = float64(v)
-		}
-		return a[0]*a[2] + math.Sin(a[3]+a[1]) + a[4]*a[4]*a[5] + math.Max(a[0], a[5])
-	}
-	sc := funcScorer{f: f, width: 6}
-	groups := [][]int{{0, 1}, {2}, {3, 4}, {5}}
-	rng := rand.New(rand.NewPCG(1, 1))
-	for range 20 {
-		x, base := make([]float32, 6), make([]float32, 6)
-		for i := range x {
-			x[i], base[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
-		}
-		phi, full, empty, err := ShapleyGroups(sc, x, base, groups)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref := permutationShapley(t, sc, x, base, groups)
-		var sum float64
-		for i := range phi {
-			sum += phi[i]
-			if math.Abs(phi[i]-ref[i]) > 1e-6 {
-				t.Fatalf("phi %v, permutations %v", phi, ref)
-			}
-		}
-		if math.Abs(sum-(full-empty)) > 1e-6 {
-			t.Fatalf("efficiency: sum %v, v(N)-v(0) %v", sum, full-empty)
-		}
-	}
-}
-
-func TestShapleySymmetryAndDummy(t *testing.T) {
-	// f = x0 + x1 + x0 x1: groups 0 and 1 are symmetric, group 2 a dummy
-	sc := funcScorer{f: func(x []float32) float64 { return float64(x[0] + x[1] + x[0]*x[1]) }, width: 3}
-	phi, full, empty, err := ShapleyGroups(sc, []float32{1, 1, 5}, []float32{0, 0, 0}, [][]int{{0}, {1}, {2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if full != 3 || empty != 0 || phi[0] != 1.5 || phi[1] != 1.5 || phi[2] != 0 {
-		t.Fatalf("phi %v, v(N) %v, v(0) %v; want [1.5 1.5 0], 3, 0", phi, full, empty)
-	}
-	// errors
-	if _, _, _, err := ShapleyGroups(sc, []float32{1, 1, 5}, []float32{0, 0}, [][]int{{0}}); err == nil {
-		t.Error("short baseline accepted")
-	}
-	if _, _, _, err := ShapleyGroups(sc, []float32{1, 1, 5}, []float32{0, 0, 0}, [][]int{{3}}); err == nil {
-		t.Error("feature index out of range accepted")
-	}
-	if _, _, _, err := ShapleyGroups(sc, []float32{1, 1, 5}, []float32{0, 0, 0}, make([][]int, maxExplainGroups+1)); err == nil {
-		t.Error("too many groups accepted")
-	}
-}
-
 // explainedCycle runs a scheduling cycle up to Reserve on the best node and
 // returns that node, the cycle state and the explanation input Reserve
 // kept.
-func explainedCycle(t testing.TB, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) (string, fwk.CycleState, *explainInput) {
+func explainedCycle(t testing.TB, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) (string, fwk.CycleState, *explain.Input) {
 	t.Helper()
 	scores, cs := runCycle(t, p, pod, nodes)
 	best, in := reserveBest(t, p, pod, cs, scores)
@@ -203,7 +52,7 @@ func explainedCycle(t testing.TB, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeIn
 // reserveBest runs Reserve on the best node of a cycle's scores (after
 // it, the cycle's per-node scores are released) and returns that node and
 // the explanation input Reserve kept.
-func reserveBest(t testing.TB, p *EdgePolicy, pod *v1.Pod, cs fwk.CycleState, scores fwk.NodeScoreList) (string, *explainInput) {
+func reserveBest(t testing.TB, p *EdgePolicy, pod *v1.Pod, cs fwk.CycleState, scores fwk.NodeScoreList) (string, *explain.Input) {
 	t.Helper()
 	best := ""
 	for _, s := range scores {
@@ -219,10 +68,10 @@ func reserveBest(t testing.TB, p *EdgePolicy, pod *v1.Pod, cs fwk.CycleState, sc
 		t.Fatalf("Reserve: %v", st)
 	}
 	in := readExplain(cs)
-	if in == nil || in.node != best {
+	if in == nil || in.Node != best {
 		t.Fatalf("Reserve kept no explanation input for %s: %+v", best, in)
 	}
-	if ps := readPreScore(cs); ps.cand != nil || ps.raw != nil || ps.byNode != nil || ps.byPos != nil {
+	if ps := readPreScore(cs); ps.Cand != nil || ps.Raw != nil || ps.ByNode != nil || ps.ByPos != nil {
 		t.Fatalf("Reserve kept the cycle's per-node scores")
 	}
 	return best, in
@@ -241,7 +90,7 @@ func TestExplainInt8Model(t *testing.T) {
 	nonzero := 0
 	for trial := range 6 {
 		nodes := randomSnapshot(rng, 10+rng.IntN(40))
-		p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+		p := newTestPlugin(t, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, tgt)
 		ps := sim.PodSpec{Name: "e", CPU: int64(100 + rng.IntN(4000)), Memory: int64(100 + rng.IntN(8000))}
 		if trial%2 == 1 {
 			ps.GPUs, ps.GPUMilli = 1, int64(100+rng.IntN(800))
@@ -251,15 +100,15 @@ func TestExplainInt8Model(t *testing.T) {
 		names, raw, x := scoredCandidates(t, p, cs) // before Reserve releases them
 		node, in := reserveBest(t, p, pod, cs, scores)
 		j := slices.Index(names, node)
-		if want := scores[slices.IndexFunc(scores, func(s fwk.NodeScore) bool { return s.Name == node })].Score; in.norm != want {
-			t.Fatalf("explanation kept normalised score %d, the cycle's %d", in.norm, want)
+		if want := scores[slices.IndexFunc(scores, func(s fwk.NodeScore) bool { return s.Name == node })].Score; in.Norm != want {
+			t.Fatalf("explanation kept normalised score %d, the cycle's %d", in.Norm, want)
 		}
-		e, err := explainRow(in, in.norm, time.Unix(0, 0))
+		e, err := explain.Explain(in, time.Unix(0, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Score != round6(float64(raw[j])) || in.raw != raw[j] {
-			t.Fatalf("explained score %v (kept %v), PreScore's %v", e.Score, in.raw, raw[j])
+		if e.Score != math.Round(float64(raw[j])*1e6)/1e6 || in.Raw != raw[j] {
+			t.Fatalf("explained score %v (kept %v), PreScore's %v", e.Score, in.Raw, raw[j])
 		}
 		sum := e.Rest
 		for _, g := range e.Groups {
@@ -271,8 +120,8 @@ func TestExplainInt8Model(t *testing.T) {
 		// the row is the node's features and the baseline the mean of all
 		// candidates' (at most 49 here, under explainBaselineNodes)
 		F := policy.NumFeatures
-		if !slices.Equal(in.row, x[j*F:(j+1)*F]) {
-			t.Fatalf("kept row %v, node's features %v", in.row, x[j*F:(j+1)*F])
+		if !slices.Equal(in.Row, x[j*F:(j+1)*F]) {
+			t.Fatalf("kept row %v, node's features %v", in.Row, x[j*F:(j+1)*F])
 		}
 		base := make([]float32, F)
 		for f := range F {
@@ -282,19 +131,19 @@ func TestExplainInt8Model(t *testing.T) {
 			}
 			base[f] = float32(s / float64(len(names)))
 		}
-		if !slices.Equal(in.base, base) || e.BaselineNodes != len(names) || e.Candidates != len(names) {
-			t.Fatalf("baseline %v over %d of %d, want %v over all %d", in.base, e.BaselineNodes, e.Candidates, base, len(names))
+		if !slices.Equal(in.Base, base) || e.BaselineNodes != len(names) || e.Candidates != len(names) {
+			t.Fatalf("baseline %v over %d of %d, want %v over all %d", in.Base, e.BaselineNodes, e.Candidates, base, len(names))
 		}
 		// exact values against the permutation definition
-		sc := in.model.getScorer()
-		phi, _, _, err := ShapleyGroups(sc, in.row, base, groupIndices(featureGroups))
+		sc := in.Model.GetScorer()
+		phi, _, _, err := explain.ShapleyGroups(sc, in.Row, base, explain.GroupIndices())
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref := permutationShapley(t, sc, in.row, base, groupIndices(featureGroups))
+		ref := plugintest.PermutationShapley(t, sc, in.Row, base, explain.GroupIndices())
 		for i := range phi {
 			if math.Abs(phi[i]-ref[i]) > 1e-5*max(1, math.Abs(ref[i])) {
-				t.Fatalf("group %s: %v, permutations %v", featureGroups[i].Name, phi[i], ref[i])
+				t.Fatalf("group %s: %v, permutations %v", explain.FeatureGroups()[i].Name, phi[i], ref[i])
 			}
 			if phi[i] != 0 {
 				nonzero++
@@ -370,7 +219,7 @@ func TestBindWritesAnnotations(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	nodes := randomSnapshot(rng, 30)
 	client := newBindingClient()
-	h := &clientHandle{fakeHandle: &fakeHandle{lister: &fakeLister{nodes: nodes}}, cs: client}
+	h := &clientHandle{fakeHandle: &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, cs: client}
 	p := newTestPlugin(t, h, sim.NewTargetWorkload(nil, 0.95))
 	ctx := context.Background()
 	for i, c := range []struct {
@@ -407,15 +256,15 @@ func TestBindWritesAnnotations(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v (annotations %v)", c.spec.Name, err, got.Annotations)
 		}
-		if e.Node != node || e.ModelVersion != 1 || e.ModelID != p.models.Current().Header.ModelID || e.NormalizedScore != fwk.MaxNodeScore || len(e.Groups) == 0 || len(e.Groups) > explainTopK {
+		if e.Node != node || e.ModelVersion != 1 || e.ModelID != p.Models().Current().Header.ModelID || e.NormalizedScore != fwk.MaxNodeScore || len(e.Groups) == 0 || len(e.Groups) > explain.ExplainTopK {
 			t.Fatalf("%s: explanation %+v", c.spec.Name, e)
 		}
 		if _, has := got.Annotations[AnnotationGPUDevices]; has != c.gpu {
 			t.Fatalf("%s: gpu-devices present %v, want %v", c.spec.Name, has, c.gpu)
 		}
 		if c.gpu {
-			dev, _ := p.conv.res.get(pod.UID, node)
-			if got.Annotations[AnnotationGPUDevices] != formatDevices(dev) {
+			dev, _ := p.core.Reserved(pod.UID, node)
+			if got.Annotations[AnnotationGPUDevices] != kubefmt.FormatDevices(dev) {
 				t.Fatalf("%s: gpu-devices %q, reserved %v", c.spec.Name, got.Annotations[AnnotationGPUDevices], dev)
 			}
 		}
@@ -456,7 +305,7 @@ func TestBindSkipsWithoutAnnotations(t *testing.T) {
 	client := newBindingClient()
 	a := Args{ModelPath: "x", ModelKeys: []string{"x"}}
 	configv1.SetDefaults_EdgePolicyArgs(&a)
-	q := newEdgePolicy(&clientHandle{fakeHandle: &fakeHandle{lister: &fakeLister{nodes: nodes}}, cs: client}, a, NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
+	q := newEdgePolicy(&clientHandle{fakeHandle: &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, cs: client}, a, sources.NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
 	pod := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 100})
 	_, cs := runCycle(t, q, pod, nodes)
 	if st := q.Bind(context.Background(), cs, pod, nodes[0].Node().Name); st.Code() != fwk.Skip {
@@ -470,23 +319,23 @@ func TestBindSkipsWithoutAnnotations(t *testing.T) {
 func TestExplainPanicContained(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 1))
 	nodes := randomSnapshot(rng, 10)
-	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
+	p := newTestPlugin(t, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
 	node, cs, good := explainedCycle(t, p, k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 100}), nodes)
 	bad := *good
-	bad.model = newModel(good.model.Header, func() policy.Scorer { return panicScorer{} })
-	cs.Write(explainKey, &bad)
-	before, _ := testutil.GetCounterMetricValue(metricPanics)
+	bad.Model = sources.NewModel(good.Model.Header, func() policy.Scorer { return panicScorer{} })
+	cs.Write(explainKey, &explainState{&bad})
+	before, _ := plugintest.CounterValue("edgesched_plugin_panics_total", nil)
 	if s := p.explanationAnnotation(context.Background(), cs, node); s != "" {
 		t.Fatalf("explanation %q from a panicking scorer", s)
 	}
-	if after, _ := testutil.GetCounterMetricValue(metricPanics); after != before+1 {
+	if after, _ := plugintest.CounterValue("edgesched_plugin_panics_total", nil); after != before+1 {
 		t.Fatalf("panics %v -> %v", before, after)
 	}
 	// a cycle that fell back (no model) has nothing to explain (Bind
 	// then skips: TestBindSkipsWithoutAnnotations)
 	a := Args{ModelPath: "x", ModelKeys: []string{"x"}}
 	configv1.SetDefaults_EdgePolicyArgs(&a)
-	q := newEdgePolicy(&fakeHandle{lister: &fakeLister{nodes: nodes}}, a, NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
+	q := newEdgePolicy(&fakeHandle{Lister: &fakeLister{Nodes: nodes}}, a, sources.NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
 	pod := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 100})
 	_, cs = runCycle(t, q, pod, nodes)
 	if ann := q.bindAnnotations(context.Background(), cs, pod, node); len(ann) != 0 {
@@ -526,8 +375,8 @@ func TestExplainedPodGolden(t *testing.T) {
 	}
 	nodes := randomSnapshot(rand.New(rand.NewPCG(2026, 7)), 40)
 	client := newBindingClient()
-	p := newTestPlugin(t, &clientHandle{fakeHandle: &fakeHandle{lister: &fakeLister{nodes: nodes}}, cs: client}, tgt)
-	p.now = func() time.Time { return time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC) }
+	p := newTestPlugin(t, &clientHandle{fakeHandle: &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, cs: client}, tgt)
+	p.core.SetClock(func() time.Time { return time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC) })
 	pod := k8sPod(sim.PodSpec{Name: "inference-7f9c", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 400, QoS: sim.QoSLS})
 	pod.Namespace = "vision"
 	ctx := context.Background()
@@ -563,16 +412,16 @@ func TestExplainedPodGolden(t *testing.T) {
 func BenchmarkExplain(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		nodes := randomSnapshot(rand.New(rand.NewPCG(uint64(n), 9)), n)
-		p := newTestPlugin(b, &fakeHandle{lister: &fakeLister{nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
+		p := newTestPlugin(b, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
 		_, _, in := explainedCycle(b, p, k8sPod(sim.PodSpec{Name: "bench", CPU: 2000, Memory: 4096, GPUs: 1, GPUMilli: 300}), nodes)
 		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := explainRow(in, 100, time.Time{}); err != nil {
+				if _, err := explain.Explain(in, time.Time{}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(int(1)<<len(featureGroups)), "passes")
+			b.ReportMetric(float64(int(1)<<len(explain.FeatureGroups())), "passes")
 		})
 	}
 }

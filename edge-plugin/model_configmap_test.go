@@ -15,11 +15,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
+	"github.com/edgesched/edgesched/edge-plugin/sources"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -84,20 +85,12 @@ func modelConfigMap(key string, raw []byte) *v1.ConfigMap {
 
 func counterValue(t testing.TB, reason string) float64 {
 	t.Helper()
-	v, err := testutil.GetCounterMetricValue(metricRefusals.WithLabelValues(reason))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return plugintest.Counter(t, "edgesched_plugin_model_refusals_total", map[string]string{"reason": reason})
 }
 
 func swapsValue(t testing.TB) float64 {
 	t.Helper()
-	v, err := testutil.GetCounterMetricValue(metricSwaps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return plugintest.Counter(t, "edgesched_plugin_model_swaps_total", nil)
 }
 
 // eventually polls cond for up to 10 s.
@@ -151,15 +144,15 @@ func TestConfigMapModelSource(t *testing.T) {
 	}
 	// Its event is held (kube-scheduler's broadcaster is not recording
 	// while plugins are built) and raised startupEventDelay later.
-	if n := len(rec.list(EventModelInstalled)); n != 0 {
+	if n := len(rec.list(sources.EventModelInstalled)); n != 0 {
 		t.Fatalf("%d ModelInstalled events raised during New, want them held", n)
 	}
 	// the first scheduling cycle raises them (synchronously)
 	p.PreFilter(ctx, framework.NewCycleState(), k8sPod(sim.PodSpec{Name: "first", CPU: 100, Memory: 100}), nil)
-	if n := len(rec.list(EventModelInstalled)); n != 1 {
+	if n := len(rec.list(sources.EventModelInstalled)); n != 1 {
 		t.Fatalf("%d ModelInstalled events after the first cycle, want the held one", n)
 	}
-	if e := rec.list(EventModelInstalled)[0]; e.kind != "ConfigMap" || e.namespace != cmNamespace || e.name != cmName || e.eventtype != v1.EventTypeNormal {
+	if e := rec.list(sources.EventModelInstalled)[0]; e.kind != "ConfigMap" || e.namespace != cmNamespace || e.name != cmName || e.eventtype != v1.EventTypeNormal {
 		t.Fatalf("install event %+v, want a Normal event on %s/%s", e, cmNamespace, cmName)
 	}
 
@@ -188,16 +181,16 @@ func TestConfigMapModelSource(t *testing.T) {
 		cm     *v1.ConfigMap
 		reason string
 	}{
-		{"older version", modelConfigMap(DefaultModelConfigMapKey, encodeVersion(t, s, 1)), refuseRollback},
-		{"untrusted key", modelConfigMap(DefaultModelConfigMapKey, encodeVersion(t, other, 3)), refuseSignature},
-		{"tampered", modelConfigMap(DefaultModelConfigMapKey, tampered), refuseSignature},
-		{"garbage", modelConfigMap(DefaultModelConfigMapKey, []byte("not a model")), refuseArtifact},
-		{"missing key", modelConfigMap("other.esa", encodeVersion(t, s, 3)), refuseRead},
+		{"older version", modelConfigMap(DefaultModelConfigMapKey, encodeVersion(t, s, 1)), sources.RefuseRollback},
+		{"untrusted key", modelConfigMap(DefaultModelConfigMapKey, encodeVersion(t, other, 3)), sources.RefuseSignature},
+		{"tampered", modelConfigMap(DefaultModelConfigMapKey, tampered), sources.RefuseSignature},
+		{"garbage", modelConfigMap(DefaultModelConfigMapKey, []byte("not a model")), sources.RefuseArtifact},
+		{"missing key", modelConfigMap("other.esa", encodeVersion(t, s, 3)), sources.RefuseRead},
 	} {
 		before := counterValue(t, c.reason)
 		update(c.cm)
-		eventually(t, c.name+" refused", func() bool { return len(rec.list(EventModelRefused)) == i+1 })
-		e := rec.list(EventModelRefused)[i]
+		eventually(t, c.name+" refused", func() bool { return len(rec.list(sources.EventModelRefused)) == i+1 })
+		e := rec.list(sources.EventModelRefused)[i]
 		if e.kind != "ConfigMap" || e.namespace != cmNamespace || e.name != cmName || e.eventtype != v1.EventTypeWarning ||
 			!strings.Contains(e.note, "reason "+c.reason) || !strings.Contains(e.note, "keeping model version 2") {
 			t.Errorf("%s: event %+v, want a Warning on %s/%s naming reason %s and the kept v2", c.name, e, cmNamespace, cmName, c.reason)
@@ -212,7 +205,7 @@ func TestConfigMapModelSource(t *testing.T) {
 
 	// An update that does not change the model key (a label) is neither
 	// re-verified nor re-refused.
-	refusedBefore := len(rec.list(EventModelRefused))
+	refusedBefore := len(rec.list(sources.EventModelRefused))
 	cm := modelConfigMap("other.esa", encodeVersion(t, s, 3))
 	cm.Labels = map[string]string{"touched": "yes"}
 	update(cm)
@@ -225,13 +218,13 @@ func TestConfigMapModelSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "v3 installed after delete and re-create", func() bool { return version() == 3 })
-	if n := len(rec.list(EventModelRefused)); n != refusedBefore {
+	if n := len(rec.list(sources.EventModelRefused)); n != refusedBefore {
 		t.Errorf("%d refusal events after the label-only update and the delete, want %d", n, refusedBefore)
 	}
 	// The event follows the swap: wait for it, then check there is no
 	// other.
-	eventually(t, "ModelInstalled events for v1, v2, v3", func() bool { return len(rec.list(EventModelInstalled)) >= 3 })
-	if n := len(rec.list(EventModelInstalled)); n != 3 {
+	eventually(t, "ModelInstalled events for v1, v2, v3", func() bool { return len(rec.list(sources.EventModelInstalled)) >= 3 })
+	if n := len(rec.list(sources.EventModelInstalled)); n != 3 {
 		t.Errorf("%d ModelInstalled events, want 3 (v1, v2, v3)", n)
 	}
 }
@@ -240,10 +233,10 @@ func TestConfigMapModelSource(t *testing.T) {
 // stays, and the watch's goroutines all end with the context.
 func TestConfigMapDeleteKeepsModel(t *testing.T) {
 	s := testSigner(t, 1)
-	store := NewModelStore(testKeyring(t, s))
+	store := sources.NewModelStore(testKeyring(t, s))
 	client := fake.NewClientset(modelConfigMap("m", encodeVersion(t, s, 7)))
 	ctx, cancel := context.WithCancel(t.Context())
-	src, wait := startConfigMapSource(ctx, client, nil, store, cmNamespace, cmName, "m")
+	src, wait := sources.StartModelSource(ctx, client, nil, store, cmNamespace, cmName, "m")
 	if m := store.Current(); m == nil || m.Header.Version != 7 {
 		t.Fatalf("model %+v after start, want v7", m)
 	}
@@ -252,7 +245,7 @@ func TestConfigMapDeleteKeepsModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	// the informer sees the deletion without touching the model
-	eventually(t, "the source to see the deletion", func() bool { return src.deletions.Load() == 1 })
+	eventually(t, "the source to see the deletion", func() bool { return src.Deletions() == 1 })
 	if store.Current() != good {
 		t.Fatal("deleting the ConfigMap replaced the model")
 	}
@@ -270,15 +263,15 @@ func TestConfigMapDeleteKeepsModel(t *testing.T) {
 // creating it later installs the model.
 func TestConfigMapNotThereYet(t *testing.T) {
 	s := testSigner(t, 1)
-	store := NewModelStore(testKeyring(t, s))
+	store := sources.NewModelStore(testKeyring(t, s))
 	client := fake.NewClientset()
-	before := counterValue(t, refuseRead)
+	before := counterValue(t, sources.RefuseRead)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	_, wait := startConfigMapSource(ctx, client, nil, store, cmNamespace, cmName, DefaultModelConfigMapKey)
+	_, wait := sources.StartModelSource(ctx, client, nil, store, cmNamespace, cmName, DefaultModelConfigMapKey)
 	defer wait()
 	defer cancel()
-	if store.Current() != nil || counterValue(t, refuseRead) != before {
+	if store.Current() != nil || counterValue(t, sources.RefuseRead) != before {
 		t.Fatal("a missing ConfigMap installed or refused something")
 	}
 	if _, err := client.CoreV1().ConfigMaps(cmNamespace).Create(ctx, modelConfigMap(DefaultModelConfigMapKey, encodeVersion(t, s, 1)), metav1.CreateOptions{}); err != nil {

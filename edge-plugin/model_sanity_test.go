@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
+	"github.com/edgesched/edgesched/edge-plugin/sources"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/quant/sanity"
 )
@@ -15,8 +17,8 @@ import (
 // sanity.ErrInsane) and keeps the model it runs.
 func TestAbsurdModelRefusedBeforeSwap(t *testing.T) {
 	key := testSigner(t, 1)
-	store := NewModelStore(testKeyring(t, key))
-	if ok, err := store.Install(variant(t, key, 5, testArtifact(t).Header.Created, 0)); !ok || err != nil {
+	store := sources.NewModelStore(testKeyring(t, key))
+	if ok, err := store.Install(plugintest.Variant(t, key, 5, testArtifact(t).Header.Created, 0)); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
 	for _, tc := range []struct {
@@ -43,7 +45,7 @@ func TestAbsurdModelRefusedBeforeSwap(t *testing.T) {
 				t.Fatal(err)
 			}
 			ok, err := store.Install(raw)
-			var re *RefusalError
+			var re *sources.RefusalError
 			if ok || !errors.As(err, &re) || re.Reason != "sanity" || !errors.Is(err, sanity.ErrInsane) {
 				t.Fatalf("installed %v, err %v: want a sanity refusal", ok, err)
 			}

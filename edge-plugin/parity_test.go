@@ -9,6 +9,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -71,9 +72,9 @@ func TestParityWithSimulator(t *testing.T) {
 	lister := &fakeLister{}
 	for i, n := range cl.Nodes {
 		infos[i] = nodeInfo(k8sNode(n))
-		lister.nodes = append(lister.nodes, infos[i])
+		lister.Nodes = append(lister.Nodes, infos[i])
 	}
-	p := newTestPlugin(t, &fakeHandle{lister: lister}, env.Target)
+	p := newTestPlugin(t, &fakeHandle{Lister: lister}, env.Target)
 	byName := map[string]sim.PodSpec{}
 	for _, ps := range pods {
 		byName[ps.Name] = ps
@@ -82,7 +83,7 @@ func TestParityWithSimulator(t *testing.T) {
 	nontrivial := 0 // decisions where the model's pick is not the first feasible node
 	for k, b := range binds {
 		pod := k8sPod(byName[b.pod])
-		scores, cs := runCycle(t, p, pod, lister.nodes)
+		scores, cs := runCycle(t, p, pod, lister.Nodes)
 		if len(scores) == 0 {
 			t.Fatalf("decision %d (%s): no feasible node, simulator chose %s", k, b.pod, cl.Nodes[b.node].Name)
 		}
@@ -102,11 +103,11 @@ func TestParityWithSimulator(t *testing.T) {
 			t.Fatalf("decision %d: Reserve: %v", k, st)
 		}
 		if len(b.gpus) > 0 {
-			dev, ok := p.conv.res.get(pod.UID, scores[best].Name)
+			dev, ok := p.core.Reserved(pod.UID, scores[best].Name)
 			if !ok || !slices.Equal(dev, b.gpus) {
 				t.Fatalf("decision %d (%s): devices %v, simulator %v", k, b.pod, dev, b.gpus)
 			}
-			pod.Annotations[AnnotationGPUDevices] = formatDevices(dev) // what Bind records
+			pod.Annotations[AnnotationGPUDevices] = kubefmt.FormatDevices(dev) // what Bind records
 		}
 		infos[b.node].AddPod(pod)
 	}

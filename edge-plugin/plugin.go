@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +18,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/edgesched/edgesched/edge-plugin/serving"
+	"github.com/edgesched/edgesched/edge-plugin/sources"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
@@ -34,32 +33,26 @@ const Name = "EdgePolicy"
 type EdgePolicy struct {
 	handle fwk.Handle
 	args   Args
-	models *ModelStore
-	conv   *converter
-	now    func() time.Time
+	core   *serving.Core
 	// cmSource is the ConfigMap model source (nil with a model file); the
 	// first scheduling cycle releases the events it held during New.
-	cmSource *configMapSource
+	cmSource *sources.ModelSource
 	// depSource watches the dependency graph ConfigMap (nil without
 	// dependenciesConfigMap).
-	depSource *configMapFeed
+	depSource *sources.Feed
 	// topoSource watches the site topology ConfigMap (nil without
 	// topologyConfigMap).
-	topoSource *configMapFeed
+	topoSource *sources.Feed
 	// policy is the scheduling policy in use (policy_filter.go);
 	// policySource watches its ConfigMap (nil without policyConfigMap);
 	// policyLister lists the cluster when there is no scheduler snapshot
 	// (the extender's source).
-	policy       *policyRules
-	policySource *configMapFeed
+	policySource *sources.Feed
 	policyLister func() []fwk.NodeInfo
 	// last is the latest PreScore's cycle and result: Score, called once
 	// per node, finds its state here without a CycleState lookup. Holding
 	// the cycle's CycleState keeps its address from being reused.
 	last atomic.Pointer[lastCycle]
-	// bufs holds *cycleBufs: the per-node slices of cycles that Reserve
-	// (or the extender) released. The zero value is an empty pool.
-	bufs sync.Pool
 }
 
 type lastCycle struct {
@@ -101,18 +94,19 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: targetWorkload: %v", ErrArgs, err)
 	}
-	models, err := OpenModelStore(ModelStoreOptions{Keys: keys, StatePath: args.ModelStatePath, MaxAge: set.modelMaxAge})
+	models, err := sources.OpenModelStore(sources.ModelStoreOptions{Keys: keys, StatePath: args.ModelStatePath, MaxAge: set.modelMaxAge})
 	if err != nil {
 		return nil, fmt.Errorf("%w: modelStatePath: %v", ErrArgs, err)
 	}
 	p := newEdgePolicy(h, *args, models, target)
-	p.conv.scanEvery = nodeScanEvery
-	p.conv.log = logger
+	p.core.SetScanEvery(nodeScanEvery)
+	p.core.SetLogger(logger)
 	if (set.feeds() || set.model.name != "" || set.policy.name != "") && (h == nil || h.ClientSet() == nil) {
 		return nil, fmt.Errorf("%w: modelConfigMap, dependenciesConfigMap, topologyConfigMap and policyConfigMap need the scheduler's API client", ErrArgs)
 	}
 	if set.policy.name != "" {
-		p.policySource, _ = startPolicySource(ctx, h.ClientSet(), p.policy, set.policy.ns, set.policy.name)
+		serving.RegisterPolicyMetrics()
+		p.policySource, _ = sources.StartPolicy(ctx, h.ClientSet(), p.core.Policy(), set.policy.ns, set.policy.name)
 	}
 	// The feeds' and the model ConfigMap's first lists are waited for
 	// (each at most configMapSyncTimeout) at the same time, not one after
@@ -130,13 +124,13 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		if r := h.EventRecorder(); r != nil {
 			rec = r
 		}
-		p.cmSource, _ = startConfigMapSource(ctx, h.ClientSet(), rec, p.models, set.model.ns, set.model.name, args.ModelConfigMapKey)
+		p.cmSource, _ = sources.StartModelSource(ctx, h.ClientSet(), rec, models, set.model.ns, set.model.name, args.ModelConfigMapKey)
 		return p, nil
 	}
-	if _, err := p.models.LoadFile(args.ModelPath); err != nil {
+	if _, err := models.LoadFile(args.ModelPath); err != nil {
 		logger.Error(err, "No model yet: scoring neutrally until one loads", "path", args.ModelPath)
 	}
-	go p.models.Watch(ctx, args.ModelPath, set.reload)
+	go models.Watch(ctx, args.ModelPath, set.reload)
 	return p, nil
 }
 
@@ -149,12 +143,12 @@ func (p *EdgePolicy) startFeeds(ctx context.Context, client kubernetes.Interface
 	depWait, topoWait := func() {}, func() {}
 	if set.deps.name != "" {
 		wg.Go(func() {
-			p.depSource, depWait = startDependencySource(ctx, client, p.conv.deps, set.deps.ns, set.deps.name)
+			p.depSource, depWait = sources.StartDependencies(ctx, client, p.core.Dependencies(), set.deps.ns, set.deps.name)
 		})
 	}
 	if set.topo.name != "" {
 		wg.Go(func() {
-			p.topoSource, topoWait = startTopologySource(ctx, client, p.conv.topo, set.topo.ns, set.topo.name)
+			p.topoSource, topoWait = sources.StartTopology(ctx, client, p.core.Topology(), set.topo.ns, set.topo.name)
 		})
 	}
 	wg.Wait()
@@ -163,6 +157,44 @@ func (p *EdgePolicy) startFeeds(ctx context.Context, client kubernetes.Interface
 		topoWait()
 	}
 }
+
+// StartFeeds starts the ConfigMap watches args names (the dependency
+// graph, the site topology and the scheduling policy) with client, for a
+// plugin made without the scheduler's client (the extender's: New had
+// them cleared). The returned function blocks until the watches have
+// stopped after ctx ended.
+func (p *EdgePolicy) StartFeeds(ctx context.Context, client kubernetes.Interface, args *Args) func() {
+	set := settingsOf(args)
+	wait := func() {}
+	if set.feeds() {
+		wait = p.startFeeds(ctx, client, set)
+	}
+	waitPolicy := func() {}
+	if set.policy.name != "" {
+		serving.RegisterPolicyMetrics()
+		_, waitPolicy = sources.StartPolicy(ctx, client, p.core.Policy(), set.policy.ns, set.policy.name)
+	}
+	return func() {
+		waitPolicy()
+		wait()
+	}
+}
+
+// WatchesConfigMaps reports whether args name a ConfigMap to watch besides
+// the model's (StartFeeds needs an API client then).
+func WatchesConfigMaps(args *Args) bool {
+	set := settingsOf(args)
+	return set.feeds() || set.policy.name != ""
+}
+
+// SetNodeLister gives a plugin without a scheduler snapshot (the
+// extender's) the cluster the scheduling policy counts placements in.
+// Call it before the first cycle.
+func (p *EdgePolicy) SetNodeLister(list func() []fwk.NodeInfo) { p.policyLister = list }
+
+// PolicyNodes lists every node with its pods: the scheduler's snapshot, or
+// SetNodeLister's.
+func (p *EdgePolicy) PolicyNodes() []fwk.NodeInfo { return p.policyNodes() }
 
 // nodeScanEvery is the longest a node of the scheduler's snapshot goes
 // unchecked in EdgePolicy's view while it is neither a cycle's candidate
@@ -177,14 +209,18 @@ func (p *EdgePolicy) startFeeds(ctx context.Context, client kubernetes.Interface
 // late; the candidates themselves are always current.
 const nodeScanEvery = 100 * time.Millisecond
 
-func newEdgePolicy(h fwk.Handle, args Args, models *ModelStore, target *sim.TargetWorkload) *EdgePolicy {
+// NewWithModels returns a plugin with validated args (DecodeArgs) that
+// scores with models' model against target, without starting any watch
+// (for programs that load models themselves, and tests); New is the
+// scheduler's factory.
+func NewWithModels(h fwk.Handle, args Args, models *sources.ModelStore, target *sim.TargetWorkload) *EdgePolicy {
+	return newEdgePolicy(h, args, models, target)
+}
+
+func newEdgePolicy(h fwk.Handle, args Args, models *sources.ModelStore, target *sim.TargetWorkload) *EdgePolicy {
 	RegisterMetrics()
-	p := &EdgePolicy{handle: h, args: args, models: models, conv: newConverter(target), now: time.Now, policy: &policyRules{}}
-	p.conv.deps = &dependencies{}
-	p.conv.topo = &topology{}
-	p.conv.telMaxAge = settingsOf(&args).telMaxAge
-	p.conv.clock = func() time.Time { return p.now() }
-	return p
+	core := serving.New(models, serving.Options{Target: target, TelemetryMaxAge: settingsOf(&args).telMaxAge})
+	return &EdgePolicy{handle: h, args: args, core: core}
 }
 
 // LoadTarget compiles the target workload of an openb pod list reference
@@ -204,7 +240,10 @@ func LoadTarget(ref string, threshold float64) (*sim.TargetWorkload, error) {
 }
 
 // Models returns the plugin's model store (for loaders and tests).
-func (p *EdgePolicy) Models() *ModelStore { return p.models }
+func (p *EdgePolicy) Models() *sources.ModelStore { return p.core.Models() }
+
+// Core returns the plugin's serving core (for the extender and tests).
+func (p *EdgePolicy) Core() *serving.Core { return p.core }
 
 // Name implements fwk.Plugin.
 func (p *EdgePolicy) Name() string { return Name }
@@ -218,16 +257,16 @@ const (
 // state (nil: none; also in the CycleState under policyKey), read once
 // per Filter call.
 type preFilterState struct {
-	req    gpuRequest
-	policy *policyCycle
+	req    kubefmt.GPURequest
+	policy *serving.PolicyCycle
 }
 
 func (s *preFilterState) Clone() fwk.StateData { return s }
 
 // PreFilter parses the pod's GPU request; pods without one skip Filter.
 func (p *EdgePolicy) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	p.cmSource.releaseEvents() // one atomic load after the first cycle
-	req, err := podGPURequest(pod)
+	p.cmSource.ReleaseEvents() // one atomic load after the first cycle
+	req, err := kubefmt.PodGPURequest(pod)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
@@ -264,7 +303,7 @@ func (p *EdgePolicy) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	if ni.Node() == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node not found")
 	}
-	if st := p.policyFilter(pf.policy, ni); st != nil {
+	if st := policyFilter(pf.policy, ni); st != nil {
 		return st
 	}
 	if req.GPUs == 0 { // here for the policy only
@@ -273,18 +312,17 @@ func (p *EdgePolicy) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	// The node's GPUs and model from its converted entry (cached by
 	// generation: kubefmt.NodeGPUs's map lookups on every node of every cycle cost
 	// more than the rest of Filter together; BenchmarkFilter).
-	e := p.conv.node(ni)
-	gpus, model := e.spec.GPUs, e.spec.GPUModel
+	gpus, model, free := p.core.NodeGPUs(ni)
 	if gpus == 0 {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ReasonNoGPU)
 	}
-	if !req.accepts(model) {
+	if !req.Accepts(model) {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ReasonGPUModel)
 	}
 	if int(req.GPUs) > gpus {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ReasonGPUAllocated)
 	}
-	if !gpuFits(e.free, req.GPUs, req.Milli) {
+	if !serving.GPUFits(free, req.GPUs, req.Milli) {
 		if req.Milli >= sim.MilliGPU {
 			return fwk.NewStatus(fwk.Unschedulable, ReasonGPUAllocated)
 		}
@@ -293,128 +331,20 @@ func (p *EdgePolicy) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, n
 	return nil
 }
 
-// preScoreState holds one cycle's results: the view it scored on (for
-// Reserve's device choice and explanation) and the normalised score of
-// every candidate. Read-only after PreScore, so Clone shares it.
+// preScoreState is the cycle's scoring (serving.Cycle) in CycleState.
+// Read-only after PreScore, so Clone shares it.
 type preScoreState struct {
-	epoch uint64 // the converter's view this cycle scored on (0: none)
-	pod   sim.Pod
-	// service is the pod's service (kubefmt.ServiceOf); pod.Service is
-	// its index in the view's env, set when the cycle scores.
-	service string
-	// models are the GPU models the pod accepts (empty: any); pod.GPUMask
-	// is their mask in the view's env, set when the cycle scores (the
-	// features read it: pod_gpu_spec, pod_model_choice).
-	models []string
-	// model scored the cycle (nil: the cycle fell back, every node 0).
-	model *Model
-	// index is the view's node index (name -> node; immutable once built);
-	// cand and raw are per candidate: the view node and the model's raw
-	// score; byNode is per view node: its normalised score, or notScored.
-	index  map[string]int
-	byInfo *nodeIndex // view.byInfo (immutable)
-	cand   []int32
-	raw    []float32
-	byNode []uint8
-	// byPos is per position in PreScore's node list: its normalised score
-	// (0: not scored); NormalizeScore copies it into the framework's list,
-	// which holds the same nodes in the same order (RunScorePlugins), so
-	// Score need not look the node up. posNames are the names at three
-	// positions (first, middle, last) NormalizeScore checks that order
-	// on. nil when the cycle fell back or a scheduling policy applies
-	// (Score then scores each node itself).
-	byPos    []uint8
-	posNames [3]string
-	// bufs backs cand, raw, byNode and byPos (from EdgePolicy.bufs);
-	// release returns it once nothing reads them any more.
-	bufs *cycleBufs
-	// policy is the cycle's scheduling policy state (nil: none applies),
-	// read once here rather than from the CycleState on every Score.
-	policy *policyCycle
+	serving.Cycle
 }
-
-// notScored marks a view node the cycle did not score (MaxNodeScore is 100,
-// so every normalised score fits a byte).
-const notScored = 0xff
-
-// scoreOf returns the normalised score of node name and whether the cycle
-// scored it.
-func (s *preScoreState) scoreOf(name string) (int64, bool) {
-	if s == nil || s.model == nil {
-		return 0, false
-	}
-	i, ok := s.index[name]
-	if !ok || i < 0 || i >= len(s.byNode) || s.byNode[i] == notScored {
-		return 0, false
-	}
-	return int64(s.byNode[i]), true
-}
-
-// candidate returns name's candidate position, or -1 (a linear search:
-// the explanation asks once per pod).
-func (s *preScoreState) candidate(name string) int {
-	if s == nil || s.model == nil {
-		return -1
-	}
-	i, ok := s.index[name]
-	if !ok || i < 0 || i >= len(s.byNode) || s.byNode[i] == notScored {
-		return -1
-	}
-	return slices.Index(s.cand, int32(i))
-}
-
-// fallBack makes every node score 0 (neutral).
-func (s *preScoreState) fallBack() {
-	s.model, s.cand, s.raw, s.byNode, s.byPos, s.bufs = nil, nil, nil, nil, nil, nil
-}
-
-// cycleBufs are one cycle's per-node slices. At 5,000 nodes they are
-// about 50 KB a cycle: allocated afresh, they were most of a cycle's
-// garbage, and the collections they caused cost a tenth of PreScore's
-// time (BenchmarkCycle with GOGC=off).
-type cycleBufs struct {
-	cand          []int32
-	raw           []float32
-	byNode, byPos []uint8
-}
-
-// release returns s's per-node slices to pool once the cycle reads them
-// no more (after Reserve's explanation, or the extender's answer). s
-// then scores nothing (scoreOf and candidate find no node).
-func (s *preScoreState) release(pool *sync.Pool) {
-	if s == nil || s.bufs == nil {
-		return
-	}
-	b := s.bufs
-	s.cand, s.raw, s.byNode, s.byPos, s.bufs = nil, nil, nil, nil, nil
-	pool.Put(b)
-}
-
-// getBufs returns a cycle's slices from pool: cand empty with room for n
-// candidates, raw n long, byNode views long, byPos positions long.
-func getBufs(pool *sync.Pool, n, views, positions int) *cycleBufs {
-	b, _ := pool.Get().(*cycleBufs)
-	if b == nil {
-		b = &cycleBufs{}
-	}
-	b.cand = slices.Grow(b.cand[:0], n)
-	b.raw = slices.Grow(b.raw[:0], n)[:0]
-	b.byNode = slices.Grow(b.byNode[:0], views)[:views]
-	b.byPos = slices.Grow(b.byPos[:0], positions)[:positions]
-	return b
-}
-
-// spots are the three positions of an n-long node list posNames holds.
-func spots(n int) [3]int { return [3]int{0, n / 2, n - 1} }
 
 // aligned reports whether scores lists PreScore's nodes in PreScore's
 // order (the same length and the same names at the three spots).
 func (s *preScoreState) aligned(scores fwk.NodeScoreList) bool {
-	if s == nil || s.byPos == nil || len(scores) != len(s.byPos) || len(scores) == 0 {
+	if s == nil || s.ByPos == nil || len(scores) != len(s.ByPos) || len(scores) == 0 {
 		return false
 	}
-	for k, i := range spots(len(scores)) {
-		if scores[i].Name != s.posNames[k] {
+	for k, i := range serving.Spots(len(scores)) {
+		if scores[i].Name != s.PosNames[k] {
 			return false
 		}
 	}
@@ -434,169 +364,22 @@ func (p *EdgePolicy) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Po
 	cs.Write(preScoreKey, ps)
 	defer p.last.Store(&lastCycle{cs: cs, ps: ps})
 	policyPreScore(cs, nodes)
-	ps.policy = readPolicyCycle(cs)
-	sp, err := simPod(pod)
-	if err != nil {
-		metricFallbacks.WithLabelValues("error").Inc()
+	ps.Policy = readPolicyCycle(cs)
+	if ps.SetPod(pod) != nil {
 		return nil
 	}
-	ps.pod, ps.service, ps.models = sp, kubefmt.ServiceOf(pod), podModels(pod)
 	var all []fwk.NodeInfo
+	var err error
 	if p.handle != nil && p.handle.SnapshotSharedLister() != nil {
 		all, err = p.handle.SnapshotSharedLister().NodeInfos().List()
 	}
 	if err != nil || len(all) == 0 {
 		all = nodes
 	}
-	m := p.models.Current()
-	start := time.Now()
-	reason, err := p.score(m, all, nodes, ps)
-	metricInference.Observe(time.Since(start).Seconds())
-	if reason != "" {
-		metricFallbacks.WithLabelValues(reason).Inc()
-		ps.fallBack()
-		if err != nil {
-			logger.Error(err, "EdgePolicy scored neutrally", "pod", klog.KObj(pod), "reason", reason)
-		}
+	if reason, err := p.core.Score(all, nodes, &ps.Cycle); err != nil {
+		logger.Error(err, "EdgePolicy scored neutrally", "pod", klog.KObj(pod), "reason", reason)
 	}
 	return nil
-}
-
-// errNoModel marks a cycle without a model.
-var errNoModel = errors.New("no model loaded")
-
-// score fills ps (view and scores); it contains panics. reason is ""
-// on success.
-func (p *EdgePolicy) score(m *Model, all, nodes []fwk.NodeInfo, ps *preScoreState) (reason string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			metricPanics.Inc()
-			reason, err = "panic", fmt.Errorf("panic in policy: %v", r)
-			klog.V(4).InfoS("EdgePolicy panic stack", "stack", string(debug.Stack()))
-		}
-	}()
-	if m == nil {
-		return "no_model", nil
-	}
-	reason = ""
-	err = p.conv.withView(all, nodes, func(v *view) error {
-		ps.epoch = v.epoch
-		ps.pod.Service = serviceIndex(v.env, ps.service)
-		ps.pod.GPUMask = gpuMaskOf(v.env, ps.models)
-		bufs := getBufs(&p.bufs, len(nodes), len(v.st.Nodes), len(nodes))
-		cand := bufs.cand
-		pos := slices.Grow(v.pos[:0], len(nodes)) // nodes' position of each candidate
-		x := viewIndexer{c: p.conv, v: v}
-		for k, ni := range nodes {
-			// Only nodes the simulator also finds feasible are scored
-			// (the features assume the pod fits); others keep 0.
-			if i, ok := x.index(ni); ok && v.st.Feasible(i, &ps.pod) {
-				cand = append(cand, int32(i))
-				pos = append(pos, int32(k))
-			}
-		}
-		v.pos = pos
-		if len(cand) == 0 {
-			p.bufs.Put(bufs)
-			return nil
-		}
-		raw := bufs.raw[:len(cand)]
-		if err := v.scoreCandidates(m, &ps.pod, cand, raw); err != nil {
-			return err
-		}
-		// The model's decision rule (a band the FGD score orders) works on
-		// the same view as the simulator's learned policy, so the node
-		// with MaxNodeScore is the one the simulator would bind.
-		dec := slices.Grow(v.dec[:0], len(raw))[:len(raw)]
-		for j, r := range raw {
-			dec[j] = float64(r)
-		}
-		v.ext.Decide(m.Header.Decision, v.st, &ps.pod, cand, dec)
-		norm := slices.Grow(v.norm[:0], len(raw))[:len(raw)]
-		normalizeTo(norm, dec)
-		v.dec, v.norm = dec, norm
-		byNode := bufs.byNode
-		for i := range byNode {
-			byNode[i] = notScored
-		}
-		for j, i := range cand {
-			byNode[i] = norm[j]
-		}
-		if ps.policy == nil {
-			byPos := bufs.byPos
-			clear(byPos)
-			for j, k := range pos {
-				byPos[k] = norm[j]
-			}
-			for k, i := range spots(len(nodes)) {
-				if n := nodes[i].Node(); n != nil {
-					ps.posNames[k] = n.Name
-				}
-			}
-			ps.byPos = byPos
-		}
-		bufs.cand, bufs.raw = cand, raw
-		ps.model, ps.index, ps.byInfo, ps.cand, ps.raw, ps.byNode, ps.bufs = m, v.index, v.byInfo, cand, raw, byNode, bufs
-		return nil
-	})
-	if err != nil {
-		return "error", err
-	}
-	return "", nil
-}
-
-// normalize maps decision scores to [0, MaxNodeScore] keeping the argmax
-// exact: every node tied with the best (as the simulator counts ties)
-// gets MaxNodeScore, every other node scales linearly into
-// [0, MaxNodeScore-1]. NaN ranks lowest.
-func normalize(raw []float64) []int64 {
-	b := make([]uint8, len(raw))
-	normalizeTo(b, raw)
-	out := make([]int64, len(raw))
-	for i, v := range b {
-		out[i] = int64(v)
-	}
-	return out
-}
-
-// normalizeTo is normalize into out (len(raw) long; MaxNodeScore is 100,
-// so a score fits a byte).
-func normalizeTo(out []uint8, raw []float64) {
-	clear(out)
-	best, worst := math.Inf(-1), math.Inf(1)
-	for _, s := range raw {
-		// comparisons, false for NaN (max and min order signed zeros
-		// and NaNs too: twice the time at 5,000 nodes)
-		if s > best {
-			best = s
-		}
-		if s < worst {
-			worst = s
-		}
-	}
-	if math.IsInf(best, -1) {
-		return
-	}
-	eps := 1e-9 * max(1, math.Abs(best))
-	if math.IsInf(best, 0) {
-		eps = 0
-	}
-	span := best - worst
-	linear := span > 0 && !math.IsInf(span, 0)
-	scale := float64(fwk.MaxNodeScore-1) / span // one division, not one per node
-	top := best - eps
-	for i, s := range raw {
-		switch {
-		case s >= top: // false for NaN
-			out[i] = uint8(fwk.MaxNodeScore)
-		case linear && s >= worst:
-			// (s-worst)*scale is in [0, MaxNodeScore-1): a conversion
-			// truncates it as math.Floor would, without its call
-			out[i] = uint8(min(fwk.MaxNodeScore-1, int64((s-worst)*scale)))
-		default: // NaN, or no linear scale
-			out[i] = uint8(fwk.MinNodeScore)
-		}
-	}
 }
 
 // Score returns the node's score computed in PreScore (0 when the cycle
@@ -612,12 +395,12 @@ func (p *EdgePolicy) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni f
 	// NormalizeScore copies the scores by position (no lookup: 4,788 of
 	// them a pod at 5,000 nodes). Then a snapshot object PreScore
 	// indexed, no scheduling policy.
-	if ps != nil && ps.byPos != nil {
+	if ps != nil && ps.ByPos != nil {
 		return 0, nil
 	}
-	if fi, ok := ni.(*framework.NodeInfo); ok && ps != nil && ps.model != nil && ps.policy == nil && fi.Node() != nil {
-		if i, ok := ps.byInfo.get(fi); ok && int(i) < len(ps.byNode) {
-			if b := ps.byNode[i]; b != notScored {
+	if fi, ok := ni.(*framework.NodeInfo); ok && ps != nil && ps.Model != nil && ps.Policy == nil && fi.Node() != nil {
+		if i, ok := ps.ByInfo.Get(fi); ok && int(i) < len(ps.ByNode) {
+			if b := ps.ByNode[i]; b != serving.NotScored {
 				return int64(b), nil // <= MaxNodeScore
 			}
 			return 0, nil
@@ -629,22 +412,22 @@ func (p *EdgePolicy) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni f
 	}
 	var s int64
 	if ps == nil {
-		s = p.policyScore(cs, ni, s)
+		s = policyScore(cs, ni, s)
 	} else {
 		found := false
-		if fi, ok := ni.(*framework.NodeInfo); ok && ps.model != nil {
-			if i, ok := ps.byInfo.get(fi); ok && int(i) < len(ps.byNode) {
+		if fi, ok := ni.(*framework.NodeInfo); ok && ps.Model != nil {
+			if i, ok := ps.ByInfo.Get(fi); ok && int(i) < len(ps.ByNode) {
 				found = true
-				if b := ps.byNode[i]; b != notScored {
+				if b := ps.ByNode[i]; b != serving.NotScored {
 					s = int64(b)
 				}
 			}
 		}
 		if !found {
-			s, _ = ps.scoreOf(n.Name)
+			s, _ = ps.ScoreOf(n.Name)
 		}
-		if ps.policy != nil {
-			s = ps.policy.score(ni, s)
+		if ps.Policy != nil {
+			s = ps.Policy.Score(ni, s)
 		}
 	}
 	return min(fwk.MaxNodeScore, max(fwk.MinNodeScore, s)), nil
@@ -669,13 +452,13 @@ func (p *EdgePolicy) NormalizeScore(_ context.Context, cs fwk.CycleState, _ *v1.
 	}
 	switch {
 	case ps.aligned(scores):
-		for i, b := range ps.byPos {
+		for i, b := range ps.ByPos {
 			scores[i].Score = int64(b)
 		}
 		return nil // each <= MaxNodeScore
-	case ps != nil && ps.byPos != nil:
+	case ps != nil && ps.ByPos != nil:
 		for i := range scores {
-			scores[i].Score, _ = ps.scoreOf(scores[i].Name)
+			scores[i].Score, _ = ps.ScoreOf(scores[i].Name)
 		}
 	}
 	for i := range scores {
@@ -691,78 +474,37 @@ func (p *EdgePolicy) NormalizeScore(_ context.Context, cs fwk.CycleState, _ *v1.
 // Bind and for the next snapshots.
 func (p *EdgePolicy) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	p.captureExplanation(ctx, cs, nodeName)
-	readPreScore(cs).release(&p.bufs) // nothing reads the scores after this
-	p.conv.mark(nodeName)             // the scheduler assumed the pod there
-	req, err := podGPURequest(pod)
+	if ps := readPreScore(cs); ps != nil {
+		p.core.Release(&ps.Cycle) // nothing reads the scores after this
+	}
+	p.core.Mark(nodeName) // the scheduler assumed the pod there
+	req, err := kubefmt.PodGPURequest(pod)
 	if err != nil || req.GPUs == 0 {
 		return nil
 	}
-	dev, err := p.pickDevices(cs, pod, nodeName)
+	var epoch uint64
+	if ps := readPreScore(cs); ps != nil {
+		epoch = ps.Epoch
+	}
+	// The view PreScore used, if nothing rebuilt it since; otherwise
+	// (PreScore did not run: one feasible node) the node alone.
+	dev, err := p.core.PickDevices(epoch, pod, nodeName, func() (fwk.NodeInfo, error) {
+		if p.handle == nil || p.handle.SnapshotSharedLister() == nil {
+			return nil, errors.New("no snapshot")
+		}
+		return p.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
+	})
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("%s: choosing GPU devices on %s: %w", Name, nodeName, err))
 	}
-	p.conv.res.put(pod.UID, nodeName, dev, p.now())
+	p.core.Reserve(pod.UID, nodeName, dev)
 	return nil
-}
-
-func (p *EdgePolicy) pickDevices(cs fwk.CycleState, pod *v1.Pod, nodeName string) (dev []int, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			metricPanics.Inc()
-			dev, err = nil, fmt.Errorf("panic: %v", r)
-		}
-	}()
-	sp, err := simPod(pod)
-	if err != nil {
-		return nil, err
-	}
-	pick := func(v *view) (err error) {
-		dev, err = v.devicesFor(&sp, nodeName)
-		return err
-	}
-	// The view PreScore used, if nothing rebuilt it since.
-	if d, rerr := cs.Read(preScoreKey); rerr == nil && d.(*preScoreState).epoch != 0 {
-		if ok, err := p.conv.withCurrent(d.(*preScoreState).epoch, pick); ok {
-			return dev, err
-		}
-	}
-	// Otherwise (PreScore did not run: one feasible node) model that node
-	// alone; the device choice depends only on the node and the target.
-	if p.handle == nil || p.handle.SnapshotSharedLister() == nil {
-		return nil, errors.New("no snapshot")
-	}
-	ni, err := p.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
-	if err != nil {
-		return nil, err
-	}
-	v, err := p.conv.fresh([]fwk.NodeInfo{ni})
-	if err != nil {
-		return nil, err
-	}
-	return dev, pick(v)
-}
-
-// devicesFor is the policy's device choice for sp on the named node of
-// v (a copy the caller owns).
-func (v *view) devicesFor(sp *sim.Pod, nodeName string) ([]int, error) {
-	i, ok := v.index[nodeName]
-	if !ok {
-		return nil, fmt.Errorf("node %s not modelled", nodeName)
-	}
-	if !v.st.Feasible(i, sp) {
-		return nil, errors.New("the pod does not fit the node's devices")
-	}
-	d := v.ext.PickGPUs(v.st, sp, i, nil)
-	if int32(len(d)) != sp.GPUs {
-		return nil, errors.New("no device choice")
-	}
-	return append([]int(nil), d...), nil
 }
 
 // Unreserve forgets the devices chosen at Reserve.
 func (p *EdgePolicy) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
-	p.conv.res.m.Delete(pod.UID)
-	p.conv.mark(nodeName)
+	p.core.Unreserve(pod.UID)
+	p.core.Mark(nodeName)
 }
 
 // bindAnnotations is what Bind writes on the pod: the devices Reserve
@@ -771,8 +513,8 @@ func (p *EdgePolicy) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod,
 // for pods EdgePolicy has nothing to record about.
 func (p *EdgePolicy) bindAnnotations(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) map[string]string {
 	var ann map[string]string
-	if dev, ok := p.conv.res.get(pod.UID, nodeName); ok {
-		ann = map[string]string{AnnotationGPUDevices: formatDevices(dev)}
+	if dev, ok := p.core.Reserved(pod.UID, nodeName); ok {
+		ann = map[string]string{AnnotationGPUDevices: kubefmt.FormatDevices(dev)}
 	}
 	if e := p.explanationAnnotation(ctx, cs, nodeName); e != "" {
 		if ann == nil {

@@ -15,20 +15,19 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	configv1 "github.com/edgesched/edgesched/edge-plugin/apis/config/v1"
+	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
+	"github.com/edgesched/edgesched/edge-plugin/serving"
+	"github.com/edgesched/edgesched/edge-plugin/sources"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 )
-
-func gpuNode(name, model string, gpus int) sim.NodeSpec {
-	return sim.NodeSpec{Name: name, CPU: 64000, Memory: 256 << 10, GPUs: gpus, GPUModel: model, Arch: sim.ArchAMD64}
-}
 
 func TestFilter(t *testing.T) {
 	p := newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95))
@@ -104,90 +103,17 @@ func TestPreFilterBadRequest(t *testing.T) {
 	}
 }
 
-// cluster builds a random cluster snapshot: nodes of random shapes with
-// random pods on them.
-func randomSnapshot(rng *rand.Rand, n int) []fwk.NodeInfo {
-	models := []string{"T4", "A10", "V100M16", "P100"}
-	var out []fwk.NodeInfo
-	for i := range n {
-		spec := sim.NodeSpec{Name: fmt.Sprintf("r%05d", i), CPU: int64(4000 + rng.IntN(124000)), Memory: int64(8192 + rng.IntN(500000)), Arch: sim.ArchAMD64}
-		if rng.IntN(3) > 0 {
-			spec.GPUs = 1 + rng.IntN(8)
-			spec.GPUModel = models[rng.IntN(len(models))]
-		}
-		if rng.IntN(5) == 0 {
-			spec.Arch = sim.ArchARM64
-		}
-		var pods []*v1.Pod
-		for j := range rng.IntN(6) {
-			ps := sim.PodSpec{Name: fmt.Sprintf("%s-p%d", spec.Name, j), CPU: int64(rng.IntN(4000)), Memory: int64(rng.IntN(8192))}
-			if spec.GPUs > 0 && rng.IntN(2) == 0 {
-				ps.GPUs, ps.GPUMilli = 1, int64(100+rng.IntN(900))
-			}
-			pods = append(pods, k8sPod(ps))
-		}
-		out = append(out, nodeInfo(k8sNode(spec), pods...))
-	}
-	return out
-}
-
-func runCycle(t testing.TB, p *EdgePolicy, pod *v1.Pod, nodes []fwk.NodeInfo) (fwk.NodeScoreList, fwk.CycleState) {
-	t.Helper()
-	ctx := context.Background()
-	cs := framework.NewCycleState()
-	feasible := nodes
-	if _, st := p.PreFilter(ctx, cs, pod, nodes); st.Code() == fwk.Success {
-		feasible = nil
-		for _, ni := range nodes {
-			if p.Filter(ctx, cs, pod, ni).IsSuccess() && fitsCPUMem(pod, ni) {
-				feasible = append(feasible, ni)
-			}
-		}
-	} else if st.Code() != fwk.Skip {
-		t.Fatalf("PreFilter: %v", st)
-	} else {
-		feasible = nil
-		for _, ni := range nodes {
-			if fitsCPUMem(pod, ni) {
-				feasible = append(feasible, ni)
-			}
-		}
-	}
-	if st := p.PreScore(ctx, cs, pod, feasible); !st.IsSuccess() {
-		t.Fatalf("PreScore: %v", st)
-	}
-	scores := make(fwk.NodeScoreList, 0, len(feasible))
-	for _, ni := range feasible {
-		s, st := p.Score(ctx, cs, pod, ni)
-		if !st.IsSuccess() {
-			t.Fatalf("Score: %v", st)
-		}
-		scores = append(scores, fwk.NodeScore{Name: ni.Node().Name, Score: s})
-	}
-	if st := p.NormalizeScore(ctx, cs, pod, scores); !st.IsSuccess() {
-		t.Fatalf("NormalizeScore: %v", st)
-	}
-	return scores, cs
-}
-
-// fitsCPUMem stands in for upstream NodeResourcesFit (CPU and memory).
-func fitsCPUMem(pod *v1.Pod, ni fwk.NodeInfo) bool {
-	sp, _ := simPod(pod)
-	a, r := ni.GetAllocatable(), ni.GetRequested()
-	return r.GetMilliCPU()+sp.CPU <= a.GetMilliCPU() && r.GetMemory()+sp.Mem*mib <= a.GetMemory()
-}
-
 func TestScoreRangeProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for trial := range 20 {
 		nodes := randomSnapshot(rng, 5+rng.IntN(60))
-		p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
+		p := newTestPlugin(t, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
 		if trial%2 == 0 {
 			tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p = newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+			p = newTestPlugin(t, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, tgt)
 		}
 		for k := range 10 {
 			ps := sim.PodSpec{Name: fmt.Sprintf("q%d", k), CPU: int64(rng.IntN(8000)), Memory: int64(rng.IntN(16000))}
@@ -235,9 +161,9 @@ func TestNormalize(t *testing.T) {
 		{"only NaN", []float64{nanF(), nanF()}, []int64{0, 0}},
 		{"negative", []float64{-4, -2, -3}, []int64{0, 100, 49}},
 	} {
-		got := normalize(c.raw)
+		got := serving.Normalize(c.raw)
 		if !slices.Equal(got, c.want) {
-			t.Errorf("%s: normalize(%v) = %v, want %v", c.name, c.raw, got, c.want)
+			t.Errorf("%s: serving.Normalize(%v) = %v, want %v", c.name, c.raw, got, c.want)
 		}
 	}
 }
@@ -262,16 +188,16 @@ func TestNormalizeScoreOrder(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(7, 7))
 	nodes := randomSnapshot(rng, 40)
-	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+	p := newTestPlugin(t, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, tgt)
 	pod := k8sPod(sim.PodSpec{Name: "o", CPU: 1000, Memory: 2048})
 	scores, cs := runCycle(t, p, pod, nodes)
 	ps := readPreScore(cs)
-	if ps.byPos == nil {
+	if ps.ByPos == nil {
 		t.Fatal("the cycle scored by name, not by position")
 	}
 	distinct := map[int64]bool{}
 	for _, s := range scores {
-		want, _ := ps.scoreOf(s.Name)
+		want, _ := ps.ScoreOf(s.Name)
 		if s.Score != want {
 			t.Errorf("%s: %d by position, %d by name", s.Name, s.Score, want)
 		}
@@ -298,7 +224,7 @@ func TestNormalizeScoreOrder(t *testing.T) {
 			t.Fatal(st)
 		}
 		for _, s := range list {
-			if want, _ := ps.scoreOf(s.Name); s.Score != want {
+			if want, _ := ps.ScoreOf(s.Name); s.Score != want {
 				t.Errorf("%s: %s scored %d, want %d", name, s.Name, s.Score, want)
 			}
 		}
@@ -308,23 +234,23 @@ func TestNormalizeScoreOrder(t *testing.T) {
 func TestPanicContained(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	nodes := randomSnapshot(rng, 20)
-	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
-	h := p.models.Current().Header
+	p := newTestPlugin(t, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
+	h := p.Models().Current().Header
 	h.Version++
 	h.ModelID = "panicking"
-	if ok, err := p.models.install(h, func() policy.Scorer { return panicScorer{} }, nil); !ok || err != nil {
+	if ok, err := p.Models().InstallUnverified(h, func() policy.Scorer { return panicScorer{} }); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	before, _ := testutil.GetCounterMetricValue(metricPanics)
-	fb, _ := testutil.GetCounterMetricValue(metricFallbacks.WithLabelValues("panic"))
+	before, _ := plugintest.CounterValue("edgesched_plugin_panics_total", nil)
+	fb, _ := plugintest.CounterValue("edgesched_plugin_fallbacks_total", map[string]string{"reason": "panic"})
 	scores, _ := runCycle(t, p, k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 100}), nodes)
 	for _, s := range scores {
 		if s.Score != 0 {
 			t.Fatalf("score %d after a panic, want 0", s.Score)
 		}
 	}
-	after, _ := testutil.GetCounterMetricValue(metricPanics)
-	fa, _ := testutil.GetCounterMetricValue(metricFallbacks.WithLabelValues("panic"))
+	after, _ := plugintest.CounterValue("edgesched_plugin_panics_total", nil)
+	fa, _ := plugintest.CounterValue("edgesched_plugin_fallbacks_total", map[string]string{"reason": "panic"})
 	if after != before+1 || fa != fb+1 {
 		t.Fatalf("panics %v -> %v, fallbacks %v -> %v; want +1 each", before, after, fb, fa)
 	}
@@ -335,7 +261,7 @@ func TestNoModelScoresNeutral(t *testing.T) {
 	nodes := randomSnapshot(rng, 10)
 	a := Args{ModelPath: "x", ModelKeys: []string{"x"}}
 	configv1.SetDefaults_EdgePolicyArgs(&a)
-	p := newEdgePolicy(&fakeHandle{lister: &fakeLister{nodes: nodes}}, a, NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
+	p := newEdgePolicy(&fakeHandle{Lister: &fakeLister{Nodes: nodes}}, a, sources.NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
 	scores, _ := runCycle(t, p, k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 100}), nodes)
 	for _, s := range scores {
 		if s.Score != 0 {
@@ -347,7 +273,7 @@ func TestNoModelScoresNeutral(t *testing.T) {
 func TestHotSwapRace(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	nodes := randomSnapshot(rng, 30)
-	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
+	p := newTestPlugin(t, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, sim.NewTargetWorkload(nil, 0.95))
 	s := testSigner(t, 1)
 	blobs := make([][]byte, 30)
 	for i := range blobs {
@@ -371,7 +297,7 @@ func TestHotSwapRace(t *testing.T) {
 		})
 	}
 	for _, b := range blobs {
-		if ok, err := p.models.Install(b); !ok || err != nil {
+		if ok, err := p.Models().Install(b); !ok || err != nil {
 			t.Errorf("install: %v %v", ok, err)
 		}
 		// let a few cycles run on this model before the next swap
@@ -382,7 +308,7 @@ func TestHotSwapRace(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 	t.Logf("%d scoring cycles across %d swaps", cycles.Load(), len(blobs))
-	if v := p.models.Current().Header.Version; v != 31 {
+	if v := p.Models().Current().Header.Version; v != 31 {
 		t.Fatalf("version %d after swaps, want 31", v)
 	}
 }
@@ -390,13 +316,13 @@ func TestHotSwapRace(t *testing.T) {
 func TestModelRefusals(t *testing.T) {
 	s := testSigner(t, 1)
 	other := testSigner(t, 99)
-	store := NewModelStore(testKeyring(t, s))
+	store := sources.NewModelStore(testKeyring(t, s))
 	if ok, err := store.Install(encodeVersion(t, s, 5)); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
 	good := store.Current()
 	refused := func(reason string) float64 {
-		v, _ := testutil.GetCounterMetricValue(metricRefusals.WithLabelValues(reason))
+		v := plugintest.Counter(t, "edgesched_plugin_model_refusals_total", map[string]string{"reason": reason})
 		return v
 	}
 	tampered := encodeVersion(t, s, 6)
@@ -407,10 +333,10 @@ func TestModelRefusals(t *testing.T) {
 		reason string
 		is     error
 	}{
-		{"untrusted key", encodeVersion(t, other, 6), refuseSignature, quant.ErrUnknownKey},
-		{"tampered", tampered, refuseSignature, quant.ErrSignature},
-		{"older version", encodeVersion(t, s, 4), refuseRollback, quant.ErrRollback},
-		{"garbage", []byte("not a model"), refuseArtifact, quant.ErrArtifact},
+		{"untrusted key", encodeVersion(t, other, 6), sources.RefuseSignature, quant.ErrUnknownKey},
+		{"tampered", tampered, sources.RefuseSignature, quant.ErrSignature},
+		{"older version", encodeVersion(t, s, 4), sources.RefuseRollback, quant.ErrRollback},
+		{"garbage", []byte("not a model"), sources.RefuseArtifact, quant.ErrArtifact},
 	}
 	for _, c := range cases {
 		before := refused(c.reason)
@@ -486,17 +412,17 @@ func TestReserveWithoutPreScore(t *testing.T) {
 	held := k8sPod(sim.PodSpec{Name: "h", CPU: 1, Memory: 1, GPUs: 1, GPUMilli: 600})
 	held.Annotations[AnnotationGPUDevices] = "2"
 	ni := nodeInfo(k8sNode(spec), held)
-	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: []fwk.NodeInfo{ni}}}, sim.NewTargetWorkload(nil, 0.95))
+	p := newTestPlugin(t, &fakeHandle{Lister: &fakeLister{Nodes: []fwk.NodeInfo{ni}}}, sim.NewTargetWorkload(nil, 0.95))
 	pod := k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 100, GPUs: 1, GPUMilli: 300})
 	cs := framework.NewCycleState()
 	if st := p.Reserve(context.Background(), cs, pod, "only"); !st.IsSuccess() {
 		t.Fatal(st)
 	}
-	dev, ok := p.conv.res.get(pod.UID, "only")
+	dev, ok := p.core.Reserved(pod.UID, "only")
 	if !ok || len(dev) != 1 {
 		t.Fatalf("devices %v %v", dev, ok)
 	}
-	if ann := p.bindAnnotations(context.Background(), cs, pod, "only"); ann[AnnotationGPUDevices] != formatDevices(dev) {
+	if ann := p.bindAnnotations(context.Background(), cs, pod, "only"); ann[AnnotationGPUDevices] != kubefmt.FormatDevices(dev) {
 		t.Fatalf("Bind would write %v for a reserved GPU pod, want devices %v", ann, dev)
 	}
 	p.Unreserve(context.Background(), cs, pod, "only")
@@ -540,10 +466,10 @@ func TestFilterFollowsSnapshotChanges(t *testing.T) {
 		}
 	}
 	view := func() {
-		if err := p.conv.withView(nodes, nil, func(*view) error { return nil }); err != nil {
+		if err := p.core.WithView(nodes, nil, func(*serving.View) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
-		if p.conv.known.Load() == nil {
+		if !p.core.Diagnostics().Known {
 			t.Fatal("no known nodes published after a view")
 		}
 	}

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -27,8 +27,8 @@ func TestScoreCacheMatchesFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := randomSnapshot(rng, 60)
-	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
-	hits0, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("hit"))
+	p := newTestPlugin(t, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, tgt)
+	hits0, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "hit"})
 	qos := []sim.QoS{sim.QoSLS, sim.QoSBurstable, sim.QoSBE}
 	var prev sim.PodSpec
 	for step := range 40 {
@@ -44,7 +44,7 @@ func TestScoreCacheMatchesFresh(t *testing.T) {
 		prev = ps
 		pod := k8sPod(ps)
 		got, cs := runCycle(t, p, pod, nodes)
-		q := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+		q := newTestPlugin(t, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, tgt)
 		want, qcs := runCycle(t, q, pod, nodes)
 		gotNames, gotRaw, _ := scoredCandidates(t, p, cs)
 		wantNames, wantRaw, _ := scoredCandidates(t, q, qcs)
@@ -69,7 +69,7 @@ func TestScoreCacheMatchesFresh(t *testing.T) {
 			}
 		}
 	}
-	hits, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("hit"))
+	hits, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "hit"})
 	// 40 cycles of up to 60 candidates; every cycle but a pod's first
 	// with its key re-scores only the bound node: well over 200 hits.
 	if hits-hits0 < 200 {
@@ -103,11 +103,11 @@ func TestScoreCacheTelemetrySteps(t *testing.T) {
 				net := testNet(t)
 				h := testArtifact(t).Header
 				h.Version = 2
-				if _, err := f.p.models.install(h, func() policy.Scorer { return net.Scorer() }, nil); err != nil {
+				if _, err := f.p.Models().InstallUnverified(h, func() policy.Scorer { return net.Scorer() }); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if got := f.p.models.Current().readsTelemetry(); got != tc.telemetry {
+			if got := f.p.Models().Current().ReadsTelemetry(); got != tc.telemetry {
 				t.Fatalf("model reads telemetry: %v, want %v", got, tc.telemetry)
 			}
 			for i := range f.infos {
@@ -117,19 +117,18 @@ func TestScoreCacheTelemetrySteps(t *testing.T) {
 			for i := range f.infos {
 				f.setAnnotation(i, encodeMeasured(t, 0.4, 20_000, f.now.Add(-5*time.Second)))
 			}
-			hits0, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("hit"))
-			miss0, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("miss"))
+			hits0, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "hit"})
+			miss0, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "miss"})
 			norm, raw, _ := f.cycle(t)
-			hits, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("hit"))
-			miss, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("miss"))
+			hits, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "hit"})
+			miss, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "miss"})
 			if hits-hits0 != tc.wantHits || miss-miss0 != tc.wantMiss {
 				t.Errorf("second cycle: %v hits and %v misses, want %v and %v", hits-hits0, miss-miss0, tc.wantHits, tc.wantMiss)
 			}
 			// a fresh plugin on the same nodes and model computes the same
 			g := &telFixture{now: f.now, infos: f.infos, nodes: f.nodes}
-			g.p = newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: f.nodes}}, f.p.conv.target)
-			g.p.now = func() time.Time { return g.now }
-			g.p.models = f.p.models
+			g.p = newTestPluginWith(t, &fakeHandle{Lister: &fakeLister{Nodes: f.nodes}}, f.p.core.Target(), f.p.Models())
+			g.p.core.SetClock(func() time.Time { return g.now })
 			wantNorm, wantRaw, _ := g.cycle(t)
 			if fmt.Sprint(norm, raw) != fmt.Sprint(wantNorm, wantRaw) {
 				t.Errorf("cached scores %v %v, fresh %v %v", norm, raw, wantNorm, wantRaw)
@@ -149,7 +148,7 @@ func TestScoreCacheManyShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := randomSnapshot(rng, 40)
-	p := newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: nodes}}, tgt)
+	p := newTestPlugin(t, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, tgt)
 	var pods []sim.PodSpec
 	for i := range 100 {
 		pods = append(pods, sim.PodSpec{Name: fmt.Sprintf("shape-%d", i), CPU: int64(100 * (1 + i)), Memory: 512})
@@ -157,31 +156,14 @@ func TestScoreCacheManyShapes(t *testing.T) {
 	for _, ps := range pods {
 		runCycle(t, p, k8sPod(ps), nodes)
 	}
-	hits0, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("hit"))
-	miss0, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("miss"))
+	hits0, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "hit"})
+	miss0, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "miss"})
 	for _, ps := range pods {
 		runCycle(t, p, k8sPod(ps), nodes)
 	}
-	hits, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("hit"))
-	miss, _ := testutil.GetCounterMetricValue(metricScoreCache.WithLabelValues("miss"))
+	hits, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "hit"})
+	miss, _ := plugintest.CounterValue("edgesched_plugin_score_cache_total", map[string]string{"result": "miss"})
 	if miss != miss0 || hits == hits0 {
 		t.Errorf("second pass over 100 shapes: %v hits, %v misses; want only hits", hits-hits0, miss-miss0)
-	}
-}
-
-// TestCachedPodKeys checks the cache's size rule: 64 MiB of 8-byte slots,
-// at most 8,192 keys, at least one.
-func TestCachedPodKeys(t *testing.T) {
-	for _, tc := range []struct{ nodes, want int }{
-		{0, 8192},
-		{100, 8192},     // 83,886 would fit
-		{1000, 8192},    // 8,388 would fit
-		{5000, 1677},    // 64 MiB / 40,000 B
-		{20000, 419},    // 64 MiB / 160,000 B
-		{10_000_000, 1}, // under one key's worth: still one
-	} {
-		if got := cachedPodKeys(tc.nodes); got != tc.want {
-			t.Errorf("cachedPodKeys(%d) = %d, want %d", tc.nodes, got, tc.want)
-		}
 	}
 }

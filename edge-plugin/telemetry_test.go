@@ -10,10 +10,11 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
+	"github.com/edgesched/edgesched/edge-plugin/serving"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
@@ -51,13 +52,13 @@ func newTelFixture(t *testing.T) *telFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.p = newTestPlugin(t, &fakeHandle{lister: &fakeLister{nodes: f.nodes}}, target)
-	f.p.now = func() time.Time { return f.now }
-	f.p.conv.log = funcr.New(func(prefix, args string) {
+	f.p = newTestPlugin(t, &fakeHandle{Lister: &fakeLister{Nodes: f.nodes}}, target)
+	f.p.core.SetClock(func() time.Time { return f.now })
+	f.p.core.SetLogger(funcr.New(func(prefix, args string) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.logs = append(f.logs, args)
-	}, funcr.Options{Verbosity: 2})
+	}, funcr.Options{Verbosity: 2}))
 	return f
 }
 
@@ -120,15 +121,18 @@ func loadFeature(t *testing.T) int {
 
 // cpuUsed is node name's CPUUsed in the kept state.
 func (f *telFixture) cpuUsed(name string) float64 {
-	c := f.p.conv
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cur.st.Nodes[c.cur.index[name]].CPUUsed
+	var u float64
+	f.p.core.WithLatest(func(v *serving.View) error {
+		i, _ := v.Node(name)
+		u = v.State().Nodes[i].CPUUsed
+		return nil
+	})
+	return u
 }
 
 func fallbacks(t *testing.T, reason string) float64 {
 	t.Helper()
-	v, err := testutil.GetCounterMetricValue(metricTelemetryFallbacks.WithLabelValues(reason))
+	v, err := plugintest.CounterValue("edgesched_plugin_telemetry_fallbacks_total", map[string]string{"reason": reason})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +166,7 @@ func TestTelemetryFreshChangesLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.p.models.Install(b); err != nil {
+	if _, err := f.p.Models().Install(b); err != nil {
 		t.Fatal(err)
 	}
 	missing0 := fallbacks(t, "missing")
@@ -271,7 +275,7 @@ func TestTelemetryStale(t *testing.T) {
 // TestTelemetryMaxAgeArg: the bound comes from the args.
 func TestTelemetryMaxAgeArg(t *testing.T) {
 	f := newTelFixture(t)
-	f.p.conv.telMaxAge = 20 * time.Second
+	f.p.core.SetTelemetryMaxAge(20 * time.Second)
 	f.setAnnotation(1, encodeSummary(t, 0.9, f.now.Add(-30*time.Second)))
 	stale := fallbacks(t, "stale")
 	f.cycle(t)
@@ -424,7 +428,7 @@ func TestTelemetryPrefersCoolNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.p.models.Install(b); err != nil {
+		if _, err := f.p.Models().Install(b); err != nil {
 			t.Fatal(err)
 		}
 		f.setAnnotation(0, encodeMeasured(t, 0.12, 40, f.now.Add(-20*time.Second)))

@@ -1,12 +1,9 @@
 package edgeplugin
 
 import (
-	"context"
 	"math"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
@@ -33,9 +30,9 @@ func TestTopologyFeatures(t *testing.T) {
 	carbonF, rttF := featureIndex(t, "carbon"), featureIndex(t, "dep_rtt")
 	p, _, nodes := zonedCluster(t)
 	clock := time.Date(2026, 11, 30, 3, 30, 0, 0, time.UTC)
-	p.now = func() time.Time { return clock }
+	p.core.SetClock(func() time.Time { return clock })
 	g, _ := graphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
-	p.conv.deps.set(g)
+	p.core.Dependencies().Set(g)
 
 	var seq int
 	// features of a fresh web pod on every node: carbon, dep_rtt
@@ -77,7 +74,7 @@ func TestTopologyFeatures(t *testing.T) {
 		Network:     &kubefmt.Network{IntraZoneMs: 1, InterZoneMs: 20, Pairs: []kubefmt.ZonePair{{A: "b", B: "a", Ms: 45}}},
 	}
 	raw := topologyOf(t, tp)
-	if changed, err := p.conv.topo.install(raw); !changed || err != nil {
+	if changed, err := p.core.Topology().Install(raw); !changed || err != nil {
 		t.Fatalf("install: changed %v, %v", changed, err)
 	}
 	// 03:30 UTC: zone a at curve[3] = 130, zone b flat 650; RTT 1 ms
@@ -90,92 +87,17 @@ func TestTopologyFeatures(t *testing.T) {
 
 	// the same topology written in another order changes nothing
 	tp.Zones[0], tp.Zones[1] = tp.Zones[1], tp.Zones[0]
-	if changed, err := p.conv.topo.install(topologyOf(t, tp)); changed || err != nil {
+	if changed, err := p.core.Topology().Install(topologyOf(t, tp)); changed || err != nil {
 		t.Fatalf("reordered topology: changed %v, %v; want no change", changed, err)
 	}
 	// a malformed one changes nothing either
-	if changed, err := p.conv.topo.install([]byte(`{"version":1,"zones":[{"name":"a","carbonZone":"nowhere"}]}`)); changed || err == nil {
+	if changed, err := p.core.Topology().Install([]byte(`{"version":1,"zones":[{"name":"a","carbonZone":"nowhere"}]}`)); changed || err == nil {
 		t.Fatalf("malformed topology: changed %v, %v; want an error", changed, err)
 	}
 	check("after a refused topology", map[string][2]float32{"a-0": {0.18, 0.01}, "b-0": {0.65, 0.45}})
 
-	if !p.conv.topo.clear() || p.conv.topo.clear() {
+	if !p.core.Topology().Clear() || p.core.Topology().Clear() {
 		t.Fatal("clear: the first must change the topology, the second must not")
 	}
 	check("after clearing", def)
-}
-
-// The site topology's ConfigMap feed, like the dependency graph's
-// (testFeed in dependencies_test.go).
-func TestTopologySource(t *testing.T) {
-	two := topologyOf(t, &kubefmt.Topology{CarbonZones: []kubefmt.CarbonZone{{Name: "n", GramsPerKWh: []float64{1, 2}}, {Name: "s", GramsPerKWh: []float64{3}}}})
-	one := topologyOf(t, &kubefmt.Topology{CarbonZones: []kubefmt.CarbonZone{{Name: "x", GramsPerKWh: []float64{5}}}})
-	topo := &topology{}
-	carbonZones := func() int {
-		if s := topo.current(); s != nil {
-			return len(s.carbon)
-		}
-		return -1
-	}
-	testFeed(t, feedCase{
-		key: kubefmt.TopologyConfigMapKey, name: kubefmt.DefaultTopologyConfigMapName,
-		start: func(ctx context.Context, c kubernetes.Interface, ns, name string) (*configMapFeed, func()) {
-			return startTopologySource(ctx, c, topo, ns, name)
-		},
-		first: one, second: two,
-		bad: []string{`{"version":1,"carbonZones":[{"name":"n","gramsPerKWh":[]}]}`, `{"version":1,"zone":[]}`},
-		version: func() uint64 {
-			if s := topo.current(); s != nil {
-				return s.version
-			}
-			return 0
-		},
-		isFirst:  func() bool { return carbonZones() == 1 },
-		isSecond: func() bool { return carbonZones() == 2 },
-		cleared:  func() bool { return topo.current() == nil },
-	})
-}
-
-// TestTopologyApply: the environment gets the nodes' zones only, with
-// their carbon zones, and only the pairs between two of them; zones and
-// pairs naming zones without nodes are left out (they cannot change a
-// score, and the RTT table grows with the square of the zones).
-func TestTopologyApply(t *testing.T) {
-	topo := &topology{}
-	raw := topologyOf(t, &kubefmt.Topology{
-		Zones:       []kubefmt.TopologyZone{{Name: "a", CarbonZone: "g"}, {Name: "x", CarbonZone: "g"}},
-		CarbonZones: []kubefmt.CarbonZone{{Name: "g", GramsPerKWh: []float64{10}}},
-		Network: &kubefmt.Network{IntraZoneMs: 1, InterZoneMs: 2, Pairs: []kubefmt.ZonePair{
-			{A: "a", B: "b", Ms: 5}, {A: "a", B: "x", Ms: 6}, {A: "y", B: "z", Ms: 7}}},
-	})
-	if _, err := topo.install(raw); err != nil {
-		t.Fatal(err)
-	}
-	var cl sim.Cluster
-	topo.current().apply(&cl, []string{"a", "b"})
-	if len(cl.Zones) != 2 || cl.Zones[0] != (sim.Zone{Name: "a", CarbonZone: "g"}) || cl.Zones[1] != (sim.Zone{Name: "b"}) {
-		t.Fatalf("zones %+v, want a (on g) and b", cl.Zones)
-	}
-	if cl.Network == nil || len(cl.Network.Pairs) != 1 || cl.Network.Pairs[0] != (sim.ZonePair{A: "a", B: "b", Ms: 5}) || cl.Network.InterZoneMs != 2 {
-		t.Fatalf("network %+v, want only the a-b pair", cl.Network)
-	}
-	if len(cl.CarbonZones) != 1 {
-		t.Fatalf("carbon zones %+v", cl.CarbonZones)
-	}
-	// the environment compiles: b, not listed, uses the flat default
-	env, err := sim.NewEnv(&sim.Cluster{Name: "t", Zones: cl.Zones, CarbonZones: cl.CarbonZones, Network: cl.Network,
-		Nodes: []sim.NodeSpec{{Name: "n", CPU: 1000, Memory: 1024, Zone: "b", Arch: sim.ArchAMD64}}}, &sim.Workload{Name: "w"}, sim.EnvOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(env.Zones) != 2 || env.CarbonAt(env.Nodes[0].CarbonZone, 0) != sim.DefaultCarbonIntensity {
-		t.Fatalf("env zones %v, carbon of b %v", env.Zones, env.CarbonAt(env.Nodes[0].CarbonZone, 0))
-	}
-	// without a topology: the nodes' zones, nothing else
-	var none *topoSpec
-	var bare sim.Cluster
-	none.apply(&bare, []string{"a"})
-	if len(bare.Zones) != 1 || bare.Zones[0] != (sim.Zone{Name: "a"}) || bare.Network != nil || bare.CarbonZones != nil {
-		t.Fatalf("without a topology: %+v", bare)
-	}
 }

@@ -201,3 +201,42 @@ func NodeGPUs(n *v1.Node) (int, string) {
 	}
 	return int(count), m
 }
+
+// PodDevices parses AnnotationGPUDevices; ok is false when it is absent
+// or malformed (the caller then derives an assignment).
+func PodDevices(p *v1.Pod, n int32, devices int) ([]int, bool) {
+	s, ok := p.Annotations[AnnotationGPUDevices]
+	if !ok {
+		return nil, false
+	}
+	parts := strings.Split(s, ",")
+	if int32(len(parts)) != n {
+		return nil, false
+	}
+	out := make([]int, 0, len(parts))
+	for _, x := range parts {
+		v, err := strconv.Atoi(strings.TrimSpace(x))
+		if err != nil || v < 0 || v >= devices {
+			return nil, false
+		}
+		for _, y := range out {
+			if y == v {
+				return nil, false
+			}
+		}
+		out = append(out, v)
+	}
+	return out, true
+}
+
+// FormatDevices renders device indices for AnnotationGPUDevices.
+func FormatDevices(d []int) string {
+	var b strings.Builder
+	for i, v := range d {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(v))
+	}
+	return b.String()
+}

@@ -16,7 +16,11 @@ const module = "github.com/edgesched/edgesched"
 // this package: for packages under from (a path below the module, the
 // package itself included), the prefixes none of their dependencies may
 // have, each with why. A prefix ending in "/" forbids everything below
-// it; otherwise it forbids the package and everything below it.
+// it; one starting with "=" forbids exactly that package; otherwise it
+// forbids the package and everything below it. The scheduler's layers
+// (docs/edge-plugin.md, "Layers"): sources (what is watched and trusted)
+// below serving (the core: view, scores, devices, policy) below explain,
+// below the framework plugin, below the extender.
 var seams = []struct {
 	from      string
 	forbidden []string
@@ -26,10 +30,23 @@ var seams = []struct {
 	{"edge-plugin", []string{module + "/agent"}, "the scheduler plugin must not link the agent: share through kubefmt"},
 	{"kubefmt", []string{module + "/agent", module + "/edge-plugin", "k8s.io/kubernetes", "k8s.io/kube-scheduler", "k8s.io/client-go"},
 		"kubefmt is what both sides share: it imports the API types and the simulator's model only"},
+	{"edge-plugin/sources", []string{"=" + module + "/edge-plugin", module + "/edge-plugin/serving", module + "/edge-plugin/explain", module + "/edge-plugin/extender",
+		"k8s.io/kube-scheduler", "k8s.io/kubernetes/pkg/scheduler"},
+		"the sources (models, watched ConfigMaps) know nothing of the scheduling framework or of what reads them"},
+	{"edge-plugin/serving", []string{"=" + module + "/edge-plugin", module + "/edge-plugin/explain", module + "/edge-plugin/extender"},
+		"the serving core is below the plugin, the extender and the explanation"},
+	{"edge-plugin/explain", []string{"=" + module + "/edge-plugin", module + "/edge-plugin/extender"},
+		"the explanation is below the plugin and the extender"},
+	{"edge-plugin", []string{module + "/edge-plugin/extender"},
+		"the framework plugin does not link the extender (the extender serves the plugin)"},
 }
 
-// under reports whether pkg is prefix or below it.
+// under reports whether pkg is prefix or below it (pkg is exactly prefix
+// for a prefix starting with "=").
 func under(pkg, prefix string) bool {
+	if exact, ok := strings.CutPrefix(prefix, "="); ok {
+		return pkg == exact
+	}
 	prefix = strings.TrimSuffix(prefix, "/")
 	return pkg == prefix || strings.HasPrefix(pkg, prefix+"/")
 }
@@ -66,6 +83,14 @@ func TestSeamViolation(t *testing.T) {
 		{module + "/kubefmt", "k8s.io/api/core/v1", false},
 		{module + "/kubefmt", module + "/sim", false},
 		{module + "/internal/edgectl", module + "/edge-plugin", false},
+		{module + "/edge-plugin/sources", "k8s.io/kube-scheduler/framework", true},
+		{module + "/edge-plugin/sources", "k8s.io/client-go/informers", false},
+		{module + "/edge-plugin/serving", module + "/edge-plugin", true},
+		{module + "/edge-plugin/serving", module + "/edge-plugin/sources", false},
+		{module + "/edge-plugin/serving", module + "/edge-plugin/apis/config/v1", false},
+		{module + "/edge-plugin/serving", module + "/edge-plugin/extender", true},
+		{module + "/edge-plugin", module + "/edge-plugin/extender", true},
+		{module + "/edge-plugin/extender", module + "/edge-plugin", false},
 	} {
 		if got := seamViolation(tc.pkg, tc.dep) != ""; got != tc.bans {
 			t.Errorf("seamViolation(%q, %q) = %v, want %v", tc.pkg, tc.dep, got, tc.bans)

@@ -16,6 +16,13 @@ import (
 // Explanation.
 const AnnotationExplanation = "edgesched.io/explanation"
 
+// AnnotationPolicy is written at Bind on pods a scheduling policy rule
+// applied to: one line per rule, "NAME: held: SENTENCE" for a required
+// rule, "NAME: 0.75 (weight 50): SENTENCE" for a preferred rule's
+// satisfaction on the chosen node, so the placement's explanation names
+// the rules.
+const AnnotationPolicy = "edgesched.io/policy"
+
 // ExplanationFormat is the version of the annotation's JSON (field "v").
 const ExplanationFormat = 1
 

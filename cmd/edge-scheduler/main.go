@@ -5,7 +5,7 @@
 //
 // `edge-scheduler extender [flags]` instead serves the same policy over the
 // kube-scheduler HTTP extender protocol, for K3s's embedded scheduler
-// (edgeplugin.StartExtenderServer; deploy/edge-scheduler/k3s-extender.yaml).
+// (extender.Start; deploy/edge-scheduler/k3s-extender.yaml).
 // `edge-scheduler version` and --version print the version (docs/cli.md);
 // the command line is internal/schedcmd.
 package main

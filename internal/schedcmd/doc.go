@@ -1,7 +1,7 @@
 // Package schedcmd is edge-scheduler's command line: kube-scheduler with
 // the EdgePolicy plugin registered (every kube-scheduler flag applies),
 // `edge-scheduler extender` (the same policy over the HTTP extender
-// protocol: extender.go, serving edgeplugin.StartExtenderServer), the
+// protocol: extender.go, serving extender.Start), the
 // version, and the completion scripts (bash, zsh, fish, powershell:
 // kube-scheduler's flags and the verbs). cmd/edge-scheduler only calls
 // Main.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edgesched/edgesched/edge-plugin/extender"
+
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -39,9 +41,9 @@ type extenderFlags struct {
 func newExtender() *cobra.Command { return newExtenderCommand(runExtender) }
 
 // newExtenderCommand is the extender's command line; run serves.
-func newExtenderCommand(run func(ctx context.Context, cfg edgeplugin.ExtenderServerConfig, verbosity int) error) *cobra.Command {
+func newExtenderCommand(run func(ctx context.Context, cfg extender.Config, verbosity int) error) *cobra.Command {
 	var (
-		cfg edgeplugin.ExtenderServerConfig
+		cfg extender.Config
 		f   extenderFlags
 	)
 	cmd := &cobra.Command{
@@ -79,13 +81,13 @@ pod informers synced) and /metrics. See docs/edge-plugin.md, "Extender mode".`,
 	fs.StringVar(&f.policy, "policy-configmap", "", "[NAMESPACE/]NAME of the scheduling policy ConfigMap (the plugin's policyConfigMap; empty: no policy; docs/policy-language.md)")
 	fs.StringVar(&f.topology, "topology-configmap", "", "[NAMESPACE/]NAME of the site topology ConfigMap: carbon zones and RTTs (the plugin's topologyConfigMap; empty: defaults)")
 	fs.StringVar(&cfg.Options.Prefix, "prefix", "", "URL path prefix of the verbs (the verbs are PREFIX/filter and PREFIX/prioritize)")
-	fs.Int64Var(&cfg.Options.MaxBodyBytes, "max-body-bytes", edgeplugin.DefaultMaxBodyBytes, "largest request body accepted")
-	fs.DurationVar(&cfg.Options.BindWait, "bind-wait", edgeplugin.DefaultBindWait, "how long a filter call for a GPU pod (or a pod a scheduling policy applies to) waits for the bindings of pods prioritized before it (negative: no wait)")
+	fs.Int64Var(&cfg.Options.MaxBodyBytes, "max-body-bytes", extender.DefaultMaxBodyBytes, "largest request body accepted")
+	fs.DurationVar(&cfg.Options.BindWait, "bind-wait", extender.DefaultBindWait, "how long a filter call for a GPU pod (or a pod a scheduling policy applies to) waits for the bindings of pods prioritized before it (negative: no wait)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "private key of --tls-cert (PEM)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to let in-flight calls finish on SIGTERM")
-	fs.Float64Var(&f.qps, "kube-api-qps", edgeplugin.DefaultExtenderQPS, "API requests per second of the extender's client (informers and bindings)")
-	fs.IntVar(&cfg.Burst, "kube-api-burst", edgeplugin.DefaultExtenderBurst, "API request burst of the extender's client")
+	fs.Float64Var(&f.qps, "kube-api-qps", extender.DefaultQPS, "API requests per second of the extender's client (informers and bindings)")
+	fs.IntVar(&cfg.Burst, "kube-api-burst", extender.DefaultBurst, "API request burst of the extender's client")
 	fs.IntVarP(&f.verbosity, "v", "v", 0, "log verbosity (klog)")
 	edgecli.DeprecatedAlias(fs, "keys", "model-keys")
 	fs.Bool("version", false, "print the version, commit and build date and exit")
@@ -93,7 +95,7 @@ pod informers synced) and /metrics. See docs/edge-plugin.md, "Extender mode".`,
 }
 
 // apply checks the flags and completes cfg with them.
-func (f *extenderFlags) apply(cfg *edgeplugin.ExtenderServerConfig) error {
+func (f *extenderFlags) apply(cfg *extender.Config) error {
 	if f.qps <= 0 || cfg.Burst <= 0 {
 		return edgecli.Usagef("--kube-api-qps and --kube-api-burst must be positive")
 	}
@@ -127,13 +129,13 @@ func (f *extenderFlags) apply(cfg *edgeplugin.ExtenderServerConfig) error {
 }
 
 // runExtender serves cfg until ctx ends.
-func runExtender(ctx context.Context, cfg edgeplugin.ExtenderServerConfig, verbosity int) error {
+func runExtender(ctx context.Context, cfg extender.Config, verbosity int) error {
 	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(kfs)
 	_ = kfs.Set("v", strconv.Itoa(verbosity))
 	defer klog.Flush()
 
-	s, err := edgeplugin.StartExtenderServer(ctx, cfg)
+	s, err := extender.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgesched/edgesched/edge-plugin/extender"
+
 	"github.com/spf13/cobra"
 
-	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
 	edgecli "github.com/edgesched/edgesched/internal/cli"
 )
 
@@ -59,9 +60,9 @@ func TestExtenderCommandUsage(t *testing.T) {
 // TestExtenderConfigMapFlags: the flags reach the server's
 // configuration, every ConfigMap as NAMESPACE/NAME in the plugin's args.
 func TestExtenderConfigMapFlags(t *testing.T) {
-	var got edgeplugin.ExtenderServerConfig
+	var got extender.Config
 	root := &cobra.Command{Use: "edge-scheduler"}
-	root.AddCommand(newExtenderCommand(func(_ context.Context, cfg edgeplugin.ExtenderServerConfig, _ int) error { got = cfg; return nil }))
+	root.AddCommand(newExtenderCommand(func(_ context.Context, cfg extender.Config, _ int) error { got = cfg; return nil }))
 	edgecli.EnforceContract(root)
 	var out bytes.Buffer
 	if code := edgecli.Execute(t.Context(), root, []string{"extender", "--model", "m", "--model-keys", "a,b", "--model-keys", "c", "--namespace", "site-1",
@@ -69,7 +70,7 @@ func TestExtenderConfigMapFlags(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, out.String())
 	}
 	if a := got.Args; a.DependenciesConfigMap != "site-1/deps" || a.PolicyConfigMap != "ops/policy" || a.TopologyConfigMap != "" ||
-		strings.Join(a.ModelKeys, " ") != "a b c" || a.TelemetryMaxAge.Duration != 90*time.Second || got.QPS != edgeplugin.DefaultExtenderQPS {
+		strings.Join(a.ModelKeys, " ") != "a b c" || a.TelemetryMaxAge.Duration != 90*time.Second || got.QPS != extender.DefaultQPS {
 		t.Fatalf("config %+v", got)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
+	"github.com/edgesched/edgesched/edge-plugin/sources"
 	"github.com/edgesched/edgesched/kubefmt"
 )
 
@@ -163,7 +164,7 @@ func TestEdgeSchedulerConfigMapModel(t *testing.T) {
 		r.batch(ctx, "cm-v1", 16)
 		r.checkCluster(ctx)
 		r.checkNoFailures(ctx)
-		r.waitModelEvents(ctx, edgeplugin.EventModelInstalled, 1)
+		r.waitModelEvents(ctx, sources.EventModelInstalled, 1)
 	}) {
 		return
 	}
@@ -195,7 +196,7 @@ func TestEdgeSchedulerConfigMapModel(t *testing.T) {
 		if all, sig := m.sum("edgesched_plugin_model_refusals_total"), m.sum("edgesched_plugin_model_refusals_total", `reason="signature"`); all != 1 || sig != 1 {
 			t.Errorf("want exactly one refusal (signature): %s", m.series("edgesched_plugin_model_refusals_total"))
 		}
-		ev := r.waitModelEvents(ctx, edgeplugin.EventModelRefused, 1)
+		ev := r.waitModelEvents(ctx, sources.EventModelRefused, 1)
 		e := ev[0]
 		if e.Type != corev1.EventTypeWarning || e.InvolvedObject.Namespace != cmModelNamespace ||
 			!strings.Contains(e.Message, "signature") || !strings.Contains(e.Message, "keeping model version 2") {

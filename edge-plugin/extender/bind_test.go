@@ -1,4 +1,4 @@
-package edgeplugin
+package extender
 
 import (
 	"context"
@@ -21,6 +21,8 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -62,11 +64,11 @@ func bindCall(t *testing.T, srv *httptest.Server, pod *v1.Pod, node string) *ext
 
 // t4Held700 is a plugin and a cluster of one node, t4, with two T4
 // devices, device 0 holding a 700 milli-GPU share (annotated).
-func t4Held700(t *testing.T) (*EdgePolicy, *StaticSource) {
+func t4Held700(t *testing.T) (*edgeplugin.EdgePolicy, *StaticSource) {
 	t.Helper()
 	p := newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95))
 	held := k8sPod(sim.PodSpec{Name: "held", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 700})
-	held.Annotations[AnnotationGPUDevices] = "0"
+	held.Annotations[kubefmt.AnnotationGPUDevices] = "0"
 	return p, NewStaticSource([]*v1.Node{k8sNode(gpuNode("t4", "T4", 2))}, onNode(held, "t4"))
 }
 
@@ -85,11 +87,11 @@ func TestExtenderBind(t *testing.T) {
 	b := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 700})
 	cpu := k8sPod(sim.PodSpec{Name: "cpu", CPU: 100, Memory: 10})
 	pinned := k8sPod(sim.PodSpec{Name: "pinned", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 200})
-	pinned.Annotations[AnnotationGPUDevices] = "0"
+	pinned.Annotations[kubefmt.AnnotationGPUDevices] = "0"
 	client, got := fakeBinder(a, b, cpu, pinned)
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	var clock sync.Mutex
-	ext := NewExtender(p, src, ExtenderOptions{Client: client, Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }})
+	ext := New(p, src, Options{Client: client, Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }})
 	srv := httptest.NewServer(ext)
 	defer srv.Close()
 
@@ -98,7 +100,7 @@ func TestExtenderBind(t *testing.T) {
 		t.Fatalf("bind a: %s", res.Error)
 	}
 	bd := got.last()
-	if bd == nil || bd.Name != "a" || bd.UID != a.UID || bd.Target.Name != "t4" || bd.Annotations[AnnotationGPUDevices] != "1" {
+	if bd == nil || bd.Name != "a" || bd.UID != a.UID || bd.Target.Name != "t4" || bd.Annotations[kubefmt.AnnotationGPUDevices] != "1" {
 		t.Fatalf("binding of a: %+v, want to t4 with devices 1", bd)
 	}
 	// b (700): device 1 has 1000 - 400 = 600 left with a assumed there,
@@ -129,7 +131,7 @@ func TestExtenderBind(t *testing.T) {
 	if res := bindCall(t, srv, pinned, "t4"); res.Error != "" {
 		t.Fatalf("bind pinned: %s", res.Error)
 	}
-	if bd := got.last(); bd.Name != "pinned" || (bd.Annotations[AnnotationGPUDevices] != "0" && bd.Annotations[AnnotationGPUDevices] != "1") {
+	if bd := got.last(); bd.Name != "pinned" || (bd.Annotations[kubefmt.AnnotationGPUDevices] != "0" && bd.Annotations[kubefmt.AnnotationGPUDevices] != "1") {
 		t.Fatalf("binding of pinned: %+v, want the policy's device", bd)
 	}
 
@@ -164,7 +166,7 @@ func TestExtenderBind(t *testing.T) {
 	}
 
 	// without a client the verb answers an error, not a crash
-	bare := httptest.NewServer(NewExtender(p, src, ExtenderOptions{}))
+	bare := httptest.NewServer(New(p, src, Options{}))
 	defer bare.Close()
 	if res := bindCall(t, bare, cpu, "t4"); !strings.Contains(res.Error, "no API client") {
 		t.Fatalf("bind without a client: %q", res.Error)
@@ -188,7 +190,7 @@ func TestExtenderBindAssumeTTL(t *testing.T) {
 	b := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 600})
 	client, _ := fakeBinder(a, b)
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	ext := NewExtender(p, src, ExtenderOptions{Client: client, Now: func() time.Time { return now }})
+	ext := New(p, src, Options{Client: client, Now: func() time.Time { return now }})
 	if res := ext.Bind(t.Context(), &extenderv1.ExtenderBindingArgs{PodName: "a", PodNamespace: a.Namespace, PodUID: a.UID, Node: "t4"}); res.Error != "" {
 		t.Fatal(res.Error)
 	}
@@ -205,7 +207,7 @@ func TestExtenderBindAssumeTTL(t *testing.T) {
 
 func withDevices(p *v1.Pod, dev string) *v1.Pod {
 	p = p.DeepCopy()
-	p.Annotations[AnnotationGPUDevices] = dev
+	p.Annotations[kubefmt.AnnotationGPUDevices] = dev
 	return p
 }
 
@@ -320,7 +322,7 @@ func TestExtenderBindConcurrent(t *testing.T) {
 	inner, got := fakeBinder(a, b)
 	// both binds choose their devices while the first binding is in flight
 	client := &slowBinds{Clientset: inner, latency: 300 * time.Millisecond}
-	ext := NewExtender(p, src, ExtenderOptions{Client: client})
+	ext := New(p, src, Options{Client: client})
 	var wg sync.WaitGroup
 	res := make([]*extenderv1.ExtenderBindingResult, 2)
 	for i, pod := range []*v1.Pod{a, b} {
@@ -340,7 +342,7 @@ func TestExtenderBindConcurrent(t *testing.T) {
 	}
 	got.mu.Lock()
 	defer got.mu.Unlock()
-	if ok != 1 || len(got.list) != 1 || got.list[0].Annotations[AnnotationGPUDevices] != "0" {
+	if ok != 1 || len(got.list) != 1 || got.list[0].Annotations[kubefmt.AnnotationGPUDevices] != "0" {
 		t.Fatalf("%d binds succeeded, bindings %v: want exactly one, on device 0", ok, got.list)
 	}
 }
@@ -360,7 +362,7 @@ func TestExtenderBindKeepsNodeCache(t *testing.T) {
 	src := NewStaticSource(nodes)
 	a := k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 600})
 	client, _ := fakeBinder(a)
-	ext := NewExtender(p, src, ExtenderOptions{Client: client})
+	ext := New(p, src, Options{Client: client})
 	ext.infos(nodes, "")
 	if n := len(ext.cache); n != 100 {
 		t.Fatalf("cache holds %d nodes after a whole-cluster call, want 100", n)
@@ -398,7 +400,7 @@ func TestExtenderFilterWaitsForBinding(t *testing.T) {
 		return v
 	}
 
-	ext := NewExtender(p, src, ExtenderOptions{Client: client, BindWait: time.Minute})
+	ext := New(p, src, Options{Client: client, BindWait: time.Minute})
 	srv := httptest.NewServer(ext)
 	defer srv.Close()
 
@@ -444,7 +446,7 @@ func TestExtenderFilterWaitsForBinding(t *testing.T) {
 	}
 
 	// c is prioritized and never bound: a short BindWait gives it up
-	short := NewExtender(p, src, ExtenderOptions{Client: client, BindWait: 20 * time.Millisecond})
+	short := New(p, src, Options{Client: client, BindWait: 20 * time.Millisecond})
 	ssrv := httptest.NewServer(short)
 	defer ssrv.Close()
 	short.binds.Store(true)

@@ -1,4 +1,4 @@
-package edgeplugin
+package sources
 
 import (
 	"context"
@@ -9,9 +9,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -41,14 +38,8 @@ const (
 // eventAction is the events.k8s.io action of the model events.
 const eventAction = "LoadModel"
 
-// configMapSyncTimeout bounds how long New waits for the informer's first
-// list (so a model present at start is installed before the first
-// scheduling cycle); a slower or failing list is logged and the watch goes
-// on in the background.
-const configMapSyncTimeout = 10 * time.Second
-
-// configMapSource feeds one ConfigMap's model key into a ModelStore.
-type configMapSource struct {
+// ModelSource feeds one ConfigMap's model key into a ModelStore.
+type ModelSource struct {
 	store     *ModelStore
 	recorder  events.EventRecorder // nil: no events (metric and log only)
 	namespace string
@@ -78,14 +69,14 @@ type configMapSource struct {
 // covers a scheduler with nothing to schedule.
 const startupEventDelay = 3 * time.Second
 
-// startConfigMapSource starts watching namespace/name until ctx ends and
+// StartModelSource starts watching namespace/name until ctx ends and
 // waits (at most configMapSyncTimeout) for the first list, installing the
 // model found there. The returned function blocks until every goroutine of
 // the watch has stopped after ctx ended (tests use it).
-func startConfigMapSource(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder,
-	store *ModelStore, namespace, name, key string) (s *configMapSource, wait func()) {
-	s = &configMapSource{store: store, recorder: recorder, namespace: namespace, name: name, key: key, hold: true,
-		logger: klog.FromContext(ctx).WithValues("plugin", Name, "configMap", namespace+"/"+name, "key", key)}
+func StartModelSource(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder,
+	store *ModelStore, namespace, name, key string) (s *ModelSource, wait func()) {
+	s = &ModelSource{store: store, recorder: recorder, namespace: namespace, name: name, key: key, hold: true,
+		logger: klog.FromContext(ctx).WithValues("plugin", Owner, "configMap", namespace+"/"+name, "key", key)}
 	s.holding.Store(true)
 	w := watchConfigMap(ctx, client, namespace, name, s.apply, s.deleted, s.logger)
 	var wg sync.WaitGroup
@@ -95,7 +86,7 @@ func startConfigMapSource(ctx context.Context, client kubernetes.Interface, reco
 		defer t.Stop()
 		select {
 		case <-t.C:
-			s.releaseEvents()
+			s.ReleaseEvents()
 		case <-ctx.Done():
 		}
 	})
@@ -118,24 +109,11 @@ func startConfigMapSource(ctx context.Context, client kubernetes.Interface, reco
 	return s, wg.Wait
 }
 
-// configMapBytes returns key of cm: binaryData (what kubectl create
-// configmap --from-file makes of a binary file), else data (the API
-// refuses a key in both).
-func configMapBytes(cm *v1.ConfigMap, key string) ([]byte, error) {
-	if b, ok := cm.BinaryData[key]; ok {
-		return b, nil
-	}
-	if d, ok := cm.Data[key]; ok {
-		return []byte(d), nil
-	}
-	return nil, fmt.Errorf("ConfigMap %s/%s has no key %q in binaryData or data", cm.Namespace, cm.Name, key)
-}
-
 // apply verifies and installs the ConfigMap's model (informer callback,
 // and New's own call on the listed object). Calls run one at a time: a
 // call that finds the bytes it was given already being installed must not
 // return before that install has finished (New relies on it).
-func (s *configMapSource) apply(obj any) {
+func (s *ModelSource) apply(obj any) {
 	cm, ok := obj.(*v1.ConfigMap)
 	if !ok || cm.Namespace != s.namespace || cm.Name != s.name {
 		return
@@ -153,7 +131,7 @@ func (s *configMapSource) apply(obj any) {
 	}
 	var installed bool
 	if err != nil {
-		err = s.store.refuse(refuseRead, err)
+		err = s.store.refuse(RefuseRead, err)
 	} else {
 		installed, err = s.store.installChanged(raw)
 	}
@@ -171,17 +149,17 @@ func (s *configMapSource) apply(obj any) {
 		}
 		logger.Error(err, "Model refused", "reason", reason, "kept", keep)
 		s.event(cm, v1.EventTypeWarning, EventModelRefused, "%s refused the model in key %s (reason %s): %v; %s",
-			Name, s.key, reason, trimErr(detail), keep)
+			Owner, s.key, reason, trimErr(detail), keep)
 	case installed:
 		h := s.store.Current().Header
 		logger.Info("Installed model", "version", h.Version, "modelID", quant.ShortID(h.ModelID), "int8Kernel", quant.Kernel())
 		s.event(cm, v1.EventTypeNormal, EventModelInstalled, "%s installed model version %d (%s) from key %s",
-			Name, h.Version, quant.ShortID(h.ModelID), s.key)
+			Owner, h.Version, quant.ShortID(h.ModelID), s.key)
 	}
 }
 
 // deleted keeps the current model: a deleted ConfigMap is no new model.
-func (s *configMapSource) deleted(obj any) {
+func (s *ModelSource) deleted(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
@@ -196,7 +174,7 @@ func (s *configMapSource) deleted(obj any) {
 	}
 }
 
-func (s *configMapSource) event(cm *v1.ConfigMap, eventtype, reason, note string, args ...any) {
+func (s *ModelSource) event(cm *v1.ConfigMap, eventtype, reason, note string, args ...any) {
 	if s.recorder == nil {
 		return
 	}
@@ -210,9 +188,9 @@ func (s *configMapSource) event(cm *v1.ConfigMap, eventtype, reason, note string
 	emit()
 }
 
-// releaseEvents raises the events held since New, in order, and stops
+// ReleaseEvents raises the events held since New, in order, and stops
 // holding. Safe to call many times, from any goroutine.
-func (s *configMapSource) releaseEvents() {
+func (s *ModelSource) ReleaseEvents() {
 	if s == nil || !s.holding.Load() {
 		return
 	}
@@ -225,45 +203,6 @@ func (s *configMapSource) releaseEvents() {
 	s.hold, s.held = false, nil
 }
 
-// configMapWatch is a namespace-scoped informer on one ConfigMap: its
-// list and watch carry the field selector metadata.name=NAME, so the
-// scheduler needs get/list/watch on that ConfigMap only.
-type configMapWatch struct {
-	synced func() bool                   // the first list is in
-	get    func() (*v1.ConfigMap, error) // from the informer's cache
-	wait   func()                        // blocks until the informer stopped after ctx ended
-}
-
-// watchConfigMap starts the informer of namespace/name until ctx ends,
-// calling apply on adds and updates and deleted on deletions (on the
-// informer's goroutine).
-func watchConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name string, apply, deleted func(any), logger klog.Logger) configMapWatch {
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, name).String()
-		}))
-	cms := factory.Core().V1().ConfigMaps()
-	inf := cms.Informer()
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    apply,
-		UpdateFunc: func(_, obj any) { apply(obj) },
-		DeleteFunc: deleted,
-	}); err != nil {
-		// only fails on a stopped informer, which this one is not yet
-		logger.Error(err, "Cannot watch the ConfigMap")
-	}
-	factory.Start(ctx.Done())
-	return configMapWatch{
-		synced: inf.HasSynced,
-		get:    func() (*v1.ConfigMap, error) { return cms.Lister().ConfigMaps(namespace).Get(name) },
-		wait: func() {
-			<-ctx.Done()
-			factory.Shutdown() // waits for the informer's goroutines
-		},
-	}
-}
-
 // trimErr keeps an event's note well under the API's 1 kB limit.
 func trimErr(err error) string {
 	const max = 600
@@ -273,3 +212,6 @@ func trimErr(err error) string {
 	}
 	return m
 }
+
+// Deletions counts the ConfigMap deletions the source has seen.
+func (s *ModelSource) Deletions() int64 { return s.deletions.Load() }

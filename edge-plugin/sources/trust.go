@@ -1,4 +1,4 @@
-package edgeplugin
+package sources
 
 import (
 	"errors"
@@ -36,8 +36,8 @@ import (
 
 // More refusal reasons (model_refusals_total).
 const (
-	refuseStale = "stale"
-	refuseState = "state"
+	RefuseStale = "stale"
+	RefuseState = "state"
 )
 
 // ModelStoreOptions configure OpenModelStore. The zero value of each
@@ -141,12 +141,12 @@ func (s *ModelStore) checkTrust(h *quant.Header) error {
 	t := &s.trust
 	if t.maxAge > 0 {
 		if err := quant.CheckFresh(h, t.now(), t.maxAge); err != nil {
-			return s.refuse(refuseStale, err)
+			return s.refuse(RefuseStale, err)
 		}
 	}
 	if t.floor.Version > 0 {
 		if err := quant.CheckNewer(&quant.Header{Version: t.floor.Version, ModelID: t.floor.ModelID}, h); err != nil {
-			return s.refuse(refuseRollback, fmt.Errorf("%w (the highest version this scheduler accepted, kept in %s)", err, t.statePath))
+			return s.refuse(RefuseRollback, fmt.Errorf("%w (the highest version this scheduler accepted, kept in %s)", err, t.statePath))
 		}
 	}
 	return nil
@@ -167,14 +167,14 @@ func (s *ModelStore) raiseFloor(h *quant.Header) error {
 		}
 		db, err := boltkv.Open(t.statePath, "plugin model state", stateSchema, stateSchemaVersion, stateBucket)
 		if err != nil {
-			return s.refuse(refuseState, err)
+			return s.refuse(RefuseState, err)
 		}
 		err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket(stateBucket).Put(stateFloor, raw) })
 		if cerr := db.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return s.refuse(refuseState, fmt.Errorf("record model version %d in %s: %w", h.Version, t.statePath, err))
+			return s.refuse(RefuseState, fmt.Errorf("record model version %d in %s: %w", h.Version, t.statePath, err))
 		}
 	}
 	t.floor = f

@@ -1,4 +1,4 @@
-package edgeplugin
+package sources
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 
 var (
 	metricTopologyZones = metrics.NewGauge(&metrics.GaugeOpts{
-		Subsystem:      metricsSubsystem,
+		Subsystem:      MetricsSubsystem,
 		Name:           "site_topology_carbon_zones",
 		Help:           "Carbon zones in the site topology in use (0 without a topology, or with one that lists none).",
 		StabilityLevel: metrics.ALPHA,
@@ -34,38 +34,38 @@ var (
 	metricTopologyUpdates = newFeedUpdates("site_topology_updates_total", "Site topology")
 )
 
-// topoSpec is a site topology in the simulator's terms; immutable.
-type topoSpec struct {
-	version uint64            // bumped on every change (part of the converter's env key)
+// TopoSpec is a site topology in the simulator's terms; immutable.
+type TopoSpec struct {
+	Version uint64            // bumped on every change (part of package serving's converter's env key)
 	enc     string            // canonical encoding: a rewrite with the same content changes nothing
 	zones   map[string]string // zone -> carbon zone (as given; "" for none)
 	carbon  []sim.CarbonZone
 	network *sim.Network // nil: sim.DefaultNetwork
 	// timed: some curve has more than one value, so the carbon feature
 	// depends on the hour and the simulator's clock must be the wall clock
-	timed bool
+	Timed bool
 }
 
-// topology holds the site topology in use. Safe for concurrent use;
-// install and clear are called one at a time (configMapFeed).
-type topology struct {
-	cur     atomic.Pointer[topoSpec] // nil: none
-	version atomic.Uint64
+// Topology holds the site topology in use. Safe for concurrent use;
+// install and clear are called one at a time (Feed).
+type Topology struct {
+	cur      atomic.Pointer[TopoSpec] // nil: none
+	versions atomic.Uint64
 }
 
-var _ feedTarget = (*topology)(nil)
+var _ FeedTarget = (*Topology)(nil)
 
-// current is the topology in use (nil: none).
-func (t *topology) current() *topoSpec {
+// Current is the topology in use (nil: none).
+func (t *Topology) Current() *TopoSpec {
 	if t == nil {
 		return nil
 	}
 	return t.cur.Load()
 }
 
-// install implements feedTarget: the topology under
+// Install implements FeedTarget: the topology under
 // kubefmt.TopologyConfigMapKey.
-func (t *topology) install(raw []byte) (bool, error) {
+func (t *Topology) Install(raw []byte) (bool, error) {
 	tp, err := kubefmt.DecodeTopology(raw)
 	if err != nil {
 		return false, err
@@ -77,13 +77,13 @@ func (t *topology) install(raw []byte) (bool, error) {
 	if old := t.cur.Load(); old != nil && old.enc == string(enc) {
 		return false, nil
 	}
-	s := &topoSpec{version: t.version.Add(1), enc: string(enc), zones: make(map[string]string, len(tp.Zones))}
+	s := &TopoSpec{Version: t.versions.Add(1), enc: string(enc), zones: make(map[string]string, len(tp.Zones))}
 	for _, z := range tp.Zones {
 		s.zones[z.Name] = z.CarbonZone
 	}
 	for _, c := range tp.CarbonZones {
 		s.carbon = append(s.carbon, sim.CarbonZone{Name: c.Name, Curve: append([]float64(nil), c.GramsPerKWh...)})
-		s.timed = s.timed || len(c.GramsPerKWh) > 1
+		s.Timed = s.Timed || len(c.GramsPerKWh) > 1
 	}
 	if nw := tp.Network; nw != nil {
 		s.network = &sim.Network{IntraZoneMs: nw.IntraZoneMs, InterZoneMs: nw.InterZoneMs}
@@ -96,34 +96,34 @@ func (t *topology) install(raw []byte) (bool, error) {
 	return true, nil
 }
 
-// clear implements feedTarget.
-func (t *topology) clear() bool {
+// Clear implements FeedTarget.
+func (t *Topology) Clear() bool {
 	if t.cur.Load() == nil {
 		return false
 	}
 	t.cur.Store(nil)
-	t.version.Add(1)
+	t.versions.Add(1)
 	metricTopologyZones.Set(0)
 	return true
 }
 
-// inUse implements feedTarget.
-func (t *topology) inUse() []any {
-	s := t.current()
+// InUse implements FeedTarget.
+func (t *Topology) InUse() []any {
+	s := t.Current()
 	if s == nil {
 		return []any{"zones", 0, "carbonZones", 0}
 	}
-	return []any{"zones", len(s.zones), "carbonZones", len(s.carbon), "hourly", s.timed}
+	return []any{"zones", len(s.zones), "carbonZones", len(s.carbon), "hourly", s.Timed}
 }
 
-// apply sets the zones of the environment (the nodes', sorted by name),
+// Apply sets the zones of the environment (the nodes', sorted by name),
 // each with the carbon zone the topology gives it, and the topology's
 // carbon zones and network (nothing more without a topology). Zones no
 // node is in are left out, and so are pairs naming one: they cannot
 // change a score, and the RTT table and the dependency features grow
 // with the square of the zones. (The environment is compiled again when
 // a node joins a new zone.)
-func (s *topoSpec) apply(cl *sim.Cluster, nodeZones []string) {
+func (s *TopoSpec) Apply(cl *sim.Cluster, nodeZones []string) {
 	has := make(map[string]bool, len(nodeZones))
 	for _, z := range nodeZones {
 		has[z] = true
@@ -148,11 +148,32 @@ func (s *topoSpec) apply(cl *sim.Cluster, nodeZones []string) {
 	}
 }
 
-// startTopologySource watches namespace/name's topology into topo until
-// ctx ends (configMapFeed.start).
-func startTopologySource(ctx context.Context, client kubernetes.Interface, topo *topology, namespace, name string) (*configMapFeed, func()) {
-	f := &configMapFeed{what: "Site topology", without: "every zone has the default carbon intensity and RTTs", key: kubefmt.TopologyConfigMapKey,
+// StartTopology watches namespace/name's topology into topo until
+// ctx ends (Feed.start).
+func StartTopology(ctx context.Context, client kubernetes.Interface, topo *Topology, namespace, name string) (*Feed, func()) {
+	f := &Feed{what: "Site topology", without: "every zone has the default carbon intensity and RTTs", key: kubefmt.TopologyConfigMapKey,
 		target: topo, updates: metricTopologyUpdates, namespace: namespace, name: name,
-		logger: klog.FromContext(ctx).WithValues("plugin", Name, "topology", namespace+"/"+name)}
+		logger: klog.FromContext(ctx).WithValues("plugin", Owner, "topology", namespace+"/"+name)}
 	return f, f.start(ctx, client)
+}
+
+// Carbon is the carbon intensity (gCO2/kWh) of zone's grid at hour (of
+// the day, UTC) and whether the topology gives one: the zone must name a
+// carbon zone that has a curve. A nil TopoSpec gives none.
+func (s *TopoSpec) Carbon(zone string, hour int) (float64, bool) {
+	if s == nil {
+		return 0, false
+	}
+	cz, ok := s.zones[zone]
+	if !ok || cz == "" {
+		return 0, false
+	}
+	var v float64
+	var found bool
+	for _, z := range s.carbon {
+		if z.Name == cz && len(z.Curve) > 0 {
+			v, found = z.Curve[hour%len(z.Curve)], true
+		}
+	}
+	return v, found
 }

@@ -1,4 +1,4 @@
-package edgeplugin
+package serving
 
 import (
 	"math/bits"
@@ -61,4 +61,16 @@ func (t *nodeIndex) get(k *framework.NodeInfo) (int32, bool) {
 			return 0, false
 		}
 	}
+}
+
+// NodeIndex maps the snapshot's NodeInfo objects to view indices
+// (Cycle.ByInfo); immutable once built.
+type NodeIndex = nodeIndex
+
+// Get returns k's view index.
+func (t *nodeIndex) Get(k *framework.NodeInfo) (int32, bool) {
+	if t == nil {
+		return 0, false
+	}
+	return t.get(k)
 }

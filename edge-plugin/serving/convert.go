@@ -1,4 +1,4 @@
-package edgeplugin
+package serving
 
 import (
 	"cmp"
@@ -17,6 +17,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/edgesched/edgesched/edge-plugin/sources"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
@@ -158,7 +159,7 @@ func convertNode(ni fwk.NodeInfo, res *reservations, prev *nodeEntry) *nodeEntry
 			e.pods = append(e.pods, convPod{pod: sp, service: svc})
 			continue
 		}
-		dev, ok := podDevices(p, sp.GPUs, e.spec.GPUs)
+		dev, ok := kubefmt.PodDevices(p, sp.GPUs, e.spec.GPUs)
 		if !ok {
 			dev, ok = res.get(p.UID, n.Name)
 		}
@@ -300,10 +301,10 @@ type converter struct {
 	// deps is the service dependency graph in use (dependencies.go) and
 	// topo the site topology (topology.go); their versions are part of
 	// the env's key (envVersion).
-	deps       *dependencies
-	topo       *topology
+	deps       *sources.Dependencies
+	topo       *sources.Topology
 	envVersion [2]uint64
-	envTopo    *topoSpec // the topology env was compiled with (its clock's too)
+	envTopo    *sources.TopoSpec // the topology env was compiled with (its clock's too)
 }
 
 func newConverter(target *sim.TargetWorkload) *converter {
@@ -765,8 +766,8 @@ func (c *converter) fresh(all []fwk.NodeInfo) (*view, error) {
 	if len(entries) == 0 {
 		return nil, fmt.Errorf("no schedulable nodes to model")
 	}
-	tp := c.topo.current()
-	env, index, err := c.compileEnv(entries, c.deps.current(), tp)
+	tp := c.topo.Current()
+	env, index, err := c.compileEnv(entries, c.deps.Current(), tp)
 	if err != nil {
 		return nil, err
 	}
@@ -787,13 +788,13 @@ func (c *converter) fresh(all []fwk.NodeInfo) (*view, error) {
 // envFor returns the compiled environment of the nodes' static specs,
 // rebuilt (changed) only when one of them changed. Call with c.mu held.
 func (c *converter) envFor(entries []*nodeEntry, d snapshotDelta) (*sim.Env, map[string]int, bool, error) {
-	g, tp := c.deps.current(), c.topo.current()
+	g, tp := c.deps.Current(), c.topo.Current()
 	var key [2]uint64
 	if g != nil {
-		key[0] = g.version
+		key[0] = g.Version
 	}
 	if tp != nil {
-		key[1] = tp.version
+		key[1] = tp.Version
 	}
 	if c.env != nil && !d.full && !d.specs && c.envVersion == key && len(c.index) == len(entries) {
 		return c.env, c.index, false, nil // no static spec changed
@@ -836,7 +837,7 @@ func specSig(s *sim.NodeSpec) uint64 {
 // compileEnv compiles the environment of the nodes' static specs with the
 // target workload, the service dependency graph g and the site topology
 // tp (nil: none).
-func (c *converter) compileEnv(entries []*nodeEntry, g *depGraph, tp *topoSpec) (*sim.Env, map[string]int, error) {
+func (c *converter) compileEnv(entries []*nodeEntry, g *sources.DepGraph, tp *sources.TopoSpec) (*sim.Env, map[string]int, error) {
 	cl := &sim.Cluster{Name: "kubernetes", GPUModels: sim.KnownGPUModels()}
 	known := map[string]bool{}
 	for _, m := range cl.GPUModels {
@@ -859,10 +860,10 @@ func (c *converter) compileEnv(entries []*nodeEntry, g *depGraph, tp *topoSpec) 
 		}
 		cl.Nodes = append(cl.Nodes, s)
 	}
-	tp.apply(cl, slices.Sorted(mapsKeys(zones)))
+	tp.Apply(cl, slices.Sorted(mapsKeys(zones)))
 	w := &sim.Workload{Name: "target"}
 	if g != nil {
-		w.Services, w.Dependencies = g.services, g.edges
+		w.Services, w.Dependencies = g.Services, g.Edges
 	}
 	env, err := sim.NewEnv(cl, w, sim.EnvOptions{})
 	if err != nil {
@@ -880,8 +881,8 @@ func (c *converter) compileEnv(entries []*nodeEntry, g *depGraph, tp *topoSpec) 
 // seconds when the topology has hourly carbon curves (CarbonAt then reads
 // the hour of the day in UTC), else 0 as in every run without one, so the
 // score caches (keyed on the hour) do not expire hourly for nothing.
-func (c *converter) simNow(tp *topoSpec) int64 {
-	if tp == nil || !tp.timed {
+func (c *converter) simNow(tp *sources.TopoSpec) int64 {
+	if tp == nil || !tp.Timed {
 		return 0
 	}
 	now := time.Now
@@ -899,4 +900,16 @@ func mapsKeys(m map[string]bool) func(func(string) bool) {
 			}
 		}
 	}
+}
+
+// serviceIndex is the index of service name in env (-1: no service, or
+// one the graph does not name).
+func serviceIndex(env *sim.Env, name string) int32 {
+	if name == "" || env == nil {
+		return -1
+	}
+	if i, ok := env.ServiceIndex(name); ok {
+		return int32(i)
+	}
+	return -1
 }

@@ -1,4 +1,4 @@
-package edgeplugin
+package extender
 
 import (
 	"bytes"
@@ -24,7 +24,10 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
+	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
 	"github.com/edgesched/edgesched/internal/testutil/metricstest"
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -92,11 +95,11 @@ func TestExtenderFilter(t *testing.T) {
 	t4, t4free, a100 := k8sNode(gpuNode("t4", "T4", 2)), k8sNode(gpuNode("t4free", "T4", 1)), k8sNode(gpuNode("a100", "A100", 4))
 	cpu := k8sNode(sim.NodeSpec{Name: "cpu", CPU: 8000, Memory: 8192, Arch: sim.ArchAMD64})
 	share700 := k8sPod(sim.PodSpec{Name: "h1", CPU: 1000, Memory: 1024, GPUs: 1, GPUMilli: 700})
-	share700.Annotations[AnnotationGPUDevices] = "0"
+	share700.Annotations[kubefmt.AnnotationGPUDevices] = "0"
 	whole := k8sPod(sim.PodSpec{Name: "h2", CPU: 1000, Memory: 1024, GPUs: 1, GPUMilli: 1000})
-	whole.Annotations[AnnotationGPUDevices] = "1"
+	whole.Annotations[kubefmt.AnnotationGPUDevices] = "1"
 	src := NewStaticSource([]*v1.Node{t4, t4free, a100, cpu}, onNode(share700, "t4"), onNode(whole, "t4"))
-	srv := httptest.NewServer(NewExtender(p, src, ExtenderOptions{}))
+	srv := httptest.NewServer(New(p, src, Options{}))
 	defer srv.Close()
 
 	pod := k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 400, GPUSpec: []string{"T4"}})
@@ -111,14 +114,14 @@ func TestExtenderFilter(t *testing.T) {
 	if !slices.Equal(kept, []string{"t4free"}) {
 		t.Fatalf("kept %v, want [t4free]", kept)
 	}
-	if got := res.FailedNodes["t4"]; got != ReasonGPUShare {
-		t.Errorf("t4: FailedNodes %q, want %q (%+v)", got, ReasonGPUShare, res)
+	if got := res.FailedNodes["t4"]; got != edgeplugin.ReasonGPUShare {
+		t.Errorf("t4: FailedNodes %q, want %q (%+v)", got, edgeplugin.ReasonGPUShare, res)
 	}
-	if got := res.FailedAndUnresolvableNodes["a100"]; got != ReasonGPUModel {
-		t.Errorf("a100: FailedAndUnresolvableNodes %q, want %q", got, ReasonGPUModel)
+	if got := res.FailedAndUnresolvableNodes["a100"]; got != edgeplugin.ReasonGPUModel {
+		t.Errorf("a100: FailedAndUnresolvableNodes %q, want %q", got, edgeplugin.ReasonGPUModel)
 	}
-	if got := res.FailedAndUnresolvableNodes["cpu"]; got != ReasonNoGPU {
-		t.Errorf("cpu: FailedAndUnresolvableNodes %q, want %q", got, ReasonNoGPU)
+	if got := res.FailedAndUnresolvableNodes["cpu"]; got != edgeplugin.ReasonNoGPU {
+		t.Errorf("cpu: FailedAndUnresolvableNodes %q, want %q", got, edgeplugin.ReasonNoGPU)
 	}
 
 	// nodeCacheCapable form: names in, names out; unknown names fail.
@@ -127,11 +130,11 @@ func TestExtenderFilter(t *testing.T) {
 	if res.NodeNames == nil || !slices.Equal(*res.NodeNames, []string{"t4free"}) || res.Nodes != nil {
 		t.Fatalf("names reply: %+v", res)
 	}
-	if res.FailedNodes["ghost"] != ReasonNodeUnknown || res.FailedNodes["t4"] != ReasonGPUShare {
+	if res.FailedNodes["ghost"] != ReasonNodeUnknown || res.FailedNodes["t4"] != edgeplugin.ReasonGPUShare {
 		t.Fatalf("names reply failures: %+v", res.FailedNodes)
 	}
 
-	// A CPU pod: EdgePolicy checks nothing, every node passes.
+	// A CPU pod: edgeplugin.EdgePolicy checks nothing, every node passes.
 	res = filterCall(t, srv, &extenderv1.ExtenderArgs{Pod: k8sPod(sim.PodSpec{Name: "c", CPU: 1, Memory: 1}), Nodes: nodeList(t4, cpu)})
 	if len(res.Nodes.Items) != 2 || len(res.FailedNodes)+len(res.FailedAndUnresolvableNodes) != 0 {
 		t.Fatalf("cpu pod: %+v", res)
@@ -139,9 +142,9 @@ func TestExtenderFilter(t *testing.T) {
 
 	// A malformed GPU request: unresolvable everywhere, with the reason.
 	bad := k8sPod(sim.PodSpec{Name: "b", CPU: 1, Memory: 1})
-	bad.Annotations[AnnotationGPUMilli] = "1500"
+	bad.Annotations[kubefmt.AnnotationGPUMilli] = "1500"
 	res = filterCall(t, srv, &extenderv1.ExtenderArgs{Pod: bad, Nodes: nodeList(t4, cpu)})
-	if len(res.Nodes.Items) != 0 || !strings.Contains(res.FailedAndUnresolvableNodes["t4"], AnnotationGPUMilli) {
+	if len(res.Nodes.Items) != 0 || !strings.Contains(res.FailedAndUnresolvableNodes["t4"], kubefmt.AnnotationGPUMilli) {
 		t.Fatalf("malformed request: %+v", res)
 	}
 }
@@ -151,7 +154,7 @@ func TestExtenderNotSyncedAndPanics(t *testing.T) {
 	t4 := k8sNode(gpuNode("t4", "T4", 2))
 	src := NewStaticSource([]*v1.Node{t4})
 	src.NotSynced = true
-	srv := httptest.NewServer(NewExtender(p, src, ExtenderOptions{}))
+	srv := httptest.NewServer(New(p, src, Options{}))
 	defer srv.Close()
 	gpuPod := k8sPod(sim.PodSpec{Name: "a", CPU: 1, Memory: 1, GPUs: 1, GPUMilli: 300})
 	if res := filterCall(t, srv, &extenderv1.ExtenderArgs{Pod: gpuPod, Nodes: nodeList(t4)}); !strings.Contains(res.Error, "not synced") {
@@ -165,16 +168,16 @@ func TestExtenderNotSyncedAndPanics(t *testing.T) {
 	}
 
 	// A panic in the request path: an error result / 500, counted.
-	psrv := httptest.NewServer(NewExtender(p, panicSource{src}, ExtenderOptions{}))
+	psrv := httptest.NewServer(New(p, panicSource{src}, Options{}))
 	defer psrv.Close()
-	before, _ := testutil.GetCounterMetricValue(metricPanics)
+	before, _ := plugintest.CounterValue("edgesched_plugin_panics_total", nil)
 	if res := filterCall(t, psrv, &extenderv1.ExtenderArgs{Pod: gpuPod, Nodes: nodeList(t4)}); !strings.Contains(res.Error, "panic") {
 		t.Fatalf("filter panic: %+v", res)
 	}
 	if code, body := post(t, psrv.URL+"/prioritize", &extenderv1.ExtenderArgs{Pod: gpuPod, Nodes: nodeList(t4)}); code != http.StatusInternalServerError {
 		t.Fatalf("prioritize panic: %d %s", code, body)
 	}
-	after, _ := testutil.GetCounterMetricValue(metricPanics)
+	after, _ := plugintest.CounterValue("edgesched_plugin_panics_total", nil)
 	if after != before+2 {
 		t.Fatalf("panics %v -> %v, want +2", before, after)
 	}
@@ -191,7 +194,7 @@ func (panicSource) PodsOnNode(string) []*v1.Pod { panic("source exploded") }
 
 func TestExtenderBadRequests(t *testing.T) {
 	p := newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95))
-	srv := httptest.NewServer(NewExtender(p, NewStaticSource(nil), ExtenderOptions{Prefix: "edgesched/", MaxBodyBytes: 4096}))
+	srv := httptest.NewServer(New(p, NewStaticSource(nil), Options{Prefix: "edgesched/", MaxBodyBytes: 4096}))
 	defer srv.Close()
 	pod := `{"metadata":{"name":"a"}}`
 	for _, c := range []struct {
@@ -257,7 +260,7 @@ func TestExtenderPrioritize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	target, err := edgeplugin.LoadTarget(edgeplugin.DefaultTargetWorkload, edgeplugin.DefaultTargetThreshold)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,10 +270,10 @@ func TestExtenderPrioritize(t *testing.T) {
 		n := k8sNode(s)
 		n.ResourceVersion = fmt.Sprint(i + 1)
 		nodes = append(nodes, n)
-		lister.nodes = append(lister.nodes, nodeInfo(n))
+		lister.Nodes = append(lister.Nodes, nodeInfo(n))
 	}
-	plugin := newTestPlugin(t, &fakeHandle{lister: lister}, target)
-	ext := NewExtender(newTestPlugin(t, nil, target), NewStaticSource(nodes), ExtenderOptions{})
+	plugin := newTestPlugin(t, &fakeHandle{Lister: lister}, target)
+	ext := New(newTestPlugin(t, nil, target), NewStaticSource(nodes), Options{})
 	srv := httptest.NewServer(ext)
 	defer srv.Close()
 	for k, ps := range []sim.PodSpec{
@@ -279,11 +282,11 @@ func TestExtenderPrioritize(t *testing.T) {
 		{Name: "cpu", CPU: 4000, Memory: 8192},
 	} {
 		pod := k8sPod(ps)
-		scores, _ := runCycle(t, plugin, pod, lister.nodes)
+		scores, _ := runCycle(t, plugin, pod, lister.Nodes)
 		var feasible []*v1.Node
 		best := map[string]bool{}
 		for _, s := range scores {
-			feasible = append(feasible, lister.nodes[slices.IndexFunc(lister.nodes, func(ni fwk.NodeInfo) bool { return ni.Node().Name == s.Name })].Node())
+			feasible = append(feasible, lister.Nodes[slices.IndexFunc(lister.Nodes, func(ni fwk.NodeInfo) bool { return ni.Node().Name == s.Name })].Node())
 			if s.Score == fwk.MaxNodeScore {
 				best[s.Name] = true
 			}
@@ -328,7 +331,7 @@ func TestExtenderParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	target, err := edgeplugin.LoadTarget(edgeplugin.DefaultTargetWorkload, edgeplugin.DefaultTargetThreshold)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,11 +344,11 @@ func TestExtenderParity(t *testing.T) {
 		nodes = append(nodes, n)
 		infos[i] = nodeInfo(n)
 		index[n.Name] = i
-		lister.nodes = append(lister.nodes, infos[i])
+		lister.Nodes = append(lister.Nodes, infos[i])
 	}
-	plugin := newTestPlugin(t, &fakeHandle{lister: lister}, target)
+	plugin := newTestPlugin(t, &fakeHandle{Lister: lister}, target)
 	src := NewStaticSource(nodes)
-	srv := httptest.NewServer(NewExtender(newTestPlugin(t, nil, target), src, ExtenderOptions{}))
+	srv := httptest.NewServer(New(newTestPlugin(t, nil, target), src, Options{}))
 	defer srv.Close()
 	ctx := context.Background()
 	decisions, ties, gpuPods := 0, 0, 0
@@ -364,13 +367,13 @@ func TestExtenderParity(t *testing.T) {
 		for _, n := range res.Nodes.Items {
 			passed[n.Name] = true
 		}
-		for _, ni := range lister.nodes {
+		for _, ni := range lister.Nodes {
 			want := pst.IsSkip() || (pst.IsSuccess() && plugin.Filter(ctx, cs, pod, ni).IsSuccess())
 			if passed[ni.Node().Name] != want {
 				t.Fatalf("pod %s: extender filter on %s = %v, plugin %v (%+v)", ps.Name, ni.Node().Name, passed[ni.Node().Name], want, res)
 			}
 		}
-		scores, cycle := runCycle(t, plugin, pod, lister.nodes)
+		scores, cycle := runCycle(t, plugin, pod, lister.Nodes)
 		if len(scores) == 0 {
 			continue // unschedulable here: nothing to compare
 		}
@@ -401,8 +404,8 @@ func TestExtenderParity(t *testing.T) {
 		if st := plugin.Reserve(ctx, cycle, pod, pick); !st.IsSuccess() {
 			t.Fatalf("Reserve: %v", st)
 		}
-		if dev, ok := plugin.conv.res.get(pod.UID, pick); ok {
-			pod.Annotations[AnnotationGPUDevices] = formatDevices(dev) // what Bind records
+		if dev, ok := plugin.Core().Reserved(pod.UID, pick); ok {
+			pod.Annotations[kubefmt.AnnotationGPUDevices] = kubefmt.FormatDevices(dev) // what Bind records
 		}
 		infos[index[pick]].AddPod(pod)
 		src.AddPod(onNode(pod, pick))
@@ -426,9 +429,9 @@ func TestStartExtenderServer(t *testing.T) {
 	t4 := k8sNode(gpuNode("t4", "T4", 2))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	srv, err := StartExtenderServer(klog.NewContext(ctx, klog.Background()), ExtenderServerConfig{
-		Listen: "127.0.0.1:0", Args: Args{ModelPath: model, ModelKeys: []string{pub}, TargetWorkload: DefaultTargetWorkload},
-		Source: NewStaticSource([]*v1.Node{t4}), Options: ExtenderOptions{Prefix: "/edgesched"},
+	srv, err := Start(klog.NewContext(ctx, klog.Background()), Config{
+		Listen: "127.0.0.1:0", Args: edgeplugin.Args{ModelPath: model, ModelKeys: []string{pub}, TargetWorkload: edgeplugin.DefaultTargetWorkload},
+		Source: NewStaticSource([]*v1.Node{t4}), Options: Options{Prefix: "/edgesched"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -482,7 +485,7 @@ func TestStartExtenderServer(t *testing.T) {
 func TestK3sExtenderConfig(t *testing.T) {
 	for file, allPods := range map[string]bool{"k3s-extender.yaml": false, "k3s-extender-policy.yaml": true} {
 		t.Run(file, func(t *testing.T) {
-			cfg, err := options.LoadConfigFromFile(klog.Background(), filepath.Join("..", "deploy", "edge-scheduler", file))
+			cfg, err := options.LoadConfigFromFile(klog.Background(), filepath.Join("..", "..", "deploy", "edge-scheduler", file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -531,7 +534,7 @@ func TestExtenderKeepsNodeInfos(t *testing.T) {
 		nodes, names = append(nodes, n), append(names, n.Name)
 	}
 	src := NewStaticSource(nodes)
-	ext := NewExtender(newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95)), src, ExtenderOptions{})
+	ext := New(newTestPlugin(t, nil, sim.NewTargetWorkload(nil, 0.95)), src, Options{})
 	ctx := context.Background()
 	cpuPod := k8sPod(sim.PodSpec{Name: "p", CPU: 100, Memory: 10})
 	gpuPod := k8sPod(sim.PodSpec{Name: "g", CPU: 100, Memory: 10, GPUs: 1, GPUMilli: 500})

@@ -1,4 +1,4 @@
-package edgeplugin
+package extender
 
 import (
 	"bytes"
@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
+	"github.com/edgesched/edgesched/edge-plugin/serving"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -27,8 +29,6 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-
-	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // This file is the HTTP extender mode: for schedulers that cannot load
@@ -36,7 +36,7 @@ import (
 // the kube-scheduler extender protocol (k8s.io/kube-scheduler/extender/v1):
 //
 //   - POST {prefix}/filter: ExtenderArgs in, ExtenderFilterResult out. The
-//     decisions are EdgePolicy's PreFilter and Filter, called as they are
+//     decisions are edgeplugin.EdgePolicy's PreFilter and Filter, called as they are
 //     (GPU model and per-device fit; the scheduling policy's required
 //     rules, a refused node's reason naming the rule: policy_filter.go).
 //     The plugin's two failure kinds are
@@ -46,7 +46,7 @@ import (
 //     right now) to FailedNodes, so preemption treats them as the plugin's
 //     statuses would be treated.
 //   - POST {prefix}/prioritize: ExtenderArgs in, HostPriorityList out. The
-//     scores are EdgePolicy's PreScore scores (same conversion, features,
+//     scores are edgeplugin.EdgePolicy's PreScore scores (same conversion, features,
 //     int8 network and normalisation: every node tied with the best gets
 //     MaxNodeScore=100, others [0, 99]) mapped to the extender range
 //     [0, MaxExtenderPriority=10] by extenderPriority: 100 -> 10 and
@@ -103,7 +103,7 @@ type ClusterSource interface {
 const DefaultMaxBodyBytes = 64 << 20
 
 // ExtenderOptions configure an Extender.
-type ExtenderOptions struct {
+type Options struct {
 	// Prefix is the URL path prefix of the verbs ("" or e.g.
 	// "/edgesched"): the verbs are {Prefix}/filter, {Prefix}/prioritize and
 	// {Prefix}/bind.
@@ -122,11 +122,11 @@ type ExtenderOptions struct {
 	BindWait time.Duration
 }
 
-// Extender serves EdgePolicy's Filter, Score and Bind over the
+// Extender serves edgeplugin.EdgePolicy's Filter, Score and Bind over the
 // kube-scheduler HTTP extender protocol. It is an http.Handler for the
 // three verbs; Handler adds /healthz, /readyz and /metrics.
 type Extender struct {
-	p       *EdgePolicy
+	p       *edgeplugin.EdgePolicy
 	src     ClusterSource
 	prefix  string
 	maxBody int64
@@ -208,7 +208,7 @@ type cachedInfo struct {
 
 // NewExtender returns the extender serving p's decisions with the cluster
 // state of src.
-func NewExtender(p *EdgePolicy, src ClusterSource, o ExtenderOptions) *Extender {
+func New(p *edgeplugin.EdgePolicy, src ClusterSource, o Options) *Extender {
 	registerExtenderMetrics()
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
@@ -222,10 +222,10 @@ func NewExtender(p *EdgePolicy, src ClusterSource, o ExtenderOptions) *Extender 
 	e := &Extender{p: p, src: src, prefix: cleanPrefix(o.Prefix), maxBody: o.MaxBodyBytes, client: o.Client, now: o.Now,
 		cache: map[string]cachedInfo{}, assumed: map[types.UID]assumedPod{}, assumedOn: map[string][]types.UID{},
 		inflight: newInflight(), bindWait: o.BindWait}
-	p.policyLister = func() []fwk.NodeInfo { // the policy's view of where services run
+	p.SetNodeLister(func() []fwk.NodeInfo { // the policy's view of where services run
 		all, _ := e.allNodes(nil)
 		return e.clusterInfos(all, "")
-	}
+	})
 	return e
 }
 
@@ -285,7 +285,7 @@ func (e *Extender) Handler() http.Handler {
 			http.Error(w, "cluster cache not synced", http.StatusServiceUnavailable)
 			return
 		}
-		if e.p.models.Current() == nil {
+		if e.p.Models().Current() == nil {
 			_, _ = io.WriteString(w, "ok (no model: scoring neutrally)\n")
 			return
 		}
@@ -314,7 +314,7 @@ func (e *Extender) serveVerb(w http.ResponseWriter, r *http.Request, verb string
 	logger := klog.FromContext(ctx).WithValues("verb", verb, "pod", klog.KObj(args.Pod))
 	defer func() {
 		if rec := recover(); rec != nil {
-			metricPanics.Inc()
+			serving.CountPanic()
 			logger.Error(nil, "Extender panic contained", "panic", rec)
 			klog.V(4).InfoS("Extender panic stack", "stack", string(debug.Stack()))
 			msg := fmt.Sprintf("edgesched extender: internal error (panic): %v", rec)
@@ -471,7 +471,7 @@ func (e *Extender) requestNodes(args *extenderv1.ExtenderArgs) (nodes []*v1.Node
 // cache does not hold (nodeCacheCapable requests only).
 const ReasonNodeUnknown = "node not in the edgesched extender's cache yet"
 
-// Filter answers a filter call with EdgePolicy's PreFilter and Filter.
+// Filter answers a filter call with edgeplugin.EdgePolicy's PreFilter and Filter.
 // The reply mirrors the request: Nodes for Nodes, NodeNames for NodeNames.
 func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
 	res := &extenderv1.ExtenderFilterResult{FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
@@ -483,7 +483,7 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 	cs := framework.NewCycleState()
 	_, st := e.p.PreFilter(ctx, cs, args.Pod, nil)
 	switch {
-	case st.IsSkip(): // no GPU request: EdgePolicy has nothing to check
+	case st.IsSkip(): // no GPU request: edgeplugin.EdgePolicy has nothing to check
 		for i := range keep {
 			keep[i] = true
 		}
@@ -534,7 +534,7 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 	return res
 }
 
-// extenderPriority maps EdgePolicy's normalised score (0..MaxNodeScore,
+// extenderPriority maps edgeplugin.EdgePolicy's normalised score (0..MaxNodeScore,
 // the tied-best nodes exactly MaxNodeScore) to the extender range: the
 // tied-best nodes get MaxExtenderPriority, the others [0, 99] scale down
 // to [0, MaxExtenderPriority-1] (floor). Monotone, and the best set is
@@ -549,7 +549,7 @@ func extenderPriority(s int64) int64 {
 	return min(extenderv1.MaxExtenderPriority-1, s*(extenderv1.MaxExtenderPriority-1)/(fwk.MaxNodeScore-1))
 }
 
-// Prioritize answers a prioritize call with EdgePolicy's PreScore scores
+// Prioritize answers a prioritize call with edgeplugin.EdgePolicy's PreScore scores
 // (over the whole cluster of the source, the request's nodes being the
 // feasible ones) mapped by extenderPriority. Every requested node gets an
 // entry; nodes the policy does not score (fallback, infeasible for the
@@ -575,35 +575,29 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 // (0..100) of the feasible nodes, with the same fallbacks and metrics.
 func (e *Extender) scores(ctx context.Context, pod *v1.Pod, feasible []*v1.Node) map[string]int64 {
 	out := make(map[string]int64, len(feasible))
-	sp, err := simPod(pod)
-	if err != nil {
-		metricFallbacks.WithLabelValues("error").Inc()
+	ps := &serving.Cycle{}
+	if ps.SetPod(pod) != nil {
 		return out
 	}
-	ps := &preScoreState{pod: sp, service: kubefmt.ServiceOf(pod), models: podModels(pod)}
 	all, byName := e.allNodes(feasible)
 	allInfos := e.clusterInfos(all, pod.UID)
 	infos := make([]fwk.NodeInfo, 0, len(feasible))
 	for _, n := range feasible {
 		infos = append(infos, allInfos[byName[n.Name]])
 	}
-	m := e.p.models.Current()
-	start := time.Now()
-	reason, err := e.p.score(m, allInfos, infos, ps)
-	metricInference.Observe(time.Since(start).Seconds())
-	if reason != "" {
-		metricFallbacks.WithLabelValues(reason).Inc()
+	core := e.p.Core()
+	if reason, err := core.Score(allInfos, infos, ps); reason != "" {
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "EdgePolicy extender scored neutrally", "pod", klog.KObj(pod), "reason", reason)
 		}
 		return out
 	}
 	for _, n := range feasible {
-		if s, ok := ps.scoreOf(n.Name); ok {
+		if s, ok := ps.ScoreOf(n.Name); ok {
 			out[n.Name] = s
 		}
 	}
-	ps.release(&e.p.bufs)
+	core.Release(ps)
 	return out
 }
 
@@ -828,7 +822,7 @@ var (
 )
 
 func registerExtenderMetrics() {
-	RegisterMetrics()
+	edgeplugin.RegisterMetrics()
 	registerPolicyMetrics()
 	registerExtOnce.Do(func() { legacyregistry.MustRegister(metricExtRequests, metricExtDuration, metricExtBindWaits) })
 }

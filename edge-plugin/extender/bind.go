@@ -1,4 +1,4 @@
-package edgeplugin
+package extender
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edgesched/edgesched/edge-plugin/serving"
+	"github.com/edgesched/edgesched/kubefmt"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -23,7 +25,7 @@ import (
 // managedResources: the pods that request one of them, here the GPU
 // pods); the extender then plays the plugin's Reserve and Bind: it picks
 // the pod's devices on the chosen node with the policy
-// (AnnotationGPUDevices, FGD's device for a share; like the plugin, it
+// (kubefmt.AnnotationGPUDevices, FGD's device for a share; like the plugin, it
 // replaces devices a pod arrives with) and binds with one pods/binding
 // request that carries them, so the pod is bound and annotated in one
 // write. The pod is "assumed" on the node from the moment its devices are
@@ -87,7 +89,7 @@ func (e *Extender) bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 		}
 		return fmt.Errorf("%w: pod %s/%s is bound to %s already, not %s", ErrBind, pod.Namespace, pod.Name, pod.Spec.NodeName, args.Node)
 	}
-	req, err := podGPURequest(pod)
+	req, err := kubefmt.PodGPURequest(pod)
 	if err != nil {
 		return fmt.Errorf("%w: pod %s/%s: %w", ErrBind, pod.Namespace, pod.Name, err)
 	}
@@ -117,7 +119,7 @@ func (e *Extender) bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 		e.mu.Unlock()
 		return fmt.Errorf("%w: %s/%s to %s: %w", ErrBind, pod.Namespace, pod.Name, args.Node, err)
 	}
-	klog.FromContext(ctx).V(3).Info("Bound pod", "pod", klog.KObj(pod), "node", args.Node, "devices", ann[AnnotationGPUDevices])
+	klog.FromContext(ctx).V(3).Info("Bound pod", "pod", klog.KObj(pod), "node", args.Node, "devices", ann[kubefmt.AnnotationGPUDevices])
 	return nil
 }
 
@@ -126,8 +128,8 @@ func (e *Extender) bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 // knows of counted, the pods it bound itself included (policyBind), the
 // devices of a GPU pod are chosen, and the pod is assumed on the node. It
 // returns the binding's annotations: the devices, and the rules that
-// applied (AnnotationPolicy), as the plugin's Bind writes them.
-func (e *Extender) reserve(pod *v1.Pod, req gpuRequest, node string) (map[string]string, error) {
+// applied (kubefmt.AnnotationPolicy), as the plugin's Bind writes them.
+func (e *Extender) reserve(pod *v1.Pod, req kubefmt.GPURequest, node string) (map[string]string, error) {
 	refusal, explain := e.policyBind(pod, node)
 	if refusal != "" {
 		return nil, fmt.Errorf("%w: %s/%s on %s: %s", ErrBind, pod.Namespace, pod.Name, node, refusal)
@@ -138,13 +140,13 @@ func (e *Extender) reserve(pod *v1.Pod, req gpuRequest, node string) (map[string
 		if err != nil {
 			return nil, fmt.Errorf("%w: choosing GPU devices for %s/%s on %s: %w", ErrBind, pod.Namespace, pod.Name, node, err)
 		}
-		ann = map[string]string{AnnotationGPUDevices: formatDevices(dev)}
+		ann = map[string]string{kubefmt.AnnotationGPUDevices: kubefmt.FormatDevices(dev)}
 	}
 	if explain != "" {
 		if ann == nil {
 			ann = map[string]string{}
 		}
-		ann[AnnotationPolicy] = explain
+		ann[kubefmt.AnnotationPolicy] = explain
 	}
 	e.assume(pod, node, ann)
 	return ann, nil
@@ -188,7 +190,7 @@ func (e *Extender) serveBind(w http.ResponseWriter, r *http.Request) (result str
 	}
 	defer func() {
 		if rec := recover(); rec != nil {
-			metricPanics.Inc()
+			serving.CountPanic()
 			klog.FromContext(r.Context()).Error(nil, "Extender panic contained", "verb", "bind", "pod", klog.KRef(args.PodNamespace, args.PodName), "panic", rec)
 			writeJSON(w, &extenderv1.ExtenderBindingResult{Error: fmt.Sprintf("edgesched extender: internal error (panic): %v", rec)})
 			result = extPanic
@@ -211,15 +213,11 @@ func (e *Extender) pickDevices(pod *v1.Pod, nodeName string) ([]int, error) {
 	if !ok {
 		return nil, fmt.Errorf("node %s unknown", nodeName)
 	}
-	sp, err := simPod(pod)
+	v, err := e.p.Core().Fresh(e.nodeInfos([]*v1.Node{n}, pod.UID, false))
 	if err != nil {
 		return nil, err
 	}
-	v, err := e.p.conv.fresh(e.nodeInfos([]*v1.Node{n}, pod.UID, false))
-	if err != nil {
-		return nil, err
-	}
-	return v.devicesFor(&sp, nodeName)
+	return v.DevicesFor(pod, nodeName)
 }
 
 // podsOnNode is the source's pods of the node plus the pods the extender

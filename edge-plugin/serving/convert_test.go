@@ -1,4 +1,4 @@
-package edgeplugin
+package serving
 
 import (
 	"slices"

@@ -1,4 +1,4 @@
-package edgeplugin
+package extender
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -118,17 +119,17 @@ func (s *InformerSource) PodsOnNode(name string) []*v1.Pod {
 }
 
 // ExtenderServerConfig configures StartExtenderServer.
-type ExtenderServerConfig struct {
+type Config struct {
 	// Listen is the TCP address ("127.0.0.1:8888"; port 0 picks one).
 	Listen string
 	// Args are the policy's (as EdgePolicy's plugin args).
-	Args Args
+	Args edgeplugin.Args
 	// Source is the cluster state; nil builds an InformerSource from
 	// Kubeconfig (empty: in-cluster configuration).
 	Source     ClusterSource
 	Kubeconfig string
 	// Options: URL prefix of the verbs and body cap.
-	Options ExtenderOptions
+	Options Options
 	// TLSCertFile and TLSKeyFile serve HTTPS when both are set.
 	TLSCertFile, TLSKeyFile string
 	// ShutdownTimeout bounds the graceful shutdown (default 10s).
@@ -145,12 +146,12 @@ type ExtenderServerConfig struct {
 // The extender's API client limits, as the shipped scheduler
 // configuration's clientConnection (deploy/edge-scheduler).
 const (
-	DefaultExtenderQPS   = 200
-	DefaultExtenderBurst = 400
+	DefaultQPS   = 200
+	DefaultBurst = 400
 )
 
 // ExtenderServer is a running extender.
-type ExtenderServer struct {
+type Server struct {
 	ext  *Extender
 	addr string
 	tls  bool
@@ -162,7 +163,7 @@ type ExtenderServer struct {
 // cfg.Listen and serves until ctx ends (then shuts down gracefully). It
 // returns once the listener is bound: Addr is usable at once. The
 // informers sync in the background (/readyz reports it).
-func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*ExtenderServer, error) {
+func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
 		return nil, errors.New("edgesched extender: --tls-cert and --tls-key go together")
 	}
@@ -174,20 +175,20 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		}
 		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	args, err := DecodeArgs(&cfg.Args) // a copy, defaulted and validated
+	args, err := edgeplugin.DecodeArgs(&cfg.Args) // a copy, defaulted and validated
 	if err != nil {
 		return nil, err
 	}
 	// New has no scheduler handle (and so no API client) here: the
 	// dependency graph's and the site topology's watches are started below
 	// with the extender's own.
-	set := settingsOf(args)
+	watches := *args
 	args.DependenciesConfigMap, args.TopologyConfigMap, args.PolicyConfigMap = "", "", ""
-	pl, err := New(ctx, args, nil) // loads keys, target and model, watches the model file
+	pl, err := edgeplugin.New(ctx, args, nil) // loads keys, target and model, watches the model file
 	if err != nil {
 		return nil, err
 	}
-	p := pl.(*EdgePolicy)
+	p := pl.(*edgeplugin.EdgePolicy)
 	var client kubernetes.Interface
 	newClient := func() (kubernetes.Interface, error) {
 		if client != nil {
@@ -198,14 +199,14 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 			return nil, fmt.Errorf("edgesched extender: kubeconfig: %w", err)
 		}
 		rc.UserAgent = "edge-scheduler-extender"
-		rc.QPS, rc.Burst = cmp.Or(cfg.QPS, DefaultExtenderQPS), cmp.Or(cfg.Burst, DefaultExtenderBurst)
+		rc.QPS, rc.Burst = cmp.Or(cfg.QPS, DefaultQPS), cmp.Or(cfg.Burst, DefaultBurst)
 		if client, err = kubernetes.NewForConfig(rc); err != nil {
 			return nil, fmt.Errorf("edgesched extender: client: %w", err)
 		}
 		return client, nil
 	}
 	var feedClient kubernetes.Interface
-	if set.feeds() || set.policy.name != "" {
+	if edgeplugin.WatchesConfigMaps(&watches) {
 		if feedClient, err = newClient(); err != nil {
 			return nil, err
 		}
@@ -229,7 +230,7 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		// kubeconfig or in-cluster configuration was used)
 		opts.Client = client
 	}
-	ext := NewExtender(p, src, opts)
+	ext := New(p, src, opts)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("edgesched extender: listen: %w", err)
@@ -243,7 +244,7 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	s := &ExtenderServer{ext: ext, addr: ln.Addr().String(), tls: tlsConf != nil, done: make(chan struct{})}
+	s := &Server{ext: ext, addr: ln.Addr().String(), tls: tlsConf != nil, done: make(chan struct{})}
 	serveErr := make(chan error, 1)
 	go func() {
 		var err error
@@ -266,15 +267,7 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 	if feedClient != nil {
 		go func() { // owned by the server: waited for before Done closes
 			defer close(depsDone)
-			wait := func() {}
-			if set.feeds() {
-				wait = p.startFeeds(dctx, feedClient, set)
-			}
-			if set.policy.name != "" {
-				_, wp := startPolicySource(dctx, feedClient, p.policy, set.policy.ns, set.policy.name)
-				defer wp()
-			}
-			wait()
+			p.StartFeeds(dctx, feedClient, &watches)()
 		}()
 	} else {
 		close(depsDone)
@@ -306,10 +299,10 @@ func StartExtenderServer(ctx context.Context, cfg ExtenderServerConfig) (*Extend
 }
 
 // Addr is the bound address (host:port).
-func (s *ExtenderServer) Addr() string { return s.addr }
+func (s *Server) Addr() string { return s.addr }
 
 // URL is the urlPrefix for the KubeSchedulerConfiguration's extender.
-func (s *ExtenderServer) URL() string {
+func (s *Server) URL() string {
 	scheme := "http"
 	if s.tls {
 		scheme = "https"
@@ -318,14 +311,14 @@ func (s *ExtenderServer) URL() string {
 }
 
 // Extender is the served handler.
-func (s *ExtenderServer) Extender() *Extender { return s.ext }
+func (s *Server) Extender() *Extender { return s.ext }
 
 // Done is closed once the server has stopped.
-func (s *ExtenderServer) Done() <-chan struct{} { return s.done }
+func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Wait blocks until the server has stopped and returns why (nil after a
 // clean shutdown).
-func (s *ExtenderServer) Wait() error {
+func (s *Server) Wait() error {
 	<-s.done
 	return s.err
 }

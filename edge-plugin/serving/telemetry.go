@@ -1,8 +1,10 @@
-package edgeplugin
+package serving
 
 import (
 	"math"
 	"time"
+
+	configv1 "github.com/edgesched/edgesched/edge-plugin/apis/config/v1"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -91,7 +93,7 @@ func (c *converter) applyTelemetry(v *view, entries []*nodeEntry, d snapshotDelt
 	t := now()
 	maxAge := c.telMaxAge
 	if maxAge <= 0 {
-		maxAge = DefaultTelemetryMaxAge
+		maxAge = configv1.DefaultTelemetryMaxAge
 	}
 	tn := t.UnixNano()
 	full := d.full || tn >= v.telNext || tn < v.telLast

@@ -1,8 +1,9 @@
-package edgeplugin
+package serving
 
 import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
+	"github.com/edgesched/edgesched/edge-plugin/sources"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -94,7 +95,7 @@ type keyScores struct {
 }
 
 type scoreCache struct {
-	model *Model
+	model *sources.Model
 	keys  *simplelru.LRU[podKey, *keyScores]
 	nodes []nodeState
 	free  []*keyScores // evicted keys, reused
@@ -104,7 +105,7 @@ type scoreCache struct {
 // a cycle of hour hour and service version svc, emptying the cache on a
 // model change. The caller must set the model's telemetry use on the
 // extractor when changed reports a model change.
-func (c *scoreCache) entries(m *Model, k podKey, n int, hour int64, svc uint64) (ks *keyScores, changed bool) {
+func (c *scoreCache) entries(m *sources.Model, k podKey, n int, hour int64, svc uint64) (ks *keyScores, changed bool) {
 	if c.model != m || c.keys == nil || len(c.nodes) != n {
 		changed = c.model != m
 		c.model = m
@@ -153,7 +154,7 @@ func (c *scoreCache) restamp(i int32, nd *sim.Node, ctx policy.NodeContext) uint
 // nodes cand) into raw: from the cache where the node's stamp has not
 // moved, from one batch of feature extraction and model inference for the
 // others. Call with the converter's lock held.
-func (v *view) scoreCandidates(m *Model, p *sim.Pod, cand []int32, raw []float32) error {
+func (v *view) scoreCandidates(m *sources.Model, p *sim.Pod, cand []int32, raw []float32) error {
 	const F = policy.NumFeatures
 	hour := v.st.Now / 3600
 	var svc uint64
@@ -165,7 +166,7 @@ func (v *view) scoreCandidates(m *Model, p *sim.Pod, cand []int32, raw []float32
 		// Context includes the telemetry steps only for a model that
 		// reads them (as policy.Learned does): others keep their cached
 		// scores when a node's measurements move a step.
-		v.ext.UseTelemetry(m.readsTelemetry())
+		v.ext.UseTelemetry(m.ReadsTelemetry())
 	}
 	slots := ks.slots
 	stale, stamps := v.stale[:0], v.stamps[:0]
@@ -201,11 +202,11 @@ func (v *view) scoreCandidates(m *Model, p *sim.Pod, cand []int32, raw []float32
 		v.ext.Extract(v.st, p, int(cand[j]), x[s*F:(s+1)*F])
 	}
 	out := growF32(&v.obuf, k)
-	sc := m.getScorer()
+	sc := m.GetScorer()
 	if err := sc.Scores(x, k, out); err != nil {
 		return err // a scorer that failed is not returned to the pool
 	}
-	m.putScorer(sc)
+	m.PutScorer(sc)
 	for s, j := range stale {
 		raw[j] = out[s]
 		slots[cand[j]] = scoreSlot{stamp: stamps[s], score: out[s]}

@@ -1,4 +1,4 @@
-package edgeplugin
+package serving
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -38,9 +39,9 @@ func TestGPUMaskOf(t *testing.T) {
 		{"T4,NoSuchGPU", bit("T4")},
 	}
 	for _, tc := range tests {
-		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{AnnotationGPUMilli: "500"}}}
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{kubefmt.AnnotationGPUMilli: "500"}}}
 		if tc.annotation != "" {
-			p.Annotations[AnnotationGPUModels] = tc.annotation
+			p.Annotations[kubefmt.AnnotationGPUModels] = tc.annotation
 		}
 		if got := gpuMaskOf(env, podModels(p)); got != tc.want {
 			t.Errorf("%q: mask %b, want %b", tc.annotation, got, tc.want)

@@ -1,4 +1,4 @@
-package edgeplugin
+package sources
 
 import (
 	"bytes"
@@ -31,9 +31,9 @@ type Model struct {
 	tel bool
 }
 
-// readsTelemetry reports whether the model reads a telemetry feature (the
+// ReadsTelemetry reports whether the model reads a telemetry feature (the
 // score cache keys on the nodes' telemetry steps only then).
-func (m *Model) readsTelemetry() bool { return m.tel }
+func (m *Model) ReadsTelemetry() bool { return m.tel }
 
 // netReadsTelemetry reports whether n reads one of the telemetry features
 // (policy.FirstTelemetryFeature on), as policy.Learned decides for its own
@@ -47,22 +47,22 @@ func netReadsTelemetry(n *quant.Int8Net) bool {
 	return false
 }
 
-func newModel(h quant.Header, newScorer func() policy.Scorer) *Model {
+func NewModel(h quant.Header, newScorer func() policy.Scorer) *Model {
 	m := &Model{Header: h, tel: true}
 	m.scorers.New = func() any { return newScorer() }
 	return m
 }
 
-func (m *Model) getScorer() policy.Scorer  { return m.scorers.Get().(policy.Scorer) }
-func (m *Model) putScorer(s policy.Scorer) { m.scorers.Put(s) }
+func (m *Model) GetScorer() policy.Scorer  { return m.scorers.Get().(policy.Scorer) }
+func (m *Model) PutScorer(s policy.Scorer) { m.scorers.Put(s) }
 
 // ModelStore holds the current model behind an atomic pointer: readers
 // never lock and never wait for a load; a load verifies everything before
 // one atomic store, so a refused file leaves the last-known-good model in
 // place.
 type ModelStore struct {
-	keys    *quant.Keyring
-	current atomic.Pointer[Model]
+	keys *quant.Keyring
+	cur  atomic.Pointer[Model]
 	// mu serialises installs (the version check and the store).
 	mu       sync.Mutex
 	lastRaw  []byte
@@ -80,15 +80,16 @@ type fileStamp struct {
 func NewModelStore(keys *quant.Keyring) *ModelStore { return &ModelStore{keys: keys} }
 
 // Current returns the model in use, or nil.
-func (s *ModelStore) Current() *Model { return s.current.Load() }
+func (s *ModelStore) Current() *Model { return s.cur.Load() }
 
-// Refusal reasons (metric label values).
+// Refusal reasons: RefusalError.Reason and the label values of
+// model_refusals_total.
 const (
-	refuseRead      = "read"
-	refuseSignature = "signature"
-	refuseArtifact  = "artifact"
-	refuseRollback  = "rollback"
-	refuseInt8      = "int8"
+	RefuseRead      = "read"
+	RefuseSignature = "signature"
+	RefuseArtifact  = "artifact"
+	RefuseRollback  = "rollback"
+	RefuseInt8      = "int8"
 )
 
 // Install verifies raw (signature against the keyring, artifact checks,
@@ -97,30 +98,30 @@ const (
 func (s *ModelStore) Install(raw []byte) (bool, error) {
 	a, err := quant.Decode(raw, quant.DecodeOptions{Keys: s.keys})
 	if err != nil {
-		reason := refuseArtifact
+		reason := RefuseArtifact
 		if errors.Is(err, quant.ErrSignature) || errors.Is(err, quant.ErrUnsigned) || errors.Is(err, quant.ErrUnknownKey) {
-			reason = refuseSignature
+			reason = RefuseSignature
 		}
 		return false, s.refuse(reason, err)
 	}
 	net, err := quant.NewInt8Net(a)
 	if err != nil {
-		return false, s.refuse(refuseInt8, err)
+		return false, s.refuse(RefuseInt8, err)
 	}
 	if err := sanity.CheckArtifact(a); err != nil { // finite, not all tied (docs/security.md)
 		return false, s.refuse("sanity", err)
 	}
-	return s.install(a.Header, func() policy.Scorer { return net.Scorer() }, net)
+	return s.installHeader(a.Header, func() policy.Scorer { return net.Scorer() }, net)
 }
 
-// install swaps in a verified model (tests inject scorers through it).
-func (s *ModelStore) install(h quant.Header, newScorer func() policy.Scorer, net *quant.Int8Net) (bool, error) {
+// installHeader swaps in a verified model.
+func (s *ModelStore) installHeader(h quant.Header, newScorer func() policy.Scorer, net *quant.Int8Net) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur := s.current.Load()
+	cur := s.cur.Load()
 	if cur != nil {
 		if err := quant.CheckNewer(&cur.Header, &h); err != nil {
-			return false, s.refuse(refuseRollback, err)
+			return false, s.refuse(RefuseRollback, err)
 		}
 		if cur.Header.ModelID == h.ModelID && cur.Header.Version == h.Version {
 			return false, nil // the same model again
@@ -132,7 +133,7 @@ func (s *ModelStore) install(h quant.Header, newScorer func() policy.Scorer, net
 	if err := s.raiseFloor(&h); err != nil {
 		return false, err
 	}
-	m := newModel(h, newScorer)
+	m := NewModel(h, newScorer)
 	m.net = net
 	m.tel = net == nil || netReadsTelemetry(net)
 	// Metrics first: whoever sees the new model also sees them counted.
@@ -141,7 +142,7 @@ func (s *ModelStore) install(h quant.Header, newScorer func() policy.Scorer, net
 		metricModelVersion.DeleteLabelValues(quant.ShortID(cur.Header.ModelID))
 	}
 	metricModelVersion.WithLabelValues(quant.ShortID(h.ModelID)).Set(float64(h.Version))
-	s.current.Store(m)
+	s.cur.Store(m)
 	return true, nil
 }
 
@@ -183,7 +184,7 @@ func (s *ModelStore) installChanged(raw []byte) (bool, error) {
 func (s *ModelStore) LoadFile(path string) (bool, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return false, s.refuse(refuseRead, err)
+		return false, s.refuse(RefuseRead, err)
 	}
 	stamp := fileStamp{size: st.Size(), mod: st.ModTime()}
 	s.mu.Lock()
@@ -194,12 +195,12 @@ func (s *ModelStore) LoadFile(path string) (bool, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return false, s.refuse(refuseRead, err)
+		return false, s.refuse(RefuseRead, err)
 	}
 	raw, err := io.ReadAll(io.LimitReader(f, quant.MaxArtifactBytes+1))
 	f.Close()
 	if err != nil {
-		return false, s.refuse(refuseRead, err)
+		return false, s.refuse(RefuseRead, err)
 	}
 	s.mu.Lock()
 	s.lastStat = stamp
@@ -211,7 +212,7 @@ func (s *ModelStore) LoadFile(path string) (bool, error) {
 // and logging refusals. It runs on its own goroutine: scheduling never
 // waits for it.
 func (s *ModelStore) Watch(ctx context.Context, path string, interval time.Duration) {
-	logger := klog.FromContext(ctx).WithValues("plugin", Name, "model", path)
+	logger := klog.FromContext(ctx).WithValues("plugin", Owner, "model", path)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -227,4 +228,13 @@ func (s *ModelStore) Watch(ctx context.Context, path string, interval time.Durat
 			logger.Info("Installed model", "version", h.Version, "modelID", quant.ShortID(h.ModelID), "int8Kernel", quant.Kernel())
 		}
 	}
+}
+
+// InstallUnverified installs a model whose scorers newScorer makes, with
+// header h, as Install does after verifying an artifact: rollback, age and
+// floor checks apply, the signature and int8 checks do not (there is no
+// artifact). The caller vouches for the model: tests and benchmarks inject
+// scorers through it; nothing that reads a file or a ConfigMap calls it.
+func (s *ModelStore) InstallUnverified(h quant.Header, newScorer func() policy.Scorer) (bool, error) {
+	return s.installHeader(h, newScorer, nil)
 }
