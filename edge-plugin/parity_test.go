@@ -12,6 +12,7 @@ import (
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 )
 
@@ -56,12 +57,12 @@ func TestParityWithSimulator(t *testing.T) {
 		gpus []int
 	}
 	var binds []bind
-	rc := sim.DefaultRunConfig(sim.Replay)
-	rc.TieBreak = sim.TieFirst
+	rc := engine.DefaultRunConfig(engine.Replay)
+	rc.TieBreak = engine.TieFirst
 	rc.OnBind = func(st *sim.State, p *sim.Pod, node int, gpus []int) {
 		binds = append(binds, bind{env.Spec(p).Name, node, slices.Clone(gpus)})
 	}
-	if _, err := sim.Run(context.Background(), env, quant.Factory("int8", testNet(t)), rc); err != nil {
+	if _, err := engine.Run(context.Background(), env, quant.Factory("int8", testNet(t)), rc); err != nil {
 		t.Fatal(err)
 	}
 	if len(binds) < 80 {

@@ -20,6 +20,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
@@ -388,9 +389,9 @@ func edgeArtifact(t *testing.T, name string) *quant.Artifact {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := sim.DefaultRunConfig(sim.Replay)
+	rc := engine.DefaultRunConfig(engine.Replay)
 	rc.Seed = 9001
-	rows, _, err := quant.CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{rc}, 20000, 9001)
+	rows, _, err := quant.CollectRows(context.Background(), env, m.Float(), []engine.RunConfig{rc}, 20000, 9001)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/quant/agreement"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 )
 
@@ -46,9 +47,9 @@ func TestShippedDefaultInt8Agreement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cal := sim.DefaultRunConfig(sim.Inflate)
+	cal := engine.DefaultRunConfig(engine.Inflate)
 	cal.Seed = 1
-	rows, _, err := quant.CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{cal}, 5000, 1)
+	rows, _, err := quant.CollectRows(context.Background(), env, m.Float(), []engine.RunConfig{cal}, 5000, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestShippedDefaultInt8Agreement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sim.DefaultRunConfig(sim.Inflate)
+	cfg := engine.DefaultRunConfig(engine.Inflate)
 	cfg.Seed = 2
 	ag, err := agreement.Measure(context.Background(), env, m.Float(), n, cfg)
 	if err != nil {

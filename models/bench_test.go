@@ -8,6 +8,7 @@ import (
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 )
 
@@ -29,7 +30,7 @@ func BenchmarkInflateSweep(b *testing.B) {
 		b.Run(f.Name, func(b *testing.B) {
 			var decisions int
 			for b.Loop() {
-				res, err := sim.Run(context.Background(), env, f, sim.DefaultRunConfig(sim.Inflate))
+				res, err := engine.Run(context.Background(), env, f, engine.DefaultRunConfig(engine.Inflate))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -148,7 +149,7 @@ func TestLearnedWideBandIsFGD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sim.DefaultRunConfig(sim.Inflate)
+	cfg := engine.DefaultRunConfig(engine.Inflate)
 	cfg.Seed, cfg.InflateTarget = 5, 0.3
 	for _, tc := range []struct {
 		name string
@@ -164,7 +165,7 @@ func TestLearnedWideBandIsFGD(t *testing.T) {
 				c = &wideBandCheck{Learned: l, fgd: baseline.NewFGD(env)}
 				return c, err
 			}}
-			if _, err := sim.Run(context.Background(), env, f, cfg); err != nil {
+			if _, err := engine.Run(context.Background(), env, f, cfg); err != nil {
 				t.Fatal(err)
 			}
 			// With the band the choice is one of FGD's best nodes, exactly:
@@ -230,7 +231,7 @@ func TestDecideLeavesDependentPods(t *testing.T) {
 		c = &dependentCheck{Learned: lp, env: env, t: t}
 		return c, err
 	}}
-	if _, err := sim.Run(context.Background(), env, f, sim.DefaultRunConfig(sim.Replay)); err != nil {
+	if _, err := engine.Run(context.Background(), env, f, engine.DefaultRunConfig(engine.Replay)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d decisions left to the network, %d reordered by the band", c.kept, c.reordered)

@@ -10,6 +10,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
@@ -45,13 +46,13 @@ func randomModel(t *testing.T, seed uint64) *nn.Model {
 }
 
 // bindings runs f and records every binding as "pod@node".
-func bindings(t *testing.T, env *sim.Env, f sim.Factory, cfg sim.RunConfig) []string {
+func bindings(t *testing.T, env *sim.Env, f sim.Factory, cfg engine.RunConfig) []string {
 	t.Helper()
 	var out []string
 	cfg.OnBind = func(st *sim.State, p *sim.Pod, n int, gpus []int) {
 		out = append(out, fmt.Sprintf("%d@%d%v", p.Template, n, gpus))
 	}
-	if _, err := sim.Run(context.Background(), env, f, cfg); err != nil {
+	if _, err := engine.Run(context.Background(), env, f, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -94,7 +95,7 @@ func testLearnedCacheIsExact(t *testing.T, name string, mixed bool) {
 		t.Fatal(err)
 	}
 	m := randomModel(t, 5)
-	cfg := sim.DefaultRunConfig(sim.Replay)
+	cfg := engine.DefaultRunConfig(engine.Replay)
 	cached := bindings(t, env, nn.Factory("learned", m), cfg)
 	fresh := bindings(t, env, sim.Factory{Name: "uncached", New: func(env *sim.Env) (sim.Policy, error) {
 		return &uncached{m: m, env: env}, nil

@@ -11,7 +11,7 @@ import (
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/ppo"
 	"github.com/edgesched/edgesched/quant/esu"
-	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 )
 
@@ -89,9 +89,9 @@ func TestFederatedInt8Updates(t *testing.T) {
 	eval := func(m *nn.Model) float64 {
 		var sum float64
 		for _, seed := range []uint64{2001, 2002} {
-			rc := sim.DefaultRunConfig(sim.Inflate)
+			rc := engine.DefaultRunConfig(engine.Inflate)
 			rc.Seed, rc.InflateTarget = seed, 1.05
-			res, err := sim.Run(context.Background(), env, nn.Factory("g", m), rc)
+			res, err := engine.Run(context.Background(), env, nn.Factory("g", m), rc)
 			if err != nil {
 				t.Fatal(err)
 			}

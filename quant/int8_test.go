@@ -12,6 +12,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
@@ -373,11 +374,11 @@ func TestInt8PolicyInSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := randomModel(t, 32, 32, 21)
-	rows, seen, err := CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{sim.DefaultRunConfig(sim.Replay)}, 5000, 1)
+	rows, seen, err := CollectRows(context.Background(), env, m.Float(), []engine.RunConfig{engine.DefaultRunConfig(engine.Replay)}, 5000, 1)
 	if err != nil || seen == 0 || len(rows) != min(seen, 5000)*policy.NumFeatures {
 		t.Fatalf("CollectRows: %d rows of %d seen, %v", len(rows)/policy.NumFeatures, seen, err)
 	}
-	if _, _, err := CollectRows(context.Background(), env, &policy.FloatModel{}, []sim.RunConfig{sim.DefaultRunConfig(sim.Replay)}, 10, 1); !errors.Is(err, ErrQuant) {
+	if _, _, err := CollectRows(context.Background(), env, &policy.FloatModel{}, []engine.RunConfig{engine.DefaultRunConfig(engine.Replay)}, 10, 1); !errors.Is(err, ErrQuant) {
 		t.Fatalf("CollectRows without a float network: %v", err)
 	}
 	a, err := Quantize(m.Float(), rows, DefaultCalibration(), Info{})
@@ -388,7 +389,7 @@ func TestInt8PolicyInSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := sim.Run(context.Background(), env, Factory("int8", n), sim.DefaultRunConfig(sim.Replay))
+	res, err := engine.Run(context.Background(), env, Factory("int8", n), engine.DefaultRunConfig(engine.Replay))
 	if err != nil {
 		t.Fatal(err)
 	}

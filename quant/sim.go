@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 )
 
 // Factory returns a simulator factory that scores with the int8 network
@@ -49,7 +50,7 @@ func (r *recorder) Scores(raw []float32, k int, out []float32) error {
 // seed, so the same inputs give the same rows) and how many rows were
 // seen. Use runs whose seeds are not the ones the quantized model will be
 // judged on.
-func CollectRows(ctx context.Context, env *sim.Env, m *policy.FloatModel, runs []sim.RunConfig, maxRows int, seed uint64) ([]float32, int, error) {
+func CollectRows(ctx context.Context, env *sim.Env, m *policy.FloatModel, runs []engine.RunConfig, maxRows int, seed uint64) ([]float32, int, error) {
 	if maxRows < 1 {
 		return nil, 0, fmt.Errorf("%w: maxRows %d", ErrQuant, maxRows)
 	}
@@ -66,7 +67,7 @@ func CollectRows(ctx context.Context, env *sim.Env, m *policy.FloatModel, runs [
 			rec.inner = sc
 			return policy.NewLearnedScorer("calibration", rec, m.Decision, env), nil
 		}}
-		if _, err := sim.Run(ctx, env, f, rc); err != nil {
+		if _, err := engine.Run(ctx, env, f, rc); err != nil {
 			return nil, 0, err
 		}
 	}

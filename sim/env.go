@@ -514,10 +514,10 @@ func (e *Env) CarbonAt(cz int32, t int64) float64 {
 	return c[h%int64(len(c))]
 }
 
-// carbonIntegral is the integral of a carbon zone's intensity over [a, b)
+// CarbonIntegral is the integral of a carbon zone's intensity over [a, b)
 // seconds, in (g/kWh)·s, computed per hour segment with whole cycles of the
-// curve in closed form.
-func (e *Env) carbonIntegral(cz int32, a, b int64) float64 {
+// curve in closed form (the run engine's carbon_g).
+func (e *Env) CarbonIntegral(cz int32, a, b int64) float64 {
 	c := e.CarbonZones[cz].Curve
 	if b <= a {
 		return 0

@@ -2,11 +2,12 @@ package sim
 
 import "math/rand/v2"
 
-// Policy scores the feasible nodes of a pod. The engine filters first (see
-// State.Feasible), calls Score once per pod with every feasible node, and
-// binds the pod to the highest score; ties are broken uniformly at random
-// with the run's seeded tie-break stream. Scores may be any finite numbers;
-// only their order matters. A policy value belongs to one run.
+// Policy scores the feasible nodes of a pod. The run engine (sim/engine)
+// filters first (see State.Feasible), calls Score once per pod with every
+// feasible node, and binds the pod to the highest score; ties are broken
+// uniformly at random with the run's seeded tie-break stream. Scores may be
+// any finite numbers; only their order matters. A policy value belongs to
+// one run.
 type Policy interface {
 	Name() string
 	// Score writes scores[i] for nodes[i]. len(scores) == len(nodes) > 0.

@@ -80,8 +80,9 @@ type State struct {
 	// unbound, so caches of dependency-dependent values know when to go.
 	ServiceVersion uint64
 	// LoadModel is the node response behind Telemetry and the latency
-	// proxy (Run sets its MaxUtil from the RunConfig); NoiseSeed seeds the
-	// load profiles' bursts (Run sets the run's seed).
+	// proxy (the run engine, sim/engine, sets its MaxUtil from the run's
+	// config); NoiseSeed seeds the load profiles' bursts (the engine sets
+	// the run's seed).
 	LoadModel nodeload.Model
 	NoiseSeed uint64
 	// clock issues node versions (see Node.Version).
@@ -658,4 +659,48 @@ func (st *State) DependencyRTT(s, z int) float64 {
 		return 0
 	}
 	return rtt / w
+}
+
+// CheckInvariants verifies that no node is over-committed and that the
+// running totals match the nodes (sim/engine calls it after every binding
+// when its RunConfig.Check is set). It is O(nodes + running pods).
+func (st *State) CheckInvariants() error {
+	var alloc Resources
+	modelFree := make([]int64, len(st.ModelFree))
+	for i := range st.Nodes {
+		nd := &st.Nodes[i]
+		if nd.Model >= 0 {
+			modelFree[nd.Model] += nd.GPUFreeTotal
+		}
+		if nd.CPUFree < 0 || nd.MemFree < 0 || nd.CPUFree > nd.CPU || nd.MemFree > nd.Mem {
+			return fmt.Errorf("%w: node %s cpu free %d/%d mem free %d/%d", ErrPlacement, nd.Name, nd.CPUFree, nd.CPU, nd.MemFree, nd.Mem)
+		}
+		for g, f := range nd.GPUFree {
+			if f < 0 || f > MilliGPU {
+				return fmt.Errorf("%w: node %s gpu %d free %d", ErrPlacement, nd.Name, g, f)
+			}
+		}
+		alloc.CPU += nd.CPU - nd.CPUFree
+		alloc.Mem += nd.Mem - nd.MemFree
+		alloc.GPU += int64(nd.GPUs)*MilliGPU - nd.GPUFreeTotal
+	}
+	if alloc != st.Alloc {
+		return fmt.Errorf("%w: node allocations %+v do not match totals %+v", ErrPlacement, alloc, st.Alloc)
+	}
+	for g, f := range modelFree {
+		if f != st.ModelFree[g] {
+			return fmt.Errorf("%w: nodes of gpu model %d have %d milli-GPU free, the total says %d", ErrPlacement, g, f, st.ModelFree[g])
+		}
+	}
+	var pods Resources
+	for _, id := range st.running {
+		p := &st.Pods[id]
+		pods.CPU += p.CPU
+		pods.Mem += p.Mem
+		pods.GPU += p.GPUDemand()
+	}
+	if pods != st.Alloc {
+		return fmt.Errorf("%w: running pods %+v do not match totals %+v", ErrPlacement, pods, st.Alloc)
+	}
+	return nil
 }

@@ -70,8 +70,10 @@ func (st *State) SetMeasured(n int, t *NodeTelemetry) {
 // Down reports whether node n has failed (replay with node failures).
 func (st *State) Down(n int) bool { return st.down[n] }
 
-// setDown marks node n failed or repaired; a failed node fits no pod.
-func (st *State) setDown(n int, down bool) {
+// SetDown marks node n failed or repaired; a failed node fits no pod. The
+// run engine (sim/engine) calls it for disruptions; the pods on n are not
+// touched, so evict them first.
+func (st *State) SetDown(n int, down bool) {
 	st.down[n] = down
 	st.touch(n)
 	st.refreshFit(n)
@@ -85,6 +87,10 @@ func (st *State) ZoneLoss(z int) float64 {
 	}
 	return u.LossRate
 }
+
+// SetFlap puts zone z's uplink in or out of a flap (the run engine's
+// disruptions; see ZoneLoss and RTT).
+func (st *State) SetFlap(z int, on bool) { st.flap[z] = on }
 
 // Flapping reports whether zone z's uplink is in a flap now.
 func (st *State) Flapping(z int) bool { return st.flap[z] }
@@ -113,13 +119,16 @@ func (st *State) RTT(a, b int) float64 {
 // MemFactor + NICDelayMs + the call-rate weighted RTT to its callees.
 func (st *State) LatencyProxy(svc int32, n int, baseMs float64) float64 {
 	t := st.Telemetry(n)
-	l := latencyOf(&t, baseMs)
+	l := NodeLatency(&t, baseMs)
 	if svc >= 0 {
 		l += st.DependencyRTT(int(svc), int(st.Nodes[n].Zone))
 	}
 	return l
 }
 
-func latencyOf(t *NodeTelemetry, baseMs float64) float64 {
+// NodeLatency is the node's part of the latency proxy (ms) for a pod with
+// service time baseMs on an idle node: baseMs / (1 − ρeff) × MemFactor +
+// NICDelayMs, from the node's telemetry t (LatencyProxy adds the RTTs).
+func NodeLatency(t *NodeTelemetry, baseMs float64) float64 {
 	return baseMs/(1-t.RhoEff)*t.MemFactor + t.NICDelayMs
 }

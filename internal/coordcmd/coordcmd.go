@@ -37,6 +37,7 @@ import (
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
@@ -359,13 +360,13 @@ func ScenarioCalibration(ref string) (func(context.Context, *nn.Model) ([]float3
 	if err != nil {
 		return nil, err
 	}
-	rc := sim.DefaultRunConfig(sim.Replay)
+	rc := engine.DefaultRunConfig(engine.Replay)
 	if !env.HasTimes {
-		rc = sim.DefaultRunConfig(sim.Inflate)
+		rc = engine.DefaultRunConfig(engine.Inflate)
 	}
 	rc.Seed = 9001
 	return func(ctx context.Context, m *nn.Model) ([]float32, error) {
-		rows, _, err := quant.CollectRows(ctx, env, m.Float(), []sim.RunConfig{rc}, 20000, 9001)
+		rows, _, err := quant.CollectRows(ctx, env, m.Float(), []engine.RunConfig{rc}, 20000, 9001)
 		return rows, err
 	}, nil
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/models"
-	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 	"github.com/edgesched/edgesched/sim/scenario/apps"
 	"github.com/edgesched/edgesched/sim/scenario/family"
@@ -53,7 +53,7 @@ func policyCompletions() []string {
 
 func measureNames() []string {
 	var out []string
-	for _, m := range sim.Measures() {
+	for _, m := range engine.Measures() {
 		out = append(out, m.Name)
 	}
 	return out

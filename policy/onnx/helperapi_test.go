@@ -15,7 +15,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
-	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 )
 
@@ -190,9 +190,9 @@ func scheduleInt8(t *testing.T, m *nn.Model, rows []float32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := sim.DefaultRunConfig(sim.Inflate)
+	rc := engine.DefaultRunConfig(engine.Inflate)
 	rc.Seed = 1
-	res, err := sim.Run(context.Background(), env, quant.Factory("onnx-helper-int8", q), rc)
+	res, err := engine.Run(context.Background(), env, quant.Factory("onnx-helper-int8", q), rc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/onnx/onnxpb"
 	"github.com/edgesched/edgesched/quant"
-	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 )
 
@@ -170,9 +170,9 @@ var realRows = sync.OnceValues(func() ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc := sim.DefaultRunConfig(sim.Inflate)
+	rc := engine.DefaultRunConfig(engine.Inflate)
 	rc.Seed = 9001
-	rows, _, err := quant.CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{rc}, numRealRows, 9001)
+	rows, _, err := quant.CollectRows(context.Background(), env, m.Float(), []engine.RunConfig{rc}, numRealRows, 9001)
 	return rows, err
 })
 

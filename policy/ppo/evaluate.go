@@ -16,7 +16,7 @@ type Evaluation struct {
 	// Return is the mean episode return under the configuration's reward
 	// (greedy actions for a model).
 	Return float64 `json:"return"`
-	// Measures are the simulator's measures (sim.Measures), averaged.
+	// Measures are the simulator's measures (engine.Measures), averaged.
 	Measures map[string]float64 `json:"measures"`
 	Seeds    []uint64           `json:"seeds"`
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
-	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 )
 
@@ -86,7 +86,7 @@ func heldOutReturn(t *testing.T, c Config, net *nn.Net, schema policy.Schema, sa
 	var sum float64
 	const n = 24
 	for s := range uint64(n) {
-		rc := sim.DefaultRunConfig(sim.Inflate)
+		rc := engine.DefaultRunConfig(engine.Inflate)
 		rc.InflateTarget = c.Env.InflateTarget
 		rc.Seed = 90_000 + s
 		ep, err := runEpisode(context.Background(), env, net.Clone(), schema, mode, c.BC, rc, c.Reward, 90_000+s, false, 0)

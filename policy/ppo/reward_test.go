@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 )
 
 // TestLatencyProxyReward: reward.latencyProxy charges the placed pod's
@@ -21,7 +22,7 @@ func TestLatencyProxyReward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rcfg := sim.DefaultRunConfig(sim.Replay)
+	rcfg := engine.DefaultRunConfig(engine.Replay)
 	reward := func(w Reward, node int) float64 {
 		st := sim.NewState(env)
 		lm := st.LoadModel

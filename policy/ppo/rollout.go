@@ -11,6 +11,7 @@ import (
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/engine"
 )
 
 // step is one decision of an episode.
@@ -221,7 +222,7 @@ type rewarder struct {
 	lastSteps            int
 }
 
-func newRewarder(w Reward, env *sim.Env, ep *episode, cfg sim.RunConfig) *rewarder {
+func newRewarder(w Reward, env *sim.Env, ep *episode, cfg engine.RunConfig) *rewarder {
 	return &rewarder{w: w, env: env, ep: ep, baseLatency: cfg.BaseLatencyMs, maxUtil: cfg.MaxUtil, gpuPrimary: env.GPUPrimary,
 		capCPU: float64(env.Capacity.CPU), capGPU: math.Max(float64(env.Capacity.GPU), 1)}
 }
@@ -328,7 +329,7 @@ func newTeacher(bc BCConfig, env *sim.Env, seed uint64) (sim.Policy, error) {
 }
 
 // runEpisode runs one episode on env with the actor's network and mode.
-func runEpisode(ctx context.Context, env *sim.Env, net *nn.Net, schema policy.Schema, mode actMode, bc BCConfig, rcfg sim.RunConfig, w Reward, actSeed uint64, record bool, warmUntil float64) (*episode, error) {
+func runEpisode(ctx context.Context, env *sim.Env, net *nn.Net, schema policy.Schema, mode actMode, bc BCConfig, rcfg engine.RunConfig, w Reward, actSeed uint64, record bool, warmUntil float64) (*episode, error) {
 	ep := &episode{}
 	a := &actor{net: net, schema: schema, ext: policy.NewExtractor(env), rng: rand.New(rand.NewPCG(actSeed, 0xac7)), mode: mode, ep: ep, record: record, warm: warmUntil > 0, warmUntil: warmUntil, recordFrom: bc.RecordFrom, topK: bc.RecordTopK, soft: bc.SoftTargets}
 	if mode == actTeacher || a.warm {
@@ -340,8 +341,8 @@ func runEpisode(ctx context.Context, env *sim.Env, net *nn.Net, schema policy.Sc
 	}
 	rw := newRewarder(w, env, ep, rcfg)
 	rcfg.OnOutcome = rw.outcome
-	rcfg.TieBreak = sim.TieFirst // the actor marks exactly one node
-	res, err := sim.Run(ctx, env, sim.Factory{Name: "learned-training", New: func(*sim.Env) (sim.Policy, error) { return a, nil }}, rcfg)
+	rcfg.TieBreak = engine.TieFirst // the actor marks exactly one node
+	res, err := engine.Run(ctx, env, sim.Factory{Name: "learned-training", New: func(*sim.Env) (sim.Policy, error) { return a, nil }}, rcfg)
 	if err != nil {
 		return nil, err
 	}

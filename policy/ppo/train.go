@@ -18,6 +18,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -368,12 +369,12 @@ func (t *trainer) mixture(s uint64) (*sim.Workload, error) {
 	return &sim.Workload{Name: mx.String(), Pods: pl.Pods, Untimed: !pl.Timed}, nil
 }
 
-func (t *trainer) runConfig(eval bool) sim.RunConfig {
-	mode := sim.Inflate
+func (t *trainer) runConfig(eval bool) engine.RunConfig {
+	mode := engine.Inflate
 	if t.cfg.Env.Mode == "replay" {
-		mode = sim.Replay
+		mode = engine.Replay
 	}
-	rc := sim.DefaultRunConfig(mode)
+	rc := engine.DefaultRunConfig(mode)
 	rc.InflateTarget = t.cfg.Env.InflateTarget
 	if eval && t.cfg.Eval.InflateTarget > 0 {
 		rc.InflateTarget = t.cfg.Eval.InflateTarget
@@ -797,7 +798,7 @@ func (t *trainer) evaluate(ctx context.Context, phase string) error {
 			sum += ep.ret
 			continue
 		}
-		res, err := sim.Run(ctx, env, nn.Factory("learned", model), rc)
+		res, err := engine.Run(ctx, env, nn.Factory("learned", model), rc)
 		if err != nil {
 			return err
 		}

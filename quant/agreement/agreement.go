@@ -16,6 +16,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 )
 
 // Agreement is how often the int8 policy picks the node the float policy
@@ -102,7 +103,7 @@ func argmax(v []float64) int {
 // Measure runs the float model on env with cfg and counts, at
 // every decision with two or more candidates, whether the int8 network
 // would have picked the same node.
-func Measure(ctx context.Context, env *sim.Env, m *policy.FloatModel, n *quant.Int8Net, cfg sim.RunConfig) (Agreement, error) {
+func Measure(ctx context.Context, env *sim.Env, m *policy.FloatModel, n *quant.Int8Net, cfg engine.RunConfig) (Agreement, error) {
 	var a Agreement
 	if m == nil || m.NewScorer == nil {
 		return a, fmt.Errorf("%w: no float network to run (policy/nn's Model.Float gives one)", quant.ErrQuant)
@@ -115,6 +116,6 @@ func Measure(ctx context.Context, env *sim.Env, m *policy.FloatModel, n *quant.I
 		fl := policy.NewLearnedScorer("float", sc, m.Decision, env)
 		return &shadow{float: fl, q: policy.NewLearnedScorer("int8", n.Scorer(), n.Decision, env), agree: &a}, nil
 	}}
-	_, err := sim.Run(ctx, env, f, cfg)
+	_, err := engine.Run(ctx, env, f, cfg)
 	return a, err
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
@@ -24,7 +25,7 @@ func TestMeasure(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := modeltest.Random(t, 32, 32, 21)
-	rows, seen, err := quant.CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{sim.DefaultRunConfig(sim.Replay)}, 5000, 1)
+	rows, seen, err := quant.CollectRows(context.Background(), env, m.Float(), []engine.RunConfig{engine.DefaultRunConfig(engine.Replay)}, 5000, 1)
 	if err != nil || seen == 0 || len(rows) != min(seen, 5000)*policy.NumFeatures {
 		t.Fatalf("CollectRows: %d rows of %d seen, %v", len(rows)/policy.NumFeatures, seen, err)
 	}
@@ -36,7 +37,7 @@ func TestMeasure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sim.DefaultRunConfig(sim.Replay)
+	cfg := engine.DefaultRunConfig(engine.Replay)
 	cfg.Seed = 2
 	ag, err := Measure(context.Background(), env, m.Float(), n, cfg)
 	if err != nil {
@@ -69,7 +70,7 @@ func TestMeasure(t *testing.T) {
 	if aw.Decisions == 0 || aw.Same != aw.Decisions {
 		t.Fatalf("wide band: %d of %d decisions agree", aw.Same, aw.Decisions)
 	}
-	if _, err := sim.Run(context.Background(), env, quant.Factory("int8", n), cfg); err != nil {
+	if _, err := engine.Run(context.Background(), env, quant.Factory("int8", n), cfg); err != nil {
 		t.Fatal(err)
 	}
 }

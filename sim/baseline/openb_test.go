@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 )
 
@@ -28,7 +29,7 @@ func TestPaperOrderingOnOpenB(t *testing.T) {
 		}
 		fs = append(fs, f)
 	}
-	res, err := sim.Compare(context.Background(), env, fs, sim.CompareConfig{Run: sim.DefaultRunConfig(sim.Inflate), Seeds: []uint64{1, 2, 3, 4, 5}})
+	res, err := engine.Compare(context.Background(), env, fs, engine.CompareConfig{Run: engine.DefaultRunConfig(engine.Inflate), Seeds: []uint64{1, 2, 3, 4, 5}})
 	if err != nil {
 		t.Fatal(err)
 	}

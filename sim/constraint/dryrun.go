@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgesched/edgesched/policydoc"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 )
 
 // Measures DryRun compares, in display order.
@@ -68,9 +69,9 @@ type Report struct {
 }
 
 // DryRun replays env with base alone and with doc applied.
-func DryRun(ctx context.Context, env *sim.Env, base sim.Factory, doc *policydoc.Document, cfg sim.RunConfig) (*Report, error) {
+func DryRun(ctx context.Context, env *sim.Env, base sim.Factory, doc *policydoc.Document, cfg engine.RunConfig) (*Report, error) {
 	pairs := colocatedPairs(env, doc)
-	run := func(with bool) (*sim.Result, map[int32]int32, []pairAcc, *Policy, map[string]int, error) {
+	run := func(with bool) (*engine.Result, map[int32]int32, []pairAcc, *Policy, map[string]int, error) {
 		pol, err := base.New(env)
 		if err != nil {
 			return nil, nil, nil, nil, nil, fmt.Errorf("policy %s: %w", base.Name, err)
@@ -114,7 +115,7 @@ func DryRun(ctx context.Context, env *sim.Env, base sim.Factory, doc *policydoc.
 				acc[i].n++
 			}
 		}
-		res, err := sim.Run(ctx, env, sim.Factory{Name: pol.Name(), New: func(*sim.Env) (sim.Policy, error) { return pol, nil }}, c)
+		res, err := engine.Run(ctx, env, sim.Factory{Name: pol.Name(), New: func(*sim.Env) (sim.Policy, error) { return pol, nil }}, c)
 		if err != nil {
 			return nil, nil, nil, nil, nil, err
 		}

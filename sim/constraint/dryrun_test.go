@@ -7,6 +7,7 @@ import (
 	"github.com/edgesched/edgesched/policydoc"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
@@ -51,7 +52,7 @@ func TestDryRunRetailFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sim.DefaultRunConfig(sim.Replay)
+	cfg := engine.DefaultRunConfig(engine.Replay)
 	coloc := mustDoc(t, `apiVersion: edgesched.policy/v1
 kind: SchedulingPolicy
 rules:

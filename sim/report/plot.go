@@ -15,7 +15,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 )
 
 // Plot file names written by WritePlots.
@@ -48,7 +48,7 @@ func (d *Document) WritePlots(dir string) ([]string, error) {
 		return nil, fmt.Errorf("create output dir: %w", err)
 	}
 	var files []string
-	if d.Mode == sim.Inflate && d.Capacity.GPUMilli > 0 {
+	if d.Mode == engine.Inflate && d.Capacity.GPUMilli > 0 {
 		leg := newLegend()
 		full, zoom := d.curvePlot(leg), d.curvePlot(nil)
 		path := filepath.Join(dir, UnallocatedPlot)
@@ -62,7 +62,7 @@ func (d *Document) WritePlots(dir string) ([]string, error) {
 		return nil, err
 	}
 	files = append(files, path)
-	if d.Mode == sim.Replay {
+	if d.Mode == engine.Replay {
 		path := filepath.Join(dir, MeasuresPlot)
 		if err := d.saveMeasures(path); err != nil {
 			return nil, err
@@ -266,19 +266,19 @@ func SaveGrid(path string, w, h vg.Length, cols int, leg *plot.Legend, panels ..
 func (d *Document) saveUtilization(path string) error {
 	xLabel := "time (hours)"
 	xOf := func(x float64) float64 { return x / 3600 }
-	if d.Mode == sim.Inflate {
+	if d.Mode == engine.Inflate {
 		xLabel = "arrived demand (% of capacity)"
 		xOf = func(x float64) float64 { return 100 * x }
 	}
 	leg := newLegend()
-	panel := func(title string, y func(sim.SeriesPoint) float64, legend bool) *plot.Plot {
+	panel := func(title string, y func(engine.SeriesPoint) float64, legend bool) *plot.Plot {
 		p := plot.New()
 		p.Title.Text = title
 		p.X.Label.Text = xLabel
 		p.Y.Label.Text = "% of capacity"
 		p.Y.Min = 0
 		p.Y.Tick.Marker = CleanTicks{}
-		if d.Mode == sim.Replay {
+		if d.Mode == engine.Replay {
 			p.X.Tick.Marker = HourTicks{}
 		}
 		var l *plot.Legend
@@ -295,11 +295,11 @@ func (d *Document) saveUtilization(path string) error {
 		return p
 	}
 	panels := []*plot.Plot{
-		panel(d.Scenario+": requested CPU", func(s sim.SeriesPoint) float64 { return s.AllocCPU }, true),
-		panel("used CPU (requests x usage)", func(s sim.SeriesPoint) float64 { return s.UsedCPU }, false),
+		panel(d.Scenario+": requested CPU", func(s engine.SeriesPoint) float64 { return s.AllocCPU }, true),
+		panel("used CPU (requests x usage)", func(s engine.SeriesPoint) float64 { return s.UsedCPU }, false),
 	}
 	if d.Capacity.GPUMilli > 0 {
-		panels = append(panels, panel("allocated GPU", func(s sim.SeriesPoint) float64 { return s.AllocGPU }, false))
+		panels = append(panels, panel("allocated GPU", func(s engine.SeriesPoint) float64 { return s.AllocGPU }, false))
 	}
 	return SaveGrid(path, 7*vg.Inch, 3*vg.Inch, 1, leg, panels...)
 }

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 )
 
 // Schema identifies the JSON document's layout (docs/sim-json.md).
@@ -29,9 +30,9 @@ type Document struct {
 	Schema string `json:"schema"`
 	// Scenario names the cluster and workload (a scenario name or the
 	// node and pod files).
-	Scenario string   `json:"scenario"`
-	Mode     sim.Mode `json:"mode"`
-	Nodes    int      `json:"nodes"`
+	Scenario string      `json:"scenario"`
+	Mode     engine.Mode `json:"mode"`
+	Nodes    int         `json:"nodes"`
 	// WorkloadPods is the number of pods in the workload (inflate mode
 	// samples from them).
 	WorkloadPods int `json:"workload_pods"`
@@ -70,24 +71,24 @@ type Run struct {
 	Seed   uint64 `json:"seed"`
 	// ScenarioSeed is the generator seed of the run's workload, when the
 	// document spans several (RunSettings.ScenarioSeeds).
-	ScenarioSeed uint64             `json:"scenario_seed,omitempty"`
-	Mode         sim.Mode           `json:"mode"`
-	WallSeconds  float64            `json:"wall_seconds"`
-	Decisions    int                `json:"decisions"`
-	Measures     map[string]float64 `json:"measures"`
-	Curve        []sim.CurvePoint   `json:"curve,omitempty"`
-	Series       []sim.SeriesPoint  `json:"series,omitempty"`
+	ScenarioSeed uint64               `json:"scenario_seed,omitempty"`
+	Mode         engine.Mode          `json:"mode"`
+	WallSeconds  float64              `json:"wall_seconds"`
+	Decisions    int                  `json:"decisions"`
+	Measures     map[string]float64   `json:"measures"`
+	Curve        []engine.CurvePoint  `json:"curve,omitempty"`
+	Series       []engine.SeriesPoint `json:"series,omitempty"`
 }
 
 // NewDocument assembles a document from results.
-func NewDocument(scenario string, env *sim.Env, cfg sim.RunConfig, seeds []uint64, results []*sim.Result) *Document {
+func NewDocument(scenario string, env *sim.Env, cfg engine.RunConfig, seeds []uint64, results []*engine.Result) *Document {
 	d := &Document{
 		Schema: Schema, Scenario: scenario, Mode: cfg.Mode, Nodes: len(env.Nodes), WorkloadPods: len(env.Pods),
 		Capacity: Capacity{CPUMilli: env.Capacity.CPU, MemoryMiB: env.Capacity.Mem, GPUMilli: env.Capacity.GPU},
 		Seeds:    seeds,
 		Config:   RunSettings{TieBreak: string(cfg.TieBreak), BaseLatencyMs: cfg.BaseLatencyMs},
 	}
-	if cfg.Mode == sim.Inflate {
+	if cfg.Mode == engine.Inflate {
 		d.Config.InflateTarget, d.Config.InflateStep, d.Config.InflateResource = cfg.InflateTarget, cfg.InflateStep, cfg.InflateResource
 	} else {
 		d.Config.Samples = cfg.Samples
@@ -134,8 +135,8 @@ func (d *Document) Mean(policy, measure string) (float64, int) {
 }
 
 // DefaultColumns are the table's measures for a mode.
-func DefaultColumns(mode sim.Mode, hasGPU bool) []string {
-	if mode == sim.Inflate {
+func DefaultColumns(mode engine.Mode, hasGPU bool) []string {
+	if mode == engine.Inflate {
 		cols := []string{"unallocated_gpu_share_at_100", "failed_pods_at_100", "frag_gpu_share_at_100", "unallocated_gpu_share", "failure_rate"}
 		if !hasGPU {
 			cols = []string{"failure_rate", "alloc_cpu", "frag_cpu_share"}
@@ -272,7 +273,7 @@ func (d *Document) WriteFiles(dir string) error {
 	if err := write("runs.csv", d.writeRunsCSV); err != nil {
 		return err
 	}
-	if d.Mode == sim.Inflate {
+	if d.Mode == engine.Inflate {
 		if err := write("curve.csv", d.writeCurveCSV); err != nil {
 			return err
 		}
@@ -282,7 +283,7 @@ func (d *Document) WriteFiles(dir string) error {
 
 func (d *Document) measureNames() []string {
 	var names []string
-	for _, m := range sim.Measures() {
+	for _, m := range engine.Measures() {
 		for _, r := range d.Runs {
 			if _, ok := r.Measures[m.Name]; ok {
 				names = append(names, m.Name)

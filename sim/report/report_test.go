@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
@@ -36,7 +37,7 @@ func smallEnv(t *testing.T) *sim.Env {
 	return env
 }
 
-func compare(t *testing.T, env *sim.Env, mode sim.Mode, names ...string) *Document {
+func compare(t *testing.T, env *sim.Env, mode engine.Mode, names ...string) *Document {
 	t.Helper()
 	var fs []sim.Factory
 	for _, n := range names {
@@ -46,10 +47,10 @@ func compare(t *testing.T, env *sim.Env, mode sim.Mode, names ...string) *Docume
 		}
 		fs = append(fs, f)
 	}
-	cfg := sim.DefaultRunConfig(mode)
+	cfg := engine.DefaultRunConfig(mode)
 	cfg.Samples = 12
 	seeds := []uint64{1, 2}
-	res, err := sim.Compare(context.Background(), env, fs, sim.CompareConfig{Run: cfg, Seeds: seeds})
+	res, err := engine.Compare(context.Background(), env, fs, engine.CompareConfig{Run: cfg, Seeds: seeds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func compare(t *testing.T, env *sim.Env, mode sim.Mode, names ...string) *Docume
 
 // The JSON document carries what docs/sim-json.md promises machines.
 func TestJSONDocument(t *testing.T) {
-	doc := compare(t, smallEnv(t), sim.Inflate, "fgd", "best-fit")
+	doc := compare(t, smallEnv(t), engine.Inflate, "fgd", "best-fit")
 	var buf bytes.Buffer
 	if err := doc.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
@@ -104,7 +105,7 @@ func TestJSONDocument(t *testing.T) {
 }
 
 func TestTableFilesAndPlots(t *testing.T) {
-	doc := compare(t, smallEnv(t), sim.Inflate, "random-fit", "fgd")
+	doc := compare(t, smallEnv(t), engine.Inflate, "random-fit", "fgd")
 	var buf bytes.Buffer
 	if err := doc.WriteTable(&buf, DefaultColumns(doc.Mode, true)); err != nil {
 		t.Fatal(err)
@@ -154,7 +155,7 @@ func TestReplayDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := compare(t, env, sim.Replay, "k8s-default")
+	doc := compare(t, env, engine.Replay, "k8s-default")
 	if _, n := doc.Mean("k8s-default", "carbon_g"); n != 2 {
 		t.Errorf("carbon_g reported by %d runs, want 2", n)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/engine"
 )
 
 // FuzzSimulate feeds whatever Parse accepts (kept small) to the engine in
@@ -28,14 +29,14 @@ func FuzzSimulate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Parse accepted a scenario NewEnv refuses: %v", err)
 		}
-		for _, mode := range []sim.Mode{sim.Inflate, sim.Replay} {
+		for _, mode := range []engine.Mode{engine.Inflate, engine.Replay} {
 			for _, name := range []string{baseline.FGD, baseline.K8sDefault} {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				pol, _ := baseline.Lookup(name)
-				cfg := sim.DefaultRunConfig(mode)
+				cfg := engine.DefaultRunConfig(mode)
 				cfg.Samples = 10
 				cfg.Check = true
-				_, err := sim.Run(ctx, env, pol, cfg)
+				_, err := engine.Run(ctx, env, pol, cfg)
 				cancel()
 				if err != nil && !errors.Is(err, sim.ErrInvalid) {
 					t.Fatalf("%s %s: %v", mode, name, err)

@@ -45,6 +45,7 @@ import (
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 )
 
@@ -1497,9 +1498,9 @@ func signedTestModel(ctx context.Context, t *testing.T, s *quant.Signer) []byte 
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := sim.DefaultRunConfig(sim.Inflate)
+	rc := engine.DefaultRunConfig(engine.Inflate)
 	rc.Seed = 9001
-	rows, _, err := quant.CollectRows(ctx, env, m.Float(), []sim.RunConfig{rc}, 1000, 9001)
+	rows, _, err := quant.CollectRows(ctx, env, m.Float(), []engine.RunConfig{rc}, 1000, 9001)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -191,12 +192,12 @@ func quantizeIn(envs []*sim.Env, name string, info quant.Info) (*quant.Artifact,
 	}
 	var rows []float32
 	for _, env := range envs {
-		rc := sim.DefaultRunConfig(sim.Inflate)
+		rc := engine.DefaultRunConfig(engine.Inflate)
 		if env.HasTimes {
-			rc = sim.DefaultRunConfig(sim.Replay)
+			rc = engine.DefaultRunConfig(engine.Replay)
 		}
 		rc.Seed = 9001
-		r, _, err := quant.CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{rc}, 5000, 9001)
+		r, _, err := quant.CollectRows(context.Background(), env, m.Float(), []engine.RunConfig{rc}, 5000, 9001)
 		if err != nil {
 			return nil, fmt.Errorf("calibrate %s: %w", name, err)
 		}

@@ -32,6 +32,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 )
 
@@ -81,9 +82,9 @@ func Artifact(t testing.TB) *quant.Artifact {
 			artErr = err
 			return
 		}
-		rc := sim.DefaultRunConfig(sim.Inflate)
+		rc := engine.DefaultRunConfig(engine.Inflate)
 		rc.Seed = 9001
-		rows, _, err := quant.CollectRows(context.Background(), env, m.Float(), []sim.RunConfig{rc}, 20000, 9001)
+		rows, _, err := quant.CollectRows(context.Background(), env, m.Float(), []engine.RunConfig{rc}, 20000, 9001)
 		if err != nil {
 			artErr = err
 			return

@@ -16,7 +16,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
-	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 )
 
 type benchFlags struct {
@@ -134,7 +134,7 @@ func (f *benchFlags) run(cmd *cobra.Command, ref string) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "gathering candidate rows: one simulator run (seed %d)\n", f.seed)
-	rows, _, err := quant.CollectRows(cmd.Context(), env, m.Float(), []sim.RunConfig{rc}, max(f.candidates, 5000), f.seed)
+	rows, _, err := quant.CollectRows(cmd.Context(), env, m.Float(), []engine.RunConfig{rc}, max(f.candidates, 5000), f.seed)
 	if err != nil {
 		return err
 	}

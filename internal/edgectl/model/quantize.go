@@ -16,6 +16,7 @@ import (
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/quant/agreement"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 )
 
 type quantizeFlags struct {
@@ -83,21 +84,21 @@ func parseCalibration(s string) (quant.CalibrationOptions, error) {
 // envFor returns the environment and run configuration of one seed: the
 // same openb cluster with the seed as sampling seed, or the scenario's
 // workload generated with the seed.
-func (f *quantizeFlags) envFor(ctx context.Context, seed uint64) (*sim.Env, sim.RunConfig, error) {
+func (f *quantizeFlags) envFor(ctx context.Context, seed uint64) (*sim.Env, engine.RunConfig, error) {
 	if f.scenario != "" {
 		in, err := cmdutil.LoadInput(ctx, "", "", f.scenario, &seed)
 		if err != nil {
-			return nil, sim.RunConfig{}, err
+			return nil, engine.RunConfig{}, err
 		}
-		rc := sim.DefaultRunConfig(sim.Replay)
+		rc := engine.DefaultRunConfig(engine.Replay)
 		rc.Seed = seed
 		return in.Env, rc, nil
 	}
 	in, err := cmdutil.LoadInput(ctx, f.nodes, f.pods, "", nil)
 	if err != nil {
-		return nil, sim.RunConfig{}, err
+		return nil, engine.RunConfig{}, err
 	}
-	rc := sim.DefaultRunConfig(sim.Inflate)
+	rc := engine.DefaultRunConfig(engine.Inflate)
 	rc.Seed = seed
 	return in.Env, rc, nil
 }
@@ -150,7 +151,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 		}
 		update, finish := cmdutil.NewBar(cmd.ErrOrStderr(), show, fmt.Sprintf("calibration run %d/%d (seed %d)", i+1, len(calibSeeds), seed))
 		rc.Progress = update
-		r, n, err := quant.CollectRows(ctx, env, m.Float(), []sim.RunConfig{rc}, f.maxRows/len(calibSeeds), seed)
+		r, n, err := quant.CollectRows(ctx, env, m.Float(), []engine.RunConfig{rc}, f.maxRows/len(calibSeeds), seed)
 		finish()
 		if err != nil {
 			return err
@@ -217,13 +218,13 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 		total.Decisions += ag.Decisions
 		total.Same += ag.Same
 		total.SameArgmax += ag.SameArgmax
-		fr, err := sim.Run(ctx, env, nn.Factory("float", m), rc)
+		fr, err := engine.Run(ctx, env, nn.Factory("float", m), rc)
 		if err != nil {
 			finish()
 			return err
 		}
 		base += runTotal
-		qr, err := sim.Run(ctx, env, quant.Factory("int8", n), rc)
+		qr, err := engine.Run(ctx, env, quant.Factory("int8", n), rc)
 		finish()
 		if err != nil {
 			return err

@@ -9,9 +9,9 @@ import (
 
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/policydoc"
-	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
 	"github.com/edgesched/edgesched/sim/constraint"
+	"github.com/edgesched/edgesched/sim/engine"
 )
 
 type policyDryRunFlags struct {
@@ -82,11 +82,11 @@ could not be met).`,
 			if len(fs) != 1 {
 				return fmt.Errorf("--baseline: one policy, got %d", len(fs))
 			}
-			mode, err := sim.ParseMode(f.mode)
+			mode, err := engine.ParseMode(f.mode)
 			if err != nil {
 				return fmt.Errorf("--mode: %w", err)
 			}
-			cfg := sim.DefaultRunConfig(mode)
+			cfg := engine.DefaultRunConfig(mode)
 			cfg.Seed, cfg.Samples = f.seed, f.samples
 			if err := cfg.Validate(); err != nil {
 				return err
@@ -106,7 +106,7 @@ could not be met).`,
 	fl.StringVar(&f.scenario, "scenario", "builtin:retail-stores", "scenario YAML file, or builtin:NAME (see 'edgectl scenario list')")
 	fl.StringVar(&f.baseline, "baseline", baseline.K8sDefault, "the scheduling policy both runs use (a baseline, or learned[:NAME|FILE])")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of both runs")
-	fl.StringVar(&f.mode, "mode", string(sim.Replay), "replay or inflate")
+	fl.StringVar(&f.mode, "mode", string(engine.Replay), "replay or inflate")
 	fl.IntVar(&f.samples, "samples", 240, "replay: evenly spaced time samples for the measures")
 	cmdutil.AddOutputFlag(cmd, &f.output)
 	return cmd

@@ -11,7 +11,7 @@ import (
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/internal/fldemo"
 	"github.com/edgesched/edgesched/quant"
-	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 )
 
 // NewDemoCommand returns edgectl demo.
@@ -115,12 +115,12 @@ func demoSimulator(cmd *cobra.Command, opts cmdutil.Options, out, progress strin
 	w := cmd.OutOrStdout()
 	runs := []struct {
 		sub, scenario string
-		mode          sim.Mode
+		mode          engine.Mode
 		policies      string
 	}{
-		{"openb", "", sim.Inflate, "all,learned"},
-		{"retail-fleet", "builtin:retail-fleet", sim.Replay, "all,learned:edge"},
-		{"retail-stores", "builtin:retail-stores", sim.Replay, "all,network-overhead,dep-load,learned:edge,learned:edge-loaded"},
+		{"openb", "", engine.Inflate, "all,learned"},
+		{"retail-fleet", "builtin:retail-fleet", engine.Replay, "all,learned:edge"},
+		{"retail-stores", "builtin:retail-stores", engine.Replay, "all,network-overhead,dep-load,learned:edge,learned:edge-loaded"},
 	}
 	for i, r := range runs {
 		in, err := cmdutil.LoadInput(cmd.Context(), "", "", r.scenario, nil)
@@ -131,7 +131,7 @@ func demoSimulator(cmd *cobra.Command, opts cmdutil.Options, out, progress strin
 		if err != nil {
 			return err
 		}
-		cfg := sim.DefaultRunConfig(r.mode)
+		cfg := engine.DefaultRunConfig(r.mode)
 		doc, err := runComparison(cmd.Context(), cmd.ErrOrStderr(), opts, comparison{in: in, factories: factories, seeds: []uint64{seed}, cfg: cfg, parallel: parallel, progress: progress})
 		if err != nil {
 			return err

@@ -6,7 +6,7 @@
 //
 // Each constructor returns a new command with its own flags. sim,
 // scenario calibrate and demo run the simulator on --parallel goroutines
-// (sim.Compare), train its rollouts on --workers; all stop when the
+// (engine.Compare), train its rollouts on --workers; all stop when the
 // command's context is cancelled. demo's embedded NATS server,
 // coordinator and sites (package fldemo) end with the command.
 package simulate

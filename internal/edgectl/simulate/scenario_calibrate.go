@@ -13,6 +13,7 @@ import (
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 	"github.com/edgesched/edgesched/sim/scenario/family"
 )
@@ -120,7 +121,7 @@ func (f *calibrateFlags) run(ctx context.Context, opts cmdutil.Options) (*calibr
 				return nil, fmt.Errorf("%s seed %d: %w", name, s, err)
 			}
 			opts.Log().Info("calibrating", "family", name, "scenario_seed", s, "policy", pol.Name, "run_seed", f.seed, "nodes", len(env.Nodes), "pods", len(env.Pods))
-			res, err := sim.Compare(ctx, env, []sim.Factory{pol}, sim.CompareConfig{Run: sim.DefaultRunConfig(sim.Replay), Seeds: []uint64{f.seed}, Parallel: f.parallel})
+			res, err := engine.Compare(ctx, env, []sim.Factory{pol}, engine.CompareConfig{Run: engine.DefaultRunConfig(engine.Replay), Seeds: []uint64{f.seed}, Parallel: f.parallel})
 			if err != nil {
 				return nil, fmt.Errorf("%s seed %d: %w", name, s, err)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/report"
 )
 
@@ -129,29 +130,29 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts cmdutil.Opt
 			return fmt.Errorf("--seeds: %w", err)
 		}
 	}
-	mode := sim.Inflate
+	mode := engine.Inflate
 	if in.FromScenario {
-		mode = sim.Replay
+		mode = engine.Replay
 	}
 	if f.mode != "" {
-		if mode, err = sim.ParseMode(f.mode); err != nil {
+		if mode, err = engine.ParseMode(f.mode); err != nil {
 			return fmt.Errorf("--mode: %w", err)
 		}
 	}
-	cfg := sim.DefaultRunConfig(mode)
+	cfg := engine.DefaultRunConfig(mode)
 	cfg.InflateTarget, cfg.InflateStep, cfg.InflateResource = f.target, f.step, f.inflateBy
-	cfg.TieBreak = sim.TieBreak(f.tieBreak)
+	cfg.TieBreak = engine.TieBreak(f.tieBreak)
 	cfg.Samples, cfg.BaseLatencyMs = f.samples, f.baseLatencyMs
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if mode == sim.Replay && !in.Timed {
+	if mode == engine.Replay && !in.Timed {
 		return fmt.Errorf("--mode replay: %s has no creation times; use --mode inflate", in.Name)
 	}
 	var cols []string
 	if f.columns != "" {
 		var known []string
-		for _, m := range sim.Measures() {
+		for _, m := range engine.Measures() {
 			known = append(known, m.Name)
 		}
 		for _, c := range strings.Split(f.columns, ",") {
@@ -209,7 +210,7 @@ type comparison struct {
 	in        *cmdutil.Input
 	factories []sim.Factory
 	seeds     []uint64
-	cfg       sim.RunConfig
+	cfg       engine.RunConfig
 	parallel  int
 	progress  string
 }
@@ -222,7 +223,7 @@ func runComparison(ctx context.Context, stderr io.Writer, opts cmdutil.Options, 
 	log := opts.Log()
 	log.Info("simulating", "input", c.in.Name, "mode", c.cfg.Mode, "nodes", len(c.in.Env.Nodes), "pods", len(c.in.Env.Pods), "policies", len(c.factories), "seeds", c.seeds, "scenario_seed", c.in.ScenarioSeed)
 	update, finish := cmdutil.NewBar(stderr, show, fmt.Sprintf("%s %s (%d runs)", c.cfg.Mode, c.in.Name, len(c.factories)*len(c.seeds)))
-	results, err := sim.Compare(ctx, c.in.Env, c.factories, sim.CompareConfig{Run: c.cfg, Seeds: c.seeds, Parallel: c.parallel, Progress: update})
+	results, err := engine.Compare(ctx, c.in.Env, c.factories, engine.CompareConfig{Run: c.cfg, Seeds: c.seeds, Parallel: c.parallel, Progress: update})
 	finish()
 	if err != nil {
 		return nil, err
@@ -283,7 +284,7 @@ func writeOutputs(w io.Writer, doc *report.Document, dir string) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nwrote %s/{results.json,runs.csv,series.csv", dir)
-	if doc.Mode == sim.Inflate {
+	if doc.Mode == engine.Inflate {
 		fmt.Fprint(w, ",curve.csv")
 	}
 	fmt.Fprintln(w, "}")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 	"github.com/edgesched/edgesched/sim/scenario/apps"
 	"github.com/edgesched/edgesched/sim/scenario/family"
@@ -33,7 +34,7 @@ func k8sFigures(t testing.TB, name string, seed uint64) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := sim.Run(context.Background(), env, pol, sim.DefaultRunConfig(sim.Replay))
+	res, err := engine.Run(context.Background(), env, pol, engine.DefaultRunConfig(engine.Replay))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestTelemetryIsNotRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sim.DefaultRunConfig(sim.Replay)
+	cfg := engine.DefaultRunConfig(engine.Replay)
 	var spread, runq float64
 	var checked bool
 	cfg.OnOutcome = func(st *sim.State, _ *sim.Pod, _ int) {
@@ -187,7 +188,7 @@ func TestTelemetryIsNotRequests(t *testing.T) {
 		}
 	}
 	pol, _ := baseline.Lookup(baseline.K8sDefault)
-	if _, err := sim.Run(context.Background(), env, pol, cfg); err != nil {
+	if _, err := engine.Run(context.Background(), env, pol, cfg); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("twin nodes (requests within 5 points): CPU measured differs by up to %.2f, run-queue p99 by up to %.1fx", spread, runq)

@@ -1,4 +1,4 @@
-package sim
+package engine
 
 import (
 	"os"
@@ -23,7 +23,7 @@ func expand(s string) []string {
 
 // docs/sim.md must document every measure a run can report.
 func TestDocsListEveryMeasure(t *testing.T) {
-	b, err := os.ReadFile("../docs/sim.md")
+	b, err := os.ReadFile("../../docs/sim.md")
 	if err != nil {
 		t.Fatal(err)
 	}

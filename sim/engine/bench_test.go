@@ -1,4 +1,4 @@
-package sim_test
+package engine_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkDecisions(b *testing.B) {
 			var decisions int
 			var busy time.Duration
 			for b.Loop() {
-				res, err := sim.Run(context.Background(), env, f, sim.DefaultRunConfig(sim.Inflate))
+				res, err := engine.Run(context.Background(), env, f, engine.DefaultRunConfig(engine.Inflate))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -49,7 +50,7 @@ func BenchmarkInflateSweepAllBaselines(b *testing.B) {
 	env := openbEnv(b)
 	for b.Loop() {
 		for _, f := range baseline.All() {
-			if _, err := sim.Run(context.Background(), env, f, sim.DefaultRunConfig(sim.Inflate)); err != nil {
+			if _, err := engine.Run(context.Background(), env, f, engine.DefaultRunConfig(engine.Inflate)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -63,7 +64,7 @@ func BenchmarkReplayOpenB(b *testing.B) {
 	env := openbEnv(b)
 	f, _ := baseline.Lookup(baseline.FGD)
 	for b.Loop() {
-		if _, err := sim.Run(context.Background(), env, f, sim.DefaultRunConfig(sim.Replay)); err != nil {
+		if _, err := engine.Run(context.Background(), env, f, engine.DefaultRunConfig(engine.Replay)); err != nil {
 			b.Fatal(err)
 		}
 	}

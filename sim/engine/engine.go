@@ -1,4 +1,4 @@
-package sim
+package engine
 
 import (
 	"container/heap"
@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/disrupt"
 )
 
@@ -34,7 +35,7 @@ func ParseMode(s string) (Mode, error) {
 	case Replay, Inflate:
 		return Mode(s), nil
 	}
-	return "", fmt.Errorf("%w: mode %q (want replay or inflate)", ErrInvalid, s)
+	return "", fmt.Errorf("%w: mode %q (want replay or inflate)", sim.ErrInvalid, s)
 }
 
 // TieBreak selects how ties between equally scored nodes are broken.
@@ -87,12 +88,12 @@ type RunConfig struct {
 	Check bool
 	// OnBind, when set, is called before every binding with the chosen node
 	// and devices; the state still shows the node before the pod lands.
-	OnBind func(st *State, pod *Pod, node int, gpus []int)
+	OnBind func(st *sim.State, pod *sim.Pod, node int, gpus []int)
 	// OnOutcome, when set, is called after every scheduling attempt with
 	// the node the pod was bound to, or -1 when nothing fitted (in replay
 	// the pod may still be placed on a later retry). Trainers compute
 	// rewards here.
-	OnOutcome func(st *State, pod *Pod, node int)
+	OnOutcome func(st *sim.State, pod *sim.Pod, node int)
 	// Progress, when set, is called with work done out of total now and
 	// then; total is permille of the target (inflate) or events (replay).
 	Progress func(done, total int64)
@@ -110,19 +111,19 @@ func (c *RunConfig) Validate() error {
 	}
 	switch {
 	case !(c.InflateTarget > 0 && c.InflateTarget <= 10):
-		return fmt.Errorf("%w: inflate target must be in (0, 10], got %v", ErrInvalid, c.InflateTarget)
+		return fmt.Errorf("%w: inflate target must be in (0, 10], got %v", sim.ErrInvalid, c.InflateTarget)
 	case !(c.InflateStep > 0 && c.InflateStep <= c.InflateTarget):
-		return fmt.Errorf("%w: inflate step must be in (0, target], got %v", ErrInvalid, c.InflateStep)
+		return fmt.Errorf("%w: inflate step must be in (0, target], got %v", sim.ErrInvalid, c.InflateStep)
 	case c.TieBreak != "" && c.TieBreak != TieRandom && c.TieBreak != TieFirst:
-		return fmt.Errorf("%w: tie break %q (want random or first)", ErrInvalid, c.TieBreak)
+		return fmt.Errorf("%w: tie break %q (want random or first)", sim.ErrInvalid, c.TieBreak)
 	case c.InflateResource != "" && c.InflateResource != "gpu" && c.InflateResource != "cpu":
-		return fmt.Errorf("%w: inflate resource %q (want gpu or cpu)", ErrInvalid, c.InflateResource)
+		return fmt.Errorf("%w: inflate resource %q (want gpu or cpu)", sim.ErrInvalid, c.InflateResource)
 	case c.Samples < 2 || c.Samples > 100000:
-		return fmt.Errorf("%w: samples must be in [2, 100000], got %d", ErrInvalid, c.Samples)
+		return fmt.Errorf("%w: samples must be in [2, 100000], got %d", sim.ErrInvalid, c.Samples)
 	case !(c.BaseLatencyMs > 0 && c.BaseLatencyMs <= 1e5):
-		return fmt.Errorf("%w: base latency must be in (0, 1e5] ms, got %v", ErrInvalid, c.BaseLatencyMs)
+		return fmt.Errorf("%w: base latency must be in (0, 1e5] ms, got %v", sim.ErrInvalid, c.BaseLatencyMs)
 	case !(c.MaxUtil > 0 && c.MaxUtil < 1):
-		return fmt.Errorf("%w: max utilisation must be in (0, 1), got %v", ErrInvalid, c.MaxUtil)
+		return fmt.Errorf("%w: max utilisation must be in (0, 1), got %v", sim.ErrInvalid, c.MaxUtil)
 	}
 	return nil
 }
@@ -170,18 +171,18 @@ var ErrPolicy = errors.New("sim: policy error")
 
 // Run evaluates one policy on env. It is deterministic for a given env,
 // policy and config (decision latency aside).
-func Run(ctx context.Context, env *Env, f Factory, cfg RunConfig) (*Result, error) {
+func Run(ctx context.Context, env *sim.Env, f sim.Factory, cfg RunConfig) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Mode == Replay && !env.HasTimes {
-		return nil, fmt.Errorf("%w: replay mode needs pods with creation times", ErrInvalid)
+		return nil, fmt.Errorf("%w: replay mode needs pods with creation times", sim.ErrInvalid)
 	}
 	pol, err := f.New(env)
 	if err != nil {
 		return nil, fmt.Errorf("new policy %s: %w", f.Name, err)
 	}
-	st := NewState(env)
+	st := sim.NewState(env)
 	st.LoadModel.MaxUtil, st.NoiseSeed = cfg.MaxUtil, cfg.Seed
 	r := &runner{
 		env: env, st: st, pol: pol, cfg: cfg,
@@ -190,13 +191,13 @@ func Run(ctx context.Context, env *Env, f Factory, cfg RunConfig) (*Result, erro
 		scores: make([]float64, len(env.Nodes)),
 		rec:    newRecorder(env, cfg),
 	}
-	if picker, ok := pol.(GPUPicker); ok {
+	if picker, ok := pol.(sim.GPUPicker); ok {
 		r.picker = picker
 	}
-	if f, ok := pol.(NodeFilter); ok {
+	if f, ok := pol.(sim.NodeFilter); ok {
 		r.filter = f
 	}
-	if s, ok := pol.(Starter); ok {
+	if s, ok := pol.(sim.Starter); ok {
 		if err := s.Start(st, rand.New(rand.NewPCG(cfg.Seed, streamPolicy))); err != nil {
 			return nil, fmt.Errorf("%w: start %s: %v", ErrPolicy, pol.Name(), err)
 		}
@@ -214,7 +215,7 @@ func Run(ctx context.Context, env *Env, f Factory, cfg RunConfig) (*Result, erro
 	res := r.rec.result()
 	for name, v := range res.Measures {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("%w: measure %s is %v (inputs out of range?)", ErrInvalid, name, v)
+			return nil, fmt.Errorf("%w: measure %s is %v (inputs out of range?)", sim.ErrInvalid, name, v)
 		}
 	}
 	res.Policy = pol.Name()
@@ -226,11 +227,11 @@ func Run(ctx context.Context, env *Env, f Factory, cfg RunConfig) (*Result, erro
 }
 
 type runner struct {
-	env       *Env
-	st        *State
-	pol       Policy
-	picker    GPUPicker
-	filter    NodeFilter
+	env       *sim.Env
+	st        *sim.State
+	pol       sim.Policy
+	picker    sim.GPUPicker
+	filter    sim.NodeFilter
 	cfg       RunConfig
 	tie       *rand.Rand
 	cand      []int32
@@ -328,14 +329,14 @@ func (r *runner) inflateResource() string {
 func (r *runner) inflate(ctx context.Context) error {
 	env, st := r.env, r.st
 	if len(env.Pods) == 0 {
-		return fmt.Errorf("%w: inflate mode needs a workload with pods", ErrInvalid)
+		return fmt.Errorf("%w: inflate mode needs a workload with pods", sim.ErrInvalid)
 	}
 	res := r.inflateResource()
-	capacity, demand := env.Capacity.GPU, func(p *Pod) int64 { return p.GPUDemand() }
+	capacity, demand := env.Capacity.GPU, func(p *sim.Pod) int64 { return p.GPUDemand() }
 	if res == "cpu" {
-		capacity, demand = env.Capacity.CPU, func(p *Pod) int64 { return p.CPU }
+		capacity, demand = env.Capacity.CPU, func(p *sim.Pod) int64 { return p.CPU }
 	} else if capacity == 0 {
-		return fmt.Errorf("%w: inflate by gpu on a cluster without GPUs", ErrInvalid)
+		return fmt.Errorf("%w: inflate by gpu on a cluster without GPUs", sim.ErrInvalid)
 	}
 	var positive bool
 	for i := range env.Pods {
@@ -345,7 +346,7 @@ func (r *runner) inflate(ctx context.Context) error {
 		}
 	}
 	if !positive {
-		return fmt.Errorf("%w: no pod of the workload asks for %s, so inflating by it never ends", ErrInvalid, res)
+		return fmt.Errorf("%w: no pod of the workload asks for %s, so inflating by it never ends", sim.ErrInvalid, res)
 	}
 	r.rec.inflate = true
 	// Expected samples to reach the target: target / mean demand per pod.
@@ -355,7 +356,7 @@ func (r *runner) inflate(ctx context.Context) error {
 	}
 	target := int64(math.Ceil(r.cfg.InflateTarget * float64(capacity)))
 	if expected := float64(target) / (float64(sum) / float64(len(env.Pods))); expected > MaxInflatePods {
-		return fmt.Errorf("%w: inflating to %.0f%% of capacity would take about %.3g pods (at most %d)", ErrInvalid, 100*r.cfg.InflateTarget, expected, MaxInflatePods)
+		return fmt.Errorf("%w: inflating to %.0f%% of capacity would take about %.3g pods (at most %d)", sim.ErrInvalid, 100*r.cfg.InflateTarget, expected, MaxInflatePods)
 	}
 	sample := rand.New(rand.NewPCG(r.cfg.Seed, streamSample))
 	marks := curveMarks(r.cfg.InflateTarget, r.cfg.InflateStep)
@@ -372,7 +373,7 @@ func (r *runner) inflate(ctx context.Context) error {
 			}
 		}
 		if len(st.Pods) >= MaxInflatePods {
-			return fmt.Errorf("%w: inflate sampled %d pods without reaching the target", ErrInvalid, MaxInflatePods)
+			return fmt.Errorf("%w: inflate sampled %d pods without reaching the target", sim.ErrInvalid, MaxInflatePods)
 		}
 		id, err := st.AddPod(env.Pods[sample.IntN(len(env.Pods))])
 		if err != nil {
@@ -477,7 +478,7 @@ func (r *runner) replay(ctx context.Context) error {
 		tEnd = st.Pods[n-1].Create
 	}
 	for i := range st.Pods {
-		if d := st.Pods[i].Delete; d != NoDeletion && d > tEnd {
+		if d := st.Pods[i].Delete; d != sim.NoDeletion && d > tEnd {
 			tEnd = d
 		}
 	}
@@ -504,7 +505,7 @@ func (r *runner) replay(ctx context.Context) error {
 		}
 		placedOnce[id] = true
 		r.rec.outcome(p, true)
-		if p.Delete != NoDeletion {
+		if p.Delete != sim.NoDeletion {
 			heap.Push(&deps, timedEvent{t: p.Delete, id: id})
 		}
 	}
@@ -532,7 +533,7 @@ func (r *runner) replay(ctx context.Context) error {
 		status[id] = podPending
 		i, _ := slices.BinarySearchFunc(pending, id, byPriority)
 		pending = slices.Insert(pending, i, id)
-		if d := st.Pods[id].Delete; d != NoDeletion {
+		if d := st.Pods[id].Delete; d != sim.NoDeletion {
 			heap.Push(&deadlines, timedEvent{t: d, id: id})
 		}
 	}
@@ -546,7 +547,7 @@ func (r *runner) replay(ctx context.Context) error {
 			return err
 		case ok:
 			bound(id)
-		case p.Delete != NoDeletion && p.Delete <= st.Now:
+		case p.Delete != sim.NoDeletion && p.Delete <= st.Now:
 			status[id] = podFailed
 			r.rec.outcome(p, false)
 		default:
@@ -556,7 +557,7 @@ func (r *runner) replay(ctx context.Context) error {
 	}
 	disruptions, err := disrupt.Schedule(rand.New(rand.NewPCG(r.cfg.Seed, streamDisrupt)), t0, tEnd+1, env.Disruptions, r.failureRates(), env.Uplinks)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return fmt.Errorf("%w: %v", sim.ErrInvalid, err)
 	}
 	di := 0
 	ai, si := 0, 0
@@ -673,7 +674,7 @@ func (r *runner) disrupt(ev disrupt.Event, resched func(int32) error, retry func
 	case disrupt.NodeDown:
 		r.rec.nodeFailures++
 		var evicted []int32
-		for _, id := range st.running {
+		for _, id := range st.Running() {
 			if int(st.Placements[id].Node) == int(ev.Index) {
 				evicted = append(evicted, id)
 			}
@@ -684,7 +685,7 @@ func (r *runner) disrupt(ev disrupt.Event, resched func(int32) error, retry func
 				return err
 			}
 		}
-		st.setDown(int(ev.Index), true)
+		st.SetDown(int(ev.Index), true)
 		r.rec.evicted += len(evicted)
 		for _, id := range evicted {
 			if err := resched(id); err != nil {
@@ -692,56 +693,13 @@ func (r *runner) disrupt(ev disrupt.Event, resched func(int32) error, retry func
 			}
 		}
 	case disrupt.NodeUp:
-		st.setDown(int(ev.Index), false)
+		st.SetDown(int(ev.Index), false)
 		return retry(int(ev.Index))
 	case disrupt.FlapStart:
 		r.rec.flaps++
-		st.flap[ev.Index] = true
+		st.SetFlap(int(ev.Index), true)
 	case disrupt.FlapEnd:
-		st.flap[ev.Index] = false
-	}
-	return nil
-}
-
-// CheckInvariants verifies that no node is over-committed and that the
-// running totals match the nodes. It is O(nodes + running pods).
-func (st *State) CheckInvariants() error {
-	var alloc Resources
-	modelFree := make([]int64, len(st.ModelFree))
-	for i := range st.Nodes {
-		nd := &st.Nodes[i]
-		if nd.Model >= 0 {
-			modelFree[nd.Model] += nd.GPUFreeTotal
-		}
-		if nd.CPUFree < 0 || nd.MemFree < 0 || nd.CPUFree > nd.CPU || nd.MemFree > nd.Mem {
-			return fmt.Errorf("%w: node %s cpu free %d/%d mem free %d/%d", ErrPlacement, nd.Name, nd.CPUFree, nd.CPU, nd.MemFree, nd.Mem)
-		}
-		for g, f := range nd.GPUFree {
-			if f < 0 || f > MilliGPU {
-				return fmt.Errorf("%w: node %s gpu %d free %d", ErrPlacement, nd.Name, g, f)
-			}
-		}
-		alloc.CPU += nd.CPU - nd.CPUFree
-		alloc.Mem += nd.Mem - nd.MemFree
-		alloc.GPU += int64(nd.GPUs)*MilliGPU - nd.GPUFreeTotal
-	}
-	if alloc != st.Alloc {
-		return fmt.Errorf("%w: node allocations %+v do not match totals %+v", ErrPlacement, alloc, st.Alloc)
-	}
-	for g, f := range modelFree {
-		if f != st.ModelFree[g] {
-			return fmt.Errorf("%w: nodes of gpu model %d have %d milli-GPU free, the total says %d", ErrPlacement, g, f, st.ModelFree[g])
-		}
-	}
-	var pods Resources
-	for _, id := range st.running {
-		p := &st.Pods[id]
-		pods.CPU += p.CPU
-		pods.Mem += p.Mem
-		pods.GPU += p.GPUDemand()
-	}
-	if pods != st.Alloc {
-		return fmt.Errorf("%w: running pods %+v do not match totals %+v", ErrPlacement, pods, st.Alloc)
+		st.SetFlap(int(ev.Index), false)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package sim_test
+package engine_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/engine"
 )
 
 // randomEnv builds a random heterogeneous cluster and workload from a seed:
@@ -189,24 +190,24 @@ func TestPropertiesAllBaselines(t *testing.T) {
 	for _, seed := range seeds {
 		env := randomEnv(t, seed)
 		for _, f := range baseline.All() {
-			for _, mode := range []sim.Mode{sim.Inflate, sim.Replay} {
+			for _, mode := range []engine.Mode{engine.Inflate, engine.Replay} {
 				t.Run(fmt.Sprintf("seed%d/%s/%s", seed, f.Name, mode), func(t *testing.T) {
 					sh := newShadow(env)
-					cfg := sim.DefaultRunConfig(mode)
+					cfg := engine.DefaultRunConfig(mode)
 					cfg.Seed = seed
 					cfg.Check = true
 					cfg.InflateTarget = 1.5
 					cfg.Samples = 20
 					var bindErr error
 					cfg.OnBind = func(st *sim.State, p *sim.Pod, n int, gpus []int) {
-						if mode == sim.Replay {
+						if mode == engine.Replay {
 							sh.release(st, st.Now)
 						}
 						if err := sh.check(env, p, n, gpus); err != nil && bindErr == nil {
 							bindErr = fmt.Errorf("pod %s on node %s: %w", env.Spec(p).Name, env.Nodes[n].Name, err)
 						}
 					}
-					res, err := sim.Run(context.Background(), env, f, cfg)
+					res, err := engine.Run(context.Background(), env, f, cfg)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -218,7 +219,7 @@ func TestPropertiesAllBaselines(t *testing.T) {
 					if arrived != placed+failed+m["pods_pending"] {
 						t.Errorf("pods not conserved: arrived %v != placed %v + failed %v + pending %v", arrived, placed, failed, m["pods_pending"])
 					}
-					if mode == sim.Replay && int(arrived) != len(env.Pods) {
+					if mode == engine.Replay && int(arrived) != len(env.Pods) {
 						t.Errorf("replay arrived %v pods, workload has %d", arrived, len(env.Pods))
 					}
 					for name, v := range m {
@@ -235,10 +236,10 @@ func TestPropertiesAllBaselines(t *testing.T) {
 func TestInflateDeterministicAndSeeded(t *testing.T) {
 	env := randomEnv(t, 11)
 	f, _ := baseline.Lookup(baseline.BestFit)
-	run := func(seed uint64) *sim.Result {
-		cfg := sim.DefaultRunConfig(sim.Inflate)
+	run := func(seed uint64) *engine.Result {
+		cfg := engine.DefaultRunConfig(engine.Inflate)
 		cfg.Seed = seed
-		res, err := sim.Run(context.Background(), env, f, cfg)
+		res, err := engine.Run(context.Background(), env, f, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,11 +293,11 @@ func factoryOf(p sim.Policy) sim.Factory {
 }
 
 // firstPlacements runs replay and returns where each pod went.
-func placements(t *testing.T, env *sim.Env, f sim.Factory, cfg sim.RunConfig) map[string]int {
+func placements(t *testing.T, env *sim.Env, f sim.Factory, cfg engine.RunConfig) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	cfg.OnBind = func(st *sim.State, p *sim.Pod, n int, _ []int) { out[env.Spec(p).Name] = n }
-	if _, err := sim.Run(context.Background(), env, f, cfg); err != nil {
+	if _, err := engine.Run(context.Background(), env, f, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -324,7 +325,7 @@ func uniformEnv(t *testing.T, nodes, pods int) *sim.Env {
 // 27.4, so 6 sd = 164 bounds a fair split with overwhelming probability.
 func TestTieBreakUniformAndSeeded(t *testing.T) {
 	env := uniformEnv(t, 4, 4000)
-	cfg := sim.DefaultRunConfig(sim.Replay)
+	cfg := engine.DefaultRunConfig(engine.Replay)
 	cfg.Samples = 2
 	f := factoryOf(constPolicy{score: func(int32) float64 { return 1 }})
 	got := placements(t, env, f, cfg)
@@ -343,7 +344,7 @@ func TestTieBreakUniformAndSeeded(t *testing.T) {
 			t.Fatal("same seed placed pods differently")
 		}
 	}
-	cfg.TieBreak = sim.TieFirst
+	cfg.TieBreak = engine.TieFirst
 	for name, n := range placements(t, env, f, cfg) {
 		if n != 0 {
 			t.Fatalf("tie-break first put %s on node %d, want 0", name, n)
@@ -355,7 +356,7 @@ func TestTieBreakUniformAndSeeded(t *testing.T) {
 // ties.
 func TestPickHighest(t *testing.T) {
 	env := uniformEnv(t, 5, 50)
-	cfg := sim.DefaultRunConfig(sim.Replay)
+	cfg := engine.DefaultRunConfig(engine.Replay)
 	cfg.Samples = 2
 	scores := []float64{math.NaN(), 3, 7, 7 - 1e-12, 2}
 	got := placements(t, env, factoryOf(constPolicy{score: func(n int32) float64 { return scores[n] }}), cfg)
@@ -380,8 +381,8 @@ func (badPicker) PickGPUs(_ *sim.State, _ *sim.Pod, _ int, dst []int) []int {
 
 func TestPolicyMisbehaviourIsAnError(t *testing.T) {
 	env := randomEnv(t, 5)
-	_, err := sim.Run(context.Background(), env, factoryOf(badPicker{constPolicy{score: func(int32) float64 { return 0 }}}), sim.DefaultRunConfig(sim.Inflate))
-	if !errors.Is(err, sim.ErrPolicy) {
+	_, err := engine.Run(context.Background(), env, factoryOf(badPicker{constPolicy{score: func(int32) float64 { return 0 }}}), engine.DefaultRunConfig(engine.Inflate))
+	if !errors.Is(err, engine.ErrPolicy) {
 		t.Fatalf("Run error = %v, want ErrPolicy", err)
 	}
 }
@@ -391,7 +392,7 @@ func TestRunHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	f, _ := baseline.Lookup(baseline.FGD)
-	if _, err := sim.Run(ctx, env, f, sim.DefaultRunConfig(sim.Inflate)); !errors.Is(err, context.Canceled) {
+	if _, err := engine.Run(ctx, env, f, engine.DefaultRunConfig(engine.Inflate)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run error = %v, want context.Canceled", err)
 	}
 }
@@ -399,28 +400,28 @@ func TestRunHonoursContext(t *testing.T) {
 func TestRunConfigValidate(t *testing.T) {
 	tests := []struct {
 		name   string
-		mutate func(*sim.RunConfig)
+		mutate func(*engine.RunConfig)
 	}{
-		{"bad mode", func(c *sim.RunConfig) { c.Mode = "fast" }},
-		{"zero target", func(c *sim.RunConfig) { c.InflateTarget = 0 }},
-		{"NaN target", func(c *sim.RunConfig) { c.InflateTarget = math.NaN() }},
-		{"step above target", func(c *sim.RunConfig) { c.InflateStep = 2 }},
-		{"bad resource", func(c *sim.RunConfig) { c.InflateResource = "disk" }},
-		{"bad tie break", func(c *sim.RunConfig) { c.TieBreak = "last" }},
-		{"one sample", func(c *sim.RunConfig) { c.Samples = 1 }},
-		{"no base latency", func(c *sim.RunConfig) { c.BaseLatencyMs = 0 }},
-		{"util cap 1", func(c *sim.RunConfig) { c.MaxUtil = 1 }},
+		{"bad mode", func(c *engine.RunConfig) { c.Mode = "fast" }},
+		{"zero target", func(c *engine.RunConfig) { c.InflateTarget = 0 }},
+		{"NaN target", func(c *engine.RunConfig) { c.InflateTarget = math.NaN() }},
+		{"step above target", func(c *engine.RunConfig) { c.InflateStep = 2 }},
+		{"bad resource", func(c *engine.RunConfig) { c.InflateResource = "disk" }},
+		{"bad tie break", func(c *engine.RunConfig) { c.TieBreak = "last" }},
+		{"one sample", func(c *engine.RunConfig) { c.Samples = 1 }},
+		{"no base latency", func(c *engine.RunConfig) { c.BaseLatencyMs = 0 }},
+		{"util cap 1", func(c *engine.RunConfig) { c.MaxUtil = 1 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := sim.DefaultRunConfig(sim.Inflate)
+			c := engine.DefaultRunConfig(engine.Inflate)
 			tt.mutate(&c)
 			if err := c.Validate(); !errors.Is(err, sim.ErrInvalid) {
 				t.Fatalf("Validate = %v, want ErrInvalid", err)
 			}
 		})
 	}
-	c := sim.DefaultRunConfig(sim.Replay)
+	c := engine.DefaultRunConfig(engine.Replay)
 	if err := c.Validate(); err != nil {
 		t.Fatalf("default config invalid: %v", err)
 	}
@@ -433,7 +434,7 @@ func TestReplayNeedsTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, _ := baseline.Lookup(baseline.BestFit)
-	if _, err := sim.Run(context.Background(), env, f, sim.DefaultRunConfig(sim.Replay)); !errors.Is(err, sim.ErrInvalid) {
+	if _, err := engine.Run(context.Background(), env, f, engine.DefaultRunConfig(engine.Replay)); !errors.Is(err, sim.ErrInvalid) {
 		t.Fatalf("replay of an untimed workload: %v, want ErrInvalid", err)
 	}
 }
@@ -454,7 +455,7 @@ func TestReplayLongTraceIsFast(t *testing.T) {
 	f, _ := baseline.Lookup(baseline.BestFit)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := sim.Run(ctx, env, f, sim.DefaultRunConfig(sim.Replay))
+	res, err := engine.Run(ctx, env, f, engine.DefaultRunConfig(engine.Replay))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +482,7 @@ func TestInflateRefusesUnboundedRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, _ := baseline.Lookup(baseline.BestFit)
-	_, err = sim.Run(context.Background(), env, f, sim.DefaultRunConfig(sim.Inflate))
+	_, err = engine.Run(context.Background(), env, f, engine.DefaultRunConfig(engine.Inflate))
 	if !errors.Is(err, sim.ErrInvalid) {
 		t.Fatalf("inflating 1e12 milli-CPU with 1-milli pods: %v, want ErrInvalid", err)
 	}
@@ -495,8 +496,8 @@ func TestCompareOrderErrorsAndProgress(t *testing.T) {
 		fs = append(fs, f)
 	}
 	var last, total int64
-	res, err := sim.Compare(context.Background(), env, fs, sim.CompareConfig{
-		Run: sim.DefaultRunConfig(sim.Inflate), Seeds: []uint64{4, 5}, Parallel: 3,
+	res, err := engine.Compare(context.Background(), env, fs, engine.CompareConfig{
+		Run: engine.DefaultRunConfig(engine.Inflate), Seeds: []uint64{4, 5}, Parallel: 3,
 		Progress: func(done, tot int64) {
 			if done < last || done > tot {
 				t.Errorf("progress %d/%d after %d", done, tot, last)
@@ -516,10 +517,10 @@ func TestCompareOrderErrorsAndProgress(t *testing.T) {
 		t.Errorf("progress ended at %d/%d, want 6000/6000", last, total)
 	}
 	bad := sim.Factory{Name: "broken", New: func(*sim.Env) (sim.Policy, error) { return nil, errors.New("no weights") }}
-	if _, err := sim.Compare(context.Background(), env, append(fs, bad), sim.CompareConfig{Run: sim.DefaultRunConfig(sim.Inflate), Seeds: []uint64{1}}); err == nil || !strings.Contains(err.Error(), "broken seed 1: new policy broken: no weights") {
+	if _, err := engine.Compare(context.Background(), env, append(fs, bad), engine.CompareConfig{Run: engine.DefaultRunConfig(engine.Inflate), Seeds: []uint64{1}}); err == nil || !strings.Contains(err.Error(), "broken seed 1: new policy broken: no weights") {
 		t.Errorf("a failing policy: %v", err)
 	}
-	if _, err := sim.Compare(context.Background(), env, nil, sim.CompareConfig{Run: sim.DefaultRunConfig(sim.Inflate), Seeds: []uint64{1}}); !errors.Is(err, sim.ErrInvalid) {
+	if _, err := engine.Compare(context.Background(), env, nil, engine.CompareConfig{Run: engine.DefaultRunConfig(engine.Inflate), Seeds: []uint64{1}}); !errors.Is(err, sim.ErrInvalid) {
 		t.Errorf("no policies: %v", err)
 	}
 }
@@ -529,7 +530,7 @@ func TestReplayHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	f, _ := baseline.Lookup(baseline.BestFit)
-	if _, err := sim.Run(ctx, env, f, sim.DefaultRunConfig(sim.Replay)); !errors.Is(err, context.Canceled) {
+	if _, err := engine.Run(ctx, env, f, engine.DefaultRunConfig(engine.Replay)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("replay error = %v, want context.Canceled", err)
 	}
 }

@@ -1,10 +1,11 @@
-package sim
+package engine
 
 import (
 	"math"
 	"slices"
 	"time"
 
+	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/disrupt"
 	"github.com/edgesched/edgesched/sim/internal/stats"
 )
@@ -63,12 +64,12 @@ func Measures() []MeasureInfo {
 
 // recorder accumulates a run's measures.
 type recorder struct {
-	env     *Env
+	env     *sim.Env
 	cfg     RunConfig
 	inflate bool
 
 	nArrived, nPlaced, nFailed, nPending int
-	arrivedDemand, placedDemand          Resources
+	arrivedDemand, placedDemand          sim.Resources
 
 	allocCPU, allocMem, allocGPU, usedCPU, usedMem []float64
 	activeUtil, activeNodes                        []float64
@@ -83,30 +84,30 @@ type recorder struct {
 	carbonG float64
 	svcRTT  []float64
 	svcRate []float64
-	tel     []NodeTelemetry
+	tel     []sim.NodeTelemetry
 
 	evicted, lost, nodeFailures, flaps int
 }
 
-func newRecorder(env *Env, cfg RunConfig) *recorder {
+func newRecorder(env *sim.Env, cfg RunConfig) *recorder {
 	return &recorder{
 		env: env, cfg: cfg, latency: stats.NewLogHist(),
 		svcRTT:  make([]float64, len(env.Services)*len(env.Zones)),
 		svcRate: make([]float64, len(env.Services)*len(env.Zones)),
-		tel:     make([]NodeTelemetry, len(env.Nodes)),
+		tel:     make([]sim.NodeTelemetry, len(env.Nodes)),
 	}
 }
 
 func (r *recorder) decision(d time.Duration) { r.decisions = append(r.decisions, int64(d)) }
 
-func (r *recorder) arrive(p *Pod) {
+func (r *recorder) arrive(p *sim.Pod) {
 	r.nArrived++
 	r.arrivedDemand.CPU += p.CPU
 	r.arrivedDemand.Mem += p.Mem
 	r.arrivedDemand.GPU += p.GPUDemand()
 }
 
-func (r *recorder) outcome(p *Pod, ok bool) {
+func (r *recorder) outcome(p *sim.Pod, ok bool) {
 	if !ok {
 		r.nFailed++
 		return
@@ -125,14 +126,14 @@ func (r *recorder) startClock(t int64) { r.clock = t }
 // Power is constant in between; each carbon curve is integrated in closed
 // form (whole cycles, then the remaining hours), so the cost does not grow
 // with the length of the interval.
-func (r *recorder) advanceTo(st *State, t int64) {
+func (r *recorder) advanceTo(st *sim.State, t int64) {
 	if t <= r.clock {
 		return
 	}
 	for cz, w := range st.PowerByCarbonZone {
 		if w != 0 {
 			// W * s / 3600 = Wh; / 1000 = kWh; * g/kWh = g
-			r.carbonG += w / 3600 / 1000 * r.env.carbonIntegral(int32(cz), r.clock, t)
+			r.carbonG += w / 3600 / 1000 * r.env.CarbonIntegral(int32(cz), r.clock, t)
 		}
 	}
 	r.clock = t
@@ -147,7 +148,7 @@ func share(a, b float64) float64 {
 
 // sample records the utilisation, fragmentation, traffic, carbon and
 // latency measures of the current state at position x.
-func (r *recorder) sample(st *State, x float64) {
+func (r *recorder) sample(st *sim.State, x float64) {
 	env := r.env
 	c := env.Capacity
 	usedCPU := st.UsedCPU
@@ -208,7 +209,7 @@ func (r *recorder) sample(st *State, x float64) {
 		r.cross = append(r.cross, c)
 	}
 
-	// Latency proxy (State.LatencyProxy): per running pod, base / (1 -
+	// Latency proxy (sim.State.LatencyProxy): per running pod, base / (1 -
 	// rho_eff) x memory factor + NIC delay + the call-rate weighted mean RTT
 	// from its zone to its callees' replicas.
 	Z := len(env.Zones)
@@ -221,7 +222,7 @@ func (r *recorder) sample(st *State, x float64) {
 		p := &st.Pods[id]
 		n := st.Placements[id].Node
 		nd := &st.Nodes[n]
-		l := latencyOf(&r.tel[n], r.cfg.BaseLatencyMs)
+		l := sim.NodeLatency(&r.tel[n], r.cfg.BaseLatencyMs)
 		if p.Service >= 0 {
 			l += r.svcRTT[int(p.Service)*Z+int(nd.Zone)]
 		}
@@ -229,7 +230,7 @@ func (r *recorder) sample(st *State, x float64) {
 	}
 }
 
-func (r *recorder) curvePoint(st *State, arrivedShare float64) {
+func (r *recorder) curvePoint(st *sim.State, arrivedShare float64) {
 	c := r.env.Capacity
 	cp := CurvePoint{
 		ArrivedShare:        arrivedShare,

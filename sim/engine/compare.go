@@ -1,10 +1,12 @@
-package sim
+package engine
 
 import (
 	"context"
 	"fmt"
 	"runtime"
 	"sync"
+
+	"github.com/edgesched/edgesched/sim"
 )
 
 // CompareConfig runs several policies over several seeds.
@@ -24,9 +26,9 @@ type CompareConfig struct {
 
 // Compare runs every factory on every seed and returns the results in
 // factory-major, seed-minor order. The first error cancels the others.
-func Compare(ctx context.Context, env *Env, factories []Factory, cfg CompareConfig) ([]*Result, error) {
+func Compare(ctx context.Context, env *sim.Env, factories []sim.Factory, cfg CompareConfig) ([]*Result, error) {
 	if len(factories) == 0 || len(cfg.Seeds) == 0 {
-		return nil, fmt.Errorf("%w: compare needs at least one policy and one seed", ErrInvalid)
+		return nil, fmt.Errorf("%w: compare needs at least one policy and one seed", sim.ErrInvalid)
 	}
 	if err := cfg.Run.Validate(); err != nil {
 		return nil, err

@@ -1,0 +1,95 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/disrupt"
+	"github.com/edgesched/edgesched/sim/engine"
+	"github.com/edgesched/edgesched/sim/nodeload"
+)
+
+// zonedNodes is a cluster of n identical 4-core nodes alternating between
+// zones a and b (n0 in a, n1 in b, ...), with zone b's uplink as given and
+// a "web" load profile.
+func zonedNodes(n int, uplinkB disrupt.Uplink) *sim.Cluster {
+	c := &sim.Cluster{
+		Name:         "zoned",
+		Zones:        []sim.Zone{{Name: "a"}, {Name: "b", Uplink: uplinkB}},
+		LoadProfiles: []nodeload.Profile{{Name: "web", Amplitude: 0.5, PeakHour: 12}},
+	}
+	for i := range n {
+		c.Nodes = append(c.Nodes, sim.NodeSpec{Name: fmt.Sprintf("n%d", i), CPU: 4000, Memory: 8192, Arch: sim.ArchAMD64, Zone: []string{"a", "b"}[i%2]})
+	}
+	return c
+}
+
+// TestReplayNodeFailures: nodes that fail often evict their pods; evicted
+// pods run again elsewhere (or are lost), no pod is ever bound to a failed
+// node, the state's books balance after every binding, and a seed gives
+// the same run twice.
+func TestReplayNodeFailures(t *testing.T) {
+	c := zonedNodes(3, disrupt.Uplink{})
+	for i := range c.Nodes {
+		c.Nodes[i].FailureRate = 6
+	}
+	c.Disruptions = disrupt.Config{NodeFailures: true, MeanRepairSeconds: 1800}
+	w := &sim.Workload{}
+	for i := range 60 {
+		w.Pods = append(w.Pods, sim.PodSpec{Name: "p" + string(rune('A'+i%26)) + string(rune('a'+i/26)), CPU: 1500, Memory: 512,
+			Create: int64(i) * 1800, Delete: int64(i)*1800 + 6*3600})
+	}
+	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := engine.DefaultRunConfig(engine.Replay)
+	cfg.Check = true
+	cfg.Seed = 5
+	cfg.OnBind = func(st *sim.State, _ *sim.Pod, node int, _ []int) {
+		if st.Down(node) {
+			t.Errorf("bound to failed node %d at %d", node, st.Now)
+		}
+	}
+	run := func() map[string]float64 {
+		res, err := engine.Run(context.Background(), env, factoryOf(constPolicy{score: func(int32) float64 { return 0 }}), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Measures
+	}
+	m := run()
+	t.Logf("failures %v, evicted %v, lost %v, failed %v, placed %v", m["node_failures"], m["pods_evicted"], m["pods_lost"], m["pods_failed"], m["pods_placed"])
+	if !(m["node_failures"] > 5) || !(m["pods_evicted"] > 0) {
+		t.Errorf("3 nodes failing 6 times a day for 36 h: %v failures, %v evictions", m["node_failures"], m["pods_evicted"])
+	}
+	if m["pods_placed"]+m["pods_failed"]+m["pods_pending"] != m["pods_arrived"] || m["pods_lost"] > m["pods_evicted"] {
+		t.Errorf("books: %v", m)
+	}
+	again := run()
+	for k, v := range m {
+		if k[:min(len(k), 8)] != "decision" && again[k] != v {
+			t.Errorf("%s: %v then %v", k, v, again[k])
+		}
+	}
+}
+
+// TestReplayUplinkFlaps: an uplink that flaps once a day flaps about 20
+// times in a 20-day replay.
+func TestReplayUplinkFlaps(t *testing.T) {
+	c := zonedNodes(2, disrupt.Uplink{LossRate: 0.01, FlapsPerDay: 1, FlapSeconds: 600, FlapRTTMs: 900, FlapLoss: 0.2})
+	w := &sim.Workload{Pods: []sim.PodSpec{{Name: "x", CPU: 1, Create: 0, Delete: 20 * 86400}}}
+	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := engine.Run(context.Background(), env, factoryOf(constPolicy{score: func(int32) float64 { return 0 }}), engine.DefaultRunConfig(engine.Replay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Measures["uplink_flaps"] < 5 {
+		t.Errorf("20 days at 1 flap a day: %v flaps", res.Measures["uplink_flaps"])
+	}
+}
