@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
@@ -52,16 +53,6 @@ func zonedCluster(t *testing.T) (*EdgePolicy, []sim.NodeSpec, []fwk.NodeInfo) {
 	return p, specs, nodes
 }
 
-func graphOf(t *testing.T, edges ...kubefmt.DependencyEdge) (*kubefmt.DependencyGraph, []byte) {
-	t.Helper()
-	g := &kubefmt.DependencyGraph{Version: kubefmt.DependencyGraphVersion, Edges: edges}
-	b, err := g.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g, b
-}
-
 // TestDependencyFeatures: four nodes in zones a and b, a replica of
 // service db running on a-0. A web pod (web calls db) sees co-location 1
 // on zone a's nodes and 0 on zone b's once the graph is in use, 0
@@ -98,7 +89,7 @@ func TestDependencyFeatures(t *testing.T) {
 	if got := colocation(pod("web-0", "web")); !same(got, zero) {
 		t.Fatalf("without a graph: co-location %v, want 0 everywhere", got)
 	}
-	g, _ := graphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
+	g, _ := plugintest.GraphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
 	if !p.core.Dependencies().Set(g) || p.core.Dependencies().Set(g) {
 		t.Fatal("set: the first install must change the graph, the same edges again must not")
 	}

@@ -103,7 +103,7 @@ func TestPolicyCarbonPreference(t *testing.T) {
 		Zones:       []kubefmt.TopologyZone{{Name: "a", CarbonZone: "north"}, {Name: "b", CarbonZone: "south"}},
 		CarbonZones: []kubefmt.CarbonZone{{Name: "north", GramsPerKWh: []float64{150}}, {Name: "south", GramsPerKWh: []float64{400}}},
 	}
-	if _, err := p.core.Topology().Install(topologyOf(t, tp)); err != nil {
+	if _, err := p.core.Topology().Install(plugintest.TopologyOf(t, tp)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.core.Policy().Install([]byte("apiVersion: edgesched.policy/v1\nkind: SchedulingPolicy\nrules:\n- {name: green, kind: carbon, effect: preferred, weight: 100, pods: {}}\n")); err != nil {

@@ -5,20 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
-
-func topologyOf(t testing.TB, tp *kubefmt.Topology) []byte {
-	t.Helper()
-	tp.Version = kubefmt.TopologyVersion
-	b, err := tp.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // TestTopologyFeatures: four nodes in zones a and b, a replica of db on
 // a-0 and the graph "web calls db". A web pod's carbon and dependency RTT
@@ -31,7 +22,7 @@ func TestTopologyFeatures(t *testing.T) {
 	p, _, nodes := zonedCluster(t)
 	clock := time.Date(2026, 11, 30, 3, 30, 0, 0, time.UTC)
 	p.core.SetClock(func() time.Time { return clock })
-	g, _ := graphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
+	g, _ := plugintest.GraphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
 	p.core.Dependencies().Set(g)
 
 	var seq int
@@ -73,7 +64,7 @@ func TestTopologyFeatures(t *testing.T) {
 		CarbonZones: []kubefmt.CarbonZone{{Name: "north", GramsPerKWh: curve}, {Name: "south", GramsPerKWh: []float64{650}}},
 		Network:     &kubefmt.Network{IntraZoneMs: 1, InterZoneMs: 20, Pairs: []kubefmt.ZonePair{{A: "b", B: "a", Ms: 45}}},
 	}
-	raw := topologyOf(t, tp)
+	raw := plugintest.TopologyOf(t, tp)
 	if changed, err := p.core.Topology().Install(raw); !changed || err != nil {
 		t.Fatalf("install: changed %v, %v", changed, err)
 	}
@@ -87,7 +78,7 @@ func TestTopologyFeatures(t *testing.T) {
 
 	// the same topology written in another order changes nothing
 	tp.Zones[0], tp.Zones[1] = tp.Zones[1], tp.Zones[0]
-	if changed, err := p.core.Topology().Install(topologyOf(t, tp)); changed || err != nil {
+	if changed, err := p.core.Topology().Install(plugintest.TopologyOf(t, tp)); changed || err != nil {
 		t.Fatalf("reordered topology: changed %v, %v; want no change", changed, err)
 	}
 	// a malformed one changes nothing either

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
 	v1 "k8s.io/api/core/v1"
@@ -16,30 +17,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-func graphOf(t *testing.T, edges ...kubefmt.DependencyEdge) (*kubefmt.DependencyGraph, []byte) {
-	t.Helper()
-	g := &kubefmt.DependencyGraph{Version: kubefmt.DependencyGraphVersion, Edges: edges}
-	b, err := g.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g, b
-}
-
-func topologyOf(t testing.TB, tp *kubefmt.Topology) []byte {
-	t.Helper()
-	tp.Version = kubefmt.TopologyVersion
-	b, err := tp.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestDependencySource: the dependency graph's ConfigMap feed (testFeed).
 func TestDependencySource(t *testing.T) {
-	_, one := graphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
-	_, two := graphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10},
+	_, one := plugintest.GraphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10})
+	_, two := plugintest.GraphOf(t, kubefmt.DependencyEdge{From: "web", To: "db", CallsPerSecond: 10},
 		kubefmt.DependencyEdge{From: "web", To: "cache", CallsPerSecond: 3})
 	deps := &Dependencies{}
 	edges := func() int {
@@ -157,8 +138,8 @@ func testFeed(t *testing.T, fc feedCase) {
 // The site topology's ConfigMap feed, like the dependency graph's
 // (testFeed).
 func TestTopologySource(t *testing.T) {
-	two := topologyOf(t, &kubefmt.Topology{CarbonZones: []kubefmt.CarbonZone{{Name: "n", GramsPerKWh: []float64{1, 2}}, {Name: "s", GramsPerKWh: []float64{3}}}})
-	one := topologyOf(t, &kubefmt.Topology{CarbonZones: []kubefmt.CarbonZone{{Name: "x", GramsPerKWh: []float64{5}}}})
+	two := plugintest.TopologyOf(t, &kubefmt.Topology{CarbonZones: []kubefmt.CarbonZone{{Name: "n", GramsPerKWh: []float64{1, 2}}, {Name: "s", GramsPerKWh: []float64{3}}}})
+	one := plugintest.TopologyOf(t, &kubefmt.Topology{CarbonZones: []kubefmt.CarbonZone{{Name: "x", GramsPerKWh: []float64{5}}}})
 	topo := &Topology{}
 	carbonZones := func() int {
 		if s := topo.Current(); s != nil {
@@ -191,7 +172,7 @@ func TestTopologySource(t *testing.T) {
 // score, and the RTT table grows with the square of the zones).
 func TestTopologyApply(t *testing.T) {
 	topo := &Topology{}
-	raw := topologyOf(t, &kubefmt.Topology{
+	raw := plugintest.TopologyOf(t, &kubefmt.Topology{
 		Zones:       []kubefmt.TopologyZone{{Name: "a", CarbonZone: "g"}, {Name: "x", CarbonZone: "g"}},
 		CarbonZones: []kubefmt.CarbonZone{{Name: "g", GramsPerKWh: []float64{10}}},
 		Network: &kubefmt.Network{IntraZoneMs: 1, InterZoneMs: 2, Pairs: []kubefmt.ZonePair{

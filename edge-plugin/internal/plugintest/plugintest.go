@@ -524,3 +524,25 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// GraphOf is a dependency graph of edges and its ConfigMap encoding.
+func GraphOf(t testing.TB, edges ...kubefmt.DependencyEdge) (*kubefmt.DependencyGraph, []byte) {
+	t.Helper()
+	g := &kubefmt.DependencyGraph{Version: kubefmt.DependencyGraphVersion, Edges: edges}
+	b, err := g.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, b
+}
+
+// TopologyOf is tp's ConfigMap encoding (at kubefmt.TopologyVersion).
+func TopologyOf(t testing.TB, tp *kubefmt.Topology) []byte {
+	t.Helper()
+	tp.Version = kubefmt.TopologyVersion
+	b, err := tp.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
