@@ -102,7 +102,7 @@ type ClusterSource interface {
 // thousand nodes.
 const DefaultMaxBodyBytes = 64 << 20
 
-// ExtenderOptions configure an Extender.
+// Options configure an Extender.
 type Options struct {
 	// Prefix is the URL path prefix of the verbs ("" or e.g.
 	// "/edgesched"): the verbs are {Prefix}/filter, {Prefix}/prioritize and
@@ -206,7 +206,7 @@ type cachedInfo struct {
 	ni *framework.NodeInfo
 }
 
-// NewExtender returns the extender serving p's decisions with the cluster
+// New returns the extender serving p's decisions with the cluster
 // state of src.
 func New(p *edgeplugin.EdgePolicy, src ClusterSource, o Options) *Extender {
 	registerExtenderMetrics()

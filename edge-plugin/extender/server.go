@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// This file runs the extender as a server: StartExtenderServer, which
+// This file runs the extender as a server: Start, which
 // `edge-scheduler extender` (its command line is internal/schedcmd),
 // tests and embedding programs call, and InformerSource, the production
 // ClusterSource.
@@ -118,7 +118,7 @@ func (s *InformerSource) PodsOnNode(name string) []*v1.Pod {
 	return out
 }
 
-// ExtenderServerConfig configures StartExtenderServer.
+// Config configures Start.
 type Config struct {
 	// Listen is the TCP address ("127.0.0.1:8888"; port 0 picks one).
 	Listen string
@@ -150,7 +150,7 @@ const (
 	DefaultBurst = 400
 )
 
-// ExtenderServer is a running extender.
+// Server is a running extender.
 type Server struct {
 	ext  *Extender
 	addr string
@@ -159,7 +159,7 @@ type Server struct {
 	err  error
 }
 
-// StartExtenderServer loads the policy, starts the cluster source, binds
+// Start loads the policy, starts the cluster source, binds
 // cfg.Listen and serves until ctx ends (then shuts down gracefully). It
 // returns once the listener is bound: Addr is usable at once. The
 // informers sync in the background (/readyz reports it).

@@ -18,7 +18,7 @@ import (
 )
 
 // `edge-scheduler extender`'s command line: the server itself (the
-// extender protocol, informers, TLS) is edgeplugin's StartExtenderServer.
+// extender protocol, informers, TLS) is edge-plugin/extender's Start.
 
 // extenderFlags are `edge-scheduler extender`'s flags beyond the server
 // configuration: the zero value is none given.
