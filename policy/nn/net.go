@@ -262,7 +262,29 @@ func (m *Net) Scores(x []float32, n int) ([]float32, error) {
 // wake-ups than it saves (11% of a learned sweep's CPU went to futex
 // calls). The inner dimension is below one block, so every element is
 // summed in the same order either way: the results are identical.
+//
+// A single output column (the scorer's last layer) is a dot product per
+// row, summed here in gonum's order (each nonzero a[i,l]*b[l] rounded,
+// then added, l ascending, from 0): gonum's blocked code calls its axpy
+// kernel once per term, for one element, which cost as much as the whole
+// second layer. TestSgemmColumnMatchesGonum checks the bits.
 func sgemm(m, n, k int, a, b, c []float32) {
+	if n == 1 {
+		b = b[:k]
+		for i := range m {
+			var s float32
+			for l, v := range a[i*k : i*k+k] {
+				if v != 0 {
+					// the conversion rounds the product before the sum:
+					// no fused multiply-add (gonum's amd64 kernel
+					// multiplies, then adds)
+					s += float32(v * b[l])
+				}
+			}
+			c[i] = s
+		}
+		return
+	}
 	const serialRows = 3 * 64
 	for r := 0; r < m; r += serialRows {
 		rows := min(serialRows, m-r)

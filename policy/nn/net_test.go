@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/policy"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
 )
 
 // refForward is an independent float64 implementation of the network,
@@ -211,5 +213,47 @@ func TestNetShapes(t *testing.T) {
 	// (critic, mean and max pooled) + 4 + 1 (value) = 4F + 70
 	if got, want := net.NumParams(), 4*policy.NumFeatures+70; got != want {
 		t.Errorf("NumParams = %d, want %d", got, want)
+	}
+}
+
+// TestSgemmColumnMatchesGonum: the one-column product (the scorer's last
+// layer) gives gonum's Sgemm bits exactly, on random rows with zeros,
+// negative zeros, tiny and large values, for the row counts and inner
+// sizes the scorers use (a changed bit would change every trained model).
+func TestSgemmColumnMatchesGonum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(20, 12))
+	val := func() float32 {
+		switch rng.IntN(8) {
+		case 0:
+			return 0
+		case 1:
+			return float32(math.Copysign(0, -1))
+		case 2:
+			return float32(rng.NormFloat64() * 1e-30)
+		case 3:
+			return float32(rng.NormFloat64() * 1e20)
+		default:
+			return float32(rng.NormFloat64())
+		}
+	}
+	for _, k := range []int{1, 7, 32, 64, 65, 200} {
+		for _, m := range []int{1, 5, 191, 192, 193, 1000} {
+			a, b := make([]float32, m*k), make([]float32, k)
+			for i := range a {
+				a[i] = val()
+			}
+			for i := range b {
+				b[i] = val()
+			}
+			got := make([]float32, m)
+			sgemm(m, 1, k, a, b, got)
+			want := make([]float32, m)
+			gonum.Implementation{}.Sgemm(blas.NoTrans, blas.NoTrans, m, 1, k, 1, a, k, b, 1, 0, want, 1)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("k=%d m=%d row %d: %v (%#x), gonum %v (%#x)", k, m, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+				}
+			}
+		}
 	}
 }
