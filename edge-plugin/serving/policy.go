@@ -22,7 +22,7 @@ import (
 
 var (
 	metricPolicyRejection = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      sources.MetricsSubsystem,
+		Subsystem:      metricsSubsystem,
 		Name:           "policy_filter_rejections_total",
 		Help:           "Nodes refused by a required rule of the scheduling policy, by rule.",
 		StabilityLevel: metrics.ALPHA,
