@@ -305,7 +305,7 @@ func TestBindSkipsWithoutAnnotations(t *testing.T) {
 	client := newBindingClient()
 	a := Args{ModelPath: "x", ModelKeys: []string{"x"}}
 	configv1.SetDefaults_EdgePolicyArgs(&a)
-	q := newEdgePolicy(&clientHandle{fakeHandle: &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, cs: client}, a, sources.NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
+	q := NewWithModels(&clientHandle{fakeHandle: &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, cs: client}, a, sources.NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
 	pod := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 100})
 	_, cs := runCycle(t, q, pod, nodes)
 	if st := q.Bind(context.Background(), cs, pod, nodes[0].Node().Name); st.Code() != fwk.Skip {
@@ -335,7 +335,7 @@ func TestExplainPanicContained(t *testing.T) {
 	// then skips: TestBindSkipsWithoutAnnotations)
 	a := Args{ModelPath: "x", ModelKeys: []string{"x"}}
 	configv1.SetDefaults_EdgePolicyArgs(&a)
-	q := newEdgePolicy(&fakeHandle{Lister: &fakeLister{Nodes: nodes}}, a, sources.NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
+	q := NewWithModels(&fakeHandle{Lister: &fakeLister{Nodes: nodes}}, a, sources.NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
 	pod := k8sPod(sim.PodSpec{Name: "b", CPU: 100, Memory: 100})
 	_, cs = runCycle(t, q, pod, nodes)
 	if ann := q.bindAnnotations(context.Background(), cs, pod, node); len(ann) != 0 {

@@ -63,7 +63,7 @@ func newTestPluginWith(t testing.TB, h fwk.Handle, target *sim.TargetWorkload, s
 	t.Helper()
 	a := Args{ModelPath: "unused", ModelKeys: []string{"unused"}}
 	configv1.SetDefaults_EdgePolicyArgs(&a)
-	return newEdgePolicy(h, a, store, target)
+	return NewWithModels(h, a, store, target)
 }
 
 // scoredCandidates returns the cycle's scored candidates (in the view's

@@ -98,7 +98,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: modelStatePath: %v", ErrArgs, err)
 	}
-	p := newEdgePolicy(h, *args, models, target)
+	p := NewWithModels(h, *args, models, target)
 	p.core.SetScanEvery(nodeScanEvery)
 	p.core.SetLogger(logger)
 	if (set.feeds() || set.model.name != "" || set.policy.name != "") && (h == nil || h.ClientSet() == nil) {
@@ -192,10 +192,6 @@ func WatchesConfigMaps(args *Args) bool {
 // Call it before the first cycle.
 func (p *EdgePolicy) SetNodeLister(list func() []fwk.NodeInfo) { p.policyLister = list }
 
-// PolicyNodes lists every node with its pods: the scheduler's snapshot, or
-// SetNodeLister's.
-func (p *EdgePolicy) PolicyNodes() []fwk.NodeInfo { return p.policyNodes() }
-
 // nodeScanEvery is the longest a node of the scheduler's snapshot goes
 // unchecked in EdgePolicy's view while it is neither a cycle's candidate
 // nor a node EdgePolicy reserved a pod on: PreScore reads the generation of
@@ -214,10 +210,6 @@ const nodeScanEvery = 100 * time.Millisecond
 // (for programs that load models themselves, and tests); New is the
 // scheduler's factory.
 func NewWithModels(h fwk.Handle, args Args, models *sources.ModelStore, target *sim.TargetWorkload) *EdgePolicy {
-	return newEdgePolicy(h, args, models, target)
-}
-
-func newEdgePolicy(h fwk.Handle, args Args, models *sources.ModelStore, target *sim.TargetWorkload) *EdgePolicy {
 	RegisterMetrics()
 	core := serving.New(models, serving.Options{Target: target, TelemetryMaxAge: settingsOf(&args).telMaxAge})
 	return &EdgePolicy{handle: h, args: args, core: core}

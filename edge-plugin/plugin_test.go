@@ -261,7 +261,7 @@ func TestNoModelScoresNeutral(t *testing.T) {
 	nodes := randomSnapshot(rng, 10)
 	a := Args{ModelPath: "x", ModelKeys: []string{"x"}}
 	configv1.SetDefaults_EdgePolicyArgs(&a)
-	p := newEdgePolicy(&fakeHandle{Lister: &fakeLister{Nodes: nodes}}, a, sources.NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
+	p := NewWithModels(&fakeHandle{Lister: &fakeLister{Nodes: nodes}}, a, sources.NewModelStore(&quant.Keyring{}), sim.NewTargetWorkload(nil, 0.95))
 	scores, _ := runCycle(t, p, k8sPod(sim.PodSpec{Name: "a", CPU: 100, Memory: 100}), nodes)
 	for _, s := range scores {
 		if s.Score != 0 {

@@ -36,7 +36,7 @@ func (p *EdgePolicy) policyPreFilter(cs fwk.CycleState, pod *v1.Pod) *serving.Po
 	if p.core.Policy().Current() == nil {
 		return nil
 	}
-	c := p.core.NewPolicyCycle(pod, p.policyNodes())
+	c := p.core.NewPolicyCycle(pod, p.PolicyNodes())
 	if c == nil {
 		return nil
 	}
@@ -44,9 +44,9 @@ func (p *EdgePolicy) policyPreFilter(cs fwk.CycleState, pod *v1.Pod) *serving.Po
 	return c
 }
 
-// policyNodes lists every node with its pods: the scheduler's snapshot, or
+// PolicyNodes lists every node with its pods: the scheduler's snapshot, or
 // the extender's cluster source.
-func (p *EdgePolicy) policyNodes() []fwk.NodeInfo {
+func (p *EdgePolicy) PolicyNodes() []fwk.NodeInfo {
 	if p.handle != nil && p.handle.SnapshotSharedLister() != nil {
 		if all, err := p.handle.SnapshotSharedLister().NodeInfos().List(); err == nil {
 			return all

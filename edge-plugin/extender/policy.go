@@ -3,6 +3,7 @@ package extender
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/metrics"
@@ -24,8 +25,10 @@ var metricPolicyBindRefusals = metrics.NewCounter(&metrics.CounterOpts{
 // is watched).
 func registerPolicyMetrics() {
 	serving.RegisterPolicyMetrics()
-	_ = legacyregistry.Register(metricPolicyBindRefusals) // AlreadyRegistered the second time
+	registerBindRefusals.Do(func() { legacyregistry.MustRegister(metricPolicyBindRefusals) })
 }
+
+var registerBindRefusals sync.Once
 
 // policyScores mixes the policy's preferred rules into the extender's
 // scores of the feasible nodes (in place).
