@@ -311,6 +311,8 @@ tool (
 	github.com/nats-io/nats-server/v2
 	go.etcd.io/bbolt/cmd/bbolt
 	google.golang.org/protobuf/cmd/protoc-gen-go
+	k8s.io/code-generator/cmd/conversion-gen
 	k8s.io/code-generator/cmd/deepcopy-gen
+	k8s.io/code-generator/cmd/defaulter-gen
 	k8s.io/kubernetes/cmd/kube-apiserver
 )

@@ -22,10 +22,8 @@ import (
 const (
 	DefaultSampleInterval   = time.Second
 	DefaultAnnotateInterval = 10 * time.Second
-	// DefaultStaleAfter is the scheduler plugin's default staleness bound
-	// (edge-plugin's DefaultTelemetryMaxAge, not imported: the agent must
-	// not link the kube-scheduler).
-	DefaultStaleAfter = 2 * time.Minute
+	// DefaultStaleAfter is the scheduler plugin's default staleness bound.
+	DefaultStaleAfter = kubefmt.DefaultTelemetryMaxAge
 	DefaultRetryMin   = 500 * time.Millisecond
 	// DefaultShutdownTimeout bounds the metrics server's graceful stop.
 	DefaultShutdownTimeout = 5 * time.Second

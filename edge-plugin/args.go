@@ -9,7 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/edgesched/edgesched/edge-plugin/apis/config"
 	configv1 "github.com/edgesched/edgesched/edge-plugin/apis/config/v1"
+	// kube-scheduler decodes, defaults and converts EdgePolicy's args
+	// itself once they are in its scheme
+	_ "github.com/edgesched/edgesched/edge-plugin/apis/config/scheme"
 )
 
 // Args configure EdgePolicy (pluginConfig[].args in the
@@ -29,10 +33,11 @@ const (
 // ErrArgs wraps every argument refusal.
 var ErrArgs = errors.New("edgeplugin: invalid EdgePolicy args")
 
-// DecodeArgs reads plugin args as the scheduler passes them (a
-// *runtime.Unknown holding JSON or YAML, an *Args, or nil), strictly,
-// then applies defaults and validates. The result is the caller's own
-// copy.
+// DecodeArgs reads plugin args as the scheduler passes them (the internal
+// *config.EdgePolicyArgs kube-scheduler decoded and defaulted through its
+// scheme, a *runtime.Unknown holding JSON or YAML, an *Args, or nil),
+// strictly, then applies defaults and validates. The result is the
+// caller's own copy.
 func DecodeArgs(obj runtime.Object) (*Args, error) {
 	a, _, err := decodeArgs(obj)
 	return a, err
@@ -45,6 +50,12 @@ func decodeArgs(obj runtime.Object) (*Args, []string, error) {
 	case nil:
 	case *Args:
 		o.DeepCopyInto(a)
+	case *config.EdgePolicyArgs:
+		// the generated conversion shares slices and pointers: convert a
+		// copy
+		if err := configv1.Convert_config_EdgePolicyArgs_To_v1_EdgePolicyArgs(o.DeepCopy(), a, nil); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", ErrArgs, err)
+		}
 	case *runtime.Unknown:
 		if len(o.Raw) > 0 {
 			raw := o.Raw

@@ -17,8 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	kubeconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	kubescheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/edgesched/edgesched/edge-plugin/apis/config"
 	configv1 "github.com/edgesched/edgesched/edge-plugin/apis/config/v1"
 	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
 	"github.com/edgesched/edgesched/edge-plugin/serving"
@@ -402,6 +405,58 @@ func TestLoadFileAndArgs(t *testing.T) {
 	a, warnings, err := decodeArgs(&runtime.Unknown{Raw: []byte("modelPath: m\npublicKeys: [k]\n"), ContentType: runtime.ContentTypeYAML})
 	if err != nil || !slices.Equal(a.ModelKeys, []string{"k"}) || a.PublicKeys != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "use modelKeys") {
 		t.Fatalf("publicKeys: %+v %v %v", a, warnings, err)
+	}
+}
+
+// TestArgsFromKubeScheduler: the args as kube-scheduler hands them to New
+// (decoded from a KubeSchedulerConfiguration through its scheme, defaulted,
+// converted to the internal type) are validated as the versioned ones:
+// the deprecated publicKeys still warns, and a missing key is refused.
+func TestArgsFromKubeScheduler(t *testing.T) {
+	for _, tc := range []struct {
+		name, args string
+		warn       bool
+		err        string
+	}{
+		{"modelKeys", "modelPath: m\n      modelKeys: [k]", false, ""},
+		{"deprecated publicKeys", "modelPath: m\n      publicKeys: [k]", true, ""},
+		{"both names", "modelPath: m\n      modelKeys: [k]\n      publicKeys: [j]", true, "publicKeys: Forbidden"},
+		{"no keys", "modelPath: m", false, "modelKeys: Required"},
+		{"no args", "", false, "modelPath: Required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: s\n" +
+				"  plugins:\n    multiPoint:\n      enabled:\n      - name: EdgePolicy\n"
+			if tc.args != "" {
+				cfg += "  pluginConfig:\n  - name: EdgePolicy\n    args:\n      " + tc.args + "\n"
+			}
+			obj, _, err := kubescheme.Codecs.UniversalDecoder().Decode([]byte(cfg), nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var args runtime.Object
+			for _, pc := range obj.(*kubeconfig.KubeSchedulerConfiguration).Profiles[0].PluginConfig {
+				if pc.Name == Name {
+					args = pc.Args
+				}
+			}
+			if _, ok := args.(*config.EdgePolicyArgs); !ok {
+				t.Fatalf("kube-scheduler handed %T, not the internal args", args)
+			}
+			a, warnings, err := decodeArgs(args)
+			if tc.err != "" {
+				if !errors.Is(err, ErrArgs) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want ErrArgs with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(a.ModelKeys, []string{"k"}) || a.ReloadInterval.Duration != DefaultReloadInterval {
+				t.Fatalf("args %+v, err %v", a, err)
+			}
+			if (len(warnings) > 0) != tc.warn {
+				t.Errorf("warnings %q, want a warning: %v", warnings, tc.warn)
+			}
+		})
 	}
 }
 

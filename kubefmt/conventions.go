@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -72,6 +73,12 @@ const (
 	DefaultModelConfigMapName      = "edgesched-model"
 	DefaultModelConfigMapKey       = "model.esa"
 )
+
+// DefaultTelemetryMaxAge is how old a node's telemetry summary
+// (AnnotationTelemetry) may be before the scheduler treats it as missing:
+// EdgePolicy's telemetryMaxAge and edge-agent's --stale-after default to
+// it.
+const DefaultTelemetryMaxAge = 2 * time.Minute
 
 // GPURequest is a pod's GPU demand in the simulator's terms.
 type GPURequest struct {

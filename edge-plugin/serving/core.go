@@ -31,7 +31,7 @@ type Options struct {
 	// against (required; LoadTarget).
 	Target *sim.TargetWorkload
 	// TelemetryMaxAge is how old a node's telemetry summary may be
-	// (<= 0: configv1.DefaultTelemetryMaxAge).
+	// (<= 0: kubefmt.DefaultTelemetryMaxAge).
 	TelemetryMaxAge time.Duration
 	// ScanEvery is the longest a node of the snapshot goes unchecked while
 	// it is neither a cycle's candidate nor marked (Mark); 0 checks every

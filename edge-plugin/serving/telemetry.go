@@ -4,8 +4,6 @@ import (
 	"math"
 	"time"
 
-	configv1 "github.com/edgesched/edgesched/edge-plugin/apis/config/v1"
-
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/edgesched/edgesched/kubefmt"
@@ -93,7 +91,7 @@ func (c *converter) applyTelemetry(v *view, entries []*nodeEntry, d snapshotDelt
 	t := now()
 	maxAge := c.telMaxAge
 	if maxAge <= 0 {
-		maxAge = configv1.DefaultTelemetryMaxAge
+		maxAge = kubefmt.DefaultTelemetryMaxAge
 	}
 	tn := t.UnixNano()
 	full := d.full || tn >= v.telNext || tn < v.telLast

@@ -39,6 +39,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	kubeconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	kubescheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	"sigs.k8s.io/yaml"
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
@@ -1126,11 +1128,19 @@ func checkSchedulerSync(t *testing.T, objs []*unstructured.Unstructured) {
 		return nil
 	}
 	ca, sa := args(chartCfg), args(shipped)
-	b, err := yaml.Marshal(ca)
+	// the args as the scheduler hands them to the plugin: the whole file
+	// decoded by kube-scheduler's scheme (strict), defaulted, converted
+	obj, _, err := kubescheme.Codecs.UniversalDecoder().Decode([]byte(cm.Data["scheduler-config.yaml"]), nil, nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("kube-scheduler refuses the chart's scheduler-config.yaml: %v", err)
 	}
-	decoded, err := edgeplugin.DecodeArgs(&runtime.Unknown{Raw: b, ContentType: runtime.ContentTypeYAML})
+	var internal runtime.Object
+	for _, pc := range obj.(*kubeconfig.KubeSchedulerConfiguration).Profiles[0].PluginConfig {
+		if pc.Name == edgeplugin.Name {
+			internal = pc.Args
+		}
+	}
+	decoded, err := edgeplugin.DecodeArgs(internal)
 	if err != nil {
 		t.Fatalf("the chart's EdgePolicy args are refused by the plugin: %v", err)
 	}
