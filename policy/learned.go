@@ -11,9 +11,15 @@ import (
 // (its shape's requests plus its QoS class, priority and service, which a
 // shape does not distinguish), the placement of the pod's dependency
 // neighbours, the hour (carbon curves) and the pressure step of the node's
-// GPU model (Extractor.Context), so scores are cached per (node, shape),
-// tagged with the rest, and recomputed, in one batch, only for the nodes
-// where one of those changed.
+// GPU model (Extractor.Context), so scores are cached per (node, shape)
+// and recomputed, in one batch, only for the nodes where one of those
+// changed. What is the same for every node (the pod's tag, the service
+// graph's version, the hour) keys a shape's whole row: a pod with another
+// key starts a new generation of the row, and entries of older ones miss.
+// An entry holds only what varies by node (the node's version and
+// Context) and its row generation, 24 bytes, so the check of every
+// candidate in every decision (most of them hits) reads a third of the
+// memory it did with the whole key in each entry.
 type Learned struct {
 	name       string
 	sc         Scorer
@@ -21,6 +27,7 @@ type Learned struct {
 	shapes     int
 	nodes      int
 	cache      []learnedEntry
+	rows       []rowState // per shape: the key its row of cache is computed for
 	flatCarbon bool
 	dec        Decision
 	x          []float32
@@ -63,13 +70,33 @@ func readsTelemetry(sc Scorer) bool {
 // alone (equal on every candidate row of a decision).
 const NumPodFeatures = 13
 
+// learnedEntry is one cached score: valid while the node's version and
+// Context are those recorded (under its row's key).
 type learnedEntry struct {
-	version uint64 // node version + 1; 0 means empty
-	svc     uint64
-	hour    int64
-	tag     podTag
-	ctx     NodeContext // Extractor.Context
-	score   float32
+	version  uint64 // node version + 1; 0 means empty
+	tel      uint64 // Context.tel
+	score    float32
+	pressure uint16 // Context.pressure
+	gen      uint16 // the row's generation it was computed in
+}
+
+// hit reports whether e is current for a node at version v with Context c
+// in row generation gen.
+func (e *learnedEntry) hit(v uint64, c NodeContext, gen uint16) bool {
+	return e.version == v+1 && e.gen == gen && e.pressure == c.pressure && e.tel == c.tel
+}
+
+// rowState is a shape's row of the cache: the key of its generation gen.
+type rowState struct {
+	key rowKey
+	gen uint16
+}
+
+// rowKey is what a score depends on besides the node and the shape.
+type rowKey struct {
+	svc  uint64
+	hour int64
+	tag  podTag
 }
 
 // podTag is what the features read of a pod beyond its shape.
@@ -98,6 +125,7 @@ func NewLearnedScorer(name string, sc Scorer, d Decision, env *sim.Env) *Learned
 		shapes:     env.Shapes,
 		nodes:      len(env.Nodes),
 		cache:      make([]learnedEntry, len(env.Nodes)*max(1, env.Shapes)),
+		rows:       make([]rowState, max(1, env.Shapes)),
 		flatCarbon: flat,
 		dec:        d,
 	}
@@ -132,16 +160,33 @@ func (l *Learned) NetworkScores(st *sim.State, p *sim.Pod, nodes []int32, scores
 	}
 	l.stale = l.stale[:0]
 	cacheable := int(p.Shape) < l.shapes
-	tag := podTag{qos: p.QoS, priority: p.Priority, service: p.Service}
-	for i, n := range nodes {
-		if cacheable {
-			e := &l.cache[int(p.Shape)*l.nodes+int(n)]
-			if e.version == st.Versions[n]+1 && e.svc == svc && e.hour == hour && e.tag == tag && e.ctx.Same(l.ext.Context(st, int(n))) {
+	var row []learnedEntry
+	var gen uint16
+	if cacheable {
+		row = l.cache[int(p.Shape)*l.nodes : (int(p.Shape)+1)*l.nodes]
+		key := rowKey{svc: svc, hour: hour, tag: podTag{qos: p.QoS, priority: p.Priority, service: p.Service}}
+		r := &l.rows[p.Shape]
+		if r.key != key {
+			// every entry of the row was computed under the old key
+			r.key = key
+			if r.gen++; r.gen == 0 {
+				// the generation wrapped: entries of the last generation 0
+				// must not count
+				clear(row)
+			}
+		}
+		gen = r.gen
+		for i, n := range nodes {
+			if e := &row[n]; e.hit(st.Versions[n], l.ext.Context(st, int(n)), gen) {
 				scores[i] = float64(e.score)
 				continue
 			}
+			l.stale = append(l.stale, i)
 		}
-		l.stale = append(l.stale, i)
+	} else {
+		for i := range nodes {
+			l.stale = append(l.stale, i)
+		}
 	}
 	if len(l.stale) == 0 {
 		return
@@ -162,7 +207,8 @@ func (l *Learned) NetworkScores(st *sim.State, p *sim.Pod, nodes []int32, scores
 		scores[i] = float64(out[j])
 		if cacheable {
 			n := nodes[i]
-			l.cache[int(p.Shape)*l.nodes+int(n)] = learnedEntry{version: st.Nodes[n].Version + 1, svc: svc, hour: hour, tag: tag, ctx: l.ext.Context(st, int(n)), score: out[j]}
+			c := l.ext.Context(st, int(n))
+			row[n] = learnedEntry{version: st.Nodes[n].Version + 1, tel: c.tel, pressure: c.pressure, gen: gen, score: out[j]}
 		}
 	}
 }
