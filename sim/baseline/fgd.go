@@ -36,9 +36,13 @@ import (
 //
 // Cost: the increase depends only on the node's state and the pod's shape,
 // so it is cached per (node, shape) and recomputed only after the node
-// changes; node states themselves are memoised by sim.State.
+// changes; node states themselves are memoised by sim.State. The cache is
+// laid out by shape, then node: a decision reads one shape's entries of
+// its candidates in node order, one stretch of memory (by node, then
+// shape, consecutive candidates were a cache line apart each).
 type FGDPolicy struct {
 	shapes int
+	nodes  int
 	cache  []fgdEntry
 }
 
@@ -51,7 +55,7 @@ type fgdEntry struct {
 
 // NewFGD returns an FGD policy for env.
 func NewFGD(env *sim.Env) *FGDPolicy {
-	return &FGDPolicy{shapes: env.Shapes, cache: make([]fgdEntry, len(env.Nodes)*max(1, env.Shapes))}
+	return &FGDPolicy{shapes: env.Shapes, nodes: len(env.Nodes), cache: make([]fgdEntry, len(env.Nodes)*max(1, env.Shapes))}
 }
 
 // Name implements sim.Policy.
@@ -101,7 +105,7 @@ func (f *FGDPolicy) entry(st *sim.State, p *sim.Pod, n int) fgdEntry {
 	nd := &st.Nodes[n]
 	var e *fgdEntry
 	if int(p.Shape) < f.shapes {
-		e = &f.cache[n*f.shapes+int(p.Shape)]
+		e = &f.cache[int(p.Shape)*f.nodes+n]
 		if e.version == nd.Version+1 {
 			return *e
 		}
