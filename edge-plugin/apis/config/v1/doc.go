@@ -8,8 +8,9 @@
 //
 // Deprecated names: publicKeys is the old name of modelKeys (one name per
 // concept with the command lines' --model-keys, docs/cli.md). It is read
-// for one release: defaulting moves it to modelKeys and Deprecations
-// reports it, so the plugin logs a warning; setting both is refused.
+// for one release: Deprecations moves it to modelKeys and reports it (the
+// plugin logs a warning; defaulting leaves it alone, so the warning
+// survives kube-scheduler's own defaulting); setting both is refused.
 //
 // The args are plain data: not safe for concurrent mutation; the plugin
 // keeps its own defaulted copy.
