@@ -33,6 +33,7 @@ type Learned struct {
 	x          []float32
 	out        []float32
 	stale      []int
+	ctxs       []NodeContext // the candidates' Contexts, one per node of a call
 }
 
 // Scorer scores a batch of candidate nodes for one pod from their raw
@@ -176,8 +177,13 @@ func (l *Learned) NetworkScores(st *sim.State, p *sim.Pod, nodes []int32, scores
 			}
 		}
 		gen = r.gen
+		if cap(l.ctxs) < len(nodes) {
+			l.ctxs = make([]NodeContext, len(nodes))
+		}
+		l.ctxs = l.ctxs[:len(nodes)]
+		l.ext.Contexts(st, nodes, l.ctxs)
 		for i, n := range nodes {
-			if e := &row[n]; e.hit(st.Versions[n], l.ext.Context(st, int(n)), gen) {
+			if e := &row[n]; e.hit(st.Versions[n], l.ctxs[i], gen) {
 				scores[i] = float64(e.score)
 				continue
 			}
@@ -206,8 +212,7 @@ func (l *Learned) NetworkScores(st *sim.State, p *sim.Pod, nodes []int32, scores
 	for j, i := range l.stale {
 		scores[i] = float64(out[j])
 		if cacheable {
-			n := nodes[i]
-			c := l.ext.Context(st, int(n))
+			n, c := nodes[i], l.ctxs[i]
 			row[n] = learnedEntry{version: st.Nodes[n].Version + 1, tel: c.tel, pressure: c.pressure, gen: gen, score: out[j]}
 		}
 	}
