@@ -70,7 +70,7 @@ var (
 	_ fwk.BindPlugin      = (*EdgePolicy)(nil)
 )
 
-// New is the plugin factory (app.WithPlugin(Name, New)). It validates the
+// New is the plugin factory (in edge-scheduler's out-of-tree registry, internal/schedcmd). It validates the
 // args, loads the trusted keys and the target workload, tries the model
 // file once (a missing or bad model is logged and counted: the plugin
 // then scores neutrally until a good one appears) and starts watching the

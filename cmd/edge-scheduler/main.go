@@ -1,7 +1,8 @@
-// Command edge-scheduler is kube-scheduler with the EdgePolicy plugin
-// registered (package edgeplugin). Every kube-scheduler flag applies;
-// enable the plugin in a profile of the KubeSchedulerConfiguration
-// (--config), e.g. deploy/edge-scheduler/scheduler-config.yaml.
+// Command edge-scheduler is kube-scheduler's scheduler with the EdgePolicy
+// plugin registered (package edgeplugin), with the kube-scheduler flags a
+// deployment uses; enable the plugin in a profile of the
+// KubeSchedulerConfiguration (--config), e.g.
+// deploy/edge-scheduler/scheduler-config.yaml.
 //
 // `edge-scheduler extender [flags]` instead serves the same policy over the
 // kube-scheduler HTTP extender protocol, for K3s's embedded scheduler

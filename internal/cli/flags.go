@@ -128,7 +128,7 @@ var FlagTable = []FlagName{
 	},
 	{
 		Concept: "kubeconfig file (empty: in-cluster, or edgectl's default)", Name: "kubeconfig", Value: "FILE",
-		Commands: []string{"edge-agent", "edge-scheduler extender", "edgectl explain pod", "edgectl policy apply"},
+		Commands: []string{"edge-agent", "edge-scheduler", "edge-scheduler extender", "edgectl explain pod", "edgectl policy apply"},
 	},
 	{
 		Concept: "the version line", Name: "version", Value: "",

@@ -29,6 +29,13 @@ var servingForbidden = deplist.Rules{
 	{Pattern: "gorgonia.org/", Why: "gorgonia.org/tensor and its vector packages (policy/nn's tensors)"},
 	{Pattern: "github.com/apache/arrow/", Why: "Apache Arrow, imported only by gorgonia.org/tensor"},
 	{Pattern: "github.com/gogo/protobuf/", Why: "gogo protobuf, imported only by gorgonia.org/tensor"},
+	// edge-scheduler runs kube-scheduler's scheduler without its app
+	// (run.go): the app's generic API server machinery was 35 MB of the
+	// stripped binary (docs/edge-plugin.md, "Binary size")
+	{Pattern: "k8s.io/kubernetes/cmd/kube-scheduler/", Why: "kube-scheduler's app (edge-scheduler runs pkg/scheduler itself)"},
+	{Pattern: "k8s.io/apiserver/pkg/server", Why: "the generic API server (kube-scheduler's app serves its endpoints with it)"},
+	{Pattern: "k8s.io/apiserver/pkg/server/", Why: "as above"},
+	{Pattern: "k8s.io/apiserver/pkg/authentication/request/", Why: "the generic API server's authenticators (run.go asks TokenReviews itself)"},
 }
 
 func TestRules(t *testing.T) {

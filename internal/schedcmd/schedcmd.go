@@ -8,10 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/component-base/cli"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/klog/v2"
 
-	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
 	edgecli "github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/memlimit"
 )
@@ -19,90 +17,64 @@ import (
 // Name is the binary's name in messages and the version line.
 const Name = "edge-scheduler"
 
-// commands are edge-scheduler's verbs; any other first argument that is
-// not a flag is an unknown command.
-var commands = []string{"completion", "extender", "version"}
-
 // Main runs edge-scheduler with args (without the program name) until ctx
-// ends (the extender) or the scheduler stops; it returns the process exit
-// code. The version goes to stdout, everything else to stderr.
+// ends or the scheduler stops; it returns the process exit code. The
+// version goes to stdout, everything else to stderr.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		switch args[0] {
-		case "version":
-			if len(args) > 1 {
-				return usage(stderr, edgecli.Usagef("version takes no arguments, got %q", args[1:]))
-			}
-			return printVersion(stdout)
-		case "extender":
-			if wantsVersion(args[1:]) {
-				return printVersion(stdout)
-			}
-			return edgecli.Execute(ctx, NewCommand(), args, stdout, stderr)
-		case "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
-			// the scripts complete kube-scheduler's flags and the verbs
-			return edgecli.Execute(ctx, newCompletionCommand(), args, stdout, stderr)
+	if len(args) > 0 && args[0] == "version" {
+		if len(args) > 1 {
+			return usage(stderr, edgecli.Usagef("version takes no arguments, got %q", args[1:]))
 		}
-		return usage(stderr, edgecli.UnknownCommand(Name, args[0], commands))
+		return printVersion(stdout)
 	}
 	if wantsVersion(args) {
 		return printVersion(stdout)
 	}
-	if _, err := memlimit.Apply(memlimit.DefaultConfig()); err != nil {
-		fmt.Fprintln(stderr, Name+": memory limit not applied:", err)
-	}
-	cmd := app.NewSchedulerCommand(app.WithPlugin(edgeplugin.Name, edgeplugin.New))
-	cmd.SetArgs(args)
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
-	// cli.Run prints the usage after a flag error unless SilenceUsage is
-	// set, in which case it keeps this function: print the usage here and
-	// remember that the command line was at fault.
-	var bad bool
-	cmd.SilenceUsage = true
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		bad = true
-		_ = c.Usage()
-		return edgecli.FlagError(c, err)
-	})
-	if check := cmd.Args; check != nil {
-		cmd.Args = func(c *cobra.Command, args []string) error {
-			err := check(c, args)
-			bad = bad || err != nil
-			return err
-		}
-	}
-	code := cli.Run(cmd)
-	if code != 0 && bad {
-		return edgecli.ExitUsage
-	}
-	return code
+	return edgecli.Execute(ctx, newCommand(runScheduler), args, stdout, stderr)
 }
 
-// NewCommand is edge-scheduler's own verbs, extender and version, under
-// a root that is not kube-scheduler's command (which registers global
-// state when built: Main builds it only to run the scheduler, or for
-// the completion scripts).
-func NewCommand() *cobra.Command {
+// NewCommand is edge-scheduler's command tree: the scheduler itself
+// (the root), extender, version and completion.
+func NewCommand() *cobra.Command { return newCommand(runScheduler) }
+
+// newCommand is the tree with run as the scheduler.
+func newCommand(run func(context.Context, *schedulerOptions) error) *cobra.Command {
+	o := defaultSchedulerOptions()
 	root := &cobra.Command{
-		Use:           Name,
-		Short:         "kube-scheduler with edgesched's EdgePolicy plugin",
+		Use:   Name + " --config FILE [flags]",
+		Short: "kube-scheduler with edgesched's EdgePolicy plugin",
+		Long: `Runs kube-scheduler's scheduler (the framework, its in-tree plugins and
+queue) with EdgePolicy registered: enable it in a profile of the
+KubeSchedulerConfiguration given with --config
+(deploy/edge-scheduler/scheduler-config.yaml). The configuration is decoded,
+defaulted and validated as kube-scheduler does, EdgePolicy's args included.
+The flags are the kube-scheduler flags a deployment uses, under the same
+names; /livez, /readyz, /healthz and /metrics are served over HTTPS on
+--secure-port (docs/edge-plugin.md, "Running edge-scheduler").`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return edgecli.Usagef("unexpected argument %q", args[0])
+			}
+			if err := o.validate(); err != nil {
+				return err
+			}
+			if _, err := memlimit.Apply(memlimit.DefaultConfig()); err != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), Name+": memory limit not applied:", err)
+			}
+			defer klog.Flush()
+			err := run(klog.NewContext(cmd.Context(), klog.Background()), o)
+			if err == nil {
+				klog.Background().Info("Scheduler stopped")
+			}
+			return err
+		},
 	}
-	// Main answers --version before any command runs (with the
-	// kube-scheduler's version); the flag is here for the help
-	root.Flags().Bool("version", false, "print the version, commit and build date and exit")
-	addVerbs(root)
-	return root
-}
-
-// newCompletionCommand is kube-scheduler's command named edge-scheduler
-// with the verbs added: what the completion scripts complete.
-func newCompletionCommand() *cobra.Command {
-	root := app.NewSchedulerCommand(app.WithPlugin(edgeplugin.Name, edgeplugin.New))
-	root.Use = Name
-	root.SilenceUsage, root.SilenceErrors = true, true
+	o.addFlags(root.Flags())
+	// Main answers --version before any command runs; the flag is here
+	// for the help
+	root.Flags().Bool("version", false, "print the version, commit and build date (and kube-scheduler's) and exit")
 	addVerbs(root)
 	return root
 }
@@ -110,10 +82,11 @@ func newCompletionCommand() *cobra.Command {
 // addVerbs adds extender and version to root and makes the tree keep the
 // CLI contract (completion and help included).
 func addVerbs(root *cobra.Command) {
-	ext := newExtender()
-	ext.Version = versionLine()
-	ext.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(ext, edgecli.NewVersionCommand(versionLine()))
+	// no cobra Version or version template: Main answers --version, and
+	// a template would link text/template, whose reflection keeps every
+	// exported method of every type in the binary (docs/edge-plugin.md,
+	// "Binary size")
+	root.AddCommand(newExtender(), edgecli.NewVersionCommand(versionLine()))
 	edgecli.EnforceContract(root)
 }
 

@@ -58,7 +58,7 @@ profiles:
 	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
 		t.Fatalf("edge-scheduler: %v (want a non-zero exit); stderr:\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"decoding args for plugin EdgePolicy", `unknown field \"modelKey\"`} {
+	for _, want := range []string{"decoding args for plugin EdgePolicy", `unknown field`, `modelKey`} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr lacks %s:\n%s", want, stderr.String())
 		}

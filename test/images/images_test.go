@@ -35,6 +35,13 @@ const DirEnv = "EDGESCHED_IMAGES_DIR"
 // Compressed-size goals (issue 22): what a node pulls.
 var sizeGoal = map[string]int64{"edge-agent": 35e6, "edge-scheduler": 70e6}
 
+// Stripped-binary goals (issue 20): edge-scheduler links kube-scheduler's
+// scheduler without its app (internal/schedcmd), the agent no training
+// code. A regression that links text/template's execution (a cobra
+// version template, say) keeps every exported method in the binary and
+// takes edge-scheduler to about 78 MB (docs/edge-plugin.md, "Binary size").
+var binaryGoal = map[string]int64{"edge-agent": 30e6, "edge-scheduler": 60e6}
+
 // build is one build's outputs, opened once per test binary.
 type build struct {
 	dir     string
@@ -323,7 +330,7 @@ func TestArchives(t *testing.T) {
 	}
 }
 
-// TestSizes checks the compressed sizes against the goals and prints
+// TestSizes checks the compressed and binary sizes against the goals and prints
 // every image's.
 func TestSizes(t *testing.T) {
 	b := open(t)
@@ -332,6 +339,9 @@ func TestSizes(t *testing.T) {
 			t.Logf("%-17s %-13s %s compressed (binary %s) %s", cs.Name, p.Platform, ociimage.MB(p.CompressedSize), ociimage.MB(p.BinarySize), p.Digest)
 			if goal, ok := sizeGoal[cs.Name]; ok && p.CompressedSize > goal {
 				t.Errorf("%s %s: %s compressed, goal %s", cs.Name, p.Platform, ociimage.MB(p.CompressedSize), ociimage.MB(goal))
+			}
+			if goal, ok := binaryGoal[cs.Name]; ok && p.BinarySize > goal {
+				t.Errorf("%s %s: binary %s, goal %s", cs.Name, p.Platform, ociimage.MB(p.BinarySize), ociimage.MB(goal))
 			}
 		}
 	}
