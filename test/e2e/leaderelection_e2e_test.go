@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +22,8 @@ import (
 // TestEdgeSchedulerLeaderElection runs two edge-schedulers with leader
 // election on one Lease against the real apiserver: only the one holding
 // the Lease schedules; SIGTERM makes the leader release it and exit 0; the
-// other takes it over and schedules the next pod. edge-scheduler runs
+// other takes it over and schedules the next pod; a leader frozen past
+// its lease exits 1 when it resumes, and the third takes over. edge-scheduler runs
 // kube-scheduler's scheduler on its own main (internal/schedcmd), so this
 // is what checks its leader election, not kube-scheduler's app.
 func TestEdgeSchedulerLeaderElection(t *testing.T) {
@@ -149,4 +151,28 @@ profiles:
 		t.Fatalf("b did not log binding the pod:\n%s", b.LogTail(4096))
 	}
 	t.Logf("a led as %s; SIGTERM to b leading %s later (lease duration 4s)", first, takeover.Round(time.Millisecond))
+
+	// A leader that cannot renew (frozen past the lease) must not go on
+	// scheduling beside the new one: c takes the lease over, and b, once
+	// resumed, finds it lost and exits 1.
+	c := start("edge-scheduler-c")
+	if err := b.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(c, acquired)
+	if err := b.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Done():
+	case <-ctx.Done():
+		t.Fatalf("b went on after losing its lease:\n%s", b.LogTail(4096))
+	}
+	if !errors.As(b.waitErr, &exit) || exit.ExitCode() != 1 || !strings.Contains(b.LogTail(1<<20), "leader election lost") {
+		t.Fatalf("b after losing its lease: %v, want exit 1 with %q:\n%s", b.waitErr, "leader election lost", b.LogTail(4096))
+	}
+	pod("under-c")
+	if !strings.Contains(c.LogTail(1<<20), `pod="e2e-le/under-c"`) {
+		t.Fatalf("c did not log binding the pod:\n%s", c.LogTail(4096))
+	}
 }
