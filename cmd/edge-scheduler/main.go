@@ -22,6 +22,12 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// the first signal stops the scheduler cleanly (releasing its
+	// lease); a second one ends the process at once
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	code := schedcmd.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

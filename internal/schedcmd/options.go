@@ -52,7 +52,7 @@ type schedulerOptions struct {
 	// when given (leaderChanged), over the configuration's leaderElection.
 	LeaderElect                               bool
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	LeaseName, LeaseNamespace                 string
+	LeaseName, LeaseNamespace, LeaseLock      string
 	// BindAddress and SecurePort are where the HTTPS endpoints listen;
 	// SecurePort 0 serves none.
 	BindAddress string
@@ -78,6 +78,7 @@ func defaultSchedulerOptions() *schedulerOptions {
 		RetryPeriod:    2 * time.Second,
 		LeaseName:      "kube-scheduler",
 		LeaseNamespace: "kube-system",
+		LeaseLock:      "leases",
 		BindAddress:    "0.0.0.0",
 		SecurePort:     DefaultSecurePort,
 	}
@@ -96,6 +97,7 @@ func (o *schedulerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "how long to wait between attempts to take or renew the lease")
 	fs.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName, "name of the Lease")
 	fs.StringVar(&o.LeaseNamespace, "leader-elect-resource-namespace", o.LeaseNamespace, "namespace of the Lease")
+	fs.StringVar(&o.LeaseLock, "leader-elect-resource-lock", o.LeaseLock, "kind of the lock object (client-go supports leases only)")
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address of the HTTPS endpoints (/livez, /readyz, /healthz, /metrics)")
 	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "port of the HTTPS endpoints (0: none)")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "serving certificate (PEM, with --tls-private-key-file; empty: self-signed)")
@@ -178,6 +180,7 @@ func (o *schedulerOptions) loadConfig() (*kubeconfig.KubeSchedulerConfiguration,
 		{"leader-elect-retry-period", func() { le.RetryPeriod.Duration = o.RetryPeriod }},
 		{"leader-elect-resource-name", func() { le.ResourceName = o.LeaseName }},
 		{"leader-elect-resource-namespace", func() { le.ResourceNamespace = o.LeaseNamespace }},
+		{"leader-elect-resource-lock", func() { le.ResourceLock = o.LeaseLock }},
 	} {
 		if o.flags != nil && o.flags.Changed(f.name) {
 			f.apply()

@@ -9,7 +9,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	// client-go's metrics (rest_client_*, workqueue_*,
+	// leader_election_*) and kubernetes_build_info in the legacy
+	// registry, as kube-scheduler's main registers them
 	"k8s.io/apimachinery/pkg/util/uuid"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
@@ -19,6 +23,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler"
 	kubeconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -69,6 +75,8 @@ func runScheduler(ctx context.Context, o *schedulerOptions) error {
 		return fmt.Errorf("dynamic client: %w", err)
 	}
 	logger.Info("Starting edge-scheduler", "version", versionLine())
+	// kubernetes_feature_enabled, as kube-scheduler
+	utilfeature.DefaultMutableFeatureGate.AddMetrics()
 	logger.Info("Golang settings", "GOGC", os.Getenv("GOGC"), "GOMAXPROCS", runtime.GOMAXPROCS(0), "GOTRACEBACK", os.Getenv("GOTRACEBACK"))
 
 	broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, eventClient)
@@ -130,16 +138,19 @@ func runScheduler(ctx context.Context, o *schedulerOptions) error {
 		}})
 	var srv *secureServer
 	if o.SecurePort > 0 {
-		authn, authz, err := reviewClients(o, client)
+		authn, authz, err := reviewClients(o, kc)
 		if err != nil {
 			return err
 		}
-		cert, err := servingCert(o.TLSCertFile, o.TLSKeyFile, o.CertDir)
+		certs, err := newCertSource(o.TLSCertFile, o.TLSKeyFile, o.CertDir, logger)
 		if err != nil {
 			return err
+		}
+		if cfg.EnableProfiling && cfg.EnableContentionProfiling {
+			runtime.SetBlockProfileRate(1)
 		}
 		ep := &endpoints{live: live, ready: ready, profiling: cfg.EnableProfiling, authn: authn, authz: authz, logger: logger, now: time.Now}
-		if srv, err = startSecure(hostPort(o.BindAddress, o.SecurePort), cert, ep.handler(), logger); err != nil {
+		if srv, err = startSecure(hostPort(o.BindAddress, o.SecurePort), certs, ep.handler(), logger); err != nil {
 			return err
 		}
 		defer func() {
@@ -219,18 +230,28 @@ func leaderElection(cfg *kubeconfig.KubeSchedulerConfiguration, kc *rest.Config,
 	}, nil
 }
 
+// Rate limits of the review clients (kube-scheduler's delegated
+// authentication and authorization use the same): their own, so that
+// requests to /metrics, made-up tokens included, never take the
+// scheduler client's.
+const (
+	reviewQPS   = 200
+	reviewBurst = 400
+)
+
 // reviewClients are the clients of the TokenReviews and
-// SubjectAccessReviews: the kubeconfigs given, else client.
-func reviewClients(o *schedulerOptions, client kubernetes.Interface) (authn, authz kubernetes.Interface, err error) {
+// SubjectAccessReviews: the kubeconfigs given, else the scheduler's
+// (kc), each with its own rate limit.
+func reviewClients(o *schedulerOptions, kc *rest.Config) (authn, authz kubernetes.Interface, err error) {
 	pick := func(flag, path string) (kubernetes.Interface, error) {
-		if path == "" {
-			return client, nil
+		rc := rest.CopyConfig(kc)
+		if path != "" {
+			if rc, err = clientcmd.BuildConfigFromFlags("", path); err != nil {
+				return nil, fmt.Errorf("--%s: %w", flag, err)
+			}
 		}
-		rc, err := clientcmd.BuildConfigFromFlags("", path)
-		if err != nil {
-			return nil, fmt.Errorf("--%s: %w", flag, err)
-		}
-		return kubernetes.NewForConfig(rc)
+		rc.QPS, rc.Burst = reviewQPS, reviewBurst
+		return kubernetes.NewForConfig(rest.AddUserAgent(rc, Name+"-reviews"))
 	}
 	if authn, err = pick("authentication-kubeconfig", o.AuthenticationKubeconfig); err != nil {
 		return nil, nil, err

@@ -175,4 +175,21 @@ profiles:
 	if !strings.Contains(c.LogTail(1<<20), `pod="e2e-le/under-c"`) {
 		t.Fatalf("c did not log binding the pod:\n%s", c.LogTail(4096))
 	}
+	// the leader's /metrics has what kube-scheduler's main registers
+	// beside the scheduler's own: client-go's and the build's
+	m, err := scrapeMetrics(ctx, c.URL+"/metrics", cp.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		min  float64
+	}{
+		{"leader_election_master_status", 1}, {"rest_client_requests_total", 1}, {"kubernetes_build_info", 1},
+		{"scheduler_schedule_attempts_total", 1}, {"go_goroutines", 1},
+	} {
+		if got := m.sum(tc.name); got < tc.min {
+			t.Errorf("c's /metrics: %s = %v, want at least %v", tc.name, got, tc.min)
+		}
+	}
 }
