@@ -20,8 +20,15 @@ all: lint build test
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-build: ## build bin/edgectl
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/edgectl ./cmd/edgectl
+# edgectl on amd64 with Go's SIMD experiment, as edge-scheduler (below):
+# the float scorer that simulates and trains runs its AVX2 kernel (the
+# same scores bit for bit: policy/nn's and models/' FloatScorer tests run
+# both ways in make test, and .ci/run's make train reproduces the default
+# model with it). EDGECTL_GOEXPERIMENT= builds it without.
+EDGECTL_GOEXPERIMENT ?= $(SCHEDULER_GOEXPERIMENT)
+
+build: ## build bin/edgectl (GOEXPERIMENT=simd on amd64)
+	GOEXPERIMENT=$(EDGECTL_GOEXPERIMENT) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/edgectl ./cmd/edgectl
 
 # kubectl finds plugins by name on PATH: `kubectl edgesched round list`
 # runs bin/kubectl-edgesched, which is edgectl (docs/quickstart-k3s.md).
@@ -158,8 +165,9 @@ test: lint e2e-bin onnx-tools ## lint, then all tests with the race detector, en
 	@# the network's nogorgonia build (edge-agent's and edge-scheduler's) must compute what the default build does
 	$(GO) test -tags "$(AGENT_TAGS)" -count=1 ./policy/... ./quant/ ./agent/flclient/
 	$(GO) test -tags "$(SCHEDULER_TAGS)" -count=1 ./edge-plugin/...
-	@# the AVX2 kernel exists only with Go's experimental SIMD package
+	@# the AVX2 kernels exist only with Go's experimental SIMD package
 	GOEXPERIMENT=simd $(GO) test -count=1 -run 'SIMD|Int8|Exact' ./quant/
+	GOEXPERIMENT=simd $(GO) test -count=1 -run 'FloatScorer' ./policy/nn/ ./models/
 	@# junk must not delay an honest update beyond 5 s: a bound of the build without the race detector
 	$(GO) test -count=1 -run '^TestJunkDoesNotDelayHonestUpdate$$' ./test/fl/
 
@@ -219,6 +227,7 @@ bench: ## benchmarks (speed goals are measured here, never asserted in tests)
 	@# coordinator throughput: 1,000 sites, a 50k-parameter model, loopback NATS (one round per run)
 	$(GO) test -run '^$$' -bench 'CoordinatorThroughput|UpdateStreamFloor' -benchtime 1x -count 3 ./test/fl/
 	GOEXPERIMENT=simd $(GO) test -run '^$$' -bench . -benchmem -count 1 ./quant/...
+	GOEXPERIMENT=simd $(GO) test -run '^$$' -bench 'InflateSweep|DefaultScorer' -benchmem -count 1 ./models/
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

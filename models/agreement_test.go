@@ -31,22 +31,7 @@ func TestShippedDefaultInt8Agreement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes, err := openb.LoadNodes("openb:all_node", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sub []sim.NodeSpec
-	for i := 0; i < len(nodes); i += 4 {
-		sub = append(sub, nodes[i])
-	}
-	pods, err := openb.LoadPods("openb:default", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := sim.NewEnv(&sim.Cluster{Name: "openb-quarter", Nodes: sub}, &sim.Workload{Name: "openb:default", Pods: pods.Pods, Untimed: !pods.Timed}, sim.EnvOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := quarterEnv(t, "openb:default")
 	cal := engine.DefaultRunConfig(engine.Inflate)
 	cal.Seed = 1
 	rows, _, err := quant.CollectRows(context.Background(), env, m.Float(), []engine.RunConfig{cal}, 5000, 1)
@@ -74,4 +59,27 @@ func TestShippedDefaultInt8Agreement(t *testing.T) {
 	if ag.Rate() < agreementFloor {
 		t.Errorf("int8 agreement by the rule %.4f < %.2f over %d decisions", ag.Rate(), agreementFloor, ag.Decisions)
 	}
+}
+
+// quarterEnv is every fourth node of the openb cluster under the given
+// openb pod list (a quarter of the full sweep's time).
+func quarterEnv(t *testing.T, pods string) *sim.Env {
+	t.Helper()
+	nodes, err := openb.LoadNodes("openb:all_node", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub []sim.NodeSpec
+	for i := 0; i < len(nodes); i += 4 {
+		sub = append(sub, nodes[i])
+	}
+	pl, err := openb.LoadPods(pods, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := sim.NewEnv(&sim.Cluster{Name: "openb-quarter", Nodes: sub}, &sim.Workload{Name: pods, Pods: pl.Pods, Untimed: !pl.Timed}, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
 }

@@ -273,6 +273,10 @@ type Extractor struct {
 	stamp    uint32
 	tel      []uint64
 	telStamp []uint32
+	// fit[n]: node n's fragmentation against the classes that accept its
+	// GPU model (GPUFragFitOf), at node version fitVer[n]-1 (0: none)
+	fit    []float64
+	fitVer []uint64
 }
 
 // NewExtractor returns an extractor for env.
@@ -287,6 +291,7 @@ func NewExtractor(env *sim.Env) *Extractor {
 		maxCPU: float64(env.MaxNode.CPU), maxMem: float64(env.MaxNode.Mem), maxGPU: math.Max(float64(env.MaxNode.GPU), sim.MilliGPU),
 	}
 	x.model = make([]int32, len(env.Nodes))
+	x.fit, x.fitVer = make([]float64, len(env.Nodes)), make([]uint64, len(env.Nodes))
 	x.tel, x.telStamp = make([]uint64, len(env.Nodes)), make([]uint32, len(env.Nodes))
 	x.stamp = 1 // a zero telStamp is never a memo, even for an Extract before any BeginPod
 	for i := range env.Nodes {
@@ -575,7 +580,7 @@ func (x *Extractor) Extract(st *sim.State, p *sim.Pod, n int, out []float32) {
 	out[22] = float32((nd.FragGPU + delta) / x.maxGPU)
 	fitDelta := delta // no class names a model: the fit measure is FGD's
 	if len(nd.GPUFree) > 0 && x.wl[3] > 0 {
-		before := st.GPUFragFitOf(nd.CPUFree, nd.Model, nd.GPUFree)
+		before := x.fitBefore(st, n)
 		var after float64
 		if p.GPUs > 0 {
 			after = st.GPUFragFitAfter(n, p, x.buf)
@@ -617,6 +622,20 @@ func (x *Extractor) Extract(st *sim.State, p *sim.Pod, n int, out []float32) {
 	out[37] = float32(tel>>16&0xffff) / runqSteps
 	out[38] = float32(tel>>32&0xffff) / memSteps
 	out[39] = float32(tel>>48) / retransSteps
+}
+
+// fitBefore is node n's GPUFragFitOf as it stands, memoised by node
+// version (a version names one node state, clones included: sim.State's
+// Clone), so a node's half of fgd_fit_delta is computed once per change
+// rather than once per shape scored on it.
+func (x *Extractor) fitBefore(st *sim.State, n int) float64 {
+	nd := &st.Nodes[n]
+	if x.fitVer[n] == nd.Version+1 {
+		return x.fit[n]
+	}
+	v := st.GPUFragFitOf(nd.CPUFree, nd.Model, nd.GPUFree)
+	x.fit[n], x.fitVer[n] = v, nd.Version+1
+	return v
 }
 
 func b2f(b bool) float32 {

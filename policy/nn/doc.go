@@ -8,9 +8,15 @@
 // on it; the feature schema, extraction and decision rule are package
 // policy's.
 //
+// Builds: FloatScorer sums the pod features' share of the first layer
+// once per call; under GOEXPERIMENT=simd on amd64 with AVX2 it runs a
+// 32 -> 32 ReLU network's other layers in an AVX2 kernel
+// (kernel_simd.go; kernel_generic.go elsewhere). Every build gives the
+// same bits as Net.Scores on normalised rows (FloatScorer's doc).
+//
 // Concurrency and lifetimes: a Net keeps the activations of its last
 // Forward for Backward and is not safe for concurrent use; Clone gives an
 // independent copy. A Model is read-only once built and may be shared;
 // NewLearned and NewFloatScorer copy the network, so every run gets its
-// own.
+// own. A FloatScorer, like a Net, belongs to one goroutine.
 package nn

@@ -1,15 +1,39 @@
 package nn
 
 import (
+	"fmt"
+	"slices"
+
+	"gonum.org/v1/gonum/blas/gonum"
+
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
 
 // FloatScorer is the float32 network as a Scorer: it normalises with the
 // model's schema and runs the actor (Net.Scores).
+//
+// The first layer is summed as gonum's Sgemm sums it (for each output,
+// the nonzero inputs' products in input order, from zero), with two
+// shortcuts that leave every bit of the result as it was: the pod
+// features (the first policy.NumPodFeatures, equal on every row of a
+// call, policy.Scorer) are summed once per call and each row starts from
+// that partial sum; and inputs whose first-layer weights are all zero
+// (the features a model leaves out, network.exclude) are skipped at
+// either end, which only drops additions of zero. A row whose pod
+// features differ from the first row's gets its own. Rows are normalised
+// only where the network reads them. TestFloatScorerMatchesNet checks the
+// bits.
 type FloatScorer struct {
-	m   *Model
-	buf []float32
+	m *Model
+	// pod: the pod features the network reads; [lo, hi): the other
+	// features, from the first to the last the network reads
+	pod    []int
+	lo, hi int
+	part   []float32 // the pod features' share of the first layer
+	x, a1  []float32
+	// vector: the AVX2 kernel runs the rest (scoresAVX2)
+	vector bool
 }
 
 // NewFloatScorer returns a scorer over a private copy of m's network.
@@ -17,7 +41,20 @@ func NewFloatScorer(m *Model) (*FloatScorer, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return &FloatScorer{m: &Model{Schema: m.Schema, Net: m.Net.Clone(), Meta: m.Meta, Decision: m.Decision}}, nil
+	f := &FloatScorer{m: &Model{Schema: m.Schema, Net: m.Net.Clone(), Meta: m.Meta, Decision: m.Decision}}
+	f.lo, f.hi = m.Net.F, m.Net.F
+	for i := range f.m.Net.F {
+		switch {
+		case !f.m.Net.ReadsInput(i):
+		case i < policy.NumPodFeatures:
+			f.pod = append(f.pod, i)
+		default:
+			f.lo, f.hi = min(f.lo, i), i+1
+		}
+	}
+	n := f.m.Net
+	f.vector = vectorKernel && n.H1 == 32 && n.H2 == 32 && n.Act == [2]Activation{ReLU, ReLU}
+	return f, nil
 }
 
 // ReadsInput implements policy.InputReader.
@@ -25,17 +62,54 @@ func (f *FloatScorer) ReadsInput(i int) bool { return f.m.Net.ReadsInput(i) }
 
 // Scores implements policy.Scorer.
 func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
-	x := grow(&f.buf, len(raw))
-	copy(x, raw)
-	for i := 0; i+policy.NumFeatures <= len(x); i += policy.NumFeatures {
-		f.m.Schema.Normalize(x[i : i+policy.NumFeatures])
+	net, nf, np := f.m.Net, policy.NumFeatures, policy.NumPodFeatures
+	if k <= 0 || len(raw) != k*nf || net.F != nf || len(out) < k {
+		return fmt.Errorf("%w: %d values for %d candidates of %d features, %d outputs", policy.ErrShape, len(raw), k, nf, len(out))
 	}
-	s, err := f.m.Net.Scores(x, k)
-	if err != nil {
-		return err
+	h, w1 := net.H1, f32(net.W1)
+	mean, std := f.m.Schema.Mean, f.m.Schema.Std
+	x := grow(&f.x, len(raw))
+	a1 := grow(&f.a1, k*h)
+	part := grow(&f.part, h)
+	for i := range k {
+		r, xr, c := raw[i*nf:(i+1)*nf], x[i*nf:(i+1)*nf], a1[i*h:(i+1)*h]
+		for l := f.lo; l < f.hi; l++ {
+			xr[l] = (r[l] - mean[l]) / std[l] // Schema.Normalize's arithmetic
+		}
+		if i > 0 && slices.Equal(r[:np], raw[:np]) {
+			copy(c, part)
+			continue
+		}
+		// the pod features' share: once for the call's pod, and for a row
+		// of another pod
+		clear(c)
+		for _, l := range f.pod {
+			if v := (r[l] - mean[l]) / std[l]; v != 0 {
+				gonum.Implementation{}.Saxpy(h, v, w1[l*h:(l+1)*h], 1, c, 1)
+			}
+		}
+		if i == 0 {
+			copy(part, c)
+		}
 	}
-	copy(out, s)
+	if f.vector {
+		scoresAVX2(k, nf, f.lo, f.hi, x, a1, w1, f32(net.B1), f32(net.W2), f32(net.B2), f32(net.W3), f32(net.B3)[0], out)
+		return nil
+	}
+	if f.lo < f.hi {
+		gemm(k, h, f.hi-f.lo, x[f.lo:], nf, w1[f.lo*h:f.hi*h], 1, a1)
+	}
+	copy(out, net.scoresFrom(a1, k))
 	return nil
+}
+
+// Kernel names the kernel the scorer runs: "avx2" (GOEXPERIMENT=simd
+// builds on amd64 with AVX2, for 32 -> 32 ReLU networks) or "gonum".
+func (f *FloatScorer) Kernel() string {
+	if f.vector {
+		return "avx2"
+	}
+	return "gonum"
 }
 
 // Factory returns a simulator factory for a model under a display name.

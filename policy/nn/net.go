@@ -236,10 +236,16 @@ func (m *Net) Scores(x []float32, n int) ([]float32, error) {
 	// Inference only: the same products as actor (gonum's Sgemm, which is
 	// what the tensor library calls), into reused buffers instead of new
 	// tensors (Forward keeps the tensors Backward needs).
+	a1 := grow(&m.bufA, n*m.H1)
+	sgemm(n, m.H1, m.F, x, f32(m.W1), a1)
+	return m.scoresFrom(a1, n), nil
+}
+
+// scoresFrom finishes Scores from the first layer's products a1 (n x H1,
+// x W1 without the bias; in m.bufA or the caller's buffer).
+func (m *Net) scoresFrom(a1 []float32, n int) []float32 {
 	h1, h2 := m.H1, m.H2
-	a1 := grow(&m.bufA, n*h1)
 	a2 := grow(&m.bufB, n*h2)
-	sgemm(n, h1, m.F, x, f32(m.W1), a1)
 	addBias(a1, f32(m.B1))
 	m.Act[0].apply(a1, a1)
 	sgemm(n, h2, h1, a1, f32(m.W2), a2)
@@ -251,7 +257,7 @@ func (m *Net) Scores(x []float32, n int) ([]float32, error) {
 	for i := range m.scores {
 		m.scores[i] += b3
 	}
-	return m.scores, nil
+	return m.scores
 }
 
 // sgemm sets c (m x n) = a (m x k) b (k x n), row-major.
@@ -285,10 +291,19 @@ func sgemm(m, n, k int, a, b, c []float32) {
 		}
 		return
 	}
+	gemm(m, n, k, a, k, b, 0, c)
+}
+
+// gemm sets c (m x n) = a b + beta c, where a is m x k with rows lda
+// apart and b is k x n, row-major, in gonum's Sgemm, in chunks of rows
+// (sgemm says why). With beta 1 it adds to c what it holds, each element
+// summed as from zero after it: the first layer's node features added
+// to the pod features' share (FloatScorer).
+func gemm(m, n, k int, a []float32, lda int, b []float32, beta float32, c []float32) {
 	const serialRows = 3 * 64
 	for r := 0; r < m; r += serialRows {
 		rows := min(serialRows, m-r)
-		gonum.Implementation{}.Sgemm(blas.NoTrans, blas.NoTrans, rows, n, k, 1, a[r*k:], k, b, n, 0, c[r*n:], n)
+		gonum.Implementation{}.Sgemm(blas.NoTrans, blas.NoTrans, rows, n, k, 1, a[r*lda:], lda, b, n, beta, c[r*n:], n)
 	}
 }
 

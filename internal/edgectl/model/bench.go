@@ -90,15 +90,18 @@ type benchResult struct {
 }
 
 type benchReport struct {
-	Model      string        `json:"model"`
-	Layers     string        `json:"layers"`
-	Input      string        `json:"input"`
-	Candidates int           `json:"candidates"`
-	Reps       int           `json:"reps"`
-	MinTime    string        `json:"min_time"`
-	Seed       uint64        `json:"seed"`
-	Kernel     string        `json:"kernel_in_use"`
-	Results    []benchResult `json:"results"`
+	Model      string `json:"model"`
+	Layers     string `json:"layers"`
+	Input      string `json:"input"`
+	Candidates int    `json:"candidates"`
+	Reps       int    `json:"reps"`
+	MinTime    string `json:"min_time"`
+	Seed       uint64 `json:"seed"`
+	Kernel     string `json:"kernel_in_use"`
+	// FloatKernel is the float scorer's kernel (nn.FloatScorer.Kernel):
+	// what this edgectl simulates and trains with
+	FloatKernel string        `json:"float_kernel"`
+	Results     []benchResult `json:"results"`
 }
 
 func (f *benchFlags) validate() error {
@@ -172,7 +175,7 @@ func (f *benchFlags) run(cmd *cobra.Command, ref string) error {
 		scorers = append(scorers, entry{"int8 " + k, sc})
 	}
 	rep := benchReport{Model: ref, Layers: fmt.Sprintf("%d -> %d -> %d -> 1", m.Net.F, m.Net.H1, m.Net.H2),
-		Input: inputName(f), Candidates: f.candidates, Reps: f.reps, MinTime: f.minTime.String(), Seed: f.seed, Kernel: quant.Kernel()}
+		Input: inputName(f), Candidates: f.candidates, Reps: f.reps, MinTime: f.minTime.String(), Seed: f.seed, Kernel: quant.Kernel(), FloatKernel: fs.Kernel()}
 	out := make([]float32, f.candidates)
 	var int8Ref []float32 // the first int8 kernel's scores
 	for _, s := range scorers {
@@ -260,6 +263,6 @@ func printBench(w io.Writer, r *benchReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nthe int8 kernels agree exactly; this edgectl build scores with int8 %s (the scheduler logs its own as int8Kernel)\n", r.Kernel)
+	_, err := fmt.Fprintf(w, "\nthe int8 kernels agree exactly; this edgectl build scores with int8 %s (the scheduler logs its own as int8Kernel), and simulates and trains with the float32 %s kernel\n", r.Kernel, r.FloatKernel)
 	return err
 }

@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/internal/edgectl/model"
+	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -22,7 +24,7 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{fmt.Sprintf("model edge (%d -> 32 -> 32 -> 1)", policy.NumFeatures), "one decision of 40 candidate nodes from builtin:factory-vision", "float32", "the int8 kernels agree exactly; this edgectl build scores with int8 " + quant.Kernel()} {
+	for _, want := range []string{fmt.Sprintf("model edge (%d -> 32 -> 32 -> 1)", policy.NumFeatures), "one decision of 40 candidate nodes from builtin:factory-vision", "float32", "the int8 kernels agree exactly; this edgectl build scores with int8 " + quant.Kernel(), "trains with the float32 " + floatKernel(t) + " kernel"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
 		}
@@ -84,4 +86,19 @@ func TestBench(t *testing.T) {
 			}
 		})
 	}
+}
+
+// floatKernel is the float scorer kernel of this build (the edge model's:
+// 32 -> 32 ReLU, the AVX2 kernel's shape).
+func floatKernel(t *testing.T) string {
+	t.Helper()
+	m, err := models.Load("edge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := nn.NewFloatScorer(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs.Kernel()
 }
