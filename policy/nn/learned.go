@@ -18,18 +18,23 @@ import (
 // shortcuts that leave every bit of the result as it was: the pod
 // features (the first policy.NumPodFeatures, equal on every row of a
 // call, policy.Scorer) are summed once per call and each row starts from
-// that partial sum; and inputs whose first-layer weights are all zero
-// (the features a model leaves out, network.exclude) are skipped at
-// either end, which only drops additions of zero. A row whose pod
-// features differ from the first row's gets its own. Rows are normalised
-// only where the network reads them. TestFloatScorerMatchesNet checks the
+// that partial sum; and the inputs whose first-layer weights are all zero
+// (the features a model leaves out, network.exclude) among the pod
+// features and before the first or after the last other input read are
+// neither normalised nor multiplied, which only drops additions of zero
+// as long as they are finite: a call where one of them normalises to an
+// infinity or NaN (whose product with a zero weight is NaN) is scored on
+// the plain path, as Net.Scores. A row whose pod features differ from the
+// first row's gets its own share. TestFloatScorerMatchesNet checks the
 // bits.
 type FloatScorer struct {
 	m *Model
 	// pod: the pod features the network reads; [lo, hi): the other
-	// features, from the first to the last the network reads
+	// features, from the first to the last the network reads; skip: the
+	// inputs outside both
 	pod    []int
 	lo, hi int
+	skip   []int
 	part   []float32 // the pod features' share of the first layer
 	x, a1  []float32
 	// vector: the AVX2 kernel runs the rest (scoresAVX2)
@@ -52,6 +57,11 @@ func NewFloatScorer(m *Model) (*FloatScorer, error) {
 			f.lo, f.hi = min(f.lo, i), i+1
 		}
 	}
+	for i := range f.m.Net.F {
+		if !slices.Contains(f.pod, i) && (i < f.lo || i >= f.hi) {
+			f.skip = append(f.skip, i)
+		}
+	}
 	n := f.m.Net
 	f.vector = vectorKernel && n.H1 == 32 && n.H2 == 32 && n.Act == [2]Activation{ReLU, ReLU}
 	return f, nil
@@ -69,6 +79,14 @@ func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
 	h, w1 := net.H1, f32(net.W1)
 	mean, std := f.m.Schema.Mean, f.m.Schema.Std
 	x := grow(&f.x, len(raw))
+	for i := range k {
+		r := raw[i*nf : (i+1)*nf]
+		for _, l := range f.skip {
+			if v := (r[l] - mean[l]) / std[l]; v-v != 0 { // ±Inf or NaN
+				return f.plain(raw, x, k, out)
+			}
+		}
+	}
 	a1 := grow(&f.a1, k*h)
 	part := grow(&f.part, h)
 	for i := range k {
@@ -100,6 +118,20 @@ func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
 		gemm(k, h, f.hi-f.lo, x[f.lo:], nf, w1[f.lo*h:f.hi*h], 1, a1)
 	}
 	copy(out, net.scoresFrom(a1, k))
+	return nil
+}
+
+// plain scores as Net.Scores on rows normalised whole (x: scratch).
+func (f *FloatScorer) plain(raw, x []float32, k int, out []float32) error {
+	copy(x, raw)
+	for i := range k {
+		f.m.Schema.Normalize(x[i*policy.NumFeatures : (i+1)*policy.NumFeatures])
+	}
+	s, err := f.m.Net.Scores(x, k)
+	if err != nil {
+		return err
+	}
+	copy(out, s)
 	return nil
 }
 

@@ -12,9 +12,12 @@ import (
 // first layer summed once per call, inputs without weights skipped) gives
 // the bits of normalising every row and running Net.Scores (gonum's Sgemm
 // over all inputs), the path every shipped model's figures were measured
-// on. Rows carry zeros, negative zeros and values equal to the feature's
-// mean (a normalised zero); some rows' pod features differ from the first
-// row's (summed whole), one only by the sign of a zero. Under
+// on. Biases are random and some single weights are signed zeros; rows
+// carry zeros, negative zeros, values equal to the feature's mean (a
+// normalised zero), values whose products underflow to signed zeros and
+// large ones; some rows' pod features differ from the first row's
+// (summed whole), one only by the sign of a zero; and infinities and NaN
+// go to read and to skipped inputs. Under
 // GOEXPERIMENT=simd on an AVX2 machine the 32-wide ReLU cases run the
 // vector kernel (make test runs this test both ways).
 func TestFloatScorerMatchesNet(t *testing.T) {
@@ -46,6 +49,19 @@ func TestFloatScorerMatchesNet(t *testing.T) {
 				t.Fatal(err)
 			}
 			net.Act = tc.act
+			// biases (NewNet makes them zero) and single weights of +0
+			// and -0 among the read inputs'
+			for _, b := range [][]float32{f32(net.B1), f32(net.B2), f32(net.B3)} {
+				for i := range b {
+					b[i] = float32(rng.NormFloat64() * 0.1)
+				}
+			}
+			w1 := f32(net.W1)
+			for range 20 {
+				if j := rng.IntN(len(w1)); w1[j] != 0 {
+					w1[j] = float32(math.Copysign(0, float64(rng.IntN(2)-1)))
+				}
+			}
 			s := policy.NewSchema()
 			for i := range s.Mean {
 				if i%4 != 0 { // every fourth mean is zero: a raw -0 stays -0
@@ -60,6 +76,9 @@ func TestFloatScorerMatchesNet(t *testing.T) {
 			}
 			ref := net.Clone()
 			t.Logf("kernel %s", sc.Kernel())
+			if want := vectorKernel && tc.h1 == 32 && tc.h2 == 32 && tc.act == [2]Activation{ReLU, ReLU}; want != (sc.Kernel() == "avx2") {
+				t.Fatalf("kernel %s in a build and CPU where the AVX2 kernel runs: %v", sc.Kernel(), vectorKernel)
+			}
 			val := func(i int) float32 {
 				switch rng.IntN(8) {
 				case 0:
@@ -68,8 +87,8 @@ func TestFloatScorerMatchesNet(t *testing.T) {
 					return float32(math.Copysign(0, -1))
 				case 2:
 					return s.Mean[i]
-				case 3: // products that round to (signed) zero
-					return s.Mean[i] + float32(rng.NormFloat64()*1e-36)
+				case 3: // (where the mean is zero) products that round to signed zeros
+					return s.Mean[i] + float32(math.Copysign(1e-44, rng.NormFloat64()))
 				case 4:
 					return float32(rng.NormFloat64() * 1e15)
 				default:
@@ -106,6 +125,36 @@ func TestFloatScorerMatchesNet(t *testing.T) {
 				for r := range k {
 					if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
 						t.Fatalf("k=%d row %d: %v (%#x), Net.Scores %v (%#x)", k, r, got[r], math.Float32bits(got[r]), want[r], math.Float32bits(want[r]))
+					}
+				}
+			}
+			// a non-finite value anywhere, a skipped input included (its
+			// zero weight times an infinity is NaN on the plain path)
+			for _, bad := range []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())} {
+				for _, at := range []int{0, 2, 20, policy.FirstTelemetryFeature, f - 1} {
+					raw := make([]float32, 3*f)
+					for i := range raw {
+						raw[i] = val(i % f)
+					}
+					copy(raw[f:f+policy.NumPodFeatures], raw[:policy.NumPodFeatures])
+					copy(raw[2*f:2*f+policy.NumPodFeatures], raw[:policy.NumPodFeatures])
+					raw[f+at] = bad
+					got := make([]float32, 3)
+					if err := sc.Scores(raw, 3, got); err != nil {
+						t.Fatal(err)
+					}
+					x := append([]float32(nil), raw...)
+					for r := range 3 {
+						s.Normalize(x[r*f : (r+1)*f])
+					}
+					want, err := ref.Scores(x, 3)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for r := range 3 {
+						if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
+							t.Fatalf("%v at input %d, row %d: %v (%#x), Net.Scores %v (%#x)", bad, at, r, got[r], math.Float32bits(got[r]), want[r], math.Float32bits(want[r]))
+						}
 					}
 				}
 			}

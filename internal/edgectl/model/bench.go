@@ -99,7 +99,7 @@ type benchReport struct {
 	Seed       uint64 `json:"seed"`
 	Kernel     string `json:"kernel_in_use"`
 	// FloatKernel is the float scorer's kernel (nn.FloatScorer.Kernel):
-	// what this edgectl simulates and trains with
+	// what this edgectl simulates, and evaluates in training, with
 	FloatKernel string        `json:"float_kernel"`
 	Results     []benchResult `json:"results"`
 }
@@ -263,6 +263,6 @@ func printBench(w io.Writer, r *benchReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nthe int8 kernels agree exactly; this edgectl build scores with int8 %s (the scheduler logs its own as int8Kernel), and simulates and trains with the float32 %s kernel\n", r.Kernel, r.FloatKernel)
+	_, err := fmt.Fprintf(w, "\nthe int8 kernels agree exactly; this edgectl build scores with int8 %s (the scheduler logs its own as int8Kernel), and simulates (and evaluates in training) with the float32 %s kernel\n", r.Kernel, r.FloatKernel)
 	return err
 }

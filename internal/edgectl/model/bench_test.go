@@ -24,7 +24,7 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{fmt.Sprintf("model edge (%d -> 32 -> 32 -> 1)", policy.NumFeatures), "one decision of 40 candidate nodes from builtin:factory-vision", "float32", "the int8 kernels agree exactly; this edgectl build scores with int8 " + quant.Kernel(), "trains with the float32 " + floatKernel(t) + " kernel"} {
+	for _, want := range []string{fmt.Sprintf("model edge (%d -> 32 -> 32 -> 1)", policy.NumFeatures), "one decision of 40 candidate nodes from builtin:factory-vision", "float32", "the int8 kernels agree exactly; this edgectl build scores with int8 " + quant.Kernel(), "evaluates in training) with the float32 " + floatKernel(t) + " kernel"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
 		}
