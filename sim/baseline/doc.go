@@ -9,6 +9,11 @@
 //     NodeResourcesFit (LeastAllocated) + NodeResourcesBalancedAllocation;
 //   - trimaran-tlp: scheduler-plugins' Trimaran TargetLoadPacking.
 //
+// Extras are references that are not in "all": fgd-pressure (policy v2's
+// teacher), network-overhead (scheduler-plugins' network-aware profile),
+// and edgesched's own dep-load (dependencies and measured load) and
+// carbon-load (dep-load and the pod's marginal emission rate).
+//
 // All returns a factory per policy; Lookup resolves names and aliases. A
 // policy value belongs to one run (FGD keeps a per-run cache).
 package baseline

@@ -70,5 +70,6 @@ func Extras() []sim.Factory {
 		{Name: FGDPressure, New: func(env *sim.Env) (sim.Policy, error) { return NewFGDPressure(env, 0), nil }},
 		{Name: NetworkOverhead, New: func(*sim.Env) (sim.Policy, error) { return &networkOverhead{}, nil }},
 		{Name: DepLoad, New: func(env *sim.Env) (sim.Policy, error) { return NewDepLoad(env, 0), nil }},
+		{Name: CarbonLoad, New: func(env *sim.Env) (sim.Policy, error) { return NewCarbonLoad(env, 0), nil }},
 	}
 }
