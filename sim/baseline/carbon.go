@@ -7,7 +7,7 @@ const CarbonLoad = "carbon-load"
 
 // CarbonLoadWeight is the weight of CarbonLoad's emission term against
 // DepLoad's score (dependency and measured load), chosen on the training
-// families' selection workloads (docs/training.md, "Carbon").
+// families' selection workloads (docs/training.md, "Carbon on loaded fleets").
 const CarbonLoadWeight = 2
 
 // carbonLoad is DepLoad plus Weight times the emission rate the pod would
