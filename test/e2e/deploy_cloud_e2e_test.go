@@ -342,6 +342,28 @@ func startNATSCluster(t *testing.T, conf string, env []corev1.EnvVar, replicas i
 	if replicas != 3 {
 		t.Fatalf("the StatefulSet runs %d servers, want 3", replicas)
 	}
+	// The cluster ports come from FreePort and are written into every
+	// server's routes before any listens, so another test can take one
+	// in between: a server that is not ready is retried, with new ports,
+	// at most three times.
+	var servers []*server.Server
+	var err error
+	for attempt := 1; ; attempt++ {
+		if servers, err = tryNATSCluster(t, conf, env, replicas, auth); err == nil {
+			break
+		}
+		if attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("attempt %d: %v; again with new ports", attempt, err)
+	}
+	awaitNATSCluster(t, servers)
+	return servers
+}
+
+// tryNATSCluster parses each pod's options, gives the servers loopback
+// cluster ports and starts them (not yet routed).
+func tryNATSCluster(t *testing.T, conf string, env []corev1.EnvVar, replicas int, auth bool) ([]*server.Server, error) {
 	// Each pod's options, parsed with its own environment.
 	ports := map[string]int{} // route host -> loopback cluster port
 	opts := make([]*server.Options, replicas)
@@ -387,9 +409,23 @@ func startNATSCluster(t *testing.T, conf string, env []corev1.EnvVar, replicas i
 	}
 	servers := make([]*server.Server, len(opts))
 	for i, o := range opts {
-		servers[i] = startNATS(t, o)
+		s, err := tryStartNATS(t, o)
+		if err != nil {
+			for _, up := range servers[:i] {
+				up.Shutdown()
+			}
+			return nil, err
+		}
+		servers[i] = s
 	}
+	return servers, nil
+}
 
+// awaitNATSCluster waits until the servers are routed and a JetStream
+// meta leader is elected, every server current with it, and checks each
+// readiness probe.
+func awaitNATSCluster(t *testing.T, servers []*server.Server) {
+	t.Helper()
 	// Routes up and a meta leader elected, every server current with it.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -414,7 +450,7 @@ func startNATSCluster(t *testing.T, conf string, env []corev1.EnvVar, replicas i
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	t.Logf("3 servers routed (cluster %s), meta leader %s elected %s after start", opts[0].Cluster.Name, leader, time.Since(start).Round(time.Millisecond))
+	t.Logf("3 servers routed (cluster %s), meta leader %s elected %s after start", servers[0].ClusterName(), leader, time.Since(start).Round(time.Millisecond))
 	for _, s := range servers {
 		resp, err := http.Get(fmt.Sprintf("http://%s/healthz", s.MonitorAddr()))
 		if err != nil {
@@ -425,7 +461,6 @@ func startNATSCluster(t *testing.T, conf string, env []corev1.EnvVar, replicas i
 			t.Errorf("%s /healthz (the readiness probe): %s", s.Name(), resp.Status)
 		}
 	}
-	return servers
 }
 
 // checkR3Stream creates an R3 stream through the first server, writes a

@@ -378,9 +378,21 @@ func runHubAndLeaf(t *testing.T, hubConf, leafConf string) {
 
 func startNATS(t *testing.T, opts *server.Options) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(opts)
+	s, err := tryStartNATS(t, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return s
+}
+
+// tryStartNATS is startNATS returning an error when the server is not
+// ready within 10 s (a port taken between FreePort and the listen is one
+// cause); the server is shut down at the test's end either way.
+func tryStartNATS(t *testing.T, opts *server.Options) (*server.Server, error) {
+	t.Helper()
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, err
 	}
 	go s.Start()
 	t.Cleanup(func() {
@@ -388,9 +400,9 @@ func startNATS(t *testing.T, opts *server.Options) *server.Server {
 		s.WaitForShutdown()
 	})
 	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatalf("nats-server %s not ready", opts.ServerName)
+		return nil, fmt.Errorf("nats-server %s not ready", opts.ServerName)
 	}
-	return s
+	return s, nil
 }
 
 // programFlags runs `bin [subcommand...] -h` and returns the flag names
