@@ -211,7 +211,7 @@ chaos: ## fault injection: CHAOS_AGENTS agents under mixed faults for CHAOS_DURA
 	EDGESCHED_CHAOS_AGENTS=$(CHAOS_AGENTS) EDGESCHED_CHAOS_DURATION=$(CHAOS_DURATION) \
 		$(GO) test -count=1 -timeout 90m -run '^TestChaos$$' -v ./test/chaos/
 
-MODELS    ?= default edge edge-carbon edge-loaded
+MODELS    ?= default edge edge-carbon edge-loaded edge-sage
 TRAIN_OUT ?= out/train
 
 train: build ## retrain the shipped models (models/*.esm) and check they are reproduced bit for bit; INSTALL=1 replaces them

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
 	"github.com/edgesched/edgesched/edge-plugin/serving"
 	"github.com/edgesched/edgesched/kubefmt"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -396,4 +398,106 @@ type shapeKey struct {
 	milli    int64
 	qos      sim.QoS
 	priority int32
+}
+
+// BenchmarkCycleDependencies is issue 19's lookup cost in the Score
+// pass: 1,000 nodes in 10 zones running pods of 60 services (a random
+// call tree plus 30 calls), the site leader's graph and embeddings with
+// partners installed, and one pod's PreScore, Score on every node and
+// NormalizeScore per cycle, after a pod of another service was bound (so
+// the placement of the pod's neighbours changed and every node is
+// scored again, the worst case). edge-loaded reads the one-hop
+// dependency features, edge-sage dep_affinity from the partners
+// instead; "no-partners" is edge-sage with embeddings of another
+// encoder (dep_affinity 0). ns/node compares them in one run.
+func BenchmarkCycleDependencies(b *testing.B) {
+	tgt, err := LoadTarget(DefaultTargetWorkload, DefaultTargetThreshold)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n, services, zones = 1000, 60, 10
+	rng := rand.New(rand.NewPCG(19, 1))
+	svc := func(i int) string { return fmt.Sprintf("svc-%02d", i) }
+	var edges []kubefmt.DependencyEdge
+	for i := 1; i < services; i++ {
+		edges = append(edges, kubefmt.DependencyEdge{From: svc(rng.IntN(i)), To: svc(i), CallsPerSecond: float64(1 + rng.IntN(100))})
+	}
+	seen := map[[2]int]bool{}
+	for len(edges) < services-1+30 {
+		a, c := rng.IntN(services), rng.IntN(services)
+		if a < c && !seen[[2]int{a, c}] && !slices.ContainsFunc(edges, func(e kubefmt.DependencyEdge) bool { return e.From == svc(a) && e.To == svc(c) }) {
+			seen[[2]int{a, c}] = true
+			edges = append(edges, kubefmt.DependencyEdge{From: svc(a), To: svc(c), CallsPerSecond: float64(1 + rng.IntN(100))})
+		}
+	}
+	_, graph := plugintest.GraphOf(b, edges...)
+	pre, err := sage.Default()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pub, err := sage.Publish(pre.Encoder, pre.Decoder, pre.Encoder.ID(), sage.FromDependencies(edges), time.Time{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	withPartners, err := pub.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pub.Encoder = "sage-0123456789abcdef"
+	otherEncoder, err := pub.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	servicePod := func(name string, s int) *v1.Pod {
+		p := k8sPod(sim.PodSpec{Name: name, CPU: int64(100 + rng.IntN(1000)), Memory: 512, QoS: sim.QoSBurstable})
+		p.Labels = map[string]string{kubefmt.LabelService: svc(s)}
+		return p
+	}
+	var nodes []fwk.NodeInfo
+	for i := range n {
+		spec := sim.NodeSpec{Name: fmt.Sprintf("n%04d", i), CPU: 16000, Memory: 65536, Arch: sim.ArchAMD64, Zone: fmt.Sprintf("z%d", i%zones)}
+		var pods []*v1.Pod
+		for j := range rng.IntN(4) {
+			pods = append(pods, servicePod(fmt.Sprintf("%s-p%d", spec.Name, j), rng.IntN(services)))
+		}
+		nodes = append(nodes, nodeInfo(k8sNode(spec), pods...))
+	}
+	for i, c := range []struct {
+		name, model string
+		side        []byte
+	}{
+		{"edge-loaded", "edge-loaded", withPartners},
+		{"edge-sage", "edge-sage", withPartners},
+		{"edge-sage/no-partners", "edge-sage", otherEncoder},
+	} {
+		p := newTestPlugin(b, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, tgt)
+		a := *edgeArtifact(b, c.model)
+		a.Header.Version = uint64(2 + i)
+		raw, err := a.Encode(testSigner(b, 1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.Models().Install(raw); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.core.Dependencies().InstallWith(graph, c.side); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("nodes=%d/%s", n, c.name), func(b *testing.B) {
+			b.ReportAllocs()
+			list := nameList(nodes)
+			scoreCycle(b, p, servicePod("bench-0", 0), nodes, list)
+			runtime.GC()
+			bound := 0
+			for b.Loop() {
+				b.StopTimer()
+				ni := nodes[bound%len(nodes)].(*framework.NodeInfo)
+				ni.AddPod(servicePod(fmt.Sprintf("bound-%d-%d", i, bound), bound%services))
+				bound++
+				b.StartTimer()
+				scoreCycle(b, p, servicePod(fmt.Sprintf("bench-%d", bound), (bound*7)%services), nodes, list)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/node")
+		})
+	}
 }

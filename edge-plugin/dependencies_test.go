@@ -1,6 +1,7 @@
 package edgeplugin
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -135,5 +136,74 @@ func TestDependencyFeatures(t *testing.T) {
 	}
 	if got := colocation(pod("web-2", "web")); !same(got, zero) {
 		t.Fatalf("after clearing: %v, want 0", got)
+	}
+}
+
+// TestAffinityFromEmbeddings: the dependency ConfigMap's embeddings give
+// web's partners (api one call away, db two); with db's only replica on
+// a-0 and no api pod, a web pod's dep_affinity is 1 on zone a's nodes
+// and 0 on zone b's (db's share of its replicas there). Embeddings of
+// another encoder than the schema's, or none, leave it 0; embeddings that
+// do not decode refuse the ConfigMap and keep what is in use.
+func TestAffinityFromEmbeddings(t *testing.T) {
+	aff := featureIndex(t, "dep_affinity")
+	p, _, nodes := zonedCluster(t)
+	n := 0
+	affinity := func() map[string]float32 {
+		n++
+		pd := k8sPod(sim.PodSpec{Name: "web-" + string(rune('a'+n)), CPU: 500, Memory: 512, QoS: sim.QoSBurstable})
+		pd.Labels = map[string]string{"app": "web"}
+		_, cs := runCycle(t, p, pd, nodes)
+		names, _, x := scoredCandidates(t, p, cs)
+		out := map[string]float32{}
+		for j, nm := range names {
+			out[nm] = x[j*policy.NumFeatures+aff]
+		}
+		return out
+	}
+	_, graph := plugintest.GraphOf(t, kubefmt.DependencyEdge{From: "web", To: "api", CallsPerSecond: 10}, kubefmt.DependencyEdge{From: "api", To: "db", CallsPerSecond: 30})
+	embeddings := func(encoder string) []byte {
+		e := &kubefmt.Embeddings{Version: kubefmt.EmbeddingsVersion, Encoder: encoder, Dim: 2}
+		for _, s := range []string{"api", "db", "web"} {
+			se := kubefmt.QuantizeEmbedding(s, []float32{1, 0})
+			if s == "web" {
+				se.Partners = []kubefmt.Partner{{Service: "api", P: 200}, {Service: "db", P: 100}}
+			}
+			e.Services = append(e.Services, se)
+		}
+		b, err := e.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	deps := p.core.Dependencies()
+	zero := map[string]float32{"a-0": 0, "a-1": 0, "b-0": 0, "b-1": 0}
+	want := map[string]float32{"a-0": 1, "a-1": 1, "b-0": 0, "b-1": 0}
+	for _, c := range []struct {
+		name    string
+		side    []byte
+		changed bool
+		want    map[string]float32
+	}{
+		{"the graph alone", nil, true, zero},
+		{"the schema's encoder", embeddings(policy.AffinityEncoder), true, want},
+		{"the same again", embeddings(policy.AffinityEncoder), false, want},
+		{"another encoder", embeddings("sage-0123456789abcdef"), true, zero},
+		{"the schema's encoder again", embeddings(policy.AffinityEncoder), true, want},
+	} {
+		changed, err := deps.InstallWith(graph, c.side)
+		if err != nil || changed != c.changed {
+			t.Fatalf("%s: changed %v, %v; want %v", c.name, changed, err, c.changed)
+		}
+		if got := affinity(); !maps.Equal(got, c.want) {
+			t.Fatalf("%s: dep_affinity %v, want %v", c.name, got, c.want)
+		}
+	}
+	if _, err := deps.InstallWith(graph, []byte(`{"version":2}`)); err == nil {
+		t.Fatal("embeddings that do not decode were installed")
+	}
+	if got := affinity(); !maps.Equal(got, want) {
+		t.Fatalf("after refused embeddings: dep_affinity %v, want the last good %v", got, want)
 	}
 }

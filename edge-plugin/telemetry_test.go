@@ -18,6 +18,7 @@ import (
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
@@ -372,7 +373,7 @@ func TestTelemetryIncremental(t *testing.T) {
 // edgeArtifact quantizes a shipped edge model with calibration rows from
 // the first 3,000 pods of one retail-stores workload (deterministic:
 // fixed seeds).
-func edgeArtifact(t *testing.T, name string) *quant.Artifact {
+func edgeArtifact(t testing.TB, name string) *quant.Artifact {
 	t.Helper()
 	m, err := models.Load(name)
 	if err != nil {
@@ -385,7 +386,7 @@ func edgeArtifact(t *testing.T, name string) *quant.Artifact {
 	}
 	w := *l.Workload
 	w.Pods = w.Pods[:min(len(w.Pods), 3000)]
-	env, err := sim.NewEnv(l.Cluster, &w, sim.EnvOptions{})
+	env, err := sage.NewEnv(l.Cluster, &w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,14 +415,14 @@ func encodeMeasured(t *testing.T, cpu, runqUs float64, at time.Time) string {
 // TestTelemetryPrefersCoolNode is issue 18's telemetry check in the
 // plugin: two nodes with equal requests, both with fresh agent
 // annotations, node a idle (12% CPU, 40 µs run queue) and node b busy
-// (95% CPU, 20 ms run queue). The shipped model that reads telemetry
-// (edge-loaded), int8 as the plugin serves it, must score node a higher,
+// (95% CPU, 20 ms run queue). The shipped models that read telemetry
+// (edge-loaded, edge-sage), int8 as the plugin serves it, must score node a higher,
 // raw and normalised.
 func TestTelemetryPrefersCoolNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipped in -short: quantizes a model on a scenario replay")
 	}
-	for i, name := range []string{"edge-loaded"} {
+	for i, name := range []string{"edge-loaded", "edge-sage"} {
 		f := newTelFixture(t)
 		a := *edgeArtifact(t, name)
 		a.Header.Version = uint64(2 + i)

@@ -3,6 +3,7 @@ package kubefmt
 import (
 	"cmp"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -20,8 +21,12 @@ const (
 	// EmbeddingsConfigMapKey is the key of the embeddings in the
 	// dependency graph's ConfigMap.
 	EmbeddingsConfigMapKey = "embeddings.json"
-	// EmbeddingsVersion is the format version EncodeEmbeddings writes.
-	EmbeddingsVersion = 1
+	// EmbeddingsVersion is the format version Encode writes; decoders
+	// read version 1 too (without partners).
+	EmbeddingsVersion = 2
+	// MaxPartners bounds a service's partners (the most probable are
+	// kept).
+	MaxPartners = 32
 	// MaxEmbeddingsBytes bounds the encoding; the graph's own bound is
 	// reduced by as much when both share a ConfigMap (1 MiB at most).
 	MaxEmbeddingsBytes = 256 << 10
@@ -56,6 +61,34 @@ type ServiceEmbedding struct {
 	Name   string  `json:"name"`
 	Scale  float32 `json:"scale"`
 	Values string  `json:"values"`
+	// Partners (version 2) are the services within two calls, by
+	// descending P then name, at most MaxPartners, each one of the
+	// embeddings' services.
+	Partners []Partner `json:"-"`
+	// PartnersWire is Partners as written: base64 (standard, padded) of
+	// three bytes per partner, its index among the services sorted by
+	// name (big-endian uint16) and P. Encode sets it and DecodeEmbeddings
+	// reads it; leave it empty.
+	PartnersWire string `json:"partners,omitempty"`
+}
+
+// Partner is a service near another and the predicted probability that
+// the two call each other, P/255.
+type Partner struct {
+	Service string `json:"service"`
+	P       uint8  `json:"p"`
+}
+
+// PartnerProbability is P as a probability (P/255).
+func (p Partner) PartnerProbability() float32 { return float32(p.P) / 255 }
+
+// QuantizeProbability is a probability in [0, 1] (clamped; NaN is 0) in
+// steps of 1/255, rounded to the nearest.
+func QuantizeProbability(p float64) uint8 {
+	if !(p > 0) {
+		return 0
+	}
+	return uint8(math.Round(min(p, 1) * 255))
 }
 
 // QuantizeEmbedding turns v (at most MaxEmbeddingDim finite values) into
@@ -94,8 +127,8 @@ func (s *ServiceEmbedding) Vector() []float32 {
 // bytes of base64).
 func (m *Embeddings) Validate() error {
 	switch {
-	case m.Version != EmbeddingsVersion:
-		return fmt.Errorf("%w: version %d, want %d", ErrEmbeddings, m.Version, EmbeddingsVersion)
+	case m.Version != 1 && m.Version != EmbeddingsVersion:
+		return fmt.Errorf("%w: version %d, want 1 or %d", ErrEmbeddings, m.Version, EmbeddingsVersion)
 	case m.Encoder == "" || len(m.Encoder) > MaxEncoderID:
 		return fmt.Errorf("%w: encoder %q: want 1..%d bytes", ErrEmbeddings, m.Encoder, MaxEncoderID)
 	case m.Dim < 1 || m.Dim > MaxEmbeddingDim:
@@ -125,6 +158,47 @@ func (m *Embeddings) Validate() error {
 		if err != nil || len(q) != m.Dim {
 			return fmt.Errorf("%w: services[%d] (%s): values are not base64 of %d bytes", ErrEmbeddings, i, s.Name, m.Dim)
 		}
+		if err := s.validPartners(m.Version); err != nil {
+			return fmt.Errorf("%w: services[%d] (%s): %v", ErrEmbeddings, i, s.Name, err)
+		}
+	}
+	for i, s := range m.Services {
+		for j, p := range s.Partners {
+			if !seen[p.Service] {
+				return fmt.Errorf("%w: services[%d] (%s): partners[%d]: %s has no embedding", ErrEmbeddings, i, s.Name, j, p.Service)
+			}
+		}
+	}
+	return nil
+}
+
+// PartnersWireBytes is the encoding's bytes for n partners of a service
+// (the key, the quotes, the base64; 0 without partners).
+func PartnersWireBytes(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return len(`,"partners":""`) + base64.StdEncoding.EncodedLen(3*n)
+}
+
+// validPartners checks a service's partners: none before version 2, at
+// most MaxPartners, valid names, not the service itself, none twice.
+func (s *ServiceEmbedding) validPartners(version int) error {
+	switch {
+	case len(s.Partners) > 0 && version < 2:
+		return fmt.Errorf("partners in version %d (they came in 2)", version)
+	case len(s.Partners) > MaxPartners:
+		return fmt.Errorf("%d partners, at most %d", len(s.Partners), MaxPartners)
+	}
+	seen := make(map[string]bool, len(s.Partners))
+	for j, p := range s.Partners {
+		if err := validName("partner", p.Service); err != nil {
+			return fmt.Errorf("partners[%d]: %v", j, err)
+		}
+		if p.Service == s.Name || seen[p.Service] {
+			return fmt.Errorf("partners[%d]: %s is the service itself or given twice", j, p.Service)
+		}
+		seen[p.Service] = true
 	}
 	return nil
 }
@@ -141,14 +215,63 @@ func (m *Embeddings) Encode() ([]byte, error) {
 	if c.Services == nil {
 		c.Services = []ServiceEmbedding{}
 	}
+	idx := make(map[string]int, len(c.Services))
+	for i := range c.Services {
+		idx[c.Services[i].Name] = i
+	}
+	for i := range c.Services {
+		s := &c.Services[i]
+		s.PartnersWire = ""
+		if len(s.Partners) == 0 {
+			continue
+		}
+		w := make([]byte, 0, 3*len(s.Partners))
+		for _, p := range s.Partners {
+			w = binary.BigEndian.AppendUint16(w, uint16(idx[p.Service]))
+			w = append(w, p.P)
+		}
+		s.PartnersWire = base64.StdEncoding.EncodeToString(w)
+	}
 	return encodeBounded(&c, MaxEmbeddingsBytes, "service embeddings", ErrEmbeddings)
 }
 
 // DecodeEmbeddings reads and validates encoded embeddings, as strictly as
 // DecodeDependencyGraph: at most MaxEmbeddingsBytes, exactly the
-// format's keys, nothing after the object.
+// format's keys, nothing after the object; partners resolved to names
+// (an index past the services is refused).
 func DecodeEmbeddings(b []byte) (*Embeddings, error) {
-	return decodeValid[Embeddings](b, MaxEmbeddingsBytes, embeddingsShape, ErrEmbeddings)
+	var m Embeddings
+	if err := decodeStrict(b, MaxEmbeddingsBytes, embeddingsShape, &m, ErrEmbeddings); err != nil {
+		return nil, err
+	}
+	partners := false
+	for i := range m.Services {
+		s := &m.Services[i]
+		if s.PartnersWire == "" {
+			continue
+		}
+		partners = true
+		w, err := base64.StdEncoding.Strict().DecodeString(s.PartnersWire)
+		if err != nil || len(w)%3 != 0 || len(w) > 3*MaxPartners {
+			return nil, fmt.Errorf("%w: services[%d] (%s): partners are not base64 of at most %d three-byte entries", ErrEmbeddings, i, s.Name, MaxPartners)
+		}
+		for k := 0; k < len(w); k += 3 {
+			j := int(binary.BigEndian.Uint16(w[k:]))
+			if j >= len(m.Services) {
+				return nil, fmt.Errorf("%w: services[%d] (%s): partner index %d past the %d services", ErrEmbeddings, i, s.Name, j, len(m.Services))
+			}
+			s.Partners = append(s.Partners, Partner{Service: m.Services[j].Name, P: w[k+2]})
+		}
+		s.PartnersWire = ""
+	}
+	if partners && !slices.IsSortedFunc(m.Services, func(a, b ServiceEmbedding) int { return cmp.Compare(a.Name, b.Name) }) {
+		// indices refer to the order Encode writes
+		return nil, fmt.Errorf("%w: services not sorted by name", ErrEmbeddings)
+	}
+	if _, err := m.Encode(); err != nil {
+		return nil, err
+	}
+	return &m, nil
 }
 
 // Table returns the dequantized embeddings by service name.
@@ -162,5 +285,5 @@ func (m *Embeddings) Table() map[string][]float32 {
 
 var embeddingsShape = &jsonShape{fields: map[string]*jsonShape{
 	"version": nil, "encoder": nil, "updated": nil, "dim": nil,
-	"services": {elem: &jsonShape{fields: map[string]*jsonShape{"name": nil, "scale": nil, "values": nil}}},
+	"services": {elem: &jsonShape{fields: map[string]*jsonShape{"name": nil, "scale": nil, "values": nil, "partners": nil}}},
 }}

@@ -2,6 +2,7 @@ package kubefmt
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -14,6 +15,47 @@ const exampleEmbeddings = `{"version":1,"encoder":"sage-3f9a0c1e2b7d4a55","updat
 	`{"name":"cart","scale":0.0062992126,"values":"f0D/AA=="},` +
 	`{"name":"checkout","scale":0.007874016,"values":"AH8AAA=="},` +
 	`{"name":"frontend","scale":0.003937008,"values":"f39/fw=="}]}`
+
+// examplePartners is the same graph's embeddings in version 2, with each
+// service's partners (frontend calls cart and checkout, checkout calls
+// cart: each is within two calls of the others): cart's "AAHwAAIR" is
+// the bytes 0 1 240 0 2 17, checkout (index 1) with p 240 and frontend
+// (index 2) with p 17.
+const examplePartners = `{"version":2,"encoder":"sage-3f9a0c1e2b7d4a55","updated":"2026-12-03T12:00:00Z","dim":4,"services":[` +
+	`{"name":"cart","scale":0.0062992126,"values":"f0D/AA==","partners":"AAHwAAIR"},` +
+	`{"name":"checkout","scale":0.007874016,"values":"AH8AAA==","partners":"AADwAALI"},` +
+	`{"name":"frontend","scale":0.003937008,"values":"f39/fw==","partners":"AAHIAAAR"}]}`
+
+func TestPartners(t *testing.T) {
+	m, err := DecodeEmbeddings([]byte(examplePartners))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m.Services[1].Partners
+	// 240/255 and 200/255
+	if len(p) != 2 || p[0].Service != "cart" || p[1].Service != "frontend" || p[0].PartnerProbability() != float32(240)/255 || p[1].PartnerProbability() != float32(200)/255 {
+		t.Fatalf("checkout's partners %+v", p)
+	}
+	// Encode writes partners by the index of the name-sorted services,
+	// whatever the order in memory
+	m.Services[0], m.Services[2] = m.Services[2], m.Services[0]
+	if b, err := m.Encode(); err != nil || string(b) != examplePartners {
+		t.Fatalf("encoded from another order: %v\n%s", err, b)
+	}
+	m.Services[0], m.Services[2] = m.Services[2], m.Services[0]
+	b, err := m.Encode()
+	if err != nil || string(b) != examplePartners {
+		t.Fatalf("encoded again: %v\n%s\nwant\n%s", err, b, examplePartners)
+	}
+	for _, c := range []struct {
+		p    float64
+		want uint8
+	}{{0, 0}, {-1, 0}, {math.NaN(), 0}, {1, 255}, {2, 255}, {0.5, 128}, {1.0 / 510, 1}, {0.999 / 510, 0}} {
+		if got := QuantizeProbability(c.p); got != c.want {
+			t.Errorf("QuantizeProbability(%v) = %d, want %d", c.p, got, c.want)
+		}
+	}
+}
 
 func TestQuantizeEmbedding(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -90,7 +132,18 @@ func TestEmbeddingsRefused(t *testing.T) {
 		edit func(m *Embeddings)
 		want string
 	}{
-		{"version", func(m *Embeddings) { m.Version = 2 }, "version 2"},
+		{"version", func(m *Embeddings) { m.Version = 3 }, "version 3"},
+		{"partners in version 1", func(m *Embeddings) { m.Services[0].Partners = []Partner{{"checkout", 1}} }, "partners in version 1"},
+		{"partner itself", func(m *Embeddings) { m.Version = 2; m.Services[0].Partners = []Partner{{"cart", 1}} }, "cart is the service itself"},
+		{"partner twice", func(m *Embeddings) { m.Version = 2; m.Services[0].Partners = []Partner{{"b", 1}, {"b", 2}} }, "given twice"},
+		{"partner name", func(m *Embeddings) { m.Version = 2; m.Services[0].Partners = []Partner{{"", 1}} }, "partners[0]"},
+		{"partner without embedding", func(m *Embeddings) { m.Version = 2; m.Services[0].Partners = []Partner{{"payment", 1}} }, "payment has no embedding"},
+		{"too many partners", func(m *Embeddings) {
+			m.Version = 2
+			for i := range MaxPartners + 1 {
+				m.Services[0].Partners = append(m.Services[0].Partners, Partner{Service: fmt.Sprint("s", i)})
+			}
+		}, "33 partners"},
 		{"no encoder", func(m *Embeddings) { m.Encoder = "" }, "encoder"},
 		{"encoder with a space", func(m *Embeddings) { m.Encoder = "a b" }, "encoder name"},
 		{"dim", func(m *Embeddings) { m.Dim = MaxEmbeddingDim + 1 }, "dim 65"},
@@ -114,11 +167,18 @@ func TestEmbeddingsRefused(t *testing.T) {
 		})
 	}
 	for name, b := range map[string]string{
-		"unknown key":   strings.Replace(exampleEmbeddings, `"dim"`, `"dims"`, 1),
-		"key in case":   strings.Replace(exampleEmbeddings, `"scale"`, `"Scale"`, 1),
-		"repeated key":  strings.Replace(exampleEmbeddings, `"dim":4`, `"dim":4,"dim":4`, 1),
-		"trailing data": exampleEmbeddings + "{}",
-		"too large":     strings.Repeat(" ", MaxEmbeddingsBytes+1),
+		"unknown key":    strings.Replace(exampleEmbeddings, `"dim"`, `"dims"`, 1),
+		"key in case":    strings.Replace(exampleEmbeddings, `"scale"`, `"Scale"`, 1),
+		"repeated key":   strings.Replace(exampleEmbeddings, `"dim":4`, `"dim":4,"dim":4`, 1),
+		"trailing data":  exampleEmbeddings + "{}",
+		"index past":     strings.Replace(examplePartners, `"AAHwAAIR"`, `"AAPwAAIR"`, 1),
+		"partial entry":  strings.Replace(examplePartners, `"AAHwAAIR"`, `"AAHwAA=="`, 1),
+		"not base64":     strings.Replace(examplePartners, `"AAHwAAIR"`, `"AAHw!AIR"`, 1),
+		"itself":         strings.Replace(examplePartners, `"AAHwAAIR"`, `"AADwAAIR"`, 1),
+		"twice":          strings.Replace(examplePartners, `"AAHwAAIR"`, `"AAHwAAER"`, 1),
+		"unsorted":       strings.Replace(strings.Replace(examplePartners, `"name":"cart"`, `"name":"zzz"`, 1), `"AAHIAAAR"`, `"AAHI"`, 1),
+		"partners in v1": strings.Replace(examplePartners, `"version":2`, `"version":1`, 1),
+		"too large":      strings.Repeat(" ", MaxEmbeddingsBytes+1),
 	} {
 		if _, err := DecodeEmbeddings([]byte(b)); !errors.Is(err, ErrEmbeddings) {
 			t.Errorf("%s: %v, want ErrEmbeddings", name, err)
@@ -130,6 +190,7 @@ func TestEmbeddingsRefused(t *testing.T) {
 // and decodes again to the same embeddings.
 func FuzzDecodeEmbeddings(f *testing.F) {
 	f.Add([]byte(exampleEmbeddings))
+	f.Add([]byte(examplePartners))
 	f.Add([]byte(`{"version":1,"encoder":"e","dim":1,"services":[]}`))
 	f.Add([]byte(`{"version":1,"encoder":"e","dim":1,"services":[{"name":"a","scale":1e-45,"values":"gA=="}]}`))
 	f.Add([]byte(`{"version":1,"encoder":"e","dim":2,"services":[{"name":"a","scale":1,"values":"gA=="}],"services":[]}`))

@@ -6,6 +6,9 @@
 //	edge-carbon  the same with a carbon term in the reward, configs/train-edge-carbon.yaml
 //	edge-loaded  the training families of loaded edge fleets, reading the
 //	             agent's telemetry, configs/train-edge-loaded.yaml
+//	edge-sage    the same recipe reading the service embeddings'
+//	             dep_affinity instead of the one-hop dependency features,
+//	             configs/train-edge-sage.yaml
 //
 // Each is reproducible bit for bit from its recorded config with
 // `make train` (linux/amd64, the Go version in go.mod).

@@ -10,8 +10,8 @@ import (
 
 func TestShippedModels(t *testing.T) {
 	names := Names()
-	if !slices.Equal(names, []string{"default", "edge", "edge-carbon", "edge-loaded"}) {
-		t.Fatalf("shipped models %v, want [default edge edge-carbon edge-loaded]", names)
+	if !slices.Equal(names, []string{"default", "edge", "edge-carbon", "edge-loaded", "edge-sage"}) {
+		t.Fatalf("shipped models %v, want [default edge edge-carbon edge-loaded edge-sage]", names)
 	}
 	for _, n := range names {
 		m, err := Load(n)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
@@ -59,7 +60,7 @@ func TestFloatScorerSweepMatchesNet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	famEnv, err := sim.NewEnv(fam.Cluster, fam.Workload, sim.EnvOptions{})
+	famEnv, err := sage.NewEnv(fam.Cluster, fam.Workload)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 // simulator: two nodes with equal capacity and equal requests, one
 // reporting what an idle node measures and the other a busy CPU with a
 // long run queue (the agent's cpu and runqP99Us, through
-// State.SetMeasured as the scheduler plugin sets them). The shipped model
-// that reads telemetry (edge-loaded) must score the cool node higher, the
+// State.SetMeasured as the scheduler plugin sets them). The shipped models
+// that read telemetry (edge-loaded, edge-sage) must score the cool node higher, the
 // network alone and with its decision rule; the models that leave the
 // telemetry features out (network.exclude in their configs: default,
 // edge, edge-carbon) must not tell the nodes apart, since they read only
@@ -65,11 +65,11 @@ func TestEdgeModelsPreferCoolNode(t *testing.T) {
 			l.Score(st, p, nodes, ruled)
 			t.Logf("%s, %s: network cool %.4f hot %.4f; with the rule %.4f %.4f", name, c.name, net[0], net[1], ruled[0], ruled[1])
 			reads := false
-			for i := policy.FirstTelemetryFeature; i < policy.NumFeatures; i++ {
+			for i := policy.FirstTelemetryFeature; i < policy.FirstTelemetryFeature+policy.NumTelemetryFeatures; i++ {
 				reads = reads || m.Net.ReadsInput(i)
 			}
-			if reads != (name == "edge-loaded") {
-				t.Fatalf("%s reads telemetry: %v; only edge-loaded is trained with it", name, reads)
+			if reads != (name == "edge-loaded" || name == "edge-sage") {
+				t.Fatalf("%s reads telemetry: %v; only edge-loaded and edge-sage are trained with it", name, reads)
 			}
 			if !reads {
 				if net[0] != net[1] {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
 	"github.com/edgesched/edgesched/sim/engine"
@@ -219,7 +220,7 @@ func TestDecideLeavesDependentPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	env, err := sage.NewEnv(l.Cluster, l.Workload)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // SchemaID names the feature schema version. Artifacts carry it with
 // Schema.Hash; a model is only ever fed features of the schema it was
 // trained on.
-const SchemaID = "edgesched.features/v3"
+const SchemaID = "edgesched.features/v4"
 
 // Errors of the schema.
 var (
@@ -83,24 +83,41 @@ var featureList = [NumFeatures]Feature{
 	{"runq_p99", "log(1 + run-queue latency p99 / 1 ms), in steps of 1/4 (the agent's eBPF runqP99Us)"},
 	{"mem_pressure", "memory pressure: share of time stalled on memory, 0 below the knee (from the agent's mem), in steps of 1/8"},
 	{"retrans", "log(1 + TCP retransmitted segments per second), in steps of 1/2 (the agent's retransPerS)"},
+	// the service embeddings (GraphSAGE, policy/sage): beyond one hop
+	{"dep_affinity", "share of the pod's partners' replicas in the node's zone, weighted by the predicted probability that each partner and the pod's service call each other (sim.Env.Partners: the services within two calls, from the embeddings of encoder AffinityEncoder; 0 without them)"},
 }
 
 // NumFeatures is the length of a feature vector.
-const NumFeatures = 40
+const NumFeatures = 41
 
 // FeatureGroups name sets of features a training configuration can leave
 // out of a network's inputs (ppo.NetConfig.Exclude, for ablations and for
 // models of workloads that do not have them): the telemetry features, the
-// dependency features, the carbon feature.
+// one-hop dependency features, the carbon feature, the embeddings'
+// affinity.
 var FeatureGroups = map[string][]string{
 	"telemetry":    {"cpu_busy", "runq_p99", "mem_pressure", "retrans"},
 	"dependencies": {"dep_zone_colocation", "dep_rtt"},
 	"carbon":       {"carbon"},
+	"affinity":     {"dep_affinity"},
 }
 
 // FirstTelemetryFeature is the index of the first telemetry feature; the
-// telemetry features are the last four.
-const FirstTelemetryFeature = 36
+// NumTelemetryFeatures telemetry features follow one another.
+const (
+	FirstTelemetryFeature = 36
+	NumTelemetryFeatures  = 4
+)
+
+// AffinityFeature is the index of dep_affinity.
+const AffinityFeature = 40
+
+// AffinityEncoder identifies the GraphSAGE encoder (policy/sage's
+// Default, Encoder.ID) whose embeddings and partners dep_affinity is
+// defined on: the schema names it, so a model of this schema reads
+// partners of that encoder only, and a new encoder is a new schema
+// (policy/sage's test checks Default against it).
+const AffinityEncoder = "sage-480c2a7017345668"
 
 // FeatureIndex returns the index of the named feature, or -1.
 func FeatureIndex(name string) int {
@@ -129,7 +146,7 @@ func ExcludeMask(names []string) ([]bool, error) {
 		}
 		i := FeatureIndex(n)
 		if i < 0 {
-			return nil, fmt.Errorf("%w: unknown feature or group %q (groups: carbon, dependencies, telemetry; features: the names of docs/policy.md)", ErrSchema, n)
+			return nil, fmt.Errorf("%w: unknown feature or group %q (groups: affinity, carbon, dependencies, telemetry; features: the names of docs/policy.md)", ErrSchema, n)
 		}
 		mask[i] = true
 	}
@@ -170,6 +187,8 @@ func (s Schema) Validate() error {
 			hint = " (v1 models were trained before the GPU-model features; retrain with 'edgectl train' or use an edgectl of that release)"
 		case "edgesched.features/v2":
 			hint = " (v2 models were trained before the telemetry features; retrain with 'edgectl train' or use an edgectl of that release)"
+		case "edgesched.features/v3":
+			hint = " (v3 models were trained before the embeddings' dep_affinity feature; retrain with 'edgectl train' or use an edgectl of that release)"
 		}
 		return fmt.Errorf("%w: schema %q, this build computes %q%s", ErrSchema, s.ID, SchemaID, hint)
 	}
@@ -256,10 +275,13 @@ type Extractor struct {
 	// per-decision dependency context, by zone
 	coloc, rtt []float32
 	hasDeps    bool
-	maxCPU     float64
-	maxMem     float64
-	maxGPU     float64
-	buf        []int
+	// aff: dep_affinity by zone (hasAff: computed for this pod)
+	aff    []float32
+	hasAff bool
+	maxCPU float64
+	maxMem float64
+	maxGPU float64
+	buf    []int
 	// exact[g]: model g's pressure (BeginPod's, Decide's); keys: Decide's
 	keys  []float64
 	exact []float64
@@ -288,6 +310,7 @@ func NewExtractor(env *sim.Env) *Extractor {
 		pressure: make([]uint16, len(env.Models)),
 		exact:    make([]float64, len(env.Models)),
 		coloc:    make([]float32, len(env.Zones)), rtt: make([]float32, len(env.Zones)),
+		aff:    make([]float32, len(env.Zones)),
 		maxCPU: float64(env.MaxNode.CPU), maxMem: float64(env.MaxNode.Mem), maxGPU: math.Max(float64(env.MaxNode.GPU), sim.MilliGPU),
 	}
 	x.model = make([]int32, len(env.Nodes))
@@ -495,8 +518,10 @@ func (x *Extractor) BeginPod(st *sim.State, p *sim.Pod) {
 		x.coloc[z], x.rtt[z] = 0, 0
 	}
 	if p.Service < 0 {
+		x.hasAff = false
 		return
 	}
+	x.beginAffinity(st, p)
 	Z := len(env.Zones)
 	var total float64
 	colo := make([]float64, Z)
@@ -523,6 +548,38 @@ func (x *Extractor) BeginPod(st *sim.State, p *sim.Pod) {
 	for z := range Z {
 		x.coloc[z] = float32(colo[z] / total)
 		x.rtt[z] = float32(rtt[z] / total / 100)
+	}
+}
+
+// beginAffinity computes dep_affinity by zone for p: over p's service's
+// partners with pods placed, the share of each one's pods in the zone,
+// weighted by the partner's probability. Without partners, or with no
+// partner placed, it is 0.
+func (x *Extractor) beginAffinity(st *sim.State, p *sim.Pod) {
+	x.hasAff = false
+	if int(p.Service) >= len(x.env.Partners) {
+		return
+	}
+	clear(x.aff)
+	var total float32
+	for _, q := range x.env.Partners[p.Service] {
+		cnt := st.ServiceCount(int(q.Service))
+		if cnt == 0 || q.P <= 0 {
+			continue
+		}
+		total += q.P
+		for z := range x.aff {
+			if c := st.ServiceZoneCount(int(q.Service), z); c > 0 {
+				x.aff[z] += q.P * float32(c) / float32(cnt)
+			}
+		}
+	}
+	if total == 0 {
+		return
+	}
+	x.hasAff = true
+	for z := range x.aff {
+		x.aff[z] /= total
 	}
 }
 
@@ -612,6 +669,10 @@ func (x *Extractor) Extract(st *sim.State, p *sim.Pod, n int, out []float32) {
 		out[35] = x.rtt[nd.Zone]
 	} else {
 		out[34], out[35] = 0, 0
+	}
+	out[AffinityFeature] = 0
+	if x.hasAff {
+		out[AffinityFeature] = x.aff[nd.Zone]
 	}
 	if x.skipTel {
 		out[36], out[37], out[38], out[39] = 0, 0, 0, 0

@@ -53,10 +53,11 @@ func newTestState(t testing.TB, env *sim.Env) *sim.State {
 	return st
 }
 
-func TestExtract(t *testing.T) {
-	env := testEnv(t)
+// boundTestState is newTestState with web-0 on g2 (zone a), db-0 on g8
+// (zone a) and db-1 on arm (zone b).
+func boundTestState(t testing.TB, env *sim.Env) *sim.State {
+	t.Helper()
 	st := newTestState(t, env)
-	// web-0 on g2 (zone a), db-0 on g8 (zone a), db-1 on arm (zone b)
 	for _, b := range []struct {
 		id   int32
 		node int
@@ -65,6 +66,12 @@ func TestExtract(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return st
+}
+
+func TestExtract(t *testing.T) {
+	env := testEnv(t)
+	st := boundTestState(t, env)
 	x := NewExtractor(env)
 	f := make([]float32, NumFeatures)
 	get := func(name string) float32 {

@@ -59,7 +59,7 @@ func readsTelemetry(sc Scorer) bool {
 	if !ok {
 		return true
 	}
-	for i := FirstTelemetryFeature; i < NumFeatures; i++ {
+	for i := FirstTelemetryFeature; i < FirstTelemetryFeature+NumTelemetryFeatures; i++ {
 		if r.ReadsInput(i) {
 			return true
 		}

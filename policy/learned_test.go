@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
@@ -90,7 +91,7 @@ func testLearnedCacheIsExact(t *testing.T, name string, mixed bool) {
 			l.Workload.Pods[i].Priority = int32(i % 2 * 1000)
 		}
 	}
-	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	env, err := sage.NewEnv(l.Cluster, l.Workload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestNewLearnedRefusesBadModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	env, err := sage.NewEnv(l.Cluster, l.Workload)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
+	"github.com/edgesched/edgesched/policy/sage"
 )
 
 // TestLearnedCacheFollowsTelemetry: a cached learned score follows a
@@ -14,6 +15,9 @@ import (
 // cache ignores it when the network leaves telemetry out.
 func TestLearnedCacheFollowsTelemetry(t *testing.T) {
 	env := policy.TestEnv(t)
+	if err := sage.Annotate(env); err != nil {
+		t.Fatal(err)
+	}
 	for _, reads := range []bool{true, false} {
 		net, err := nn.NewNet(policy.NumFeatures, 8, 8, 8, rand.New(rand.NewPCG(3, 3)))
 		if err != nil {
@@ -52,6 +56,9 @@ func TestLearnedCacheFollowsTelemetry(t *testing.T) {
 // policy without a cache computes.
 func TestLearnedCacheRowGenerations(t *testing.T) {
 	env := policy.TestEnv(t)
+	if err := sage.Annotate(env); err != nil {
+		t.Fatal(err)
+	}
 	m := randomModel(t, 11)
 	l, err := nn.NewLearned("cached", m, env)
 	if err != nil {

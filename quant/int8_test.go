@@ -11,7 +11,7 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
-	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -369,7 +369,7 @@ func TestInt8PolicyInSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	env, err := sage.NewEnv(l.Cluster, l.Workload)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,11 @@ import (
 // (the same feature extraction and score cache as the float policy).
 func Factory(name string, n *Int8Net) sim.Factory {
 	return sim.Factory{Name: name, New: func(env *sim.Env) (sim.Policy, error) {
-		return policy.NewLearnedScorer(name, n.Scorer(), n.Decision, env), nil
+		sc := n.Scorer()
+		if err := policy.CheckPartners(env, sc); err != nil {
+			return nil, err
+		}
+		return policy.NewLearnedScorer(name, sc, n.Decision, env), nil
 	}}
 }
 
@@ -62,6 +66,9 @@ func CollectRows(ctx context.Context, env *sim.Env, m *policy.FloatModel, runs [
 		f := sim.Factory{Name: "calibration", New: func(env *sim.Env) (sim.Policy, error) {
 			sc, err := m.NewScorer()
 			if err != nil {
+				return nil, err
+			}
+			if err := policy.CheckPartners(env, sc); err != nil {
 				return nil, err
 			}
 			rec.inner = sc

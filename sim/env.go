@@ -31,6 +31,16 @@ type Env struct {
 	Edges    []Edge
 	// OutEdges[s] lists indices into Edges leaving service s.
 	OutEdges [][]int32
+	// Partners[s] are the services within two calls of service s, each
+	// with the predicted probability that the two call each other, from
+	// the services' GraphSAGE embeddings (policy/sage's Annotate in the
+	// simulator, the site leader's published embeddings in the
+	// scheduler); nil without embeddings, when the dep_affinity feature
+	// is 0. Set once, before any run starts.
+	Partners [][]Partner
+	// PartnersEncoder identifies the encoder whose embeddings computed
+	// Partners (policy/sage's Encoder.ID).
+	PartnersEncoder string
 	// Shapes is the number of distinct pod shapes (see Pod.Shape).
 	Shapes int
 	// Target is the workload's typical-pod distribution, used by the
@@ -60,6 +70,13 @@ type Env struct {
 	zoneIdx    map[string]int
 	modelIdx   map[string]int
 	serviceIdx map[string]int
+}
+
+// Partner is a service near another in the call graph and the predicted
+// probability, in [0, 1], that the two call each other.
+type Partner struct {
+	Service int32
+	P       float32
 }
 
 // Resources is an amount of CPU (milli), memory (MiB) and GPU (milli-GPU).

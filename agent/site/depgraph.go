@@ -106,6 +106,12 @@ type DependencyConfig struct {
 	// Sync embeds with a private copy of its network; do not change its
 	// weights while Sync runs.
 	Encoder *sage.Encoder
+	// Decoder, with Encoder, is the link-prediction decoder trained with
+	// it: every service's partners (the services within two calls and
+	// the predicted probability that the two call each other, what the
+	// policy's dep_affinity feature reads) are published with the
+	// embeddings. nil: embeddings alone.
+	Decoder *sage.Decoder
 	// Registerer receives edgesched_site_dependency_graph_writes_total
 	// {result}, edgesched_site_dependency_graph_edges and
 	// edgesched_site_embedding_seconds (nil: not registered).
@@ -291,11 +297,15 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 		sg := sage.FromDependencies(edges)
 		var err error
 		if len(sg.Services) == 0 {
-			emb, err = (&kubefmt.Embeddings{Version: kubefmt.EmbeddingsVersion, Encoder: p.encoderID, Updated: g.Updated, Dim: p.cfg.Encoder.Net.D}).Encode()
+			m := &kubefmt.Embeddings{Version: 1, Encoder: p.encoderID, Updated: g.Updated, Dim: p.cfg.Encoder.Net.D}
+			if p.cfg.Decoder != nil {
+				m.Version = kubefmt.EmbeddingsVersion
+			}
+			emb, err = m.Encode()
 		} else {
-			var m *sage.Embeddings
-			if m, err = p.cfg.Encoder.Embed(sg); err == nil {
-				emb, err = m.Quantized(p.encoderID, sg, g.Updated).Encode()
+			var m *kubefmt.Embeddings
+			if m, err = sage.Publish(p.cfg.Encoder, p.cfg.Decoder, p.encoderID, sg, g.Updated); err == nil {
+				emb, err = m.Encode()
 			}
 		}
 		p.embed.Observe(time.Since(start).Seconds())
@@ -361,8 +371,9 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 // although its graph (written at graphUpdated) is current ("" when they
 // need not): missing, invalid, from another encoder, or not written with
 // that graph (an agent without embeddings, during a rolling upgrade,
-// rewrote the graph and kept the old key); or present when the leader has
-// no encoder.
+// rewrote the graph and kept the old key), or of the other format
+// version (with partners when the leader has no decoder, without them
+// when it has one); or present when the leader has no encoder.
 func (p *DependencyPublisher) embeddingsStale(cm *v1.ConfigMap, graphUpdated time.Time) string {
 	cur, ok := cm.Data[kubefmt.EmbeddingsConfigMapKey]
 	switch {
@@ -380,6 +391,9 @@ func (p *DependencyPublisher) embeddingsStale(cm *v1.ConfigMap, graphUpdated tim
 		return "invalid embeddings"
 	case m.Encoder != p.encoderID:
 		return "encoder changed"
+	case (p.cfg.Decoder != nil) != (m.Version >= 2):
+		// a leader of another release: partners missing or not ours
+		return "partners changed"
 	case !m.Updated.Equal(graphUpdated):
 		return "embeddings stale"
 	}

@@ -3,6 +3,7 @@ package site
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -123,4 +124,40 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 	}
 	sync(publisher(nil, nil), DependencyUnchanged, "")
 	sync(p, DependencyUpdated, "no embeddings")
+
+	// a leader with the decoder too publishes partners (format version
+	// 2), the same as sage.Publish computes for the graph (what the
+	// simulator's Annotate runs); one without it goes back to version 1
+	pre, err := sage.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	withDecoder := func() *DependencyPublisher {
+		pd := publisher(pre.Encoder, nil)
+		pd.cfg.Decoder = pre.Decoder
+		return pd
+	}
+	sync(withDecoder(), DependencyUpdated, "encoder changed")
+	sync(withDecoder(), DependencyUnchanged, "")
+	_, m = read()
+	ref, err := sage.Publish(pre.Encoder, pre.Decoder, pre.Encoder.ID(), sage.FromDependencies(edges), depT0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var partners int
+	for _, s := range m.Services {
+		partners += len(s.Partners)
+		i := slices.IndexFunc(ref.Services, func(r kubefmt.ServiceEmbedding) bool { return r.Name == s.Name })
+		if i < 0 || !slices.Equal(s.Partners, ref.Services[i].Partners) {
+			t.Fatalf("%s: partners %v published, computed %+v", s.Name, s.Partners, ref.Services)
+		}
+	}
+	// three services all within two calls of each other: two partners each
+	if m.Version != 2 || partners != 6 {
+		t.Fatalf("version %d, %d partners; want 2, 6", m.Version, partners)
+	}
+	sync(publisher(pre.Encoder, nil), DependencyUpdated, "partners changed")
+	if _, m := read(); m.Version != 1 || len(m.Services[0].Partners) != 0 {
+		t.Fatalf("without a decoder: version %d, %v", m.Version, m.Services[0].Partners)
+	}
 }

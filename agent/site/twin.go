@@ -14,7 +14,7 @@ import (
 	"github.com/edgesched/edgesched/internal/atomicfile"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/ppo"
-	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
@@ -55,7 +55,7 @@ func (t *TwinTrainer) Train(ctx context.Context, base *nn.Model, local federated
 			return nil, 0, err
 		}
 	}
-	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	env, err := sage.NewEnv(l.Cluster, l.Workload)
 	if err != nil {
 		return nil, 0, fmt.Errorf("the twin's environment: %w", err)
 	}

@@ -30,7 +30,7 @@ type FeatureGroup struct {
 	index             []int
 }
 
-// featureGroups partition the 40 features of edgesched.features/v3. They
+// featureGroups partition the 41 features of edgesched.features/v4. They
 // follow the schema's own sections, except that its "node attributes and
 // load" section is split into architecture, load/failure and carbon (the
 // load group holds the telemetry features too), which
@@ -52,8 +52,8 @@ var featureGroups = resolveGroups([]FeatureGroup{
 		Features: []string{"load", "pod_cpu_rel", "failure_rate", "cpu_busy", "runq_p99", "mem_pressure", "retrans"}},
 	{Name: "carbon", Description: "grid carbon intensity at the node",
 		Features: []string{"carbon"}},
-	{Name: "dependencies", Description: "co-location with and RTT to the pod's service dependencies (0 without a dependency graph: dependenciesConfigMap)",
-		Features: []string{"dep_zone_colocation", "dep_rtt"}},
+	{Name: "dependencies", Description: "co-location with and RTT to the pod's service dependencies, and with its partners within two calls by the embeddings' predicted links (0 without a dependency graph: dependenciesConfigMap; dep_affinity 0 without the leader's partners)",
+		Features: []string{"dep_zone_colocation", "dep_rtt", "dep_affinity"}},
 })
 
 // FeatureGroups returns the explanation's feature groups.

@@ -869,6 +869,9 @@ func (c *converter) compileEnv(entries []*nodeEntry, g *sources.DepGraph, tp *so
 	if err != nil {
 		return nil, nil, err
 	}
+	if g != nil && g.Embeddings != nil {
+		env.Partners, env.PartnersEncoder = policy.PartnersOf(g.Embeddings, env.Services), g.Embeddings.Encoder
+	}
 	env.Target = c.target
 	index := make(map[string]int, len(entries))
 	for i, e := range entries {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/edgesched/edgesched/kubefmt"
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -23,8 +24,13 @@ import (
 // snapshot is converted into, and every pod's service (kubefmt.ServiceOf)
 // into its sim.Pod, so the policy's dependency features (co-location with
 // and RTT to the pod's dependency neighbours) see where each service's
-// replicas run. A graph that does not decode is refused (counted, logged)
-// and the last good graph stays; a deleted ConfigMap clears the graph.
+// replicas run. The same ConfigMap's service embeddings
+// (kubefmt.EmbeddingsConfigMapKey, optional) give each service's
+// partners, which the dep_affinity feature reads when their encoder is
+// the one the feature schema names (policy.AffinityEncoder; otherwise
+// dep_affinity is 0 and the log line says why). A graph or embeddings
+// that do not decode are refused together (counted, logged) and the
+// last good pair stays; a deleted ConfigMap clears the graph.
 
 var (
 	metricDependencyEdges = metrics.NewGauge(&metrics.GaugeOpts{
@@ -41,6 +47,11 @@ type DepGraph struct {
 	Version  uint64 // bumped on every change (package serving's converter's env key)
 	Services []string
 	Edges    []sim.Dependency
+	// Embeddings are the services' embeddings and partners when their
+	// encoder is policy.AffinityEncoder (nil otherwise); Encoder is the
+	// published encoder ("" without embeddings).
+	Embeddings *kubefmt.Embeddings
+	Encoder    string
 }
 
 // Dependencies holds the graph in use. Safe for concurrent use.
@@ -57,8 +68,13 @@ func (d *Dependencies) Current() *DepGraph {
 	return d.cur.Load()
 }
 
-// Set installs g (nil clears); it reports whether the edges changed.
-func (d *Dependencies) Set(g *kubefmt.DependencyGraph) bool {
+// Set installs g without embeddings (nil clears); it reports whether
+// the edges changed.
+func (d *Dependencies) Set(g *kubefmt.DependencyGraph) bool { return d.SetWith(g, nil) }
+
+// SetWith installs g (nil clears) and its embeddings (nil: none); it
+// reports whether the edges or the partners in use changed.
+func (d *Dependencies) SetWith(g *kubefmt.DependencyGraph, emb *kubefmt.Embeddings) bool {
 	old := d.cur.Load()
 	if g == nil {
 		if old == nil {
@@ -75,12 +91,19 @@ func (d *Dependencies) Set(g *kubefmt.DependencyGraph) bool {
 		seen[e.From], seen[e.To] = true, true
 	}
 	slices.SortFunc(Edges, func(a, b sim.Dependency) int { return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To)) })
-	// only the edges matter: a graph rewritten with a new "updated" time
-	// keeps the env (and the score caches) as they are
-	if old != nil && slices.Equal(old.Edges, Edges) {
+	var encoder string
+	if emb != nil {
+		encoder = emb.Encoder
+		if encoder != policy.AffinityEncoder {
+			emb = nil
+		}
+	}
+	// only the edges and the embeddings matter: a graph rewritten with a
+	// new "updated" time keeps the env (and the score caches) as they are
+	if old != nil && slices.Equal(old.Edges, Edges) && old.Encoder == encoder && sameEmbeddings(old.Embeddings, emb) {
 		return false
 	}
-	ng := &DepGraph{Version: d.versions.Add(1), Edges: Edges}
+	ng := &DepGraph{Version: d.versions.Add(1), Edges: Edges, Embeddings: emb, Encoder: encoder}
 	for s := range seen {
 		ng.Services = append(ng.Services, s)
 	}
@@ -89,16 +112,40 @@ func (d *Dependencies) Set(g *kubefmt.DependencyGraph) bool {
 	return true
 }
 
-var _ FeedTarget = (*Dependencies)(nil)
+// sameEmbeddings reports whether a and b (either nil) hold the same
+// services, values and partners, whatever their updated times.
+func sameEmbeddings(a, b *kubefmt.Embeddings) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Encoder == b.Encoder && a.Dim == b.Dim && slices.EqualFunc(a.Services, b.Services, func(x, y kubefmt.ServiceEmbedding) bool {
+		return x.Name == y.Name && x.Scale == y.Scale && x.Values == y.Values && slices.Equal(x.Partners, y.Partners)
+	})
+}
+
+var (
+	_ FeedTarget = (*Dependencies)(nil)
+	_ SideTarget = (*Dependencies)(nil)
+)
 
 // Install implements FeedTarget: the graph under
-// kubefmt.DependenciesConfigMapKey.
-func (d *Dependencies) Install(raw []byte) (bool, error) {
+// kubefmt.DependenciesConfigMapKey, without embeddings.
+func (d *Dependencies) Install(raw []byte) (bool, error) { return d.InstallWith(raw, nil) }
+
+// InstallWith implements SideTarget: the graph and, when side is not
+// nil, the embeddings under kubefmt.EmbeddingsConfigMapKey.
+func (d *Dependencies) InstallWith(raw, side []byte) (bool, error) {
 	g, err := kubefmt.DecodeDependencyGraph(raw)
 	if err != nil {
 		return false, err
 	}
-	if !d.Set(g) {
+	var emb *kubefmt.Embeddings
+	if side != nil {
+		if emb, err = kubefmt.DecodeEmbeddings(side); err != nil {
+			return false, err
+		}
+	}
+	if !d.SetWith(g, emb) {
 		return false, nil
 	}
 	metricDependencyEdges.Set(float64(len(g.Edges)))
@@ -116,17 +163,27 @@ func (d *Dependencies) Clear() bool {
 
 // InUse implements FeedTarget.
 func (d *Dependencies) InUse() []any {
-	var Edges int
+	var Edges, partners int
+	var encoder string
 	if g := d.Current(); g != nil {
-		Edges = len(g.Edges)
+		Edges, encoder = len(g.Edges), g.Encoder
+		if g.Embeddings != nil {
+			for i := range g.Embeddings.Services {
+				partners += len(g.Embeddings.Services[i].Partners)
+			}
+		}
 	}
-	return []any{"edges", Edges}
+	kv := []any{"edges", Edges, "partners", partners}
+	if encoder != "" && encoder != policy.AffinityEncoder {
+		kv = append(kv, "embeddingsEncoder", encoder, "dep_affinity", "0: the policy reads encoder "+policy.AffinityEncoder)
+	}
+	return kv
 }
 
 // StartDependencies watches namespace/name's graph into deps until
 // ctx ends (Feed.start).
 func StartDependencies(ctx context.Context, client kubernetes.Interface, deps *Dependencies, namespace, name string) (*Feed, func()) {
-	f := &Feed{what: "Dependency graph", without: "dependency features are 0", key: kubefmt.DependenciesConfigMapKey,
+	f := &Feed{what: "Dependency graph", without: "dependency features are 0", key: kubefmt.DependenciesConfigMapKey, side: kubefmt.EmbeddingsConfigMapKey,
 		target: deps, updates: metricDependencyUpdates, namespace: namespace, name: name,
 		logger: klog.FromContext(ctx).WithValues("plugin", Owner, "dependencies", namespace+"/"+name)}
 	return f, f.start(ctx, client)

@@ -28,6 +28,16 @@ type FeedTarget interface {
 	InUse() []any
 }
 
+// SideTarget is a FeedTarget that also reads a second, optional key of
+// the same ConfigMap (the dependency graph's embeddings), so the two are
+// installed together.
+type SideTarget interface {
+	FeedTarget
+	// InstallWith is Install with the side key's value (nil when the
+	// ConfigMap does not have it).
+	InstallWith(raw, side []byte) (changed bool, err error)
+}
+
 // newFeedUpdates is a feed's counter of ConfigMap changes, by result.
 func newFeedUpdates(name, what string) *metrics.CounterVec {
 	return metrics.NewCounterVec(&metrics.CounterOpts{
@@ -45,6 +55,7 @@ func newFeedUpdates(name, what string) *metrics.CounterVec {
 type Feed struct {
 	what, without       string // "Dependency graph", "dependency features are 0"
 	key                 string
+	side                string // a second, optional key (target is a SideTarget)
 	target              FeedTarget
 	updates             *metrics.CounterVec // by result: applied, refused, cleared
 	namespace, name     string
@@ -90,7 +101,13 @@ func (f *Feed) apply(obj any) {
 		}
 		return
 	}
-	changed, err := f.target.Install(raw)
+	var changed bool
+	if st, ok := f.target.(SideTarget); ok && f.side != "" {
+		side, _ := configMapBytes(cm, f.side) // nil without it
+		changed, err = st.InstallWith(raw, side)
+	} else {
+		changed, err = f.target.Install(raw)
+	}
 	if err != nil {
 		if cm.ResourceVersion != f.lastRefusedResource {
 			f.lastRefusedResource = cm.ResourceVersion

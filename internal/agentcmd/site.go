@@ -205,7 +205,7 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 			if err != nil {
 				return nil, fmt.Errorf("--dependencies-embeddings: %w", err)
 			}
-			dc.Encoder = p.Encoder
+			dc.Encoder, dc.Decoder = p.Encoder, p.Decoder
 			log.Info("service embeddings on", "encoder", p.Encoder.ID())
 		}
 		deps, err := site.NewDependencyPublisher(dc)

@@ -35,8 +35,8 @@ import (
 	"github.com/edgesched/edgesched/internal/natsflags"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy/nn"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/quant"
-	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -356,7 +356,7 @@ func ScenarioCalibration(ref string) (func(context.Context, *nn.Model) ([]float3
 	if err != nil {
 		return nil, err
 	}
-	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	env, err := sage.NewEnv(l.Cluster, l.Workload)
 	if err != nil {
 		return nil, err
 	}

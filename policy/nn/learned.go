@@ -156,5 +156,8 @@ func NewLearned(name string, m *Model, env *sim.Env) (*policy.Learned, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := policy.CheckPartners(env, sc); err != nil {
+		return nil, err
+	}
 	return policy.NewLearnedScorer(name, sc, m.Decision, env), nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -286,7 +287,7 @@ func (t *trainer) loadEnv() error {
 		if err != nil {
 			return err
 		}
-		env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+		env, err := sage.NewEnv(l.Cluster, l.Workload)
 		if err != nil {
 			return err
 		}
@@ -331,7 +332,7 @@ func (t *trainer) episodeEnv(s uint64, frac float64) (*sim.Env, error) {
 		if err != nil {
 			return nil, err
 		}
-		return sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+		return sage.NewEnv(l.Cluster, l.Workload)
 	}
 	if frac == 0 {
 		frac = e.NodeFraction
@@ -846,7 +847,7 @@ func (t *trainer) evalEnv(seed uint64) (*sim.Env, error) {
 		if err != nil {
 			return nil, err
 		}
-		if env, err = sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{}); err != nil {
+		if env, err = sage.NewEnv(l.Cluster, l.Workload); err != nil {
 			return nil, err
 		}
 	}

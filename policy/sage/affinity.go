@@ -109,7 +109,6 @@ func AffinityFactory(name string, p *Pretrained, weight float64) sim.Factory {
 			return nil, fmt.Errorf("%s: %w", AffinityLoad, err)
 		}
 		near := make([][]partner, len(env.Services))
-		scale := DefaultPretrainConfig().Scale
 		d := m.Dim
 		for a := range near {
 			// the services within two calls of a (either direction)
@@ -119,7 +118,7 @@ func AffinityFactory(name string, p *Pretrained, weight float64) sim.Factory {
 					if !seen[u.idx] {
 						seen[u.idx] = true
 						b := int(u.idx)
-						pr := sigmoid(scale * p.Decoder.Score(m.Values[a*d:(a+1)*d], m.Values[b*d:(b+1)*d]))
+						pr := p.Decoder.Probability(m.Values[a*d:(a+1)*d], m.Values[b*d:(b+1)*d])
 						near[a] = append(near[a], partner{u.idx, float32(pr)})
 					}
 				}

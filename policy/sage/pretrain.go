@@ -56,6 +56,9 @@ func DefaultPretrainConfig() PretrainConfig {
 type Decoder struct {
 	D int
 	M []float32
+	// Scale multiplies a score before the sigmoid (Probability):
+	// PretrainConfig.Scale.
+	Scale float64
 }
 
 // newDecoder is the identity bilinear decoder (a dot product to start
@@ -193,6 +196,7 @@ func Pretrain(ctx context.Context, graphs []*Graph, cfg PretrainConfig, progress
 		return nil, err
 	}
 	dec := newDecoder(cfg.Encoder.Dim, cfg.Bilinear)
+	dec.Scale = cfg.Scale
 	grads := enc.Net.Clone()
 	dM := make([]float32, len(dec.M))
 	params := [][]float32{dec.M}

@@ -50,7 +50,7 @@ func TestPublishedEmbeddings(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	raw, err := m.Quantized(enc.ID(), g, at).Encode()
+	raw, err := m.Quantized(enc.ID(), g, at, nil).Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestPublishedEmbeddings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := bm.Quantized(enc.ID(), big, at)
+	q := bm.Quantized(enc.ID(), big, at, nil)
 	if len(q.Services) != kubefmt.MaxEmbeddedServices {
 		t.Fatalf("%d services published", len(q.Services))
 	}
@@ -112,7 +112,7 @@ func TestPublishedEmbeddings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lq := lm.Quantized(enc.ID(), long, at)
+	lq := lm.Quantized(enc.ID(), long, at, nil)
 	if _, err := lq.Encode(); err != nil || len(lq.Services) >= 1500 || len(lq.Services) < 500 {
 		t.Fatalf("%d of 1500 long-named services kept: %v", len(lq.Services), err)
 	}

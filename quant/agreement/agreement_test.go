@@ -6,8 +6,8 @@ import (
 
 	"github.com/edgesched/edgesched/internal/testutil/modeltest"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/quant"
-	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -20,7 +20,7 @@ func TestMeasure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	env, err := sage.NewEnv(l.Cluster, l.Workload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestMeasure(t *testing.T) {
 	// (Without the scenario's dependencies: the rule leaves pods with a
 	// placed dependency neighbour to the networks.)
 	l.Workload.Dependencies = nil
-	if env, err = sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{}); err != nil {
+	if env, err = sage.NewEnv(l.Cluster, l.Workload); err != nil {
 		t.Fatal(err)
 	}
 	wide := *m

@@ -36,6 +36,7 @@ import (
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/models"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
@@ -165,7 +166,7 @@ func calibrationEnvs(cl *sim.Cluster, name string) ([]*sim.Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	deps, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	deps, err := sage.NewEnv(l.Cluster, l.Workload)
 	if err != nil {
 		return nil, err
 	}

@@ -273,7 +273,7 @@ func (r *siteRig) startAgent(id, dir string) *siteAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dcfg.Encoder = enc.Encoder
+	dcfg.Encoder, dcfg.Decoder = enc.Encoder, enc.Decoder // and each service's partners
 	deps, err := site.NewDependencyPublisher(dcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -628,7 +628,9 @@ func siteFailover(t *testing.T, cp *ControlPlane) {
 // web -> db at a positive rate (the format refuses any other), written by
 // agent by (the edgesched.io/agent annotation), with the embeddings of web
 // and db beside it (the pre-trained GraphSAGE encoder's, within half a
-// quantization step of that encoder's own computation on the graph), and
+// quantization step of that encoder's own computation on the graph) with
+// their partners (each the other, with the probability sage.Publish
+// computes for the graph, what the simulator's Annotate reads), and
 // returns that writer.
 func siteDependencyGraph(t *testing.T, cp *ControlPlane, by string) string {
 	t.Helper()
@@ -662,6 +664,16 @@ func siteDependencyGraph(t *testing.T, cp *ControlPlane, by string) string {
 		}
 		if m.Encoder != enc.Encoder.ID() || len(m.Services) != 2 {
 			return false, fmt.Sprintf("embeddings by encoder %s of %d services", m.Encoder, len(m.Services))
+		}
+		ref, err := sage.Publish(enc.Encoder, enc.Decoder, enc.Encoder.ID(), sage.FromDependencies(g.Edges), g.Updated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sv := range m.Services {
+			i := slices.IndexFunc(ref.Services, func(r kubefmt.ServiceEmbedding) bool { return r.Name == sv.Name })
+			if m.Version != 2 || len(sv.Partners) != 1 || i < 0 || !slices.Equal(sv.Partners, ref.Services[i].Partners) {
+				return false, fmt.Sprintf("version %d, %s's partners %v", m.Version, sv.Name, sv.Partners)
+			}
 		}
 		for _, sv := range m.Services {
 			w := want.Of(sv.Name)

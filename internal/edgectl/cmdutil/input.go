@@ -54,7 +54,7 @@ func LoadInput(ctx context.Context, nodes, pods, scen string, workloadSeed *uint
 		if err != nil {
 			return nil, err
 		}
-		env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+		env, err := sage.NewEnv(l.Cluster, l.Workload)
 		if err != nil {
 			return nil, fmt.Errorf("scenario %s: %w", scen, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/internal/edgectl/edgectltest"
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -43,7 +44,7 @@ func TestModelSignInspectVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"dtype      float32", "version    2", "signature  verified", "wc1", "edgesched.features/v3"} {
+	for _, want := range []string{"dtype      float32", "version    2", "signature  verified", "wc1", policy.SchemaID} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect lacks %q:\n%s", want, out)
 		}

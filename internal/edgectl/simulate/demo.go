@@ -120,7 +120,7 @@ func demoSimulator(cmd *cobra.Command, opts cmdutil.Options, out, progress strin
 	}{
 		{"openb", "", engine.Inflate, "all,learned"},
 		{"retail-fleet", "builtin:retail-fleet", engine.Replay, "all,learned:edge"},
-		{"retail-stores", "builtin:retail-stores", engine.Replay, "all,network-overhead,dep-load,learned:edge,learned:edge-loaded"},
+		{"retail-stores", "builtin:retail-stores", engine.Replay, "all,network-overhead,dep-load,learned:edge,learned:edge-loaded,learned:edge-sage"},
 	}
 	for i, r := range runs {
 		in, err := cmdutil.LoadInput(cmd.Context(), "", "", r.scenario, nil)
