@@ -12,6 +12,7 @@ import (
 	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -205,5 +206,66 @@ func TestAffinityFromEmbeddings(t *testing.T) {
 	}
 	if got := affinity(); !maps.Equal(got, want) {
 		t.Fatalf("after refused embeddings: dep_affinity %v, want the last good %v", got, want)
+	}
+}
+
+// TestEdgeSageFollowsPartners: web calls api, api calls db; db's only
+// replica runs on a-0 (zone a), no api pod runs. For a web pod, a-1 and
+// b-0 differ only by zone. The shipped one-hop model (edge-loaded) sees
+// no placed neighbour of web and cannot tell them apart; edge-sage, int8
+// as the plugin serves it, reads db two calls away through the partners
+// the leader publishes (sage.Publish over the graph) and must score a-1,
+// db's zone, higher.
+func TestEdgeSageFollowsPartners(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short: quantizes two models on a scenario replay")
+	}
+	edges := []kubefmt.DependencyEdge{{From: "web", To: "api", CallsPerSecond: 10}, {From: "api", To: "db", CallsPerSecond: 30}}
+	_, graph := plugintest.GraphOf(t, edges...)
+	pre, err := sage.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := sage.Publish(pre.Encoder, pre.Decoder, pre.Encoder.ID(), sage.FromDependencies(edges), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb, err := pub.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"edge-loaded", "edge-sage"} {
+		p, _, nodes := zonedCluster(t)
+		a := *edgeArtifact(t, name)
+		a.Header.Version = uint64(2 + i)
+		raw, err := a.Encode(testSigner(t, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Models().Install(raw); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.core.Dependencies().InstallWith(graph, emb); err != nil {
+			t.Fatal(err)
+		}
+		pd := k8sPod(sim.PodSpec{Name: "web-0", CPU: 500, Memory: 512, QoS: sim.QoSBurstable})
+		pd.Labels = map[string]string{"app": "web"}
+		_, cs := runCycle(t, p, pd, nodes)
+		names, raws, _ := scoredCandidates(t, p, cs)
+		score := map[string]float32{}
+		for j, n := range names {
+			score[n] = raws[j]
+		}
+		t.Logf("%s: raw scores %v", name, score)
+		switch name {
+		case "edge-loaded":
+			if score["a-1"] != score["b-0"] {
+				t.Errorf("edge-loaded tells a-1 (%v) from b-0 (%v) without a placed neighbour", score["a-1"], score["b-0"])
+			}
+		case "edge-sage":
+			if !(score["a-1"] > score["b-0"]) {
+				t.Errorf("edge-sage scores a-1, db's zone, %v, not above b-0's %v", score["a-1"], score["b-0"])
+			}
+		}
 	}
 }

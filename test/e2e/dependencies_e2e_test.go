@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
 	"github.com/edgesched/edgesched/kubefmt"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -27,13 +29,98 @@ import (
 // clears the graph.
 func (r *edgeRun) dependencies(ctx context.Context, ns string, args edgeplugin.Args) {
 	r.t.Helper()
+	cmNS, cmName := dependenciesConfigMap(r.t, args)
+	g := &kubefmt.DependencyGraph{Version: kubefmt.DependencyGraphVersion, Updated: time.Now().UTC(),
+		Edges: []kubefmt.DependencyEdge{{From: "web", To: "db", CallsPerSecond: 50}}}
+	raw, err := g.Encode()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cm := r.followDependency(ctx, ns, args, "web", "db", map[string]string{kubefmt.DependenciesConfigMapKey: string(raw)}, 1)
+	// a malformed update is refused and the graph stays
+	bad := cm.DeepCopy()
+	bad.Data[kubefmt.DependenciesConfigMapKey] = `{"version":1,"edges":[{"from":"web","to":"db","callsPerSecond":"fast"}]}`
+	if _, err := r.cp.Client.CoreV1().ConfigMaps(cmNS).Update(ctx, bad, metav1.UpdateOptions{}); err != nil {
+		r.t.Fatal(err)
+	}
+	m := r.waitMetric(ctx, "the malformed graph refused", func(m metrics) bool {
+		return m.sum("edgesched_plugin_dependency_graph_updates_total", `result="refused"`) >= 1
+	})
+	if e := m.sum("edgesched_plugin_dependency_graph_edges"); e != 1 {
+		r.t.Fatalf("after a malformed graph: %v edges in use, want the last good graph's 1", e)
+	}
+	r.clearDependencies(ctx, cmNS, cmName)
+}
+
+// dependenciesBeyondOneHop checks that the GraphSAGE partners steer
+// placements two calls away (run with the shipped edge-sage model, which
+// reads them instead of the one-hop features): shop calls cart, cart
+// calls stock, no cart pod runs; a stock replica is bound to the zone
+// the shop pods did not prefer, and the graph is published with the
+// site leader's embeddings and partners (sage.Publish over the graph,
+// what the leader writes); most new shop pods must follow stock into its
+// zone, which no one-hop feature can see.
+func (r *edgeRun) dependenciesBeyondOneHop(ctx context.Context, ns string, args edgeplugin.Args) {
+	r.t.Helper()
+	cmNS, cmName := dependenciesConfigMap(r.t, args)
+	g := &kubefmt.DependencyGraph{Version: kubefmt.DependencyGraphVersion, Updated: time.Now().UTC(),
+		Edges: []kubefmt.DependencyEdge{{From: "shop", To: "cart", CallsPerSecond: 50}, {From: "cart", To: "stock", CallsPerSecond: 50}}}
+	raw, err := g.Encode()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	pre, err := sage.Default()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	pub, err := sage.Publish(pre.Encoder, pre.Decoder, pre.Encoder.ID(), sage.FromDependencies(g.Edges), g.Updated)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	emb, err := pub.Encode()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.followDependency(ctx, ns, args, "shop", "stock", map[string]string{kubefmt.DependenciesConfigMapKey: string(raw), kubefmt.EmbeddingsConfigMapKey: string(emb)}, 2)
+	r.clearDependencies(ctx, cmNS, cmName)
+}
+
+// dependenciesConfigMap is the namespace and name of the shipped
+// configuration's dependency ConfigMap.
+func dependenciesConfigMap(t *testing.T, args edgeplugin.Args) (string, string) {
+	t.Helper()
 	if args.DependenciesConfigMap == "" {
-		r.t.Fatal("the shipped scheduler configuration names no dependenciesConfigMap")
+		t.Fatal("the shipped scheduler configuration names no dependenciesConfigMap")
 	}
 	cmNS, cmName, ok := strings.Cut(args.DependenciesConfigMap, "/")
 	if !ok {
-		r.t.Fatalf("dependenciesConfigMap %q", args.DependenciesConfigMap)
+		t.Fatalf("dependenciesConfigMap %q", args.DependenciesConfigMap)
 	}
+	return cmNS, cmName
+}
+
+// clearDependencies deletes the dependency ConfigMap and waits until the
+// plugin has cleared the graph.
+func (r *edgeRun) clearDependencies(ctx context.Context, cmNS, cmName string) {
+	r.t.Helper()
+	if err := r.cp.Client.CoreV1().ConfigMaps(cmNS).Delete(ctx, cmName, metav1.DeleteOptions{}); err != nil {
+		r.t.Fatal(err)
+	}
+	r.waitMetric(ctx, "the graph cleared", func(m metrics) bool {
+		return m.sum("edgesched_plugin_dependency_graph_edges") == 0 && m.sum("edgesched_plugin_dependency_graph_updates_total", `result="cleared"`) >= 1
+	})
+}
+
+// followDependency places pods of service front on the two boards of
+// depBoards without a graph: the zone most of them land in is the
+// policy's preference without dependencies. A pod of service last is
+// then bound to the board of the other zone, data (the graph, and maybe
+// embeddings) is published in the dependency ConfigMap, and once the
+// plugin uses a graph of edges edges most new front pods must follow
+// last into its zone. It returns the ConfigMap.
+func (r *edgeRun) followDependency(ctx context.Context, ns string, args edgeplugin.Args, front, last string, data map[string]string, edges int) *corev1.ConfigMap {
+	r.t.Helper()
+	cmNS, cmName := dependenciesConfigMap(r.t, args)
 	if err := CreateNamespace(ctx, r.cp.Client, ns); err != nil {
 		r.t.Fatal(err)
 	}
@@ -48,15 +135,18 @@ func (r *edgeRun) dependencies(ctx context.Context, ns string, args edgeplugin.A
 		boards = append(boards, sim.NodeSpec{Name: "deps-board-" + z, CPU: 4000, Memory: 8192, Arch: sim.ArchARM64, Zone: z,
 			Labels: map[string]string{boardLabel: "true"}, Taints: []sim.Taint{{Key: boardLabel, Value: "true", Effect: sim.EffectNoSchedule}}})
 	}
-	registered, err := RegisterNodes(ctx, r.cp.Client, boards, 0)
-	if err != nil {
-		r.t.Fatal(err)
+	if r.boardZones == nil {
+		registered, err := RegisterNodes(ctx, r.cp.Client, boards, 0)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		r.boardZones = map[string]string{}
+		for _, nd := range registered {
+			r.nodes = append(r.nodes, *nd)
+			r.boardZones[nd.Name] = nd.Labels[edgeplugin.LabelZone]
+		}
 	}
-	zoneOf := map[string]string{}
-	for _, nd := range registered {
-		r.nodes = append(r.nodes, *nd)
-		zoneOf[nd.Name] = nd.Labels[edgeplugin.LabelZone]
-	}
+	zoneOf := r.boardZones
 	servicePod := func(name, service, node string) *corev1.Pod {
 		p := edgePod(name, edgeShape{cpu: "100m", mem: "128Mi"})
 		p.Labels = map[string]string{kubefmt.LabelService: service}
@@ -68,73 +158,49 @@ func (r *edgeRun) dependencies(ctx context.Context, ns string, args edgeplugin.A
 		}
 		return p
 	}
-	placeWeb := func(prefix string, n int) map[string]int {
+	placeFront := func(prefix string, n int) map[string]int {
 		zones := map[string]int{}
 		for i := range n {
-			p := servicePod(fmt.Sprintf("%s-%d", prefix, i), "web", "")
+			p := servicePod(fmt.Sprintf("%s-%d", prefix, i), front, "")
 			zones[zoneOf[r.waitBound(ctx, ns, p.Name).Spec.NodeName]]++
 		}
 		return zones
 	}
 	const n = 6
-	before := placeWeb("web-before", n)
+	before := placeFront(front+"-before", n)
 	preferred := ""
 	for _, z := range slices.Sorted(maps.Keys(before)) {
 		if preferred == "" || before[z] > before[preferred] {
 			preferred = z
 		}
 	}
-	// db runs on the other board
-	var dbNode string
+	// last runs on the other board
+	var lastNode string
 	for _, name := range slices.Sorted(maps.Keys(zoneOf)) {
 		if zoneOf[name] != preferred {
-			dbNode = name
+			lastNode = name
 			break
 		}
 	}
-	servicePod("db-0", "db", dbNode)
-	dbZone := zoneOf[dbNode]
-	r.t.Logf("without a graph web pods went to zones %v; db runs on %s in zone %s", before, dbNode, dbZone)
+	servicePod(last+"-0", last, lastNode)
+	dbZone := zoneOf[lastNode]
+	r.t.Logf("without a graph %s pods went to zones %v; %s runs on %s in zone %s", front, before, last, lastNode, dbZone)
 
-	g := &kubefmt.DependencyGraph{Version: kubefmt.DependencyGraphVersion, Updated: time.Now().UTC(),
-		Edges: []kubefmt.DependencyEdge{{From: "web", To: "db", CallsPerSecond: 50}}}
-	raw, err := g.Encode()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cmNS, Name: cmName},
-		Data: map[string]string{kubefmt.DependenciesConfigMapKey: string(raw)}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cmNS, Name: cmName}, Data: data}
 	if _, err := r.cp.Client.CoreV1().ConfigMaps(cmNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		r.t.Fatal(err)
 	}
 	r.waitMetric(ctx, "the dependency graph in use", func(m metrics) bool {
-		return m.sum("edgesched_plugin_dependency_graph_edges") == 1 && m.sum("edgesched_plugin_dependency_graph_updates_total", `result="applied"`) >= 1
+		return m.sum("edgesched_plugin_dependency_graph_edges") == float64(edges) && m.sum("edgesched_plugin_dependency_graph_updates_total", `result="applied"`) >= 1
 	})
-	after := placeWeb("web-after", n)
-	r.t.Logf("with web -> db: web pods went to zones %v", after)
+	after := placeFront(front+"-after", n)
+	r.t.Logf("with the graph: %s pods went to zones %v", front, after)
 	// The policy weighs co-location against its other features (packing
 	// toward busy nodes among them, and the web pods placed before are
 	// all elsewhere), and kube-scheduler breaks ties at random: most, not
 	// all, is what the graph must achieve.
 	if after[dbZone] <= n/2 || after[dbZone] <= before[dbZone] {
-		r.t.Fatalf("with the graph web pods went to zones %v (before: %v), want most of %d in db's zone %s", after, before, n, dbZone)
+		r.t.Fatalf("with the graph %s pods went to zones %v (before: %v), want most of %d in %s's zone %s", front, after, before, n, last, dbZone)
 	}
-	// a malformed update is refused and the graph stays
-	bad := cm.DeepCopy()
-	bad.Data[kubefmt.DependenciesConfigMapKey] = `{"version":1,"edges":[{"from":"web","to":"db","callsPerSecond":"fast"}]}`
-	if _, err := r.cp.Client.CoreV1().ConfigMaps(cmNS).Update(ctx, bad, metav1.UpdateOptions{}); err != nil {
-		r.t.Fatal(err)
-	}
-	m := r.waitMetric(ctx, "the malformed graph refused", func(m metrics) bool {
-		return m.sum("edgesched_plugin_dependency_graph_updates_total", `result="refused"`) >= 1
-	})
-	if e := m.sum("edgesched_plugin_dependency_graph_edges"); e != 1 {
-		r.t.Fatalf("after a malformed graph: %v edges in use, want the last good graph's 1", e)
-	}
-	if err := r.cp.Client.CoreV1().ConfigMaps(cmNS).Delete(ctx, cmName, metav1.DeleteOptions{}); err != nil {
-		r.t.Fatal(err)
-	}
-	r.waitMetric(ctx, "the graph cleared", func(m metrics) bool {
-		return m.sum("edgesched_plugin_dependency_graph_edges") == 0 && m.sum("edgesched_plugin_dependency_graph_updates_total", `result="cleared"`) >= 1
-	})
+	return cm
 }

@@ -131,16 +131,17 @@ func edgePod(name string, s edgeShape) *corev1.Pod {
 }
 
 // edgeArtifacts are the models the test signs: v1 (the shipped "default"
-// model) and v2 (the shipped "edge" model), quantized with calibration
-// rows from a deterministic openb run (and, for the edge model, from the
-// retail fleet too: see quantizeShipped).
+// model), v2 (the shipped "edge" model) and sage (the shipped "edge-sage"
+// model, signed as version 4), quantized with calibration rows from a
+// deterministic openb run (and, for the edge models, from the retail
+// fleet too: see quantizeShipped).
 type edgeArtifacts struct {
-	v1, v2 *quant.Artifact
+	v1, v2, sage *quant.Artifact
 }
 
 func quantizeShipped(cl *sim.Cluster) (*edgeArtifacts, error) {
-	var out [2]*quant.Artifact
-	for i, name := range []string{"default", "edge"} {
+	var out [3]*quant.Artifact
+	for i, name := range []string{"default", "edge", "edge-sage"} {
 		envs, err := calibrationEnvs(cl, name)
 		if err != nil {
 			return nil, err
@@ -149,7 +150,7 @@ func quantizeShipped(cl *sim.Cluster) (*edgeArtifacts, error) {
 			return nil, err
 		}
 	}
-	return &edgeArtifacts{v1: out[0], v2: out[1]}, nil
+	return &edgeArtifacts{v1: out[0], v2: out[1], sage: out[2]}, nil
 }
 
 // calibrationEnvs are where the calibration rows of model name come from:
@@ -762,6 +763,9 @@ type edgeRun struct {
 	// metricsURL is what waitMetric scrapes, without a token ("": the
 	// scheduler's /metrics, with the control plane's token).
 	metricsURL string
+	// boardZones are the two boards followDependency registers (once),
+	// by name: their zones.
+	boardZones map[string]string
 }
 
 func (r *edgeRun) allPods(ctx context.Context) []corev1.Pod {
@@ -1222,6 +1226,15 @@ func TestEdgeSchedulerEndToEnd(t *testing.T) {
 	t.Run("Topology", func(t *testing.T) {
 		r.t = t
 		r.topology(ctx, "topo", args)
+		r.checkCluster(ctx)
+	})
+	t.Run("DependenciesBeyondOneHop", func(t *testing.T) {
+		r.t = t
+		writeAtomic(t, modelPath, signedWithVersion(t, arts.sage, trusted, 4))
+		r.waitMetric(ctx, "model v4 (edge-sage) installed", func(m metrics) bool {
+			return m.sum("edgesched_plugin_model_version") == 4
+		})
+		r.dependenciesBeyondOneHop(ctx, "deps-sage", args)
 		r.checkCluster(ctx)
 	})
 	t.Logf("max milli-GPU on one device: %d; whole test %s", r.maxShare, time.Since(began).Round(time.Millisecond))

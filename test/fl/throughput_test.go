@@ -35,10 +35,10 @@ import (
 // heap figures cover the server's buffers too.
 
 // tpLayers are the hidden sizes giving exactly 50,000 parameters with
-// policy.NumFeatures (40) inputs: 40*116+116 + 116*125+125 + 125+1 +
-// 250*121+121 + 121+1. TestThroughputHarness checks the count, so a new
+// policy.NumFeatures (41) inputs: 41*112+112 + 112*128+128 + 128+1 +
+// 256*119+119 + 119+1. TestThroughputHarness checks the count, so a new
 // feature schema cannot silently break the benchmark.
-var tpLayers = [3]int{116, 125, 121}
+var tpLayers = [3]int{112, 128, 119}
 
 const tpParams = 50_000
 
