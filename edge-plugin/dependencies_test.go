@@ -144,7 +144,7 @@ func TestDependencyFeatures(t *testing.T) {
 // web's partners (api one call away, db two); with db's only replica on
 // a-0 and no api pod, a web pod's dep_affinity is 1 on zone a's nodes
 // and 0 on zone b's (db's share of its replicas there). Embeddings of
-// another encoder than the schema's, or none, leave it 0; embeddings that
+// another encoder than the schema's, of another graph, or none, leave it 0; embeddings that
 // do not decode refuse the ConfigMap and keep what is in use.
 func TestAffinityFromEmbeddings(t *testing.T) {
 	aff := featureIndex(t, "dep_affinity")
@@ -163,8 +163,8 @@ func TestAffinityFromEmbeddings(t *testing.T) {
 		return out
 	}
 	_, graph := plugintest.GraphOf(t, kubefmt.DependencyEdge{From: "web", To: "api", CallsPerSecond: 10}, kubefmt.DependencyEdge{From: "api", To: "db", CallsPerSecond: 30})
-	embeddings := func(encoder string) []byte {
-		e := &kubefmt.Embeddings{Version: kubefmt.EmbeddingsVersion, Encoder: encoder, Dim: 2}
+	embeddingsAt := func(encoder string, updated time.Time) []byte {
+		e := &kubefmt.Embeddings{Version: kubefmt.EmbeddingsVersion, Encoder: encoder, Dim: 2, Updated: updated}
 		for _, s := range []string{"api", "db", "web"} {
 			se := kubefmt.QuantizeEmbedding(s, []float32{1, 0})
 			if s == "web" {
@@ -178,6 +178,7 @@ func TestAffinityFromEmbeddings(t *testing.T) {
 		}
 		return b
 	}
+	embeddings := func(encoder string) []byte { return embeddingsAt(encoder, time.Time{}) }
 	deps := p.core.Dependencies()
 	zero := map[string]float32{"a-0": 0, "a-1": 0, "b-0": 0, "b-1": 0}
 	want := map[string]float32{"a-0": 1, "a-1": 1, "b-0": 0, "b-1": 0}
@@ -191,6 +192,7 @@ func TestAffinityFromEmbeddings(t *testing.T) {
 		{"the schema's encoder", embeddings(policy.AffinityEncoder), true, want},
 		{"the same again", embeddings(policy.AffinityEncoder), false, want},
 		{"another encoder", embeddings("sage-0123456789abcdef"), true, zero},
+		{"written with another graph", embeddingsAt(policy.AffinityEncoder, time.Unix(1_800_000_000, 0)), true, zero},
 		{"the schema's encoder again", embeddings(policy.AffinityEncoder), true, want},
 	} {
 		changed, err := deps.InstallWith(graph, c.side)

@@ -42,7 +42,8 @@ const (
 // error names the field.
 var ErrEmbeddings = errors.New("kubefmt: bad service embeddings")
 
-// Embeddings are a graph's service embeddings (format version 1, JSON).
+// Embeddings are a graph's service embeddings (format version 1 or 2,
+// JSON).
 type Embeddings struct {
 	Version int `json:"version"`
 	// Encoder identifies the network and sampling that computed them

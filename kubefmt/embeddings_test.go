@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -216,6 +217,15 @@ func FuzzDecodeEmbeddings(f *testing.F) {
 				if v[i] != w[i] {
 					t.Fatalf("%s value %d: %v then %v", name, i, v[i], w[i])
 				}
+			}
+		}
+		partners := map[string][]Partner{}
+		for _, s := range back.Services {
+			partners[s.Name] = s.Partners
+		}
+		for _, s := range m.Services {
+			if !slices.Equal(s.Partners, partners[s.Name]) {
+				t.Fatalf("%s's partners %v then %v", s.Name, s.Partners, partners[s.Name])
 			}
 		}
 	})

@@ -255,7 +255,8 @@ type DependencyResult struct {
 	// Reason names why a graph was written ("new", "edges changed",
 	// "rates moved", "refresh", "window changed", "no graph", "invalid";
 	// for the embeddings of a current graph "no embeddings", "invalid
-	// embeddings", "encoder changed", "embeddings stale", "no encoder").
+	// embeddings", "encoder changed", "partners changed", "embeddings
+	// stale", "no encoder").
 	Reason string
 	// Edges in the graph; Dropped edges left out (a service name the
 	// format refuses, or beyond the format's bounds: the lightest go).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics"
@@ -39,6 +40,12 @@ var (
 		Help:           "Service dependency edges in the graph in use (0 without one).",
 		StabilityLevel: metrics.ALPHA,
 	})
+	metricDependencyPartners = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      MetricsSubsystem,
+		Name:           "dependency_partners",
+		Help:           "Service partners (from the embeddings beside the dependency graph) in use: 0 without embeddings, or with embeddings of another encoder than the policy's or of another graph.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	metricDependencyUpdates = newFeedUpdates("dependency_graph_updates_total", "Dependency graph")
 )
 
@@ -48,10 +55,12 @@ type DepGraph struct {
 	Services []string
 	Edges    []sim.Dependency
 	// Embeddings are the services' embeddings and partners when their
-	// encoder is policy.AffinityEncoder (nil otherwise); Encoder is the
-	// published encoder ("" without embeddings).
+	// encoder is policy.AffinityEncoder and they were written with this
+	// graph (nil otherwise); Encoder is the published encoder ("" without
+	// embeddings); Ignored says why published embeddings are not used.
 	Embeddings *kubefmt.Embeddings
 	Encoder    string
+	Ignored    string
 }
 
 // Dependencies holds the graph in use. Safe for concurrent use.
@@ -91,19 +100,27 @@ func (d *Dependencies) SetWith(g *kubefmt.DependencyGraph, emb *kubefmt.Embeddin
 		seen[e.From], seen[e.To] = true, true
 	}
 	slices.SortFunc(Edges, func(a, b sim.Dependency) int { return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To)) })
-	var encoder string
+	var encoder, ignored string
 	if emb != nil {
 		encoder = emb.Encoder
-		if encoder != policy.AffinityEncoder {
+		switch {
+		case encoder != policy.AffinityEncoder:
+			ignored = "another encoder than the policy's " + policy.AffinityEncoder
+		case !emb.Updated.Equal(g.Updated):
+			// an agent of an older release rewrote the graph and kept
+			// the key (the leader's own stale check, agent/site)
+			ignored = "written with another graph (updated " + emb.Updated.Format(time.RFC3339) + ")"
+		}
+		if ignored != "" {
 			emb = nil
 		}
 	}
 	// only the edges and the embeddings matter: a graph rewritten with a
 	// new "updated" time keeps the env (and the score caches) as they are
-	if old != nil && slices.Equal(old.Edges, Edges) && old.Encoder == encoder && sameEmbeddings(old.Embeddings, emb) {
+	if old != nil && slices.Equal(old.Edges, Edges) && old.Encoder == encoder && old.Ignored == ignored && sameEmbeddings(old.Embeddings, emb) {
 		return false
 	}
-	ng := &DepGraph{Version: d.versions.Add(1), Edges: Edges, Embeddings: emb, Encoder: encoder}
+	ng := &DepGraph{Version: d.versions.Add(1), Edges: Edges, Embeddings: emb, Encoder: encoder, Ignored: ignored}
 	for s := range seen {
 		ng.Services = append(ng.Services, s)
 	}
@@ -149,7 +166,19 @@ func (d *Dependencies) InstallWith(raw, side []byte) (bool, error) {
 		return false, nil
 	}
 	metricDependencyEdges.Set(float64(len(g.Edges)))
+	metricDependencyPartners.Set(float64(d.partners()))
 	return true, nil
+}
+
+// partners counts the partners in use.
+func (d *Dependencies) partners() int {
+	n := 0
+	if g := d.Current(); g != nil && g.Embeddings != nil {
+		for i := range g.Embeddings.Services {
+			n += len(g.Embeddings.Services[i].Partners)
+		}
+	}
+	return n
 }
 
 // Clear implements FeedTarget.
@@ -158,24 +187,20 @@ func (d *Dependencies) Clear() bool {
 		return false
 	}
 	metricDependencyEdges.Set(0)
+	metricDependencyPartners.Set(0)
 	return true
 }
 
 // InUse implements FeedTarget.
 func (d *Dependencies) InUse() []any {
-	var Edges, partners int
-	var encoder string
+	var Edges int
+	var ignored string
 	if g := d.Current(); g != nil {
-		Edges, encoder = len(g.Edges), g.Encoder
-		if g.Embeddings != nil {
-			for i := range g.Embeddings.Services {
-				partners += len(g.Embeddings.Services[i].Partners)
-			}
-		}
+		Edges, ignored = len(g.Edges), g.Ignored
 	}
-	kv := []any{"edges", Edges, "partners", partners}
-	if encoder != "" && encoder != policy.AffinityEncoder {
-		kv = append(kv, "embeddingsEncoder", encoder, "dep_affinity", "0: the policy reads encoder "+policy.AffinityEncoder)
+	kv := []any{"edges", Edges, "partners", d.partners()}
+	if ignored != "" {
+		kv = append(kv, "embeddingsIgnored", ignored)
 	}
 	return kv
 }

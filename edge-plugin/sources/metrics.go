@@ -44,6 +44,6 @@ var registerOnce sync.Once
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(metricModelVersion, metricRefusals, metricSwaps,
-			metricDependencyEdges, metricDependencyUpdates, metricTopologyZones, metricTopologyUpdates)
+			metricDependencyEdges, metricDependencyPartners, metricDependencyUpdates, metricTopologyZones, metricTopologyUpdates)
 	})
 }

@@ -39,7 +39,7 @@ func (m *Model) ReadsTelemetry() bool { return m.tel }
 // (policy.FirstTelemetryFeature on), as policy.Learned decides for its own
 // cache.
 func netReadsTelemetry(n *quant.Int8Net) bool {
-	for i := policy.FirstTelemetryFeature; i < policy.NumFeatures; i++ {
+	for i := policy.FirstTelemetryFeature; i < policy.FirstTelemetryFeature+policy.NumTelemetryFeatures; i++ {
 		if n.ReadsInput(i) {
 			return true
 		}

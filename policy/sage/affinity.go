@@ -1,7 +1,6 @@
 package sage
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -73,14 +72,15 @@ var (
 )
 
 // Default is the encoder and decoder DefaultPretrainConfig trains on
-// TrainingGraphs (computed once per process, under a second; the same
-// bits every time).
+// TrainingGraphs, as shipped in default-encoder.json (decoded once per
+// process). It is read, not retrained, so every program on every
+// architecture runs the same weights (a compiler may fuse multiply-adds
+// on some targets, and pretraining there would end a few bits away,
+// under another Encoder.ID); TestDefaultIsPretrained retrains it on
+// amd64 and checks the file bit for bit.
 func Default() (*Pretrained, error) {
 	defaultOnce.Do(func() {
-		var gs []*Graph
-		if gs, defaultErr = TrainingGraphs(); defaultErr == nil {
-			defaultEnc, defaultErr = Pretrain(context.Background(), gs, DefaultPretrainConfig(), nil)
-		}
+		defaultEnc, defaultErr = DecodePretrained(defaultFile)
 	})
 	return defaultEnc, defaultErr
 }

@@ -18,11 +18,17 @@ func (dec *Decoder) Probability(a, b []float32) float64 {
 	return sigmoid(dec.Scale * dec.Score(a, b))
 }
 
+// MaxPartnerCandidates bounds the services within two calls Partners
+// scores for one service (its direct neighbours first), so a hub's
+// leaves cost at most that many scores each, not the hub's degree. The
+// library's apps and the scenario families stay below it (55 at most).
+const MaxPartnerCandidates = 256
+
 // Partners lists, for every service of g (the graph m embeds), the
 // services within two calls of it (either direction) with the predicted
 // probability that the two call each other (dec.Probability, in the
 // published steps of 1/255), at most kubefmt.MaxPartners of them: the
-// most probable, ties by name.
+// most probable, ties by name, among at most MaxPartnerCandidates.
 func (m *Embeddings) Partners(g *Graph, dec *Decoder) (map[string][]kubefmt.Partner, error) {
 	c, err := compile(g)
 	if err != nil {
@@ -40,22 +46,30 @@ func (m *Embeddings) Partners(g *Graph, dec *Decoder) (map[string][]kubefmt.Part
 	}
 	out := make(map[string][]kubefmt.Partner, len(m.Names))
 	seen := make([]int, len(m.Names)) // stamp+1 of the service last listed
+	var ps []kubefmt.Partner
 	for a := range c.nbr {
 		seen[a] = a + 1
-		var ps []kubefmt.Partner
+		ps = ps[:0]
+		add := func(b int) {
+			if seen[b] == a+1 || len(ps) == MaxPartnerCandidates {
+				return
+			}
+			seen[b] = a + 1
+			var dot float64
+			for j, x := range m.Values[a*d : (a+1)*d] {
+				dot += float64(x) * float64(sb[b*d+j])
+			}
+			pr := sigmoid(dec.Scale * dot)
+			ps = append(ps, kubefmt.Partner{Service: m.Names[b], P: kubefmt.QuantizeProbability(pr)})
+		}
+		// the direct neighbours first: past MaxPartnerCandidates (a hub's
+		// leaf), two-hop candidates are cut, not callers or callees
 		for _, e := range c.nbr[a] {
-			for _, u := range append([]neighbour{e}, c.nbr[e.idx]...) {
-				b := int(u.idx)
-				if seen[b] == a+1 {
-					continue
-				}
-				seen[b] = a + 1
-				var dot float64
-				for j, x := range m.Values[a*d : (a+1)*d] {
-					dot += float64(x) * float64(sb[b*d+j])
-				}
-				pr := sigmoid(dec.Scale * dot)
-				ps = append(ps, kubefmt.Partner{Service: m.Names[b], P: kubefmt.QuantizeProbability(pr)})
+			add(int(e.idx))
+		}
+		for _, e := range c.nbr[a] {
+			for _, u := range c.nbr[e.idx] {
+				add(int(u.idx))
 			}
 		}
 		slices.SortFunc(ps, func(x, y kubefmt.Partner) int {
@@ -65,7 +79,7 @@ func (m *Embeddings) Partners(g *Graph, dec *Decoder) (map[string][]kubefmt.Part
 			ps = ps[:kubefmt.MaxPartners]
 		}
 		if len(ps) > 0 {
-			out[m.Names[a]] = ps
+			out[m.Names[a]] = slices.Clone(ps)
 		}
 	}
 	return out, nil
