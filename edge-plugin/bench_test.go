@@ -17,7 +17,6 @@ import (
 	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
 	"github.com/edgesched/edgesched/edge-plugin/serving"
 	"github.com/edgesched/edgesched/kubefmt"
-	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -422,23 +421,14 @@ func BenchmarkCycleDependencies(b *testing.B) {
 	for i := 1; i < services; i++ {
 		edges = append(edges, kubefmt.DependencyEdge{From: svc(rng.IntN(i)), To: svc(i), CallsPerSecond: float64(1 + rng.IntN(100))})
 	}
-	seen := map[[2]int]bool{}
 	for len(edges) < services-1+30 {
 		a, c := rng.IntN(services), rng.IntN(services)
-		if a < c && !seen[[2]int{a, c}] && !slices.ContainsFunc(edges, func(e kubefmt.DependencyEdge) bool { return e.From == svc(a) && e.To == svc(c) }) {
-			seen[[2]int{a, c}] = true
+		if a < c && !slices.ContainsFunc(edges, func(e kubefmt.DependencyEdge) bool { return e.From == svc(a) && e.To == svc(c) }) {
 			edges = append(edges, kubefmt.DependencyEdge{From: svc(a), To: svc(c), CallsPerSecond: float64(1 + rng.IntN(100))})
 		}
 	}
 	_, graph := plugintest.GraphOf(b, edges...)
-	pre, err := sage.Default()
-	if err != nil {
-		b.Fatal(err)
-	}
-	pub, err := sage.Publish(pre.Encoder, pre.Decoder, pre.Encoder.ID(), sage.FromDependencies(edges), time.Time{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	pub := plugintest.EmbeddingsOf(b, edges...)
 	withPartners, err := pub.Encode()
 	if err != nil {
 		b.Fatal(err)
@@ -471,15 +461,7 @@ func BenchmarkCycleDependencies(b *testing.B) {
 		{"edge-sage/no-partners", "edge-sage", otherEncoder},
 	} {
 		p := newTestPlugin(b, &fakeHandle{Lister: &fakeLister{Nodes: nodes}}, tgt)
-		a := *edgeArtifact(b, c.model)
-		a.Header.Version = uint64(2 + i)
-		raw, err := a.Encode(testSigner(b, 1))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := p.Models().Install(raw); err != nil {
-			b.Fatal(err)
-		}
+		installEdgeModel(b, p, c.model, uint64(2+i))
 		if _, err := p.core.Dependencies().InstallWith(graph, c.side); err != nil {
 			b.Fatal(err)
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
-	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -224,29 +223,13 @@ func TestEdgeSageFollowsPartners(t *testing.T) {
 	}
 	edges := []kubefmt.DependencyEdge{{From: "web", To: "api", CallsPerSecond: 10}, {From: "api", To: "db", CallsPerSecond: 30}}
 	_, graph := plugintest.GraphOf(t, edges...)
-	pre, err := sage.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := sage.Publish(pre.Encoder, pre.Decoder, pre.Encoder.ID(), sage.FromDependencies(edges), time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	emb, err := pub.Encode()
+	emb, err := plugintest.EmbeddingsOf(t, edges...).Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, name := range []string{"edge-loaded", "edge-sage"} {
 		p, _, nodes := zonedCluster(t)
-		a := *edgeArtifact(t, name)
-		a.Header.Version = uint64(2 + i)
-		raw, err := a.Encode(testSigner(t, 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Models().Install(raw); err != nil {
-			t.Fatal(err)
-		}
+		installEdgeModel(t, p, name, uint64(2+i))
 		if _, err := p.core.Dependencies().InstallWith(graph, emb); err != nil {
 			t.Fatal(err)
 		}

@@ -403,6 +403,21 @@ func edgeArtifact(t testing.TB, name string) *quant.Artifact {
 	return a
 }
 
+// installEdgeModel installs the shipped model name in p, quantized
+// (edgeArtifact) and signed as version.
+func installEdgeModel(t testing.TB, p *EdgePolicy, name string, version uint64) {
+	t.Helper()
+	a := *edgeArtifact(t, name)
+	a.Header.Version = version
+	raw, err := a.Encode(testSigner(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Models().Install(raw); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func encodeMeasured(t *testing.T, cpu, runqUs float64, at time.Time) string {
 	t.Helper()
 	s, err := kubefmt.EncodeTelemetry(kubefmt.TelemetrySummary{Time: at, Window: 10 * time.Second, CPU: cpu, Mem: 0.5, Load1: 1, RunQueueP99Us: &runqUs})
@@ -424,15 +439,7 @@ func TestTelemetryPrefersCoolNode(t *testing.T) {
 	}
 	for i, name := range []string{"edge-loaded", "edge-sage"} {
 		f := newTelFixture(t)
-		a := *edgeArtifact(t, name)
-		a.Header.Version = uint64(2 + i)
-		b, err := a.Encode(testSigner(t, 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.p.Models().Install(b); err != nil {
-			t.Fatal(err)
-		}
+		installEdgeModel(t, f.p, name, uint64(2+i))
 		f.setAnnotation(0, encodeMeasured(t, 0.12, 40, f.now.Add(-20*time.Second)))
 		f.setAnnotation(1, encodeMeasured(t, 0.95, 20_000, f.now.Add(-20*time.Second)))
 		norm, raw, _ := f.cycle(t)

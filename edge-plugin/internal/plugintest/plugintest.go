@@ -30,6 +30,7 @@ import (
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
@@ -534,6 +535,23 @@ func GraphOf(t testing.TB, edges ...kubefmt.DependencyEdge) (*kubefmt.Dependency
 		t.Fatal(err)
 	}
 	return g, b
+}
+
+// EmbeddingsOf is what a site leader with the shipped encoder and
+// decoder (sage.Default) publishes beside the graph of edges: the
+// services' embeddings and partners (sage.Publish), updated at the zero
+// time as GraphOf's graph is.
+func EmbeddingsOf(t testing.TB, edges ...kubefmt.DependencyEdge) *kubefmt.Embeddings {
+	t.Helper()
+	pre, err := sage.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := sage.Publish(pre.Encoder, pre.Decoder, pre.Encoder.ID(), sage.FromDependencies(edges), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
 }
 
 // TopologyOf is tp's ConfigMap encoding (at kubefmt.TopologyVersion).
