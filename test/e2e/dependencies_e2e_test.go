@@ -36,7 +36,7 @@ func (r *edgeRun) dependencies(ctx context.Context, ns string, args edgeplugin.A
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	cm := r.followDependency(ctx, ns, args, "web", "db", map[string]string{kubefmt.DependenciesConfigMapKey: string(raw)}, 1)
+	cm := r.followDependency(ctx, ns, args, "web", "db", r.createDependencies(ctx, args, map[string]string{kubefmt.DependenciesConfigMapKey: string(raw)}), 1)
 	// a malformed update is refused and the graph stays
 	bad := cm.DeepCopy()
 	bad.Data[kubefmt.DependenciesConfigMapKey] = `{"version":1,"edges":[{"from":"web","to":"db","callsPerSecond":"fast"}]}`
@@ -81,7 +81,7 @@ func (r *edgeRun) dependenciesBeyondOneHop(ctx context.Context, ns string, args 
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	r.followDependency(ctx, ns, args, "shop", "stock", map[string]string{kubefmt.DependenciesConfigMapKey: string(raw), kubefmt.EmbeddingsConfigMapKey: string(emb)}, 2)
+	r.followDependency(ctx, ns, args, "shop", "stock", r.createDependencies(ctx, args, map[string]string{kubefmt.DependenciesConfigMapKey: string(raw), kubefmt.EmbeddingsConfigMapKey: string(emb)}), 2)
 	r.clearDependencies(ctx, cmNS, cmName)
 }
 
@@ -97,6 +97,19 @@ func dependenciesConfigMap(t *testing.T, args edgeplugin.Args) (string, string) 
 		t.Fatalf("dependenciesConfigMap %q", args.DependenciesConfigMap)
 	}
 	return cmNS, cmName
+}
+
+// createDependencies returns a publisher for followDependency that
+// writes data (the graph, and maybe embeddings) into the dependency
+// ConfigMap, as the site leader would.
+func (r *edgeRun) createDependencies(ctx context.Context, args edgeplugin.Args, data map[string]string) func(string, string) {
+	return func(string, string) {
+		cmNS, cmName := dependenciesConfigMap(r.t, args)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cmNS, Name: cmName}, Data: data}
+		if _, err := r.cp.Client.CoreV1().ConfigMaps(cmNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			r.t.Fatal(err)
+		}
+	}
 }
 
 // clearDependencies deletes the dependency ConfigMap and waits until the
@@ -117,8 +130,11 @@ func (r *edgeRun) clearDependencies(ctx context.Context, cmNS, cmName string) {
 // then bound to the board of the other zone, data (the graph, and maybe
 // embeddings) is published in the dependency ConfigMap, and once the
 // plugin uses a graph of edges edges most new front pods must follow
-// last into its zone. It returns the ConfigMap.
-func (r *edgeRun) followDependency(ctx context.Context, ns string, args edgeplugin.Args, front, last string, data map[string]string, edges int) *corev1.ConfigMap {
+// last into its zone. publish, given last's pod and its node, brings the
+// graph into the dependency ConfigMap (createDependencies writes one; the
+// observed chain runs a site leader that finds it). It returns the ConfigMap as the plugin
+// used it.
+func (r *edgeRun) followDependency(ctx context.Context, ns string, args edgeplugin.Args, front, last string, publish func(lastPod, lastNode string), edges int) *corev1.ConfigMap {
 	r.t.Helper()
 	cmNS, cmName := dependenciesConfigMap(r.t, args)
 	if err := CreateNamespace(ctx, r.cp.Client, ns); err != nil {
@@ -186,13 +202,14 @@ func (r *edgeRun) followDependency(ctx context.Context, ns string, args edgeplug
 	dbZone := zoneOf[lastNode]
 	r.t.Logf("without a graph %s pods went to zones %v; %s runs on %s in zone %s", front, before, last, lastNode, dbZone)
 
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cmNS, Name: cmName}, Data: data}
-	if _, err := r.cp.Client.CoreV1().ConfigMaps(cmNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		r.t.Fatal(err)
-	}
+	publish(last+"-0", lastNode)
 	r.waitMetric(ctx, "the dependency graph in use", func(m metrics) bool {
 		return m.sum("edgesched_plugin_dependency_graph_edges") == float64(edges) && m.sum("edgesched_plugin_dependency_graph_updates_total", `result="applied"`) >= 1
 	})
+	cm, err := r.cp.Client.CoreV1().ConfigMaps(cmNS).Get(ctx, cmName, metav1.GetOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
 	after := placeFront(front+"-after", n)
 	r.t.Logf("with the graph: %s pods went to zones %v", front, after)
 	// The policy weighs co-location against its other features (packing

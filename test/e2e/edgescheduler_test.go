@@ -1094,7 +1094,7 @@ func (r *edgeRun) checkNoFailures(ctx context.Context) {
 // kine + kube-apiserver and 32 heterogeneous openb nodes.
 func TestEdgeSchedulerEndToEnd(t *testing.T) {
 	began := time.Now()
-	bins := Build(t, KinePkg, APIServerPkg, "github.com/edgesched/edgesched/cmd/edge-scheduler")
+	bins := Build(t, KinePkg, APIServerPkg, "github.com/edgesched/edgesched/cmd/edge-scheduler", AgentPkg)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// Quantizing (calibration runs of both shipped models) overlaps with
@@ -1235,6 +1235,14 @@ func TestEdgeSchedulerEndToEnd(t *testing.T) {
 			return m.sum("edgesched_plugin_model_version") == 4
 		})
 		r.dependenciesBeyondOneHop(ctx, "deps-sage", args)
+		r.checkCluster(ctx)
+	})
+	t.Run("ObservedChain", func(t *testing.T) {
+		r.t = t
+		// its own deadline: the agent's flows take tens of seconds
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		r.observedChain(ctx, "deps-chain", args, bins[3])
 		r.checkCluster(ctx)
 	})
 	t.Logf("max milli-GPU on one device: %d; whole test %s", r.maxShare, time.Since(began).Round(time.Millisecond))
