@@ -63,11 +63,12 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 		eps, _ := c.dp.Epsilon()
 		stats["dp_epsilon"], stats["dp_delta"], stats["dp_rounds"] = eps, c.cfg.DP.Delta, float64(c.dp.Rounds())
 	}
-	next := &nn.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: map[string]any{"round": float64(r.Round)}, Decision: base.Decision}
-	if err := next.Net.AddFlat(res.Delta, float32(c.cfg.ServerLR)); err != nil {
+	next := base.Clone()
+	next.Meta, next.Created = map[string]any{"round": float64(r.Round)}, time.Time{}
+	if err := next.AddFlat(res.Delta, float32(c.cfg.ServerLR)); err != nil {
 		return c.failRound(r, FailReasonAggregate, fmt.Sprintf("apply aggregate: %v", err))
 	}
-	for i, v := range next.Net.Flat() {
+	for i, v := range next.Flat() {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			return c.failRound(r, FailReasonNonFinite, fmt.Sprintf("the aggregate made weight %d of the model %v", i, v))
 		}
@@ -126,9 +127,9 @@ func (c *Coordinator) collect(r *Round) (*nn.Model, aggregation.Collected, error
 			return err
 		}
 		if r.Sum != nil {
-			col, err = aggregation.Summed(tx, r, base.Net.NumParams(), &c.sums)
+			col, err = aggregation.Summed(tx, r, base.NumParams(), &c.sums)
 		} else {
-			col, err = aggregation.Stored(tx, r, base.Net.NumParams(), agg, c.cfg.DP != nil)
+			col, err = aggregation.Stored(tx, r, base.NumParams(), agg, c.cfg.DP != nil)
 		}
 		return err
 	})

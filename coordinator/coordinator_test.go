@@ -49,6 +49,16 @@ type unit struct {
 
 func newUnit(t *testing.T, minUpdates int) *unit {
 	t.Helper()
+	net, err := nn.NewNet(policy.NumFeatures, 4, 4, 4, rand.New(rand.NewPCG(3, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newUnitWith(t, minUpdates, &nn.Model{Schema: policy.NewSchema(), Net: net})
+}
+
+// newUnitWith is newUnit bootstrapped with m.
+func newUnitWith(t *testing.T, minUpdates int, m *nn.Model) *unit {
+	t.Helper()
 	u := &unit{clock: &fakeClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}, sites: map[string]*quant.Signer{}}
 	reg := &federated.Registry{}
 	for i, s := range []string{"site-a", "site-b"} {
@@ -66,11 +76,7 @@ func newUnit(t *testing.T, minUpdates int) *unit {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	net, err := nn.NewNet(policy.NumFeatures, 4, 4, 4, rand.New(rand.NewPCG(3, 3)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Bootstrap(context.Background(), &nn.Model{Schema: policy.NewSchema(), Net: net}); err != nil {
+	if err := c.Bootstrap(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
 	u.c = c
@@ -85,7 +91,7 @@ func (u *unit) update(t *testing.T, site string, seq uint64, r *Round) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	delta := make([]float32, len(m.Net.Flat()))
+	delta := make([]float32, m.NumParams())
 	for i := range delta {
 		delta[i] = 0.01
 	}

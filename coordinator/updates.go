@@ -196,5 +196,5 @@ func (c *Coordinator) dims(tx *bolt.Tx, version uint64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return m.Net.NumParams(), nil
+	return m.NumParams(), nil
 }

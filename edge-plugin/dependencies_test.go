@@ -230,17 +230,7 @@ func TestEdgeSageFollowsPartners(t *testing.T) {
 	for i, name := range []string{"edge-loaded", "edge-sage"} {
 		p, _, nodes := zonedCluster(t)
 		installEdgeModel(t, p, name, uint64(2+i))
-		if _, err := p.core.Dependencies().InstallWith(graph, emb); err != nil {
-			t.Fatal(err)
-		}
-		pd := k8sPod(sim.PodSpec{Name: "web-0", CPU: 500, Memory: 512, QoS: sim.QoSBurstable})
-		pd.Labels = map[string]string{"app": "web"}
-		_, cs := runCycle(t, p, pd, nodes)
-		names, raws, _ := scoredCandidates(t, p, cs)
-		score := map[string]float32{}
-		for j, n := range names {
-			score[n] = raws[j]
-		}
+		score := webScores(t, p, nodes, graph, emb)
 		t.Logf("%s: raw scores %v", name, score)
 		switch name {
 		case "edge-loaded":
@@ -253,4 +243,70 @@ func TestEdgeSageFollowsPartners(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestModelReadsItsOwnPartners: a model that carries GraphSAGE weights
+// of its own (a federated round trained them; edge-sage's network with a
+// moved decoder here) reads partners published under their ID, the ones
+// its site leader publishes, and none of another encoder: the shipped
+// pair's partners leave its dep_affinity at 0 (zones scored alike).
+func TestModelReadsItsOwnPartners(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short: quantizes a model on a scenario replay")
+	}
+	a := *edgeArtifact(t, "edge-sage")
+	a.Tensors = slices.Clone(a.Tensors)
+	own := a.Sage()
+	own.Decoder[0] += 0.01
+	for i := range a.Tensors {
+		if a.Tensors[i].Name == "sage_decoder" {
+			a.Tensors[i].F32 = own.Decoder
+		}
+	}
+	h := *a.Header.Sage
+	h.ID = own.ID()
+	a.Header.Sage, a.Header.Version = &h, 2
+	raw, err := a.Encode(testSigner(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edges := []kubefmt.DependencyEdge{{From: "web", To: "api", CallsPerSecond: 10}, {From: "api", To: "db", CallsPerSecond: 30}}
+	_, graph := plugintest.GraphOf(t, edges...)
+	for _, tc := range []struct {
+		name    string
+		weights *policy.SageWeights
+		follows bool
+	}{{"the shipped pair's partners", policy.DefaultSage(), false}, {"partners of its own weights", own, true}} {
+		p, _, nodes := zonedCluster(t)
+		if _, err := p.Models().Install(raw); err != nil {
+			t.Fatal(err)
+		}
+		emb, err := plugintest.EmbeddingsWith(t, tc.weights, edges...).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		score := webScores(t, p, nodes, graph, emb)
+		t.Logf("%s: raw scores %v", tc.name, score)
+		if got := score["a-1"] > score["b-0"]; got != tc.follows || (!tc.follows && score["a-1"] != score["b-0"]) {
+			t.Errorf("%s: a-1 (db's zone) %v, b-0 %v; want a-1 above: %v, else equal", tc.name, score["a-1"], score["b-0"], tc.follows)
+		}
+	}
+}
+
+// webScores installs graph and its embeddings emb in p and returns the
+// raw scores of a web pod on nodes, by node name.
+func webScores(t *testing.T, p *EdgePolicy, nodes []fwk.NodeInfo, graph, emb []byte) map[string]float32 {
+	t.Helper()
+	if _, err := p.core.Dependencies().InstallWith(graph, emb); err != nil {
+		t.Fatal(err)
+	}
+	pd := k8sPod(sim.PodSpec{Name: "web-0", CPU: 500, Memory: 512, QoS: sim.QoSBurstable})
+	pd.Labels = map[string]string{"app": "web"}
+	_, cs := runCycle(t, p, pd, nodes)
+	names, raws, _ := scoredCandidates(t, p, cs)
+	score := map[string]float32{}
+	for j, n := range names {
+		score[n] = raws[j]
+	}
+	return score
 }

@@ -30,7 +30,7 @@ const (
 // Contribution is one site's validated update for aggregation.
 type Contribution struct {
 	Site      string    // site ID (for logs and Krum's choice report)
-	Delta     []float32 // weight delta in nn.Net.Flat order
+	Delta     []float32 // weight delta in nn.Model.Flat order
 	Weight    float64   // sample weight (e.g. decisions trained on), > 0
 	Staleness int       // rounds between the model it was trained from and the current one (0 = fresh)
 }

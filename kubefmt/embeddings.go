@@ -46,9 +46,10 @@ var ErrEmbeddings = errors.New("kubefmt: bad service embeddings")
 // JSON).
 type Embeddings struct {
 	Version int `json:"version"`
-	// Encoder identifies the network and sampling that computed them
-	// (policy/sage's Encoder.ID); a reader uses them only with the model
-	// that names the same encoder.
+	// Encoder identifies the GraphSAGE weights that computed them
+	// (policy.SageWeights.ID: the encoder, and the decoder when partners
+	// are published); a reader uses them only with the model that carries
+	// the same weights.
 	Encoder string `json:"encoder"`
 	// Updated is when they were computed (informational).
 	Updated  time.Time          `json:"updated,omitzero"`

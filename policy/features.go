@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -84,7 +85,7 @@ var featureList = [NumFeatures]Feature{
 	{"mem_pressure", "memory pressure: share of time stalled on memory, 0 below the knee (from the agent's mem), in steps of 1/8"},
 	{"retrans", "log(1 + TCP retransmitted segments per second), in steps of 1/2 (the agent's retransPerS)"},
 	// the service embeddings (GraphSAGE, policy/sage): beyond one hop
-	{"dep_affinity", "share of the pod's partners' replicas in the node's zone, weighted by the predicted probability that each partner and the pod's service call each other (sim.Env.Partners: the services within two calls, from the embeddings of encoder AffinityEncoder; 0 without them)"},
+	{"dep_affinity", "share of the pod's partners' replicas in the node's zone, weighted by the predicted probability that each partner and the pod's service call each other (sim.Env.Partners: the services within two calls, from the embeddings of the model's GraphSAGE weights, AffinityEncoder unless it carries its own; 0 without them)"},
 }
 
 // NumFeatures is the length of a feature vector.
@@ -112,12 +113,14 @@ const (
 // AffinityFeature is the index of dep_affinity.
 const AffinityFeature = 40
 
-// AffinityEncoder identifies the GraphSAGE encoder (policy/sage's
-// Default, Encoder.ID) whose embeddings and partners dep_affinity is
-// defined on: the schema names it, so a model of this schema reads
-// partners of that encoder only, and a new encoder is a new schema
-// (policy/sage's test checks Default against it).
-const AffinityEncoder = "sage-480c2a7017345668"
+// AffinityEncoder identifies the shipped GraphSAGE encoder and decoder
+// (DefaultSage, SageWeights.ID; policy/sage's Default): a model of this
+// schema that carries no GraphSAGE weights of its own reads partners of
+// these. A model that carries weights (FloatModel.Sage, signed in its
+// artifact) reads partners of their ID instead (nn.Model.AffinityEncoder,
+// quant.Artifact.AffinityEncoder). policy/sage's test checks pretraining
+// against the shipped weights.
+const AffinityEncoder = "sage-11de4ec523f5d9ba"
 
 // FeatureIndex returns the index of the named feature, or -1.
 func FeatureIndex(name string) int {
@@ -275,13 +278,15 @@ type Extractor struct {
 	// per-decision dependency context, by zone
 	coloc, rtt []float32
 	hasDeps    bool
-	// aff: dep_affinity by zone (hasAff: computed for this pod)
-	aff    []float32
-	hasAff bool
-	maxCPU float64
-	maxMem float64
-	maxGPU float64
-	buf    []int
+	// aff: dep_affinity by zone (hasAff: computed for this pod);
+	// affEncoder: the encoder whose partners it reads ("": AffinityEncoder)
+	aff        []float32
+	hasAff     bool
+	affEncoder string
+	maxCPU     float64
+	maxMem     float64
+	maxGPU     float64
+	buf        []int
 	// exact[g]: model g's pressure (BeginPod's, Decide's); keys: Decide's
 	keys  []float64
 	exact []float64
@@ -389,6 +394,11 @@ func (x *Extractor) telemetrySteps(st *sim.State, n int) uint64 {
 // model per row). Without a call, Extract computes them and Context
 // leaves them out: what training rollouts record.
 func (x *Extractor) UseTelemetry(on bool) { x.useTel, x.skipTel = on, !on }
+
+// UsePartnersOf makes dep_affinity read the environment's partners only
+// when they come from the GraphSAGE weights of ID encoder (the model's
+// own; "": AffinityEncoder, the shipped ones), and be 0 otherwise.
+func (x *Extractor) UsePartnersOf(encoder string) { x.affEncoder = encoder }
 
 // NodeContext is what a node's features read beyond the node's requests
 // and placements: the pressure step of its GPU model and, with
@@ -557,7 +567,7 @@ func (x *Extractor) BeginPod(st *sim.State, p *sim.Pod) {
 // partner placed, it is 0.
 func (x *Extractor) beginAffinity(st *sim.State, p *sim.Pod) {
 	x.hasAff = false
-	if int(p.Service) >= len(x.env.Partners) {
+	if int(p.Service) >= len(x.env.Partners) || x.env.PartnersEncoder != cmp.Or(x.affEncoder, AffinityEncoder) {
 		return
 	}
 	clear(x.aff)

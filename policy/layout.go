@@ -33,6 +33,10 @@ type FloatModel struct {
 	Act [2]string
 	// Decision is the model's decision rule.
 	Decision Decision
+	// Sage are the GraphSAGE weights the model carries (its dep_affinity
+	// reads partners of their ID), nil for none; artifacts sign them with
+	// the model.
+	Sage *SageWeights
 	// NewScorer returns an independent scorer over the float network
 	// (quant runs it in the simulator to calibrate and to compare); nil
 	// where no float network is at hand.

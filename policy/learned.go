@@ -107,6 +107,14 @@ type podTag struct {
 	service  int32
 }
 
+// AffinityReader is a scorer whose model carries GraphSAGE weights of its
+// own: its dep_affinity reads partners of their ID only ("": the
+// shipped ones, AffinityEncoder). Scorers that do not implement it read
+// AffinityEncoder's.
+type AffinityReader interface {
+	AffinityEncoder() string
+}
+
 // NewLearnedScorer returns a learned policy for one run on env that scores
 // with sc (the float network, or the int8 one of package quant) and
 // decides by d (the model's decision rule).
@@ -119,6 +127,9 @@ func NewLearnedScorer(name string, sc Scorer, d Decision, env *sim.Env) *Learned
 	}
 	ext := NewExtractor(env)
 	ext.UseTelemetry(readsTelemetry(sc))
+	if r, ok := sc.(AffinityReader); ok {
+		ext.UsePartnersOf(r.AffinityEncoder())
+	}
 	return &Learned{
 		name:       name,
 		sc:         sc,

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/edgesched/edgesched/kubefmt"
@@ -49,17 +50,19 @@ func PartnersOf(e *kubefmt.Embeddings, services []string) [][]sim.Partner {
 // scorer that is not an InputReader reads every input), would run on env
 // without the partners the feature is defined on: env has calls but no
 // partners (policy/sage's Annotate computes them), or partners of
-// another encoder than AffinityEncoder. The plugin does not check: there
-// the feature is 0 until the site leader publishes partners.
-func CheckPartners(env *sim.Env, sc Scorer) error {
+// another encoder than the model's: encoder, the ID of the GraphSAGE
+// weights the model carries ("": none of its own, so AffinityEncoder,
+// the shipped ones). The plugin checks the same when it takes the site
+// leader's partners.
+func CheckPartners(env *sim.Env, sc Scorer, encoder string) error {
 	if r, ok := sc.(InputReader); ok && !r.ReadsInput(AffinityFeature) || len(env.Edges) == 0 {
 		return nil
 	}
 	switch {
 	case env.Partners == nil:
 		return fmt.Errorf("%w: the model reads dep_affinity and the environment has service calls but no partners from their embeddings (policy/sage.Annotate)", ErrSchema)
-	case env.PartnersEncoder != AffinityEncoder:
-		return fmt.Errorf("%w: the model reads dep_affinity of encoder %s, the environment's partners come from %q", ErrSchema, AffinityEncoder, env.PartnersEncoder)
+	case env.PartnersEncoder != cmp.Or(encoder, AffinityEncoder):
+		return fmt.Errorf("%w: the model reads dep_affinity of encoder %s, the environment's partners come from %q", ErrSchema, cmp.Or(encoder, AffinityEncoder), env.PartnersEncoder)
 	}
 	return nil
 }

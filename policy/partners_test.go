@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/edgesched/edgesched/kubefmt"
@@ -38,6 +39,7 @@ func TestAffinityFeature(t *testing.T) {
 	env.Partners = make([][]sim.Partner, len(env.Services))
 	env.Partners[svc("api")] = []sim.Partner{{Service: svc("web"), P: 0.2}, {Service: svc("db"), P: 0.8}}
 	env.Partners[svc("web")] = []sim.Partner{{Service: svc("api"), P: 0.5}, {Service: svc("db"), P: 0.1}}
+	env.PartnersEncoder = AffinityEncoder
 	x = NewExtractor(env)
 	for _, c := range []struct {
 		name      string
@@ -57,6 +59,20 @@ func TestAffinityFeature(t *testing.T) {
 			t.Errorf("%s: %v, want %v = %s", c.name, got, c.want, c.reasoning)
 		}
 	}
+	// a model that carries GraphSAGE weights of its own reads partners of
+	// their ID only: the shipped encoder's are 0 to it, its own are read
+	x.UsePartnersOf("sage-own")
+	if got := at(1, 1); got != 0 {
+		t.Fatalf("partners of the shipped encoder, read by a model of its own weights: %v, want 0", got)
+	}
+	env.PartnersEncoder = "sage-own"
+	if got := at(1, 1); math.Abs(got-0.6) > 1e-6 {
+		t.Fatalf("partners of the model's own weights: %v, want 0.6 as above", got)
+	}
+	x.UsePartnersOf("")
+	if got := at(1, 1); got != 0 {
+		t.Fatalf("partners of another encoder than the shipped one, for a model without its own: %v, want 0", got)
+	}
 }
 
 // readsSome is a scorer that reads the inputs in reads.
@@ -68,18 +84,26 @@ func (r readsSome) ReadsInput(i int) bool                { return r[i] }
 func TestCheckPartners(t *testing.T) {
 	env := testEnv(t)
 	all := readsSome{AffinityFeature: true}
-	if err := CheckPartners(env, all); !errors.Is(err, ErrSchema) {
+	if err := CheckPartners(env, all, ""); !errors.Is(err, ErrSchema) {
 		t.Fatalf("no partners: %v, want ErrSchema", err)
 	}
-	if err := CheckPartners(env, readsSome{}); err != nil {
+	if err := CheckPartners(env, readsSome{}, ""); err != nil {
 		t.Fatalf("a scorer without dep_affinity: %v", err)
 	}
 	env.Partners, env.PartnersEncoder = [][]sim.Partner{{}}, "sage-other"
-	if err := CheckPartners(env, all); !errors.Is(err, ErrSchema) {
+	if err := CheckPartners(env, all, ""); !errors.Is(err, ErrSchema) {
 		t.Fatalf("another encoder: %v, want ErrSchema", err)
 	}
 	env.PartnersEncoder = AffinityEncoder
-	if err := CheckPartners(env, all); err != nil {
+	if err := CheckPartners(env, all, ""); err != nil {
+		t.Fatal(err)
+	}
+	// a model that carries its own weights reads their partners only
+	if err := CheckPartners(env, all, "sage-own"); !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "sage-own") {
+		t.Fatalf("the shipped encoder's partners for a model of its own weights: %v, want ErrSchema naming them", err)
+	}
+	env.PartnersEncoder = "sage-own"
+	if err := CheckPartners(env, all, "sage-own"); err != nil {
 		t.Fatal(err)
 	}
 }

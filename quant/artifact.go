@@ -30,8 +30,9 @@ import (
 //	uint32  header length H (little endian), at most MaxHeaderBytes
 //	H bytes header: JSON (Header), written by encoding/json from a struct,
 //	        so the bytes are canonical for the content
-//	payload the tensors of Layout(dtype, layers), back to back, little
-//	        endian (the layout is fixed by the header's dtype and layers)
+//	payload the tensors of LayoutOf(header), back to back, little
+//	        endian (the layout is fixed by the header's dtype and layers,
+//	        and its GraphSAGE weights' shape when it has them)
 //	64 bytes ed25519 signature over every byte before it (zeros unsigned)
 //
 // The key ID sits before the header so the decoder verifies the signature
@@ -83,6 +84,11 @@ type Header struct {
 	// Decision is the model's decision rule (policy.Decision; absent:
 	// plain argmax). The model ID covers it when it is set.
 	Decision policy.Decision `json:"decision,omitzero"`
+	// Sage describes the GraphSAGE weights the model carries (their
+	// tensors follow the model's; policy.FloatModel.Sage); absent when it
+	// carries none (a model that does not read dep_affinity, or one made
+	// before models carried them: it reads the shipped pair's partners).
+	Sage *SageHeader `json:"sage,omitempty"`
 	// Metrics are training or evaluation figures (finite numbers).
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 	Created time.Time          `json:"created"`
@@ -205,7 +211,7 @@ func (a *Artifact) payload() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func modelID(schemaHash, dtype string, d policy.Decision, payload []byte) string {
+func modelID(schemaHash, dtype string, d policy.Decision, sage *SageHeader, payload []byte) string {
 	h := sha256.New()
 	h.Write([]byte(schemaHash))
 	h.Write([]byte{0})
@@ -225,6 +231,12 @@ func modelID(schemaHash, dtype string, d policy.Decision, payload []byte) string
 			h.Write([]byte{0})
 		}
 	}
+	if sage != nil {
+		// the weights' ID covers what the payload does not: the shape,
+		// fan-outs, sampling seed and scale (only set, as the rule)
+		h.Write([]byte("sage=" + sage.ID))
+		h.Write([]byte{0})
+	}
 	h.Write(payload)
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -238,7 +250,7 @@ func (a *Artifact) Encode(s *Signer) ([]byte, error) {
 		return nil, err
 	}
 	a.Header.Format = FormatVersion
-	a.Header.ModelID = modelID(a.Header.SchemaHash, a.Header.DType, a.Header.Decision, payload)
+	a.Header.ModelID = modelID(a.Header.SchemaHash, a.Header.DType, a.Header.Decision, a.Header.Sage, payload)
 	if err := a.validate(); err != nil {
 		return nil, err
 	}
@@ -345,7 +357,7 @@ func Decode(b []byte, opt DecodeOptions) (*Artifact, error) {
 	}
 	// The layout follows from the dtype and the layer sizes: tensors in
 	// order, back to back, covering the payload exactly.
-	layout, err := Layout(a.Header.DType, a.Header.Layers)
+	layout, err := LayoutOf(&a.Header)
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +387,7 @@ func Decode(b []byte, opt DecodeOptions) (*Artifact, error) {
 		}
 		a.Tensors = append(a.Tensors, t)
 	}
-	if got := modelID(a.Header.SchemaHash, a.Header.DType, a.Header.Decision, payload); got != a.Header.ModelID {
+	if got := modelID(a.Header.SchemaHash, a.Header.DType, a.Header.Decision, a.Header.Sage, payload); got != a.Header.ModelID {
 		return nil, fmt.Errorf("%w: model ID %s does not match the content (%s)", ErrArtifact, a.Header.ModelID, got)
 	}
 	if err := a.validate(); err != nil {
@@ -426,8 +438,22 @@ type tensorSpec struct {
 	shape       []int
 }
 
-// expectedTensors lists an artifact's tensors, in order, for its dtype.
-func expectedTensors(dtype string, l policy.Layers) ([]tensorSpec, error) {
+// expectedTensors lists the tensors of an artifact with header h, in
+// order: the model's, then its GraphSAGE weights'.
+func expectedTensors(h *Header) ([]tensorSpec, error) {
+	specs, err := modelTensors(h.DType, h.Layers)
+	if err != nil || h.Sage == nil {
+		return specs, err
+	}
+	ss, err := sageTensors(h.Sage)
+	if err != nil {
+		return nil, err
+	}
+	return append(specs, ss...), nil
+}
+
+// modelTensors lists a model's tensors, in order, for its dtype.
+func modelTensors(dtype string, l policy.Layers) ([]tensorSpec, error) {
 	switch dtype {
 	case Float32:
 		names := []string{"w1", "b1", "w2", "b2", "w3", "b3", "wc1", "bc1", "wc2", "bc2"}
@@ -447,13 +473,20 @@ func expectedTensors(dtype string, l policy.Layers) ([]tensorSpec, error) {
 	return nil, fmt.Errorf("%w: dtype %q (want float32 or int8)", ErrArtifact, dtype)
 }
 
-// Layout is the tensor table of an artifact of a dtype and layer sizes:
-// names, shapes, and where each sits in the payload.
+// Layout is the tensor table of an artifact of a dtype and layer sizes
+// without GraphSAGE weights: names, shapes, and where each sits in the
+// payload.
 func Layout(dtype string, l policy.Layers) ([]TensorInfo, error) {
+	return LayoutOf(&Header{DType: dtype, Layers: l})
+}
+
+// LayoutOf is the tensor table of an artifact with header h.
+func LayoutOf(h *Header) ([]TensorInfo, error) {
+	l := h.Layers
 	if l.F != policy.NumFeatures || l.H1 < 1 || l.H2 < 1 || l.HC < 1 || l.H1 > 1024 || l.H2 > 1024 || l.HC > 1024 {
 		return nil, fmt.Errorf("%w: layer sizes %+v", ErrArtifact, l)
 	}
-	specs, err := expectedTensors(dtype, l)
+	specs, err := expectedTensors(h)
 	if err != nil {
 		return nil, err
 	}
@@ -492,7 +525,7 @@ func (a *Artifact) validate() error {
 			return fmt.Errorf("%w: metric %s is %v", ErrArtifact, k, v)
 		}
 	}
-	specs, err := expectedTensors(h.DType, l)
+	specs, err := expectedTensors(h)
 	if err != nil {
 		return err
 	}
@@ -525,7 +558,7 @@ func (a *Artifact) validate() error {
 	} else if h.Quant != nil {
 		return fmt.Errorf("%w: float32 artifact with quantization parameters", ErrArtifact)
 	}
-	return nil
+	return a.checkSage()
 }
 
 func equalInts(a, b []int) bool {
@@ -640,11 +673,27 @@ func FromModel(m *policy.FloatModel, info Info) (*Artifact, error) {
 		return nil, fmt.Errorf("%w: the network's hidden layers are %v and %v: artifacts carry ReLU networks only (the int8 path they lead to runs ReLU)", ErrArtifact, m.Act[0], m.Act[1])
 	}
 	a := &Artifact{Header: newHeader(m, Float32, info)}
-	specs, _ := expectedTensors(Float32, a.Header.Layers)
+	specs, _ := modelTensors(Float32, a.Header.Layers)
 	for i, p := range m.Params {
 		a.Tensors = append(a.Tensors, Tensor{Name: specs[i].name, DType: Float32, Shape: specs[i].shape, F32: append([]float32(nil), p...)})
 	}
+	if err := a.addSage(m); err != nil {
+		return nil, err
+	}
 	return a, nil
+}
+
+// addSage appends m's GraphSAGE weights (m.Sage), if any, to a.
+func (a *Artifact) addSage(m *policy.FloatModel) error {
+	if m.Sage == nil {
+		return nil
+	}
+	h, ts, err := sageSection(m.Sage)
+	if err != nil {
+		return err
+	}
+	a.Header.Sage, a.Tensors = h, append(a.Tensors, ts...)
+	return nil
 }
 
 // Float returns a float32 artifact's model as plain data (its tensors
@@ -654,8 +703,9 @@ func (a *Artifact) Float() (*policy.FloatModel, error) {
 	if a.Header.DType != Float32 {
 		return nil, fmt.Errorf("%w: a %s artifact has no float model", ErrArtifact, a.Header.DType)
 	}
-	f := &policy.FloatModel{Schema: a.Schema(), Layers: a.Header.Layers, Act: [2]string{"relu", "relu"}, Decision: a.Header.Decision}
-	for _, t := range a.Tensors {
+	f := &policy.FloatModel{Schema: a.Schema(), Layers: a.Header.Layers, Act: [2]string{"relu", "relu"}, Decision: a.Header.Decision, Sage: a.Sage()}
+	n := len(policy.Shapes(a.Header.Layers.F, a.Header.Layers.H1, a.Header.Layers.H2, a.Header.Layers.HC))
+	for _, t := range a.Tensors[:n] {
 		f.Params = append(f.Params, t.F32)
 	}
 	return f, nil

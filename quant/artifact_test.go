@@ -180,7 +180,7 @@ func TestArtifactDecision(t *testing.T) {
 		t.Fatal("an artifact without a rule wrote a decision field")
 	}
 	payload, _ := plain.payload()
-	if want := modelID(plain.Header.SchemaHash, plain.Header.DType, policy.Decision{}, payload); plain.Header.ModelID != want {
+	if want := modelID(plain.Header.SchemaHash, plain.Header.DType, policy.Decision{}, nil, payload); plain.Header.ModelID != want {
 		t.Fatalf("model ID %s, want %s", plain.Header.ModelID, want)
 	}
 }
@@ -217,7 +217,12 @@ func resign(t *testing.T, b []byte, s *Signer, edit func(h map[string]any), payl
 			d.Band, _ = dm["band"].(float64)
 			d.WholeGPUBand, _ = dm["whole_gpu_band"].(float64)
 		}
-		h["model_id"] = modelID(sh, dt, d, p)
+		var sage *SageHeader
+		if sm, ok := h["sage"].(map[string]any); ok {
+			id, _ := sm["id"].(string)
+			sage = &SageHeader{ID: id}
+		}
+		h["model_id"] = modelID(sh, dt, d, sage, p)
 	}
 	hb, err := json.Marshal(h)
 	if err != nil {
@@ -457,7 +462,8 @@ func FuzzDecode(f *testing.F) {
 	s, keys := testSigner(f, 1)
 	banded := int8Artifact(f, 3)
 	banded.Header.Decision = policy.Decision{Band: 4} // the model ID covers it: Encode recomputes
-	for _, a := range []*Artifact{floatArtifact(f, 1), int8Artifact(f, 2), banded} {
+	_, sageFloat, sageInt8 := sageArtifacts(f)        // with GraphSAGE weights
+	for _, a := range []*Artifact{floatArtifact(f, 1), int8Artifact(f, 2), banded, sageFloat, sageInt8} {
 		b, err := a.Encode(s)
 		if err != nil {
 			f.Fatal(err)

@@ -37,6 +37,9 @@ type Int8Net struct {
 	vec *vecNet
 	// Decision is the artifact's decision rule.
 	Decision policy.Decision
+	// AffinityEncoder is the ID of the GraphSAGE weights whose partners
+	// the model's dep_affinity reads (Artifact.AffinityEncoder).
+	AffinityEncoder string
 }
 
 // ErrQuant wraps refusals of quantization.
@@ -70,7 +73,7 @@ func NewInt8Net(a *Artifact) (*Int8Net, error) {
 	}
 	l := a.Header.Layers
 	t := func(name string) []float32 { return a.Tensor(name).F32 }
-	n := &Int8Net{F: l.F, H1: l.H1, H2: l.H2, Decision: a.Header.Decision,
+	n := &Int8Net{F: l.F, H1: l.H1, H2: l.H2, Decision: a.Header.Decision, AffinityEncoder: a.AffinityEncoder(),
 		w1: a.Tensor("w1").I8, b1: a.Tensor("b1").I32, w2: a.Tensor("w2").I8, b2: a.Tensor("b2").I32,
 		w3: a.Tensor("w3").I8, b3: a.Tensor("b3").I32[0]}
 	inScale := t("in_scale")
@@ -373,5 +376,11 @@ func (n *Int8Net) ReadsInput(i int) bool {
 
 // ReadsInput implements policy.InputReader.
 func (s *Int8Scorer) ReadsInput(i int) bool { return s.n.ReadsInput(i) }
+
+var _ policy.AffinityReader = (*Int8Scorer)(nil)
+
+// AffinityEncoder implements policy.AffinityReader: the artifact's
+// (Int8Net.AffinityEncoder).
+func (s *Int8Scorer) AffinityEncoder() string { return s.n.AffinityEncoder }
 
 var _ policy.InputReader = (*Int8Scorer)(nil)

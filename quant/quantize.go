@@ -187,6 +187,9 @@ func Quantize(m *policy.FloatModel, rows []float32, opt CalibrationOptions, info
 	if _, err := NewInt8Net(a); err != nil { // the multipliers must exist
 		return nil, err
 	}
+	if err := a.addSage(m); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 

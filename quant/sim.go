@@ -15,7 +15,7 @@ import (
 func Factory(name string, n *Int8Net) sim.Factory {
 	return sim.Factory{Name: name, New: func(env *sim.Env) (sim.Policy, error) {
 		sc := n.Scorer()
-		if err := policy.CheckPartners(env, sc); err != nil {
+		if err := policy.CheckPartners(env, sc, n.AffinityEncoder); err != nil {
 			return nil, err
 		}
 		return policy.NewLearnedScorer(name, sc, n.Decision, env), nil
@@ -26,11 +26,16 @@ func Factory(name string, n *Int8Net) sim.Factory {
 // the raw rows it saw.
 type recorder struct {
 	inner policy.Scorer
-	rows  []float32
-	seen  int
-	max   int
-	rng   *rand.Rand
+	// affinity is the model's AffinityEncoder (policy.AffinityReader)
+	affinity string
+	rows     []float32
+	seen     int
+	max      int
+	rng      *rand.Rand
 }
+
+// AffinityEncoder implements policy.AffinityReader.
+func (r *recorder) AffinityEncoder() string { return r.affinity }
 
 func (r *recorder) Scores(raw []float32, k int, out []float32) error {
 	F := policy.NumFeatures
@@ -68,10 +73,14 @@ func CollectRows(ctx context.Context, env *sim.Env, m *policy.FloatModel, runs [
 			if err != nil {
 				return nil, err
 			}
-			if err := policy.CheckPartners(env, sc); err != nil {
+			var enc string
+			if m.Sage != nil {
+				enc = m.Sage.ID()
+			}
+			if err := policy.CheckPartners(env, sc, enc); err != nil {
 				return nil, err
 			}
-			rec.inner = sc
+			rec.inner, rec.affinity = sc, enc
 			return policy.NewLearnedScorer("calibration", rec, m.Decision, env), nil
 		}}
 		if _, err := engine.Run(ctx, env, f, rc); err != nil {

@@ -38,8 +38,8 @@ type Env struct {
 	// scheduler); nil without embeddings, when the dep_affinity feature
 	// is 0. Set once, before any run starts.
 	Partners [][]Partner
-	// PartnersEncoder identifies the encoder whose embeddings computed
-	// Partners (policy/sage's Encoder.ID).
+	// PartnersEncoder identifies the GraphSAGE weights whose embeddings
+	// and decoder computed Partners (policy.SageWeights.ID).
 	PartnersEncoder string
 	// Shapes is the number of distinct pod shapes (see Pod.Shape).
 	Shapes int

@@ -417,7 +417,7 @@ func (c *Client) trainRound(ctx context.Context, js jetstream.JetStream, a *fede
 	if samples <= 0 {
 		samples = 1
 	}
-	bf, tf := base.Net.Flat(), trained.Net.Flat()
+	bf, tf := base.Flat(), trained.Flat()
 	if len(bf) != len(tf) {
 		return fmt.Errorf("trainer changed the network's shape (%d -> %d parameters)", len(bf), len(tf))
 	}
@@ -486,7 +486,15 @@ func (c *Client) fetchArtifact(ctx context.Context, js jetstream.JetStream, obje
 func (c *Client) enqueue(ctx context.Context, seq, round uint64, again bool, baseID string, baseVersion uint64, samples int64, delta []float32, seed uint64) error {
 	c.enqMu.Lock()
 	defer c.enqMu.Unlock()
-	res := esu.NewResidual(c.residual.Values())
+	prev := c.residual.Values()
+	if prev != nil && len(prev) != len(delta) {
+		// the model's shape changed (a model that now carries its
+		// GraphSAGE weights, or another network): what the last
+		// encodings lost belongs to the old layout
+		c.log.Warn("error-feedback residual dropped: the model's parameter count changed", "was", len(prev), "now", len(delta))
+		prev = nil
+	}
+	res := esu.NewResidual(prev)
 	payload, err := res.Encode(&esu.Update{Base: baseID, Values: delta}, esu.Options{Encoding: c.cfg.Encoding, ChunkSize: c.cfg.ChunkSize, Seed: seed})
 	if err != nil {
 		return err

@@ -264,3 +264,34 @@ func TestNoModelSentinel(t *testing.T) {
 		t.Fatalf("TrustStatus: %+v, %v; want no model creation time", s, err)
 	}
 }
+
+// TestResidualOfAnotherShape: after the model's parameter count changed
+// (a model that now carries its GraphSAGE weights), the saved
+// error-feedback residual belongs to the old layout: the next update is
+// made without it instead of failing every round, and the residual
+// saved with it has the new length (also after a reopen).
+func TestResidualOfAnotherShape(t *testing.T) {
+	base := strings.Repeat("ab", 32)
+	cfg := testConfig(t)
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.enqueue(context.Background(), 1, 1, false, base, 1, 10, []float32{0.5, -0.25, 0.3}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(c.residual.Values()); n != 3 {
+		t.Fatalf("residual of %d values after a 3-value update", n)
+	}
+	if err := c.enqueue(context.Background(), 2, 2, false, base, 1, 10, []float32{0.5, -0.25, 0.3, 0.125, 1}, 2); err != nil {
+		t.Fatalf("an update of the new shape: %v", err)
+	}
+	c.Close()
+	if c, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if n := len(c.residual.Values()); n != 5 {
+		t.Fatalf("residual of %d values after reopening, want the new shape's 5", n)
+	}
+}

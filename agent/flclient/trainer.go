@@ -36,7 +36,7 @@ func LocalOptions(local federated.LocalTraining, seed uint64) ppo.FineTuneOption
 // and benchmarks, where what matters is that updates are real weight
 // deltas of the right shape, not what they learn.
 type SyntheticTrainer struct {
-	// Target in nn.Net.Flat order; Rate in (0, 1]; Noise is the
+	// Target in nn.Model.Flat order; Rate in (0, 1]; Noise is the
 	// standard deviation added per parameter; Samples the update weight.
 	Target  []float32
 	Rate    float32
@@ -46,7 +46,7 @@ type SyntheticTrainer struct {
 
 // Train implements Trainer.
 func (s *SyntheticTrainer) Train(_ context.Context, base *nn.Model, _ federated.LocalTraining, seed uint64) (*nn.Model, int64, error) {
-	w := base.Net.Flat()
+	w := base.Flat()
 	if len(s.Target) != len(w) {
 		return nil, 0, errors.New("flclient: synthetic target has the wrong size")
 	}
@@ -55,8 +55,8 @@ func (s *SyntheticTrainer) Train(_ context.Context, base *nn.Model, _ federated.
 	for i := range w {
 		delta[i] = s.Rate*(s.Target[i]-w[i]) + float32(s.Noise*rng.NormFloat64())
 	}
-	out := &nn.Model{Schema: base.Schema, Net: base.Net.Clone(), Meta: base.Meta, Decision: base.Decision}
-	if err := out.Net.AddFlat(delta, 1); err != nil {
+	out := base.Clone()
+	if err := out.AddFlat(delta, 1); err != nil {
 		return nil, 0, err
 	}
 	return out, max(1, s.Samples), nil

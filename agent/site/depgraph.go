@@ -23,6 +23,7 @@ import (
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/kubefmt"
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/sage"
 )
 
@@ -166,9 +167,10 @@ type DependencyPublisher struct {
 	writes *prometheus.CounterVec
 	edges  prometheus.Gauge
 	embed  prometheus.Histogram
-	// encoderID is cfg.Encoder's ID ("" without one); graphBudget the
-	// bytes the graph's edges may take.
-	encoderID   string
+	// weights are what the services are embedded with (cfg.Encoder and
+	// cfg.Decoder, then SetWeights'; nil without an encoder); graphBudget
+	// the bytes the graph's edges may take.
+	weights     atomic.Pointer[embedder]
 	graphBudget int
 	// lastDropped is the previous interval's count of edges left out
 	// (warned about when it changes).
@@ -176,6 +178,38 @@ type DependencyPublisher struct {
 }
 
 var _ Component = (*DependencyPublisher)(nil)
+
+// embedder is an encoder, its decoder (nil: none) and their ID.
+type embedder struct {
+	enc *sage.Encoder
+	dec *sage.Decoder
+	id  string
+}
+
+// SetWeights makes the publisher embed with w from its next write on:
+// the GraphSAGE weights of the model the site runs (quant.Artifact.Sage),
+// so the partners it publishes are the ones that model reads; the
+// embeddings in the ConfigMap are rewritten ("encoder changed"). Without
+// an encoder configured (embeddings off) it does nothing; nil w goes back
+// to cfg's encoder. Safe while Sync runs.
+func (p *DependencyPublisher) SetWeights(w *policy.SageWeights) error {
+	if p.cfg.Encoder == nil {
+		return nil
+	}
+	next := &embedder{enc: p.cfg.Encoder, dec: p.cfg.Decoder}
+	if w != nil {
+		pre, err := sage.FromWeights(w)
+		if err != nil {
+			return fmt.Errorf("embed with the model's GraphSAGE weights: %w", err)
+		}
+		next.enc, next.dec = pre.Encoder, pre.Decoder
+	}
+	next.id = (&sage.Pretrained{Encoder: next.enc, Decoder: next.dec}).ID()
+	if old := p.weights.Swap(next); old == nil || old.id != next.id {
+		p.log.Info("service embeddings: GraphSAGE weights", "encoder", next.id)
+	}
+	return nil
+}
 
 // NewDependencyPublisher checks cfg and registers the metrics.
 func NewDependencyPublisher(cfg DependencyConfig) (*DependencyPublisher, error) {
@@ -202,7 +236,7 @@ func NewDependencyPublisher(cfg DependencyConfig) (*DependencyPublisher, error) 
 		graphBudget: kubefmt.MaxDependencyGraphBytes - 1024,
 	}
 	if cfg.Encoder != nil {
-		p.encoderID = cfg.Encoder.ID()
+		p.weights.Store(&embedder{enc: cfg.Encoder, dec: cfg.Decoder, id: (&sage.Pretrained{Encoder: cfg.Encoder, Decoder: cfg.Decoder}).ID()})
 		p.graphBudget -= kubefmt.MaxEmbeddingsBytes
 	}
 	if cfg.Registerer != nil {
@@ -288,24 +322,25 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 		return res, fmt.Errorf("encode the dependency graph: %w", err)
 	}
 	res.Edges = len(edges)
+	w := p.weights.Load() // one set of weights for this write
 	// computed when the graph is written (it depends on nothing else)
 	var emb []byte
 	embeddings := func() ([]byte, error) {
-		if p.cfg.Encoder == nil || emb != nil {
+		if w == nil || emb != nil {
 			return emb, nil
 		}
 		start := time.Now()
 		sg := sage.FromDependencies(edges)
 		var err error
 		if len(sg.Services) == 0 {
-			m := &kubefmt.Embeddings{Version: 1, Encoder: p.encoderID, Updated: g.Updated, Dim: p.cfg.Encoder.Net.D}
-			if p.cfg.Decoder != nil {
+			m := &kubefmt.Embeddings{Version: 1, Encoder: w.id, Updated: g.Updated, Dim: w.enc.Net.D}
+			if w.dec != nil {
 				m.Version = kubefmt.EmbeddingsVersion
 			}
 			emb, err = m.Encode()
 		} else {
 			var m *kubefmt.Embeddings
-			if m, err = sage.Publish(p.cfg.Encoder, p.cfg.Decoder, p.encoderID, sg, g.Updated); err == nil {
+			if m, err = sage.Publish(w.enc, w.dec, w.id, sg, g.Updated); err == nil {
 				emb, err = m.Encode()
 			}
 		}
@@ -345,7 +380,7 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 			p.log.Warn("the ConfigMap's dependency graph does not decode: replacing it", "err", derr)
 			res.Action, res.Reason = DependencyReplaced, "invalid"
 		} else if res.Reason = p.changed(old, &g, now); res.Reason == "" {
-			if res.Reason = p.embeddingsStale(cm, old.Updated); res.Reason == "" {
+			if res.Reason = p.embeddingsStale(cm, old.Updated, w); res.Reason == "" {
 				res.Action = DependencyUnchanged
 				return nil
 			}
@@ -375,12 +410,12 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 // rewrote the graph and kept the old key), or of the other format
 // version (with partners when the leader has no decoder, without them
 // when it has one); or present when the leader has no encoder.
-func (p *DependencyPublisher) embeddingsStale(cm *v1.ConfigMap, graphUpdated time.Time) string {
+func (p *DependencyPublisher) embeddingsStale(cm *v1.ConfigMap, graphUpdated time.Time, w *embedder) string {
 	cur, ok := cm.Data[kubefmt.EmbeddingsConfigMapKey]
 	switch {
-	case p.cfg.Encoder == nil && ok:
+	case w == nil && ok:
 		return "no encoder"
-	case p.cfg.Encoder == nil:
+	case w == nil:
 		return ""
 	case !ok:
 		return "no embeddings"
@@ -390,9 +425,9 @@ func (p *DependencyPublisher) embeddingsStale(cm *v1.ConfigMap, graphUpdated tim
 	case err != nil:
 		p.log.Warn("the ConfigMap's service embeddings do not decode: replacing them", "err", err)
 		return "invalid embeddings"
-	case m.Encoder != p.encoderID:
+	case m.Encoder != w.id:
 		return "encoder changed"
-	case (p.cfg.Decoder != nil) != (m.Version >= 2):
+	case (w.dec != nil) != (m.Version >= 2):
 		// a leader of another release: partners missing or not ours
 		return "partners changed"
 	case !m.Updated.Equal(graphUpdated):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,13 +135,15 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 	}
 	withDecoder := func() *DependencyPublisher {
 		pd := publisher(pre.Encoder, nil)
-		pd.cfg.Decoder = pre.Decoder
+		if err := pd.SetWeights(pre.Weights()); err != nil {
+			t.Fatal(err)
+		}
 		return pd
 	}
 	sync(withDecoder(), DependencyUpdated, "encoder changed")
 	sync(withDecoder(), DependencyUnchanged, "")
 	_, m = read()
-	ref, err := sage.Publish(pre.Encoder, pre.Decoder, pre.Encoder.ID(), sage.FromDependencies(edges), depT0)
+	ref, err := sage.Publish(pre.Encoder, pre.Decoder, pre.ID(), sage.FromDependencies(edges), depT0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,8 +159,40 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 	if m.Version != 2 || partners != 6 {
 		t.Fatalf("version %d, %d partners; want 2, 6", m.Version, partners)
 	}
-	sync(publisher(pre.Encoder, nil), DependencyUpdated, "partners changed")
+	// (the pair's ID covers the decoder: the encoder alone is another)
+	sync(publisher(pre.Encoder, nil), DependencyUpdated, "encoder changed")
 	if _, m := read(); m.Version != 1 || len(m.Services[0].Partners) != 0 {
 		t.Fatalf("without a decoder: version %d, %v", m.Version, m.Services[0].Partners)
+	}
+
+	// the site installs a model that carries GraphSAGE weights of its own
+	// (a federated round trained them): the leader embeds with those,
+	// under their ID, and goes back to its own encoder without them
+	own := pre.Weights()
+	own.Decoder[0] += 0.5
+	pm := publisher(pre.Encoder, nil)
+	if err := pm.SetWeights(own); err != nil {
+		t.Fatal(err)
+	}
+	sync(pm, DependencyUpdated, "encoder changed")
+	if _, m := read(); m.Encoder != own.ID() || m.Version != 2 || m.Encoder == pre.ID() {
+		t.Fatalf("with the model's weights: encoder %s version %d, want %s version 2", m.Encoder, m.Version, own.ID())
+	}
+	sync(pm, DependencyUnchanged, "")
+	if err := pm.SetWeights(nil); err != nil {
+		t.Fatal(err)
+	}
+	sync(pm, DependencyUpdated, "encoder changed")
+	if _, m := read(); m.Encoder != pre.Encoder.ID() || m.Version != 1 {
+		t.Fatalf("back to the configured encoder: %s version %d, want %s version 1", m.Encoder, m.Version, pre.Encoder.ID())
+	}
+	bad := pre.Weights()
+	bad.Params = bad.Params[:1]
+	if err := pm.SetWeights(bad); err == nil || !strings.Contains(err.Error(), "parameters") {
+		t.Fatalf("weights of the wrong shape: %v, want an error naming the parameters", err)
+	}
+	// embeddings off: the model's weights change nothing
+	if err := publisher(nil, nil).SetWeights(own); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/edgesched/edgesched/agent/trace"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/atomicfile"
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/ppo"
 	"github.com/edgesched/edgesched/policy/sage"
@@ -23,7 +24,10 @@ import (
 // simulator scenario and fine-tunes the round's model on it in memory
 // (ppo.FineTune), with PPO's settings from Config (its environment is
 // replaced by the twin; the round's iterations, episodes, learning rate
-// and FedProx coefficient come from the coordinator). Dir, when set, keeps
+// and FedProx coefficient come from the coordinator). When the model
+// carries GraphSAGE weights and the twin has calls between services, it
+// also fine-tunes those weights on the twin's call graph (Sage), so the
+// update carries both (nn.Model.Flat). Dir, when set, keeps
 // the last round's scenario as twin.yaml, for an operator to inspect or
 // replay (`edgectl sim --scenario`); training does not read it.
 type TwinTrainer struct {
@@ -35,6 +39,11 @@ type TwinTrainer struct {
 	// Config is the PPO configuration template (ppo.DefaultConfig() with
 	// a smaller network, or the site's own).
 	Config ppo.Config
+	// Sage trains the GraphSAGE weights a round's model carries
+	// (nn.Model.Sage) on the twin's call graph, by link prediction
+	// (sage.FineTune: its epochs, learning rate and negatives; the seed
+	// is the round's). The zero value is DefaultSageTraining.
+	Sage sage.PretrainConfig
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -55,12 +64,49 @@ func (t *TwinTrainer) Train(ctx context.Context, base *nn.Model, local federated
 			return nil, 0, err
 		}
 	}
-	env, err := sage.NewEnv(l.Cluster, l.Workload)
+	env, err := sage.NewEnvWith(l.Cluster, l.Workload, base.Sage)
 	if err != nil {
 		return nil, 0, fmt.Errorf("the twin's environment: %w", err)
 	}
 	m, n, err := ppo.FineTune(ctx, env, base, t.Config, flclient.LocalOptions(local, seed))
-	return m, int64(n), err
+	if err != nil || base.Sage == nil || len(env.Edges) == 0 {
+		return m, int64(n), err
+	}
+	if m.Sage, err = t.trainSage(ctx, base.Sage, sage.CallsOf(env), seed); err != nil {
+		return nil, 0, err
+	}
+	return m, int64(n), nil
+}
+
+// DefaultSageTraining is TwinTrainer's default GraphSAGE fine-tuning: 20
+// epochs over the twin's graph at learning rate 0.001 (a tenth of
+// pre-training's), 5 negatives per call.
+func DefaultSageTraining() sage.PretrainConfig {
+	c := sage.DefaultPretrainConfig()
+	c.Epochs, c.LR = 20, 0.001
+	return c
+}
+
+// trainSage fine-tunes w on the twin's calls (sage.FineTune, seeded with
+// the round's seed).
+func (t *TwinTrainer) trainSage(ctx context.Context, w *policy.SageWeights, calls *sage.Graph, seed uint64) (*policy.SageWeights, error) {
+	cfg := t.Sage
+	if cfg.Epochs == 0 {
+		cfg = DefaultSageTraining()
+	}
+	cfg.Seed = seed
+	p, err := sage.FromWeights(w)
+	if err != nil {
+		return nil, fmt.Errorf("the model's GraphSAGE weights: %w", err)
+	}
+	tuned, err := sage.FineTune(ctx, p, []*sage.Graph{calls}, cfg, nil)
+	if errors.Is(err, sage.ErrGraph) {
+		return w.Clone(), nil // no call between two services: nothing to learn from
+	}
+	if err != nil {
+		return nil, fmt.Errorf("train the GraphSAGE weights on the twin's calls: %w", err)
+	}
+	return tuned.Weights(), nil
 }
 
 // Build exports the twin scenario to Dir/twin.yaml (written to a

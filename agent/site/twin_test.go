@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgesched/edgesched/agent/trace"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/ppo"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
@@ -21,13 +22,7 @@ import (
 // episode: the weights move, on at most one decision per replayed pod.
 func TestTwinTrainer(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
-	cfg := trace.DefaultStoreConfig(filepath.Join(t.TempDir(), "trace.db"))
-	cfg.Now = func() time.Time { return t0.Add(time.Hour) }
-	store, err := trace.OpenStore(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store, cfg := twinStore(t, t0)
 	tr := &TwinTrainer{Trace: store, Dir: t.TempDir(), Config: ppo.DefaultConfig(), Now: cfg.Now}
 	if _, err := tr.Build(); !errors.Is(err, ErrNoTwin) {
 		t.Fatalf("empty trace: %v, want ErrNoTwin", err)
@@ -92,4 +87,76 @@ func TestTwinTrainer(t *testing.T) {
 	if _, err := tr.Build(); err == nil {
 		t.Fatal("Build without a directory succeeded")
 	}
+}
+
+// TestTwinTrainsGraphSAGE: when the round's model carries GraphSAGE
+// weights and the twin has calls between services, the twin trains the
+// weights on that call graph too (link prediction, seeded with the
+// round's seed: two runs agree bit for bit), so the update covers them;
+// the network is trained as without them.
+func TestTwinTrainsGraphSAGE(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+	store, cfg := twinStore(t, t0)
+	evs := []trace.Event{{Kind: trace.NodeInfo, Time: t0, Node: &trace.Node{Name: "n1", CPUMilli: 8000, MemoryMiB: 16384, Arch: sim.ArchAMD64}},
+		{Kind: trace.NodeInfo, Time: t0, Node: &trace.Node{Name: "n2", CPUMilli: 8000, MemoryMiB: 16384, Arch: sim.ArchARM64}}}
+	services := []string{"web", "cart", "stock", "pay"}
+	for i := range 8 {
+		evs = append(evs, trace.Event{Kind: trace.PodArrival, Time: t0.Add(time.Duration(i) * time.Minute),
+			Pod: &trace.Pod{UID: fmt.Sprint(i), Namespace: "shop", Name: fmt.Sprintf("p-%d", i), Service: services[i%4], CPUMilli: 300, MemoryMiB: 256}})
+	}
+	// web -> cart -> stock, web -> pay
+	for _, e := range [][2]int{{0, 1}, {1, 2}, {0, 3}} {
+		evs = append(evs, trace.Event{Kind: trace.EdgeRate, Time: t0.Add(10 * time.Minute),
+			Edge: &trace.Edge{Src: trace.PodRef{Namespace: "shop", Name: fmt.Sprintf("p-%d", e[0])}, Dst: trace.PodRef{Namespace: "shop", Name: fmt.Sprintf("p-%d", e[1])}, CallsPerSecond: 20, Reporter: "n1"}})
+	}
+	if _, err := store.Append(evs...); err != nil {
+		t.Fatal(err)
+	}
+	tr := &TwinTrainer{Trace: store, Config: ppo.DefaultConfig(), Now: cfg.Now}
+	tr.Config.Workers, tr.Config.Env.Mode = 1, "replay"
+	local := federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-2}
+	plain := smallModel(t, 3)
+	base := plain.Clone()
+	base.Sage = policy.DefaultSage()
+	trained, _, err := tr.Train(context.Background(), base, local, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trained.Sage == nil || trained.Sage.ID() == base.Sage.ID() || base.Sage.ID() != policy.AffinityEncoder {
+		t.Fatalf("the GraphSAGE weights after the round: %v (base %s)", trained.Sage, base.Sage.ID())
+	}
+	moved := 0
+	bf, tf := base.Flat(), trained.Flat()
+	k := base.Net.NumParams()
+	for i := k; i < len(bf); i++ {
+		if bf[i] != tf[i] {
+			moved++
+		}
+	}
+	if len(tf) != len(bf) || moved == 0 {
+		t.Fatalf("update of %d values (base %d); %d GraphSAGE values moved", len(tf), len(bf), moved)
+	}
+	again, _, err := tr.Train(context.Background(), base, local, 7)
+	if err != nil || !slices.Equal(again.Flat(), tf) {
+		t.Fatalf("the same round again: %v, equal %v", err, err == nil && slices.Equal(again.Flat(), tf))
+	}
+	// a model without weights of its own: the network alone, as before
+	alone, _, err := tr.Train(context.Background(), plain, local, 7)
+	if err != nil || alone.Sage != nil || len(alone.Flat()) != k {
+		t.Fatalf("a model without GraphSAGE weights: %v, %d values", err, len(alone.Flat()))
+	}
+}
+
+// twinStore opens a trace store in a temporary directory whose clock
+// reads an hour after t0 (closed when the test ends).
+func twinStore(t *testing.T, t0 time.Time) (*trace.Store, trace.StoreConfig) {
+	t.Helper()
+	cfg := trace.DefaultStoreConfig(filepath.Join(t.TempDir(), "trace.db"))
+	cfg.Now = func() time.Time { return t0.Add(time.Hour) }
+	store, err := trace.OpenStore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store, cfg
 }

@@ -167,6 +167,8 @@ func (v *view) scoreCandidates(m *sources.Model, p *sim.Pod, cand []int32, raw [
 		// reads them (as policy.Learned does): others keep their cached
 		// scores when a node's measurements move a step.
 		v.ext.UseTelemetry(m.ReadsTelemetry())
+		// dep_affinity reads partners of the model's GraphSAGE weights only
+		v.ext.UsePartnersOf(m.AffinityEncoder())
 	}
 	slots := ks.slots
 	stale, stamps := v.stale[:0], v.stamps[:0]

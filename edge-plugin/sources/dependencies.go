@@ -12,7 +12,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/edgesched/edgesched/kubefmt"
-	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -28,8 +27,10 @@ import (
 // replicas run. The same ConfigMap's service embeddings
 // (kubefmt.EmbeddingsConfigMapKey, optional) give each service's
 // partners, which the dep_affinity feature reads when their encoder is
-// the one the feature schema names (policy.AffinityEncoder; otherwise
-// dep_affinity is 0 and the log line says why). A graph or embeddings
+// the model's (the GraphSAGE weights its artifact carries, else
+// policy.AffinityEncoder; otherwise dep_affinity is 0:
+// policy.Extractor.UsePartnersOf) and they were written with the graph
+// (otherwise they are ignored here and the log line says why). A graph or embeddings
 // that do not decode are refused together (counted, logged) and the
 // last good pair stays; a deleted ConfigMap clears the graph.
 
@@ -43,7 +44,7 @@ var (
 	metricDependencyPartners = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      MetricsSubsystem,
 		Name:           "dependency_partners",
-		Help:           "Service partners (from the embeddings beside the dependency graph) in use: 0 without embeddings, or with embeddings of another encoder than the policy's or of another graph.",
+		Help:           "Service partners (from the embeddings beside the dependency graph) in use: 0 without embeddings or with embeddings of another graph; a model reads them only when they come from its GraphSAGE weights (their encoder ID).",
 		StabilityLevel: metrics.ALPHA,
 	})
 	metricDependencyUpdates = newFeedUpdates("dependency_graph_updates_total", "Dependency graph")
@@ -54,10 +55,11 @@ type DepGraph struct {
 	Version  uint64 // bumped on every change (package serving's converter's env key)
 	Services []string
 	Edges    []sim.Dependency
-	// Embeddings are the services' embeddings and partners when their
-	// encoder is policy.AffinityEncoder and they were written with this
-	// graph (nil otherwise); Encoder is the published encoder ("" without
-	// embeddings); Ignored says why published embeddings are not used.
+	// Embeddings are the services' embeddings and partners when they
+	// were written with this graph (nil otherwise; a model reads the
+	// partners only when Encoder is its own: policy.AffinityReader);
+	// Encoder is the published encoder ("" without embeddings); Ignored
+	// says why published embeddings are not used.
 	Embeddings *kubefmt.Embeddings
 	Encoder    string
 	Ignored    string
@@ -103,10 +105,7 @@ func (d *Dependencies) SetWith(g *kubefmt.DependencyGraph, emb *kubefmt.Embeddin
 	var encoder, ignored string
 	if emb != nil {
 		encoder = emb.Encoder
-		switch {
-		case encoder != policy.AffinityEncoder:
-			ignored = "another encoder than the policy's " + policy.AffinityEncoder
-		case !emb.Updated.Equal(g.Updated):
+		if !emb.Updated.Equal(g.Updated) {
 			// an agent of an older release rewrote the graph and kept
 			// the key (the leader's own stale check, agent/site)
 			ignored = "written with another graph (updated " + emb.Updated.Format(time.RFC3339) + ")"

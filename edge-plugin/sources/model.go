@@ -35,6 +35,16 @@ type Model struct {
 // score cache keys on the nodes' telemetry steps only then).
 func (m *Model) ReadsTelemetry() bool { return m.tel }
 
+// AffinityEncoder is the ID of the GraphSAGE weights whose partners the
+// model's dep_affinity reads: those its artifact carries, else the
+// shipped pair (quant.Artifact.AffinityEncoder).
+func (m *Model) AffinityEncoder() string {
+	if m.Header.Sage != nil {
+		return m.Header.Sage.ID
+	}
+	return policy.AffinityEncoder
+}
+
 // netReadsTelemetry reports whether n reads one of the telemetry features
 // (policy.FirstTelemetryFeature on), as policy.Learned decides for its own
 // cache.

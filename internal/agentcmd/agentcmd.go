@@ -145,7 +145,7 @@ func addFlags(fs *pflag.FlagSet, o *options) {
 	fs.IntVar(&o.traceMaxEvents, "trace-max-events", 1000000, "most events the site trace keeps")
 	fs.StringVar(&o.dependenciesConfigMap, "dependencies-configmap", kubefmt.DefaultDependenciesConfigMapName, "ConfigMap the site leader writes the service dependency graph into (EdgePolicy's dependenciesConfigMap): [NAMESPACE/]NAME (NAME alone: in --namespace); empty: not written")
 	fs.DurationVar(&o.dependenciesInterval, "dependencies-interval", time.Minute, "how often the site leader recomputes the service dependency graph from the trace (an unchanged graph is rewritten every 10 intervals)")
-	fs.BoolVar(&o.dependenciesEmbeddings, "dependencies-embeddings", false, "the site leader also writes GraphSAGE embeddings and partners of the graph's services into its ConfigMap (embeddings.json), from the shipped pre-trained encoder; the edge-sage model reads the partners (its dep_affinity feature)")
+	fs.BoolVar(&o.dependenciesEmbeddings, "dependencies-embeddings", false, "the site leader also writes GraphSAGE embeddings and partners of the graph's services into its ConfigMap (embeddings.json), with the GraphSAGE weights of the installed model (the shipped pre-trained pair until a model carries its own); the edge-sage model reads the partners (its dep_affinity feature)")
 	// -s/--server (the coordinator's NATS URL or the site's leaf node;
 	// required with --site), --context, --creds, --nkey, --tlsca, ...
 	o.natsFlags = natsflags.AddPFlags(fs, natsflags.Options{LegacyServerFlag: true})

@@ -206,13 +206,32 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 				return nil, fmt.Errorf("--dependencies-embeddings: %w", err)
 			}
 			dc.Encoder, dc.Decoder = p.Encoder, p.Decoder
-			log.Info("service embeddings on", "encoder", p.Encoder.ID())
+			log.Info("service embeddings on", "encoder", p.ID())
 		}
 		deps, err := site.NewDependencyPublisher(dc)
 		if err != nil {
 			return nil, fmt.Errorf("--dependencies-configmap: %w", err)
 		}
 		leader = append(leader, deps)
+		if o.dependenciesEmbeddings {
+			// embed with the GraphSAGE weights of the model the site runs
+			// (the one installed now, then each new one), so the partners
+			// are those its dep_affinity reads
+			useModelWeights := func() {
+				_, art, err := fl.InstalledInt8()
+				if errors.Is(err, flclient.ErrNoModel) {
+					return
+				}
+				if err == nil {
+					err = deps.SetWeights(art.Sage())
+				}
+				if err != nil {
+					log.Warn("service embeddings keep their GraphSAGE weights: the installed model's are not at hand", "err", err)
+				}
+			}
+			useModelWeights()
+			fl.OnModel(func(flclient.Installed) { useModelWeights() })
+		}
 	}
 
 	renew, retry := site.ScaledTimings(o.leaseDuration)

@@ -17,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -365,7 +366,20 @@ func ScenarioCalibration(ref string) (func(context.Context, *nn.Model) ([]float3
 		rc = engine.DefaultRunConfig(engine.Inflate)
 	}
 	rc.Seed = 9001
+	// the partners come from the candidate's GraphSAGE weights (a round
+	// trains them): the environment is annotated again when they change
+	var mu sync.Mutex
+	envID := env.PartnersEncoder
 	return func(ctx context.Context, m *nn.Model) ([]float32, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if w := m.SageWeights(); w != nil && w.ID() != envID && len(env.Edges) > 0 {
+			next, err := sage.NewEnvWith(l.Cluster, l.Workload, w)
+			if err != nil {
+				return nil, fmt.Errorf("calibration scenario with the model's GraphSAGE weights: %w", err)
+			}
+			env, envID = next, next.PartnersEncoder
+		}
 		rows, _, err := quant.CollectRows(ctx, env, m.Float(), []engine.RunConfig{rc}, 20000, 9001)
 		return rows, err
 	}, nil

@@ -39,14 +39,21 @@ type FloatScorer struct {
 	x, a1  []float32
 	// vector: the AVX2 kernel runs the rest (scoresAVX2)
 	vector bool
+	// affinity is the model's AffinityEncoder
+	affinity string
 }
+
+var _ policy.AffinityReader = (*FloatScorer)(nil)
+
+// AffinityEncoder implements policy.AffinityReader.
+func (f *FloatScorer) AffinityEncoder() string { return f.affinity }
 
 // NewFloatScorer returns a scorer over a private copy of m's network.
 func NewFloatScorer(m *Model) (*FloatScorer, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	f := &FloatScorer{m: &Model{Schema: m.Schema, Net: m.Net.Clone(), Meta: m.Meta, Decision: m.Decision}}
+	f := &FloatScorer{m: &Model{Schema: m.Schema, Net: m.Net.Clone(), Meta: m.Meta, Decision: m.Decision}, affinity: m.AffinityEncoder()}
 	f.lo, f.hi = m.Net.F, m.Net.F
 	for i := range f.m.Net.F {
 		switch {
@@ -156,7 +163,7 @@ func NewLearned(name string, m *Model, env *sim.Env) (*policy.Learned, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := policy.CheckPartners(env, sc); err != nil {
+	if err := policy.CheckPartners(env, sc, m.AffinityEncoder()); err != nil {
 		return nil, err
 	}
 	return policy.NewLearnedScorer(name, sc, m.Decision, env), nil

@@ -63,6 +63,9 @@ type ModelHeader struct {
 	// Sections after the parameters, each the size of the parameters
 	// (checkpoints: "adam_m", "adam_v").
 	Sections []string `json:"sections,omitempty"`
+	// Sage are the model's own GraphSAGE weights (Model.Sage; absent:
+	// none, as in every file before them).
+	Sage *policy.SageWeights `json:"sage,omitempty"`
 	// Meta records provenance: seed, config, training figures.
 	Meta    map[string]any `json:"meta,omitempty"`
 	Created time.Time      `json:"created"`
@@ -80,6 +83,90 @@ type Model struct {
 	Decision policy.Decision
 	// Created is when the model was written; zero for a fresh model.
 	Created time.Time
+	// Sage are GraphSAGE weights of the model's own (from a federated
+	// round, which trains them beside the network: Flat), nil for none:
+	// then a network that reads dep_affinity reads partners of the
+	// shipped weights (SageWeights).
+	Sage *policy.SageWeights
+}
+
+// SageWeights are the GraphSAGE weights the model's dep_affinity reads
+// partners of: its own (Sage), else the shipped ones
+// (policy.DefaultSage) when its network reads the feature, else nil.
+// Artifacts carry them (Float).
+func (m *Model) SageWeights() *policy.SageWeights {
+	switch {
+	case m.Sage != nil:
+		return m.Sage
+	case m.Net.ReadsInput(policy.AffinityFeature):
+		return policy.DefaultSage()
+	}
+	return nil
+}
+
+// OwnSage is m.Sage unless reading a file without weights would give
+// the same (the shipped pair, on a network that reads dep_affinity):
+// what model files and ONNX exports write, so a file of the shipped
+// pair is the bytes it was before models carried weights.
+func (m *Model) OwnSage() *policy.SageWeights {
+	if m.Sage != nil && m.Net.ReadsInput(policy.AffinityFeature) && m.Sage.ID() == policy.AffinityEncoder {
+		return nil
+	}
+	return m.Sage
+}
+
+// AffinityEncoder is the ID of SageWeights ("" without them).
+func (m *Model) AffinityEncoder() string {
+	if w := m.SageWeights(); w != nil {
+		return w.ID()
+	}
+	return ""
+}
+
+// Flat returns what federated updates carry, as one vector: the
+// network's parameters (Net.Flat), then those of the model's own
+// GraphSAGE weights (policy.SageWeights.Flat).
+func (m *Model) Flat() []float32 {
+	out := m.Net.Flat()
+	if m.Sage != nil {
+		out = m.Sage.Flat(out)
+	}
+	return out
+}
+
+// NumParams is the length of Flat.
+func (m *Model) NumParams() int {
+	n := m.Net.NumParams()
+	if m.Sage != nil {
+		n += m.Sage.NumParams()
+	}
+	return n
+}
+
+// AddFlat adds scale * delta (in Flat's layout) to the parameters.
+func (m *Model) AddFlat(delta []float32, scale float32) error {
+	if len(delta) != m.NumParams() {
+		return fmt.Errorf("%w: delta of %d values for a model of %d parameters", policy.ErrShape, len(delta), m.NumParams())
+	}
+	k := m.Net.NumParams()
+	if err := m.Net.AddFlat(delta[:k], scale); err != nil {
+		return err
+	}
+	if m.Sage != nil {
+		return m.Sage.AddFlat(delta[k:], scale)
+	}
+	return nil
+}
+
+// Clone returns a deep copy of the network and the GraphSAGE weights
+// (Meta is shared).
+func (m *Model) Clone() *Model {
+	c := *m
+	c.Net = m.Net.Clone()
+	if m.Sage != nil {
+		c.Sage = m.Sage.Clone()
+	}
+	return &c
 }
 
 // Validate checks the schema and the network's parameters (shapes and
@@ -97,6 +184,11 @@ func (m *Model) Validate() error {
 	for i, a := range m.Net.Act {
 		if a != ReLU && a != Tanh {
 			return fmt.Errorf("%w: hidden layer %d has %v", policy.ErrShape, i+1, a)
+		}
+	}
+	if m.Sage != nil {
+		if err := m.Sage.Validate(); err != nil {
+			return err
 		}
 	}
 	shapes := policy.Shapes(m.Net.F, m.Net.H1, m.Net.H2, m.Net.HC)
@@ -122,7 +214,7 @@ func Encode(w io.Writer, m *Model, kind string, sections map[string]*Net, state 
 	h := ModelHeader{
 		Format: FormatVersion, Kind: kind, SchemaID: m.Schema.ID, SchemaHash: m.Schema.Hash(),
 		Layers:     policy.Layers{F: m.Net.F, H1: m.Net.H1, H2: m.Net.H2, HC: m.Net.HC},
-		Activation: "relu", DType: "float32", Decision: m.Decision, Meta: m.Meta, Created: m.Created, State: state,
+		Activation: "relu", DType: "float32", Decision: m.Decision, Sage: m.OwnSage(), Meta: m.Meta, Created: m.Created, State: state,
 	}
 	h.Schema.Names, h.Schema.Mean, h.Schema.Std = m.Schema.Names, m.Schema.Mean, m.Schema.Std
 	if !m.Net.AllReLU() {
@@ -258,7 +350,12 @@ func Decode(b []byte) (*Decoded, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Schema: schema, Net: net, Meta: h.Meta, Decision: h.Decision, Created: h.Created}
+	m := &Model{Schema: schema, Net: net, Meta: h.Meta, Decision: h.Decision, Created: h.Created, Sage: h.Sage}
+	if m.Sage == nil && net.ReadsInput(policy.AffinityFeature) {
+		// a file without weights of its own reads the shipped ones'
+		// partners: they travel with it from here (artifacts, rounds)
+		m.Sage = policy.DefaultSage()
+	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrModel, err)
 	}
@@ -311,6 +408,7 @@ func (m *Model) Float() *policy.FloatModel {
 	f := &policy.FloatModel{Schema: m.Schema, Decision: m.Decision,
 		Layers: policy.Layers{F: m.Net.F, H1: m.Net.H1, H2: m.Net.H2, HC: m.Net.HC},
 		Act:    [2]string{m.Net.Act[0].String(), m.Net.Act[1].String()},
+		Sage:   m.Sage,
 		NewScorer: func() (policy.Scorer, error) {
 			sc, err := NewFloatScorer(m)
 			if err != nil {
@@ -348,6 +446,9 @@ func FromFloat(f *policy.FloatModel, meta map[string]any) (*Model, error) {
 		copy(p.Values(), f.Params[i])
 	}
 	m := &Model{Schema: f.Schema, Net: net, Meta: meta, Decision: f.Decision}
+	if f.Sage != nil {
+		m.Sage = f.Sage.Clone()
+	}
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}

@@ -42,6 +42,10 @@ const (
 	MetaDecision     = "edgesched.decision"      // JSON, policy.Decision
 	MetaMeta         = "edgesched.meta"          // JSON object, the model's provenance
 	MetaCreated      = "edgesched.created"       // RFC 3339 with nanoseconds
+	// MetaSage holds the model's GraphSAGE weights (policy.EncodeSage's
+	// JSON) when it carries them: the graph does not compute them (the
+	// site leader runs them), but its dep_affinity reads their partners.
+	MetaSage = "edgesched.sage"
 )
 
 // ExportOptions choose what Export writes. The zero value writes the
@@ -112,6 +116,13 @@ func Export(m *nn.Model, opt ExportOptions) (*onnxpb.ModelProto, error) {
 		meta = append(meta, kv(MetaMeta, string(mb)))
 	}
 	meta = append(meta, kv(MetaCreated, m.Created.Format(time.RFC3339Nano)))
+	if w := m.OwnSage(); w != nil {
+		sb, err := policy.EncodeSage(w)
+		if err != nil {
+			return nil, fmt.Errorf("onnx export: GraphSAGE weights: %w", err)
+		}
+		meta = append(meta, kv(MetaSage, string(sb)))
+	}
 	pv := opt.ProducerVersion
 	if pv == "" {
 		pv = "dev"

@@ -195,7 +195,7 @@ func Import(mp *onnxpb.ModelProto, opt ImportOptions) (*Imported, error) {
 	if err := meta.checkSchema(schema, opt); err != nil {
 		return nil, err
 	}
-	m := &nn.Model{Schema: schema, Net: net, Meta: meta.meta, Decision: meta.decision, Created: meta.created}
+	m := &nn.Model{Schema: schema, Net: net, Meta: meta.meta, Decision: meta.decision, Created: meta.created, Sage: meta.sage}
 	if meta.meta == nil {
 		m.Meta = map[string]any{"imported_from": "onnx", "onnx_producer": producer(mp)}
 		if critic == nil {
@@ -296,6 +296,7 @@ type fileMeta struct {
 	meta                 map[string]any
 	created              time.Time
 	dated                bool
+	sage                 *policy.SageWeights
 }
 
 func metadata(mp *onnxpb.ModelProto) (*fileMeta, error) {
@@ -324,6 +325,8 @@ func metadata(mp *onnxpb.ModelProto) (*fileMeta, error) {
 		case MetaCreated:
 			fm.created, err = time.Parse(time.RFC3339Nano, v)
 			fm.dated = err == nil
+		case MetaSage:
+			fm.sage, err = policy.DecodeSage([]byte(v))
 		default:
 			if strings.HasPrefix(k, "edgesched.") {
 				err = fmt.Errorf("unknown key (a newer edgesched?)")

@@ -224,3 +224,45 @@ func importOutside(t *testing.T, mp *onnxpb.ModelProto) *Imported {
 func bytesContains(err error, s string) bool {
 	return err != nil && bytes.Contains([]byte(err.Error()), []byte(s))
 }
+
+// TestRoundTripSage: a model's own GraphSAGE weights (a federated round
+// trained them) travel in the file's metadata and come back bit for bit
+// under their ID; the shipped pair is not written (reading a file without
+// weights gives it back).
+func TestRoundTripSage(t *testing.T) {
+	m, err := models.Load("edge-sage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Sage == nil || m.Sage.ID() != policy.AffinityEncoder || m.OwnSage() != nil {
+		t.Fatalf("edge-sage's weights: %v", m.Sage)
+	}
+	own := m.Clone()
+	own.Sage.Decoder[5] -= 0.25
+	for _, tc := range []struct {
+		name string
+		m    *nn.Model
+		want string
+		meta bool
+	}{{"shipped pair", m, policy.AffinityEncoder, false}, {"own weights", own, own.Sage.ID(), true}} {
+		mp, err := Export(tc.m, ExportOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		has := false
+		for _, e := range mp.MetadataProps {
+			has = has || e.GetKey() == MetaSage
+		}
+		back, err := Decode(marshal(t, mp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		imp, err := Import(back, DefaultImportOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if has != tc.meta || imp.Model.AffinityEncoder() != tc.want {
+			t.Errorf("%s: metadata %v (want %v), imported weights %s, want %s", tc.name, has, tc.meta, imp.Model.AffinityEncoder(), tc.want)
+		}
+	}
+}

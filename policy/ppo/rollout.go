@@ -331,7 +331,11 @@ func newTeacher(bc BCConfig, env *sim.Env, seed uint64) (sim.Policy, error) {
 // runEpisode runs one episode on env with the actor's network and mode.
 func runEpisode(ctx context.Context, env *sim.Env, net *nn.Net, schema policy.Schema, mode actMode, bc BCConfig, rcfg engine.RunConfig, w Reward, actSeed uint64, record bool, warmUntil float64) (*episode, error) {
 	ep := &episode{}
-	a := &actor{net: net, schema: schema, ext: policy.NewExtractor(env), rng: rand.New(rand.NewPCG(actSeed, 0xac7)), mode: mode, ep: ep, record: record, warm: warmUntil > 0, warmUntil: warmUntil, recordFrom: bc.RecordFrom, topK: bc.RecordTopK, soft: bc.SoftTargets}
+	ext := policy.NewExtractor(env)
+	// the trainer annotates its environments with the model's own
+	// GraphSAGE weights (trainer.sage): their partners are the model's
+	ext.UsePartnersOf(env.PartnersEncoder)
+	a := &actor{net: net, schema: schema, ext: ext, rng: rand.New(rand.NewPCG(actSeed, 0xac7)), mode: mode, ep: ep, record: record, warm: warmUntil > 0, warmUntil: warmUntil, recordFrom: bc.RecordFrom, topK: bc.RecordTopK, soft: bc.SoftTargets}
 	if mode == actTeacher || a.warm {
 		t, err := newTeacher(bc, env, actSeed)
 		if err != nil {

@@ -102,7 +102,11 @@ type Result struct {
 }
 
 type trainer struct {
-	cfg      Config
+	cfg Config
+	// sage are the initial model's own GraphSAGE weights (nn.Model.Sage;
+	// nil: the shipped ones): the environments' partners come from them,
+	// and every model made keeps them (PPO does not train them).
+	sage     *policy.SageWeights
 	exclude  []bool // inputs the network does not read (NetConfig.Exclude)
 	log      *slog.Logger
 	base     *sim.Env // the whole cluster or scenario, for evaluation
@@ -162,6 +166,9 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	t := &trainer{cfg: cfg, log: log, start: time.Now(), progress: opt.Progress, memEnv: opt.env}
+	if opt.Init != nil {
+		t.sage = opt.Init.Sage
+	}
 	var err error
 	if t.exclude, err = policy.ExcludeMask(cfg.Net.Exclude); err != nil {
 		return nil, err
@@ -273,7 +280,11 @@ func (t *trainer) model(net *nn.Net) *nn.Model {
 		meta["eval_value"] = t.bestVal
 		meta["eval_seeds"] = t.cfg.Eval.Seeds
 	}
-	return &nn.Model{Schema: t.schema, Net: net, Meta: meta}
+	m := &nn.Model{Schema: t.schema, Net: net, Meta: meta}
+	if t.sage != nil {
+		m.Sage = t.sage.Clone()
+	}
+	return m
 }
 
 func (t *trainer) loadEnv() error {
@@ -287,7 +298,7 @@ func (t *trainer) loadEnv() error {
 		if err != nil {
 			return err
 		}
-		env, err := sage.NewEnv(l.Cluster, l.Workload)
+		env, err := sage.NewEnvWith(l.Cluster, l.Workload, t.sage)
 		if err != nil {
 			return err
 		}
@@ -332,7 +343,7 @@ func (t *trainer) episodeEnv(s uint64, frac float64) (*sim.Env, error) {
 		if err != nil {
 			return nil, err
 		}
-		return sage.NewEnv(l.Cluster, l.Workload)
+		return sage.NewEnvWith(l.Cluster, l.Workload, t.sage)
 	}
 	if frac == 0 {
 		frac = e.NodeFraction
@@ -847,7 +858,7 @@ func (t *trainer) evalEnv(seed uint64) (*sim.Env, error) {
 		if err != nil {
 			return nil, err
 		}
-		if env, err = sage.NewEnv(l.Cluster, l.Workload); err != nil {
+		if env, err = sage.NewEnvWith(l.Cluster, l.Workload, t.sage); err != nil {
 			return nil, err
 		}
 	}

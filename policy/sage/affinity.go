@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 
+	"github.com/edgesched/edgesched/policy"
+
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
 	"github.com/edgesched/edgesched/sim/scenario"
@@ -65,25 +67,17 @@ func TrainingGraphs() ([]*Graph, error) {
 	return out, nil
 }
 
-var (
-	defaultOnce sync.Once
-	defaultEnc  *Pretrained
-	defaultErr  error
-)
-
 // Default is the encoder and decoder DefaultPretrainConfig trains on
-// TrainingGraphs, as shipped in default-encoder.json (decoded once per
-// process). It is read, not retrained, so every program on every
-// architecture runs the same weights (a compiler may fuse multiply-adds
-// on some targets, and pretraining there would end a few bits away,
-// under another Encoder.ID); TestDefaultIsPretrained retrains it on
-// amd64 and checks the file bit for bit.
-func Default() (*Pretrained, error) {
-	defaultOnce.Do(func() {
-		defaultEnc, defaultErr = DecodePretrained(defaultFile)
-	})
-	return defaultEnc, defaultErr
-}
+// TrainingGraphs, as shipped (policy.DefaultSage, ID
+// policy.AffinityEncoder). It is read, not retrained, so every program on
+// every architecture runs the same weights (a compiler may fuse
+// multiply-adds on some targets, and pretraining there would end a few
+// bits away, under another ID); TestDefaultIsPretrained retrains it on
+// amd64 and checks the file bit for bit. Every caller shares one
+// (decoded once per process): do not change its weights.
+func Default() (*Pretrained, error) { return defaultPretrained() }
+
+var defaultPretrained = sync.OnceValues(func() (*Pretrained, error) { return FromWeights(policy.DefaultSage()) })
 
 // AffinityFactory is an experimental simulator policy for measuring what
 // the embeddings tell a placement beyond one hop: dep-load (the call rate

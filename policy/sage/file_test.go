@@ -3,6 +3,7 @@ package sage
 import (
 	"context"
 	"errors"
+	"github.com/edgesched/edgesched/policy"
 	"os"
 	"runtime"
 	"strings"
@@ -30,25 +31,37 @@ func TestDefaultIsPretrained(t *testing.T) {
 		t.Fatal(err)
 	}
 	if os.Getenv("SAGE_WRITE_DEFAULT") == "1" {
-		if err := os.WriteFile("default-encoder.json", b, 0o644); err != nil {
+		if err := os.WriteFile(defaultPath, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("wrote default-encoder.json (%d bytes, encoder %s)", len(b), p.Encoder.ID())
+		t.Logf("wrote %s (%d bytes, encoder and decoder %s)", defaultPath, len(b), p.ID())
 		return
 	}
-	if string(b) != string(defaultFile) {
-		t.Fatal("default-encoder.json is not what pretraining computes: SAGE_WRITE_DEFAULT=1 go test -run TestDefaultIsPretrained ./policy/sage rewrites it (and a new encoder needs a new feature schema)")
+	if string(b) != string(defaultFile(t)) {
+		t.Fatalf("%s is not what pretraining computes: SAGE_WRITE_DEFAULT=1 go test -run TestDefaultIsPretrained ./policy/sage rewrites it (and new weights need a new policy.AffinityEncoder)", defaultPath)
 	}
 	d, err := Default()
-	if err != nil || d.Encoder.ID() != p.Encoder.ID() {
-		t.Fatalf("Default: %v, encoder %v; pretrained %s", err, d, p.Encoder.ID())
+	if err != nil || d.ID() != p.ID() || p.ID() != policy.AffinityEncoder {
+		t.Fatalf("Default: %v, weights %v; pretrained %s, policy.AffinityEncoder %s", err, d, p.ID(), policy.AffinityEncoder)
 	}
+}
+
+// defaultPath is the shipped weights' file (policy.DefaultSage).
+const defaultPath = "../sage-default.json"
+
+func defaultFile(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile(defaultPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // TestDecodePretrainedRefuses: damaged files are refused with
 // ErrPretrained, naming the problem.
 func TestDecodePretrainedRefuses(t *testing.T) {
-	good := string(defaultFile)
+	good := string(defaultFile(t))
 	for name, c := range map[string]struct{ in, want string }{
 		"empty":           {"", "EOF"},
 		"not JSON":        {"{", "unexpected EOF"},
@@ -70,7 +83,7 @@ func TestDecodePretrainedRefuses(t *testing.T) {
 // FuzzDecodePretrained: no input panics; what decodes encodes to a file
 // that decodes to the same encoder.
 func FuzzDecodePretrained(f *testing.F) {
-	f.Add(defaultFile)
+	f.Add(defaultFile(f))
 	f.Add([]byte(`{"format":1,"encoder":{"hidden":1,"dim":1,"layers":1,"fanouts":[1],"seed":1},"params":[[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],[0]],"decoder":null,"scale":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := DecodePretrained(b)
@@ -85,7 +98,7 @@ func FuzzDecodePretrained(f *testing.F) {
 			t.Fatal(err)
 		}
 		q, err := DecodePretrained(again)
-		if err != nil || q.Encoder.ID() != p.Encoder.ID() {
+		if err != nil || q.ID() != p.ID() {
 			t.Fatalf("round trip: %v", err)
 		}
 	})

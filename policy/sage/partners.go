@@ -110,20 +110,26 @@ func Publish(enc *Encoder, dec *Decoder, id string, g *Graph, updated time.Time)
 // resolution the scheduler plugin uses (policy.PartnersOf), so the
 // simulator's dep_affinity is the scheduler's. An env without calls is
 // left as it is. Call it before any run on env starts.
-func Annotate(env *sim.Env) error {
+func Annotate(env *sim.Env) error { return AnnotateWith(env, nil) }
+
+// AnnotateWith is Annotate with the GraphSAGE weights w (a model's own,
+// nn.Model.Sage; nil: Default's).
+func AnnotateWith(env *sim.Env, w *policy.SageWeights) error {
 	if len(env.Edges) == 0 {
 		return nil
 	}
 	p, err := Default()
+	if w != nil {
+		p, err = FromWeights(w)
+	}
 	if err != nil {
 		return fmt.Errorf("service partners: %w", err)
 	}
-	edges := make([]kubefmt.DependencyEdge, len(env.Edges))
-	for i, e := range env.Edges {
-		edges[i] = kubefmt.DependencyEdge{From: env.Services[e.From], To: env.Services[e.To], CallsPerSecond: e.Rate}
+	if p.Decoder == nil {
+		return fmt.Errorf("service partners: %w: the GraphSAGE weights %s have no decoder", ErrConfig, p.ID())
 	}
-	id := p.Encoder.ID()
-	pub, err := Publish(p.Encoder, p.Decoder, id, FromDependencies(edges), time.Time{})
+	id := p.ID()
+	pub, err := Publish(p.Encoder, p.Decoder, id, CallsOf(env), time.Time{})
 	if err != nil {
 		return fmt.Errorf("service partners: %w", err)
 	}
@@ -131,14 +137,28 @@ func Annotate(env *sim.Env) error {
 	return nil
 }
 
+// CallsOf is the graph of env's calls as the site leader sees them
+// (FromDependencies: the calls alone).
+func CallsOf(env *sim.Env) *Graph {
+	edges := make([]kubefmt.DependencyEdge, len(env.Edges))
+	for i, e := range env.Edges {
+		edges[i] = kubefmt.DependencyEdge{From: env.Services[e.From], To: env.Services[e.To], CallsPerSecond: e.Rate}
+	}
+	return FromDependencies(edges)
+}
+
 // NewEnv is sim.NewEnv (default options) and Annotate: the environment
 // of a cluster and a workload with its services' partners.
-func NewEnv(c *sim.Cluster, w *sim.Workload) (*sim.Env, error) {
+func NewEnv(c *sim.Cluster, w *sim.Workload) (*sim.Env, error) { return NewEnvWith(c, w, nil) }
+
+// NewEnvWith is NewEnv with partners from the GraphSAGE weights sw (nil:
+// Default's; AnnotateWith).
+func NewEnvWith(c *sim.Cluster, w *sim.Workload, sw *policy.SageWeights) (*sim.Env, error) {
 	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
 	if err != nil {
 		return nil, err
 	}
-	if err := Annotate(env); err != nil {
+	if err := AnnotateWith(env, sw); err != nil {
 		return nil, err
 	}
 	return env, nil

@@ -12,15 +12,21 @@ import (
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
-// TestDefaultIsTheSchemasEncoder: the features' dep_affinity is defined
-// on Default's encoder; a change of encoder must come with a new schema.
+// TestDefaultIsTheSchemasEncoder: a model without GraphSAGE weights of
+// its own reads partners of Default's encoder and decoder
+// (policy.AffinityEncoder); the ID of the pair covers the decoder, and
+// the encoder's alone is another (what embeddings without partners are
+// published under).
 func TestDefaultIsTheSchemasEncoder(t *testing.T) {
 	p, err := Default()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id := p.Encoder.ID(); id != policy.AffinityEncoder {
-		t.Fatalf("Default's encoder is %s, the schema names %s: a new encoder needs a new feature schema (policy.SchemaID) and retrained models", id, policy.AffinityEncoder)
+	if id := p.ID(); id != policy.AffinityEncoder {
+		t.Fatalf("Default's encoder and decoder are %s, the schema names %s: new shipped weights need a new policy.AffinityEncoder (and models trained on them)", id, policy.AffinityEncoder)
+	}
+	if id := p.Encoder.ID(); id == policy.AffinityEncoder {
+		t.Fatalf("the encoder alone has the pair's ID %s: the ID must cover the decoder", id)
 	}
 }
 
@@ -146,7 +152,7 @@ func TestAnnotate(t *testing.T) {
 	if with < len(env.Edges)/2 {
 		t.Fatalf("%d services with partners for %d calls", with, len(env.Edges))
 	}
-	if err := policy.CheckPartners(env, nil); err != nil {
+	if err := policy.CheckPartners(env, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 }

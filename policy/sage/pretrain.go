@@ -176,6 +176,26 @@ func Pretrain(ctx context.Context, graphs []*Graph, cfg PretrainConfig, progress
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	tgs, err := compileTraining(graphs)
+	if err != nil {
+		return nil, err
+	}
+	rng := initRand(cfg)
+	enc, err := New(cfg.Encoder, rng)
+	if err != nil {
+		return nil, err
+	}
+	dec := newDecoder(cfg.Encoder.Dim, cfg.Bilinear)
+	dec.Scale = cfg.Scale
+	if err := fit(ctx, tgs, cfg, enc, dec, rng, progress); err != nil {
+		return nil, err
+	}
+	return &Pretrained{Encoder: enc, Decoder: dec}, nil
+}
+
+// compileTraining compiles the training graphs; each must have a call
+// between two services.
+func compileTraining(graphs []*Graph) ([]trainGraph, error) {
 	if len(graphs) == 0 {
 		return nil, fmt.Errorf("%w: no training graphs", ErrConfig)
 	}
@@ -190,13 +210,12 @@ func Pretrain(ctx context.Context, graphs []*Graph, cfg PretrainConfig, progress
 			return nil, fmt.Errorf("%w: training graph %d has no call between two services", ErrGraph, i)
 		}
 	}
-	rng := initRand(cfg)
-	enc, err := New(cfg.Encoder, rng)
-	if err != nil {
-		return nil, err
-	}
-	dec := newDecoder(cfg.Encoder.Dim, cfg.Bilinear)
-	dec.Scale = cfg.Scale
+	return tgs, nil
+}
+
+// fit trains enc and dec in place on tgs for cfg.Epochs epochs (one Adam
+// step per graph), drawing the order and the negatives from rng.
+func fit(ctx context.Context, tgs []trainGraph, cfg PretrainConfig, enc *Encoder, dec *Decoder, rng *rand.Rand, progress func(EpochStat)) error {
 	grads := enc.Net.Clone()
 	dM := make([]float32, len(dec.M))
 	params := [][]float32{dec.M}
@@ -216,13 +235,13 @@ func Pretrain(ctx context.Context, graphs []*Graph, cfg PretrainConfig, progress
 		var sum float64
 		for _, gi := range order {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return err
 			}
 			grads.Zero()
 			clear(dM)
 			loss, err := linkStep(enc, dec, &tgs[gi], cfg, uint64(ep)+1, rng, grads, dM)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			sum += loss
 			opt.apply(params, gs, cfg.LR)
@@ -230,6 +249,33 @@ func Pretrain(ctx context.Context, graphs []*Graph, cfg PretrainConfig, progress
 		if progress != nil {
 			progress(EpochStat{Epoch: ep + 1, Loss: sum / float64(len(tgs))})
 		}
+	}
+	return nil
+}
+
+// FineTune continues the link-prediction training of p on graphs (a
+// site's observed call graph) with cfg's epochs, learning rate,
+// negatives and seed; the encoder's shape, the decoder's kind and the
+// scale stay p's (cfg's are ignored). p is not changed: the result is a
+// trained copy. It is how a site trains the GraphSAGE weights a model
+// carries in a federated round (agent/site's TwinTrainer).
+func FineTune(ctx context.Context, p *Pretrained, graphs []*Graph, cfg PretrainConfig, progress func(EpochStat)) (*Pretrained, error) {
+	if p == nil || p.Decoder == nil {
+		return nil, fmt.Errorf("%w: fine-tuning needs an encoder with its decoder", ErrConfig)
+	}
+	cfg.Encoder = Config{Hidden: p.Encoder.Net.H, Dim: p.Encoder.Net.D, Layers: p.Encoder.Net.Layers, Fanouts: p.Encoder.Fanouts, Seed: p.Encoder.Seed}
+	cfg.Bilinear, cfg.Scale, cfg.FrozenEncoder = p.Decoder.M != nil, p.Decoder.Scale, false
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tgs, err := compileTraining(graphs)
+	if err != nil {
+		return nil, err
+	}
+	enc := p.Encoder.Clone()
+	dec := &Decoder{D: p.Decoder.D, M: append([]float32(nil), p.Decoder.M...), Scale: p.Decoder.Scale}
+	if err := fit(ctx, tgs, cfg, enc, dec, initRand(cfg), progress); err != nil {
+		return nil, err
 	}
 	return &Pretrained{Encoder: enc, Decoder: dec}, nil
 }

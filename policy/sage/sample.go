@@ -4,11 +4,12 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 )
 
 // MaxFanout bounds a layer's sampled neighbours.
-const MaxFanout = 1024
+const MaxFanout = policy.MaxSageFanout
 
 // aggregators returns one mean aggregator per fan-out: a service with at
 // most fanout neighbours averages all of them weighted by call rate (all

@@ -2,43 +2,12 @@ package sage
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/edgesched/edgesched/kubefmt"
 )
-
-// ID identifies the encoder: "sage-" and 16 hex digits of a SHA-256 over
-// its shape, fan-outs, seed and weights. Embeddings carry it
-// (kubefmt.Embeddings.Encoder) so a reader uses them only with the model
-// trained on the same encoder.
-func (e *Encoder) ID() string {
-	h := sha256.New()
-	var b [8]byte
-	put := func(v uint64) {
-		binary.LittleEndian.PutUint64(b[:], v)
-		h.Write(b[:])
-	}
-	for _, v := range []int{e.Net.F, e.Net.H, e.Net.D, e.Net.Layers} {
-		put(uint64(v))
-	}
-	put(uint64(len(e.Fanouts)))
-	for _, f := range e.Fanouts {
-		put(uint64(f))
-	}
-	put(e.Seed)
-	for _, p := range e.Net.Params() {
-		for _, v := range p.Values() {
-			put(uint64(math.Float32bits(v)))
-		}
-	}
-	return "sage-" + hex.EncodeToString(h.Sum(nil)[:8])
-}
 
 // FromDependencies is the graph of a published dependency graph: a
 // service per name an edge gives, replicas, requests and placement

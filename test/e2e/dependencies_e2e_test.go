@@ -73,7 +73,7 @@ func (r *edgeRun) dependenciesBeyondOneHop(ctx context.Context, ns string, args 
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	pub, err := sage.Publish(pre.Encoder, pre.Decoder, pre.Encoder.ID(), sage.FromDependencies(g.Edges), g.Updated)
+	pub, err := sage.Publish(pre.Encoder, pre.Decoder, pre.ID(), sage.FromDependencies(g.Edges), g.Updated)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/kubefmt"
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/sim"
 )
@@ -22,8 +23,9 @@ import (
 // --site against the real apiserver, an embedded NATS server and the
 // real coordinator: every site flag the chart passes is parsed and
 // validated, the agent takes the site Lease, installs the coordinator's
-// model into the scheduler's ConfigMap, publishes the dependency graph,
-// exports its leader metric, and on SIGTERM stops with status 0 and
+// model into the scheduler's ConfigMap, publishes the dependency graph
+// with embeddings of the GraphSAGE weights that model carries (signed by
+// the coordinator with it), exports its leader metric, and on SIGTERM stops with status 0 and
 // releases the Lease. (The other site tests run the site components
 // in-process; a missing default once kept the binary from starting
 // with --site at all.)
@@ -47,7 +49,13 @@ func siteAgentProcess(t *testing.T, cp *ControlPlane) {
 	}
 	cfg := fltest.CoordinatorConfig(t.TempDir(), reg, coordKey)
 	cfg.Calibrate = fltest.NormalRows(200, 7)
-	fltest.RunCoordinator(t, srv.ClientURL(), cfg, fltest.SmallModel(t, 1))
+	// the model carries GraphSAGE weights of its own (as after a round
+	// that trained them): the leader must embed with those
+	model := fltest.SmallModel(t, 1)
+	model.Sage = policy.DefaultSage()
+	model.Sage.Decoder[0] += 0.5
+	ownID := model.Sage.ID()
+	fltest.RunCoordinator(t, srv.ClientURL(), cfg, model)
 
 	if _, err := cp.Client.CoreV1().Nodes().Create(ctx, NodeObject(sim.NodeSpec{Name: node, CPU: 8000, Memory: 16384}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -58,7 +66,7 @@ func siteAgentProcess(t *testing.T, cp *ControlPlane) {
 	}
 	a := startAgent(t, bin, cp.Dir, kubeconfig, node, "--no-ebpf", "--data", filepath.Join(dir, "data"),
 		"--site", siteID, "--namespace", siteNamespace, "--server", srv.ClientURL(), "--site-key", siteKeyFile,
-		"--model-keys", keyDir, "--lease-duration", "4s", "--dependencies-interval", "1s")
+		"--model-keys", keyDir, "--lease-duration", "4s", "--dependencies-interval", "1s", "--dependencies-embeddings")
 
 	cms := cp.Client.CoreV1().ConfigMaps(siteNamespace)
 	holder := func() string {
@@ -91,6 +99,9 @@ func siteAgentProcess(t *testing.T, cp *ControlPlane) {
 		if art.Header.DType != quant.Int8 {
 			return false, fmt.Sprintf("dtype %s", art.Header.DType)
 		}
+		if art.AffinityEncoder() != ownID {
+			t.Fatalf("the installed int8 model's GraphSAGE weights are %s, the coordinator's model carries %s", art.AffinityEncoder(), ownID)
+		}
 		t.Logf("model version %d (%s) installed by %s", art.Header.Version, art.Header.ModelID[:12], cm.Annotations)
 		return true, ""
 	})
@@ -107,7 +118,16 @@ func siteAgentProcess(t *testing.T, cp *ControlPlane) {
 		if cm.Labels["edgesched.io/site"] != siteID || cm.Annotations["edgesched.io/agent"] != node {
 			return false, fmt.Sprintf("labels %v, annotations %v", cm.Labels, cm.Annotations)
 		}
-		return g.Version == kubefmt.DependencyGraphVersion, fmt.Sprintf("%d edges", len(g.Edges))
+		if g.Version != kubefmt.DependencyGraphVersion {
+			return false, fmt.Sprintf("graph version %d", g.Version)
+		}
+		// the leader embeds with the installed model's weights (it may
+		// have written the shipped pair's before the model arrived)
+		emb, err := kubefmt.DecodeEmbeddings([]byte(cm.Data[kubefmt.EmbeddingsConfigMapKey]))
+		if err != nil {
+			return false, "embeddings: " + err.Error()
+		}
+		return emb.Encoder == ownID && emb.Version == kubefmt.EmbeddingsVersion, fmt.Sprintf("%d edges, embeddings of %s version %d (want %s)", len(g.Edges), emb.Encoder, emb.Version, ownID)
 	})
 	m, err := scrapeMetrics(ctx, a.metrics+"/metrics", "")
 	if err != nil {

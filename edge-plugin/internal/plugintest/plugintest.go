@@ -543,11 +543,18 @@ func GraphOf(t testing.TB, edges ...kubefmt.DependencyEdge) (*kubefmt.Dependency
 // time as GraphOf's graph is.
 func EmbeddingsOf(t testing.TB, edges ...kubefmt.DependencyEdge) *kubefmt.Embeddings {
 	t.Helper()
-	pre, err := sage.Default()
+	return EmbeddingsWith(t, policy.DefaultSage(), edges...)
+}
+
+// EmbeddingsWith is EmbeddingsOf with the GraphSAGE weights w (a model's
+// own), under their ID.
+func EmbeddingsWith(t testing.TB, w *policy.SageWeights, edges ...kubefmt.DependencyEdge) *kubefmt.Embeddings {
+	t.Helper()
+	pre, err := sage.FromWeights(w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := sage.Publish(pre.Encoder, pre.Decoder, pre.Encoder.ID(), sage.FromDependencies(edges), time.Time{})
+	pub, err := sage.Publish(pre.Encoder, pre.Decoder, pre.ID(), sage.FromDependencies(edges), time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -189,7 +189,7 @@ func learnedFactory(name string, opt quant.DecodeOptions) (sim.Factory, error) {
 			c.Decision = policy.Decision{}
 			m = &c
 		}
-		return nn.Factory(name, m)
+		return ownPartners(nn.Factory(name, m), m.Sage)
 	}
 	if strings.HasSuffix(ref, ".esa") {
 		a, err := quant.ReadFile(ref, opt)
@@ -207,7 +207,7 @@ func learnedFactory(name string, opt quant.DecodeOptions) (sim.Factory, error) {
 			if err != nil {
 				return sim.Factory{}, err
 			}
-			return quant.Factory(name, n), nil
+			return ownPartners(quant.Factory(name, n), a.Sage()), nil
 		}
 		m, err := nn.FromArtifact(a)
 		if err != nil {
@@ -227,6 +227,36 @@ func learnedFactory(name string, opt quant.DecodeOptions) (sim.Factory, error) {
 		return sim.Factory{}, err
 	}
 	return model(d.Model), nil
+}
+
+// ownPartners runs f on a copy of each environment whose partners come
+// from w, the model's own GraphSAGE weights (a federated round trained
+// them), when they are not the shipped pair the input was annotated with
+// (LoadInput: sage.NewEnv); the copy shares everything else.
+func ownPartners(f sim.Factory, w *policy.SageWeights) sim.Factory {
+	if w == nil || w.ID() == policy.AffinityEncoder {
+		return f
+	}
+	return sim.Factory{Name: f.Name, New: func(env *sim.Env) (sim.Policy, error) {
+		own := *env
+		if err := PartnersFor(&own, w); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Name, err)
+		}
+		return f.New(&own)
+	}}
+}
+
+// PartnersFor annotates env (the caller's own) with the partners of w, a
+// model's GraphSAGE weights, unless they are the ones env has (LoadInput
+// gives the shipped pair's) or env has no calls.
+func PartnersFor(env *sim.Env, w *policy.SageWeights) error {
+	if w == nil || len(env.Edges) == 0 || w.ID() == env.PartnersEncoder {
+		return nil
+	}
+	if err := sage.AnnotateWith(env, w); err != nil {
+		return fmt.Errorf("partners of the model's GraphSAGE weights: %w", err)
+	}
+	return nil
 }
 
 // ParseSeeds reads "7", "1,2,3" or "1-5" (at most 1000 seeds).

@@ -132,7 +132,7 @@ func (f *benchFlags) run(cmd *cobra.Command, ref string) error {
 		return err
 	}
 	in := &quantizeFlags{nodes: f.nodes, pods: f.pods, scenario: f.scenario}
-	env, rc, err := in.envFor(cmd.Context(), f.seed)
+	env, rc, err := in.envFor(cmd.Context(), f.seed, m.Sage)
 	if err != nil {
 		return err
 	}

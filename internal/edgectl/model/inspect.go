@@ -79,6 +79,9 @@ signature is verified; without, a signed artifact is shown as "not verified"
 				if h.Decision != (policy.Decision{}) {
 					fmt.Fprintf(w, "decision   %s\n", describeDecision(h.Decision))
 				}
+				if g := h.Sage; g != nil {
+					fmt.Fprintf(w, "graphsage  %s: %d layers, %d -> %d-wide embeddings, fan-outs %v, decoder %v (dep_affinity reads partners of these weights)\n", g.ID, g.Layers, g.Inputs, g.Dim, g.Fanouts, g.Decoder)
+				}
 				fmt.Fprintf(w, "created    %s\n", h.Created.Format("2006-01-02 15:04:05 MST"))
 				fmt.Fprintf(w, "signature  %s, key %s\n", status, cmp.Or(a.KeyID, "-"))
 				if len(h.Metrics) > 0 {
@@ -91,7 +94,7 @@ signature is verified; without, a signed artifact is shown as "not verified"
 				fmt.Fprintln(w)
 				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "TENSOR\tDTYPE\tSHAPE\tBYTES")
-				layout, err := quant.Layout(h.DType, h.Layers)
+				layout, err := quant.LayoutOf(&h)
 				if err != nil {
 					return err
 				}

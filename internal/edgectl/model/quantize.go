@@ -83,11 +83,15 @@ func parseCalibration(s string) (quant.CalibrationOptions, error) {
 
 // envFor returns the environment and run configuration of one seed: the
 // same openb cluster with the seed as sampling seed, or the scenario's
-// workload generated with the seed.
-func (f *quantizeFlags) envFor(ctx context.Context, seed uint64) (*sim.Env, engine.RunConfig, error) {
+// workload generated with the seed, its partners from the GraphSAGE
+// weights w (the model's; nil: the shipped pair's).
+func (f *quantizeFlags) envFor(ctx context.Context, seed uint64, w *policy.SageWeights) (*sim.Env, engine.RunConfig, error) {
 	if f.scenario != "" {
 		in, err := cmdutil.LoadInput(ctx, "", "", f.scenario, &seed)
 		if err != nil {
+			return nil, engine.RunConfig{}, err
+		}
+		if err := cmdutil.PartnersFor(in.Env, w); err != nil {
 			return nil, engine.RunConfig{}, err
 		}
 		rc := engine.DefaultRunConfig(engine.Replay)
@@ -145,7 +149,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	var rows []float32
 	var seen int
 	for i, seed := range calibSeeds {
-		env, rc, err := f.envFor(cmd.Context(), seed)
+		env, rc, err := f.envFor(cmd.Context(), seed, m.Sage)
 		if err != nil {
 			return err
 		}
@@ -198,7 +202,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	}
 	var fsum, qsum float64
 	for i, seed := range evalSeeds {
-		env, rc, err := f.envFor(cmd.Context(), seed)
+		env, rc, err := f.envFor(cmd.Context(), seed, m.Sage)
 		if err != nil {
 			return err
 		}

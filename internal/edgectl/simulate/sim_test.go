@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgesched/edgesched/models"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim/report"
 )
 
@@ -164,4 +166,40 @@ func TestSimNetworkAlone(t *testing.T) {
 	if _, _, err := run(t, "sim", "--policies", "learnedx@net"); err == nil || !strings.Contains(err.Error(), "@net") {
 		t.Errorf("learnedx@net: %v", err)
 	}
+}
+
+// TestSimOwnGraphSAGE: a model whose GraphSAGE weights a federated round
+// changed runs on partners of those weights (the input is annotated with
+// the shipped pair), and places differently from the same network on
+// the shipped pair's.
+func TestSimOwnGraphSAGE(t *testing.T) {
+	m, err := models.Load("edge-sage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := m.Clone()
+	for i := range own.Sage.Decoder {
+		own.Sage.Decoder[i] *= -1 // partners far from the shipped pair's
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "own.esm")
+	if err := nn.WriteFile(file, own, "model", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "sim", "--scenario", "builtin:retail-stores", "--policies", "learned:edge-sage,learned:"+file, "-o", "json", "--progress", "never")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc report.Document
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Runs) != 2 || doc.Runs[1].Policy != "learned:"+file {
+		t.Fatalf("runs %+v", doc.Runs)
+	}
+	a, b := doc.Runs[0].Measures["cross_zone_traffic"], doc.Runs[1].Measures["cross_zone_traffic"]
+	if a == b {
+		t.Fatalf("cross-zone %v with the shipped pair and with other weights: the model's own partners were not used", a)
+	}
+	t.Logf("cross-zone traffic share: shipped pair %.4f, the model's own weights %.4f", a, b)
 }

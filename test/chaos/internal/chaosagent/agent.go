@@ -270,7 +270,7 @@ func (t *trainer) Train(ctx context.Context, base *nn.Model, local federated.Loc
 			return nil, 0, errQuiesced
 		}
 	}
-	n := base.Net.NumParams()
+	n := base.NumParams()
 	t.mu.Lock()
 	if t.inner == nil || len(t.inner.Target) != n {
 		rng := rand.New(rand.NewPCG(t.fleetSeed, 0x7a59e7))
