@@ -373,12 +373,17 @@ func TestTelemetryIncremental(t *testing.T) {
 // edgeArtifact quantizes a shipped edge model with calibration rows from
 // the first 3,000 pods of one retail-stores workload (deterministic:
 // fixed seeds).
-func edgeArtifact(t testing.TB, name string) *quant.Artifact {
+func edgeArtifact(t testing.TB, name string) *quant.Artifact { return edgeArtifactWith(t, name, nil) }
+
+// edgeArtifactWith is edgeArtifact of the model carrying the GraphSAGE
+// weights sw (nil: none; its partners in calibration are theirs).
+func edgeArtifactWith(t testing.TB, name string, sw *policy.SageWeights) *quant.Artifact {
 	t.Helper()
 	m, err := models.Load(name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.Sage = sw
 	seed := uint64(1)
 	l, err := scenario.LoadWith("builtin:retail-stores", scenario.Options{Seed: &seed})
 	if err != nil {
@@ -386,7 +391,7 @@ func edgeArtifact(t testing.TB, name string) *quant.Artifact {
 	}
 	w := *l.Workload
 	w.Pods = w.Pods[:min(len(w.Pods), 3000)]
-	env, err := sage.NewEnv(l.Cluster, &w)
+	env, err := sage.NewEnvWith(l.Cluster, &w, sw)
 	if err != nil {
 		t.Fatal(err)
 	}

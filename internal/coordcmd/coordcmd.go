@@ -35,6 +35,7 @@ import (
 	"github.com/edgesched/edgesched/internal/memlimit"
 	"github.com/edgesched/edgesched/internal/natsflags"
 	"github.com/edgesched/edgesched/models"
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/quant"
@@ -84,6 +85,7 @@ func coordinatorFlags(fs *pflag.FlagSet) func(ctx context.Context, stderr io.Wri
 	fs.StringVar(&o.keyFile, "key", "", "private key that signs published models (edgectl model keygen); required")
 	fs.StringVar(&o.sitesDir, "sites", "", "directory of SITE.pub keys of the sites allowed to send updates; required")
 	fs.StringVar(&o.model, "model", "edge", "initial model when the registry is empty: a shipped name or a .esm file")
+	fs.BoolVar(&o.trainSage, "train-graphsage", false, "experimental: the initial model (one that reads dep_affinity, like edge-sage) carries the shipped GraphSAGE encoder and decoder, so rounds train them with the network (sites fine-tune them on their call graphs; docs/policy.md); a model that already carries weights trains them anyway")
 	fs.StringVar(&o.calib, "calibrate", "builtin:retail-fleet", "scenario whose simulated states calibrate the int8 quantization of each model")
 	fs.StringVar(&o.mode, "mode", string(d.Mode), "round mode: sync or async (FedBuff)")
 	fs.DurationVar(&o.roundDur, "round-duration", d.RoundDuration, "sync round deadline")
@@ -135,6 +137,7 @@ type coordOptions struct {
 	keyFile     string
 	sitesDir    string
 	model       string
+	trainSage   bool
 	calib       string
 	mode        string
 	roundDur    time.Duration
@@ -201,6 +204,12 @@ func runCoordinator(ctx context.Context, stderr io.Writer, d coordinator.Config,
 	initial, err := loadModel(o.model)
 	if err != nil {
 		return fmt.Errorf("--model: %w", err)
+	}
+	if o.trainSage && initial.Sage == nil {
+		if !initial.Net.ReadsInput(policy.AffinityFeature) {
+			return cli.Usagef("--train-graphsage: model %s does not read dep_affinity, so it has no GraphSAGE weights to train (edge-sage does)", o.model)
+		}
+		initial.Sage = policy.DefaultSage()
 	}
 	cfg := d
 	// /metrics: the coordinator's series, the Go runtime's, the process's

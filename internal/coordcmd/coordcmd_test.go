@@ -3,10 +3,13 @@ package coordcmd
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/edgesched/edgesched/quant"
 )
 
 // TestFlags: bad command lines exit 2 (docs/cli.md) with a message naming
@@ -70,5 +73,36 @@ func TestScenarioCalibration(t *testing.T) {
 	}
 	if calib == nil {
 		t.Fatal("nil calibration")
+	}
+}
+
+// TestTrainGraphSAGEFlag: --train-graphsage needs a model that reads
+// dep_affinity (it gives it the shipped GraphSAGE pair to train); the
+// refusal names the model and says which one has weights.
+func TestTrainGraphSAGEFlag(t *testing.T) {
+	dir := t.TempDir()
+	s, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{5}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := quant.WriteKeyPair(dir, "coord", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sites := filepath.Join(dir, "sites")
+	if err := os.MkdirAll(sites, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	site, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{6}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := quant.WriteKeyPair(sites, "site-a", site); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), []string{"--key", key, "--sites", sites, "--data", filepath.Join(dir, "data"), "--model", "edge", "--train-graphsage"}, &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--train-graphsage: model edge does not read dep_affinity") {
+		t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 naming the model", code, stderr.String())
 	}
 }

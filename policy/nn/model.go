@@ -83,10 +83,11 @@ type Model struct {
 	Decision policy.Decision
 	// Created is when the model was written; zero for a fresh model.
 	Created time.Time
-	// Sage are GraphSAGE weights of the model's own (from a federated
-	// round, which trains them beside the network: Flat), nil for none:
-	// then a network that reads dep_affinity reads partners of the
-	// shipped weights (SageWeights).
+	// Sage are GraphSAGE weights the model carries (its artifacts sign
+	// them, federated rounds train them beside the network: Flat), nil
+	// for none: then a network that reads dep_affinity reads partners of
+	// the shipped pair (SageWeights). edge-coordinator --train-graphsage
+	// gives a starting model the shipped pair, to train.
 	Sage *policy.SageWeights
 }
 
@@ -102,17 +103,6 @@ func (m *Model) SageWeights() *policy.SageWeights {
 		return policy.DefaultSage()
 	}
 	return nil
-}
-
-// OwnSage is m.Sage unless reading a file without weights would give
-// the same (the shipped pair, on a network that reads dep_affinity):
-// what model files and ONNX exports write, so a file of the shipped
-// pair is the bytes it was before models carried weights.
-func (m *Model) OwnSage() *policy.SageWeights {
-	if m.Sage != nil && m.Net.ReadsInput(policy.AffinityFeature) && m.Sage.ID() == policy.AffinityEncoder {
-		return nil
-	}
-	return m.Sage
 }
 
 // AffinityEncoder is the ID of SageWeights ("" without them).
@@ -214,7 +204,7 @@ func Encode(w io.Writer, m *Model, kind string, sections map[string]*Net, state 
 	h := ModelHeader{
 		Format: FormatVersion, Kind: kind, SchemaID: m.Schema.ID, SchemaHash: m.Schema.Hash(),
 		Layers:     policy.Layers{F: m.Net.F, H1: m.Net.H1, H2: m.Net.H2, HC: m.Net.HC},
-		Activation: "relu", DType: "float32", Decision: m.Decision, Sage: m.OwnSage(), Meta: m.Meta, Created: m.Created, State: state,
+		Activation: "relu", DType: "float32", Decision: m.Decision, Sage: m.Sage, Meta: m.Meta, Created: m.Created, State: state,
 	}
 	h.Schema.Names, h.Schema.Mean, h.Schema.Std = m.Schema.Names, m.Schema.Mean, m.Schema.Std
 	if !m.Net.AllReLU() {
@@ -351,11 +341,6 @@ func Decode(b []byte) (*Decoded, error) {
 		return nil, err
 	}
 	m := &Model{Schema: schema, Net: net, Meta: h.Meta, Decision: h.Decision, Created: h.Created, Sage: h.Sage}
-	if m.Sage == nil && net.ReadsInput(policy.AffinityFeature) {
-		// a file without weights of its own reads the shipped ones'
-		// partners: they travel with it from here (artifacts, rounds)
-		m.Sage = policy.DefaultSage()
-	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrModel, err)
 	}

@@ -61,10 +61,10 @@ func TestModelFlatCoversSage(t *testing.T) {
 	}
 }
 
-// TestModelFileSage: a model file keeps the model's own GraphSAGE
-// weights; a file without them whose network reads dep_affinity carries
-// the shipped ones once read (what its partners always were), and one
-// whose network does not read it carries none.
+// TestModelFileSage: a model file keeps the model's GraphSAGE weights; a
+// file without them reads the shipped pair's partners when its network
+// reads dep_affinity (without carrying them: its federated updates are
+// the network's), and none when it does not.
 func TestModelFileSage(t *testing.T) {
 	read := func(m *Model) *Model {
 		var buf bytes.Buffer
@@ -82,8 +82,8 @@ func TestModelFileSage(t *testing.T) {
 		t.Fatalf("own weights after a file round trip: %v", got.Sage)
 	}
 	plain := sageModel(t, false) // random: reads every input
-	if got := read(plain); got.Sage == nil || got.Sage.ID() != policy.AffinityEncoder || got.AffinityEncoder() != policy.AffinityEncoder {
-		t.Fatalf("a file without weights, reading dep_affinity: %v", got.Sage)
+	if got := read(plain); got.Sage != nil || got.AffinityEncoder() != policy.AffinityEncoder || got.NumParams() != got.Net.NumParams() {
+		t.Fatalf("a file without weights, reading dep_affinity: %v, %s", got.Sage, got.AffinityEncoder())
 	}
 	plain.Net.MaskInputs(func() []bool { m := make([]bool, policy.NumFeatures); m[policy.AffinityFeature] = true; return m }())
 	if got := read(plain); got.Sage != nil || got.AffinityEncoder() != "" {

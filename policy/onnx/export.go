@@ -116,7 +116,7 @@ func Export(m *nn.Model, opt ExportOptions) (*onnxpb.ModelProto, error) {
 		meta = append(meta, kv(MetaMeta, string(mb)))
 	}
 	meta = append(meta, kv(MetaCreated, m.Created.Format(time.RFC3339Nano)))
-	if w := m.OwnSage(); w != nil {
+	if w := m.Sage; w != nil {
 		sb, err := policy.EncodeSage(w)
 		if err != nil {
 			return nil, fmt.Errorf("onnx export: GraphSAGE weights: %w", err)

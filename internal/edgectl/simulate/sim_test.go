@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/edgesched/edgesched/models"
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim/report"
 )
@@ -178,6 +179,7 @@ func TestSimOwnGraphSAGE(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := m.Clone()
+	own.Sage = policy.DefaultSage()
 	for i := range own.Sage.Decoder {
 		own.Sage.Decoder[i] *= -1 // partners far from the shipped pair's
 	}
