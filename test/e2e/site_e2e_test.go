@@ -662,10 +662,10 @@ func siteDependencyGraph(t *testing.T, cp *ControlPlane, by string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Encoder != enc.Encoder.ID() || len(m.Services) != 2 {
+		if m.Encoder != enc.ID() || len(m.Services) != 2 {
 			return false, fmt.Sprintf("embeddings by encoder %s of %d services", m.Encoder, len(m.Services))
 		}
-		ref, err := sage.Publish(enc.Encoder, enc.Decoder, enc.Encoder.ID(), sage.FromDependencies(g.Edges), g.Updated)
+		ref, err := sage.Publish(enc.Encoder, enc.Decoder, enc.ID(), sage.FromDependencies(g.Edges), g.Updated)
 		if err != nil {
 			t.Fatal(err)
 		}
