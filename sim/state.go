@@ -216,6 +216,36 @@ func (st *State) Feasible(n int, p *Pod) bool {
 	return true
 }
 
+// RoomFor reports whether the nodes that could take pod p apart from their
+// free resources (architecture, GPU model, node selector and taints; up;
+// and admit, when not nil) have, summed, the free CPU, memory and GPU share
+// p requests. A pod that fits no node while RoomFor holds failed for
+// fragmentation: its eligible nodes had the room, split among them. When
+// RoomFor is false no placement of p alone could have helped then.
+func (st *State) RoomFor(p *Pod, admit func(n int) bool) bool {
+	var cpu, mem, gpu int64
+	for n := range st.Nodes {
+		f := &st.fit[n]
+		if st.down[n] || (p.Arch != ArchAny && p.Arch != f.arch) {
+			continue
+		}
+		if p.GPUs > 0 && (f.model < 0 || (p.GPUMask != 0 && p.GPUMask&(1<<uint(f.model)) == 0)) {
+			continue
+		}
+		if (f.restricted || p.Constrained) && !st.constraintsOK(&st.Nodes[n], p) {
+			continue
+		}
+		if admit != nil && !admit(n) {
+			continue
+		}
+		nd := &st.Nodes[n]
+		cpu += nd.CPUFree
+		mem += nd.MemFree
+		gpu += nd.GPUFreeTotal
+	}
+	return cpu >= p.CPU && mem >= p.Mem && gpu >= p.GPUDemand()
+}
+
 // nodeFit is the part of a node the filter reads, packed so the filter's
 // scan over every node stays in cache (40 bytes a node instead of the
 // full Node).

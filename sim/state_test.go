@@ -180,3 +180,47 @@ func TestBestFitGPUs(t *testing.T) {
 		}
 	}
 }
+
+// RoomFor sums the free resources of the nodes a pod may use apart from
+// their free amounts. The tiny cluster: g8 (96 cores, 8 G2 GPUs, amd64),
+// g2 (64 cores, 2 T4s, tainted gpu=t4, disk=ssd), c0 (32 cores, arm64).
+func TestRoomFor(t *testing.T) {
+	tol := []Toleration{{Key: "gpu", Exists: true, AnyEffect: true}}
+	spec := func(p PodSpec) PodSpec { p.Delete = NoDeletion; return p }
+	tests := []struct {
+		name  string
+		pod   PodSpec
+		down  int // node to fail first, -1 none
+		admit func(n int) bool
+		want  bool
+	}{
+		// g8 + c0 = 128 cores; g2 is tainted
+		{"more than any node, less than the eligible sum", spec(PodSpec{Name: "a", CPU: 100000}), -1, nil, true},
+		{"more than the eligible sum", spec(PodSpec{Name: "a", CPU: 130000}), -1, nil, false},
+		{"the toleration adds g2's 64 cores", spec(PodSpec{Name: "a", CPU: 130000, Tolerations: tol}), -1, nil, true},
+		{"arm64 sees c0's 32 cores only", spec(PodSpec{Name: "a", CPU: 40000, Arch: ArchARM64}), -1, nil, false},
+		{"a failed node's room does not count", spec(PodSpec{Name: "a", CPU: 100000}), 0, nil, false},
+		{"the run's filter leaves g8 alone", spec(PodSpec{Name: "a", CPU: 100000}), -1, func(n int) bool { return n != 2 }, false},
+		{"memory counts", spec(PodSpec{Name: "a", CPU: 1, Memory: 393216 + 131072 + 1}), -1, nil, false},
+		// GPU share: 8 on g8 and, tolerated, 2 on g2
+		{"ten whole GPUs over two nodes", spec(PodSpec{Name: "a", CPU: 1, GPUs: 10, GPUMilli: 1000, Tolerations: tol}), -1, nil, true},
+		{"three T4s of two", spec(PodSpec{Name: "a", CPU: 1, GPUs: 3, GPUMilli: 1000, GPUSpec: []string{"T4"}, Tolerations: tol}), -1, nil, false},
+		{"node selector", spec(PodSpec{Name: "a", CPU: 65000, NodeSelector: map[string]string{"disk": "ssd"}, Tolerations: tol}), -1, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := newTinyState(t, tt.pod)
+			if tt.down >= 0 {
+				st.SetDown(tt.down, true)
+			}
+			for n := range st.Nodes {
+				if st.Feasible(n, &st.Pods[0]) && !tt.want {
+					t.Fatalf("node %s fits the pod: not a case for RoomFor", st.Nodes[n].Name)
+				}
+			}
+			if got := st.RoomFor(&st.Pods[0], tt.admit); got != tt.want {
+				t.Errorf("RoomFor = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -256,6 +256,7 @@ func (r *runner) schedule(id int32) (bool, error) {
 	}
 	if len(r.cand) == 0 {
 		r.rec.decision(time.Since(t0))
+		r.rec.noFit(st, id, r.admit)
 		if r.cfg.OnOutcome != nil {
 			r.cfg.OnOutcome(st, p, -1)
 		}
@@ -285,6 +286,15 @@ func (r *runner) schedule(id int32) (bool, error) {
 		r.cfg.OnOutcome(st, p, n)
 	}
 	return true, nil
+}
+
+// admit is the run's node filter as a function of the node (nil without
+// one), for State.RoomFor.
+func (r *runner) admit(st *sim.State, p *sim.Pod) func(int) bool {
+	if r.filter == nil {
+		return nil
+	}
+	return func(n int) bool { return r.filter.Admit(st, p, n) }
 }
 
 // pick returns the candidate with the highest score, breaking ties
@@ -386,7 +396,7 @@ func (r *runner) inflate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.rec.outcome(p, ok)
+		r.rec.outcome(id, p, ok)
 		// Record every mark this pod's demand crossed.
 		for next < len(marks) && arrived >= markDemand(marks[next]) {
 			r.rec.sample(st, marks[next])
@@ -504,7 +514,7 @@ func (r *runner) replay(ctx context.Context) error {
 			return
 		}
 		placedOnce[id] = true
-		r.rec.outcome(p, true)
+		r.rec.outcome(id, p, true)
 		if p.Delete != sim.NoDeletion {
 			heap.Push(&deps, timedEvent{t: p.Delete, id: id})
 		}
@@ -549,7 +559,7 @@ func (r *runner) replay(ctx context.Context) error {
 			bound(id)
 		case p.Delete != sim.NoDeletion && p.Delete <= st.Now:
 			status[id] = podFailed
-			r.rec.outcome(p, false)
+			r.rec.outcome(id, p, false)
 		default:
 			addPending(id)
 		}
@@ -619,7 +629,7 @@ func (r *runner) replay(ctx context.Context) error {
 				if placedOnce[d.id] {
 					r.rec.lost++
 				} else {
-					r.rec.outcome(&st.Pods[d.id], false)
+					r.rec.outcome(d.id, &st.Pods[d.id], false)
 				}
 				if i, found := slices.BinarySearchFunc(pending, d.id, byPriority); found {
 					pending = slices.Delete(pending, i, i+1)

@@ -534,3 +534,40 @@ func TestReplayHonoursContext(t *testing.T) {
 		t.Fatalf("replay error = %v, want context.Canceled", err)
 	}
 }
+
+// Two failures, one of fragmentation and one of full nodes, and one node
+// in three at the latency proxy's cap. Three nodes of 4 cores; at t=0 a
+// fills n0 (4 cores) and b and e take 3 cores of n1 and n2 (first-fit by
+// a constant score keeps the order). At t=10 c (2 cores) finds 1 + 1 free:
+// room in aggregate, no node; d (2.5 cores) finds 2 free: no room. Both
+// wait until t=20 and fail. Every pod uses what it requests, so n0 runs at
+// rho 1 (capped at 0.95) and n1, n2 at 0.75: a third of the pod samples.
+func TestFailuresWithRoomAndCappedLatency(t *testing.T) {
+	c := &sim.Cluster{}
+	for i := range 3 {
+		c.Nodes = append(c.Nodes, sim.NodeSpec{Name: fmt.Sprintf("n%d", i), CPU: 4000, Memory: 1000, Arch: sim.ArchAMD64})
+	}
+	pod := func(name string, cpu, create, del int64) sim.PodSpec {
+		return sim.PodSpec{Name: name, CPU: cpu, Memory: 1, CPUUsage: 1, Create: create, Delete: del}
+	}
+	w := &sim.Workload{Pods: []sim.PodSpec{
+		pod("a", 4000, 0, 30), pod("b", 3000, 0, 30), pod("e", 3000, 0, 30),
+		pod("c", 2000, 10, 20), pod("d", 2500, 10, 20),
+	}}
+	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := factoryOf(constPolicy{score: func(n int32) float64 { return -float64(n) }})
+	res, err := engine.Run(context.Background(), env, first, engine.DefaultRunConfig(engine.Replay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Measures
+	if m["pods_failed"] != 2 || m["failures_with_room"] != 0.5 {
+		t.Errorf("failed %v, with room %v; want 2 and 0.5", m["pods_failed"], m["failures_with_room"])
+	}
+	if got := m["latency_capped_share"]; math.Abs(got-1.0/3) > 1e-12 {
+		t.Errorf("latency_capped_share = %v, want 1/3", got)
+	}
+}

@@ -26,6 +26,7 @@ func Measures() []MeasureInfo {
 		{"pods_failed", "pods", "pods never placed (inflate: no node fitted; replay: deadline passed while pending)", ""},
 		{"pods_pending", "pods", "pods still waiting when the trace ends (replay)", "replay"},
 		{"failure_rate", "share", "pods_failed / pods_arrived", ""},
+		{"failures_with_room", "share", "share of failed pods whose eligible nodes (architecture, GPU model, selector, taints, up) had, summed, the free CPU, memory and GPU they asked for when they first fitted no node: failures of fragmentation; the rest met full nodes (absent without failures)", ""},
 		{"alloc_cpu", "share", "CPU requested by placed pods / CPU requested by arrived pods", ""},
 		{"alloc_mem", "share", "memory requested by placed pods / memory requested by arrived pods", ""},
 		{"alloc_gpu", "share", "GPU requested by placed pods / GPU requested by arrived pods", ""},
@@ -50,6 +51,7 @@ func Measures() []MeasureInfo {
 		{"nodes_active_mean", "nodes", "mean over samples of the nodes running at least one pod", ""},
 		{"latency_mean_ms", "ms", "mean per-pod latency proxy over samples: base x 1/(1-rho) of the node's CPU use + call-rate-weighted RTT to dependencies", ""},
 		{"latency_p95_ms", "ms", "95th percentile of the per-pod latency proxy over samples", ""},
+		{"latency_capped_share", "share", "share of the pod samples on nodes at the latency proxy's utilisation cap (MaxUtil); above 0.05 the p95 sits at the cap whatever the placement of the rest", ""},
 		{"cross_zone_traffic", "share", "mean over samples of the share of dependency call rate that crosses zones", ""},
 		{"carbon_g_per_h", "gCO2/h", "mean over samples of the emission rate of placed work (replay: curve at the hour; inflate: daily mean curve)", ""},
 		{"carbon_g", "gCO2", "emissions of placed work integrated over the trace", "replay"},
@@ -69,7 +71,14 @@ type recorder struct {
 	inflate bool
 
 	nArrived, nPlaced, nFailed, nPending int
-	arrivedDemand, placedDemand          sim.Resources
+	// roomAtMiss records, for every pod that once fitted no node, whether
+	// its eligible nodes had room for it in aggregate at that moment.
+	roomAtMiss      map[int32]bool
+	nFailedWithRoom int
+	// latencyCapped counts the pod samples on nodes at the latency proxy's
+	// utilisation cap.
+	latencyCapped               int
+	arrivedDemand, placedDemand sim.Resources
 
 	allocCPU, allocMem, allocGPU, usedCPU, usedMem []float64
 	activeUtil, activeNodes                        []float64
@@ -91,7 +100,7 @@ type recorder struct {
 
 func newRecorder(env *sim.Env, cfg RunConfig) *recorder {
 	return &recorder{
-		env: env, cfg: cfg, latency: stats.NewLogHist(),
+		env: env, cfg: cfg, latency: stats.NewLogHist(), roomAtMiss: map[int32]bool{},
 		svcRTT:  make([]float64, len(env.Services)*len(env.Zones)),
 		svcRate: make([]float64, len(env.Services)*len(env.Zones)),
 		tel:     make([]sim.NodeTelemetry, len(env.Nodes)),
@@ -107,9 +116,22 @@ func (r *recorder) arrive(p *sim.Pod) {
 	r.arrivedDemand.GPU += p.GPUDemand()
 }
 
-func (r *recorder) outcome(p *sim.Pod, ok bool) {
+// noFit notes that pod id fitted no node; the first time, it records
+// whether its eligible nodes had room for it in aggregate (State.RoomFor).
+func (r *recorder) noFit(st *sim.State, id int32, admit func(*sim.State, *sim.Pod) func(int) bool) {
+	if _, seen := r.roomAtMiss[id]; seen {
+		return
+	}
+	p := &st.Pods[id]
+	r.roomAtMiss[id] = st.RoomFor(p, admit(st, p))
+}
+
+func (r *recorder) outcome(id int32, p *sim.Pod, ok bool) {
 	if !ok {
 		r.nFailed++
+		if r.roomAtMiss[id] {
+			r.nFailedWithRoom++
+		}
 		return
 	}
 	r.nPlaced++
@@ -223,6 +245,9 @@ func (r *recorder) sample(st *sim.State, x float64) {
 		n := st.Placements[id].Node
 		nd := &st.Nodes[n]
 		l := sim.NodeLatency(&r.tel[n], r.cfg.BaseLatencyMs)
+		if r.tel[n].RhoEff >= r.cfg.MaxUtil {
+			r.latencyCapped++
+		}
 		if p.Service >= 0 {
 			l += r.svcRTT[int(p.Service)*Z+int(nd.Zone)]
 		}
@@ -252,6 +277,9 @@ func (r *recorder) result() *Result {
 		"pods_placed":  float64(r.nPlaced),
 		"pods_failed":  float64(r.nFailed),
 		"failure_rate": share(float64(r.nFailed), float64(r.nArrived)),
+	}
+	if r.nFailed > 0 {
+		m["failures_with_room"] = float64(r.nFailedWithRoom) / float64(r.nFailed)
 	}
 	hasGPU := r.env.Capacity.GPU > 0
 	put := func(name string, num, den int64) {
@@ -303,6 +331,7 @@ func (r *recorder) result() *Result {
 	if r.latency.N > 0 {
 		m["latency_mean_ms"] = r.latency.Mean()
 		m["latency_p95_ms"] = r.latency.Quantile(0.95)
+		m["latency_capped_share"] = float64(r.latencyCapped) / float64(r.latency.N)
 	}
 	if len(r.cross) > 0 {
 		m["cross_zone_traffic"] = stats.Mean(r.cross)

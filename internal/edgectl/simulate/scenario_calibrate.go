@@ -39,7 +39,24 @@ type familyCalibration struct {
 	MeanPods     float64         `json:"mean_pods"`
 	Measures     []measureInBand `json:"measures"`
 	SeedsInBands int             `json:"seeds_in_all_bands"`
+	// Headroom says how much of the failures and the latency tail a
+	// placement could change (calibrateHeadroom); a measure no seed
+	// reported (failures_with_room without failures) is left out.
+	Headroom []measureRange `json:"headroom"`
 }
+
+type measureRange struct {
+	Measure string  `json:"measure"`
+	Mean    float64 `json:"mean"`
+	Min     float64 `json:"min"`
+	Max     float64 `json:"max"`
+}
+
+// calibrateHeadroom are the measures printed beside the bands: the share
+// of failures of fragmentation (the rest met full nodes, which a placement
+// cannot help) and the share of pod samples at the latency proxy's cap
+// (above 5% the p95 is the cap under any placement of the rest).
+var calibrateHeadroom = []string{"failures_with_room", "latency_capped_share"}
 
 type measureInBand struct {
 	Measure string  `json:"measure"`
@@ -60,7 +77,12 @@ scenario family for each --scenario-seeds seed (a fleet and a workload
 each) and print, per family, the mean and range of its CPU use
 (util_used_cpu_mean), scheduling failures (failure_rate) and cross-zone
 dependency traffic (cross_zone_traffic), and how many seeds lie in all the
-bands the families are built for (50-70%, 1-4%, 20-35%; docs/scenario.md).`,
+bands the families are built for (50-70%, 1-4%, 20-35%; docs/scenario.md).
+Beside them, the headroom a placement has: the share of the failures that
+were of fragmentation (failures_with_room: the pod's eligible nodes had
+the room, split among them; the rest met full nodes) and the share of pod
+samples at the latency proxy's cap (latency_capped_share: above 5% the
+p95 latency proxy is the cap under any placement of the other pods).`,
 		Example: `  edgectl scenario calibrate
   edgectl scenario calibrate --families retail-stores,rail-stations --scenario-seeds 1-10`,
 		Args: cobra.NoArgs,
@@ -110,6 +132,7 @@ func (f *calibrateFlags) run(ctx context.Context, opts cmdutil.Options) (*calibr
 	for _, name := range names {
 		info, _ := family.Lookup(name)
 		vals := make([][]float64, len(bands))
+		room := make([][]float64, len(calibrateHeadroom))
 		var pods float64
 		for _, s := range seeds {
 			l, err := scenario.LoadWith("builtin:"+name, scenario.Options{Seed: &s})
@@ -128,6 +151,11 @@ func (f *calibrateFlags) run(ctx context.Context, opts cmdutil.Options) (*calibr
 			for i, b := range bands {
 				vals[i] = append(vals[i], res[0].Measures[b.Measure])
 			}
+			for i, h := range calibrateHeadroom {
+				if v, ok := res[0].Measures[h]; ok { // absent without failures
+					room[i] = append(room[i], v)
+				}
+			}
 			pods += float64(len(env.Pods)) / float64(len(seeds))
 		}
 		inside := make([]bool, len(seeds))
@@ -143,6 +171,16 @@ func (f *calibrateFlags) run(ctx context.Context, opts cmdutil.Options) (*calibr
 			}
 			fc.Measures = append(fc.Measures, m)
 		}
+		for i, h := range calibrateHeadroom {
+			if len(room[i]) == 0 {
+				continue
+			}
+			m := measureRange{Measure: h, Min: math.Inf(1), Max: math.Inf(-1)}
+			for _, v := range room[i] {
+				m.Min, m.Max, m.Mean = min(m.Min, v), max(m.Max, v), m.Mean+v/float64(len(room[i]))
+			}
+			fc.Headroom = append(fc.Headroom, m)
+		}
 		for _, in := range inside {
 			if in {
 				fc.SeedsInBands++
@@ -156,20 +194,33 @@ func (f *calibrateFlags) run(ctx context.Context, opts cmdutil.Options) (*calibr
 // print writes the calibration as a table for people.
 func (c *calibration) print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "family\trole\tseeds\tpods\tcpu used\tfailures\tcross-zone\tseeds in all bands\n")
+	fmt.Fprintf(tw, "family\trole\tseeds\tpods\tcpu used\tfailures\tcross-zone\tseeds in all bands\tfailures with room\tlatency capped\n")
+	cell := func(mean, lo, hi float64) string { return fmt.Sprintf("%.1f%% (%.1f-%.1f)", 100*mean, 100*lo, 100*hi) }
 	for _, fc := range c.Families {
 		cells := make([]string, len(fc.Measures))
 		for i, m := range fc.Measures {
-			cells[i] = fmt.Sprintf("%.1f%% (%.1f-%.1f)", 100*m.Mean, 100*m.Min, 100*m.Max)
+			cells[i] = cell(m.Mean, m.Min, m.Max)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%d/%d\n", fc.Family, fc.Role, seedList(fc.Seeds), fc.MeanPods, strings.Join(cells, "\t"), fc.SeedsInBands, len(fc.Seeds))
+		extra := make([]string, len(calibrateHeadroom))
+		for i, h := range calibrateHeadroom {
+			extra[i] = "-" // no failures on any seed
+			for _, m := range fc.Headroom {
+				if m.Measure == h {
+					extra[i] = cell(m.Mean, m.Min, m.Max)
+				}
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%d/%d\t%s\n", fc.Family, fc.Role, seedList(fc.Seeds), fc.MeanPods, strings.Join(cells, "\t"), fc.SeedsInBands, len(fc.Seeds), strings.Join(extra, "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	bands := family.Bands()
-	_, err := fmt.Fprintf(w, "%s, run seed %d; cells: mean (min-max) over the family seeds; bands: cpu used %.0f-%.0f%%, failures %.0f-%.0f%%, cross-zone %.0f-%.0f%%\n",
-		c.Policy, c.RunSeed, 100*bands[0].Lo, 100*bands[0].Hi, 100*bands[1].Lo, 100*bands[1].Hi, 100*bands[2].Lo, 100*bands[2].Hi)
+	if _, err := fmt.Fprintf(w, "%s, run seed %d; cells: mean (min-max) over the family seeds; bands: cpu used %.0f-%.0f%%, failures %.0f-%.0f%%, cross-zone %.0f-%.0f%%\n",
+		c.Policy, c.RunSeed, 100*bands[0].Lo, 100*bands[0].Hi, 100*bands[1].Lo, 100*bands[1].Hi, 100*bands[2].Lo, 100*bands[2].Hi); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "failures with room: failures of fragmentation (the eligible nodes had the room, split); latency capped: pod samples at the latency proxy's cap (over 5%: the p95 is the cap)")
 	return err
 }
 

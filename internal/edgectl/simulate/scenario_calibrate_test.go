@@ -1,6 +1,8 @@
 package simulate_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -17,14 +19,44 @@ func TestScenarioCalibrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[1], "retail-stores") || !strings.Contains(lines[1], "training") ||
+	if len(lines) != 5 || !strings.HasPrefix(lines[1], "retail-stores") || !strings.Contains(lines[1], "training") ||
 		!strings.HasPrefix(lines[2], "rail-stations") || !strings.Contains(lines[2], "held-out") || !strings.Contains(lines[3], "k8s-default, run seed 1") {
 		t.Fatalf("calibrate output:\n%s", out)
 	}
-	// seed 1 of both is inside the bands (TestCalibration checks the figures)
+	// seed 1 of both is inside the bands (TestCalibration checks the
+	// figures); both fail some pods, so both headroom cells are filled
 	for _, l := range lines[1:3] {
-		if !strings.HasSuffix(strings.TrimSpace(l), "1/1") || strings.Count(l, "%") != 3 {
+		if !strings.Contains(l, " 1/1 ") || strings.Count(l, "%") != 5 {
 			t.Errorf("row %q", l)
+		}
+	}
+	// the document carries the headroom measures as shares, and the table
+	// prints the same figures
+	js, _, err := run(t, "scenario", "calibrate", "--families", "retail-stores", "--scenario-seeds", "1", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Families []struct {
+			Headroom []struct {
+				Measure string  `json:"measure"`
+				Mean    float64 `json:"mean"`
+			} `json:"headroom"`
+		} `json:"families"`
+	}
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Families) != 1 || len(doc.Families[0].Headroom) != 2 {
+		t.Fatalf("headroom in %s", js)
+	}
+	for i, h := range doc.Families[0].Headroom {
+		want := []string{"failures_with_room", "latency_capped_share"}[i]
+		if h.Measure != want || !(h.Mean >= 0 && h.Mean <= 1) {
+			t.Errorf("headroom %d: %+v, want %s in [0, 1]", i, h, want)
+		}
+		if cell := fmt.Sprintf("%.1f%% (", 100*h.Mean); !strings.Contains(lines[1], cell) {
+			t.Errorf("table row %q lacks %s's %s", lines[1], h.Measure, cell)
 		}
 	}
 	for _, c := range []struct{ args, want string }{
