@@ -190,7 +190,11 @@ func TestAffinityFromEmbeddings(t *testing.T) {
 		{"the graph alone", nil, true, zero},
 		{"the schema's encoder", embeddings(policy.AffinityEncoder), true, want},
 		{"the same again", embeddings(policy.AffinityEncoder), false, want},
-		{"another encoder", embeddings("sage-0123456789abcdef"), true, zero},
+		// the model's partners stay beside another encoder's
+		// (DepGraph.Previous, TestPartnersThroughASwitchOfWeights) until
+		// the encoder changes once more
+		{"another encoder", embeddings("sage-0123456789abcdef"), true, want},
+		{"a third encoder", embeddings("sage-fedcba9876543210"), true, zero},
 		{"written with another graph", embeddingsAt(policy.AffinityEncoder, time.Unix(1_800_000_000, 0)), true, zero},
 		{"the schema's encoder again", embeddings(policy.AffinityEncoder), true, want},
 	} {
@@ -256,17 +260,7 @@ func TestModelReadsItsOwnPartners(t *testing.T) {
 	}
 	own := policy.DefaultSage()
 	own.Decoder[0] += 0.01
-	a := edgeArtifactWith(t, "edge-sage", own)
-	if a.AffinityEncoder() != own.ID() {
-		t.Fatalf("the artifact's GraphSAGE weights are %s, want %s", a.AffinityEncoder(), own.ID())
-	}
-	a.Header.Version = 2 // above the cluster's own model
-	raw, err := a.Encode(testSigner(t, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	edges := []kubefmt.DependencyEdge{{From: "web", To: "api", CallsPerSecond: 10}, {From: "api", To: "db", CallsPerSecond: 30}}
-	_, graph := plugintest.GraphOf(t, edges...)
+	raw, edges, graph := edgeSageWith(t, own)
 	for _, tc := range []struct {
 		name    string
 		weights *policy.SageWeights
@@ -286,6 +280,84 @@ func TestModelReadsItsOwnPartners(t *testing.T) {
 			t.Errorf("%s: a-1 (db's zone) %v, b-0 %v; want a-1 above: %v, else equal", tc.name, score["a-1"], score["b-0"], tc.follows)
 		}
 	}
+}
+
+// TestPartnersThroughASwitchOfWeights: the site leader embeds with the
+// weights of the model its agent installed, possibly before the scheduler
+// has loaded that model. The model still running keeps reading its own
+// partners (DepGraph.Previous) until the encoder changes once more.
+// The model is edge-sage with a moved decoder (own), as in
+// TestModelReadsItsOwnPartners: its own partners pull web towards db's
+// zone (a-1 above b-0); partners of any other weights leave the zones
+// alike (a-1 == b-0).
+func TestPartnersThroughASwitchOfWeights(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short: quantizes a model on a scenario replay")
+	}
+	own := policy.DefaultSage()
+	own.Decoder[0] += 0.01
+	third := policy.DefaultSage()
+	third.Decoder[0] -= 0.01
+	raw, edges, graph := edgeSageWith(t, own)
+	p, _, nodes := zonedCluster(t)
+	if _, err := p.Models().Install(raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name     string
+		weights  *policy.SageWeights
+		previous string // DepGraph.Previous's encoder afterwards
+		follows  bool
+	}{
+		{"the model's own weights", own, "", true},
+		{"the leader switched to the shipped pair", policy.DefaultSage(), own.ID(), true},
+		{"republished alike", policy.DefaultSage(), own.ID(), true},
+		{"switched once more", third, policy.AffinityEncoder, false},
+		{"back to the model's own", own, third.ID(), true},
+	} {
+		emb, err := plugintest.EmbeddingsWith(t, step.weights, edges...).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		score := webScores(t, p, nodes, graph, emb)
+		g := p.core.Dependencies().Current()
+		var prev string
+		if g.Previous != nil {
+			prev = g.Previous.Encoder
+		}
+		if g.Encoder != step.weights.ID() || prev != step.previous {
+			t.Errorf("%s: encoder %s, previous %q; want %s, %q", step.name, g.Encoder, prev, step.weights.ID(), step.previous)
+		}
+		if got := score["a-1"] > score["b-0"]; got != step.follows || (!step.follows && score["a-1"] != score["b-0"]) {
+			t.Errorf("%s: a-1 (db's zone) %v, b-0 %v; want a-1 above: %v, else equal", step.name, score["a-1"], score["b-0"], step.follows)
+		}
+	}
+	// embeddings gone: nothing is kept
+	if _, err := p.core.Dependencies().InstallWith(graph, nil); err != nil {
+		t.Fatal(err)
+	}
+	if g := p.core.Dependencies().Current(); g.Embeddings != nil || g.Previous != nil {
+		t.Errorf("without embeddings: current %v, previous %v; want none", g.Embeddings != nil, g.Previous != nil)
+	}
+}
+
+// edgeSageWith is edge-sage carrying the GraphSAGE weights w, int8, signed
+// as version 2 (above the cluster's own model), and the web -> api -> db
+// graph the tests place web pods by: its edges and ConfigMap encoding.
+func edgeSageWith(t *testing.T, w *policy.SageWeights) (raw []byte, edges []kubefmt.DependencyEdge, graph []byte) {
+	t.Helper()
+	a := edgeArtifactWith(t, "edge-sage", w)
+	if a.AffinityEncoder() != w.ID() {
+		t.Fatalf("the artifact's GraphSAGE weights are %s, want %s", a.AffinityEncoder(), w.ID())
+	}
+	a.Header.Version = 2
+	raw, err := a.Encode(testSigner(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edges = []kubefmt.DependencyEdge{{From: "web", To: "api", CallsPerSecond: 10}, {From: "api", To: "db", CallsPerSecond: 30}}
+	_, graph = plugintest.GraphOf(t, edges...)
+	return raw, edges, graph
 }
 
 // webScores installs graph and its embeddings emb in p and returns the

@@ -567,12 +567,13 @@ func (x *Extractor) BeginPod(st *sim.State, p *sim.Pod) {
 // partner placed, it is 0.
 func (x *Extractor) beginAffinity(st *sim.State, p *sim.Pod) {
 	x.hasAff = false
-	if int(p.Service) >= len(x.env.Partners) || x.env.PartnersEncoder != cmp.Or(x.affEncoder, AffinityEncoder) {
+	parts := x.env.PartnersOf(cmp.Or(x.affEncoder, AffinityEncoder))
+	if int(p.Service) >= len(parts) {
 		return
 	}
 	clear(x.aff)
 	var total float32
-	for _, q := range x.env.Partners[p.Service] {
+	for _, q := range parts[p.Service] {
 		cnt := st.ServiceCount(int(q.Service))
 		if cnt == 0 || q.P <= 0 {
 			continue

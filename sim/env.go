@@ -41,6 +41,14 @@ type Env struct {
 	// PartnersEncoder identifies the GraphSAGE weights whose embeddings
 	// and decoder computed Partners (policy.SageWeights.ID).
 	PartnersEncoder string
+	// PreviousPartners are the partners of the weights published before
+	// PartnersEncoder's, and PreviousEncoder those weights' ID ("" for
+	// none): the scheduler keeps them through a switch of weights, so a
+	// model still running the old ones reads its partners until its
+	// successor is installed (edge-plugin/sources.DepGraph.Previous).
+	// The simulator leaves them empty. Read them with PartnersOf.
+	PreviousPartners [][]Partner
+	PreviousEncoder  string
 	// Shapes is the number of distinct pod shapes (see Pod.Shape).
 	Shapes int
 	// Target is the workload's typical-pod distribution, used by the
@@ -148,6 +156,18 @@ func (p *Pod) GPUDemand() int64 { return int64(p.GPUs) * p.GPUMilli }
 
 // Spec returns the pod's source spec.
 func (e *Env) Spec(p *Pod) *PodSpec { return &e.Workload.Pods[p.Template] }
+
+// PartnersOf returns the partners computed with the GraphSAGE weights of
+// ID encoder: Partners, else PreviousPartners, else nil.
+func (e *Env) PartnersOf(encoder string) [][]Partner {
+	switch {
+	case e.Partners != nil && e.PartnersEncoder == encoder:
+		return e.Partners
+	case e.PreviousPartners != nil && e.PreviousEncoder == encoder:
+		return e.PreviousPartners
+	}
+	return nil
+}
 
 // EnvOptions tune compilation. The zero value is ready to use.
 type EnvOptions struct {

@@ -238,3 +238,22 @@ func TestGPUFragMemoMatchesDirect(t *testing.T) {
 		}
 	}
 }
+
+// PartnersOf picks the set computed with the asked weights: the current
+// ones first, then the previous ones, else none.
+func TestPartnersOf(t *testing.T) {
+	cur := [][]Partner{{{Service: 1, P: 0.5}}}
+	prev := [][]Partner{{{Service: 1, P: 0.25}}}
+	e := &Env{Partners: cur, PartnersEncoder: "sage-b", PreviousPartners: prev, PreviousEncoder: "sage-a"}
+	for _, c := range []struct {
+		encoder string
+		want    [][]Partner
+	}{{"sage-b", cur}, {"sage-a", prev}, {"sage-c", nil}, {"", nil}} {
+		if got := e.PartnersOf(c.encoder); (got == nil) != (c.want == nil) || got != nil && &got[0] != &c.want[0] {
+			t.Errorf("PartnersOf(%q) = %v, want %v", c.encoder, got, c.want)
+		}
+	}
+	if got := (&Env{}).PartnersOf(""); got != nil {
+		t.Errorf("an environment without partners gives %v", got)
+	}
+}

@@ -872,6 +872,9 @@ func (c *converter) compileEnv(entries []*nodeEntry, g *sources.DepGraph, tp *so
 	if g != nil && g.Embeddings != nil {
 		env.Partners, env.PartnersEncoder = policy.PartnersOf(g.Embeddings, env.Services), g.Embeddings.Encoder
 	}
+	if g != nil && g.Previous != nil {
+		env.PreviousPartners, env.PreviousEncoder = policy.PartnersOf(g.Previous, env.Services), g.Previous.Encoder
+	}
 	env.Target = c.target
 	index := make(map[string]int, len(entries))
 	for i, e := range entries {

@@ -30,7 +30,11 @@ import (
 // the model's (the GraphSAGE weights its artifact carries, else
 // policy.AffinityEncoder; otherwise dep_affinity is 0:
 // policy.Extractor.UsePartnersOf) and they were written with the graph
-// (otherwise they are ignored here and the log line says why). A graph or embeddings
+// (otherwise they are ignored here and the log line says why). When the
+// encoder changes (the leader embeds with a newly installed model's
+// weights) the embeddings in use before are kept beside the new ones
+// (DepGraph.Previous), so the model the scheduler still runs keeps its
+// partners until its successor is loaded. A graph or embeddings
 // that do not decode are refused together (counted, logged) and the
 // last good pair stays; a deleted ConfigMap clears the graph.
 
@@ -63,6 +67,13 @@ type DepGraph struct {
 	Embeddings *kubefmt.Embeddings
 	Encoder    string
 	Ignored    string
+	// Previous are the embeddings in use before the last switch of
+	// encoder (nil: none): the site leader embeds with the weights of
+	// the model its agent installed, possibly before the scheduler has
+	// loaded that model, so the model still running reads its own
+	// partners from here until its successor arrives. One generation is
+	// kept; it goes when the encoder changes again or the embeddings go.
+	Previous *kubefmt.Embeddings
 }
 
 // Dependencies holds the graph in use. Safe for concurrent use.
@@ -114,12 +125,22 @@ func (d *Dependencies) SetWith(g *kubefmt.DependencyGraph, emb *kubefmt.Embeddin
 			emb = nil
 		}
 	}
+	var prev *kubefmt.Embeddings
+	if old != nil && emb != nil {
+		switch {
+		case old.Embeddings == nil:
+		case old.Embeddings.Encoder != emb.Encoder:
+			prev = old.Embeddings
+		default:
+			prev = old.Previous
+		}
+	}
 	// only the edges and the embeddings matter: a graph rewritten with a
 	// new "updated" time keeps the env (and the score caches) as they are
-	if old != nil && slices.Equal(old.Edges, Edges) && old.Encoder == encoder && old.Ignored == ignored && sameEmbeddings(old.Embeddings, emb) {
+	if old != nil && slices.Equal(old.Edges, Edges) && old.Encoder == encoder && old.Ignored == ignored && sameEmbeddings(old.Embeddings, emb) && sameEmbeddings(old.Previous, prev) {
 		return false
 	}
-	ng := &DepGraph{Version: d.versions.Add(1), Edges: Edges, Embeddings: emb, Encoder: encoder, Ignored: ignored}
+	ng := &DepGraph{Version: d.versions.Add(1), Edges: Edges, Embeddings: emb, Encoder: encoder, Ignored: ignored, Previous: prev}
 	for s := range seen {
 		ng.Services = append(ng.Services, s)
 	}
@@ -193,11 +214,20 @@ func (d *Dependencies) Clear() bool {
 // InUse implements FeedTarget.
 func (d *Dependencies) InUse() []any {
 	var Edges int
-	var ignored string
+	var ignored, encoder, previous string
 	if g := d.Current(); g != nil {
-		Edges, ignored = len(g.Edges), g.Ignored
+		Edges, ignored, encoder = len(g.Edges), g.Ignored, g.Encoder
+		if g.Previous != nil {
+			previous = g.Previous.Encoder
+		}
 	}
 	kv := []any{"edges", Edges, "partners", d.partners()}
+	if encoder != "" {
+		kv = append(kv, "encoder", encoder)
+	}
+	if previous != "" {
+		kv = append(kv, "previousEncoder", previous)
+	}
 	if ignored != "" {
 		kv = append(kv, "embeddingsIgnored", ignored)
 	}
