@@ -175,6 +175,10 @@ type DependencyPublisher struct {
 	// lastDropped is the previous interval's count of edges left out
 	// (warned about when it changes).
 	lastDropped atomic.Int64
+	// reweighed wakes Run when SetWeights switches the weights, so the new
+	// partners are published at once rather than an Interval later
+	// (buffered 1: a wake-up pending is enough).
+	reweighed chan struct{}
 }
 
 var _ Component = (*DependencyPublisher)(nil)
@@ -189,9 +193,11 @@ type embedder struct {
 // SetWeights makes the publisher embed with w from its next write on:
 // the GraphSAGE weights of the model the site runs (quant.Artifact.Sage),
 // so the partners it publishes are the ones that model reads; the
-// embeddings in the ConfigMap are rewritten ("encoder changed"). Without
-// an encoder configured (embeddings off) it does nothing; nil w goes back
-// to cfg's encoder. Safe while Sync runs.
+// embeddings in the ConfigMap are rewritten ("encoder changed"), at once
+// when Run is running (it does not wait for the next Interval: a
+// scheduler that has loaded the model reads a dep_affinity of 0 until
+// then). Without an encoder configured (embeddings off) it does nothing;
+// nil w goes back to cfg's encoder. Safe while Sync runs.
 func (p *DependencyPublisher) SetWeights(w *policy.SageWeights) error {
 	if p.cfg.Encoder == nil {
 		return nil
@@ -207,6 +213,10 @@ func (p *DependencyPublisher) SetWeights(w *policy.SageWeights) error {
 	next.id = (&sage.Pretrained{Encoder: next.enc, Decoder: next.dec}).ID()
 	if old := p.weights.Swap(next); old == nil || old.id != next.id {
 		p.log.Info("service embeddings: GraphSAGE weights", "encoder", next.id)
+		select {
+		case p.reweighed <- struct{}{}:
+		default: // a wake-up is pending already
+		}
 	}
 	return nil
 }
@@ -234,6 +244,7 @@ func NewDependencyPublisher(cfg DependencyConfig) (*DependencyPublisher, error) 
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}),
 		// the graph's fields besides its edges take under 200 bytes
 		graphBudget: kubefmt.MaxDependencyGraphBytes - 1024,
+		reweighed:   make(chan struct{}, 1),
 	}
 	if cfg.Encoder != nil {
 		p.weights.Store(&embedder{enc: cfg.Encoder, dec: cfg.Decoder, id: (&sage.Pretrained{Encoder: cfg.Encoder, Decoder: cfg.Decoder}).ID()})
@@ -249,9 +260,10 @@ func NewDependencyPublisher(cfg DependencyConfig) (*DependencyPublisher, error) 
 	return p, nil
 }
 
-// Run publishes the graph now and every Interval until ctx ends (then it
-// returns ctx's error); a failed attempt is retried after a capped,
-// jittered backoff instead of the next Interval.
+// Run publishes the graph now, every Interval and when SetWeights
+// switches the weights, until ctx ends (then it returns ctx's error); a
+// failed attempt is retried after a capped, jittered backoff instead of
+// the next Interval.
 func (p *DependencyPublisher) Run(ctx context.Context) error {
 	b := backoff.New(p.cfg.BackoffMin, p.cfg.BackoffMax, p.cfg.Seed^0xde9)
 	t := time.NewTicker(p.cfg.Interval)
@@ -277,6 +289,7 @@ func (p *DependencyPublisher) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 		case <-again:
+		case <-p.reweighed:
 		}
 	}
 }

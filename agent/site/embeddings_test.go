@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 	"github.com/edgesched/edgesched/kubefmt"
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/sage"
 )
 
@@ -194,5 +195,59 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 	// embeddings off: the model's weights change nothing
 	if err := publisher(nil, nil).SetWeights(own); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDependencyPublisherRunReweighs: Run publishes the partners of new
+// GraphSAGE weights as soon as SetWeights switches to them, not an
+// Interval later (an hour here, so only the wake-up can do it); setting
+// the same weights again writes nothing.
+func TestDependencyPublisherRunReweighs(t *testing.T) {
+	pre, err := sage.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	cfg := DefaultDependencyConfig()
+	cfg.Client, cfg.Trace, cfg.Encoder, cfg.Decoder = kubeclientset.Wrap(client), fixedEdges{edge("web", "db", 10)}, pre.Encoder, pre.Decoder
+	cfg.Now, cfg.Interval = func() time.Time { return depT0 }, time.Hour
+	p, err := NewDependencyPublisher(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encoder := func() string {
+		cm, err := client.CoreV1().ConfigMaps(DefaultNamespace).Get(context.Background(), kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		m, err := kubefmt.DecodeEmbeddings([]byte(cm.Data[kubefmt.EmbeddingsConfigMapKey]))
+		if err != nil {
+			return err.Error()
+		}
+		return m.Encoder
+	}
+	stop := runBackground(t, p.Run)
+	defer stop()
+	poll(t, 5*time.Second, "the first embeddings", func() (bool, string) { e := encoder(); return e == pre.ID(), e })
+	own := pre.Weights()
+	own.Decoder[0] += 0.5
+	if err := p.SetWeights(own); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 5*time.Second, "the model's weights' embeddings", func() (bool, string) { e := encoder(); return e == own.ID(), e })
+	stop()
+	// with Run stopped, the wake-ups wait in the channel: none for the
+	// same weights, one (not two) for two switches
+	for _, c := range []struct {
+		name string
+		w    *policy.SageWeights
+		want int
+	}{{"the same weights", own, 0}, {"back to the configured ones", nil, 1}, {"the model's again", own, 1}} {
+		if err := p.SetWeights(c.w); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(p.reweighed); got != c.want {
+			t.Errorf("%s: %d wake-ups pending, want %d", c.name, got, c.want)
+		}
 	}
 }
