@@ -24,7 +24,9 @@ import (
 // files, ConfigMaps and NATS objects all carry these bytes.
 //
 //	"ESA1"  magic
-//	uint8   format version (1)
+//	uint8   format version (1; 2 for an artifact carrying GraphSAGE
+//	        weights, so a reader built before them says the format is
+//	        newer instead of refusing the header's "sage" field)
 //	uint8   key ID length K (0: unsigned), at most 64
 //	K bytes key ID (ASCII, see KeyID)
 //	uint32  header length H (little endian), at most MaxHeaderBytes
@@ -38,8 +40,13 @@ import (
 // The key ID sits before the header so the decoder verifies the signature
 // before it parses anything else.
 const (
-	artifactMagic  = "ESA1"
+	artifactMagic = "ESA1"
+	// FormatVersion is the format of an artifact without GraphSAGE
+	// weights, FormatSage of one with them (Header.Sage); decoders read
+	// both, and weights in a format-1 artifact too (written before
+	// FormatSage existed).
 	FormatVersion  = 1
+	FormatSage     = 2
 	MaxHeaderBytes = 256 << 10
 	// MaxArtifactBytes caps an artifact (the policies are kilobytes).
 	MaxArtifactBytes = 16 << 20
@@ -250,6 +257,9 @@ func (a *Artifact) Encode(s *Signer) ([]byte, error) {
 		return nil, err
 	}
 	a.Header.Format = FormatVersion
+	if a.Header.Sage != nil {
+		a.Header.Format = FormatSage
+	}
 	a.Header.ModelID = modelID(a.Header.SchemaHash, a.Header.DType, a.Header.Decision, a.Header.Sage, payload)
 	if err := a.validate(); err != nil {
 		return nil, err
@@ -267,7 +277,7 @@ func (a *Artifact) Encode(s *Signer) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	buf.WriteString(artifactMagic)
-	buf.WriteByte(FormatVersion)
+	buf.WriteByte(byte(a.Header.Format))
 	buf.WriteByte(byte(len(a.KeyID)))
 	buf.WriteString(a.KeyID)
 	_ = binary.Write(&buf, binary.LittleEndian, uint32(len(hb)))
@@ -308,8 +318,8 @@ func Decode(b []byte, opt DecodeOptions) (*Artifact, error) {
 	if len(b) < 4+2+4+sigLen || string(b[:4]) != artifactMagic {
 		return nil, fmt.Errorf("%w: not an edgesched artifact (magic)", ErrArtifact)
 	}
-	if b[4] != FormatVersion {
-		return nil, fmt.Errorf("%w: format version %d, this build reads %d", ErrArtifact, b[4], FormatVersion)
+	if b[4] != FormatVersion && b[4] != FormatSage {
+		return nil, fmt.Errorf("%w: format version %d, this build reads %d and %d", ErrArtifact, b[4], FormatVersion, FormatSage)
 	}
 	k := int(b[5])
 	if k > maxKeyIDLen || 6+k+4+sigLen > len(b) {
@@ -352,8 +362,11 @@ func Decode(b []byte, opt DecodeOptions) (*Artifact, error) {
 		return nil, fmt.Errorf("%w: header: trailing data", ErrArtifact)
 	}
 	payload := body[off+hl:]
-	if a.Header.Format != FormatVersion {
-		return nil, fmt.Errorf("%w: header format %d, this build reads %d", ErrArtifact, a.Header.Format, FormatVersion)
+	switch {
+	case a.Header.Format != int(b[4]):
+		return nil, fmt.Errorf("%w: header format %d, the file's is %d", ErrArtifact, a.Header.Format, b[4])
+	case a.Header.Format == FormatSage && a.Header.Sage == nil:
+		return nil, fmt.Errorf("%w: format %d without GraphSAGE weights (header sage)", ErrArtifact, FormatSage)
 	}
 	// The layout follows from the dtype and the layer sizes: tensors in
 	// order, back to back, covering the payload exactly.

@@ -126,3 +126,49 @@ func TestArtifactSageRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestArtifactSageFormat: an artifact carrying GraphSAGE weights is format
+// 2 (FormatSage) in its first bytes and its header, so a reader built
+// before them (which reads format 1 alone) names the format instead of
+// the header's unknown "sage" field; one without weights stays format 1,
+// byte for byte. Format-1 artifacts with weights (written before
+// FormatSage) still decode; the other combinations are refused.
+func TestArtifactSageFormat(t *testing.T) {
+	s, keys := testSigner(t, 1)
+	_, fa, _ := sageArtifacts(t)
+	withSage, err := fa.Encode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := floatArtifact(t, 5).Encode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withSage[4] != FormatSage || plain[4] != FormatVersion {
+		t.Fatalf("format bytes %d (with weights) and %d (without), want %d and %d", withSage[4], plain[4], FormatSage, FormatVersion)
+	}
+	// as format byte and header say
+	as := func(b []byte, file byte, header int) []byte {
+		c := append([]byte(nil), b...)
+		c[4] = file
+		return resign(t, c, s, func(h map[string]any) { h["format"] = header }, nil)
+	}
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string // "" decodes
+	}{
+		{"weights in format 1 (before FormatSage)", as(withSage, 1, 1), ""},
+		{"format 2 without weights", as(plain, 2, 2), "without GraphSAGE weights"},
+		{"the header's format is not the file's", as(withSage, 2, 1), "header format 1, the file's is 2"},
+		{"a newer format", as(withSage, 3, 3), "format version 3, this build reads 1 and 2"},
+	} {
+		a, err := Decode(c.b, DecodeOptions{Keys: keys})
+		switch {
+		case c.want == "" && (err != nil || a.Header.Sage == nil):
+			t.Errorf("%s: %v, want it read with its weights", c.name, err)
+		case c.want != "" && (!errors.Is(err, ErrArtifact) || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want ErrArtifact naming %q", c.name, err, c.want)
+		}
+	}
+}
