@@ -43,8 +43,8 @@ const (
 	artifactMagic = "ESA1"
 	// FormatVersion is the format of an artifact without GraphSAGE
 	// weights, FormatSage of one with them (Header.Sage); decoders read
-	// both, and weights in a format-1 artifact too (written before
-	// FormatSage existed).
+	// both, and refuse either with the other content, so decoding and
+	// re-encoding gives the same bytes.
 	FormatVersion  = 1
 	FormatSage     = 2
 	MaxHeaderBytes = 256 << 10
@@ -367,6 +367,8 @@ func Decode(b []byte, opt DecodeOptions) (*Artifact, error) {
 		return nil, fmt.Errorf("%w: header format %d, the file's is %d", ErrArtifact, a.Header.Format, b[4])
 	case a.Header.Format == FormatSage && a.Header.Sage == nil:
 		return nil, fmt.Errorf("%w: format %d without GraphSAGE weights (header sage)", ErrArtifact, FormatSage)
+	case a.Header.Format == FormatVersion && a.Header.Sage != nil:
+		return nil, fmt.Errorf("%w: GraphSAGE weights (header sage) in format %d, want %d", ErrArtifact, FormatVersion, FormatSage)
 	}
 	// The layout follows from the dtype and the layer sizes: tensors in
 	// order, back to back, covering the payload exactly.

@@ -131,8 +131,8 @@ func TestArtifactSageRefusals(t *testing.T) {
 // 2 (FormatSage) in its first bytes and its header, so a reader built
 // before them (which reads format 1 alone) names the format instead of
 // the header's unknown "sage" field; one without weights stays format 1,
-// byte for byte. Format-1 artifacts with weights (written before
-// FormatSage) still decode; the other combinations are refused.
+// byte for byte. The other combinations are refused, so what decodes
+// re-encodes to the same bytes (FuzzDecode).
 func TestArtifactSageFormat(t *testing.T) {
 	s, keys := testSigner(t, 1)
 	_, fa, _ := sageArtifacts(t)
@@ -158,7 +158,8 @@ func TestArtifactSageFormat(t *testing.T) {
 		b    []byte
 		want string // "" decodes
 	}{
-		{"weights in format 1 (before FormatSage)", as(withSage, 1, 1), ""},
+		{"as written", withSage, ""},
+		{"weights in format 1", as(withSage, 1, 1), "GraphSAGE weights (header sage) in format 1, want 2"},
 		{"format 2 without weights", as(plain, 2, 2), "without GraphSAGE weights"},
 		{"the header's format is not the file's", as(withSage, 2, 1), "header format 1, the file's is 2"},
 		{"a newer format", as(withSage, 3, 3), "format version 3, this build reads 1 and 2"},

@@ -217,13 +217,16 @@ func (st *State) Feasible(n int, p *Pod) bool {
 }
 
 // RoomFor reports whether the nodes that could take pod p apart from their
-// free resources (architecture, GPU model, node selector and taints; up;
-// and admit, when not nil) have, summed, the free CPU, memory and GPU share
-// p requests. A pod that fits no node while RoomFor holds failed for
+// free resources (architecture, GPU model, node selector and taints; up)
+// have, summed, the free CPU, memory and GPU share p requests, and there
+// is at least one. A pod that fits no node while RoomFor holds failed for
 // fragmentation: its eligible nodes had the room, split among them. When
-// RoomFor is false no placement of p alone could have helped then.
-func (st *State) RoomFor(p *Pod, admit func(n int) bool) bool {
+// RoomFor is false no placement of p alone could have helped then. A
+// run's node filter (sim.NodeFilter: the language policy's required
+// rules) is not consulted: its Admit is only asked about nodes that fit.
+func (st *State) RoomFor(p *Pod) bool {
 	var cpu, mem, gpu int64
+	eligible := false
 	for n := range st.Nodes {
 		f := &st.fit[n]
 		if st.down[n] || (p.Arch != ArchAny && p.Arch != f.arch) {
@@ -235,15 +238,13 @@ func (st *State) RoomFor(p *Pod, admit func(n int) bool) bool {
 		if (f.restricted || p.Constrained) && !st.constraintsOK(&st.Nodes[n], p) {
 			continue
 		}
-		if admit != nil && !admit(n) {
-			continue
-		}
 		nd := &st.Nodes[n]
 		cpu += nd.CPUFree
 		mem += nd.MemFree
 		gpu += nd.GPUFreeTotal
+		eligible = true
 	}
-	return cpu >= p.CPU && mem >= p.Mem && gpu >= p.GPUDemand()
+	return eligible && cpu >= p.CPU && mem >= p.Mem && gpu >= p.GPUDemand()
 }
 
 // nodeFit is the part of a node the filter reads, packed so the filter's

@@ -72,7 +72,9 @@ type DepGraph struct {
 	// the model its agent installed, possibly before the scheduler has
 	// loaded that model, so the model still running reads its own
 	// partners from here until its successor arrives. One generation is
-	// kept; it goes when the encoder changes again or the embeddings go.
+	// kept; it goes when the encoder changes again or the embeddings go
+	// (or are ignored). It is not checked against the graph: across a
+	// change of edges it keeps the partners of the graph it came with.
 	Previous *kubefmt.Embeddings
 }
 

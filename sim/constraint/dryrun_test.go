@@ -106,3 +106,37 @@ func TestCarbonReference(t *testing.T) {
 		t.Errorf("GPUWatts: Orin %v, T4 %v, unknown %v", sim.GPUWatts("Orin"), sim.GPUWatts("T4"), sim.GPUWatts("no-such"))
 	}
 }
+
+// TestDryRunCountsOnlyRulesThatBlocked: a pod that fits no node for lack
+// of resources never meets the document's rules, so it is not counted as
+// blocked by one (the run's failure measures may look at the nodes of a
+// pod that fitted nowhere; they must not ask the filter about them).
+// Two 4-core amd64 nodes: a 6-core pod fits neither; a required arm64 rule
+// would refuse both.
+func TestDryRunCountsOnlyRulesThatBlocked(t *testing.T) {
+	c := &sim.Cluster{Nodes: []sim.NodeSpec{
+		{Name: "n0", CPU: 4000, Memory: 4096, Arch: sim.ArchAMD64},
+		{Name: "n1", CPU: 4000, Memory: 4096, Arch: sim.ArchAMD64},
+	}}
+	w := &sim.Workload{Pods: []sim.PodSpec{{Name: "big", CPU: 6000, Memory: 1024, Create: 0, Delete: 10}}}
+	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := baseline.Lookup(baseline.K8sDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := mustDoc(t, `apiVersion: edgesched.policy/v1
+kind: SchedulingPolicy
+rules:
+- {kind: arch, effect: required, arch: [arm64], pods: {}}
+`)
+	rep, err := DryRun(context.Background(), env, base, doc, engine.DefaultRunConfig(engine.Replay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.BlockedPods != 0 || rep.Rules[0].BlockedAfter != 0 {
+		t.Errorf("blocked pods %d, rule blocked %d decisions; want 0 and 0 (the pod fitted no node before any rule)", rep.BlockedPods, rep.Rules[0].BlockedAfter)
+	}
+}

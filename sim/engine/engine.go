@@ -256,7 +256,7 @@ func (r *runner) schedule(id int32) (bool, error) {
 	}
 	if len(r.cand) == 0 {
 		r.rec.decision(time.Since(t0))
-		r.rec.noFit(st, id, r.admit)
+		r.rec.noFit(st, id)
 		if r.cfg.OnOutcome != nil {
 			r.cfg.OnOutcome(st, p, -1)
 		}
@@ -286,15 +286,6 @@ func (r *runner) schedule(id int32) (bool, error) {
 		r.cfg.OnOutcome(st, p, n)
 	}
 	return true, nil
-}
-
-// admit is the run's node filter as a function of the node (nil without
-// one), for State.RoomFor.
-func (r *runner) admit(st *sim.State, p *sim.Pod) func(int) bool {
-	if r.filter == nil {
-		return nil
-	}
-	return func(n int) bool { return r.filter.Admit(st, p, n) }
 }
 
 // pick returns the candidate with the highest score, breaking ties

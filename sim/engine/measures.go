@@ -26,7 +26,7 @@ func Measures() []MeasureInfo {
 		{"pods_failed", "pods", "pods never placed (inflate: no node fitted; replay: deadline passed while pending)", ""},
 		{"pods_pending", "pods", "pods still waiting when the trace ends (replay)", "replay"},
 		{"failure_rate", "share", "pods_failed / pods_arrived", ""},
-		{"failures_with_room", "share", "share of failed pods whose eligible nodes (architecture, GPU model, selector, taints, up) had, summed, the free CPU, memory and GPU they asked for when they first fitted no node: failures of fragmentation; the rest met full nodes (absent without failures)", ""},
+		{"failures_with_room", "share", "share of failed pods whose eligible nodes (architecture, GPU model, selector, taints, up) had, summed, the free CPU, memory and GPU they asked for when they first fitted no node: failures of fragmentation; the rest met full nodes, or no eligible node up (absent without failures)", ""},
 		{"alloc_cpu", "share", "CPU requested by placed pods / CPU requested by arrived pods", ""},
 		{"alloc_mem", "share", "memory requested by placed pods / memory requested by arrived pods", ""},
 		{"alloc_gpu", "share", "GPU requested by placed pods / GPU requested by arrived pods", ""},
@@ -51,7 +51,7 @@ func Measures() []MeasureInfo {
 		{"nodes_active_mean", "nodes", "mean over samples of the nodes running at least one pod", ""},
 		{"latency_mean_ms", "ms", "mean per-pod latency proxy over samples: base x 1/(1-rho) of the node's CPU use + call-rate-weighted RTT to dependencies", ""},
 		{"latency_p95_ms", "ms", "95th percentile of the per-pod latency proxy over samples", ""},
-		{"latency_capped_share", "share", "share of the pod samples on nodes at the latency proxy's utilisation cap (MaxUtil); above 0.05 the p95 sits at the cap whatever the placement of the rest", ""},
+		{"latency_capped_share", "share", "share of the pod samples on nodes at the latency proxy's utilisation cap (MaxUtil); above 0.05 the p95 is at least the cap, whatever the placement of the rest", ""},
 		{"cross_zone_traffic", "share", "mean over samples of the share of dependency call rate that crosses zones", ""},
 		{"carbon_g_per_h", "gCO2/h", "mean over samples of the emission rate of placed work (replay: curve at the hour; inflate: daily mean curve)", ""},
 		{"carbon_g", "gCO2", "emissions of placed work integrated over the trace", "replay"},
@@ -118,12 +118,11 @@ func (r *recorder) arrive(p *sim.Pod) {
 
 // noFit notes that pod id fitted no node; the first time, it records
 // whether its eligible nodes had room for it in aggregate (State.RoomFor).
-func (r *recorder) noFit(st *sim.State, id int32, admit func(*sim.State, *sim.Pod) func(int) bool) {
+func (r *recorder) noFit(st *sim.State, id int32) {
 	if _, seen := r.roomAtMiss[id]; seen {
 		return
 	}
-	p := &st.Pods[id]
-	r.roomAtMiss[id] = st.RoomFor(p, admit(st, p))
+	r.roomAtMiss[id] = st.RoomFor(&st.Pods[id])
 }
 
 func (r *recorder) outcome(id int32, p *sim.Pod, ok bool) {

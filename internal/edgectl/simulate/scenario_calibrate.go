@@ -55,7 +55,7 @@ type measureRange struct {
 // calibrateHeadroom are the measures printed beside the bands: the share
 // of failures of fragmentation (the rest met full nodes, which a placement
 // cannot help) and the share of pod samples at the latency proxy's cap
-// (above 5% the p95 is the cap under any placement of the rest).
+// (above 5% the p95 is at least the cap under any placement of the rest).
 var calibrateHeadroom = []string{"failures_with_room", "latency_capped_share"}
 
 type measureInBand struct {
@@ -82,7 +82,7 @@ Beside them, the headroom a placement has: the share of the failures that
 were of fragmentation (failures_with_room: the pod's eligible nodes had
 the room, split among them; the rest met full nodes) and the share of pod
 samples at the latency proxy's cap (latency_capped_share: above 5% the
-p95 latency proxy is the cap under any placement of the other pods).`,
+p95 latency proxy is at least the cap under any placement of the other pods).`,
 		Example: `  edgectl scenario calibrate
   edgectl scenario calibrate --families retail-stores,rail-stations --scenario-seeds 1-10`,
 		Args: cobra.NoArgs,
@@ -220,7 +220,7 @@ func (c *calibration) print(w io.Writer) error {
 		c.Policy, c.RunSeed, 100*bands[0].Lo, 100*bands[0].Hi, 100*bands[1].Lo, 100*bands[1].Hi, 100*bands[2].Lo, 100*bands[2].Hi); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(w, "failures with room: failures of fragmentation (the eligible nodes had the room, split); latency capped: pod samples at the latency proxy's cap (over 5%: the p95 is the cap)")
+	_, err := fmt.Fprintln(w, "failures with room: failures of fragmentation (the eligible nodes had the room, split); latency capped: pod samples at the latency proxy's cap (over 5%: the p95 is at least the cap)")
 	return err
 }
 
