@@ -32,6 +32,21 @@ func testSigner(t testing.TB, seed uint64) (*Signer, *Keyring) {
 	return s, k
 }
 
+// signedRoundTrip encodes a signed by s and decodes it with keys: the
+// bytes and what a reader gets.
+func signedRoundTrip(t testing.TB, a *Artifact, s *Signer, keys *Keyring) ([]byte, *Artifact) {
+	t.Helper()
+	b, err := a.Encode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(b, DecodeOptions{Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, got
+}
+
 func floatArtifact(t testing.TB, seed uint64) *Artifact {
 	t.Helper()
 	a, err := FromModel(randomModel(t, 16, 8, seed).Float(), Info{Version: 3, Round: 2, Metrics: map[string]float64{"reward": -1.5}, Created: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)})
@@ -57,14 +72,7 @@ func TestArtifactRoundTrip(t *testing.T) {
 		a    *Artifact
 	}{{"float32", floatArtifact(t, 1)}, {"int8", int8Artifact(t, 2)}} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := tc.a.Encode(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := Decode(b, DecodeOptions{Keys: keys})
-			if err != nil {
-				t.Fatal(err)
-			}
+			b, got := signedRoundTrip(t, tc.a, s, keys)
 			if got.KeyID != s.ID || got.Header.ModelID != tc.a.Header.ModelID || got.Header.Version != tc.a.Header.Version {
 				t.Fatalf("header %+v", got.Header)
 			}
@@ -141,14 +149,7 @@ func TestArtifactDecision(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := a.Encode(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := Decode(b, DecodeOptions{Keys: keys})
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, got := signedRoundTrip(t, a, s, keys)
 			if got.Header.Decision != m.Decision {
 				t.Fatalf("decision %+v, want %+v", got.Header.Decision, m.Decision)
 			}

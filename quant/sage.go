@@ -47,10 +47,15 @@ func sageTensors(h *SageHeader) ([]tensorSpec, error) {
 	return out, nil
 }
 
+// shape is h's shape as SageWeights without values.
+func (h *SageHeader) shape() *policy.SageWeights {
+	return &policy.SageWeights{Inputs: h.Inputs, Hidden: h.Hidden, Dim: h.Dim, Layers: h.Layers, Fanouts: slices.Clone(h.Fanouts), Seed: h.Seed, Scale: h.Scale}
+}
+
 // weights is h's shape as SageWeights with zero values (for checking
 // the shape and the fan-outs).
 func (h *SageHeader) weights() *policy.SageWeights {
-	w := &policy.SageWeights{Inputs: h.Inputs, Hidden: h.Hidden, Dim: h.Dim, Layers: h.Layers, Fanouts: h.Fanouts, Seed: h.Seed, Scale: h.Scale}
+	w := h.shape()
 	if h.Layers < 1 || h.Layers > policy.MaxSageLayers || h.Inputs < 1 || h.Inputs > policy.MaxSageWidth ||
 		h.Dim < 1 || h.Dim > policy.MaxSageWidth || h.Hidden < 0 || h.Hidden > policy.MaxSageWidth {
 		return w // Validate names the problem
@@ -94,7 +99,7 @@ func (a *Artifact) Sage() *policy.SageWeights {
 	if h == nil {
 		return nil
 	}
-	w := &policy.SageWeights{Inputs: h.Inputs, Hidden: h.Hidden, Dim: h.Dim, Layers: h.Layers, Fanouts: slices.Clone(h.Fanouts), Seed: h.Seed, Scale: h.Scale}
+	w := h.shape()
 	for _, name := range sageNames[:len(policy.SageShapes(h.Inputs, h.Hidden, h.Dim, h.Layers))] {
 		if t := a.Tensor(name); t != nil {
 			w.Params = append(w.Params, slices.Clone(t.F32))

@@ -39,14 +39,7 @@ func TestArtifactSage(t *testing.T) {
 	w, fa, qa := sageArtifacts(t)
 	plain := floatArtifact(t, 5)
 	for _, a := range []*Artifact{fa, qa} {
-		b, err := a.Encode(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := Decode(b, DecodeOptions{Keys: keys})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, got := signedRoundTrip(t, a, s, keys)
 		if got.Header.Sage == nil || got.Header.Sage.ID != w.ID() || got.AffinityEncoder() != w.ID() || w.ID() == policy.AffinityEncoder {
 			t.Fatalf("%s: sage header %+v, want ID %s", a.Header.DType, got.Header.Sage, w.ID())
 		}

@@ -214,6 +214,21 @@ func marshal(t testing.TB, mp *onnxpb.ModelProto) []byte {
 	return b
 }
 
+// reimport is mp marshalled, decoded and imported with the default
+// options, as a reader of the file would.
+func reimport(t testing.TB, mp *onnxpb.ModelProto) *Imported {
+	t.Helper()
+	back, err := Decode(marshal(t, mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp, err := Import(back, DefaultImportOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return imp
+}
+
 func floatsLE(v []float32) []byte {
 	out := make([]byte, 4*len(v))
 	for i, f := range v {

@@ -41,14 +41,7 @@ func TestRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 				b := marshal(t, mp)
-				back, err := Decode(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				imp, err := Import(back, DefaultImportOptions())
-				if err != nil {
-					t.Fatal(err)
-				}
+				imp := reimport(t, mp)
 				if !imp.Metadata || !imp.Dated || !imp.Normalized || imp.Critic != critic {
 					t.Errorf("import report %+v", imp)
 				}
@@ -119,14 +112,7 @@ func TestRoundTripTanh(t *testing.T) {
 			if tanhs != want {
 				t.Fatalf("%d Tanh nodes, want %d", tanhs, want)
 			}
-			back, err := Decode(marshal(t, mp))
-			if err != nil {
-				t.Fatal(err)
-			}
-			imp, err := Import(back, DefaultImportOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
+			imp := reimport(t, mp)
 			if imp.Model.Net.Act != act {
 				t.Fatalf("imported activations %v, want %v", imp.Model.Net.Act, act)
 			}
@@ -254,14 +240,7 @@ func TestRoundTripSage(t *testing.T) {
 		for _, e := range mp.MetadataProps {
 			has = has || e.GetKey() == MetaSage
 		}
-		back, err := Decode(marshal(t, mp))
-		if err != nil {
-			t.Fatal(err)
-		}
-		imp, err := Import(back, DefaultImportOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
+		imp := reimport(t, mp)
 		if has != tc.meta || imp.Model.AffinityEncoder() != tc.want {
 			t.Errorf("%s: metadata %v (want %v), imported weights %s, want %s", tc.name, has, tc.meta, imp.Model.AffinityEncoder(), tc.want)
 		}
