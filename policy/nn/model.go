@@ -105,10 +105,14 @@ func (m *Model) SageWeights() *policy.SageWeights {
 	return nil
 }
 
-// AffinityEncoder is the ID of SageWeights ("" without them).
+// AffinityEncoder is the ID of SageWeights ("" without them; the shipped
+// pair's is the constant policy.AffinityEncoder, so no copy is hashed).
 func (m *Model) AffinityEncoder() string {
-	if w := m.SageWeights(); w != nil {
-		return w.ID()
+	switch {
+	case m.Sage != nil:
+		return m.Sage.ID()
+	case m.Net.ReadsInput(policy.AffinityFeature):
+		return policy.AffinityEncoder
 	}
 	return ""
 }
