@@ -13,6 +13,7 @@ import (
 	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim/openb"
+	"github.com/edgesched/edgesched/sim/scenario/family"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -256,6 +257,21 @@ func DefaultConfig() Config {
 // Validate checks the configuration and names the first bad field.
 func (c *Config) Validate() error { return c.validate(true) }
 
+// heldOutFamily returns the first scenario of env that names a held-out
+// family (builtin:NAME or builtin:NAME@vN), or "".
+func heldOutFamily(env EnvConfig) string {
+	for _, ref := range append([]string{env.Scenario}, env.Scenarios...) {
+		name, ok := strings.CutPrefix(ref, "builtin:")
+		if !ok {
+			continue
+		}
+		if info, err := family.Lookup(name); err == nil && info.Role == family.HeldOut {
+			return ref
+		}
+	}
+	return ""
+}
+
 // validate is Validate; without env, the environment's source (scenario,
 // scenarios or openb lists) is not checked: FineTune's is in memory.
 func (c *Config) validate(env bool) error {
@@ -275,6 +291,8 @@ func (c *Config) validate(env bool) error {
 		return bad("env", "give scenario (or scenarios), or nodes and pods")
 	case c.Env.Scenario != "" && len(c.Env.Scenarios) > 0:
 		return bad("env.scenarios", "give scenario or scenarios, not both")
+	case heldOutFamily(c.Env) != "":
+		return bad("env.scenarios", "%s is a held-out family, for evaluation only (docs/scenario.md, \"Families\"); train on the training families", heldOutFamily(c.Env))
 	case len(c.Env.Scenarios) > 0 && !c.Env.FreshWorkloads:
 		return bad("env.scenarios", "several scenarios need freshWorkloads (each seed picks one)")
 	case c.Env.Mode != "inflate" && c.Env.Mode != "replay":

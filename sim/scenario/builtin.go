@@ -52,6 +52,9 @@ func builtinBytes(name string, seed *uint64) ([]byte, error) {
 	}
 	b, err := family.Generate(name, s)
 	if errors.Is(err, family.ErrUnknown) {
+		if base, _, versioned := strings.Cut(name, "@"); versioned && IsFamily(base) {
+			return nil, fmt.Errorf("%w: %w", ErrUnknownBuiltin, err) // a family's version that does not exist
+		}
 		return nil, fmt.Errorf("%w %q (have %s)", ErrUnknownBuiltin, name, strings.Join(append(Builtins(), Families()...), ", "))
 	}
 	return b, err

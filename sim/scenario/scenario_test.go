@@ -77,6 +77,14 @@ func TestBuiltins(t *testing.T) {
 	if _, err := Load("builtin:nosuch"); !errors.Is(err, ErrUnknownBuiltin) {
 		t.Errorf("unknown builtin: %v", err)
 	}
+	// a family's version: the first loads, one that does not exist is
+	// refused with the family's reason
+	if l, err := Load("builtin:retail-stores@v1"); err != nil || !IsFamily("builtin:retail-stores@v1") || len(l.Cluster.Nodes) == 0 {
+		t.Errorf("retail-stores@v1: %v", err)
+	}
+	if _, err := Load("builtin:retail-stores@v9"); !errors.Is(err, ErrUnknownBuiltin) || !strings.Contains(err.Error(), `version "v9"`) {
+		t.Errorf("retail-stores@v9: %v", err)
+	}
 }
 
 const minimal = `apiVersion: edgesched.io/v1alpha1

@@ -77,14 +77,18 @@ scenario family for each --scenario-seeds seed (a fleet and a workload
 each) and print, per family, the mean and range of its CPU use
 (util_used_cpu_mean), scheduling failures (failure_rate) and cross-zone
 dependency traffic (cross_zone_traffic), and how many seeds lie in all the
-bands the families are built for (50-70%, 1-4%, 20-35%; docs/scenario.md).
+bands the families are built for (50-70%, 1-4%, 20-35%, and from
+calibration version 2 on at most 5% of the pod samples at the latency
+proxy's cap; docs/scenario.md). A family is its latest calibration;
+NAME@v1 names the first.
 Beside them, the headroom a placement has: the share of the failures that
 were of fragmentation (failures_with_room: the pod's eligible nodes had
 the room, split among them; the rest met full nodes) and the share of pod
 samples at the latency proxy's cap (latency_capped_share: above 5% the
 p95 latency proxy is at least the cap under any placement of the other pods).`,
 		Example: `  edgectl scenario calibrate
-  edgectl scenario calibrate --families retail-stores,rail-stations --scenario-seeds 1-10`,
+  edgectl scenario calibrate --families retail-stores,rail-stations --scenario-seeds 1-10
+  edgectl scenario calibrate --families retail-stores@v1,retail-stores`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cmdutil.CheckOutput(f.output); err != nil {
@@ -127,10 +131,10 @@ func (f *calibrateFlags) run(ctx context.Context, opts cmdutil.Options) (*calibr
 	if err != nil {
 		return nil, fmt.Errorf("--policies: %w", err)
 	}
-	bands := family.Bands()
 	out := &calibration{Policy: pol.Name, RunSeed: f.seed, Families: []familyCalibration{}}
 	for _, name := range names {
 		info, _ := family.Lookup(name)
+		bands := info.Bands
 		vals := make([][]float64, len(bands))
 		room := make([][]float64, len(calibrateHeadroom))
 		var pods float64
@@ -194,12 +198,18 @@ func (f *calibrateFlags) run(ctx context.Context, opts cmdutil.Options) (*calibr
 // print writes the calibration as a table for people.
 func (c *calibration) print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	columns := family.BandsOf(1) // every version's; the capped share is a headroom column
 	fmt.Fprintf(tw, "family\trole\tseeds\tpods\tcpu used\tfailures\tcross-zone\tseeds in all bands\tfailures with room\tlatency capped\n")
 	cell := func(mean, lo, hi float64) string { return fmt.Sprintf("%.1f%% (%.1f-%.1f)", 100*mean, 100*lo, 100*hi) }
 	for _, fc := range c.Families {
-		cells := make([]string, len(fc.Measures))
-		for i, m := range fc.Measures {
-			cells[i] = cell(m.Mean, m.Min, m.Max)
+		cells := make([]string, len(columns))
+		for i, b := range columns {
+			cells[i] = "-"
+			for _, m := range fc.Measures {
+				if m.Measure == b.Measure {
+					cells[i] = cell(m.Mean, m.Min, m.Max)
+				}
+			}
 		}
 		extra := make([]string, len(calibrateHeadroom))
 		for i, h := range calibrateHeadroom {
@@ -215,13 +225,33 @@ func (c *calibration) print(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	bands := family.Bands()
-	if _, err := fmt.Fprintf(w, "%s, run seed %d; cells: mean (min-max) over the family seeds; bands: cpu used %.0f-%.0f%%, failures %.0f-%.0f%%, cross-zone %.0f-%.0f%%\n",
-		c.Policy, c.RunSeed, 100*bands[0].Lo, 100*bands[0].Hi, 100*bands[1].Lo, 100*bands[1].Hi, 100*bands[2].Lo, 100*bands[2].Hi); err != nil {
+	if _, err := fmt.Fprintf(w, "%s, run seed %d; cells: mean (min-max) over the family seeds; bands: cpu used %.0f-%.0f%%, failures %.0f-%.0f%%, cross-zone %.0f-%.0f%%",
+		c.Policy, c.RunSeed, 100*columns[0].Lo, 100*columns[0].Hi, 100*columns[1].Lo, 100*columns[1].Hi, 100*columns[2].Lo, 100*columns[2].Hi); err != nil {
+		return err
+	}
+	if hi, ok := c.cappedBand(); ok { // a band of version 2 on
+		if _, err := fmt.Fprintf(w, ", latency capped at most %.0f%% (calibration v2 on; NAME@v1 has no such band)", 100*hi); err != nil {
+			return err
+		}
+	}
+	if _, err := fmt.Fprintln(w); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintln(w, "failures with room: failures of fragmentation (the eligible nodes had the room, split); latency capped: pod samples at the latency proxy's cap (over 5%: the p95 is at least the cap)")
 	return err
+}
+
+// cappedBand returns the capped-share band's upper end when a family
+// printed is calibrated against it.
+func (c *calibration) cappedBand() (float64, bool) {
+	for _, fc := range c.Families {
+		for _, m := range fc.Measures {
+			if m.Measure == "latency_capped_share" {
+				return m.BandHi, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // seedList writes seeds as N-M when they are consecutive, else N,M,...

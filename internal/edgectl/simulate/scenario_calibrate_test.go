@@ -59,8 +59,35 @@ func TestScenarioCalibrate(t *testing.T) {
 			t.Errorf("table row %q lacks %s's %s", lines[1], h.Measure, cell)
 		}
 	}
+	// a version is calibrated against its own bands: version 1 has no
+	// capped-share band (its seed 1 has 18% of the samples at the cap and
+	// is in its three bands), the latest has four
+	vs, _, err := run(t, "scenario", "calibrate", "--families", "retail-stores@v1,retail-stores", "--scenario-seeds", "1", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions struct {
+		Families []struct {
+			Family   string `json:"family"`
+			InBands  int    `json:"seeds_in_all_bands"`
+			Measures []struct {
+				Measure string  `json:"measure"`
+				Mean    float64 `json:"mean"`
+				BandHi  float64 `json:"band_hi"`
+			} `json:"measures"`
+		} `json:"families"`
+	}
+	if err := json.Unmarshal([]byte(vs), &versions); err != nil {
+		t.Fatal(err)
+	}
+	if f := versions.Families; len(f) != 2 || f[0].Family != "retail-stores@v1" || len(f[0].Measures) != 3 || f[0].InBands != 1 ||
+		f[1].Family != "retail-stores" || len(f[1].Measures) != 4 || f[1].Measures[3].Measure != "latency_capped_share" ||
+		f[1].Measures[3].BandHi != 0.05 || !(f[1].Measures[3].Mean <= 0.05) {
+		t.Errorf("versions: %s", vs)
+	}
 	for _, c := range []struct{ args, want string }{
 		{"--families nosuch", `unknown family "nosuch"`},
+		{"--families retail-stores@v9", `version "v9"`},
 		{"--scenario-seeds x", "--scenario-seeds"},
 		{"--policies nosuch", "--policies"},
 	} {

@@ -43,6 +43,7 @@ var specs = []spec{
 		svcShare: 0.40, batchShare: 0.24, gpuShare: 0.25, edgeFill: 0.45, pipelineRate: 11,
 		edgeUplink: uplink{loss: 0.01, flapsPerDay: 4, flapMinutes: 10, flapRTT: 800, flapLoss: 0.1},
 		coreRTT:    3,
+		v2:         recalibration{appLoad: 0.8, jobs: 1.15},
 	},
 	{
 		name:        "factory-lines",
@@ -64,6 +65,7 @@ var specs = []spec{
 		svcShare: 0.40, batchShare: 0.28, gpuShare: 0.35, edgeFill: 0.45, pipelineRate: 25,
 		edgeUplink: uplink{loss: 0.005, flapsPerDay: 6, flapMinutes: 5, flapRTT: 1500, flapLoss: 0.3},
 		coreRTT:    2,
+		v2:         recalibration{appLoad: 0.8, jobs: 1},
 	},
 	{
 		name:        "telco-pops",
@@ -84,6 +86,7 @@ var specs = []spec{
 		svcShare: 0.44, batchShare: 0.31, gpuShare: 0.35, edgeFill: 0.45, pipelineRate: 18,
 		edgeUplink: uplink{loss: 0.003, flapsPerDay: 3, flapMinutes: 15, flapRTT: 600, flapLoss: 0.05},
 		coreRTT:    4,
+		v2:         recalibration{appLoad: 0.65, jobs: 1},
 	},
 	{
 		name:        "rail-stations",
@@ -105,6 +108,7 @@ var specs = []spec{
 		svcShare: 0.32, batchShare: 0.25, gpuShare: 0.30, edgeFill: 0.5, pipelineRate: 21,
 		edgeUplink: uplink{loss: 0.015, flapsPerDay: 5, flapMinutes: 8, flapRTT: 3000, flapLoss: 0.4},
 		coreRTT:    3,
+		v2:         recalibration{appLoad: 0.4, jobs: 1.2},
 	},
 	{
 		name:        "media-campus",
@@ -126,5 +130,6 @@ var specs = []spec{
 		svcShare: 0.36, batchShare: 0.195, gpuShare: 0.22, edgeFill: 0.65, pipelineRate: 8,
 		edgeUplink: uplink{loss: 0.004, flapsPerDay: 3, flapMinutes: 10, flapRTT: 700, flapLoss: 0.08},
 		coreRTT:    2,
+		v2:         recalibration{appLoad: 0.8, jobs: 1},
 	},
 }

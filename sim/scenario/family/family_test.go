@@ -1,7 +1,9 @@
 package family_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -145,6 +147,83 @@ func TestFamiliesGenerate(t *testing.T) {
 	if _, err := family.Generate("nosuch", 1); !errors.Is(err, family.ErrUnknown) {
 		t.Errorf("unknown family: %v", err)
 	}
+}
+
+// TestVersions: NAME@v1 is the first calibration byte for byte (the
+// hashes are of the generator's output before versions existed, commit
+// 37f839f, so models trained on it are reproduced); a bare NAME is the
+// latest version; version 2 keeps the fleet and the apps' requests (the
+// same node pools, the apps' pods asking the same CPU) and changes their
+// use and the jobs' arrivals; a version that does not exist, or is
+// spelled otherwise than vN, is refused.
+func TestVersions(t *testing.T) {
+	v1 := map[string]string{ // sha256 of `edgectl scenario show builtin:NAME --seed 1` at 37f839f
+		"factory-lines": "e7d4d3beab49ff07464035e587e436ce33716e6e2950d27f00e07e8a0d74c0a5",
+		"media-campus":  "e9515b097c5e729437965a54dd123a9d11981aabdf99400e7c7f176cb89d9058",
+		"rail-stations": "41d5685b73667009d0d00199d3ad4ebf5041c2e9a3b212a9b7f1e18a6769da2d",
+		"retail-stores": "d05a2bb929fb7a9bdeff99e8a39fb133e1ea19648ea93bade7e7d1de025b649b",
+		"telco-pops":    "09e6a24adfb812d003714d16584688b2cde94051bf27e689220d8b5276b188f0",
+	}
+	if len(v1) != len(family.Names()) {
+		t.Fatalf("hashes for %d families, have %d", len(v1), len(family.Names()))
+	}
+	for _, name := range family.Names() {
+		old, err := family.Generate(name+"@v1", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%x", sha256.Sum256(old)); got != v1[name] {
+			t.Errorf("%s@v1 seed 1: sha256 %s, want %s (version 1 must not change)", name, got, v1[name])
+		}
+		latest, _ := family.Generate(name, 1)
+		v2, _ := family.Generate(fmt.Sprintf("%s@v%d", name, family.Latest), 1)
+		if !bytes.Equal(latest, v2) || bytes.Equal(latest, old) {
+			t.Errorf("%s: the bare name is not version %d alone", name, family.Latest)
+		}
+		info, err := family.Lookup(name + "@v1")
+		if err != nil || info.Version != 1 || len(info.Bands) != 3 {
+			t.Errorf("Lookup(%s@v1) = version %d, %d bands, %v", name, info.Version, len(info.Bands), err)
+		}
+		info, err = family.Lookup(name)
+		if err != nil || info.Version != family.Latest || len(info.Bands) != 4 || info.Bands[3].Measure != "latency_capped_share" {
+			t.Errorf("Lookup(%s) = version %d, bands %v, %v", name, info.Version, info.Bands, err)
+		}
+		// Same fleet and apps: the node pools and the apps' CPU requests are
+		// drawn alike in both versions (the jobs' arrivals may differ).
+		a := shapes(t, name+"@v1")
+		b := shapes(t, name)
+		if a.nodes != b.nodes || a.appCPU != b.appCPU {
+			t.Errorf("%s: v1 %d nodes, apps request %d milli-CPU; latest %d, %d", name, a.nodes, a.appCPU, b.nodes, b.appCPU)
+		}
+	}
+	for _, bad := range []string{"retail-stores@v0", "retail-stores@v3", "retail-stores@2", "retail-stores@vx", "retail-stores@", "retail-stores@v01", "retail-stores@v+1", "retail-stores@V1", "retail-stores@v1@v2", "nosuch@v1"} {
+		if _, err := family.Generate(bad, 1); !errors.Is(err, family.ErrUnknown) {
+			t.Errorf("Generate(%q): %v, want ErrUnknown", bad, err)
+		}
+	}
+}
+
+type fleetShape struct {
+	nodes  int
+	appCPU int64
+}
+
+// shapes loads a family's seed 1 and counts its nodes and the CPU its
+// apps' pods request.
+func shapes(t *testing.T, name string) fleetShape {
+	t.Helper()
+	seed := uint64(1)
+	l, err := scenario.LoadWith("builtin:"+name, scenario.Options{Seed: &seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := fleetShape{nodes: len(l.Cluster.Nodes)}
+	for i := range l.Workload.Pods {
+		if p := &l.Workload.Pods[i]; p.Service != "" {
+			out.appCPU += p.CPU
+		}
+	}
+	return out
 }
 
 // TestTelemetryIsNotRequests: on a loaded family, at the middle of a
