@@ -20,6 +20,7 @@ import (
 	"github.com/edgesched/edgesched/sim/baseline"
 	"github.com/edgesched/edgesched/sim/openb"
 	"github.com/edgesched/edgesched/sim/scenario"
+	"github.com/edgesched/edgesched/sim/scenario/family"
 )
 
 // Defaults for the openb inputs.
@@ -42,6 +43,18 @@ type Input struct {
 	Generated bool
 }
 
+// scenarioName is the name reports give a scenario: a family's with the
+// calibration version that ran (NAME@vN, a bare NAME being the latest),
+// else the document's own.
+func scenarioName(ref, name string) string {
+	if f, ok := strings.CutPrefix(ref, "builtin:"); ok {
+		if info, err := family.Lookup(f); err == nil {
+			return fmt.Sprintf("%s@v%d", info.Name, info.Version)
+		}
+	}
+	return name
+}
+
 // LoadInput reads either a scenario or an openb node and pod list;
 // workloadSeed, when set, replaces a scenario's generator seed. The openb
 // files are read within openb's caps, honouring ctx.
@@ -58,7 +71,7 @@ func LoadInput(ctx context.Context, nodes, pods, scen string, workloadSeed *uint
 		if err != nil {
 			return nil, fmt.Errorf("scenario %s: %w", scen, err)
 		}
-		return &Input{Name: l.Name, Env: env, ScenarioSeed: l.Seed, Timed: env.HasTimes, FromScenario: true, Generated: l.Generated}, nil
+		return &Input{Name: scenarioName(scen, l.Name), Env: env, ScenarioSeed: l.Seed, Timed: env.HasTimes, FromScenario: true, Generated: l.Generated}, nil
 	}
 	if nodes == "" {
 		nodes = defaultNodes

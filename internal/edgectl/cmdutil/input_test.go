@@ -1,6 +1,11 @@
 package cmdutil
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+
+	"github.com/edgesched/edgesched/sim/scenario/family"
+)
 
 func TestParseSeeds(t *testing.T) {
 	tests := []struct {
@@ -26,6 +31,22 @@ func TestParseSeeds(t *testing.T) {
 		}
 		if tt.want != nil && (len(got) != len(tt.want) || got[0] != tt.want[0] || got[len(got)-1] != tt.want[len(tt.want)-1]) {
 			t.Errorf("parseSeeds(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestScenarioName: reports name a family with the calibration version
+// that ran; other scenarios keep their documents' names.
+func TestScenarioName(t *testing.T) {
+	for _, c := range []struct{ ref, name, want string }{
+		{"builtin:retail-stores", "retail-stores", fmt.Sprintf("retail-stores@v%d", family.Latest)},
+		{"builtin:retail-stores@v1", "retail-stores", "retail-stores@v1"},
+		{"builtin:retail-fleet", "retail-fleet", "retail-fleet"},
+		{"my-fleet.yaml", "mine", "mine"},
+		{"retail-stores", "from-a-file", "from-a-file"}, // a file named like a family
+	} {
+		if got := scenarioName(c.ref, c.name); got != c.want {
+			t.Errorf("scenarioName(%q, %q) = %q, want %q", c.ref, c.name, got, c.want)
 		}
 	}
 }

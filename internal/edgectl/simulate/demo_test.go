@@ -16,7 +16,7 @@ func TestDemoSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"inflate mode, 1523 nodes", "retail-fleet, replay mode", "retail-stores, replay mode", "fgd", "k8s-default", "trimaran-tlp", "learned", "learned:edge", "network-overhead", "learned:edge-loaded", "learned:edge-sage"} {
+	for _, want := range []string{"inflate mode, 1523 nodes", "retail-fleet, replay mode", "retail-stores@v2, replay mode", "fgd", "k8s-default", "trimaran-tlp", "learned", "learned:edge", "network-overhead", "learned:edge-loaded", "learned:edge-sage"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
