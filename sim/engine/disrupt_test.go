@@ -81,14 +81,7 @@ func TestReplayNodeFailures(t *testing.T) {
 func TestReplayUplinkFlaps(t *testing.T) {
 	c := zonedNodes(2, disrupt.Uplink{LossRate: 0.01, FlapsPerDay: 1, FlapSeconds: 600, FlapRTTMs: 900, FlapLoss: 0.2})
 	w := &sim.Workload{Pods: []sim.PodSpec{{Name: "x", CPU: 1, Create: 0, Delete: 20 * 86400}}}
-	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := engine.Run(context.Background(), env, factoryOf(constPolicy{score: func(int32) float64 { return 0 }}), engine.DefaultRunConfig(engine.Replay))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, res := replayFlat(t, c, w)
 	if res.Measures["uplink_flaps"] < 5 {
 		t.Errorf("20 days at 1 flap a day: %v flaps", res.Measures["uplink_flaps"])
 	}

@@ -163,6 +163,9 @@ type Result struct {
 	Measures    map[string]float64 `json:"measures"`
 	Curve       []CurvePoint       `json:"curve,omitempty"`
 	Series      []SeriesPoint      `json:"series,omitempty"`
+	// Failures are the pod classes with the most failed pods (at most
+	// MaxFailedClasses; nil when none failed).
+	Failures []FailedClass `json:"failures,omitempty"`
 }
 
 // ErrPolicy wraps a policy's misbehaviour (an invalid device choice, a

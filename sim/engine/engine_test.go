@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -286,6 +287,21 @@ func (c constPolicy) Score(_ *sim.State, _ *sim.Pod, nodes []int32, scores []flo
 	for i, n := range nodes {
 		scores[i] = c.score(n)
 	}
+}
+
+// replayFlat replays w on c with a policy that scores every node 0 (ties
+// broken by the run's seeded random source).
+func replayFlat(t *testing.T, c *sim.Cluster, w *sim.Workload) (*sim.Env, *engine.Result) {
+	t.Helper()
+	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := engine.Run(context.Background(), env, factoryOf(constPolicy{score: func(int32) float64 { return 0 }}), engine.DefaultRunConfig(engine.Replay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, res
 }
 
 func factoryOf(p sim.Policy) sim.Factory {
@@ -569,5 +585,57 @@ func TestFailuresWithRoomAndCappedLatency(t *testing.T) {
 	}
 	if got := m["latency_capped_share"]; math.Abs(got-1.0/3) > 1e-12 {
 		t.Errorf("latency_capped_share = %v, want 1/3", got)
+	}
+}
+
+// Which pods fail: one node of 4 cores, filled by a from 0 to 30. At
+// t=10 three 1-core multi-arch pods (x1-x3, one class), two 0.5-core pods
+// with the node selector site=s1 (w1, w2: one class, as constrained pods
+// group by the selector's values, not one shape each), and a 2-core amd64
+// pod (y) find it full and fail at t=20 (no room anywhere); x4, of x's
+// class, arrives at 40 on the empty node and is placed. Then twelve pods
+// of distinct classes (150-1250 milli-CPU) fail behind a second filler
+// (a's class): the list keeps the MaxFailedClasses with the most failures,
+// most first, ties by class (the order of first appearance).
+func TestFailuresByClass(t *testing.T) {
+	c := &sim.Cluster{Nodes: []sim.NodeSpec{{Name: "n0", CPU: 4000, Memory: 1000, Arch: sim.ArchAMD64, Labels: map[string]string{"site": "s1"}}}}
+	pod := func(name string, cpu, create, del int64) sim.PodSpec {
+		return sim.PodSpec{Name: name, CPU: cpu, Memory: 1, CPUUsage: 1, Create: create, Delete: del}
+	}
+	y := pod("y", 2000, 10, 20)
+	y.Arch = sim.ArchAMD64
+	w1, w2 := pod("w1", 500, 10, 20), pod("w2", 500, 10, 20)
+	w1.NodeSelector, w2.NodeSelector = map[string]string{"site": "s1"}, map[string]string{"site": "s1"}
+	w := &sim.Workload{Pods: []sim.PodSpec{
+		pod("a", 4000, 0, 30), pod("x1", 1000, 10, 20), pod("x2", 1000, 10, 20), pod("x3", 1000, 10, 20), w1, w2, y,
+		pod("x4", 1000, 40, 50), pod("filler", 4000, 60, 100),
+	}}
+	for i := range 12 {
+		w.Pods = append(w.Pods, pod(fmt.Sprintf("z%d", i), int64(100*(i+1)+50), 70, 80))
+	}
+	_, res := replayFlat(t, c, w)
+	if got := res.Measures["pods_failed"]; got != 6+12 {
+		t.Fatalf("pods_failed = %v, want 18", got)
+	}
+	f := res.Failures
+	if len(f) != engine.MaxFailedClasses {
+		t.Fatalf("%d classes listed, want %d: %+v", len(f), engine.MaxFailedClasses, f)
+	}
+	// classes: a 0, x 1, w 2, y 3 (filler is a's), z0.. 4..
+	want := []engine.FailedClass{
+		{Class: 1, Example: "x1", CPU: 1000, Memory: 1, Arch: "any", Arrived: 4, Failed: 3},
+		{Class: 2, Example: "w1", CPU: 500, Memory: 1, Arch: "any", NodeSelector: "site=s1", Arrived: 2, Failed: 2},
+		{Class: 3, Example: "y", CPU: 2000, Memory: 1, Arch: "amd64", Arrived: 1, Failed: 1},
+	}
+	for i, wc := range want {
+		if !reflect.DeepEqual(f[i], wc) {
+			t.Errorf("entry %d = %+v, want %+v", i, f[i], wc)
+		}
+	}
+	// the rest fail once each: z0..z6; z7-z11 are left out
+	for i, s := range f[3:] {
+		if want := fmt.Sprintf("z%d", i); s.Example != want || s.Class != int32(4+i) || s.Failed != 1 || s.Arrived != 1 {
+			t.Errorf("entry %d = %+v, want %s failed once", i+3, s, want)
+		}
 	}
 }

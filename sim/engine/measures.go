@@ -96,6 +96,7 @@ type recorder struct {
 	tel     []sim.NodeTelemetry
 
 	evicted, lost, nodeFailures, flaps int
+	classes                            classCounts
 }
 
 func newRecorder(env *sim.Env, cfg RunConfig) *recorder {
@@ -104,6 +105,7 @@ func newRecorder(env *sim.Env, cfg RunConfig) *recorder {
 		svcRTT:  make([]float64, len(env.Services)*len(env.Zones)),
 		svcRate: make([]float64, len(env.Services)*len(env.Zones)),
 		tel:     make([]sim.NodeTelemetry, len(env.Nodes)),
+		classes: newClassCounts(env),
 	}
 }
 
@@ -111,6 +113,7 @@ func (r *recorder) decision(d time.Duration) { r.decisions = append(r.decisions,
 
 func (r *recorder) arrive(p *sim.Pod) {
 	r.nArrived++
+	r.classes.arrive(p)
 	r.arrivedDemand.CPU += p.CPU
 	r.arrivedDemand.Mem += p.Mem
 	r.arrivedDemand.GPU += p.GPUDemand()
@@ -131,6 +134,7 @@ func (r *recorder) outcome(id int32, p *sim.Pod, ok bool) {
 		if r.roomAtMiss[id] {
 			r.nFailedWithRoom++
 		}
+		r.classes.fail(p, r.roomAtMiss[id])
 		return
 	}
 	r.nPlaced++
@@ -346,5 +350,5 @@ func (r *recorder) result() *Result {
 		slices.Sort(ds)
 		m["decision_us_p99"] = float64(ds[min(len(ds)-1, int(math.Ceil(0.99*float64(len(ds))))-1)]) / 1e3
 	}
-	return &Result{Measures: m, Curve: r.curve, Series: r.series}
+	return &Result{Measures: m, Curve: r.curve, Series: r.series, Failures: r.classes.top(r.env)}
 }

@@ -78,6 +78,8 @@ type Run struct {
 	Measures     map[string]float64   `json:"measures"`
 	Curve        []engine.CurvePoint  `json:"curve,omitempty"`
 	Series       []engine.SeriesPoint `json:"series,omitempty"`
+	// Failures are the pod classes the run failed most (engine.Result).
+	Failures []engine.FailedClass `json:"failures,omitempty"`
 }
 
 // NewDocument assembles a document from results.
@@ -94,7 +96,7 @@ func NewDocument(scenario string, env *sim.Env, cfg engine.RunConfig, seeds []ui
 		d.Config.Samples = cfg.Samples
 	}
 	for _, r := range results {
-		d.Runs = append(d.Runs, Run{Policy: r.Policy, Seed: r.Seed, Mode: r.Mode, WallSeconds: r.WallSeconds, Decisions: r.Decisions, Measures: r.Measures, Curve: r.Curve, Series: r.Series})
+		d.Runs = append(d.Runs, Run{Policy: r.Policy, Seed: r.Seed, Mode: r.Mode, WallSeconds: r.WallSeconds, Decisions: r.Decisions, Measures: r.Measures, Curve: r.Curve, Series: r.Series, Failures: r.Failures})
 	}
 	return d
 }
@@ -250,8 +252,8 @@ func formatMeasure(name string, v float64, n int) string {
 	return fmt.Sprintf("%.2f%%", 100*v)
 }
 
-// WriteFiles writes results.json, runs.csv and, when present, curve.csv
-// and series.csv into dir (created if needed).
+// WriteFiles writes results.json, runs.csv, failures.csv and, when
+// present, curve.csv and series.csv into dir (created if needed).
 func (d *Document) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create output dir: %w", err)
@@ -271,6 +273,9 @@ func (d *Document) WriteFiles(dir string) error {
 		return err
 	}
 	if err := write("runs.csv", d.writeRunsCSV); err != nil {
+		return err
+	}
+	if err := write("failures.csv", d.writeFailuresCSV); err != nil {
 		return err
 	}
 	if d.Mode == engine.Inflate {
@@ -333,6 +338,24 @@ func (d *Document) writeSeriesCSV(w io.Writer) error {
 	for _, r := range d.Runs {
 		for _, s := range r.Series {
 			_ = cw.Write([]string{r.Policy, strconv.FormatUint(r.Seed, 10), strconv.FormatUint(r.ScenarioSeed, 10), ff(s.X), ff(s.AllocCPU), ff(s.AllocMem), ff(s.AllocGPU), ff(s.UsedCPU), ff(s.UsedMem)})
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// writeFailuresCSV writes one row per run and failed pod class
+// (engine.FailedClass), most failed first within a run.
+func (d *Document) writeFailuresCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"policy", "seed", "scenario_seed", "class", "example", "service", "cpu_milli", "memory_mib", "gpus", "gpu_milli", "arch", "gpu_models", "node_selector", "tolerations", "arrived", "failed", "failed_with_room"})
+	for _, r := range d.Runs {
+		for _, f := range r.Failures {
+			_ = cw.Write([]string{r.Policy, strconv.FormatUint(r.Seed, 10), strconv.FormatUint(r.ScenarioSeed, 10),
+				strconv.Itoa(int(f.Class)), f.Example, f.Service,
+				strconv.FormatInt(f.CPU, 10), strconv.FormatInt(f.Memory, 10), strconv.Itoa(int(f.GPUs)), strconv.FormatInt(f.GPUMilli, 10),
+				f.Arch, strings.Join(f.GPUModels, " "), f.NodeSelector, f.Tolerations,
+				strconv.Itoa(f.Arrived), strconv.Itoa(f.Failed), strconv.Itoa(f.WithRoom)})
 		}
 	}
 	cw.Flush()

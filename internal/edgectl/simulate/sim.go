@@ -92,7 +92,7 @@ rule (docs/policy.md, "Decision rule").`,
 	fl.IntVar(&f.samples, "samples", 240, "replay: evenly spaced time samples for the measures")
 	fl.Float64Var(&f.baseLatencyMs, "base-latency-ms", 10, "latency proxy: service time on an idle node")
 	fl.IntVar(&f.parallel, "parallel", 0, "concurrent runs (default: number of CPUs)")
-	fl.StringVar(&f.out, "out", "", "directory for results.json, runs.csv, curve.csv, series.csv and PNG plots")
+	fl.StringVar(&f.out, "out", "", "directory for results.json, runs.csv, failures.csv, curve.csv, series.csv and PNG plots")
 	cmdutil.AddOutputFlag(cmd, &f.output)
 	fl.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto (when a terminal), always or never")
 	fl.StringVar(&f.columns, "columns", "", "table columns, comma-separated measure names (default depends on the mode)")
@@ -283,7 +283,7 @@ func writeOutputs(w io.Writer, doc *report.Document, dir string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nwrote %s/{results.json,runs.csv,series.csv", dir)
+	fmt.Fprintf(w, "\nwrote %s/{results.json,runs.csv,failures.csv,series.csv", dir)
 	if doc.Mode == engine.Inflate {
 		fmt.Fprint(w, ",curve.csv")
 	}

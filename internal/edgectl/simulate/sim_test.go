@@ -55,10 +55,26 @@ func TestSimJSONAndFiles(t *testing.T) {
 	if !strings.Contains(errOut, "wrote "+dir) || !strings.Contains(errOut, "%") {
 		t.Errorf("stderr lacks the progress bar or the file list:\n%s", errOut)
 	}
-	for _, f := range []string{"results.json", "runs.csv", "series.csv", "utilization.png"} {
+	for _, f := range []string{"results.json", "runs.csv", "failures.csv", "series.csv", "utilization.png"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
+	}
+	// failures.csv: a header, then a row per run and failed shape of the JSON
+	rows := 1
+	for _, r := range doc.Runs {
+		if r.Measures["pods_failed"] > 0 && len(r.Failures) == 0 {
+			t.Errorf("%s seed %d failed %v pods and lists no failed shape", r.Policy, r.Seed, r.Measures["pods_failed"])
+		}
+		rows += len(r.Failures)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "failures.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != rows || !strings.HasPrefix(lines[0], "policy,seed,scenario_seed,class,example,") {
+		t.Errorf("failures.csv has %d lines, want %d (header %q)", len(lines), rows, lines[0])
 	}
 }
 
