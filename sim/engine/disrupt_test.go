@@ -81,7 +81,7 @@ func TestReplayNodeFailures(t *testing.T) {
 func TestReplayUplinkFlaps(t *testing.T) {
 	c := zonedNodes(2, disrupt.Uplink{LossRate: 0.01, FlapsPerDay: 1, FlapSeconds: 600, FlapRTTMs: 900, FlapLoss: 0.2})
 	w := &sim.Workload{Pods: []sim.PodSpec{{Name: "x", CPU: 1, Create: 0, Delete: 20 * 86400}}}
-	_, res := replayFlat(t, c, w)
+	_, res := replayFlat(t, c, w, false)
 	if res.Measures["uplink_flaps"] < 5 {
 		t.Errorf("20 days at 1 flap a day: %v flaps", res.Measures["uplink_flaps"])
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
 	"github.com/edgesched/edgesched/sim/engine"
+	"github.com/edgesched/edgesched/sim/nodeload"
 )
 
 // randomEnv builds a random heterogeneous cluster and workload from a seed:
@@ -290,14 +291,17 @@ func (c constPolicy) Score(_ *sim.State, _ *sim.Pod, nodes []int32, scores []flo
 }
 
 // replayFlat replays w on c with a policy that scores every node 0 (ties
-// broken by the run's seeded random source).
-func replayFlat(t *testing.T, c *sim.Cluster, w *sim.Workload) (*sim.Env, *engine.Result) {
+// broken by the run's seeded random source), counting failed classes
+// when classes is set.
+func replayFlat(t *testing.T, c *sim.Cluster, w *sim.Workload, classes bool) (*sim.Env, *engine.Result) {
 	t.Helper()
 	env, err := sim.NewEnv(c, w, sim.EnvOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := engine.Run(context.Background(), env, factoryOf(constPolicy{score: func(int32) float64 { return 0 }}), engine.DefaultRunConfig(engine.Replay))
+	cfg := engine.DefaultRunConfig(engine.Replay)
+	cfg.FailedClasses = classes
+	res, err := engine.Run(context.Background(), env, factoryOf(constPolicy{score: func(int32) float64 { return 0 }}), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,14 +595,20 @@ func TestFailuresWithRoomAndCappedLatency(t *testing.T) {
 // Which pods fail: one node of 4 cores, filled by a from 0 to 30. At
 // t=10 three 1-core multi-arch pods (x1-x3, one class), two 0.5-core pods
 // with the node selector site=s1 (w1, w2: one class, as constrained pods
-// group by the selector's values, not one shape each), and a 2-core amd64
-// pod (y) find it full and fail at t=20 (no room anywhere); x4, of x's
-// class, arrives at 40 on the empty node and is placed. Then twelve pods
-// of distinct classes (150-1250 milli-CPU) fail behind a second filler
-// (a's class): the list keeps the MaxFailedClasses with the most failures,
-// most first, ties by class (the order of first appearance).
+// group by the selector's values, not one shape each), a 2-core amd64
+// pod (y) and a 1-core pod of service api and load profile web (v: x's
+// requests, its own class)
+// find it full and fail at t=20 (no room anywhere); x4, of x's
+// class, arrives at 40 on the empty node and is placed. Then
+// MaxFailedClasses+2 pods of distinct classes (150, 250, ... milli-CPU)
+// fail behind a second filler (a's class): the list keeps the
+// MaxFailedClasses with the most failures, most first, ties by class
+// (the order of first appearance).
 func TestFailuresByClass(t *testing.T) {
-	c := &sim.Cluster{Nodes: []sim.NodeSpec{{Name: "n0", CPU: 4000, Memory: 1000, Arch: sim.ArchAMD64, Labels: map[string]string{"site": "s1"}}}}
+	c := &sim.Cluster{
+		Nodes:        []sim.NodeSpec{{Name: "n0", CPU: 4000, Memory: 1000, Arch: sim.ArchAMD64, Labels: map[string]string{"site": "s1"}}},
+		LoadProfiles: []nodeload.Profile{{Name: "web"}},
+	}
 	pod := func(name string, cpu, create, del int64) sim.PodSpec {
 		return sim.PodSpec{Name: name, CPU: cpu, Memory: 1, CPUUsage: 1, Create: create, Delete: del}
 	}
@@ -606,36 +616,43 @@ func TestFailuresByClass(t *testing.T) {
 	y.Arch = sim.ArchAMD64
 	w1, w2 := pod("w1", 500, 10, 20), pod("w2", 500, 10, 20)
 	w1.NodeSelector, w2.NodeSelector = map[string]string{"site": "s1"}, map[string]string{"site": "s1"}
+	v := pod("v", 1000, 10, 20)
+	v.Service, v.Profile = "api", "web"
 	w := &sim.Workload{Pods: []sim.PodSpec{
-		pod("a", 4000, 0, 30), pod("x1", 1000, 10, 20), pod("x2", 1000, 10, 20), pod("x3", 1000, 10, 20), w1, w2, y,
+		pod("a", 4000, 0, 30), pod("x1", 1000, 10, 20), pod("x2", 1000, 10, 20), pod("x3", 1000, 10, 20), w1, w2, y, v,
 		pod("x4", 1000, 40, 50), pod("filler", 4000, 60, 100),
 	}}
-	for i := range 12 {
+	nz := engine.MaxFailedClasses + 2
+	for i := range nz {
 		w.Pods = append(w.Pods, pod(fmt.Sprintf("z%d", i), int64(100*(i+1)+50), 70, 80))
 	}
-	_, res := replayFlat(t, c, w)
-	if got := res.Measures["pods_failed"]; got != 6+12 {
-		t.Fatalf("pods_failed = %v, want 18", got)
+	if _, off := replayFlat(t, c, w, false); off.Failures != nil {
+		t.Errorf("failed classes counted without RunConfig.FailedClasses: %+v", off.Failures)
+	}
+	_, res := replayFlat(t, c, w, true)
+	if got := res.Measures["pods_failed"]; got != float64(7+nz) {
+		t.Fatalf("pods_failed = %v, want %d", got, 7+nz)
 	}
 	f := res.Failures
 	if len(f) != engine.MaxFailedClasses {
 		t.Fatalf("%d classes listed, want %d: %+v", len(f), engine.MaxFailedClasses, f)
 	}
-	// classes: a 0, x 1, w 2, y 3 (filler is a's), z0.. 4..
+	// classes: a 0, x 1, w 2, y 3, v 4 (filler is a's), z0.. 5..
 	want := []engine.FailedClass{
 		{Class: 1, Example: "x1", CPU: 1000, Memory: 1, Arch: "any", Arrived: 4, Failed: 3},
 		{Class: 2, Example: "w1", CPU: 500, Memory: 1, Arch: "any", NodeSelector: "site=s1", Arrived: 2, Failed: 2},
 		{Class: 3, Example: "y", CPU: 2000, Memory: 1, Arch: "amd64", Arrived: 1, Failed: 1},
+		{Class: 4, Example: "v", Service: "api", Profile: "web", CPU: 1000, Memory: 1, Arch: "any", Arrived: 1, Failed: 1},
 	}
 	for i, wc := range want {
 		if !reflect.DeepEqual(f[i], wc) {
 			t.Errorf("entry %d = %+v, want %+v", i, f[i], wc)
 		}
 	}
-	// the rest fail once each: z0..z6; z7-z11 are left out
-	for i, s := range f[3:] {
-		if want := fmt.Sprintf("z%d", i); s.Example != want || s.Class != int32(4+i) || s.Failed != 1 || s.Arrived != 1 {
-			t.Errorf("entry %d = %+v, want %s failed once", i+3, s, want)
+	// the rest fail once each: the first z's; the last six are left out
+	for i, s := range f[len(want):] {
+		if want := fmt.Sprintf("z%d", i); s.Example != want || s.Class != int32(5+i) || s.Failed != 1 || s.Arrived != 1 {
+			t.Errorf("entry %d = %+v, want %s failed once", i+4, s, want)
 		}
 	}
 }

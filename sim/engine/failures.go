@@ -12,21 +12,25 @@ import (
 
 // MaxFailedClasses bounds Result.Failures: the classes with the most
 // failed pods are kept.
-const MaxFailedClasses = 10
+const MaxFailedClasses = 20
 
 // FailedClass counts the failed pods of one class in a run: pods with
-// identical requests, architecture, accepted GPU models, node selector
-// and tolerations (sim.Pod.Shape, but with a selector's values instead of
-// one shape per constrained pod). It says which pods a policy fails, for
-// error analysis (docs/sim.md, "Which pods fail").
+// identical requests, architecture, accepted GPU models, node selector,
+// tolerations, service and load profile (sim.Pod.Shape, but with a
+// selector's values instead of one shape per constrained pod, and the
+// service and profile, which tell apart jobs of equal requests). It says
+// which pods a policy fails, for error analysis (docs/sim.md, "Which pods
+// fail"). Pods of different names can share a class: Example is one.
 type FailedClass struct {
 	// Class numbers the classes in the order of their first pod in the
 	// workload.
 	Class int32 `json:"class"`
-	// Example names the class's first pod in the workload, and Service
-	// its service ("" for none).
+	// Example names the class's first pod in the workload; Service is
+	// the class's service ("" for none) and Profile its load profile (""
+	// for steady use).
 	Example string `json:"example"`
 	Service string `json:"service,omitempty"`
+	Profile string `json:"profile,omitempty"`
 	// CPU (milli-CPU), Memory (MiB), GPUs and GPUMilli are the class's
 	// requests; Arch its architecture ("any" for multi-arch images);
 	// GPUModels the GPU models it accepts (empty: any); NodeSelector and
@@ -61,14 +65,20 @@ type classKey struct {
 	mask            uint64
 	arch            sim.Arch
 	selector, tol   string
+	service, prof   int32
 }
 
-func newClassCounts(env *sim.Env) classCounts {
+// newClassCounts returns the counters of env's classes, or inert ones
+// (every method a no-op) when !on.
+func newClassCounts(env *sim.Env, on bool) classCounts {
+	if !on {
+		return classCounts{}
+	}
 	c := classCounts{of: make([]int32, len(env.Pods))}
 	idx := map[classKey]int32{}
 	for i := range env.Pods {
 		p := &env.Pods[i]
-		k := classKey{cpu: p.CPU, mem: p.Mem, milli: p.GPUMilli, gpus: p.GPUs, mask: p.GPUMask, arch: p.Arch}
+		k := classKey{cpu: p.CPU, mem: p.Mem, milli: p.GPUMilli, gpus: p.GPUs, mask: p.GPUMask, arch: p.Arch, service: p.Service, prof: p.Profile}
 		if p.Constrained {
 			spec := env.Spec(p)
 			k.selector, k.tol = selectorString(spec.NodeSelector), tolerationsString(spec.Tolerations)
@@ -87,6 +97,11 @@ func newClassCounts(env *sim.Env) classCounts {
 }
 
 func selectorString(sel map[string]string) string {
+	if len(sel) == 1 {
+		for k, v := range sel {
+			return k + "=" + v
+		}
+	}
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(sel)) {
 		if b.Len() > 0 {
@@ -115,9 +130,16 @@ func tolerationsString(ts []sim.Toleration) string {
 	return strings.Join(out, ",")
 }
 
-func (c *classCounts) arrive(p *sim.Pod) { c.arrived[c.of[p.Template]]++ }
+func (c *classCounts) arrive(p *sim.Pod) {
+	if c.of != nil {
+		c.arrived[c.of[p.Template]]++
+	}
+}
 
 func (c *classCounts) fail(p *sim.Pod, withRoom bool) {
+	if c.of == nil {
+		return
+	}
 	k := c.of[p.Template]
 	c.failed[k]++
 	if withRoom {
@@ -144,8 +166,12 @@ func (c *classCounts) top(env *sim.Env) []FailedClass {
 	for _, k := range classes {
 		p := &env.Pods[c.first[k]]
 		spec := env.Spec(p)
+		var prof string
+		if p.Profile > 0 && int(p.Profile) < len(env.Profiles) {
+			prof = env.Profiles[p.Profile].Name
+		}
 		out = append(out, FailedClass{
-			Class: k, Example: spec.Name, Service: spec.Service,
+			Class: k, Example: spec.Name, Service: spec.Service, Profile: prof,
 			CPU: p.CPU, Memory: p.Mem, GPUs: p.GPUs, GPUMilli: p.GPUMilli, Arch: p.Arch.String(),
 			GPUModels: slices.Clone(spec.GPUSpec), NodeSelector: selectorString(spec.NodeSelector), Tolerations: tolerationsString(spec.Tolerations),
 			Arrived: c.arrived[k], Failed: c.failed[k], WithRoom: c.withRoom[k],

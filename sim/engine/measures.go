@@ -105,7 +105,7 @@ func newRecorder(env *sim.Env, cfg RunConfig) *recorder {
 		svcRTT:  make([]float64, len(env.Services)*len(env.Zones)),
 		svcRate: make([]float64, len(env.Services)*len(env.Zones)),
 		tel:     make([]sim.NodeTelemetry, len(env.Nodes)),
-		classes: newClassCounts(env),
+		classes: newClassCounts(env, cfg.FailedClasses),
 	}
 }
 

@@ -348,11 +348,11 @@ func (d *Document) writeSeriesCSV(w io.Writer) error {
 // (engine.FailedClass), most failed first within a run.
 func (d *Document) writeFailuresCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"policy", "seed", "scenario_seed", "class", "example", "service", "cpu_milli", "memory_mib", "gpus", "gpu_milli", "arch", "gpu_models", "node_selector", "tolerations", "arrived", "failed", "failed_with_room"})
+	_ = cw.Write([]string{"policy", "seed", "scenario_seed", "class", "example", "service", "profile", "cpu_milli", "memory_mib", "gpus", "gpu_milli", "arch", "gpu_models", "node_selector", "tolerations", "arrived", "failed", "failed_with_room"})
 	for _, r := range d.Runs {
 		for _, f := range r.Failures {
 			_ = cw.Write([]string{r.Policy, strconv.FormatUint(r.Seed, 10), strconv.FormatUint(r.ScenarioSeed, 10),
-				strconv.Itoa(int(f.Class)), f.Example, f.Service,
+				strconv.Itoa(int(f.Class)), f.Example, f.Service, f.Profile,
 				strconv.FormatInt(f.CPU, 10), strconv.FormatInt(f.Memory, 10), strconv.Itoa(int(f.GPUs)), strconv.FormatInt(f.GPUMilli, 10),
 				f.Arch, strings.Join(f.GPUModels, " "), f.NodeSelector, f.Tolerations,
 				strconv.Itoa(f.Arrived), strconv.Itoa(f.Failed), strconv.Itoa(f.WithRoom)})

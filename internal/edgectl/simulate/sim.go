@@ -140,6 +140,7 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts cmdutil.Opt
 		}
 	}
 	cfg := engine.DefaultRunConfig(mode)
+	cfg.FailedClasses = true // runs[].failures, failures.csv
 	cfg.InflateTarget, cfg.InflateStep, cfg.InflateResource = f.target, f.step, f.inflateBy
 	cfg.TieBreak = engine.TieBreak(f.tieBreak)
 	cfg.Samples, cfg.BaseLatencyMs = f.samples, f.baseLatencyMs
