@@ -38,20 +38,22 @@ func PodRequests(p *v1.Pod) (cpu, mem int64) {
 
 // SimPod converts a pod into the simulator's pod: its requests
 // (PodRequests, memory rounded up to MiB), GPU request (PodGPURequest),
-// QoS class (PodQoS), priority and CPU use (PodUsage), without a service
+// QoS class (PodQoS), priority, CPU use (PodUsage) and the architecture
+// its kubernetes.io/arch node selector asks for (PodArch: the policy's
+// architecture features read it), without a service
 // (Service -1: the caller indexes ServiceOf in its environment) and never
 // deleted. models are the GPU models it accepts (nil: any), which the
 // caller turns into sim.Pod.GPUMask in its environment. A malformed GPU
 // request is returned as the error, with the pod converted without GPUs.
 //
-// Spec fields the kube-scheduler's own plugins enforce (node selectors,
-// limits) are not read here: see PodArch and PodCPULimit.
+// Other spec fields the kube-scheduler's own plugins enforce (other node
+// selectors, limits) are not read here: see PodCPULimit.
 func SimPod(p *v1.Pod) (sp sim.Pod, models []string, err error) {
 	cpu, mem := PodRequests(p)
 	req, err := PodGPURequest(p)
 	sp = sim.Pod{
 		CPU: cpu, Mem: (mem + mib - 1) / mib, GPUs: req.GPUs, GPUMilli: req.Milli,
-		QoS: PodQoS(p), Service: -1, Usage: PodUsage(p), Delete: sim.NoDeletion,
+		QoS: PodQoS(p), Service: -1, Usage: PodUsage(p), Delete: sim.NoDeletion, Arch: PodArch(p),
 	}
 	if p.Spec.Priority != nil {
 		sp.Priority = *p.Spec.Priority

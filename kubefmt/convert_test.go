@@ -17,6 +17,8 @@ func TestSimPod(t *testing.T) {
 	withInit.Spec.InitContainers = []v1.Container{{Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("3")}}}}
 	withInit.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("1")}
 	withInit.Spec.Priority = &prio
+	armOnly := pod(v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}, nil)
+	armOnly.Spec.NodeSelector = map[string]string{LabelArch: "arm64", "disk": "ssd"}
 	cases := []struct {
 		name    string
 		pod     *v1.Pod
@@ -31,6 +33,8 @@ func TestSimPod(t *testing.T) {
 			sim.Pod{CPU: 3100, Mem: 2, QoS: sim.QoSBurstable, Service: -1, Usage: sim.DefaultUsage("p"), Priority: 7, Delete: sim.NoDeletion}, nil, false},
 		{"shared GPU with models and QoS", pod(nil, map[string]string{AnnotationGPUMilli: "300", AnnotationGPUModels: "T4,,A100", AnnotationQoS: "LS"}),
 			sim.Pod{GPUs: 1, GPUMilli: 300, QoS: sim.QoSLS, Service: -1, Usage: sim.DefaultUsage("p"), Delete: sim.NoDeletion}, []string{"T4", "A100"}, false},
+		{"arm64 node selector: the pod needs arm64", armOnly,
+			sim.Pod{CPU: 2000, QoS: sim.QoSBurstable, Service: -1, Usage: sim.DefaultUsage("p"), Arch: sim.ArchARM64, Delete: sim.NoDeletion}, nil, false},
 		{"malformed GPU request: no GPUs", pod(nil, map[string]string{AnnotationGPUMilli: "x"}),
 			sim.Pod{QoS: sim.QoSBurstable, Service: -1, Usage: sim.DefaultUsage("p"), Delete: sim.NoDeletion}, nil, true},
 	}

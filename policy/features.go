@@ -16,7 +16,7 @@ import (
 // SchemaID names the feature schema version. Artifacts carry it with
 // Schema.Hash; a model is only ever fed features of the schema it was
 // trained on.
-const SchemaID = "edgesched.features/v4"
+const SchemaID = "edgesched.features/v5"
 
 // Errors of the schema.
 var (
@@ -86,21 +86,26 @@ var featureList = [NumFeatures]Feature{
 	{"retrans", "log(1 + TCP retransmitted segments per second), in steps of 1/2 (the agent's retransPerS)"},
 	// the service embeddings (GraphSAGE, policy/sage): beyond one hop
 	{"dep_affinity", "share of the pod's partners' replicas in the node's zone, weighted by the predicted probability that each partner and the pod's service call each other (sim.Env.Partners: the services within two calls, from the embeddings of the model's GraphSAGE weights, AffinityEncoder unless it carries its own; 0 without them)"},
+	// the node's architecture against the running work
+	{"pod_arch_pinned", "1 when the pod needs one CPU architecture (a kubernetes.io/arch node selector: a single-arch image)"},
+	{"arch_pinned_share", "share of the running pods' CPU requests that need the node's architecture, in steps of 1/20 (sim.State.ArchShares)"},
+	{"arch_free_share", "the node's architecture's share of the cluster's free CPU, in steps of 1/20 (sim.State.ArchShares)"},
 }
 
 // NumFeatures is the length of a feature vector.
-const NumFeatures = 41
+const NumFeatures = 44
 
 // FeatureGroups name sets of features a training configuration can leave
 // out of a network's inputs (ppo.NetConfig.Exclude, for ablations and for
 // models of workloads that do not have them): the telemetry features, the
 // one-hop dependency features, the carbon feature, the embeddings'
-// affinity.
+// affinity, the architecture features.
 var FeatureGroups = map[string][]string{
 	"telemetry":    {"cpu_busy", "runq_p99", "mem_pressure", "retrans"},
 	"dependencies": {"dep_zone_colocation", "dep_rtt"},
 	"carbon":       {"carbon"},
 	"affinity":     {"dep_affinity"},
+	"arch":         {"pod_arch_pinned", "arch_pinned_share", "arch_free_share"},
 }
 
 // FirstTelemetryFeature is the index of the first telemetry feature; the
@@ -112,6 +117,13 @@ const (
 
 // AffinityFeature is the index of dep_affinity.
 const AffinityFeature = 40
+
+// Indices of the architecture features.
+const (
+	ArchPinnedFeature      = 41 // pod_arch_pinned
+	ArchPinnedShareFeature = 42 // arch_pinned_share
+	ArchFreeShareFeature   = 43 // arch_free_share
+)
 
 // AffinityEncoder identifies the shipped GraphSAGE encoder and decoder
 // (DefaultSage, SageWeights.ID; policy/sage's Default): a model of this
@@ -149,7 +161,7 @@ func ExcludeMask(names []string) ([]bool, error) {
 		}
 		i := FeatureIndex(n)
 		if i < 0 {
-			return nil, fmt.Errorf("%w: unknown feature or group %q (groups: affinity, carbon, dependencies, telemetry; features: the names of docs/policy.md)", ErrSchema, n)
+			return nil, fmt.Errorf("%w: unknown feature or group %q (groups: affinity, arch, carbon, dependencies, telemetry; features: the names of docs/policy.md)", ErrSchema, n)
 		}
 		mask[i] = true
 	}
@@ -192,6 +204,8 @@ func (s Schema) Validate() error {
 			hint = " (v2 models were trained before the telemetry features; retrain with 'edgectl train' or use an edgectl of that release)"
 		case "edgesched.features/v3":
 			hint = " (v3 models were trained before the embeddings' dep_affinity feature; retrain with 'edgectl train' or use an edgectl of that release)"
+		case "edgesched.features/v4":
+			hint = " (v4 models were trained before the architecture features pod_arch_pinned, arch_pinned_share and arch_free_share; retrain with 'edgectl train' or use an edgectl of that release)"
 		}
 		return fmt.Errorf("%w: schema %q, this build computes %q%s", ErrSchema, s.ID, SchemaID, hint)
 	}
@@ -275,6 +289,9 @@ type Extractor struct {
 	// model[n]: node n's GPU model (-1 without)
 	pressure []uint16
 	model    []int32
+	// arch[a]: architecture a's steps of arch_pinned_share (low byte) and
+	// arch_free_share (high byte) for the current decision
+	arch [sim.NumArch]uint16
 	// per-decision dependency context, by zone
 	coloc, rtt []float32
 	hasDeps    bool
@@ -364,8 +381,9 @@ const pressureSteps = 2
 // Telemetry steps: the telemetry features move in steps (cpu_busy 1/20,
 // runq_p99 1/4, mem_pressure 1/8, retrans 1/2), so a node's score changes
 // only when its measurements move by a step and scores can be cached
-// (Context).
+// (Context); so do the architecture shares (1/20).
 const (
+	archSteps    = 20 // arch_pinned_share, arch_free_share
 	cpuSteps     = 20
 	runqSteps    = 4
 	memSteps     = 8
@@ -401,8 +419,10 @@ func (x *Extractor) UseTelemetry(on bool) { x.useTel, x.skipTel = on, !on }
 func (x *Extractor) UsePartnersOf(encoder string) { x.affEncoder = encoder }
 
 // NodeContext is what a node's features read beyond the node's requests
-// and placements: the pressure step of its GPU model and, with
-// UseTelemetry, its telemetry steps. Comparable.
+// and placements: the pressure step of its GPU model (bits 0-3: at most
+// round(log(1 + MaxPressure) * pressureSteps) = 6), the steps of its
+// architecture's shares (bits 4-8 and 9-13: at most archSteps = 20) and,
+// with UseTelemetry, its telemetry steps. Comparable.
 type NodeContext struct {
 	pressure uint16
 	tel      uint64
@@ -425,6 +445,7 @@ func (x *Extractor) Contexts(st *sim.State, nodes []int32, out []NodeContext) {
 		if g := x.model[n]; g >= 0 {
 			c.pressure = x.pressure[g]
 		}
+		c.pressure |= x.arch[x.env.Nodes[n].Arch] << 4
 		if x.useTel {
 			c.tel = x.telemetrySteps(st, int(n))
 		}
@@ -522,6 +543,10 @@ func (x *Extractor) BeginPod(st *sim.State, p *sim.Pod) {
 	}
 	for g, pr := range x.md.Pressures(st, x.exact) {
 		x.pressure[g] = uint16(math.Round(math.Log1p(pr) * pressureSteps))
+	}
+	for a := range x.arch {
+		pinned, free := st.ArchShares(sim.Arch(a))
+		x.arch[a] = uint16(math.Round(pinned*archSteps)) | uint16(math.Round(free*archSteps))<<5
 	}
 	x.hasDeps = false
 	for z := range x.coloc {
@@ -685,6 +710,10 @@ func (x *Extractor) Extract(st *sim.State, p *sim.Pod, n int, out []float32) {
 	if x.hasAff {
 		out[AffinityFeature] = x.aff[nd.Zone]
 	}
+	out[ArchPinnedFeature] = b2f(p.Arch != sim.ArchAny)
+	a := x.arch[nd.Arch]
+	out[ArchPinnedShareFeature] = float32(a&0x1f) / archSteps
+	out[ArchFreeShareFeature] = float32(a>>5) / archSteps
 	if x.skipTel {
 		out[36], out[37], out[38], out[39] = 0, 0, 0, 0
 		return

@@ -140,6 +140,37 @@ func TestExtract(t *testing.T) {
 	near("dep_rtt", 0.075)
 	near("gpu_node_cpu_pod", 1)
 	near("gpu_free_after", 1)
+	// Nothing running needs one architecture; amd64 has 158000 of the
+	// 165000 free: 0.958, in steps of 1/20 0.95.
+	near("pod_arch_pinned", 0)
+	near("arch_pinned_share", 0)
+	near("arch_free_share", 0.95)
+
+	// An amd64-only pod of 4000 on g8: 4000 of the 7000 running is pinned
+	// to amd64 (0.571: 0.55 in steps of 1/20); amd64 has 154000 of the
+	// 161000 free (0.957: 0.95). arm64: nothing pinned, 7000 of 161000
+	// free (0.043: 0.05).
+	id, err := st.AddPod(sim.Pod{CPU: 4000, Mem: 1024, Arch: sim.ArchAMD64, Service: -1, Delete: sim.NoDeletion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := x.Context(st, 1)
+	if err := st.Bind(id, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	pinned := &st.Pods[id]
+	x.BeginPod(st, pinned)
+	x.Extract(st, pinned, 1, f)
+	near("pod_arch_pinned", 1)
+	near("arch_pinned_share", 0.55)
+	near("arch_free_share", 0.95)
+	if x.Context(st, 1).Same(before) {
+		t.Error("g8's context did not change with its architecture's pinned share")
+	}
+	x.Extract(st, api, 2, f)
+	near("pod_arch_pinned", 0)
+	near("arch_pinned_share", 0)
+	near("arch_free_share", 0.05)
 }
 
 func TestSchema(t *testing.T) {

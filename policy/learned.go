@@ -10,8 +10,8 @@ import (
 // A node's score depends only on the node's state, the pod's features
 // (its shape's requests plus its QoS class, priority and service, which a
 // shape does not distinguish), the placement of the pod's dependency
-// neighbours, the hour (carbon curves) and the pressure step of the node's
-// GPU model (Extractor.Context), so scores are cached per (node, shape)
+// neighbours, the hour (carbon curves) and the pressure steps of the
+// node's GPU model and architecture (Extractor.Context), so scores are cached per (node, shape)
 // and recomputed, in one batch, only for the nodes where one of those
 // changed. What is the same for every node (the pod's tag, the service
 // graph's version, the hour) keys a shape's whole row: a pod with another

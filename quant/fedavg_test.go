@@ -82,6 +82,10 @@ func TestFederatedInt8Updates(t *testing.T) {
 	cfg.BC.Episodes, cfg.BC.Epochs = 6, 4
 	cfg.PPO.Iterations = 0
 	cfg.Eval.Seeds = nil
+	// openb has no architectures: the network leaves the arch features
+	// out, as the shipped default model does (the same weights and run as
+	// before they existed)
+	cfg.Net.Exclude = []string{"arch"}
 	start, err := ppo.Train(context.Background(), cfg, ppo.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +110,7 @@ func TestFederatedInt8Updates(t *testing.T) {
 		cfg.BC.Episodes = 0
 		cfg.PPO.Iterations, cfg.PPO.EpisodesPerIter, cfg.PPO.Epochs, cfg.PPO.LR = 2, 2, 2, 1e-3
 		cfg.Eval.Seeds = nil
+		cfg.Net.Exclude = []string{"arch"}
 		return cfg
 	}
 	f32, fBytes, _ := fedRun(t, start.Model, esu.Float32, 3, 4, site)

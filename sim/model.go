@@ -51,6 +51,9 @@ const (
 	ArchARM64
 )
 
+// NumArch is the number of Arch values: arrays indexed by Arch have it.
+const NumArch = 3
+
 // ParseArch accepts the Kubernetes spellings (amd64, arm64), their common
 // aliases, and "", "any" or "multi" for ArchAny.
 func ParseArch(s string) (Arch, error) {

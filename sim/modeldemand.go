@@ -106,6 +106,30 @@ func (d ModelDemand) Pressures(st *State, dst []float64) []float64 {
 // MaxPressure caps ModelDemand.Pressure.
 const MaxPressure = 16
 
+// ArchShares returns, for architecture a, the share of the running pods'
+// CPU requests that need a (pinned) and a's share of the cluster's free
+// CPU (free): what ModelDemand's accept and pressure say of GPU models,
+// with the running pods standing for the workload (the scheduler sees
+// them, not the pods to come). Each is 0 for ArchAny and when nothing
+// runs, or nothing is free.
+func (st *State) ArchShares(a Arch) (pinned, free float64) {
+	if a == ArchAny || int(a) >= NumArch {
+		return 0, 0
+	}
+	var alloc, total float64
+	for b := range NumArch {
+		alloc += float64(st.ArchPinned[b])
+		total += float64(st.ArchFree[b])
+	}
+	if alloc > 0 {
+		pinned = float64(st.ArchPinned[a]) / alloc
+	}
+	if total > 0 {
+		free = float64(st.ArchFree[a]) / total
+	}
+	return pinned, free
+}
+
 // GPUFragFit is GPUFrag measured against the part of the target workload
 // that accepts the node's GPU model (classes naming other models are left
 // out and the rest renormalised): the fragmentation as seen by the pods

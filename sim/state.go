@@ -73,6 +73,10 @@ type State struct {
 	PowerByCarbonZone []float64
 	// ModelFree[g] is the free GPU (milli-GPU) of the nodes of model g.
 	ModelFree []int64
+	// ArchFree[a] is the free CPU (milli-CPU) of the nodes of architecture
+	// a; ArchPinned[a] the CPU requests of running pods that need a
+	// (ArchPinned[ArchAny]: of those that run anywhere).
+	ArchFree, ArchPinned [NumArch]int64
 	// Versions[n] is Nodes[n].Version, packed so that a policy's scan of
 	// its per-node caches stays in cache (read only).
 	Versions []uint64
@@ -134,6 +138,7 @@ func NewState(env *Env) *State {
 		n := &st.Nodes[i]
 		n.NodeInfo = *ni
 		n.CPUFree, n.MemFree = ni.CPU, ni.Mem
+		st.ArchFree[ni.Arch] += ni.CPU
 		n.GPUFree, backing = backing[:ni.GPUs:ni.GPUs], backing[ni.GPUs:]
 		for g := range n.GPUFree {
 			n.GPUFree[g] = MilliGPU
@@ -446,6 +451,8 @@ func (st *State) apply(p *Pod, n int, gpus []int16, sign int64) {
 
 	st.Alloc.CPU += sign * p.CPU
 	st.Alloc.Mem += sign * p.Mem
+	st.ArchFree[nd.Arch] -= sign * p.CPU
+	st.ArchPinned[p.Arch] += sign * p.CPU
 	st.Alloc.GPU += sign * p.GPUDemand()
 	st.UsedCPU += float64(sign) * usedCPU
 	st.UsedMem += float64(sign) * usedMem
@@ -697,12 +704,14 @@ func (st *State) DependencyRTT(s, z int) float64 {
 // when its RunConfig.Check is set). It is O(nodes + running pods).
 func (st *State) CheckInvariants() error {
 	var alloc Resources
+	var archFree, archPinned [NumArch]int64
 	modelFree := make([]int64, len(st.ModelFree))
 	for i := range st.Nodes {
 		nd := &st.Nodes[i]
 		if nd.Model >= 0 {
 			modelFree[nd.Model] += nd.GPUFreeTotal
 		}
+		archFree[nd.Arch] += nd.CPUFree
 		if nd.CPUFree < 0 || nd.MemFree < 0 || nd.CPUFree > nd.CPU || nd.MemFree > nd.Mem {
 			return fmt.Errorf("%w: node %s cpu free %d/%d mem free %d/%d", ErrPlacement, nd.Name, nd.CPUFree, nd.CPU, nd.MemFree, nd.Mem)
 		}
@@ -729,9 +738,13 @@ func (st *State) CheckInvariants() error {
 		pods.CPU += p.CPU
 		pods.Mem += p.Mem
 		pods.GPU += p.GPUDemand()
+		archPinned[p.Arch] += p.CPU
 	}
 	if pods != st.Alloc {
 		return fmt.Errorf("%w: running pods %+v do not match totals %+v", ErrPlacement, pods, st.Alloc)
+	}
+	if archFree != st.ArchFree || archPinned != st.ArchPinned {
+		return fmt.Errorf("%w: free cpu by architecture %v and pinned requests %v do not match totals %v, %v", ErrPlacement, archFree, archPinned, st.ArchFree, st.ArchPinned)
 	}
 	return nil
 }

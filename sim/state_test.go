@@ -223,3 +223,64 @@ func TestRoomFor(t *testing.T) {
 		})
 	}
 }
+
+// TestArchShares binds pods to the tiny cluster (amd64: g8 96000 and g2
+// 64000 milli-CPU; arm64: c0 32000; 192000 in all) and checks the
+// architecture totals and shares against sums done by hand.
+func TestArchShares(t *testing.T) {
+	st := newTinyState(t,
+		PodSpec{Name: "amd", CPU: 60000, Memory: 1, Arch: ArchAMD64, Delete: NoDeletion},
+		PodSpec{Name: "any", CPU: 20000, Memory: 1, Delete: NoDeletion},
+		PodSpec{Name: "arm", CPU: 8000, Memory: 1, Arch: ArchARM64, Delete: NoDeletion},
+	)
+	if p, f := st.ArchShares(ArchAMD64); p != 0 || f != 160.0/192 {
+		t.Errorf("empty cluster: amd64 shares %v, %v; want 0 (nothing runs), 160/192", p, f)
+	}
+	steps := []struct {
+		pod, node       int
+		pinA, freeA     float64 // amd64's shares after the binding
+		pinR, freeR     float64 // arm64's
+		freeCPU, pinned int64   // amd64 free CPU, CPU pinned to amd64
+	}{
+		// amd64-only 60000 on g8: all that runs is pinned to amd64;
+		// 100000 of the 132000 free is amd64's
+		{0, 0, 1, 100.0 / 132, 0, 32.0 / 132, 100000, 60000},
+		// the 20000 that runs anywhere, on c0 (g2 is tainted): 60 of 80
+		// pinned to amd64; amd64 100000 of 112000 free
+		{1, 2, 0.75, 100.0 / 112, 0, 12.0 / 112, 100000, 60000},
+		// arm64-only 8000 on c0: 60 and 8 of 88 pinned; free 100000 and
+		// 4000 of 104000
+		{2, 2, 60.0 / 88, 100.0 / 104, 8.0 / 88, 4.0 / 104, 100000, 60000},
+	}
+	for _, s := range steps {
+		if err := st.Bind(int32(s.pod), s.node, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CheckInvariants(); err != nil {
+			t.Fatal(err)
+		}
+		if st.ArchFree[ArchAMD64] != s.freeCPU || st.ArchPinned[ArchAMD64] != s.pinned {
+			t.Errorf("after pod %d: amd64 free %d pinned %d, want %d, %d", s.pod, st.ArchFree[ArchAMD64], st.ArchPinned[ArchAMD64], s.freeCPU, s.pinned)
+		}
+		for _, c := range []struct {
+			a         Arch
+			pin, free float64
+		}{{ArchAMD64, s.pinA, s.freeA}, {ArchARM64, s.pinR, s.freeR}} {
+			if p, f := st.ArchShares(c.a); math.Abs(p-c.pin) > 1e-12 || math.Abs(f-c.free) > 1e-12 {
+				t.Errorf("after pod %d: %v shares %v, %v; want %v, %v", s.pod, c.a, p, f, c.pin, c.free)
+			}
+		}
+	}
+	if p, f := st.ArchShares(ArchAny); p != 0 || f != 0 {
+		t.Errorf("shares of ArchAny = %v, %v; want 0, 0", p, f)
+	}
+	// Unbinding everything returns the totals to the empty cluster's.
+	for _, id := range append([]int32(nil), st.Running()...) {
+		if err := st.Unbind(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.ArchFree != [NumArch]int64{0, 160000, 32000} || st.ArchPinned != [NumArch]int64{} {
+		t.Errorf("after unbinding: free %v pinned %v", st.ArchFree, st.ArchPinned)
+	}
+}

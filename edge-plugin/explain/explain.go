@@ -30,24 +30,24 @@ type FeatureGroup struct {
 	index             []int
 }
 
-// featureGroups partition the 41 features of edgesched.features/v4. They
+// featureGroups partition the 44 features of edgesched.features/v5. They
 // follow the schema's own sections, except that its "node attributes and
 // load" section is split into architecture, load/failure and carbon (the
 // load group holds the telemetry features too), which
-// an operator reads as different reasons, and the pod's GPU-model
-// constraint and the target workload's mix join the pod group (all of
-// them equal on every candidate).
+// an operator reads as different reasons, and the pod's GPU-model and
+// architecture constraints and the target workload's mix join the pod
+// group (all of them equal on every candidate).
 var featureGroups = resolveGroups([]FeatureGroup{
-	{Name: "pod", Description: "pod requests, GPU share, QoS, priority, GPU-model constraint and the target workload's mix (equal on every candidate: 0 against the mean candidate)",
-		Features: []string{"pod_cpu", "pod_mem", "pod_gpu", "pod_share", "pod_qos_ls", "pod_qos_be", "pod_priority", "pod_gpu_spec", "pod_model_choice", "wl_cpu", "wl_share", "wl_multi", "wl_spec"}},
+	{Name: "pod", Description: "pod requests, GPU share, QoS, priority, GPU-model and architecture constraints and the target workload's mix (equal on every candidate: 0 against the mean candidate)",
+		Features: []string{"pod_cpu", "pod_mem", "pod_gpu", "pod_share", "pod_qos_ls", "pod_qos_be", "pod_priority", "pod_gpu_spec", "pod_model_choice", "wl_cpu", "wl_share", "wl_multi", "wl_spec", "pod_arch_pinned"}},
 	{Name: "resources", Description: "the node's free CPU, memory, GPU and whole devices after placement",
 		Features: []string{"cpu_free_after", "mem_free_after", "gpu_free_after", "cpu_free_after_abs", "gpu_free_after_abs", "full_gpus_after"}},
 	{Name: "gpu-fit", Description: "GPU fit and fragmentation: device leftover, FGD fragmentation change (also against the classes accepting the node's GPU model), CPU pod on a GPU node, CPU/GPU balance",
 		Features: []string{"device_leftover", "fgd_delta", "fgd_score", "frag_after", "fgd_fit_delta", "gpu_node_cpu_pod", "balance_after"}},
 	{Name: "gpu-model", Description: "the node's GPU model against the target workload: pressure from pods naming models, share of GPU demand it can serve, and only it can serve",
 		Features: []string{"model_pressure", "model_accept", "model_exclusive"}},
-	{Name: "arch", Description: "the node's CPU architecture (arm64)",
-		Features: []string{"arch_arm64"}},
+	{Name: "arch", Description: "the node's CPU architecture (arm64), the share of the running work that needs it and its share of the free CPU",
+		Features: []string{"arch_arm64", "arch_pinned_share", "arch_free_share"}},
 	{Name: "load", Description: "node load as measured (CPU, run-queue latency, memory pressure, TCP retransmits), the pod's share of the node's CPU, node failure rate",
 		Features: []string{"load", "pod_cpu_rel", "failure_rate", "cpu_busy", "runq_p99", "mem_pressure", "retrans"}},
 	{Name: "carbon", Description: "grid carbon intensity at the node",

@@ -36,11 +36,14 @@ func TestFeatureGroupsPartition(t *testing.T) {
 			t.Errorf("feature %s is in no group", names[j].Name)
 		}
 	}
-	// the pod group is exactly the pod features (equal on every candidate)
+	// the pod group is exactly the pod features (equal on every
+	// candidate): the leading ones and pod_arch_pinned (added in v5 after
+	// the others)
 	pod := make([]int, policy.NumPodFeatures)
 	for i := range pod {
 		pod[i] = i
 	}
+	pod = append(pod, policy.ArchPinnedFeature)
 	if !slices.Equal(gs[0].index, pod) {
 		t.Fatalf("pod group %v", gs[0].index)
 	}

@@ -154,6 +154,11 @@ func convertNode(ni fwk.NodeInfo, res *reservations, prev *nodeEntry) *nodeEntry
 			e.skipped++
 			continue
 		}
+		if sp.Arch != sim.ArchAny && sp.Arch != e.spec.Arch {
+			// bound against its selector (spec.nodeName set by hand): it
+			// runs here all the same, so it counts as running anywhere
+			sp.Arch = sim.ArchAny
+		}
 		svc := kubefmt.ServiceOf(p)
 		if sp.GPUs == 0 {
 			e.pods = append(e.pods, convPod{pod: sp, service: svc})

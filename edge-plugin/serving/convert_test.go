@@ -120,3 +120,42 @@ func TestConvertKeepsNodeReads(t *testing.T) {
 		t.Fatalf("a new Node object: telemetry %+v, %d pods; want CPU 0.9 and %d pods", e3.tel, len(e3.pods), len(e2.pods))
 	}
 }
+
+// TestConvertPinnedArch: a pod's kubernetes.io/arch node selector makes it
+// need that architecture (the arch features read it); one bound against
+// its selector by hand (spec.nodeName) counts as running anywhere, so the
+// view can still bind it to the node it runs on.
+func TestConvertPinnedArch(t *testing.T) {
+	n := kubefixture.Node() // arm64
+	web := kubefixture.Pods()[3]
+	pinned, against := web.DeepCopy(), web.DeepCopy()
+	pinned.Name, pinned.UID = "web-arm", "uid-web-arm"
+	pinned.Spec.NodeSelector = map[string]string{kubefmt.LabelArch: "arm64"}
+	against.Name, against.UID = "web-amd", "uid-web-amd"
+	against.Spec.NodeSelector = map[string]string{kubefmt.LabelArch: "amd64"}
+	e := convertNode(nodeInfo(n, web, pinned, against), &reservations{}, nil)
+	if len(e.pods) != 3 || e.skipped != 0 {
+		t.Fatalf("%d pods converted, %d skipped; want 3, 0", len(e.pods), e.skipped)
+	}
+	want := []sim.Arch{sim.ArchAny, sim.ArchARM64, sim.ArchAny}
+	env, err := sim.NewEnv(&sim.Cluster{Name: "c", Zones: []sim.Zone{{Name: e.spec.Zone}}, Nodes: []sim.NodeSpec{e.spec}}, &sim.Workload{Name: "w"}, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := sim.NewState(env)
+	for i, cp := range e.pods {
+		if cp.pod.Arch != want[i] {
+			t.Errorf("pod %d: arch %v, want %v", i, cp.pod.Arch, want[i])
+		}
+		id, err := st.AddPod(cp.pod)
+		if err == nil {
+			err = st.Bind(id, 0, nil)
+		}
+		if err != nil {
+			t.Errorf("pod %d: %v", i, err)
+		}
+	}
+	if got := st.ArchPinned[sim.ArchARM64]; got != 250 {
+		t.Errorf("CPU pinned to arm64 %d, want the one pinned pod's 250", got)
+	}
+}
