@@ -110,6 +110,11 @@ func TestScoreCacheTelemetrySteps(t *testing.T) {
 			if got := f.p.Models().Current().ReadsTelemetry(); got != tc.telemetry {
 				t.Fatalf("model reads telemetry: %v, want %v", got, tc.telemetry)
 			}
+			// the shipped default model leaves the architecture shares out
+			// too; a scorer that cannot tell is assumed to read them
+			if got := f.p.Models().Current().ReadsArch(); got != tc.telemetry {
+				t.Fatalf("model reads the architecture shares: %v, want %v", got, tc.telemetry)
+			}
 			for i := range f.infos {
 				f.setAnnotation(i, encodeMeasured(t, 0.4, 20, f.now.Add(-10*time.Second)))
 			}

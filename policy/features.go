@@ -289,9 +289,12 @@ type Extractor struct {
 	// model[n]: node n's GPU model (-1 without)
 	pressure []uint16
 	model    []int32
-	// arch[a]: architecture a's steps of arch_pinned_share (low byte) and
-	// arch_free_share (high byte) for the current decision
-	arch [sim.NumArch]uint16
+	// arch[a]: architecture a's steps of arch_pinned_share (bits 0-4)
+	// and arch_free_share (bits 5-9) for the current decision;
+	// nodeArch[n]: node n's architecture; useArch: Context includes them
+	arch     [sim.NumArch]uint16
+	nodeArch []sim.Arch
+	useArch  bool
 	// per-decision dependency context, by zone
 	coloc, rtt []float32
 	hasDeps    bool
@@ -336,11 +339,13 @@ func NewExtractor(env *sim.Env) *Extractor {
 		maxCPU: float64(env.MaxNode.CPU), maxMem: float64(env.MaxNode.Mem), maxGPU: math.Max(float64(env.MaxNode.GPU), sim.MilliGPU),
 	}
 	x.model = make([]int32, len(env.Nodes))
+	x.nodeArch = make([]sim.Arch, len(env.Nodes))
 	x.fit, x.fitVer = make([]float64, len(env.Nodes)), make([]uint64, len(env.Nodes))
 	x.tel, x.telStamp = make([]uint64, len(env.Nodes)), make([]uint32, len(env.Nodes))
 	x.stamp = 1 // a zero telStamp is never a memo, even for an Extract before any BeginPod
 	for i := range env.Nodes {
 		x.model[i] = env.Nodes[i].Model
+		x.nodeArch[i] = env.Nodes[i].Arch
 	}
 	if env.Capacity.GPU > 0 {
 		for g, c := range x.md.Capacity {
@@ -413,6 +418,13 @@ func (x *Extractor) telemetrySteps(st *sim.State, n int) uint64 {
 // leaves them out: what training rollouts record.
 func (x *Extractor) UseTelemetry(on bool) { x.useTel, x.skipTel = on, !on }
 
+// UseArch says whether the scorer reads the architecture shares
+// (arch_pinned_share, arch_free_share): on, Context includes their steps;
+// off (and without a call), it leaves them out, so the cached scores of a
+// network that does not read them (Net.ReadsInput) stay valid when the
+// cluster's shares move a step. Extract computes them either way.
+func (x *Extractor) UseArch(on bool) { x.useArch = on }
+
 // UsePartnersOf makes dep_affinity read the environment's partners only
 // when they come from the GraphSAGE weights of ID encoder (the model's
 // own; "": AffinityEncoder, the shipped ones), and be 0 otherwise.
@@ -420,9 +432,10 @@ func (x *Extractor) UsePartnersOf(encoder string) { x.affEncoder = encoder }
 
 // NodeContext is what a node's features read beyond the node's requests
 // and placements: the pressure step of its GPU model (bits 0-3: at most
-// round(log(1 + MaxPressure) * pressureSteps) = 6), the steps of its
-// architecture's shares (bits 4-8 and 9-13: at most archSteps = 20) and,
-// with UseTelemetry, its telemetry steps. Comparable.
+// round(log(1 + MaxPressure) * pressureSteps) = 6), with UseArch the
+// steps of its architecture's shares (bits 4-8 and 9-13: at most
+// archSteps = 20) and, with UseTelemetry, its telemetry steps.
+// Comparable.
 type NodeContext struct {
 	pressure uint16
 	tel      uint64
@@ -445,7 +458,9 @@ func (x *Extractor) Contexts(st *sim.State, nodes []int32, out []NodeContext) {
 		if g := x.model[n]; g >= 0 {
 			c.pressure = x.pressure[g]
 		}
-		c.pressure |= x.arch[x.env.Nodes[n].Arch] << 4
+		if x.useArch {
+			c.pressure |= x.arch[x.nodeArch[n]] << 4
+		}
 		if x.useTel {
 			c.tel = x.telemetrySteps(st, int(n))
 		}

@@ -154,7 +154,10 @@ func TestExtract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	x.UseArch(true)
 	before := x.Context(st, 1)
+	x.UseArch(false)
+	beforeOff := x.Context(st, 1)
 	if err := st.Bind(id, 1, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -164,8 +167,14 @@ func TestExtract(t *testing.T) {
 	near("pod_arch_pinned", 1)
 	near("arch_pinned_share", 0.55)
 	near("arch_free_share", 0.95)
+	// A scorer that does not read the shares keeps its cached scores when
+	// they move (UseArch off); one that reads them does not.
+	if !x.Context(st, 1).Same(beforeOff) {
+		t.Error("without UseArch, g8's context changed with its architecture's pinned share")
+	}
+	x.UseArch(true)
 	if x.Context(st, 1).Same(before) {
-		t.Error("g8's context did not change with its architecture's pinned share")
+		t.Error("with UseArch, g8's context did not change with its architecture's pinned share")
 	}
 	x.Extract(st, api, 2, f)
 	near("pod_arch_pinned", 0)

@@ -10,9 +10,10 @@ import (
 // A node's score depends only on the node's state, the pod's features
 // (its shape's requests plus its QoS class, priority and service, which a
 // shape does not distinguish), the placement of the pod's dependency
-// neighbours, the hour (carbon curves) and the pressure steps of the
-// node's GPU model and architecture (Extractor.Context), so scores are cached per (node, shape)
-// and recomputed, in one batch, only for the nodes where one of those
+// neighbours, the hour (carbon curves) and the steps of the node's GPU
+// model pressure and, for a network that reads them, of its architecture
+// shares and telemetry (Extractor.Context), so scores are cached per
+// (node, shape) and recomputed, in one batch, only for the nodes where one of those
 // changed. What is the same for every node (the pod's tag, the service
 // graph's version, the hour) keys a shape's whole row: a pod with another
 // key starts a new generation of the row, and entries of older ones miss.
@@ -52,20 +53,28 @@ type InputReader interface {
 	ReadsInput(i int) bool
 }
 
-// readsTelemetry reports whether sc reads a telemetry feature (true when
-// it cannot tell).
-func readsTelemetry(sc Scorer) bool {
+// readsAny reports whether sc reads one of the features (true when it
+// cannot tell).
+func readsAny(sc Scorer, features ...int) bool {
 	r, ok := sc.(InputReader)
 	if !ok {
 		return true
 	}
-	for i := FirstTelemetryFeature; i < FirstTelemetryFeature+NumTelemetryFeatures; i++ {
+	for _, i := range features {
 		if r.ReadsInput(i) {
 			return true
 		}
 	}
 	return false
 }
+
+// TelemetryFeatures and ArchShareFeatures are the indices whose steps
+// Context includes only for a scorer that reads one of them
+// (Extractor.UseTelemetry, UseArch).
+var (
+	TelemetryFeatures = []int{FirstTelemetryFeature, FirstTelemetryFeature + 1, FirstTelemetryFeature + 2, FirstTelemetryFeature + 3}
+	ArchShareFeatures = []int{ArchPinnedShareFeature, ArchFreeShareFeature}
+)
 
 // NumPodFeatures is the number of leading features that describe the pod
 // alone (equal on every candidate row of a decision).
@@ -126,7 +135,8 @@ func NewLearnedScorer(name string, sc Scorer, d Decision, env *sim.Env) *Learned
 		}
 	}
 	ext := NewExtractor(env)
-	ext.UseTelemetry(readsTelemetry(sc))
+	ext.UseTelemetry(readsAny(sc, TelemetryFeatures...))
+	ext.UseArch(readsAny(sc, ArchShareFeatures...))
 	if r, ok := sc.(AffinityReader); ok {
 		ext.UsePartnersOf(r.AffinityEncoder())
 	}

@@ -508,8 +508,9 @@ func (c *converter) withCurrent(epoch uint64, fn func(*view) error) (bool, error
 func newView(env *sim.Env, index map[string]int, n int) *view {
 	ext := policy.NewExtractor(env)
 	// Until a model scores on the view (scoreCandidates sets what it
-	// reads), Context includes the telemetry steps.
+	// reads), Context includes the telemetry and architecture steps.
 	ext.UseTelemetry(true)
+	ext.UseArch(true)
 	return &view{env: env, st: sim.NewState(env), ext: ext, index: index,
 		entries: make([]*nodeEntry, n), podIDs: make([][]int32, n), measured: nanSlice(n), telState: make([]telState, n),
 		telEntry: make([]*nodeEntry, n), telAt: make([]int64, n), telRecheck: make([]int64, n)}

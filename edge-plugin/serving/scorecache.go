@@ -163,10 +163,12 @@ func (v *view) scoreCandidates(m *sources.Model, p *sim.Pod, cand []int32, raw [
 	}
 	ks, changed := v.cache.entries(m, podKeyOf(p), len(v.st.Nodes), hour, svc)
 	if changed {
-		// Context includes the telemetry steps only for a model that
-		// reads them (as policy.Learned does): others keep their cached
-		// scores when a node's measurements move a step.
+		// Context includes the telemetry and architecture steps only for
+		// a model that reads them (as policy.Learned does): others keep
+		// their cached scores when a node's measurements or the
+		// cluster's architecture shares move a step.
 		v.ext.UseTelemetry(m.ReadsTelemetry())
+		v.ext.UseArch(m.ReadsArch())
 		// dep_affinity reads partners of the model's GraphSAGE weights only
 		v.ext.UsePartnersOf(m.AffinityEncoder())
 	}

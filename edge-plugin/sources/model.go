@@ -26,14 +26,20 @@ type Model struct {
 	// scorers hands each cycle its own scratch (Int8Scorer is not safe for
 	// concurrent use; the Int8Net is).
 	scorers sync.Pool
-	// tel: the network reads a telemetry feature (true when it cannot
-	// tell: a scorer installed without its int8 net).
-	tel bool
+	// tel, arch: the network reads a telemetry feature, an architecture
+	// share (true when it cannot tell: a scorer installed without its int8
+	// net).
+	tel, arch bool
 }
 
 // ReadsTelemetry reports whether the model reads a telemetry feature (the
 // score cache keys on the nodes' telemetry steps only then).
 func (m *Model) ReadsTelemetry() bool { return m.tel }
+
+// ReadsArch reports whether the model reads an architecture share
+// (policy.ArchShareFeatures: the score cache keys on their steps only
+// then).
+func (m *Model) ReadsArch() bool { return m.arch }
 
 // AffinityEncoder is the ID of the GraphSAGE weights whose partners the
 // model's dep_affinity reads: those its artifact carries, else the
@@ -45,11 +51,11 @@ func (m *Model) AffinityEncoder() string {
 	return policy.AffinityEncoder
 }
 
-// netReadsTelemetry reports whether n reads one of the telemetry features
-// (policy.FirstTelemetryFeature on), as policy.Learned decides for its own
-// cache.
-func netReadsTelemetry(n *quant.Int8Net) bool {
-	for i := policy.FirstTelemetryFeature; i < policy.FirstTelemetryFeature+policy.NumTelemetryFeatures; i++ {
+// netReads reports whether n reads one of the features
+// (policy.TelemetryFeatures, policy.ArchShareFeatures), as policy.Learned
+// decides for its own cache.
+func netReads(n *quant.Int8Net, features []int) bool {
+	for _, i := range features {
 		if n.ReadsInput(i) {
 			return true
 		}
@@ -58,7 +64,7 @@ func netReadsTelemetry(n *quant.Int8Net) bool {
 }
 
 func NewModel(h quant.Header, newScorer func() policy.Scorer) *Model {
-	m := &Model{Header: h, tel: true}
+	m := &Model{Header: h, tel: true, arch: true}
 	m.scorers.New = func() any { return newScorer() }
 	return m
 }
@@ -145,7 +151,8 @@ func (s *ModelStore) installHeader(h quant.Header, newScorer func() policy.Score
 	}
 	m := NewModel(h, newScorer)
 	m.net = net
-	m.tel = net == nil || netReadsTelemetry(net)
+	m.tel = net == nil || netReads(net, policy.TelemetryFeatures)
+	m.arch = net == nil || netReads(net, policy.ArchShareFeatures)
 	// Metrics first: whoever sees the new model also sees them counted.
 	metricSwaps.Inc()
 	if cur != nil {
