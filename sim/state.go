@@ -74,8 +74,9 @@ type State struct {
 	// ModelFree[g] is the free GPU (milli-GPU) of the nodes of model g.
 	ModelFree []int64
 	// ArchFree[a] is the free CPU (milli-CPU) of the nodes of architecture
-	// a; ArchPinned[a] the CPU requests of running pods that need a
-	// (ArchPinned[ArchAny]: of those that run anywhere).
+	// a, down nodes included (as ModelFree); ArchPinned[a] the CPU
+	// requests of running pods that need a (ArchPinned[ArchAny]: of those
+	// that run anywhere).
 	ArchFree, ArchPinned [NumArch]int64
 	// Versions[n] is Nodes[n].Version, packed so that a policy's scan of
 	// its per-node caches stays in cache (read only).
