@@ -35,10 +35,11 @@ import (
 // heap figures cover the server's buffers too.
 
 // tpLayers are the hidden sizes giving exactly 50,000 parameters with
-// policy.NumFeatures (41) inputs: 41*112+112 + 112*128+128 + 128+1 +
-// 256*119+119 + 119+1. TestThroughputHarness checks the count, so a new
-// feature schema cannot silently break the benchmark.
-var tpLayers = [3]int{112, 128, 119}
+// policy.NumFeatures (44) inputs: 44*119+119 + 119*123+123 + 123+1 +
+// 246*120+120 + 120+1 (41 inputs had 112, 128, 119).
+// TestThroughputHarness checks the count, so a new feature schema cannot
+// silently break the benchmark.
+var tpLayers = [3]int{119, 123, 120}
 
 const tpParams = 50_000
 
