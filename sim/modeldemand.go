@@ -116,16 +116,13 @@ func (st *State) ArchShares(a Arch) (pinned, free float64) {
 	if a == ArchAny || int(a) >= NumArch {
 		return 0, 0
 	}
-	var alloc, total float64
-	for b := range NumArch {
-		alloc += float64(st.ArchPinned[b])
-		total += float64(st.ArchFree[b])
+	// the totals over every architecture are Alloc.CPU and what the
+	// capacity leaves of it
+	if alloc := st.Alloc.CPU; alloc > 0 {
+		pinned = float64(st.ArchPinned[a]) / float64(alloc)
 	}
-	if alloc > 0 {
-		pinned = float64(st.ArchPinned[a]) / alloc
-	}
-	if total > 0 {
-		free = float64(st.ArchFree[a]) / total
+	if total := st.Env.Capacity.CPU - st.Alloc.CPU; total > 0 {
+		free = float64(st.ArchFree[a]) / float64(total)
 	}
 	return pinned, free
 }
