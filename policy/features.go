@@ -245,6 +245,12 @@ func (s Schema) Normalize(x []float32) {
 	}
 }
 
+// MinStd is the least standard deviation Schema.Fit records: an input that
+// did not vary in the data it was fitted on gets MinStd, so any other value
+// of it normalises to hundreds of standard deviations. Trainers do not let a
+// network read such an input (policy/ppo).
+const MinStd = 1e-3
+
 // Fit sets the statistics from raw samples: mean and standard deviation
 // per feature, with the deviation floored at 1e-3 (a constant feature
 // stays finite and carries no signal).
@@ -264,7 +270,7 @@ func (s *Schema) Fit(samples [][]float32) {
 			sq += d * d
 		}
 		s.Mean[i] = float32(mean)
-		s.Std[i] = float32(math.Max(math.Sqrt(sq/n), 1e-3))
+		s.Std[i] = float32(math.Max(math.Sqrt(sq/n), MinStd))
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
+	"github.com/edgesched/edgesched/sim"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -459,6 +460,94 @@ func TestFineTune(t *testing.T) {
 	} {
 		if _, _, err := FineTune(context.Background(), nil, c.base, tinyConfig(1), c.o); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", c.name, err)
+		}
+	}
+}
+
+// TestConstantInputsAreNotRead: the tiny openb training data has no pod
+// priority, no arm64 node, one carbon intensity and no dependencies, so
+// the trained network must not read those inputs (their first-layer rows
+// are zero) while it reads the pod's CPU and the node's free CPU; and a
+// pod given a priority is then scored exactly as without.
+// Without the exclusion the rows keep their random initial weights, and
+// priority 1000 (tanh 0.76, 762 standard deviations of MinStd) moves the
+// scores.
+func TestConstantInputsAreNotRead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a tiny policy (-short)")
+	}
+	c := tinyConfig(1)
+	c.Eval.Seeds = nil
+	res, err := Train(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Model
+	for _, name := range []string{"pod_priority", "arch_arm64", "carbon", "dep_zone_colocation", "dep_rtt"} {
+		f := policy.FeatureIndex(name)
+		if m.Net.ReadsInput(f) || m.Schema.Std[f] != policy.MinStd {
+			t.Errorf("%s, constant in training: read %v, std %v (want unread, %v)", name, m.Net.ReadsInput(f), m.Schema.Std[f], policy.MinStd)
+		}
+	}
+	for _, name := range []string{"pod_cpu", "cpu_free_after"} {
+		if !m.Net.ReadsInput(policy.FeatureIndex(name)) {
+			t.Errorf("%s varies in training but is not read", name)
+		}
+	}
+
+	spec := func(name string, cpu int64) sim.NodeSpec {
+		return sim.NodeSpec{Name: name, CPU: cpu, Memory: 64 << 10, Arch: sim.ArchAMD64, Zone: "z"}
+	}
+	cluster := &sim.Cluster{Name: "three", Zones: []sim.Zone{{Name: "z"}}, Nodes: []sim.NodeSpec{spec("a", 8000), spec("b", 32000), spec("c", 96000)}}
+	plain := sim.PodSpec{Name: "p", CPU: 4000, Memory: 4096}
+	urgent := plain
+	urgent.Priority = 1000
+	scores := func(p sim.PodSpec) []float64 {
+		env, err := sim.NewEnv(cluster, &sim.Workload{Name: "one", Pods: []sim.PodSpec{p}}, sim.EnvOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := nn.NewLearned("tiny", m, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := sim.NewState(env)
+		id, err := st.AddPod(env.Pods[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float64, 3)
+		l.NetworkScores(st, &st.Pods[id], []int32{0, 1, 2}, out)
+		return out
+	}
+	if a, b := scores(plain), scores(urgent); !slices.Equal(a, b) {
+		t.Fatalf("scores %v without priority, %v with priority 1000: want equal", a, b)
+	}
+}
+
+// TestUnreadConstants: resuming or fine-tuning keeps unread the inputs a
+// network does not read whose statistics are MinStd's, and only those.
+func TestUnreadConstants(t *testing.T) {
+	net, err := nn.NewNetExcluding(policy.NumFeatures, 4, 4, 4, rand.New(rand.NewPCG(1, 2)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := policy.NewSchema()
+	zero := make([]bool, policy.NumFeatures)
+	zero[3], zero[7] = true, true
+	net.MaskInputs(zero) // inputs 3 and 7 not read
+	s.Std[3], s.Std[5] = policy.MinStd, policy.MinStd
+	exclude := make([]bool, policy.NumFeatures)
+	exclude[9] = true // from the configuration
+	exclude = unreadConstants(net, s, exclude)
+	if got := unreadConstants(net, policy.NewSchema(), nil); got != nil {
+		t.Errorf("no input at MinStd: mask %v, want nil", got)
+	}
+	for f, x := range exclude {
+		// 3: unread and constant; 5: constant but read; 7: unread, varied
+		// (excluded by another configuration); 9: the configuration's
+		if want := f == 3 || f == 9; x != want {
+			t.Errorf("input %d: excluded %v, want %v", f, x, want)
 		}
 	}
 }

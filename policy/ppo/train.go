@@ -99,6 +99,10 @@ type Result struct {
 	Decisions int
 	Wall      time.Duration
 	History   []Row
+	// Unread names the inputs the model does not read beyond those the
+	// configuration excludes: the ones constant in the normalisation data
+	// (excludeConstant), in feature order.
+	Unread []string
 }
 
 type trainer struct {
@@ -195,6 +199,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 			return nil, fmt.Errorf("%w: initial model is %d/%d/%d, the config's network %d/%d/%d", ErrConfig, l.H1, l.H2, l.HC, cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden)
 		}
 		t.net, t.schema = opt.Init.Net.Clone(), opt.Init.Schema
+		t.exclude = unreadConstants(t.net, t.schema, t.exclude)
 		t.net.MaskInputs(t.exclude)
 		t.opt = newAdam(t.net)
 		if opt.ProxMu > 0 {
@@ -256,6 +261,12 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	fm := t.model(final)
 	fm.Decision = t.cfg.Decision
 	res := &Result{Model: fm, Best: t.bestVal, Iterations: t.iter, Episodes: t.episodes, Decisions: t.decisions, Wall: time.Since(t.start), History: t.history}
+	excluded, _ := policy.ExcludeMask(cfg.Net.Exclude) // validated above
+	for f, name := range fm.Schema.Names {
+		if !fm.Net.ReadsInput(f) && (excluded == nil || !excluded[f]) {
+			res.Unread = append(res.Unread, name)
+		}
+	}
 	if opt.Out == "" {
 		return res, nil
 	}
@@ -500,6 +511,7 @@ func (t *trainer) behaviourCloning(ctx context.Context, bc BCConfig, phase strin
 		}
 	}
 	t.schema.Fit(rows)
+	t.excludeConstant(eps)
 	for _, ep := range eps {
 		for i := 0; i+policy.NumFeatures <= len(ep.x); i += policy.NumFeatures {
 			t.schema.Normalize(ep.x[i : i+policy.NumFeatures])
@@ -509,6 +521,67 @@ func (t *trainer) behaviourCloning(ctx context.Context, bc BCConfig, phase strin
 		return nil
 	}
 	return t.cloneFrom(ctx, eps, bc, phase, started)
+}
+
+// excludeConstant stops the network reading the inputs that take one value
+// on every row of eps, the normalisation data: a QoS class, a priority, GPU
+// models or an architecture the training workloads never have. Their
+// statistics say nothing of other values, which would normalise to
+// hundreds of standard deviations (policy.MinStd) and move every score by
+// whatever the untrained first-layer weights of those inputs make of them.
+// On the training rows such an input normalises to 0, so zeroing its
+// weights changes nothing training sees; the exclusion mask keeps them at
+// zero through cloning, PPO and any later fine-tune (unreadConstants).
+func (t *trainer) excludeConstant(eps []*episode) {
+	const nf = policy.NumFeatures
+	var first []float32
+	varies := make([]bool, nf)
+	for _, ep := range eps {
+		for i := 0; i+nf <= len(ep.x); i += nf {
+			row := ep.x[i : i+nf]
+			if first == nil {
+				first = row
+				continue
+			}
+			for f, v := range row {
+				varies[f] = varies[f] || v != first[f] // the extractor's values are finite
+			}
+		}
+	}
+	if first == nil {
+		return
+	}
+	if t.exclude == nil {
+		t.exclude = make([]bool, nf)
+	}
+	var names []string
+	for f, v := range varies {
+		if !v && !t.exclude[f] {
+			t.exclude[f] = true
+			names = append(names, t.schema.Names[f])
+		}
+	}
+	if len(names) > 0 {
+		t.net.MaskInputs(t.exclude)
+		t.log.Info("inputs constant in the normalisation data are not read", "features", names)
+	}
+}
+
+// unreadConstants marks in exclude (allocated if nil and needed) the
+// inputs of a network trained before (a checkpoint being resumed, an
+// initial model being fine-tuned) that it does not read and whose
+// statistics are policy.MinStd's: the inputs its training found constant
+// (excludeConstant), which must stay unread. It returns the mask.
+func unreadConstants(net *nn.Net, s policy.Schema, exclude []bool) []bool {
+	for f := range min(net.F, len(s.Std)) {
+		if s.Std[f] <= policy.MinStd && !net.ReadsInput(f) {
+			if exclude == nil {
+				exclude = make([]bool, net.F)
+			}
+			exclude[f] = true
+		}
+	}
+	return exclude
 }
 
 // cloneFrom trains on recorded teacher episodes.
@@ -912,6 +985,7 @@ func (t *trainer) resume(path string) error {
 		return fmt.Errorf("%w: checkpoint rng: %v", nn.ErrModel, err)
 	}
 	t.net, t.schema = d.Model.Net, d.Model.Schema
+	t.exclude = unreadConstants(t.net, t.schema, t.exclude)
 	t.opt = &adam{m: m, v: v, step: st.AdamStep, b1: 0.9, b2: 0.999, eps: 1e-8}
 	t.iter, t.episodes, t.history = st.Iter, st.Episodes, st.History
 	t.haveBest, t.bestVal = st.HaveBest, st.BestVal

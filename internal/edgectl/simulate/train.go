@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -104,6 +105,9 @@ seed on one machine architecture.`,
 				if err := curve.Write(filepath.Join(f.out, curve.File), cfg, res.History); err != nil {
 					return err
 				}
+			}
+			if len(res.Unread) > 0 {
+				fmt.Fprintf(out, "inputs constant in the training data, not read: %s\n", strings.Join(res.Unread, ", "))
 			}
 			fmt.Fprintf(out, "done in %s: %d PPO iterations, %d episodes; best %s = %.5g\n", res.Wall.Round(time.Second), res.Iterations, res.Episodes, cfg.Eval.Measure, res.Best)
 			fmt.Fprintf(out, "wrote %s, %s/{%s,%s,%s,%s}\n", res.ModelPath, f.out, ppo.CheckpointFile, ppo.HistoryFile, curve.File, ppo.ConfigFile)
