@@ -8,22 +8,36 @@ import (
 	"github.com/edgesched/edgesched/sim"
 )
 
+// busyBoards is the shipped model that scores the busy board higher in
+// TestEdgeModelsPreferCoolNode: edge-loaded prefers the idle node in the
+// plugin's fixture of two loaded amd64 servers (edge-plugin,
+// TestTelemetryPrefersCoolNode) and in the agent end-to-end test, not
+// between these two empty arm64 boards, once the LS flag it had never seen
+// vary no longer moves its scores (docs/training.md, "Inputs constant in
+// training").
+const busyBoards = "edge-loaded"
+
 // TestEdgeModelsPreferCoolNode is issue 18's telemetry check in the
 // simulator: two nodes with equal capacity and equal requests, one
 // reporting what an idle node measures and the other a busy CPU with a
 // long run queue (the agent's cpu and runqP99Us, through
 // State.SetMeasured as the scheduler plugin sets them). The shipped models
-// that read telemetry (edge-loaded, edge-sage) must score the cool node higher, the
-// network alone and with its decision rule; the models that leave the
-// telemetry features out (network.exclude in their configs: default,
-// edge, edge-carbon) must not tell the nodes apart, since they read only
-// the requests, equal here.
+// that read telemetry must score the cool node higher, the network alone
+// and with its decision rule (edge-sage; edge-loaded does not: busyBoards);
+// the models that leave the telemetry features out (network.exclude in
+// their configs: default, edge, edge-carbon) must not tell the nodes
+// apart, since they read only the requests, equal here.
 func TestEdgeModelsPreferCoolNode(t *testing.T) {
 	spec := func(name string) sim.NodeSpec {
 		return sim.NodeSpec{Name: name, CPU: 8000, Memory: 16 << 10, Arch: sim.ArchARM64, Zone: "store-1"}
 	}
 	cluster := &sim.Cluster{Name: "two-boards", Zones: []sim.Zone{{Name: "store-1"}}, Nodes: []sim.NodeSpec{spec("cool"), spec("hot")}}
-	pod := sim.PodSpec{Name: "web-0", CPU: 500, Memory: 512, QoS: sim.QoSLS}
+	// a pod like the training families' (Burstable: none of them is LS).
+	// Until 5 December 2026 this pod was LS, an input the edge models had
+	// never seen vary, and its random weights, not the telemetry, made
+	// edge-loaded prefer the cool node (docs/training.md, "Inputs constant
+	// in training").
+	pod := sim.PodSpec{Name: "web-0", CPU: 500, Memory: 512}
 	env, err := sim.NewEnv(cluster, &sim.Workload{Name: "one-pod", Pods: []sim.PodSpec{pod}}, sim.EnvOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +88,14 @@ func TestEdgeModelsPreferCoolNode(t *testing.T) {
 			if !reads {
 				if net[0] != net[1] {
 					t.Errorf("%s, %s: a model trained without telemetry tells the nodes apart: cool %v, hot %v", name, c.name, net[0], net[1])
+				}
+				continue
+			}
+			if name == busyBoards {
+				// the known gap, pinned so that a retrained model that
+				// closes it updates the docs and this test
+				if net[0] > net[1] || ruled[0] > ruled[1] {
+					t.Errorf("%s, %s: now prefers the cool board (network %.4f > %.4f): update docs/training.md and this test", name, c.name, net[0], net[1])
 				}
 				continue
 			}
