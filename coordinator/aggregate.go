@@ -68,6 +68,10 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 	if err := next.AddFlat(res.Delta, float32(c.cfg.ServerLR)); err != nil {
 		return c.failRound(r, FailReasonAggregate, fmt.Sprintf("apply aggregate: %v", err))
 	}
+	// The inputs the base's training found constant stay unread, whatever
+	// the sites sent for them (an older agent, data that varies them) and
+	// the DP noise added to every coordinate.
+	next.Net.MaskInputs(base.UnreadConstants())
 	for i, v := range next.Flat() {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			return c.failRound(r, FailReasonNonFinite, fmt.Sprintf("the aggregate made weight %d of the model %v", i, v))

@@ -314,3 +314,49 @@ func normalCalibration(context.Context, *nn.Model) ([]float32, error) {
 	}
 	return rows, nil
 }
+
+// TestAggregateKeepsConstantInputsUnread: the base model does not read
+// input 5, whose statistics are policy.MinStd's (its training found it
+// constant); a site's update moves every weight, that row's included (an
+// older agent, or data that varies the input), yet the aggregated model
+// still does not read it, while it reads input 6 as before and its row
+// moved.
+func TestAggregateKeepsConstantInputsUnread(t *testing.T) {
+	ctx := context.Background()
+	net, err := nn.NewNet(policy.NumFeatures, 4, 4, 4, rand.New(rand.NewPCG(3, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := policy.NewSchema()
+	s.Std[5] = policy.MinStd
+	mask := make([]bool, policy.NumFeatures)
+	mask[5] = true
+	net.MaskInputs(mask)
+	base := &nn.Model{Schema: s, Net: net}
+	u := newUnitWith(t, 1, base)
+	r, err := u.c.StartRound(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := u.c.Process(ctx, u.update(t, "site-a", 1, r)); err != nil || ack.Status != federated.Accepted {
+		t.Fatalf("update: %+v %v", ack, err)
+	}
+	u.clock.Add(10 * time.Minute)
+	if err := u.c.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := u.c.RoundRecord(r.Round)
+	if err != nil || got.State != StatePublished {
+		t.Fatalf("round: %+v %v, want published", got, err)
+	}
+	m, err := u.c.FloatModel(got.Result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Net.ReadsInput(5) || !m.Net.ReadsInput(6) {
+		t.Fatalf("after the round: reads input 5 %v (want false), input 6 %v (want true)", m.Net.ReadsInput(5), m.Net.ReadsInput(6))
+	}
+	if before, after := base.Net.Flat()[6*4], m.Net.Flat()[6*4]; before == after {
+		t.Fatalf("input 6's first weight did not move (%v): the update was not applied", before)
+	}
+}

@@ -105,6 +105,25 @@ func (m *Model) SageWeights() *policy.SageWeights {
 	return nil
 }
 
+// UnreadConstants marks the inputs m's network does not read whose
+// normalisation statistics are the floor, policy.MinStd: the inputs its
+// training found constant, which the trainer leaves unread (policy/ppo).
+// Training that starts from m (a fine-tune, a federated round) must keep
+// them unread: their statistics say nothing of the values they may take.
+// It returns nil when there are none.
+func (m *Model) UnreadConstants() []bool {
+	var mask []bool
+	for f := range min(m.Net.F, len(m.Schema.Std)) {
+		if m.Schema.Std[f] <= policy.MinStd && !m.Net.ReadsInput(f) {
+			if mask == nil {
+				mask = make([]bool, m.Net.F)
+			}
+			mask[f] = true
+		}
+	}
+	return mask
+}
+
 // AffinityEncoder is the ID of SageWeights ("" without them; the shipped
 // pair's is the constant policy.AffinityEncoder, so no copy is hashed).
 func (m *Model) AffinityEncoder() string {

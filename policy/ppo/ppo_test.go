@@ -539,8 +539,8 @@ func TestUnreadConstants(t *testing.T) {
 	s.Std[3], s.Std[5] = policy.MinStd, policy.MinStd
 	exclude := make([]bool, policy.NumFeatures)
 	exclude[9] = true // from the configuration
-	exclude = unreadConstants(net, s, exclude)
-	if got := unreadConstants(net, policy.NewSchema(), nil); got != nil {
+	exclude = unreadConstants(&nn.Model{Schema: s, Net: net}, exclude)
+	if got := unreadConstants(&nn.Model{Schema: policy.NewSchema(), Net: net}, nil); got != nil {
 		t.Errorf("no input at MinStd: mask %v, want nil", got)
 	}
 	for f, x := range exclude {
@@ -549,5 +549,36 @@ func TestUnreadConstants(t *testing.T) {
 		if want := f == 3 || f == 9; x != want {
 			t.Errorf("input %d: excluded %v, want %v", f, x, want)
 		}
+	}
+}
+
+// TestFineTuneKeepsConstantInputsUnread: a model cloned on an openb slice
+// (no arm64 node, one carbon intensity, no dependencies) fine-tuned on the
+// retail fleet, where those inputs vary, still does not read them: its
+// statistics, fitted where they were constant, do not describe them.
+// Without unreadConstants on the fine-tune path they get gradients and are
+// read after one iteration.
+func TestFineTuneKeepsConstantInputsUnread(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains tiny policies (-short)")
+	}
+	start, err := Train(context.Background(), tinyConfig(0), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := tinyConfig(1)
+	cfg.Env.Scenario, cfg.Env.Nodes, cfg.Env.Pods, cfg.Env.NodeFraction, cfg.Env.Mode = "builtin:retail-fleet", "", "", 1, "replay"
+	got, _, err := FineTune(context.Background(), nil, start.Model, cfg, FineTuneOptions{Iterations: 1, Episodes: 1, LR: 3e-3, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"arch_arm64", "carbon", "dep_zone_colocation"} {
+		f := policy.FeatureIndex(name)
+		if start.Model.Net.ReadsInput(f) || got.Net.ReadsInput(f) {
+			t.Errorf("%s: read by the start %v, by the fine-tuned model %v; want neither", name, start.Model.Net.ReadsInput(f), got.Net.ReadsInput(f))
+		}
+	}
+	if slices.Equal(got.Net.Flat(), start.Model.Net.Flat()) {
+		t.Fatal("fine-tuning changed nothing")
 	}
 }

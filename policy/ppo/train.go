@@ -199,7 +199,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 			return nil, fmt.Errorf("%w: initial model is %d/%d/%d, the config's network %d/%d/%d", ErrConfig, l.H1, l.H2, l.HC, cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden)
 		}
 		t.net, t.schema = opt.Init.Net.Clone(), opt.Init.Schema
-		t.exclude = unreadConstants(t.net, t.schema, t.exclude)
+		t.exclude = unreadConstants(opt.Init, t.exclude)
 		t.net.MaskInputs(t.exclude)
 		t.opt = newAdam(t.net)
 		if opt.ProxMu > 0 {
@@ -511,7 +511,7 @@ func (t *trainer) behaviourCloning(ctx context.Context, bc BCConfig, phase strin
 		}
 	}
 	t.schema.Fit(rows)
-	t.excludeConstant(eps)
+	t.excludeConstant()
 	for _, ep := range eps {
 		for i := 0; i+policy.NumFeatures <= len(ep.x); i += policy.NumFeatures {
 			t.schema.Normalize(ep.x[i : i+policy.NumFeatures])
@@ -523,40 +523,25 @@ func (t *trainer) behaviourCloning(ctx context.Context, bc BCConfig, phase strin
 	return t.cloneFrom(ctx, eps, bc, phase, started)
 }
 
-// excludeConstant stops the network reading the inputs that take one value
-// on every row of eps, the normalisation data: a QoS class, a priority, GPU
-// models or an architecture the training workloads never have. Their
-// statistics say nothing of other values, which would normalise to
-// hundreds of standard deviations (policy.MinStd) and move every score by
+// excludeConstant stops the network reading the inputs that did not vary
+// in the normalisation data, those whose fitted standard deviation is the
+// floor, policy.MinStd (an input constant on every row has it): a QoS
+// class, a priority, GPU models or an architecture the training workloads
+// never have. Their statistics say nothing of other values, which would
+// normalise to hundreds of standard deviations and move every score by
 // whatever the untrained first-layer weights of those inputs make of them.
-// On the training rows such an input normalises to 0, so zeroing its
-// weights changes nothing training sees; the exclusion mask keeps them at
-// zero through cloning, PPO and any later fine-tune (unreadConstants).
-func (t *trainer) excludeConstant(eps []*episode) {
-	const nf = policy.NumFeatures
-	var first []float32
-	varies := make([]bool, nf)
-	for _, ep := range eps {
-		for i := 0; i+nf <= len(ep.x); i += nf {
-			row := ep.x[i : i+nf]
-			if first == nil {
-				first = row
-				continue
-			}
-			for f, v := range row {
-				varies[f] = varies[f] || v != first[f] // the extractor's values are finite
-			}
-		}
-	}
-	if first == nil {
-		return
-	}
+// A constant input normalises to 0 on the training rows, so zeroing its
+// weights changes nothing cloning sees; the exclusion mask keeps them at
+// zero through cloning, PPO and any later fine-tune (unreadConstants uses
+// the same criterion). An input that cloning never varies but PPO's
+// episodes do is not learned either: its statistics would not describe it.
+func (t *trainer) excludeConstant() {
 	if t.exclude == nil {
-		t.exclude = make([]bool, nf)
+		t.exclude = make([]bool, policy.NumFeatures)
 	}
 	var names []string
-	for f, v := range varies {
-		if !v && !t.exclude[f] {
+	for f, sd := range t.schema.Std {
+		if sd <= policy.MinStd && !t.exclude[f] {
 			t.exclude[f] = true
 			names = append(names, t.schema.Names[f])
 		}
@@ -567,16 +552,15 @@ func (t *trainer) excludeConstant(eps []*episode) {
 	}
 }
 
-// unreadConstants marks in exclude (allocated if nil and needed) the
-// inputs of a network trained before (a checkpoint being resumed, an
-// initial model being fine-tuned) that it does not read and whose
-// statistics are policy.MinStd's: the inputs its training found constant
-// (excludeConstant), which must stay unread. It returns the mask.
-func unreadConstants(net *nn.Net, s policy.Schema, exclude []bool) []bool {
-	for f := range min(net.F, len(s.Std)) {
-		if s.Std[f] <= policy.MinStd && !net.ReadsInput(f) {
+// unreadConstants adds to exclude (allocated if nil and needed) the
+// inputs that m, trained before (a checkpoint being resumed, an initial
+// model being fine-tuned), found constant (nn.Model.UnreadConstants): they
+// must stay unread. It returns the mask.
+func unreadConstants(m *nn.Model, exclude []bool) []bool {
+	for f, x := range m.UnreadConstants() {
+		if x {
 			if exclude == nil {
-				exclude = make([]bool, net.F)
+				exclude = make([]bool, m.Net.F)
 			}
 			exclude[f] = true
 		}
@@ -985,7 +969,7 @@ func (t *trainer) resume(path string) error {
 		return fmt.Errorf("%w: checkpoint rng: %v", nn.ErrModel, err)
 	}
 	t.net, t.schema = d.Model.Net, d.Model.Schema
-	t.exclude = unreadConstants(t.net, t.schema, t.exclude)
+	t.exclude = unreadConstants(d.Model, t.exclude)
 	t.opt = &adam{m: m, v: v, step: st.AdamStep, b1: 0.9, b2: 0.999, eps: 1e-8}
 	t.iter, t.episodes, t.history = st.Iter, st.Episodes, st.History
 	t.haveBest, t.bestVal = st.HaveBest, st.BestVal
