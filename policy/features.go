@@ -252,7 +252,7 @@ func (s Schema) Normalize(x []float32) {
 const MinStd = 1e-3
 
 // Fit sets the statistics from raw samples: mean and standard deviation
-// per feature, with the deviation floored at 1e-3 (a constant feature
+// per feature, with the deviation floored at MinStd (a constant feature
 // stays finite and carries no signal).
 func (s *Schema) Fit(samples [][]float32) {
 	n := float64(len(samples))
