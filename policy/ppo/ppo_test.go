@@ -525,8 +525,9 @@ func TestConstantInputsAreNotRead(t *testing.T) {
 	}
 }
 
-// TestUnreadConstants: resuming or fine-tuning keeps unread the inputs a
-// network does not read whose statistics are MinStd's, and only those.
+// TestUnreadConstants: resuming or fine-tuning (orMask of
+// nn.Model.UnreadConstants) keeps unread the inputs a network does not
+// read whose statistics are MinStd's, and only those.
 func TestUnreadConstants(t *testing.T) {
 	net, err := nn.NewNetExcluding(policy.NumFeatures, 4, 4, 4, rand.New(rand.NewPCG(1, 2)), nil)
 	if err != nil {
@@ -539,8 +540,8 @@ func TestUnreadConstants(t *testing.T) {
 	s.Std[3], s.Std[5] = policy.MinStd, policy.MinStd
 	exclude := make([]bool, policy.NumFeatures)
 	exclude[9] = true // from the configuration
-	exclude = unreadConstants(&nn.Model{Schema: s, Net: net}, exclude)
-	if got := unreadConstants(&nn.Model{Schema: policy.NewSchema(), Net: net}, nil); got != nil {
+	exclude = orMask(exclude, (&nn.Model{Schema: s, Net: net}).UnreadConstants())
+	if got := orMask(nil, (&nn.Model{Schema: policy.NewSchema(), Net: net}).UnreadConstants()); got != nil {
 		t.Errorf("no input at MinStd: mask %v, want nil", got)
 	}
 	for f, x := range exclude {
@@ -556,7 +557,7 @@ func TestUnreadConstants(t *testing.T) {
 // (no arm64 node, one carbon intensity, no dependencies) fine-tuned on the
 // retail fleet, where those inputs vary, still does not read them: its
 // statistics, fitted where they were constant, do not describe them.
-// Without unreadConstants on the fine-tune path they get gradients and are
+// Without the mask of nn.Model.UnreadConstants on the fine-tune path they get gradients and are
 // read after one iteration.
 func TestFineTuneKeepsConstantInputsUnread(t *testing.T) {
 	if testing.Short() {

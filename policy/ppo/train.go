@@ -199,7 +199,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 			return nil, fmt.Errorf("%w: initial model is %d/%d/%d, the config's network %d/%d/%d", ErrConfig, l.H1, l.H2, l.HC, cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden)
 		}
 		t.net, t.schema = opt.Init.Net.Clone(), opt.Init.Schema
-		t.exclude = unreadConstants(opt.Init, t.exclude)
+		t.exclude = orMask(t.exclude, opt.Init.UnreadConstants()) // they stay unread
 		t.net.MaskInputs(t.exclude)
 		t.opt = newAdam(t.net)
 		if opt.ProxMu > 0 {
@@ -532,35 +532,33 @@ func (t *trainer) behaviourCloning(ctx context.Context, bc BCConfig, phase strin
 // whatever the untrained first-layer weights of those inputs make of them.
 // A constant input normalises to 0 on the training rows, so zeroing its
 // weights changes nothing cloning sees; the exclusion mask keeps them at
-// zero through cloning, PPO and any later fine-tune (unreadConstants uses
-// the same criterion). An input that cloning never varies but PPO's
-// episodes do is not learned either: its statistics would not describe it.
+// zero through cloning, PPO and any later fine-tune or resume
+// (nn.Model.UnreadConstants finds them again by the same criterion). An
+// input that cloning never varies but PPO's episodes do is not learned
+// either: its statistics would not describe it.
 func (t *trainer) excludeConstant() {
-	if t.exclude == nil {
-		t.exclude = make([]bool, policy.NumFeatures)
-	}
+	constant := make([]bool, policy.NumFeatures)
 	var names []string
 	for f, sd := range t.schema.Std {
-		if sd <= policy.MinStd && !t.exclude[f] {
-			t.exclude[f] = true
+		if sd <= policy.MinStd && (t.exclude == nil || !t.exclude[f]) {
+			constant[f] = true
 			names = append(names, t.schema.Names[f])
 		}
 	}
 	if len(names) > 0 {
+		t.exclude = orMask(t.exclude, constant)
 		t.net.MaskInputs(t.exclude)
 		t.log.Info("inputs constant in the normalisation data are not read", "features", names)
 	}
 }
 
-// unreadConstants adds to exclude (allocated if nil and needed) the
-// inputs that m, trained before (a checkpoint being resumed, an initial
-// model being fine-tuned), found constant (nn.Model.UnreadConstants): they
-// must stay unread. It returns the mask.
-func unreadConstants(m *nn.Model, exclude []bool) []bool {
-	for f, x := range m.UnreadConstants() {
+// orMask marks in exclude (allocated if nil and needed) every input marked
+// in more, and returns it.
+func orMask(exclude, more []bool) []bool {
+	for f, x := range more {
 		if x {
 			if exclude == nil {
-				exclude = make([]bool, m.Net.F)
+				exclude = make([]bool, len(more))
 			}
 			exclude[f] = true
 		}
@@ -969,7 +967,7 @@ func (t *trainer) resume(path string) error {
 		return fmt.Errorf("%w: checkpoint rng: %v", nn.ErrModel, err)
 	}
 	t.net, t.schema = d.Model.Net, d.Model.Schema
-	t.exclude = unreadConstants(d.Model, t.exclude)
+	t.exclude = orMask(t.exclude, d.Model.UnreadConstants())
 	t.opt = &adam{m: m, v: v, step: st.AdamStep, b1: 0.9, b2: 0.999, eps: 1e-8}
 	t.iter, t.episodes, t.history = st.Iter, st.Episodes, st.History
 	t.haveBest, t.bestVal = st.HaveBest, st.BestVal
