@@ -17,15 +17,24 @@ type CalibrationOptions struct {
 	Method string
 	// Percentile in (50, 100] for Method "percentile".
 	Percentile float64
+	// Rounding is how weights are rounded to int8 levels: RoundNearest
+	// (the zero value "" means it too) or RoundAdaptive.
+	Rounding string
 }
 
-// DefaultCalibration is percentile calibration at 99.99.
+// DefaultCalibration is percentile calibration at 99.99, with weights
+// rounded adaptively.
 func DefaultCalibration() CalibrationOptions {
-	return CalibrationOptions{Method: "percentile", Percentile: 99.99}
+	return CalibrationOptions{Method: "percentile", Percentile: 99.99, Rounding: RoundAdaptive}
 }
 
 // Validate checks the options.
 func (o CalibrationOptions) Validate() error {
+	switch o.Rounding {
+	case "", RoundNearest, RoundAdaptive:
+	default:
+		return fmt.Errorf("%w: rounding %q (want %s or %s)", ErrQuant, o.Rounding, RoundNearest, RoundAdaptive)
+	}
 	switch {
 	case o.Method == "minmax":
 	case o.Method == "percentile" && o.Percentile > 50 && o.Percentile <= 100:
@@ -35,11 +44,18 @@ func (o CalibrationOptions) Validate() error {
 	return nil
 }
 
+// String is the method ("minmax" or "percentile:P"), followed by
+// ",rounding:adaptive" when the weights were not rounded to their nearest
+// levels.
 func (o CalibrationOptions) String() string {
-	if o.Method == "minmax" {
-		return "minmax"
+	s := "minmax"
+	if o.Method != "minmax" {
+		s = "percentile:" + strconv.FormatFloat(o.Percentile, 'g', -1, 64)
 	}
-	return "percentile:" + strconv.FormatFloat(o.Percentile, 'g', -1, 64)
+	if o.Rounding == RoundAdaptive {
+		s += ",rounding:" + RoundAdaptive
+	}
+	return s
 }
 
 // stat is the calibration statistic of magnitudes v (sorted in place).
@@ -154,17 +170,20 @@ func Quantize(m *policy.FloatModel, rows []float32, opt CalibrationOptions, info
 		}
 		return out
 	}
-	q1, s1, b1, err := quantizeLayer(fold(ref.w1, F, H1, inScale), ref.b1, F)
+	l1, err := quantizeLayer(fold(ref.w1, F, H1, inScale), ref.b1, F)
 	if err != nil {
 		return nil, fmt.Errorf("layer 1: %w", err)
 	}
-	q2, s2, b2, err := quantizeLayer(fold(ref.w2, H1, H2, sA1), ref.b2, H1)
+	l2, err := quantizeLayer(fold(ref.w2, H1, H2, sA1), ref.b2, H1)
 	if err != nil {
 		return nil, fmt.Errorf("layer 2: %w", err)
 	}
-	q3, s3, b3, err := quantizeLayer(fold(ref.w3, H2, 1, sA2), []float64{ref.b3}, H2)
+	l3, err := quantizeLayer(fold(ref.w3, H2, 1, sA2), []float64{ref.b3}, H2)
 	if err != nil {
 		return nil, fmt.Errorf("layer 3: %w", err)
+	}
+	if opt.Rounding == RoundAdaptive {
+		adaptiveRound(ref, rows, inScale, sA1, sA2, [3]*qlayer{l1, l2, l3})
 	}
 	if info.Parent == "" {
 		if fa, err := FromModel(m, Info{}); err == nil {
@@ -177,12 +196,12 @@ func Quantize(m *policy.FloatModel, rows []float32, opt CalibrationOptions, info
 	a.Header.Quant = &QuantParams{Scheme: QuantScheme, Calibration: opt.String(), Samples: k}
 	a.Tensors = []Tensor{
 		{Name: "in_scale", DType: Float32, Shape: []int{F}, F32: f32s(inScale)},
-		{Name: "w1", DType: Int8, Shape: []int{H1, F}, I8: q1}, {Name: "w1_scale", DType: Float32, Shape: []int{H1}, F32: f32s(s1)},
-		{Name: "b1", DType: Int32, Shape: []int{H1}, I32: b1}, {Name: "a1_scale", DType: Float32, Shape: []int{H1}, F32: f32s(sA1)},
-		{Name: "w2", DType: Int8, Shape: []int{H2, H1}, I8: q2}, {Name: "w2_scale", DType: Float32, Shape: []int{H2}, F32: f32s(s2)},
-		{Name: "b2", DType: Int32, Shape: []int{H2}, I32: b2}, {Name: "a2_scale", DType: Float32, Shape: []int{H2}, F32: f32s(sA2)},
-		{Name: "w3", DType: Int8, Shape: []int{1, H2}, I8: q3}, {Name: "w3_scale", DType: Float32, Shape: []int{1}, F32: f32s(s3)},
-		{Name: "b3", DType: Int32, Shape: []int{1}, I32: b3},
+		{Name: "w1", DType: Int8, Shape: []int{H1, F}, I8: l1.q}, {Name: "w1_scale", DType: Float32, Shape: []int{H1}, F32: f32s(l1.scale)},
+		{Name: "b1", DType: Int32, Shape: []int{H1}, I32: l1.b}, {Name: "a1_scale", DType: Float32, Shape: []int{H1}, F32: f32s(sA1)},
+		{Name: "w2", DType: Int8, Shape: []int{H2, H1}, I8: l2.q}, {Name: "w2_scale", DType: Float32, Shape: []int{H2}, F32: f32s(l2.scale)},
+		{Name: "b2", DType: Int32, Shape: []int{H2}, I32: l2.b}, {Name: "a2_scale", DType: Float32, Shape: []int{H2}, F32: f32s(sA2)},
+		{Name: "w3", DType: Int8, Shape: []int{1, H2}, I8: l3.q}, {Name: "w3_scale", DType: Float32, Shape: []int{1}, F32: f32s(l3.scale)},
+		{Name: "b3", DType: Int32, Shape: []int{1}, I32: l3.b},
 	}
 	if _, err := NewInt8Net(a); err != nil { // the multipliers must exist
 		return nil, err
@@ -194,30 +213,30 @@ func Quantize(m *policy.FloatModel, rows []float32, opt CalibrationOptions, info
 }
 
 // quantizeLayer quantizes weights w (outputs x fanIn, output-major, input
-// scales folded in) per output channel, and the biases at the scale of
-// their channel's accumulator.
-func quantizeLayer(w, b []float64, fanIn int) ([]int8, []float64, []int32, error) {
+// scales folded in) per output channel, each to its nearest level, and
+// the biases at the scale of their channel's accumulator.
+func quantizeLayer(w, b []float64, fanIn int) (*qlayer, error) {
 	outs := len(b)
-	q := make([]int8, len(w))
-	scales := make([]float64, outs)
-	bq := make([]int32, outs)
+	l := &qlayer{q: make([]int8, len(w)), scale: make([]float64, outs), b: make([]int32, outs),
+		levels: make([]float64, len(w)), fanIn: fanIn}
 	for c := range outs {
 		var mx float64
 		for _, v := range w[c*fanIn : (c+1)*fanIn] {
 			mx = math.Max(mx, math.Abs(v))
 		}
 		s := scaleOf(mx, inMax)
-		scales[c] = s
+		l.scale[c] = s
 		for j := c * fanIn; j < (c+1)*fanIn; j++ {
-			q[j] = int8(max(-127, min(127, math.RoundToEven(w[j]/s))))
+			l.levels[j] = w[j] / s
+			l.q[j] = int8(max(-127, min(127, math.RoundToEven(l.levels[j]))))
 		}
 		bv := math.RoundToEven(b[c] / s)
 		if math.Abs(bv) > 1<<28 {
-			return nil, nil, nil, fmt.Errorf("%w: bias %d (%v) is %v accumulator units, beyond int32 headroom", ErrQuant, c, b[c], bv)
+			return nil, fmt.Errorf("%w: bias %d (%v) is %v accumulator units, beyond int32 headroom", ErrQuant, c, b[c], bv)
 		}
-		bq[c] = int32(bv)
+		l.b[c] = int32(bv)
 	}
-	return q, scales, bq, nil
+	return l, nil
 }
 
 func f32s(v []float64) []float32 {

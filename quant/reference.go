@@ -70,6 +70,7 @@ type reference struct {
 	w1, b1, w2, b2, w3 []float64
 	b3                 float64
 	xn, a1, a2         []float64 // activations of the last row
+	z1, z2             []float64 // pre-activations of the last row
 }
 
 func newReference(m *policy.FloatModel) (*reference, error) {
@@ -91,6 +92,7 @@ func newReference(m *policy.FloatModel) (*reference, error) {
 		r.std = append(r.std, float64(m.Schema.Std[j]))
 	}
 	r.xn, r.a1, r.a2 = make([]float64, r.f), make([]float64, r.h1), make([]float64, r.h2)
+	r.z1, r.z2 = make([]float64, r.h1), make([]float64, r.h2)
 	return r, nil
 }
 
@@ -104,14 +106,14 @@ func (r *reference) score(raw []float32) float64 {
 		for j := range r.f {
 			z += r.xn[j] * r.w1[j*r.h1+c]
 		}
-		r.a1[c] = math.Max(z, 0)
+		r.z1[c], r.a1[c] = z, math.Max(z, 0)
 	}
 	for c := range r.h2 {
 		z := r.b2[c]
 		for k := range r.h1 {
 			z += r.a1[k] * r.w2[k*r.h2+c]
 		}
-		r.a2[c] = math.Max(z, 0)
+		r.z2[c], r.a2[c] = z, math.Max(z, 0)
 	}
 	s := r.b3
 	for k := range r.h2 {

@@ -112,7 +112,7 @@ func TestModelQuantizeThenSimulate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"int8 model", "version 3", "calibration: percentile:99.99", "size: int8 artifact", "fidelity on held-out seeds [2]", "failure_rate: float"} {
+	for _, want := range []string{"int8 model", "version 3", "calibration: percentile:99.99,rounding:adaptive", "size: int8 artifact", "fidelity on held-out seeds [2]", "failure_rate: float"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("quantize output lacks %q:\n%s", want, out)
 		}
@@ -148,6 +148,7 @@ func TestModelQuantizeThenSimulate(t *testing.T) {
 	}{
 		{"bad calibration", []string{"--calibration", "mean"}, "--calibration"},
 		{"percentile out of range", []string{"--calibration", "percentile:20"}, "percentile"},
+		{"bad rounding", []string{"--rounding", "up"}, `--rounding: quant: cannot quantize: rounding "up" (want nearest or adaptive)`},
 		{"bad seeds", []string{"--calib-seeds", "x"}, "--calib-seeds"},
 		{"no out", []string{"-o", ""}, "--out: required"},
 	} {

@@ -23,7 +23,7 @@ type quantizeFlags struct {
 	artifactFlags
 	nodes, pods, scenario string
 	calibSeeds, evalSeeds string
-	calibration           string
+	calibration, rounding string
 	maxRows               int
 	progress              string
 }
@@ -36,7 +36,10 @@ func newModelQuantizeCommand(opts cmdutil.Options) *cobra.Command {
 		Long: `quantize runs the float model (a shipped name, .esm or float32 .esa) in the
 simulator on calibration runs (--calib-seeds), gathers the candidate rows it
 scores, sets the int8 scales from them (--calibration minmax or
-percentile:P), writes the signed int8 artifact, and then measures on held-out
+percentile:P), rounds each weight to the level below or above it that
+brings the int8 network nearer the float one on those rows (--rounding
+adaptive; nearest rounds to the nearest level), writes the signed int8
+artifact, and then measures on held-out
 runs (--eval-seeds) how often the int8 policy picks the node the float policy
 picks and how the headline measure moves.
 
@@ -62,6 +65,7 @@ with a workload generator the seeds select generated workloads).`,
 	fl.StringVar(&f.calibSeeds, "calib-seeds", "9001-9002", "seeds of the calibration runs (or generated workloads)")
 	fl.StringVar(&f.evalSeeds, "eval-seeds", "1-5", "held-out seeds to measure fidelity on; empty skips it")
 	fl.StringVar(&f.calibration, "calibration", "percentile:99.99", "minmax or percentile:P")
+	fl.StringVar(&f.rounding, "rounding", quant.DefaultCalibration().Rounding, "how weights round to int8 levels: nearest, or adaptive (up or down, whichever brings the int8 network nearer the float one on the calibration rows)")
 	fl.IntVar(&f.maxRows, "max-rows", 100000, "calibration rows kept (a seeded reservoir sample)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress bars on stderr: auto (when a terminal), always or never")
 	return cmd
@@ -116,6 +120,10 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	calib, err := parseCalibration(f.calibration)
 	if err != nil {
 		return err
+	}
+	calib.Rounding = f.rounding
+	if err := calib.Validate(); err != nil {
+		return fmt.Errorf("--rounding: %w", err)
 	}
 	calibSeeds, err := cmdutil.ParseSeeds(f.calibSeeds)
 	if err != nil {
