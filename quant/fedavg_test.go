@@ -63,7 +63,8 @@ func fedRun(t *testing.T, start *nn.Model, enc esu.Encoding, sites, rounds int, 
 
 // TestFederatedInt8Updates: federated training whose sites send int8
 // updates reaches the quality of float32 updates (within 2% of the float
-// result's unallocated GPU share, or better), for a quarter of the bytes.
+// result's unallocated GPU share, or better), for a quarter of the bytes,
+// and moves the network as far and the same way.
 // The two arms' trajectories part after the first rounding, so the gap is
 // one of two training runs, not of the codec alone: on the ten evaluation
 // seeds it measured 1.4% before the trainer stopped reading inputs that
@@ -127,6 +128,32 @@ func TestFederatedInt8Updates(t *testing.T) {
 	if rel := (ei - ef) / ef; rel > 0.02 {
 		t.Fatalf("int8 updates reach %.4f, float32 updates %.4f: %.1f%% worse", ei, ef, 100*rel)
 	}
+	// The federations barely change the measure from the start (a fine-tune
+	// of a cloned policy), so the measure alone would pass a codec that
+	// delivered nothing. Both federations must have moved the network as
+	// far and the same way: the int8 one's distance from the start within
+	// 20% of the float one's, and the cosine of the two displacements above
+	// 0.7 (measured: distances 0.437 and 0.453, cosine 0.863; not 1, since
+	// the trajectories part after the first rounding; a codec sending noise
+	// of the right size would give a cosine near 0, one sending nothing a
+	// distance of 0).
+	dist, cos := displacement(start.Model, f32, i8)
+	t.Logf("distance from the start: float32 federation %.4f, int8 %.4f; cosine of the two displacements %.3f", dist[0], dist[1], cos)
+	if r := dist[1] / dist[0]; !(r > 0.8 && r < 1.25) || !(cos > 0.7) {
+		t.Fatalf("the int8 federation moved the network %.4f from the start, the float32 one %.4f (ratio %.3f), cosine %.3f: want a ratio in (0.8, 1.25) and a cosine above 0.7", dist[1], dist[0], r, cos)
+	}
+}
+
+// displacement returns the Euclidean distances of a's and b's parameters
+// from start's, and the cosine between the two displacements.
+func displacement(start, a, b *nn.Model) ([2]float64, float64) {
+	s, x, y := start.Net.Flat(), a.Net.Flat(), b.Net.Flat()
+	var dx, dy, dot float64
+	for i := range s {
+		u, v := float64(x[i]-s[i]), float64(y[i]-s[i])
+		dx, dy, dot = dx+u*u, dy+v*v, dot+u*v
+	}
+	return [2]float64{math.Sqrt(dx), math.Sqrt(dy)}, dot / math.Sqrt(dx*dy)
 }
 
 // TestFederatedInt8UpdatesEdge is the same comparison where federated
