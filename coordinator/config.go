@@ -89,7 +89,8 @@ type Config struct {
 	// Calibrate returns raw feature rows for quantizing a model (usually
 	// quant.CollectRows on the fleet's scenario). Required.
 	Calibrate func(ctx context.Context, m *nn.Model) ([]float32, error)
-	// Calibration options of quantization (zero: quant.DefaultCalibration).
+	// Calibration options of quantization (zero Method: the method of
+	// quant.DefaultCalibration; zero Rounding: adaptive).
 	Calibration quant.CalibrationOptions
 	// Seed drives the DP noise (with the round number).
 	Seed uint64

@@ -80,8 +80,9 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = wallClock{}
 	}
-	if cfg.Calibration.Method == "" {
-		cfg.Calibration = quant.DefaultCalibration()
+	if cfg.Calibration.Method == "" { // the default method; Rounding's zero value is the default
+		d := quant.DefaultCalibration()
+		cfg.Calibration.Method, cfg.Calibration.Percentile = d.Method, d.Percentile
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -113,7 +113,8 @@ type SchemaStats struct {
 type QuantParams struct {
 	// Scheme is QuantScheme.
 	Scheme string `json:"scheme"`
-	// Calibration is "minmax" or "percentile:P".
+	// Calibration is "minmax" or "percentile:P", followed by
+	// ",rounding:adaptive" when the weights were rounded adaptively.
 	Calibration string `json:"calibration"`
 	// Samples is the number of candidate rows calibrated on.
 	Samples int `json:"samples"`

@@ -469,3 +469,65 @@ func TestTanhRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveRoundingSkipsNaNRows: a calibration row the float network
+// scores as NaN is left out of the fit instead of turning every
+// residual of the layer into NaN (which would leave nearest rounding in
+// place under an artifact that says adaptive): with one such row among
+// 3,000 the weights are those fitted on the other 2,999.
+func TestAdaptiveRoundingSkipsNaNRows(t *testing.T) {
+	m := randomModel(t, 16, 16, 21)
+	F := policy.NumFeatures
+	rows := benchRows(3000, 22)
+	bad := append([]float32(nil), rows...)
+	bad[1500*F+policy.NumPodFeatures] = float32(math.NaN())
+	clean := append(append([]float32(nil), rows[:1500*F]...), rows[1501*F:]...)
+	quantize := func(rows []float32, rounding string) *Artifact {
+		opt := DefaultCalibration()
+		opt.Rounding = rounding
+		a, err := Quantize(m.Float(), rows, opt, Info{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	near, withNaN, without := quantize(bad, RoundNearest), quantize(bad, RoundAdaptive), quantize(clean, RoundAdaptive)
+	if slices.Equal(near.Tensor("w1").I8, withNaN.Tensor("w1").I8) {
+		t.Fatal("with a NaN row, adaptive rounding left the first layer as nearest rounding has it")
+	}
+	// the same rows are fitted either way (the NaN row's other values
+	// are nowhere near a calibration extreme here, so the scales agree)
+	for _, name := range []string{"in_scale", "w1", "b1", "w2", "b2", "w3", "b3"} {
+		a, b := withNaN.Tensor(name), without.Tensor(name)
+		if !slices.Equal(a.F32, b.F32) || !slices.Equal(a.I8, b.I8) || !slices.Equal(a.I32, b.I32) {
+			t.Errorf("%s differs between the fit with the NaN row and the fit without it", name)
+		}
+	}
+}
+
+// TestCalibrationOptions: the zero Rounding is adaptive, as the default
+// is, and the header's calibration string says which rounding ran.
+func TestCalibrationOptions(t *testing.T) {
+	for _, tc := range []struct {
+		opt  CalibrationOptions
+		want string // String(), or the error's text
+	}{
+		{DefaultCalibration(), "percentile:99.99,rounding:adaptive"},
+		{CalibrationOptions{Method: "minmax"}, "minmax,rounding:adaptive"},
+		{CalibrationOptions{Method: "percentile", Percentile: 99.9, Rounding: RoundNearest}, "percentile:99.9"},
+		{CalibrationOptions{Method: "minmax", Rounding: "up"}, `rounding "up" (want nearest or adaptive)`},
+		{CalibrationOptions{Method: "percentile", Percentile: 40}, `calibration "percentile" at 40`},
+	} {
+		err := tc.opt.Validate()
+		got := tc.opt.String()
+		if err != nil {
+			got = err.Error()
+			if !errors.Is(err, ErrQuant) {
+				t.Errorf("%+v: error %v does not wrap ErrQuant", tc.opt, err)
+			}
+		}
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("%+v: %q, want %q", tc.opt, got, tc.want)
+		}
+	}
+}

@@ -17,8 +17,8 @@ type CalibrationOptions struct {
 	Method string
 	// Percentile in (50, 100] for Method "percentile".
 	Percentile float64
-	// Rounding is how weights are rounded to int8 levels: RoundNearest
-	// (the zero value "" means it too) or RoundAdaptive.
+	// Rounding is how weights are rounded to int8 levels: RoundAdaptive
+	// (the zero value "" means it too) or RoundNearest.
 	Rounding string
 }
 
@@ -52,10 +52,16 @@ func (o CalibrationOptions) String() string {
 	if o.Method != "minmax" {
 		s = "percentile:" + strconv.FormatFloat(o.Percentile, 'g', -1, 64)
 	}
-	if o.Rounding == RoundAdaptive {
+	if o.adaptive() {
 		s += ",rounding:" + RoundAdaptive
 	}
 	return s
+}
+
+// adaptive reports whether weights are rounded adaptively (the zero
+// Rounding included).
+func (o CalibrationOptions) adaptive() bool {
+	return o.Rounding == "" || o.Rounding == RoundAdaptive
 }
 
 // stat is the calibration statistic of magnitudes v (sorted in place).
@@ -182,7 +188,7 @@ func Quantize(m *policy.FloatModel, rows []float32, opt CalibrationOptions, info
 	if err != nil {
 		return nil, fmt.Errorf("layer 3: %w", err)
 	}
-	if opt.Rounding == RoundAdaptive {
+	if opt.adaptive() {
 		adaptiveRound(ref, rows, inScale, sA1, sA2, [3]*qlayer{l1, l2, l3})
 	}
 	if info.Parent == "" {
