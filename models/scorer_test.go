@@ -14,7 +14,8 @@ import (
 )
 
 // netScorer scores as the float scorer did before its shortcuts: every
-// row normalised whole, then Net.Scores (gonum's Sgemm over every input).
+// row held within the model's bounds and normalised whole, then
+// Net.Scores (gonum's Sgemm over every input).
 type netScorer struct {
 	m   *nn.Model
 	net *nn.Net
@@ -23,6 +24,7 @@ type netScorer struct {
 func (s *netScorer) Scores(raw []float32, k int, out []float32) error {
 	x := append([]float32(nil), raw...)
 	for i := range k {
+		s.m.Schema.Clamp(x[i*policy.NumFeatures : (i+1)*policy.NumFeatures])
 		s.m.Schema.Normalize(x[i*policy.NumFeatures : (i+1)*policy.NumFeatures])
 	}
 	sc, err := s.net.Scores(x, k)

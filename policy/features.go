@@ -180,6 +180,80 @@ type Schema struct {
 	Names []string
 	Mean  []float32
 	Std   []float32
+	// Lo and Hi, when set, are the least and greatest raw value of each
+	// feature in the rows the model's training collected; the float
+	// scorer holds every input within them (Clamp), so a network is not
+	// read beyond the inputs it was trained on (a fleet whose RTTs, pod
+	// sizes or grids lie outside the training families'). Training itself
+	// never clamps. nil: no bounds (models written before 5 December
+	// 2026; float32 and int8 artifacts, whose int8 inputs have their own
+	// calibrated range). Not part of Hash.
+	Lo, Hi []float32
+}
+
+// Clamp holds the raw feature row x within [Lo, Hi], when the schema has
+// bounds. A NaN stays NaN.
+func (s Schema) Clamp(x []float32) {
+	if s.Lo == nil {
+		return
+	}
+	for i := range x {
+		x[i] = min(max(x[i], s.Lo[i]), s.Hi[i])
+	}
+}
+
+// Range is the least and greatest value of each raw feature over the
+// rows observed (NaNs skipped). The zero Range has observed nothing.
+// Not safe for concurrent use.
+type Range struct {
+	Lo, Hi []float32
+}
+
+// Observe widens r to cover row x (NumFeatures values).
+func (r *Range) Observe(x []float32) {
+	if r.Lo == nil {
+		r.Lo, r.Hi = make([]float32, len(x)), make([]float32, len(x))
+		for i := range x {
+			r.Lo[i], r.Hi[i] = float32(math.Inf(1)), float32(math.Inf(-1))
+		}
+	}
+	for i, v := range x {
+		if v < r.Lo[i] {
+			r.Lo[i] = v
+		}
+		if v > r.Hi[i] {
+			r.Hi[i] = v
+		}
+	}
+}
+
+// Merge widens r to cover o.
+func (r *Range) Merge(o Range) {
+	if o.Lo == nil {
+		return
+	}
+	r.Observe(o.Lo)
+	r.Observe(o.Hi)
+}
+
+// Bounds returns r as schema bounds (Schema.Lo, Schema.Hi): a feature
+// never observed finite, or observed at an infinity, is unbounded on
+// that side (±math.MaxFloat32). nil, nil when r has observed nothing.
+func (r Range) Bounds() (lo, hi []float32) {
+	if r.Lo == nil {
+		return nil, nil
+	}
+	lo, hi = make([]float32, len(r.Lo)), make([]float32, len(r.Hi))
+	for i := range r.Lo {
+		lo[i], hi[i] = -math.MaxFloat32, math.MaxFloat32
+		if l := float64(r.Lo[i]); !math.IsInf(l, 0) && r.Lo[i] <= r.Hi[i] {
+			lo[i] = r.Lo[i]
+		}
+		if h := float64(r.Hi[i]); !math.IsInf(h, 0) && r.Lo[i] <= r.Hi[i] {
+			hi[i] = r.Hi[i]
+		}
+	}
+	return lo, hi
 }
 
 // NewSchema returns the current schema with identity normalisation.
@@ -220,10 +294,22 @@ func (s Schema) Validate() error {
 			return fmt.Errorf("%w: feature %s has mean %v, std %v", ErrSchema, f.Name, m, d)
 		}
 	}
+	if s.Lo == nil && s.Hi == nil {
+		return nil
+	}
+	if len(s.Lo) != NumFeatures || len(s.Hi) != NumFeatures {
+		return fmt.Errorf("%w: bounds of %d and %d features; want %d each, or none", ErrSchema, len(s.Lo), len(s.Hi), NumFeatures)
+	}
+	for i, f := range featureList {
+		if l, h := float64(s.Lo[i]), float64(s.Hi[i]); math.IsNaN(l) || math.IsNaN(h) || math.IsInf(l, 0) || math.IsInf(h, 0) || l > h {
+			return fmt.Errorf("%w: feature %s has bounds [%v, %v]", ErrSchema, f.Name, l, h)
+		}
+	}
 	return nil
 }
 
-// Hash is a SHA-256 over the schema's ID, names and statistics.
+// Hash is a SHA-256 over the schema's ID, names and statistics (not the
+// bounds, which are the model's: Lo, Hi).
 func (s Schema) Hash() string {
 	h := sha256.New()
 	h.Write([]byte(s.ID))

@@ -214,12 +214,73 @@ func TestSchema(t *testing.T) {
 		{"short", func(s *Schema) { s.Mean = s.Mean[:3] }},
 		{"zero std", func(s *Schema) { s.Std[2] = 0 }},
 		{"NaN mean", func(s *Schema) { s.Mean[2] = float32(math.NaN()) }},
+		{"bounds of one feature", func(s *Schema) { s.Lo, s.Hi = []float32{0}, []float32{1} }},
+		{"lower bound only", func(s *Schema) { s.Lo = make([]float32, NumFeatures) }},
+		{"bounds crossed", func(s *Schema) {
+			s.Lo, s.Hi = make([]float32, NumFeatures), make([]float32, NumFeatures)
+			s.Lo[4] = 1
+		}},
+		{"NaN bound", func(s *Schema) {
+			s.Lo, s.Hi = make([]float32, NumFeatures), make([]float32, NumFeatures)
+			s.Hi[4] = float32(math.NaN())
+		}},
 	} {
 		c := NewSchema()
 		tt.mutate(&c)
 		if err := c.Validate(); !errors.Is(err, ErrSchema) {
 			t.Errorf("%s: Validate = %v, want ErrSchema", tt.name, err)
 		}
+	}
+}
+
+// TestRangeBoundsClamp: a Range covers the rows it observed (NaNs
+// skipped), becomes schema bounds that Validate accepts and the hash
+// ignores, and Clamp holds a row within them; a feature never observed
+// finite is unbounded.
+func TestRangeBoundsClamp(t *testing.T) {
+	row := func(v0, v1, v2 float32) []float32 {
+		r := make([]float32, NumFeatures)
+		r[0], r[1], r[2] = v0, v1, v2
+		return r
+	}
+	nan := float32(math.NaN())
+	var a, b Range
+	a.Observe(row(1, -2, nan))
+	a.Observe(row(3, 5, nan))
+	b.Observe(row(-1, 0, nan))
+	a.Merge(b)
+	a.Merge(Range{}) // observed nothing: no change
+	lo, hi := a.Bounds()
+	// feature 0 saw 1, 3, -1; feature 1 saw -2, 5, 0; feature 2 only NaN;
+	// the others 0 on every row
+	want := []struct{ lo, hi float32 }{{-1, 3}, {-2, 5}, {-math.MaxFloat32, math.MaxFloat32}, {0, 0}}
+	for i, w := range want {
+		if lo[i] != w.lo || hi[i] != w.hi {
+			t.Errorf("feature %d: bounds [%v, %v], want [%v, %v]", i, lo[i], hi[i], w.lo, w.hi)
+		}
+	}
+	s := NewSchema()
+	h := s.Hash()
+	s.Lo, s.Hi = lo, hi
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Hash() != h {
+		t.Error("the hash changed with the bounds")
+	}
+	x := row(10, -10, 7)
+	x[3] = nan
+	s.Clamp(x)
+	if x[0] != 3 || x[1] != -2 || x[2] != 7 || !math.IsNaN(float64(x[3])) {
+		t.Errorf("Clamp: %v, want 3, -2, 7 (unbounded), NaN", x[:4])
+	}
+	y := row(10, -10, 7)
+	NewSchema().Clamp(y) // no bounds: unchanged
+	if y[0] != 10 || y[1] != -10 {
+		t.Errorf("Clamp without bounds changed the row: %v", y[:3])
+	}
+	if lo, hi := (Range{}).Bounds(); lo != nil || hi != nil {
+		t.Errorf("an empty range's bounds: %v, %v", lo, hi)
 	}
 }
 

@@ -10,8 +10,9 @@ import (
 	"github.com/edgesched/edgesched/sim"
 )
 
-// FloatScorer is the float32 network as a Scorer: it normalises with the
-// model's schema and runs the actor (Net.Scores).
+// FloatScorer is the float32 network as a Scorer: it holds the inputs
+// within the model's bounds (policy.Schema.Clamp, when it has them),
+// normalises with the model's schema and runs the actor (Net.Scores).
 //
 // The first layer is summed as gonum's Sgemm sums it (for each output,
 // the nonzero inputs' products in input order, from zero), with two
@@ -37,6 +38,8 @@ type FloatScorer struct {
 	skip   []int
 	part   []float32 // the pod features' share of the first layer
 	x, a1  []float32
+	// clamped: the rows held within the schema's bounds (Schema.Clamp)
+	clamped []float32
 	// vector: the AVX2 kernel runs the rest (scoresAVX2)
 	vector bool
 	// affinity is the model's AffinityEncoder
@@ -82,6 +85,14 @@ func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
 	net, nf, np := f.m.Net, policy.NumFeatures, policy.NumPodFeatures
 	if k <= 0 || len(raw) != k*nf || net.F != nf || len(out) < k {
 		return fmt.Errorf("%w: %d values for %d candidates of %d features, %d outputs", policy.ErrShape, len(raw), k, nf, len(out))
+	}
+	if f.m.Schema.Lo != nil { // the model's input bounds
+		c := grow(&f.clamped, len(raw))
+		copy(c, raw)
+		for i := range k {
+			f.m.Schema.Clamp(c[i*nf : (i+1)*nf])
+		}
+		raw = c
 	}
 	h, w1 := net.H1, f32(net.W1)
 	mean, std := f.m.Schema.Mean, f.m.Schema.Std

@@ -50,6 +50,10 @@ type ModelHeader struct {
 		Names []string  `json:"names"`
 		Mean  []float32 `json:"mean"`
 		Std   []float32 `json:"std"`
+		// Lo and Hi are the model's input bounds (policy.Schema.Lo, Hi;
+		// absent: none, as in every file before them).
+		Lo []float32 `json:"lo,omitempty"`
+		Hi []float32 `json:"hi,omitempty"`
 	} `json:"schema"`
 	Layers     policy.Layers `json:"layers"`
 	Activation string        `json:"activation"` // "relu": the critic's, and the scorer's unless HiddenActivations says otherwise
@@ -230,6 +234,7 @@ func Encode(w io.Writer, m *Model, kind string, sections map[string]*Net, state 
 		Activation: "relu", DType: "float32", Decision: m.Decision, Sage: m.Sage, Meta: m.Meta, Created: m.Created, State: state,
 	}
 	h.Schema.Names, h.Schema.Mean, h.Schema.Std = m.Schema.Names, m.Schema.Mean, m.Schema.Std
+	h.Schema.Lo, h.Schema.Hi = m.Schema.Lo, m.Schema.Hi
 	if !m.Net.AllReLU() {
 		h.HiddenActivations = []string{m.Net.Act[0].String(), m.Net.Act[1].String()}
 	}
@@ -305,7 +310,7 @@ func Decode(b []byte) (*Decoded, error) {
 	case h.Activation != "relu" || h.DType != "float32":
 		return nil, fmt.Errorf("%w: %s/%s network, this build runs relu/float32", ErrModel, h.Activation, h.DType)
 	}
-	schema := policy.Schema{ID: h.SchemaID, Names: h.Schema.Names, Mean: h.Schema.Mean, Std: h.Schema.Std}
+	schema := policy.Schema{ID: h.SchemaID, Names: h.Schema.Names, Mean: h.Schema.Mean, Std: h.Schema.Std, Lo: h.Schema.Lo, Hi: h.Schema.Hi}
 	if err := schema.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrModel, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -312,4 +313,63 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("decision %+v re-encoded as %+v", d.Model.Decision, d2.Model.Decision)
 		}
 	})
+}
+
+// TestModelBounds: a model's input bounds survive the file (and a model
+// without them writes no such fields, so earlier files are what we
+// write); its float scorer scores a row beyond the bounds as the row held
+// at them, and a row within them exactly as the same network without
+// bounds; the decoder refuses crossed bounds.
+func TestModelBounds(t *testing.T) {
+	m := testModel(t, 7)
+	if b := encode(t, m, "model", nil, nil); bytes.Contains(b, []byte(`"lo"`)) || bytes.Contains(b, []byte(`"hi"`)) {
+		t.Fatal("a model without bounds wrote bounds")
+	}
+	const F = policy.NumFeatures
+	bounded := &Model{Schema: m.Schema, Net: m.Net, Meta: m.Meta}
+	bounded.Schema.Lo, bounded.Schema.Hi = make([]float32, F), make([]float32, F)
+	for i := range F {
+		bounded.Schema.Lo[i], bounded.Schema.Hi[i] = -1, 1
+	}
+	d, err := Decode(encode(t, bounded, "model", nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.Model.Schema.Lo, bounded.Schema.Lo) || !slices.Equal(d.Model.Schema.Hi, bounded.Schema.Hi) {
+		t.Fatalf("bounds after the round trip: %v, %v", d.Model.Schema.Lo[:3], d.Model.Schema.Hi[:3])
+	}
+	score := func(m *Model, rows []float32) []float32 {
+		s, err := NewFloatScorer(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, len(rows)/F)
+		if err := s.Scores(rows, len(out), out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// row 0 within the bounds; row 1 beyond them on two node features
+	// (the pod features are the rows' shared part), row 2 that row held
+	// at the bounds
+	rows := make([]float32, 3*F)
+	for i := range F {
+		v := float32(i%5)*0.4 - 0.8
+		rows[i], rows[F+i], rows[2*F+i] = v, v, v
+	}
+	rows[F+policy.NumPodFeatures], rows[2*F+policy.NumPodFeatures] = 40, 1
+	rows[F+F-1], rows[2*F+F-1] = -7, -1
+	got, plain := score(d.Model, rows), score(m, rows)
+	if got[0] != plain[0] {
+		t.Errorf("a row within the bounds scores %v, %v without bounds", got[0], plain[0])
+	}
+	if got[1] != got[2] || got[1] == plain[1] {
+		t.Errorf("a row beyond the bounds scores %v, the row held at them %v (without bounds %v)", got[1], got[2], plain[1])
+	}
+	crossed := rewriteHeader(t, encode(t, bounded, "model", nil, nil), func(h map[string]any) {
+		h["schema"].(map[string]any)["lo"].([]any)[3] = 2.0
+	})
+	if _, err := Decode(crossed); !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), "pod_share has bounds [2, 1]") {
+		t.Fatalf("crossed bounds: %v", err)
+	}
 }

@@ -62,7 +62,8 @@ type ExportOptions struct {
 // in the layout PyTorch's exporter gives nn.Sequential(Linear, ReLU,
 // Linear, ReLU, Linear) (Gemm with transB=1 and weights stored out x in,
 // named like its state_dict: scorer.0.weight, ...; Tanh in place of a Relu
-// where the network's hidden layer has it), preceded by the
+// where the network's hidden layer has it), preceded by the model's input
+// bounds when it has them (Max norm.lo, Min norm.hi) and the
 // schema's normalisation (Sub norm.mean, Div norm.std), so the graph takes
 // the raw feature rows the extractor computes. The schema and the
 // decision rule are in the metadata (Meta* keys).
@@ -74,9 +75,16 @@ func Export(m *nn.Model, opt ExportOptions) (*onnxpb.ModelProto, error) {
 	b := &graphBuilder{g: &onnxpb.GraphProto{Name: proto.String("edgesched_policy")}}
 	F := n.F
 	b.input(InputName, featureDoc(m.Schema), dimParam("N"), dimValue(int64(F)))
+	raw := InputName
+	if m.Schema.Lo != nil { // the model's input bounds
+		b.init("norm.lo", []int64{int64(F)}, m.Schema.Lo)
+		b.init("norm.hi", []int64{int64(F)}, m.Schema.Hi)
+		b.node("Max", "/norm/Max", []string{raw, "norm.lo"}, "/norm/Max_output_0")
+		raw = b.node("Min", "/norm/Min", []string{"/norm/Max_output_0", "norm.hi"}, "/norm/Min_output_0")
+	}
 	b.init("norm.mean", []int64{int64(F)}, m.Schema.Mean)
 	b.init("norm.std", []int64{int64(F)}, m.Schema.Std)
-	b.node("Sub", "/norm/Sub", []string{InputName, "norm.mean"}, "/norm/Sub_output_0")
+	b.node("Sub", "/norm/Sub", []string{raw, "norm.mean"}, "/norm/Sub_output_0")
 	b.node("Div", "/norm/Div", []string{"/norm/Sub_output_0", "norm.std"}, "x")
 	ps := params(n)
 	h := b.linear("scorer.0", "x", ps["w1"], ps["b1"], n.F, n.H1)

@@ -37,6 +37,7 @@ type layer struct {
 
 // chain is a value computed from the graph input.
 type chain struct {
+	lo, hi    []float32 // the input bounds (Max, Min) before the normalisation
 	mean, std []float32 // the normalisation before the first layer
 	layers    []*layer
 	width     int
@@ -81,7 +82,7 @@ func (ip *interp) refuse(n *onnxpb.NodeProto, format string, args ...any) error 
 }
 
 // supportedOps lists what the importer reads (docs/quant.md).
-const supportedOps = "Gemm, MatMul, Add (a layer's bias), Relu and Tanh, Sub and Div (normalisation), Transpose, Identity and Constant (of weights), ReduceMean, ReduceMax and Concat (the critic's pooling), Squeeze (of the N x 1 score)"
+const supportedOps = "Gemm, MatMul, Add (a layer's bias), Relu and Tanh, Max and Min (the input's bounds), Sub and Div (normalisation), Transpose, Identity and Constant (of weights), ReduceMean, ReduceMax and Concat (the critic's pooling), Squeeze (of the N x 1 score)"
 
 // run interprets one node.
 func (ip *interp) run(n *onnxpb.NodeProto) error {
@@ -135,6 +136,8 @@ func (ip *interp) eval(n *onnxpb.NodeProto, in []any) (any, error) {
 		return ip.transpose(n, in)
 	case "Sub", "Div":
 		return ip.normalize(n, in)
+	case "Max", "Min":
+		return ip.bound(n, in)
 	case "MatMul":
 		if err := ip.attrs(n, nil); err != nil {
 			return nil, err
@@ -294,23 +297,11 @@ func vector(t *tensor, w int) ([]float32, bool) {
 }
 
 func (ip *interp) normalize(n *onnxpb.NodeProto, in []any) (any, error) {
-	if err := ip.attrs(n, nil); err != nil {
+	c, v, err := ip.rowsAndVector(n, in, map[bool]string{true: "the feature rows minus a constant vector", false: "the feature rows divided by a constant vector"}[n.GetOpType() == "Sub"],
+		func(c *chain) bool { return len(c.layers) > 0 || c.pooled != nil || c.pool != "" },
+		"after a layer: only the input's normalisation, (x - mean) / std, is supported")
+	if err != nil {
 		return nil, err
-	}
-	if err := ip.arity(n, in, 2, 2); err != nil {
-		return nil, err
-	}
-	c, ok := in[0].(*chain)
-	t, ok2 := in[1].(*tensor)
-	if !ok || !ok2 {
-		return nil, ip.refuse(n, "want the feature rows %s a constant vector", map[bool]string{true: "minus", false: "divided by"}[n.GetOpType() == "Sub"])
-	}
-	if len(c.layers) > 0 || c.pooled != nil || c.pool != "" {
-		return nil, ip.refuse(n, "after a layer: only the input's normalisation, (x - mean) / std, is supported")
-	}
-	v, ok := vector(t, c.width)
-	if !ok {
-		return nil, ip.refuse(n, "operand %q of shape %v, want [%d] or [1, %d]", t.name, t.dims, c.width, c.width)
 	}
 	d := c.clone()
 	switch {
@@ -322,6 +313,56 @@ func (ip *interp) normalize(n *onnxpb.NodeProto, in []any) (any, error) {
 		return nil, ip.refuse(n, "a second normalisation step: only (x - mean) / std is supported")
 	}
 	return d, nil
+}
+
+// bound reads the input's bounds: Max of the raw rows and a constant
+// vector (the lower bounds), Min of them and another (the upper), before
+// the normalisation (policy.Schema.Lo, Hi).
+func (ip *interp) bound(n *onnxpb.NodeProto, in []any) (any, error) {
+	c, v, err := ip.rowsAndVector(n, in, "the feature rows and a constant vector of bounds",
+		func(c *chain) bool {
+			return len(c.layers) > 0 || c.pooled != nil || c.pool != "" || c.mean != nil || c.std != nil
+		},
+		"after the normalisation or a layer: only bounds on the raw input are supported")
+	if err != nil {
+		return nil, err
+	}
+	d := c.clone()
+	switch {
+	case n.GetOpType() == "Max" && c.lo == nil:
+		d.lo = v
+	case n.GetOpType() == "Min" && c.hi == nil:
+		d.hi = v
+	default:
+		return nil, ip.refuse(n, "a second %s: only one lower and one upper bound per input are supported", n.GetOpType())
+	}
+	return d, nil
+}
+
+// rowsAndVector reads the two operands of an elementwise step on the
+// input rows (normalisation, bounds): the rows, refused where late says
+// the step comes too late (lateWhy), and a constant vector of their
+// width (want names the pair).
+func (ip *interp) rowsAndVector(n *onnxpb.NodeProto, in []any, want string, late func(*chain) bool, lateWhy string) (*chain, []float32, error) {
+	if err := ip.attrs(n, nil); err != nil {
+		return nil, nil, err
+	}
+	if err := ip.arity(n, in, 2, 2); err != nil {
+		return nil, nil, err
+	}
+	c, ok := in[0].(*chain)
+	t, ok2 := in[1].(*tensor)
+	if !ok || !ok2 {
+		return nil, nil, ip.refuse(n, "want %s", want)
+	}
+	if late(c) {
+		return nil, nil, ip.refuse(n, "%s", lateWhy)
+	}
+	v, ok := vector(t, c.width)
+	if !ok {
+		return nil, nil, ip.refuse(n, "operand %q of shape %v, want [%d] or [1, %d]", t.name, t.dims, c.width, c.width)
+	}
+	return c, v, nil
 }
 
 // chainAndWeight splits a layer's operands: the activations first, a

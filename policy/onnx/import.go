@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -191,6 +192,18 @@ func Import(mp *onnxpb.ModelProto, opt ImportOptions) (*Imported, error) {
 	}
 	if actor.std != nil {
 		copy(schema.Std, actor.std)
+	}
+	if actor.lo != nil || actor.hi != nil { // a side without a bound is unbounded
+		schema.Lo, schema.Hi = make([]float32, F), make([]float32, F)
+		for i := range F {
+			schema.Lo[i], schema.Hi[i] = -math.MaxFloat32, math.MaxFloat32
+		}
+		if actor.lo != nil {
+			copy(schema.Lo, actor.lo)
+		}
+		if actor.hi != nil {
+			copy(schema.Hi, actor.hi)
+		}
 	}
 	if err := meta.checkSchema(schema, opt); err != nil {
 		return nil, err

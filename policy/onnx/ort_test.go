@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,7 +52,8 @@ func compare(t *testing.T, what string, got, want []float32) {
 
 // TestONNXRuntime runs the exported shipped models in ONNX Runtime on
 // 10,000 real feature rows (openb, the default model's own simulator run,
-// computed by the policy's extractor) and compares the scores (and the
+// computed by the policy's extractor) and 100 far outside them (the
+// models' input bounds) and compares the scores (and the
 // critic's value of the whole set) with the Go float path, also for the
 // default model's weights with Tanh hidden layers; then the outside MLP
 // in each PyTorch layout, with ReLU and with Tanh, against the Go float
@@ -59,8 +61,18 @@ func compare(t *testing.T, what string, got, want []float32) {
 // against a real runtime.
 func TestONNXRuntime(t *testing.T) {
 	rt := needORT(t)
-	rows := mustRows(t)
 	F := policy.NumFeatures
+	// and 100 rows far outside any model's input bounds (the graph's Max
+	// and Min must clamp them as the Go path does): copies of real rows
+	// with every third feature 50 times as large, less 20
+	rows := mustRows(t)
+	for i := range 100 {
+		r := slices.Clone(rows[i*F : (i+1)*F])
+		for f := i % 3; f < F; f += 3 {
+			r[f] = 50*r[f] - 20
+		}
+		rows = append(rows, r...)
+	}
 	for _, name := range append(models.Names(), "default+tanh") {
 		t.Run(name, func(t *testing.T) {
 			base, tanh := strings.CutSuffix(name, "+tanh")
@@ -80,6 +92,7 @@ func TestONNXRuntime(t *testing.T) {
 			x := make([]float32, len(rows))
 			copy(x, rows)
 			for i := 0; i < len(x); i += F {
+				m.Schema.Clamp(x[i : i+F])
 				m.Schema.Normalize(x[i : i+F])
 			}
 			_, v, err := m.Net.Clone().Forward(x, len(rows)/F)

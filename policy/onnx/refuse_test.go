@@ -68,6 +68,12 @@ func TestImportRefuses(t *testing.T) {
 		edit func(mp *onnxpb.ModelProto)
 		want string
 	}{
+		{"two lower bounds", exported, func(mp *onnxpb.ModelProto) { findNode(mp.Graph, "Min").OpType = proto.String("Max") },
+			`Max (node "/norm/Min"): a second Max: only one lower and one upper bound per input are supported`},
+		{"bounds of the wrong width", exported, func(mp *onnxpb.ModelProto) {
+			lo := findInit(mp.Graph, "norm.lo")
+			lo.Dims, lo.RawData = []int64{int64(F - 1)}, lo.RawData[:4*(F-1)]
+		}, `operand "norm.lo" of shape [` + fmt.Sprint(F-1) + `]`},
 		{"sigmoid", outside, func(mp *onnxpb.ModelProto) { findNode(mp.Graph, "Relu").OpType = proto.String("Sigmoid") },
 			`Sigmoid (node "/net/Relu_0"): activation Sigmoid is not supported: the importer reads Relu and Tanh`},
 		{"tanh critic", exported, func(mp *onnxpb.ModelProto) {

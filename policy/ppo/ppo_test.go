@@ -583,3 +583,64 @@ func TestFineTuneKeepsConstantInputsUnread(t *testing.T) {
 		t.Fatal("fine-tuning changed nothing")
 	}
 }
+
+// TestTrainedBounds: a trained model carries the range of the rows its
+// training collected as input bounds (policy.Schema.Lo, Hi): they hold
+// the normalisation means (fitted on a sample of those rows); training
+// itself never clamps, so a fine-tune from a model with bounds trains the
+// same network as from the same model without them, and its bounds cover
+// the initial model's.
+func TestTrainedBounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains three tiny policies (-short)")
+	}
+	ctx := context.Background()
+	c := tinyConfig(1)
+	c.Eval.Seeds = nil
+	res, err := Train(ctx, c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Model.Schema
+	if s.Lo == nil || s.Hi == nil {
+		t.Fatal("the trained model has no input bounds")
+	}
+	for i, name := range s.Names {
+		if m := s.Mean[i]; !(s.Lo[i] <= m && m <= s.Hi[i]) && math.Abs(float64(m-s.Lo[i])) > 1e-6 && math.Abs(float64(m-s.Hi[i])) > 1e-6 {
+			t.Errorf("%s: mean %v outside the bounds [%v, %v]", name, m, s.Lo[i], s.Hi[i])
+		}
+	}
+	// pin the start's bounds of a feature that varies to one value (a
+	// trainer that clamped would see it constant), widen another's past
+	// anything training sees, then fine-tune with and without them
+	f := policy.FeatureIndex("pod_cpu")
+	wide := *res.Model
+	wide.Schema.Lo, wide.Schema.Hi = slices.Clone(s.Lo), slices.Clone(s.Hi)
+	g := policy.NumFeatures - 1
+	wide.Schema.Lo[g], wide.Schema.Hi[g] = -1e6, 1e6
+	wide.Schema.Lo[f], wide.Schema.Hi[f] = s.Mean[f], s.Mean[f]
+	plain := *res.Model
+	plain.Schema.Lo, plain.Schema.Hi = nil, nil
+	ft := tinyConfig(1)
+	ft.Eval.Seeds, ft.BC.Episodes, ft.Seed = nil, 0, 9
+	a, err := Train(ctx, ft, Options{Init: &wide})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Train(ctx, ft, Options{Init: &plain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a.Model.Net.Flat(), b.Model.Net.Flat()) {
+		t.Error("the initial model's bounds changed the fine-tuned network")
+	}
+	if a.Model.Schema.Lo[g] != -1e6 || a.Model.Schema.Hi[g] != 1e6 {
+		t.Errorf("the fine-tune's bounds [%v, %v] do not cover the initial model's", a.Model.Schema.Lo[g], a.Model.Schema.Hi[g])
+	}
+	if lo, hi := a.Model.Schema.Lo[f], a.Model.Schema.Hi[f]; !(lo < hi) {
+		t.Errorf("pod_cpu: the fine-tune's bounds [%v, %v] do not cover the rows it collected", lo, hi)
+	}
+	if b.Model.Schema.Lo == nil {
+		t.Error("a fine-tune from a model without bounds has none")
+	}
+}

@@ -30,6 +30,9 @@ type step struct {
 
 // episode is one rollout.
 type episode struct {
+	// seen is the range of the raw rows extracted (policy.Range), the
+	// model's input bounds once merged over training (trainer.seen)
+	seen     policy.Range
 	x        []float32
 	q        []float32 // soft targets of cloning steps (step.qoff)
 	steps    []step
@@ -94,6 +97,7 @@ func (a *actor) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64
 	for i, n := range nodes {
 		row := x[i*policy.NumFeatures : (i+1)*policy.NumFeatures]
 		a.ext.Extract(st, p, int(n), row)
+		a.ep.seen.Observe(row)
 		a.schema.Normalize(row)
 	}
 	logits, value, err := a.net.Forward(x, k)
@@ -156,6 +160,7 @@ func (a *actor) teach(st *sim.State, p *sim.Pod, nodes []int32, scores []float64
 	for j, i := range idx {
 		row := x[j*policy.NumFeatures : (j+1)*policy.NumFeatures]
 		a.ext.Extract(st, p, int(nodes[i]), row)
+		a.ep.seen.Observe(row)
 		a.schema.Normalize(row)
 	}
 	// idx[0] is the teacher's choice (the engine takes the highest score,

@@ -119,7 +119,10 @@ type trainer struct {
 	workload *sim.Workload
 	pcg      *rand.PCG
 	rng      *rand.Rand
-	schema   policy.Schema
+	schema   policy.Schema // never with bounds: training does not clamp
+	// seen is the range of the raw rows the training collected (and of
+	// the initial or resumed model's bounds): the output model's bounds
+	seen     policy.Range
 	net      *nn.Net
 	opt      *adam
 	iter     int
@@ -198,7 +201,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 		if l := opt.Init.Net; l.H1 != cfg.Net.Hidden1 || l.H2 != cfg.Net.Hidden2 || l.HC != cfg.Net.CriticHidden {
 			return nil, fmt.Errorf("%w: initial model is %d/%d/%d, the config's network %d/%d/%d", ErrConfig, l.H1, l.H2, l.HC, cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden)
 		}
-		t.net, t.schema = opt.Init.Net.Clone(), opt.Init.Schema
+		t.net, t.schema = opt.Init.Net.Clone(), t.unbounded(opt.Init.Schema)
 		t.exclude = orMask(t.exclude, opt.Init.UnreadConstants()) // they stay unread
 		t.net.MaskInputs(t.exclude)
 		t.opt = newAdam(t.net)
@@ -258,7 +261,7 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	if t.haveBest {
 		final = t.best
 	}
-	fm := t.model(final)
+	fm := t.output(final)
 	fm.Decision = t.cfg.Decision
 	res := &Result{Model: fm, Best: t.bestVal, Iterations: t.iter, Episodes: t.episodes, Decisions: t.decisions, Wall: time.Since(t.start), History: t.history}
 	excluded, _ := policy.ExcludeMask(cfg.Net.Exclude) // validated above
@@ -280,7 +283,30 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	return res, nil
 }
 
-// model wraps a network with the schema and provenance.
+// unbounded returns s without its bounds, which t.seen starts from.
+func (t *trainer) unbounded(s policy.Schema) policy.Schema {
+	t.seen.Merge(policy.Range{Lo: s.Lo, Hi: s.Hi})
+	s.Lo, s.Hi = nil, nil
+	return s
+}
+
+// observed widens t.seen to the rows of eps.
+func (t *trainer) observed(eps []*episode) {
+	for _, ep := range eps {
+		t.seen.Merge(ep.seen)
+	}
+}
+
+// output is t.model(net) with the input bounds of everything the
+// training collected (policy.Schema.Lo, Hi): the model training writes.
+func (t *trainer) output(net *nn.Net) *nn.Model {
+	m := t.model(net)
+	m.Schema.Lo, m.Schema.Hi = t.seen.Bounds()
+	return m
+}
+
+// model wraps a network with the schema (without bounds: what training
+// evaluates) and provenance.
 func (t *trainer) model(net *nn.Net) *nn.Model {
 	meta := map[string]any{
 		"name": t.cfg.Name, "seed": t.cfg.Seed, "config": string(t.cfg.YAML()),
@@ -488,6 +514,7 @@ func (t *trainer) behaviourCloning(ctx context.Context, bc BCConfig, phase strin
 	if err != nil {
 		return err
 	}
+	t.observed(eps)
 	if !fit {
 		// Refinement keeps training on the first stage's data too, so the
 		// network does not forget the general ranking it learned there.
@@ -755,6 +782,7 @@ func (t *trainer) ppoIteration(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	t.observed(eps)
 	gae(eps, c.Gamma, c.Lambda)
 	steps := flatten(eps)
 	t.decisions += len(steps)
@@ -941,7 +969,7 @@ func (t *trainer) saveCheckpoint(dir string) error {
 	if t.haveBest {
 		sections["best"] = t.best
 	}
-	return nn.WriteFile(filepath.Join(dir, CheckpointFile), t.model(t.net), "checkpoint", sections, b)
+	return nn.WriteFile(filepath.Join(dir, CheckpointFile), t.output(t.net), "checkpoint", sections, b)
 }
 
 func (t *trainer) resume(path string) error {
@@ -966,7 +994,7 @@ func (t *trainer) resume(path string) error {
 	if err := t.pcg.UnmarshalBinary(st.RNG); err != nil {
 		return fmt.Errorf("%w: checkpoint rng: %v", nn.ErrModel, err)
 	}
-	t.net, t.schema = d.Model.Net, d.Model.Schema
+	t.net, t.schema = d.Model.Net, t.unbounded(d.Model.Schema)
 	t.exclude = orMask(t.exclude, d.Model.UnreadConstants())
 	t.opt = &adam{m: m, v: v, step: st.AdamStep, b1: 0.9, b2: 0.999, eps: 1e-8}
 	t.iter, t.episodes, t.history = st.Iter, st.Episodes, st.History
