@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
@@ -227,13 +228,21 @@ func (r *Range) Observe(x []float32) {
 	}
 }
 
-// Merge widens r to cover o.
+// Merge widens r to cover o (a feature o never observed leaves r's as
+// it is).
 func (r *Range) Merge(o Range) {
 	if o.Lo == nil {
 		return
 	}
-	r.Observe(o.Lo)
-	r.Observe(o.Hi)
+	if r.Lo == nil {
+		r.Lo, r.Hi = slices.Clone(o.Lo), slices.Clone(o.Hi)
+		return
+	}
+	for i := range o.Lo {
+		if o.Lo[i] <= o.Hi[i] {
+			r.Lo[i], r.Hi[i] = min(r.Lo[i], o.Lo[i]), max(r.Hi[i], o.Hi[i])
+		}
+	}
 }
 
 // Bounds returns r as schema bounds (Schema.Lo, Schema.Hi): a feature

@@ -249,7 +249,10 @@ func TestRangeBoundsClamp(t *testing.T) {
 	a.Observe(row(3, 5, nan))
 	b.Observe(row(-1, 0, nan))
 	a.Merge(b)
-	a.Merge(Range{}) // observed nothing: no change
+	a.Merge(Range{})  // observed nothing: no change
+	var onlyNaN Range // a feature one episode saw only as NaN stays as the others saw it
+	onlyNaN.Observe(row(nan, nan, nan))
+	a.Merge(onlyNaN)
 	lo, hi := a.Bounds()
 	// feature 0 saw 1, 3, -1; feature 1 saw -2, 5, 0; feature 2 only NaN;
 	// the others 0 on every row

@@ -531,3 +531,53 @@ func TestCalibrationOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveRoundingHonoursBounds: for a model with input bounds the
+// float reference holds every input within them, and so does the fit of
+// adaptive rounding: calibrated on rows a third of whose node features
+// lie beyond the bounds, its int8 scores on rows within them are nearer
+// the float ones than nearest rounding's (fitting the raw rows against
+// the clamped targets made them several times worse).
+func TestAdaptiveRoundingHonoursBounds(t *testing.T) {
+	m := randomModel(t, 32, 32, 31)
+	const F = policy.NumFeatures
+	m.Schema.Lo, m.Schema.Hi = make([]float32, F), make([]float32, F)
+	for j := range F {
+		m.Schema.Lo[j], m.Schema.Hi[j] = m.Schema.Mean[j]-m.Schema.Std[j], m.Schema.Mean[j]+m.Schema.Std[j]
+	}
+	const k = 2000
+	x := benchRows(k, 33)
+	for i := range k {
+		m.Schema.Clamp(x[i*F : (i+1)*F])
+	}
+	ref, err := ReferenceScores(m.Float(), x, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rmse := map[string]float64{}
+	for _, rounding := range []string{RoundNearest, RoundAdaptive} {
+		opt := DefaultCalibration()
+		opt.Rounding = rounding
+		a, err := Quantize(m.Float(), benchRows(20000, 34), opt, Info{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := NewInt8Net(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, k)
+		if err := n.Scorer().Scores(x, k, got); err != nil {
+			t.Fatal(err)
+		}
+		var sq float64
+		for i := range k {
+			sq += (float64(got[i]) - ref[i]) * (float64(got[i]) - ref[i]) / k
+		}
+		rmse[rounding] = math.Sqrt(sq)
+	}
+	t.Logf("int8 score error on rows within the bounds: nearest %.4f, adaptive %.4f", rmse[RoundNearest], rmse[RoundAdaptive])
+	if !(rmse[RoundAdaptive] < rmse[RoundNearest]) {
+		t.Errorf("adaptive rounding's error %.4f is not below nearest rounding's %.4f", rmse[RoundAdaptive], rmse[RoundNearest])
+	}
+}

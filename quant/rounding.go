@@ -73,7 +73,11 @@ func adaptiveRound(ref *reference, rows []float32, inScale, sA1, sA2 []float64, 
 		}
 		out = append(out, s)
 		for j := range F {
-			u1 = append(u1, float64(quantize1(row[j], float32(ref.mean[j]), inv[j])))
+			v := row[j]
+			if ref.lo != nil { // as the reference held it (the model's input bounds)
+				v = min(max(v, ref.lo[j]), ref.hi[j])
+			}
+			u1 = append(u1, float64(quantize1(v, float32(ref.mean[j]), inv[j])))
 		}
 		z1 = append(z1, ref.z1...)
 		z2 = append(z2, ref.z2...)

@@ -52,6 +52,15 @@ type Version struct {
 // it aggregates, 0 for none; parent: the model it comes from). A model
 // that cannot be made is an *Error; a cancelled ctx is returned as it is.
 func (mk *Maker) Make(ctx context.Context, m *nn.Model, version, round uint64, parent string, created time.Time, note string) (*Version, error) {
+	// A version is what its float32 artifact holds, which has no input
+	// bounds (policy.Schema.Lo, Hi): calibrate and quantize every version,
+	// the first (a shipped model has bounds) and a rollback's alike, from
+	// the model without them.
+	if m.Schema.Lo != nil {
+		u := *m
+		u.Schema.Lo, u.Schema.Hi = nil, nil
+		m = &u
+	}
 	info := quant.Info{Version: version, Round: round, Parent: parent, Created: created, Metrics: map[string]float64{"round": float64(round)}}
 	fa, err := quant.FromModel(m.Float(), info)
 	if err != nil {

@@ -410,7 +410,13 @@ func (d *demo) evaluate(ctx context.Context, fed *nn.Model, locals []*nn.Model, 
 	for i, s := range cfg.Sites {
 		name := LocalPrefix + s.Name
 		res.Policies = append(res.Policies, name)
-		models[name] = locals[i]
+		// the federated model comes from a float32 artifact, which carries
+		// no input bounds; a local model's bounds are its own site's range
+		// and would clamp the other sites' workloads: compare networks
+		// alone, both unbounded
+		local := *locals[i]
+		local.Schema.Lo, local.Schema.Hi = nil, nil
+		models[name] = &local
 	}
 	var jobs []job
 	for _, p := range res.Policies {

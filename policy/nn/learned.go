@@ -38,8 +38,6 @@ type FloatScorer struct {
 	skip   []int
 	part   []float32 // the pod features' share of the first layer
 	x, a1  []float32
-	// clamped: the rows held within the schema's bounds (Schema.Clamp)
-	clamped []float32
 	// vector: the AVX2 kernel runs the rest (scoresAVX2)
 	vector bool
 	// affinity is the model's AffinityEncoder
@@ -86,21 +84,14 @@ func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
 	if k <= 0 || len(raw) != k*nf || net.F != nf || len(out) < k {
 		return fmt.Errorf("%w: %d values for %d candidates of %d features, %d outputs", policy.ErrShape, len(raw), k, nf, len(out))
 	}
-	if f.m.Schema.Lo != nil { // the model's input bounds
-		c := grow(&f.clamped, len(raw))
-		copy(c, raw)
-		for i := range k {
-			f.m.Schema.Clamp(c[i*nf : (i+1)*nf])
-		}
-		raw = c
-	}
 	h, w1 := net.H1, f32(net.W1)
 	mean, std := f.m.Schema.Mean, f.m.Schema.Std
+	b := bounds{f.m.Schema.Lo, f.m.Schema.Hi}
 	x := grow(&f.x, len(raw))
 	for i := range k {
 		r := raw[i*nf : (i+1)*nf]
 		for _, l := range f.skip {
-			if v := (r[l] - mean[l]) / std[l]; v-v != 0 { // ±Inf or NaN
+			if v := (b.at(r, l) - mean[l]) / std[l]; v-v != 0 { // ±Inf or NaN
 				return f.plain(raw, x, k, out)
 			}
 		}
@@ -110,7 +101,7 @@ func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
 	for i := range k {
 		r, xr, c := raw[i*nf:(i+1)*nf], x[i*nf:(i+1)*nf], a1[i*h:(i+1)*h]
 		for l := f.lo; l < f.hi; l++ {
-			xr[l] = (r[l] - mean[l]) / std[l] // Schema.Normalize's arithmetic
+			xr[l] = (b.at(r, l) - mean[l]) / std[l] // Schema.Normalize's arithmetic
 		}
 		if i > 0 && slices.Equal(r[:np], raw[:np]) {
 			copy(c, part)
@@ -120,7 +111,7 @@ func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
 		// of another pod
 		clear(c)
 		for _, l := range f.pod {
-			if v := (r[l] - mean[l]) / std[l]; v != 0 {
+			if v := (b.at(r, l) - mean[l]) / std[l]; v != 0 {
 				gonum.Implementation{}.Saxpy(h, v, w1[l*h:(l+1)*h], 1, c, 1)
 			}
 		}
@@ -139,10 +130,24 @@ func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
 	return nil
 }
 
-// plain scores as Net.Scores on rows normalised whole (x: scratch).
+// bounds are a model's input bounds (policy.Schema.Lo, Hi; nil: none).
+type bounds struct{ lo, hi []float32 }
+
+// at is input l of row r held within the bounds.
+func (b bounds) at(r []float32, l int) float32 {
+	v := r[l]
+	if b.lo != nil {
+		v = min(max(v, b.lo[l]), b.hi[l])
+	}
+	return v
+}
+
+// plain scores as Net.Scores on rows held within the bounds and
+// normalised whole (x: scratch).
 func (f *FloatScorer) plain(raw, x []float32, k int, out []float32) error {
 	copy(x, raw)
 	for i := range k {
+		f.m.Schema.Clamp(x[i*policy.NumFeatures : (i+1)*policy.NumFeatures])
 		f.m.Schema.Normalize(x[i*policy.NumFeatures : (i+1)*policy.NumFeatures])
 	}
 	s, err := f.m.Net.Scores(x, k)

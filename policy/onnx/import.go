@@ -204,6 +204,10 @@ func Import(mp *onnxpb.ModelProto, opt ImportOptions) (*Imported, error) {
 		if actor.hi != nil {
 			copy(schema.Hi, actor.hi)
 		}
+		for i := range F { // an infinite bound is none
+			schema.Lo[i] = max(schema.Lo[i], -math.MaxFloat32)
+			schema.Hi[i] = min(schema.Hi[i], math.MaxFloat32)
+		}
 	}
 	if err := meta.checkSchema(schema, opt); err != nil {
 		return nil, err
