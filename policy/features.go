@@ -194,13 +194,22 @@ type Schema struct {
 
 // Clamp holds the raw feature row x within [Lo, Hi], when the schema has
 // bounds. A NaN stays NaN.
-func (s Schema) Clamp(x []float32) {
+func (s *Schema) Clamp(x []float32) {
 	if s.Lo == nil {
 		return
 	}
 	for i := range x {
-		x[i] = min(max(x[i], s.Lo[i]), s.Hi[i])
+		x[i] = s.Bound(i, x[i])
 	}
+}
+
+// Bound is raw value v of feature i held within [Lo[i], Hi[i]] (v itself
+// without bounds; a NaN stays NaN).
+func (s *Schema) Bound(i int, v float32) float32 {
+	if s.Lo != nil {
+		v = min(max(v, s.Lo[i]), s.Hi[i])
+	}
+	return v
 }
 
 // Range is the least and greatest value of each raw feature over the
@@ -246,8 +255,8 @@ func (r *Range) Merge(o Range) {
 }
 
 // Bounds returns r as schema bounds (Schema.Lo, Schema.Hi): a feature
-// never observed finite, or observed at an infinity, is unbounded on
-// that side (±math.MaxFloat32). nil, nil when r has observed nothing.
+// never observed is unbounded, and an infinity observed is none on its
+// side (±math.MaxFloat32). nil, nil when r has observed nothing.
 func (r Range) Bounds() (lo, hi []float32) {
 	if r.Lo == nil {
 		return nil, nil
@@ -255,11 +264,8 @@ func (r Range) Bounds() (lo, hi []float32) {
 	lo, hi = make([]float32, len(r.Lo)), make([]float32, len(r.Hi))
 	for i := range r.Lo {
 		lo[i], hi[i] = -math.MaxFloat32, math.MaxFloat32
-		if l := float64(r.Lo[i]); !math.IsInf(l, 0) && r.Lo[i] <= r.Hi[i] {
-			lo[i] = r.Lo[i]
-		}
-		if h := float64(r.Hi[i]); !math.IsInf(h, 0) && r.Lo[i] <= r.Hi[i] {
-			hi[i] = r.Hi[i]
+		if r.Lo[i] <= r.Hi[i] { // observed
+			lo[i], hi[i] = max(r.Lo[i], -math.MaxFloat32), min(r.Hi[i], math.MaxFloat32)
 		}
 	}
 	return lo, hi

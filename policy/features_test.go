@@ -278,7 +278,8 @@ func TestRangeBoundsClamp(t *testing.T) {
 		t.Errorf("Clamp: %v, want 3, -2, 7 (unbounded), NaN", x[:4])
 	}
 	y := row(10, -10, 7)
-	NewSchema().Clamp(y) // no bounds: unchanged
+	unbounded := NewSchema()
+	unbounded.Clamp(y) // no bounds: unchanged
 	if y[0] != 10 || y[1] != -10 {
 		t.Errorf("Clamp without bounds changed the row: %v", y[:3])
 	}

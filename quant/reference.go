@@ -67,7 +67,7 @@ func checkFloat(m *policy.FloatModel) error {
 type reference struct {
 	f, h1, h2          int
 	mean, std          []float64
-	lo, hi             []float32 // the model's input bounds (nil: none)
+	schema             policy.Schema // for its input bounds (Schema.Bound)
 	w1, b1, w2, b2, w3 []float64
 	b3                 float64
 	xn, a1, a2         []float64 // activations of the last row
@@ -88,7 +88,7 @@ func newReference(m *policy.FloatModel) (*reference, error) {
 	}
 	r := &reference{f: m.Layers.F, h1: m.Layers.H1, h2: m.Layers.H2,
 		w1: d(0), b1: d(1), w2: d(2), b2: d(3), w3: d(4), b3: d(5)[0]}
-	r.lo, r.hi = m.Schema.Lo, m.Schema.Hi
+	r.schema = m.Schema
 	for j := range r.f {
 		r.mean = append(r.mean, float64(m.Schema.Mean[j]))
 		r.std = append(r.std, float64(m.Schema.Std[j]))
@@ -101,11 +101,7 @@ func newReference(m *policy.FloatModel) (*reference, error) {
 // score runs one raw feature row.
 func (r *reference) score(raw []float32) float64 {
 	for j := range r.f {
-		v := raw[j]
-		if r.lo != nil {
-			v = min(max(v, r.lo[j]), r.hi[j])
-		}
-		r.xn[j] = (float64(v) - r.mean[j]) / r.std[j]
+		r.xn[j] = (float64(r.schema.Bound(j, raw[j])) - r.mean[j]) / r.std[j]
 	}
 	for c := range r.h1 {
 		z := r.b1[c]

@@ -73,10 +73,7 @@ func adaptiveRound(ref *reference, rows []float32, inScale, sA1, sA2 []float64, 
 		}
 		out = append(out, s)
 		for j := range F {
-			v := row[j]
-			if ref.lo != nil { // as the reference held it (the model's input bounds)
-				v = min(max(v, ref.lo[j]), ref.hi[j])
-			}
+			v := ref.schema.Bound(j, row[j]) // as the reference holds it
 			u1 = append(u1, float64(quantize1(v, float32(ref.mean[j]), inv[j])))
 		}
 		z1 = append(z1, ref.z1...)

@@ -56,11 +56,7 @@ func (mk *Maker) Make(ctx context.Context, m *nn.Model, version, round uint64, p
 	// bounds (policy.Schema.Lo, Hi): calibrate and quantize every version,
 	// the first (a shipped model has bounds) and a rollback's alike, from
 	// the model without them.
-	if m.Schema.Lo != nil {
-		u := *m
-		u.Schema.Lo, u.Schema.Hi = nil, nil
-		m = &u
-	}
+	m = m.WithoutBounds()
 	info := quant.Info{Version: version, Round: round, Parent: parent, Created: created, Metrics: map[string]float64{"round": float64(round)}}
 	fa, err := quant.FromModel(m.Float(), info)
 	if err != nil {

@@ -414,9 +414,7 @@ func (d *demo) evaluate(ctx context.Context, fed *nn.Model, locals []*nn.Model, 
 		// no input bounds; a local model's bounds are its own site's range
 		// and would clamp the other sites' workloads: compare networks
 		// alone, both unbounded
-		local := *locals[i]
-		local.Schema.Lo, local.Schema.Hi = nil, nil
-		models[name] = &local
+		models[name] = locals[i].WithoutBounds()
 	}
 	var jobs []job
 	for _, p := range res.Policies {

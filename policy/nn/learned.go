@@ -86,12 +86,12 @@ func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
 	}
 	h, w1 := net.H1, f32(net.W1)
 	mean, std := f.m.Schema.Mean, f.m.Schema.Std
-	b := bounds{f.m.Schema.Lo, f.m.Schema.Hi}
+	s := &f.m.Schema
 	x := grow(&f.x, len(raw))
 	for i := range k {
 		r := raw[i*nf : (i+1)*nf]
 		for _, l := range f.skip {
-			if v := (b.at(r, l) - mean[l]) / std[l]; v-v != 0 { // ±Inf or NaN
+			if v := (s.Bound(l, r[l]) - mean[l]) / std[l]; v-v != 0 { // ±Inf or NaN
 				return f.plain(raw, x, k, out)
 			}
 		}
@@ -101,7 +101,7 @@ func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
 	for i := range k {
 		r, xr, c := raw[i*nf:(i+1)*nf], x[i*nf:(i+1)*nf], a1[i*h:(i+1)*h]
 		for l := f.lo; l < f.hi; l++ {
-			xr[l] = (b.at(r, l) - mean[l]) / std[l] // Schema.Normalize's arithmetic
+			xr[l] = (s.Bound(l, r[l]) - mean[l]) / std[l] // Schema.Normalize's arithmetic
 		}
 		if i > 0 && slices.Equal(r[:np], raw[:np]) {
 			copy(c, part)
@@ -111,7 +111,7 @@ func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
 		// of another pod
 		clear(c)
 		for _, l := range f.pod {
-			if v := (b.at(r, l) - mean[l]) / std[l]; v != 0 {
+			if v := (s.Bound(l, r[l]) - mean[l]) / std[l]; v != 0 {
 				gonum.Implementation{}.Saxpy(h, v, w1[l*h:(l+1)*h], 1, c, 1)
 			}
 		}
@@ -128,18 +128,6 @@ func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
 	}
 	copy(out, net.scoresFrom(a1, k))
 	return nil
-}
-
-// bounds are a model's input bounds (policy.Schema.Lo, Hi; nil: none).
-type bounds struct{ lo, hi []float32 }
-
-// at is input l of row r held within the bounds.
-func (b bounds) at(r []float32, l int) float32 {
-	v := r[l]
-	if b.lo != nil {
-		v = min(max(v, b.lo[l]), b.hi[l])
-	}
-	return v
 }
 
 // plain scores as Net.Scores on rows held within the bounds and

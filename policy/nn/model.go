@@ -109,6 +109,18 @@ func (m *Model) SageWeights() *policy.SageWeights {
 	return nil
 }
 
+// WithoutBounds returns m itself when it has no input bounds
+// (policy.Schema.Lo, Hi), else a shallow copy without them (the network
+// and the rest shared): what a float32 artifact of m holds.
+func (m *Model) WithoutBounds() *Model {
+	if m.Schema.Lo == nil && m.Schema.Hi == nil {
+		return m
+	}
+	u := *m
+	u.Schema.Lo, u.Schema.Hi = nil, nil
+	return &u
+}
+
 // UnreadConstants marks the inputs m's network does not read whose
 // normalisation statistics are the floor, policy.MinStd: the inputs its
 // training found constant, which the trainer leaves unread (policy/ppo).

@@ -193,20 +193,16 @@ func Import(mp *onnxpb.ModelProto, opt ImportOptions) (*Imported, error) {
 	if actor.std != nil {
 		copy(schema.Std, actor.std)
 	}
-	if actor.lo != nil || actor.hi != nil { // a side without a bound is unbounded
+	if actor.lo != nil || actor.hi != nil { // a side without a bound, or with an infinite one, is unbounded
 		schema.Lo, schema.Hi = make([]float32, F), make([]float32, F)
 		for i := range F {
 			schema.Lo[i], schema.Hi[i] = -math.MaxFloat32, math.MaxFloat32
-		}
-		if actor.lo != nil {
-			copy(schema.Lo, actor.lo)
-		}
-		if actor.hi != nil {
-			copy(schema.Hi, actor.hi)
-		}
-		for i := range F { // an infinite bound is none
-			schema.Lo[i] = max(schema.Lo[i], -math.MaxFloat32)
-			schema.Hi[i] = min(schema.Hi[i], math.MaxFloat32)
+			if actor.lo != nil {
+				schema.Lo[i] = max(actor.lo[i], -math.MaxFloat32)
+			}
+			if actor.hi != nil {
+				schema.Hi[i] = min(actor.hi[i], math.MaxFloat32)
+			}
 		}
 	}
 	if err := meta.checkSchema(schema, opt); err != nil {
