@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
@@ -106,6 +109,29 @@ func (u *unit) update(t *testing.T, site string, seq uint64, r *Round) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// publishedRound runs a round to publication: it opens, site-a's update
+// is accepted, and the deadline aggregates it (a unit of minUpdates 1).
+func (u *unit) publishedRound(t *testing.T) (opened, record *Round) {
+	t.Helper()
+	ctx := context.Background()
+	r, err := u.c.StartRound(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := u.c.Process(ctx, u.update(t, "site-a", 1, r)); err != nil || ack.Status != federated.Accepted {
+		t.Fatalf("update: %+v %v", ack, err)
+	}
+	u.clock.Add(10 * time.Minute)
+	if err := u.c.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := u.c.RoundRecord(r.Round)
+	if err != nil || got.State != StatePublished {
+		t.Fatalf("round: %+v %v, want published", got, err)
+	}
+	return r, got
 }
 
 // TestDeadlineAndQuorum drives sync rounds with an injected clock: before
@@ -322,7 +348,6 @@ func normalCalibration(context.Context, *nn.Model) ([]float32, error) {
 // still does not read it, while it reads input 6 as before and its row
 // moved.
 func TestAggregateKeepsConstantInputsUnread(t *testing.T) {
-	ctx := context.Background()
 	net, err := nn.NewNet(policy.NumFeatures, 4, 4, 4, rand.New(rand.NewPCG(3, 3)))
 	if err != nil {
 		t.Fatal(err)
@@ -334,21 +359,7 @@ func TestAggregateKeepsConstantInputsUnread(t *testing.T) {
 	net.MaskInputs(mask)
 	base := &nn.Model{Schema: s, Net: net}
 	u := newUnitWith(t, 1, base)
-	r, err := u.c.StartRound(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ack, err := u.c.Process(ctx, u.update(t, "site-a", 1, r)); err != nil || ack.Status != federated.Accepted {
-		t.Fatalf("update: %+v %v", ack, err)
-	}
-	u.clock.Add(10 * time.Minute)
-	if err := u.c.Tick(ctx); err != nil {
-		t.Fatal(err)
-	}
-	got, err := u.c.RoundRecord(r.Round)
-	if err != nil || got.State != StatePublished {
-		t.Fatalf("round: %+v %v, want published", got, err)
-	}
+	_, got := u.publishedRound(t)
 	m, err := u.c.FloatModel(got.Result)
 	if err != nil {
 		t.Fatal(err)
@@ -358,5 +369,55 @@ func TestAggregateKeepsConstantInputsUnread(t *testing.T) {
 	}
 	if before, after := base.Net.Flat()[6*4], m.Net.Flat()[6*4]; before == after {
 		t.Fatalf("input 6's first weight did not move (%v): the update was not applied", before)
+	}
+}
+
+// TestVersionsKeepInputBounds: a federation started from a model with
+// input bounds (policy.Schema.Lo, Hi: every shipped model has them) makes
+// every version with them, the first and a round's aggregate alike, in
+// both signed artifacts; the aggregate's network moved, its bounds did
+// not (no site's update can widen them).
+func TestVersionsKeepInputBounds(t *testing.T) {
+	net, err := nn.NewNet(policy.NumFeatures, 4, 4, 4, rand.New(rand.NewPCG(3, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := policy.NewSchema()
+	s.Lo, s.Hi = make([]float32, policy.NumFeatures), make([]float32, policy.NumFeatures)
+	for j := range s.Lo {
+		s.Lo[j], s.Hi[j] = -1-float32(j)/10, 2+float32(j)/10
+	}
+	base := &nn.Model{Schema: s, Net: net}
+	u := newUnitWith(t, 1, base)
+	r, got := u.publishedRound(t)
+	keys := &quant.Keyring{}
+	if _, err := keys.Add(u.c.cfg.Signer.Public()); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []uint64{r.BaseVersion, got.Result} {
+		m, err := u.c.FloatModel(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(m.Schema.Lo, s.Lo) || !slices.Equal(m.Schema.Hi, s.Hi) {
+			t.Errorf("version %d's float model has bounds %v..%v, want the base model's", v, m.Schema.Lo, m.Schema.Hi)
+		}
+		var blob []byte
+		if err := u.c.view(func(tx *bolt.Tx) error {
+			blob = slices.Clone(tx.Bucket(store.BucketBlobs).Get(store.BlobKey(v, quant.Int8)))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		a, err := quant.Decode(blob, quant.DecodeOptions{Keys: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a.Schema().Lo, s.Lo) || !slices.Equal(a.Schema().Hi, s.Hi) {
+			t.Errorf("version %d's int8 artifact has bounds %v..%v, want the base model's", v, a.Schema().Lo, a.Schema().Hi)
+		}
+	}
+	if m, _ := u.c.FloatModel(got.Result); slices.Equal(m.Net.Flat(), base.Net.Flat()) {
+		t.Fatal("the aggregate's network did not move: the round was not applied")
 	}
 }

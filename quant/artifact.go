@@ -42,11 +42,16 @@ import (
 const (
 	artifactMagic = "ESA1"
 	// FormatVersion is the format of an artifact without GraphSAGE
-	// weights, FormatSage of one with them (Header.Sage); decoders read
-	// both, and refuse either with the other content, so decoding and
-	// re-encoding gives the same bytes.
+	// weights or input bounds, FormatSage of one with GraphSAGE weights
+	// (Header.Sage) and no bounds, FormatBounds of one with input bounds
+	// (SchemaStats.Lo, Hi), GraphSAGE weights or not; decoders read all
+	// three, and refuse each with another's content, so decoding and
+	// re-encoding gives the same bytes (and a build that reads only the
+	// first two refuses an artifact with bounds by its format number
+	// instead of running it without them).
 	FormatVersion  = 1
 	FormatSage     = 2
+	FormatBounds   = 3
 	MaxHeaderBytes = 256 << 10
 	// MaxArtifactBytes caps an artifact (the policies are kilobytes).
 	MaxArtifactBytes = 16 << 20
@@ -107,6 +112,11 @@ type Header struct {
 type SchemaStats struct {
 	Mean []float32 `json:"mean"`
 	Std  []float32 `json:"std"`
+	// Lo and Hi are the model's input bounds (policy.Schema.Lo, Hi): both
+	// or neither (FormatBounds). Every scorer of the artifact holds its
+	// raw inputs within them; the model ID covers them when set.
+	Lo []float32 `json:"lo,omitempty"`
+	Hi []float32 `json:"hi,omitempty"`
 }
 
 // QuantParams describe an int8 artifact's quantization.
@@ -186,8 +196,11 @@ func (a *Artifact) Tensor(name string) *Tensor {
 // Schema returns the artifact's feature schema.
 func (a *Artifact) Schema() policy.Schema {
 	s := a.Header.Schema
-	return policy.Schema{ID: a.Header.SchemaID, Names: policy.NewSchema().Names, Mean: s.Mean, Std: s.Std}
+	return policy.Schema{ID: a.Header.SchemaID, Names: policy.NewSchema().Names, Mean: s.Mean, Std: s.Std, Lo: s.Lo, Hi: s.Hi}
 }
+
+// bounded reports whether the header carries input bounds.
+func (h *Header) bounded() bool { return h.Schema.Lo != nil || h.Schema.Hi != nil }
 
 func (a *Artifact) payload() ([]byte, error) {
 	var buf bytes.Buffer
@@ -219,13 +232,13 @@ func (a *Artifact) payload() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func modelID(schemaHash, dtype string, d policy.Decision, sage *SageHeader, payload []byte) string {
+func modelID(hd *Header, payload []byte) string {
 	h := sha256.New()
-	h.Write([]byte(schemaHash))
+	h.Write([]byte(hd.SchemaHash))
 	h.Write([]byte{0})
-	h.Write([]byte(dtype))
+	h.Write([]byte(hd.DType))
 	h.Write([]byte{0})
-	if d != (policy.Decision{}) {
+	if d := hd.Decision; d != (policy.Decision{}) {
 		// Only a set rule is hashed, so artifacts without one keep the
 		// IDs they always had.
 		h.Write([]byte("decision.band=" + strconv.FormatFloat(d.Band, 'g', -1, 64)))
@@ -239,11 +252,24 @@ func modelID(schemaHash, dtype string, d policy.Decision, sage *SageHeader, payl
 			h.Write([]byte{0})
 		}
 	}
-	if sage != nil {
+	if sage := hd.Sage; sage != nil {
 		// the weights' ID covers what the payload does not: the shape,
 		// fan-outs, sampling seed and scale (only set, as the rule)
 		h.Write([]byte("sage=" + sage.ID))
 		h.Write([]byte{0})
+	}
+	if hd.bounded() {
+		// input bounds (only set, as the rule): each value's bits
+		for _, side := range []struct {
+			name string
+			v    []float32
+		}{{"schema.lo=", hd.Schema.Lo}, {"schema.hi=", hd.Schema.Hi}} {
+			h.Write([]byte(side.name))
+			for _, v := range side.v {
+				h.Write(binary.LittleEndian.AppendUint32(nil, math.Float32bits(v)))
+			}
+			h.Write([]byte{0})
+		}
 	}
 	h.Write(payload)
 	return hex.EncodeToString(h.Sum(nil))
@@ -258,10 +284,13 @@ func (a *Artifact) Encode(s *Signer) ([]byte, error) {
 		return nil, err
 	}
 	a.Header.Format = FormatVersion
-	if a.Header.Sage != nil {
+	switch {
+	case a.Header.bounded():
+		a.Header.Format = FormatBounds
+	case a.Header.Sage != nil:
 		a.Header.Format = FormatSage
 	}
-	a.Header.ModelID = modelID(a.Header.SchemaHash, a.Header.DType, a.Header.Decision, a.Header.Sage, payload)
+	a.Header.ModelID = modelID(&a.Header, payload)
 	if err := a.validate(); err != nil {
 		return nil, err
 	}
@@ -319,8 +348,8 @@ func Decode(b []byte, opt DecodeOptions) (*Artifact, error) {
 	if len(b) < 4+2+4+sigLen || string(b[:4]) != artifactMagic {
 		return nil, fmt.Errorf("%w: not an edgesched artifact (magic)", ErrArtifact)
 	}
-	if b[4] != FormatVersion && b[4] != FormatSage {
-		return nil, fmt.Errorf("%w: format version %d, this build reads %d and %d", ErrArtifact, b[4], FormatVersion, FormatSage)
+	if b[4] < FormatVersion || b[4] > FormatBounds {
+		return nil, fmt.Errorf("%w: format version %d, this build reads %d to %d", ErrArtifact, b[4], FormatVersion, FormatBounds)
 	}
 	k := int(b[5])
 	if k > maxKeyIDLen || 6+k+4+sigLen > len(b) {
@@ -370,6 +399,10 @@ func Decode(b []byte, opt DecodeOptions) (*Artifact, error) {
 		return nil, fmt.Errorf("%w: format %d without GraphSAGE weights (header sage)", ErrArtifact, FormatSage)
 	case a.Header.Format == FormatVersion && a.Header.Sage != nil:
 		return nil, fmt.Errorf("%w: GraphSAGE weights (header sage) in format %d, want %d", ErrArtifact, FormatVersion, FormatSage)
+	case a.Header.Format == FormatBounds && !a.Header.bounded():
+		return nil, fmt.Errorf("%w: format %d without input bounds (header schema.lo, schema.hi)", ErrArtifact, FormatBounds)
+	case a.Header.Format != FormatBounds && a.Header.bounded():
+		return nil, fmt.Errorf("%w: input bounds (header schema.lo, schema.hi) in format %d, want %d", ErrArtifact, a.Header.Format, FormatBounds)
 	}
 	// The layout follows from the dtype and the layer sizes: tensors in
 	// order, back to back, covering the payload exactly.
@@ -403,7 +436,7 @@ func Decode(b []byte, opt DecodeOptions) (*Artifact, error) {
 		}
 		a.Tensors = append(a.Tensors, t)
 	}
-	if got := modelID(a.Header.SchemaHash, a.Header.DType, a.Header.Decision, a.Header.Sage, payload); got != a.Header.ModelID {
+	if got := modelID(&a.Header, payload); got != a.Header.ModelID {
 		return nil, fmt.Errorf("%w: model ID %s does not match the content (%s)", ErrArtifact, a.Header.ModelID, got)
 	}
 	if err := a.validate(); err != nil {
@@ -670,7 +703,7 @@ func newHeader(m *policy.FloatModel, dtype string, info Info) Header {
 	return Header{
 		Version: info.Version, Parent: info.Parent, Round: info.Round,
 		SchemaID: m.Schema.ID, SchemaHash: m.Schema.Hash(),
-		Schema:     SchemaStats{Mean: m.Schema.Mean, Std: m.Schema.Std},
+		Schema:     SchemaStats{Mean: m.Schema.Mean, Std: m.Schema.Std, Lo: m.Schema.Lo, Hi: m.Schema.Hi},
 		Layers:     m.Layers,
 		Activation: "relu", DType: dtype, Decision: m.Decision, Metrics: info.Metrics, Created: info.Created.UTC(),
 	}

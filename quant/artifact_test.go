@@ -3,7 +3,9 @@ package quant
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"math"
@@ -181,7 +183,10 @@ func TestArtifactDecision(t *testing.T) {
 		t.Fatal("an artifact without a rule wrote a decision field")
 	}
 	payload, _ := plain.payload()
-	if want := modelID(plain.Header.SchemaHash, plain.Header.DType, policy.Decision{}, nil, payload); plain.Header.ModelID != want {
+	old := sha256.New() // the ID's definition before rules, GraphSAGE weights and bounds
+	old.Write([]byte(plain.Header.SchemaHash + "\x00" + plain.Header.DType + "\x00"))
+	old.Write(payload)
+	if want := hex.EncodeToString(old.Sum(nil)); plain.Header.ModelID != want {
 		t.Fatalf("model ID %s, want %s", plain.Header.ModelID, want)
 	}
 }
@@ -211,19 +216,11 @@ func resign(t *testing.T, b []byte, s *Signer, edit func(h map[string]any), payl
 	if h["model_id"] == "keep" { // the edit changed content under the old ID
 		h["model_id"] = before
 	} else if h["model_id"] == before {
-		sh, _ := h["schema_hash"].(string)
-		dt, _ := h["dtype"].(string)
-		var d policy.Decision
-		if dm, ok := h["decision"].(map[string]any); ok {
-			d.Band, _ = dm["band"].(float64)
-			d.WholeGPUBand, _ = dm["whole_gpu_band"].(float64)
-		}
-		var sage *SageHeader
-		if sm, ok := h["sage"].(map[string]any); ok {
-			id, _ := sm["id"].(string)
-			sage = &SageHeader{ID: id}
-		}
-		h["model_id"] = modelID(sh, dt, d, sage, p)
+		// the edited header's ID (fields of the wrong type stay zero)
+		var hd Header
+		hb, _ := json.Marshal(h)
+		_ = json.Unmarshal(hb, &hd)
+		h["model_id"] = modelID(&hd, p)
 	}
 	hb, err := json.Marshal(h)
 	if err != nil {
@@ -457,14 +454,24 @@ func TestArtifactFile(t *testing.T) {
 
 // FuzzDecode: no input crashes the decoder or makes it allocate beyond the
 // caps; whatever it accepts re-encodes to the same bytes. Seeds are real
-// artifacts, signed and unsigned (the unsigned ones let the fuzzer reach
+// artifacts (plain, with a decision rule, GraphSAGE weights or input
+// bounds), signed and unsigned (the unsigned ones let the fuzzer reach
 // the parser behind the signature check).
 func FuzzDecode(f *testing.F) {
 	s, keys := testSigner(f, 1)
 	banded := int8Artifact(f, 3)
 	banded.Header.Decision = policy.Decision{Band: 4} // the model ID covers it: Encode recomputes
 	_, sageFloat, sageInt8 := sageArtifacts(f)        // with GraphSAGE weights
-	for _, a := range []*Artifact{floatArtifact(f, 1), int8Artifact(f, 2), banded, sageFloat, sageInt8} {
+	bm, _, _ := boundedModel(f, 1)                    // with input bounds
+	boundedFloat, err := FromModel(bm.Float(), Info{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	boundedInt8, err := Quantize(bm.Float(), benchRows(1000, 4), DefaultCalibration(), Info{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, a := range []*Artifact{floatArtifact(f, 1), int8Artifact(f, 2), banded, sageFloat, sageInt8, boundedFloat, boundedInt8} {
 		b, err := a.Encode(s)
 		if err != nil {
 			f.Fatal(err)

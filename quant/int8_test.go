@@ -47,7 +47,9 @@ func TestFloatPathMatchesReference(t *testing.T) {
 // TestQuantize1 holds quantize1's magic-number rounding equal to clamping
 // and math.RoundToEven in float64: on named edge cases (ties round to
 // even: 2.5 -> 2, 3.5 -> 4, -2.5 -> -2; the clamp at ±127) and on a
-// million random values of every magnitude.
+// million random values of every magnitude; a third of them under input
+// bounds (inputScale), where the reference holds the raw value within
+// them first, as policy.Schema.Bound does.
 func TestQuantize1(t *testing.T) {
 	ref := func(x, mean, inv float32) int8 {
 		v := float64(float32((x - mean) * inv))
@@ -73,7 +75,7 @@ func TestQuantize1(t *testing.T) {
 		{"NaN", float32(math.NaN()), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := quantize1(tc.x, 0, 1); got != tc.want {
+			if got := quantize1(tc.x, 0, 1, -inMax, inMax); got != tc.want {
 				t.Errorf("quantize1(%v) = %d, want %d", tc.x, got, tc.want)
 			}
 			if !math.IsInf(float64(tc.x), 0) && !math.IsNaN(float64(tc.x)) {
@@ -91,7 +93,17 @@ func TestQuantize1(t *testing.T) {
 			x = float32(math.Round(float64(x)*2)) / 2 // exact ties
 			mean, inv = 0, 1
 		}
-		if got, want := quantize1(x, mean, inv), ref(x, mean, inv); got != want {
+		if i%3 == 1 { // bounds about the mean, some beyond ±127 levels
+			a := mean - float32(rng.ExpFloat64()*5/float64(inv))
+			b := mean + float32(rng.ExpFloat64()*5/float64(inv))
+			s := policy.Schema{Mean: []float32{mean}, Std: []float32{1}, Lo: []float32{a}, Hi: []float32{b}}
+			m, iv, lo, hi := inputScale(s, []float32{1 / inv})
+			if got, want := quantize1(x, m[0], iv[0], lo[0], hi[0]), ref(min(max(x, a), b), m[0], iv[0]); got != want {
+				t.Fatalf("quantize1(%v, %v, %v) within [%v, %v] = %d, reference %d", x, mean, iv[0], a, b, got, want)
+			}
+			continue
+		}
+		if got, want := quantize1(x, mean, inv, -inMax, inMax), ref(x, mean, inv); got != want {
 			t.Fatalf("quantize1(%v, %v, %v) = %d, reference %d", x, mean, inv, got, want)
 		}
 	}

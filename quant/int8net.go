@@ -18,19 +18,22 @@ import (
 // scratch, so one Int8Net may serve many runs at once.
 type Int8Net struct {
 	F, H1, H2 int
-	// input quantization: q = clamp(round((x - mean) * inv), -127, 127)
-	mean, inv []float32
-	w1        []int8 // H1 x F, output-major
-	b1        []int32
-	m1        []int32
-	s1        []uint8
-	w2        []int8 // H2 x H1
-	b2        []int32
-	m2        []int32
-	s2        []uint8
-	w3        []int8 // H2
-	b3        int32
-	outScale  float32
+	// input quantization: q = round(clamp((x - mean) * inv, lo, hi)),
+	// lo and hi the artifact's input bounds on that scale, within ±127
+	// (inputScale)
+	mean, inv, lo, hi []float32
+
+	w1       []int8 // H1 x F, output-major
+	b1       []int32
+	m1       []int32
+	s1       []uint8
+	w2       []int8 // H2 x H1
+	b2       []int32
+	m2       []int32
+	s2       []uint8
+	w3       []int8 // H2
+	b3       int32
+	outScale float32
 	// packed node-feature part of layer 1, and layer 2 (see swar)
 	sw1, sw2 *swar
 	// the vector kernel (nil when Kernel is KernelPortable)
@@ -78,11 +81,7 @@ func NewInt8Net(a *Artifact) (*Int8Net, error) {
 		w3: a.Tensor("w3").I8, b3: a.Tensor("b3").I32[0]}
 	inScale := t("in_scale")
 	s := a.Schema()
-	n.mean = append([]float32(nil), s.Mean...)
-	n.inv = make([]float32, l.F)
-	for j := range n.inv {
-		n.inv[j] = float32(1 / (float64(s.Std[j]) * float64(inScale[j])))
-	}
+	n.mean, n.inv, n.lo, n.hi = inputScale(s, inScale)
 	var err error
 	if n.m1, n.s1, err = multipliers(n.w1, n.b1, l.F, inMax, t("w1_scale"), t("a1_scale")); err != nil {
 		return nil, fmt.Errorf("layer 1: %w", err)
@@ -159,10 +158,32 @@ func requant(acc, m int32, s uint8) uint8 {
 	return uint8(min((max(acc, 0)*m+r)>>s, actMax))
 }
 
+// inputScale returns the input quantization of schema s at input scales
+// inScale: per feature the mean, the multiplier inv = 1/(std*scale), and
+// the least and greatest value of (x - mean) * inv, ±127 or the scaled
+// input bounds (s.Lo, s.Hi) where they lie within. The scaling is
+// monotone, so holding its result within the scaled bounds is holding x
+// within the bounds (policy.Schema.Bound) before it: the int8 network
+// reads what the float one does.
+func inputScale(s policy.Schema, inScale []float32) (mean, inv, lo, hi []float32) {
+	F := len(s.Mean)
+	mean, inv = append([]float32(nil), s.Mean...), make([]float32, F)
+	lo, hi = make([]float32, F), make([]float32, F)
+	for j := range F {
+		inv[j] = float32(1 / (float64(s.Std[j]) * float64(inScale[j])))
+		lo[j], hi[j] = -inMax, inMax
+		if s.Lo != nil {
+			lo[j] = max(lo[j], min(float32((s.Lo[j]-mean[j])*inv[j]), inMax))
+			hi[j] = min(hi[j], max(float32((s.Hi[j]-mean[j])*inv[j]), -inMax))
+		}
+	}
+	return mean, inv, lo, hi
+}
+
 // quantizeInput maps raw features [from, to) to int8 inputs.
 func (n *Int8Net) quantizeInput(raw []float32, q []int8, from, to int) {
 	for j := from; j < to; j++ {
-		q[j] = quantize1(raw[j], n.mean[j], n.inv[j])
+		q[j] = quantize1(raw[j], n.mean[j], n.inv[j], n.lo[j], n.hi[j])
 	}
 }
 
@@ -171,20 +192,17 @@ func (n *Int8Net) quantizeInput(raw []float32, q []int8, from, to int) {
 // (half to even, IEEE's default), and subtracting it back is exact.
 const roundMagic = 12582912
 
-// quantize1 is one input: clamp(roundHalfEven((x - mean) * inv), ±127),
-// without a call to math.RoundToEven (TestQuantize1 holds them equal). A
-// NaN (features are finite by construction; this is defence) maps to 0,
-// in every kernel.
-func quantize1(x, mean, inv float32) int8 {
+// quantize1 is one input: roundHalfEven(clamp((x - mean) * inv, lo,
+// hi)), lo and hi within ±127 (inputScale), without a call to
+// math.RoundToEven (TestQuantize1 holds them equal). A NaN (features are
+// finite by construction; this is defence) counts as 0, held within lo
+// and hi, in every kernel.
+func quantize1(x, mean, inv, lo, hi float32) int8 {
 	v := float32((x - mean) * inv)
-	switch {
-	case v != v:
-		return 0
-	case v >= inMax:
-		return inMax
-	case v <= -inMax:
-		return -inMax
+	if v != v {
+		v = 0
 	}
+	v = min(max(v, lo), hi)
 	return int8(float32(v+roundMagic) - roundMagic)
 }
 

@@ -62,8 +62,8 @@ type vecNet struct {
 	s1, s2     []int32
 	b3         int32
 	// the node features' input quantization, zero padded to whole
-	// vectors (padding lanes quantize to 0)
-	mean, inv []float32
+	// vectors (padding lanes quantize to 0): Int8Net's, node features only
+	mean, inv, lo, hi []float32
 }
 
 // newVecNet builds the fastest vector kernel this CPU has (nil without
@@ -111,8 +111,11 @@ func newVecNetWidth(n *Int8Net, width int) *vecNet {
 	v.p1, v.p2, v.p3 = (v.nodeF+1)/2, (n.H1+1)/2, (n.H2+1)/2
 	padded := (v.nodeF + width - 1) / width * width
 	v.mean, v.inv = make([]float32, padded), make([]float32, padded)
+	v.lo, v.hi = make([]float32, padded), make([]float32, padded)
 	copy(v.mean, n.mean[P:])
 	copy(v.inv, n.inv[P:])
+	copy(v.lo, n.lo[P:])
+	copy(v.hi, n.hi[P:])
 	rounding := func(s []uint8) (r, sh []int32) {
 		r, sh = make([]int32, len(s)), make([]int32, len(s))
 		for c, x := range s {
@@ -142,8 +145,9 @@ func (v *vecNet) scratch() *vecScratch {
 
 // put quantizes the block's nodes (rows of F features, node features
 // from P on; lane l is rows[l*F:]) into the block's input pairs. The
-// float32 operations are quantize1's (NaN to 0, clamp, then the
-// round-half-even addition and subtraction of roundMagic); the conversion
+// float32 operations are quantize1's (NaN to 0, clamp to the feature's
+// lo and hi, then the round-half-even addition and subtraction of
+// roundMagic); the conversion
 // truncates values that are already integers.
 func (v *vecNet) put(rows []float32, F, lanes int, sc *vecScratch) {
 	if v.width == 16 {
@@ -169,7 +173,6 @@ func (v *vecNet) features(rows []float32, F, l int, sc *vecScratch) []float32 {
 // put512 quantizes 16 features a vector; the int16 halves of consecutive
 // features are the input pairs.
 func (v *vecNet) put512(rows []float32, F, lanes int, sc *vecScratch) {
-	lo, hi := archsimd.BroadcastFloat32x16(-inMax), archsimd.BroadcastFloat32x16(inMax)
 	magic := archsimd.BroadcastFloat32x16(roundMagic)
 	x := sc.x[:v.p1]
 	q := sc.q[:len(x)]
@@ -178,6 +181,7 @@ func (v *vecNet) put512(rows []float32, F, lanes int, sc *vecScratch) {
 		for i := 0; i < len(v.mean); i += 16 {
 			f := archsimd.LoadFloat32x16Slice(rest[i:]).Sub(archsimd.LoadFloat32x16Slice(v.mean[i:]))
 			f = f.Mul(archsimd.LoadFloat32x16Slice(v.inv[i:]))
+			lo, hi := archsimd.LoadFloat32x16Slice(v.lo[i:]), archsimd.LoadFloat32x16Slice(v.hi[i:])
 			f = f.Masked(f.Equal(f)).Min(hi).Max(lo).Add(magic).Sub(magic) // NaN -> 0
 			f.ConvertToInt32().TruncateToInt16().AsInt32x8().StoreSlice(sc.q[i/2:])
 		}
@@ -190,7 +194,6 @@ func (v *vecNet) put512(rows []float32, F, lanes int, sc *vecScratch) {
 // put256 quantizes 8 features a vector (AVX2 has no int32 -> int16
 // truncation: the pairs are packed in scalar code).
 func (v *vecNet) put256(rows []float32, F, lanes int, sc *vecScratch) {
-	lo, hi := archsimd.BroadcastFloat32x8(-inMax), archsimd.BroadcastFloat32x8(inMax)
 	magic := archsimd.BroadcastFloat32x8(roundMagic)
 	x := sc.x[:v.p1]
 	q := sc.q[:2*len(x)]
@@ -199,6 +202,7 @@ func (v *vecNet) put256(rows []float32, F, lanes int, sc *vecScratch) {
 		for i := 0; i < len(v.mean); i += 8 {
 			f := archsimd.LoadFloat32x8Slice(rest[i:]).Sub(archsimd.LoadFloat32x8Slice(v.mean[i:]))
 			f = f.Mul(archsimd.LoadFloat32x8Slice(v.inv[i:]))
+			lo, hi := archsimd.LoadFloat32x8Slice(v.lo[i:]), archsimd.LoadFloat32x8Slice(v.hi[i:])
 			f = f.Masked(f.Equal(f)).Min(hi).Max(lo).Add(magic).Sub(magic) // NaN -> 0
 			f.ConvertToInt32().StoreSlice(sc.q[i:])
 		}

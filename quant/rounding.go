@@ -74,7 +74,7 @@ func adaptiveRound(ref *reference, rows []float32, inScale, sA1, sA2 []float64, 
 		out = append(out, s)
 		for j := range F {
 			v := ref.schema.Bound(j, row[j]) // as the reference holds it
-			u1 = append(u1, float64(quantize1(v, float32(ref.mean[j]), inv[j])))
+			u1 = append(u1, float64(quantize1(v, float32(ref.mean[j]), inv[j], -inMax, inMax)))
 		}
 		z1 = append(z1, ref.z1...)
 		z2 = append(z2, ref.z2...)

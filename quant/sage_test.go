@@ -155,7 +155,8 @@ func TestArtifactSageFormat(t *testing.T) {
 		{"weights in format 1", as(withSage, 1, 1), "GraphSAGE weights (header sage) in format 1, want 2"},
 		{"format 2 without weights", as(plain, 2, 2), "without GraphSAGE weights"},
 		{"the header's format is not the file's", as(withSage, 2, 1), "header format 1, the file's is 2"},
-		{"a newer format", as(withSage, 3, 3), "format version 3, this build reads 1 and 2"},
+		{"format 3 without bounds", as(withSage, 3, 3), "format 3 without input bounds"},
+		{"a newer format", as(withSage, 4, 4), "format version 4, this build reads 1 to 3"},
 	} {
 		a, err := Decode(c.b, DecodeOptions{Keys: keys})
 		switch {

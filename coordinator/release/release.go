@@ -52,11 +52,10 @@ type Version struct {
 // it aggregates, 0 for none; parent: the model it comes from). A model
 // that cannot be made is an *Error; a cancelled ctx is returned as it is.
 func (mk *Maker) Make(ctx context.Context, m *nn.Model, version, round uint64, parent string, created time.Time, note string) (*Version, error) {
-	// A version is what its float32 artifact holds, which has no input
-	// bounds (policy.Schema.Lo, Hi): calibrate and quantize every version,
-	// the first (a shipped model has bounds) and a rollback's alike, from
-	// the model without them.
-	m = m.WithoutBounds()
+	// Both artifacts carry m's input bounds (policy.Schema.Lo, Hi), which
+	// an aggregate keeps from the version it was made from (the model the
+	// federation started with): calibration, quantization and the check
+	// see the inputs held within them, as every scorer of the version will.
 	info := quant.Info{Version: version, Round: round, Parent: parent, Created: created, Metrics: map[string]float64{"round": float64(round)}}
 	fa, err := quant.FromModel(m.Float(), info)
 	if err != nil {

@@ -405,15 +405,15 @@ func (d *demo) evaluate(ctx context.Context, fed *nn.Model, locals []*nn.Model, 
 		baseline string
 		site     int
 	}
-	models := map[string]*nn.Model{Federated: fed}
+	models := map[string]*nn.Model{Federated: fed.WithoutBounds()}
 	res.Policies = append(append([]string{}, cfg.Baselines...), Federated)
 	for i, s := range cfg.Sites {
 		name := LocalPrefix + s.Name
 		res.Policies = append(res.Policies, name)
-		// the federated model comes from a float32 artifact, which carries
-		// no input bounds; a local model's bounds are its own site's range
-		// and would clamp the other sites' workloads: compare networks
-		// alone, both unbounded
+		// a local model's bounds are its own site's range (and the base
+		// model's) and would clamp the other sites' workloads, and the
+		// federated model's are the base model's: compare networks alone,
+		// all unbounded
 		models[name] = locals[i].WithoutBounds()
 	}
 	var jobs []job

@@ -111,7 +111,8 @@ func (m *Model) SageWeights() *policy.SageWeights {
 
 // WithoutBounds returns m itself when it has no input bounds
 // (policy.Schema.Lo, Hi), else a shallow copy without them (the network
-// and the rest shared): what a float32 artifact of m holds.
+// and the rest shared): the network alone, to compare models trained on
+// different ranges.
 func (m *Model) WithoutBounds() *Model {
 	if m.Schema.Lo == nil && m.Schema.Hi == nil {
 		return m

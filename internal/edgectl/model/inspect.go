@@ -72,6 +72,9 @@ signature is verified; without, a signed artifact is shown as "not verified"
 				}
 				fmt.Fprintf(w, "schema     %s (%s)\n", h.SchemaID, h.SchemaHash[:16])
 				fmt.Fprintf(w, "layers     %d -> %d -> %d -> 1 (critic %d), %s\n", h.Layers.F, h.Layers.H1, h.Layers.H2, h.Layers.HC, h.Activation)
+				if h.Schema.Lo != nil {
+					fmt.Fprintf(w, "bounds     the %d inputs held within their training range (schema.lo, schema.hi)\n", len(h.Schema.Lo))
+				}
 				if q := h.Quant; q != nil {
 					fmt.Fprintf(w, "quant      %s, calibration %s on %d rows\n", q.Scheme, q.Calibration, q.Samples)
 					fmt.Fprintf(w, "kernel     %s (the int8 kernel this edgectl build scores with)\n", quant.Kernel())

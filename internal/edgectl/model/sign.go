@@ -47,9 +47,6 @@ training output (.esm) or another float32 artifact (.esa, re-signed; give
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: float32 model %s version %d, signed by %s\n", f.out, a.Header.ModelID[:12], a.Header.Version, s.ID)
-			if m.Schema.Lo != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "note: the artifact does not carry the model's input bounds: run from it, the float policy reads inputs beyond its training range unclamped (the .esm file holds them; an int8 artifact clamps at its calibrated range)\n")
-			}
 			return nil
 		},
 	}
