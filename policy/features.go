@@ -186,9 +186,11 @@ type Schema struct {
 	// scorer holds every input within them (Clamp), so a network is not
 	// read beyond the inputs it was trained on (a fleet whose RTTs, pod
 	// sizes or grids lie outside the training families'). Training itself
-	// never clamps. nil: no bounds (models written before 5 December
-	// 2026; float32 and int8 artifacts, whose int8 inputs have their own
-	// calibrated range). Not part of Hash.
+	// never clamps (but for a federated round's local training, which
+	// keeps its start's bounds). Both artifacts carry them (format 3), and
+	// the int8 kernels hold their inputs within them too. nil: no bounds
+	// (models and artifacts written before 5 December 2026). Not part of
+	// Hash.
 	Lo, Hi []float32
 }
 

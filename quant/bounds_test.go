@@ -12,15 +12,19 @@ import (
 )
 
 // boundedModel is a random 32 -> 32 model whose input bounds are each
-// feature's mean ± half its std, and k rows, three quarters of whose
-// values lie beyond them, with the same rows held within them.
+// feature's mean less an eighth of its std to the mean plus two stds
+// (asymmetric: calibrated on rows held within them, the int8 scale is
+// set by the upper side, so the lower bound lies well inside the int8
+// range and the kernels' per-feature clamp is what holds it), and k
+// rows, most of whose values lie beyond them, with the same rows held
+// within them.
 func boundedModel(t testing.TB, k int) (m *nn.Model, rows, held []float32) {
 	t.Helper()
 	m = randomModel(t, 32, 32, 41)
 	F := policy.NumFeatures
 	m.Schema.Lo, m.Schema.Hi = make([]float32, F), make([]float32, F)
 	for j := range F {
-		m.Schema.Lo[j], m.Schema.Hi[j] = m.Schema.Mean[j]-m.Schema.Std[j]/2, m.Schema.Mean[j]+m.Schema.Std[j]/2
+		m.Schema.Lo[j], m.Schema.Hi[j] = m.Schema.Mean[j]-m.Schema.Std[j]/8, m.Schema.Mean[j]+2*m.Schema.Std[j]
 	}
 	rows = benchRows(k, 42)
 	for i := range rows {
@@ -38,7 +42,8 @@ func boundedModel(t testing.TB, k int) (m *nn.Model, rows, held []float32) {
 // to the model (nn.FromArtifact, whose float scorer clamps), and every
 // int8 kernel holds its inputs within them: a row beyond the bounds
 // scores exactly as the row held at them, which it does not when the
-// artifact's bounds are taken away.
+// artifact's bounds are taken away, and a row within them scores as it
+// does without them.
 func TestArtifactBounds(t *testing.T) {
 	s, keys := testSigner(t, 1)
 	const k = 100
@@ -114,6 +119,23 @@ func TestArtifactBounds(t *testing.T) {
 	}
 	if a, b := scores(un.Scorer(), rows), scores(un.Scorer(), held); slices.Equal(a, b) {
 		t.Error("without its bounds the int8 net scores rows beyond them as rows held at them: the test rows do not test the clamp")
+	}
+	// an input scale so small its multiplier is infinite is refused, not
+	// left to each kernel's arithmetic of infinities
+	tiny := *qgot
+	tiny.Tensors = slices.Clone(qgot.Tensors)
+	for i := range tiny.Tensors {
+		if t := &tiny.Tensors[i]; t.Name == "in_scale" {
+			t.F32 = slices.Clone(t.F32)
+			t.F32[policy.NumPodFeatures] = math.SmallestNonzeroFloat32
+		}
+	}
+	if _, err := NewInt8Net(&tiny); !errors.Is(err, ErrArtifact) || !strings.Contains(err.Error(), "no finite input quantization") {
+		t.Errorf("an infinite input multiplier: %v, want ErrArtifact", err)
+	}
+	// a row within the bounds is not moved by them
+	if a, b := scores(n.Scorer(), held), scores(un.Scorer(), held); !slices.Equal(a, b) {
+		t.Errorf("rows within the bounds score %v... with the bounds, %v... without", a[:3], b[:3])
 	}
 
 	for _, tc := range []struct {

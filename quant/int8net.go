@@ -82,6 +82,11 @@ func NewInt8Net(a *Artifact) (*Int8Net, error) {
 	inScale := t("in_scale")
 	s := a.Schema()
 	n.mean, n.inv, n.lo, n.hi = inputScale(s, inScale)
+	for j := range n.inv {
+		if f := float64(n.inv[j]); math.IsInf(f, 0) || math.IsNaN(f) || n.lo[j] != n.lo[j] || n.hi[j] != n.hi[j] {
+			return nil, fmt.Errorf("%w: input %d: std %v x scale %v leaves no finite input quantization", ErrArtifact, j, s.Std[j], inScale[j])
+		}
+	}
 	var err error
 	if n.m1, n.s1, err = multipliers(n.w1, n.b1, l.F, inMax, t("w1_scale"), t("a1_scale")); err != nil {
 		return nil, fmt.Errorf("layer 1: %w", err)

@@ -26,9 +26,11 @@ func (p *PPOTrainer) Train(ctx context.Context, base *nn.Model, local federated.
 	return m, int64(n), err
 }
 
-// LocalOptions are a round's local training settings as ppo.FineTune's.
+// LocalOptions are a round's local training settings as ppo.FineTune's,
+// on rows held within the base model's input bounds, which the
+// federation's versions keep (ppo.FineTuneOptions.KeepBounds).
 func LocalOptions(local federated.LocalTraining, seed uint64) ppo.FineTuneOptions {
-	return ppo.FineTuneOptions{Iterations: local.Iterations, Episodes: local.Episodes, LR: local.LR, ProxMu: local.ProxMu, Seed: seed}
+	return ppo.FineTuneOptions{Iterations: local.Iterations, Episodes: local.Episodes, LR: local.LR, ProxMu: local.ProxMu, KeepBounds: true, Seed: seed}
 }
 
 // SyntheticTrainer moves the model a fixed fraction of the way towards a

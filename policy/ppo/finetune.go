@@ -20,6 +20,9 @@ type FineTuneOptions struct {
 	// ProxMu is FedProx's coefficient (0: none): the local model is kept
 	// near base.
 	ProxMu float64
+	// KeepBounds trains on rows held within base's input bounds and keeps
+	// them (Options.KeepBounds): a federated round's local training.
+	KeepBounds bool
 	// Seed seeds the run's random source (episodes, minibatches).
 	Seed uint64
 	// Logger receives progress lines; nil discards them.
@@ -55,7 +58,7 @@ func FineTune(ctx context.Context, env *sim.Env, base *nn.Model, cfg Config, o F
 		cfg.Env.Scenario, cfg.Env.Scenarios, cfg.Env.Nodes, cfg.Env.Pods = "", nil, "", ""
 		cfg.Env.Mixtures, cfg.Env.FreshWorkloads = nil, false
 	}
-	res, err := Train(ctx, cfg, Options{Init: base, ProxMu: o.ProxMu, Logger: o.Logger, env: env})
+	res, err := Train(ctx, cfg, Options{Init: base, KeepBounds: o.KeepBounds, ProxMu: o.ProxMu, Logger: o.Logger, env: env})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -589,7 +589,8 @@ func TestFineTuneKeepsConstantInputsUnread(t *testing.T) {
 // the normalisation means (fitted on a sample of those rows); training
 // itself never clamps, so a fine-tune from a model with bounds trains the
 // same network as from the same model without them, and its bounds cover
-// the initial model's.
+// the initial model's; unless it keeps them (Options.KeepBounds), when
+// it trains on rows held within them.
 func TestTrainedBounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains three tiny policies (-short)")
@@ -642,5 +643,29 @@ func TestTrainedBounds(t *testing.T) {
 	}
 	if b.Model.Schema.Lo == nil {
 		t.Error("a fine-tune from a model without bounds has none")
+	}
+	// KeepBounds (a federated round's local training): the pinned
+	// feature is held at its one value, so the network trains on other
+	// inputs, and the result keeps the start's bounds; held within bounds
+	// its rows never leave (a's, which cover every row of this run), it
+	// trains the network it trains without them
+	kept, err := Train(ctx, ft, Options{Init: &wide, KeepBounds: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(kept.Model.Schema.Lo, wide.Schema.Lo) || !slices.Equal(kept.Model.Schema.Hi, wide.Schema.Hi) {
+		t.Error("KeepBounds: the fine-tune's bounds are not the initial model's")
+	}
+	if slices.Equal(kept.Model.Net.Flat(), b.Model.Net.Flat()) {
+		t.Error("KeepBounds: holding pod_cpu at one value did not change the fine-tuned network (the rows were not clamped)")
+	}
+	loose := *res.Model
+	loose.Schema.Lo, loose.Schema.Hi = a.Model.Schema.Lo, a.Model.Schema.Hi
+	same, err := Train(ctx, ft, Options{Init: &loose, KeepBounds: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(same.Model.Net.Flat(), b.Model.Net.Flat()) {
+		t.Error("KeepBounds: bounds no row reaches changed the fine-tuned network")
 	}
 }

@@ -97,6 +97,7 @@ func (a *actor) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64
 	for i, n := range nodes {
 		row := x[i*policy.NumFeatures : (i+1)*policy.NumFeatures]
 		a.ext.Extract(st, p, int(n), row)
+		a.schema.Clamp(row) // without bounds (every training but Options.KeepBounds) it does nothing
 		a.ep.seen.Observe(row)
 		a.schema.Normalize(row)
 	}
@@ -160,6 +161,7 @@ func (a *actor) teach(st *sim.State, p *sim.Pod, nodes []int32, scores []float64
 	for j, i := range idx {
 		row := x[j*policy.NumFeatures : (j+1)*policy.NumFeatures]
 		a.ext.Extract(st, p, int(nodes[i]), row)
+		a.schema.Clamp(row)
 		a.ep.seen.Observe(row)
 		a.schema.Normalize(row)
 	}

@@ -46,6 +46,15 @@ type Options struct {
 	// network) instead of behaviour cloning: fine-tuning, and the local
 	// rounds of federated training. The optimiser starts fresh.
 	Init *nn.Model
+	// KeepBounds (with Init) trains on rows held within Init's input
+	// bounds (policy.Schema.Lo, Hi) and gives the result Init's bounds,
+	// instead of training on the rows as they are and widening the bounds
+	// to cover them: a federated round's local training, whose update
+	// lands in a version that keeps the bounds of the model the federation
+	// started with (coordinator/release), so a site trains on the inputs
+	// the version's scorers read. Rows within the bounds train as without
+	// it; an Init without bounds trains as without it.
+	KeepBounds bool
 	// ProxMu adds FedProx's proximal term mu/2 ||w - w_init||^2 to every
 	// PPO step's loss (with Init; 0: none), keeping a site's local model
 	// near the global one.
@@ -202,6 +211,9 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 			return nil, fmt.Errorf("%w: initial model is %d/%d/%d, the config's network %d/%d/%d", ErrConfig, l.H1, l.H2, l.HC, cfg.Net.Hidden1, cfg.Net.Hidden2, cfg.Net.CriticHidden)
 		}
 		t.net, t.schema = opt.Init.Net.Clone(), t.unbounded(opt.Init.Schema)
+		if opt.KeepBounds { // the actors clamp (Schema.Clamp), so t.seen stays within them
+			t.schema.Lo, t.schema.Hi = opt.Init.Schema.Lo, opt.Init.Schema.Hi
+		}
 		t.exclude = orMask(t.exclude, opt.Init.UnreadConstants()) // they stay unread
 		t.net.MaskInputs(t.exclude)
 		t.opt = newAdam(t.net)
@@ -283,7 +295,8 @@ func Train(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	return res, nil
 }
 
-// unbounded returns s without its bounds, which t.seen starts from.
+// unbounded returns s without its bounds, which t.seen starts from
+// (Options.KeepBounds puts them back).
 func (t *trainer) unbounded(s policy.Schema) policy.Schema {
 	t.seen.Merge(policy.Range{Lo: s.Lo, Hi: s.Hi})
 	s.Lo, s.Hi = nil, nil
@@ -305,8 +318,8 @@ func (t *trainer) output(net *nn.Net) *nn.Model {
 	return m
 }
 
-// model wraps a network with the schema (without bounds: what training
-// evaluates) and provenance.
+// model wraps a network with the schema (without bounds unless
+// Options.KeepBounds: what training evaluates) and provenance.
 func (t *trainer) model(net *nn.Net) *nn.Model {
 	meta := map[string]any{
 		"name": t.cfg.Name, "seed": t.cfg.Seed, "config": string(t.cfg.YAML()),
