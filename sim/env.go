@@ -71,7 +71,8 @@ type Env struct {
 	Uplinks     []disrupt.Uplink
 	Disruptions disrupt.Config
 	// Dynamic is set when the load model has anything to do beyond steady
-	// use (profiles, interference, network, lossy or flapping uplinks);
+	// use (profiles, interference, network, lossy or flapping uplinks,
+	// background load);
 	// otherwise measures are computed exactly as before it existed.
 	Dynamic bool
 
@@ -111,6 +112,9 @@ type NodeInfo struct {
 	WattsPerCore, WattsPerGPU, IdleWatts float64
 	// NICMbps is the node's network interface (0: the load model's default).
 	NICMbps float64
+	// Background is the milli-CPU busy outside Kubernetes
+	// (NodeSpec.Background times the node's CPU).
+	Background float64
 }
 
 // Edge is a compiled service dependency.
@@ -359,7 +363,9 @@ func (e *Env) compileCluster(c *Cluster) error {
 			GPUs: int32(n.GPUs), CPU: n.CPU, Mem: n.Memory, Labels: n.Labels, Taints: n.Taints,
 			Restricted: restricted, FailureRate: n.FailureRate,
 			WattsPerCore: pw.WattsPerCore, WattsPerGPU: gpuW, IdleWatts: pw.IdleWatts, NICMbps: n.NICMbps,
+			Background: n.Background * float64(n.CPU),
 		}
+		e.Dynamic = e.Dynamic || n.Background > 0
 		e.Capacity.CPU += n.CPU
 		e.Capacity.Mem += n.Memory
 		e.Capacity.GPU += int64(n.GPUs) * MilliGPU

@@ -29,6 +29,8 @@ const (
 	MaxCarbon     = 1e5
 	MaxFailureDay = 1e6
 	MaxNetMbps    = 1e7
+	// MaxBackground bounds NodeSpec.Background.
+	MaxBackground = 0.95
 )
 
 // Errors returned by validation. They are wrapped with the name of the
@@ -309,6 +311,12 @@ type NodeSpec struct {
 	// NICMbps is the node's network interface speed; 0 means the load
 	// model's default (1 Gbit/s).
 	NICMbps float64
+	// Background is the share of the node's CPU busy with work outside
+	// Kubernetes (system daemons, other software on an edge board), in
+	// [0, MaxBackground]: what its telemetry measures and its pods' run
+	// queue and latency meet, never what the scheduler sees as requests.
+	// 0: none.
+	Background float64
 }
 
 // Validate checks a node on its own (references are checked by NewEnv).
@@ -334,6 +342,8 @@ func (n *NodeSpec) Validate() error {
 		return fmt.Errorf("node %s: %w: power figures must be finite and in [0, %g]", n.Name, ErrInvalid, float64(MaxWatts))
 	case !inRange(n.NICMbps, MaxNetMbps):
 		return fmt.Errorf("node %s: %w: nic speed must be finite and in [0, %g] Mbit/s, got %v", n.Name, ErrInvalid, float64(MaxNetMbps), n.NICMbps)
+	case !inRange(n.Background, MaxBackground):
+		return fmt.Errorf("node %s: %w: background CPU share must be finite and in [0, %g], got %v", n.Name, ErrInvalid, float64(MaxBackground), n.Background)
 	}
 	return nil
 }

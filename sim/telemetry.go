@@ -23,8 +23,9 @@ type measured struct {
 }
 
 // Telemetry returns node n's telemetry now (at st.Now): its pods' use under
-// their load profiles (bursts drawn with st.NoiseSeed), the interference
-// among them, their memory and network, its zone uplink's loss, all run
+// their load profiles (bursts drawn with st.NoiseSeed) and its background
+// load (NodeSpec.Background), the interference among the pods, their
+// memory and network, its zone uplink's loss, all run
 // through st.LoadModel. A value set with SetMeasured replaces the model.
 // It does not change the state; it is O(load profiles).
 func (st *State) Telemetry(n int) NodeTelemetry {
@@ -49,6 +50,7 @@ func (st *State) Telemetry(n int) NodeTelemetry {
 			in.NetMbps += a.net * g
 		}
 	}
+	in.Demand += nd.Background
 	return st.LoadModel.Respond(in)
 }
 

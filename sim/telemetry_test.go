@@ -1,7 +1,9 @@
 package sim_test
 
 import (
+	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/edgesched/edgesched/sim"
@@ -128,5 +130,107 @@ func TestFlapRaisesRTT(t *testing.T) {
 	st.SetFlap(1, false)
 	if got, want := st.RTT(1, 0), 30+0.01*sim.RTOMs; got != want || st.Flapping(1) {
 		t.Errorf("after the flap: RTT %v, want %v", got, want)
+	}
+}
+
+// TestBackgroundLoad: a node busy with work outside Kubernetes
+// (NodeSpec.Background) measures, queues and slows its pods as its twin
+// does when its pods use that much more, while its requests stay zero;
+// a node without background load is unchanged. Out-of-range shares are
+// refused.
+func TestBackgroundLoad(t *testing.T) {
+	c := twoNodes()
+	c.LoadProfiles = nil
+	c.Zones[1].Uplink = disrupt.Uplink{}
+	c.Nodes[1].Background = 0.6
+	one := &sim.Workload{Pods: []sim.PodSpec{{Name: "p", CPU: 1000, Memory: 1024, CPUUsage: 1, Delete: sim.NoDeletion}}}
+	env, err := sim.NewEnv(c, one, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !env.Dynamic {
+		t.Fatal("background load should make the env dynamic")
+	}
+	// the twin: no background, and a pod using 2400 milli-CPU more on n1
+	twin := twoNodes()
+	twin.LoadProfiles = nil
+	twin.Zones[1].Uplink = disrupt.Uplink{}
+	w := &sim.Workload{Pods: []sim.PodSpec{one.Pods[0], {Name: "extra", CPU: 2400, CPUUsage: 1, Delete: sim.NoDeletion}}}
+	tenv, err := sim.NewEnv(twin, w, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ts := sim.NewState(env), sim.NewState(tenv)
+	id, _ := st.AddPod(env.Pods[0])
+	if err := st.Bind(id, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []int{1, 1} {
+		id, _ := ts.AddPod(tenv.Pods[i])
+		if err := ts.Bind(id, n, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, want := st.Telemetry(1), ts.Telemetry(1)
+	// 1000 + 2400 of 4000 milli-CPU busy either way
+	if got != want || got.CPU != 0.85 {
+		t.Errorf("with background: %+v\nthe twin: %+v", got, want)
+	}
+	if st.Nodes[1].NZCPU != 1000 {
+		t.Errorf("requests %d milli-CPU, want the pod's 1000 only", st.Nodes[1].NZCPU)
+	}
+	if idle := st.Telemetry(0); idle.CPU != 0 || !(st.LatencyProxy(-1, 1, 1) > 2*st.LatencyProxy(-1, 0, 1)) {
+		t.Errorf("n0 cpu %v; latency proxy on n1 %v, on n0 %v", idle.CPU, st.LatencyProxy(-1, 1, 1), st.LatencyProxy(-1, 0, 1))
+	}
+	for _, bad := range []float64{-0.1, 0.96, math.NaN(), math.Inf(1)} {
+		c := twoNodes()
+		c.Nodes[0].Background = bad
+		if _, err := sim.NewEnv(c, one, sim.EnvOptions{}); !errors.Is(err, sim.ErrInvalid) || !strings.Contains(err.Error(), "background CPU share") {
+			t.Errorf("background %v: %v, want ErrInvalid naming it", bad, err)
+		}
+	}
+}
+
+// TestBackgroundLoadApply: BackgroundLoad marks about Share of the nodes,
+// each within [Min, Max], the same for a seed and per node whatever the
+// nodes after it; a node with a background of its own keeps it.
+func TestBackgroundLoadApply(t *testing.T) {
+	nodes := func(n int) []sim.NodeSpec {
+		out := make([]sim.NodeSpec, n)
+		out[3].Background = 0.9
+		return out
+	}
+	bl := sim.BackgroundLoad{Share: 0.3, Min: 0.2, Max: 0.6}
+	if err := bl.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	a, b, short := nodes(2000), nodes(2000), nodes(10)
+	bl.Apply(a, 7)
+	bl.Apply(b, 7)
+	bl.Apply(short, 7)
+	busy := 0
+	for i, n := range a {
+		switch {
+		case n.Background != b[i].Background || (i < len(short) && short[i].Background != n.Background):
+			t.Fatalf("node %d: %v, %v again, %v in a shorter list", i, n.Background, b[i].Background, short[min(i, len(short)-1)].Background)
+		case i == 3:
+			if n.Background != 0.9 {
+				t.Errorf("node 3's own background became %v", n.Background)
+			}
+		case n.Background != 0:
+			busy++
+			if n.Background < 0.2 || n.Background > 0.6 {
+				t.Errorf("node %d: %v outside [0.2, 0.6]", i, n.Background)
+			}
+		}
+	}
+	// 1999 nodes at 0.3: mean 600, sd 20.5
+	if busy < 520 || busy > 680 {
+		t.Errorf("%d of 1999 nodes busy, want about 600", busy)
+	}
+	for _, bad := range []sim.BackgroundLoad{{Share: 1.1}, {Share: 0.5, Min: 0.5, Max: 0.4}, {Share: 0.5, Max: 0.99}, {Share: math.NaN()}} {
+		if err := bad.Validate(); !errors.Is(err, sim.ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
+		}
 	}
 }

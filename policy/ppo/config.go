@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
 	"github.com/edgesched/edgesched/sim/scenario/family"
 	"go.yaml.in/yaml/v3"
@@ -83,6 +84,30 @@ type EnvConfig struct {
 	// evaluation runs on mixtures drawn with the eval seeds (none of them a
 	// training one). Nil: the pod list itself.
 	Mixtures *Mixtures `yaml:"mixtures,omitempty"`
+	// BackgroundLoad (scenarios) puts work outside Kubernetes on a random
+	// share of every episode's and evaluation's nodes, drawn from its
+	// seed (sim.BackgroundLoad; it replaces a scenario's own). Nil: the
+	// scenarios as they are.
+	BackgroundLoad *BackgroundLoad `yaml:"backgroundLoad,omitempty"`
+}
+
+// BackgroundLoad is sim.BackgroundLoad: the share of the nodes busy
+// outside Kubernetes and the [min, max] range of their busy CPU share.
+type BackgroundLoad struct {
+	Share float64   `yaml:"share"`
+	CPU   []float64 `yaml:"cpu"`
+}
+
+// load returns b as the simulator's (nil for nil), validated.
+func (b *BackgroundLoad) load() (*sim.BackgroundLoad, error) {
+	if b == nil {
+		return nil, nil
+	}
+	if len(b.CPU) != 2 {
+		return nil, fmt.Errorf("cpu: want [min, max], got %v", b.CPU)
+	}
+	bl := &sim.BackgroundLoad{Share: b.Share, Min: b.CPU[0], Max: b.CPU[1]}
+	return bl, bl.Validate()
 }
 
 // Mixtures is a distribution of openb.Mix: each share is drawn uniformly
@@ -333,12 +358,21 @@ func (c *Config) validate(env bool) error {
 		return bad("env.mixtures", "mixtures draw from an openb pod list, not a scenario")
 	case c.Env.Mixtures != nil && c.Env.Mixtures.validate() != nil:
 		return bad("env.mixtures", "%v", c.Env.Mixtures.validate())
+	case c.Env.BackgroundLoad != nil && c.Env.Scenario == "" && len(c.Env.Scenarios) == 0:
+		return bad("env.backgroundLoad", "background load stresses a scenario's fleet, not an openb cluster")
+	case bgErr(c.Env.BackgroundLoad) != nil:
+		return bad("env.backgroundLoad", "%v", bgErr(c.Env.BackgroundLoad))
 	case c.Workers < 1 || c.Workers > 64:
 		return bad("workers", "%d, want 1..64", c.Workers)
 	case c.CheckpointEvery < 0:
 		return bad("checkpointEvery", "%d, want >= 0", c.CheckpointEvery)
 	}
 	return nil
+}
+
+func bgErr(b *BackgroundLoad) error {
+	_, err := b.load()
+	return err
 }
 
 func (b *BCConfig) validate() error {

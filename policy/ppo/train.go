@@ -344,7 +344,8 @@ func (t *trainer) loadEnv() error {
 	}
 	e := t.cfg.Env
 	if sc := e.ScenarioFor(0); sc != "" {
-		l, err := scenario.Load(sc)
+		bl, _ := e.BackgroundLoad.load() // validated
+		l, err := scenario.LoadWith(sc, scenario.Options{Background: bl})
 		if err != nil {
 			return err
 		}
@@ -389,7 +390,8 @@ func (t *trainer) episodeEnv(s uint64, frac float64) (*sim.Env, error) {
 		if !e.FreshWorkloads {
 			return t.base, nil
 		}
-		l, err := scenario.LoadWith(sc, scenario.Options{Seed: &s})
+		bl, _ := e.BackgroundLoad.load() // validated
+		l, err := scenario.LoadWith(sc, scenario.Options{Seed: &s, Background: bl})
 		if err != nil {
 			return nil, err
 		}
@@ -950,7 +952,8 @@ func (t *trainer) evalEnv(seed uint64) (*sim.Env, error) {
 			return nil, err
 		}
 	} else {
-		l, err := scenario.LoadWith(t.cfg.Env.ScenarioFor(seed), scenario.Options{Seed: &seed})
+		bl, _ := t.cfg.Env.BackgroundLoad.load() // validated
+		l, err := scenario.LoadWith(t.cfg.Env.ScenarioFor(seed), scenario.Options{Seed: &seed, Background: bl})
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/edgesched/edgesched/sim"
@@ -84,5 +85,46 @@ func TestReplayUplinkFlaps(t *testing.T) {
 	_, res := replayFlat(t, c, w, false)
 	if res.Measures["uplink_flaps"] < 5 {
 		t.Errorf("20 days at 1 flap a day: %v flaps", res.Measures["uplink_flaps"])
+	}
+}
+
+// TestBackgroundLoadMeasures: background load on one node (work outside
+// Kubernetes) slows the pods placed there, and the utilisation measures
+// still count the pods' use only: the same placements (a policy that
+// ignores telemetry) give the same utilisation with and without it (the
+// node never saturates, where its pods would get less than they ask),
+// and a higher latency proxy with it.
+func TestBackgroundLoadMeasures(t *testing.T) {
+	w := &sim.Workload{}
+	for i := range 40 {
+		// about 8 at a time on the node the policy prefers: 1.3 of its 4
+		// cores at the web profile's peak, below 2 with the background
+		w.Pods = append(w.Pods, sim.PodSpec{Name: fmt.Sprintf("p%d", i), CPU: 200, Memory: 256, CPUUsage: 0.8, Profile: "web",
+			Create: int64(i) * 900, Delete: int64(i)*900 + 2*3600})
+	}
+	run := func(background float64) map[string]float64 {
+		c := zonedNodes(2, disrupt.Uplink{})
+		c.Nodes[1].Background = background
+		env, err := sim.NewEnv(c, w, sim.EnvOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := engine.DefaultRunConfig(engine.Replay)
+		cfg.Seed = 3
+		res, err := engine.Run(context.Background(), env, factoryOf(constPolicy{score: func(n int32) float64 { return float64(n) }}), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Measures
+	}
+	none, busy := run(0), run(0.5)
+	t.Logf("util_used_cpu_mean %v / %v, latency_p95_ms %v / %v", none["util_used_cpu_mean"], busy["util_used_cpu_mean"], none["latency_p95_ms"], busy["latency_p95_ms"])
+	for _, k := range []string{"util_used_cpu_mean", "util_used_cpu_p95", "util_active_cpu_mean", "pods_placed"} {
+		if math.Abs(none[k]-busy[k]) > 1e-9 || none[k] == 0 {
+			t.Errorf("%s: %v without background load, %v with it: want the same, nonzero", k, none[k], busy[k])
+		}
+	}
+	if !(busy["latency_p95_ms"] > 1.5*none["latency_p95_ms"]) {
+		t.Errorf("latency p95 %v ms with the node half busy outside Kubernetes, %v without", busy["latency_p95_ms"], none["latency_p95_ms"])
 	}
 }

@@ -182,10 +182,10 @@ func (r *recorder) sample(st *sim.State, x float64) {
 			r.tel[i] = st.Telemetry(i)
 		}
 	}
-	if env.Dynamic { // what the nodes measure: bursts, capped at capacity
+	if env.Dynamic { // what the nodes measure: bursts, capped at capacity, less their background
 		usedCPU = 0
 		for i := range st.Nodes {
-			usedCPU += r.tel[i].CPU * float64(st.Nodes[i].CPU)
+			usedCPU += max(0, r.tel[i].CPU*float64(st.Nodes[i].CPU)-st.Nodes[i].Background) // 0 when down
 		}
 	}
 	sp := SeriesPoint{
@@ -209,7 +209,7 @@ func (r *recorder) sample(st *sim.State, x float64) {
 		if nd := &st.Nodes[i]; nd.Pods > 0 {
 			active++
 			if env.Dynamic {
-				activeUsed += r.tel[i].CPU * float64(nd.CPU)
+				activeUsed += max(0, r.tel[i].CPU*float64(nd.CPU)-nd.Background)
 			} else {
 				activeUsed += nd.CPUUsed
 			}

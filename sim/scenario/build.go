@@ -23,6 +23,8 @@ type builder struct {
 	grids    []gridZone
 	cluster  sim.Cluster
 	workload sim.Workload
+	// background is Options.Background
+	background *sim.BackgroundLoad
 }
 
 func errAt(line int, field string, base error, format string, args ...any) error {
@@ -46,7 +48,7 @@ func (b *builder) build() (*Loaded, error) {
 	}
 	b.cluster.Name = s.Name
 	b.workload.Name = s.Name
-	steps := []func() error{b.carbonZones, b.zonesAndNetwork, b.gpuModels, b.loadProfiles, b.nodePools, b.workloadPods, b.dependencies, b.gridCurves}
+	steps := []func() error{b.carbonZones, b.zonesAndNetwork, b.gpuModels, b.loadProfiles, b.nodePools, b.backgroundLoad, b.workloadPods, b.dependencies, b.gridCurves}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return nil, err
@@ -230,6 +232,9 @@ func (b *builder) nodePools() error {
 		if !inRange(p.NICMbps, sim.MaxNetMbps) {
 			return errAt(p.pos.at("nicMbps"), f+".nicMbps", sim.ErrInvalid, "%v must be finite and in [0, %g]", p.NICMbps, float64(sim.MaxNetMbps))
 		}
+		if !inRange(p.BackgroundCPU, sim.MaxBackground) {
+			return errAt(p.pos.at("backgroundCPU"), f+".backgroundCPU", sim.ErrInvalid, "%v must be finite and in [0, %g] (a share of the node's CPU)", p.BackgroundCPU, float64(sim.MaxBackground))
+		}
 		arch := sim.ArchAMD64
 		if p.Arch != "" {
 			a, err := sim.ParseArch(p.Arch)
@@ -323,7 +328,7 @@ func (b *builder) nodePools() error {
 			}
 			names[n.Name] = true
 			n.Arch, n.Zone, n.CarbonZone, n.Labels, n.Taints, n.FailureRate, n.Power = arch, zones[j%len(zones)], p.CarbonZone, p.Labels, taints, p.FailureRate, power
-			n.NICMbps = p.NICMbps
+			n.NICMbps, n.Background = p.NICMbps, p.BackgroundCPU
 		}
 		b.cluster.Nodes = append(b.cluster.Nodes, specs...)
 		if len(b.cluster.Nodes) > MaxNodes {
@@ -528,5 +533,28 @@ func (b *builder) dependencies() error {
 		}
 		b.workload.Dependencies = append(b.workload.Dependencies, sim.Dependency{From: d.From, To: d.To, CallsPerSecond: d.CallsPerSecond})
 	}
+	return nil
+}
+
+// backgroundLoad draws the nodes' background load (Options.Background,
+// else the scenario's backgroundLoad) from the scenario's seed.
+func (b *builder) backgroundLoad() error {
+	bl := b.background
+	if bl == nil {
+		s := b.s.BackgroundLoad
+		if s == nil {
+			return nil
+		}
+		if len(s.CPU) != 2 {
+			return errAt(s.pos.at("cpu"), "backgroundLoad.cpu", sim.ErrInvalid, "%v, want [min, max] CPU shares", s.CPU)
+		}
+		bl = &sim.BackgroundLoad{Share: s.Share, Min: s.CPU[0], Max: s.CPU[1]}
+		if bl.Validate() != nil {
+			return errAt(s.pos.line, "backgroundLoad", sim.ErrInvalid, "share %v must be in [0, 1] and cpu [%v, %v] within [0, %g]", s.Share, s.CPU[0], s.CPU[1], float64(sim.MaxBackground))
+		}
+	} else if err := bl.Validate(); err != nil {
+		return fmt.Errorf("background load option: %w", err)
+	}
+	bl.Apply(b.cluster.Nodes, b.s.Seed)
 	return nil
 }

@@ -3,6 +3,7 @@ package scenario
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ loadProfiles:
 disruptions: {nodeFailures: true, meanRepair: 30m}
 nodePools:
   - {name: ssd, count: 3, zone: a, cpuMilli: 8000, memoryMiB: 16384, labels: {site: s1, disk: ssd}, failureRate: 0.1, nicMbps: 1000}
-  - {name: sd, count: 2, zone: b, arch: arm64, cpuMilli: 4000, memoryMiB: 8192, labels: {site: s1, disk: sd}, nicMbps: 100}
+  - {name: sd, count: 2, zone: b, arch: arm64, cpuMilli: 4000, memoryMiB: 8192, labels: {site: s1, disk: sd}, nicMbps: 100, backgroundCPU: 0.3}
 workload:
   apps:
     - name: shop
@@ -55,6 +56,11 @@ func TestAppsExpand(t *testing.T) {
 	l, err := Parse([]byte(loaded), "l.yaml", "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, n := range l.Cluster.Nodes { // the sd pool's boards are busy outside Kubernetes
+		if want := map[string]float64{"ssd": 0, "sd": 0.3}[n.Labels["disk"]]; n.Background != want {
+			t.Errorf("node %s: background %v, want %v", n.Name, n.Background, want)
+		}
 	}
 	var lib struct {
 		Services []struct {
@@ -223,7 +229,8 @@ func TestLoadFieldErrors(t *testing.T) {
 		{"amplitude", `amplitude: 0.4`, `amplitude: 1.4`, "loadProfiles[0]", sim.ErrInvalid},
 		{"uplink loss", `lossRate: 0.01`, `lossRate: 1.5`, "zones[1].uplink", sim.ErrInvalid},
 		{"repair", `meanRepair: 30m`, `meanRepair: 0`, "disruptions.meanRepair", sim.ErrInvalid},
-		{"nic", `nicMbps: 100}`, `nicMbps: -1}`, "nodePools[1].nicMbps", sim.ErrInvalid},
+		{"nic", `nicMbps: 100,`, `nicMbps: -1,`, "nodePools[1].nicMbps", sim.ErrInvalid},
+		{"background", `backgroundCPU: 0.3}`, `backgroundCPU: 1.5}`, "nodePools[1].backgroundCPU", sim.ErrInvalid},
 		{"interference", `interference: 0.4`, `interference: 9`, "interference: sim: invalid value: 9", sim.ErrInvalid},
 		{"spread", `usageSpread: 0.5`, `usageSpread: 3`, "usageSpread", sim.ErrInvalid},
 		{"unknown app", `app: online-boutique`, `app: nosuch`, "apps: unknown app", ErrUnknownRef},
@@ -281,5 +288,53 @@ func TestUsageSpread(t *testing.T) {
 	}
 	if a["shop/frontend-0"] == c["shop/frontend-0"] {
 		t.Error("another seed draws the same usage")
+	}
+}
+
+// TestBackgroundLoadKey: a scenario's backgroundLoad marks some of its
+// nodes busy outside Kubernetes, from the scenario's seed (the same
+// nodes for the same seed, others for another), keeping a pool's own
+// backgroundCPU; Options.Background replaces it; bad ranges are refused
+// at their line.
+func TestBackgroundLoadKey(t *testing.T) {
+	doc := loaded + "backgroundLoad: {share: 0.5, cpu: [0.2, 0.4]}\n"
+	busy := func(opt Options, src string) []float64 {
+		l, err := ParseWith([]byte(src), "l.yaml", "", opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []float64
+		for _, n := range l.Cluster.Nodes {
+			if n.Labels["disk"] == "sd" && n.Background != 0.3 {
+				t.Errorf("node %s: its pool's 0.3 became %v", n.Name, n.Background)
+			}
+			out = append(out, n.Background)
+		}
+		return out
+	}
+	a, again := busy(Options{}, doc), busy(Options{}, doc)
+	seed := uint64(99)
+	other := busy(Options{Seed: &seed}, doc)
+	marked := 0
+	for i, v := range a {
+		if v != 0 && v != 0.3 {
+			marked++
+			if v < 0.2 || v > 0.4 {
+				t.Errorf("node %d: %v outside [0.2, 0.4]", i, v)
+			}
+		}
+	}
+	if marked == 0 || !slices.Equal(a, again) || slices.Equal(a, other) {
+		t.Errorf("background %v (again %v, seed 99 %v): want some nodes marked, the same for the seed, others for another", a, again, other)
+	}
+	if all := busy(Options{Background: &sim.BackgroundLoad{Share: 1, Min: 0.7, Max: 0.7}}, doc); all[0] != 0.7 || all[len(all)-1] != 0.3 {
+		t.Errorf("Options.Background share 1 at 0.7: %v", all)
+	}
+	for _, bad := range []string{"{share: 0.5, cpu: [0.2]}", "{share: 2, cpu: [0.2, 0.4]}", "{share: 0.5, cpu: [0.5, 0.4]}"} {
+		_, err := Parse([]byte(loaded+"backgroundLoad: "+bad+"\n"), "l.yaml", "")
+		var le *sim.LineError
+		if !errors.As(err, &le) || le.Line == 0 || !errors.Is(err, sim.ErrInvalid) || !strings.Contains(err.Error(), "backgroundLoad") {
+			t.Errorf("backgroundLoad %s: %v, want a line error naming it", bad, err)
+		}
 	}
 }

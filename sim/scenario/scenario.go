@@ -54,7 +54,24 @@ type Scenario struct {
 	// profile); Disruptions enables node failures in replay.
 	LoadProfiles []LoadProfile `yaml:"loadProfiles"`
 	Disruptions  *Disruptions  `yaml:"disruptions"`
-	pos          pos
+	// BackgroundLoad puts work outside Kubernetes on a random share of
+	// the nodes (sim.BackgroundLoad), drawn from the scenario's seed.
+	BackgroundLoad *BackgroundLoad `yaml:"backgroundLoad"`
+	pos            pos
+}
+
+// BackgroundLoad is sim.BackgroundLoad: the share of the nodes busy
+// outside Kubernetes, and the range [min, max] of CPU share they are.
+type BackgroundLoad struct {
+	Share float64   `yaml:"share"`
+	CPU   []float64 `yaml:"cpu"`
+	pos   pos
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler with strict keys.
+func (b *BackgroundLoad) UnmarshalYAML(n *yaml.Node) error {
+	type raw BackgroundLoad
+	return strict(n, (*raw)(b), &b.pos)
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler with strict keys.
@@ -210,7 +227,10 @@ type NodePool struct {
 	CarbonZone  string            `yaml:"carbonZone"`
 	Power       *Power            `yaml:"power"`
 	NICMbps     float64           `yaml:"nicMbps"`
-	pos         pos
+	// BackgroundCPU is the share of each node's CPU busy outside
+	// Kubernetes (sim.NodeSpec.Background); absent: none.
+	BackgroundCPU float64 `yaml:"backgroundCPU,omitempty"`
+	pos           pos
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler with strict keys.
@@ -365,6 +385,9 @@ type Options struct {
 	// Seed, when set, replaces the scenario's generator seed (trainers draw
 	// fresh workloads from one scenario this way).
 	Seed *uint64
+	// Background, when set, replaces the scenario's backgroundLoad
+	// (trainers stress a family this way; validated).
+	Background *sim.BackgroundLoad
 }
 
 // Load reads a scenario file, or a built-in one named "builtin:NAME".
@@ -434,6 +457,6 @@ func parse(b []byte, dir string, opt Options) (*Loaded, error) {
 	if opt.Seed != nil {
 		s.Seed = *opt.Seed
 	}
-	b2 := &builder{s: &s, dir: dir}
+	b2 := &builder{s: &s, dir: dir, background: opt.Background}
 	return b2.build()
 }

@@ -151,7 +151,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty", func(string) string { return "" }, ErrSyntax, "t.yaml: scenario: syntax: empty document"},
 		{"list at top", func(string) string { return "- a\n- b\n" }, ErrSyntax, "t.yaml:1: scenario: syntax: expected a mapping, got a list"},
 		{"wrong api version", func(s string) string { return strings.Replace(s, "v1alpha1", "v9", 1) }, ErrSyntax, `t.yaml:1: field apiVersion: scenario: syntax: "edgesched.io/v9", want edgesched.io/v1alpha1`},
-		{"unknown field", func(s string) string { return s + "colour: blue\n" }, ErrSyntax, "t.yaml:10: field colour: scenario: syntax: unknown field (allowed: apiVersion, carbonZones"},
+		{"unknown field", func(s string) string { return s + "colour: blue\n" }, ErrSyntax, "t.yaml:10: field colour: scenario: syntax: unknown field (allowed: apiVersion, backgroundLoad, carbonZones"},
 		{"unknown nested field", func(s string) string {
 			return strings.Replace(s, "memoryMiB: 4096}", "memoryMiB: 4096, cores: 4}", 1)
 		}, ErrSyntax, "t.yaml:6: field cores: scenario: syntax: unknown field"},
