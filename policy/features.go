@@ -820,7 +820,9 @@ func (x *Extractor) Extract(st *sim.State, p *sim.Pod, n int, out []float32) {
 		out[28] = float32(x.md.Exclusive[g])
 	}
 	out[29] = b2f(nd.Arch == sim.ArchARM64)
-	out[30] = float32(nd.CPUUsed / float64(nd.CPU))
+	// what the node measures busy: its pods' use and, in the simulator,
+	// its background load (a real node's measured use has it in CPUUsed)
+	out[30] = float32((nd.CPUUsed + nd.Background) / float64(nd.CPU))
 	out[31] = float32(float64(p.CPU) / float64(nd.CPU))
 	out[32] = float32(math.Log1p(nd.FailureRate))
 	out[33] = float32(x.env.CarbonAt(nd.CarbonZone, st.Now) / 1000)

@@ -24,7 +24,9 @@
 // Use is not requests: State.Telemetry(n) gives what node n measures now
 // (the edge agent's CPU, memory, load, run-queue p99 and retransmits, and
 // its network), from the pods' usage, load profiles, interference and
-// network and the zone uplink's loss, through the model of sim/nodeload;
+// network, the node's background load (work outside Kubernetes,
+// NodeSpec.Background) and the zone uplink's loss, through the model of
+// sim/nodeload;
 // the latency proxy (State.LatencyProxy, NodeLatency) uses the same terms.
 // Disruptions (sim/disrupt) fail nodes (State.SetDown) and flap zone
 // uplinks (State.SetFlap); the engine applies them in replay. Without any

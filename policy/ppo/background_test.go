@@ -1,13 +1,18 @@
 package ppo
 
-import "testing"
+import (
+	"slices"
+	"testing"
+
+	"github.com/edgesched/edgesched/sim"
+)
 
 // TestBackgroundLoadEnvs: with env.backgroundLoad every environment the
 // trainer builds (the base, a training episode's, an evaluation's) has
 // the nodes it marks busy outside Kubernetes, the episode's and the
 // evaluation's drawn from their own seeds; without it none has.
 func TestBackgroundLoadEnvs(t *testing.T) {
-	cfg, err := ParseConfig([]byte("env: {scenarios: [builtin:retail-stores@v2], mode: replay, freshWorkloads: true, backgroundLoad: {share: 1, cpu: [0.5, 0.5]}}"), "t.yaml")
+	cfg, err := ParseConfig([]byte("env: {scenarios: [builtin:retail-stores@v2], mode: replay, freshWorkloads: true, backgroundLoad: {share: 0.5, cpu: [0.5, 0.5]}}"), "t.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,18 +35,21 @@ func TestBackgroundLoadEnvs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range [...]struct {
-			what       string
-			nodes, cpu int
-			bg         float64
-		}{
-			{"base", len(tr.base.Nodes), int(tr.base.Nodes[0].CPU), tr.base.Nodes[0].Background},
-			{"episode", len(ep.Nodes), int(ep.Nodes[0].CPU), ep.Nodes[0].Background},
-			{"evaluation", len(ev.Nodes), int(ev.Nodes[0].CPU), ev.Nodes[0].Background},
-		} {
-			if want := c.want * float64(e.cpu); e.bg != want || e.nodes == 0 {
-				t.Errorf("%s background load: %s env's first node is busy outside Kubernetes for %v milli-CPU, want %v", c.name, e.what, e.bg, want)
+		marked := func(e *sim.Env) (marks []bool) {
+			for _, n := range e.Nodes {
+				if n.Background != 0 && n.Background != c.want*float64(n.CPU) {
+					t.Errorf("%s background load: a node busy for %v of %d milli-CPU, want %v of it", c.name, n.Background, n.CPU, c.want)
+				}
+				marks = append(marks, n.Background != 0)
 			}
+			return marks
+		}
+		bm, em, vm := marked(tr.base), marked(ep), marked(ev)
+		if b, e, v := slices.Contains(bm, true), slices.Contains(em, true), slices.Contains(vm, true); (c.want > 0) != (b && e && v) || b != e || e != v {
+			t.Errorf("%s background load: busy nodes in the base, episode and evaluation envs: %v %v %v", c.name, b, e, v)
+		}
+		if c.want > 0 && slices.Equal(em, vm) {
+			t.Error("the episode's and the evaluation's busy nodes are the same: not drawn from their own seeds")
 		}
 	}
 }

@@ -56,7 +56,7 @@ func FineTune(ctx context.Context, env *sim.Env, base *nn.Model, cfg Config, o F
 	if env != nil {
 		// the configuration's environment does not apply
 		cfg.Env.Scenario, cfg.Env.Scenarios, cfg.Env.Nodes, cfg.Env.Pods = "", nil, "", ""
-		cfg.Env.Mixtures, cfg.Env.FreshWorkloads = nil, false
+		cfg.Env.Mixtures, cfg.Env.FreshWorkloads, cfg.Env.BackgroundLoad = nil, false, nil
 	}
 	res, err := Train(ctx, cfg, Options{Init: base, KeepBounds: o.KeepBounds, ProxMu: o.ProxMu, Logger: o.Logger, env: env})
 	if err != nil {

@@ -102,9 +102,13 @@ func TestBackgroundLoadMeasures(t *testing.T) {
 		w.Pods = append(w.Pods, sim.PodSpec{Name: fmt.Sprintf("p%d", i), CPU: 200, Memory: 256, CPUUsage: 0.8, Profile: "web",
 			Create: int64(i) * 900, Delete: int64(i)*900 + 2*3600})
 	}
-	run := func(background float64) map[string]float64 {
+	run := func(background float64, failures bool) map[string]float64 {
 		c := zonedNodes(2, disrupt.Uplink{})
 		c.Nodes[1].Background = background
+		if failures { // a failed node measures nothing, background included
+			c.Nodes[1].FailureRate = 8
+			c.Disruptions = disrupt.Config{NodeFailures: true, MeanRepairSeconds: 1800}
+		}
 		env, err := sim.NewEnv(c, w, sim.EnvOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -117,11 +121,18 @@ func TestBackgroundLoadMeasures(t *testing.T) {
 		}
 		return res.Measures
 	}
-	none, busy := run(0), run(0.5)
+	none, busy := run(0, false), run(0.5, false)
 	t.Logf("util_used_cpu_mean %v / %v, latency_p95_ms %v / %v", none["util_used_cpu_mean"], busy["util_used_cpu_mean"], none["latency_p95_ms"], busy["latency_p95_ms"])
+	failing, failingBusy := run(0, true), run(0.5, true)
+	if failing["node_failures"] == 0 {
+		t.Fatal("no node failed")
+	}
 	for _, k := range []string{"util_used_cpu_mean", "util_used_cpu_p95", "util_active_cpu_mean", "pods_placed"} {
 		if math.Abs(none[k]-busy[k]) > 1e-9 || none[k] == 0 {
 			t.Errorf("%s: %v without background load, %v with it: want the same, nonzero", k, none[k], busy[k])
+		}
+		if math.Abs(failing[k]-failingBusy[k]) > 1e-9 {
+			t.Errorf("%s with node failures: %v without background load, %v with it: want the same", k, failing[k], failingBusy[k])
 		}
 	}
 	if !(busy["latency_p95_ms"] > 1.5*none["latency_p95_ms"]) {

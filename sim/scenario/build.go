@@ -537,24 +537,27 @@ func (b *builder) dependencies() error {
 }
 
 // backgroundLoad draws the nodes' background load (Options.Background,
-// else the scenario's backgroundLoad) from the scenario's seed.
+// else the scenario's backgroundLoad, validated either way) from the
+// scenario's seed.
 func (b *builder) backgroundLoad() error {
-	bl := b.background
-	if bl == nil {
-		s := b.s.BackgroundLoad
-		if s == nil {
-			return nil
-		}
-		if len(s.CPU) != 2 {
-			return errAt(s.pos.at("cpu"), "backgroundLoad.cpu", sim.ErrInvalid, "%v, want [min, max] CPU shares", s.CPU)
+	var bl *sim.BackgroundLoad
+	if s := b.s.BackgroundLoad; s != nil {
+		switch {
+		case !inRange(s.Share, 1):
+			return errAt(s.pos.at("share"), "backgroundLoad.share", sim.ErrInvalid, "%v, want a share of the nodes in [0, 1]", s.Share)
+		case len(s.CPU) != 2 || !inRange(s.CPU[0], sim.MaxBackground) || !inRange(s.CPU[1], sim.MaxBackground) || s.CPU[0] > s.CPU[1]:
+			return errAt(s.pos.at("cpu"), "backgroundLoad.cpu", sim.ErrInvalid, "%v, want [min, max] CPU shares with 0 <= min <= max <= %g", s.CPU, float64(sim.MaxBackground))
 		}
 		bl = &sim.BackgroundLoad{Share: s.Share, Min: s.CPU[0], Max: s.CPU[1]}
-		if bl.Validate() != nil {
-			return errAt(s.pos.line, "backgroundLoad", sim.ErrInvalid, "share %v must be in [0, 1] and cpu [%v, %v] within [0, %g]", s.Share, s.CPU[0], s.CPU[1], float64(sim.MaxBackground))
-		}
-	} else if err := bl.Validate(); err != nil {
-		return fmt.Errorf("background load option: %w", err)
 	}
-	bl.Apply(b.cluster.Nodes, b.s.Seed)
+	if b.background != nil {
+		if err := b.background.Validate(); err != nil {
+			return fmt.Errorf("background load option: %w", err)
+		}
+		bl = b.background
+	}
+	if bl != nil {
+		bl.Apply(b.cluster.Nodes, b.s.Seed)
+	}
 	return nil
 }

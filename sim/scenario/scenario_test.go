@@ -404,6 +404,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(minimal))
 	f.Add([]byte(strings.Replace(loaded, "duration: 24h", "duration: 2h", 1)))
+	f.Add([]byte(strings.Replace(loaded, "duration: 24h", "duration: 2h", 1) + "backgroundLoad: {share: 0.3, cpu: [0.4, 0.9]}\n"))
 	f.Add([]byte("a: &x [*x, *x]\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := Parse(b, "fuzz.yaml", "")
