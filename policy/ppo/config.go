@@ -12,8 +12,8 @@ import (
 
 	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/policy"
-	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/openb"
+	"github.com/edgesched/edgesched/sim/scenario"
 	"github.com/edgesched/edgesched/sim/scenario/family"
 	"go.yaml.in/yaml/v3"
 )
@@ -88,26 +88,7 @@ type EnvConfig struct {
 	// share of every episode's and evaluation's nodes, drawn from its
 	// seed (sim.BackgroundLoad; it replaces a scenario's own). Nil: the
 	// scenarios as they are.
-	BackgroundLoad *BackgroundLoad `yaml:"backgroundLoad,omitempty"`
-}
-
-// BackgroundLoad is sim.BackgroundLoad: the share of the nodes busy
-// outside Kubernetes and the [min, max] range of their busy CPU share.
-type BackgroundLoad struct {
-	Share float64   `yaml:"share"`
-	CPU   []float64 `yaml:"cpu"`
-}
-
-// load returns b as the simulator's (nil for nil), validated.
-func (b *BackgroundLoad) load() (*sim.BackgroundLoad, error) {
-	if b == nil {
-		return nil, nil
-	}
-	if len(b.CPU) != 2 {
-		return nil, fmt.Errorf("cpu: want [min, max], got %v", b.CPU)
-	}
-	bl := &sim.BackgroundLoad{Share: b.Share, Min: b.CPU[0], Max: b.CPU[1]}
-	return bl, bl.Validate()
+	BackgroundLoad *scenario.BackgroundLoad `yaml:"backgroundLoad,omitempty"`
 }
 
 // Mixtures is a distribution of openb.Mix: each share is drawn uniformly
@@ -370,8 +351,8 @@ func (c *Config) validate(env bool) error {
 	return nil
 }
 
-func bgErr(b *BackgroundLoad) error {
-	_, err := b.load()
+func bgErr(b *scenario.BackgroundLoad) error {
+	_, err := b.Model()
 	return err
 }
 

@@ -344,7 +344,7 @@ func (t *trainer) loadEnv() error {
 	}
 	e := t.cfg.Env
 	if sc := e.ScenarioFor(0); sc != "" {
-		bl, _ := e.BackgroundLoad.load() // validated
+		bl, _ := e.BackgroundLoad.Model() // validated
 		l, err := scenario.LoadWith(sc, scenario.Options{Background: bl})
 		if err != nil {
 			return err
@@ -390,7 +390,7 @@ func (t *trainer) episodeEnv(s uint64, frac float64) (*sim.Env, error) {
 		if !e.FreshWorkloads {
 			return t.base, nil
 		}
-		bl, _ := e.BackgroundLoad.load() // validated
+		bl, _ := e.BackgroundLoad.Model() // validated
 		l, err := scenario.LoadWith(sc, scenario.Options{Seed: &s, Background: bl})
 		if err != nil {
 			return nil, err
@@ -952,7 +952,7 @@ func (t *trainer) evalEnv(seed uint64) (*sim.Env, error) {
 			return nil, err
 		}
 	} else {
-		bl, _ := t.cfg.Env.BackgroundLoad.load() // validated
+		bl, _ := t.cfg.Env.BackgroundLoad.Model() // validated
 		l, err := scenario.LoadWith(t.cfg.Env.ScenarioFor(seed), scenario.Options{Seed: &seed, Background: bl})
 		if err != nil {
 			return nil, err

@@ -540,15 +540,13 @@ func (b *builder) dependencies() error {
 // else the scenario's backgroundLoad, validated either way) from the
 // scenario's seed.
 func (b *builder) backgroundLoad() error {
-	var bl *sim.BackgroundLoad
-	if s := b.s.BackgroundLoad; s != nil {
-		switch {
-		case !inRange(s.Share, 1):
-			return errAt(s.pos.at("share"), "backgroundLoad.share", sim.ErrInvalid, "%v, want a share of the nodes in [0, 1]", s.Share)
-		case len(s.CPU) != 2 || !inRange(s.CPU[0], sim.MaxBackground) || !inRange(s.CPU[1], sim.MaxBackground) || s.CPU[0] > s.CPU[1]:
-			return errAt(s.pos.at("cpu"), "backgroundLoad.cpu", sim.ErrInvalid, "%v, want [min, max] CPU shares with 0 <= min <= max <= %g", s.CPU, float64(sim.MaxBackground))
+	bl, err := b.s.BackgroundLoad.Model()
+	if err != nil {
+		key := "cpu"
+		if !inRange(b.s.BackgroundLoad.Share, 1) {
+			key = "share"
 		}
-		bl = &sim.BackgroundLoad{Share: s.Share, Min: s.CPU[0], Max: s.CPU[1]}
+		return &sim.LineError{Line: b.s.BackgroundLoad.pos.at(key), Field: "backgroundLoad." + key, Err: err}
 	}
 	if b.background != nil {
 		if err := b.background.Validate(); err != nil {
