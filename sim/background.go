@@ -15,10 +15,14 @@ type BackgroundLoad struct {
 	Share, Min, Max float64
 }
 
-// Validate checks 0 <= Share <= 1 and 0 <= Min <= Max <= MaxBackground.
+// Validate checks 0 <= Share <= 1 and 0 <= Min <= Max <= MaxBackground;
+// its error names the one at fault (share or cpu).
 func (b *BackgroundLoad) Validate() error {
-	if !inRange(b.Share, 1) || !inRange(b.Min, MaxBackground) || !inRange(b.Max, MaxBackground) || b.Min > b.Max {
-		return fmt.Errorf("%w: background load: share %v must be in [0, 1] and the CPU range [%v, %v] within [0, %g]", ErrInvalid, b.Share, b.Min, b.Max, float64(MaxBackground))
+	switch {
+	case !inRange(b.Share, 1):
+		return fmt.Errorf("%w: background load share %v, want a share of the nodes in [0, 1]", ErrInvalid, b.Share)
+	case !inRange(b.Min, MaxBackground) || !inRange(b.Max, MaxBackground) || b.Min > b.Max:
+		return fmt.Errorf("%w: background load cpu [%v, %v], want [min, max] CPU shares with 0 <= min <= max <= %g", ErrInvalid, b.Min, b.Max, float64(MaxBackground))
 	}
 	return nil
 }

@@ -542,11 +542,7 @@ func (b *builder) dependencies() error {
 func (b *builder) backgroundLoad() error {
 	bl, err := b.s.BackgroundLoad.Model()
 	if err != nil {
-		key := "cpu"
-		if !inRange(b.s.BackgroundLoad.Share, 1) {
-			key = "share"
-		}
-		return &sim.LineError{Line: b.s.BackgroundLoad.pos.at(key), Field: "backgroundLoad." + key, Err: err}
+		return &sim.LineError{Line: b.s.BackgroundLoad.pos.line, Field: "backgroundLoad", Err: err}
 	}
 	if b.background != nil {
 		if err := b.background.Validate(); err != nil {

@@ -74,18 +74,20 @@ func (b *BackgroundLoad) UnmarshalYAML(n *yaml.Node) error {
 	return strict(n, (*raw)(b), &b.pos)
 }
 
-// Model returns b as the simulator's, or an error naming the key at fault
-// (b nil: nil). Training configurations share the key (policy/ppo).
+// Model returns b as the simulator's, validated (sim.BackgroundLoad;
+// b nil: nil). Training configurations share the key (policy/ppo).
 func (b *BackgroundLoad) Model() (*sim.BackgroundLoad, error) {
-	switch {
-	case b == nil:
+	if b == nil {
 		return nil, nil
-	case !inRange(b.Share, 1):
-		return nil, fmt.Errorf("%w: share %v, want a share of the nodes in [0, 1]", sim.ErrInvalid, b.Share)
-	case len(b.CPU) != 2 || !inRange(b.CPU[0], sim.MaxBackground) || !inRange(b.CPU[1], sim.MaxBackground) || b.CPU[0] > b.CPU[1]:
-		return nil, fmt.Errorf("%w: cpu %v, want [min, max] CPU shares with 0 <= min <= max <= %g", sim.ErrInvalid, b.CPU, float64(sim.MaxBackground))
 	}
-	return &sim.BackgroundLoad{Share: b.Share, Min: b.CPU[0], Max: b.CPU[1]}, nil
+	if len(b.CPU) != 2 {
+		return nil, fmt.Errorf("%w: background load cpu %v, want [min, max]", sim.ErrInvalid, b.CPU)
+	}
+	bl := &sim.BackgroundLoad{Share: b.Share, Min: b.CPU[0], Max: b.CPU[1]}
+	if err := bl.Validate(); err != nil {
+		return nil, err
+	}
+	return bl, nil
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler with strict keys.
