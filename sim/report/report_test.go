@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -208,6 +209,54 @@ func TestWriteVersus(t *testing.T) {
 	}
 	if err := d.WriteVersus(&buf, "nobody", nil); !errors.Is(err, ErrReport) {
 		t.Errorf("unknown base: %v", err)
+	}
+}
+
+// TestPaired: runs pair by seed and workload; a run the other policy did
+// not make, or made twice, is left out. Expected figures by hand:
+// failures base 2%, 4%, 5% and new 1%, 5%, 2% on seeds 1-3: differences
+// -1, +1, -3 points, mean -1, sample sd 2, se 2/sqrt(3) = 1.15; relative
+// changes -50%, +25%, -60%, mean -28.3%, sample sd 46.5%, se 26.8%;
+// lower on 2 of 3.
+func TestPaired(t *testing.T) {
+	run := func(policy string, seed, scen uint64, fail, lat float64) Run {
+		return Run{Policy: policy, Seed: seed, ScenarioSeed: scen, Measures: map[string]float64{"failure_rate": fail, "latency_p95_ms": lat}}
+	}
+	d := &Document{Runs: []Run{
+		run("base", 1, 7, 0.02, 0), run("base", 2, 7, 0.04, 50), run("base", 3, 7, 0.05, 60),
+		run("new", 1, 7, 0.01, 10), run("new", 2, 7, 0.05, 40), run("new", 3, 7, 0.02, 30),
+		run("base", 4, 7, 0.5, 5),                              // new never ran seed 4
+		run("new", 1, 8, 0.9, 9),                               // nor base workload 8
+		run("twice", 1, 7, 0.1, 1), run("twice", 1, 7, 0.2, 2), // twice on one key
+	}}
+	tests := []struct {
+		policy, measure string
+		want            PairedStat
+	}{
+		{"new", "failure_rate", PairedStat{N: 3, Diff: -0.01, DiffSE: 0.02 / math.Sqrt(3), Rel: -0.85 / 3, RelSE: 0.4645787 / math.Sqrt(3), RelN: 3, Lower: 2}},
+		// latency: +10, -10, -30 (mean -10, sd 20); base 0 on seed 1, so
+		// the relative change is over seeds 2-3: -20%, -50%
+		{"new", "latency_p95_ms", PairedStat{N: 3, Diff: -10, DiffSE: 20 / math.Sqrt(3), Rel: -0.35, RelSE: 0.15, RelN: 2, Lower: 2}},
+		{"twice", "failure_rate", PairedStat{Diff: math.NaN(), Rel: math.NaN()}},
+		{"new", "carbon_g", PairedStat{Diff: math.NaN(), Rel: math.NaN()}},
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-6 || (math.IsNaN(a) && math.IsNaN(b)) }
+	for _, tc := range tests {
+		got := d.Paired("base", tc.policy, tc.measure)
+		w := tc.want
+		if got.N != w.N || got.RelN != w.RelN || got.Lower != w.Lower || !near(got.Diff, w.Diff) || !near(got.DiffSE, w.DiffSE) || !near(got.Rel, w.Rel) || !near(got.RelSE, w.RelSE) {
+			t.Errorf("%s %s: got %+v, want %+v", tc.policy, tc.measure, got, w)
+		}
+	}
+	var buf bytes.Buffer
+	if err := d.WriteVersus(&buf, "base", []string{"failure_rate", "latency_p95_ms"}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"new versus base (paired over 3 runs", "-1.00 pts (1.15)", "-28.3% (26.8)", "2/3", "-10.0 (11.5)", "twice versus base:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }
 

@@ -81,7 +81,7 @@ rule (docs/policy.md, "Decision rule").`,
 	fl.StringVar(&f.scenarioSeeds, "scenario-seeds", "", "scenarios with a generator: regenerate the workload with each of these seeds (N,M or N-M) and run on every one (held-out workloads)")
 	cmdutil.AddModelKeysFlag(fl, &f.keys, "that learned:FILE.esa artifacts must be signed with")
 	fl.BoolVar(&f.allowUnsigned, "allow-unsigned", false, "accept unsigned learned:FILE.esa artifacts")
-	fl.StringVar(&f.versus, "versus", "", "also print a before / after / change table of every policy against this one")
+	fl.StringVar(&f.versus, "versus", "", "also print a before / after / change table of every policy against this one, with paired standard errors where they ran on the same seeds and workloads")
 	fl.StringVar(&f.mode, "mode", "", "inflate or replay (default: inflate for openb, replay for scenarios)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of a single run (sampling and tie-breaks)")
 	fl.StringVar(&f.seeds, "seeds", "", "several seeds: N,M or N-M (overrides --seed)")

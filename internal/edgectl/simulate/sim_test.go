@@ -116,7 +116,8 @@ func TestSimErrors(t *testing.T) {
 }
 
 // TestSimWorkloadsVersus: --scenario-seeds runs every policy on each
-// regenerated workload; --versus adds before / after / change tables.
+// regenerated workload; --versus adds before / after / change tables,
+// paired over the two workloads.
 func TestSimWorkloadsVersus(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	out, _, err := run(t, "sim", "--scenario", "builtin:factory-vision", "--policies", "k8s-default,trimaran-tlp", "--scenario-seeds", "3,4",
@@ -124,7 +125,7 @@ func TestSimWorkloadsVersus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"2 workloads: scenario generator seeds [3 4]", "trimaran-tlp versus k8s-default:", "before (k8s-default)", "util_active_cpu_mean"} {
+	for _, want := range []string{"2 workloads: scenario generator seeds [3 4]", "trimaran-tlp versus k8s-default (paired over 2 runs", "before (k8s-default)", "util_active_cpu_mean", "per-run change", "/2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
