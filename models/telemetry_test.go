@@ -14,7 +14,9 @@ import (
 // TestTelemetryPrefersCoolNode) and in the agent end-to-end test, not
 // between these two empty arm64 boards, once the LS flag it had never seen
 // vary no longer moves its scores (docs/training.md, "Inputs constant in
-// training").
+// training"): it reads the run queue but rewards a busy CPU more, and
+// the retrained seeds that prefer the idle board did worse on held-out
+// workloads (docs/training.md, "Seed selection").
 const busyBoards = "edge-loaded"
 
 // TestEdgeModelsPreferCoolNode is issue 18's telemetry check in the
