@@ -258,7 +258,8 @@ func (d *Document) WriteVersus(w io.Writer, base string, columns []string) error
 // PairedStat compares a policy with a base run for run: the runs of both
 // with the same seed and workload (Run.Seed, Run.ScenarioSeed) that both
 // report the measure. The standard errors are the sample standard
-// deviation over sqrt(N), zero when N < 2.
+// deviation over sqrt(N), zero when N < 2; the means are NaN without a
+// pair.
 type PairedStat struct {
 	// N is the number of pairs.
 	N int
