@@ -258,6 +258,31 @@ func TestPaired(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+
+	// the JSON document's versus block: the same figures, no relative
+	// change where a base value was zero, nothing for "twice" (no pair)
+	if err := d.AddVersus("base"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Document
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	v := back.Versus
+	if v == nil || v.Base != "base" || len(v.Policies) != 2 || v.Policies[0].Policy != "new" || v.Policies[0].Pairs != 3 || v.Policies[1].Pairs != 0 || len(v.Policies[1].Measures) != 0 {
+		t.Fatalf("versus block %s", b)
+	}
+	fr, lat := v.Policies[0].Measures["failure_rate"], v.Policies[0].Measures["latency_p95_ms"]
+	if fr.N != 3 || !near(fr.Diff, -0.01) || fr.Rel == nil || !near(*fr.Rel, -0.85/3) || fr.Lower != 2 || lat.Rel != nil || lat.RelSE != nil || !near(lat.DiffSE, 20/math.Sqrt(3)) {
+		t.Errorf("versus block %s", b)
+	}
+	if err := d.AddVersus("nobody"); !errors.Is(err, ErrReport) {
+		t.Errorf("unknown base: %v", err)
+	}
 }
 
 // TestHourTicks: integer hours at the smallest step of 1, 2, 3, 4, 6, 12,

@@ -173,8 +173,13 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts cmdutil.Opt
 	if err != nil {
 		return err
 	}
-	if f.versus != "" && !slices.Contains(doc.Policies(), f.versus) {
-		return fmt.Errorf("--versus: %q is not among --policies", f.versus)
+	if f.versus != "" {
+		if !slices.Contains(doc.Policies(), f.versus) {
+			return fmt.Errorf("--versus: %q is not among --policies", f.versus)
+		}
+		if err := doc.AddVersus(f.versus); err != nil {
+			return err
+		}
 	}
 	stdout := cmd.OutOrStdout()
 	if f.output != "table" {

@@ -138,6 +138,10 @@ func TestSimWorkloadsVersus(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
+	// the paired figures travel in the document too
+	if v := doc.Versus; v == nil || v.Base != "k8s-default" || len(v.Policies) != 1 || v.Policies[0].Pairs != 2 || v.Policies[0].Measures["failure_rate"].N != 2 {
+		t.Errorf("results.json versus block: %+v", doc.Versus)
+	}
 	// 2 policies x 2 workloads x 1 seed, workload-major.
 	if len(doc.Runs) != 4 || doc.Runs[0].ScenarioSeed != 3 || doc.Runs[3].ScenarioSeed != 4 || len(doc.Config.ScenarioSeeds) != 2 || doc.Config.ScenarioSeed != 0 {
 		t.Fatalf("runs %d, config %+v", len(doc.Runs), doc.Config)
