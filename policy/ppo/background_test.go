@@ -1,6 +1,7 @@
 package ppo
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -27,7 +28,7 @@ func TestBackgroundLoadEnvs(t *testing.T) {
 		if err := tr.loadEnv(); err != nil {
 			t.Fatal(err)
 		}
-		ep, err := tr.episodeEnv(7, 1)
+		ep, err := tr.episodeEnv(7, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,6 +51,52 @@ func TestBackgroundLoadEnvs(t *testing.T) {
 		}
 		if c.want > 0 && slices.Equal(em, vm) {
 			t.Error("the episode's and the evaluation's busy nodes are the same: not drawn from their own seeds")
+		}
+	}
+}
+
+// TestCloningBackgroundLoad: bc.backgroundLoad marks busy nodes in the
+// cloning episodes' environments (episodeEnv's bg, which collect passes in
+// teacher mode) and nowhere else: not in the base, not in a PPO episode's
+// environment, not in an evaluation's. With fixed workloads
+// (freshWorkloads off) the cloning episode still gets its own stressed
+// environment, the PPO episode the base.
+func TestCloningBackgroundLoad(t *testing.T) {
+	for _, fresh := range []bool{true, false} {
+		cfg, err := ParseConfig([]byte(fmt.Sprintf("env: {scenario: builtin:retail-stores@v2, mode: replay, freshWorkloads: %v}\nbc: {teacher: dep-load, episodes: 1, epochs: 1, lr: 0.001, backgroundLoad: {share: 0.5, cpu: [0.5, 0.5]}}", fresh)), "t.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &trainer{cfg: cfg}
+		if err := tr.loadEnv(); err != nil {
+			t.Fatal(err)
+		}
+		busy := func(e *sim.Env) (n int) {
+			for _, nd := range e.Nodes {
+				if nd.Background != 0 {
+					n++
+				}
+			}
+			return n
+		}
+		clone, err := tr.episodeEnv(7, 1, cfg.BC.BackgroundLoad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, err := tr.episodeEnv(7, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := tr.evalEnv(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if busy(clone) == 0 || busy(own) != 0 || busy(tr.base) != 0 || busy(ev) != 0 {
+			t.Errorf("fresh workloads %v: busy nodes in the cloning, PPO, base and evaluation envs: %d %d %d %d; want only the cloning one's",
+				fresh, busy(clone), busy(own), busy(tr.base), busy(ev))
+		}
+		if !fresh && own != tr.base {
+			t.Error("with fixed workloads a PPO episode no longer replays the base environment")
 		}
 	}
 }

@@ -179,6 +179,12 @@ type BCConfig struct {
 	// NodeFraction overrides env.nodeFraction for the cloning episodes
 	// (0: same).
 	NodeFraction float64 `yaml:"nodeFraction"`
+	// BackgroundLoad (scenarios) puts work outside Kubernetes on the
+	// cloning episodes' nodes only (as env.backgroundLoad does on every
+	// episode, which it replaces here): the teacher shows its answer to
+	// measured load that the policy's own episodes may rarely reach. Nil:
+	// env.backgroundLoad.
+	BackgroundLoad *scenario.BackgroundLoad `yaml:"backgroundLoad,omitempty"`
 }
 
 // PPOConfig holds the PPO hyper-parameters.
@@ -343,6 +349,14 @@ func (c *Config) validate(env bool) error {
 		return bad("env.backgroundLoad", "background load stresses a scenario's fleet, not an openb cluster")
 	case bgErr(c.Env.BackgroundLoad) != nil:
 		return bad("env.backgroundLoad", "%v", bgErr(c.Env.BackgroundLoad))
+	case c.BC.BackgroundLoad != nil && c.Env.Scenario == "" && len(c.Env.Scenarios) == 0:
+		return bad("bc.backgroundLoad", "background load stresses a scenario's fleet, not an openb cluster")
+	case bgErr(c.BC.BackgroundLoad) != nil:
+		return bad("bc.backgroundLoad", "%v", bgErr(c.BC.BackgroundLoad))
+	case c.Refine != nil && c.Refine.BackgroundLoad != nil && c.Env.Scenario == "" && len(c.Env.Scenarios) == 0:
+		return bad("refine.backgroundLoad", "background load stresses a scenario's fleet, not an openb cluster")
+	case c.Refine != nil && bgErr(c.Refine.BackgroundLoad) != nil:
+		return bad("refine.backgroundLoad", "%v", bgErr(c.Refine.BackgroundLoad))
 	case c.Workers < 1 || c.Workers > 64:
 		return bad("workers", "%d, want 1..64", c.Workers)
 	case c.CheckpointEvery < 0:

@@ -380,18 +380,27 @@ func (t *trainer) loadEnv() error {
 	return nil
 }
 
-// episodeEnv builds the environment of a training episode with seed s.
-func (t *trainer) episodeEnv(s uint64, frac float64) (*sim.Env, error) {
+// episodeEnv builds the environment of a training episode with seed s;
+// bg, when set, replaces env.backgroundLoad (a cloning episode's
+// bc.backgroundLoad).
+func (t *trainer) episodeEnv(s uint64, frac float64, bg *scenario.BackgroundLoad) (*sim.Env, error) {
 	if t.memEnv != nil {
 		return t.memEnv, nil
 	}
 	e := t.cfg.Env
 	if sc := e.ScenarioFor(s); sc != "" {
-		if !e.FreshWorkloads {
+		if !e.FreshWorkloads && bg == nil {
 			return t.base, nil
 		}
-		bl, _ := e.BackgroundLoad.Model() // validated
-		l, err := scenario.LoadWith(sc, scenario.Options{Seed: &s, Background: bl})
+		if bg == nil {
+			bg = e.BackgroundLoad
+		}
+		bl, _ := bg.Model() // validated
+		opts := scenario.Options{Background: bl}
+		if e.FreshWorkloads {
+			opts.Seed = &s
+		}
+		l, err := scenario.LoadWith(sc, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -477,10 +486,11 @@ func (t *trainer) collect(ctx context.Context, n int, mode actMode, schema polic
 					continue
 				}
 				frac := 0.0
+				var bg *scenario.BackgroundLoad
 				if mode == actTeacher {
-					frac = bc.NodeFraction
+					frac, bg = bc.NodeFraction, bc.BackgroundLoad
 				}
-				env, err := t.episodeEnv(seeds[i], frac)
+				env, err := t.episodeEnv(seeds[i], frac, bg)
 				if err != nil {
 					errs[i] = err
 					continue
