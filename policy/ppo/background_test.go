@@ -1,10 +1,12 @@
 package ppo
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -97,6 +99,48 @@ func TestCloningBackgroundLoad(t *testing.T) {
 		}
 		if !fresh && own != tr.base {
 			t.Error("with fixed workloads a PPO episode no longer replays the base environment")
+		}
+	}
+}
+
+// TestCloningBackgroundLoadReachesEpisodes: the stress reaches the
+// episodes the cloning stages collect (collect passes bc's and refine's
+// own backgroundLoad in teacher mode). Every node 90% busy outside
+// Kubernetes holds the cpu_busy feature at 0.9 or more on every row, so
+// the trained model's input range (Schema.Lo) starts there; a stage
+// without it collects idle nodes too.
+func TestCloningBackgroundLoadReachesEpisodes(t *testing.T) {
+	const stress = "backgroundLoad: {share: 1, cpu: [0.9, 0.9]}"
+	stage := func(bg string) string {
+		if bg != "" {
+			bg = ", " + bg
+		}
+		return "{teacher: dep-load, episodes: 1, epochs: 1, lr: 0.001" + bg + "}"
+	}
+	for _, c := range []struct {
+		name, bc, refine string
+		busy             bool
+	}{
+		{"cloning stressed", stage(stress), "", true},
+		{"cloning as generated", stage(""), "", false},
+		{"both stages stressed", stage(stress), stage(stress), true},
+		{"refine as generated", stage(stress), stage(""), false},
+	} {
+		doc := "seed: 3\nworkers: 1\nenv: {scenario: builtin:retail-fleet, mode: replay}\nppo: {iterations: 0}\neval: {seeds: []}\nbc: " + c.bc
+		if c.refine != "" {
+			doc += "\nrefine: " + c.refine
+		}
+		cfg, err := ParseConfig([]byte(doc), "t.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Train(context.Background(), cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo := res.Model.Schema.Lo[policy.FirstTelemetryFeature] // cpu_busy
+		if got := lo >= 0.85; got != c.busy {
+			t.Errorf("%s: the lowest cpu_busy collected is %v; want every node busy: %v", c.name, lo, c.busy)
 		}
 	}
 }

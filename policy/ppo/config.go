@@ -349,6 +349,8 @@ func (c *Config) validate(env bool) error {
 		return bad("env.backgroundLoad", "background load stresses a scenario's fleet, not an openb cluster")
 	case bgErr(c.Env.BackgroundLoad) != nil:
 		return bad("env.backgroundLoad", "%v", bgErr(c.Env.BackgroundLoad))
+	case c.BC.BackgroundLoad != nil && c.BC.Episodes == 0:
+		return bad("bc.backgroundLoad", "set, but bc.episodes is 0: no cloning episode to stress")
 	case c.BC.BackgroundLoad != nil && c.Env.Scenario == "" && len(c.Env.Scenarios) == 0:
 		return bad("bc.backgroundLoad", "background load stresses a scenario's fleet, not an openb cluster")
 	case bgErr(c.BC.BackgroundLoad) != nil:

@@ -48,7 +48,7 @@ func FineTune(ctx context.Context, env *sim.Env, base *nn.Model, cfg Config, o F
 			ErrConfig, o.Iterations, o.Episodes, o.LR, o.ProxMu)
 	}
 	cfg.Seed = o.Seed
-	cfg.BC.Episodes = 0
+	cfg.BC.Episodes, cfg.BC.BackgroundLoad = 0, nil
 	cfg.Refine = nil
 	cfg.PPO.Iterations, cfg.PPO.EpisodesPerIter, cfg.PPO.LR = o.Iterations, o.Episodes, o.LR
 	cfg.Eval.Seeds = nil

@@ -15,6 +15,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/scenario"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -50,6 +51,7 @@ func TestParseConfig(t *testing.T) {
 		{"background load range", "env: {scenario: builtin:retail-fleet, mode: replay, backgroundLoad: {share: 0.25, cpu: [0.8, 0.2]}}", "env.backgroundLoad"},
 		{"background load without a range", "env: {scenario: builtin:retail-fleet, mode: replay, backgroundLoad: {share: 0.25}}", "cpu [], want [min, max]"},
 		{"background load in cloning", "env: {scenarios: [builtin:retail-stores@v2], mode: replay, freshWorkloads: true}\nbc: {teacher: dep-load, episodes: 1, epochs: 1, lr: 0.001, backgroundLoad: {share: 0.25, cpu: [0.2, 0.8]}}", ""},
+		{"background load without cloning", "env: {scenario: builtin:retail-fleet, mode: replay}\nbc: {teacher: dep-load, episodes: 0, backgroundLoad: {share: 0.25, cpu: [0.2, 0.8]}}", "bc.episodes is 0"},
 		{"background load in cloning on openb", "bc: {teacher: fgd, episodes: 1, epochs: 1, lr: 0.001, backgroundLoad: {share: 0.25, cpu: [0.2, 0.8]}}", "bc.backgroundLoad"},
 		{"background load in cloning, range", "env: {scenario: builtin:retail-fleet, mode: replay}\nbc: {teacher: dep-load, episodes: 1, epochs: 1, lr: 0.001, backgroundLoad: {share: 2, cpu: [0.2, 0.8]}}", "bc.backgroundLoad"},
 		{"background load in refining, range", "env: {scenario: builtin:retail-fleet, mode: replay}\nrefine: {teacher: dep-load, episodes: 1, epochs: 1, lr: 0.001, backgroundLoad: {share: 0.2, cpu: [0.9, 0.2]}}", "refine.backgroundLoad"},
@@ -589,6 +591,21 @@ func TestFineTuneKeepsConstantInputsUnread(t *testing.T) {
 	}
 	if slices.Equal(got.Net.Flat(), start.Model.Net.Flat()) {
 		t.Fatal("fine-tuning changed nothing")
+	}
+	// a fine-tune clones nothing, so a training config's stress for its
+	// cloning episodes does not apply, also on an environment of the
+	// caller's (the site twin's), where the config has no scenario left
+	l, err := scenario.LoadWith("builtin:retail-fleet", scenario.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.BC.BackgroundLoad = &scenario.BackgroundLoad{Share: 0.5, CPU: []float64{0.5, 0.5}}
+	if _, _, err := FineTune(context.Background(), env, start.Model, cfg, FineTuneOptions{Iterations: 1, Episodes: 1, LR: 3e-3, Seed: 4}); err != nil {
+		t.Errorf("fine-tune with bc.backgroundLoad on the caller's environment: %v", err)
 	}
 }
 

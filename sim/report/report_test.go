@@ -228,6 +228,8 @@ func TestPaired(t *testing.T) {
 		run("base", 4, 7, 0.5, 5),                              // new never ran seed 4
 		run("new", 1, 8, 0.9, 9),                               // nor base workload 8
 		run("twice", 1, 7, 0.1, 1), run("twice", 1, 7, 0.2, 2), // twice on one key
+		// twice on one key, once without the measure: still twice
+		run("partial", 1, 7, 0.1, 1), {Policy: "partial", Seed: 1, ScenarioSeed: 7, Measures: map[string]float64{"failure_rate": 0.3}},
 	}}
 	tests := []struct {
 		policy, measure string
@@ -238,6 +240,7 @@ func TestPaired(t *testing.T) {
 		// the relative change is over seeds 2-3: -20%, -50%
 		{"new", "latency_p95_ms", PairedStat{N: 3, Diff: -10, DiffSE: 20 / math.Sqrt(3), Rel: -0.35, RelSE: 0.15, RelN: 2, Lower: 2}},
 		{"twice", "failure_rate", PairedStat{Diff: math.NaN(), Rel: math.NaN()}},
+		{"partial", "latency_p95_ms", PairedStat{Diff: math.NaN(), Rel: math.NaN()}},
 		{"new", "carbon_g", PairedStat{Diff: math.NaN(), Rel: math.NaN()}},
 	}
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-6 || (math.IsNaN(a) && math.IsNaN(b)) }
@@ -273,7 +276,7 @@ func TestPaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := back.Versus
-	if v == nil || v.Base != "base" || len(v.Policies) != 2 || v.Policies[0].Policy != "new" || v.Policies[0].Pairs != 3 || v.Policies[1].Pairs != 0 || len(v.Policies[1].Measures) != 0 {
+	if v == nil || v.Base != "base" || len(v.Policies) != 3 || v.Policies[0].Policy != "new" || v.Policies[0].Pairs != 3 || v.Policies[1].Pairs != 0 || len(v.Policies[1].Measures) != 0 {
 		t.Fatalf("versus block %s", b)
 	}
 	fr, lat := v.Policies[0].Measures["failure_rate"], v.Policies[0].Measures["latency_p95_ms"]
@@ -282,6 +285,22 @@ func TestPaired(t *testing.T) {
 	}
 	if err := d.AddVersus("nobody"); !errors.Is(err, ErrReport) {
 		t.Errorf("unknown base: %v", err)
+	}
+
+	// a base next to zero makes the relative change infinite, which JSON
+	// cannot carry: it is left out, the difference stays
+	tiny := &Document{Runs: []Run{
+		run("base", 1, 0, 5e-324, 1), run("base", 2, 0, 5e-324, 2),
+		run("new", 1, 0, 0.01, 1), run("new", 2, 0, 0.02, 2),
+	}}
+	if err := tiny.AddVersus("base"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = json.Marshal(tiny); err != nil {
+		t.Fatalf("versus block with a base next to zero: %v", err)
+	}
+	if f := tiny.Versus.Policies[0].Measures["failure_rate"]; f.N != 2 || f.Rel != nil || !near(f.Diff, 0.015) {
+		t.Errorf("versus block with a base next to zero: %s", b)
 	}
 }
 

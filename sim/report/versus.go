@@ -87,6 +87,7 @@ func (d *Document) pairs(base, policy, measure string) [][2]float64 {
 	type slot struct {
 		v    [2]float64
 		seen [2]int
+		has  [2]bool
 	}
 	slots := map[runKey]*slot{}
 	var order []runKey
@@ -98,8 +99,7 @@ func (d *Document) pairs(base, policy, measure string) [][2]float64 {
 		case policy:
 			side = 1
 		}
-		v, ok := r.Measures[measure]
-		if side < 0 || (measure != "" && !ok) {
+		if side < 0 {
 			continue
 		}
 		k := runKey{r.Seed, r.ScenarioSeed}
@@ -109,12 +109,13 @@ func (d *Document) pairs(base, policy, measure string) [][2]float64 {
 			slots[k] = s
 			order = append(order, k)
 		}
-		s.v[side] = v
 		s.seen[side]++
+		v, ok := r.Measures[measure]
+		s.v[side], s.has[side] = v, ok || measure == ""
 	}
 	var out [][2]float64
 	for _, k := range order {
-		if s := slots[k]; s.seen == [2]int{1, 1} {
+		if s := slots[k]; s.seen == [2]int{1, 1} && s.has == [2]bool{true, true} {
 			out = append(out, s.v)
 		}
 	}
@@ -183,7 +184,9 @@ type VersusPolicy struct {
 }
 
 // PairedFigures is PairedStat as the JSON document carries it: the
-// relative change is left out when a base value was zero.
+// relative change is left out when a base value was zero or it is not
+// finite (a base next to zero), and so is a measure whose difference is
+// not.
 type PairedFigures struct {
 	N      int      `json:"n"`
 	Diff   float64  `json:"diff"`
@@ -208,11 +211,11 @@ func (d *Document) AddVersus(base string) error {
 		vp := VersusPolicy{Policy: p, Pairs: d.pairCount(base, p), Measures: map[string]PairedFigures{}}
 		for _, m := range names {
 			ps := d.Paired(base, p, m)
-			if ps.N < 2 {
+			if ps.N < 2 || !finite(ps.Diff, ps.DiffSE) { // JSON has no NaN or Inf
 				continue
 			}
 			f := PairedFigures{N: ps.N, Diff: ps.Diff, DiffSE: ps.DiffSE, Lower: ps.Lower}
-			if ps.RelN == ps.N {
+			if ps.RelN == ps.N && finite(ps.Rel, ps.RelSE) {
 				f.Rel, f.RelSE = &ps.Rel, &ps.RelSE
 			}
 			vp.Measures[m] = f
@@ -221,4 +224,13 @@ func (d *Document) AddVersus(base string) error {
 	}
 	d.Versus = v
 	return nil
+}
+
+func finite(xs ...float64) bool {
+	for _, x := range xs {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
 }
