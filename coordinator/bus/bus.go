@@ -24,6 +24,12 @@ const ConsumerName = "coordinator"
 // servers (2.9 ... ) get the durable re-created from its ack floor.
 var resetSince = federated.Version{Major: 2, Minor: 14, Patch: 0}
 
+// errCodeStorageExceeded is nats-server's JetStream error code for a
+// stream whose limits exceed the storage the server has left
+// (JSStorageResourcesExceededErr, "insufficient storage resources
+// available"); nats.go names no constant for it.
+const errCodeStorageExceeded jetstream.ErrorCode = 10047
+
 // SetupPatience is how long the coordinator retries setting up the stream
 // and buckets while the server is not ready (JetStream still recovering
 // after a restart, a request timing out) before it gives up.
@@ -104,6 +110,9 @@ func Setup(ctx context.Context, nc *nats.Conn, o Options) (*Bus, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, o.StreamConfig()); err != nil {
+		if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStorageExceeded {
+			return nil, fmt.Errorf("create update stream: %w: it asks for %d bytes of the server's JetStream file storage; lower edge-coordinator --update-max-bytes or raise the server's max_file_store (left unset, nats-server takes a share of the disk free at start)", err, o.MaxBytes)
+		}
 		return nil, fmt.Errorf("create update stream: %w", err)
 	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: federated.StateBucket, History: 1, Storage: jetstream.FileStorage, Replicas: o.Replicas})

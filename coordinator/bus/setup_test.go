@@ -61,3 +61,25 @@ func TestSetupRetry(t *testing.T) {
 		t.Fatalf("cancelled: %v, want context.Canceled", err)
 	}
 }
+
+// TestSetupStorageHint: a server whose JetStream storage is smaller than
+// the update stream asks for refuses it; the error keeps the server's
+// and says which limit to change (a machine with a few GiB of free disk
+// and nats-server's default storage limit ran into it).
+func TestSetupStorageHint(t *testing.T) {
+	srv := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), JetStreamMaxStore: 1 << 30})
+	nc := natstest.Connect(t, srv.ClientURL(), "coordinator")
+	o := Options{DuplicateWindow: 2 * time.Minute, Replicas: 1, MaxBytes: 4 << 30, Warn: func(string, string, ...any) {}}
+	_, err := Setup(t.Context(), nc, o)
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeStorageExceeded || !strings.Contains(err.Error(), "--update-max-bytes") || !strings.Contains(err.Error(), "4294967296 bytes") {
+		t.Fatalf("a 4 GiB stream on 1 GiB of storage: %v", err)
+	}
+	if Transient(err) {
+		t.Error("the refusal is retried as transient")
+	}
+	o.MaxBytes = 256 << 20
+	if _, err := Setup(t.Context(), nc, o); err != nil {
+		t.Fatalf("a 256 MiB stream on 1 GiB of storage: %v", err)
+	}
+}

@@ -154,7 +154,10 @@ func (d *demo) federate(ctx context.Context, initial *nn.Model, res *Result) (*n
 			return nil, err
 		}
 	}
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+	// a fixed storage limit: nats-server's default, a share of the disk
+	// free at start, can be below the coordinator's update stream (4 GiB)
+	// on a machine with a few GiB free; the demo writes a few MiB
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, JetStreamMaxStore: 1 << 40,
 		StoreDir: filepath.Join(cfg.Out, "nats"), NoSigs: true, NoLog: true})
 	if err != nil {
 		return nil, fmt.Errorf("nats server: %w", err)

@@ -24,6 +24,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/edgesched/edgesched/internal/testutil/natstest"
 )
 
 // The parts of deploy/ that run outside Kubernetes objects: the NATS
@@ -390,6 +392,9 @@ func startNATS(t *testing.T, opts *server.Options) *server.Server {
 // cause); the server is shut down at the test's end either way.
 func tryStartNATS(t *testing.T, opts *server.Options) (*server.Server, error) {
 	t.Helper()
+	if opts.JetStream && opts.JetStreamMaxStore == 0 {
+		opts.JetStreamMaxStore = natstest.MaxStore // not a share of the free disk
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, err

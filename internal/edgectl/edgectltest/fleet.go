@@ -43,7 +43,7 @@ func StartAdminFleet(t *testing.T) *AdminFleet {
 // test can look at an open round before the site can end it.
 func NewAdminFleet(t *testing.T) *AdminFleet {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, JetStreamMaxStore: 1 << 40, StoreDir: t.TempDir(), NoSigs: true}) // a fixed storage limit, as natstest.MaxStore
 	if err != nil {
 		t.Fatal(err)
 	}

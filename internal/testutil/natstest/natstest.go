@@ -19,12 +19,24 @@ func StartNATS(t testing.TB) *server.Server {
 	return RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
 }
 
+// MaxStore is the JetStream file storage limit of the test servers
+// (RunServer sets it when opts leave it 0). Left 0, nats-server takes a
+// share of the disk free at start, so on a machine with a few GiB free a
+// stream of the coordinator's default size (4 GiB) cannot be created
+// ("insufficient storage resources available") and tests fail for want
+// of disk they never write to.
+const MaxStore = 1 << 40
+
 // RunServer starts an embedded nats-server from opts (NoSigs is set: a
-// test's signals are not the server's), waits until it accepts
-// connections and shuts it down at the test's cleanup.
+// test's signals are not the server's; a JetStream server without a
+// storage limit gets MaxStore), waits until it accepts connections and
+// shuts it down at the test's cleanup.
 func RunServer(t testing.TB, opts *server.Options) *server.Server {
 	t.Helper()
 	opts.NoSigs = true
+	if opts.JetStream && opts.JetStreamMaxStore == 0 {
+		opts.JetStreamMaxStore = MaxStore
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatalf("nats server: %v", err)
