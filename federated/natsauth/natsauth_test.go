@@ -25,6 +25,8 @@ import (
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/quant/esu"
+
+	"github.com/edgesched/edgesched/internal/testutil/natstest"
 )
 
 // env is a real nats-server started from the configuration natsauth
@@ -130,6 +132,9 @@ func (e *env) startServer(t *testing.T, another bool) *server.Server {
 		t.Fatal(err)
 	}
 	opts.NoSigs = true
+	if opts.JetStream && opts.JetStreamMaxStore == 0 {
+		opts.JetStreamMaxStore = natstest.MaxStore // not a share of the free disk
+	}
 	if another {
 		opts.StoreDir = t.TempDir()
 	}

@@ -193,7 +193,10 @@ func newCluster(t *testing.T, cfg config, dir string, bins binaries) *cluster {
 	c.coordLog = filepath.Join(dir, "coordinator.log")
 	c.coordArgs = []string{"--server", c.natsURL(), "--data", dataDir, "--key", coordPriv, "--sites", sitesDir, "--model", modelPath,
 		"--calibrate", "builtin:factory-vision", "--mode", cfg.mode, "--auto-rounds",
-		"--local-iterations", "1", "--local-episodes", "1", "--seed", strconv.FormatUint(cfg.seed, 10), "--log-level", "info"}
+		"--local-iterations", "1", "--local-episodes", "1", "--seed", strconv.FormatUint(cfg.seed, 10), "--log-level", "info",
+		// the nats-server binary's storage limit is a share of the disk
+		// free at start, which the default 4 GiB stream can exceed
+		"--update-max-bytes", strconv.Itoa(256 << 20)}
 	if cfg.mode == "async" {
 		// one aggregation per ~agents updates: about one a second
 		c.coordArgs = append(c.coordArgs, "--buffer", strconv.Itoa(max(2, cfg.agents)))

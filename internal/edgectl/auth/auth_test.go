@@ -20,6 +20,8 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
+
+	"github.com/edgesched/edgesched/internal/testutil/natstest"
 )
 
 // initFleet runs 'edgectl auth init' in a new directory.
@@ -323,6 +325,9 @@ func TestAdminOverAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts.NoSigs = true
+	if opts.JetStream && opts.JetStreamMaxStore == 0 {
+		opts.JetStreamMaxStore = natstest.MaxStore // not a share of the free disk
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
