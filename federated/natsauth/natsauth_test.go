@@ -25,8 +25,6 @@ import (
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/quant/esu"
-
-	"github.com/edgesched/edgesched/internal/testutil/natstest"
 )
 
 // env is a real nats-server started from the configuration natsauth
@@ -132,9 +130,6 @@ func (e *env) startServer(t *testing.T, another bool) *server.Server {
 		t.Fatal(err)
 	}
 	opts.NoSigs = true
-	if opts.JetStream && opts.JetStreamMaxStore == 0 {
-		opts.JetStreamMaxStore = natstest.MaxStore // not a share of the free disk
-	}
 	if another {
 		opts.StoreDir = t.TempDir()
 	}
@@ -229,6 +224,9 @@ func (e *env) startCoordinatorWith(t *testing.T, sites *federated.Registry, edit
 	}
 	cfg.RoundDuration, cfg.PollInterval = time.Hour, 20*time.Millisecond
 	cfg.Local = federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-3}
+	// the server's storage limit comes from its configuration file (a
+	// share of the free disk) and reloads with it: a test-sized stream
+	cfg.UpdateMaxBytes = 256 << 20
 	if edit != nil {
 		edit(&cfg)
 	}
