@@ -345,31 +345,34 @@ func (c *Config) validate(env bool) error {
 		return bad("env.mixtures", "mixtures draw from an openb pod list, not a scenario")
 	case c.Env.Mixtures != nil && c.Env.Mixtures.validate() != nil:
 		return bad("env.mixtures", "%v", c.Env.Mixtures.validate())
-	case c.Env.BackgroundLoad != nil && c.Env.Scenario == "" && len(c.Env.Scenarios) == 0:
-		return bad("env.backgroundLoad", "background load stresses a scenario's fleet, not an openb cluster")
-	case bgErr(c.Env.BackgroundLoad) != nil:
-		return bad("env.backgroundLoad", "%v", bgErr(c.Env.BackgroundLoad))
 	case c.BC.BackgroundLoad != nil && c.BC.Episodes == 0:
 		return bad("bc.backgroundLoad", "set, but bc.episodes is 0: no cloning episode to stress")
-	case c.BC.BackgroundLoad != nil && c.Env.Scenario == "" && len(c.Env.Scenarios) == 0:
-		return bad("bc.backgroundLoad", "background load stresses a scenario's fleet, not an openb cluster")
-	case bgErr(c.BC.BackgroundLoad) != nil:
-		return bad("bc.backgroundLoad", "%v", bgErr(c.BC.BackgroundLoad))
-	case c.Refine != nil && c.Refine.BackgroundLoad != nil && c.Env.Scenario == "" && len(c.Env.Scenarios) == 0:
-		return bad("refine.backgroundLoad", "background load stresses a scenario's fleet, not an openb cluster")
-	case c.Refine != nil && bgErr(c.Refine.BackgroundLoad) != nil:
-		return bad("refine.backgroundLoad", "%v", bgErr(c.Refine.BackgroundLoad))
 	case c.Workers < 1 || c.Workers > 64:
 		return bad("workers", "%d, want 1..64", c.Workers)
 	case c.CheckpointEvery < 0:
 		return bad("checkpointEvery", "%d, want >= 0", c.CheckpointEvery)
 	}
+	// background load, wherever it is set, stresses a scenario's fleet
+	type stress struct {
+		key string
+		b   *scenario.BackgroundLoad
+	}
+	stresses := []stress{{"env.backgroundLoad", c.Env.BackgroundLoad}, {"bc.backgroundLoad", c.BC.BackgroundLoad}}
+	if c.Refine != nil {
+		stresses = append(stresses, stress{"refine.backgroundLoad", c.Refine.BackgroundLoad})
+	}
+	for _, s := range stresses {
+		if s.b == nil {
+			continue
+		}
+		if c.Env.Scenario == "" && len(c.Env.Scenarios) == 0 {
+			return bad(s.key, "background load stresses a scenario's fleet, not an openb cluster")
+		}
+		if _, err := s.b.Model(); err != nil {
+			return bad(s.key, "%v", err)
+		}
+	}
 	return nil
-}
-
-func bgErr(b *scenario.BackgroundLoad) error {
-	_, err := b.Model()
-	return err
 }
 
 func (b *BCConfig) validate() error {
