@@ -1,16 +1,20 @@
 package simulate
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/atomicfile"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/policy/ppo"
 	"github.com/edgesched/edgesched/policy/ppo/curve"
@@ -20,7 +24,7 @@ type trainFlags struct {
 	config, out, resume string
 	scenario            string
 	nodes, pods         string
-	seed                uint64
+	seed                string
 	iterations          int
 	episodes            int
 	workers             int
@@ -41,10 +45,19 @@ training_curve.png and the effective config.yaml.
 
 Start from a config file (see configs/ and docs/training.md) or the
 defaults; the flags override it. Training is deterministic for a config and
-seed on one machine architecture.`,
+seed on one machine architecture.
+
+With several seeds (--seed 1-20, or 1,3,5) it trains one model per seed,
+each into --out/seed-N, and prints and writes (--out/seeds.csv) every
+seed's evaluation value. A recipe's seeds can differ by more than the gaps
+between policies, and the evaluation is measured where training measures
+it: choose among them on selection workloads with edgectl sim, e.g.
+--policies fgd,learned:OUT/seed-1/model.esm@net,... (docs/training.md,
+"Choosing the training seed").`,
 		Example: `  edgectl train --config configs/train-default.yaml --out out/train
   edgectl train --pods openb:default --iterations 10 --seed 7 --out out/quick
-  edgectl train --config configs/train-default.yaml --out out/train --resume out/train/checkpoint.esc`,
+  edgectl train --config configs/train-default.yaml --out out/train --resume out/train/checkpoint.esc
+  edgectl train --config configs/train-default.yaml --seed 1-20 --out out/seeds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := ppo.DefaultConfig()
@@ -67,8 +80,19 @@ seed on one machine architecture.`,
 			if fl.Changed("pods") {
 				cfg.Env.Pods, cfg.Env.Scenario, cfg.Env.Scenarios = f.pods, "", nil
 			}
+			seeds := []uint64{cfg.Seed}
 			if fl.Changed("seed") {
-				cfg.Seed = f.seed
+				var err error
+				if seeds, err = cmdutil.ParseSeeds(f.seed); err != nil || len(seeds) == 0 {
+					return fmt.Errorf("--seed: %w", cmp.Or(err, errors.New("no seed")))
+				}
+				if len(seeds) > maxTrainSeeds {
+					return fmt.Errorf("--seed: %d seeds, at most %d", len(seeds), maxTrainSeeds)
+				}
+				cfg.Seed = seeds[0]
+			}
+			if len(seeds) > 1 && f.resume != "" {
+				return errors.New("--resume continues one training: give one --seed")
 			}
 			if fl.Changed("iterations") {
 				cfg.PPO.Iterations = f.iterations
@@ -86,32 +110,11 @@ seed on one machine architecture.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "training %q (seed %d): %d behaviour-cloning episodes, %d PPO iterations x %d episodes, output %s\n",
-				cfg.Name, cfg.Seed, cfg.BC.Episodes, cfg.PPO.Iterations, cfg.PPO.EpisodesPerIter, f.out)
-			bar := newTrainBar(cmd.ErrOrStderr(), show, cfg)
-			res, err := ppo.Train(cmd.Context(), cfg, ppo.Options{Out: f.out, Resume: f.resume, Logger: opts.Log(), Progress: bar.update})
-			bar.finish()
-			if err != nil && cmd.Context().Err() != nil {
-				ck := filepath.Join(f.out, ppo.CheckpointFile)
-				if _, statErr := os.Stat(ck); statErr == nil {
-					return fmt.Errorf("training interrupted; continue from the last checkpoint with --resume %s: %w", ck, err)
-				}
-			}
-			if err != nil {
+			if len(seeds) == 1 {
+				_, err := trainOne(cmd, opts, f, cfg, f.out, show)
 				return err
 			}
-			if f.out != "" { // the plot is not part of the model: ppo.Train does not draw it
-				if err := curve.Write(filepath.Join(f.out, curve.File), cfg, res.History); err != nil {
-					return err
-				}
-			}
-			if len(res.Unread) > 0 {
-				fmt.Fprintf(out, "inputs constant in the training data, not read: %s\n", strings.Join(res.Unread, ", "))
-			}
-			fmt.Fprintf(out, "done in %s: %d PPO iterations, %d episodes; best %s = %.5g\n", res.Wall.Round(time.Second), res.Iterations, res.Episodes, cfg.Eval.Measure, res.Best)
-			fmt.Fprintf(out, "wrote %s, %s/{%s,%s,%s,%s}\n", res.ModelPath, f.out, ppo.CheckpointFile, ppo.HistoryFile, curve.File, ppo.ConfigFile)
-			return nil
+			return trainSeeds(cmd, opts, f, cfg, seeds, show)
 		},
 	}
 	fl := cmd.Flags()
@@ -121,12 +124,86 @@ seed on one machine architecture.`,
 	fl.StringVar(&f.scenario, "scenario", "", "train on a scenario (file or builtin:NAME) instead of openb lists")
 	fl.StringVar(&f.nodes, "nodes", "", "openb node list")
 	fl.StringVar(&f.pods, "pods", "", "openb pod list")
-	fl.Uint64Var(&f.seed, "seed", 0, "training seed (overrides the config)")
+	fl.StringVar(&f.seed, "seed", "", "training seed (overrides the config), or several (1-20, 1,3,5): one model each in --out/seed-N")
 	fl.IntVar(&f.iterations, "iterations", 0, "PPO iterations (overrides the config)")
 	fl.IntVar(&f.episodes, "episodes", 0, "episodes per PPO iteration (overrides the config)")
 	fl.IntVar(&f.workers, "workers", 0, "parallel rollouts (overrides the config)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto, always or never")
 	return cmd
+}
+
+// maxTrainSeeds bounds one --seed list (each seed is a whole training).
+const maxTrainSeeds = 100
+
+// SeedsFile is the summary a training over several seeds writes into --out.
+const SeedsFile = "seeds.csv"
+
+// trainSeeds trains cfg once per seed, each into --out/seed-N, and prints
+// and writes every seed's evaluation value. It stops at the first error
+// (a cancelled context included); the seeds already trained stay.
+func trainSeeds(cmd *cobra.Command, opts cmdutil.Options, f *trainFlags, cfg ppo.Config, seeds []uint64, show bool) error {
+	type row struct {
+		seed uint64
+		res  *ppo.Result
+	}
+	var rows []row
+	for i, s := range seeds {
+		c := cfg
+		c.Seed = s
+		fmt.Fprintf(cmd.OutOrStdout(), "seed %d of %d\n", i+1, len(seeds))
+		res, err := trainOne(cmd, opts, f, c, filepath.Join(f.out, fmt.Sprintf("seed-%d", s)), show)
+		if err != nil {
+			return fmt.Errorf("seed %d: %w", s, err)
+		}
+		rows = append(rows, row{s, res})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed,%s,model\n", cfg.Eval.Measure)
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "seed\tbest %s\tmodel\n", cfg.Eval.Measure)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%.5g\t%s\n", r.seed, r.res.Best, r.res.ModelPath)
+		fmt.Fprintf(&b, "%d,%g,%s\n", r.seed, r.res.Best, r.res.ModelPath)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	path := filepath.Join(f.out, SeedsFile)
+	if err := atomicfile.Write(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("write seeds summary: %w", err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (the evaluation value is training's own: choose among the seeds on selection workloads with edgectl sim)\n", path)
+	return nil
+}
+
+// trainOne runs one training into dir and reports it.
+func trainOne(cmd *cobra.Command, opts cmdutil.Options, f *trainFlags, cfg ppo.Config, dir string, show bool) (*ppo.Result, error) {
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "training %q (seed %d): %d behaviour-cloning episodes, %d PPO iterations x %d episodes, output %s\n",
+		cfg.Name, cfg.Seed, cfg.BC.Episodes, cfg.PPO.Iterations, cfg.PPO.EpisodesPerIter, dir)
+	bar := newTrainBar(cmd.ErrOrStderr(), show, cfg)
+	res, err := ppo.Train(cmd.Context(), cfg, ppo.Options{Out: dir, Resume: f.resume, Logger: opts.Log(), Progress: bar.update})
+	bar.finish()
+	if err != nil && cmd.Context().Err() != nil {
+		ck := filepath.Join(dir, ppo.CheckpointFile)
+		if _, statErr := os.Stat(ck); statErr == nil {
+			return nil, fmt.Errorf("training interrupted; continue from the last checkpoint with --resume %s: %w", ck, err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if dir != "" { // the plot is not part of the model: ppo.Train does not draw it
+		if err := curve.Write(filepath.Join(dir, curve.File), cfg, res.History); err != nil {
+			return nil, err
+		}
+	}
+	if len(res.Unread) > 0 {
+		fmt.Fprintf(out, "inputs constant in the training data, not read: %s\n", strings.Join(res.Unread, ", "))
+	}
+	fmt.Fprintf(out, "done in %s: %d PPO iterations, %d episodes; best %s = %.5g\n", res.Wall.Round(time.Second), res.Iterations, res.Episodes, cfg.Eval.Measure, res.Best)
+	fmt.Fprintf(out, "wrote %s, %s/{%s,%s,%s,%s}\n", res.ModelPath, dir, ppo.CheckpointFile, ppo.HistoryFile, curve.File, ppo.ConfigFile)
+	return res, nil
 }
 
 // trainBar shows training progress: phase, iteration, return, losses, KL.

@@ -24,15 +24,22 @@ ppo: {iterations: 2, episodesPerIteration: 2, epochs: 1, minibatch: 64}
 eval: {seeds: [1001], every: 1, measure: reward, maximize: true, inflateTarget: 0.05}
 `
 
+// tinyConfig writes tinyTrain into a fresh directory and returns both.
+func tinyConfig(t *testing.T) (dir, cfg string) {
+	t.Helper()
+	dir = t.TempDir()
+	cfg = filepath.Join(dir, "tiny.yaml")
+	if err := os.WriteFile(cfg, []byte(tinyTrain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, cfg
+}
+
 func TestTrainThenSimulate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a tiny policy (-short)")
 	}
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "tiny.yaml")
-	if err := os.WriteFile(cfg, []byte(tinyTrain), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, cfg := tinyConfig(t)
 	out := filepath.Join(dir, "out")
 	stdout, stderr, err := run(t, "train", "--config", cfg, "--out", out, "--iterations", "3", "--progress", "always")
 	if err != nil {
@@ -148,5 +155,67 @@ func TestTrainInterrupted(t *testing.T) {
 	}
 	if _, _, err := run(t, "train", "--config", cfg, "--out", out, "--iterations", "2", "--resume", filepath.Join(out, "checkpoint.esc"), "--progress", "never"); err != nil {
 		t.Fatalf("resume after interruption: %v", err)
+	}
+}
+
+// TestTrainSeeds trains the tiny config for two seeds at once: each seed's
+// model is the one a training with that seed alone writes (bit for bit),
+// and the summary lists both with their evaluation values.
+func TestTrainSeeds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a tiny policy three times (-short)")
+	}
+	dir, cfg := tinyConfig(t)
+	sweep := filepath.Join(dir, "sweep")
+	stdout, _, err := run(t, "train", "--config", cfg, "--out", sweep, "--seed", "9-10", "--iterations", "1", "--progress", "never")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"seed 1 of 2", "seed 2 of 2", `training "tiny" (seed 10)`, "best reward", "seeds.csv"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	csv, err := os.ReadFile(filepath.Join(sweep, "seeds.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(csv)), "\n")
+	if len(lines) != 3 || lines[0] != "seed,reward,model" || !strings.HasPrefix(lines[1], "9,") || !strings.HasPrefix(lines[2], "10,") ||
+		!strings.HasSuffix(lines[2], filepath.Join(sweep, "seed-10", "model.esm")) {
+		t.Errorf("seeds.csv:\n%s", csv)
+	}
+	alone := filepath.Join(dir, "alone")
+	if _, _, err := run(t, "train", "--config", cfg, "--out", alone, "--seed", "10", "--iterations", "1", "--progress", "never"); err != nil {
+		t.Fatal(err)
+	}
+	a, errA := os.ReadFile(filepath.Join(sweep, "seed-10", "model.esm"))
+	b, errB := os.ReadFile(filepath.Join(alone, "model.esm"))
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	if string(a) != string(b) {
+		t.Error("seed 10 of the sweep differs from seed 10 trained alone")
+	}
+	c, _ := os.ReadFile(filepath.Join(sweep, "seed-9", "model.esm"))
+	if string(c) == string(a) {
+		t.Error("seeds 9 and 10 wrote the same model")
+	}
+}
+
+func TestTrainSeedsRefused(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--seed", "x"}, `--seed: "x" is not a seed`},
+		{[]string{"--seed", "5-3"}, "--seed: \"5-3\" is not a range"},
+		{[]string{"--seed", "1-101"}, "--seed: 101 seeds, at most 100"},
+		{[]string{"--seed", "1,2", "--resume", "ck.esc"}, "--resume continues one training: give one --seed"},
+	} {
+		_, _, err := run(t, append([]string{"train", "--out", t.TempDir(), "--progress", "never"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err %v, want %q", c.args, err, c.want)
+		}
 	}
 }
