@@ -91,8 +91,20 @@ it: choose among them on selection workloads with edgectl sim, e.g.
 				}
 				cfg.Seed = seeds[0]
 			}
-			if len(seeds) > 1 && f.resume != "" {
-				return errors.New("--resume continues one training: give one --seed")
+			if len(seeds) > 1 {
+				switch {
+				case f.resume != "":
+					return errors.New("--resume continues one training: give one --seed")
+				case f.out == "":
+					return errors.New("--out: several seeds need a directory for their models")
+				}
+				seen := make(map[uint64]bool, len(seeds))
+				for _, s := range seeds {
+					if seen[s] {
+						return fmt.Errorf("--seed: seed %d given twice", s)
+					}
+					seen[s] = true
+				}
 			}
 			if fl.Changed("iterations") {
 				cfg.PPO.Iterations = f.iterations
@@ -153,7 +165,9 @@ func trainSeeds(cmd *cobra.Command, opts cmdutil.Options, f *trainFlags, cfg ppo
 		fmt.Fprintf(cmd.OutOrStdout(), "seed %d of %d\n", i+1, len(seeds))
 		res, err := trainOne(cmd, opts, f, c, filepath.Join(f.out, fmt.Sprintf("seed-%d", s)), show)
 		if err != nil {
-			return fmt.Errorf("seed %d: %w", s, err)
+			// a checkpoint of an interrupted seed resumes with that seed
+			// alone: --seed N --out OUT/seed-N --resume ...
+			return fmt.Errorf("seed %d (%d of %d; the seeds before it are trained): %w", s, i+1, len(seeds), err)
 		}
 		rows = append(rows, row{s, res})
 	}

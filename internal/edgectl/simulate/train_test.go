@@ -212,6 +212,8 @@ func TestTrainSeedsRefused(t *testing.T) {
 		{[]string{"--seed", "5-3"}, "--seed: \"5-3\" is not a range"},
 		{[]string{"--seed", "1-101"}, "--seed: 101 seeds, at most 100"},
 		{[]string{"--seed", "1,2", "--resume", "ck.esc"}, "--resume continues one training: give one --seed"},
+		{[]string{"--seed", "1,2,1"}, "--seed: seed 1 given twice"},
+		{[]string{"--seed", "1,2", "--out", ""}, "--out: several seeds need a directory"},
 	} {
 		_, _, err := run(t, append([]string{"train", "--out", t.TempDir(), "--progress", "never"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
