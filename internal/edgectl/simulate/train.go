@@ -1,12 +1,13 @@
 package simulate
 
 import (
-	"cmp"
-	"errors"
+	"bytes"
+	"encoding/csv"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/internal/atomicfile"
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/policy/ppo"
 	"github.com/edgesched/edgesched/policy/ppo/curve"
@@ -24,7 +26,8 @@ type trainFlags struct {
 	config, out, resume string
 	scenario            string
 	nodes, pods         string
-	seed                string
+	seed                uint64
+	seeds               string
 	iterations          int
 	episodes            int
 	workers             int
@@ -47,17 +50,17 @@ Start from a config file (see configs/ and docs/training.md) or the
 defaults; the flags override it. Training is deterministic for a config and
 seed on one machine architecture.
 
-With several seeds (--seed 1-20, or 1,3,5) it trains one model per seed,
-each into --out/seed-N, and prints and writes (--out/seeds.csv) every
-seed's evaluation value. A recipe's seeds can differ by more than the gaps
-between policies, and the evaluation is measured where training measures
-it: choose among them on selection workloads with edgectl sim, e.g.
---policies fgd,learned:OUT/seed-1/model.esm@net,... (docs/training.md,
-"Choosing the training seed").`,
+With --seeds (1-20, or 1,3,5) it trains one model per seed, each into
+--out/seed-N, and writes --out/seeds.csv (every seed's best evaluation
+value and model) after each seed. A recipe's seeds can differ by more than
+the gaps between policies, and the evaluation is measured where training
+measures it: choose among them on selection workloads with edgectl sim,
+e.g. --policies fgd,learned:OUT/seed-1/model.esm@net,...
+(docs/training.md, "Choosing the training seed").`,
 		Example: `  edgectl train --config configs/train-default.yaml --out out/train
   edgectl train --pods openb:default --iterations 10 --seed 7 --out out/quick
   edgectl train --config configs/train-default.yaml --out out/train --resume out/train/checkpoint.esc
-  edgectl train --config configs/train-default.yaml --seed 1-20 --out out/seeds`,
+  edgectl train --config configs/train-default.yaml --seeds 1-20 --out out/seeds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := ppo.DefaultConfig()
@@ -80,30 +83,14 @@ it: choose among them on selection workloads with edgectl sim, e.g.
 			if fl.Changed("pods") {
 				cfg.Env.Pods, cfg.Env.Scenario, cfg.Env.Scenarios = f.pods, "", nil
 			}
-			seeds := []uint64{cfg.Seed}
 			if fl.Changed("seed") {
-				var err error
-				if seeds, err = cmdutil.ParseSeeds(f.seed); err != nil || len(seeds) == 0 {
-					return fmt.Errorf("--seed: %w", cmp.Or(err, errors.New("no seed")))
-				}
-				if len(seeds) > maxTrainSeeds {
-					return fmt.Errorf("--seed: %d seeds, at most %d", len(seeds), maxTrainSeeds)
-				}
-				cfg.Seed = seeds[0]
+				cfg.Seed = f.seed
 			}
-			if len(seeds) > 1 {
-				switch {
-				case f.resume != "":
-					return errors.New("--resume continues one training: give one --seed")
-				case f.out == "":
-					return errors.New("--out: several seeds need a directory for their models")
-				}
-				seen := make(map[uint64]bool, len(seeds))
-				for _, s := range seeds {
-					if seen[s] {
-						return fmt.Errorf("--seed: seed %d given twice", s)
-					}
-					seen[s] = true
+			var seeds []uint64
+			if fl.Changed("seeds") {
+				var err error
+				if seeds, err = trainSeedList(f); err != nil {
+					return err
 				}
 			}
 			if fl.Changed("iterations") {
@@ -122,7 +109,7 @@ it: choose among them on selection workloads with edgectl sim, e.g.
 			if err != nil {
 				return err
 			}
-			if len(seeds) == 1 {
+			if seeds == nil {
 				_, err := trainOne(cmd, opts, f, cfg, f.out, show)
 				return err
 			}
@@ -136,7 +123,8 @@ it: choose among them on selection workloads with edgectl sim, e.g.
 	fl.StringVar(&f.scenario, "scenario", "", "train on a scenario (file or builtin:NAME) instead of openb lists")
 	fl.StringVar(&f.nodes, "nodes", "", "openb node list")
 	fl.StringVar(&f.pods, "pods", "", "openb pod list")
-	fl.StringVar(&f.seed, "seed", "", "training seed (overrides the config), or several (1-20, 1,3,5): one model each in --out/seed-N")
+	fl.Uint64Var(&f.seed, "seed", 0, "training seed (overrides the config)")
+	fl.StringVar(&f.seeds, "seeds", "", "several training seeds: N,M or N-M (overrides --seed): one model each in --out/seed-N, and --out/seeds.csv")
 	fl.IntVar(&f.iterations, "iterations", 0, "PPO iterations (overrides the config)")
 	fl.IntVar(&f.episodes, "episodes", 0, "episodes per PPO iteration (overrides the config)")
 	fl.IntVar(&f.workers, "workers", 0, "parallel rollouts (overrides the config)")
@@ -144,49 +132,94 @@ it: choose among them on selection workloads with edgectl sim, e.g.
 	return cmd
 }
 
-// maxTrainSeeds bounds one --seed list (each seed is a whole training).
+// maxTrainSeeds bounds one --seeds list (each seed is a whole training).
 const maxTrainSeeds = 100
 
 // SeedsFile is the summary a training over several seeds writes into --out.
 const SeedsFile = "seeds.csv"
 
-// trainSeeds trains cfg once per seed, each into --out/seed-N, and prints
-// and writes every seed's evaluation value. It stops at the first error
-// (a cancelled context included); the seeds already trained stay.
-func trainSeeds(cmd *cobra.Command, opts cmdutil.Options, f *trainFlags, cfg ppo.Config, seeds []uint64, show bool) error {
-	type row struct {
-		seed uint64
-		res  *ppo.Result
+// trainSeedList parses and checks --seeds (usage errors: the value is
+// wrong on its face).
+func trainSeedList(f *trainFlags) ([]uint64, error) {
+	seeds, err := cmdutil.ParseSeeds(f.seeds)
+	switch {
+	case err != nil:
+		return nil, cli.Usagef("--seeds: %w", err)
+	case len(seeds) > maxTrainSeeds:
+		return nil, cli.Usagef("--seeds: %d seeds, at most %d", len(seeds), maxTrainSeeds)
+	case f.resume != "":
+		return nil, cli.Usagef("--resume continues one training: give --seed, and --out the seed's directory")
+	case f.out == "":
+		return nil, cli.Usagef("--out: --seeds needs a directory for the models")
 	}
-	var rows []row
-	for i, s := range seeds {
-		c := cfg
-		c.Seed = s
-		fmt.Fprintf(cmd.OutOrStdout(), "seed %d of %d\n", i+1, len(seeds))
-		res, err := trainOne(cmd, opts, f, c, filepath.Join(f.out, fmt.Sprintf("seed-%d", s)), show)
-		if err != nil {
-			// a checkpoint of an interrupted seed resumes with that seed
-			// alone: --seed N --out OUT/seed-N --resume ...
-			return fmt.Errorf("seed %d (%d of %d; the seeds before it are trained): %w", s, i+1, len(seeds), err)
+	seen := make(map[uint64]bool, len(seeds))
+	for _, s := range seeds {
+		if seen[s] {
+			return nil, cli.Usagef("--seeds: seed %d given twice", s)
 		}
-		rows = append(rows, row{s, res})
+		seen[s] = true
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "seed,%s,model\n", cfg.Eval.Measure)
-	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+	return seeds, nil
+}
+
+// trainSeeds trains cfg once per seed, each into --out/seed-N, and rewrites
+// --out/seeds.csv after each seed. It stops at the first error (Ctrl-C
+// included); the seeds already trained stay, and the error says how to
+// finish.
+func trainSeeds(cmd *cobra.Command, opts cmdutil.Options, f *trainFlags, cfg ppo.Config, seeds []uint64, show bool) error {
+	out := cmd.OutOrStdout()
+	rows := [][]string{{"seed", "best_" + cfg.Eval.Measure, "model"}}
+	path := filepath.Join(f.out, SeedsFile)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "seed\tbest %s\tmodel\n", cfg.Eval.Measure)
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%.5g\t%s\n", r.seed, r.res.Best, r.res.ModelPath)
-		fmt.Fprintf(&b, "%d,%g,%s\n", r.seed, r.res.Best, r.res.ModelPath)
+	for i, s := range seeds {
+		dir := filepath.Join(f.out, fmt.Sprintf("seed-%d", s))
+		err := cmd.Context().Err()
+		if err == nil {
+			c := cfg
+			c.Seed = s
+			fmt.Fprintf(out, "seed %d (%d of %d)\n", s, i+1, len(seeds))
+			var res *ppo.Result
+			if res, err = trainOne(cmd, opts, f, c, dir, show); err == nil {
+				best := "" // no evaluation seeds: no best value
+				if len(cfg.Eval.Seeds) > 0 {
+					best = strconv.FormatFloat(res.Best, 'g', -1, 64)
+				}
+				rows = append(rows, []string{strconv.FormatUint(s, 10), best, filepath.Join(fmt.Sprintf("seed-%d", s), ppo.ModelFile)})
+				shown := "-"
+				if best != "" {
+					shown = fmt.Sprintf("%.5g", res.Best)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\n", s, shown, res.ModelPath)
+				err = writeSeeds(path, rows)
+			}
+		}
+		if err != nil {
+			done := "none trained"
+			if i > 0 {
+				done = "the ones before it in " + path
+			}
+			return fmt.Errorf("seed %d (%d of %d; %s): %w; finish it with --seed %d --out %s, the rest with --seeds",
+				s, i+1, len(seeds), done, err, s, dir)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	path := filepath.Join(f.out, SeedsFile)
-	if err := atomicfile.Write(path, []byte(b.String()), 0o644); err != nil {
+	fmt.Fprintf(out, "wrote %s (the evaluation is training's own: choose among the seeds on selection workloads with edgectl sim)\n", path)
+	return nil
+}
+
+// writeSeeds writes the seeds summary (model paths relative to its directory).
+func writeSeeds(path string, rows [][]string) error {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	if err := w.WriteAll(rows); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(path, b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write seeds summary: %w", err)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (the evaluation value is training's own: choose among the seeds on selection workloads with edgectl sim)\n", path)
 	return nil
 }
 

@@ -1,13 +1,19 @@
 package simulate_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/csv"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl"
 )
 
@@ -167,23 +173,48 @@ func TestTrainSeeds(t *testing.T) {
 	}
 	dir, cfg := tinyConfig(t)
 	sweep := filepath.Join(dir, "sweep")
-	stdout, _, err := run(t, "train", "--config", cfg, "--out", sweep, "--seed", "9-10", "--iterations", "1", "--progress", "never")
+	stdout, _, err := run(t, "train", "--config", cfg, "--out", sweep, "--seeds", "9-10", "--iterations", "1", "--progress", "never")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"seed 1 of 2", "seed 2 of 2", `training "tiny" (seed 10)`, "best reward", "seeds.csv"} {
+	for _, want := range []string{"seed 9 (1 of 2)", "seed 10 (2 of 2)", `training "tiny" (seed 10)`, "seeds.csv"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
 	}
-	csv, err := os.ReadFile(filepath.Join(sweep, "seeds.csv"))
+	f, err := os.Open(filepath.Join(sweep, "seeds.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(csv)), "\n")
-	if len(lines) != 3 || lines[0] != "seed,reward,model" || !strings.HasPrefix(lines[1], "9,") || !strings.HasPrefix(lines[2], "10,") ||
-		!strings.HasSuffix(lines[2], filepath.Join(sweep, "seed-10", "model.esm")) {
-		t.Errorf("seeds.csv:\n%s", csv)
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 || !slices.Equal(rows[0], []string{"seed", "best_reward", "model"}) ||
+		rows[1][0] != "9" || rows[2][0] != "10" || rows[2][2] != filepath.Join("seed-10", "model.esm") {
+		t.Fatalf("seeds.csv: %q", rows)
+	}
+	// the table: a header, then each seed with the best evaluation value
+	// its own run printed ("best reward = V") and its model
+	table := map[string][]string{}
+	for _, line := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(line); len(f) >= 3 {
+			table[f[0]] = f
+		}
+	}
+	if h := table["seed"]; !slices.Equal(h, []string{"seed", "best", "reward", "model"}) {
+		t.Errorf("table header %q", h)
+	}
+	for _, r := range rows[1:] {
+		v, err := strconv.ParseFloat(r[1], 64)
+		if err != nil {
+			t.Fatalf("seed %s: best %q: %v", r[0], r[1], err)
+		}
+		shown := fmt.Sprintf("%.5g", v)
+		if !strings.Contains(stdout, "best reward = "+shown+"\n") || !slices.Equal(table[r[0]], []string{r[0], shown, filepath.Join(sweep, r[2])}) {
+			t.Errorf("seed %s: best %s (%s) not its run's, or its table row %q wrong:\n%s", r[0], r[1], shown, table[r[0]], stdout)
+		}
 	}
 	alone := filepath.Join(dir, "alone")
 	if _, _, err := run(t, "train", "--config", cfg, "--out", alone, "--seed", "10", "--iterations", "1", "--progress", "never"); err != nil {
@@ -194,11 +225,11 @@ func TestTrainSeeds(t *testing.T) {
 	if errA != nil || errB != nil {
 		t.Fatal(errA, errB)
 	}
-	if string(a) != string(b) {
+	if !bytes.Equal(a, b) {
 		t.Error("seed 10 of the sweep differs from seed 10 trained alone")
 	}
 	c, _ := os.ReadFile(filepath.Join(sweep, "seed-9", "model.esm"))
-	if string(c) == string(a) {
+	if bytes.Equal(c, a) {
 		t.Error("seeds 9 and 10 wrote the same model")
 	}
 }
@@ -208,16 +239,16 @@ func TestTrainSeedsRefused(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--seed", "x"}, `--seed: "x" is not a seed`},
-		{[]string{"--seed", "5-3"}, "--seed: \"5-3\" is not a range"},
-		{[]string{"--seed", "1-101"}, "--seed: 101 seeds, at most 100"},
-		{[]string{"--seed", "1,2", "--resume", "ck.esc"}, "--resume continues one training: give one --seed"},
-		{[]string{"--seed", "1,2,1"}, "--seed: seed 1 given twice"},
-		{[]string{"--seed", "1,2", "--out", ""}, "--out: several seeds need a directory"},
+		{[]string{"--seeds", "x"}, `--seeds: "x" is not a seed`},
+		{[]string{"--seeds", "5-3"}, `--seeds: "5-3" is not a range`},
+		{[]string{"--seeds", "1-101"}, "--seeds: 101 seeds, at most 100"},
+		{[]string{"--seeds", "1,2", "--resume", "ck.esc"}, "--resume continues one training"},
+		{[]string{"--seeds", "1,2,1"}, "--seeds: seed 1 given twice"},
+		{[]string{"--seeds", "1,2", "--out", ""}, "--out: --seeds needs a directory"},
 	} {
 		_, _, err := run(t, append([]string{"train", "--out", t.TempDir(), "--progress", "never"}, c.args...)...)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: err %v, want %q", c.args, err, c.want)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !cli.IsUsage(err) {
+			t.Errorf("%v: err %v (usage error: %v), want %q", c.args, err, cli.IsUsage(err), c.want)
 		}
 	}
 }
