@@ -454,3 +454,49 @@ func TestTelemetryPrefersCoolNode(t *testing.T) {
 		}
 	}
 }
+
+// TestPluginCPUCap: the shipped edge-loaded's decision rule (a CPU cap of
+// 0.8, policy.Decision.CPUCap) in the plugin, int8 as it serves it. Node
+// b holds 28 of its 32 CPUs in requests, so the 2-CPU pod would bring it
+// to 94% (over the cap) and node a to 31%; b reports an idle CPU and a
+// short run queue and a a busy one, so the network alone prefers b. With
+// the rule node a scores higher; with the rule dropped from the same
+// artifact, b does: the cap, not the network, moved the choice.
+func TestPluginCPUCap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short: quantizes a model on a scenario replay")
+	}
+	m, err := models.Load("edge-loaded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Decision.CPUCap != 0.8 {
+		t.Fatalf("edge-loaded's rule is %+v: this test expects the CPU cap of 0.8", m.Decision)
+	}
+	for _, rule := range []bool{true, false} {
+		f := newTelFixture(t)
+		f.infos[1].AddPod(k8sPod(sim.PodSpec{Name: "big-b", CPU: 20000, Memory: 4096, QoS: sim.QoSBurstable}))
+		a := *edgeArtifact(t, "edge-loaded")
+		if !rule {
+			a.Header.Decision = policy.Decision{}
+		}
+		a.Header.Version = 2
+		raw, err := a.Encode(testSigner(t, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.p.Models().Install(raw); err != nil {
+			t.Fatal(err)
+		}
+		f.setAnnotation(0, encodeMeasured(t, 0.9, 15_000, f.now.Add(-20*time.Second)))
+		f.setAnnotation(1, encodeMeasured(t, 0.1, 40, f.now.Add(-20*time.Second)))
+		norm, rawScores, _ := f.cycle(t)
+		t.Logf("rule %v: raw a %.4f b %.4f, normalised %v", rule, rawScores["a"], rawScores["b"], norm)
+		if rule && !(norm["a"] > norm["b"]) {
+			t.Errorf("with the cap: node b (over it) scores %d, node a %d: want a higher", norm["b"], norm["a"])
+		}
+		if !rule && !(norm["b"] > norm["a"]) {
+			t.Errorf("without the rule: node a scores %d, node b %d: the network must prefer b for this test to show the cap", norm["a"], norm["b"])
+		}
+	}
+}

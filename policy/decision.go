@@ -40,6 +40,13 @@ type Decision struct {
 	// workload where no pod names a GPU model every pressure is 0 and the
 	// order is FGD's. 0: FGD's order.
 	PressureWeight float64 `json:"pressure_weight,omitzero" yaml:"pressureWeight,omitempty"`
+	// CPUCap, when set, is a share of a node's CPU in (0, 1]: a candidate
+	// on which the pod would bring the node's CPU requests above it ranks
+	// below every candidate on which it would not, as long as there is
+	// one; each group keeps the network's order (Cap). It reads requests
+	// only, which the simulator and the plugin know alike, so it needs no
+	// telemetry. A rule has either a cap or a band, not both. 0: no cap.
+	CPUCap float64 `json:"cpu_cap,omitzero" yaml:"cpuCap,omitempty"`
 }
 
 // MaxPressureWeight bounds Decision.PressureWeight.
@@ -58,16 +65,66 @@ func (d Decision) Validate() error {
 	if w := d.PressureWeight; math.IsNaN(w) || w < 0 || w > MaxPressureWeight {
 		return fmt.Errorf("%w: pressure weight %v is outside [0, %g]", ErrDecision, w, float64(MaxPressureWeight))
 	}
+	if c := d.CPUCap; math.IsNaN(c) || c < 0 || c > 1 {
+		return fmt.Errorf("%w: CPU cap %v is outside [0, 1] (a share of the node's CPU; 0: none)", ErrDecision, c)
+	}
+	if d.CPUCap > 0 && (d.Band > 0 || d.WholeGPUBand > 0) {
+		return fmt.Errorf("%w: CPU cap %v with band %v and whole-GPU band %v: a rule has a cap or a band, not both", ErrDecision, d.CPUCap, d.Band, d.WholeGPUBand)
+	}
 	return nil
 }
 
 // For returns the rule for pod p: Band, or WholeGPUBand (when set) for a
-// pod asking for whole GPUs. Apply then uses its Band.
+// pod asking for whole GPUs, with the same PressureWeight and CPUCap.
+// Apply then uses its Band.
 func (d Decision) For(p *sim.Pod) Decision {
 	if d.WholeGPUBand > 0 && p.GPUs > 0 && p.GPUMilli >= sim.MilliGPU {
-		return Decision{Band: d.WholeGPUBand, PressureWeight: d.PressureWeight}
+		return Decision{Band: d.WholeGPUBand, PressureWeight: d.PressureWeight, CPUCap: d.CPUCap}
 	}
-	return Decision{Band: d.Band, PressureWeight: d.PressureWeight}
+	return Decision{Band: d.Band, PressureWeight: d.PressureWeight, CPUCap: d.CPUCap}
+}
+
+// Cap rewrites scores (one per candidate) so that every candidate with
+// over[i] set ranks below every candidate without it, each group in its
+// own order: when the best finite score of the first group is not already
+// below the least finite score of the second, the first group's finite
+// scores move down by their distance plus 1, and a +Inf among them moves
+// to just above the moved ones. Nothing changes when no candidate, or
+// every candidate, is over. NaN and -Inf scores stay as they are, and so
+// do the other group's. Cap allocates nothing.
+func (d Decision) Cap(scores []float64, over []bool) {
+	maxOver, minUnder := math.Inf(-1), math.Inf(1)
+	overInf := false
+	for i, s := range scores {
+		switch {
+		case math.IsNaN(s) || math.IsInf(s, -1):
+		case over[i] && math.IsInf(s, 1):
+			overInf = true
+		case over[i]:
+			maxOver = max(maxOver, s)
+		case !math.IsInf(s, 1):
+			minUnder = min(minUnder, s)
+		}
+	}
+	if math.IsInf(minUnder, 1) || (math.IsInf(maxOver, -1) && !overInf) {
+		return // no finite candidate under the cap, or none over it to move
+	}
+	if !overInf && maxOver < minUnder {
+		return // already below
+	}
+	shift := 1.0
+	if !math.IsInf(maxOver, -1) {
+		shift = maxOver - minUnder + 1
+	}
+	for i, s := range scores {
+		switch {
+		case !over[i] || math.IsNaN(s) || math.IsInf(s, -1):
+		case math.IsInf(s, 1):
+			scores[i] = minUnder - 0.5
+		default:
+			scores[i] = s - shift
+		}
+	}
 }
 
 // Apply rewrites scores (one per candidate, the model's) into decision

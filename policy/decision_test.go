@@ -103,6 +103,78 @@ func TestDecisionApplyProperties(t *testing.T) {
 	}
 }
 
+func TestDecisionCap(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	o, u := true, false
+	for _, tc := range []struct {
+		name   string
+		scores []float64
+		over   []bool
+		// want: the over group's finite scores less (best over - least
+		// under + 1), so the best of them lands 1 below the least under
+		want []float64
+	}{
+		// 5 is over, under are 1 and 3: shift 5 - 1 + 1 = 5: 5 -> 0.
+		{"best over moves below", []float64{1, 5, 3}, []bool{u, o, u}, []float64{1, 0, 3}},
+		// two over keep their order: shift 6 - 2 + 1 = 5: 6 -> 1, 4 -> -1.
+		{"order kept within the over group", []float64{6, 2, 4}, []bool{o, u, o}, []float64{1, 2, -1}},
+		// the over one is already below: nothing moves.
+		{"already below", []float64{0, 5, 3}, []bool{o, u, u}, []float64{0, 5, 3}},
+		// every candidate over (or none): argmax decides as before.
+		{"all over", []float64{1, 5, 3}, []bool{o, o, o}, []float64{1, 5, 3}},
+		{"none over", []float64{1, 5, 3}, []bool{u, u, u}, []float64{1, 5, 3}},
+		// NaN and -Inf are left alone; the least finite under is 2.
+		{"NaN and -Inf", []float64{nan, 4, 2, math.Inf(-1)}, []bool{o, o, u, u}, []float64{nan, 1, 2, math.Inf(-1)}},
+		// +Inf over moves to just above the moved ones: shift 3 - 2 + 1
+		// = 2: 3 -> 1; +Inf -> 2 - 0.5.
+		{"+Inf over", []float64{inf, 3, 2}, []bool{o, o, u}, []float64{1.5, 1, 2}},
+		// only +Inf over: it moves to 0.5 below the least under.
+		{"+Inf alone over", []float64{inf, 2, 4}, []bool{o, u, u}, []float64{1.5, 2, 4}},
+		// no finite under: nothing to rank above.
+		{"no finite under", []float64{3, nan}, []bool{o, u}, []float64{3, nan}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := slices.Clone(tc.scores)
+			policy.Decision{CPUCap: 0.8}.Cap(s, tc.over)
+			for i := range s {
+				if !(s[i] == tc.want[i] || math.IsNaN(s[i]) && math.IsNaN(tc.want[i])) {
+					t.Fatalf("Cap(%v, %v) = %v, want %v", tc.scores, tc.over, s, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestDecisionCapProperties: on random scores, after Cap every finite
+// candidate under the cap ranks above every candidate over it (when one
+// is under), and each group keeps its order.
+func TestDecisionCapProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 11)) // seed 11
+	for range 500 {
+		n := 2 + r.IntN(30)
+		scores, over := make([]float64, n), make([]bool, n)
+		for i := range scores {
+			scores[i], over[i] = r.NormFloat64()*10, r.IntN(3) == 0
+		}
+		got := slices.Clone(scores)
+		policy.Decision{CPUCap: 0.5}.Cap(got, over)
+		anyUnder := slices.Contains(over, false)
+		for i := range n {
+			for j := range n {
+				switch {
+				case over[i] == over[j] && (scores[i] < scores[j]) != (got[i] < got[j]):
+					t.Fatalf("order changed within a group: %v -> %v (over %v)", scores, got, over)
+				case anyUnder && !over[i] && over[j] && !(got[i] > got[j]):
+					t.Fatalf("over candidate %d (%v) not below under candidate %d (%v): %v -> %v (over %v)", j, got[j], i, got[i], scores, got, over)
+				}
+			}
+			if !over[i] && got[i] != scores[i] {
+				t.Fatalf("under candidate %d changed: %v -> %v", i, scores[i], got[i])
+			}
+		}
+	}
+}
+
 func TestDecisionValidate(t *testing.T) {
 	for _, tc := range []struct {
 		band float64
@@ -113,6 +185,25 @@ func TestDecisionValidate(t *testing.T) {
 			if (err == nil) != tc.ok || err != nil && !errors.Is(err, policy.ErrDecision) {
 				t.Fatalf("%+v: %v", d, err)
 			}
+		}
+	}
+	// the CPU cap: a share in [0, 1], never beside a band
+	for _, tc := range []struct {
+		d  policy.Decision
+		ok bool
+	}{
+		{policy.Decision{CPUCap: 0.8}, true},
+		{policy.Decision{CPUCap: 1}, true},
+		{policy.Decision{CPUCap: 0.8, PressureWeight: 10}, true},
+		{policy.Decision{CPUCap: -0.1}, false},
+		{policy.Decision{CPUCap: 1.5}, false},
+		{policy.Decision{CPUCap: math.NaN()}, false},
+		{policy.Decision{CPUCap: 0.8, Band: 6}, false},
+		{policy.Decision{CPUCap: 0.8, WholeGPUBand: 8}, false},
+	} {
+		err := tc.d.Validate()
+		if (err == nil) != tc.ok || err != nil && !errors.Is(err, policy.ErrDecision) {
+			t.Fatalf("%+v: %v", tc.d, err)
 		}
 	}
 }
@@ -262,6 +353,71 @@ func TestDecisionFor(t *testing.T) {
 			}
 			if got := (policy.Decision{Band: 4}).For(p); got != (policy.Decision{Band: tc.only}) {
 				t.Fatalf("without: %+v, want band %v", got, tc.only)
+			}
+			if got := (policy.Decision{CPUCap: 0.8, PressureWeight: 2}).For(p); got != (policy.Decision{CPUCap: 0.8, PressureWeight: 2}) {
+				t.Fatalf("a cap: %+v, want it kept for every pod", got)
+			}
+		})
+	}
+}
+
+// TestDecideCapsCPU: with a CPU cap, the node on which the pod would
+// bring the CPU requests above the cap ranks below the one where it
+// would not, whatever the network prefers; at the cap exactly it is not
+// over (the cap is "above"); without a cap the network's order stands.
+func TestDecideCapsCPU(t *testing.T) {
+	spec := func(name string) sim.NodeSpec {
+		return sim.NodeSpec{Name: name, CPU: 8000, Memory: 16 << 10, Arch: sim.ArchAMD64, Zone: "z"}
+	}
+	cluster := &sim.Cluster{Name: "two", Zones: []sim.Zone{{Name: "z"}}, Nodes: []sim.NodeSpec{spec("busy"), spec("free")}}
+	pods := []sim.PodSpec{{Name: "filler", CPU: 6000, Memory: 512}, {Name: "small", CPU: 400, Memory: 512}, {Name: "web", CPU: 1000, Memory: 512}}
+	env, err := sim.NewEnv(cluster, &sim.Workload{Name: "three", Pods: pods}, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		cap   float64
+		small bool // also place the 400m pod on "busy"
+		want  int  // the node that wins
+	}{
+		// busy: 6000 + 1000 = 7000 of 8000 = 0.875 > 0.8: the free node wins
+		{"over the cap", 0.8, false, 1},
+		// 0.875 <= 0.9: the network's choice (busy) stands
+		{"under the cap", 0.9, false, 0},
+		// 6000 + 400 + 1000 = 7400 = 0.925 > 0.9
+		{"over a higher cap", 0.9, true, 1},
+		// 7000 / 8000 = 0.875 exactly: not above
+		{"at the cap", 0.875, false, 0},
+		{"no cap", 0, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := sim.NewState(env)
+			placed := env.Pods[:1]
+			if tc.small {
+				placed = env.Pods[:2]
+			}
+			for _, p := range placed { // on "busy"
+				id, err := st.AddPod(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Bind(id, 0, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			id, err := st.AddPod(env.Pods[2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			scores := []float64{5, 1} // the network prefers the busy node
+			policy.NewExtractor(env).Decide(policy.Decision{CPUCap: tc.cap}, st, &st.Pods[id], []int32{0, 1}, scores)
+			got := 0
+			if scores[1] > scores[0] {
+				got = 1
+			}
+			if got != tc.want {
+				t.Fatalf("scores %v: node %d wins, want %d", scores, got, tc.want)
 			}
 		})
 	}

@@ -416,8 +416,10 @@ type Extractor struct {
 	maxMem     float64
 	maxGPU     float64
 	buf        []int
-	// exact[g]: model g's pressure (BeginPod's, Decide's); keys: Decide's
+	// exact[g]: model g's pressure (BeginPod's, Decide's); keys, over:
+	// Decide's
 	keys  []float64
+	over  []bool
 	exact []float64
 	n1    [1]int32
 	s1    [1]float64
@@ -597,15 +599,21 @@ func (x *Extractor) modelChoice(p *sim.Pod) float32 {
 }
 
 // Decide rewrites the scores of pod p on candidate nodes by decision rule
-// d (Decision.Apply), keyed by FGD's score of each placement (its
+// d. With a CPU cap (Decision.Cap), the candidates on which p's CPU
+// request would bring the node's requests above d.CPUCap of its CPU rank
+// below the others, for every pod. With a band (Decision.Apply), the
+// candidates within it are keyed by FGD's score of each placement (its
 // fragmentation bucket plus its packing key, as the FGD baseline ranks
 // nodes), less d.PressureWeight times the pressure of the node's GPU model
-// for GPU pods (the fgd-pressure teacher's score). Scores of a model without a rule are left alone, and so are
-// those of a pod with a dependency neighbour already placed: FGD does not
-// see dependencies, so the network's colocation preference must not be
-// handed to it.
+// for GPU pods (the fgd-pressure teacher's score); the band leaves alone
+// the scores of a pod with a dependency neighbour already placed: FGD
+// does not see dependencies, so the network's colocation preference must
+// not be handed to it. Scores of a model without a rule are left alone.
 func (x *Extractor) Decide(d Decision, st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
 	d = d.For(p)
+	if d.CPUCap > 0 {
+		x.capCPU(d, st, p, nodes, scores)
+	}
 	if d.Band <= 0 || x.placedNeighbour(st, p) {
 		return
 	}
@@ -624,6 +632,20 @@ func (x *Extractor) Decide(d Decision, st *sim.State, p *sim.Pod, nodes []int32,
 		}
 		return x.s1[0]
 	})
+}
+
+// capCPU applies d's CPU cap (Decision.Cap) to p's candidates: node n is
+// over when its CPU requests plus p's exceed d.CPUCap of its CPU.
+func (x *Extractor) capCPU(d Decision, st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
+	if cap(x.over) < len(nodes) {
+		x.over = make([]bool, len(nodes))
+	}
+	over := x.over[:len(nodes)]
+	for i, n := range nodes {
+		nd := &st.Nodes[n]
+		over[i] = float64(nd.CPU-nd.CPUFree+p.CPU) > d.CPUCap*float64(nd.CPU)
+	}
+	d.Cap(scores[:len(nodes)], over)
 }
 
 // placedNeighbour reports whether a dependency neighbour of p's service

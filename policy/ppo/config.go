@@ -324,7 +324,7 @@ func (c *Config) validate(env bool) error {
 	case c.BC.validate() != nil:
 		return bad("bc", "%v", c.BC.validate())
 	case c.Decision.Validate() != nil:
-		return bad("decision", "band %v, wholeGPUBand %v: want numbers in [0, %d] (logits)", c.Decision.Band, c.Decision.WholeGPUBand, policy.MaxBand)
+		return bad("decision", "band %v, wholeGPUBand %v, cpuCap %v: want bands in [0, %d] (logits) and a cap in [0, 1] (a share of a node's CPU), not both", c.Decision.Band, c.Decision.WholeGPUBand, c.Decision.CPUCap, policy.MaxBand)
 	case c.Refine != nil && (c.Refine.Episodes < 1 || c.Refine.validate() != nil):
 		return bad("refine", "episodes >= 1; %v", c.Refine.validate())
 	case c.PPO.Iterations < 0 || c.PPO.EpisodesPerIter < 1 || c.PPO.Epochs < 1 || c.PPO.Minibatch < 1:

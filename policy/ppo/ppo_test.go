@@ -60,6 +60,9 @@ func TestParseConfig(t *testing.T) {
 		{"NaN decision band", "decision: {band: .nan}", "decision"},
 		{"whole-GPU band", "decision: {band: 4, wholeGPUBand: 8}", ""},
 		{"negative whole-GPU band", "decision: {band: 4, wholeGPUBand: -8}", "wholeGPUBand -8"},
+		{"CPU cap", "decision: {cpuCap: 0.8}", ""},
+		{"CPU cap above 1", "decision: {cpuCap: 1.2}", "cpuCap 1.2"},
+		{"CPU cap beside a band", "decision: {band: 4, cpuCap: 0.8}", "not both"},
 		{"not yaml", "{{{", "ppo: bad config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
