@@ -41,11 +41,12 @@ type Decision struct {
 	// order is FGD's. 0: FGD's order.
 	PressureWeight float64 `json:"pressure_weight,omitzero" yaml:"pressureWeight,omitempty"`
 	// CPUCap, when set, is a share of a node's CPU in (0, 1]: a candidate
-	// on which the pod would bring the node's CPU requests above it ranks
-	// below every candidate on which it would not, as long as there is
-	// one; each group keeps the network's order (Cap). It reads requests
-	// only, which the simulator and the plugin know alike, so it needs no
-	// telemetry. A rule has either a cap or a band, not both. 0: no cap.
+	// on which the pod would bring the node's CPU requests above it
+	// (OverCap) ranks below every candidate on which it would not, as
+	// long as one of those has a usable score; each group keeps the
+	// network's order (Demote). It reads requests only, which the
+	// simulator and the plugin know alike, so it needs no telemetry. A
+	// rule has either a cap or a band, not both. 0: no cap.
 	CPUCap float64 `json:"cpu_cap,omitzero" yaml:"cpuCap,omitempty"`
 }
 
@@ -68,8 +69,8 @@ func (d Decision) Validate() error {
 	if c := d.CPUCap; math.IsNaN(c) || c < 0 || c > 1 {
 		return fmt.Errorf("%w: CPU cap %v is outside [0, 1] (a share of the node's CPU; 0: none)", ErrDecision, c)
 	}
-	if d.CPUCap > 0 && (d.Band > 0 || d.WholeGPUBand > 0) {
-		return fmt.Errorf("%w: CPU cap %v with band %v and whole-GPU band %v: a rule has a cap or a band, not both", ErrDecision, d.CPUCap, d.Band, d.WholeGPUBand)
+	if d.CPUCap > 0 && (d.Band > 0 || d.WholeGPUBand > 0 || d.PressureWeight > 0) {
+		return fmt.Errorf("%w: CPU cap %v with band %v, whole-GPU band %v and pressure weight %v: a rule has a cap or a band (which the pressure weight orders), not both", ErrDecision, d.CPUCap, d.Band, d.WholeGPUBand, d.PressureWeight)
 	}
 	return nil
 }
@@ -84,47 +85,79 @@ func (d Decision) For(p *sim.Pod) Decision {
 	return Decision{Band: d.Band, PressureWeight: d.PressureWeight, CPUCap: d.CPUCap}
 }
 
-// Cap rewrites scores (one per candidate) so that every candidate with
-// over[i] set ranks below every candidate without it, each group in its
-// own order: when the best finite score of the first group is not already
-// below the least finite score of the second, the first group's finite
-// scores move down by their distance plus 1, and a +Inf among them moves
-// to just above the moved ones. Nothing changes when no candidate, or
-// every candidate, is over. NaN and -Inf scores stay as they are, and so
-// do the other group's. Cap allocates nothing.
-func (d Decision) Cap(scores []float64, over []bool) {
-	maxOver, minUnder := math.Inf(-1), math.Inf(1)
-	overInf := false
+// Demote rewrites scores (one per candidate; over at least as long) so
+// that every candidate with over[i] set ranks below every candidate
+// without it, each group in its own order, and returns whether it moved
+// anything. The scores without over are left as they are. Nothing moves
+// when no candidate is over, or when none without over has a usable
+// (finite or +Inf) score. With l the least and b the best finite score
+// without over, and m the best finite over score, the over group's finite
+// scores move to l - g - (m - s) and a +Inf among them to l - g/2, where
+// the gap g = 1 + 1e-6 max(|l|, |b|) stays clear of a caller's relative
+// tie tolerance (the simulator's is 1e-9 of the best); a +Inf score
+// without over stays above them all (when it is the only usable score
+// without over, only the over group's +Inf scores move, to the largest
+// finite value). NaN and -Inf scores stay as they are (a -Inf
+// without over ranks below the over group). Orders within the over group
+// are kept as far as float64 resolves the moved values (score ranges
+// beyond about 1e15 lose the smallest differences; a network's span about
+// 100). Demote allocates nothing.
+func Demote(scores []float64, over []bool) bool {
+	over = over[:len(scores)]
+	bu, lu, mo := math.Inf(-1), math.Inf(1), math.Inf(-1)
+	underInf, overInf, anyOver := false, false, false
 	for i, s := range scores {
 		switch {
 		case math.IsNaN(s) || math.IsInf(s, -1):
-		case over[i] && math.IsInf(s, 1):
-			overInf = true
 		case over[i]:
-			maxOver = max(maxOver, s)
-		case !math.IsInf(s, 1):
-			minUnder = min(minUnder, s)
+			anyOver = true
+			if math.IsInf(s, 1) {
+				overInf = true
+			} else {
+				mo = max(mo, s)
+			}
+		case math.IsInf(s, 1):
+			underInf = true
+		default:
+			bu, lu = max(bu, s), min(lu, s)
 		}
 	}
-	if math.IsInf(minUnder, 1) || (math.IsInf(maxOver, -1) && !overInf) {
-		return // no finite candidate under the cap, or none over it to move
+	switch {
+	case !anyOver:
+		return false
+	case math.IsInf(bu, -1): // no finite score without over
+		if !underInf || !overInf {
+			return false
+		}
+		for i, s := range scores {
+			if over[i] && math.IsInf(s, 1) {
+				scores[i] = math.MaxFloat64
+			}
+		}
+		return true
+	case !overInf && mo < lu && lu-mo > 1e-6*max(math.Abs(lu), math.Abs(bu)):
+		return false // already below, clear of any tie tolerance
 	}
-	if !overInf && maxOver < minUnder {
-		return // already below
-	}
-	shift := 1.0
-	if !math.IsInf(maxOver, -1) {
-		shift = maxOver - minUnder + 1
-	}
+	g := 1 + 1e-6*max(math.Abs(lu), math.Abs(bu))
 	for i, s := range scores {
 		switch {
 		case !over[i] || math.IsNaN(s) || math.IsInf(s, -1):
 		case math.IsInf(s, 1):
-			scores[i] = minUnder - 0.5
+			scores[i] = lu - g/2
 		default:
-			scores[i] = s - shift
+			scores[i] = lu - g - (mo - s)
 		}
 	}
+	return true
+}
+
+// OverCap reports whether a pod asking for podCPU would bring a node of
+// nodeCPU whose requests hold requested above cap of its CPU (all in
+// milli-CPU; cap read to the millionth, compared in integers, so a node
+// exactly at the cap is not over whatever its size).
+func OverCap(cap float64, requested, podCPU, nodeCPU int64) bool {
+	c := int64(math.Round(cap * 1e6))
+	return (requested+podCPU)*1_000_000 > c*nodeCPU
 }
 
 // Apply rewrites scores (one per candidate, the model's) into decision

@@ -103,74 +103,132 @@ func TestDecisionApplyProperties(t *testing.T) {
 	}
 }
 
-func TestDecisionCap(t *testing.T) {
+func TestDemote(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
 	o, u := true, false
 	for _, tc := range []struct {
 		name   string
 		scores []float64
 		over   []bool
-		// want: the over group's finite scores less (best over - least
-		// under + 1), so the best of them lands 1 below the least under
-		want []float64
+		// want: with l and b the least and best finite scores not over
+		// and m the best finite over score, over scores s move to
+		// l - g - (m - s), a +Inf over one to l - g/2, with the gap
+		// g = 1 + 1e-6 max(|l|, |b|); the others stay
+		want  []float64
+		moved bool
 	}{
-		// 5 is over, under are 1 and 3: shift 5 - 1 + 1 = 5: 5 -> 0.
-		{"best over moves below", []float64{1, 5, 3}, []bool{u, o, u}, []float64{1, 0, 3}},
-		// two over keep their order: shift 6 - 2 + 1 = 5: 6 -> 1, 4 -> -1.
-		{"order kept within the over group", []float64{6, 2, 4}, []bool{o, u, o}, []float64{1, 2, -1}},
-		// the over one is already below: nothing moves.
-		{"already below", []float64{0, 5, 3}, []bool{o, u, u}, []float64{0, 5, 3}},
-		// every candidate over (or none): argmax decides as before.
-		{"all over", []float64{1, 5, 3}, []bool{o, o, o}, []float64{1, 5, 3}},
-		{"none over", []float64{1, 5, 3}, []bool{u, u, u}, []float64{1, 5, 3}},
-		// NaN and -Inf are left alone; the least finite under is 2.
-		{"NaN and -Inf", []float64{nan, 4, 2, math.Inf(-1)}, []bool{o, o, u, u}, []float64{nan, 1, 2, math.Inf(-1)}},
-		// +Inf over moves to just above the moved ones: shift 3 - 2 + 1
-		// = 2: 3 -> 1; +Inf -> 2 - 0.5.
-		{"+Inf over", []float64{inf, 3, 2}, []bool{o, o, u}, []float64{1.5, 1, 2}},
-		// only +Inf over: it moves to 0.5 below the least under.
-		{"+Inf alone over", []float64{inf, 2, 4}, []bool{o, u, u}, []float64{1.5, 2, 4}},
-		// no finite under: nothing to rank above.
-		{"no finite under", []float64{3, nan}, []bool{o, u}, []float64{3, nan}},
+		// l 1, b 3: g = 1 + 3e-6; 5 (= m) -> 1 - g
+		{"best over moves below", []float64{1, 5, 3}, []bool{u, o, u}, []float64{1, -3e-6, 3}, true},
+		// l = b = 2: g = 1 + 2e-6; 6 -> 2 - g, 4 -> 2 - g - 2
+		{"order kept within the over group", []float64{6, 2, 4}, []bool{o, u, o}, []float64{1 - 2e-6, 2, -1 - 2e-6}, true},
+		// 0 is below 3 by far more than 1e-6 of 5: nothing moves
+		{"already below", []float64{0, 5, 3}, []bool{o, u, u}, []float64{0, 5, 3}, false},
+		// every candidate over (or none): argmax decides as before
+		{"all over", []float64{1, 5, 3}, []bool{o, o, o}, []float64{1, 5, 3}, false},
+		{"none over", []float64{1, 5, 3}, []bool{u, u, u}, []float64{1, 5, 3}, false},
+		// NaN and -Inf stay; l = b = 2: 4 -> 2 - (1 + 2e-6)
+		{"NaN and -Inf", []float64{nan, 4, 2, math.Inf(-1)}, []bool{o, o, u, u}, []float64{nan, 1 - 2e-6, 2, math.Inf(-1)}, true},
+		// l = b = 2, m 3: 3 -> 2 - g; +Inf -> 2 - g/2
+		{"+Inf over", []float64{inf, 3, 2}, []bool{o, o, u}, []float64{1.5 - 1e-6, 1 - 2e-6, 2}, true},
+		// l 2, b 4: +Inf -> 2 - (1 + 4e-6)/2
+		{"+Inf alone over", []float64{inf, 2, 4}, []bool{o, u, u}, []float64{1.5 - 2e-6, 2, 4}, true},
+		// no usable score without over: nothing to rank above
+		{"no usable score under", []float64{3, nan}, []bool{o, u}, []float64{3, nan}, false},
+		// +Inf without over stays above all; the over +Inf moves below 2
+		// (l = b = 2, g = 1 + 2e-6: 2 - g/2)
+		{"+Inf under wins", []float64{inf, inf, 2}, []bool{u, o, u}, []float64{inf, 1.5 - 1e-6, 2}, true},
+		// +Inf is the only usable score without over: the over +Inf that
+		// could tie it moves to the largest finite value
+		{"+Inf the only one under", []float64{inf, inf, 2}, []bool{u, o, o}, []float64{inf, math.MaxFloat64, 2}, true},
+		// below by less than 1e-6 of the scores: moved clear of ties;
+		// g = 1 + 1e-5: 10 - 1e-7 (= m) -> 10 - g
+		{"near tie moves", []float64{10, 10 - 1e-7}, []bool{u, o}, []float64{10, 9 - 1e-5}, true},
+		// large scores: g = 1 + 2e-6 * 1e9 = 2001, far above the
+		// simulator's tie tolerance there (1e-9 * 2e9 = 2)
+		{"large scores", []float64{3e9, 2e9}, []bool{o, u}, []float64{2e9 - 2001, 2e9}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := slices.Clone(tc.scores)
-			policy.Decision{CPUCap: 0.8}.Cap(s, tc.over)
+			moved := policy.Demote(s, tc.over)
 			for i := range s {
-				if !(s[i] == tc.want[i] || math.IsNaN(s[i]) && math.IsNaN(tc.want[i])) {
-					t.Fatalf("Cap(%v, %v) = %v, want %v", tc.scores, tc.over, s, tc.want)
+				same := s[i] == tc.want[i] || math.IsNaN(s[i]) && math.IsNaN(tc.want[i]) ||
+					!math.IsInf(s[i], 0) && math.Abs(s[i]-tc.want[i]) <= 1e-9*max(1, math.Abs(tc.want[i]))
+				if !same {
+					t.Fatalf("Demote(%v, %v) = %v, want %v", tc.scores, tc.over, s, tc.want)
 				}
+			}
+			if moved != tc.moved {
+				t.Fatalf("Demote reported moved = %v, want %v", moved, tc.moved)
 			}
 		})
 	}
 }
 
-// TestDecisionCapProperties: on random scores, after Cap every finite
-// candidate under the cap ranks above every candidate over it (when one
-// is under), and each group keeps its order.
-func TestDecisionCapProperties(t *testing.T) {
+// TestDemoteProperties: on random scores (some NaN, +Inf or -Inf), after
+// Demote every usable candidate not over (finite or +Inf) ranks above
+// every over candidate that is not NaN or -Inf, when one is usable; the
+// scores not over are unchanged; and each group keeps its order.
+func TestDemoteProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 11)) // seed 11
-	for range 500 {
+	special := []float64{math.NaN(), math.Inf(1), math.Inf(-1)}
+	for range 2000 {
 		n := 2 + r.IntN(30)
 		scores, over := make([]float64, n), make([]bool, n)
 		for i := range scores {
 			scores[i], over[i] = r.NormFloat64()*10, r.IntN(3) == 0
+			if r.IntN(25) == 0 {
+				scores[i] = special[r.IntN(len(special))]
+			}
+			if r.IntN(10) == 0 && i > 0 {
+				scores[i] = scores[i-1] // ties
+			}
 		}
 		got := slices.Clone(scores)
-		policy.Decision{CPUCap: 0.5}.Cap(got, over)
-		anyUnder := slices.Contains(over, false)
+		policy.Demote(got, over)
+		usable := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, -1) }
+		anyUnder := false
 		for i := range n {
+			anyUnder = anyUnder || !over[i] && usable(scores[i])
+		}
+		for i := range n {
+			if !over[i] && !(got[i] == scores[i] || math.IsNaN(got[i]) && math.IsNaN(scores[i])) {
+				t.Fatalf("candidate %d not over changed: %v -> %v", i, scores[i], got[i])
+			}
 			for j := range n {
+				if !usable(scores[i]) || !usable(scores[j]) {
+					continue
+				}
 				switch {
 				case over[i] == over[j] && (scores[i] < scores[j]) != (got[i] < got[j]):
 					t.Fatalf("order changed within a group: %v -> %v (over %v)", scores, got, over)
 				case anyUnder && !over[i] && over[j] && !(got[i] > got[j]):
-					t.Fatalf("over candidate %d (%v) not below under candidate %d (%v): %v -> %v (over %v)", j, got[j], i, got[i], scores, got, over)
+					t.Fatalf("over candidate %d (%v) not below candidate %d (%v): %v -> %v (over %v)", j, got[j], i, got[i], scores, got, over)
 				}
 			}
-			if !over[i] && got[i] != scores[i] {
-				t.Fatalf("under candidate %d changed: %v -> %v", i, scores[i], got[i])
-			}
+		}
+	}
+}
+
+// TestOverCap: the cap compares the requests after placement with the
+// cap's share of the node in integers, so a node exactly at the cap is
+// not over at any size (0.7 x 11,000 is 7,699.999... in float64).
+func TestOverCap(t *testing.T) {
+	for _, tc := range []struct {
+		cap                  float64
+		requested, pod, node int64
+		want                 bool
+	}{
+		{0.8, 6000, 1000, 8000, true},   // 7,000 > 6,400
+		{0.8, 5400, 1000, 8000, false},  // 6,400: at the cap
+		{0.8, 5401, 1000, 8000, true},   // 6,401
+		{0.7, 6700, 1000, 11000, false}, // 7,700: at the cap exactly
+		{0.7, 6701, 1000, 11000, true},
+		{1, 8000, 0, 8000, false}, // full, not above
+		{1, 8000, 1, 8000, true},
+		{0.8, 0, 0, 0, false}, // a node without CPU: 0 > 0 is false
+	} {
+		if got := policy.OverCap(tc.cap, tc.requested, tc.pod, tc.node); got != tc.want {
+			t.Errorf("OverCap(%v, %d, %d, %d) = %v, want %v", tc.cap, tc.requested, tc.pod, tc.node, got, tc.want)
 		}
 	}
 }
@@ -194,7 +252,7 @@ func TestDecisionValidate(t *testing.T) {
 	}{
 		{policy.Decision{CPUCap: 0.8}, true},
 		{policy.Decision{CPUCap: 1}, true},
-		{policy.Decision{CPUCap: 0.8, PressureWeight: 10}, true},
+		{policy.Decision{CPUCap: 0.8, PressureWeight: 10}, false}, // the weight orders a band
 		{policy.Decision{CPUCap: -0.1}, false},
 		{policy.Decision{CPUCap: 1.5}, false},
 		{policy.Decision{CPUCap: math.NaN()}, false},

@@ -599,7 +599,7 @@ func (x *Extractor) modelChoice(p *sim.Pod) float32 {
 }
 
 // Decide rewrites the scores of pod p on candidate nodes by decision rule
-// d. With a CPU cap (Decision.Cap), the candidates on which p's CPU
+// d. With a CPU cap (Decision.CPUCap), the candidates on which p's CPU
 // request would bring the node's requests above d.CPUCap of its CPU rank
 // below the others, for every pod. With a band (Decision.Apply), the
 // candidates within it are keyed by FGD's score of each placement (its
@@ -634,8 +634,8 @@ func (x *Extractor) Decide(d Decision, st *sim.State, p *sim.Pod, nodes []int32,
 	})
 }
 
-// capCPU applies d's CPU cap (Decision.Cap) to p's candidates: node n is
-// over when its CPU requests plus p's exceed d.CPUCap of its CPU.
+// capCPU applies d's CPU cap to p's candidates (Demote): node n is over
+// when its CPU requests plus p's exceed d.CPUCap of its CPU (OverCap).
 func (x *Extractor) capCPU(d Decision, st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
 	if cap(x.over) < len(nodes) {
 		x.over = make([]bool, len(nodes))
@@ -643,9 +643,9 @@ func (x *Extractor) capCPU(d Decision, st *sim.State, p *sim.Pod, nodes []int32,
 	over := x.over[:len(nodes)]
 	for i, n := range nodes {
 		nd := &st.Nodes[n]
-		over[i] = float64(nd.CPU-nd.CPUFree+p.CPU) > d.CPUCap*float64(nd.CPU)
+		over[i] = OverCap(d.CPUCap, nd.CPU-nd.CPUFree, p.CPU, nd.CPU)
 	}
-	d.Cap(scores[:len(nodes)], over)
+	Demote(scores[:len(nodes)], over)
 }
 
 // placedNeighbour reports whether a dependency neighbour of p's service

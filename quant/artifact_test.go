@@ -177,6 +177,22 @@ func TestArtifactDecision(t *testing.T) {
 	if bytes.Equal(bb, wb) || banded.Header.ModelID == wide.Header.ModelID {
 		t.Fatal("a whole-GPU band did not change the model ID")
 	}
+	// So is a CPU cap, and its value: two caps are two models.
+	m.Decision = policy.Decision{CPUCap: 0.8}
+	capped, _ := FromModel(m.Float(), Info{})
+	m.Decision = policy.Decision{CPUCap: 0.5}
+	capped5, _ := FromModel(m.Float(), Info{})
+	for _, a := range []*Artifact{capped, capped5} {
+		if _, err := a.Encode(s); err != nil { // sets the model ID
+			t.Fatal(err)
+		}
+	}
+	if capped.Header.ModelID == plain.Header.ModelID || capped.Header.ModelID == capped5.Header.ModelID {
+		t.Fatalf("CPU caps 0.8 and 0.5 give IDs %s and %s (no rule: %s): the ID must cover the cap", capped.Header.ModelID, capped5.Header.ModelID, plain.Header.ModelID)
+	}
+	if _, got := signedRoundTrip(t, capped, s, keys); got.Header.Decision != (policy.Decision{CPUCap: 0.8}) {
+		t.Fatalf("a capped artifact's decision came back as %+v", got.Header.Decision)
+	}
 	// Without a rule there is no "decision" field, and the ID is the one
 	// artifacts always had (schema hash, dtype and payload only).
 	if bytes.Contains(pb, []byte(`"decision"`)) {

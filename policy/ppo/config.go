@@ -46,8 +46,8 @@ type Config struct {
 	CheckpointEvery int `yaml:"checkpointEvery"`
 	// Decision is the decision rule written into the final model
 	// (policy.Decision). Training and the selection of the kept network
-	// use plain argmax; the rule is chosen afterwards, on the eval
-	// seeds, with the network fixed (docs/training.md). Zero: none.
+	// use plain argmax; the rule is chosen afterwards, on selection
+	// workloads, with the network fixed (docs/training.md). Zero: none.
 	Decision policy.Decision `yaml:"decision,omitempty"`
 }
 
@@ -324,7 +324,7 @@ func (c *Config) validate(env bool) error {
 	case c.BC.validate() != nil:
 		return bad("bc", "%v", c.BC.validate())
 	case c.Decision.Validate() != nil:
-		return bad("decision", "band %v, wholeGPUBand %v, cpuCap %v: want bands in [0, %d] (logits) and a cap in [0, 1] (a share of a node's CPU), not both", c.Decision.Band, c.Decision.WholeGPUBand, c.Decision.CPUCap, policy.MaxBand)
+		return bad("decision", "band %v, wholeGPUBand %v, pressureWeight %v, cpuCap %v: %v", c.Decision.Band, c.Decision.WholeGPUBand, c.Decision.PressureWeight, c.Decision.CPUCap, c.Decision.Validate())
 	case c.Refine != nil && (c.Refine.Episodes < 1 || c.Refine.validate() != nil):
 		return bad("refine", "episodes >= 1; %v", c.Refine.validate())
 	case c.PPO.Iterations < 0 || c.PPO.EpisodesPerIter < 1 || c.PPO.Epochs < 1 || c.PPO.Minibatch < 1:

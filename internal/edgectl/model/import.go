@@ -107,7 +107,7 @@ func (f *importFlags) run(cmd *cobra.Command, path string) error {
 		fmt.Fprintf(out, "critic   new, %d -> %d -> 1, seed %d (the file has none)\n", 2*n.H2, n.HC, f.seed)
 	}
 	decision := "plain argmax"
-	if m.Decision.Band > 0 {
+	if m.Decision != (policy.Decision{}) {
 		decision = describeDecision(m.Decision)
 	}
 	fmt.Fprintf(out, "decision %s\n", decision)

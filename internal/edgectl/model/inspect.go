@@ -141,7 +141,7 @@ func sortedKeys(m map[string]float64) []string {
 // describeDecision says what a model's decision rule does.
 func describeDecision(d policy.Decision) string {
 	if d.CPUCap > 0 {
-		return fmt.Sprintf("CPU cap %g (nodes the pod would bring above %g%% of their CPU by requests rank last)", d.CPUCap, 100*d.CPUCap)
+		return fmt.Sprintf("CPU cap %g (nodes the pod would bring above %.4g%% of their CPU by requests rank last)", d.CPUCap, 100*d.CPUCap)
 	}
 	s := fmt.Sprintf("band %g logits", d.Band)
 	if d.WholeGPUBand > 0 {

@@ -183,3 +183,34 @@ func TestModelDeprecatedNames(t *testing.T) {
 		t.Fatalf("both names: %v", err)
 	}
 }
+
+// TestModelInspectDecision: inspect names each shipped model's decision
+// rule: edge-loaded's CPU cap, default's band (ordered by FGD less the GPU
+// model's pressure), none for edge.
+func TestModelInspectDecision(t *testing.T) {
+	keys := edgectltest.KeyDir(t, "coord")
+	dir := t.TempDir()
+	for _, tc := range []struct{ model, want string }{
+		{"edge-loaded", "decision   CPU cap 0.8 (nodes the pod would bring above 80% of their CPU by requests rank last)"},
+		{"default", "decision   band 6 logits, 8 for whole-GPU pods (FGD less 10 x the GPU model's pressure orders the candidates within it)"},
+		{"edge", ""},
+	} {
+		path := filepath.Join(dir, tc.model+".esa")
+		if _, _, err := run(t, "model", "sign", tc.model, "--key", filepath.Join(keys, "coord.key"), "--out", path, "--version", "1"); err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := run(t, "model", "inspect", path, "--model-keys", keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.want == "" {
+			if strings.Contains(out, "decision ") {
+				t.Errorf("%s has no rule, inspect shows one:\n%s", tc.model, out)
+			}
+			continue
+		}
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("%s: inspect lacks %q:\n%s", tc.model, tc.want, out)
+		}
+	}
+}
