@@ -152,11 +152,12 @@ func Demote(scores []float64, over []bool) bool {
 }
 
 // OverCap reports whether a pod asking for podCPU would bring a node of
-// nodeCPU whose requests hold requested above cap of its CPU (all in
-// milli-CPU; cap read to the millionth, compared in integers, so a node
-// exactly at the cap is not over whatever its size).
-func OverCap(cap float64, requested, podCPU, nodeCPU int64) bool {
-	c := int64(math.Round(cap * 1e6))
+// nodeCPU whose requests hold requested above share of its CPU (all in
+// milli-CPU; share read to the millionth and compared in integers, so a
+// node exactly at the cap is not over whatever its size; within the
+// simulator's bounds of 1e12 milli-CPU the products fit in an int64).
+func OverCap(share float64, requested, podCPU, nodeCPU int64) bool {
+	c := int64(math.Round(share * 1e6))
 	return (requested+podCPU)*1_000_000 > c*nodeCPU
 }
 
