@@ -412,7 +412,12 @@ func edgeArtifactWith(t testing.TB, name string, sw *policy.SageWeights) *quant.
 // (edgeArtifact) and signed as version.
 func installEdgeModel(t testing.TB, p *EdgePolicy, name string, version uint64) {
 	t.Helper()
-	a := *edgeArtifact(t, name)
+	installArtifact(t, p, *edgeArtifact(t, name), version)
+}
+
+// installArtifact installs a copy of artifact a in p, signed as version.
+func installArtifact(t testing.TB, p *EdgePolicy, a quant.Artifact, version uint64) {
+	t.Helper()
 	a.Header.Version = version
 	raw, err := a.Encode(testSigner(t, 1))
 	if err != nil {
@@ -473,21 +478,15 @@ func TestPluginCPUCap(t *testing.T) {
 	if m.Decision.CPUCap != 0.8 {
 		t.Fatalf("edge-loaded's rule is %+v: this test expects the CPU cap of 0.8", m.Decision)
 	}
+	capped := edgeArtifact(t, "edge-loaded") // quantized once for both runs
 	for _, rule := range []bool{true, false} {
 		f := newTelFixture(t)
 		f.infos[1].AddPod(k8sPod(sim.PodSpec{Name: "big-b", CPU: 20000, Memory: 4096, QoS: sim.QoSBurstable}))
-		a := *edgeArtifact(t, "edge-loaded")
+		a := *capped
 		if !rule {
 			a.Header.Decision = policy.Decision{}
 		}
-		a.Header.Version = 2
-		raw, err := a.Encode(testSigner(t, 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.p.Models().Install(raw); err != nil {
-			t.Fatal(err)
-		}
+		installArtifact(t, f.p, a, 2)
 		f.setAnnotation(0, encodeMeasured(t, 0.9, 15_000, f.now.Add(-20*time.Second)))
 		f.setAnnotation(1, encodeMeasured(t, 0.1, 40, f.now.Add(-20*time.Second)))
 		norm, rawScores, _ := f.cycle(t)
