@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -40,13 +41,24 @@ type telFixture struct {
 var telT0 = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 
 func newTelFixture(t *testing.T) *telFixture {
+	return newTelFixtureOf(t, sim.NodeSpec{CPU: 32000, Memory: 128 << 10, Arch: sim.ArchAMD64}, 8000)
+}
+
+// newTelFixtureOf is newTelFixture with nodes a and b of spec (its name
+// set), each running a pod of running milli-CPU (0: none).
+func newTelFixtureOf(t *testing.T, spec sim.NodeSpec, running int64) *telFixture {
 	t.Helper()
 	f := &telFixture{now: telT0}
 	for _, name := range []string{"a", "b"} {
-		n := k8sNode(sim.NodeSpec{Name: name, CPU: 32000, Memory: 128 << 10, Arch: sim.ArchAMD64})
-		running := k8sPod(sim.PodSpec{Name: "run-" + name, CPU: 8000, Memory: 4096, QoS: sim.QoSBurstable})
-		running.Annotations[AnnotationCPUUsage] = "0.7" // the same measured use on both (the usage model hashes the name)
-		ni := nodeInfo(n, running)
+		spec.Name = name
+		n := k8sNode(spec)
+		var pods []*v1.Pod
+		if running > 0 {
+			p := k8sPod(sim.PodSpec{Name: "run-" + name, CPU: running, Memory: 4096, QoS: sim.QoSBurstable})
+			p.Annotations[AnnotationCPUUsage] = "0.7" // the same measured use on both (the usage model hashes the name)
+			pods = append(pods, p)
+		}
+		ni := nodeInfo(n, pods...)
 		f.infos = append(f.infos, ni)
 		f.nodes = append(f.nodes, ni)
 	}
@@ -464,7 +476,8 @@ func TestTelemetryPrefersCoolNode(t *testing.T) {
 // 0.8, policy.Decision.CPUCap) in the plugin, int8 as it serves it. Node
 // b holds 28 of its 32 CPUs in requests, so the 2-CPU pod would bring it
 // to 94% (over the cap) and node a to 31%; b reports an idle CPU and a
-// short run queue and a a busy one, so the network alone prefers b. With
+// short run queue and a a busy one (85%, under the rule's busy cap of
+// 0.9: TestPluginBusyCap), so the network alone prefers b. With
 // the rule node a scores higher; with the rule dropped from the same
 // artifact, b does: the cap, not the network, moved the choice.
 func TestPluginCPUCap(t *testing.T) {
@@ -475,8 +488,8 @@ func TestPluginCPUCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Decision.CPUCap != 0.8 {
-		t.Fatalf("edge-loaded's rule is %+v: this test expects the CPU cap of 0.8", m.Decision)
+	if m.Decision.CPUCap != 0.8 || m.Decision.BusyCap != 0.9 {
+		t.Fatalf("edge-loaded's rule is %+v: this test expects the CPU cap of 0.8 and a busy cap of 0.9", m.Decision)
 	}
 	capped := edgeArtifact(t, "edge-loaded") // quantized once for both runs
 	for _, rule := range []bool{true, false} {
@@ -487,7 +500,7 @@ func TestPluginCPUCap(t *testing.T) {
 			a.Header.Decision = policy.Decision{}
 		}
 		installArtifact(t, f.p, a, 2)
-		f.setAnnotation(0, encodeMeasured(t, 0.9, 15_000, f.now.Add(-20*time.Second)))
+		f.setAnnotation(0, encodeMeasured(t, 0.85, 15_000, f.now.Add(-20*time.Second))) // under the busy cap
 		f.setAnnotation(1, encodeMeasured(t, 0.1, 40, f.now.Add(-20*time.Second)))
 		norm, rawScores, _ := f.cycle(t)
 		t.Logf("rule %v: raw a %.4f b %.4f, normalised %v", rule, rawScores["a"], rawScores["b"], norm)
@@ -497,5 +510,48 @@ func TestPluginCPUCap(t *testing.T) {
 		if !rule && !(norm["b"] > norm["a"]) {
 			t.Errorf("without the rule: node a scores %d, node b %d: the network must prefer b for this test to show the cap", norm["a"], norm["b"])
 		}
+	}
+}
+
+// TestPluginBusyCap: a busy cap (policy.Decision.BusyCap) in the plugin,
+// int8 as it serves it, reading the agent's annotation. The model is the
+// shipped edge, which reads no telemetry, so its network alone ranks the
+// nodes by their requests: node b holds 20 of its 32 CPUs in requests
+// (the 2-CPU pod brings it to 69%, under a CPU cap of 0.8), node a 8,
+// and the network packs onto b whatever b reports. With a busy cap of
+// 0.9 in the same artifact's rule and b reporting cpu 0.95, node a scores
+// higher; with b reporting 0.85 (the step below 0.9), b wins again: the
+// annotation, through the cap, moved the choice.
+func TestPluginBusyCap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short: quantizes a model on a scenario replay")
+	}
+	base := edgeArtifact(t, "edge")
+	for _, tc := range []struct {
+		name string
+		rule policy.Decision
+		bCPU float64 // node b's measured CPU share (a's: 0.3)
+		want string  // the node that scores higher
+	}{
+		{"network alone", policy.Decision{}, 0.95, "b"},
+		{"busy cap", policy.Decision{BusyCap: 0.9}, 0.95, "a"},
+		{"busy cap and CPU cap", policy.Decision{CPUCap: 0.8, BusyCap: 0.9}, 0.95, "a"},
+		{"under the busy cap", policy.Decision{CPUCap: 0.8, BusyCap: 0.9}, 0.85, "b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newTelFixture(t)
+			f.infos[1].AddPod(k8sPod(sim.PodSpec{Name: "mid-b", CPU: 12000, Memory: 4096, QoS: sim.QoSBurstable}))
+			a := *base
+			a.Header.Decision = tc.rule
+			installArtifact(t, f.p, a, 2)
+			f.setAnnotation(0, encodeMeasured(t, 0.3, 40, f.now.Add(-20*time.Second)))
+			f.setAnnotation(1, encodeMeasured(t, tc.bCPU, 40, f.now.Add(-20*time.Second)))
+			norm, raw, _ := f.cycle(t)
+			t.Logf("raw a %.4f b %.4f, normalised %v", raw["a"], raw["b"], norm)
+			other := map[string]string{"a": "b", "b": "a"}[tc.want]
+			if !(norm[tc.want] > norm[other]) {
+				t.Errorf("node %s scores %d, node %s %d: want %s higher", other, norm[other], tc.want, norm[tc.want], tc.want)
+			}
+		})
 	}
 }

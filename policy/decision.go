@@ -48,6 +48,16 @@ type Decision struct {
 	// simulator and the plugin know alike, so it needs no telemetry. A
 	// rule has either a cap or a band, not both. 0: no cap.
 	CPUCap float64 `json:"cpu_cap,omitzero" yaml:"cpuCap,omitempty"`
+	// BusyCap, when set, is a share of a node's CPU in (0, 1]: a candidate
+	// whose measured CPU busy share, as the cpu_busy feature reads it (in
+	// its steps of 1/20; Busy), is at or above it ranks below every
+	// candidate that is not (Demote); with CPUCap too, the candidates over
+	// the CPU cap rank below all others, busy or not, so the busy cap
+	// orders only the nodes under the CPU cap. It reads the node's telemetry: the
+	// agent's summary in the plugin, the node response model in the
+	// simulator (the usage model's estimate on a node without a summary).
+	// A rule has either caps or a band, not both. 0: no busy cap.
+	BusyCap float64 `json:"busy_cap,omitzero" yaml:"busyCap,omitempty"`
 }
 
 // MaxPressureWeight bounds Decision.PressureWeight.
@@ -66,23 +76,29 @@ func (d Decision) Validate() error {
 	if w := d.PressureWeight; math.IsNaN(w) || w < 0 || w > MaxPressureWeight {
 		return fmt.Errorf("%w: pressure weight %v is outside [0, %g]", ErrDecision, w, float64(MaxPressureWeight))
 	}
-	if c := d.CPUCap; math.IsNaN(c) || c < 0 || c > 1 {
-		return fmt.Errorf("%w: CPU cap %v is outside [0, 1] (a share of the node's CPU; 0: none)", ErrDecision, c)
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"CPU cap", d.CPUCap}, {"busy cap", d.BusyCap}} {
+		if math.IsNaN(c.v) || c.v < 0 || c.v > 1 {
+			return fmt.Errorf("%w: %s %v is outside [0, 1] (a share of the node's CPU; 0: none)", ErrDecision, c.name, c.v)
+		}
 	}
-	if d.CPUCap > 0 && (d.Band > 0 || d.WholeGPUBand > 0 || d.PressureWeight > 0) {
-		return fmt.Errorf("%w: CPU cap %v with band %v, whole-GPU band %v and pressure weight %v: a rule has a cap or a band (which the pressure weight orders), not both", ErrDecision, d.CPUCap, d.Band, d.WholeGPUBand, d.PressureWeight)
+	if (d.CPUCap > 0 || d.BusyCap > 0) && (d.Band > 0 || d.WholeGPUBand > 0 || d.PressureWeight > 0) {
+		return fmt.Errorf("%w: CPU cap %v and busy cap %v with band %v, whole-GPU band %v and pressure weight %v: a rule has caps or a band (which the pressure weight orders), not both", ErrDecision, d.CPUCap, d.BusyCap, d.Band, d.WholeGPUBand, d.PressureWeight)
 	}
 	return nil
 }
 
 // For returns the rule for pod p: Band, or WholeGPUBand (when set) for a
-// pod asking for whole GPUs, with the same PressureWeight and CPUCap.
-// Apply then uses its Band.
+// pod asking for whole GPUs, with the same PressureWeight, CPUCap and
+// BusyCap. Apply then uses its Band.
 func (d Decision) For(p *sim.Pod) Decision {
+	b := d.Band
 	if d.WholeGPUBand > 0 && p.GPUs > 0 && p.GPUMilli >= sim.MilliGPU {
-		return Decision{Band: d.WholeGPUBand, PressureWeight: d.PressureWeight, CPUCap: d.CPUCap}
+		b = d.WholeGPUBand
 	}
-	return Decision{Band: d.Band, PressureWeight: d.PressureWeight, CPUCap: d.CPUCap}
+	return Decision{Band: b, PressureWeight: d.PressureWeight, CPUCap: d.CPUCap, BusyCap: d.BusyCap}
 }
 
 // Demote rewrites scores (one per candidate; over at least as long) so
@@ -159,6 +175,14 @@ func Demote(scores []float64, over []bool) bool {
 func OverCap(share float64, requested, podCPU, nodeCPU int64) bool {
 	c := int64(math.Round(share * 1e6))
 	return (requested+podCPU)*1_000_000 > c*nodeCPU
+}
+
+// Busy reports whether a node whose cpu_busy feature holds step steps of
+// 1/20 (the measured CPU busy share, rounded to the step) is at or above
+// share: step/20 >= share, compared so that a share on a step (0.9: 18)
+// counts the node at that step busy.
+func Busy(share float64, step uint64) bool {
+	return float64(step) >= share*cpuSteps-1e-9
 }
 
 // Apply rewrites scores (one per candidate, the model's) into decision

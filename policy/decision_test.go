@@ -258,6 +258,14 @@ func TestDecisionValidate(t *testing.T) {
 		{policy.Decision{CPUCap: math.NaN()}, false},
 		{policy.Decision{CPUCap: 0.8, Band: 6}, false},
 		{policy.Decision{CPUCap: 0.8, WholeGPUBand: 8}, false},
+		// the busy cap alike, alone or beside the CPU cap
+		{policy.Decision{BusyCap: 0.9}, true},
+		{policy.Decision{CPUCap: 0.8, BusyCap: 0.9}, true},
+		{policy.Decision{BusyCap: 1.01}, false},
+		{policy.Decision{BusyCap: -0.5}, false},
+		{policy.Decision{BusyCap: math.NaN()}, false},
+		{policy.Decision{BusyCap: 0.9, Band: 4}, false},
+		{policy.Decision{BusyCap: 0.9, PressureWeight: 1}, false},
 	} {
 		err := tc.d.Validate()
 		if (err == nil) != tc.ok || err != nil && !errors.Is(err, policy.ErrDecision) {
@@ -412,8 +420,8 @@ func TestDecisionFor(t *testing.T) {
 			if got := (policy.Decision{Band: 4}).For(p); got != (policy.Decision{Band: tc.only}) {
 				t.Fatalf("without: %+v, want band %v", got, tc.only)
 			}
-			if got := (policy.Decision{CPUCap: 0.8, PressureWeight: 2}).For(p); got != (policy.Decision{CPUCap: 0.8, PressureWeight: 2}) {
-				t.Fatalf("a cap: %+v, want it kept for every pod", got)
+			if got := (policy.Decision{CPUCap: 0.8, BusyCap: 0.9, PressureWeight: 2}).For(p); got != (policy.Decision{CPUCap: 0.8, BusyCap: 0.9, PressureWeight: 2}) {
+				t.Fatalf("caps: %+v, want them kept for every pod", got)
 			}
 		})
 	}
@@ -470,6 +478,104 @@ func TestDecideCapsCPU(t *testing.T) {
 			}
 			scores := []float64{5, 1} // the network prefers the busy node
 			policy.NewExtractor(env).Decide(policy.Decision{CPUCap: tc.cap}, st, &st.Pods[id], []int32{0, 1}, scores)
+			got := 0
+			if scores[1] > scores[0] {
+				got = 1
+			}
+			if got != tc.want {
+				t.Fatalf("scores %v: node %d wins, want %d", scores, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBusy: a node is busy from the step on which the cap falls (18 of
+// 20 for 0.9, whatever 0.9's binary rounding) or the next step up.
+func TestBusy(t *testing.T) {
+	for _, tc := range []struct {
+		share float64
+		step  uint64
+		want  bool
+	}{
+		{0.9, 18, true},   // 18/20 = 0.9: at the cap
+		{0.9, 17, false},  // 0.85
+		{0.9, 20, true},   // fully busy
+		{0.91, 18, false}, // between steps: the next one up
+		{0.91, 19, true},
+		{0.05, 1, true},
+		{0.05, 0, false},
+		{1, 19, false},
+		{1, 20, true},
+	} {
+		if got := policy.Busy(tc.share, tc.step); got != tc.want {
+			t.Errorf("Busy(%v, %d) = %v, want %v", tc.share, tc.step, got, tc.want)
+		}
+	}
+}
+
+// TestDecideBusyCap: with a busy cap, a node measured at or above it ranks
+// below one that is not, whatever the network prefers, with equal
+// requests; a node measured below it keeps the network's order; with
+// both caps, a node over the CPU cap ranks below a busy one.
+func TestDecideBusyCap(t *testing.T) {
+	spec := func(name string) sim.NodeSpec {
+		return sim.NodeSpec{Name: name, CPU: 8000, Memory: 16 << 10, Arch: sim.ArchARM64, Zone: "z"}
+	}
+	cluster := &sim.Cluster{Name: "two", Zones: []sim.Zone{{Name: "z"}}, Nodes: []sim.NodeSpec{spec("hot"), spec("cool")}}
+	pods := []sim.PodSpec{{Name: "filler", CPU: 7000, Memory: 512}, {Name: "web", CPU: 500, Memory: 512}}
+	env, err := sim.NewEnv(cluster, &sim.Workload{Name: "two-pods", Pods: pods}, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		hot    float64 // the hot node's measured CPU share (the cool one: 0.15)
+		d      policy.Decision
+		filler bool // place the 7000m pod on "cool" (7500/8000 > 0.8 there)
+		cool   bool // the network prefers the cool node (else the hot one)
+		want   int  // the node that wins
+	}{
+		{"busy", 0.95, policy.Decision{BusyCap: 0.9}, false, false, 1},
+		// 0.876 rounds to the step 0.9 (18 of 20): busy
+		{"busy by its step", 0.876, policy.Decision{BusyCap: 0.9}, false, false, 1},
+		// 0.87 rounds to 0.85: not busy, the network's choice stands
+		{"below the cap", 0.87, policy.Decision{BusyCap: 0.9}, false, false, 0},
+		{"no busy cap", 0.95, policy.Decision{CPUCap: 0.8}, false, false, 0},
+		// the tiers: a node over the CPU cap ranks below a busy one,
+		// whichever the network prefers
+		{"cool over the CPU cap, hot busy", 0.95, policy.Decision{CPUCap: 0.8, BusyCap: 0.9}, true, false, 0},
+		{"cool over the CPU cap and preferred, hot busy", 0.95, policy.Decision{CPUCap: 0.8, BusyCap: 0.9}, true, true, 0},
+		{"cool over the CPU cap", 0.5, policy.Decision{CPUCap: 0.8, BusyCap: 0.9}, true, false, 0},
+		{"hot busy", 0.95, policy.Decision{CPUCap: 0.8, BusyCap: 0.9}, false, false, 1},
+		// a busy cap alone: the cool node over 0.8 by requests is not busy
+		{"busy cap alone, cool packed", 0.95, policy.Decision{BusyCap: 0.9}, true, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := sim.NewState(env)
+			lm := st.LoadModel
+			cool, hot := lm.FromMeasured(0.15, 0.4, 0.5, 40, 0), lm.FromMeasured(tc.hot, 0.4, 0.5, 40, 0)
+			st.SetMeasured(0, &hot)
+			st.SetMeasured(1, &cool)
+			if tc.filler {
+				id, err := st.AddPod(env.Pods[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Bind(id, 1, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			id, err := st.AddPod(env.Pods[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := policy.NewExtractor(env)
+			x.BeginPod(st, &st.Pods[id])
+			scores := []float64{5, 1} // the network prefers the hot node
+			if tc.cool {
+				scores = []float64{1, 5}
+			}
+			x.Decide(tc.d, st, &st.Pods[id], []int32{0, 1}, scores)
 			got := 0
 			if scores[1] > scores[0] {
 				got = 1

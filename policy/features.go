@@ -601,7 +601,9 @@ func (x *Extractor) modelChoice(p *sim.Pod) float32 {
 // Decide rewrites the scores of pod p on candidate nodes by decision rule
 // d. With a CPU cap (Decision.CPUCap), the candidates on which p's CPU
 // request would bring the node's requests above d.CPUCap of its CPU rank
-// below the others, for every pod. With a band (Decision.Apply), the
+// below the others, for every pod; with a busy cap (Decision.BusyCap),
+// the candidates whose measured CPU is at or above it rank below the
+// others under the CPU cap (capCPU). With a band (Decision.Apply), the
 // candidates within it are keyed by FGD's score of each placement (its
 // fragmentation bucket plus its packing key, as the FGD baseline ranks
 // nodes), less d.PressureWeight times the pressure of the node's GPU model
@@ -611,7 +613,7 @@ func (x *Extractor) modelChoice(p *sim.Pod) float32 {
 // not be handed to it. Scores of a model without a rule are left alone.
 func (x *Extractor) Decide(d Decision, st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
 	d = d.For(p)
-	if d.CPUCap > 0 {
+	if d.CPUCap > 0 || d.BusyCap > 0 {
 		x.capCPU(d, st, p, nodes, scores)
 	}
 	if d.Band <= 0 || x.placedNeighbour(st, p) {
@@ -634,18 +636,31 @@ func (x *Extractor) Decide(d Decision, st *sim.State, p *sim.Pod, nodes []int32,
 	})
 }
 
-// capCPU applies d's CPU cap to p's candidates (Demote): node n is over
-// when its CPU requests plus p's exceed d.CPUCap of its CPU (OverCap).
+// capCPU applies d's caps to p's candidates (Demote), in two tiers: the
+// candidates whose cpu_busy step is at or above d.BusyCap (Busy) rank
+// below the others, then those on which p's CPU request would bring the
+// node's requests above d.CPUCap of its CPU (OverCap) rank below all the
+// rest, busy or not. So the request cap, which keeps room for later pods,
+// holds whatever the telemetry says, and the busy cap orders the nodes
+// under it.
 func (x *Extractor) capCPU(d Decision, st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
 	if cap(x.over) < len(nodes) {
 		x.over = make([]bool, len(nodes))
 	}
 	over := x.over[:len(nodes)]
-	for i, n := range nodes {
-		nd := &st.Nodes[n]
-		over[i] = OverCap(d.CPUCap, nd.CPU-nd.CPUFree, p.CPU, nd.CPU)
+	if d.BusyCap > 0 {
+		for i, n := range nodes {
+			over[i] = Busy(d.BusyCap, x.telemetrySteps(st, int(n))&0xffff)
+		}
+		Demote(scores[:len(nodes)], over)
 	}
-	Demote(scores[:len(nodes)], over)
+	if d.CPUCap > 0 {
+		for i, n := range nodes {
+			nd := &st.Nodes[n]
+			over[i] = OverCap(d.CPUCap, nd.CPU-nd.CPUFree, p.CPU, nd.CPU)
+		}
+		Demote(scores[:len(nodes)], over)
+	}
 }
 
 // placedNeighbour reports whether a dependency neighbour of p's service

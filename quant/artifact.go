@@ -255,6 +255,10 @@ func modelID(hd *Header, payload []byte) string {
 			h.Write([]byte("decision.cpu_cap=" + strconv.FormatFloat(d.CPUCap, 'g', -1, 64)))
 			h.Write([]byte{0})
 		}
+		if d.BusyCap != 0 {
+			h.Write([]byte("decision.busy_cap=" + strconv.FormatFloat(d.BusyCap, 'g', -1, 64)))
+			h.Write([]byte{0})
+		}
 	}
 	if sage := hd.Sage; sage != nil {
 		// the weights' ID covers what the payload does not: the shape,

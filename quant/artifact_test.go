@@ -193,6 +193,18 @@ func TestArtifactDecision(t *testing.T) {
 	if _, got := signedRoundTrip(t, capped, s, keys); got.Header.Decision != (policy.Decision{CPUCap: 0.8}) {
 		t.Fatalf("a capped artifact's decision came back as %+v", got.Header.Decision)
 	}
+	// A busy cap beside it is a third model.
+	m.Decision = policy.Decision{CPUCap: 0.8, BusyCap: 0.9}
+	busy, _ := FromModel(m.Float(), Info{})
+	if _, err := busy.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	if busy.Header.ModelID == capped.Header.ModelID || busy.Header.ModelID == plain.Header.ModelID {
+		t.Fatalf("a busy cap left the model ID at %s: the ID must cover it", busy.Header.ModelID)
+	}
+	if _, got := signedRoundTrip(t, busy, s, keys); got.Header.Decision != (policy.Decision{CPUCap: 0.8, BusyCap: 0.9}) {
+		t.Fatalf("a busy-capped artifact's decision came back as %+v", got.Header.Decision)
+	}
 	// Without a rule there is no "decision" field, and the ID is the one
 	// artifacts always had (schema hash, dtype and payload only).
 	if bytes.Contains(pb, []byte(`"decision"`)) {

@@ -355,10 +355,10 @@ func (c *Core) score(m *sources.Model, all, nodes []fwk.NodeInfo, ps *Cycle) (re
 		if err := v.scoreCandidates(m, &ps.Pod, cand, raw); err != nil {
 			return err
 		}
-		// The model's decision rule (a band the FGD score orders, or a CPU
-		// cap on requests) works on
-		// the same view as the simulator's learned policy, so the node
-		// with MaxScore is the one the simulator would bind.
+		// The model's decision rule (a band the FGD score orders, or caps
+		// on requests and measured CPU) works on the same view as the
+		// simulator's learned policy, so the node with MaxScore is the one
+		// the simulator would bind.
 		dec := slices.Grow(v.dec[:0], len(raw))[:len(raw)]
 		for j, r := range raw {
 			dec[j] = float64(r)

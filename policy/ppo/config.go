@@ -324,7 +324,7 @@ func (c *Config) validate(env bool) error {
 	case c.BC.validate() != nil:
 		return bad("bc", "%v", c.BC.validate())
 	case c.Decision.Validate() != nil:
-		return bad("decision", "band %v, wholeGPUBand %v, pressureWeight %v, cpuCap %v: %v", c.Decision.Band, c.Decision.WholeGPUBand, c.Decision.PressureWeight, c.Decision.CPUCap, c.Decision.Validate())
+		return bad("decision", "band %v, wholeGPUBand %v, pressureWeight %v, cpuCap %v, busyCap %v: %v", c.Decision.Band, c.Decision.WholeGPUBand, c.Decision.PressureWeight, c.Decision.CPUCap, c.Decision.BusyCap, c.Decision.Validate())
 	case c.Refine != nil && (c.Refine.Episodes < 1 || c.Refine.validate() != nil):
 		return bad("refine", "episodes >= 1; %v", c.Refine.validate())
 	case c.PPO.Iterations < 0 || c.PPO.EpisodesPerIter < 1 || c.PPO.Epochs < 1 || c.PPO.Minibatch < 1:

@@ -63,6 +63,9 @@ func TestParseConfig(t *testing.T) {
 		{"CPU cap", "decision: {cpuCap: 0.8}", ""},
 		{"CPU cap above 1", "decision: {cpuCap: 1.2}", "cpuCap 1.2"},
 		{"CPU cap beside a band", "decision: {band: 4, cpuCap: 0.8}", "not both"},
+		{"CPU and busy caps", "decision: {cpuCap: 0.8, busyCap: 0.9}", ""},
+		{"busy cap above 1", "decision: {busyCap: 1.5}", "busyCap 1.5"},
+		{"busy cap beside a band", "decision: {band: 4, busyCap: 0.9}", "not both"},
 		{"not yaml", "{{{", "ppo: bad config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

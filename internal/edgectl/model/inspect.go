@@ -140,8 +140,19 @@ func sortedKeys(m map[string]float64) []string {
 
 // describeDecision says what a model's decision rule does.
 func describeDecision(d policy.Decision) string {
+	var caps []string
 	if d.CPUCap > 0 {
-		return fmt.Sprintf("CPU cap %g (nodes the pod would bring above %.4g%% of their CPU by requests rank last)", d.CPUCap, 100*d.CPUCap)
+		caps = append(caps, fmt.Sprintf("CPU cap %g (nodes the pod would bring above %.4g%% of their CPU by requests rank last)", d.CPUCap, 100*d.CPUCap))
+	}
+	if d.BusyCap > 0 {
+		where := "last"
+		if d.CPUCap > 0 {
+			where = "below the others, above those over the CPU cap"
+		}
+		caps = append(caps, fmt.Sprintf("busy cap %g (nodes measured at %.4g%% CPU or more rank %s)", d.BusyCap, 100*d.BusyCap, where))
+	}
+	if len(caps) > 0 {
+		return strings.Join(caps, "; ")
 	}
 	s := fmt.Sprintf("band %g logits", d.Band)
 	if d.WholeGPUBand > 0 {
