@@ -52,8 +52,10 @@ type Decision struct {
 	// whose measured CPU busy share, as the cpu_busy feature reads it (in
 	// its steps of 1/20; Busy), is at or above it ranks below every
 	// candidate that is not (Demote); with CPUCap too, the candidates over
-	// the CPU cap rank below all others, busy or not, so the busy cap
-	// orders only the nodes under the CPU cap. It reads the node's telemetry: the
+	// the CPU cap rank below all others, busy or not, and within each side
+	// of the CPU cap the busy ones rank below the others (when every
+	// candidate is over the CPU cap, the busy cap alone moves the choice).
+	// It reads the node's telemetry: the
 	// agent's summary in the plugin, the node response model in the
 	// simulator (the usage model's estimate on a node without a summary).
 	// A rule has either caps or a band, not both. 0: no busy cap.

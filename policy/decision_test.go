@@ -549,6 +549,9 @@ func TestDecideBusyCap(t *testing.T) {
 		{"hot busy", 0.95, policy.Decision{CPUCap: 0.8, BusyCap: 0.9}, false, false, 1},
 		// a busy cap alone: the cool node over 0.8 by requests is not busy
 		{"busy cap alone, cool packed", 0.95, policy.Decision{BusyCap: 0.9}, true, false, 1},
+		// both over a CPU cap of 0.05 (500 / 8000 > 0.05): the busy cap
+		// orders that side of it
+		{"both over the CPU cap", 0.95, policy.Decision{CPUCap: 0.05, BusyCap: 0.9}, false, false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := sim.NewState(env)

@@ -603,7 +603,10 @@ func (x *Extractor) modelChoice(p *sim.Pod) float32 {
 // request would bring the node's requests above d.CPUCap of its CPU rank
 // below the others, for every pod; with a busy cap (Decision.BusyCap),
 // the candidates whose measured CPU is at or above it rank below the
-// others under the CPU cap (capCPU). With a band (Decision.Apply), the
+// others on their side of the CPU cap (capCPU). The busy cap reads the
+// telemetry memo of the last BeginPod, so Decide must follow BeginPod
+// for p on the same State, with no SetMeasured between (as every caller
+// does: NetworkScores, then Decide). With a band (Decision.Apply), the
 // candidates within it are keyed by FGD's score of each placement (its
 // fragmentation bucket plus its packing key, as the FGD baseline ranks
 // nodes), less d.PressureWeight times the pressure of the node's GPU model
@@ -640,9 +643,10 @@ func (x *Extractor) Decide(d Decision, st *sim.State, p *sim.Pod, nodes []int32,
 // candidates whose cpu_busy step is at or above d.BusyCap (Busy) rank
 // below the others, then those on which p's CPU request would bring the
 // node's requests above d.CPUCap of its CPU (OverCap) rank below all the
-// rest, busy or not. So the request cap, which keeps room for later pods,
-// holds whatever the telemetry says, and the busy cap orders the nodes
-// under it.
+// rest, busy or not; each group keeps its order, so within each side of
+// the CPU cap the busy candidates rank below the others. So the request
+// cap, which keeps room for later pods, holds whatever the telemetry
+// says.
 func (x *Extractor) capCPU(d Decision, st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
 	if cap(x.over) < len(nodes) {
 		x.over = make([]bool, len(nodes))

@@ -147,7 +147,7 @@ func describeDecision(d policy.Decision) string {
 	if d.BusyCap > 0 {
 		where := "last"
 		if d.CPUCap > 0 {
-			where = "below the others, above those over the CPU cap"
+			where = "below the others on their side of the CPU cap"
 		}
 		caps = append(caps, fmt.Sprintf("busy cap %g (nodes measured at %.4g%% CPU or more rank %s)", d.BusyCap, 100*d.BusyCap, where))
 	}

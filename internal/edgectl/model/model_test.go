@@ -191,7 +191,7 @@ func TestModelInspectDecision(t *testing.T) {
 	keys := edgectltest.KeyDir(t, "coord")
 	dir := t.TempDir()
 	for _, tc := range []struct{ model, want string }{
-		{"edge-loaded", "decision   CPU cap 0.8 (nodes the pod would bring above 80% of their CPU by requests rank last); busy cap 0.9 (nodes measured at 90% CPU or more rank below the others, above those over the CPU cap)"},
+		{"edge-loaded", "decision   CPU cap 0.8 (nodes the pod would bring above 80% of their CPU by requests rank last); busy cap 0.9 (nodes measured at 90% CPU or more rank below the others on their side of the CPU cap)"},
 		{"default", "decision   band 6 logits, 8 for whole-GPU pods (FGD less 10 x the GPU model's pressure orders the candidates within it)"},
 		{"edge", ""},
 	} {
