@@ -145,6 +145,11 @@ type Client struct {
 
 	retries atomic.Int64 // failed installs and trainings set to be tried again (workLoop's; tests read it)
 
+	// removeSent takes update seq out of the outbox once the stream has
+	// it, counting it published (one transaction): c.dropSent; tests make
+	// it fail.
+	removeSent func(seq uint64) error
+
 	// enqMu serialises enqueue, which holds it across the Sequencer's
 	// calls (the site ledger's API writes, which can block for seconds):
 	// updates are signed, staged and committed one at a time, so their
@@ -174,6 +179,7 @@ func New(cfg Config) (*Client, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Client{cfg: cfg, db: db, log: log.With("site", cfg.Site), wake: make(chan struct{}, 1), nudge: make(chan struct{}, 1), residual: &esu.Residual{}}
+	c.removeSent = c.dropSent
 	if err := migrateHWM(db); err != nil {
 		db.Close()
 		return nil, err
@@ -574,7 +580,9 @@ var errOutboxFull = errors.New("flclient: outbox full")
 
 // publishLoop sends the outbox oldest first; an entry leaves the outbox
 // only once the stream acknowledged it (de-duplicated by its MsgID, so a
-// retry after a lost acknowledgement is harmless).
+// retry after a lost acknowledgement is harmless). A failed publish and a
+// failed removal of a sent entry both back off (capped, jittered, growing
+// until an entry leaves the outbox) before the next attempt.
 func (c *Client) publishLoop(ctx context.Context, js jetstream.JetStream) {
 	b := backoff.New(c.cfg.BackoffMin, c.cfg.BackoffMax, c.cfg.Seed^0x9b)
 	for ctx.Err() == nil {
@@ -605,20 +613,31 @@ func (c *Client) publishLoop(ctx context.Context, js jetstream.JetStream) {
 			}
 			continue
 		}
-		b.Reset()
-		if err := c.db.Update(func(tx *bolt.Tx) error {
-			if err := tx.Bucket(bucketOutbox).Delete(u64(seq)); err != nil {
-				return err
+		if err := c.removeSent(seq); err != nil {
+			// the stream has it but the outbox still does (a full disk):
+			// the next attempt publishes it again (a duplicate by its
+			// MsgID), so back off as for a failed publish, not at once
+			c.log.Error("sent update not removed from the outbox; backing off", "seq", seq, "err", err)
+			if !b.Sleep(ctx) {
+				return
 			}
-			return bumpCounters(tx, func(k *Counters) { k.Published++ })
-		}); err != nil {
-			c.log.Error("outbox", "err", err)
 			continue
 		}
+		b.Reset()
 		if c.cfg.Sequencer != nil {
 			c.siteDone(ctx, seq)
 		}
 	}
+}
+
+// dropSent takes update seq out of the outbox and counts it published.
+func (c *Client) dropSent(seq uint64) error {
+	return c.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketOutbox).Delete(u64(seq)); err != nil {
+			return err
+		}
+		return bumpCounters(tx, func(k *Counters) { k.Published++ })
+	})
 }
 
 // siteDone tells the Sequencer that update seq left the outbox, retrying

@@ -4,7 +4,9 @@
 // weight delta with the int8 codec and error feedback, signs it with the
 // site's key, and keeps it in a bounded bbolt outbox until JetStream has
 // stored it (published with an idempotency key, so retries cannot
-// duplicate it). It reads the state bucket and the model store
+// duplicate it). A failed publish, and a failed removal of an entry the
+// stream has (a full disk), back off with capped jitter before the next
+// attempt. It reads the state bucket and the model store
 // with JetStream direct gets only (state.go: sites may not create
 // consumers under the fleet's NATS permissions) and installs published
 // models only after the trust rules of trust.go: signature by a trusted,

@@ -10,7 +10,11 @@
 // telemetry annotation (kubefmt), and pod-to-pod call rates from
 // the flows annotation each agent publishes for its node
 // (kubefmt.FlowsAnnotation and its format,
-// fed by ObserveFlows from the node's eBPF flow collector). Every agent of
+// fed by ObserveFlows from the node's eBPF flow collector); a summary or
+// flows window more than kubefmt.MaxTelemetryClockSkew ahead of the
+// recorder's clock (a node whose clock ran ahead) is counted
+// (RecorderStats.Skewed) and not recorded, so it cannot become the node's
+// high-water mark and hold back its correct samples. Every agent of
 // a site records (warm standbys), so the history survives a change of
 // leader. A Store keeps the events with bounded retention (age and count,
 // oldest first, in the same transaction as the append) plus the pods and

@@ -150,6 +150,14 @@ const (
 	MaxGPUModel = 63
 )
 
+// minTime and maxTime bound an event's time: Unix nanoseconds in an int64
+// (1677-09-21 to 2262-04-11). Validate refuses a time outside them
+// (time.Time.UnixNano would overflow, silently).
+var (
+	minTime = time.Unix(0, math.MinInt64).UTC()
+	maxTime = time.Unix(0, math.MaxInt64).UTC()
+)
+
 // ErrRecord wraps every refusal of DecodeEvent and EncodeEvent.
 var ErrRecord = errors.New("trace: bad record")
 
@@ -238,6 +246,9 @@ func (e *Event) Validate() error {
 	}
 	if e.Time.IsZero() {
 		return bad("no time")
+	}
+	if e.Time.Before(minTime) || e.Time.After(maxTime) {
+		return bad("time outside the record's range [%v, %v]: %v", minTime, maxTime, e.Time)
 	}
 	str := func(name, s string, required bool) error {
 		if len(s) > maxString {

@@ -91,6 +91,10 @@ func TestEventRefusals(t *testing.T) {
 		{"binding without node", Event{Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u", Namespace: "a", Name: "b"}}, "node missing"},
 		{"infinite rate", Event{Kind: EdgeRate, Time: t0, Edge: &Edge{Src: PodRef{Namespace: "a", Name: "b"}, Dst: PodRef{Namespace: "a", Name: "c"}, Reporter: "n", CallsPerSecond: math.Inf(1)}}, "rate"},
 		{"unknown kind", Event{Kind: 42, Time: t0, Node: &Node{Name: "n"}}, "unknown kind"},
+		// Unix nanoseconds hold 1677-09-21 .. 2262-04-11: beyond, UnixNano overflows
+		{"time after 2262", Event{Kind: NodeUsage, Time: time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC), Usage: &Usage{Node: "n"}}, "time outside"},
+		{"time in 9999", Event{Kind: EdgeRate, Time: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), Edge: &Edge{Src: PodRef{Namespace: "a", Name: "b"}, Dst: PodRef{Namespace: "a", Name: "c"}, Reporter: "n"}}, "time outside"},
+		{"time before 1678", Event{Kind: NodeInfo, Time: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), Node: &Node{Name: "n"}}, "time outside"},
 	}
 	for _, tc := range encode {
 		t.Run("encode "+tc.name, func(t *testing.T) {

@@ -85,12 +85,13 @@ type Recorder struct {
 	ch  chan Event
 
 	mu     sync.Mutex
-	stop   <-chan struct{}        // Run's ctx.Done(): queued sends give up
-	pods   map[types.UID]podState // recorded pods (alive)
-	nodes  map[string]Node        // recorded node attributes
-	usage  map[string]time.Time   // newest usage sample recorded per node
-	edges  map[string]time.Time   // newest flows window recorded per reporting node
-	flows  []FlowCount            // newest snapshot from ObserveFlows
+	stop   <-chan struct{}         // Run's ctx.Done(): queued sends give up
+	pods   map[types.UID]podState  // recorded pods (alive)
+	nodes  map[string]Node         // recorded node attributes
+	usage  map[string]time.Time    // newest usage sample recorded per node
+	edges  map[string]time.Time    // newest flows window recorded per reporting node
+	ahead  map[sampleKey]time.Time // per node and annotation: the last sample refused as ahead of the clock
+	flows  []FlowCount             // newest snapshot from ObserveFlows
 	flowAt time.Time
 	synced bool
 	stats  RecorderStats
@@ -114,9 +115,19 @@ type RecorderStats struct {
 	// RefusedError, logged once per batch with the reasons); the rest of
 	// their batches was written.
 	Refused int
+	// Skewed counts telemetry summaries and flows windows not recorded
+	// because their time was more than kubefmt.MaxTelemetryClockSkew
+	// ahead of the recorder's clock (a node whose clock ran ahead; one
+	// such sample would otherwise become the node's high-water mark and
+	// hold back its correct samples). Each distinct sample counts once,
+	// however often the node object is seen with it.
+	Skewed int
 	// FlowsPublished counts flows annotations written.
 	FlowsPublished int
 }
+
+// sampleKey names a node's telemetry or flows annotation.
+type sampleKey struct{ annotation, node string }
 
 // NewRecorder checks cfg.
 func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
@@ -131,7 +142,7 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Recorder{cfg: cfg, log: log, ch: make(chan Event, 4096), pods: map[types.UID]podState{}, nodes: map[string]Node{},
-		usage: map[string]time.Time{}, edges: map[string]time.Time{}}, nil
+		usage: map[string]time.Time{}, edges: map[string]time.Time{}, ahead: map[sampleKey]time.Time{}}, nil
 }
 
 // Stats returns the counters.
@@ -223,6 +234,7 @@ func (r *Recorder) load(stop <-chan struct{}) error {
 	// memory may not have reached the store (events queued as it stopped)
 	r.stop, r.synced = stop, false
 	r.pods, r.nodes, r.usage, r.edges = map[types.UID]podState{}, map[string]Node{}, map[string]time.Time{}, map[string]time.Time{}
+	r.ahead = map[sampleKey]time.Time{}
 	for _, e := range live {
 		r.pods[types.UID(e.Pod.UID)] = podState{ref: PodRef{Namespace: e.Pod.Namespace, Name: e.Pod.Name}, node: e.Pod.Node}
 	}
@@ -468,6 +480,44 @@ func (r *Recorder) malformed(what, node string, err error) {
 	r.log.Debug("annotation not recorded", "annotation", what, "node", node, "err", err)
 }
 
+// skewed reports whether a node's sample dated at is more than
+// kubefmt.MaxTelemetryClockSkew ahead of the recorder's clock, the bound
+// the scheduler plugin reads telemetry with. Such a sample is not
+// recorded and never becomes the node's high-water mark (nor the store's
+// `seen` mark): one summary from a clock a year ahead, or in year 9999
+// (beyond what the record's Unix nanoseconds hold), would otherwise hold
+// back every correct sample of the node after it. It is counted
+// (RecorderStats.Skewed) once per distinct sample, logged as a warning
+// when the node's annotation goes ahead and at debug level after that.
+func (r *Recorder) skewed(annotation, node string, at time.Time) bool {
+	now := r.cfg.Now()
+	key := sampleKey{annotation, node}
+	r.mu.Lock()
+	last, was := r.ahead[key]
+	if !at.After(now.Add(kubefmt.MaxTelemetryClockSkew)) {
+		delete(r.ahead, key)
+		r.mu.Unlock()
+		if was {
+			r.log.Info("node clock back in range: recording its samples again", "node", node, "annotation", annotation, "ts", at)
+		}
+		return false
+	}
+	repeat := was && last.Equal(at)
+	if !repeat {
+		r.stats.Skewed++
+		r.ahead[key] = at
+	}
+	r.mu.Unlock()
+	switch {
+	case !was:
+		r.log.Warn("sample ahead of the clock not recorded (the node's clock ran ahead?)", "node", node, "annotation", annotation,
+			"ts", at, "now", now, "max_skew", kubefmt.MaxTelemetryClockSkew)
+	case !repeat:
+		r.log.Debug("sample ahead of the clock not recorded", "node", node, "annotation", annotation, "ts", at, "now", now)
+	}
+	return true
+}
+
 func (r *Recorder) nodeUsage(n *v1.Node, v string, info Node, pods cache.Indexer) {
 	s, err := kubefmt.DecodeTelemetry(v)
 	if err != nil {
@@ -475,10 +525,15 @@ func (r *Recorder) nodeUsage(n *v1.Node, v string, info Node, pods cache.Indexer
 		return
 	}
 	r.mu.Lock()
-	if !r.synced {
-		r.mu.Unlock()
+	synced := r.synced
+	r.mu.Unlock()
+	if !synced {
 		return // the pods are not listed yet: Run records it after the first list
 	}
+	if r.skewed(kubefmt.AnnotationTelemetry, n.Name, s.Time) {
+		return
+	}
+	r.mu.Lock()
 	last := r.usage[n.Name]
 	if !s.Time.After(last) {
 		r.mu.Unlock()
@@ -502,6 +557,9 @@ func (r *Recorder) nodeFlows(node, v string) {
 	f, err := kubefmt.DecodeFlows(v)
 	if err != nil {
 		r.malformed(kubefmt.FlowsAnnotation, node, err)
+		return
+	}
+	if r.skewed(kubefmt.FlowsAnnotation, node, f.Time) {
 		return
 	}
 	r.mu.Lock()

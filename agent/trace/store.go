@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/internal/boltkv"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // bbolt layout (trace.db). Every Append is one transaction.
@@ -19,7 +20,7 @@ var (
 	bucketEvents = []byte("events") // sequence (uint64 BE) -> record (EncodeEvent)
 	bucketLive   = []byte("live")   // pod UID -> its PodArrival record, with its node once bound (pods not yet deleted)
 	bucketNodes  = []byte("nodes")  // node name -> NodeInfo record (nodes not deleted)
-	bucketSeen   = []byte("seen")   // "usage/<node>" | "edges/<node>" -> Unix nanoseconds of the newest sample recorded
+	bucketSeen   = []byte("seen")   // "usage/<node>" | "edges/<node>" -> Unix nanoseconds of the newest sample recorded (a mark beyond the clock's skew bound is ignored)
 
 	keySchema = []byte("schema")
 	keySeq    = []byte("seq")   // last event sequence used
@@ -137,8 +138,10 @@ type AppendResult struct {
 	// Recorded events; Skipped ones that were already recorded (a pod's
 	// arrival seen again after a relist, a deletion of a pod not known,
 	// a binding to the node already known, a sample not newer than the
-	// newest of its node); Pruned by retention; Refused records that were
-	// not written (the RefusedError Append returned names each).
+	// newest of its node; a newest more than kubefmt.MaxTelemetryClockSkew
+	// ahead of the store's clock is ignored and replaced); Pruned by
+	// retention; Refused records that were not written (the RefusedError
+	// Append returned names each).
 	Recorded, Skipped, Pruned, Refused int
 }
 
@@ -242,6 +245,7 @@ func (s *Store) Append(evs ...Event) (AppendResult, error) {
 			res, inTx = AppendResult{}, map[int]error{}
 			meta, events, live, nodes, seen := tx.Bucket(bucketMeta), tx.Bucket(bucketEvents), tx.Bucket(bucketLive), tx.Bucket(bucketNodes), tx.Bucket(bucketSeen)
 			seq, count := boltkv.GetU64(meta, keySeq), boltkv.GetU64(meta, keyCount)
+			horizon := uint64(s.cfg.Now().Add(kubefmt.MaxTelemetryClockSkew).UnixNano())
 			for i, e := range evs {
 				if enc[i] == nil {
 					continue
@@ -307,6 +311,15 @@ func (s *Store) Append(evs ...Event) (AppendResult, error) {
 						key = "usage/" + e.Usage.Node
 					}
 					last := boltkv.GetU64(seen, []byte(key))
+					if last > horizon {
+						// a mark from a node whose clock ran ahead, written
+						// before the recorder refused such samples: it would
+						// hold back the node's samples until the clock
+						// caught up with it (for ever, for year 9999)
+						s.log.Warn("ignoring a high-water mark ahead of the clock", "key", key,
+							"mark", time.Unix(0, int64(last)).UTC(), "now", s.cfg.Now())
+						last = 0
+					}
 					if last != 0 && (t < last || (t == last && e.Kind == NodeUsage)) {
 						record = false
 					} else if err := seen.Put([]byte(key), boltkv.U64(t)); err != nil {

@@ -20,5 +20,8 @@
 //     ends.
 //   - A refused value (bad signature, rollback, malformed document) keeps
 //     the last good one; a deleted ConfigMap clears a feed's value but
-//     never the model in use.
+//     never the model in use. A model refused for a reason that may pass
+//     (RefusalError.Transient: unreadable, or its rollback floor not
+//     written) is offered again: by the file poller on its next poll, by
+//     the ConfigMap source after a backoff.
 package sources

@@ -25,7 +25,7 @@ var (
 	metricRefusals = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      MetricsSubsystem,
 		Name:           "model_refusals_total",
-		Help:           "Model files refused (the previous model stays), by reason (read, signature, artifact, rollback, int8).",
+		Help:           "Model files refused (the previous model stays), by reason (read, signature, artifact, int8, sanity, rollback, stale, state; read and state are retried, each attempt counted).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 	metricSwaps = metrics.NewCounter(&metrics.CounterOpts{

@@ -80,7 +80,11 @@ type ModelStore struct {
 	keys *quant.Keyring
 	cur  atomic.Pointer[Model]
 	// mu serialises installs (the version check and the store).
-	mu       sync.Mutex
+	mu sync.Mutex
+	// lastRaw and lastStat are the bytes (any source) and the file stamp
+	// (LoadFile) last settled: installed, or refused for good. Bytes
+	// refused for a reason that may pass (RefusalError.Transient) are not
+	// recorded, so the sources offer them again.
 	lastRaw  []byte
 	lastStat fileStamp
 	// trust is the rollback floor and age limit (model_trust.go).
@@ -181,23 +185,46 @@ func (e *RefusalError) Error() string {
 
 func (e *RefusalError) Unwrap() error { return e.Err }
 
+// Transient reports whether the refusal may pass with the same bytes:
+// they could not be read, or the rollback floor could not be recorded
+// (reason state: the state file locked by another holder for longer than
+// its open timeout, a full disk). The sources offer such bytes again (the
+// file poller on its next poll, the ConfigMap source after a backoff);
+// every other refusal is final for the bytes refused.
+func (e *RefusalError) Transient() bool { return e.Reason == RefuseRead || e.Reason == RefuseState }
+
+// transient reports whether err is a transient refusal.
+func transient(err error) bool {
+	var re *RefusalError
+	return errors.As(err, &re) && re.Transient()
+}
+
 // installChanged is the verify-and-swap path of every model source (the
 // file poller and the ConfigMap watch): raw is installed (Install) unless
-// it is the byte string last offered, so a source that sees the same
-// bytes again neither re-verifies nor re-counts a refusal.
+// it is the byte string last settled (installed or refused for good), so a
+// source that sees the same bytes again neither re-verifies nor re-counts
+// a refusal. Bytes refused for a transient reason are not settled: the
+// next offer of the same bytes tries again (and counts again).
 func (s *ModelStore) installChanged(raw []byte) (bool, error) {
 	s.mu.Lock()
 	unchanged := s.lastRaw != nil && bytes.Equal(raw, s.lastRaw)
-	s.lastRaw = raw
 	s.mu.Unlock()
 	if unchanged {
 		return false, nil
 	}
-	return s.Install(raw)
+	ok, err := s.Install(raw)
+	if !transient(err) {
+		s.mu.Lock()
+		s.lastRaw = raw
+		s.mu.Unlock()
+	}
+	return ok, err
 }
 
 // LoadFile reads path and installs it unless its bytes are the ones last
-// seen. A missing or unreadable file is a refusal.
+// settled. A missing or unreadable file is a refusal. The file's stamp
+// (size, modification time) is recorded only once its bytes settled, so
+// after a transient refusal the next call reads and tries it again.
 func (s *ModelStore) LoadFile(path string) (bool, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -219,31 +246,52 @@ func (s *ModelStore) LoadFile(path string) (bool, error) {
 	if err != nil {
 		return false, s.refuse(RefuseRead, err)
 	}
-	s.mu.Lock()
-	s.lastStat = stamp
-	s.mu.Unlock()
-	return s.installChanged(raw)
+	ok, err := s.installChanged(raw)
+	if !transient(err) {
+		s.mu.Lock()
+		s.lastStat = stamp
+		s.mu.Unlock()
+	}
+	return ok, err
 }
 
 // Watch polls path every interval until ctx ends, installing new models
-// and logging refusals. It runs on its own goroutine: scheduling never
-// waits for it.
+// and logging refusals. A transient refusal (RefusalError.Transient) is
+// tried again on every poll and counted each time in
+// model_refusals_total; it is logged as an error when it starts (or its
+// reason changes) and at verbosity 2 while it lasts. It runs on its own
+// goroutine: scheduling never waits for it.
 func (s *ModelStore) Watch(ctx context.Context, path string, interval time.Duration) {
 	logger := klog.FromContext(ctx).WithValues("plugin", Owner, "model", path)
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var failing string // the reason of the transient refusal being retried
+	attempts := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if ok, err := s.LoadFile(path); err != nil {
+		ok, err := s.LoadFile(path)
+		var re *RefusalError
+		switch {
+		case err != nil && errors.As(err, &re) && re.Transient():
+			attempts++
+			if re.Reason == failing {
+				logger.V(2).Info("Model still refused; retrying on the next poll", "reason", re.Reason, "attempts", attempts, "err", err)
+				continue
+			}
+			failing, attempts = re.Reason, 1
+			logger.Error(err, "Keeping the previous model; retrying on every poll", "reason", re.Reason)
+			continue
+		case err != nil:
 			logger.Error(err, "Keeping the previous model")
-		} else if ok {
+		case ok:
 			h := s.Current().Header
 			logger.Info("Installed model", "version", h.Version, "modelID", quant.ShortID(h.ModelID), "int8Kernel", quant.Kernel())
 		}
+		failing, attempts = "", 0
 	}
 }
 

@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
+	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -26,8 +28,14 @@ import (
 // and int8 checks, version monotonicity, one atomic store. A refusal is
 // counted in model_refusals_total{reason} and also reported as a Warning
 // Event (reason ModelRefused) on the ConfigMap; the last-known-good model
-// stays. Deleting the ConfigMap keeps the model in use (logged).
-// Everything runs on the informer's goroutines: scheduling never waits.
+// stays. A refusal that may pass with the same bytes
+// (RefusalError.Transient: the state file locked past its open timeout, a
+// full disk) is retried with capped, jittered backoff (modelRetryMin to
+// modelRetryMax) from the informer's cache, as no update of the ConfigMap
+// may come; each attempt is counted, the first one logged as an error and
+// raised as an Event, the others logged at verbosity 2. Deleting the
+// ConfigMap keeps the model in use (logged). Everything runs on the
+// informer's goroutines and the retry goroutine: scheduling never waits.
 
 // Event reasons on the model ConfigMap.
 const (
@@ -37,6 +45,13 @@ const (
 
 // eventAction is the events.k8s.io action of the model events.
 const eventAction = "LoadModel"
+
+// modelRetryMin and modelRetryMax pace the retries of a transient refusal
+// (full jitter, doubling).
+const (
+	modelRetryMin = time.Second
+	modelRetryMax = 30 * time.Second
+)
 
 // ModelSource feeds one ConfigMap's model key into a ModelStore.
 type ModelSource struct {
@@ -50,6 +65,11 @@ type ModelSource struct {
 	applyMu sync.Mutex // serialises apply
 	mu      sync.Mutex
 	missing bool // the last ConfigMap seen had no model key
+	// failing holds the bytes last refused for a transient reason, until
+	// bytes settle (installed or refused for good); retry asks the retry
+	// goroutine to apply the ConfigMap again.
+	failing []byte
+	retry   chan struct{}
 
 	// Events raised while New runs are held and raised again later:
 	// kube-scheduler builds its plugins before its event broadcaster starts
@@ -76,11 +96,13 @@ const startupEventDelay = 3 * time.Second
 func StartModelSource(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder,
 	store *ModelStore, namespace, name, key string) (s *ModelSource, wait func()) {
 	s = &ModelSource{store: store, recorder: recorder, namespace: namespace, name: name, key: key, hold: true,
+		retry:  make(chan struct{}, 1),
 		logger: klog.FromContext(ctx).WithValues("plugin", Owner, "configMap", namespace+"/"+name, "key", key)}
 	s.holding.Store(true)
 	w := watchConfigMap(ctx, client, namespace, name, s.apply, s.deleted, s.logger)
 	var wg sync.WaitGroup
 	wg.Go(w.wait)
+	wg.Go(func() { s.retryLoop(ctx, w.get) })
 	wg.Go(func() {
 		t := time.NewTimer(startupEventDelay)
 		defer t.Stop()
@@ -113,7 +135,14 @@ func StartModelSource(ctx context.Context, client kubernetes.Interface, recorder
 // and New's own call on the listed object). Calls run one at a time: a
 // call that finds the bytes it was given already being installed must not
 // return before that install has finished (New relies on it).
-func (s *ModelSource) apply(obj any) {
+func (s *ModelSource) apply(obj any) { s.applyFrom(obj, false) }
+
+// applyFrom is apply; retry is the retry goroutine's call. Bytes refused
+// for a transient reason are left to the retry goroutine: another update
+// of the ConfigMap carrying them (or New's call after the informer's) does
+// not try them at once, which would block its goroutine for as long again
+// (the state file's open timeout).
+func (s *ModelSource) applyFrom(obj any, retry bool) {
 	cm, ok := obj.(*v1.ConfigMap)
 	if !ok || cm.Namespace != s.namespace || cm.Name != s.name {
 		return
@@ -125,8 +154,9 @@ func (s *ModelSource) apply(obj any) {
 	s.mu.Lock()
 	again := err != nil && s.missing
 	s.missing = err != nil
+	pending := err == nil && !retry && s.failing != nil && bytes.Equal(raw, s.failing)
 	s.mu.Unlock()
-	if again {
+	if again || pending {
 		return
 	}
 	var installed bool
@@ -136,7 +166,24 @@ func (s *ModelSource) apply(obj any) {
 		installed, err = s.store.installChanged(raw)
 	}
 	logger := s.logger.WithValues("resourceVersion", cm.ResourceVersion)
+	// A transient refusal of raw is retried; its repeats are logged
+	// quietly and raise no Event.
+	repeat := false
+	s.mu.Lock()
+	if raw != nil && transient(err) {
+		repeat = s.failing != nil && bytes.Equal(raw, s.failing)
+		s.failing = raw
+		select {
+		case s.retry <- struct{}{}:
+		default:
+		}
+	} else {
+		s.failing = nil
+	}
+	s.mu.Unlock()
 	switch {
+	case repeat:
+		logger.V(2).Info("Model still refused; retrying", "err", err)
 	case err != nil:
 		reason, detail := "unknown", err
 		var re *RefusalError
@@ -155,6 +202,38 @@ func (s *ModelSource) apply(obj any) {
 		logger.Info("Installed model", "version", h.Version, "modelID", quant.ShortID(h.ModelID), "int8Kernel", quant.Kernel())
 		s.event(cm, v1.EventTypeNormal, EventModelInstalled, "%s installed model version %d (%s) from key %s",
 			Owner, h.Version, quant.ShortID(h.ModelID), s.key)
+	}
+}
+
+// retryLoop applies the ConfigMap again (as the informer's cache holds
+// it) after each transient refusal, with capped, jittered backoff, until
+// ctx ends. A ConfigMap gone meanwhile is not retried (a new one is the
+// informer's add, tried at once).
+func (s *ModelSource) retryLoop(ctx context.Context, get func() (*v1.ConfigMap, error)) {
+	b := backoff.New(modelRetryMin, modelRetryMax, 0x5e7)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.retry:
+		}
+		if !b.Sleep(ctx) {
+			return
+		}
+		cm, err := get()
+		if err != nil {
+			s.mu.Lock()
+			s.failing = nil // nothing to retry; bytes the informer brings again are tried at once
+			s.mu.Unlock()
+			continue
+		}
+		s.applyFrom(cm, true)
+		s.mu.Lock()
+		settled := s.failing == nil
+		s.mu.Unlock()
+		if settled {
+			b.Reset()
+		}
 	}
 }
 

@@ -1,0 +1,172 @@
+package trace
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/edgesched/edgesched/kubefmt"
+)
+
+// TestRecorderRefusesFutureTimes: a node whose clock ran ahead (an RTC
+// before NTP synced) publishes one telemetry summary or flows window
+// dated far in the future, a year ahead or in year 9999 (beyond what
+// Unix nanoseconds hold). The recorder must not record it, nor let it
+// become the node's high-water mark: the correct samples the node
+// publishes next are all recorded. Before the fix the future sample was
+// recorded and every later one of that node dropped as "not newer".
+func TestRecorderRefusesFutureTimes(t *testing.T) {
+	now := t0.Add(time.Hour)
+	yearAhead, far := now.Add(365*24*time.Hour), time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	usage := func(at time.Time) (string, string) {
+		v, err := kubefmt.EncodeTelemetry(kubefmt.TelemetrySummary{Time: at, Window: 10 * time.Second, CPU: 0.1, Mem: 0.25, Load1: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kubefmt.AnnotationTelemetry, v
+	}
+	flows := func(at time.Time) (string, string) {
+		v, err := kubefmt.EncodeFlows(kubefmt.Flows{Time: at, Window: 10 * time.Second,
+			Edges: []kubefmt.FlowEdge{{Src: PodRef{Namespace: "shop", Name: "web-1"}, Dst: PodRef{Namespace: "shop", Name: "db-0"}, CallsPerSecond: 2}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kubefmt.FlowsAnnotation, v
+	}
+	cases := []struct {
+		name       string
+		annotation func(time.Time) (string, string)
+		kind       Kind
+		future     time.Time
+	}{
+		{"usage a year ahead", usage, NodeUsage, yearAhead},
+		{"usage in year 9999", usage, NodeUsage, far},
+		{"flows a year ahead", flows, EdgeRate, yearAhead},
+		{"flows in year 9999", flows, EdgeRate, far},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			// n2: not the recorder's own node, whose flows it would write
+			node := testNode("n2", nil)
+			k, v := tc.annotation(tc.future)
+			node.Annotations[k] = v
+			client := fake.NewClientset(node)
+			clk := func() time.Time { return now }
+			s := openTest(t, filepath.Join(t.TempDir(), "trace.db"), 24*time.Hour, 1000, clk)
+			defer s.Close()
+			logs := &lockedBuffer{}
+			cfg := DefaultRecorderConfig()
+			cfg.Store, cfg.Client, cfg.NodeName, cfg.Now = s, fakeClient(client), "n1", clk
+			cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+			r, err := NewRecorder(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := runRecorder(t, r)
+			defer stop()
+			poll(t, 10*time.Second, "the first list", func() (bool, string) { return r.Synced(), "not synced" })
+			// the node's clock is corrected: three correct samples follow
+			for i := 1; i <= 3; i++ {
+				n, err := client.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				k, v := tc.annotation(t0.Add(time.Duration(i) * time.Minute))
+				n.Annotations[k] = v
+				if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			poll(t, 10*time.Second, "the three correct samples recorded", func() (bool, string) {
+				k := countKinds(t, s)
+				return k[tc.kind] == 3, fmt.Sprint(k)
+			})
+			var future []time.Time
+			if err := s.Events(func(_ uint64, e Event) error {
+				if e.Kind == tc.kind && e.Time.After(now) {
+					future = append(future, e.Time)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if len(future) > 0 {
+				t.Fatalf("recorded samples dated %v, after the clock's %v", future, now)
+			}
+			// counted once, however often the node was seen with it; one
+			// warning, and a note when the clock is back
+			if st := r.Stats(); st.Skewed != 1 || st.Malformed != 0 {
+				t.Errorf("stats %+v, want 1 skewed, 0 malformed", st)
+			}
+			out := logs.String()
+			for w, n := range map[string]int{"level=WARN msg=\"sample ahead of the clock not recorded": 1, "node clock back in range": 1, "node=n2": 2} {
+				if got := strings.Count(out, w); got != n {
+					t.Errorf("%d log lines with %q, want %d:\n%s", got, w, n, out)
+				}
+			}
+		})
+	}
+}
+
+// TestStoreIgnoresFutureSeenMark: a store written before the recorder
+// refused future samples may hold a node's high-water mark (`seen`) far
+// ahead of the clock. It must not block that node's correct samples for
+// ever: a mark beyond kubefmt.MaxTelemetryClockSkew ahead of the store's
+// clock is ignored (and replaced); a mark within it still de-duplicates.
+func TestStoreIgnoresFutureSeenMark(t *testing.T) {
+	usage := func(at time.Time) Event {
+		return Event{Kind: NodeUsage, Time: at, Usage: &Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000, RequestedCPUMilli: 500}}
+	}
+	edge := func(at time.Time) Event {
+		return Event{Kind: EdgeRate, Time: at, Edge: &Edge{Src: PodRef{Namespace: "ns", Name: "a"}, Dst: PodRef{Namespace: "ns", Name: "b"}, CallsPerSecond: 1, Reporter: "n1"}}
+	}
+	cases := []struct {
+		name     string
+		mark     time.Duration // the stored mark, ahead of the clock
+		then     time.Duration // the next sample, relative to the clock
+		recorded bool
+	}{
+		{"mark a year ahead", 365 * 24 * time.Hour, 0, true},
+		{"mark just beyond the skew", kubefmt.MaxTelemetryClockSkew + time.Second, 0, true},
+		{"mark within the skew", kubefmt.MaxTelemetryClockSkew / 2, 0, false},
+		{"older than a replaced mark", 365 * 24 * time.Hour, -time.Minute, true},
+	}
+	for _, tc := range cases {
+		for _, ev := range []func(time.Time) Event{usage, edge} {
+			e := ev(t0)
+			t.Run(tc.name+" "+e.Kind.String(), func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "trace.db")
+				s := openTest(t, path, 24*time.Hour, 1000, func() time.Time { return t0 })
+				if _, err := s.Append(ev(t0.Add(tc.mark))); err != nil {
+					t.Fatal(err)
+				}
+				s.Close() // the mark survives a restart
+				s = openTest(t, path, 24*time.Hour, 1000, func() time.Time { return t0 })
+				defer s.Close()
+				res, err := s.Append(ev(t0.Add(tc.then)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := res.Recorded == 1; got != tc.recorded {
+					t.Fatalf("append after a mark %v ahead: %+v, want recorded %v", tc.mark, res, tc.recorded)
+				}
+				if !tc.recorded {
+					return
+				}
+				// the mark is now the sample's: an older one is skipped
+				res, err = s.Append(ev(t0.Add(tc.then - time.Second)))
+				if err != nil || res.Skipped != 1 {
+					t.Fatalf("append of an older sample: %+v %v, want skipped", res, err)
+				}
+			})
+		}
+	}
+}
