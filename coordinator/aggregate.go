@@ -56,7 +56,11 @@ func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 		c.log.Warn("updates left out of the aggregate", "round", r.Round, "skipped", col.Skipped)
 	}
 	if c.cfg.DP != nil {
-		if err := federated.AddNoise(res.Delta, count, *c.cfg.DP, c.dpRNG(r.Round)); err != nil {
+		rng, err := c.dpRNG(r.Round)
+		if err != nil {
+			return err
+		}
+		if err := federated.AddNoise(res.Delta, count, *c.cfg.DP, rng); err != nil {
 			return c.failRound(r, FailReasonDP, fmt.Sprintf("differential privacy: %v", err))
 		}
 		c.dp.Step()

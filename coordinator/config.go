@@ -69,7 +69,9 @@ type Config struct {
 	// MinUpdates is a sync round's quorum; at the deadline with fewer
 	// updates the round fails and the model stays.
 	MinUpdates int
-	// Buffer is the async mode's aggregation size.
+	// Buffer is the async mode's aggregation size. Under a robust rule or
+	// DP an async round takes one update per site, so Buffer is at most
+	// the number of registered sites.
 	Buffer int
 	// MaxStaleness refuses async updates trained more than this many
 	// versions ago (0: any).
@@ -92,7 +94,9 @@ type Config struct {
 	// Calibration options of quantization (zero Method: the method of
 	// quant.DefaultCalibration; zero Rounding: adaptive).
 	Calibration quant.CalibrationOptions
-	// Seed drives the DP noise (with the round number).
+	// Seed drives the DP noise, with the round number and the store's
+	// secret (store.KeyDPSecret), which keeps the noise unpredictable
+	// whatever the seed.
 	Seed uint64
 	// Clock (nil: the wall clock).
 	Clock Clock
@@ -296,6 +300,10 @@ func (c *Config) Validate() error {
 		return bad("CheckpointEvery", "%v, want >= 0 (0: %v)", c.CheckpointEvery, DefaultCheckpointEvery)
 	case c.PollInterval <= 0 || c.DuplicateWindow <= 0:
 		return bad("PollInterval/DuplicateWindow", "must be > 0")
+	case c.Mode == federated.Async && c.onePerSite() && c.Buffer > len(c.Sites.Sites()):
+		return bad("Buffer", "%d, but an async round under a robust rule or DP takes one update per site and %d sites are registered", c.Buffer, len(c.Sites.Sites()))
+	case c.Mode == federated.Async && len(c.Regions.Names()) > 0:
+		return bad("Regions", "hierarchical rounds are sync only (an async round closes at its buffer, which a region's aggregate cannot split)")
 	}
 	for _, g := range c.Regions.Names() {
 		for _, s := range c.Regions.Sites(g) {
@@ -324,4 +332,13 @@ func mustAnnouncement(c *Config) []byte {
 	b, _ := federated.Marshal(federated.RoundAnnouncement{V: federated.ProtocolVersion, Round: 1, Mode: c.Mode,
 		BaseModel: fmt.Sprintf("%064d", 0), BaseObject: "x", BaseVersion: 1, MinUpdates: max(1, c.MinUpdates), Local: c.Local})
 	return b
+}
+
+// onePerSite reports whether an async round takes at most one update per
+// site (ingest.Rules.OnePerSite): under the robust rules, whose guarantees
+// count distinct sites, and under DP, whose noise is calibrated for one
+// clipped update per site.
+func (c *Config) onePerSite() bool {
+	rule := c.Aggregator.Rule
+	return c.DP != nil || (rule != "" && rule != federated.RuleFedAvg && rule != federated.RuleFedBuff)
 }

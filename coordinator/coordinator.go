@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -609,7 +611,24 @@ func (c *Coordinator) closeRound(ctx context.Context, r *Round) error {
 	return c.aggregate(ctx, r)
 }
 
-// dpRNG is the seeded stream of a round's DP noise.
-func (c *Coordinator) dpRNG(round uint64) *rand.Rand {
-	return rand.New(rand.NewPCG(c.cfg.Seed, round))
+// dpRNG is the stream of a round's DP noise: ChaCha8 keyed by the SHA-256
+// of the store's DP secret, the configured seed and the round, so the
+// same round draws the same noise after a crash (or on a replica that
+// restored the store) and no one without the store can draw it.
+func (c *Coordinator) dpRNG(round uint64) (*rand.Rand, error) {
+	var secret []byte
+	if err := c.view(func(tx *bolt.Tx) error {
+		var err error
+		secret, err = store.DPSecret(tx)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	h.Write(secret)
+	h.Write(binary.BigEndian.AppendUint64(nil, c.cfg.Seed))
+	h.Write(binary.BigEndian.AppendUint64(nil, round))
+	var key [32]byte
+	h.Sum(key[:0])
+	return rand.New(rand.NewChaCha8(key)), nil
 }

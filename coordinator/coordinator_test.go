@@ -62,9 +62,24 @@ func newUnit(t *testing.T, minUpdates int) *unit {
 // newUnitWith is newUnit bootstrapped with m.
 func newUnitWith(t *testing.T, minUpdates int, m *nn.Model) *unit {
 	t.Helper()
+	return newUnitOf(t, m, []string{"site-a", "site-b"}, func(c *Config) { c.MinUpdates = minUpdates })
+}
+
+// newUnitOf is a unit of the given sites bootstrapped with m (nil: a
+// small random network), its configuration changed by mod (quorum 1 and
+// a 10-minute deadline before).
+func newUnitOf(t *testing.T, m *nn.Model, sites []string, mod func(*Config)) *unit {
+	t.Helper()
+	if m == nil {
+		net, err := nn.NewNet(policy.NumFeatures, 4, 4, 4, rand.New(rand.NewPCG(3, 3)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m = &nn.Model{Schema: policy.NewSchema(), Net: net}
+	}
 	u := &unit{clock: &fakeClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}, sites: map[string]*quant.Signer{}}
 	reg := &federated.Registry{}
-	for i, s := range []string{"site-a", "site-b"} {
+	for i, s := range sites {
 		u.sites[s] = testKey(t, byte(i+1))
 		if err := reg.Add(s, u.sites[s].Public()); err != nil {
 			t.Fatal(err)
@@ -73,7 +88,10 @@ func newUnitWith(t *testing.T, minUpdates int, m *nn.Model) *unit {
 	cfg := DefaultConfig()
 	cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Clock = t.TempDir(), reg, testKey(t, 9), u.clock
 	cfg.Calibrate = normalCalibration
-	cfg.MinUpdates, cfg.RoundDuration = minUpdates, 10*time.Minute
+	cfg.MinUpdates, cfg.RoundDuration = 1, 10*time.Minute
+	if mod != nil {
+		mod(&cfg)
+	}
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +105,15 @@ func newUnitWith(t *testing.T, minUpdates int, m *nn.Model) *unit {
 }
 
 // update makes site's signed update for round r (a small delta of the
-// round's base model).
+// round's base model: 0.01 on every coordinate, int8, 10 samples).
 func (u *unit) update(t *testing.T, site string, seq uint64, r *Round) []byte {
+	t.Helper()
+	return u.updateOf(t, site, seq, r, 0.01, 10, esu.Int8)
+}
+
+// updateOf is site's signed update for round r: every coordinate v, with
+// samples samples, in encoding enc.
+func (u *unit) updateOf(t *testing.T, site string, seq uint64, r *Round, v float32, samples int64, enc esu.Encoding) []byte {
 	t.Helper()
 	m, err := u.c.FloatModel(r.BaseVersion)
 	if err != nil {
@@ -96,14 +121,14 @@ func (u *unit) update(t *testing.T, site string, seq uint64, r *Round) []byte {
 	}
 	delta := make([]float32, m.NumParams())
 	for i := range delta {
-		delta[i] = 0.01
+		delta[i] = v
 	}
-	payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Encoding: esu.Int8, Values: delta}, esu.DefaultOptions(seq))
+	payload, err := esu.Encode(&esu.Update{Base: r.BaseModel, Encoding: enc, Values: delta}, esu.DefaultOptions(seq))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := federated.UpdateHeader{V: federated.ProtocolVersion, Site: site, Seq: seq, Round: r.Round, BaseModel: r.BaseModel,
-		BaseVersion: r.BaseVersion, Samples: 10, Created: u.clock.Now()}
+		BaseVersion: r.BaseVersion, Samples: samples, Created: u.clock.Now()}
 	b, err := federated.EncodeUpdateMsg(h, payload, u.sites[site])
 	if err != nil {
 		t.Fatal(err)
@@ -218,6 +243,20 @@ func TestConfigValidate(t *testing.T) {
 		{"ha without a replica id", func(c *Config) { c.HA = true }, "ReplicaID"},
 		{"lease ttl under a second", func(c *Config) { c.LeaseTTL = 500 * time.Millisecond }, "LeaseTTL"},
 		{"negative checkpoint interval", func(c *Config) { c.CheckpointEvery = -time.Second }, "CheckpointEvery"},
+		{"async with regions", func(c *Config) {
+			c.Mode, c.Regions = federated.Async, &federated.Regions{}
+			if err := c.Regions.Add("eu", testKey(t, 3).Public(), "s"); err != nil {
+				t.Fatal(err)
+			}
+		}, "Regions"},
+		// one site registered: a median buffer of 2 could never fill
+		{"async median buffer above the sites", func(c *Config) {
+			c.Mode, c.Buffer, c.Aggregator.Rule = federated.Async, 2, federated.RuleMedian
+		}, "Buffer"},
+		{"async DP buffer above the sites", func(c *Config) {
+			c.Mode, c.Buffer = federated.Async, 2
+			c.DP = &federated.DPConfig{ClipNorm: 1, NoiseMultiplier: 1, Delta: 1e-5}
+		}, "Buffer"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

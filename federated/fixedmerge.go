@@ -31,3 +31,30 @@ func (s *FixedSum) Merge(hi []int64, lo []uint64, n int) error {
 	}
 	return nil
 }
+
+// MergeWithin is Merge, and also refuses partial sums whose L2 norm
+// exceeds norm, the most the n contributions' terms can add up to (the
+// sum of each one's weight times its clipped norm): per-coordinate bounds
+// alone would let a region that declares one sample send sums as large
+// as n contributions of the largest weight. The check allows the fixed
+// point's rounding (half a unit per term and coordinate, times the
+// largest int8 value) and a relative 1e-9 for the float arithmetic.
+func (s *FixedSum) MergeWithin(hi []int64, lo []uint64, n int, norm float64) error {
+	if len(hi) != len(s.Hi) || len(lo) != len(s.Lo) {
+		return fmt.Errorf("%w: %d coordinates, the sums have %d", ErrContribution, len(hi), len(s.Hi))
+	}
+	if !(norm >= 0) || math.IsInf(norm, 0) {
+		return fmt.Errorf("%w: norm bound %v", ErrContribution, norm)
+	}
+	var ss float64
+	for i := range hi {
+		x := math.Ldexp(int128Float(hi[i], lo[i]), -s.Shift)
+		ss += x * x
+	}
+	got := math.Sqrt(ss)
+	slack := math.Ldexp(float64(n)*64*math.Sqrt(float64(len(hi))), -s.Shift)
+	if !(got <= norm*(1+1e-9)+slack) {
+		return fmt.Errorf("%w: partial sums of %d contributions have L2 norm %.6g, their weights and norms allow %.6g", ErrContribution, n, got, norm)
+	}
+	return s.Merge(hi, lo, n)
+}

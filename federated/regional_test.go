@@ -104,7 +104,7 @@ func FuzzDecodeRegional(f *testing.F) {
 	if err := r.Add("eu", key.Public(), "s1", "s2"); err != nil {
 		f.Fatal(err)
 	}
-	for _, sites := range [][]RegionalSite{{{Site: "s1", Seq: 1, Samples: 5, Norm: 0.5}}, {{Site: "s1", Seq: 2}, {Site: "s2", Seq: 9, Samples: 1 << 40, Norm: 3}}} {
+	for _, sites := range [][]RegionalSite{{{Site: "s1", Seq: 1, Samples: 5, Norm: 0.5}}, {{Site: "s1", Seq: 2, Samples: 1}, {Site: "s2", Seq: 9, Samples: 1 << 40, Norm: 3}}} {
 		b, err := EncodeRegional(&RegionalAggregate{Header: RegionalHeader{Region: "eu", Round: 7, Shift: 84, Sites: sites}, Hi: []int64{-1, 5, 0}, Lo: []uint64{1, 2, 3}}, key)
 		if err != nil {
 			f.Fatal(err)

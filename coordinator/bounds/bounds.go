@@ -58,6 +58,14 @@ func PrepareTerm(sum *federated.FixedSum, r *store.Round, dims int, cu *federate
 	return term, eff, samples, staleness, "", ""
 }
 
+// TermNorm is the L2 norm of the term an update of L2 norm norm adds to
+// round r's sums: its effective weight times its norm clipped to the
+// round's clip norm (what PrepareTerm's multiplier makes of it).
+func TermNorm(r *store.Round, h *federated.UpdateHeader, norm float64) float64 {
+	eff, _, _ := Weights(r, h)
+	return eff * clipFactor(r, norm) * norm
+}
+
 // clipFactor scales an update of L2 norm norm down to round r's clip norm.
 func clipFactor(r *store.Round, norm float64) float64 {
 	if r.ClipNorm > 0 && norm > r.ClipNorm {

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -21,6 +22,11 @@ type Rules struct {
 	AuditKeep    int // audit events kept (0: all)
 	MaxStaleness int // versions an async update may lag (0: any)
 	Buffer       int // an async round's aggregation size
+	// OnePerSite limits an async round to one update per site, as a sync
+	// round is: set for the robust rules, whose guarantees count distinct
+	// sites, and under DP, whose noise is calibrated for one clipped
+	// update per site. false: a site may fill the buffer (FedBuff).
+	OnePerSite bool
 	// Workers add a group's accepted updates to the sums (0: GOMAXPROCS).
 	Workers int
 	Sums    *aggregation.Cache
@@ -206,6 +212,9 @@ func (b *Batch) accept(tx *bolt.Tx, in *Incoming, now time.Time) (string, string
 	key := []byte(h.Site)
 	if r.Mode == federated.Async {
 		key = []byte(federated.MsgID(h.Site, h.Seq))
+		if b.OnePerSite && hasSiteUpdate(ub, h.Site) {
+			return federated.ReasonReplay, fmt.Sprintf("site already contributed to round %d (one update per site per buffer with this rule)", r.Round), nil
+		}
 	} else if ub.Get(key) != nil {
 		return federated.ReasonReplay, fmt.Sprintf("site already contributed to round %d", r.Round), nil
 	}
@@ -276,4 +285,14 @@ func (b *Batch) Commit(tx *bolt.Tx) error {
 		return store.PutRound(tx, b.Round)
 	}
 	return nil
+}
+
+// hasSiteUpdate reports whether an async round's update bucket holds an
+// update of site (keys federated.MsgID: the site, a colon, the sequence;
+// a site name has no colon, so the prefix names one site).
+func hasSiteUpdate(ub *bolt.Bucket, site string) bool {
+	prefix := []byte(federated.MsgID(site, 0))
+	prefix = prefix[:len(prefix)-1]
+	k, _ := ub.Cursor().Seek(prefix)
+	return k != nil && bytes.HasPrefix(k, prefix)
 }

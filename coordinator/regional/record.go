@@ -170,14 +170,20 @@ func (l *Ledger) merge(tx *bolt.Tx, r *store.Round, a *federated.RegionalAggrega
 	if acc.Sum.Count+uint64(len(h.Sites)) > uint64(r.Sum.N) {
 		return refuse(federated.ReasonRoundClosed, "round %d has %d of its %d updates; the aggregate brings %d", r.Round, acc.Sum.Count, r.Sum.N, len(h.Sites))
 	}
-	if err := acc.Sum.Merge(a.Hi, a.Lo, len(h.Sites)); err != nil {
+	headers := make([]federated.UpdateHeader, len(h.Sites))
+	var most float64 // the L2 norm the sites' terms can add up to
+	for i, s := range h.Sites {
+		headers[i] = federated.UpdateHeader{V: federated.ProtocolVersion, Site: s.Site, Seq: s.Seq, Round: r.Round, BaseModel: r.BaseModel,
+			BaseVersion: s.BaseVersion, Samples: s.Samples, Created: now}
+		most += bounds.TermNorm(r, &headers[i], s.Norm)
+	}
+	if err := acc.Sum.MergeWithin(a.Hi, a.Lo, len(h.Sites), most); err != nil {
 		return refuse(federated.ReasonTooLarge, "%v", err)
 	}
 	for i, s := range h.Sites {
-		uh := federated.UpdateHeader{V: federated.ProtocolVersion, Site: s.Site, Seq: s.Seq, Round: r.Round, BaseModel: r.BaseModel,
-			BaseVersion: s.BaseVersion, Samples: s.Samples, Created: now}
-		acc.Sum.AddWeight(bounds.Weights(r, &uh))
-		rec, err := store.EncodeSummedUpdate(&uh, s.Norm)
+		uh := &headers[i]
+		acc.Sum.AddWeight(bounds.Weights(r, uh))
+		rec, err := store.EncodeSummedUpdate(uh, s.Norm)
 		if err != nil {
 			return false, err
 		}

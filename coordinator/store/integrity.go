@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	cryptorand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -226,7 +227,10 @@ func initStore(db *bolt.DB, opts Options) error {
 					return err
 				}
 			}
-			return tx.Bucket(BucketMeta).Put(KeySchema, []byte(SchemaVersion))
+			if err := tx.Bucket(BucketMeta).Put(KeySchema, []byte(SchemaVersion)); err != nil {
+				return err
+			}
+			return ensureDPSecret(tx.Bucket(BucketMeta))
 		}
 		switch v := string(meta.Get(KeySchema)); v {
 		case SchemaVersion:
@@ -250,8 +254,32 @@ func initStore(db *bolt.DB, opts Options) error {
 				return fmt.Errorf("%w: bucket %s missing", ErrStore, b)
 			}
 		}
-		return nil
+		return ensureDPSecret(meta)
 	})
+}
+
+// dpSecretLen is the length of the DP secret (KeyDPSecret).
+const dpSecretLen = 32
+
+// ensureDPSecret draws the store's DP secret if it has none.
+func ensureDPSecret(meta *bolt.Bucket) error {
+	if len(meta.Get(KeyDPSecret)) == dpSecretLen {
+		return nil
+	}
+	b := make([]byte, dpSecretLen)
+	if _, err := cryptorand.Read(b); err != nil {
+		return fmt.Errorf("%w: draw the DP secret: %v", ErrStore, err)
+	}
+	return meta.Put(KeyDPSecret, b)
+}
+
+// DPSecret returns the store's DP secret (KeyDPSecret; a copy).
+func DPSecret(tx *bolt.Tx) ([]byte, error) {
+	b := tx.Bucket(BucketMeta).Get(KeyDPSecret)
+	if len(b) != dpSecretLen {
+		return nil, fmt.Errorf("%w: DP secret of %d bytes, want %d", ErrStore, len(b), dpSecretLen)
+	}
+	return bytes.Clone(b), nil
 }
 
 // migrate1 rewrites a schema 1 store: JSON records gain their checksum

@@ -35,7 +35,13 @@ var (
 	KeySchema  = []byte("schema")
 	KeyRound   = []byte("round")
 	KeyVersion = []byte("version")
-	keyAudit   = []byte("audit")
+	// KeyDPSecret holds 32 random bytes drawn when the store is created
+	// (or first opened by a build that has them): the DP noise of a round
+	// is drawn from them, the configured seed and the round number, so a
+	// recomputation after a crash adds the same noise while no one without
+	// the store can regenerate it and subtract it from a published model.
+	KeyDPSecret = []byte("dp_secret")
+	keyAudit    = []byte("audit")
 )
 
 // schemaVersion is the store's layout: "2" has checksummed records and
