@@ -215,6 +215,10 @@ func TestBoundedInputs(t *testing.T) {
 		{"training config over 1 MiB", []string{"train", "--config", longCfg, "--out", filepath.Join(dir, "out1"), "--progress", "never"}, nil, 0, "the limit is 1048576"},
 		{"empty training config", []string{"train", "--config", emptyCfg, "--out", filepath.Join(dir, "out2"), "--progress", "never"}, nil, 0, "has no settings"},
 		{"stdin that never ends, then SIGTERM", []string{"topology", "configmap", "-"}, pr, time.Second, "context canceled"},
+		// the ONNX reader opened a FIFO and waited for a writer, forever
+		{"model import from a FIFO", []string{"model", "import", fifo, "--out", filepath.Join(dir, "m.esm")}, nil, 0, "not a regular file (a named pipe (FIFO))"},
+		// a curve mark per step: 1e-300 never ended (and filled memory)
+		{"--step 1e-300", []string{"sim", "--step", "1e-300", "--policies", "best-fit", "--progress", "never"}, nil, 0, "--step: sim: invalid value: inflate step 1e-300 makes more than 100000 curve marks up to the target 1.3"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -236,7 +236,7 @@ func (m *Model) Validate() error {
 }
 
 // Encode writes a model file with optional extra sections (same size as the
-// parameters each) and trainer state.
+// parameters each, finite values) and trainer state.
 func Encode(w io.Writer, m *Model, kind string, sections map[string]*Net, state json.RawMessage) error {
 	if err := m.Validate(); err != nil {
 		return err
@@ -277,6 +277,9 @@ func Encode(w io.Writer, m *Model, kind string, sections map[string]*Net, state 
 		if s == nil || s.F != m.Net.F || s.H1 != m.Net.H1 || s.H2 != m.Net.H2 || s.HC != m.Net.HC {
 			return fmt.Errorf("%w: section %s does not match the network's shape", policy.ErrShape, name)
 		}
+		if err := finiteSection(name, s); err != nil {
+			return err
+		}
 		writeParams(s)
 	}
 	_ = binary.Write(&buf, binary.LittleEndian, crc32.ChecksumIEEE(buf.Bytes()))
@@ -292,8 +295,8 @@ type Decoded struct {
 }
 
 // Decode parses and verifies a model file: magic, sizes, checksum, format
-// version, schema (ID, names and hash must be this build's), layer sizes
-// and finite weights, in that order.
+// version, schema (ID, names and hash must be this build's), layer sizes,
+// finite weights and finite section values, in that order.
 func Decode(b []byte) (*Decoded, error) {
 	if len(b) > MaxModelBytes {
 		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrModel, len(b), MaxModelBytes)
@@ -391,9 +394,26 @@ func Decode(b []byte) (*Decoded, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := finiteSection(name, s); err != nil {
+			return nil, err
+		}
 		out.Sections[name] = s
 	}
 	return out, nil
+}
+
+// finiteSection refuses a section (a checkpoint's optimiser moments or
+// best network) holding a NaN or an infinity, as Validate refuses one in
+// the network: a trainer resuming from it would make every weight NaN.
+func finiteSection(name string, s *Net) error {
+	for _, p := range s.Params() {
+		for j, v := range f32(p.T) {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("%w: section %s: %s[%d] is %v", ErrModel, name, p.Name, j, v)
+			}
+		}
+	}
+	return nil
 }
 
 // WriteFile encodes a model to path atomically (temporary file + rename).

@@ -278,11 +278,92 @@ func TestModelRefusals(t *testing.T) {
 	}
 }
 
+// pokeSection writes v over element i of section s (in the file's sorted
+// order) of an encoded file and reseals it: a damaged or hand-made file
+// that Encode would refuse to write.
+func pokeSection(b []byte, s, i int, v float32) []byte {
+	b = append([]byte(nil), b...)
+	var h ModelHeader
+	hl := int(binary.LittleEndian.Uint32(b[4:8]))
+	if err := json.Unmarshal(b[8:8+hl], &h); err != nil {
+		panic(err)
+	}
+	n, err := NewNet(h.Layers.F, h.Layers.H1, h.Layers.H2, h.Layers.HC, nil)
+	if err != nil {
+		panic(err)
+	}
+	binary.LittleEndian.PutUint32(b[8+hl+((s+1)*n.NumParams()+i)*4:], math.Float32bits(v))
+	return reseal(b)
+}
+
+// reviewerCheckpoint is the review's reproduction: a checkpoint whose
+// adam_m holds a NaN and whose adam_v a negative value, with adam_step
+// -1. The NaN is the file's to refuse (nn.Decode); the negative second
+// moment and step are the trainer's (policy/ppo resume).
+func reviewerCheckpoint(t testing.TB) []byte {
+	m := testModel(t, 1)
+	b := encode(t, m, "checkpoint", map[string]*Net{"adam_m": m.Net.Clone(), "adam_v": m.Net.Clone()}, json.RawMessage(`{"adam_step":-1}`))
+	return pokeSection(pokeSection(b, 0, 0, float32(math.NaN())), 1, 0, -1)
+}
+
+// TestSectionsFinite: a section's values (a checkpoint's optimiser
+// moments, its best network) must be finite like the network's own:
+// Encode does not write a non-finite one and Decode refuses one, naming
+// the section and the element. A finite negative value is the file's to
+// keep (what it means is the section's reader's business).
+func TestSectionsFinite(t *testing.T) {
+	m := testModel(t, 1)
+	for _, tc := range []struct {
+		name string
+		v    float32
+		want string // "" = accepted
+	}{
+		{"NaN", float32(math.NaN()), "section adam_m: w1[3] is NaN"},
+		{"+Inf", float32(math.Inf(1)), "section adam_m: w1[3] is +Inf"},
+		{"-Inf", float32(math.Inf(-1)), "section adam_m: w1[3] is -Inf"},
+		{"negative", -1, ""},
+		{"largest float32", math.MaxFloat32, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := m.Net.Clone()
+			f32(s.W1)[3] = tc.v
+			var buf bytes.Buffer
+			err := Encode(&buf, m, "checkpoint", map[string]*Net{"adam_m": s, "adam_v": m.Net.Clone()}, nil)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Encode: %v", err)
+				}
+			} else if !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Encode: %v, want ErrModel naming %q", err, tc.want)
+			}
+			// the same file, made by hand
+			b := pokeSection(encode(t, m, "checkpoint", map[string]*Net{"adam_m": m.Net.Clone(), "adam_v": m.Net.Clone()}, nil), 0, 3, tc.v)
+			d, err := Decode(b)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Decode: %v", err)
+				}
+				if got := f32(d.Sections["adam_m"].W1)[3]; got != tc.v {
+					t.Fatalf("adam_m w1[3] decoded as %v, want %v", got, tc.v)
+				}
+				return
+			}
+			if !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Decode: %v, want ErrModel naming %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Decode(reviewerCheckpoint(t)); !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), "section adam_m: w1[0] is NaN") {
+		t.Fatalf("the review's checkpoint: %v, want ErrModel naming adam_m's NaN", err)
+	}
+}
+
 // FuzzDecode: no input crashes the decoder, and whatever it accepts
 // re-encodes to a file that decodes to the same parameters.
 func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, testModel(f, 1), "model", nil, nil))
 	f.Add(encode(f, testModel(f, 2), "checkpoint", map[string]*Net{"adam_m": testModel(f, 3).Net}, json.RawMessage(`{"a":1}`)))
+	f.Add(reviewerCheckpoint(f))
 	tanh := testModel(f, 4)
 	tanh.Net.Act = [2]Activation{Tanh, ReLU}
 	f.Add(encode(f, tanh, "model", nil, nil))

@@ -1,15 +1,15 @@
 package onnx
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/onnx/onnxpb"
 )
@@ -89,17 +89,18 @@ func Decode(b []byte) (*onnxpb.ModelProto, error) {
 	return mp, nil
 }
 
-// ReadFile reads and decodes an ONNX file (Decode), reading at most
-// MaxFileBytes+1 bytes of it.
+// ReadFile reads and decodes an ONNX file (Decode): a regular file of at
+// most MaxFileBytes (internal/boundedio: a FIFO, device or directory is
+// refused without being opened, a larger file from its size).
 func ReadFile(path string) (*onnxpb.ModelProto, error) {
-	f, err := os.Open(path)
+	return ReadFileContext(context.Background(), path)
+}
+
+// ReadFileContext is ReadFile honouring ctx while it reads.
+func ReadFileContext(ctx context.Context, path string) (*onnxpb.ModelProto, error) {
+	b, err := boundedio.ReadFile(ctx, path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read onnx: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read onnx %s: %w", path, err)
 	}
 	mp, err := Decode(b)
 	if err != nil {

@@ -266,6 +266,25 @@ func DefaultConfig() Config {
 	}
 }
 
+// Caps of the training's counts (docs/training.md, "Configuration"). Training
+// sizes slices by them up front and holds every episode of a stage in
+// memory, so a count beyond its cap is refused rather than run: 1e15
+// episodes failed in makeslice, 1e10 asked for 80 GB before the first
+// episode. The shipped configurations use at most 32 episodes, 12
+// epochs, 80 iterations and minibatches of 512; a federated round at
+// most 1000 episodes and 10,000 iterations (federated.LocalTraining).
+const (
+	// MaxEpisodes caps bc.episodes, refine.episodes and
+	// ppo.episodesPerIteration.
+	MaxEpisodes = 10_000
+	// MaxEpochs caps bc.epochs, refine.epochs and ppo.epochs.
+	MaxEpochs = 1_000_000
+	// MaxIterations caps ppo.iterations (and a checkpoint's iteration).
+	MaxIterations = 1_000_000
+	// MaxMinibatch caps ppo.minibatch.
+	MaxMinibatch = 1_000_000
+)
+
 // Validate checks the configuration and names the first bad field.
 func (c *Config) Validate() error { return c.validate(true) }
 
@@ -319,16 +338,32 @@ func (c *Config) validate(env bool) error {
 		return bad("network", "layer sizes must be in [1, 512]")
 	case excludeErr(c.Net.Exclude) != nil:
 		return bad("network.exclude", "%v", excludeErr(c.Net.Exclude))
+	case c.BC.Episodes > MaxEpisodes:
+		return bad("bc.episodes", "%d, want at most %d", c.BC.Episodes, MaxEpisodes)
+	case c.BC.Epochs > MaxEpochs:
+		return bad("bc.epochs", "%d, want at most %d", c.BC.Epochs, MaxEpochs)
 	case c.BC.Episodes < 0 || c.BC.Epochs < 0 || (c.BC.Episodes > 0 && (c.BC.Teacher == "" || !pos(c.BC.LR) || c.BC.Epochs == 0)):
 		return bad("bc", "episodes and epochs >= 0; with episodes, a teacher, epochs >= 1 and lr > 0")
 	case c.BC.validate() != nil:
 		return bad("bc", "%v", c.BC.validate())
 	case c.Decision.Validate() != nil:
 		return bad("decision", "band %v, wholeGPUBand %v, pressureWeight %v, cpuCap %v, busyCap %v: %v", c.Decision.Band, c.Decision.WholeGPUBand, c.Decision.PressureWeight, c.Decision.CPUCap, c.Decision.BusyCap, c.Decision.Validate())
+	case c.Refine != nil && c.Refine.Episodes > MaxEpisodes:
+		return bad("refine.episodes", "%d, want at most %d", c.Refine.Episodes, MaxEpisodes)
+	case c.Refine != nil && c.Refine.Epochs > MaxEpochs:
+		return bad("refine.epochs", "%d, want at most %d", c.Refine.Epochs, MaxEpochs)
 	case c.Refine != nil && (c.Refine.Episodes < 1 || c.Refine.validate() != nil):
 		return bad("refine", "episodes >= 1; %v", c.Refine.validate())
 	case c.PPO.Iterations < 0 || c.PPO.EpisodesPerIter < 1 || c.PPO.Epochs < 1 || c.PPO.Minibatch < 1:
 		return bad("ppo", "iterations >= 0, episodesPerIteration, epochs and minibatch >= 1")
+	case c.PPO.Iterations > MaxIterations:
+		return bad("ppo.iterations", "%d, want at most %d", c.PPO.Iterations, MaxIterations)
+	case c.PPO.EpisodesPerIter > MaxEpisodes:
+		return bad("ppo.episodesPerIteration", "%d, want at most %d", c.PPO.EpisodesPerIter, MaxEpisodes)
+	case c.PPO.Epochs > MaxEpochs:
+		return bad("ppo.epochs", "%d, want at most %d", c.PPO.Epochs, MaxEpochs)
+	case c.PPO.Minibatch > MaxMinibatch:
+		return bad("ppo.minibatch", "%d, want at most %d", c.PPO.Minibatch, MaxMinibatch)
 	case !(c.PPO.Clip > 0 && c.PPO.Clip < 1):
 		return bad("ppo.clip", "%v, want (0, 1)", c.PPO.Clip)
 	case !(c.PPO.Gamma > 0 && c.PPO.Gamma <= 1) || !(c.PPO.Lambda >= 0 && c.PPO.Lambda <= 1):

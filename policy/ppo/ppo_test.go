@@ -67,6 +67,19 @@ func TestParseConfig(t *testing.T) {
 		{"busy cap above 1", "decision: {busyCap: 1.5}", "busyCap 1.5"},
 		{"busy cap beside a band", "decision: {band: 4, busyCap: 0.9}", "not both"},
 		{"not yaml", "{{{", "ppo: bad config"},
+		// The counts are capped (MaxEpisodes, MaxEpochs, MaxIterations,
+		// MaxMinibatch): training sizes slices by them up front, so 1e15
+		// episodes panicked in makeslice and 1e10 asked for 80 GB.
+		{"bc episodes beyond the cap", "bc: {episodes: 1000000000000000}", "bc.episodes: 1000000000000000, want at most 10000"},
+		{"bc epochs beyond the cap", "bc: {epochs: 1000001}", "bc.epochs: 1000001, want at most 1000000"},
+		{"refine episodes beyond the cap", "refine: {teacher: fgd, episodes: 10001, epochs: 1, lr: 0.001}", "refine.episodes: 10001, want at most 10000"},
+		{"refine epochs beyond the cap", "refine: {teacher: fgd, episodes: 1, epochs: 1000001, lr: 0.001}", "refine.epochs: 1000001, want at most 1000000"},
+		{"ppo iterations beyond the cap", "ppo: {iterations: 1000001}", "ppo.iterations: 1000001, want at most 1000000"},
+		{"ppo episodes beyond the cap", "ppo: {episodesPerIteration: 10000000000}", "ppo.episodesPerIteration: 10000000000, want at most 10000"},
+		{"ppo epochs beyond the cap", "ppo: {epochs: 1000001}", "ppo.epochs: 1000001, want at most 1000000"},
+		{"ppo minibatch beyond the cap", "ppo: {minibatch: 1000001}", "ppo.minibatch: 1000001, want at most 1000000"},
+		// every cap is itself accepted
+		{"counts at their caps", "bc: {episodes: 10000, epochs: 1000000}\nrefine: {teacher: fgd, episodes: 10000, epochs: 1000000, lr: 0.001}\nppo: {iterations: 1000000, episodesPerIteration: 10000, epochs: 1000000, minibatch: 1000000}", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := ParseConfig([]byte(tc.yaml), "t.yaml")

@@ -834,17 +834,39 @@ func (t *trainer) ppoIteration(ctx context.Context) error {
 			steps[i].adv = adv[i]
 		}
 	}
+	pl, vl, ent, kl, n, err := t.ppoEpochs(ctx, steps)
+	if err != nil {
+		return err
+	}
+	t.iter++
+	row := Row{Phase: "ppo", Iteration: t.iter, Episodes: t.episodes, MeanReturn: meanReturn(eps), PolicyLoss: pl / float64(n), ValueLoss: vl / float64(n), Entropy: ent / float64(n), KL: kl, Seconds: time.Since(started).Seconds()}
+	t.history = append(t.history, row)
+	t.log.Info("ppo", "iteration", t.iter, "return", row.MeanReturn, "policy_loss", row.PolicyLoss, "value_loss", row.ValueLoss, "entropy", row.Entropy, "kl", row.KL)
+	if t.progress != nil {
+		t.progress(Progress{Phase: "ppo", Iteration: t.iter, Iterations: c.Iterations, Episodes: t.episodes, Row: row})
+	}
+	return nil
+}
+
+// ppoEpochs runs an iteration's epochs of clipped PPO updates over its
+// steps (advantages normalised), and returns the summed policy loss,
+// value loss and entropy over the n samples it learned from, and the
+// last epoch's approximate KL divergence.
+func (t *trainer) ppoEpochs(ctx context.Context, steps []flatStep) (pl, vl, ent, kl float64, n int, err error) {
+	c := t.cfg.PPO
 	grads := t.net.Clone()
-	var pl, vl, ent, kl float64
-	var n int
 	var buf []float64
 epochs:
 	for range c.Epochs {
+		// once per epoch too: a batch without decisions has no minibatch
+		if err := ctx.Err(); err != nil {
+			return 0, 0, 0, 0, 0, err
+		}
 		order := t.rng.Perm(len(steps))
 		var epochKL float64
 		for b := 0; b < len(order); b += c.Minibatch {
 			if err := ctx.Err(); err != nil {
-				return err
+				return 0, 0, 0, 0, 0, err
 			}
 			grads.Zero()
 			batch := order[b:min(b+c.Minibatch, len(order))]
@@ -853,7 +875,7 @@ epochs:
 				x := s.ep.x[s.off : s.off+s.k*policy.NumFeatures]
 				logits, v, err := t.net.Forward(x, s.k)
 				if err != nil {
-					return err
+					return 0, 0, 0, 0, 0, err
 				}
 				lp := logSoftmax(logits, &buf)
 				d := make([]float32, s.k)
@@ -884,14 +906,7 @@ epochs:
 			break epochs
 		}
 	}
-	t.iter++
-	row := Row{Phase: "ppo", Iteration: t.iter, Episodes: t.episodes, MeanReturn: meanReturn(eps), PolicyLoss: pl / float64(n), ValueLoss: vl / float64(n), Entropy: ent / float64(n), KL: kl, Seconds: time.Since(started).Seconds()}
-	t.history = append(t.history, row)
-	t.log.Info("ppo", "iteration", t.iter, "return", row.MeanReturn, "policy_loss", row.PolicyLoss, "value_loss", row.ValueLoss, "entropy", row.Entropy, "kl", row.KL)
-	if t.progress != nil {
-		t.progress(Progress{Phase: "ppo", Iteration: t.iter, Iterations: c.Iterations, Episodes: t.episodes, Row: row})
-	}
-	return nil
+	return pl, vl, ent, kl, n, nil
 }
 
 // evaluate runs the greedy policy on the evaluation seeds, records the
@@ -1017,6 +1032,9 @@ func (t *trainer) resume(path string) error {
 	if m == nil || v == nil {
 		return fmt.Errorf("%w: checkpoint lacks the optimiser state", nn.ErrModel)
 	}
+	if err := checkState(st, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
 	if err := t.pcg.UnmarshalBinary(st.RNG); err != nil {
 		return fmt.Errorf("%w: checkpoint rng: %v", nn.ErrModel, err)
 	}
@@ -1031,6 +1049,31 @@ func (t *trainer) resume(path string) error {
 		}
 	}
 	t.log.Info("resumed", "checkpoint", path, "iteration", t.iter, "episodes", t.episodes)
+	return nil
+}
+
+// checkState refuses a checkpoint's trainer state that training cannot
+// have written (nn.Decode has refused non-finite moments already): a
+// negative Adam step (step -1 makes the first update's bias correction
+// 1 - b^0 = 0, a division by zero), a negative second moment (its square
+// root is NaN) or a negative or uncapped counter. Any of them would make
+// every weight NaN after one update, or replay iterations.
+func checkState(st ckState, v *nn.Net) error {
+	switch {
+	case st.AdamStep < 0:
+		return fmt.Errorf("%w: checkpoint adam_step %d, want >= 0", nn.ErrModel, st.AdamStep)
+	case st.Iter < 0 || st.Iter > MaxIterations:
+		return fmt.Errorf("%w: checkpoint iteration %d, want 0..%d", nn.ErrModel, st.Iter, MaxIterations)
+	case st.Episodes < 0:
+		return fmt.Errorf("%w: checkpoint episodes %d, want >= 0", nn.ErrModel, st.Episodes)
+	}
+	for _, p := range v.Params() {
+		for i, x := range p.Values() {
+			if x < 0 {
+				return fmt.Errorf("%w: checkpoint adam_v: %s[%d] is %v, a second moment is never negative", nn.ErrModel, p.Name, i, x)
+			}
+		}
+	}
 	return nil
 }
 

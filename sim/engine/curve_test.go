@@ -32,3 +32,28 @@ func TestCurveMarks(t *testing.T) {
 		t.Errorf("default marks: %d points, [100] = %v", len(marks), marks[100])
 	}
 }
+
+// TestCurveMarksBounded: curveMarks stops after MaxCurveMarks (100,000)
+// steps whatever step it is given (Validate refuses such steps; a step of
+// 1e-300 used to loop for 1e300 steps, all rounding to the mark 0), and
+// never holds more than the marks it may return.
+func TestCurveMarksBounded(t *testing.T) {
+	const maxMarks = 100_000 // MaxCurveMarks
+	for _, tc := range []struct {
+		target, step float64
+		want         int // marks
+	}{
+		{1.3, 1e-300, 3},                       // 0, 1, 1.3: every step rounds to the mark 0
+		{1, 1e-5, maxMarks + 1},                // the cap: 0, 0.00001, ..., 0.99999, then 1
+		{1, 1e-8, maxMarks + 2},                // stops after the cap's steps (0 .. 0.001), then 1
+		{0.05, math.SmallestNonzeroFloat64, 2}, // 0, 0.05
+	} {
+		marks := curveMarks(tc.target, tc.step)
+		if len(marks) != tc.want {
+			t.Errorf("curveMarks(%v, %v): %d marks, want %d", tc.target, tc.step, len(marks), tc.want)
+		}
+		if cap(marks) > maxMarks+3 {
+			t.Errorf("curveMarks(%v, %v): capacity %d, want at most %d", tc.target, tc.step, cap(marks), maxMarks+3)
+		}
+	}
+}

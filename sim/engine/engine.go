@@ -109,6 +109,16 @@ func DefaultRunConfig(mode Mode) RunConfig {
 	return RunConfig{Mode: mode, Seed: 1, TieBreak: TieRandom, InflateTarget: 1.3, InflateStep: 0.01, Samples: 240, BaseLatencyMs: 10, MaxUtil: 0.95}
 }
 
+// MaxCurveMarks caps the marks of an inflate curve, InflateTarget /
+// InflateStep (a point every step; marks are rounded to 1e-9 anyway): at
+// the largest target, 10, a step of at least 1e-4. A step of 1e-300
+// looped without end; 1e-8 built 130 million marks.
+const MaxCurveMarks = 100_000
+
+// ErrInflateStep wraps a refused InflateStep (edgectl sim names its
+// --step flag); it wraps sim.ErrInvalid.
+var ErrInflateStep = fmt.Errorf("%w: inflate step", sim.ErrInvalid)
+
 // Validate checks the configuration.
 func (c *RunConfig) Validate() error {
 	if _, err := ParseMode(string(c.Mode)); err != nil {
@@ -118,7 +128,9 @@ func (c *RunConfig) Validate() error {
 	case !(c.InflateTarget > 0 && c.InflateTarget <= 10):
 		return fmt.Errorf("%w: inflate target must be in (0, 10], got %v", sim.ErrInvalid, c.InflateTarget)
 	case !(c.InflateStep > 0 && c.InflateStep <= c.InflateTarget):
-		return fmt.Errorf("%w: inflate step must be in (0, target], got %v", sim.ErrInvalid, c.InflateStep)
+		return fmt.Errorf("%w must be in (0, target], got %v", ErrInflateStep, c.InflateStep)
+	case !(c.InflateTarget/c.InflateStep <= MaxCurveMarks):
+		return fmt.Errorf("%w %v makes more than %d curve marks up to the target %v: want a step of at least %.3g", ErrInflateStep, c.InflateStep, MaxCurveMarks, c.InflateTarget, c.InflateTarget/MaxCurveMarks)
 	case c.TieBreak != "" && c.TieBreak != TieRandom && c.TieBreak != TieFirst:
 		return fmt.Errorf("%w: tie break %q (want random or first)", sim.ErrInvalid, c.TieBreak)
 	case c.InflateResource != "" && c.InflateResource != "gpu" && c.InflateResource != "cpu":
@@ -418,10 +430,15 @@ const MaxInflatePods = 20_000_000
 
 // curveMarks returns the arrived shares an inflate curve records: 0, every
 // step below the target, exactly 1 (when the target reaches it) and the
-// target itself.
+// target itself. It takes at most MaxCurveMarks steps (all a validated
+// configuration makes), whatever step it is given.
 func curveMarks(target, step float64) []float64 {
-	var marks []float64
-	for k := 0; ; k++ {
+	n := MaxCurveMarks + 1
+	if r := target / step; r >= 0 && r < MaxCurveMarks {
+		n = int(r) + 1
+	}
+	marks := make([]float64, 0, n+2)
+	for k := 0; k <= MaxCurveMarks; k++ {
 		m := math.Round(float64(k)*step*1e9) / 1e9
 		if m >= target-1e-9 {
 			break

@@ -426,6 +426,11 @@ func TestRunConfigValidate(t *testing.T) {
 		{"zero target", func(c *engine.RunConfig) { c.InflateTarget = 0 }},
 		{"NaN target", func(c *engine.RunConfig) { c.InflateTarget = math.NaN() }},
 		{"step above target", func(c *engine.RunConfig) { c.InflateStep = 2 }},
+		// The curve records target/step marks: 1e-300 never ended and
+		// 1e-8 built 130 million; at most engine.MaxCurveMarks (100,000).
+		{"step 1e-300", func(c *engine.RunConfig) { c.InflateStep = 1e-300 }},
+		{"step 1e-8", func(c *engine.RunConfig) { c.InflateStep = 1e-8 }},
+		{"130,001 marks", func(c *engine.RunConfig) { c.InflateStep = 1.3 / 130001 }},
 		{"bad resource", func(c *engine.RunConfig) { c.InflateResource = "disk" }},
 		{"bad tie break", func(c *engine.RunConfig) { c.TieBreak = "last" }},
 		{"one sample", func(c *engine.RunConfig) { c.Samples = 1 }},
@@ -444,6 +449,24 @@ func TestRunConfigValidate(t *testing.T) {
 	c := engine.DefaultRunConfig(engine.Replay)
 	if err := c.Validate(); err != nil {
 		t.Fatalf("default config invalid: %v", err)
+	}
+	// A step refused for the marks it makes says the smallest step the
+	// target allows.
+	c = engine.DefaultRunConfig(engine.Inflate)
+	c.InflateStep = 1e-300
+	if err := c.Validate(); !errors.Is(err, sim.ErrInvalid) || !strings.Contains(err.Error(), "inflate step 1e-300 makes more than 100000 curve marks up to the target 1.3: want a step of at least 1.3e-05") {
+		t.Fatalf("Validate = %v, want ErrInvalid naming the smallest step", err)
+	}
+	// At the default target 1.3: a step of 1e-5 makes 130,000 marks (too
+	// many), 1.4e-5 makes 92,858, 1e-4 13,001.
+	for _, tc := range []struct {
+		step float64
+		ok   bool
+	}{{1e-5, false}, {1.4e-5, true}, {1e-4, true}, {0.01, true}} {
+		c.InflateStep = tc.step
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("step %v: Validate = %v, want ok %v", tc.step, err, tc.ok)
+		}
 	}
 }
 

@@ -293,6 +293,10 @@ func (b *builder) placeApp(inst *AppInstance, a *App, f string, add func(sim.Pod
 	rates := scale(inst.Rates)
 	for _, d := range a.Dependencies {
 		r := d.CallsPerSecond * rates
+		if !inRange(r, sim.MaxCallRate) { // each app's rate is within it, not the product
+			return errAt(inst.pos.at("rates"), f+".rates", sim.ErrInvalid, "dependency %s/%s->%s/%s: %v x %v calls per second is %v calls per second, want at most %g",
+				inst.Name, d.From, inst.Name, d.To, rates, d.CallsPerSecond, r, float64(sim.MaxCallRate))
+		}
 		traffic[d.From] += r
 		traffic[d.To] += r
 		b.workload.Dependencies = append(b.workload.Dependencies, sim.Dependency{From: inst.Name + "/" + d.From, To: inst.Name + "/" + d.To, CallsPerSecond: r})

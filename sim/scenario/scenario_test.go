@@ -392,6 +392,55 @@ func TestGeneratorErrors(t *testing.T) {
 	}
 }
 
+// fastRates is the review's scenario: a synthetic chain at 1e6 requests
+// per second makes edges of up to 10 x 1e6 calls per second (apps.Synthetic
+// bounds the compounding), and rates: 1000 scales them past
+// sim.MaxCallRate (1e9).
+const fastRates = `apiVersion: edgesched.io/v1alpha1
+kind: Scenario
+name: r
+nodePools: [{name: n, count: 4, cpuMilli: 64000, memoryMiB: 262144}]
+workload:
+  apps:
+    - {name: a, synthetic: {shape: chain, services: 3, rate: 1000000}, rates: 1000, template: {netMbps: 1}}
+`
+
+// TestAppRatesWithinMaxCallRate: an app instance's rates scale its call
+// rates; a scaled rate beyond sim.MaxCallRate is refused by Parse at the
+// instance's rates (line 7), not later by sim.NewEnv without a line, and
+// what Parse accepts NewEnv accepts.
+func TestAppRatesWithinMaxCallRate(t *testing.T) {
+	for _, tc := range []struct {
+		name, rates string
+		want        string // "" = accepted
+	}{
+		// edges of the chain s0->s1->s2 at 1e6 x factor, capped at 1e7: x 1000 is above 1e9
+		{"x1000", "rates: 1000", "r.yaml:7: field workload.apps[0].rates: sim: invalid value: dependency a/s0->a/s1: 1000 x "},
+		// x 100 stays at or under 1e9 (1e7 x 100)
+		{"x100", "rates: 100", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := Parse([]byte(strings.Replace(fastRates, "rates: 1000", tc.rates, 1)), "r.yaml", "")
+			if tc.want != "" {
+				var le *sim.LineError
+				if !errors.As(err, &le) || le.Line != 7 || !errors.Is(err, sim.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Parse: %v, want a line error at 7 naming %q", err, tc.want)
+				}
+				if !strings.Contains(err.Error(), "calls per second, want at most 1e+09") {
+					t.Fatalf("Parse: %v, want it to name the limit", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sim.NewEnv(l.Cluster, l.Workload, sim.EnvOptions{}); err != nil {
+				t.Fatalf("NewEnv refuses what Parse accepted: %v", err)
+			}
+		})
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	for _, name := range Builtins() {
 		b, err := BuiltinSource(name)
@@ -406,6 +455,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(strings.Replace(loaded, "duration: 24h", "duration: 2h", 1)))
 	f.Add([]byte(strings.Replace(loaded, "duration: 24h", "duration: 2h", 1) + "backgroundLoad: {share: 0.3, cpu: [0.4, 0.9]}\n"))
 	f.Add([]byte("a: &x [*x, *x]\n"))
+	f.Add([]byte(fastRates)) // Parse accepted it, NewEnv refused it
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := Parse(b, "fuzz.yaml", "")
 		if err != nil {

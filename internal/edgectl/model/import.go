@@ -69,7 +69,7 @@ func (f *importFlags) run(cmd *cobra.Command, path string) error {
 	if err := opt.Validate(); err != nil {
 		return err
 	}
-	mp, err := onnx.ReadFile(path)
+	mp, err := onnx.ReadFileContext(cmd.Context(), path)
 	if err != nil {
 		return err
 	}

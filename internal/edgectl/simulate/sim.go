@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -145,6 +146,9 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts cmdutil.Opt
 	cfg.TieBreak = engine.TieBreak(f.tieBreak)
 	cfg.Samples, cfg.BaseLatencyMs = f.samples, f.baseLatencyMs
 	if err := cfg.Validate(); err != nil {
+		if errors.Is(err, engine.ErrInflateStep) {
+			return fmt.Errorf("--step: %w", err)
+		}
 		return err
 	}
 	if mode == engine.Replay && !in.Timed {

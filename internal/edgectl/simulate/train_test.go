@@ -102,6 +102,10 @@ func TestTrainErrors(t *testing.T) {
 		{"bad progress", []string{"train", "--progress", "sometimes"}, "progress"},
 		{"resume from junk", []string{"train", "--resume", notModel, "--out", filepath.Join(dir, "o"), "--progress", "never"}, "magic"},
 		{"zero workers", []string{"train", "--workers", "0"}, "workers"},
+		// episodes and iterations are capped (ppo.MaxEpisodes, MaxIterations):
+		// 1e15 episodes panicked in makeslice
+		{"episodes beyond the cap", []string{"train", "--episodes", "1000000000000000"}, "ppo.episodesPerIteration: 1000000000000000, want at most 10000"},
+		{"iterations beyond the cap", []string{"train", "--iterations", "1000001"}, "ppo.iterations: 1000001, want at most 1000000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := run(t, tc.args...)
