@@ -21,6 +21,12 @@ import (
 // 95% below the idle one, so the model as shipped prefers the idle board.
 const busyBoards = "edge-loaded"
 
+// ruledBlind is the shipped model whose network reads no telemetry and
+// whose decision rule has a busy cap, so that it too prefers the idle
+// board (docs/training.md, "A busy cap for edge"); edge-carbon's failed
+// its gate (it emitted more).
+const ruledBlind = "edge"
+
 // TestEdgeModelsPreferCoolNode is issue 18's telemetry check in the
 // simulator: two nodes with equal capacity and equal requests, one
 // reporting what an idle node measures and the other a busy CPU with a
@@ -31,7 +37,8 @@ const busyBoards = "edge-loaded"
 // not: busyBoards);
 // the models that leave the telemetry features out (network.exclude in
 // their configs: default, edge, edge-carbon) must not tell the nodes
-// apart, since they read only the requests, equal here.
+// apart by their networks, since they read only the requests, equal
+// here; edge's rule, with its busy cap, must (ruledBlind).
 func TestEdgeModelsPreferCoolNode(t *testing.T) {
 	spec := func(name string) sim.NodeSpec {
 		return sim.NodeSpec{Name: name, CPU: 8000, Memory: 16 << 10, Arch: sim.ArchARM64, Zone: "store-1"}
@@ -93,6 +100,11 @@ func TestEdgeModelsPreferCoolNode(t *testing.T) {
 			if !reads {
 				if net[0] != net[1] {
 					t.Errorf("%s, %s: a model trained without telemetry tells the nodes apart: cool %v, hot %v", name, c.name, net[0], net[1])
+				}
+				// edge's rule reads the telemetry its network does not
+				if hasCap := m.Decision.BusyCap > 0; hasCap != (name == ruledBlind) || (hasCap && !(ruled[0] > ruled[1])) {
+					t.Errorf("%s, %s: busy cap %v, with the rule cool %.4f hot %.4f: want %s alone to have one, and with it the cool node higher",
+						name, c.name, m.Decision.BusyCap, ruled[0], ruled[1], ruledBlind)
 				}
 				continue
 			}
