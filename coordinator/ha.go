@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgesched/edgesched/coordinator/bus"
 	"github.com/edgesched/edgesched/coordinator/metrics"
 	"github.com/edgesched/edgesched/coordinator/replica"
 	"github.com/edgesched/edgesched/coordinator/store"
@@ -40,12 +41,16 @@ import (
 //     checkpoint and judges the stream again from there, each update once.
 //   - Fencing: the checkpoint pointer (key replica.CheckpointKey of bucket
 //     HABucket) and the state bucket's keys are written with compare-and-
-//     set on the revision the writer last saw. A new active first writes
-//     the pointer, then rewrites the state bucket's keys; from then on
-//     every write of a deposed active fails (and stops it), and every
-//     model it could still publish is in the checkpoint the new active
-//     restored. Each active reads the stream with its own consumer
-//     (coordinator-e<epoch>), so a deposed one's acks touch nothing.
+//     set on the revision the writer last saw, the state keys with the
+//     writer's epoch in a header (replica.EpochHeader). A new active first
+//     writes the pointer (refused when a later epoch holds it), then
+//     rewrites the state bucket's keys with its epoch; from then on every
+//     write of a deposed active fails (and stops it), and every model it
+//     could still publish is in the checkpoint the new active restored.
+//     Each active reads the stream with its own consumer
+//     (coordinator-e<epoch>), so a deposed one's acks touch nothing; it
+//     deletes the earlier epochs' only, and an active whose consumer is
+//     deleted (by a later one) stops, deposed.
 
 // JetStream names of high availability (replicated like the rest,
 // Config.Replicas).
@@ -111,11 +116,14 @@ func RunReplica(ctx context.Context, cfg Config, nc *nats.Conn, start *nn.Model)
 	if err != nil {
 		return nil // stopped
 	}
+	// the lease bucket's TTL: the first replica's --lease-ttl (the lease
+	// is timed by the system clock, never cfg.Clock)
+	ttl = b.TTL
 	// standby: take the lease once it is free
 	me, _ := json.Marshal(Lease{Replica: cfg.ReplicaID, Acquired: time.Now().UTC()})
 	log.Info("standby: waiting for the lease", "replica", cfg.ReplicaID, "lease_ttl", ttl)
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(time.Now().UnixNano())))
-	epoch, err := replica.Acquire(ctx, b.Lease, replica.LeaseKey, me, ttl, rng, log)
+	epoch, since, err := replica.Acquire(ctx, b.Lease, replica.LeaseKey, me, ttl, rng, nil, log)
 	if err != nil {
 		return nil // stopped while a standby
 	}
@@ -123,14 +131,20 @@ func RunReplica(ctx context.Context, cfg Config, nc *nats.Conn, start *nn.Model)
 	defer hm.Active.Set(0)
 	log.Info("lease taken: this replica is active", "replica", cfg.ReplicaID, "epoch", epoch)
 
-	ctx, held := replica.Hold(ctx, b.Lease, me, ttl, epoch, log)
+	ctx, held := replica.Hold(ctx, b.Lease, me, ttl, epoch, since, nil, log)
 	defer held.Release()
 	h := replica.NewActive(cfg.ReplicaID, epoch, b, held.Deposed, log)
 	result := func(err error) error {
-		if held.Lost() {
+		switch {
+		case held.Lost():
 			return fmt.Errorf("%w (replica %s, epoch %d)", ErrDeposed, cfg.ReplicaID, epoch)
-		}
-		if ctx.Err() != nil {
+		case errors.Is(err, bus.ErrConsumerGone):
+			// only a later active deletes this epoch's consumer
+			// (replica.DeleteEarlierConsumers): stop rather than fetch
+			// from nothing for ever while holding the lease (which
+			// Release gives up, if it is still this replica's)
+			return fmt.Errorf("%w (replica %s, epoch %d): %w", ErrDeposed, cfg.ReplicaID, epoch, err)
+		case ctx.Err() != nil:
 			return nil
 		}
 		return err
@@ -215,28 +229,17 @@ func (c *Coordinator) putState(ctx context.Context, key string, raw []byte) erro
 	return c.ha.PutState(ctx, c.bus.KV, key, raw)
 }
 
-// fenceState rewrites the state bucket's keys as they are, so that a
-// deposed active's next write of either is refused.
+// fenceState checkpoints the store restored and makes this active's
+// claim on the state bucket's keys (replica.Active.FenceState): a
+// deposed active's next write of either is refused. Callers hold c.mu.
 func (c *Coordinator) fenceState(ctx context.Context) error {
 	if c.ha == nil {
 		return nil
 	}
-	for _, key := range []string{federated.KeyRound, federated.KeyModel} {
-		if c.ha.Written(key) {
-			continue
-		}
-		e, err := c.bus.KV.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // nothing a deposed active wrote: the first put creates it
-		}
-		if err != nil {
-			return fmt.Errorf("fence %s: %w", key, err)
-		}
-		if err := c.putState(ctx, key, e.Value()); err != nil {
-			return fmt.Errorf("fence %s: %w", key, err)
-		}
+	if err := c.checkpoint(ctx); err != nil {
+		return fmt.Errorf("fence: %w", err)
 	}
-	return nil
+	return c.ha.FenceState(ctx, c.bus.KV, federated.KeyRound, federated.KeyModel)
 }
 
 // HA answers the admin endpoint ha.status.

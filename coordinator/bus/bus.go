@@ -212,14 +212,15 @@ func (b *Bus) OpenConsumer(ctx context.Context, log *slog.Logger) (jetstream.Con
 // update stream: its own (replica.ConsumerName of its epoch), starting
 // after floor, the stream sequence its checkpoint judged everything up
 // to (0: the stream's start); the consumers of earlier actives are
-// deleted first.
+// deleted first (replica.DeleteEarlierConsumers: a later active's is
+// left).
 func (b *Bus) OpenEpochConsumer(ctx context.Context, epoch, floor uint64, log *slog.Logger) (jetstream.Consumer, error) {
 	name := replica.ConsumerName(ConsumerName, epoch)
 	s, err := b.JS.Stream(ctx, federated.UpdateStream)
 	if err != nil {
 		return nil, fmt.Errorf("update stream: %w", err)
 	}
-	replica.DeleteEarlierConsumers(ctx, s, ConsumerName, name, log)
+	replica.DeleteEarlierConsumers(ctx, s, ConsumerName, epoch, log)
 	cfg := consumerConfig(jetstream.DeliverAllPolicy, 0)
 	if floor > 0 {
 		cfg = consumerConfig(jetstream.DeliverByStartSequencePolicy, floor+1)
@@ -230,4 +231,33 @@ func (b *Bus) OpenEpochConsumer(ctx context.Context, epoch, floor uint64, log *s
 		return nil, fmt.Errorf("create update consumer %s: %w", name, err)
 	}
 	return cons, nil
+}
+
+// ErrConsumerGone: the durable consumer a fetch loop reads was deleted.
+// With high availability only a later active deletes an active's
+// consumer (replica.DeleteEarlierConsumers), so the active that finds
+// its own gone is deposed; without, the coordinator stops and opens it
+// again when it starts (OpenConsumer).
+var ErrConsumerGone = errors.New("bus: consumer deleted")
+
+// goneTimeout bounds Gone's request.
+const goneTimeout = 5 * time.Second
+
+// Gone asks the server whether cons still exists after a failed fetch
+// (a fetch from a deleted consumer finds no responder, or is told the
+// consumer was deleted, and would fail the same way for ever): an error
+// wrapping ErrConsumerGone when the server says it does not, nil when it
+// does or cannot say (the caller retries the fetch).
+func Gone(ctx context.Context, cons jetstream.Consumer) error {
+	ictx, cancel := context.WithTimeout(ctx, goneTimeout)
+	defer cancel()
+	_, err := cons.Info(ictx)
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil
+	}
+	name := "?"
+	if ci := cons.CachedInfo(); ci != nil {
+		name = ci.Stream + "/" + ci.Name
+	}
+	return fmt.Errorf("%w: %s", ErrConsumerGone, name)
 }

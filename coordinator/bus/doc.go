@@ -4,7 +4,8 @@
 // (Setup; SetupRetry while the server is not ready, Transient), and opens
 // the coordinator's durable consumer of the update stream — reset to its
 // ack floor after a restart (OpenConsumer), or a highly available
-// active's own consumer starting after its checkpoint (OpenEpochConsumer).
+// active's own consumer starting after its checkpoint (OpenEpochConsumer);
+// Gone tells a fetch loop whose consumer was deleted (ErrConsumerGone).
 // What goes over the bus (announcements, models, acks) and when the
 // stream is trimmed are package coordinator's.
 //

@@ -14,7 +14,8 @@
 // sites.
 //
 // Concurrency and lifetimes: Run runs on the caller's goroutine until ctx
-// ends or Judge reports a store.ErrStore error; it owns the fetch
+// ends, Judge reports a store.ErrStore error, or its consumer is gone
+// (bus.ErrConsumerGone: a later active deleted it); it owns the fetch
 // goroutine, the verification pool and the in-order hand-over, and stops
 // them before it returns. Verify is called concurrently from the pool, on
 // different messages; Judge one group at a time. An Incoming belongs to

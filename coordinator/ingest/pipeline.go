@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgesched/edgesched/coordinator/bus"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
@@ -102,19 +103,26 @@ type Pipeline struct {
 	Warn       func(key, msg string, args ...any)
 }
 
-// Run runs ingest on cons until ctx ends or the store fails for good
-// (store.ErrStore). Fetch errors and transient store errors (a full disk)
-// are retried with capped, jittered backoff; messages whose verdicts could
-// not be stored are left to the stream to deliver again. A group is
-// whatever has been verified when the previous one is committed (up to
-// Batch messages and groupBytes): the slower the store, the larger the
-// groups.
+// Run runs ingest on cons until ctx ends, the store fails for good
+// (store.ErrStore), or cons is deleted (an error wrapping
+// bus.ErrConsumerGone: with high availability a later active deleted
+// it, and this one is deposed; retrying would fail for ever). Other
+// fetch errors and transient store errors (a full disk) are retried with
+// capped, jittered backoff; messages whose verdicts could not be stored
+// are left to the stream to deliver again. A group is whatever has been
+// verified when the previous one is committed (up to Batch messages and
+// groupBytes): the slower the store, the larger the groups.
 func (p *Pipeline) Run(ctx context.Context, cons jetstream.Consumer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	verified := make(chan *Incoming, 2*p.Batch)
+	gone := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Go(func() { p.fetchLoop(ctx, cons, verified) })
+	wg.Go(func() {
+		if err := p.fetchLoop(ctx, cons, verified); err != nil {
+			gone <- err
+		}
+	})
 	defer wg.Wait()
 	defer cancel()
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, p.Seed^0x1e57)
@@ -123,6 +131,8 @@ func (p *Pipeline) Run(ctx context.Context, cons jetstream.Consumer) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case err := <-gone:
+			return err
 		case in := <-verified:
 			group = append(group, in)
 		}
@@ -162,8 +172,10 @@ func (p *Pipeline) Run(ctx context.Context, cons jetstream.Consumer) error {
 
 // fetchLoop pulls messages, has them verified by a pool of Verifiers
 // workers as they arrive and hands them on in stream order once verified.
-// At most 2*Batch messages are between the fetch and the hand-over.
-func (p *Pipeline) fetchLoop(ctx context.Context, cons jetstream.Consumer, verified chan<- *Incoming) {
+// At most 2*Batch messages are between the fetch and the hand-over. It
+// returns nil when ctx ends, and bus.ErrConsumerGone's error when cons
+// was deleted.
+func (p *Pipeline) fetchLoop(ctx context.Context, cons jetstream.Consumer, verified chan<- *Incoming) error {
 	workers := p.Verifiers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -206,7 +218,7 @@ func (p *Pipeline) fetchLoop(ctx context.Context, cons jetstream.Consumer, verif
 				var open bool
 				select {
 				case <-ctx.Done():
-					return
+					return nil
 				case m, open = <-msgs:
 				}
 				if !open {
@@ -216,7 +228,7 @@ func (p *Pipeline) fetchLoop(ctx context.Context, cons jetstream.Consumer, verif
 				in.verified = make(chan struct{})
 				select {
 				case <-ctx.Done():
-					return
+					return nil
 				case inOrder <- in:
 				}
 				jobs <- in // never blocks for long: the workers need nothing to drain it
@@ -224,14 +236,20 @@ func (p *Pipeline) fetchLoop(ctx context.Context, cons jetstream.Consumer, verif
 			err = batch.Error()
 		}
 		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// (a fetch from a deleted consumer finds no responder, or is
+			// told it was deleted)
+			if gone := bus.Gone(ctx, cons); gone != nil {
+				return gone
+			}
 			p.Warn("fetch", "fetch updates", "err", err)
 			if !bo.Sleep(ctx) {
-				return
+				return nil
 			}
 			continue
 		}
 		bo.Reset()
 	}
+	return nil
 }
 
 func newIncoming(m jetstream.Msg) *Incoming {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgesched/edgesched/coordinator/bus"
 	"github.com/edgesched/edgesched/coordinator/regional"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
@@ -129,5 +130,72 @@ func TestConsumePerEpoch(t *testing.T) {
 		if want := []string{"audit", fmt.Sprintf("%s-e%d", regional.ConsumerName, tc.epoch)}; !slices.Equal(names, want) {
 			t.Errorf("consumers after epoch %d's start: %v, want %v", tc.epoch, names, want)
 		}
+	}
+}
+
+// TestConsumeLaterEpoch: an active that starts after a later one (it was
+// paused) leaves the later active's consumer of the regional stream;
+// and an active whose consumer is deleted (by a later active) stops with
+// bus.ErrConsumerGone instead of fetching from nothing for ever.
+func TestConsumeLaterEpoch(t *testing.T) {
+	js, err := jetstream.New(fltest.Connect(t, fltest.StartNATS(t).ClientURL(), t.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	hooks := func(opened chan<- jetstream.Consumer) regional.Hooks {
+		return regional.Hooks{Fatal: func(error) bool { return true }, StoreError: func() {}, Warn: func(string, string, ...any) {},
+			Opened: func(c jetstream.Consumer) { opened <- c }}
+	}
+	type run struct {
+		done   chan error
+		cancel context.CancelFunc
+	}
+	start := func(epoch uint64) run {
+		rctx, cancel := context.WithCancel(ctx)
+		opened := make(chan jetstream.Consumer, 1)
+		r := run{make(chan error, 1), cancel}
+		go func() {
+			r.done <- regional.Consume(rctx, js, regional.Stream{Epoch: epoch}, &recorder{}, hooks(opened))
+		}()
+		select {
+		case <-opened:
+		case err := <-r.done:
+			t.Fatalf("epoch %d: consume: %v", epoch, err)
+		}
+		return r
+	}
+	later := start(9)
+	defer later.cancel()
+	earlier := start(5) // a paused earlier active, woken
+	defer earlier.cancel()
+	s, err := js.Stream(ctx, federated.RegionalStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for n := range s.ConsumerNames(ctx).Name() {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if want := []string{"coordinator-e5", "coordinator-e9"}; !slices.Equal(names, want) {
+		t.Fatalf("consumers %v, want %v (the later active's left)", names, want)
+	}
+	// a takeover deletes epoch 5's consumer
+	if err := js.DeleteConsumer(ctx, federated.RegionalStream, "coordinator-e5"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-earlier.done:
+		if !errors.Is(err, bus.ErrConsumerGone) {
+			t.Fatalf("consume with its consumer deleted ended with %v, want bus.ErrConsumerGone", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("consume still fetches from its deleted consumer")
+	}
+	select {
+	case err := <-later.done:
+		t.Fatalf("the later active's consume ended: %v", err)
+	default:
 	}
 }

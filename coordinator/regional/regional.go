@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edgesched/edgesched/coordinator/bus"
 	"github.com/edgesched/edgesched/coordinator/replica"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
@@ -106,8 +107,10 @@ func Decode(subject string, data []byte, regions *federated.Regions) (*federated
 }
 
 // Consume creates the regional stream and its durable consumer and hands
-// each aggregate to j until ctx ends or j fails fatally (h.Fatal). A
-// fetch or store failure is retried with capped, jittered backoff.
+// each aggregate to j until ctx ends, j fails fatally (h.Fatal), or the
+// consumer is deleted (an error wrapping bus.ErrConsumerGone: with
+// high availability a later active deleted it). Any other fetch failure,
+// and a store failure, is retried with capped, jittered backoff.
 func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h Hooks) error {
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: federated.RegionalStream,
 		Subjects: []string{federated.RegionalSubjectPrefix + "*"}, Storage: jetstream.FileStorage,
@@ -126,13 +129,14 @@ func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h H
 	for ctx.Err() == nil {
 		batch, err := cons.Fetch(8, jetstream.FetchMaxWait(500*time.Millisecond))
 		if err != nil {
-			h.Warn("fetch-regional", "fetch regional aggregates", "err", err)
-			if !bo.Sleep(ctx) {
-				break
+			if err := fetchFailed(ctx, cons, bo, h, err); err != nil {
+				return err
 			}
 			continue
 		}
+		n := 0
 		for m := range batch.Messages() {
+			n++
 			v, err := j.ProcessRegional(ctx, m.Subject(), m.Data())
 			if err != nil {
 				_ = m.NakWithDelay(time.Second)
@@ -156,14 +160,37 @@ func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h H
 				h.Acked(md.Sequence.Stream, v)
 			}
 		}
+		// (a request nobody answered, or the consumer deleted while it
+		// waited, fails here: without a pause it would be repeated at once)
+		if err := batch.Error(); n == 0 && err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			if err := fetchFailed(ctx, cons, bo, h, err); err != nil {
+				return err
+			}
+			continue
+		}
 		bo.Reset()
 	}
 	return ctx.Err()
 }
 
+// fetchFailed handles a failed fetch: the consumer gone ends Consume
+// (bus.ErrConsumerGone); anything else is logged and retried after a
+// backoff (ctx's error when it ends first).
+func fetchFailed(ctx context.Context, cons jetstream.Consumer, bo *backoff.Backoff, h Hooks, err error) error {
+	if gone := bus.Gone(ctx, cons); gone != nil {
+		return gone
+	}
+	h.Warn("fetch-regional", "fetch regional aggregates", "err", err)
+	if !bo.Sleep(ctx) {
+		return ctx.Err()
+	}
+	return nil
+}
+
 // openConsumer creates the root's consumer of the regional stream: the
 // durable ConsumerName; with s.Epoch the active's own, starting after
-// s.From, once every earlier active's is deleted.
+// s.From, once every earlier active's is deleted (a later active's is
+// left: replica.DeleteEarlierConsumers).
 func openConsumer(ctx context.Context, js jetstream.JetStream, s Stream, log *slog.Logger) (jetstream.Consumer, error) {
 	cfg := jetstream.ConsumerConfig{Durable: ConsumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute}
 	if s.Epoch != 0 {
@@ -175,7 +202,7 @@ func openConsumer(ctx context.Context, js jetstream.JetStream, s Stream, log *sl
 		if log == nil {
 			log = slog.New(slog.DiscardHandler)
 		}
-		replica.DeleteEarlierConsumers(ctx, st, ConsumerName, cfg.Durable, log)
+		replica.DeleteEarlierConsumers(ctx, st, ConsumerName, s.Epoch, log)
 		if s.From > 0 {
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, s.From+1
 		}

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgesched/edgesched/federated"
@@ -34,19 +37,29 @@ var ErrDeposed = errors.New("coordinator: deposed: another replica is active")
 
 // Buckets are the JetStream buckets of high availability.
 type Buckets struct {
-	Lease jetstream.KeyValue    // federated.LeaseBucket (entries expire after ttl)
+	JS    jetstream.JetStream   // the context they were opened with (the state bucket's fenced writes use it)
+	Lease jetstream.KeyValue    // federated.LeaseBucket (entries expire after TTL)
 	HA    jetstream.KeyValue    // federated.HABucket: the checkpoint pointer
 	Obj   jetstream.ObjectStore // federated.CheckpointBucket
+	// TTL is the lease bucket's: every replica times its lease with the
+	// bucket's TTL, whatever its own --lease-ttl (OpenBuckets).
+	TTL time.Duration
 }
 
 // OpenBuckets creates (or updates) the buckets with replicas replicas,
 // retried with capped, jittered backoff while the cluster elects
-// leaders; it fails only when ctx ends (its error).
+// leaders; it fails only when ctx ends (its error). The lease bucket's
+// TTL is ttl only when this replica creates the bucket: one that exists
+// keeps its TTL (Buckets.TTL; a replica whose ttl differs says so in a
+// warning), because an active times its renewals and its step-down by
+// the TTL it started with, and a replica that shortened it would expire
+// the active's lease before it steps down. To change it, stop every
+// replica and edit the bucket (docs/federated.md).
 func OpenBuckets(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int, seed uint64, log *slog.Logger) (*Buckets, error) {
-	var b Buckets
+	b := Buckets{JS: js}
 	var err error
 	for bo := backoff.New(250*time.Millisecond, 5*time.Second, seed^0x4a11); ; {
-		b.Lease, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: federated.LeaseBucket, History: 1, TTL: ttl, Storage: jetstream.FileStorage, Replicas: replicas})
+		b.Lease, b.TTL, err = openLease(ctx, js, ttl, replicas, log)
 		if err == nil {
 			b.HA, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: federated.HABucket, History: 1, Storage: jetstream.FileStorage, Replicas: replicas})
 		}
@@ -63,6 +76,32 @@ func OpenBuckets(ctx context.Context, js jetstream.JetStream, ttl time.Duration,
 	}
 }
 
+// openLease opens the lease bucket, creating it with ttl when there is
+// none, and returns it with its TTL.
+func openLease(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int, log *slog.Logger) (jetstream.KeyValue, time.Duration, error) {
+	cfg := jetstream.KeyValueConfig{Bucket: federated.LeaseBucket, History: 1, TTL: ttl, Storage: jetstream.FileStorage, Replicas: replicas}
+	kv, err := js.KeyValue(ctx, federated.LeaseBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		// (another replica creating it at the same time with another
+		// TTL: refused, and the next try adopts its TTL)
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		return kv, ttl, err
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("lease bucket: %w", err)
+	}
+	if cur := st.TTL(); cur > 0 && cur != ttl {
+		log.Warn("the lease bucket's TTL differs from this replica's lease TTL: using the bucket's", "bucket_ttl", cur, "lease_ttl", ttl)
+		cfg.TTL = cur
+	}
+	kv, err = js.CreateOrUpdateKeyValue(ctx, cfg) // (the replica count)
+	return kv, cfg.TTL, err
+}
+
 // Held is a lease taken at revision epoch, renewed by a goroutine it
 // owns (Renew) until Release.
 type Held struct {
@@ -76,15 +115,16 @@ type Held struct {
 }
 
 // Hold renews the lease taken at revision epoch (value val) on a
-// goroutine until Release. The context it returns ends with ctx, with
-// Release, or when the lease is lost (Deposed).
-func Hold(ctx context.Context, kv jetstream.KeyValue, val []byte, ttl time.Duration, epoch uint64, log *slog.Logger) (context.Context, *Held) {
+// goroutine until Release (Renew: since is when the Create that took it
+// was sent, clk the clock, nil for SystemClock). The context it returns
+// ends with ctx, with Release, or when the lease is lost (Deposed).
+func Hold(ctx context.Context, kv jetstream.KeyValue, val []byte, ttl time.Duration, epoch uint64, since time.Time, clk Clock, log *slog.Logger) (context.Context, *Held) {
 	ctx, cancel := context.WithCancel(ctx)
 	h := &Held{kv: kv, ttl: ttl, log: log, cancel: cancel, done: make(chan struct{})}
 	h.held.Store(epoch)
 	go func() {
 		defer close(h.done)
-		Renew(ctx, kv, LeaseKey, &h.held, val, ttl, h.Deposed, log)
+		Renew(ctx, kv, LeaseKey, &h.held, val, ttl, since, clk, h.Deposed, log)
 	}()
 	return ctx, h
 }
@@ -117,6 +157,8 @@ func (h *Held) Release() {
 type Active struct {
 	replica string
 	epoch   uint64
+	js      jetstream.JetStream
+	lease   jetstream.KeyValue    // LeaseBucket
 	kv      jetstream.KeyValue    // HABucket
 	obj     jetstream.ObjectStore // CheckpointBucket
 	deposed func()
@@ -125,11 +167,13 @@ type Active struct {
 	// serialised by the caller
 	ptr     Checkpoint
 	ptrRev  uint64
-	ckptGen uint64            // store generation of the checkpoint
-	revs    map[string]uint64 // state bucket keys' revisions last written
-	last    map[string][]byte // ... and the values last tried
-	catchUp uint64            // stream sequence to judge before closing at a deadline
-	until   time.Time         // ... for at most this long
+	ckptGen uint64   // store generation of the checkpoint
+	unsure  []string // checkpoint objects whose pointer update's answer was lost
+	// state bucket keys' revisions last written, and the buckets' streams
+	revs    map[string]uint64
+	streams map[string]jetstream.Stream
+	catchUp uint64    // stream sequence to judge before closing at a deadline
+	until   time.Time // ... for at most this long
 
 	shown  atomic.Pointer[Checkpoint] // ptr as Status shows it (set with ptr)
 	floor  atomic.Uint64              // the stream is trimmed below this only
@@ -152,8 +196,8 @@ type Floors struct {
 // NewActive is replica's state as the active of epoch; deposed is called
 // when a write of it is refused.
 func NewActive(replica string, epoch uint64, b *Buckets, deposed func(), log *slog.Logger) *Active {
-	a := &Active{replica: replica, epoch: epoch, kv: b.HA, obj: b.Obj, deposed: deposed, log: log,
-		revs: map[string]uint64{}, last: map[string][]byte{}}
+	a := &Active{replica: replica, epoch: epoch, js: b.JS, lease: b.Lease, kv: b.HA, obj: b.Obj, deposed: deposed, log: log,
+		revs: map[string]uint64{}, streams: map[string]jetstream.Stream{}}
 	a.ckptGen = ^uint64(0) // the first checkpoint is taken whatever the store holds
 	a.shown.Store(&Checkpoint{})
 	return a
@@ -163,7 +207,10 @@ func NewActive(replica string, epoch uint64, b *Buckets, deposed func(), log *sl
 // checkpoint a deposed active could still write is refused from now on.
 // It reports whether another replica had been active. With regional,
 // the root consumes the regional stream too (its catch-up waits for it).
+// A pointer a later epoch already claimed (this replica was paused
+// between taking the lease and its claim) is not taken: ErrDeposed.
 func (a *Active) Fence(ctx context.Context, js jetstream.JetStream, regional bool) (bool, error) {
+	took := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return false, err
@@ -180,6 +227,17 @@ func (a *Active) Fence(ctx context.Context, js jetstream.JetStream, regional boo
 			if cur, err = DecodeCheckpoint(e.Value()); err != nil {
 				return false, err
 			}
+		}
+		later, err := a.later(ctx, cur.Epoch)
+		if err != nil {
+			return false, err
+		}
+		if later {
+			a.deposed()
+			return false, fmt.Errorf("%w: the checkpoint pointer is epoch %d's, later than this epoch %d", ErrDeposed, cur.Epoch, a.epoch)
+		}
+		if cur.Epoch != 0 && cur.Epoch != a.epoch {
+			took = true // (a claim of ours whose answer was lost is not another's)
 		}
 		next := cur
 		next.Epoch, next.Replica, next.Taken = a.epoch, a.replica, time.Now().UTC()
@@ -205,8 +263,31 @@ func (a *Active) Fence(ctx context.Context, js jetstream.JetStream, regional boo
 			a.regCatchUp = s.CachedInfo().State.LastSeq
 		}
 		a.until = time.Now().Add(CatchUpLimit)
-		return cur.Epoch != 0, nil
+		return took, nil
 	}
+}
+
+// later reports whether epoch e is a later active's than this one's: it
+// is above this epoch and a revision the lease bucket has reached. (A
+// lease bucket deleted and created again starts its revisions, and so
+// the epochs, over: an epoch from before that, above every revision the
+// bucket has, is no later active's, and refusing it would keep every
+// replica from becoming active.)
+func (a *Active) later(ctx context.Context, e uint64) (bool, error) {
+	if e <= a.epoch {
+		return false, nil
+	}
+	if a.lease == nil {
+		return true, nil
+	}
+	st, err := a.lease.Status(ctx)
+	if err != nil {
+		return false, fmt.Errorf("lease bucket: %w", err)
+	}
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		return e <= bs.StreamInfo().State.LastSeq, nil
+	}
+	return true, nil
 }
 
 // RestoreTo replaces path with the checkpoint Fence found (none yet: the
@@ -215,13 +296,7 @@ func (a *Active) RestoreTo(ctx context.Context, path string) error {
 	if a.ptr.Object == "" {
 		return nil
 	}
-	return Restore(ctx, a.obj, a.ptr.Object, path)
-}
-
-// ours reports a checkpoint pointer this active wrote (its epoch).
-func (a *Active) ours(v []byte) bool {
-	p, err := DecodeCheckpoint(v)
-	return err == nil && p.Epoch == a.epoch
+	return Restore(ctx, a.obj, a.ptr, path)
 }
 
 // Due reports whether the store at generation gen is not checkpointed.
@@ -233,35 +308,91 @@ func (a *Active) Due(gen uint64) bool { return gen != a.ckptGen }
 // consumer not yet created, or new, reports less: the previous
 // checkpoint's stands). A refused pointer update deposes the replica
 // (ErrDeposed).
+//
+// Each attempt stores its own object (e<epoch>-g<gen>-<nonce>.db): an
+// attempt whose pointer update was applied though its answer was lost
+// may be the checkpoint a new active claimed and restores, so a later
+// attempt never reuses its name, and no object the pointer names (read
+// just before) is ever removed. Such an object is removed once a later
+// checkpoint of this active is in the pointer, or, when this active is
+// refused, unless the pointer names it. (The pointer names an object only
+// as long as no active checkpointed since: once it names another, no
+// claim can copy the earlier one again, as a claim is a compare-and-set
+// on the pointer's revision.)
 func (a *Active) Ship(ctx context.Context, gen uint64, data []byte, f Floors, now time.Time) error {
 	floor := max(f.Update, a.ptr.Floor)
 	regFloor := max(f.Regional, a.ptr.Regional)
-	name := fmt.Sprintf("e%d-g%d.db", a.epoch, gen)
-	if _, err := a.obj.PutBytes(ctx, name, data); err != nil {
+	name := fmt.Sprintf("e%d-g%d-%016x.db", a.epoch, gen, rand.Uint64())
+	info, err := a.obj.PutBytes(ctx, name, data)
+	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", name, err)
 	}
-	next := Checkpoint{Epoch: a.epoch, Replica: a.replica, Object: name, Floor: floor, Regional: regFloor, Bytes: int64(len(data)), Taken: now.UTC()}
+	next := Checkpoint{Epoch: a.epoch, Replica: a.replica, Object: name, Floor: floor, Regional: regFloor,
+		Bytes: int64(len(data)), Digest: info.Digest, Taken: now.UTC()}
 	raw, _ := json.Marshal(next)
-	rev, err := CASPut(ctx, a.kv, CheckpointKey, raw, a.ptrRev, a.ours)
-	if IsConflict(err) {
-		a.deposed()
-		_ = a.obj.Delete(context.WithoutCancel(ctx), name)
-		return fmt.Errorf("%w: checkpoint refused (epoch %d)", ErrDeposed, a.epoch)
-	}
-	if err != nil {
+	rev := a.ptrRev
+	for try := 0; ; try++ {
+		nrev, err := a.kv.Update(ctx, CheckpointKey, raw, rev)
+		if err == nil {
+			rev = nrev
+			break
+		}
+		if IsConflict(err) && try < 10 {
+			var e jetstream.KeyValueEntry
+			if e, err = a.kv.Get(ctx, CheckpointKey); err == nil {
+				cur, derr := DecodeCheckpoint(e.Value())
+				if derr != nil || cur.Epoch != a.epoch {
+					// another active claimed it: this active's objects
+					// are garbage, but for the one the claim copied
+					a.deposed()
+					for _, o := range append(a.unsure, name, a.ptr.Object) {
+						if o != "" {
+							a.drop(context.WithoutCancel(ctx), o)
+						}
+					}
+					a.unsure = nil
+					return fmt.Errorf("%w: checkpoint refused (epoch %d, the pointer's %d)", ErrDeposed, a.epoch, cur.Epoch)
+				}
+				// a pointer update of ours whose answer was lost: update
+				// what it wrote (its object is in unsure)
+				rev = e.Revision()
+				continue
+			}
+		}
+		// the pointer may name it (an update applied, its answer lost)
+		a.unsure = append(a.unsure, name)
 		return fmt.Errorf("checkpoint pointer: %w", err)
 	}
-	old := a.ptr.Object
-	a.ptr, a.ptrRev, a.ckptGen = next, rev, gen
+	old, unsure := a.ptr.Object, a.unsure
+	a.ptr, a.ptrRev, a.ckptGen, a.unsure = next, rev, gen, nil
 	a.shown.Store(&next)
 	a.floor.Store(floor)
 	a.regFloor.Store(regFloor)
-	if old != "" && old != name {
-		if err := a.obj.Delete(ctx, old); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			a.log.Warn("remove the previous checkpoint", "object", old, "err", err)
+	for _, o := range append(unsure, old) {
+		if o != "" && o != name {
+			a.drop(ctx, o)
 		}
 	}
 	return nil
+}
+
+// drop removes the checkpoint object name unless the pointer names it
+// now (or cannot be read: then it stays).
+func (a *Active) drop(ctx context.Context, name string) {
+	e, err := a.kv.Get(ctx, CheckpointKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		a.log.Warn("keep a checkpoint: the pointer cannot be read", "object", name, "err", err)
+		return
+	default:
+		if p, err := DecodeCheckpoint(e.Value()); err != nil || p.Object == name {
+			return
+		}
+	}
+	if err := a.obj.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		a.log.Warn("remove a checkpoint", "object", name, "err", err)
+	}
 }
 
 // Written reports whether this active wrote key of the state bucket.
@@ -270,41 +401,121 @@ func (a *Active) Written(key string) bool {
 	return ok
 }
 
-// PutState writes key of the state bucket kv by compare-and-set on the
-// revision this active last wrote (the first write of an active reads
-// it: a deposed active's write in between is read and overwritten, after
-// which every one of its writes is refused).
+// EpochHeader is the message header in which an active writes its epoch
+// with every value of the state bucket (the value, which sites and
+// regional aggregators read, is unchanged; a KV read does not show the
+// header).
+const EpochHeader = "Edgesched-Epoch"
+
+// PutState writes key of the state bucket kv by compare-and-set, with
+// this active's epoch (EpochHeader). The key's last write decides: a
+// later epoch's (a new active's, or its fence) is refused and deposes
+// this active (ErrDeposed), whether or not this active wrote the key
+// before; so is anyone else's write after this active's last one; a
+// write of this epoch is this active's own (one whose answer was lost is
+// recognised); an earlier epoch's (or one without an epoch: a
+// coordinator without high availability, or an earlier version) is
+// overwritten by this active's first write of the key.
 func (a *Active) PutState(ctx context.Context, kv jetstream.KeyValue, key string, raw []byte) error {
-	rev, known := a.revs[key]
+	return a.writeState(ctx, kv.Bucket(), key, raw, false)
+}
+
+// FenceState makes this active's claim on keys of the state bucket kv
+// (those it has not written yet): each is written again as it is, the
+// same value (or, where there is none, a delete marker, which readers
+// take for no value) with this active's epoch. From then on every write
+// of an earlier active is refused (PutState), whether it wrote the key
+// before or not.
+func (a *Active) FenceState(ctx context.Context, kv jetstream.KeyValue, keys ...string) error {
+	for _, key := range keys {
+		if a.Written(key) {
+			continue
+		}
+		if err := a.writeState(ctx, kv.Bucket(), key, nil, true); err != nil {
+			return fmt.Errorf("fence %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// stateEntry is the last message of a state bucket key.
+type stateEntry struct {
+	rev   uint64 // 0: none
+	epoch uint64 // its writer's (0: none said)
+	put   bool   // a value (not a delete or purge marker)
+	value []byte
+}
+
+// readState reads key's last message of bucket, headers included.
+func (a *Active) readState(ctx context.Context, bucket, key string) (stateEntry, error) {
+	s := a.streams[bucket]
+	if s == nil {
+		var err error
+		if s, err = a.js.Stream(ctx, "KV_"+bucket); err != nil {
+			return stateEntry{}, err
+		}
+		a.streams[bucket] = s
+	}
+	m, err := s.GetLastMsgForSubject(ctx, "$KV."+bucket+"."+key)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return stateEntry{}, nil
+	}
+	if err != nil {
+		return stateEntry{}, err
+	}
+	e := stateEntry{rev: m.Sequence, put: m.Header.Get(kvOperation) == "" && m.Header.Get(jetstream.MarkerReasonHeader) == ""}
+	e.epoch, _ = strconv.ParseUint(m.Header.Get(EpochHeader), 10, 64)
+	if e.put {
+		e.value = m.Data
+	}
+	return e, nil
+}
+
+// kvOperation is the header of a KV delete or purge marker.
+const kvOperation = "KV-Operation"
+
+// writeState writes raw to key of bucket (fence: what is there again,
+// PutState and FenceState).
+func (a *Active) writeState(ctx context.Context, bucket, key string, raw []byte, fence bool) error {
 	for range 10 {
-		if !known {
-			e, err := kv.Get(ctx, key)
-			switch {
-			case errors.Is(err, jetstream.ErrKeyNotFound):
-				rev = 0
-			case err != nil:
-				return err
-			default:
-				rev = e.Revision()
-			}
+		cur, err := a.readState(ctx, bucket, key)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", key, err)
 		}
-		// (an earlier attempt whose answer was lost may have been applied)
-		prev := a.last[key]
-		ours := func(v []byte) bool { return known && bytes.Equal(v, prev) }
-		nrev, err := CASPut(ctx, kv, key, raw, rev, ours)
-		a.last[key] = raw
-		if err == nil {
-			a.revs[key] = nrev
-			return nil
-		}
-		if !IsConflict(err) {
+		rev, known := a.revs[key]
+		later, err := a.later(ctx, cur.epoch)
+		switch {
+		case err != nil:
 			return err
-		}
-		if known {
-			// written by another since this active's last write
+		case later:
+			a.deposed()
+			return fmt.Errorf("%w: %s written by epoch %d, later than this epoch %d", ErrDeposed, key, cur.epoch, a.epoch)
+		case known && cur.rev != rev && cur.epoch != a.epoch:
 			a.deposed()
 			return fmt.Errorf("%w: %s written by another replica (epoch %d)", ErrDeposed, key, a.epoch)
+		case cur.epoch == a.epoch && cur.rev != 0 && (fence || (cur.rev != rev && cur.put && bytes.Equal(cur.value, raw))):
+			// a write of ours whose answer was lost: it is there
+			a.revs[key] = cur.rev
+			return nil
 		}
+		m := &nats.Msg{Subject: "$KV." + bucket + "." + key, Header: nats.Header{}, Data: raw}
+		m.Header.Set(EpochHeader, strconv.FormatUint(a.epoch, 10))
+		if fence {
+			m.Data = cur.value
+			if !cur.put {
+				m.Header.Set(kvOperation, "DEL")
+			}
+		}
+		ack, err := a.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(cur.rev))
+		if err == nil {
+			a.revs[key] = ack.Sequence
+			return nil
+		}
+		var api *jetstream.APIError
+		if !errors.As(err, &api) || (api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence && api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return fmt.Errorf("write %s: %w", key, err)
+		}
+		// written meanwhile: read it again
 	}
 	return fmt.Errorf("write %s: compare-and-set refused 10 times", key)
 }
@@ -346,17 +557,33 @@ func (a *Active) RegionalFloor() uint64 { return a.regFloor.Load() }
 // Epoch is the lease revision at which this replica became active.
 func (a *Active) Epoch() uint64 { return a.epoch }
 
-// DeleteEarlierConsumers deletes the consumers of stream named base or
-// base-e<N> other than keep: an earlier active's (fencing: its fetches and
-// acks no longer touch the stream). A failed deletion is logged.
-func DeleteEarlierConsumers(ctx context.Context, s jetstream.Stream, base, keep string, log *slog.Logger) {
+// DeleteEarlierConsumers deletes the consumers of stream s named base (a
+// coordinator's without high availability) or base-e<N> with N below
+// epoch: an earlier active's (fencing: its fetches and acks no longer
+// touch the stream). A later epoch's consumer is a later active's: it is
+// left (this active is deposed and learns it at its next fenced write;
+// deleting it would stop the later active's ingest). A failed deletion
+// is logged.
+func DeleteEarlierConsumers(ctx context.Context, s jetstream.Stream, base string, epoch uint64, log *slog.Logger) {
 	for n := range s.ConsumerNames(ctx).Name() {
-		if n != keep && (n == base || strings.HasPrefix(n, base+"-e")) {
-			if err := s.DeleteConsumer(ctx, n); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-				log.Warn("delete an earlier active's consumer", "consumer", n, "err", err)
-			}
+		e, ok := consumerEpoch(base, n)
+		if n != base && (!ok || e >= epoch) {
+			continue
+		}
+		if err := s.DeleteConsumer(ctx, n); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			log.Warn("delete an earlier active's consumer", "consumer", n, "err", err)
 		}
 	}
+}
+
+// consumerEpoch is the epoch of a consumer named base-e<epoch>.
+func consumerEpoch(base, name string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(name, base+"-e")
+	if !ok {
+		return 0, false
+	}
+	e, err := strconv.ParseUint(rest, 10, 64)
+	return e, err == nil
 }
 
 // ConsumerName is the durable consumer of an active of epoch on a
