@@ -586,6 +586,8 @@ func (r *Recorder) nodeGone(obj any) {
 	r.mu.Lock()
 	_, known := r.nodes[n.Name]
 	delete(r.nodes, n.Name)
+	delete(r.ahead, sampleKey{kubefmt.AnnotationTelemetry, n.Name})
+	delete(r.ahead, sampleKey{kubefmt.FlowsAnnotation, n.Name})
 	r.mu.Unlock()
 	if known {
 		r.emit(Event{Kind: NodeInfo, Time: r.cfg.Now(), Node: &Node{Name: n.Name}})

@@ -167,13 +167,11 @@ type Active struct {
 	// serialised by the caller
 	ptr     Checkpoint
 	ptrRev  uint64
-	ckptGen uint64   // store generation of the checkpoint
-	unsure  []string // checkpoint objects whose pointer update's answer was lost
-	// state bucket keys' revisions last written, and the buckets' streams
-	revs    map[string]uint64
-	streams map[string]jetstream.Stream
-	catchUp uint64    // stream sequence to judge before closing at a deadline
-	until   time.Time // ... for at most this long
+	ckptGen uint64            // store generation of the checkpoint
+	unsure  []string          // checkpoint objects whose pointer update's answer was lost
+	revs    map[string]uint64 // state bucket keys' revisions last written
+	catchUp uint64            // stream sequence to judge before closing at a deadline
+	until   time.Time         // ... for at most this long
 
 	shown  atomic.Pointer[Checkpoint] // ptr as Status shows it (set with ptr)
 	floor  atomic.Uint64              // the stream is trimmed below this only
@@ -197,7 +195,7 @@ type Floors struct {
 // when a write of it is refused.
 func NewActive(replica string, epoch uint64, b *Buckets, deposed func(), log *slog.Logger) *Active {
 	a := &Active{replica: replica, epoch: epoch, js: b.JS, lease: b.Lease, kv: b.HA, obj: b.Obj, deposed: deposed, log: log,
-		revs: map[string]uint64{}, streams: map[string]jetstream.Stream{}}
+		revs: map[string]uint64{}}
 	a.ckptGen = ^uint64(0) // the first checkpoint is taken whatever the store holds
 	a.shown.Store(&Checkpoint{})
 	return a
@@ -446,17 +444,10 @@ type stateEntry struct {
 	value []byte
 }
 
-// readState reads key's last message of bucket, headers included.
+// readState reads key's last message of bucket, headers included, from
+// the stream's leader (leaderLastMsg).
 func (a *Active) readState(ctx context.Context, bucket, key string) (stateEntry, error) {
-	s := a.streams[bucket]
-	if s == nil {
-		var err error
-		if s, err = a.js.Stream(ctx, "KV_"+bucket); err != nil {
-			return stateEntry{}, err
-		}
-		a.streams[bucket] = s
-	}
-	m, err := s.GetLastMsgForSubject(ctx, "$KV."+bucket+"."+key)
+	m, err := leaderLastMsg(ctx, a.js, "KV_"+bucket, "$KV."+bucket+"."+key)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return stateEntry{}, nil
 	}
@@ -469,6 +460,70 @@ func (a *Active) readState(ctx context.Context, bucket, key string) (stateEntry,
 		e.value = m.Data
 	}
 	return e, nil
+}
+
+// leaderLastMsg reads subject's last message of stream through the
+// stream's leader (the STREAM.MSG.GET API). jetstream.Stream's
+// GetLastMsgForSubject makes a direct get on a stream that allows them,
+// as KV buckets do, and any replica answers a direct get, a follower
+// possibly behind the leader: a write of this active's just acked could
+// look overwritten by another replica, and the active depose itself.
+func leaderLastMsg(ctx context.Context, js jetstream.JetStream, stream, subject string) (*jetstream.RawStreamMsg, error) {
+	o := js.Options()
+	prefix := jetstream.DefaultAPIPrefix
+	switch {
+	case o.Domain != "":
+		prefix = "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		prefix = strings.TrimSuffix(o.APIPrefix, ".") + "."
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		timeout := o.DefaultTimeout
+		if timeout <= 0 {
+			timeout = 5 * time.Second
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	req, err := json.Marshal(struct {
+		LastBySubj string `json:"last_by_subj"`
+	}{subject})
+	if err != nil {
+		return nil, err
+	}
+	msg, err := js.Conn().RequestWithContext(ctx, prefix+"STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, fmt.Errorf("get the last message of %s: %w", subject, err)
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Subject  string    `json:"subject"`
+			Sequence uint64    `json:"seq"`
+			Header   []byte    `json:"hdrs"`
+			Data     []byte    `json:"data"`
+			Time     time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, fmt.Errorf("get the last message of %s: %w", subject, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, jetstream.ErrMsgNotFound
+	case resp.Error != nil:
+		return nil, fmt.Errorf("get the last message of %s: %w", subject, resp.Error)
+	case resp.Message == nil:
+		return nil, fmt.Errorf("get the last message of %s: %w", subject, jetstream.ErrInvalidJetStreamResponse)
+	}
+	out := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Data: resp.Message.Data, Time: resp.Message.Time, Header: nats.Header{}}
+	if len(resp.Message.Header) > 0 {
+		if out.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return nil, fmt.Errorf("get the last message of %s: headers: %w", subject, err)
+		}
+	}
+	return out, nil
 }
 
 // kvOperation is the header of a KV delete or purge marker.

@@ -124,7 +124,7 @@ func coordinatorFlags(fs *pflag.FlagSet) func(ctx context.Context, stderr io.Wri
 	fs.StringSliceVar(&o.modelKeys, "model-keys", nil, "further model-signing public keys whose signatures on stored models are also accepted (key rotation): files or directories of *.pub (*.retired refused), comma-separated or repeated")
 	fs.BoolVar(&o.ha, "ha", false, "run as one of several replicas, one active (a JetStream KV lease); state shipped as checkpoints to the cluster (docs/federated.md)")
 	fs.StringVar(&o.replicaID, "replica-id", "", "with --ha: this replica's name (default the host name)")
-	fs.DurationVar(&o.leaseTTL, "lease-ttl", coordinator.DefaultLeaseTTL, "with --ha: the active's lease lasts this long unrenewed; a standby takes over within about 1.25 times it")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", coordinator.DefaultLeaseTTL, "with --ha: the active's lease lasts this long unrenewed; a standby takes over within about 1.25 times it (sets the lease bucket's TTL when this replica creates it; an existing bucket keeps its own)")
 	fs.DurationVar(&o.ckptEvery, "checkpoint-every", coordinator.DefaultCheckpointEvery, "with --ha: ship the store this often when it changed (and before every announcement and publication)")
 	o.natsFlags = natsflags.AddPFlags(fs, natsflags.Options{DefaultServer: nats.DefaultURL, Inbox: natsauth.CoordinatorInboxPrefix, LegacyServerFlag: true})
 	return func(ctx context.Context, stderr io.Writer) error { return runCoordinator(ctx, stderr, d, o) }
