@@ -193,7 +193,8 @@ func TestModelInspectDecision(t *testing.T) {
 	for _, tc := range []struct{ model, want string }{
 		{"edge-loaded", "decision   CPU cap 0.8 (nodes the pod would bring above 80% of their CPU by requests rank last); busy cap 0.9 (nodes measured at 90% CPU or more rank below the others on their side of the CPU cap)"},
 		{"default", "decision   band 6 logits, 8 for whole-GPU pods (FGD less 10 x the GPU model's pressure orders the candidates within it)"},
-		{"edge", ""},
+		{"edge", "decision   busy cap 0.9 (nodes measured at 90% CPU or more rank last)"},
+		{"edge-carbon", ""},
 	} {
 		path := filepath.Join(dir, tc.model+".esa")
 		if _, _, err := run(t, "model", "sign", tc.model, "--key", filepath.Join(keys, "coord.key"), "--out", path, "--version", "1"); err != nil {
