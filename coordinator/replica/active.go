@@ -336,10 +336,12 @@ func (a *Active) Ship(ctx context.Context, gen uint64, data []byte, f Floors, no
 			break
 		}
 		if IsConflict(err) && try < 10 {
-			var e jetstream.KeyValueEntry
-			if e, err = a.kv.Get(ctx, CheckpointKey); err == nil {
-				cur, derr := DecodeCheckpoint(e.Value())
-				if derr != nil || cur.Epoch != a.epoch {
+			cur, crev, found, perr := a.pointer(ctx)
+			if perr == nil && !found {
+				perr = jetstream.ErrKeyNotFound
+			}
+			if err = perr; err == nil || errors.Is(err, ErrCheckpoint) {
+				if err != nil || cur.Epoch != a.epoch {
 					// another active claimed it: this active's objects
 					// are garbage, but for the one the claim copied
 					a.deposed()
@@ -353,7 +355,7 @@ func (a *Active) Ship(ctx context.Context, gen uint64, data []byte, f Floors, no
 				}
 				// a pointer update of ours whose answer was lost: update
 				// what it wrote (its object is in unsure)
-				rev = e.Revision()
+				rev = crev
 				continue
 			}
 		}
@@ -377,20 +379,35 @@ func (a *Active) Ship(ctx context.Context, gen uint64, data []byte, f Floors, no
 // drop removes the checkpoint object name unless the pointer names it
 // now (or cannot be read: then it stays).
 func (a *Active) drop(ctx context.Context, name string) {
-	e, err := a.kv.Get(ctx, CheckpointKey)
+	p, _, found, err := a.pointer(ctx)
 	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
 	case err != nil:
 		a.log.Warn("keep a checkpoint: the pointer cannot be read", "object", name, "err", err)
 		return
-	default:
-		if p, err := DecodeCheckpoint(e.Value()); err != nil || p.Object == name {
-			return
-		}
+	case found && p.Object == name:
+		return
 	}
 	if err := a.obj.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		a.log.Warn("remove a checkpoint", "object", name, "err", err)
 	}
+}
+
+// pointer reads the checkpoint pointer and its revision from the HA
+// bucket's leader (leaderLastMsg: a follower behind it could show a
+// pointer from before a new active's claim, and drop would then remove
+// the object the claim restores); found is false when there is none.
+func (a *Active) pointer(ctx context.Context) (p Checkpoint, rev uint64, found bool, err error) {
+	m, err := leaderLastMsg(ctx, a.js, "KV_"+federated.HABucket, "$KV."+federated.HABucket+"."+CheckpointKey)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return p, 0, false, nil
+	case err != nil:
+		return p, 0, false, err
+	case m.Header.Get(kvOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "":
+		return p, m.Sequence, false, nil
+	}
+	p, err = DecodeCheckpoint(m.Data)
+	return p, m.Sequence, err == nil, err
 }
 
 // Written reports whether this active wrote key of the state bucket.
@@ -547,7 +564,7 @@ func (a *Active) writeState(ctx context.Context, bucket, key string, raw []byte,
 			return fmt.Errorf("%w: %s written by epoch %d, later than this epoch %d", ErrDeposed, key, cur.epoch, a.epoch)
 		case known && cur.rev != rev && cur.epoch != a.epoch:
 			a.deposed()
-			return fmt.Errorf("%w: %s written by another replica (epoch %d)", ErrDeposed, key, a.epoch)
+			return fmt.Errorf("%w: %s written by another replica (epoch %d) after this epoch %d's last write", ErrDeposed, key, cur.epoch, a.epoch)
 		case cur.epoch == a.epoch && cur.rev != 0 && (fence || (cur.rev != rev && cur.put && bytes.Equal(cur.value, raw))):
 			// a write of ours whose answer was lost: it is there
 			a.revs[key] = cur.rev
