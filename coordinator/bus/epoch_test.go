@@ -29,20 +29,27 @@ func consumerNames(t *testing.T, js jetstream.JetStream) []string {
 	return names
 }
 
+// updateStream starts a NATS server with the update stream.
+func updateStream(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(natstest.Connect(t, natstest.StartNATS(t).ClientURL(), t.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), (Options{DuplicateWindow: time.Minute, Replicas: 1}).StreamConfig()); err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 // TestOpenEpochConsumerLeavesLater: an active opening its consumer
 // deletes the non-HA durable and the earlier epochs' consumers, and
 // leaves a later epoch's (a paused earlier active that wakes up deleted
 // the later active's consumer, whose ingest then failed for good) and
 // consumers that are not a coordinator's.
 func TestOpenEpochConsumerLeavesLater(t *testing.T) {
-	js, err := jetstream.New(natstest.Connect(t, natstest.StartNATS(t).ClientURL(), t.Name()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := updateStream(t)
 	ctx := context.Background()
-	if _, err := js.CreateStream(ctx, (Options{DuplicateWindow: time.Minute, Replicas: 1}).StreamConfig()); err != nil {
-		t.Fatal(err)
-	}
 	b := &Bus{JS: js}
 	log := slog.New(slog.DiscardHandler)
 	for _, name := range []string{ConsumerName, "coordinator-e3", "coordinator-e9", "coordinator-ex", "audit"} {
@@ -70,14 +77,8 @@ func TestOpenEpochConsumerLeavesLater(t *testing.T) {
 // TestGone: Gone tells a deleted consumer (ErrConsumerGone) from one
 // that exists.
 func TestGone(t *testing.T) {
-	js, err := jetstream.New(natstest.Connect(t, natstest.StartNATS(t).ClientURL(), t.Name()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := updateStream(t)
 	ctx := context.Background()
-	if _, err := js.CreateStream(ctx, (Options{DuplicateWindow: time.Minute, Replicas: 1}).StreamConfig()); err != nil {
-		t.Fatal(err)
-	}
 	cons, err := js.CreateConsumer(ctx, federated.UpdateStream, jetstream.ConsumerConfig{Durable: "coordinator-e4", AckPolicy: jetstream.AckExplicitPolicy})
 	if err != nil {
 		t.Fatal(err)

@@ -76,6 +76,21 @@ func consume(t *testing.T, js jetstream.JetStream, s regional.Stream, want int, 
 	return r
 }
 
+// consumerNames lists the consumers of the regional stream, sorted.
+func consumerNames(t *testing.T, js jetstream.JetStream) []string {
+	t.Helper()
+	s, err := js.Stream(context.Background(), federated.RegionalStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for n := range s.ConsumerNames(context.Background()).Name() {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
 // TestConsumePerEpoch: a highly available root's active reads the
 // regional stream with its own consumer (coordinator-e<epoch>) from the
 // checkpoint's floor + 1, deletes every earlier root consumer (the non-HA
@@ -118,16 +133,7 @@ func TestConsumePerEpoch(t *testing.T) {
 		if judged, _ := r.got(); !slices.Equal(judged, tc.want) {
 			t.Errorf("epoch %d from %d judged %v, want %v", tc.epoch, tc.from, judged, tc.want)
 		}
-		s, err := js.Stream(ctx, federated.RegionalStream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for n := range s.ConsumerNames(ctx).Name() {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		if want := []string{"audit", fmt.Sprintf("%s-e%d", regional.ConsumerName, tc.epoch)}; !slices.Equal(names, want) {
+		if want, names := []string{"audit", fmt.Sprintf("%s-e%d", regional.ConsumerName, tc.epoch)}, consumerNames(t, js); !slices.Equal(names, want) {
 			t.Errorf("consumers after epoch %d's start: %v, want %v", tc.epoch, names, want)
 		}
 	}
@@ -169,16 +175,7 @@ func TestConsumeLaterEpoch(t *testing.T) {
 	defer later.cancel()
 	earlier := start(5) // a paused earlier active, woken
 	defer earlier.cancel()
-	s, err := js.Stream(ctx, federated.RegionalStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for n := range s.ConsumerNames(ctx).Name() {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	if want := []string{"coordinator-e5", "coordinator-e9"}; !slices.Equal(names, want) {
+	if want, names := []string{"coordinator-e5", "coordinator-e9"}, consumerNames(t, js); !slices.Equal(names, want) {
 		t.Fatalf("consumers %v, want %v (the later active's left)", names, want)
 	}
 	// a takeover deletes epoch 5's consumer
