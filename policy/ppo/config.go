@@ -414,6 +414,8 @@ func (b *BCConfig) validate() error {
 	switch {
 	case b.Teacher == "fgd-lookahead" && (b.Lookahead.TopK < 2 || b.Lookahead.TopK > 64 || b.Lookahead.Horizon < 1 || b.Lookahead.Horizon > 10000 || b.Lookahead.Samples < 1 || b.Lookahead.Samples > 64 || !(b.Lookahead.Start >= 0)):
 		return errors.New("lookahead: topK 2..64, horizon 1..10000, samples 1..64, start >= 0")
+	case b.Teacher == "fgd-lookahead" && b.Lookahead.TopK*b.Lookahead.Samples*b.Lookahead.Horizon > MaxLookaheadPlays:
+		return fmt.Errorf("lookahead: topK x samples x horizon is %d pods a decision, above %d", b.Lookahead.TopK*b.Lookahead.Samples*b.Lookahead.Horizon, MaxLookaheadPlays)
 	case !(b.RecordFrom >= 0 && b.RecordFrom < 3) || b.RecordTopK < 0 || b.RecordTopK > 4096:
 		return errors.New("recordFrom in [0, 3), recordTopK in [0, 4096]")
 	case !(b.NodeFraction >= 0 && b.NodeFraction <= 1):

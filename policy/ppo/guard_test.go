@@ -18,6 +18,9 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
+	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/openb"
 )
 
 // TestPPOEpochsHonourContext: an iteration's update checks the context
@@ -133,6 +136,63 @@ func TestResumeRefusesBadOptimiserState(t *testing.T) {
 			}
 			if !errors.Is(err, nn.ErrModel) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("resume: %v, want nn.ErrModel naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestLookaheadHonoursContext: the planning teacher plays TopK x Samples x
+// Horizon future pods per decision (here 2 x 2 x 50 = 200, on the small
+// learning cluster), and none once the
+// episode's context is cancelled: the decision is then FGD's own.
+func TestLookaheadHonoursContext(t *testing.T) {
+	nodes, pods := learningCluster(t)
+	env, err := openb.LoadEnv(nodes, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Lookahead{TopK: 2, Horizon: 50, Samples: 2}
+	p := env.Pods[0] // half a GPU: the eight GPU nodes are the candidates
+	var cand []int32
+	for i := range env.Nodes {
+		if sim.NewState(env).Feasible(i, &p) {
+			cand = append(cand, int32(i))
+		}
+	}
+	if len(cand) != 8 {
+		t.Fatalf("%d candidates, want the 8 GPU nodes", len(cand))
+	}
+	fgd := make([]float64, len(cand))
+	baseline.NewFGD(env).Score(sim.NewState(env), &p, cand, fgd)
+	for _, tc := range []struct {
+		name      string
+		cancelled bool
+		played    int
+	}{{"running", false, 2 * 2 * 50}, {"cancelled", true, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancelled {
+				cancel()
+			}
+			l := newLookahead(ctx, cfg, env, 7)
+			sc := make([]float64, len(cand))
+			l.Score(sim.NewState(env), &p, cand, sc)
+			if l.played != tc.played {
+				t.Fatalf("played %d future pods, want %d", l.played, tc.played)
+			}
+			lifted := 0
+			for i := range sc {
+				switch sc[i] - fgd[i] {
+				case 0:
+				case 1000:
+					lifted++
+				default:
+					t.Fatalf("node %d: score %v, FGD's %v", i, sc[i], fgd[i])
+				}
+			}
+			if want := map[bool]int{false: 1, true: 0}[tc.cancelled]; lifted != want {
+				t.Fatalf("%d candidates lifted above FGD's scores, want %d", lifted, want)
 			}
 		})
 	}

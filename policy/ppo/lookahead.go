@@ -1,6 +1,7 @@
 package ppo
 
 import (
+	"context"
 	"math/rand/v2"
 	"sort"
 
@@ -15,6 +16,10 @@ import (
 // futures for every candidate) with FGD, and keeps the candidate whose
 // futures end with the least failed demand plus fragmentation. The network
 // learns to imitate this expensive planner (expert iteration).
+//
+// A decision plays TopK x Samples x Horizon pods, at most
+// MaxLookaheadPlays; the planner stops playing when the episode's context
+// is cancelled (the decision is then FGD's).
 type Lookahead struct {
 	TopK    int     `yaml:"topK"`
 	Horizon int     `yaml:"horizon"`
@@ -22,8 +27,14 @@ type Lookahead struct {
 	Start   float64 `yaml:"start"`
 }
 
+// MaxLookaheadPlays bounds the pods one lookahead decision plays
+// (TopK x Samples x Horizon): about a second of FGD on a 1,500-node
+// cluster per 10,000.
+const MaxLookaheadPlays = 1_000_000
+
 // lookaheadTeacher implements sim.Policy for the teacher role.
 type lookaheadTeacher struct {
+	ctx    context.Context
 	cfg    Lookahead
 	env    *sim.Env
 	fgd    *baseline.FGDPolicy
@@ -32,10 +43,12 @@ type lookaheadTeacher struct {
 	order  []int
 	nodes  []int32
 	sc     []float64
+	// played counts the future pods played (tests)
+	played int
 }
 
-func newLookahead(cfg Lookahead, env *sim.Env, seed uint64) *lookaheadTeacher {
-	return &lookaheadTeacher{cfg: cfg, env: env, fgd: baseline.NewFGD(env), rng: rand.New(rand.NewPCG(seed, 0x100c))}
+func newLookahead(ctx context.Context, cfg Lookahead, env *sim.Env, seed uint64) *lookaheadTeacher {
+	return &lookaheadTeacher{ctx: ctx, cfg: cfg, env: env, fgd: baseline.NewFGD(env), rng: rand.New(rand.NewPCG(seed, 0x100c))}
 }
 
 func (l *lookaheadTeacher) Name() string { return "fgd-lookahead" }
@@ -66,7 +79,11 @@ func (l *lookaheadTeacher) Score(st *sim.State, p *sim.Pod, nodes []int32, score
 	for _, ci := range l.order[:k] {
 		var cost float64
 		for m := range futures {
-			cost += l.rollout(st, p, int(nodes[ci]), futures[m])
+			c, ok := l.rollout(st, p, int(nodes[ci]), futures[m])
+			if !ok {
+				return // cancelled: FGD's scores stand
+			}
+			cost += c
 		}
 		if best < 0 || cost < bestCost {
 			best, bestCost = ci, cost
@@ -78,19 +95,27 @@ func (l *lookaheadTeacher) Score(st *sim.State, p *sim.Pod, nodes []int32, score
 
 // rollout plays pod p on node n and then the future pods with FGD on a
 // copy of st; it returns the failed demand plus the final fragmentation
-// (milli-GPU, or milli-CPU when CPU is the primary resource).
-func (l *lookaheadTeacher) rollout(st *sim.State, p *sim.Pod, n int, future []int) float64 {
+// (milli-GPU, or milli-CPU when CPU is the primary resource); false when
+// the context was cancelled before it finished.
+func (l *lookaheadTeacher) rollout(st *sim.State, p *sim.Pod, n int, future []int) (float64, bool) {
+	if l.ctx.Err() != nil {
+		return 0, false
+	}
 	l.clones++
 	cl := st.Clone((l.clones + 1) << 40)
 	id, err := cl.AddPod(*p)
 	if err != nil {
-		return 0
+		return 0, true
 	}
 	if err := cl.Bind(id, n, l.fgd.PickGPUs(cl, p, n, nil)); err != nil {
-		return 0
+		return 0, true
 	}
 	var failed float64
-	for _, t := range future {
+	for j, t := range future {
+		if j%64 == 63 && l.ctx.Err() != nil {
+			return 0, false
+		}
+		l.played++
 		id, err := cl.AddPod(l.env.Pods[t])
 		if err != nil {
 			continue
@@ -125,7 +150,7 @@ func (l *lookaheadTeacher) rollout(st *sim.State, p *sim.Pod, n int, future []in
 		_ = cl.Bind(id, c, l.fgd.PickGPUs(cl, q, c, nil))
 	}
 	if l.env.GPUPrimary {
-		return failed + cl.FragGPU
+		return failed + cl.FragGPU, true
 	}
-	return failed + cl.FragCPU
+	return failed + cl.FragCPU, true
 }

@@ -44,6 +44,8 @@ func TestParseConfig(t *testing.T) {
 		{"NaN learning rate", "ppo: {lr: .nan}", "ppo"},
 		{"bc without teacher", "bc: {teacher: '', episodes: 3}", "bc"},
 		{"lookahead out of range", "bc: {teacher: fgd-lookahead, lookahead: {topK: 1, horizon: 10, samples: 1}}", "lookahead"},
+		// 64 x 64 x 10,000 pods a decision: hours each on openb
+		{"lookahead too dear", "bc: {teacher: fgd-lookahead, lookahead: {topK: 64, horizon: 10000, samples: 64}}", "40960000 pods a decision, above 1000000"},
 		{"warm start without bounds order", "env: {warmStart: [0.9, 0.5]}", "env.warmStart"},
 		{"too many workers", "workers: 1000", "workers"},
 		{"background load", "env: {scenarios: [builtin:retail-stores@v2], mode: replay, freshWorkloads: true, backgroundLoad: {share: 0.25, cpu: [0.2, 0.8]}}", ""},

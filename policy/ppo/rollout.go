@@ -313,11 +313,12 @@ func (r *rewarder) outcome(st *sim.State, p *sim.Pod, node int) {
 	}
 }
 
-// newTeacher builds the behaviour-cloning teacher for one episode.
-func newTeacher(bc BCConfig, env *sim.Env, seed uint64) (sim.Policy, error) {
+// newTeacher builds the behaviour-cloning teacher for one episode (ctx:
+// the episode's, which the lookahead planner checks).
+func newTeacher(ctx context.Context, bc BCConfig, env *sim.Env, seed uint64) (sim.Policy, error) {
 	switch bc.Teacher {
 	case "fgd-lookahead":
-		return newLookahead(bc.Lookahead, env, seed), nil
+		return newLookahead(ctx, bc.Lookahead, env, seed), nil
 	case baseline.FGDPressure:
 		return baseline.NewFGDPressure(env, bc.PressureWeight), nil
 	}
@@ -344,7 +345,7 @@ func runEpisode(ctx context.Context, env *sim.Env, net *nn.Net, schema policy.Sc
 	ext.UsePartnersOf(env.PartnersEncoder)
 	a := &actor{net: net, schema: schema, ext: ext, rng: rand.New(rand.NewPCG(actSeed, 0xac7)), mode: mode, ep: ep, record: record, warm: warmUntil > 0, warmUntil: warmUntil, recordFrom: bc.RecordFrom, topK: bc.RecordTopK, soft: bc.SoftTargets}
 	if mode == actTeacher || a.warm {
-		t, err := newTeacher(bc, env, actSeed)
+		t, err := newTeacher(ctx, bc, env, actSeed)
 		if err != nil {
 			return nil, err
 		}
