@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgesched/edgesched/coordinator/aggregation"
+	"github.com/edgesched/edgesched/coordinator/ingest"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
@@ -152,6 +153,12 @@ type Config struct {
 	// sums (0: GOMAXPROCS).
 	Batch     int
 	Verifiers int
+	// MaxInflightBytes bounds the bytes of the update messages ingest
+	// holds between their fetch and their verdict (ingest.Pipeline; 0:
+	// ingest.DefaultMaxInflightBytes): a flood of large updates waits on
+	// the stream instead of in memory. One message larger than it still
+	// passes, alone.
+	MaxInflightBytes int64
 	// StorePayloads stores every accepted update's payload and combines
 	// them when the round closes, even when the rule could keep running
 	// sums instead (docs/federated.md "Summing rounds"): FedAvg and
@@ -288,6 +295,8 @@ func (c *Config) Validate() error {
 		return bad("MaxSamples", "%d, want >= 0", c.MaxSamples)
 	case c.AuditKeep < 0 || c.Batch < 1 || c.Verifiers < 0 || c.BackupKeep < 1 || c.BackupEvery < 0:
 		return bad("AuditKeep/Batch/Verifiers/BackupKeep/BackupEvery", "AuditKeep >= 0, Batch >= 1, Verifiers >= 0, BackupKeep >= 1, BackupEvery >= 0")
+	case c.MaxInflightBytes < 0:
+		return bad("MaxInflightBytes", "%d, want >= 0 (0: %d)", c.MaxInflightBytes, ingest.DefaultMaxInflightBytes)
 	case c.UpdateMaxAge < 0 || c.UpdateMaxBytes < 0:
 		return bad("UpdateMaxAge/UpdateMaxBytes", "must be >= 0 (0: no limit)")
 	case c.Replicas < 0 || c.Replicas > MaxReplicas:

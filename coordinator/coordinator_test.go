@@ -243,6 +243,7 @@ func TestConfigValidate(t *testing.T) {
 		{"ha without a replica id", func(c *Config) { c.HA = true }, "ReplicaID"},
 		{"lease ttl under a second", func(c *Config) { c.LeaseTTL = 500 * time.Millisecond }, "LeaseTTL"},
 		{"negative checkpoint interval", func(c *Config) { c.CheckpointEvery = -time.Second }, "CheckpointEvery"},
+		{"negative in-flight bytes", func(c *Config) { c.MaxInflightBytes = -1 }, "MaxInflightBytes"},
 		{"async with regions", func(c *Config) {
 			c.Mode, c.Regions = federated.Async, &federated.Regions{}
 			if err := c.Regions.Add("eu", testKey(t, 3).Public(), "s"); err != nil {

@@ -34,7 +34,7 @@ func (c *Coordinator) verify(in *ingest.Incoming) {
 // consume runs ingest on cons until ctx ends or the store fails for good
 // (ErrStore; ingest.Pipeline.Run).
 func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) error {
-	p := ingest.Pipeline{Batch: c.cfg.Batch, Verifiers: c.cfg.Verifiers, Seed: c.cfg.Seed,
+	p := ingest.Pipeline{Batch: c.cfg.Batch, Verifiers: c.cfg.Verifiers, MaxInflightBytes: c.cfg.MaxInflightBytes, Seed: c.cfg.Seed,
 		Verify: c.verify, Judge: c.judge, StoreError: c.metrics.StoreErrors.Inc, Warn: c.limited.Warn}
 	return p.Run(ctx, cons)
 }

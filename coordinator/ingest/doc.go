@@ -17,10 +17,17 @@
 // ends, Judge reports a store.ErrStore error, or its consumer is gone
 // (bus.ErrConsumerGone: a later active deleted it); it owns the fetch
 // goroutine, the verification pool and the in-order hand-over, and stops
-// them before it returns. Verify is called concurrently from the pool, on
-// different messages; Judge one group at a time. An Incoming belongs to
-// one goroutine at a time: the pool until verified, then the judge. A
-// Batch lives for one transaction and is not safe for concurrent use (nor
-// is the aggregation.Cache its Rules share between transactions: the
-// coordinator's state mutex guards both).
+// them before it returns. Every fetched message holds its bytes of the
+// Run's Budget (Pipeline.MaxInflightBytes) until it is judged, refused or
+// left to the stream (a store error, or ctx ended: Run releases what it
+// drops before it returns); the fetch waits for room, and that wait ends
+// with ctx. InflightBytes may be called concurrently with Run; a Pipeline
+// is not copied once used. A Budget is safe for concurrent use (the
+// regional aggregator's ingest, coordinator/region, has its own). Verify
+// is called concurrently from the pool, on different messages; Judge one
+// group at a time. An Incoming belongs to one goroutine at a time: the
+// pool until verified, then the judge. A Batch lives for one transaction
+// and is not safe for concurrent use (nor is the aggregation.Cache its
+// Rules share between transactions: the coordinator's state mutex guards
+// both).
 package ingest

@@ -3,8 +3,10 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,7 +20,14 @@ import (
 // Ingest (docs/federated.md "Ingest"). Updates flow through three stages:
 //
 //  1. fetch: the durable pull consumer hands over what the stream has, at
-//     most fetchBytes a request;
+//     most FetchBytes a request, and each message takes its bytes from
+//     the pipeline's Budget (Pipeline.MaxInflightBytes) before it goes
+//     on, and gives them back once judged (acked or refused) or left to
+//     the stream: what the stages hold is bounded in bytes, not only in
+//     messages — the budget, plus what one pull request fetched and the
+//     fetch has not yet handed on (in a round that stores payloads, each
+//     verified message's stored record is a copy of its payload: up to
+//     about the budget again);
 //  2. verify: every message is checked, as soon as it arrives, by one of
 //     a pool of Pipeline.Verifiers workers — the envelope and its ed25519
 //     signature, then the payload (checksum, finite values, its L2 norm),
@@ -45,6 +54,7 @@ type Incoming struct {
 	StreamSeq uint64        // 0: unknown
 	StreamMsg jetstream.Msg // nil when not from the stream (Process)
 	verified  chan struct{} // closed once verified (fetchLoop's)
+	held      int           // bytes it holds of Run's Budget
 
 	// verification's findings (the envelope refused: not attributable
 	// to a site)
@@ -79,9 +89,6 @@ func (in *Incoming) Verify(sites federated.SiteKeys, dims int, summing bool) {
 // is taken whatever its size).
 const groupBytes = 32 << 20
 
-// fetchBytes bounds one pull request (of at most Batch messages).
-const fetchBytes = 16 << 20
-
 // Pipeline is ingest's fetch, verification and grouping (Run); the
 // coordinator judges the groups.
 type Pipeline struct {
@@ -89,6 +96,10 @@ type Pipeline struct {
 	Batch int
 	// Verifiers is the size of the verification pool (0: GOMAXPROCS).
 	Verifiers int
+	// MaxInflightBytes bounds the bytes of the messages between their
+	// fetch and their verdict (0: DefaultMaxInflightBytes; a message
+	// larger than it passes alone): the fetch waits for room.
+	MaxInflightBytes int64
 	// Seed is the backoffs' jitter's.
 	Seed uint64
 	// Verify verifies one message (Incoming.Verify); the pool's
@@ -101,6 +112,19 @@ type Pipeline struct {
 	// logs (rate limited by key).
 	StoreError func()
 	Warn       func(key, msg string, args ...any)
+
+	budget atomic.Pointer[Budget] // the last Run's (InflightBytes)
+}
+
+// InflightBytes is the bytes of the messages the running (or last) Run
+// holds between their fetch and their verdict: at most the larger of
+// MaxInflightBytes and the largest message, and 0 once Run returned. It
+// is safe to call concurrently with Run.
+func (p *Pipeline) InflightBytes() int64 {
+	if b := p.budget.Load(); b != nil {
+		return b.Held()
+	}
+	return 0
 }
 
 // Run runs ingest on cons until ctx ends, the store fails for good
@@ -111,20 +135,29 @@ type Pipeline struct {
 // capped, jittered backoff; messages whose verdicts could not be stored
 // are left to the stream to deliver again. A group is whatever has been
 // verified when the previous one is committed (up to Batch messages and
-// groupBytes): the slower the store, the larger the groups.
+// groupBytes): the slower the store, the larger the groups. A negative
+// MaxInflightBytes is refused (ErrBudget).
 func (p *Pipeline) Run(ctx context.Context, cons jetstream.Consumer) error {
+	budget, err := NewBudget(p.MaxInflightBytes)
+	if err != nil {
+		return fmt.Errorf("ingest pipeline: %w", err)
+	}
+	p.budget.Store(budget)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	verified := make(chan *Incoming, 2*p.Batch)
 	gone := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := p.fetchLoop(ctx, cons, verified); err != nil {
+		if err := p.fetchLoop(ctx, cons, budget, verified); err != nil {
 			gone <- err
 		}
 	})
-	defer wg.Wait()
-	defer cancel()
+	defer func() {
+		cancel()
+		wg.Wait()
+		ReleaseLeft(budget, verified, heldBytes) // (verified, not judged)
+	}()
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, p.Seed^0x1e57)
 	for {
 		var group []*Incoming
@@ -153,6 +186,7 @@ func (p *Pipeline) Run(ctx context.Context, cons jetstream.Consumer) error {
 					if in.StreamMsg != nil {
 						_ = in.StreamMsg.NakWithDelay(time.Second)
 					}
+					budget.Release(in.held)
 				}
 				p.StoreError()
 				if errors.Is(err, store.ErrStore) {
@@ -165,6 +199,9 @@ func (p *Pipeline) Run(ctx context.Context, cons jetstream.Consumer) error {
 				break
 			}
 			bo.Reset()
+			for _, in := range group[:n] {
+				budget.Release(in.held)
+			}
 			group = group[n:]
 		}
 	}
@@ -172,10 +209,11 @@ func (p *Pipeline) Run(ctx context.Context, cons jetstream.Consumer) error {
 
 // fetchLoop pulls messages, has them verified by a pool of Verifiers
 // workers as they arrive and hands them on in stream order once verified.
-// At most 2*Batch messages are between the fetch and the hand-over. It
-// returns nil when ctx ends, and bus.ErrConsumerGone's error when cons
-// was deleted.
-func (p *Pipeline) fetchLoop(ctx context.Context, cons jetstream.Consumer, verified chan<- *Incoming) error {
+// At most 2*Batch messages are between the fetch and the hand-over, and
+// each holds its bytes of budget from before it enters until it is
+// judged: those it drops when ctx ends it releases. It returns nil when
+// ctx ends, and bus.ErrConsumerGone's error when cons was deleted.
+func (p *Pipeline) fetchLoop(ctx context.Context, cons jetstream.Consumer, budget *Budget, verified chan<- *Incoming) error {
 	workers := p.Verifiers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -195,22 +233,27 @@ func (p *Pipeline) fetchLoop(ctx context.Context, cons jetstream.Consumer, verif
 		for in := range inOrder {
 			select {
 			case <-ctx.Done():
+				budget.Release(in.held)
 				return
 			case <-in.verified:
 			}
 			select {
 			case <-ctx.Done():
+				budget.Release(in.held)
 				return
 			case verified <- in:
 			}
 		}
 	})
-	defer wg.Wait()
-	defer close(jobs)
-	defer close(inOrder)
+	defer func() {
+		close(inOrder)
+		close(jobs)
+		wg.Wait()
+		ReleaseLeft(budget, inOrder, heldBytes)
+	}()
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, p.Seed)
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(p.Batch, jetstream.FetchMaxBytes(fetchBytes), jetstream.FetchMaxWait(500*time.Millisecond))
+		batch, err := cons.Fetch(p.Batch, jetstream.FetchMaxBytes(FetchBytes), jetstream.FetchMaxWait(500*time.Millisecond))
 		if err == nil {
 			msgs := batch.Messages()
 			for {
@@ -226,10 +269,9 @@ func (p *Pipeline) fetchLoop(ctx context.Context, cons jetstream.Consumer, verif
 				}
 				in := newIncoming(m)
 				in.verified = make(chan struct{})
-				select {
-				case <-ctx.Done():
+				in.held = len(in.Data)
+				if !Admit(ctx, budget, in.held, inOrder, in) {
 					return nil
-				case inOrder <- in:
 				}
 				jobs <- in // never blocks for long: the workers need nothing to drain it
 			}
@@ -251,6 +293,9 @@ func (p *Pipeline) fetchLoop(ctx context.Context, cons jetstream.Consumer, verif
 	}
 	return nil
 }
+
+// heldBytes is what in holds of the budget.
+func heldBytes(in *Incoming) int { return in.held }
 
 func newIncoming(m jetstream.Msg) *Incoming {
 	in := &Incoming{Subject: m.Subject(), Data: m.Data(), StreamMsg: m}

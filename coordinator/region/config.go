@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/coordinator/ingest"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/quant"
 )
@@ -41,6 +42,10 @@ type Config struct {
 	// many check signatures and payloads in parallel (0: GOMAXPROCS).
 	Batch     int
 	Verifiers int
+	// MaxInflightBytes bounds the bytes of the fetched updates not yet
+	// acked or nacked (0: ingest.DefaultMaxInflightBytes; one larger
+	// message still passes, alone).
+	MaxInflightBytes int64
 	// Seed seeds the retries' jitter.
 	Seed   uint64
 	Clock  coordinator.Clock // (nil: the wall clock)
@@ -71,6 +76,8 @@ func (c *Config) Validate() error {
 		return bad("Lead/PollInterval", "Lead >= 0, PollInterval > 0")
 	case c.Batch < 1 || c.Verifiers < 0:
 		return bad("Batch/Verifiers", "Batch >= 1, Verifiers >= 0")
+	case c.MaxInflightBytes < 0:
+		return bad("MaxInflightBytes", "%d, want >= 0 (0: %d)", c.MaxInflightBytes, ingest.DefaultMaxInflightBytes)
 	}
 	return nil
 }

@@ -20,7 +20,10 @@
 // Concurrency and lifetimes: New opens the store; Run serves until its
 // context ends and owns every goroutine it starts (ingest, the round
 // watch, the forwarder), stopping them before it returns; Close closes
-// the store after Run. The methods are safe for concurrent use: state
+// the store after Run. Run's ingest holds at most Config.MaxInflightBytes
+// of fetched updates (ingest.Budget; one larger update alone) until each
+// is acked or nacked: its fetch waits for room, and stops with Run's
+// context. The methods are safe for concurrent use: state
 // changes are serialised by one mutex and each is one bbolt transaction.
 // Hierarchical rounds are synchronous rounds of a summing rule (FedAvg,
 // FedBuff); for the robust rules sites send to the root directly.

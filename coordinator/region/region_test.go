@@ -44,6 +44,7 @@ func TestConfigValidate(t *testing.T) {
 		{"signer", func(c *Config) { c.Signer = nil }, "Signer"},
 		{"poll", func(c *Config) { c.PollInterval = 0 }, "Lead/PollInterval"},
 		{"batch", func(c *Config) { c.Batch = 0 }, "Batch/Verifiers"},
+		{"in-flight bytes", func(c *Config) { c.MaxInflightBytes = -1 }, "MaxInflightBytes"},
 	} {
 		c := good
 		tc.edit(&c)

@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/coordinator/ingest"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/boltkv"
@@ -82,15 +83,24 @@ func (g *Aggregator) Run(ctx context.Context, local, root *nats.Conn) error {
 // them (a message whose relay failed comes back, is judged the same again
 // and relayed again: the root's stream drops a copy by its MsgID, its
 // verdicts one past that window). The sites of relayed updates hear from
-// the root.
+// the root. Every fetched message holds its bytes of a budget of
+// MaxInflightBytes (ingest.Budget) until it is acked or nacked, or
+// dropped when ctx ends.
 func (g *Aggregator) consume(ctx context.Context, local *nats.Conn, rjs jetstream.JetStream, cons jetstream.Consumer) error {
+	budget, err := ingest.NewBudget(g.cfg.MaxInflightBytes)
+	if err != nil {
+		return fmt.Errorf("region ingest: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	fetched := make(chan jetstream.Msg, 2*g.cfg.Batch)
 	var wg sync.WaitGroup
-	wg.Go(func() { g.fetchLoop(ctx, cons, fetched) })
-	defer wg.Wait()
-	defer cancel()
+	wg.Go(func() { g.fetchLoop(ctx, cons, budget, fetched) })
+	defer func() {
+		cancel()
+		wg.Wait()
+		ingest.ReleaseLeft(budget, fetched, msgBytes) // (the stream delivers them again)
+	}()
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, g.cfg.Seed^0x5e61)
 	for ctx.Err() == nil {
 		// wait for one message, then take what else has arrived (up to
@@ -123,6 +133,7 @@ func (g *Aggregator) consume(ctx context.Context, local *nats.Conn, rjs jetstrea
 		if err := g.judge(group); err != nil {
 			for _, m := range msgs {
 				_ = m.NakWithDelay(time.Second)
+				budget.Release(msgBytes(m))
 			}
 			if errors.Is(err, ErrStore) {
 				return err
@@ -151,23 +162,25 @@ func (g *Aggregator) consume(ctx context.Context, local *nats.Conn, rjs jetstrea
 				}
 			}
 		}
+		for _, m := range msgs {
+			budget.Release(msgBytes(m))
+		}
 	}
 	return ctx.Err()
 }
 
-// fetchLoop pulls the region's updates and hands them on in stream
-// order until ctx ends; fetch errors are retried with capped, jittered
-// backoff.
-func (g *Aggregator) fetchLoop(ctx context.Context, cons jetstream.Consumer, fetched chan<- jetstream.Msg) {
+// fetchLoop pulls the region's updates (at most ingest.FetchBytes a
+// request) and hands them on in stream order until ctx ends, each once
+// its bytes fit in budget; fetch errors are retried with capped,
+// jittered backoff.
+func (g *Aggregator) fetchLoop(ctx context.Context, cons jetstream.Consumer, budget *ingest.Budget, fetched chan<- jetstream.Msg) {
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, g.cfg.Seed^0xfe7c)
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(g.cfg.Batch, jetstream.FetchMaxWait(500*time.Millisecond))
+		batch, err := cons.Fetch(g.cfg.Batch, jetstream.FetchMaxBytes(ingest.FetchBytes), jetstream.FetchMaxWait(500*time.Millisecond))
 		if err == nil {
 			for m := range batch.Messages() {
-				select {
-				case <-ctx.Done():
+				if !ingest.Admit(ctx, budget, msgBytes(m), fetched, m) {
 					return
-				case fetched <- m:
 				}
 			}
 			err = batch.Error()
@@ -318,3 +331,6 @@ func (g *Aggregator) Forward(ctx context.Context, rjs jetstream.JetStream) (int,
 }
 
 func getU64Key(k []byte) uint64 { return boltkv.FromU64(k) }
+
+// msgBytes is what a fetched message holds of consume's budget.
+func msgBytes(m jetstream.Msg) int { return len(m.Data()) }
