@@ -212,6 +212,9 @@ func (c *Coordinator) checkpoint(ctx context.Context) error {
 	}
 	c.metrics.Checkpoints.Inc()
 	c.metrics.CheckpointBytes.Set(float64(buf.Len()))
+	swept := h.TakeSweep()
+	c.metrics.CheckpointsSwept.Add(float64(swept.Removed))
+	c.metrics.CheckpointSweepErrors.Add(float64(swept.Failed))
 	return nil
 }
 

@@ -19,10 +19,13 @@ type Coordinator struct {
 	StoreErrors   prometheus.Counter
 	Commits       prometheus.Counter
 	Syncs         prometheus.Counter
-	// HA: checkpoints shipped, the last one's size
-	Checkpoints     prometheus.Counter
-	CheckpointBytes prometheus.Gauge
-	Regional        *prometheus.CounterVec
+	// HA: checkpoints shipped, the last one's size, the leftover
+	// checkpoint objects swept after them and the sweeps' failures
+	Checkpoints           prometheus.Counter
+	CheckpointBytes       prometheus.Gauge
+	CheckpointsSwept      prometheus.Counter
+	CheckpointSweepErrors prometheus.Counter
+	Regional              *prometheus.CounterVec
 }
 
 // New registers the coordinator's metrics on reg (nil: a private
@@ -64,9 +67,13 @@ func New(reg prometheus.Registerer) (*Coordinator, error) {
 		Help: "Checkpoints of coordinator.db shipped to the object store by the active replica (--ha)."})
 	m.CheckpointBytes = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "checkpoint_bytes",
 		Help: "Size of the last checkpoint shipped (--ha)."})
+	m.CheckpointsSwept = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "checkpoint_objects_swept_total",
+		Help: "Leftover checkpoint objects (attempts no pointer names: an active crashed before its pointer update) removed from the object store after a checkpoint (--ha)."})
+	m.CheckpointSweepErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "checkpoint_sweep_errors_total",
+		Help: "Listings, pointer reads and removals of the sweep of leftover checkpoint objects that failed; the checkpoint stands (--ha)."})
 	m.Regional = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "regional_aggregates_total",
 		Help: "Regional aggregates (hierarchical rounds) by region, verdict and refusal reason, each counted once."}, []string{"region", "status", "reason"})
-	for _, c := range []prometheus.Collector{m.Updates, m.UpdateBytes, m.Rounds, m.Round, m.ModelVersion, m.Aggregation, m.Reports, m.RoundFailures, m.StoreErrors, m.Commits, m.Syncs, m.Checkpoints, m.CheckpointBytes, m.Regional} {
+	for _, c := range []prometheus.Collector{m.Updates, m.UpdateBytes, m.Rounds, m.Round, m.ModelVersion, m.Aggregation, m.Reports, m.RoundFailures, m.StoreErrors, m.Commits, m.Syncs, m.Checkpoints, m.CheckpointBytes, m.CheckpointsSwept, m.CheckpointSweepErrors, m.Regional} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -172,6 +172,7 @@ type Active struct {
 	revs    map[string]uint64 // state bucket keys' revisions last written
 	catchUp uint64            // stream sequence to judge before closing at a deadline
 	until   time.Time         // ... for at most this long
+	swept   Sweep             // what the sweeps did since TakeSweep
 
 	shown  atomic.Pointer[Checkpoint] // ptr as Status shows it (set with ptr)
 	floor  atomic.Uint64              // the stream is trimmed below this only
@@ -316,11 +317,14 @@ func (a *Active) Due(gen uint64) bool { return gen != a.ckptGen }
 // refused, unless the pointer names it. (The pointer names an object only
 // as long as no active checkpointed since: once it names another, no
 // claim can copy the earlier one again, as a claim is a compare-and-set
-// on the pointer's revision.)
+// on the pointer's revision.) Once the pointer names the new checkpoint,
+// the objects earlier attempts left behind (an active that crashed
+// between its object and its pointer update) are swept: at most
+// SweepLimit of them, the oldest first (sweep, TakeSweep).
 func (a *Active) Ship(ctx context.Context, gen uint64, data []byte, f Floors, now time.Time) error {
 	floor := max(f.Update, a.ptr.Floor)
 	regFloor := max(f.Regional, a.ptr.Regional)
-	name := fmt.Sprintf("e%d-g%d-%016x.db", a.epoch, gen, rand.Uint64())
+	name := objectName(a.epoch, gen, rand.Uint64())
 	info, err := a.obj.PutBytes(ctx, name, data)
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", name, err)
@@ -373,6 +377,7 @@ func (a *Active) Ship(ctx context.Context, gen uint64, data []byte, f Floors, no
 			a.drop(ctx, o)
 		}
 	}
+	a.sweep(ctx, name, gen)
 	return nil
 }
 

@@ -11,6 +11,18 @@
 // of the state bucket (Active), and the removal of earlier actives'
 // consumers (DeleteEarlierConsumers). Package coordinator drives them.
 //
+// Checkpoint objects: each attempt stores e<epoch>-g<gen>-<nonce>.db and
+// the pointer names the current one, which is never removed. After each
+// checkpoint the pointer takes, the active sweeps the object store: it
+// removes, at most SweepLimit at a time, the oldest first, the objects
+// whose names parse as of an earlier epoch or an earlier generation of
+// its own, which attempts left behind when an active crashed between its
+// object and its pointer update; before each removal it reads the pointer
+// from the HA bucket's leader and stops once the pointer no longer names
+// its new checkpoint. A later epoch's objects, this generation's other
+// attempts and names that do not parse stay; a failed sweep is logged and
+// counted (Active.TakeSweep), and the checkpoint stands.
+//
 // Concurrency and lifetimes: the functions are safe for concurrent use
 // on their own arguments; Acquire blocks until it succeeds or ctx ends
 // and starts no goroutine; Renew blocks until it steps down or ctx ends,
