@@ -72,8 +72,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	runSeed := ResolveSeed(cfg.Seed)
 	cfg.Seed = runSeed
-	// Records cover the window plus one sample interval of slack.
-	size := int(cfg.Window/cfg.SampleInterval) + 3
+	// Records cover the window plus one sample interval of slack; at most
+	// MaxRingSamples (Validate)
+	size := int(ringSamples(cfg.Window, cfg.SampleInterval))
 	a := &Agent{
 		cfg: cfg, log: log, col: col, seed: DeriveSeed(runSeed, SeedAnnotator),
 		sampled: make(chan struct{}, 1),

@@ -365,6 +365,7 @@ func TestConfigValidate(t *testing.T) {
 		{"retry order", Config{RetryMin: time.Second, RetryMax: time.Millisecond}, "retry max"},
 		{"relative cgroup", Config{}, ""},
 		{"nil component", Config{Components: []Component{nil}}, "component 0 is nil"},
+		{"ring above its cap", Config{SampleInterval: 10 * time.Millisecond, Window: time.Hour}, "keeps 360003 samples in memory, above the cap of 4096"},
 	}
 	cases[8].cfg.Proc.Cgroup, cases[8].want = "pods", "must start with /"
 	for _, tc := range cases {
@@ -382,5 +383,47 @@ func TestConfigValidate(t *testing.T) {
 	if d.SampleInterval != time.Second || d.AnnotateInterval != 10*time.Second || d.Window != 10*time.Second ||
 		d.StaleAfter != 2*time.Minute || d.StallAfter != 5*time.Second || d.Proc.ProcRoot != "/proc" {
 		t.Fatalf("defaults %+v", d)
+	}
+}
+
+// TestRingSamplesCapped: the ring of samples holds at most MaxRingSamples
+// whatever the settings. Validate refuses a window and sample interval
+// that would keep more, naming both, the count, the cap and the shortest
+// interval that fits; at the cap New sizes the ring within it. Before,
+// an hour's window sampled every 10 ms allocated 360,003 samples.
+func TestRingSamplesCapped(t *testing.T) {
+	cases := []struct {
+		name             string
+		interval, window time.Duration
+		want             string // "": valid
+	}{
+		{"an hour every 10ms", 10 * time.Millisecond, time.Hour,
+			"sample interval 10ms with window 1h0m0s keeps 360003 samples in memory, above the cap of 4096 (MaxRingSamples): sample every 880ms or more, or shorten the window"},
+		{"an hour every 879ms", 879 * time.Millisecond, time.Hour, "keeps 4098 samples in memory"},
+		{"an hour every 880ms", 880 * time.Millisecond, time.Hour, ""},
+		{"an hour every second", time.Second, time.Hour, ""},
+		{"10s every 10ms", 10 * time.Millisecond, 10 * time.Second, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{SampleInterval: tc.interval, Window: tc.window}
+			err := cfg.Validate()
+			if tc.want != "" {
+				if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Validate = %v, want ErrConfig mentioning %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Validate = %v, want nil", err)
+			}
+			a, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(a.ring.recs); n > MaxRingSamples || int64(n) != ringSamples(tc.window, tc.interval) {
+				t.Fatalf("ring of %d samples, want %d, at most %d", n, ringSamples(tc.window, tc.interval), MaxRingSamples)
+			}
+		})
 	}
 }

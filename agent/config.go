@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,7 +28,19 @@ const (
 	DefaultRetryMin   = 500 * time.Millisecond
 	// DefaultShutdownTimeout bounds the metrics server's graceful stop.
 	DefaultShutdownTimeout = 5 * time.Second
+	// MaxRingSamples caps the samples the agent keeps in memory: the
+	// ring holds Window/SampleInterval + 3 of them (the window plus
+	// slack), and Validate refuses settings that need more. 4,096 holds
+	// the longest window (kubefmt.MaxTelemetryWindow, an hour) at the
+	// default 1 s interval, in about 3.4 MiB (880 bytes a sample) plus the per-CPU and
+	// per-device counters each sample copies; without the cap the
+	// extreme settings (an hour at 10 ms) kept about 360,000 samples.
+	MaxRingSamples = 4096
 )
+
+// ringSamples is how many samples the ring keeps for a window sampled
+// every interval (both positive).
+func ringSamples(window, interval time.Duration) int64 { return int64(window/interval) + 3 }
 
 // Errors.
 var (
@@ -86,7 +99,9 @@ type Config struct {
 	// agent logs one warning with the reason and uses /proc only.
 	LoadProbes func(log *slog.Logger) (Probes, error)
 	// SampleInterval is the period of sampling /proc and the probes. Zero
-	// means DefaultSampleInterval.
+	// means DefaultSampleInterval. At least 10 ms, at most
+	// AnnotateInterval, and long enough that Window holds at most
+	// MaxRingSamples samples (Window/SampleInterval + 3).
 	SampleInterval time.Duration
 	// AnnotateInterval is the least time between two annotation writes
 	// (and the period at which a write is considered). Zero means
@@ -204,6 +219,12 @@ func (c Config) Validate() error {
 	}
 	if c.Window > 0 && c.Window < c.SampleInterval {
 		bad("window %v is shorter than the sample interval %v", c.Window, c.SampleInterval)
+	}
+	if c.Window > 0 && c.SampleInterval > 0 && ringSamples(c.Window, c.SampleInterval) > MaxRingSamples {
+		// the shortest interval that fits, in whole milliseconds
+		least := time.Duration(math.Ceil(float64(c.Window)/float64((MaxRingSamples-3)*time.Millisecond))) * time.Millisecond
+		bad("sample interval %v with window %v keeps %d samples in memory, above the cap of %d (MaxRingSamples): sample every %v or more, or shorten the window",
+			c.SampleInterval, c.Window, ringSamples(c.Window, c.SampleInterval), MaxRingSamples, least)
 	}
 	if c.StaleAfter > 0 && c.AnnotateInterval >= c.StaleAfter/2 {
 		bad("annotate interval %v must be below half the stale-after bound %v", c.AnnotateInterval, c.StaleAfter)

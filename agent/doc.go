@@ -13,6 +13,10 @@
 //     latency histogram and TCP retransmits. When eBPF cannot be loaded,
 //     or fails later, it logs one warning with the reason and continues on
 //     /proc; the gauge edgesched_agent_telemetry_source says which.
+//   - Keeps the samples of the last Window in a ring of at most
+//     MaxRingSamples (4,096): Validate refuses a Window and SampleInterval
+//     that would need more (Window/SampleInterval + 3), so the agent's
+//     memory is bounded whatever the settings.
 //   - Builds a kubefmt.TelemetrySummary over the last Window (10 s): CPU
 //     utilisation and memory in use (of the host, or of Config.Proc.Cgroup
 //     against its limits), the 1-minute load, the run-queue p99 from the

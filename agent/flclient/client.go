@@ -50,9 +50,10 @@ type Config struct {
 	// DataDir holds agent.db (created).
 	DataDir string
 	Trainer Trainer
-	// OutboxLimit bounds the buffered updates (default 64); OutboxPolicy
-	// says what happens when it is full: DropOldest (default) or
-	// RefuseNew. Either is counted (Counters.DroppedFull).
+	// OutboxLimit bounds the buffered updates (default 64), new and
+	// adopted alike (Adopt); OutboxPolicy says what happens when it is
+	// full: DropOldest (default) or RefuseNew. Either is counted
+	// (Counters.DroppedFull) and logged.
 	OutboxLimit  int
 	OutboxPolicy string
 	// Update encoding (default int8 with error feedback) and chunk size.
@@ -522,23 +523,15 @@ func (c *Client) enqueue(ctx context.Context, seq, round uint64, again bool, bas
 	}
 	var dropped uint64 // the oldest entry, dropped for room (drop-oldest)
 	err = c.db.Update(func(tx *bolt.Tx) error {
-		dropped = 0
 		m, ob := tx.Bucket(bucketMeta), tx.Bucket(bucketOutbox)
 		if cur := getU64(m, keySeq); seq <= cur {
 			return fmt.Errorf("sequence %d is not above the outbox's %d", seq, cur)
 		}
-		if ob.Stats().KeyN >= c.cfg.OutboxLimit {
-			if c.cfg.OutboxPolicy == RefuseNew {
-				return errOutboxFull // counted below: this transaction rolls back
-			}
-			k, _ := ob.Cursor().First()
-			dropped = boltkv.FromU64(k)
-			if err := ob.Delete(k); err != nil {
-				return err
-			}
-			if err := bumpCounters(tx, func(k *Counters) { k.DroppedFull++ }); err != nil {
-				return err
-			}
+		var err error
+		// seq is above every entry, so drop-oldest never drops seq itself;
+		// ErrOutboxFull is counted below: this transaction rolls back
+		if dropped, err = c.makeRoom(tx, seq); err != nil {
+			return err
 		}
 		for _, kv := range [][2][]byte{{keySeq, u64(seq)}, {keyRound, u64(max(round, getU64(m, keyRound)))}, {keyTrained, u64(baseVersion)}, {keyResidual, floatsBytes(res.Values())}} {
 			if err := m.Put(kv[0], kv[1]); err != nil {
@@ -558,8 +551,11 @@ func (c *Client) enqueue(ctx context.Context, seq, round uint64, again bool, bas
 			c.siteDone(ctx, dropped)
 		}
 	}
-	if errors.Is(err, errOutboxFull) {
-		c.log.Warn("outbox full: update not made", "limit", c.cfg.OutboxLimit)
+	if err == nil && dropped != 0 {
+		c.log.Warn("outbox full: oldest update dropped", "dropped_seq", dropped, "seq", seq, "limit", c.cfg.OutboxLimit)
+	}
+	if errors.Is(err, ErrOutboxFull) {
+		c.log.Warn("outbox full: update not made", "seq", seq, "limit", c.cfg.OutboxLimit)
 		if err := c.db.Update(func(tx *bolt.Tx) error { return bumpCounters(tx, func(k *Counters) { k.DroppedFull++ }) }); err != nil {
 			return fmt.Errorf("count refused update: %w", err)
 		}
@@ -576,7 +572,35 @@ func (c *Client) enqueue(ctx context.Context, seq, round uint64, again bool, bas
 	return nil
 }
 
-var errOutboxFull = errors.New("flclient: outbox full")
+// ErrOutboxFull is wrapped by Adopt when the outbox had no room for the
+// update (OutboxPolicy RefuseNew, or DropOldest with the update older
+// than every entry of the full outbox): it was counted
+// (Counters.DroppedFull) and logged, not queued.
+var ErrOutboxFull = errors.New("flclient: outbox full")
+
+// makeRoom applies OutboxPolicy in tx before update seq goes into the
+// outbox, when it already holds OutboxLimit entries: RefuseNew returns
+// ErrOutboxFull and changes nothing; DropOldest counts a drop
+// (Counters.DroppedFull) and returns the oldest sequence, having deleted
+// that entry, unless the oldest is seq itself (seq is below every entry:
+// then seq must not be put). It returns 0 when there is room.
+func (c *Client) makeRoom(tx *bolt.Tx, seq uint64) (uint64, error) {
+	ob := tx.Bucket(bucketOutbox)
+	if ob.Stats().KeyN < c.cfg.OutboxLimit {
+		return 0, nil
+	}
+	if c.cfg.OutboxPolicy == RefuseNew {
+		return 0, ErrOutboxFull
+	}
+	k, _ := ob.Cursor().First()
+	oldest := boltkv.FromU64(k)
+	if seq < oldest {
+		oldest = seq
+	} else if err := ob.Delete(k); err != nil {
+		return 0, err
+	}
+	return oldest, bumpCounters(tx, func(k *Counters) { k.DroppedFull++ })
+}
 
 // publishLoop sends the outbox oldest first; an entry leaves the outbox
 // only once the stream acknowledged it (de-duplicated by its MsgID, so a

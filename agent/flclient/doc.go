@@ -15,7 +15,8 @@
 // frozen model feed. The previous model is kept as last known good.
 // With a Sequencer (agent/site's ledger) the agents of one site share the
 // sequence and hand unsent updates over to the next site leader (Adopt,
-// Forget).
+// Forget); adopted updates count against the outbox's limit under its
+// policy like new ones (ErrOutboxFull when one finds no room).
 //
 // Lifetimes and concurrency: New opens agent.db; Run owns its goroutines
 // (state reader, freeze check, worker, publisher, reporter) and returns

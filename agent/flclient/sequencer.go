@@ -50,7 +50,8 @@ type Sequencer interface {
 // an update for the round.
 var ErrRoundQueued = errors.New("flclient: the site already queued an update for this round")
 
-// ErrAdopt wraps refusals of Adopt.
+// ErrAdopt wraps Adopt's refusals of a message that is not this site's
+// signed update with the sequence given (a full outbox is ErrOutboxFull).
 var ErrAdopt = errors.New("flclient: update not adopted")
 
 // Outbox returns the sequences waiting in the outbox, oldest first.
@@ -83,10 +84,17 @@ func (c *Client) OutboxEntry(seq uint64) ([]byte, error) {
 // the outbox under its own sequence, so this client publishes it (oldest
 // first, before its newer updates). msg must be this site's update, signed
 // with the site's key, with sequence seq; an entry already present is
-// left alone. Adopted entries count against OutboxLimit like any other
-// (drop-oldest drops the oldest entry, whoever made it, and counts it).
-// The client's own sequence moves up to seq so it never reuses it.
-func (c *Client) Adopt(seq uint64, msg []byte) error {
+// left alone. Adopted entries count against OutboxLimit like any other,
+// under the same OutboxPolicy and in the same transaction as the adoption:
+// a full outbox under drop-oldest drops its oldest entry, whoever made it
+// (the adopted update itself when it is older than every entry), and
+// under refuse-new takes nothing more. Either is counted
+// (Counters.DroppedFull), logged and reported, and with a Sequencer the
+// update that left the outbox is reported Done (retried until ctx ends);
+// when the adopted update found no room Adopt returns an error wrapping
+// ErrOutboxFull. The client's own sequence moves up to seq so it never
+// reuses it, adopted or not.
+func (c *Client) Adopt(ctx context.Context, seq uint64, msg []byte) error {
 	reg := &federated.Registry{}
 	if err := reg.Add(c.cfg.Site, c.cfg.Signer.Public()); err != nil {
 		return fmt.Errorf("%w: %w", ErrAdopt, err)
@@ -98,24 +106,47 @@ func (c *Client) Adopt(seq uint64, msg []byte) error {
 	if m.Header.Site != c.cfg.Site || m.Header.Seq != seq {
 		return fmt.Errorf("%w: the message is %s, not %s", ErrAdopt, federated.MsgID(m.Header.Site, m.Header.Seq), federated.MsgID(c.cfg.Site, seq))
 	}
+	var dropped uint64 // the entry that left the outbox for room, seq itself when it found none
 	err = c.db.Update(func(tx *bolt.Tx) error {
 		ob, meta := tx.Bucket(bucketOutbox), tx.Bucket(bucketMeta)
 		if ob.Get(u64(seq)) != nil {
 			return nil
 		}
-		if err := ob.Put(u64(seq), msg); err != nil {
+		if getU64(meta, keySeq) < seq {
+			if err := meta.Put(keySeq, u64(seq)); err != nil {
+				return err
+			}
+		}
+		var err error
+		dropped, err = c.makeRoom(tx, seq)
+		switch {
+		case errors.Is(err, ErrOutboxFull): // refuse-new: counted here, committed with the sequence
+			dropped = seq
+			return bumpCounters(tx, func(k *Counters) { k.DroppedFull++ })
+		case err != nil || dropped == seq: // (drop-oldest counted dropping seq itself)
 			return err
 		}
-		if getU64(meta, keySeq) < seq {
-			return meta.Put(keySeq, u64(seq))
-		}
-		return nil
+		return ob.Put(u64(seq), msg)
 	})
 	if err != nil {
 		return fmt.Errorf("adopt update %d: %w", seq, err)
 	}
-	c.kick()
-	return nil
+	if dropped == seq {
+		c.log.Warn("outbox full: adopted update not queued", "seq", seq, "limit", c.cfg.OutboxLimit, "policy", c.cfg.OutboxPolicy)
+		err = fmt.Errorf("%w: update %d not adopted (limit %d, %s)", ErrOutboxFull, seq, c.cfg.OutboxLimit, c.cfg.OutboxPolicy)
+	} else if dropped != 0 {
+		c.log.Warn("outbox full: oldest update dropped", "dropped_seq", dropped, "seq", seq, "limit", c.cfg.OutboxLimit)
+	}
+	if dropped != 0 {
+		c.report()
+		if c.cfg.Sequencer != nil {
+			c.siteDone(ctx, dropped)
+		}
+	}
+	if err == nil {
+		c.kick()
+	}
+	return err
 }
 
 // Forget removes outbox entries that another agent of the site delivered

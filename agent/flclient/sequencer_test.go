@@ -1,8 +1,10 @@
 package flclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -138,25 +140,34 @@ func TestSequencerStagesBeforeCommit(t *testing.T) {
 	}
 }
 
+// staged returns the Sequencer of another agent of the site that queued
+// updates 1 to n (rounds 1 to n, trained from base), holding their
+// signed messages.
+func staged(t *testing.T, base string, n uint64) *memSequencer {
+	t.Helper()
+	cfg := testConfig(t)
+	sq := &memSequencer{}
+	cfg.Sequencer = sq
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for i := uint64(1); i <= n; i++ {
+		if err := a.enqueue(context.Background(), i, i, false, base, 1, 10, []float32{float32(i), 0, 1}, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sq
+}
+
 // TestAdoptAndForget adopts another agent's staged update (verified: the
 // site's signature and the sequence it claims), refuses forged or
 // mismatched ones, and forgets delivered ones.
 func TestAdoptAndForget(t *testing.T) {
 	base := strings.Repeat("cd", 32)
-	cfgA := testConfig(t)
-	sq := &memSequencer{}
-	cfgA.Sequencer = sq
-	a, err := New(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
 	ctx := context.Background()
-	for i := uint64(1); i <= 2; i++ {
-		if err := a.enqueue(ctx, i, i, false, base, 1, 10, []float32{float32(i), 0, 1}, i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sq := staged(t, base, 2)
 	cfgB := testConfig(t) // same site and key, another data dir
 	b, err := New(cfgB)
 	if err != nil {
@@ -164,10 +175,10 @@ func TestAdoptAndForget(t *testing.T) {
 	}
 	defer b.Close()
 	for seq, msg := range sq.staged {
-		if err := b.Adopt(seq, msg); err != nil {
+		if err := b.Adopt(ctx, seq, msg); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Adopt(seq, msg); err != nil { // idempotent
+		if err := b.Adopt(ctx, seq, msg); err != nil { // idempotent
 			t.Fatal(err)
 		}
 	}
@@ -192,7 +203,7 @@ func TestAdoptAndForget(t *testing.T) {
 		seq uint64
 		msg []byte
 	}{"wrong sequence": {5, sq.staged[1]}, "foreign key": {7, forged}, "garbage": {8, []byte("ESUP")}} {
-		if err := b.Adopt(tc.seq, tc.msg); !errors.Is(err, ErrAdopt) {
+		if err := b.Adopt(ctx, tc.seq, tc.msg); !errors.Is(err, ErrAdopt) {
 			t.Errorf("%s: %v, want ErrAdopt", name, err)
 		}
 	}
@@ -205,5 +216,73 @@ func TestAdoptAndForget(t *testing.T) {
 	}
 	if _, _, err := b.InstalledInt8Bytes(); err == nil {
 		t.Fatal("InstalledInt8Bytes with nothing installed: want an error")
+	}
+}
+
+// TestAdoptRespectsOutboxLimit adopts another agent's updates 1, 2 and 3
+// into an outbox of 2 (a new leader taking over a backlog): the outbox
+// never holds more than its limit, and what finds no room is handled as
+// for a new update, in the adopting transaction: drop-oldest drops the
+// oldest entry (the adopted update itself when it is older than every
+// entry: ErrOutboxFull), refuse-new takes nothing more (ErrOutboxFull).
+// Every drop is counted (DroppedFull), logged and reported Done to the
+// Sequencer; the sequence moves up to 3 either way. Before, Adopt put
+// every update in, however full the outbox.
+func TestAdoptRespectsOutboxLimit(t *testing.T) {
+	ctx := context.Background()
+	sqA := staged(t, strings.Repeat("ef", 32), 3)
+	cases := []struct {
+		name   string
+		policy string
+		order  []uint64 // adopted in this order
+		full   []uint64 // adoptions that return ErrOutboxFull
+		want   []uint64 // the outbox after
+		done   []uint64 // reported Done to the Sequencer
+	}{
+		{"drop-oldest drops the oldest entry", DropOldest, []uint64{1, 2, 3}, nil, []uint64{2, 3}, []uint64{1}},
+		{"drop-oldest drops an adopted update older than every entry", DropOldest, []uint64{2, 3, 1}, []uint64{1}, []uint64{2, 3}, []uint64{1}},
+		{"refuse-new takes nothing more", RefuseNew, []uint64{1, 2, 3}, []uint64{3}, []uint64{1, 2}, []uint64{3}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			cfg := testConfig(t) // same site and key, another data dir
+			cfg.OutboxLimit, cfg.OutboxPolicy = 2, tc.policy
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			sq := &memSequencer{}
+			cfg.Sequencer = sq
+			b, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			var full []uint64
+			for _, seq := range tc.order {
+				err := b.Adopt(ctx, seq, sqA.staged[seq])
+				switch {
+				case errors.Is(err, ErrOutboxFull):
+					full = append(full, seq)
+				case err != nil:
+					t.Fatalf("adopt %d: %v", seq, err)
+				}
+				if n, _ := b.Outbox(); len(n) > cfg.OutboxLimit {
+					t.Fatalf("after adopting %d the outbox holds %v, above its limit %d", seq, n, cfg.OutboxLimit)
+				}
+			}
+			got, err := b.Outbox()
+			if err != nil || !slices.Equal(got, tc.want) || !slices.Equal(full, tc.full) {
+				t.Fatalf("outbox %v (%v), ErrOutboxFull for %v; want %v and %v", got, err, full, tc.want, tc.full)
+			}
+			st, err := b.Status()
+			if err != nil || st.Counters.DroppedFull != 1 || st.Seq != 3 {
+				t.Fatalf("status %+v (%v): want 1 dropped, sequence 3", st, err)
+			}
+			if !slices.Equal(sq.done, tc.done) {
+				t.Fatalf("reported Done %v, want %v", sq.done, tc.done)
+			}
+			if n := strings.Count(logs.String(), `msg="outbox full`); n != 1 {
+				t.Fatalf("%d outbox-full warnings, want 1:\n%s", n, logs.String())
+			}
+		})
 	}
 }

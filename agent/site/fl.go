@@ -70,7 +70,7 @@ func (f *FL) Run(ctx context.Context) error {
 	for {
 		r, err := f.cfg.Ledger.Reconcile(ctx, f.cfg.Client)
 		if err == nil {
-			f.log.Info("FL client starting as the site's leader", "ledger_seq", r.Ledger.Seq, "adopted", len(r.Adopted), "forgotten", len(r.Forgotten))
+			f.log.Info("FL client starting as the site's leader", "ledger_seq", r.Ledger.Seq, "adopted", len(r.Adopted), "forgotten", len(r.Forgotten), "full", len(r.Full))
 			break
 		}
 		f.log.Warn("outbox not reconciled with the site ledger; retrying", "err", err)

@@ -318,7 +318,7 @@ func (l *Ledger) Handovers(ctx context.Context) ([]Handover, error) {
 type Outbox interface {
 	Outbox() ([]uint64, error)
 	OutboxEntry(seq uint64) ([]byte, error)
-	Adopt(seq uint64, msg []byte) error
+	Adopt(ctx context.Context, seq uint64, msg []byte) error
 	Forget(seqs ...uint64) error
 }
 
@@ -333,6 +333,10 @@ type Reconciled struct {
 	// Refused: handovers that are not this site's signed updates (left
 	// in place, logged).
 	Refused []uint64
+	// Full: handovers the outbox had no room for (flclient.ErrOutboxFull:
+	// counted, logged and reported Done by the client, as any update its
+	// full outbox drops).
+	Full []uint64
 	// HandedOver: entries of this outbox above the ledger's sequence (an
 	// outbox from before the site had a ledger), now handed over.
 	HandedOver []uint64
@@ -347,9 +351,12 @@ type Reconciled struct {
 // client delivered (or dropped) them while this one was not leading (a
 // handover is created before its entry is committed to an outbox and
 // removed only after the entry left it, so an entry at or below the
-// ledger's sequence without one has left the site's outboxes). Entries
-// above the ledger's sequence (an outbox from before the site had a
-// ledger) are handed over and the ledger raised above them.
+// ledger's sequence without one has left the site's outboxes); it drops
+// them first, so they take no room from the adopted ones (which count
+// against the outbox's limit: a handover the full outbox has no room for
+// is listed in Full). Entries above the ledger's sequence (an outbox from
+// before the site had a ledger) are handed over and the ledger raised
+// above them.
 func (l *Ledger) Reconcile(ctx context.Context, ob Outbox) (Reconciled, error) {
 	var r Reconciled
 	st, err := l.State(ctx)
@@ -369,25 +376,9 @@ func (l *Ledger) Reconcile(ctx context.Context, ob Outbox) (Reconciled, error) {
 		held[h.Seq] = true
 	}
 	mine := map[uint64]bool{}
-	for _, s := range local {
-		mine[s] = true
-	}
-	for _, h := range hs {
-		if mine[h.Seq] {
-			continue
-		}
-		if err := ob.Adopt(h.Seq, h.Msg); err != nil {
-			if errors.Is(err, flclient.ErrAdopt) {
-				r.Refused = append(r.Refused, h.Seq)
-				l.log.Error("handover refused: not a signed update of this site", "seq", h.Seq, "by", h.By, "err", err)
-				continue
-			}
-			return r, err
-		}
-		r.Adopted = append(r.Adopted, h.Seq)
-	}
 	var legacy []uint64
 	for _, s := range local {
+		mine[s] = true
 		switch {
 		case held[s]:
 		case s <= st.Seq:
@@ -399,10 +390,29 @@ func (l *Ledger) Reconcile(ctx context.Context, ob Outbox) (Reconciled, error) {
 	if err := ob.Forget(r.Forgotten...); err != nil {
 		return r, err
 	}
+	for _, h := range hs {
+		if mine[h.Seq] {
+			continue
+		}
+		switch err := ob.Adopt(ctx, h.Seq, h.Msg); {
+		case errors.Is(err, flclient.ErrAdopt):
+			r.Refused = append(r.Refused, h.Seq)
+			l.log.Error("handover refused: not a signed update of this site", "seq", h.Seq, "by", h.By, "err", err)
+		case errors.Is(err, flclient.ErrOutboxFull):
+			r.Full = append(r.Full, h.Seq)
+		case err != nil:
+			return r, err
+		default:
+			r.Adopted = append(r.Adopted, h.Seq)
+		}
+	}
 	for _, s := range legacy {
 		msg, err := ob.OutboxEntry(s)
 		if err != nil {
 			return r, fmt.Errorf("read outbox entry %d: %w", s, err)
+		}
+		if msg == nil {
+			continue // dropped for an adopted update's room
 		}
 		if err := l.handOver(ctx, s, msg); err != nil {
 			return r, err
@@ -413,8 +423,8 @@ func (l *Ledger) Reconcile(ctx context.Context, ob Outbox) (Reconciled, error) {
 		r.HandedOver = append(r.HandedOver, s)
 	}
 	r.Ledger = st
-	if len(r.Adopted)+len(r.Forgotten)+len(r.HandedOver) > 0 {
-		l.log.Info("outbox reconciled with the site", "adopted", r.Adopted, "forgotten", r.Forgotten, "handed_over", r.HandedOver, "ledger_seq", st.Seq)
+	if len(r.Adopted)+len(r.Forgotten)+len(r.HandedOver)+len(r.Full) > 0 {
+		l.log.Info("outbox reconciled with the site", "adopted", r.Adopted, "forgotten", r.Forgotten, "handed_over", r.HandedOver, "full", r.Full, "ledger_seq", st.Seq)
 	}
 	return r, nil
 }

@@ -140,8 +140,12 @@ func TestLedgerSequenceExhausted(t *testing.T) {
 }
 
 // memOutbox is an outbox for the reconciliation logic; adopt refuses
-// messages starting with "bad".
-type memOutbox struct{ entries map[uint64][]byte }
+// messages starting with "bad", and, with a limit, any message once the
+// outbox holds limit entries (as a client with the refuse-new policy).
+type memOutbox struct {
+	entries map[uint64][]byte
+	limit   int
+}
 
 func (m *memOutbox) Outbox() ([]uint64, error) {
 	var out []uint64
@@ -154,9 +158,12 @@ func (m *memOutbox) Outbox() ([]uint64, error) {
 
 func (m *memOutbox) OutboxEntry(seq uint64) ([]byte, error) { return m.entries[seq], nil }
 
-func (m *memOutbox) Adopt(seq uint64, msg []byte) error {
+func (m *memOutbox) Adopt(_ context.Context, seq uint64, msg []byte) error {
 	if string(msg[:3]) == "bad" {
 		return fmt.Errorf("%w: not signed", flclient.ErrAdopt)
+	}
+	if m.limit > 0 && len(m.entries) >= m.limit {
+		return fmt.Errorf("%w: update %d not adopted", flclient.ErrOutboxFull, seq)
 	}
 	m.entries[seq] = msg
 	return nil
@@ -169,24 +176,34 @@ func (m *memOutbox) Forget(seqs ...uint64) error {
 	return nil
 }
 
+// handedOver returns the ledgers of two agents of one site: other
+// reserved sequences 1 to upTo, one a round, and handed over "msg-<seq>"
+// for each of seqs; me is this agent's.
+func handedOver(t *testing.T, upTo uint64, seqs ...uint64) (other, me *Ledger) {
+	t.Helper()
+	ctx := context.Background()
+	client := fake.NewClientset()
+	other, me = newLedger(t, client, "node-b"), newLedger(t, client, "node-a")
+	for seq := uint64(1); seq <= upTo; seq++ {
+		if _, err := other.Reserve(ctx, seq, 0, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range seqs {
+		if err := other.handOver(ctx, s, []byte(fmt.Sprintf("msg-%d", s))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return other, me
+}
+
 // TestReconcile: this agent holds 1, 2 and 7; the site's ledger is at 5
 // with handovers 2, 3, 4 (another agent queued 3 and 4 and delivered 1)
 // and a forged 5. Reconciling adopts 3 and 4, forgets 1, refuses 5,
 // keeps 2, and hands over 7 (from before the ledger), raising it to 7.
 func TestReconcile(t *testing.T) {
 	ctx := context.Background()
-	client := fake.NewClientset()
-	other, me := newLedger(t, client, "node-b"), newLedger(t, client, "node-a")
-	for seq := uint64(1); seq <= 5; seq++ {
-		if _, err := other.Reserve(ctx, seq, 0, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, s := range []uint64{2, 3, 4} {
-		if err := other.handOver(ctx, s, []byte(fmt.Sprintf("msg-%d", s))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	other, me := handedOver(t, 5, 2, 3, 4)
 	if err := other.handOver(ctx, 5, []byte("bad-5")); err != nil {
 		t.Fatal(err)
 	}
@@ -208,5 +225,25 @@ func TestReconcile(t *testing.T) {
 	r, err = me.Reconcile(ctx, ob)
 	if err != nil || len(r.Adopted)+len(r.Forgotten)+len(r.HandedOver) != 0 {
 		t.Fatalf("second reconcile: %+v (%v)", r, err)
+	}
+}
+
+// TestReconcileFullOutbox: this agent's outbox (limit 2) holds 1 and 2,
+// both delivered by another agent (their handovers are gone); the site
+// has handovers 3, 4 and 5. Reconciling forgets 1 and 2 before it
+// adopts, so 3 and 4 find room; 5 does not, and is listed in Full (the
+// client counts, logs and reports it Done), not refused nor an error.
+func TestReconcileFullOutbox(t *testing.T) {
+	ctx := context.Background()
+	_, me := handedOver(t, 5, 3, 4, 5)
+	ob := &memOutbox{entries: map[uint64][]byte{1: []byte("msg-1"), 2: []byte("msg-2")}, limit: 2}
+	r, err := me.Reconcile(ctx, ob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := ob.Outbox()
+	if !slices.Equal(r.Forgotten, []uint64{1, 2}) || !slices.Equal(r.Adopted, []uint64{3, 4}) || !slices.Equal(r.Full, []uint64{5}) ||
+		len(r.Refused) != 0 || !slices.Equal(got, []uint64{3, 4}) {
+		t.Fatalf("reconciled %+v, outbox %v; want 1 and 2 forgotten, 3 and 4 adopted, 5 full", r, got)
 	}
 }

@@ -17,7 +17,9 @@
 // high-water mark and hold back its correct samples. Every agent of
 // a site records (warm standbys), so the history survives a change of
 // leader. A Store keeps the events with bounded retention (age and count,
-// oldest first, in the same transaction as the append) plus the pods and
+// oldest first, in the same transaction as the append; and samples and
+// flows dated more than kubefmt.MaxTelemetryClockSkew ahead of its clock,
+// wherever they are, which no read returns either) plus the pods and
 // nodes that are current, and exports them with Export; ServiceDependencies
 // computes the service call graph over a window (the same aggregation as
 // the export's dependencies), which the site leader publishes for the

@@ -360,13 +360,16 @@ func (s *Store) collect(since, until time.Time, withUsage bool) (*collection, er
 }
 
 // scan calls fn with every event in recording order whose kind and time
-// (read from the record's header) want accepts (want nil: every event).
-// A record that does not decode, or whose header cannot be read, stops
-// the walk with an ErrStore error naming its sequence.
+// (read from the record's header) want accepts (want nil: every event),
+// except the samples and flows dated more than
+// kubefmt.MaxTelemetryClockSkew ahead of the store's clock. A record that
+// does not decode, or whose header cannot be read, stops the walk with an
+// ErrStore error naming its sequence.
 func (s *Store) scan(want func(k Kind, t int64) bool, fn func(Event)) error {
+	horizon := s.horizon()
 	return s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
-			if want != nil && unwanted(v, want) {
+			if ahead(v, horizon) || (want != nil && unwanted(v, want)) {
 				return nil
 			}
 			e, err := DecodeEvent(v)
@@ -383,11 +386,8 @@ func (s *Store) scan(want func(k Kind, t int64) bool, fn func(Event)) error {
 // format's version, a known kind, its time) that want refuses; a record
 // whose header is not well-formed is decoded (and refused) by scan.
 func unwanted(v []byte, want func(k Kind, t int64) bool) bool {
-	if len(v) < 3 || (v[0] != recordVersion && v[0] != 1) || Kind(v[1]) < PodArrival || Kind(v[1]) > maxKind {
-		return false
-	}
-	t, ok := recordTime(v)
-	return ok && !want(Kind(v[1]), t)
+	kind, t, ok := recordHeader(v)
+	return ok && !want(kind, t)
 }
 
 // kept returns the pods that ran in [start, until] (created by until, not

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/edgesched/edgesched/internal/boltkv"
 	"github.com/edgesched/edgesched/kubefmt"
 )
 
@@ -168,5 +170,159 @@ func TestStoreIgnoresFutureSeenMark(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// writeUnchecked appends evs to s's log as a build from before the store
+// bounded its samples' times wrote them: the records, the sequence and
+// the count, nothing else.
+func writeUnchecked(t *testing.T, s *Store, evs ...Event) {
+	t.Helper()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		meta, events := tx.Bucket(bucketMeta), tx.Bucket(bucketEvents)
+		seq, count := boltkv.GetU64(meta, keySeq), boltkv.GetU64(meta, keyCount)
+		for _, e := range evs {
+			b, err := EncodeEvent(e)
+			if err != nil {
+				return err
+			}
+			seq, count = seq+1, count+1
+			if err := events.Put(boltkv.U64(seq), b); err != nil {
+				return err
+			}
+		}
+		if err := meta.Put(keySeq, boltkv.U64(seq)); err != nil {
+			return err
+		}
+		return meta.Put(keyCount, boltkv.U64(count))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// storedAhead returns the times of the records in s's log dated after
+// horizon, read from bbolt directly.
+func storedAhead(t *testing.T, s *Store, horizon time.Time) []time.Time {
+	t.Helper()
+	var out []time.Time
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketEvents).ForEach(func(_, v []byte) error {
+			e, err := DecodeEvent(v)
+			if err == nil && e.Time.After(horizon) {
+				out = append(out, e.Time)
+			}
+			return err
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestStorePrunesFutureSamples: a store written before the recorder
+// refused samples from clocks that ran ahead may hold telemetry samples
+// and flows windows dated far ahead of the clock, anywhere in its log.
+// They are never read back (Events, ServiceDependencies), and the next
+// Append prunes them wherever they are, by the store's clock (counted in
+// Pruned and Ahead, logged once); a sample within
+// kubefmt.MaxTelemetryClockSkew stays. Before, retention looked at the
+// head of the log only (where a future event even stopped age retention):
+// they stayed for ever and were read back as current.
+func TestStorePrunesFutureSamples(t *testing.T) {
+	skew := kubefmt.MaxTelemetryClockSkew
+	web, db := PodRef{Namespace: "shop", Name: "web-1"}, PodRef{Namespace: "shop", Name: "db-0"}
+	pod := func(ref PodRef, svc string) Event {
+		return Event{Kind: PodArrival, Time: t0.Add(-2 * time.Minute), Pod: &Pod{UID: ref.Name, Namespace: ref.Namespace, Name: ref.Name, Service: svc, CPUMilli: 100, MemoryMiB: 64}}
+	}
+	usage := func(at time.Time) Event {
+		return Event{Kind: NodeUsage, Time: at, Usage: &Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000, RequestedCPUMilli: 500}}
+	}
+	edge := func(at time.Time, rate float64) Event {
+		return Event{Kind: EdgeRate, Time: at, Edge: &Edge{Src: web, Dst: db, CallsPerSecond: rate, Reporter: "n1"}}
+	}
+	cases := []struct {
+		name   string
+		future Event
+		head   bool // first in the log, else after the pods
+	}{
+		{"usage a year ahead at the head", usage(t0.Add(365 * 24 * time.Hour)), true},
+		{"usage just beyond the skew after the pods", usage(t0.Add(skew + time.Second)), false},
+		{"flows an hour ahead after the pods", edge(t0.Add(time.Hour), 99), false},
+		{"flows just beyond the skew at the head", edge(t0.Add(skew+time.Millisecond), 99), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := &lockedBuffer{}
+			cfg := DefaultStoreConfig(filepath.Join(t.TempDir(), "trace.db"))
+			cfg.Now, cfg.Logger = func() time.Time { return t0 }, slog.New(slog.NewTextHandler(logs, nil))
+			s, err := OpenStore(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			kept := []Event{pod(web, "web"), pod(db, "db"), edge(t0.Add(-time.Minute), 1), usage(t0.Add(skew / 2))}
+			if tc.head {
+				writeUnchecked(t, s, append([]Event{tc.future}, kept...)...)
+			} else {
+				writeUnchecked(t, s, append(append(kept[:2:2], tc.future), kept[2:]...)...)
+			}
+			horizon := t0.Add(skew)
+			// not read back
+			if k := countKinds(t, s); k[PodArrival] != 2 || k[EdgeRate] != 1 || k[NodeUsage] != 1 {
+				t.Fatalf("read back %v, want the 4 events within the clock's skew", k)
+			}
+			year := 365 * 24 * time.Hour
+			deps, err := s.ServiceDependencies(3*year, t0.Add(2*year))
+			if err != nil || len(deps) != 1 || deps[0].CallsPerSecond != 1 {
+				t.Fatalf("dependencies %+v (%v), want web -> db at 1 call/s", deps, err)
+			}
+			// pruned by the next append
+			res, err := s.Append(Event{Kind: PodDeletion, Time: t0, Pod: &Pod{UID: "nobody", Namespace: "shop", Name: "gone"}})
+			if err != nil || res.Pruned != 1 || res.Ahead != 1 {
+				t.Fatalf("append: %+v (%v), want 1 pruned ahead of the clock", res, err)
+			}
+			if ahead := storedAhead(t, s, horizon); len(ahead) != 0 {
+				t.Fatalf("still stored: events dated %v, beyond %v", ahead, horizon)
+			}
+			if st, err := s.Stats(); err != nil || st.Events != 4 {
+				t.Fatalf("stats %+v (%v), want 4 events", st, err)
+			}
+			if n := strings.Count(logs.String(), "pruned trace samples dated ahead of the clock"); n != 1 {
+				t.Fatalf("%d warnings, want 1:\n%s", n, logs.String())
+			}
+			// nothing left to prune
+			if res, err := s.Append(usage(t0)); err != nil || res.Pruned != 0 || res.Recorded != 1 {
+				t.Fatalf("next append: %+v (%v), want 1 recorded, none pruned", res, err)
+			}
+		})
+	}
+}
+
+// TestStorePrunesSamplesWhenTheClockGoesBack: samples recorded while the
+// agent's own clock ran ahead are dated ahead of it once it is set back
+// (NTP): by the injected clock they are no longer read back, and the
+// next Append prunes them; a pod's events are left to retention.
+func TestStorePrunesSamplesWhenTheClockGoesBack(t *testing.T) {
+	clk := &clock{t: t0}
+	s := openTest(t, filepath.Join(t.TempDir(), "trace.db"), 24*time.Hour, 1000, clk.Now)
+	defer s.Close()
+	usage := func(node string, at time.Time) Event {
+		return Event{Kind: NodeUsage, Time: at, Usage: &Usage{Node: node, CPU: 0.5, CPUMilli: 1000, RequestedCPUMilli: 500}}
+	}
+	if _, err := s.Append(arrival(1, t0), usage("n1", t0), usage("n2", t0.Add(-time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(t0.Add(-30 * time.Minute))
+	if k := countKinds(t, s); k[PodArrival] != 1 || k[NodeUsage] != 1 {
+		t.Fatalf("read back %v after the clock went back, want the arrival and n2's sample", k)
+	}
+	res, err := s.Append(arrival(2, clk.Now()))
+	if err != nil || res.Ahead != 1 || res.Pruned != 1 {
+		t.Fatalf("append: %+v (%v), want n1's sample pruned", res, err)
+	}
+	if st, _ := s.Stats(); st.Events != 3 {
+		t.Fatalf("%d events, want 3 (2 arrivals, n2's sample)", st.Events)
 	}
 }

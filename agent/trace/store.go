@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 
 // bbolt layout (trace.db). Every Append is one transaction.
 var (
-	bucketMeta   = []byte("meta")   // schema, next sequence, event count
+	bucketMeta   = []byte("meta")   // schema, next sequence, event count, newest sample
 	bucketEvents = []byte("events") // sequence (uint64 BE) -> record (EncodeEvent)
 	bucketLive   = []byte("live")   // pod UID -> its PodArrival record, with its node once bound (pods not yet deleted)
 	bucketNodes  = []byte("nodes")  // node name -> NodeInfo record (nodes not deleted)
@@ -25,6 +26,10 @@ var (
 	keySchema = []byte("schema")
 	keySeq    = []byte("seq")   // last event sequence used
 	keyCount  = []byte("count") // events in bucketEvents
+	// keyNewest bounds the times of the samples and flows in bucketEvents
+	// (int64 Unix nanoseconds: at least the newest); absent in a store
+	// written before it, which sweepAhead then reads once
+	keyNewest = []byte("newest")
 )
 
 const schemaVersion = "1"
@@ -48,7 +53,9 @@ type StoreConfig struct {
 	// MaxAge and MaxEvents bound retention: after every Append the oldest
 	// events (in recording order) go while there are more than MaxEvents
 	// or the oldest is older than MaxAge by the clock. Defaults 168h and
-	// 1,000,000; both must be positive.
+	// 1,000,000; both must be positive. Samples and flows dated more than
+	// kubefmt.MaxTelemetryClockSkew ahead of the clock go too, wherever
+	// they are in the log (see Append).
 	MaxAge    time.Duration
 	MaxEvents int
 	// Now is the clock (nil: time.Now).
@@ -140,9 +147,17 @@ type AppendResult struct {
 	// a binding to the node already known, a sample not newer than the
 	// newest of its node; a newest more than kubefmt.MaxTelemetryClockSkew
 	// ahead of the store's clock is ignored and replaced); Pruned by
-	// retention; Refused records that were not written (the RefusedError
-	// Append returned names each).
+	// retention, and as samples or flows dated more than
+	// kubefmt.MaxTelemetryClockSkew ahead of the store's clock (also
+	// counted in Ahead); Refused records that were not written (the
+	// RefusedError Append returned names each).
 	Recorded, Skipped, Pruned, Refused int
+	// Ahead counts the pruned samples and flows (NodeUsage, EdgeRate)
+	// dated more than kubefmt.MaxTelemetryClockSkew ahead of the store's
+	// clock: from a node whose clock ran ahead, written before the
+	// recorder refused such samples, or recorded while this agent's own
+	// clock ran ahead.
+	Ahead int
 }
 
 // ErrRefused marks an Append that refused some records of its batch and
@@ -225,6 +240,14 @@ func clip(s string) string {
 // the counts in the result. Any other error is the transaction's: then
 // nothing of the batch was written and the result is zero. Nothing
 // stored before is changed by a refusal.
+//
+// Retention also deletes, wherever they are in the log, the samples and
+// flows (NodeUsage, EdgeRate) dated more than kubefmt.MaxTelemetryClockSkew
+// ahead of the store's clock, which no reader is given either (Events,
+// Export, ServiceDependencies): a store keeps a bound on its samples'
+// times and reads the log for them only when that bound is beyond the
+// clock's skew (and once in a store written before it), so an Append
+// stays as cheap as the head of the log.
 func (s *Store) Append(evs ...Event) (AppendResult, error) {
 	var res AppendResult
 	refused := make([]error, len(evs)) // by batch index; nil: not refused
@@ -245,7 +268,9 @@ func (s *Store) Append(evs ...Event) (AppendResult, error) {
 			res, inTx = AppendResult{}, map[int]error{}
 			meta, events, live, nodes, seen := tx.Bucket(bucketMeta), tx.Bucket(bucketEvents), tx.Bucket(bucketLive), tx.Bucket(bucketNodes), tx.Bucket(bucketSeen)
 			seq, count := boltkv.GetU64(meta, keySeq), boltkv.GetU64(meta, keyCount)
-			horizon := uint64(s.cfg.Now().Add(kubefmt.MaxTelemetryClockSkew).UnixNano())
+			now := s.cfg.Now()
+			horizon := now.Add(kubefmt.MaxTelemetryClockSkew).UnixNano()
+			bounded, newest := meta.Get(keyNewest) != nil, int64(boltkv.GetU64(meta, keyNewest))
 			for i, e := range evs {
 				if enc[i] == nil {
 					continue
@@ -311,7 +336,7 @@ func (s *Store) Append(evs ...Event) (AppendResult, error) {
 						key = "usage/" + e.Usage.Node
 					}
 					last := boltkv.GetU64(seen, []byte(key))
-					if last > horizon {
+					if last > uint64(horizon) {
 						// a mark from a node whose clock ran ahead, written
 						// before the recorder refused such samples: it would
 						// hold back the node's samples until the clock
@@ -332,6 +357,9 @@ func (s *Store) Append(evs ...Event) (AppendResult, error) {
 					}
 					continue
 				}
+				if e.Kind == NodeUsage || e.Kind == EdgeRate {
+					newest = max(newest, e.Time.UnixNano())
+				}
 				seq++
 				if err := events.Put(boltkv.U64(seq), enc[i]); err != nil {
 					return err
@@ -339,18 +367,30 @@ func (s *Store) Append(evs ...Event) (AppendResult, error) {
 				count++
 				res.Recorded++
 			}
-			pruned, err := s.prune(events, &count)
+			if !bounded || newest > horizon {
+				var err error
+				if res.Ahead, newest, err = sweepAhead(events, &count, horizon); err != nil {
+					return err
+				}
+			}
+			pruned, err := s.prune(events, &count, now)
 			if err != nil {
 				return err
 			}
-			res.Pruned = pruned
-			if err := meta.Put(keySeq, boltkv.U64(seq)); err != nil {
-				return err
+			res.Pruned = pruned + res.Ahead
+			for _, kv := range [][2][]byte{{keySeq, boltkv.U64(seq)}, {keyCount, boltkv.U64(count)}, {keyNewest, boltkv.U64(uint64(newest))}} {
+				if err := meta.Put(kv[0], kv[1]); err != nil {
+					return err
+				}
 			}
-			return meta.Put(keyCount, boltkv.U64(count))
+			return nil
 		})
 		if err != nil {
 			return AppendResult{}, fmt.Errorf("append to trace: %w", err)
+		}
+		if res.Ahead > 0 {
+			s.log.Warn("pruned trace samples dated ahead of the clock", "events", res.Ahead,
+				"now", s.cfg.Now(), "max_skew", kubefmt.MaxTelemetryClockSkew)
 		}
 	}
 	var errs []error
@@ -370,9 +410,9 @@ func (s *Store) Append(evs ...Event) (AppendResult, error) {
 }
 
 // prune deletes the oldest events while there are more than MaxEvents or
-// the oldest is older than MaxAge.
-func (s *Store) prune(events *bolt.Bucket, count *uint64) (int, error) {
-	cutoff := s.cfg.Now().Add(-s.cfg.MaxAge).UnixNano()
+// the oldest is older than MaxAge before now.
+func (s *Store) prune(events *bolt.Bucket, count *uint64, now time.Time) (int, error) {
+	cutoff := now.Add(-s.cfg.MaxAge).UnixNano()
 	c := events.Cursor()
 	pruned := 0
 	// always the first: a bbolt cursor's Next after Delete skips a key
@@ -390,6 +430,57 @@ func (s *Store) prune(events *bolt.Bucket, count *uint64) (int, error) {
 		pruned++
 	}
 	return pruned, nil
+}
+
+// sweepAhead deletes the samples and flows (NodeUsage, EdgeRate) dated
+// after horizon (Unix nanoseconds) wherever they are in the log, and
+// returns how many, and the newest time of those left (math.MinInt64:
+// none).
+func sweepAhead(events *bolt.Bucket, count *uint64, horizon int64) (int, int64, error) {
+	newest := int64(math.MinInt64)
+	var drop [][]byte
+	err := events.ForEach(func(k, v []byte) error {
+		switch kind, t, ok := recordHeader(v); {
+		case !ok || (kind != NodeUsage && kind != EdgeRate):
+		case t > horizon:
+			drop = append(drop, append([]byte(nil), k...))
+		default:
+			newest = max(newest, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, newest, err
+	}
+	for _, k := range drop {
+		if err := events.Delete(k); err != nil {
+			return 0, newest, err
+		}
+		*count--
+	}
+	return len(drop), newest, nil
+}
+
+// ahead reports whether record v is a sample or flows window (NodeUsage,
+// EdgeRate) dated after horizon (Unix nanoseconds): not to be read.
+func ahead(v []byte, horizon int64) bool {
+	kind, t, ok := recordHeader(v)
+	return ok && (kind == NodeUsage || kind == EdgeRate) && t > horizon
+}
+
+// horizon is the latest time (Unix nanoseconds) a sample or flows window
+// read now may have: the store's clock plus kubefmt.MaxTelemetryClockSkew.
+func (s *Store) horizon() int64 { return s.cfg.Now().Add(kubefmt.MaxTelemetryClockSkew).UnixNano() }
+
+// recordHeader reads a record's kind and time without decoding the rest;
+// ok is false when they are not well-formed (this format's version, a
+// known kind, a time).
+func recordHeader(v []byte) (Kind, int64, bool) {
+	if len(v) < 3 || (v[0] != recordVersion && v[0] != 1) || Kind(v[1]) < PodArrival || Kind(v[1]) > maxKind {
+		return 0, 0, false
+	}
+	t, ok := recordTime(v)
+	return Kind(v[1]), t, ok
 }
 
 // recordTime reads a record's time without decoding the rest.
@@ -434,12 +525,18 @@ func (s *Store) Stats() (Stats, error) {
 	return st, err
 }
 
-// Events calls fn for every event in recording order, with its sequence.
-// A record that does not decode stops the walk with an ErrStore error
-// naming its sequence (nothing is changed).
+// Events calls fn for every event in recording order, with its sequence,
+// except the samples and flows dated more than
+// kubefmt.MaxTelemetryClockSkew ahead of the store's clock (the next
+// Append prunes them). A record that does not decode stops the walk with
+// an ErrStore error naming its sequence (nothing is changed).
 func (s *Store) Events(fn func(seq uint64, e Event) error) error {
+	horizon := s.horizon()
 	return s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
+			if ahead(v, horizon) {
+				return nil
+			}
 			e, err := DecodeEvent(v)
 			if err != nil {
 				return fmt.Errorf("%w: event %d: %w", ErrStore, boltkv.FromU64(k), err)
