@@ -253,7 +253,7 @@ func (p *Pipeline) fetchLoop(ctx context.Context, cons jetstream.Consumer, budge
 	}()
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, p.Seed)
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(p.Batch, jetstream.FetchMaxBytes(FetchBytes), jetstream.FetchMaxWait(500*time.Millisecond))
+		batch, err := cons.Fetch(p.Batch, jetstream.FetchMaxBytes(FetchBytes), jetstream.FetchMaxWait(FetchWait))
 		if err == nil {
 			msgs := batch.Messages()
 			for {

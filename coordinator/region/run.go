@@ -176,7 +176,7 @@ func (g *Aggregator) consume(ctx context.Context, local *nats.Conn, rjs jetstrea
 func (g *Aggregator) fetchLoop(ctx context.Context, cons jetstream.Consumer, budget *ingest.Budget, fetched chan<- jetstream.Msg) {
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, g.cfg.Seed^0xfe7c)
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(g.cfg.Batch, jetstream.FetchMaxBytes(ingest.FetchBytes), jetstream.FetchMaxWait(500*time.Millisecond))
+		batch, err := cons.Fetch(g.cfg.Batch, jetstream.FetchMaxBytes(ingest.FetchBytes), jetstream.FetchMaxWait(ingest.FetchWait))
 		if err == nil {
 			for m := range batch.Messages() {
 				if !ingest.Admit(ctx, budget, msgBytes(m), fetched, m) {

@@ -16,10 +16,11 @@ import (
 // A sweep after a checkpoint removes at most SweepLimit leftover
 // checkpoint objects (the oldest first; the rest wait for the next
 // checkpoint), within SweepTimeout: it runs under the coordinator's
-// mutex, as Ship does.
+// mutex, as Ship does, so a slow NATS holds judging up for at most that
+// long after a checkpoint (what it leaves waits for the next one).
 const (
 	SweepLimit   = 16
-	SweepTimeout = 10 * time.Second
+	SweepTimeout = 2 * time.Second
 )
 
 // Sweep counts what the sweeps of leftover checkpoint objects did
