@@ -105,6 +105,7 @@ func coordinatorFlags(fs *pflag.FlagSet) func(ctx context.Context, stderr io.Wri
 	fs.IntVar(&o.auditKeep, "audit-keep", d.AuditKeep, "audit events kept in coordinator.db, the oldest forgotten first (0: all)")
 	fs.DurationVar(&o.streamAge, "update-max-age", d.UpdateMaxAge, "update stream: messages expire after this (0: never)")
 	fs.Int64Var(&o.streamBytes, "update-max-bytes", d.UpdateMaxBytes, "update stream: size limit; when full, sites keep their updates and retry (0: none)")
+	fs.Int64Var(&o.maxInflight, "max-inflight-bytes", d.MaxInflightBytes, maxInflightUsage)
 	fs.IntVar(&o.replicas, "replicas", 1, "JetStream replicas of the update stream, state bucket and model store (3 on a cluster of 3 or more servers tolerates losing one)")
 	fs.StringVar(&o.backupDir, "backup-dir", "", "directory of online backups of coordinator.db (default DATA/backups)")
 	fs.DurationVar(&o.backupEvery, "backup-every", 0, "write an online backup this often (0: only on request, admin endpoint "+coordinator.EndpointStoreBackup+")")
@@ -157,6 +158,7 @@ type coordOptions struct {
 	auditKeep   int
 	streamAge   time.Duration
 	streamBytes int64
+	maxInflight int64
 	replicas    int
 	backupDir   string
 	backupEvery time.Duration
@@ -196,6 +198,9 @@ func runCoordinator(ctx context.Context, stderr io.Writer, d coordinator.Config,
 	}
 	if o.keyFile == "" || o.sitesDir == "" {
 		return cli.Usagef("--key and --sites are required")
+	}
+	if o.maxInflight < 0 {
+		return cli.Usagef(maxInflightRefusal, o.maxInflight)
 	}
 	signer, sites, err := keyAndSites(o.keyFile, o.sitesDir)
 	if err != nil {
@@ -244,6 +249,7 @@ func runCoordinator(ctx context.Context, stderr io.Writer, d coordinator.Config,
 	cfg.Aggregator.Rule, cfg.Aggregator.TrimBeta, cfg.Aggregator.Byzantine = o.rule, o.trimBeta, o.byzantine
 	cfg.ClipNorm, cfg.ServerLR, cfg.MaxUpdateNorm, cfg.MaxSamples, cfg.StorePayloads = o.clip, o.serverLR, o.maxNorm, o.maxSamples, o.storePay
 	cfg.AuditKeep, cfg.UpdateMaxAge, cfg.UpdateMaxBytes, cfg.Replicas = o.auditKeep, o.streamAge, o.streamBytes, o.replicas
+	cfg.MaxInflightBytes = o.maxInflight
 	cfg.BackupDir, cfg.BackupEvery, cfg.BackupKeep = o.backupDir, o.backupEvery, o.backupKeep
 	cfg.HA, cfg.ReplicaID, cfg.LeaseTTL, cfg.CheckpointEvery = o.ha, o.replicaID, o.leaseTTL, o.ckptEvery
 	if cfg.HA && cfg.ReplicaID == "" {

@@ -47,6 +47,8 @@ func TestFlags(t *testing.T) {
 		{"region without --region", []string{"region", "--key", bogusKey, "--sites", dir}, 2, "--region, --key and --sites are required"},
 		{"region with a bad key", []string{"region", "--region", "eu", "--key", bogusKey, "--sites", dir}, 1, "--key:"},
 		{"region help", []string{"region", "-h"}, 0, "-region-server"},
+		{"negative byte budget", []string{"--key", bogusKey, "--sites", dir, "--max-inflight-bytes", "-1"}, 2, "--max-inflight-bytes -1: want 0 (256 MiB) or more"},
+		{"region's negative byte budget", []string{"region", "--region", "eu", "--key", bogusKey, "--sites", dir, "--max-inflight-bytes", "-1"}, 2, "--max-inflight-bytes -1: want 0 (256 MiB) or more"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,6 +34,7 @@ func newRegionCommand() *cobra.Command {
 		local    = fs.String("region-server", "nats://127.0.0.1:4222", "the region's NATS server (its leaf-node hub), where its sites send their updates")
 		lead     = fs.Duration("lead", d.Lead, "seal and forward the region's aggregate this long before the root's round deadline")
 		poll     = fs.Duration("poll", d.PollInterval, "how often the root's round is checked and the outbox forwarded")
+		inflight = fs.Int64("max-inflight-bytes", d.MaxInflightBytes, maxInflightUsage)
 		seed     = fs.Uint64("seed", 1, "seed of the retries' jitter")
 		logLevel = fs.String("log-level", "info", "debug, info, warn or error")
 	)
@@ -44,16 +45,24 @@ func newRegionCommand() *cobra.Command {
 			return cli.Usagef("region takes no arguments, got %q", args)
 		}
 		return runRegion(cmd.Context(), cmd.ErrOrStderr(), regionOptions{name: *name, keyFile: *keyFile, sitesDir: *sitesDir, local: *local, data: *data,
-			lead: *lead, poll: *poll, seed: *seed, logLevel: *logLevel, nats: natsFlags}, d)
+			lead: *lead, poll: *poll, seed: *seed, logLevel: *logLevel, maxInflight: *inflight, nats: natsFlags}, d)
 	}
 	return cmd
 }
+
+// maxInflightUsage is --max-inflight-bytes's help, the root's and a
+// region's.
+const (
+	maxInflightUsage   = "bytes of updates held between their fetch and their verdict; the fetch waits for room (0: 256 MiB; a larger update passes alone)"
+	maxInflightRefusal = "--max-inflight-bytes %d: want 0 (256 MiB) or more"
+)
 
 // regionOptions are the region command's flags, as parsed.
 type regionOptions struct {
 	name, keyFile, sitesDir, local, data, logLevel string
 	lead, poll                                     time.Duration
 	seed                                           uint64
+	maxInflight                                    int64
 	nats                                           *natsflags.Flags
 }
 
@@ -67,6 +76,9 @@ func runRegion(ctx context.Context, stderr io.Writer, o regionOptions, d region.
 	if o.name == "" || o.keyFile == "" || o.sitesDir == "" {
 		return cli.Usagef("--region, --key and --sites are required")
 	}
+	if o.maxInflight < 0 {
+		return cli.Usagef(maxInflightRefusal, o.maxInflight)
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	signer, sites, err := keyAndSites(o.keyFile, o.sitesDir)
 	if err != nil {
@@ -74,6 +86,7 @@ func runRegion(ctx context.Context, stderr io.Writer, o regionOptions, d region.
 	}
 	cfg := d
 	cfg.Region, cfg.DataDir, cfg.Sites, cfg.Signer, cfg.Lead, cfg.PollInterval, cfg.Seed, cfg.Logger = o.name, o.data, sites, signer, o.lead, o.poll, o.seed, log
+	cfg.MaxInflightBytes = o.maxInflight
 	g, err := region.New(cfg)
 	if err != nil {
 		return err
