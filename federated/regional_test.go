@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	. "github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -131,4 +133,74 @@ func FuzzDecodeRegional(f *testing.F) {
 			t.Fatalf("round trip: %+v, decoded %+v", back, a)
 		}
 	})
+}
+
+// FuzzLoadRegions: no REGION.sites file makes LoadRegions panic; a
+// refusal names the file's problem; what it accepts is the file's site
+// IDs (comments and blank lines dropped), each a valid site in that
+// region alone. Seeded with the documented form.
+func FuzzLoadRegions(f *testing.F) {
+	f.Add([]byte("s1\n# a comment\ns2 # inline\n\n"))
+	f.Add([]byte("site-a\r\nsite-b\r\n"))
+	f.Add([]byte("s1\ns1\n"))
+	f.Add([]byte("S 4\n"))
+	f.Add([]byte("#\n  # \n\t\n"))
+	f.Add([]byte{})
+	key := regionalKey(f, 1)
+	f.Fuzz(func(t *testing.T, sites []byte) {
+		dir := t.TempDir()
+		if _, _, err := quant.WriteKeyPair(dir, "eu", key); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "eu.sites"), sites, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, line := range strings.Split(strings.ReplaceAll(string(sites), "\r\n", "\n"), "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			if line = strings.TrimSpace(line); line != "" {
+				want = append(want, line)
+			}
+		}
+		r, err := LoadRegions(dir)
+		if err != nil {
+			if !errors.Is(err, ErrRegional) && !errors.Is(err, boundedio.ErrTooLarge) {
+				t.Fatalf("refusal %v does not wrap ErrRegional", err)
+			}
+			return
+		}
+		slices.Sort(want)
+		if got := r.Sites("eu"); !slices.Equal(got, want) || !slices.Equal(r.Names(), []string{"eu"}) {
+			t.Fatalf("regions %v, eu's sites %q; the file lists %q", r.Names(), got, want)
+		}
+		for _, s := range want {
+			if g, ok := r.RegionOf(s); !ok || g != "eu" || !ValidSite(s) {
+				t.Fatalf("site %q: region %q %v", s, g, ok)
+			}
+		}
+	})
+}
+
+// TestLoadRegionsLongLine: a line longer than bufio.Scanner's default
+// 64 KiB (a long comment) is read whole; it used to end the file's
+// reading silently, leaving the region without the sites after it. A
+// file over the cap is refused.
+func TestLoadRegionsLongLine(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := quant.WriteKeyPair(dir, "eu", regionalKey(t, 1)); err != nil {
+		t.Fatal(err)
+	}
+	sites := filepath.Join(dir, "eu.sites")
+	if err := os.WriteFile(sites, []byte("s1\n# "+strings.Repeat("x", 70_000)+"\ns2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := LoadRegions(dir); err != nil || !slices.Equal(r.Sites("eu"), []string{"s1", "s2"}) {
+		t.Fatalf("LoadRegions: eu's sites %v, %v; want [s1 s2]", r.Sites("eu"), err)
+	}
+	if err := os.WriteFile(sites, []byte("s1\n# "+strings.Repeat("x", 1<<20)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadRegions(dir); !errors.Is(err, boundedio.ErrTooLarge) {
+		t.Fatalf("a sites file over 1 MiB: %v, want ErrTooLarge", err)
+	}
 }

@@ -3,13 +3,14 @@ package federated
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -97,23 +98,31 @@ func (r *Regions) Sites(region string) []string {
 	return slices.Clone(r.sites[region])
 }
 
+// maxSitesFileBytes caps a REGION.sites file (some 15,000 sites of 63
+// characters, or many more comments).
+const maxSitesFileBytes = 1 << 20
+
 // LoadRegions reads a directory of regions: REGION.pub, the region's
 // public key (written by 'edgectl model keygen --name REGION'), and
 // REGION.sites, its site IDs, one a line ('#' starts a comment).
 func LoadRegions(dir string) (*Regions, error) {
 	r := &Regions{}
 	err := eachPublicKey(dir, "regions", func(name, file string, pub ed25519.PublicKey) error {
-		raw, err := os.ReadFile(filepath.Join(dir, name+".sites"))
+		raw, err := boundedio.ReadFile(context.Background(), filepath.Join(dir, name+".sites"), maxSitesFileBytes)
 		if err != nil {
 			return fmt.Errorf("regions: %w", err)
 		}
 		var sites []string
 		sc := bufio.NewScanner(bytes.NewReader(raw))
+		sc.Buffer(nil, maxSitesFileBytes+1) // a line as long as the file (a long comment) is read whole
 		for sc.Scan() {
 			line, _, _ := strings.Cut(sc.Text(), "#")
 			if line = strings.TrimSpace(line); line != "" {
 				sites = append(sites, line)
 			}
+		}
+		if err := sc.Err(); err != nil {
+			return fmt.Errorf("%w: %s.sites: %v", ErrRegional, name, err)
 		}
 		if err := r.Add(name, pub, sites...); err != nil {
 			return fmt.Errorf("%s: %w", file, err)

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
 )
@@ -220,6 +221,13 @@ var (
 	gpuName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 )
 
+// unwritable reports the characters EncodeYAML cannot write as they are:
+// DEL and the C1 controls (the YAML reader refuses them; U+0085, a YAML
+// line break, reads back as a space) and the noncharacters U+FFFE, U+FFFF.
+func unwritable(c rune) bool {
+	return c == 0x7f || (c >= 0x80 && c <= 0x9f) || c == 0xfffe || c == 0xffff
+}
+
 // Archs are the architectures a rule may name.
 var Archs = []string{"amd64", "arm64"}
 
@@ -346,6 +354,10 @@ func (r *Rule) validate() error {
 	}
 	if len(r.Source) > MaxSourceLen {
 		return ferr("source", "%d bytes (limit %d)", len(r.Source), MaxSourceLen)
+	}
+	if i := strings.IndexFunc(r.Source, unwritable); i >= 0 {
+		c, _ := utf8.DecodeRuneInString(r.Source[i:])
+		return ferr("source", "character %U at byte %d: a YAML document cannot carry it", c, i)
 	}
 	if r.During != nil {
 		if r.During.From < 0 || r.During.From > 23 || r.During.To < 0 || r.During.To > 23 {

@@ -68,6 +68,9 @@ func TestDecodeRefuses(t *testing.T) {
 		{"duplicate key", strings.Replace(good, "scoreShare: 40", "scoreShare: 40\nscoreShare: 41", 1), "already set"},
 		{"bad service", strings.Replace(good, "[checkout]", "[Check_Out]", 1), "rules[1].pods.services[0]"},
 		{"preferred hours", strings.Replace(good, "  effect: required\n  pods: {services: [batch]}", "  effect: preferred\n  weight: 5\n  pods: {services: [batch]}", 1), "rules[9].effect"},
+		// EncodeYAML could not write it (found by nlp's FuzzCompile)
+		{"control character in source", strings.Replace(good, "source: keep payment", "source: \"keep\\x7f\"\n# ", 1), "rules[0].source: character U+007F at byte 4"},
+		{"C1 control in source", strings.Replace(good, "source: keep payment", "source: \"a\\x85b\"\n# ", 1), "rules[0].source: character U+0085 at byte 1"},
 		{"empty", "", "empty"},
 		{"not yaml", "{[", "invalid"},
 	}
@@ -89,6 +92,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(readExample(f))
 	f.Add([]byte(`{"apiVersion":"edgesched.policy/v1","kind":"SchedulingPolicy","rules":[{"kind":"cpu-cap","effect":"required","pods":{},"maxCPUPercent":80}]}`))
 	f.Add([]byte("apiVersion: edgesched.policy/v1\nkind: SchedulingPolicy\nrules: []\n"))
+	// a source EncodeYAML cannot write
+	f.Add([]byte(`{"apiVersion":"edgesched.policy/v1","kind":"SchedulingPolicy","rules":[{"kind":"cpu-cap","effect":"required","pods":{},"maxCPUPercent":80,"source":"a\u007fb"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := Decode(b)
 		if err != nil {

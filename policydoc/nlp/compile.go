@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/edgesched/edgesched/policydoc"
 )
@@ -69,6 +70,21 @@ func Compile(text string, g *Glossary) ([]Compiled, error) {
 	if len(text) > MaxInputBytes {
 		return nil, &Error{Clause: text[:80] + "...", Expected: fmt.Sprintf("at most %d bytes of text", MaxInputBytes)}
 	}
+	if !utf8.ValidString(text) {
+		// the document would carry the source sentences with each bad
+		// byte replaced: changed, and maybe over policydoc.MaxSourceLen
+		i := 0
+		for {
+			r, n := utf8.DecodeRuneInString(text[i:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		line := text[strings.LastIndexByte(text[:i], '\n')+1:]
+		line, _, _ = strings.Cut(line, "\n")
+		return nil, &Error{Clause: line[:min(len(line), 80)], Expected: fmt.Sprintf("UTF-8 text (byte %d is not UTF-8)", i)}
+	}
 	if g == nil {
 		g = DefaultGlossary()
 	}
@@ -109,7 +125,12 @@ func Compile(text string, g *Glossary) ([]Compiled, error) {
 			}
 			r.Source = c.text
 			if len(r.Source) > policydoc.MaxSourceLen {
-				r.Source = r.Source[:policydoc.MaxSourceLen]
+				// cut on a character boundary
+				n := policydoc.MaxSourceLen
+				for n > 0 && !utf8.RuneStart(r.Source[n]) {
+					n--
+				}
+				r.Source = r.Source[:n]
 			}
 			out = append(out, Compiled{Clause: c.text, Rule: *r, English: r.English(), Chinese: r.Chinese()})
 		}
@@ -180,34 +201,29 @@ func surface(ts []token) string {
 var objectTokens = []tk{tSame, tDiff, tSpread, tNear, tLabel, tArch, tGPUModel, tCarbonWord, tLowCarbon, tHighCarbon, tCPU, tPercent, tReplica, tScopeZone, tIdent, tUnknown, tZoneName}
 
 // mergeFragments joins a clause with neither a modal nor an object (a
-// leading "at night," or a subject) to the next one.
+// leading "at night," or a subject) to the next one. Each clause is
+// copied once (joining them one by one made text of many fragments take
+// quadratic time).
 func mergeFragments(cs []clause, zh bool) []clause {
-	var out []clause
-	var pending *clause
+	var out, group []clause
 	sep := " "
 	if zh {
 		sep = "，"
 	}
 	for _, c := range cs {
-		if pending != nil {
-			c = clause{text: pending.text + sep + c.text, toks: append(append([]token(nil), pending.toks...), c.toks...)}
-			pending = nil
-		}
-		frag := !slices.ContainsFunc(c.toks, func(t token) bool { return isModal(t.t) || slices.Contains(objectTokens, t.t) })
-		if frag {
-			cc := c
-			pending = &cc
+		group = append(group, c)
+		// joined to fragments, c is a fragment only if it is one itself
+		if !slices.ContainsFunc(c.toks, func(t token) bool { return isModal(t.t) || slices.Contains(objectTokens, t.t) }) {
 			continue
 		}
-		out = append(out, c)
+		out = append(out, joinClauses(group, sep))
+		group = group[:0]
 	}
-	if pending != nil {
+	if len(group) > 0 {
 		if len(out) > 0 {
-			last := &out[len(out)-1]
-			last.text += sep + pending.text
-			last.toks = append(last.toks, pending.toks...)
+			out[len(out)-1] = joinClauses(append([]clause{out[len(out)-1]}, group...), sep)
 		} else {
-			out = append(out, *pending)
+			out = append(out, joinClauses(group, sep))
 		}
 	}
 	return out
@@ -216,18 +232,35 @@ func mergeFragments(cs []clause, zh bool) []clause {
 // mergeContinuations joins a Chinese clause with neither a modal nor a
 // subject ("放在不同的节点" after "尽量把A和B分开") to the clause before it.
 func mergeContinuations(cs []clause) []clause {
-	var out []clause
+	var groups [][]clause
 	for _, c := range cs {
 		subj := slices.ContainsFunc(c.toks, func(t token) bool {
 			return isModal(t.t) || t.t == tService || t.t == tGPU || t.t == tAll || t.t == tIdent
 		})
-		if !subj && len(out) > 0 {
-			last := &out[len(out)-1]
-			last.text += "，" + c.text
-			last.toks = append(slices.Clone(last.toks), c.toks...)
+		if !subj && len(groups) > 0 {
+			groups[len(groups)-1] = append(groups[len(groups)-1], c)
 			continue
 		}
-		out = append(out, c)
+		groups = append(groups, []clause{c})
+	}
+	var out []clause
+	for _, g := range groups {
+		out = append(out, joinClauses(g, "，"))
 	}
 	return out
+}
+
+// joinClauses is the clauses as one, their texts joined with sep, in new
+// token storage (a single clause is returned as it is).
+func joinClauses(cs []clause, sep string) clause {
+	if len(cs) == 1 {
+		return cs[0]
+	}
+	texts := make([]string, len(cs))
+	var toks []token
+	for i, c := range cs {
+		texts[i] = c.text
+		toks = append(toks, c.toks...)
+	}
+	return clause{text: strings.Join(texts, sep), toks: toks}
 }

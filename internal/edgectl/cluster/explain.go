@@ -283,7 +283,9 @@ func (f *explainFlags) print(w io.Writer, pod *v1.Pod) error {
 	for _, g := range bars {
 		n := 0
 		if scale > 0 && !math.IsNaN(g.Attribution) {
-			n = int(math.Round(width * math.Abs(g.Attribution) / scale))
+			// the ratio (at most 1) first: width times an attribution
+			// near the largest float64 overflowed to +Inf, a negative n
+			n = int(math.Round(width * (math.Abs(g.Attribution) / scale)))
 		}
 		left, right := strings.Repeat(" ", width), ""
 		if g.Attribution < 0 {
