@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -184,6 +185,38 @@ func FuzzDecodeUpdateMsg(f *testing.F) {
 		check(t, b)
 		if n := len(b) - ed25519.SignatureSize; n >= 0 && len(b) <= MaxUpdateBytes {
 			check(t, signed(b[:n], fx.a.signer))
+		}
+	})
+}
+
+// FuzzParseVersion: no version string a NATS server reports (INFO's
+// version, as nats.Conn.ConnectedServerVersion gives it) makes the
+// parser or the version check panic; a refusal wraps ErrServerVersion;
+// an accepted version prints (String) as major.minor.patch, which parses
+// to the same version. Seeded with real server versions.
+func FuzzParseVersion(f *testing.F) {
+	for _, s := range []string{MinServerVersion, "2.15.2", "v2.11.0-RC.3", "2.10.24-beta.2+build.7", " 2.9.0 ", "2.9", "2.9.x", "02.009.0010", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseVersion(s)
+		cerr := CheckServerVersion(s, "nats://fuzz")
+		if err != nil {
+			if !errors.Is(err, ErrServerVersion) || cerr == nil {
+				t.Fatalf("%q: refusal %v does not wrap ErrServerVersion, or the check accepted it (%v)", s, err, cerr)
+			}
+			return
+		}
+		min, _ := ParseVersion(MinServerVersion)
+		if v.Major < 0 || v.Minor < 0 || v.Patch < 0 || v.Less(min) != errors.Is(cerr, ErrServerVersion) || (cerr != nil && !v.Less(min)) {
+			t.Fatalf("%q parsed as %+v; the check says %v", s, v, cerr)
+		}
+		back, err := ParseVersion(v.String())
+		if err != nil || back != v {
+			t.Fatalf("%q parsed as %+v, printed %q, read back as %+v (%v)", s, v, v.String(), back, err)
+		}
+		if !AtLeast(s, v) || (v.Patch < math.MaxInt && AtLeast(s, Version{v.Major, v.Minor, v.Patch + 1})) {
+			t.Fatalf("%q (%v) is not at least itself, or is at least its successor", s, v)
 		}
 	})
 }

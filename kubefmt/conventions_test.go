@@ -1,6 +1,8 @@
 package kubefmt
 
 import (
+	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,4 +82,74 @@ func TestNodeGPUs(t *testing.T) {
 	if c, m := NodeGPUs(n); c != 2 || m != "A100" {
 		t.Fatalf("devices: %d %q", c, m)
 	}
+}
+
+// FuzzPodAnnotations: the pod annotations EdgePolicy reads (GPU share,
+// accepted GPU models, bound devices, CPU usage, QoS), with a GPU
+// request of whole devices and of milli-GPU, never make the readers
+// panic, and what they accept is in range: a GPU request of 1 to
+// MaxGPUsPerNode devices of (0, 1000] milli each, distinct device
+// indices below the node's count that FormatDevices writes back as
+// they were read, a CPU usage in [0, 64]. Seeded with the annotations
+// of the golden pod EdgePolicy placed (internal/edgectl/testdata).
+func FuzzPodAnnotations(f *testing.F) {
+	g := goldenAnnotations(f)
+	f.Add(g[AnnotationGPUMilli], g[AnnotationGPUModels], g[AnnotationGPUDevices], g[AnnotationCPUUsage], g[AnnotationQoS], int64(0), int64(0), uint8(1), uint8(4))
+	f.Add("250", "T4, A10", "0", "0.85", "LS", int64(0), int64(0), uint8(1), uint8(4))
+	f.Add("", "", "3,1,0", "", "Guaranteed", int64(3), int64(0), uint8(3), uint8(8))
+	f.Add("", "A100", " 1, 1", "64", "be", int64(0), int64(2000), uint8(2), uint8(2))
+	f.Add("999", ",,", "-1", "NaN", "x", int64(1), int64(-1000), uint8(0), uint8(0))
+	f.Add(" 1 ", "T4", "0,1,2,3,4,5,6,7", "1e-300", "", int64(8), int64(8000), uint8(8), uint8(64))
+	f.Fuzz(func(t *testing.T, milli, models, devices, usage, qos string, wholeReq, milliReq int64, n, count uint8) {
+		ann := map[string]string{AnnotationGPUMilli: milli, AnnotationGPUModels: models, AnnotationGPUDevices: devices,
+			AnnotationCPUUsage: usage, AnnotationQoS: qos}
+		for k, v := range ann {
+			if v == "" {
+				delete(ann, k)
+			}
+		}
+		req := v1.ResourceList{}
+		if wholeReq != 0 {
+			req[ResourceGPU] = *resource.NewQuantity(wholeReq, resource.DecimalSI)
+		}
+		if milliReq != 0 {
+			req[ResourceGPUMilli] = *resource.NewQuantity(milliReq, resource.DecimalSI)
+		}
+		p := pod(req, ann)
+		if r, err := PodGPURequest(p); err == nil && r.GPUs != 0 {
+			if r.GPUs < 0 || r.GPUs > sim.MaxGPUsPerNode || r.Milli <= 0 || r.Milli > sim.MilliGPU || (r.GPUs > 1 && r.Milli != sim.MilliGPU) {
+				t.Fatalf("accepted GPU request %+v", r)
+			}
+			for _, m := range r.Models {
+				if m == "" || m != strings.TrimSpace(m) {
+					t.Fatalf("accepted GPU model %q", m)
+				}
+			}
+		} else if err == nil && (r.Milli != 0 || len(r.Models) > 0) {
+			t.Fatalf("accepted %+v without devices", r)
+		}
+		if d, ok := PodDevices(p, int32(n), int(count)); ok {
+			if len(d) != int(n) {
+				t.Fatalf("%q: %d devices, want %d", devices, len(d), n)
+			}
+			seen := map[int]bool{}
+			for _, x := range d {
+				if x < 0 || x >= int(count) || seen[x] {
+					t.Fatalf("%q: device %d of %d (or twice) accepted", devices, x, count)
+				}
+				seen[x] = true
+			}
+			p2 := pod(nil, map[string]string{AnnotationGPUDevices: FormatDevices(d)})
+			if d2, ok := PodDevices(p2, int32(n), int(count)); !ok || !slices.Equal(d, d2) {
+				t.Fatalf("%q read as %v, written as %q, read back as %v", devices, d, FormatDevices(d), d2)
+			}
+		}
+		if u, ok := PodCPUUsage(p); ok && !(u >= 0 && u <= 64) {
+			t.Fatalf("CPU usage %q read as %v", usage, u)
+		}
+		if u := PodUsage(p); math.IsNaN(u) || u < 0 {
+			t.Fatalf("usage %v", u)
+		}
+		_ = PodQoS(p)
+	})
 }

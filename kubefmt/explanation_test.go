@@ -1,8 +1,11 @@
 package kubefmt
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,4 +41,69 @@ func TestParseExplanation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseExplanation: no annotation value makes the parser panic; a
+// refusal wraps ErrExplanation; what it accepts names a node in this
+// build's format and re-encodes (as EdgePolicy writes it, compact JSON)
+// to a value that parses to the same explanation, encoding then being a
+// fixed point. Seeded with the annotation EdgePolicy itself wrote on the
+// golden pod (internal/edgectl/testdata/explained-pod.json).
+func FuzzParseExplanation(f *testing.F) {
+	golden, ok := goldenAnnotations(f)[AnnotationExplanation]
+	if !ok {
+		f.Fatal("the golden pod has no explanation")
+	}
+	f.Add(golden)
+	f.Add(golden[:len(golden)/2])
+	f.Add(strings.Replace(golden, `"v":1`, `"v":1,"v":2`, 1))
+	old := Explanation{Format: ExplanationFormat, Node: "n1", ComputedAt: time.Date(2026, 11, 29, 0, 0, 0, 0, time.FixedZone("", 19800))}
+	raw, err := json.Marshal(old)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(string(raw))
+	f.Add(`{"v":1,"node":"n","groups":null,"computedAt":"0001-01-01T00:00:00Z","score":1e308,"rest":-1e-320}`)
+	f.Add(`null`)
+	f.Fuzz(func(t *testing.T, s string) {
+		e, err := ParseExplanation(s)
+		if err != nil {
+			if e != nil || !errors.Is(err, ErrExplanation) {
+				t.Fatalf("refusal %v (value %v) does not wrap ErrExplanation or returned a value", err, e)
+			}
+			return
+		}
+		if e.Format != ExplanationFormat || e.Node == "" {
+			t.Fatalf("accepted %+v", e)
+		}
+		again, err := json.Marshal(e)
+		if err != nil {
+			t.Fatalf("accepted %+v does not re-encode: %v", e, err)
+		}
+		back, err := ParseExplanation(string(again))
+		if err != nil {
+			t.Fatalf("re-encoded %s refused: %v", again, err)
+		}
+		if third, err := json.Marshal(back); err != nil || !bytes.Equal(third, again) {
+			t.Fatalf("encoding is not a fixed point (%v):\n%s\n%s", err, again, third)
+		}
+	})
+}
+
+// goldenAnnotations are the annotations of the pod EdgePolicy placed in
+// edge-plugin's TestExplainedPodGolden (internal/edgectl/testdata).
+func goldenAnnotations(f *testing.F) map[string]string {
+	b, err := os.ReadFile(filepath.Join("..", "internal", "edgectl", "testdata", "explained-pod.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	var pod struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(b, &pod); err != nil {
+		f.Fatal(err)
+	}
+	return pod.Metadata.Annotations
 }

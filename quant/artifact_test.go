@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -529,6 +531,77 @@ func FuzzDecode(f *testing.F) {
 			if !bytes.Equal(again, b) {
 				t.Fatalf("accepted artifact is not canonical")
 			}
+		}
+	})
+}
+
+// FuzzReadKeyFile: no key file makes ReadPublicKey or ReadSigner panic; a
+// refusal wraps ErrKey; an accepted key's ID is its own (KeyID), and
+// written back as WriteKeyPair writes it, it reads back the same. Seeded
+// with files WriteKeyPair wrote.
+func FuzzReadKeyFile(f *testing.F) {
+	dir := f.TempDir()
+	s, _ := testSigner(f, 7)
+	priv, pub, err := WriteKeyPair(dir, "site", s)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, p := range []string{priv, pub} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+		f.Add(bytes.ReplaceAll(b, []byte(" "), []byte("\n\t ")))
+		f.Add(b[:len(b)-3])
+	}
+	f.Add([]byte(pubPrefix + " ed25519:0000000000000000 AAAA\n"))
+	f.Add(bytes.Repeat([]byte(" "), maxKeyFileBytes+1))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "k.pub")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if k, err := ReadPublicKey(path); err != nil {
+			if k != nil || !errors.Is(err, ErrKey) {
+				t.Fatalf("refusal %v (key %x) does not wrap ErrKey or returned a key", err, k)
+			}
+		} else {
+			if len(k) != ed25519.PublicKeySize || len(b) > maxKeyFileBytes {
+				t.Fatalf("accepted a %d-byte key from %d bytes", len(k), len(b))
+			}
+			line := fmt.Sprintf("%s %s %s\n", pubPrefix, KeyID(k), base64.StdEncoding.EncodeToString(k))
+			if err := os.WriteFile(path, []byte(line), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if back, err := ReadPublicKey(path); err != nil || !back.Equal(k) {
+				t.Fatalf("accepted key %x written back reads as %x (%v)", k, back, err)
+			}
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sg, err := ReadSigner(path)
+		if err != nil {
+			if sg != nil || !errors.Is(err, ErrKey) {
+				t.Fatalf("refusal %v does not wrap ErrKey or returned a signer", err)
+			}
+			return
+		}
+		if sg.ID != KeyID(sg.Public()) {
+			t.Fatalf("signer %s of key %s", sg.ID, KeyID(sg.Public()))
+		}
+		again := t.TempDir()
+		_, pubPath, err := WriteKeyPair(again, "k", sg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ReadSigner(filepath.Join(again, "k.key"))
+		if err != nil || back.ID != sg.ID || !bytes.Equal(back.Public(), sg.Public()) {
+			t.Fatalf("accepted signer %s written back reads as %v (%v)", sg.ID, back, err)
+		}
+		if p, err := ReadPublicKey(pubPath); err != nil || !p.Equal(sg.Public()) {
+			t.Fatalf("its public key reads as %x (%v)", p, err)
 		}
 	})
 }

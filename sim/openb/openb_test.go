@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"io/fs"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -237,6 +238,38 @@ func FuzzReadNodes(f *testing.F) {
 			if err := nodes[i].Validate(); err != nil {
 				t.Fatalf("accepted an invalid node: %v", err)
 			}
+		}
+	})
+}
+
+// FuzzParseMix: no mixture reference (a pod list "mix:KEY=VALUE,..."
+// given on a command line or in a scenario's pods) makes ParseMix panic;
+// a refusal wraps ErrMix; an accepted mixture is valid and, as String
+// documents, ParseMix(m.String()) == m. Seeded with references of the
+// kind docs/training.md evaluates on and the package documentation shows.
+func FuzzParseMix(f *testing.F) {
+	for _, s := range []string{
+		"mix:spec=0.3,seed=7", "mix:spec=0.25,seed=901", "mix:share=0.5,spec=0.35,multi=0.04,seed=902", "mix:cpu=0.2,spec=0.15,specsets=5,seed=903",
+		"mix:cpu=0.5", "mix:share=0.4,seed=7", "mix:multi=0.2,pods=500", "mix:spec=0.1,specsets=3,models=T4|A10|V100M32",
+		"mix:base=openb:gpuspec10,cpu=-1,share=0,multi=1,spec=1,seed=18446744073709551615",
+		DefaultMix().String(), "mix:", "mix:cpu=0.5,cpu=0.6", "mix:base=mix:cpu=1", "mix: pods = 3 ,cpu=1e-400,models=",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ref string) {
+		m, err := ParseMix(ref)
+		if err != nil {
+			if !errors.Is(err, ErrMix) {
+				t.Fatalf("%q: refusal %v does not wrap ErrMix", ref, err)
+			}
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("%q: accepted an invalid mixture %+v: %v", ref, m, err)
+		}
+		back, err := ParseMix(m.String())
+		if err != nil || !reflect.DeepEqual(back, m) {
+			t.Fatalf("%q read as %+v, written %q, read back as %+v (%v)", ref, m, m.String(), back, err)
 		}
 	})
 }
