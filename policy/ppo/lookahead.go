@@ -28,8 +28,8 @@ type Lookahead struct {
 }
 
 // MaxLookaheadPlays bounds the pods one lookahead decision plays
-// (TopK x Samples x Horizon): about a second of FGD on a 1,500-node
-// cluster per 10,000.
+// (TopK x Samples x Horizon; each is a pass of FGD over the cluster's
+// nodes on a copy of the state).
 const MaxLookaheadPlays = 1_000_000
 
 // lookaheadTeacher implements sim.Policy for the teacher role.
