@@ -16,17 +16,7 @@ import (
 
 // consumerNames lists the consumers of the update stream.
 func consumerNames(t *testing.T, js jetstream.JetStream) []string {
-	t.Helper()
-	s, err := js.Stream(context.Background(), federated.UpdateStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for n := range s.ConsumerNames(context.Background()).Name() {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return natstest.ConsumerNames(t, js, federated.UpdateStream)
 }
 
 // updateStream starts a NATS server with the update stream.

@@ -15,6 +15,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator/regional"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
+	"github.com/edgesched/edgesched/internal/testutil/natstest"
 )
 
 // recorder judges every aggregate as accepted and records what it got.
@@ -78,17 +79,7 @@ func consume(t *testing.T, js jetstream.JetStream, s regional.Stream, want int, 
 
 // consumerNames lists the consumers of the regional stream, sorted.
 func consumerNames(t *testing.T, js jetstream.JetStream) []string {
-	t.Helper()
-	s, err := js.Stream(context.Background(), federated.RegionalStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for n := range s.ConsumerNames(context.Background()).Name() {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return natstest.ConsumerNames(t, js, federated.RegionalStream)
 }
 
 // TestConsumePerEpoch: a highly available root's active reads the

@@ -1,11 +1,14 @@
 package natstest
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // readyTimeout is how long a started server may take to accept
@@ -63,4 +66,19 @@ func Connect(t testing.TB, url, name string, extra ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// ConsumerNames lists the consumers of a JetStream stream, sorted.
+func ConsumerNames(t testing.TB, js jetstream.JetStream, stream string) []string {
+	t.Helper()
+	s, err := js.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for n := range s.ConsumerNames(context.Background()).Name() {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
