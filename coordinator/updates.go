@@ -36,6 +36,7 @@ func (c *Coordinator) verify(in *ingest.Incoming) {
 func (c *Coordinator) consume(ctx context.Context, cons jetstream.Consumer) error {
 	p := ingest.Pipeline{Batch: c.cfg.Batch, Verifiers: c.cfg.Verifiers, MaxInflightBytes: c.cfg.MaxInflightBytes, Seed: c.cfg.Seed,
 		Verify: c.verify, Judge: c.judge, StoreError: c.metrics.StoreErrors.Inc, Warn: c.limited.Warn}
+	c.metrics.SetInflight(p.InflightBytes)
 	return p.Run(ctx, cons)
 }
 

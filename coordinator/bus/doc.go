@@ -5,7 +5,10 @@
 // the coordinator's durable consumer of the update stream — reset to its
 // ack floor after a restart (OpenConsumer), or a highly available
 // active's own consumer starting after its checkpoint (OpenEpochConsumer);
-// Gone tells a fetch loop whose consumer was deleted (ErrConsumerGone).
+// Gone tells a fetch loop whose consumer was deleted (ErrConsumerGone);
+// Fetch makes the pull requests of every update and regional consumer
+// (ingest's, a region's, the regional stream's), each bounded in bytes
+// (FetchBytes) and in time (FetchWait).
 // What goes over the bus (announcements, models, acks) and when the
 // stream is trimmed are package coordinator's.
 //

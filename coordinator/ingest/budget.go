@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -16,23 +15,6 @@ import (
 // when none is set (Pipeline.MaxInflightBytes 0): four of the largest
 // updates (federated.MaxUpdateBytes).
 const DefaultMaxInflightBytes = 4 * federated.MaxUpdateBytes
-
-// FetchBytes bounds one pull request: room for the largest message an
-// update stream takes (federated.MaxUpdateBytes, its MaxMsgSize) with its
-// subject and ack reply, which the server counts too. A smaller bound
-// would stall the consumer: the server does not deliver a message larger
-// than the request's bound, nor anything after it.
-const FetchBytes = federated.MaxUpdateBytes + 64<<10
-
-// FetchWait is how long one pull request waits. nats.go gives a fetch up
-// when no whole message has come in for the wait plus a second, and drops
-// a message still arriving then: the stream delivers it again after
-// AckWait, and again, forever, if it always takes longer. So the wait is
-// as long as it may be without nats.go's heartbeats (from 10 s on, which
-// end a fetch after 10 s without a whole message): a 64 MiB update needs
-// about 6.4 MiB/s. The wait delays nothing (messages are handed on as
-// they arrive, and the fetch stops with its context).
-const FetchWait = 9 * time.Second
 
 // ErrBudget refuses a negative byte budget.
 var ErrBudget = errors.New("ingest: bad byte budget")

@@ -20,7 +20,7 @@ import (
 // Ingest (docs/federated.md "Ingest"). Updates flow through three stages:
 //
 //  1. fetch: the durable pull consumer hands over what the stream has, at
-//     most FetchBytes a request, and each message takes its bytes from
+//     most bus.FetchBytes a request, and each message takes its bytes from
 //     the pipeline's Budget (Pipeline.MaxInflightBytes) before it goes
 //     on, and gives them back once judged (acked or refused) or left to
 //     the stream: what the stages hold is bounded in bytes, not only in
@@ -253,31 +253,20 @@ func (p *Pipeline) fetchLoop(ctx context.Context, cons jetstream.Consumer, budge
 	}()
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, p.Seed)
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(p.Batch, jetstream.FetchMaxBytes(FetchBytes), jetstream.FetchMaxWait(FetchWait))
-		if err == nil {
-			msgs := batch.Messages()
-			for {
-				var m jetstream.Msg
-				var open bool
-				select {
-				case <-ctx.Done():
-					return nil
-				case m, open = <-msgs:
-				}
-				if !open {
-					break
-				}
-				in := newIncoming(m)
-				in.verified = make(chan struct{})
-				in.held = len(in.Data)
-				if !Admit(ctx, budget, in.held, inOrder, in) {
-					return nil
-				}
-				jobs <- in // never blocks for long: the workers need nothing to drain it
+		_, err := bus.Fetch(ctx, cons, p.Batch, func(m jetstream.Msg) error {
+			in := newIncoming(m)
+			in.verified = make(chan struct{})
+			in.held = len(in.Data)
+			if !Admit(ctx, budget, in.held, inOrder, in) {
+				return ctx.Err()
 			}
-			err = batch.Error()
+			jobs <- in // never blocks for long: the workers need nothing to drain it
+			return nil
+		})
+		if ctx.Err() != nil {
+			return nil
 		}
-		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		if err != nil {
 			// (a fetch from a deleted consumer finds no responder, or is
 			// told it was deleted)
 			if gone := bus.Gone(ctx, cons); gone != nil {

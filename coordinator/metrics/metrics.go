@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,6 +28,19 @@ type Coordinator struct {
 	CheckpointsSwept      prometheus.Counter
 	CheckpointSweepErrors prometheus.Counter
 	Regional              *prometheus.CounterVec
+	// inflight reads ingest's bytes in flight (SetInflight; nil: 0)
+	inflight atomic.Pointer[func() int64]
+}
+
+// SetInflight makes the inflight-bytes gauge read f (ingest's
+// Pipeline.InflightBytes) from now on; nil makes it read 0. It may be
+// called while the metrics are gathered.
+func (m *Coordinator) SetInflight(f func() int64) {
+	if f == nil {
+		m.inflight.Store(nil)
+		return
+	}
+	m.inflight.Store(&f)
 }
 
 // New registers the coordinator's metrics on reg (nil: a private
@@ -73,7 +88,15 @@ func New(reg prometheus.Registerer) (*Coordinator, error) {
 		Help: "Listings, pointer reads and removals of the sweep of leftover checkpoint objects that failed; the checkpoint stands (--ha)."})
 	m.Regional = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "regional_aggregates_total",
 		Help: "Regional aggregates (hierarchical rounds) by region, verdict and refusal reason, each counted once."}, []string{"region", "status", "reason"})
-	for _, c := range []prometheus.Collector{m.Updates, m.UpdateBytes, m.Rounds, m.Round, m.ModelVersion, m.Aggregation, m.Reports, m.RoundFailures, m.StoreErrors, m.Commits, m.Syncs, m.Checkpoints, m.CheckpointBytes, m.CheckpointsSwept, m.CheckpointSweepErrors, m.Regional} {
+	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "ingest_inflight_bytes",
+		Help: "Bytes of update messages ingest holds between their fetch and their verdict; at most --max-inflight-bytes, or the largest message when it is larger."},
+		func() float64 {
+			if f := m.inflight.Load(); f != nil {
+				return float64((*f)())
+			}
+			return 0
+		})
+	for _, c := range []prometheus.Collector{inflight, m.Updates, m.UpdateBytes, m.Rounds, m.Round, m.ModelVersion, m.Aggregation, m.Reports, m.RoundFailures, m.StoreErrors, m.Commits, m.Syncs, m.Checkpoints, m.CheckpointBytes, m.CheckpointsSwept, m.CheckpointSweepErrors, m.Regional} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/coordinator/bus"
 	"github.com/edgesched/edgesched/coordinator/ingest"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
@@ -169,23 +170,23 @@ func (g *Aggregator) consume(ctx context.Context, local *nats.Conn, rjs jetstrea
 	return ctx.Err()
 }
 
-// fetchLoop pulls the region's updates (at most ingest.FetchBytes a
+// fetchLoop pulls the region's updates (at most bus.FetchBytes a
 // request) and hands them on in stream order until ctx ends, each once
 // its bytes fit in budget; fetch errors are retried with capped,
 // jittered backoff.
 func (g *Aggregator) fetchLoop(ctx context.Context, cons jetstream.Consumer, budget *ingest.Budget, fetched chan<- jetstream.Msg) {
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, g.cfg.Seed^0xfe7c)
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(g.cfg.Batch, jetstream.FetchMaxBytes(ingest.FetchBytes), jetstream.FetchMaxWait(ingest.FetchWait))
-		if err == nil {
-			for m := range batch.Messages() {
-				if !ingest.Admit(ctx, budget, msgBytes(m), fetched, m) {
-					return
-				}
+		_, err := bus.Fetch(ctx, cons, g.cfg.Batch, func(m jetstream.Msg) error {
+			if !ingest.Admit(ctx, budget, msgBytes(m), fetched, m) {
+				return ctx.Err()
 			}
-			err = batch.Error()
+			return nil
+		})
+		if ctx.Err() != nil {
+			return
 		}
-		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		if err != nil {
 			g.log.Warn("fetch updates", "err", err)
 			if !bo.Sleep(ctx) {
 				return

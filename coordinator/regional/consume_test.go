@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgesched/edgesched/coordinator/bus"
@@ -185,5 +186,76 @@ func TestConsumeLaterEpoch(t *testing.T) {
 	case err := <-later.done:
 		t.Fatalf("the later active's consume ended: %v", err)
 	default:
+	}
+}
+
+// deliveredJudge records, for each aggregate it judges (its data starts
+// with its number), how far the server had delivered the stream then.
+type deliveredJudge struct {
+	cons      chan jetstream.Consumer
+	mu        sync.Mutex
+	delivered map[int]uint64
+}
+
+func (d *deliveredJudge) ProcessRegional(ctx context.Context, _ string, data []byte) (*regional.Verdict, error) {
+	cons := <-d.cons
+	d.cons <- cons
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.delivered[int(data[0])] = info.Delivered.Stream
+	return &regional.Verdict{Status: federated.Accepted}, nil
+}
+
+// TestConsumeFetchBytes: a pull request of the regional stream brings at
+// most bus.FetchBytes (64 MiB + 64 KiB): of aggregates of 22 MiB, two a
+// request (a third would make 66 MiB). So while the judge is on
+// aggregate k, the server has delivered at most 2·ceil(k/2); without the
+// bound (as before) a request took up to 8 of the largest aggregates,
+// 512 MiB, and the server delivered all five at once. Every aggregate is
+// still judged, once.
+func TestConsumeFetchBytes(t *testing.T) {
+	const size, n = 22 << 20, 5
+	srv := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), MaxPayload: 32 << 20})
+	js, err := jetstream.New(fltest.Connect(t, srv.ClientURL(), t.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &deliveredJudge{cons: make(chan jetstream.Consumer, 1), delivered: map[int]uint64{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- regional.Consume(ctx, js, regional.Stream{}, d, regional.Hooks{
+			Fatal: func(error) bool { return true }, StoreError: func() {}, Warn: func(key, msg string, args ...any) { t.Log(key, msg, args) },
+			Opened: func(c jetstream.Consumer) { d.cons <- c },
+		})
+	}()
+	fltest.Eventually(t, 10*time.Second, "the consumer opened", func() (bool, string) {
+		return len(d.cons) == 1, ""
+	})
+	data := make([]byte, size)
+	for i := 1; i <= n; i++ {
+		data[0] = byte(i)
+		if _, err := js.Publish(ctx, federated.RegionalSubjectPrefix+"eu", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fltest.Eventually(t, 60*time.Second, fmt.Sprintf("%d aggregates judged", n), func() (bool, string) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return len(d.delivered) == n, fmt.Sprint("delivered when judged ", d.delivered)
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("consume ended with %v", err)
+	}
+	for k := 1; k <= n; k++ {
+		if got, most := d.delivered[k], uint64(2*((k+1)/2)); got > most {
+			t.Errorf("judging aggregate %d, the server had delivered %d, want at most %d", k, got, most)
+		}
 	}
 }

@@ -127,25 +127,16 @@ func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h H
 	}
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, s.Seed^0x4e61)
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(8, jetstream.FetchMaxWait(500*time.Millisecond))
-		if err != nil {
-			if err := fetchFailed(ctx, cons, bo, h, err); err != nil {
-				return err
-			}
-			continue
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
+		_, err := bus.Fetch(ctx, cons, fetchBatch, func(m jetstream.Msg) error {
 			v, err := j.ProcessRegional(ctx, m.Subject(), m.Data())
 			if err != nil {
 				_ = m.NakWithDelay(time.Second)
 				h.StoreError()
 				if h.Fatal(err) {
-					return err
+					return &fatalError{err}
 				}
 				h.Warn("store", "recording a regional verdict failed; the stream delivers it again", "err", err)
-				continue
+				return nil
 			}
 			// (confirmed: the consumer's ack floor, which a checkpoint
 			// records, then covers it)
@@ -154,15 +145,22 @@ func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h H
 			cancel()
 			if err != nil {
 				h.Warn("ack", "ack regional aggregate", "err", err)
-				continue
+				return nil
 			}
 			if md, err := m.Metadata(); err == nil && h.Acked != nil {
 				h.Acked(md.Sequence.Stream, v)
 			}
+			return nil
+		})
+		if fatal := (*fatalError)(nil); errors.As(err, &fatal) {
+			return fatal.err
+		}
+		if ctx.Err() != nil {
+			break
 		}
 		// (a request nobody answered, or the consumer deleted while it
 		// waited, fails here: without a pause it would be repeated at once)
-		if err := batch.Error(); n == 0 && err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		if err != nil {
 			if err := fetchFailed(ctx, cons, bo, h, err); err != nil {
 				return err
 			}
@@ -172,6 +170,17 @@ func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h H
 	}
 	return ctx.Err()
 }
+
+// fetchBatch is the most aggregates one pull request brings (and at most
+// bus.FetchBytes of them): they are judged one at a time.
+const fetchBatch = 8
+
+// fatalError carries a judge's error that ends Consume (Hooks.Fatal) out
+// of bus.Fetch.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }
 
 // fetchFailed handles a failed fetch: the consumer gone ends Consume
 // (bus.ErrConsumerGone); anything else is logged and retried after a
