@@ -43,6 +43,7 @@ func TestRegions(t *testing.T) {
 		{"a region twice", "eu", b, nil, false},
 		{"a bad region name", "EU!", b, nil, false},
 		{"a bad site name", "ap", b, []string{"S 4"}, false},
+		{"a site twice in one region", "ap", b, []string{"s4", "s5", "s4"}, false},
 	} {
 		if err := r.Add(tc.region, tc.key.Public(), tc.sites...); (err == nil) != tc.ok {
 			t.Fatalf("%s: %v, want ok %v", tc.name, err, tc.ok)
@@ -53,6 +54,9 @@ func TestRegions(t *testing.T) {
 	}
 	if _, ok := r.RegionOf("s9"); ok {
 		t.Fatal("s9 has a region")
+	}
+	if _, ok := r.RegionKey("ap"); ok || slices.Contains(r.Names(), "ap") {
+		t.Fatal("a refused region was registered")
 	}
 	agg := &RegionalAggregate{Header: RegionalHeader{Region: "eu", Round: 3, Shift: 80, Sites: []RegionalSite{{Site: "s1", Seq: 4, Samples: 10, Norm: 1}}},
 		Hi: []int64{1, -1}, Lo: []uint64{2, 3}}
@@ -136,13 +140,15 @@ func FuzzDecodeRegional(f *testing.F) {
 }
 
 // FuzzLoadRegions: no REGION.sites file makes LoadRegions panic; a
-// refusal names the file's problem; what it accepts is the file's site
-// IDs (comments and blank lines dropped), each a valid site in that
-// region alone. Seeded with the documented form.
+// refusal names the file's problem; a file listing a site twice is
+// refused; what it accepts is the file's site IDs (comments and blank
+// lines dropped), each a valid site in that region alone and listed
+// once. Seeded with the documented form.
 func FuzzLoadRegions(f *testing.F) {
 	f.Add([]byte("s1\n# a comment\ns2 # inline\n\n"))
 	f.Add([]byte("site-a\r\nsite-b\r\n"))
 	f.Add([]byte("s1\ns1\n"))
+	f.Add([]byte("s1\ns2 # \n s1\r\n"))
 	f.Add([]byte("S 4\n"))
 	f.Add([]byte("#\n  # \n\t\n"))
 	f.Add([]byte{})
@@ -170,6 +176,9 @@ func FuzzLoadRegions(f *testing.F) {
 			return
 		}
 		slices.Sort(want)
+		if len(slices.Compact(slices.Clone(want))) != len(want) {
+			t.Fatalf("a file listing a site twice was accepted: eu's sites %q", r.Sites("eu"))
+		}
 		if got := r.Sites("eu"); !slices.Equal(got, want) || !slices.Equal(r.Names(), []string{"eu"}) {
 			t.Fatalf("regions %v, eu's sites %q; the file lists %q", r.Names(), got, want)
 		}
@@ -179,6 +188,54 @@ func FuzzLoadRegions(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLoadRegionsSitesFile: REGION.sites is site IDs one a line,
+// comments and blank lines dropped; a site on two lines (a copy-paste
+// slip in a hand-edited allow-list) would count twice wherever the
+// region's sites are counted, so it is refused with an error naming the
+// file, both lines, the region and the site, as a bad site ID is.
+func TestLoadRegionsSitesFile(t *testing.T) {
+	key := regionalKey(t, 1)
+	for _, tc := range []struct {
+		name  string
+		file  string
+		want  []string // nil: refused
+		wants []string // the refusal says these
+	}{
+		{"the documented form", "s1\n# a comment\ns2 # inline\n\n", []string{"s1", "s2"}, nil},
+		{"CRLF, unsorted", "s2\r\ns1\r\n", []string{"s1", "s2"}, nil},
+		{"empty", "", []string{}, nil},
+		{"a site on two lines", "s1\ns2\ns1\n", nil, []string{"eu.sites line 3", `region "eu"`, `site "s1" twice`, "first on line 1"}},
+		{"a site twice, once with a comment", "s1\n\n# again:\n  s1\t# the same\n", nil, []string{"eu.sites line 4", `site "s1" twice`, "first on line 1"}},
+		{"a site twice in CRLF", "s1\r\ns1\r\n", nil, []string{"eu.sites line 2", `site "s1" twice`}},
+		{"a bad site ID", "s1\nS 4\n", nil, []string{`site "S 4" is not a DNS label`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if _, _, err := quant.WriteKeyPair(dir, "eu", key); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "eu.sites"), []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r, err := LoadRegions(dir)
+			if tc.want != nil {
+				if err != nil || !slices.Equal(r.Sites("eu"), tc.want) {
+					t.Fatalf("eu's sites %v, %v; want %v", r.Sites("eu"), err, tc.want)
+				}
+				return
+			}
+			if !errors.Is(err, ErrRegional) || r != nil {
+				t.Fatalf("eu's sites %v, %v; want a refusal wrapping ErrRegional", r.Sites("eu"), err)
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("refusal %q does not say %q", err, w)
+				}
+			}
+		})
+	}
 }
 
 // TestLoadRegionsLongLine: a line longer than bufio.Scanner's default

@@ -27,7 +27,8 @@ type Regions struct {
 var _ RegionKeys = (*Regions)(nil)
 
 // Add registers a region's key and sites; a site already in another
-// region is refused.
+// region, or listed twice, is refused (ErrRegional), and nothing is
+// registered.
 func (r *Regions) Add(region string, pub ed25519.PublicKey, sites ...string) error {
 	if !ValidSite(region) {
 		return fmt.Errorf("%w: region %q is not a DNS label", ErrRegional, region)
@@ -41,6 +42,7 @@ func (r *Regions) Add(region string, pub ed25519.PublicKey, sites ...string) err
 	if _, dup := r.keys[region]; dup {
 		return fmt.Errorf("%w: region %q registered twice", ErrRegional, region)
 	}
+	seen := make(map[string]bool, len(sites))
 	for _, s := range sites {
 		if !ValidSite(s) {
 			return fmt.Errorf("%w: region %q: site %q is not a DNS label", ErrRegional, region, s)
@@ -48,6 +50,11 @@ func (r *Regions) Add(region string, pub ed25519.PublicKey, sites ...string) err
 		if o, ok := r.of[s]; ok {
 			return fmt.Errorf("%w: site %q is in regions %q and %q", ErrRegional, s, o, region)
 		}
+		if seen[s] {
+			// it would count twice wherever the region's sites are counted
+			return fmt.Errorf("%w: region %q lists site %q twice", ErrRegional, region, s)
+		}
+		seen[s] = true
 	}
 	r.keys[region] = append(ed25519.PublicKey(nil), pub...)
 	for _, s := range sites {
@@ -104,22 +111,31 @@ const maxSitesFileBytes = 1 << 20
 
 // LoadRegions reads a directory of regions: REGION.pub, the region's
 // public key (written by 'edgectl model keygen --name REGION'), and
-// REGION.sites, its site IDs, one a line ('#' starts a comment).
+// REGION.sites, its site IDs, one a line ('#' starts a comment). A site
+// on two lines of a file is refused (ErrRegional, naming both lines), as
+// Add refuses it.
 func LoadRegions(dir string) (*Regions, error) {
 	r := &Regions{}
 	err := eachPublicKey(dir, "regions", func(name, file string, pub ed25519.PublicKey) error {
-		raw, err := boundedio.ReadFile(context.Background(), filepath.Join(dir, name+".sites"), maxSitesFileBytes)
+		sitesFile := filepath.Join(dir, name+".sites")
+		raw, err := boundedio.ReadFile(context.Background(), sitesFile, maxSitesFileBytes)
 		if err != nil {
 			return fmt.Errorf("regions: %w", err)
 		}
 		var sites []string
+		lineOf := map[string]int{}
 		sc := bufio.NewScanner(bytes.NewReader(raw))
 		sc.Buffer(nil, maxSitesFileBytes+1) // a line as long as the file (a long comment) is read whole
-		for sc.Scan() {
+		for n := 1; sc.Scan(); n++ {
 			line, _, _ := strings.Cut(sc.Text(), "#")
-			if line = strings.TrimSpace(line); line != "" {
-				sites = append(sites, line)
+			if line = strings.TrimSpace(line); line == "" {
+				continue
 			}
+			if first, dup := lineOf[line]; dup {
+				return fmt.Errorf("%w: %s line %d: region %q lists site %q twice (first on line %d)", ErrRegional, sitesFile, n, name, line, first)
+			}
+			lineOf[line] = n
+			sites = append(sites, line)
 		}
 		if err := sc.Err(); err != nil {
 			return fmt.Errorf("%w: %s.sites: %v", ErrRegional, name, err)

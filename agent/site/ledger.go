@@ -147,6 +147,11 @@ func (l *Ledger) get(ctx context.Context) (*v1.ConfigMap, LedgerState, error) {
 	if err := dec.Decode(&st); err != nil {
 		return nil, st, fmt.Errorf("%w: %s/%s: %v", ErrLedger, cm.Namespace, cm.Name, err)
 	}
+	// dec.More reports false for a trailing '}' or ']', so ask for the
+	// next token: only the end of input (after white space) is clean.
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, st, fmt.Errorf("%w: %s/%s: trailing data after the %s object", ErrLedger, cm.Namespace, cm.Name, ledgerKey)
+	}
 	if st.V != 1 || st.Site != l.cfg.Site {
 		return nil, st, fmt.Errorf("%w: %s/%s is version %d of site %q (want 1, %q)", ErrLedger, cm.Namespace, cm.Name, st.V, st.Site, l.cfg.Site)
 	}

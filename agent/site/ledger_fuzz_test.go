@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"testing"
@@ -16,9 +17,10 @@ import (
 
 // FuzzLedgerState: no content of the site ledger ConfigMap (key
 // ledger.json) makes the ledger's reader panic. A ledger that does not
-// decode, or is another site's or version's, is refused with ErrLedger,
-// and a reservation then fails without overwriting it; an accepted one
-// is this site's version 1, and a reservation on it hands out the next
+// decode, has anything but white space after its JSON value, or is
+// another site's or version's, is refused with ErrLedger, and a
+// reservation then fails without overwriting it; an accepted one is one
+// JSON value of this site's version 1, and a reservation on it hands out the next
 // sequence (or refuses an exhausted one) and writes a ledger that reads
 // back with everything else kept. Seeded with a ledger the Ledger wrote.
 func FuzzLedgerState(f *testing.F) {
@@ -43,6 +45,8 @@ func FuzzLedgerState(f *testing.F) {
 	f.Add(real)
 	f.Add(real[:len(real)-1])
 	f.Add(real + `{"v":2}`)
+	f.Add(real + "}")
+	f.Add(" \n" + real + "\r\n")
 	f.Add(`{"v":1,"site":"store-1","seq":18446744073709551615,"round":18446744073709551615,"updated":"2026-12-01T00:00:00+05:30","by":""}`)
 	f.Add(`{"v":1,"site":"store-2","seq":1}`)
 	f.Add(`{"v":1,"site":"store-1","Seq":2,"seq":3,"extra":1}`)
@@ -64,8 +68,8 @@ func FuzzLedgerState(f *testing.F) {
 			}
 			return
 		}
-		if st.V != 1 || st.Site != "store-1" {
-			t.Fatalf("accepted ledger %+v", st)
+		if st.V != 1 || st.Site != "store-1" || !json.Valid([]byte(raw)) {
+			t.Fatalf("accepted ledger %+v from %q", st, raw)
 		}
 		seq, err := l.Reserve(ctx, 1, 0, true)
 		if st.Seq == math.MaxUint64 {

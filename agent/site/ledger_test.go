@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -95,6 +96,55 @@ func TestLedgerSequence(t *testing.T) {
 	}
 	if _, err := a.Reserve(ctx, 9, 0, false); !errors.Is(err, ErrLedger) {
 		t.Fatalf("damaged ledger: %v, want ErrLedger", err)
+	}
+}
+
+// TestLedgerState: the ledger's content is one JSON object of this
+// site's version 1, white space around it allowed; anything after it (a
+// second object, a stray brace, bytes an edit left behind) is refused
+// with ErrLedger, saying so, and a reservation on it fails without
+// overwriting it.
+func TestLedgerState(t *testing.T) {
+	ctx := context.Background()
+	const good = `{"v":1,"site":"store-1","seq":7,"round":3,"updated":"2026-01-02T03:04:05Z","by":"node-a"}`
+	for _, tc := range []struct {
+		name string
+		raw  string
+		want string // "": accepted (seq 7); else the refusal says it
+	}{
+		{"the ledger", good, ""},
+		{"white space around it", " \n\t" + good + "\r\n\n ", ""},
+		{"garbage after it", good + "garbage", "trailing data"},
+		{"a second object", good + `{"v":1,"site":"store-1","seq":9}`, "trailing data"},
+		{"a second object after a newline", good + "\n{}", "trailing data"},
+		{"a stray closing brace", good + "}", "trailing data"},
+		{"a stray closing bracket", good + " ]", "trailing data"},
+		{"a number after it", good + " 0", "trailing data"},
+		{"a cut object", good[:len(good)-1], "unexpected EOF"},
+		{"an unknown field", `{"v":1,"site":"store-1","seq":7,"extra":1}`, "unknown field"},
+		{"another site's", `{"v":1,"site":"store-2","seq":7}`, `site "store-2"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: LedgerName("store-1"), Namespace: testNS},
+				Data: map[string]string{ledgerKey: tc.raw}})
+			l := newLedger(t, client, "node-a")
+			st, err := l.State(ctx)
+			if tc.want == "" {
+				if err != nil || st.Seq != 7 || st.Round != 3 || st.By != "node-a" {
+					t.Fatalf("ledger %+v, %v; want seq 7, round 3, by node-a", st, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrLedger) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), LedgerName("store-1")) {
+				t.Fatalf("ledger %+v, %v; want ErrLedger naming the ConfigMap and saying %q", st, err, tc.want)
+			}
+			if _, err := l.Reserve(ctx, 9, 0, false); !errors.Is(err, ErrLedger) {
+				t.Fatalf("a reservation on a refused ledger: %v, want ErrLedger", err)
+			}
+			if cm, err := client.CoreV1().ConfigMaps(testNS).Get(ctx, LedgerName("store-1"), metav1.GetOptions{}); err != nil || cm.Data[ledgerKey] != tc.raw {
+				t.Fatalf("a refused ledger was changed (%v)", err)
+			}
+		})
 	}
 }
 
