@@ -338,15 +338,45 @@ type Reconciled struct {
 	// Refused: handovers that are not this site's signed updates (left
 	// in place, logged).
 	Refused []uint64
-	// Full: handovers the outbox had no room for (flclient.ErrOutboxFull:
-	// counted, logged and reported Done by the client, as any update its
-	// full outbox drops).
+	// Full: handovers the outbox had no room for (flclient.ErrOutboxFull),
+	// or dropped again for a later handover's room (drop-oldest): counted,
+	// logged and reported Done by the client, as any update its full
+	// outbox drops.
 	Full []uint64
 	// HandedOver: entries of this outbox above the ledger's sequence (an
 	// outbox from before the site had a ledger), now handed over.
 	HandedOver []uint64
 	// Ledger is the ledger as read.
 	Ledger LedgerState
+}
+
+// keepQueued moves from Adopted to Full the handovers no longer in ob: an
+// outbox that drops its oldest entry for room (drop-oldest) may drop one
+// adopted earlier in the same Reconcile (and the client counted, logged
+// and reported it Done).
+func (r *Reconciled) keepQueued(ob Outbox) error {
+	if len(r.Adopted) == 0 {
+		return nil
+	}
+	now, err := ob.Outbox()
+	if err != nil {
+		return fmt.Errorf("read the outbox: %w", err)
+	}
+	queued := make(map[uint64]bool, len(now))
+	for _, s := range now {
+		queued[s] = true
+	}
+	kept := r.Adopted[:0]
+	for _, s := range r.Adopted {
+		if queued[s] {
+			kept = append(kept, s)
+		} else {
+			r.Full = append(r.Full, s)
+		}
+	}
+	r.Adopted = kept
+	slices.Sort(r.Full)
+	return nil
 }
 
 // Reconcile makes this agent's outbox the site's before its client
@@ -411,21 +441,27 @@ func (l *Ledger) Reconcile(ctx context.Context, ob Outbox) (Reconciled, error) {
 			r.Adopted = append(r.Adopted, h.Seq)
 		}
 	}
+	if err := r.keepQueued(ob); err != nil {
+		return r, err
+	}
 	for _, s := range legacy {
 		msg, err := ob.OutboxEntry(s)
 		if err != nil {
 			return r, fmt.Errorf("read outbox entry %d: %w", s, err)
 		}
-		if msg == nil {
-			continue // dropped for an adopted update's room
+		if msg != nil {
+			if err := l.handOver(ctx, s, msg); err != nil {
+				return r, err
+			}
 		}
-		if err := l.handOver(ctx, s, msg); err != nil {
-			return r, err
-		}
+		// (an entry dropped for an adopted update's room used its
+		// sequence too: no agent may reserve it again)
 		if st, err = l.change(ctx, func(st *LedgerState) error { st.Seq = max(st.Seq, s); return nil }); err != nil {
 			return r, err
 		}
-		r.HandedOver = append(r.HandedOver, s)
+		if msg != nil {
+			r.HandedOver = append(r.HandedOver, s)
+		}
 	}
 	r.Ledger = st
 	if len(r.Adopted)+len(r.Forgotten)+len(r.HandedOver)+len(r.Full) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -193,8 +194,9 @@ func TestLedgerSequenceExhausted(t *testing.T) {
 // messages starting with "bad", and, with a limit, any message once the
 // outbox holds limit entries (as a client with the refuse-new policy).
 type memOutbox struct {
-	entries map[uint64][]byte
-	limit   int
+	entries    map[uint64][]byte
+	limit      int
+	dropOldest bool // a full outbox drops its oldest entry (or the adopted one, when older)
 }
 
 func (m *memOutbox) Outbox() ([]uint64, error) {
@@ -213,7 +215,11 @@ func (m *memOutbox) Adopt(_ context.Context, seq uint64, msg []byte) error {
 		return fmt.Errorf("%w: not signed", flclient.ErrAdopt)
 	}
 	if m.limit > 0 && len(m.entries) >= m.limit {
-		return fmt.Errorf("%w: update %d not adopted", flclient.ErrOutboxFull, seq)
+		oldest := slices.Min(slices.Collect(maps.Keys(m.entries)))
+		if !m.dropOldest || seq < oldest {
+			return fmt.Errorf("%w: update %d not adopted", flclient.ErrOutboxFull, seq)
+		}
+		delete(m.entries, oldest)
 	}
 	m.entries[seq] = msg
 	return nil
@@ -295,5 +301,23 @@ func TestReconcileFullOutbox(t *testing.T) {
 	if !slices.Equal(r.Forgotten, []uint64{1, 2}) || !slices.Equal(r.Adopted, []uint64{3, 4}) || !slices.Equal(r.Full, []uint64{5}) ||
 		len(r.Refused) != 0 || !slices.Equal(got, []uint64{3, 4}) {
 		t.Fatalf("reconciled %+v, outbox %v; want 1 and 2 forgotten, 3 and 4 adopted, 5 full", r, got)
+	}
+}
+
+// TestReconcileDropOldest: an outbox of 2 that drops its oldest entry
+// for room adopts handovers 3, 4 and 5, dropping 3 for 5: Reconcile
+// reports 4 and 5 adopted and 3 full (what the outbox holds), not all
+// three.
+func TestReconcileDropOldest(t *testing.T) {
+	ctx := context.Background()
+	_, me := handedOver(t, 5, 3, 4, 5)
+	ob := &memOutbox{entries: map[uint64][]byte{}, limit: 2, dropOldest: true}
+	r, err := me.Reconcile(ctx, ob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := ob.Outbox()
+	if !slices.Equal(r.Adopted, []uint64{4, 5}) || !slices.Equal(r.Full, []uint64{3}) || !slices.Equal(got, []uint64{4, 5}) {
+		t.Fatalf("reconciled %+v, outbox %v; want 4 and 5 adopted, 3 full", r, got)
 	}
 }

@@ -138,28 +138,30 @@ func TestBudgetLargerThanBudgetWaits(t *testing.T) {
 }
 
 // TestBudgetCancel: a wait for room ends when ctx ends, taking nothing;
-// Admit then hands nothing on and holds nothing.
+// Admit then hands nothing on and holds nothing, also when it had taken
+// its bytes and waited for room in the channel.
 func TestBudgetCancel(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		wait  func(ctx context.Context, b *ingest.Budget) error
 		sizes []int // held before
+		taken int   // what the wait holds before ctx ends
 	}{
-		{"acquire, budget full", func(ctx context.Context, b *ingest.Budget) error { return b.Acquire(ctx, 4) }, []int{8}},
-		{"acquire larger than the budget", func(ctx context.Context, b *ingest.Budget) error { return b.Acquire(ctx, 100) }, []int{1}},
+		{"acquire, budget full", func(ctx context.Context, b *ingest.Budget) error { return b.Acquire(ctx, 4) }, []int{8}, 0},
+		{"acquire larger than the budget", func(ctx context.Context, b *ingest.Budget) error { return b.Acquire(ctx, 100) }, []int{1}, 0},
 		{"admit, budget full", func(ctx context.Context, b *ingest.Budget) error {
 			if ingest.Admit(ctx, b, 4, make(chan int, 1), 1) {
 				return errors.New("admitted")
 			}
 			return ctx.Err()
-		}, []int{6, 2}},
+		}, []int{6, 2}, 0},
 		{"admit, channel full", func(ctx context.Context, b *ingest.Budget) error {
 			c := make(chan int)
 			if ingest.Admit(ctx, b, 4, c, 1) {
 				return errors.New("admitted")
 			}
 			return ctx.Err()
-		}, nil},
+		}, nil, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBudget(t, 8)
@@ -173,6 +175,9 @@ func TestBudgetCancel(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			got := make(chan error, 1)
 			go func() { got <- tc.wait(ctx, b) }()
+			// (Admit waiting on the channel holds its bytes: cancelled
+			// only then, it must give them back)
+			waitFor(t, "the wait to take its bytes", nil, func() bool { return b.Held() == int64(before+tc.taken) })
 			cancel()
 			endsWith(t, "the wait", got, context.Canceled, 5*time.Second)
 			if b.Held() != int64(before) {

@@ -148,8 +148,12 @@ func TestRunInflightBytes(t *testing.T) {
 			}
 			js, cons := updateConsumer(t, opts, "coordinator")
 			ctx := context.Background()
+			// (not jetstream's default 5 s: a loaded machine may take
+			// longer to store 17 MiB)
+			pctx, pcancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer pcancel()
 			for i := range tc.n {
-				if _, err := js.Publish(ctx, federated.UpdateSubjectPrefix+"site-a", message(i, tc.size)); err != nil {
+				if _, err := js.Publish(pctx, federated.UpdateSubjectPrefix+"site-a", message(i, tc.size)); err != nil {
 					t.Fatal(err)
 				}
 			}

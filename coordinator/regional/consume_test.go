@@ -238,9 +238,13 @@ func TestConsumeFetchBytes(t *testing.T) {
 		return len(d.cons) == 1, ""
 	})
 	data := make([]byte, size)
+	// (not jetstream's default 5 s: a loaded machine may take longer to
+	// store 22 MiB)
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer pcancel()
 	for i := 1; i <= n; i++ {
 		data[0] = byte(i)
-		if _, err := js.Publish(ctx, federated.RegionalSubjectPrefix+"eu", data); err != nil {
+		if _, err := js.Publish(pctx, federated.RegionalSubjectPrefix+"eu", data); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -29,7 +29,9 @@ type Lookahead struct {
 
 // MaxLookaheadPlays bounds the pods one lookahead decision plays
 // (TopK x Samples x Horizon; each is a pass of FGD over the cluster's
-// nodes on a copy of the state).
+// nodes on a copy of the state). The candidate pod each rollout binds
+// first is not counted: it is bound to its node, without a pass; each of
+// the TopK x Samples rollouts also copies the state once.
 const MaxLookaheadPlays = 1_000_000
 
 // lookaheadTeacher implements sim.Policy for the teacher role.
