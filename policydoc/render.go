@@ -2,13 +2,49 @@ package policydoc
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
-// English renders the rule as one canonical English sentence, which the
-// compiler (policydoc/nlp) reads back into the same rule.
-func (r *Rule) English() string {
-	subj := r.subjectEN()
+// NameStyle is how a rendering writes the names of services, zones and GPU
+// models. A name can also be a name in another role or a word of the
+// policy language (a service called "east" where the compiler's glossary
+// knows a zone "east", a zone "a", a service "order" that the glossary
+// reads as "orders"); the compiler (policydoc/nlp) then reads the plain
+// sentence as another rule or refuses it, and a more explicit style
+// disambiguates. nlp.RenderRule picks the first style that reads back.
+type NameStyle int
+
+// Name styles, from plain to explicit.
+const (
+	// NamesPlain writes names as they are: "run checkout only in zone east".
+	NamesPlain NameStyle = iota
+	// NamesMarked writes "service" (服务) after every service: "run
+	// checkout service only in zone checkout" (a zone always has "zone").
+	NamesMarked
+	// NamesQuoted also quotes every name: `run "checkout" service only in
+	// zone "a"`. The compiler takes a quoted name as written: never as a
+	// policy word or a glossary alias.
+	NamesQuoted
+)
+
+// English renders the rule as one canonical English sentence, names
+// plain. The compiler (policydoc/nlp) reads it back into the same rule
+// when its glossary reads every name in its role; nlp.RenderRule checks
+// that and writes names more explicitly when it does not.
+func (r *Rule) English() string { return r.EnglishNames(NamesPlain) }
+
+// Chinese renders the rule as one canonical Chinese sentence, names plain
+// (as English).
+func (r *Rule) Chinese() string { return r.ChineseNames(NamesPlain) }
+
+// EnglishNames renders the rule as one English sentence writing names in
+// style s.
+func (r *Rule) EnglishNames(s NameStyle) string {
+	subj := r.subjectEN(s)
+	zones := quoteNames(r.Zones, s)
+	gpus := quoteNames(r.GPUModels, s)
 	var b strings.Builder
 	pref := r.Effect == Preferred
 	neg := r.Negate
@@ -36,13 +72,13 @@ func (r *Rule) English() string {
 	case Spread:
 		verb(fmt.Sprintf("run at most %d %s of %s per %s", r.MaxPerDomain, plural(r.MaxPerDomain, "replica"), subj, r.Scope), "")
 	case Zone:
-		verb("run "+subj+" "+only+"in "+plural(len(r.Zones), "zone")+" "+listEN(r.Zones), "running "+subj+" in "+plural(len(r.Zones), "zone")+" "+listEN(r.Zones))
+		verb("run "+subj+" "+only+"in "+plural(len(zones), "zone")+" "+listEN(zones), "running "+subj+" in "+plural(len(zones), "zone")+" "+listEN(zones))
 	case NodeLabel:
 		verb("run "+subj+" "+only+"on nodes labelled "+r.Label, "running "+subj+" on nodes labelled "+r.Label)
 	case Arch:
 		verb("run "+subj+" "+only+"on "+listEN(r.Arch)+" nodes", "running "+subj+" on "+listEN(r.Arch)+" nodes")
 	case GPUModel:
-		verb("run "+subj+" "+only+"on "+listEN(r.GPUModels)+" GPUs", "running "+subj+" on "+listEN(r.GPUModels)+" GPUs")
+		verb("run "+subj+" "+only+"on "+listEN(gpus)+" GPUs", "running "+subj+" on "+listEN(gpus)+" GPUs")
 	case Carbon:
 		switch {
 		case r.MaxCarbon == 0:
@@ -70,10 +106,10 @@ func (r *Rule) English() string {
 	return b.String()
 }
 
-// Chinese renders the rule as one canonical Chinese sentence, which the
-// compiler reads back into the same rule.
-func (r *Rule) Chinese() string {
-	subj := r.subjectZH()
+// ChineseNames renders the rule as one Chinese sentence writing names in
+// style s.
+func (r *Rule) ChineseNames(s NameStyle) string {
+	subj := r.subjectZH(s)
 	var b strings.Builder
 	if r.During != nil && r.Kind != Hours {
 		fmt.Fprintf(&b, "在%d点到%d点之间", r.During.From, r.During.To)
@@ -100,13 +136,13 @@ func (r *Rule) Chinese() string {
 	case Spread:
 		fmt.Fprintf(&b, "%s每个%s最多运行%d个%s副本", modal, scopeZH(r.Scope), r.MaxPerDomain, subj)
 	case Zone:
-		fmt.Fprintf(&b, "%s%s运行在区域%s", subj, only, strings.Join(r.Zones, "、"))
+		fmt.Fprintf(&b, "%s%s运行在区域%s", subj, only, strings.Join(quoteNames(r.Zones, s), "、"))
 	case NodeLabel:
 		fmt.Fprintf(&b, "%s%s运行在带标签%s的节点上", subj, only, r.Label)
 	case Arch:
 		fmt.Fprintf(&b, "%s%s运行在%s节点上", subj, only, strings.Join(r.Arch, "、"))
 	case GPUModel:
-		fmt.Fprintf(&b, "%s%s运行在%s GPU上", subj, only, strings.Join(r.GPUModels, "、"))
+		fmt.Fprintf(&b, "%s%s运行在%s GPU上", subj, only, strings.Join(quoteNames(r.GPUModels, s), "、"))
 	case Carbon:
 		if r.MaxCarbon == 0 {
 			fmt.Fprintf(&b, "%s优先使用低碳电网", subj)
@@ -135,28 +171,52 @@ func (r *Rule) Chinese() string {
 	return b.String()
 }
 
-func (r *Rule) subjectEN() string {
+func (r *Rule) subjectEN(s NameStyle) string {
+	svcs := serviceNames(r.Pods.Services, s, " service")
 	switch {
-	case r.Pods.GPU && len(r.Pods.Services) > 0:
-		return "GPU pods of " + listEN(r.Pods.Services)
+	case r.Pods.GPU && len(svcs) > 0:
+		return "GPU pods of " + listEN(svcs)
 	case r.Pods.GPU:
 		return "GPU pods"
-	case len(r.Pods.Services) > 0:
-		return listEN(r.Pods.Services)
+	case len(svcs) > 0:
+		return listEN(svcs)
 	}
 	return "all pods"
 }
 
-func (r *Rule) subjectZH() string {
+func (r *Rule) subjectZH(s NameStyle) string {
+	svcs := serviceNames(r.Pods.Services, s, "服务")
 	switch {
-	case r.Pods.GPU && len(r.Pods.Services) > 0:
-		return strings.Join(r.Pods.Services, "和") + "的GPU任务"
+	case r.Pods.GPU && len(svcs) > 0:
+		return strings.Join(svcs, "和") + "的GPU任务"
 	case r.Pods.GPU:
 		return "GPU任务"
-	case len(r.Pods.Services) > 0:
-		return strings.Join(r.Pods.Services, "和")
+	case len(svcs) > 0:
+		return strings.Join(svcs, "和")
 	}
 	return "所有Pod"
+}
+
+// serviceNames writes services in style s, marked with the word marker.
+func serviceNames(names []string, s NameStyle, marker string) []string {
+	out := quoteNames(names, s)
+	if s >= NamesMarked {
+		for i := range out {
+			out[i] += marker
+		}
+	}
+	return out
+}
+
+// quoteNames returns a copy of names, quoted in NamesQuoted.
+func quoteNames(names []string, s NameStyle) []string {
+	out := slices.Clone(names)
+	if s == NamesQuoted {
+		for i, n := range out {
+			out[i] = `"` + n + `"`
+		}
+	}
+	return out
 }
 
 func sameEN(s Scope) string {
@@ -197,6 +257,6 @@ func plural(n int, w string) string {
 	return w + "s"
 }
 
-func num(f float64) string {
-	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", f), "0"), ".")
-}
+// num writes f in the fewest digits that read back as f (%.3f wrote
+// 123.4567 as 123.457, another threshold).
+func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

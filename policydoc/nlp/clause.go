@@ -100,23 +100,47 @@ func merge(ts []token) ([]token, *float64, []string) {
 	return ts, weight, bad
 }
 
+// nameLike reports whether a role word ("zone", "service") can make t a
+// name of its role: an ASCII name, quoted or not, whatever the glossary
+// holds it as ("zone checkout" is a zone named like a service). A Chinese
+// alias is not: "每个区域支付…" is per zone, for payment.
+func nameLike(t token) bool {
+	switch t.t {
+	case tIdent:
+		return true
+	case tService, tZoneName, tGPUModel:
+		return isASCII(t.surf)
+	}
+	return false
+}
+
+// nameOf is a name token's name, lowercase, without quotes.
+func nameOf(t token) string { return strings.ToLower(strings.Trim(t.surf, `"`)) }
+
 // resolveNames turns names next to "service"/"zone" words into services
-// and zones.
+// and zones. A role word decides over the glossary: "zone checkout" is a
+// zone when checkout is also a service, "east service" a service when east
+// is also a zone.
 func resolveNames(ts []token) {
 	live := func(i int) bool { return i >= 0 && i < len(ts) && !ts[i].used }
+	// set gives t the role as; a service keeps its canonical name (an
+	// alias's), a zone is named as written
+	set := func(t *token, as tk) {
+		if as == tZoneName || t.t != tService {
+			t.s = nameOf(*t)
+		}
+		t.t = as
+	}
 	chain := func(i int, as tk) {
 		for i < len(ts) {
 			if ts[i].used || ts[i].t == tFiller {
 				i++
 				continue
 			}
-			if ts[i].t == tIdent || ts[i].t == as || (as == tZoneName && ts[i].t == tService) {
-				ts[i].t = as
-				if as == tZoneName {
-					ts[i].s = strings.ToLower(ts[i].surf)
-				}
+			if nameLike(ts[i]) || ts[i].t == as {
+				set(&ts[i], as)
 				i++
-				if i < len(ts) && (ts[i].t == tAnd || ts[i].t == tPunct) && i+1 < len(ts) && (ts[i+1].t == tIdent || ts[i+1].t == as) {
+				if i < len(ts) && (ts[i].t == tAnd || ts[i].t == tPunct) && i+1 < len(ts) && (nameLike(ts[i+1]) || ts[i+1].t == as) {
 					i++
 					continue
 				}
@@ -130,15 +154,23 @@ func resolveNames(ts []token) {
 		}
 		switch ts[i].t {
 		case tScopeZone:
-			if live(i+1) && (ts[i+1].t == tIdent || ts[i+1].t == tZoneName) {
+			// "in zone X" names a zone; "in the same zone", "per zone"
+			// and "不同区域" are scopes, and a known name after them is
+			// not taken for a zone
+			scopeWord := live(i-1) && (ts[i-1].t == tSame || ts[i-1].t == tDiff || ts[i-1].t == tPer)
+			if live(i+1) && (ts[i+1].t == tIdent || ts[i+1].t == tZoneName || nameLike(ts[i+1]) && !scopeWord) {
 				ts[i].t = tFiller
 				chain(i+1, tZoneName)
 			} else if live(i-1) && ts[i-1].t == tIdent {
-				ts[i].t, ts[i-1].t, ts[i-1].s = tFiller, tZoneName, strings.ToLower(ts[i-1].surf)
+				ts[i].t, ts[i-1].t, ts[i-1].s = tFiller, tZoneName, nameOf(ts[i-1])
 			}
 		case tServiceMarker:
-			named := live(i-1) && (ts[i-1].t == tService || ts[i-1].t == tIdent)
-			if live(i+1) && ts[i+1].t == tIdent && !named {
+			named := live(i-1) && (ts[i-1].t == tService || nameLike(ts[i-1]))
+			if named {
+				// "NAME service": NAME is a service whatever else it is
+				set(&ts[i-1], tService)
+			}
+			if live(i+1) && nameLike(ts[i+1]) && !named {
 				ts[i].t = tFiller
 				chain(i+1, tService)
 			} else {

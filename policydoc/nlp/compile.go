@@ -51,7 +51,7 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return ErrRefused }
 
 // Compiled is one rule with the clause it came from and its canonical
-// renderings.
+// renderings (RenderRule: they read back into the rule).
 type Compiled struct {
 	Clause  string         `json:"clause"`
 	Rule    policydoc.Rule `json:"rule"`
@@ -65,8 +65,13 @@ var (
 )
 
 // Compile reads sentences and returns one rule per clause, or an error
-// joining every clause's refusal (each an *Error).
-func Compile(text string, g *Glossary) ([]Compiled, error) {
+// joining every clause's refusal (each an *Error). Each rule comes with
+// its sentences (RenderRule), which Compile with g reads back into it; a
+// rule no sentence carries is refused, naming the clash.
+func Compile(text string, g *Glossary) ([]Compiled, error) { return compile(text, g, true) }
+
+// compile is Compile; without render the rules have no sentences.
+func compile(text string, g *Glossary, render bool) ([]Compiled, error) {
 	if len(text) > MaxInputBytes {
 		return nil, &Error{Clause: text[:80] + "...", Expected: fmt.Sprintf("at most %d bytes of text", MaxInputBytes)}
 	}
@@ -132,7 +137,18 @@ func Compile(text string, g *Glossary) ([]Compiled, error) {
 				}
 				r.Source = r.Source[:n]
 			}
-			out = append(out, Compiled{Clause: c.text, Rule: *r, English: r.English(), Chinese: r.Chinese()})
+			cm := Compiled{Clause: c.text, Rule: *r}
+			if render {
+				rd, err := RenderRule(r, g)
+				if err != nil {
+					// unreachable while compiled GPU models come from
+					// the glossary; refused rather than shown wrong
+					errs = append(errs, refuse(c, nil, "a rule a sentence can carry: %v", err))
+					continue
+				}
+				cm.English, cm.Chinese = rd.English, rd.Chinese
+			}
+			out = append(out, cm)
 		}
 	}
 	if len(errs) > 0 {

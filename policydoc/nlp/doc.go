@@ -17,12 +17,25 @@
 //
 // Names: services, zones and GPU models come from a Glossary (the default
 // one knows common microservice names and their Chinese names, and GPU
-// models; Glossary.FromEnv adds a simulator scenario's names); an unknown
-// ASCII name is read as a service when "service"/"服务" follows it, and as
-// a zone after "zone"/"区域".
+// models; edgectl adds a simulator scenario's names); an unknown ASCII
+// name is read as a service when "service"/"服务" follows it, and as a
+// zone after "zone"/"区域". A role word decides over the glossary: "zone
+// checkout" is a zone even though checkout is a known service, "east
+// service" a service even where east is a known zone. A quoted name
+// ("a", "order") is a name as written: never a policy word ("a" is an
+// article) nor an alias ("order" is otherwise "orders").
 //
-// Every compiled rule is rendered back by policydoc.Rule.English and
-// Chinese; both renderings compile to the same rule (tested).
+// Rendering: RenderRule (Render for a document) writes a rule as an
+// English and a Chinese sentence that Compile, with the same glossary,
+// reads back into the rule, and checks it by compiling them: names plain
+// (policydoc.Rule.English and Chinese) when that reads back, else every
+// service marked ("checkout service"), else every name also quoted. A rule
+// no sentence carries, because a GPU model (which has no role word) reads
+// as a service or a zone or is not in the glossary, is refused with an
+// error wrapping ErrUnrenderable that names the model and its other role.
+// Compile gives every rule its RenderRule sentences. Both directions are
+// tested on the corpus and on name clashes, and fuzzed (FuzzCompile,
+// FuzzRender).
 //
 // Concurrency: Compile keeps no state between calls and is safe for
 // concurrent use; a Glossary must not be modified while Compile reads it.

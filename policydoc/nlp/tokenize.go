@@ -23,7 +23,10 @@ var verbs = map[string]bool{"keep": true, "put": true, "place": true, "run": tru
 // maxPhrase is the longest English phrase in words.
 const maxPhrase = 5
 
-var enWord = regexp.MustCompile(`(?i)\d{1,2}:\d{2}|\d+(?:\.\d+)?(?:\s?(?:am|pm|a\.m\.|p\.m\.))?(?:%|％)?|[a-z0-9][a-z0-9./_-]*=[a-z0-9._/-]*|[a-z0-9][a-z0-9_./'&-]*[a-z0-9]|[a-z0-9]|[,&()（）%:]`)
+// enWord is one English word; a quoted name ("a", "checkout") is one word,
+// and so is a label, tried before numbers (a key may start with a digit:
+// "0=" was the number 0).
+var enWord = regexp.MustCompile(`(?i)"[a-z0-9][a-z0-9._/-]*"|[a-z0-9][a-z0-9./_-]*=[a-z0-9._/-]*|\d{1,2}:\d{2}|\d+(?:\.\d+)?(?:\s?(?:am|pm|a\.m\.|p\.m\.))?(?:%|％)?|[a-z0-9][a-z0-9_./'&-]*[a-z0-9]|[a-z0-9]|[,&()（）%:]`)
 
 // tokenizeEnglish reads an ASCII (or mostly ASCII) text.
 func tokenizeEnglish(text string, g *Glossary) []token {
@@ -60,6 +63,17 @@ func classifyWord(w string, g *Glossary) token {
 	lw := strings.ToLower(w)
 	tok := token{surf: w}
 	switch {
+	case len(w) > 2 && w[0] == '"':
+		// a quoted name: a name as written, never a policy word or an
+		// alias; the glossary gives its role, a role word may change it
+		n := w[1 : len(w)-1]
+		tok.t, tok.s = tIdent, strings.ToLower(n)
+		switch t, _ := g.lookup(tok.s); t {
+		case tGPUModel:
+			tok.t, tok.s = t, n
+		case tService, tZoneName:
+			tok.t = t
+		}
 	case w == "," || w == "&":
 		tok.t = tPunct
 	case w == "(" || w == ")" || w == "（" || w == "）" || w == ":":
