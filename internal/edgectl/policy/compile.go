@@ -66,7 +66,7 @@ a service when followed by "service" (服务) and as a zone after "zone" (区域
 			}
 			out := compiledPolicy{Rules: []ruleView{}}
 			for i := range doc.Rules {
-				out.Rules = append(out.Rules, newRuleView(&doc.Rules[i], compiled[i].Clause))
+				out.Rules = append(out.Rules, newRuleView(&doc.Rules[i], compiled[i].Clause, compiled[i].English, compiled[i].Chinese))
 			}
 			if f.out != "" {
 				if err := writeDocument(doc, f.out); err != nil {

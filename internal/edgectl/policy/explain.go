@@ -39,7 +39,7 @@ the node score the preferred rules decide.`,
 			}
 			out := explainedPolicy{APIVersion: doc.APIVersion, ScoreShare: int(doc.Share()*100 + 0.5), Rules: []ruleView{}}
 			for i := range doc.Rules {
-				out.Rules = append(out.Rules, newRuleView(&doc.Rules[i], doc.Rules[i].Source))
+				out.Rules = append(out.Rules, newRuleView(&doc.Rules[i], doc.Rules[i].Source, "", ""))
 			}
 			return cmdutil.PrintData(cmd.OutOrStdout(), output, out, func(w io.Writer) error {
 				if err := printRules(w, out.Rules); err != nil {

@@ -59,11 +59,16 @@ type ruleView struct {
 	Chinese       string   `json:"chinese"`
 }
 
-func newRuleView(r *policydoc.Rule, clause string) ruleView {
+// newRuleView shows r, compiled from clause (or written so), with its
+// sentences english and chinese ("": r's own, names written plain).
+func newRuleView(r *policydoc.Rule, clause, english, chinese string) ruleView {
+	if english == "" || chinese == "" {
+		english, chinese = r.English(), r.Chinese()
+	}
 	v := ruleView{Name: r.Name, Clause: clause, Kind: string(r.Kind), Effect: string(r.Effect), Weight: r.Weight,
 		Services: r.Pods.Services, GPUPods: r.Pods.GPU, Scope: string(r.Scope), MaxPerDomain: r.MaxPerDomain, Negate: r.Negate,
 		Zones: r.Zones, Label: r.Label, Arch: r.Arch, GPUModels: r.GPUModels, MaxCarbon: r.MaxCarbon, MaxCPUPercent: r.MaxCPUPercent,
-		English: r.English(), Chinese: r.Chinese()}
+		English: english, Chinese: chinese}
 	if r.During != nil {
 		v.Hours = fmt.Sprintf("%02d:00-%02d:00", r.During.From, r.During.To)
 	}

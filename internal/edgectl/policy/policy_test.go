@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,6 +49,32 @@ func TestPolicyCompile(t *testing.T) {
 	stdout, _, err = run(t, "policy", "compile", "run frontend only in zone store-north", "--scenario", "builtin:retail-fleet")
 	if err != nil || !strings.Contains(stdout, "zone store-north") {
 		t.Fatalf("scenario names: %v\n%s", err, stdout)
+	}
+	// a name in two roles (east a zone of --zones and a service here): the
+	// printed sentences mark the services, so that each compiles back, with
+	// the same names, to the same rule ("keep payment and east in the
+	// same zone" would read east as a zone)
+	stdout, _, err = run(t, "policy", "compile", "keep payment service and east service in the same zone", "--zones", "east", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clash policy.CompiledPolicy
+	if err := json.Unmarshal([]byte(stdout), &clash); err != nil || len(clash.Rules) != 1 {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	r := clash.Rules[0]
+	if !slices.Equal(r.Services, []string{"east", "payment"}) && !slices.Equal(r.Services, []string{"payment", "east"}) {
+		t.Fatalf("services %v, want payment and east", r.Services)
+	}
+	for _, sentence := range []string{r.English, r.Chinese} {
+		stdout, _, err := run(t, "policy", "compile", sentence, "--zones", "east", "-o", "json")
+		var back policy.CompiledPolicy
+		if err == nil {
+			err = json.Unmarshal([]byte(stdout), &back)
+		}
+		if err != nil || len(back.Rules) != 1 || back.Rules[0].Kind != r.Kind || !slices.Equal(back.Rules[0].Services, r.Services) {
+			t.Errorf("%q compiles back to %+v (%v), want %+v", sentence, back.Rules, err, r)
+		}
 	}
 }
 
