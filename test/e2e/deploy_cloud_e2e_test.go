@@ -265,6 +265,8 @@ func cloudRefusals() []refusal {
 		{"region name too long", cloud(region(0, strings.Repeat("r", 40))...), "longer than 52 characters"},
 		{"site in two regions", cloud(append(append(region(0, "eu"), region(1, "us")...),
 			"--set", "cloud.regions[0].siteNames[0]=store-1", "--set", "cloud.regions[1].siteNames[0]=store-1")...), `site "store-1" is in regions "eu" and "us"`},
+		{"site twice in a region", cloud(append(region(0, "eu"), "--set", "cloud.regions[0].siteNames[0]=store-1", "--set", "cloud.regions[0].siteNames[1]=store-1")...),
+			"at '/cloud/regions/0/siteNames': items at 0 and 1 are equal"},
 		{"regional site the root does not register", cloud(append(region(0, "eu"), "--set", "cloud.coordinator.sites.lab-1\\.pub=k",
 			"--set", "cloud.regions[0].siteNames[0]=store-1")...), `site "store-1" of region "eu" is not in cloud.coordinator.sites`},
 		{"some regions with keys", cloud(append(append(region(0, "eu"), region(1, "us")...), "--set", "cloud.regions[0].publicKey=k",

@@ -211,7 +211,9 @@ the coordinator's stream replicas, the regions. */}}
 {{- end -}}
 {{- end -}}
 {{- range include "edgesched.regionSiteNames" . | fromJsonArray -}}
-{{- if hasKey $siteRegion . -}}
+{{- if eq (get $siteRegion .) $region -}}
+{{- fail (printf "cloud.regions: region %q lists site %q twice in siteNames" $region .) -}}
+{{- else if hasKey $siteRegion . -}}
 {{- fail (printf "cloud.regions: site %q is in regions %q and %q; a site belongs to one region" . (get $siteRegion .) $region) -}}
 {{- end -}}
 {{- $_ := set $siteRegion . $region -}}
