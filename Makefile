@@ -163,10 +163,10 @@ manifests: helm ## render deploy/manifests/{site,cloud}.yaml from the Helm chart
 test: lint e2e-bin onnx-tools ## lint, then all tests with the race detector, end-to-end included
 	EDGESCHED_E2E_BIN_DIR=$(abspath $(E2E_BIN)) $(GO) test -race -count=1 -timeout 20m $(PKGS)
 	@# the network's nogorgonia build (edge-agent's and edge-scheduler's) must compute what the default build does
-	$(GO) test -tags "$(AGENT_TAGS)" -count=1 ./policy/... ./quant/ ./agent/flclient/
+	$(GO) test -tags "$(AGENT_TAGS)" -count=1 ./policy/... ./quant/ ./quant/int8net/ ./agent/flclient/
 	$(GO) test -tags "$(SCHEDULER_TAGS)" -count=1 ./edge-plugin/...
 	@# the AVX2 kernels exist only with Go's experimental SIMD package
-	GOEXPERIMENT=simd $(GO) test -count=1 -run 'SIMD|Int8|Exact' ./quant/
+	GOEXPERIMENT=simd $(GO) test -count=1 -run 'SIMD|Int8|Exact' ./quant/ ./quant/int8net/
 	GOEXPERIMENT=simd $(GO) test -count=1 -run 'FloatScorer' ./policy/nn/ ./models/
 	@# junk must not delay an honest update beyond 5 s: a bound of the build without the race detector
 	$(GO) test -count=1 -run '^TestJunkDoesNotDelayHonestUpdate$$' ./test/fl/
@@ -233,7 +233,7 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	$(GO) vet -tags "$(AGENT_TAGS)" ./policy/... ./quant/ ./agent/... ./internal/agentcmd/ ./cmd/edge-agent/
+	$(GO) vet -tags "$(AGENT_TAGS)" ./policy/... ./quant/ ./quant/int8net/ ./agent/... ./internal/agentcmd/ ./cmd/edge-agent/
 	$(GO) vet -tags "$(SCHEDULER_TAGS)" ./edge-plugin/... ./internal/schedcmd/ ./cmd/edge-scheduler/
 
 fmt: ## format the code

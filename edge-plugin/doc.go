@@ -1,7 +1,7 @@
 // Package edgeplugin is EdgePolicy, a kube-scheduler framework plugin
 // (k8s.io/kube-scheduler/framework, Kubernetes v1.37) that places pods
 // with the project's learned int8 policy, making the same choices the
-// policy makes in the simulator (quant.Factory) for the same cluster state.
+// policy makes in the simulator (int8net.Factory) for the same cluster state.
 //
 // Extension points:
 //   - PreFilter/Filter: the hard GPU constraints upstream plugins do not

@@ -10,14 +10,14 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/edgesched/edgesched/kubefmt"
-	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 )
 
 // TestParityWithSimulator replays a pod sequence on a small openb cluster
-// in the simulator with quant.Factory (ties to the lowest node index) and
+// in the simulator with int8net.Factory (ties to the lowest node index) and
 // through the plugin's extension points, binding each pod where the
 // simulator bound it, and checks that the plugin picks the same node
 // (highest normalised score, first on ties) and the same GPU devices.
@@ -62,7 +62,7 @@ func TestParityWithSimulator(t *testing.T) {
 	rc.OnBind = func(st *sim.State, p *sim.Pod, node int, gpus []int) {
 		binds = append(binds, bind{env.Spec(p).Name, node, slices.Clone(gpus)})
 	}
-	if _, err := engine.Run(context.Background(), env, quant.Factory("int8", testNet(t)), rc); err != nil {
+	if _, err := engine.Run(context.Background(), env, int8net.Factory("int8", testNet(t)), rc); err != nil {
 		t.Fatal(err)
 	}
 	if len(binds) < 80 {

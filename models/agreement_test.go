@@ -6,6 +6,7 @@ import (
 
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/quant/agreement"
+	"github.com/edgesched/edgesched/quant/int8net"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -42,7 +43,7 @@ func TestShippedDefaultInt8Agreement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := quant.NewInt8Net(a)
+	n, err := int8net.New(a)
 	if err != nil {
 		t.Fatal(err)
 	}

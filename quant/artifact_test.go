@@ -129,7 +129,8 @@ func TestArtifactRoundTrip(t *testing.T) {
 }
 
 // TestArtifactDecision: the model's decision rule goes into both
-// artifacts, survives the round trip, comes back with the model, and is
+// artifacts, survives the round trip, comes back with the model (and
+// with the int8 net: quant/int8net's TestNewReadsArtifact), and is
 // covered by the model ID (the same weights with another rule are another
 // model) and by the signature; an artifact without a rule keeps its ID.
 func TestArtifactDecision(t *testing.T) {
@@ -165,8 +166,6 @@ func TestArtifactDecision(t *testing.T) {
 				if got.Header.ModelID == plain.Header.ModelID {
 					t.Fatal("the same weights with a decision rule kept the plain model's ID")
 				}
-			} else if n, err := NewInt8Net(got); err != nil || n.Decision != m.Decision {
-				t.Fatalf("int8 net's decision %+v (%v)", n.Decision, err)
 			}
 		})
 	}

@@ -7,55 +7,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgesched/edgesched/internal/testutil/modeltest"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 )
 
-// boundedModel is a random 32 -> 32 model whose input bounds are each
-// feature's mean less an eighth of its std to the mean plus two stds
-// (asymmetric: calibrated on rows held within them, the int8 scale is
-// set by the upper side, so the lower bound lies well inside the int8
-// range and the kernels' per-feature clamp is what holds it), and k
-// rows, most of whose values lie beyond them, with the same rows held
-// within them.
-func boundedModel(t testing.TB, k int) (m *nn.Model, rows, held []float32) {
-	t.Helper()
-	m = randomModel(t, 32, 32, 41)
-	F := policy.NumFeatures
-	m.Schema.Lo, m.Schema.Hi = make([]float32, F), make([]float32, F)
-	for j := range F {
-		m.Schema.Lo[j], m.Schema.Hi[j] = m.Schema.Mean[j]-m.Schema.Std[j]/8, m.Schema.Mean[j]+2*m.Schema.Std[j]
-	}
-	rows = benchRows(k, 42)
-	for i := range rows {
-		rows[i] *= 3
-	}
-	held = slices.Clone(rows)
-	for i := range k {
-		m.Schema.Clamp(held[i*F : (i+1)*F])
-	}
-	return m, rows, held
-}
-
 // TestArtifactBounds: a model's input bounds travel in both its artifacts
 // (format 3), the model ID covers them, a float32 artifact gives them back
-// to the model (nn.FromArtifact, whose float scorer clamps), and every
-// int8 kernel holds its inputs within them: a row beyond the bounds
-// scores exactly as the row held at them, which it does not when the
-// artifact's bounds are taken away, and a row within them scores as it
-// does without them.
+// to the model (nn.FromArtifact, whose float scorer clamps), and an int8
+// artifact whose input scales leave no finite quantization is refused
+// (quant/int8net's TestKernelsHonourBounds: every int8 kernel holds its
+// inputs within the bounds).
 func TestArtifactBounds(t *testing.T) {
 	s, keys := testSigner(t, 1)
 	const k = 100
 	m, rows, held := boundedModel(t, k)
-	scores := func(sc policy.Scorer, x []float32) []float32 {
-		t.Helper()
-		out := make([]float32, k)
-		if err := sc.Scores(x, k, out); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	scores := func(sc policy.Scorer, x []float32) []float32 { t.Helper(); return modeltest.Scores(t, sc, x) }
 
 	fa, err := FromModel(m.Float(), Info{})
 	if err != nil {
@@ -98,27 +65,8 @@ func TestArtifactBounds(t *testing.T) {
 	if qb[4] != FormatBounds || !slices.Equal(qgot.Schema().Lo, m.Schema.Lo) {
 		t.Fatalf("int8 artifact: format %d, want %d with the model's bounds", qb[4], FormatBounds)
 	}
-	n, err := NewInt8Net(qgot)
-	if err != nil {
+	if _, err := qgot.Requantization(); err != nil {
 		t.Fatal(err)
-	}
-	for _, kernel := range Kernels() {
-		sc, err := n.ScorerWith(kernel)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a, b := scores(sc, rows), scores(sc, held); !slices.Equal(a, b) {
-			t.Errorf("int8 kernel %s: rows beyond the bounds score %v..., held at them %v...", kernel, a[:3], b[:3])
-		}
-	}
-	open := *qgot
-	open.Header.Schema.Lo, open.Header.Schema.Hi = nil, nil
-	un, err := NewInt8Net(&open)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a, b := scores(un.Scorer(), rows), scores(un.Scorer(), held); slices.Equal(a, b) {
-		t.Error("without its bounds the int8 net scores rows beyond them as rows held at them: the test rows do not test the clamp")
 	}
 	// an input scale so small its multiplier is infinite is refused, not
 	// left to each kernel's arithmetic of infinities
@@ -130,12 +78,8 @@ func TestArtifactBounds(t *testing.T) {
 			t.F32[policy.NumPodFeatures] = math.SmallestNonzeroFloat32
 		}
 	}
-	if _, err := NewInt8Net(&tiny); !errors.Is(err, ErrArtifact) || !strings.Contains(err.Error(), "no finite input quantization") {
+	if _, err := tiny.Requantization(); !errors.Is(err, ErrArtifact) || !strings.Contains(err.Error(), "no finite input quantization") {
 		t.Errorf("an infinite input multiplier: %v, want ErrArtifact", err)
-	}
-	// a row within the bounds is not moved by them
-	if a, b := scores(n.Scorer(), held), scores(un.Scorer(), held); !slices.Equal(a, b) {
-		t.Errorf("rows within the bounds score %v... with the bounds, %v... without", a[:3], b[:3])
 	}
 
 	for _, tc := range []struct {

@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -8,6 +9,9 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 )
+
+// ErrQuant wraps refusals of quantization.
+var ErrQuant = errors.New("quant: cannot quantize")
 
 // CalibrationOptions choose how activation and input scales are set from
 // calibration rows. Start from DefaultCalibration.
@@ -153,7 +157,7 @@ func Quantize(m *policy.FloatModel, rows []float32, opt CalibrationOptions, info
 		}
 		return out
 	}
-	inScale, sA1, sA2 := stats(xs, inMax), stats(a1s, actMax), stats(a2s, actMax)
+	inScale, sA1, sA2 := stats(xs, MaxInput), stats(a1s, MaxActivation), stats(a2s, MaxActivation)
 	// A feature that takes one value on every calibration row (openb
 	// states have no dependencies; openb default names no GPU models)
 	// would get a scale fitted to that value, and the int8 model would
@@ -162,7 +166,7 @@ func Quantize(m *policy.FloatModel, rows []float32, opt CalibrationOptions, info
 	// (the schema's normalisation) on either side of its mean.
 	for j, v := range xs {
 		if len(v) > 0 && slices.Min(v) == slices.Max(v) {
-			inScale[j] = math.Max(inScale[j], scaleOf(ConstantFeatureRange, inMax))
+			inScale[j] = math.Max(inScale[j], scaleOf(ConstantFeatureRange, MaxInput))
 		}
 	}
 
@@ -209,7 +213,7 @@ func Quantize(m *policy.FloatModel, rows []float32, opt CalibrationOptions, info
 		{Name: "w3", DType: Int8, Shape: []int{1, H2}, I8: l3.q}, {Name: "w3_scale", DType: Float32, Shape: []int{1}, F32: f32s(l3.scale)},
 		{Name: "b3", DType: Int32, Shape: []int{1}, I32: l3.b},
 	}
-	if _, err := NewInt8Net(a); err != nil { // the multipliers must exist
+	if _, err := a.Requantization(); err != nil { // the multipliers must exist
 		return nil, err
 	}
 	if err := a.addSage(m); err != nil {
@@ -230,7 +234,7 @@ func quantizeLayer(w, b []float64, fanIn int) (*qlayer, error) {
 		for _, v := range w[c*fanIn : (c+1)*fanIn] {
 			mx = math.Max(mx, math.Abs(v))
 		}
-		s := scaleOf(mx, inMax)
+		s := scaleOf(mx, MaxInput)
 		l.scale[c] = s
 		for j := c * fanIn; j < (c+1)*fanIn; j++ {
 			l.levels[j] = w[j] / s

@@ -74,7 +74,7 @@ func adaptiveRound(ref *reference, rows []float32, inScale, sA1, sA2 []float64, 
 		out = append(out, s)
 		for j := range F {
 			v := ref.schema.Bound(j, row[j]) // as the reference holds it
-			u1 = append(u1, float64(quantize1(v, float32(ref.mean[j]), inv[j], -inMax, inMax)))
+			u1 = append(u1, float64(QuantizeInput(v, float32(ref.mean[j]), inv[j], -MaxInput, MaxInput)))
 		}
 		z1 = append(z1, ref.z1...)
 		z2 = append(z2, ref.z2...)
@@ -88,8 +88,8 @@ func adaptiveRound(ref *reference, rows []float32, inScale, sA1, sA2 []float64, 
 
 // activations returns the u8 activations (as floats) layer l gives its
 // n input rows u, at the activation scales sA: the requantization of
-// NewInt8Net's multipliers, in float (with the exact ratio their m / 2^s
-// approximates, so an activation here can differ from the int8
+// Requantization's multipliers, in float (with the exact ratio their
+// m / 2^s approximates, so an activation here can differ from the int8
 // network's by one level, rarely: 0.15% of the default model's first
 // layer activations on openb rows).
 func activations(u []float64, n int, l *qlayer, sA []float64) []float64 {
@@ -99,7 +99,7 @@ func activations(u []float64, n int, l *qlayer, sA []float64) []float64 {
 		x := u[i*l.fanIn : (i+1)*l.fanIn]
 		for c := range outs {
 			acc := l.accumulate(c, x)
-			a[i*outs+c] = math.Min(actMax, math.RoundToEven(math.Max(acc, 0)*l.scale[c]/sA[c]))
+			a[i*outs+c] = math.Min(MaxActivation, math.RoundToEven(math.Max(acc, 0)*l.scale[c]/sA[c]))
 		}
 	}
 	return a
@@ -172,7 +172,7 @@ func (l *qlayer) descend(c int, G *mat.SymDense, g *mat.VecDense) {
 		moved := false
 		for j := range l.fanIn {
 			lv := l.levels[c*l.fanIn+j]
-			lo, hi := max(-inMax, math.Floor(lv)), min(inMax, math.Ceil(lv))
+			lo, hi := max(-MaxInput, math.Floor(lv)), min(MaxInput, math.Ceil(lv))
 			for _, d := range [2]int{1, -1} {
 				next := float64(q[j]) + float64(d)
 				if next < lo || next > hi {

@@ -10,18 +10,6 @@ import (
 	"github.com/edgesched/edgesched/sim/engine"
 )
 
-// Factory returns a simulator factory that scores with the int8 network
-// (the same feature extraction and score cache as the float policy).
-func Factory(name string, n *Int8Net) sim.Factory {
-	return sim.Factory{Name: name, New: func(env *sim.Env) (sim.Policy, error) {
-		sc := n.Scorer()
-		if err := policy.CheckPartners(env, sc, n.AffinityEncoder); err != nil {
-			return nil, err
-		}
-		return policy.NewLearnedScorer(name, sc, n.Decision, env), nil
-	}}
-}
-
 // recorder passes scoring through and keeps a seeded reservoir sample of
 // the raw rows it saw.
 type recorder struct {

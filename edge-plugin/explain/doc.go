@@ -24,7 +24,7 @@
 // scores come from the serving core's score cache). All 2^G coalitions
 // are then scored in Bind (the binding cycle, off the scheduling path) in
 // one batch with a scorer of the model that scored the cycle (the same
-// Int8Scorer code, so the attributions explain what ran): 2^7 = 128
+// int8net.Scorer code, so the attributions explain what ran): 2^7 = 128
 // forward passes for 7 groups (2^8 for the 8 of FeatureGroups), tens of
 // microseconds.
 //

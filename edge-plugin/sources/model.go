@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 	"github.com/edgesched/edgesched/quant/sanity"
 )
 
@@ -22,9 +23,9 @@ import (
 // every scheduling cycle that started while it was current.
 type Model struct {
 	Header quant.Header
-	net    *quant.Int8Net
-	// scorers hands each cycle its own scratch (Int8Scorer is not safe for
-	// concurrent use; the Int8Net is).
+	net    *int8net.Net
+	// scorers hands each cycle its own scratch (an int8net.Scorer is not
+	// safe for concurrent use; the Net is).
 	scorers sync.Pool
 	// tel, arch: the network reads a telemetry feature, an architecture
 	// share (true when it cannot tell: a scorer installed without its int8
@@ -54,7 +55,7 @@ func (m *Model) AffinityEncoder() string {
 // netReads reports whether n reads one of the features
 // (policy.TelemetryFeatures, policy.ArchShareFeatures), as policy.Learned
 // decides for its own cache.
-func netReads(n *quant.Int8Net, features []int) bool {
+func netReads(n *int8net.Net, features []int) bool {
 	for _, i := range features {
 		if n.ReadsInput(i) {
 			return true
@@ -124,7 +125,7 @@ func (s *ModelStore) Install(raw []byte) (bool, error) {
 		}
 		return false, s.refuse(reason, err)
 	}
-	net, err := quant.NewInt8Net(a)
+	net, err := int8net.New(a)
 	if err != nil {
 		return false, s.refuse(RefuseInt8, err)
 	}
@@ -135,7 +136,7 @@ func (s *ModelStore) Install(raw []byte) (bool, error) {
 }
 
 // installHeader swaps in a verified model.
-func (s *ModelStore) installHeader(h quant.Header, newScorer func() policy.Scorer, net *quant.Int8Net) (bool, error) {
+func (s *ModelStore) installHeader(h quant.Header, newScorer func() policy.Scorer, net *int8net.Net) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.cur.Load()
@@ -289,7 +290,7 @@ func (s *ModelStore) Watch(ctx context.Context, path string, interval time.Durat
 			logger.Error(err, "Keeping the previous model")
 		case ok:
 			h := s.Current().Header
-			logger.Info("Installed model", "version", h.Version, "modelID", quant.ShortID(h.ModelID), "int8Kernel", quant.Kernel())
+			logger.Info("Installed model", "version", h.Version, "modelID", quant.ShortID(h.ModelID), "int8Kernel", int8net.Kernel())
 		}
 		failing, attempts = "", 0
 	}

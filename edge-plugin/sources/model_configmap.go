@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 )
 
 // The ConfigMap model source: one ConfigMap (namespace/name from
@@ -199,7 +200,7 @@ func (s *ModelSource) applyFrom(obj any, retry bool) {
 			Owner, s.key, reason, trimErr(detail), keep)
 	case installed:
 		h := s.store.Current().Header
-		logger.Info("Installed model", "version", h.Version, "modelID", quant.ShortID(h.ModelID), "int8Kernel", quant.Kernel())
+		logger.Info("Installed model", "version", h.Version, "modelID", quant.ShortID(h.ModelID), "int8Kernel", int8net.Kernel())
 		s.event(cm, v1.EventTypeNormal, EventModelInstalled, "%s installed model version %d (%s) from key %s",
 			Owner, h.Version, quant.ShortID(h.ModelID), s.key)
 	}

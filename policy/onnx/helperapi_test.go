@@ -15,6 +15,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
 )
@@ -182,7 +183,7 @@ func scheduleInt8(t *testing.T, m *nn.Model, rows []float32) {
 	if err != nil {
 		t.Fatalf("the signed artifact does not verify: %v", err)
 	}
-	q, err := quant.NewInt8Net(back)
+	q, err := int8net.New(back)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func scheduleInt8(t *testing.T, m *nn.Model, rows []float32) {
 	}
 	rc := engine.DefaultRunConfig(engine.Inflate)
 	rc.Seed = 1
-	res, err := engine.Run(context.Background(), env, quant.Factory("onnx-helper-int8", q), rc)
+	res, err := engine.Run(context.Background(), env, int8net.Factory("onnx-helper-int8", q), rc)
 	if err != nil {
 		t.Fatal(err)
 	}

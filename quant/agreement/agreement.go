@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
 )
@@ -103,7 +104,7 @@ func argmax(v []float64) int {
 // Measure runs the float model on env with cfg and counts, at
 // every decision with two or more candidates, whether the int8 network
 // would have picked the same node.
-func Measure(ctx context.Context, env *sim.Env, m *policy.FloatModel, n *quant.Int8Net, cfg engine.RunConfig) (Agreement, error) {
+func Measure(ctx context.Context, env *sim.Env, m *policy.FloatModel, n *int8net.Net, cfg engine.RunConfig) (Agreement, error) {
 	var a Agreement
 	if m == nil || m.NewScorer == nil {
 		return a, fmt.Errorf("%w: no float network to run (policy/nn's Model.Float gives one)", quant.ErrQuant)

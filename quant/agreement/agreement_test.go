@@ -8,6 +8,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -33,7 +34,7 @@ func TestMeasure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := quant.NewInt8Net(a)
+	n, err := int8net.New(a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestMeasure(t *testing.T) {
 	wide := *m
 	wide.Decision = policy.Decision{Band: policy.MaxBand}
 	a.Header.Decision = wide.Decision
-	nw, err := quant.NewInt8Net(a)
+	nw, err := int8net.New(a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestMeasure(t *testing.T) {
 	if aw.Decisions == 0 || aw.Same != aw.Decisions {
 		t.Fatalf("wide band: %d of %d decisions agree", aw.Same, aw.Decisions)
 	}
-	if _, err := engine.Run(context.Background(), env, quant.Factory("int8", n), cfg); err != nil {
+	if _, err := engine.Run(context.Background(), env, int8net.Factory("int8", n), cfg); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 )
 
 // ErrInsane wraps every sanity refusal.
@@ -53,7 +54,7 @@ func Check(a *quant.Artifact, rows []float32) error {
 	scores := make([]float64, k)
 	switch a.Header.DType {
 	case quant.Int8:
-		n, err := quant.NewInt8Net(a)
+		n, err := int8net.New(a)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrInsane, err)
 		}

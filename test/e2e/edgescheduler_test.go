@@ -38,6 +38,7 @@ import (
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -707,10 +708,10 @@ type decision struct {
 	devices  map[string][]int   // the policy's device choice on each tied node
 }
 
-// decide scores pod on st with the int8 net, as quant.Factory's policy
+// decide scores pod on st with the int8 net, as int8net.Factory's policy
 // does in the simulator, and returns the tied-best set.
-func (r *simReference) decide(net *quant.Int8Net, st *sim.State, sp sim.Pod) (*decision, error) {
-	pol, err := quant.Factory("int8", net).New(r.env)
+func (r *simReference) decide(net *int8net.Net, st *sim.State, sp sim.Pod) (*decision, error) {
+	pol, err := int8net.Factory("int8", net).New(r.env)
 	if err != nil {
 		return nil, err
 	}
@@ -845,7 +846,7 @@ func (r *edgeRun) create(ctx context.Context, ns string) *corev1.Pod {
 // before the pod (and, for GPU pods, that the devices are the policy's).
 // other, if set, is a second net whose tie sets are only counted: how many
 // choices it would not have made.
-func (r *edgeRun) parity(ctx context.Context, ns string, n int, net, other *quant.Int8Net) {
+func (r *edgeRun) parity(ctx context.Context, ns string, n int, net, other *int8net.Net) {
 	r.t.Helper()
 	if err := CreateNamespace(ctx, r.cp.Client, ns); err != nil {
 		r.t.Fatal(err)
@@ -1125,11 +1126,11 @@ func TestEdgeSchedulerEndToEnd(t *testing.T) {
 	}
 	arts := oc.art
 	t.Logf("quantized the shipped default (v1) and edge (v2) models in %s", oc.prepared.Round(time.Millisecond))
-	net1, err := quant.NewInt8Net(arts.v1)
+	net1, err := int8net.New(arts.v1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	net2, err := quant.NewInt8Net(arts.v2)
+	net2, err := int8net.New(arts.v2)
 	if err != nil {
 		t.Fatal(err)
 	}

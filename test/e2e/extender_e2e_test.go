@@ -28,6 +28,7 @@ import (
 
 	edgeplugin "github.com/edgesched/edgesched/edge-plugin"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 	"github.com/edgesched/edgesched/sim"
 )
 
@@ -86,7 +87,7 @@ func quantizeModel(cl *sim.Cluster, name string, version uint64) (*quant.Artifac
 
 // signedModel is a model file signed by a trusted key, and that key.
 type signedModel struct {
-	net       *quant.Int8Net
+	net       *int8net.Net
 	modelPath string // the signed .esa
 	pubPath   string // the trusted public key, alone in keyDir
 	keyDir    string
@@ -95,7 +96,7 @@ type signedModel struct {
 // writeSignedModel signs a (version 1) with the test signer into dir.
 func writeSignedModel(t testing.TB, dir string, a *quant.Artifact) signedModel {
 	t.Helper()
-	net, err := quant.NewInt8Net(a)
+	net, err := int8net.New(a)
 	if err != nil {
 		t.Fatal(err)
 	}

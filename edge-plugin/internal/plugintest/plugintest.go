@@ -32,6 +32,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -110,9 +111,9 @@ func EncodeVersion(t testing.TB, s *quant.Signer, version uint64) []byte {
 	return b
 }
 
-func Net(t testing.TB) *quant.Int8Net {
+func Net(t testing.TB) *int8net.Net {
 	t.Helper()
-	n, err := quant.NewInt8Net(Artifact(t))
+	n, err := int8net.New(Artifact(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/policy/sage"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
 	"github.com/edgesched/edgesched/sim/openb"
@@ -216,11 +217,11 @@ func learnedFactory(name string, opt quant.DecodeOptions) (sim.Factory, error) {
 			if netOnly {
 				a.Header.Decision = policy.Decision{}
 			}
-			n, err := quant.NewInt8Net(a)
+			n, err := int8net.New(a)
 			if err != nil {
 				return sim.Factory{}, err
 			}
-			return ownPartners(quant.Factory(name, n), a.Sage()), nil
+			return ownPartners(int8net.Factory(name, n), a.Sage()), nil
 		}
 		m, err := nn.FromArtifact(a)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 	"github.com/edgesched/edgesched/sim/engine"
 )
 
@@ -149,7 +150,7 @@ func (f *benchFlags) run(cmd *cobra.Command, ref string) error {
 	if err != nil {
 		return err
 	}
-	n, err := quant.NewInt8Net(a)
+	n, err := int8net.New(a)
 	if err != nil {
 		return err
 	}
@@ -167,7 +168,7 @@ func (f *benchFlags) run(cmd *cobra.Command, ref string) error {
 		sc   policy.Scorer
 	}
 	scorers := []entry{{"float32", fs}}
-	for _, k := range quant.Kernels() {
+	for _, k := range int8net.Kernels() {
 		sc, err := n.ScorerWith(k)
 		if err != nil {
 			return err
@@ -175,7 +176,7 @@ func (f *benchFlags) run(cmd *cobra.Command, ref string) error {
 		scorers = append(scorers, entry{"int8 " + k, sc})
 	}
 	rep := benchReport{Model: ref, Layers: fmt.Sprintf("%d -> %d -> %d -> 1", m.Net.F, m.Net.H1, m.Net.H2),
-		Input: inputName(f), Candidates: f.candidates, Reps: f.reps, MinTime: f.minTime.String(), Seed: f.seed, Kernel: quant.Kernel(), FloatKernel: fs.Kernel()}
+		Input: inputName(f), Candidates: f.candidates, Reps: f.reps, MinTime: f.minTime.String(), Seed: f.seed, Kernel: int8net.Kernel(), FloatKernel: fs.Kernel()}
 	out := make([]float32, f.candidates)
 	var int8Ref []float32 // the first int8 kernel's scores
 	for _, s := range scorers {

@@ -11,7 +11,7 @@ import (
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
-	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 )
 
 // TestBench runs the verb on a small built-in scenario: a table row for
@@ -24,12 +24,12 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{fmt.Sprintf("model edge (%d -> 32 -> 32 -> 1)", policy.NumFeatures), "one decision of 40 candidate nodes from builtin:factory-vision", "float32", "the int8 kernels agree exactly; this edgectl build scores with int8 " + quant.Kernel(), "evaluates in training) with the float32 " + floatKernel(t) + " kernel"} {
+	for _, want := range []string{fmt.Sprintf("model edge (%d -> 32 -> 32 -> 1)", policy.NumFeatures), "one decision of 40 candidate nodes from builtin:factory-vision", "float32", "the int8 kernels agree exactly; this edgectl build scores with int8 " + int8net.Kernel(), "evaluates in training) with the float32 " + floatKernel(t) + " kernel"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
 		}
 	}
-	for _, k := range quant.Kernels() {
+	for _, k := range int8net.Kernels() {
 		if !strings.Contains(out, "int8 "+k) {
 			t.Errorf("no row for kernel %s:\n%s", k, out)
 		}
@@ -47,7 +47,7 @@ func TestBench(t *testing.T) {
 		t.Fatalf("%v:\n%s", err, out)
 	}
 	// float32 plus one row per kernel
-	if len(rep.Results) != 1+len(quant.Kernels()) || rep.Kernel != quant.Kernel() || rep.Candidates != 40 {
+	if len(rep.Results) != 1+len(int8net.Kernels()) || rep.Kernel != int8net.Kernel() || rep.Candidates != 40 {
 		t.Fatalf("report %+v", rep)
 	}
 	for _, r := range rep.Results {

@@ -14,6 +14,7 @@ import (
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 )
 
 func newModelInspectCommand() *cobra.Command {
@@ -77,7 +78,7 @@ signature is verified; without, a signed artifact is shown as "not verified"
 				}
 				if q := h.Quant; q != nil {
 					fmt.Fprintf(w, "quant      %s, calibration %s on %d rows\n", q.Scheme, q.Calibration, q.Samples)
-					fmt.Fprintf(w, "kernel     %s (the int8 kernel this edgectl build scores with)\n", quant.Kernel())
+					fmt.Fprintf(w, "kernel     %s (the int8 kernel this edgectl build scores with)\n", int8net.Kernel())
 				}
 				if h.Decision != (policy.Decision{}) {
 					fmt.Fprintf(w, "decision   %s\n", describeDecision(h.Decision))

@@ -9,7 +9,7 @@ import (
 
 	"github.com/edgesched/edgesched/internal/edgectl/edgectltest"
 	"github.com/edgesched/edgesched/policy"
-	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/int8net"
 )
 
 func TestModelKeygen(t *testing.T) {
@@ -133,7 +133,7 @@ func TestModelQuantizeThenSimulate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"dtype      int8", "quant      int8-", "kernel     " + quant.Kernel() + " "} {
+	for _, want := range []string{"dtype      int8", "quant      int8-", "kernel     " + int8net.Kernel() + " "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect of the int8 artifact lacks %q:\n%s", want, out)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/quant/agreement"
+	"github.com/edgesched/edgesched/quant/int8net"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/engine"
 )
@@ -199,7 +200,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	if len(evalSeeds) == 0 {
 		return nil
 	}
-	n, err := quant.NewInt8Net(a)
+	n, err := int8net.New(a)
 	if err != nil {
 		return err
 	}
@@ -236,7 +237,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 			return err
 		}
 		base += runTotal
-		qr, err := engine.Run(ctx, env, quant.Factory("int8", n), rc)
+		qr, err := engine.Run(ctx, env, int8net.Factory("int8", n), rc)
 		finish()
 		if err != nil {
 			return err

@@ -1,30 +1,11 @@
-package quant
+package int8net
 
 import (
-	"math/rand/v2"
 	"testing"
 
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 )
-
-// benchRows are n candidate rows of one pod: random node features, the
-// same pod features on every row (as in a real decision).
-func benchRows(n int, seed uint64) []float32 {
-	rng := rand.New(rand.NewPCG(seed, 3))
-	F, P := policy.NumFeatures, policy.NumPodFeatures
-	x := make([]float32, n*F)
-	for i := range n {
-		for j := range F {
-			if j < P {
-				x[i*F+j] = float32(j) * 0.1
-			} else {
-				x[i*F+j] = float32(rng.NormFloat64())
-			}
-		}
-	}
-	return x
-}
 
 // BenchmarkScore1000 scores 1,000 candidate nodes of one pod, float32
 // (gorgonia) against int8; ns/node is the per-node cost.

@@ -1,6 +1,6 @@
 //go:build !(goexperiment.simd && amd64)
 
-package quant
+package int8net
 
 import "testing"
 

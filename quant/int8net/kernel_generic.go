@@ -1,10 +1,10 @@
 //go:build !(goexperiment.simd && amd64)
 
-package quant
+package int8net
 
 import "fmt"
 
-// Kernel names the kernel an Int8Net's Scorer uses: KernelPortable in
+// Kernel names the kernel a Net's Scorer uses: KernelPortable in
 // this build (GOEXPERIMENT=simd builds on amd64 use KernelAVX2 or
 // KernelAVX512 on CPUs that have them).
 func Kernel() string { return KernelPortable }
@@ -12,7 +12,7 @@ func Kernel() string { return KernelPortable }
 // Kernels lists the kernels this build can run: only KernelPortable.
 func Kernels() []string { return []string{KernelPortable} }
 
-func newVecNetKernel(_ *Int8Net, kernel string) (*vecNet, error) {
+func newVecNetKernel(_ *Net, kernel string) (*vecNet, error) {
 	return nil, fmt.Errorf("%w: kernel %q: this build runs %v (the vector kernels need GOEXPERIMENT=simd on amd64)", ErrKernel, kernel, Kernels())
 }
 
@@ -20,10 +20,10 @@ type vecNet struct{ width int }
 
 type vecScratch struct{}
 
-func newVecNet(*Int8Net) *vecNet { return nil }
+func newVecNet(*Net) *vecNet { return nil }
 
 func (v *vecNet) scratch() *vecScratch { return nil }
 
 func (v *vecNet) put([]float32, int, int, *vecScratch) {}
 
-func (v *vecNet) block(*Int8Net, []int32, *vecScratch, []float32) {}
+func (v *vecNet) block(*Net, []int32, *vecScratch, []float32) {}

@@ -1,4 +1,4 @@
-package quant
+package int8net
 
 import (
 	"errors"
@@ -6,21 +6,23 @@ import (
 	"math"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
 )
 
-// Int8Net is the all-integer scorer (QuantScheme): int8 inputs, int8
+// Net is the all-integer scorer (quant.QuantScheme): int8 inputs, int8
 // weights, int32 accumulation and biases, unsigned 8-bit activations, and
 // integer requantization between layers (acc * m >> s, with m sized at
-// load time so the product never overflows int32). Only the input
-// quantization (features are floats) and the final score scale are float.
+// load time so the product never overflows int32: quant.Requantization).
+// Only the input quantization (features are floats) and the final score
+// scale are float.
 //
-// An Int8Net is read-only after NewInt8Net; Scorer gives each run its own
-// scratch, so one Int8Net may serve many runs at once.
-type Int8Net struct {
+// A Net is read-only after New; Scorer gives each run its own scratch,
+// so one Net may serve many runs at once.
+type Net struct {
 	F, H1, H2 int
 	// input quantization: q = round(clamp((x - mean) * inv, lo, hi)),
 	// lo and hi the artifact's input bounds on that scale, within ±127
-	// (inputScale)
+	// (quant.Requantization)
 	mean, inv, lo, hi []float32
 
 	w1       []int8 // H1 x F, output-major
@@ -45,9 +47,6 @@ type Int8Net struct {
 	AffinityEncoder string
 }
 
-// ErrQuant wraps refusals of quantization.
-var ErrQuant = errors.New("quant: cannot quantize")
-
 // ErrKernel: the named int8 kernel does not exist in this build or on
 // this CPU.
 var ErrKernel = errors.New("quant: kernel not available")
@@ -64,37 +63,24 @@ const (
 
 // Largest magnitudes of the int8 inputs and u8 activations.
 const (
-	inMax  = 127
-	actMax = 255
+	inMax  = quant.MaxInput
+	actMax = quant.MaxActivation
 )
 
-// NewInt8Net builds the integer scorer of an int8 artifact and derives
-// its requantization multipliers.
-func NewInt8Net(a *Artifact) (*Int8Net, error) {
-	if a.Header.DType != Int8 {
-		return nil, fmt.Errorf("%w: a %s artifact is not int8", ErrArtifact, a.Header.DType)
+// New builds the integer scorer of an int8 artifact, with its
+// requantization (quant.Artifact.Requantization, whose refusals it
+// returns).
+func New(a *quant.Artifact) (*Net, error) {
+	r, err := a.Requantization()
+	if err != nil {
+		return nil, err
 	}
 	l := a.Header.Layers
-	t := func(name string) []float32 { return a.Tensor(name).F32 }
-	n := &Int8Net{F: l.F, H1: l.H1, H2: l.H2, Decision: a.Header.Decision, AffinityEncoder: a.AffinityEncoder(),
+	n := &Net{F: l.F, H1: l.H1, H2: l.H2, Decision: a.Header.Decision, AffinityEncoder: a.AffinityEncoder(),
 		w1: a.Tensor("w1").I8, b1: a.Tensor("b1").I32, w2: a.Tensor("w2").I8, b2: a.Tensor("b2").I32,
-		w3: a.Tensor("w3").I8, b3: a.Tensor("b3").I32[0]}
-	inScale := t("in_scale")
-	s := a.Schema()
-	n.mean, n.inv, n.lo, n.hi = inputScale(s, inScale)
-	for j := range n.inv {
-		if f := float64(n.inv[j]); math.IsInf(f, 0) || math.IsNaN(f) || n.lo[j] != n.lo[j] || n.hi[j] != n.hi[j] {
-			return nil, fmt.Errorf("%w: input %d: std %v x scale %v leaves no finite input quantization", ErrArtifact, j, s.Std[j], inScale[j])
-		}
-	}
-	var err error
-	if n.m1, n.s1, err = multipliers(n.w1, n.b1, l.F, inMax, t("w1_scale"), t("a1_scale")); err != nil {
-		return nil, fmt.Errorf("layer 1: %w", err)
-	}
-	if n.m2, n.s2, err = multipliers(n.w2, n.b2, l.H1, actMax, t("w2_scale"), t("a2_scale")); err != nil {
-		return nil, fmt.Errorf("layer 2: %w", err)
-	}
-	n.outScale = t("w3_scale")[0]
+		w3: a.Tensor("w3").I8, b3: a.Tensor("b3").I32[0],
+		mean: r.Mean, inv: r.Inv, lo: r.Lo, hi: r.Hi, m1: r.M1, s1: r.S1, m2: r.M2, s2: r.S2}
+	n.outScale = a.Tensor("w3_scale").F32[0]
 	P := policy.NumPodFeatures
 	nodeW := make([]int8, 0, l.H1*(l.F-P))
 	for c := range l.H1 {
@@ -106,109 +92,22 @@ func NewInt8Net(a *Artifact) (*Int8Net, error) {
 	return n, nil
 }
 
-// multipliers returns, per output channel c, m_c and s_c with
-// m_c / 2^s_c ~ wScale[c] / outScale[c] (s_c <= 30), m_c as large as
-// possible while |acc| * m_c <= 2^30 for every accumulator the layer can
-// produce (|acc| <= inputMax * sum |w| + |b|), so acc * m_c plus the
-// rounding term never overflows int32.
-func multipliers(w []int8, b []int32, fanIn int, inputMax int64, wScale, outScale []float32) ([]int32, []uint8, error) {
-	outs := len(b)
-	m := make([]int32, outs)
-	sh := make([]uint8, outs)
-	for c := range outs {
-		var maxAcc int64
-		for _, v := range w[c*fanIn : (c+1)*fanIn] {
-			maxAcc += inputMax * int64(abs8(v))
-		}
-		maxAcc += int64(math.Abs(float64(b[c])))
-		maxAcc = max(maxAcc, 1)
-		limit := (int64(1) << 30) / maxAcc
-		M := float64(wScale[c]) / float64(outScale[c])
-		if !(M > 0) || math.IsInf(M, 0) {
-			return nil, nil, fmt.Errorf("%w: channel %d multiplier %v", ErrQuant, c, M)
-		}
-		if M >= actMax && limit >= actMax {
-			// Any positive accumulator already saturates: m = 255, s = 0
-			// gives the same activations.
-			m[c], sh[c] = actMax, 0
-			continue
-		}
-		s := 0
-		for s < 30 && math.Round(M*math.Ldexp(1, s+1)) <= float64(limit) {
-			s++
-		}
-		mc := int64(math.Round(M * math.Ldexp(1, s)))
-		if mc < 1 || mc > limit {
-			return nil, nil, fmt.Errorf("%w: channel %d: multiplier %v does not fit int32 arithmetic (accumulator up to %d)", ErrQuant, c, M, maxAcc)
-		}
-		m[c], sh[c] = int32(mc), uint8(s)
-	}
-	return m, sh, nil
-}
-
-func abs8(v int8) int32 {
-	if v < 0 {
-		return -int32(v)
-	}
-	return int32(v)
-}
-
 // requant maps a layer's accumulator to its ReLU'd u8 activation.
 // Branch-free (ReLU is a coin toss per channel, which a branch
 // mispredicts): max, min and the rounding term 2^(s-1) (0 when s is 0).
-// s is at most 30 (multipliers): at 31 the rounding term would wrap.
+// s is at most 30 (quant.Requantization): at 31 the rounding term would
+// wrap.
 func requant(acc, m int32, s uint8) uint8 {
 	r := int32(1) << s >> 1
 	// cannot overflow: m was sized for the layer's largest |acc|
 	return uint8(min((max(acc, 0)*m+r)>>s, actMax))
 }
 
-// inputScale returns the input quantization of schema s at input scales
-// inScale: per feature the mean, the multiplier inv = 1/(std*scale), and
-// the least and greatest value of (x - mean) * inv, ±127 or the scaled
-// input bounds (s.Lo, s.Hi) where they lie within. The scaling is
-// monotone, so holding its result within the scaled bounds is holding x
-// within the bounds (policy.Schema.Bound) before it: the int8 network
-// reads what the float one does.
-func inputScale(s policy.Schema, inScale []float32) (mean, inv, lo, hi []float32) {
-	F := len(s.Mean)
-	mean, inv = append([]float32(nil), s.Mean...), make([]float32, F)
-	lo, hi = make([]float32, F), make([]float32, F)
-	for j := range F {
-		inv[j] = float32(1 / (float64(s.Std[j]) * float64(inScale[j])))
-		lo[j], hi[j] = -inMax, inMax
-		if s.Lo != nil {
-			lo[j] = max(lo[j], min(float32((s.Lo[j]-mean[j])*inv[j]), inMax))
-			hi[j] = min(hi[j], max(float32((s.Hi[j]-mean[j])*inv[j]), -inMax))
-		}
-	}
-	return mean, inv, lo, hi
-}
-
 // quantizeInput maps raw features [from, to) to int8 inputs.
-func (n *Int8Net) quantizeInput(raw []float32, q []int8, from, to int) {
+func (n *Net) quantizeInput(raw []float32, q []int8, from, to int) {
 	for j := from; j < to; j++ {
-		q[j] = quantize1(raw[j], n.mean[j], n.inv[j], n.lo[j], n.hi[j])
+		q[j] = quant.QuantizeInput(raw[j], n.mean[j], n.inv[j], n.lo[j], n.hi[j])
 	}
-}
-
-// roundMagic is 1.5 * 2^23: adding it to a float32 of magnitude below
-// 2^22 leaves no fraction bits, so the addition rounds to an integer
-// (half to even, IEEE's default), and subtracting it back is exact.
-const roundMagic = 12582912
-
-// quantize1 is one input: roundHalfEven(clamp((x - mean) * inv, lo,
-// hi)), lo and hi within ±127 (inputScale), without a call to
-// math.RoundToEven (TestQuantize1 holds them equal). A NaN (features are
-// finite by construction; this is defence) counts as 0, held within lo
-// and hi, in every kernel.
-func quantize1(x, mean, inv, lo, hi float32) int8 {
-	v := float32((x - mean) * inv)
-	if v != v {
-		v = 0
-	}
-	v = min(max(v, lo), hi)
-	return int8(float32(v+roundMagic) - roundMagic)
 }
 
 // dot is the int8 x int8 (inputs) or u8 x int8 (activations) dot
@@ -231,11 +130,11 @@ func dot[T int8 | uint8](a []T, b []int8) int32 {
 
 // Scorer returns a policy.Scorer over n with its own scratch (one per
 // run), scoring with the fastest kernel this build and CPU have (Kernel).
-func (n *Int8Net) Scorer() *Int8Scorer { return n.newScorer(n.vec) }
+func (n *Net) Scorer() *Scorer { return n.newScorer(n.vec) }
 
 // ScorerWith is Scorer with the named kernel (one of Kernels): every
 // kernel computes the same scores; benchmarks compare them.
-func (n *Int8Net) ScorerWith(kernel string) (*Int8Scorer, error) {
+func (n *Net) ScorerWith(kernel string) (*Scorer, error) {
 	if kernel == KernelPortable {
 		return n.newScorer(nil), nil
 	}
@@ -246,8 +145,8 @@ func (n *Int8Net) ScorerWith(kernel string) (*Int8Scorer, error) {
 	return n.newScorer(v), nil
 }
 
-func (n *Int8Net) newScorer(v *vecNet) *Int8Scorer {
-	s := &Int8Scorer{n: n, q: make([]int8, n.F), pod: make([]int32, n.H1), a1: make([]uint8, n.H1), a2: make([]uint8, n.H2),
+func (n *Net) newScorer(v *vecNet) *Scorer {
+	s := &Scorer{n: n, q: make([]int8, n.F), pod: make([]int32, n.H1), a1: make([]uint8, n.H1), a2: make([]uint8, n.H2),
 		podRaw: make([]float32, policy.NumPodFeatures), u: make([]uint64, max(n.F, n.H1)), acc: make([]int32, max(n.H1, n.H2))}
 	if v != nil {
 		s.vec, s.vs = v, v.scratch()
@@ -255,9 +154,9 @@ func (n *Int8Net) newScorer(v *vecNet) *Int8Scorer {
 	return s
 }
 
-// Int8Scorer scores with an Int8Net. Not safe for concurrent use.
-type Int8Scorer struct {
-	n      *Int8Net
+// Scorer scores with a Net. Not safe for concurrent use.
+type Scorer struct {
+	n      *Net
 	q      []int8
 	pod    []int32 // bias + pod features' share of layer 1
 	podRaw []float32
@@ -268,12 +167,12 @@ type Int8Scorer struct {
 	vs     *vecScratch
 }
 
-var _ policy.Scorer = (*Int8Scorer)(nil)
+var _ policy.Scorer = (*Scorer)(nil)
 
 // Scores implements policy.Scorer: the pod features' share of layer 1 is
 // computed once per call (and again for any row whose pod features
 // differ), then each row runs the rest of the MLP in integers.
-func (s *Int8Scorer) Scores(raw []float32, k int, out []float32) error {
+func (s *Scorer) Scores(raw []float32, k int, out []float32) error {
 	n := s.n
 	F, P := n.F, policy.NumPodFeatures
 	if k <= 0 || len(raw) != k*F || len(out) < k {
@@ -298,7 +197,7 @@ func (s *Int8Scorer) Scores(raw []float32, k int, out []float32) error {
 
 // scoresVec is Scores with the vector kernel: runs of rows with the same
 // pod features go through it a block (8 or 16 nodes) at a time.
-func (s *Int8Scorer) scoresVec(raw []float32, k int, out []float32) {
+func (s *Scorer) scoresVec(raw []float32, k int, out []float32) {
 	n, v := s.n, s.vec
 	F, P := n.F, policy.NumPodFeatures
 	for i := 0; i < k; {
@@ -317,7 +216,7 @@ func (s *Int8Scorer) scoresVec(raw []float32, k int, out []float32) {
 	}
 }
 
-func (s *Int8Scorer) podShare(row []float32) {
+func (s *Scorer) podShare(row []float32) {
 	n := s.n
 	P := policy.NumPodFeatures
 	copy(s.podRaw, row[:P])
@@ -342,7 +241,7 @@ func equalF32(a, b []float32) bool {
 // forward runs layers 1 (node features), 2 and 3 on s.q with the packed
 // (SWAR) dot products; forwardPlain is the same arithmetic one product at
 // a time (the reference the packed path must equal exactly).
-func (s *Int8Scorer) forward() float32 {
+func (s *Scorer) forward() float32 {
 	n := s.n
 	F, P := n.F, policy.NumPodFeatures
 	var su int64
@@ -367,7 +266,7 @@ func (s *Int8Scorer) forward() float32 {
 	return float32(n.b3+dot(s.a2, n.w3)) * n.outScale
 }
 
-func (s *Int8Scorer) forwardPlain() float32 {
+func (s *Scorer) forwardPlain() float32 {
 	n := s.n
 	F, P := n.F, policy.NumPodFeatures
 	xq := s.q[P:F]
@@ -385,7 +284,7 @@ func (s *Int8Scorer) forwardPlain() float32 {
 
 // ReadsInput reports whether the network reads input feature i (some
 // first-layer weight of it is not zero; policy.InputReader).
-func (n *Int8Net) ReadsInput(i int) bool {
+func (n *Net) ReadsInput(i int) bool {
 	if i < 0 || i >= n.F {
 		return false
 	}
@@ -398,12 +297,12 @@ func (n *Int8Net) ReadsInput(i int) bool {
 }
 
 // ReadsInput implements policy.InputReader.
-func (s *Int8Scorer) ReadsInput(i int) bool { return s.n.ReadsInput(i) }
+func (s *Scorer) ReadsInput(i int) bool { return s.n.ReadsInput(i) }
 
-var _ policy.AffinityReader = (*Int8Scorer)(nil)
+var _ policy.AffinityReader = (*Scorer)(nil)
 
 // AffinityEncoder implements policy.AffinityReader: the artifact's
-// (Int8Net.AffinityEncoder).
-func (s *Int8Scorer) AffinityEncoder() string { return s.n.AffinityEncoder }
+// (Net.AffinityEncoder).
+func (s *Scorer) AffinityEncoder() string { return s.n.AffinityEncoder }
 
-var _ policy.InputReader = (*Int8Scorer)(nil)
+var _ policy.InputReader = (*Scorer)(nil)

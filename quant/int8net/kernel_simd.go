@@ -1,15 +1,16 @@
 //go:build goexperiment.simd && amd64
 
-package quant
+package int8net
 
 import (
 	"fmt"
 	"simd/archsimd"
 
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/quant"
 )
 
-// Kernel names the kernel an Int8Net's Scorer uses: KernelAVX512,
+// Kernel names the kernel a Net's Scorer uses: KernelAVX512,
 // KernelAVX2 or KernelPortable.
 func Kernel() string {
 	k := Kernels()
@@ -31,7 +32,7 @@ func Kernels() []string {
 }
 
 // newVecNetKernel builds the named vector kernel, if this CPU has it.
-func newVecNetKernel(n *Int8Net, kernel string) (*vecNet, error) {
+func newVecNetKernel(n *Net, kernel string) (*vecNet, error) {
 	switch {
 	case kernel == KernelAVX2 && archsimd.X86.AVX2():
 		return newVecNetWidth(n, 8), nil
@@ -41,7 +42,7 @@ func newVecNetKernel(n *Int8Net, kernel string) (*vecNet, error) {
 	return nil, fmt.Errorf("%w: kernel %q: this CPU runs %v", ErrKernel, kernel, Kernels())
 }
 
-// vecNet is the vector form of an Int8Net's node-dependent layers. Its
+// vecNet is the vector form of a Net's node-dependent layers. Its
 // lanes are candidate nodes, not channels: one vector holds one value of
 // 8 (AVX2) or 16 (AVX-512) nodes, so a layer is, per output channel, a
 // sum of VPMADDWD products of an input-pair vector (two inputs of every
@@ -62,13 +63,13 @@ type vecNet struct {
 	s1, s2     []int32
 	b3         int32
 	// the node features' input quantization, zero padded to whole
-	// vectors (padding lanes quantize to 0): Int8Net's, node features only
+	// vectors (padding lanes quantize to 0): Net's, node features only
 	mean, inv, lo, hi []float32
 }
 
 // newVecNet builds the fastest vector kernel this CPU has (nil without
 // AVX2: the portable kernel scores).
-func newVecNet(n *Int8Net) *vecNet {
+func newVecNet(n *Net) *vecNet {
 	if Kernel() == KernelPortable {
 		return nil
 	}
@@ -103,7 +104,7 @@ func pair(lo, hi int32) int32 {
 
 // newVecNetWidth builds the kernel for 8 (AVX2) or 16 (AVX-512) nodes
 // per vector.
-func newVecNetWidth(n *Int8Net, width int) *vecNet {
+func newVecNetWidth(n *Net, width int) *vecNet {
 	P := policy.NumPodFeatures
 	v := &vecNet{width: width, nodeF: n.F - P, h1: n.H1, h2: n.H2,
 		w1: pairWeights(n.w1, n.H1, n.F, P), w2: pairWeights(n.w2, n.H2, n.H1, 0), w3: pairWeights(n.w3, 1, n.H2, 0),
@@ -145,10 +146,10 @@ func (v *vecNet) scratch() *vecScratch {
 
 // put quantizes the block's nodes (rows of F features, node features
 // from P on; lane l is rows[l*F:]) into the block's input pairs. The
-// float32 operations are quantize1's (NaN to 0, clamp to the feature's
-// lo and hi, then the round-half-even addition and subtraction of
-// roundMagic); the conversion
-// truncates values that are already integers.
+// float32 operations are quant.QuantizeInput's (NaN to 0, clamp to the
+// feature's lo and hi, then the round-half-even addition and subtraction
+// of quant.RoundMagic); the conversion truncates values that are already
+// integers.
 func (v *vecNet) put(rows []float32, F, lanes int, sc *vecScratch) {
 	if v.width == 16 {
 		v.put512(rows, F, lanes, sc)
@@ -173,7 +174,7 @@ func (v *vecNet) features(rows []float32, F, l int, sc *vecScratch) []float32 {
 // put512 quantizes 16 features a vector; the int16 halves of consecutive
 // features are the input pairs.
 func (v *vecNet) put512(rows []float32, F, lanes int, sc *vecScratch) {
-	magic := archsimd.BroadcastFloat32x16(roundMagic)
+	magic := archsimd.BroadcastFloat32x16(quant.RoundMagic)
 	x := sc.x[:v.p1]
 	q := sc.q[:len(x)]
 	for l := range lanes {
@@ -194,7 +195,7 @@ func (v *vecNet) put512(rows []float32, F, lanes int, sc *vecScratch) {
 // put256 quantizes 8 features a vector (AVX2 has no int32 -> int16
 // truncation: the pairs are packed in scalar code).
 func (v *vecNet) put256(rows []float32, F, lanes int, sc *vecScratch) {
-	magic := archsimd.BroadcastFloat32x8(roundMagic)
+	magic := archsimd.BroadcastFloat32x8(quant.RoundMagic)
 	x := sc.x[:v.p1]
 	q := sc.q[:2*len(x)]
 	for l := range lanes {
@@ -215,7 +216,7 @@ func (v *vecNet) put256(rows []float32, F, lanes int, sc *vecScratch) {
 // block scores the block's first len(out) nodes, whose pod's share of
 // layer 1 (bias included) is pod. Lanes past len(out) hold stale inputs
 // whose scores are dropped.
-func (v *vecNet) block(n *Int8Net, pod []int32, sc *vecScratch, out []float32) {
+func (v *vecNet) block(n *Net, pod []int32, sc *vecScratch, out []float32) {
 	if v.width == 16 {
 		v.block512(pod, sc)
 	} else {

@@ -1,4 +1,4 @@
-package quant
+package int8net
 
 import "math/bits"
 
