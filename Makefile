@@ -166,7 +166,7 @@ test: lint e2e-bin onnx-tools ## lint, then all tests with the race detector, en
 	$(GO) test -tags "$(AGENT_TAGS)" -count=1 ./policy/... ./quant/ ./quant/int8net/ ./agent/flclient/
 	$(GO) test -tags "$(SCHEDULER_TAGS)" -count=1 ./edge-plugin/...
 	@# the AVX2 kernels exist only with Go's experimental SIMD package
-	GOEXPERIMENT=simd $(GO) test -count=1 -run 'SIMD|Int8|Exact' ./quant/ ./quant/int8net/
+	GOEXPERIMENT=simd $(GO) test -count=1 -run 'SIMD|Int8|Exact|KernelsHonour|ScorerWith' ./quant/ ./quant/int8net/
 	GOEXPERIMENT=simd $(GO) test -count=1 -run 'FloatScorer' ./policy/nn/ ./models/
 	@# junk must not delay an honest update beyond 5 s: a bound of the build without the race detector
 	$(GO) test -count=1 -run '^TestJunkDoesNotDelayHonestUpdate$$' ./test/fl/

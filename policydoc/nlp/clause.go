@@ -114,6 +114,38 @@ func nameLike(t token) bool {
 	return false
 }
 
+// quoted reports whether t was written in double quotes.
+func quoted(t token) bool { return strings.HasPrefix(t.surf, `"`) }
+
+// placesIn reports whether the zone word ts[i] places pods in the zone
+// named next: a bare "zone"/"zones" (or 区域) right after "in" (or a word
+// ending in 在: 在, 运行在). Only then does a name the glossary holds in
+// another role become a zone ("run payment in zone checkout"); after
+// "across", "one zone", "site" and the like it stays what it is ("spread
+// across zones checkout, at most 2 per zone" spreads the service).
+func placesIn(ts []token, i int) bool {
+	switch strings.ToLower(ts[i].surf) {
+	case "zone", "zones", "区域":
+	default:
+		return false
+	}
+	if i == 0 {
+		return false
+	}
+	prev := strings.ToLower(ts[i-1].surf)
+	return prev == "in" || strings.HasSuffix(prev, "在")
+}
+
+// continues reports whether t, after "and" or a comma, goes on a list of
+// names of role as that a role word began: a name the glossary does not
+// hold, one it holds in that role, or a quoted one. A name the glossary
+// holds in another role ends the list: the role word decides for the
+// name right after it only ("in zone east and T4 GPUs" names a GPU
+// model, "in zone east and payment in zone west" a service).
+func continues(t token, as tk) bool {
+	return t.t == tIdent || t.t == as || nameLike(t) && quoted(t)
+}
+
 // nameOf is a name token's name, lowercase, without quotes.
 func nameOf(t token) string { return strings.ToLower(strings.Trim(t.surf, `"`)) }
 
@@ -140,7 +172,7 @@ func resolveNames(ts []token) {
 			if nameLike(ts[i]) || ts[i].t == as {
 				set(&ts[i], as)
 				i++
-				if i < len(ts) && (ts[i].t == tAnd || ts[i].t == tPunct) && i+1 < len(ts) && (nameLike(ts[i+1]) || ts[i+1].t == as) {
+				if i < len(ts) && (ts[i].t == tAnd || ts[i].t == tPunct) && i+1 < len(ts) && continues(ts[i+1], as) {
 					i++
 					continue
 				}
@@ -158,7 +190,7 @@ func resolveNames(ts []token) {
 			// and "不同区域" are scopes, and a known name after them is
 			// not taken for a zone
 			scopeWord := live(i-1) && (ts[i-1].t == tSame || ts[i-1].t == tDiff || ts[i-1].t == tPer)
-			if live(i+1) && (ts[i+1].t == tIdent || ts[i+1].t == tZoneName || nameLike(ts[i+1]) && !scopeWord) {
+			if live(i+1) && (ts[i+1].t == tIdent || ts[i+1].t == tZoneName || !scopeWord && nameLike(ts[i+1]) && (quoted(ts[i+1]) || placesIn(ts, i))) {
 				ts[i].t = tFiller
 				chain(i+1, tZoneName)
 			} else if live(i-1) && ts[i-1].t == tIdent {

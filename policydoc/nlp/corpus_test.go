@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -180,10 +181,12 @@ func TestRenderNameClash(t *testing.T) {
 		{name: "zone named as the rule's service",
 			rule:    policydoc.Rule{Kind: policydoc.Zone, Effect: policydoc.Required, Pods: svc("checkout"), Zones: []string{"checkout"}},
 			english: "run checkout only in zone checkout"},
-		// "zones east and checkout" read back as zone east alone
+		// "zones east and checkout" read back as zone east alone, and
+		// reads now as zone east for services checkout and checkout (the
+		// role word decides for the name right after it only): quoted
 		{name: "second zone named as the rule's service",
 			rule:    policydoc.Rule{Kind: policydoc.Zone, Effect: policydoc.Required, Pods: svc("checkout"), Zones: []string{"east", "checkout"}},
-			english: "run checkout only in zones east and checkout"},
+			english: `run "checkout" service only in zones "east" and "checkout"`},
 		{name: "zone named as a glossary service",
 			rule:    policydoc.Rule{Kind: policydoc.Zone, Effect: policydoc.Required, Negate: true, Pods: svc("payment"), Zones: []string{"checkout"}},
 			english: "never run payment in zone checkout"},
@@ -317,5 +320,61 @@ func TestRender(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "rules[1]") {
 		t.Errorf("error %q names rules[1], which renders", err)
+	}
+}
+
+// TestRoleWords: a role word ("zone", 区域) makes a name the glossary
+// holds as a service a zone only right after "in" (or 在), for the name
+// next to it only; a list it begins goes on only to unknown names, zones
+// and quoted names. Each sentence compiles as it did before role words
+// decided (or is refused), but for the last two rows, which before read
+// the name in the wrong role.
+func TestRoleWords(t *testing.T) {
+	for _, tc := range []struct {
+		text     string
+		services []string
+		zones    []string
+		kind     policydoc.Kind // "": refused
+	}{
+		// a zone list does not swallow a GPU model or a service after "and"
+		{"run inference only in zone east and T4 GPUs", nil, nil, ""},
+		{"GPU任务只能运行在区域east和A100 GPU上", nil, nil, ""},
+		{"keep checkout in zone east and payment in zone west", []string{"checkout", "payment"}, []string{"east", "west"}, policydoc.Zone},
+		{"keep checkout in zone east, cart in zone west", []string{"checkout", "cart"}, []string{"east", "west"}, policydoc.Zone},
+		{"checkout只能运行在区域east、payment", []string{"checkout", "payment"}, []string{"east"}, policydoc.Zone},
+		{"run checkout only in zones east and west", []string{"checkout"}, []string{"east", "west"}, policydoc.Zone},
+		// not a placement in a zone: the service stays a service
+		{"keep together in one zone checkout and payment", []string{"checkout", "payment"}, nil, policydoc.Colocate},
+		{"keep in one zone checkout and payment", nil, nil, ""},
+		{"spread across zones checkout, at most 2 per zone", []string{"checkout"}, nil, policydoc.Spread},
+		// placed in a zone named like a service
+		{"never run payment in zone checkout", []string{"payment"}, []string{"checkout"}, policydoc.Zone},
+		{"payment不能运行在区域checkout", []string{"payment"}, []string{"checkout"}, policydoc.Zone},
+	} {
+		got, err := Compile(tc.text, DefaultGlossary())
+		if tc.kind == "" {
+			if err == nil {
+				t.Errorf("%q compiled to %+v, want it refused", tc.text, got)
+			}
+			continue
+		}
+		if err != nil || len(got) != 1 {
+			t.Errorf("%q: %v %+v, want one %s rule", tc.text, err, got, tc.kind)
+			continue
+		}
+		r := got[0].Rule
+		if r.Kind != tc.kind || !slices.Equal(r.Pods.Services, tc.services) || !slices.Equal(r.Zones, tc.zones) {
+			t.Errorf("%q: %s for %v in zones %v, want %s for %v in zones %v", tc.text, r.Kind, r.Pods.Services, r.Zones, tc.kind, tc.services, tc.zones)
+		}
+	}
+}
+
+// TestQuotedGPUModel: a quoted GPU model compiles to the glossary's
+// spelling, as an unquoted one does (models are matched as written: "a100"
+// would match no A100 node).
+func TestQuotedGPUModel(t *testing.T) {
+	got, err := Compile(`run checkout only on "a100" GPUs`, DefaultGlossary())
+	if err != nil || len(got) != 1 || !slices.Equal(got[0].Rule.GPUModels, []string{"A100"}) {
+		t.Fatalf("%v %+v, want gpuModels [A100]", err, got)
 	}
 }

@@ -19,9 +19,12 @@
 // one knows common microservice names and their Chinese names, and GPU
 // models; edgectl adds a simulator scenario's names); an unknown ASCII
 // name is read as a service when "service"/"服务" follows it, and as a
-// zone after "zone"/"区域". A role word decides over the glossary: "zone
-// checkout" is a zone even though checkout is a known service, "east
-// service" a service even where east is a known zone. A quoted name
+// zone after "zone"/"区域". A role word decides over the glossary for the
+// name right after it: "in zone checkout" is a zone even though checkout
+// is a known service (only after "in"/在), "east service" a service even
+// where east is a known zone; a list it begins goes on after "and" or a
+// comma only to unknown names, names of its role and quoted names. A
+// quoted name
 // ("a", "order") is a name as written: never a policy word ("a" is an
 // article) nor an alias ("order" is otherwise "orders").
 //
@@ -31,8 +34,8 @@
 // (policydoc.Rule.English and Chinese) when that reads back, else every
 // service marked ("checkout service"), else every name also quoted. A rule
 // no sentence carries, because a GPU model (which has no role word) reads
-// as a service or a zone or is not in the glossary, is refused with an
-// error wrapping ErrUnrenderable that names the model and its other role.
+// as a service or a zone, is spelt otherwise there, or is not in it, is
+// refused with an error wrapping ErrUnrenderable that names the model.
 // Compile gives every rule its RenderRule sentences. Both directions are
 // tested on the corpus and on name clashes, and fuzzed (FuzzCompile,
 // FuzzRender).

@@ -161,6 +161,9 @@ func TestCompileLinearTime(t *testing.T) {
 		{"fragments before a verb", "keep a and ", 5_900},
 		{"Chinese fragments", "的，", 10_900},
 		{"Chinese continuations", "不同，", 7_000},
+		// every clause a rule, rendered in all three name styles and
+		// each rendering compiled back
+		{"rules read back", `run "order" service only in zone "a". `, 1_500},
 	} {
 		small, large := allocated(strings.Repeat(tc.unit, tc.reps/4)), allocated(strings.Repeat(tc.unit, tc.reps))
 		t.Logf("%s: %d bytes allocated for %d repetitions, %d for %d", tc.name, small, tc.reps/4, large, tc.reps)

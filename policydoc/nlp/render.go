@@ -109,6 +109,11 @@ func clashes(r *policydoc.Rule, g *Glossary) []string {
 	for _, m := range r.GPUModels {
 		switch t, v := g.lookup(strings.ToLower(m)); t {
 		case tGPUModel:
+			if v != m {
+				// (a sentence names the glossary's spelling, which the
+				// rule would not match: models match as written)
+				out = append(out, fmt.Sprintf("GPU model %q is spelt %q in the glossary", m, v))
+			}
 		case tService:
 			out = append(out, fmt.Sprintf("GPU model %q is the service %q in the glossary", m, v))
 		case tZoneName:

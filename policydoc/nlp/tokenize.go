@@ -68,9 +68,10 @@ func classifyWord(w string, g *Glossary) token {
 		// alias; the glossary gives its role, a role word may change it
 		n := w[1 : len(w)-1]
 		tok.t, tok.s = tIdent, strings.ToLower(n)
-		switch t, _ := g.lookup(tok.s); t {
+		switch t, v := g.lookup(tok.s); t {
 		case tGPUModel:
-			tok.t, tok.s = t, n
+			// (the glossary's spelling: a model is matched as written)
+			tok.t, tok.s = t, v
 		case tService, tZoneName:
 			tok.t = t
 		}
