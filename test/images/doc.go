@@ -24,7 +24,7 @@
 //   - under Debian's qemu-user-static when it is installed (`make
 //     test-images` installs it as root; otherwise the tests skip with the
 //     reason): the arm64 agent and scheduler (and the arm/v7 agent) run
-//     --version, and the unit tests of quant and policy pass as arm64
+//     --version, and the unit tests of quant, quant/int8net and policy pass as arm64
 //     binaries (`go test -exec qemu-aarch64-static`).
 //
 // Timing under emulation means nothing about a real arm64 core and is not

@@ -492,7 +492,8 @@ func TestVersionEmulated(t *testing.T) {
 	})
 }
 
-// TestUnitTestsEmulated runs the unit tests of quant and policy built for
+// TestUnitTestsEmulated runs the unit tests of quant, quant/int8net (the
+// portable kernel an arm64 scheduler scores with) and policy built for
 // arm64 (policy twice: as the scheduler and coordinator link it, and with
 // the agent's tags) under qemu. Only correctness counts: timings under emulation say nothing
 // about an arm64 core.
@@ -510,7 +511,7 @@ func TestUnitTestsEmulated(t *testing.T) {
 	// The scheduler and the coordinator link policy with gorgonia's
 	// tensors, the agent without (AGENT_TAGS): both builds of the network.
 	for _, run := range []struct{ tags, pkgs string }{
-		{"", "./quant/ ./policy/"},
+		{"", "./quant/ ./quant/int8net/ ./policy/"},
 		{"nogorgonia", "./policy/"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
