@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
+	"github.com/edgesched/edgesched/policydoc/nlp"
 )
 
 // explainedPolicy is explain's -o json|yaml document.
@@ -18,6 +19,7 @@ type explainedPolicy struct {
 
 func newPolicyExplainCommand() *cobra.Command {
 	var output string
+	var names glossaryFlags
 	cmd := &cobra.Command{
 		Use:   "explain FILE",
 		Short: "Check a policy document and show its rules as English and Chinese sentences",
@@ -25,7 +27,11 @@ func newPolicyExplainCommand() *cobra.Command {
 strictly (unknown fields, out-of-range values and fields a rule's kind does
 not use are refused, naming the field) and prints every rule as a canonical
 English and Chinese sentence, with its effect and weight, and the share of
-the node score the preferred rules decide.`,
+the node score the preferred rules decide. Each sentence is one that
+'policy compile', with the same --scenario, --services and --zones, reads
+back into the rule; a rule no sentence carries (a GPU model the names hold
+as a service or a zone, or spell otherwise) is printed plainly, with a note
+naming the clash.`,
 		Example: `  edgectl policy explain policy.yaml
   kubectl get cm -n edgesched-system edgesched-policy -o jsonpath='{.data.policy\.yaml}' | edgectl policy explain -`,
 		Args: cobra.ExactArgs(1),
@@ -37,9 +43,18 @@ the node score the preferred rules decide.`,
 			if err != nil {
 				return err
 			}
+			gl, err := names.glossary()
+			if err != nil {
+				return err
+			}
 			out := explainedPolicy{APIVersion: doc.APIVersion, ScoreShare: int(doc.Share()*100 + 0.5), Rules: []ruleView{}}
 			for i := range doc.Rules {
-				out.Rules = append(out.Rules, newRuleView(&doc.Rules[i], doc.Rules[i].Source, "", ""))
+				rd, err := nlp.RenderRule(&doc.Rules[i], gl)
+				v := newRuleView(&doc.Rules[i], doc.Rules[i].Source, rd.English, rd.Chinese)
+				if err != nil {
+					v.Note = err.Error()
+				}
+				out.Rules = append(out.Rules, v)
 			}
 			return cmdutil.PrintData(cmd.OutOrStdout(), output, out, func(w io.Writer) error {
 				if err := printRules(w, out.Rules); err != nil {
@@ -50,6 +65,7 @@ the node score the preferred rules decide.`,
 			})
 		},
 	}
+	names.register(cmd)
 	cmdutil.AddOutputFlag(cmd, &output)
 	return cmd
 }

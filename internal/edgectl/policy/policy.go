@@ -57,6 +57,9 @@ type ruleView struct {
 	Hours         string   `json:"hours_utc,omitempty"`
 	English       string   `json:"english"`
 	Chinese       string   `json:"chinese"`
+	// Note says why no sentence reads back as the rule (explain: the
+	// sentences are then its plain ones)
+	Note string `json:"note,omitempty"`
 }
 
 // newRuleView shows r, compiled from clause (or written so), with its
@@ -86,6 +89,9 @@ func printRules(w io.Writer, rules []ruleView) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.Kind, r.Effect, wt, r.English)
 		fmt.Fprintf(tw, "\t\t\t\t%s\n", r.Chinese)
+		if r.Note != "" {
+			fmt.Fprintf(tw, "\t\t\t\t(%s)\n", r.Note)
+		}
 	}
 	return tw.Flush()
 }

@@ -90,6 +90,21 @@ func TestPolicyExplain(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// with --zones east, a service named east is marked so that the
+	// sentence compiles back; a GPU model spelt otherwise than the
+	// glossary has no sentence: printed plainly, with a note
+	os.WriteFile(p, []byte("apiVersion: edgesched.policy/v1\nkind: SchedulingPolicy\nrules:\n"+
+		"- {kind: colocate, effect: required, pods: {services: [payment, east]}, scope: zone}\n"+
+		"- {kind: gpu-model, effect: required, pods: {gpu: true}, gpuModels: [a10]}\n"), 0o644)
+	out, _, err = run(t, "policy", "explain", p, "--zones", "east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"keep payment service and east service in the same zone", `(nlp: no sentence reads back as the rule: GPU model "a10" is spelt "A10" in the glossary)`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
 	os.WriteFile(p, []byte("apiVersion: edgesched.policy/v1\nkind: SchedulingPolicy\nrules:\n- {kind: cpu-cap, effect: required, pods: {}, maxCPUPercent: 800}\n"), 0o644)
 	if _, _, err := run(t, "policy", "explain", p); err == nil || !strings.Contains(err.Error(), "rules[0].maxCPUPercent") {
 		t.Fatalf("invalid document: %v", err)
