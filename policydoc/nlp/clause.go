@@ -163,6 +163,9 @@ func resolveNames(ts []token) {
 		}
 		t.t = as
 	}
+	// zoned marks the names a zone word made zones: a service word after
+	// one does not take it back ("in zones west and east services payment")
+	zoned := make([]bool, len(ts))
 	chain := func(i int, as tk) {
 		for i < len(ts) {
 			if ts[i].used || ts[i].t == tFiller {
@@ -171,6 +174,7 @@ func resolveNames(ts []token) {
 			}
 			if nameLike(ts[i]) || ts[i].t == as {
 				set(&ts[i], as)
+				zoned[i] = as == tZoneName
 				i++
 				if i < len(ts) && (ts[i].t == tAnd || ts[i].t == tPunct) && i+1 < len(ts) && continues(ts[i+1], as) {
 					i++
@@ -195,9 +199,15 @@ func resolveNames(ts []token) {
 				chain(i+1, tZoneName)
 			} else if live(i-1) && ts[i-1].t == tIdent {
 				ts[i].t, ts[i-1].t, ts[i-1].s = tFiller, tZoneName, nameOf(ts[i-1])
+				zoned[i-1] = true
 			}
 		case tServiceMarker:
-			named := live(i-1) && (ts[i-1].t == tService || nameLike(ts[i-1]))
+			// "NAME service" names NAME, whatever else the glossary holds
+			// it as, unless names follow ("east services payment": east
+			// stays a zone, "T4 services foo" a GPU model) or a zone word
+			// made it a zone
+			nextName := live(i+1) && (nameLike(ts[i+1]) || ts[i+1].t == tService)
+			named := live(i-1) && (ts[i-1].t == tService || ts[i-1].t == tIdent || nameLike(ts[i-1]) && !nextName && !zoned[i-1])
 			if named {
 				// "NAME service": NAME is a service whatever else it is
 				set(&ts[i-1], tService)

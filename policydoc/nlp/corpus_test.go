@@ -347,6 +347,12 @@ func TestRoleWords(t *testing.T) {
 		{"keep together in one zone checkout and payment", []string{"checkout", "payment"}, nil, policydoc.Colocate},
 		{"keep in one zone checkout and payment", nil, nil, ""},
 		{"spread across zones checkout, at most 2 per zone", []string{"checkout"}, nil, policydoc.Spread},
+		// a service word with names after it names those, not the
+		// zone or GPU model before it
+		{"run only in zones west and east services payment", []string{"payment"}, []string{"west", "east"}, policydoc.Zone},
+		{"只在区域west和east服务支付", []string{"payment"}, []string{"west", "east"}, policydoc.Zone},
+		{"run in zone east services foo and bar", []string{"foo", "bar"}, []string{"east"}, policydoc.Zone},
+		{"run on T4 services foo and bar", []string{"foo", "bar"}, nil, policydoc.GPUModel},
 		// placed in a zone named like a service
 		{"never run payment in zone checkout", []string{"payment"}, []string{"checkout"}, policydoc.Zone},
 		{"payment不能运行在区域checkout", []string{"payment"}, []string{"checkout"}, policydoc.Zone},

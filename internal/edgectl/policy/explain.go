@@ -29,9 +29,9 @@ not use are refused, naming the field) and prints every rule as a canonical
 English and Chinese sentence, with its effect and weight, and the share of
 the node score the preferred rules decide. Each sentence is one that
 'policy compile', with the same --scenario, --services and --zones, reads
-back into the rule; a rule no sentence carries (a GPU model the names hold
-as a service or a zone, or spell otherwise) is printed plainly, with a note
-naming the clash.`,
+back into the rule; a rule no sentence carries (a GPU model the names do
+not hold, hold as a service or a zone, or spell otherwise: --scenario adds
+a scenario's GPU models) is printed plainly, with a note naming the clash.`,
 		Example: `  edgectl policy explain policy.yaml
   kubectl get cm -n edgesched-system edgesched-policy -o jsonpath='{.data.policy\.yaml}' | edgectl policy explain -`,
 		Args: cobra.ExactArgs(1),
