@@ -118,8 +118,8 @@ func nameLike(t token) bool {
 func quoted(t token) bool { return strings.HasPrefix(t.surf, `"`) }
 
 // placesIn reports whether the zone word ts[i] places pods in the zone
-// named next: a bare "zone"/"zones" (or 区域) right after "in" (or a word
-// ending in 在: 在, 运行在). Only then does a name the glossary holds in
+// named next: a bare "zone"/"zones" (or 区域) right after "in" or
+// "outside (of)" (or a word ending in 在: 在, 运行在). Only then does a name the glossary holds in
 // another role become a zone ("run payment in zone checkout"); after
 // "across", "one zone", "site" and the like it stays what it is ("spread
 // across zones checkout, at most 2 per zone" spreads the service).
@@ -133,7 +133,7 @@ func placesIn(ts []token, i int) bool {
 		return false
 	}
 	prev := strings.ToLower(ts[i-1].surf)
-	return prev == "in" || strings.HasSuffix(prev, "在")
+	return prev == "in" || prev == "outside" || prev == "outside of" || strings.HasSuffix(prev, "在")
 }
 
 // continues reports whether t, after "and" or a comma, goes on a list of

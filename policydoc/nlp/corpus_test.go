@@ -384,3 +384,20 @@ func TestQuotedGPUModel(t *testing.T) {
 		t.Fatalf("%v %+v, want gpuModels [A100]", err, got)
 	}
 }
+
+// TestOutsideZone: "outside zone X" keeps pods out of X. "outside" was an
+// unknown word, taken for the name of the zone after it: "run payment
+// outside zone checkout" compiled to payment and checkout only in a zone
+// named outside.
+func TestOutsideZone(t *testing.T) {
+	for _, text := range []string{"run payment outside zone checkout", "keep payment outside of zone west"} {
+		got, err := Compile(text, DefaultGlossary())
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%q: %v %+v", text, err, got)
+		}
+		r := got[0].Rule
+		if r.Kind != policydoc.Zone || !r.Negate || !slices.Equal(r.Pods.Services, []string{"payment"}) || len(r.Zones) != 1 || r.Zones[0] == "outside" {
+			t.Errorf("%q: %+v, want payment never in the zone", text, r)
+		}
+	}
+}

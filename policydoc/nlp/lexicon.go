@@ -105,7 +105,7 @@ var english = map[string]entry{
 	"must": {t: tReq}, "always": {t: tReq}, "has to": {t: tReq}, "have to": {t: tReq}, "required": {t: tReq},
 	"only": {t: tOnly}, "never": {t: tNeg}, "do not": {t: tNeg}, "don't": {t: tNeg}, "must not": {t: tNeg},
 	"must never": {t: tNeg}, "cannot": {t: tNeg}, "can't": {t: tNeg}, "not": {t: tNeg}, "no": {t: tNeg},
-	"forbid": {t: tNeg}, "prefer": {t: tPref}, "preferably": {t: tPref}, "ideally": {t: tPref},
+	"forbid": {t: tNeg}, "outside": {t: tNeg}, "outside of": {t: tNeg}, "prefer": {t: tPref}, "preferably": {t: tPref}, "ideally": {t: tPref},
 	"try to": {t: tPref}, "if possible": {t: tPref}, "where possible": {t: tPref}, "favour": {t: tPref},
 	"favor": {t: tPref}, "preferred": {t: tPref}, "avoid": {t: tAvoid}, "try not to": {t: tAvoid},
 	"prefer not to": {t: tAvoid}, "should": {t: tShould}, "should not": {t: tShould}, "shouldn't": {t: tShould},
