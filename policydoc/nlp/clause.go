@@ -197,7 +197,7 @@ func resolveNames(ts []token) {
 			if live(i+1) && (ts[i+1].t == tIdent || ts[i+1].t == tZoneName || !scopeWord && nameLike(ts[i+1]) && (quoted(ts[i+1]) || placesIn(ts, i))) {
 				ts[i].t = tFiller
 				chain(i+1, tZoneName)
-			} else if live(i-1) && ts[i-1].t == tIdent {
+			} else if live(i-1) && (ts[i-1].t == tIdent || ts[i-1].t == tZoneName) {
 				ts[i].t, ts[i-1].t, ts[i-1].s = tFiller, tZoneName, nameOf(ts[i-1])
 				zoned[i-1] = true
 			}

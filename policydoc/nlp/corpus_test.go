@@ -385,19 +385,39 @@ func TestQuotedGPUModel(t *testing.T) {
 	}
 }
 
-// TestOutsideZone: "outside zone X" keeps pods out of X. "outside" was an
-// unknown word, taken for the name of the zone after it: "run payment
-// outside zone checkout" compiled to payment and checkout only in a zone
-// named outside.
+// TestOutsideZone: "outside zone X" and "except zone X" keep pods out of
+// X. Both words were unknown and taken for the name of a zone: "run
+// payment outside zone checkout" compiled to payment and checkout only in
+// a zone named outside, "in any zone except east" to zones except and
+// east. A known zone before "zone" is that zone.
 func TestOutsideZone(t *testing.T) {
-	for _, text := range []string{"run payment outside zone checkout", "keep payment outside of zone west"} {
-		got, err := Compile(text, DefaultGlossary())
+	g := DefaultGlossary()
+	g.Zones = append(g.Zones, "east")
+	for _, tc := range []struct {
+		text   string
+		negate bool
+		zone   string // "": refused
+	}{
+		{"run payment outside zone checkout", true, "checkout"},
+		{"keep payment outside of zone west", true, "west"},
+		{"run payment anywhere except zone east", true, "east"},
+		{"run payment in any zone except east", false, ""},
+		{"run payment in east zone", false, "east"},
+	} {
+		got, err := Compile(tc.text, g)
+		if tc.zone == "" {
+			if err == nil {
+				t.Errorf("%q compiled to %+v, want it refused", tc.text, got)
+			}
+			continue
+		}
 		if err != nil || len(got) != 1 {
-			t.Fatalf("%q: %v %+v", text, err, got)
+			t.Errorf("%q: %v %+v", tc.text, err, got)
+			continue
 		}
 		r := got[0].Rule
-		if r.Kind != policydoc.Zone || !r.Negate || !slices.Equal(r.Pods.Services, []string{"payment"}) || len(r.Zones) != 1 || r.Zones[0] == "outside" {
-			t.Errorf("%q: %+v, want payment never in the zone", text, r)
+		if r.Kind != policydoc.Zone || r.Negate != tc.negate || !slices.Equal(r.Pods.Services, []string{"payment"}) || !slices.Equal(r.Zones, []string{tc.zone}) {
+			t.Errorf("%q: %+v, want payment (negate %v) zone %s", tc.text, r, tc.negate, tc.zone)
 		}
 	}
 }
