@@ -263,3 +263,72 @@ func TestConsumeFetchBytes(t *testing.T) {
 		}
 	}
 }
+
+// failingJudge fails every aggregate with err.
+type failingJudge struct{ err error }
+
+func (f failingJudge) ProcessRegional(context.Context, string, []byte) (*regional.Verdict, error) {
+	return nil, f.err
+}
+
+// TestConsumeFatal: a judge's error that Hooks.Fatal calls fatal ends
+// Consume with that error (after a store error is counted); one it does
+// not is retried, and Consume goes on until ctx ends.
+func TestConsumeFatal(t *testing.T) {
+	errBoom := errors.New("boom")
+	for _, fatal := range []bool{true, false} {
+		t.Run(fmt.Sprint("fatal=", fatal), func(t *testing.T) {
+			js, err := jetstream.New(fltest.Connect(t, fltest.StartNATS(t).ClientURL(), t.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var mu sync.Mutex
+			storeErrors := 0
+			opened := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				done <- regional.Consume(ctx, js, regional.Stream{}, failingJudge{errBoom}, regional.Hooks{
+					Fatal:      func(err error) bool { return fatal && errors.Is(err, errBoom) },
+					StoreError: func() { mu.Lock(); storeErrors++; mu.Unlock() },
+					Warn:       func(string, string, ...any) {},
+					Opened:     func(jetstream.Consumer) { close(opened) },
+				})
+			}()
+			select {
+			case <-opened:
+			case err := <-done:
+				t.Fatalf("consume: %v", err)
+			}
+			if _, err := js.Publish(ctx, federated.RegionalSubjectPrefix+"eu", []byte("a1")); err != nil {
+				t.Fatal(err)
+			}
+			if fatal {
+				select {
+				case err := <-done:
+					if !errors.Is(err, errBoom) {
+						t.Fatalf("consume ended with %v, want the judge's error", err)
+					}
+				case <-time.After(15 * time.Second):
+					t.Fatal("consume goes on after a fatal error")
+				}
+				return
+			}
+			fltest.Eventually(t, 10*time.Second, "a store error counted", func() (bool, string) {
+				mu.Lock()
+				defer mu.Unlock()
+				return storeErrors >= 1, fmt.Sprint(storeErrors)
+			})
+			select {
+			case err := <-done:
+				t.Fatalf("consume ended with %v on an error that is not fatal", err)
+			default:
+			}
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("consume ended with %v", err)
+			}
+		})
+	}
+}

@@ -127,13 +127,15 @@ func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h H
 	}
 	bo := backoff.New(50*time.Millisecond, 5*time.Second, s.Seed^0x4e61)
 	for ctx.Err() == nil {
+		var fatal error // the judge's error that ends Consume
 		_, err := bus.Fetch(ctx, cons, fetchBatch, func(m jetstream.Msg) error {
 			v, err := j.ProcessRegional(ctx, m.Subject(), m.Data())
 			if err != nil {
 				_ = m.NakWithDelay(time.Second)
 				h.StoreError()
 				if h.Fatal(err) {
-					return &fatalError{err}
+					fatal = err
+					return err
 				}
 				h.Warn("store", "recording a regional verdict failed; the stream delivers it again", "err", err)
 				return nil
@@ -152,8 +154,8 @@ func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h H
 			}
 			return nil
 		})
-		if fatal := (*fatalError)(nil); errors.As(err, &fatal) {
-			return fatal.err
+		if fatal != nil {
+			return fatal
 		}
 		if ctx.Err() != nil {
 			break
@@ -174,13 +176,6 @@ func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h H
 // fetchBatch is the most aggregates one pull request brings (and at most
 // bus.FetchBytes of them): they are judged one at a time.
 const fetchBatch = 8
-
-// fatalError carries a judge's error that ends Consume (Hooks.Fatal) out
-// of bus.Fetch.
-type fatalError struct{ err error }
-
-func (e *fatalError) Error() string { return e.err.Error() }
-func (e *fatalError) Unwrap() error { return e.err }
 
 // fetchFailed handles a failed fetch: the consumer gone ends Consume
 // (bus.ErrConsumerGone); anything else is logged and retried after a
