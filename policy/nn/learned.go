@@ -38,6 +38,11 @@ type FloatScorer struct {
 	skip   []int
 	part   []float32 // the pod features' share of the first layer
 	x, a1  []float32
+	out    []float32
+	// w1 and the layers after the first: the private network's weights
+	w1   []float32
+	rest rest
+	a2   []float32
 	// vector: the AVX2 kernel runs the rest (scoresAVX2)
 	vector bool
 	// affinity is the model's AffinityEncoder
@@ -71,6 +76,7 @@ func NewFloatScorer(m *Model) (*FloatScorer, error) {
 		}
 	}
 	n := f.m.Net
+	f.w1, f.rest = f32(n.W1), n.rest()
 	f.vector = vectorKernel && n.H1 == 32 && n.H2 == 32 && n.Act == [2]Activation{ReLU, ReLU}
 	return f, nil
 }
@@ -84,7 +90,7 @@ func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
 	if k <= 0 || len(raw) != k*nf || net.F != nf || len(out) < k {
 		return fmt.Errorf("%w: %d values for %d candidates of %d features, %d outputs", policy.ErrShape, len(raw), k, nf, len(out))
 	}
-	h, w1 := net.H1, f32(net.W1)
+	h, w1 := net.H1, f.w1
 	mean, std := f.m.Schema.Mean, f.m.Schema.Std
 	s := &f.m.Schema
 	x := grow(&f.x, len(raw))
@@ -120,13 +126,14 @@ func (f *FloatScorer) Scores(raw []float32, k int, out []float32) error {
 		}
 	}
 	if f.vector {
-		scoresAVX2(k, nf, f.lo, f.hi, x, a1, w1, f32(net.B1), f32(net.W2), f32(net.B2), f32(net.W3), f32(net.B3)[0], out)
+		r := &f.rest
+		scoresAVX2(k, nf, f.lo, f.hi, x, a1, w1, r.b1, r.w2, r.b2, r.w3, r.b3, out)
 		return nil
 	}
 	if f.lo < f.hi {
 		gemm(k, h, f.hi-f.lo, x[f.lo:], nf, w1[f.lo*h:f.hi*h], 1, a1)
 	}
-	copy(out, net.scoresFrom(a1, k))
+	copy(out, f.rest.scores(a1, k, &f.a2, &f.out))
 	return nil
 }
 

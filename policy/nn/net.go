@@ -244,20 +244,62 @@ func (m *Net) Scores(x []float32, n int) ([]float32, error) {
 // scoresFrom finishes Scores from the first layer's products a1 (n x H1,
 // x W1 without the bias; in m.bufA or the caller's buffer).
 func (m *Net) scoresFrom(a1 []float32, n int) []float32 {
-	h1, h2 := m.H1, m.H2
-	a2 := grow(&m.bufB, n*h2)
-	addBias(a1, f32(m.B1))
-	m.Act[0].apply(a1, a1)
-	sgemm(n, h2, h1, a1, f32(m.W2), a2)
-	addBias(a2, f32(m.B2))
-	m.Act[1].apply(a2, a2)
-	m.scores = grow(&m.scores, n)
-	sgemm(n, 1, h2, a2, f32(m.W3), m.scores)
-	b3 := f32(m.B3)[0]
-	for i := range m.scores {
-		m.scores[i] += b3
-	}
+	m.scores = m.rest().scores(a1, n, &m.bufB, &m.scores)
 	return m.scores
+}
+
+// rest is what the actor computes after the first layer's products: its
+// weights as slices (a tensor's Data is an interface call per use, 4% of
+// a learned sweep when FloatScorer looked them up per call) and its
+// activations. A FloatScorer keeps one over its private network, which
+// nothing changes.
+type rest struct {
+	h1, h2     int
+	b1, w2, b2 []float32
+	w3         []float32
+	b3         float32
+	act        [2]Activation
+}
+
+func (m *Net) rest() rest {
+	return rest{h1: m.H1, h2: m.H2, b1: f32(m.B1), w2: f32(m.W2), b2: f32(m.B2), w3: f32(m.W3), b3: f32(m.B3)[0], act: m.Act}
+}
+
+// scores adds the first layer's bias to a1 (n x h1, in place), applies
+// its activation, runs the second and the output layer and returns the n
+// scores (in *out; *a2 is scratch). Each bias is added and then the
+// activation applied to the sum, as addBias and apply one after the other.
+func (r rest) scores(a1 []float32, n int, a2buf, out *[]float32) []float32 {
+	biasAct(a1, r.b1, r.act[0])
+	a2 := grow(a2buf, n*r.h2)
+	sgemm(n, r.h2, r.h1, a1, r.w2, a2)
+	biasAct(a2, r.b2, r.act[1])
+	s := grow(out, n)
+	sgemm(n, 1, r.h2, a2, r.w3, s)
+	for i := range s {
+		s[i] += r.b3
+	}
+	return s
+}
+
+// biasAct adds b to every row of z and applies a, in one pass for ReLU.
+func biasAct(z, b []float32, a Activation) {
+	if a != ReLU {
+		addBias(z, b)
+		a.apply(z, z)
+		return
+	}
+	h := len(b)
+	for i := 0; i+h <= len(z); i += h {
+		row := z[i : i+h : i+h]
+		for j := range row {
+			if v := row[j] + b[j]; v > 0 {
+				row[j] = v
+			} else {
+				row[j] = 0
+			}
+		}
+	}
 }
 
 // sgemm sets c (m x n) = a (m x k) b (k x n), row-major.
