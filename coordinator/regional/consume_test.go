@@ -212,11 +212,14 @@ func (d *deliveredJudge) ProcessRegional(ctx context.Context, _ string, data []b
 
 // TestConsumeFetchBytes: a pull request of the regional stream brings at
 // most bus.FetchBytes (64 MiB + 64 KiB): of aggregates of 22 MiB, two a
-// request (a third would make 66 MiB). So while the judge is on
-// aggregate k, the server has delivered at most 2·ceil(k/2); without the
-// bound (as before) a request took up to 8 of the largest aggregates,
-// 512 MiB, and the server delivered all five at once. Every aggregate is
-// still judged, once.
+// request (a third would make 66 MiB), and the next request is made once
+// the judge is through both. The five are on the stream before Consume
+// starts, so while the judge is on aggregate k the server has delivered
+// at most 2·ceil(k/2) (published while Consume runs, a request could end
+// with one, when the next came after its wait). Without the bound (as
+// before) a request took up to 8 of the largest aggregates, 512 MiB, and
+// the server delivered all five at once. Every aggregate is still judged,
+// once.
 func TestConsumeFetchBytes(t *testing.T) {
 	const size, n = 22 << 20, 5
 	srv := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), MaxPayload: 32 << 20})
@@ -227,16 +230,9 @@ func TestConsumeFetchBytes(t *testing.T) {
 	d := &deliveredJudge{cons: make(chan jetstream.Consumer, 1), delivered: map[int]uint64{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- regional.Consume(ctx, js, regional.Stream{}, d, regional.Hooks{
-			Fatal: func(error) bool { return true }, StoreError: func() {}, Warn: func(key, msg string, args ...any) { t.Log(key, msg, args) },
-			Opened: func(c jetstream.Consumer) { d.cons <- c },
-		})
-	}()
-	fltest.Eventually(t, 10*time.Second, "the consumer opened", func() (bool, string) {
-		return len(d.cons) == 1, ""
-	})
+	if _, err := js.CreateOrUpdateStream(ctx, regional.Stream{}.Config()); err != nil {
+		t.Fatal(err)
+	}
 	data := make([]byte, size)
 	// (not jetstream's default 5 s: a loaded machine may take longer to
 	// store 22 MiB)
@@ -248,6 +244,13 @@ func TestConsumeFetchBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	done := make(chan error, 1)
+	go func() {
+		done <- regional.Consume(ctx, js, regional.Stream{}, d, regional.Hooks{
+			Fatal: func(error) bool { return true }, StoreError: func() {}, Warn: func(key, msg string, args ...any) { t.Log(key, msg, args) },
+			Opened: func(c jetstream.Consumer) { d.cons <- c },
+		})
+	}()
 	fltest.Eventually(t, 60*time.Second, fmt.Sprintf("%d aggregates judged", n), func() (bool, string) {
 		d.mu.Lock()
 		defer d.mu.Unlock()

@@ -106,16 +106,22 @@ func Decode(subject string, data []byte, regions *federated.Regions) (*federated
 	return nil, federated.ReasonMalformed, err
 }
 
+// Config is the regional stream's configuration, which Consume creates
+// or updates.
+func (s Stream) Config() jetstream.StreamConfig {
+	return jetstream.StreamConfig{Name: federated.RegionalStream,
+		Subjects: []string{federated.RegionalSubjectPrefix + "*"}, Storage: jetstream.FileStorage,
+		Duplicates: s.Duplicates, MaxMsgSize: federated.MaxUpdateBytes, MaxAge: s.MaxAge,
+		Replicas: s.Replicas}
+}
+
 // Consume creates the regional stream and its durable consumer and hands
 // each aggregate to j until ctx ends, j fails fatally (h.Fatal), or the
 // consumer is deleted (an error wrapping bus.ErrConsumerGone: with
 // high availability a later active deleted it). Any other fetch failure,
 // and a store failure, is retried with capped, jittered backoff.
 func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h Hooks) error {
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: federated.RegionalStream,
-		Subjects: []string{federated.RegionalSubjectPrefix + "*"}, Storage: jetstream.FileStorage,
-		Duplicates: s.Duplicates, MaxMsgSize: federated.MaxUpdateBytes, MaxAge: s.MaxAge,
-		Replicas: s.Replicas}); err != nil {
+	if _, err := js.CreateOrUpdateStream(ctx, s.Config()); err != nil {
 		return fmt.Errorf("create regional stream: %w", err)
 	}
 	cons, err := openConsumer(ctx, js, s, h.Log)
