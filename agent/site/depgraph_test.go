@@ -23,6 +23,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/edgesched/edgesched/agent/trace"
+	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 	"github.com/edgesched/edgesched/kubefmt"
 )
@@ -49,9 +50,9 @@ func depStore(t *testing.T, clk *depClock) *trace.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	var evs []trace.Event
+	var evs []tracefmt.Event
 	for _, p := range []struct{ name, svc string }{{"web-0", "web"}, {"db-0", "db"}, {"cache-0", "cache"}} {
-		evs = append(evs, trace.Event{Kind: trace.PodArrival, Time: depT0, Pod: &trace.Pod{UID: "u-" + p.name, Namespace: "shop", Name: p.name, Service: p.svc, CPUMilli: 100, MemoryMiB: 64}})
+		evs = append(evs, tracefmt.Event{Kind: tracefmt.PodArrival, Time: depT0, Pod: &tracefmt.Pod{UID: "u-" + p.name, Namespace: "shop", Name: p.name, Service: p.svc, CPUMilli: 100, MemoryMiB: 64}})
 	}
 	if _, err := s.Append(evs...); err != nil {
 		t.Fatal(err)
@@ -62,8 +63,8 @@ func depStore(t *testing.T, clk *depClock) *trace.Store {
 // sample records one call-rate sample at depT0+at.
 func sample(t *testing.T, s *trace.Store, at time.Duration, src, dst string, rate float64) {
 	t.Helper()
-	_, err := s.Append(trace.Event{Kind: trace.EdgeRate, Time: depT0.Add(at), Edge: &trace.Edge{Src: trace.PodRef{Namespace: "shop", Name: src},
-		Dst: trace.PodRef{Namespace: "shop", Name: dst}, CallsPerSecond: rate, Reporter: "n1"}})
+	_, err := s.Append(tracefmt.Event{Kind: tracefmt.EdgeRate, Time: depT0.Add(at), Edge: &tracefmt.Edge{Src: tracefmt.PodRef{Namespace: "shop", Name: src},
+		Dst: tracefmt.PodRef{Namespace: "shop", Name: dst}, CallsPerSecond: rate, Reporter: "n1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/agent/trace"
+	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/ppo"
@@ -27,13 +28,13 @@ func TestTwinTrainer(t *testing.T) {
 	if _, err := tr.Build(); !errors.Is(err, ErrNoTwin) {
 		t.Fatalf("empty trace: %v, want ErrNoTwin", err)
 	}
-	evs := []trace.Event{
-		{Kind: trace.NodeInfo, Time: t0, Node: &trace.Node{Name: "n1", CPUMilli: 8000, MemoryMiB: 16384, Arch: sim.ArchAMD64}},
-		{Kind: trace.NodeInfo, Time: t0, Node: &trace.Node{Name: "n2", CPUMilli: 4000, MemoryMiB: 8192, GPUs: 1, GPUModel: "T4", Arch: sim.ArchAMD64}},
+	evs := []tracefmt.Event{
+		{Kind: tracefmt.NodeInfo, Time: t0, Node: &tracefmt.Node{Name: "n1", CPUMilli: 8000, MemoryMiB: 16384, Arch: sim.ArchAMD64}},
+		{Kind: tracefmt.NodeInfo, Time: t0, Node: &tracefmt.Node{Name: "n2", CPUMilli: 4000, MemoryMiB: 8192, GPUs: 1, GPUModel: "T4", Arch: sim.ArchAMD64}},
 	}
 	for i := range 12 {
-		evs = append(evs, trace.Event{Kind: trace.PodArrival, Time: t0.Add(time.Duration(i) * time.Minute),
-			Pod: &trace.Pod{UID: fmt.Sprint(i), Namespace: "shop", Name: fmt.Sprintf("p-%d", i), CPUMilli: 500 + int64(i)*100, MemoryMiB: 256}})
+		evs = append(evs, tracefmt.Event{Kind: tracefmt.PodArrival, Time: t0.Add(time.Duration(i) * time.Minute),
+			Pod: &tracefmt.Pod{UID: fmt.Sprint(i), Namespace: "shop", Name: fmt.Sprintf("p-%d", i), CPUMilli: 500 + int64(i)*100, MemoryMiB: 256}})
 	}
 	if _, err := store.Append(evs...); err != nil {
 		t.Fatal(err)
@@ -97,17 +98,17 @@ func TestTwinTrainer(t *testing.T) {
 func TestTwinTrainsGraphSAGE(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 	store, cfg := twinStore(t, t0)
-	evs := []trace.Event{{Kind: trace.NodeInfo, Time: t0, Node: &trace.Node{Name: "n1", CPUMilli: 8000, MemoryMiB: 16384, Arch: sim.ArchAMD64}},
-		{Kind: trace.NodeInfo, Time: t0, Node: &trace.Node{Name: "n2", CPUMilli: 8000, MemoryMiB: 16384, Arch: sim.ArchARM64}}}
+	evs := []tracefmt.Event{{Kind: tracefmt.NodeInfo, Time: t0, Node: &tracefmt.Node{Name: "n1", CPUMilli: 8000, MemoryMiB: 16384, Arch: sim.ArchAMD64}},
+		{Kind: tracefmt.NodeInfo, Time: t0, Node: &tracefmt.Node{Name: "n2", CPUMilli: 8000, MemoryMiB: 16384, Arch: sim.ArchARM64}}}
 	services := []string{"web", "cart", "stock", "pay"}
 	for i := range 8 {
-		evs = append(evs, trace.Event{Kind: trace.PodArrival, Time: t0.Add(time.Duration(i) * time.Minute),
-			Pod: &trace.Pod{UID: fmt.Sprint(i), Namespace: "shop", Name: fmt.Sprintf("p-%d", i), Service: services[i%4], CPUMilli: 300, MemoryMiB: 256}})
+		evs = append(evs, tracefmt.Event{Kind: tracefmt.PodArrival, Time: t0.Add(time.Duration(i) * time.Minute),
+			Pod: &tracefmt.Pod{UID: fmt.Sprint(i), Namespace: "shop", Name: fmt.Sprintf("p-%d", i), Service: services[i%4], CPUMilli: 300, MemoryMiB: 256}})
 	}
 	// web -> cart -> stock, web -> pay
 	for _, e := range [][2]int{{0, 1}, {1, 2}, {0, 3}} {
-		evs = append(evs, trace.Event{Kind: trace.EdgeRate, Time: t0.Add(10 * time.Minute),
-			Edge: &trace.Edge{Src: trace.PodRef{Namespace: "shop", Name: fmt.Sprintf("p-%d", e[0])}, Dst: trace.PodRef{Namespace: "shop", Name: fmt.Sprintf("p-%d", e[1])}, CallsPerSecond: 20, Reporter: "n1"}})
+		evs = append(evs, tracefmt.Event{Kind: tracefmt.EdgeRate, Time: t0.Add(10 * time.Minute),
+			Edge: &tracefmt.Edge{Src: tracefmt.PodRef{Namespace: "shop", Name: fmt.Sprintf("p-%d", e[0])}, Dst: tracefmt.PodRef{Namespace: "shop", Name: fmt.Sprintf("p-%d", e[1])}, CallsPerSecond: 20, Reporter: "n1"}})
 	}
 	if _, err := store.Append(evs...); err != nil {
 		t.Fatal(err)

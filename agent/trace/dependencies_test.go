@@ -13,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 	"github.com/edgesched/edgesched/internal/boltkv"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim/scenario"
@@ -32,14 +33,14 @@ func depFixture(t *testing.T) *Store {
 	t.Helper()
 	s := openTest(t, filepath.Join(t.TempDir(), "trace.db"), 24*time.Hour, 10000, func() time.Time { return t0.Add(time.Hour) })
 	t.Cleanup(func() { s.Close() })
-	pod := func(uid, name, svc string, at time.Duration) Event {
-		return Event{Kind: PodArrival, Time: t0.Add(at), Pod: &Pod{UID: uid, Namespace: "shop", Name: name, Service: svc, CPUMilli: 100, MemoryMiB: 64}}
+	pod := func(uid, name, svc string, at time.Duration) tracefmt.Event {
+		return tracefmt.Event{Kind: tracefmt.PodArrival, Time: t0.Add(at), Pod: &tracefmt.Pod{UID: uid, Namespace: "shop", Name: name, Service: svc, CPUMilli: 100, MemoryMiB: 64}}
 	}
-	ref := func(name string) PodRef { return PodRef{Namespace: "shop", Name: name} }
-	edge := func(at time.Duration, src, dst string, rate float64, node string) Event {
-		return Event{Kind: EdgeRate, Time: t0.Add(at), Edge: &Edge{Src: ref(src), Dst: ref(dst), CallsPerSecond: rate, Reporter: node}}
+	ref := func(name string) tracefmt.PodRef { return tracefmt.PodRef{Namespace: "shop", Name: name} }
+	edge := func(at time.Duration, src, dst string, rate float64, node string) tracefmt.Event {
+		return tracefmt.Event{Kind: tracefmt.EdgeRate, Time: t0.Add(at), Edge: &tracefmt.Edge{Src: ref(src), Dst: ref(dst), CallsPerSecond: rate, Reporter: node}}
 	}
-	evs := []Event{
+	evs := []tracefmt.Event{
 		pod("u-api0", "api-0", "api", 0), pod("u-api1", "api-1", "api", 0), pod("u-web0", "web-0", "web", 0),
 		pod("u-cache0", "cache-0", "cache", 0), pod("u-db0", "db-0", "db", 0), pod("u-job0", "job-0", "", 0), pod("u-big0", "big-0", "big", 0),
 		// n1 sees api-0 -> db-0 at 10, 20, 30 /s; api-1 -> db-0 at 6 /s;
@@ -53,7 +54,7 @@ func depFixture(t *testing.T) *Store {
 		edge(150*time.Second, "api-0", "cache-0", 4, "n2"), edge(150*time.Second, "web-0", "web-0", 1, "n2"),
 		edge(150*time.Second, "big-0", "big-0", 3e6, "n2"),
 		edge(350*time.Second, "api-0", "cache-0", 8, "n2"),
-		{Kind: PodDeletion, Time: t0.Add(400 * time.Second), Pod: &Pod{UID: "u-db0", Namespace: "shop", Name: "db-0"}},
+		{Kind: tracefmt.PodDeletion, Time: t0.Add(400 * time.Second), Pod: &tracefmt.Pod{UID: "u-db0", Namespace: "shop", Name: "db-0"}},
 		// db-0 re-created as a replica of db2: api-0 calls it at 7 /s
 		pod("u-db0b", "db-0", "db2", 500*time.Second),
 		edge(600*time.Second, "api-0", "db-0", 7, "n1"),
@@ -149,7 +150,7 @@ func TestServiceDependenciesErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	usage, err := EncodeEvent(Event{Kind: NodeUsage, Time: t0.Add(time.Second), Usage: &Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000}})
+	usage, err := tracefmt.EncodeEvent(tracefmt.Event{Kind: tracefmt.NodeUsage, Time: t0.Add(time.Second), Usage: &tracefmt.Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +161,11 @@ func TestServiceDependenciesErrors(t *testing.T) {
 	if _, _, err := s.Export(ExportOptions{}); !errors.Is(err, ErrStore) {
 		t.Fatalf("Export with a damaged usage record: %v, want ErrStore", err)
 	}
-	put(1001, []byte{recordVersion, byte(EdgeRate), 0x80}) // an edge record whose time is cut
-	put(1002, []byte{recordVersion, 99, 2})                // an unknown kind
+	version := usage[0]                                       // the version EncodeEvent writes
+	put(1001, []byte{version, byte(tracefmt.EdgeRate), 0x80}) // an edge record whose time is cut
+	put(1002, []byte{version, 99, 2})                         // an unknown kind
 	_, err = s.ServiceDependencies(time.Hour, t0.Add(time.Hour))
-	if !errors.Is(err, ErrStore) || !errors.Is(err, ErrRecord) {
+	if !errors.Is(err, ErrStore) || !errors.Is(err, tracefmt.ErrRecord) {
 		t.Fatalf("with a damaged edge record: %v, want ErrStore wrapping ErrRecord", err)
 	}
 	if want := "event 1001"; !strings.Contains(err.Error(), want) {
@@ -232,18 +234,18 @@ func randomTrace(t testing.TB, seed uint64, pods, samples int) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	rng := rand.New(rand.NewPCG(seed, seed))
-	var evs []Event
+	var evs []tracefmt.Event
 	for i := range 4 {
-		evs = append(evs, Event{Kind: NodeInfo, Time: t0, Node: &Node{Name: fmt.Sprintf("n%d", i), CPUMilli: 4000, MemoryMiB: 8192}})
+		evs = append(evs, tracefmt.Event{Kind: tracefmt.NodeInfo, Time: t0, Node: &tracefmt.Node{Name: fmt.Sprintf("n%d", i), CPUMilli: 4000, MemoryMiB: 8192}})
 	}
 	svcs := []string{"web", "db", "cache", "", "api"}
 	for i := range pods {
 		name := fmt.Sprintf("p-%d", rng.IntN(120))
 		at := time.Duration(rng.IntN(7200)) * time.Second
-		evs = append(evs, Event{Kind: PodArrival, Time: t0.Add(at), Pod: &Pod{UID: fmt.Sprintf("u%d", i), Namespace: "ns", Name: name,
+		evs = append(evs, tracefmt.Event{Kind: tracefmt.PodArrival, Time: t0.Add(at), Pod: &tracefmt.Pod{UID: fmt.Sprintf("u%d", i), Namespace: "ns", Name: name,
 			Service: svcs[rng.IntN(len(svcs))], CPUMilli: 100, MemoryMiB: 64}})
 		if rng.IntN(3) == 0 {
-			evs = append(evs, Event{Kind: PodDeletion, Time: t0.Add(at + time.Duration(rng.IntN(3000))*time.Second), Pod: &Pod{UID: fmt.Sprintf("u%d", i), Namespace: "ns", Name: name}})
+			evs = append(evs, tracefmt.Event{Kind: tracefmt.PodDeletion, Time: t0.Add(at + time.Duration(rng.IntN(3000))*time.Second), Pod: &tracefmt.Pod{UID: fmt.Sprintf("u%d", i), Namespace: "ns", Name: name}})
 		}
 	}
 	for i := range samples {
@@ -251,8 +253,8 @@ func randomTrace(t testing.TB, seed uint64, pods, samples int) *Store {
 		if rng.IntN(10) == 0 {
 			r = 0
 		}
-		evs = append(evs, Event{Kind: EdgeRate, Time: t0.Add(time.Duration(i) * 3 * time.Second), Edge: &Edge{Src: PodRef{Namespace: "ns", Name: fmt.Sprintf("p-%d", rng.IntN(120))},
-			Dst: PodRef{Namespace: "ns", Name: fmt.Sprintf("p-%d", rng.IntN(120))}, CallsPerSecond: r, Reporter: fmt.Sprintf("n%d", i%4)}})
+		evs = append(evs, tracefmt.Event{Kind: tracefmt.EdgeRate, Time: t0.Add(time.Duration(i) * 3 * time.Second), Edge: &tracefmt.Edge{Src: tracefmt.PodRef{Namespace: "ns", Name: fmt.Sprintf("p-%d", rng.IntN(120))},
+			Dst: tracefmt.PodRef{Namespace: "ns", Name: fmt.Sprintf("p-%d", rng.IntN(120))}, CallsPerSecond: r, Reporter: fmt.Sprintf("n%d", i%4)}})
 	}
 	for i := 0; i < len(evs); i += 5000 {
 		if _, err := s.Append(evs[i:min(i+5000, len(evs))]...); err != nil {
@@ -269,9 +271,9 @@ func randomTrace(t testing.TB, seed uint64, pods, samples int) *Store {
 // the same trace for comparison.
 func BenchmarkServiceDependencies(b *testing.B) {
 	s := randomTrace(b, 5, 2000, 200_000)
-	var evs []Event
+	var evs []tracefmt.Event
 	for i := range 200_000 {
-		evs = append(evs, Event{Kind: NodeUsage, Time: t0.Add(time.Duration(i/4) * 10 * time.Second), Usage: &Usage{Node: fmt.Sprintf("n%d", i%4), CPU: 0.5, Mem: 0.5, CPUMilli: 4000, RequestedCPUMilli: 2000}})
+		evs = append(evs, tracefmt.Event{Kind: tracefmt.NodeUsage, Time: t0.Add(time.Duration(i/4) * 10 * time.Second), Usage: &tracefmt.Usage{Node: fmt.Sprintf("n%d", i%4), CPU: 0.5, Mem: 0.5, CPUMilli: 4000, RequestedCPUMilli: 2000}})
 	}
 	for i := 0; i < len(evs); i += 5000 {
 		if _, err := s.Append(evs[i : i+5000]...); err != nil {

@@ -25,12 +25,14 @@
 // the export's dependencies), which the site leader publishes for the
 // scheduler plugin.
 //
-// On-disk records use a small versioned binary format (EncodeEvent,
-// DecodeEvent; fuzzed). Store.Append refuses a record the format cannot
-// hold on its own (a RefusedError names each, with its pod and field) and
-// writes the rest of the batch; GPU model names are cut at record
-// construction instead (MaxGPUModel). docs/site-leader.md describes the
-// formats, the retention, the refusals and what the export infers.
+// The events (tracefmt.Event) and their on-disk records, a small
+// versioned binary format (tracefmt.EncodeEvent, tracefmt.DecodeEvent;
+// fuzzed), are package agent/trace/tracefmt's. Store.Append refuses a
+// record the format cannot hold on its own (a RefusedError names each,
+// with its pod and field) and writes the rest of the batch; GPU model
+// names are cut at record construction instead (PodRecord, NodeRecord;
+// tracefmt.MaxGPUModel). docs/site-leader.md describes the formats, the
+// retention, the refusals and what the export infers.
 //
 // Concurrency and lifetimes: a Store is safe for concurrent use and is
 // closed by its owner after every user stopped; Recorder.Run owns the

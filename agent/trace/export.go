@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 	"github.com/edgesched/edgesched/internal/boltkv"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
@@ -112,7 +113,7 @@ type depOut struct {
 
 // tracedPod is a pod as the export sees it.
 type tracedPod struct {
-	Pod
+	tracefmt.Pod
 	created, deleted time.Time // deleted zero: still running
 	node             string
 }
@@ -227,7 +228,7 @@ func (s *Store) export(opt ExportOptions) ([]byte, *scenario.Loaded, ExportStats
 
 	services := servicesOf(kept)
 	for _, d := range serviceRates(c.rates, services) {
-		doc.Dependencies = append(doc.Dependencies, depOut{From: d.From, To: d.To, CallsPerSecond: math.Round(min(d.CallsPerSecond, maxRate)*1000) / 1000})
+		doc.Dependencies = append(doc.Dependencies, depOut{From: d.From, To: d.To, CallsPerSecond: math.Round(min(d.CallsPerSecond, tracefmt.MaxRate)*1000) / 1000})
 	}
 	st.Dependencies = len(doc.Dependencies)
 	svcSet := map[string]bool{}
@@ -284,7 +285,7 @@ func (s *Store) ServiceDependencies(window time.Duration, until time.Time) ([]ku
 }
 
 // podPair is a caller and a callee pod of the trace's call-rate samples.
-type podPair struct{ src, dst PodRef }
+type podPair struct{ src, dst tracefmt.PodRef }
 
 // collection is what one walk over the trace gathers for a window.
 type collection struct {
@@ -302,36 +303,36 @@ type collection struct {
 func (s *Store) collect(since, until time.Time, withUsage bool) (*collection, error) {
 	c := &collection{pods: map[string]*tracedPod{}, usage: map[string][]usageSample{}, rates: map[podPair][]float64{}}
 	inWindow := func(t time.Time) bool { return !t.Before(since) && !t.After(until) }
-	var want func(k Kind, t int64) bool // nil: every record
+	var want func(k tracefmt.Kind, t int64) bool // nil: every record
 	if !withUsage {
 		lo, hi := since.UnixNano(), until.UnixNano()
 		if since.IsZero() {
 			lo = math.MinInt64
 		}
-		want = func(k Kind, t int64) bool {
-			return k == PodArrival || k == PodDeletion || (k == EdgeRate && t >= lo && t <= hi)
+		want = func(k tracefmt.Kind, t int64) bool {
+			return k == tracefmt.PodArrival || k == tracefmt.PodDeletion || (k == tracefmt.EdgeRate && t >= lo && t <= hi)
 		}
 	}
-	err := s.scan(want, func(e Event) {
+	err := s.scan(want, func(e tracefmt.Event) {
 		switch e.Kind {
-		case PodArrival:
+		case tracefmt.PodArrival:
 			if _, ok := c.pods[e.Pod.UID]; !ok {
 				c.pods[e.Pod.UID] = &tracedPod{Pod: *e.Pod, created: e.Time}
 				c.order = append(c.order, e.Pod.UID)
 			}
-		case PodBinding:
+		case tracefmt.PodBinding:
 			if p := c.pods[e.Pod.UID]; p != nil && !e.Time.After(until) {
 				p.node = e.Pod.Node
 			}
-		case PodDeletion:
+		case tracefmt.PodDeletion:
 			if p := c.pods[e.Pod.UID]; p != nil {
 				p.deleted = e.Time
 			}
-		case NodeUsage:
+		case tracefmt.NodeUsage:
 			if u := e.Usage; u.RequestedCPUMilli > 0 {
-				c.usage[u.Node] = append(c.usage[u.Node], usageSample{e.Time, min(u.CPU*float64(u.CPUMilli)/float64(u.RequestedCPUMilli), maxShare)})
+				c.usage[u.Node] = append(c.usage[u.Node], usageSample{e.Time, min(u.CPU*float64(u.CPUMilli)/float64(u.RequestedCPUMilli), tracefmt.MaxShare)})
 			}
-		case EdgeRate:
+		case tracefmt.EdgeRate:
 			if inWindow(e.Time) {
 				k := podPair{e.Edge.Src, e.Edge.Dst}
 				c.rates[k] = append(c.rates[k], e.Edge.CallsPerSecond)
@@ -365,14 +366,14 @@ func (s *Store) collect(since, until time.Time, withUsage bool) (*collection, er
 // kubefmt.MaxTelemetryClockSkew ahead of the store's clock. A record that
 // does not decode, or whose header cannot be read, stops the walk with an
 // ErrStore error naming its sequence.
-func (s *Store) scan(want func(k Kind, t int64) bool, fn func(Event)) error {
+func (s *Store) scan(want func(k tracefmt.Kind, t int64) bool, fn func(tracefmt.Event)) error {
 	horizon := s.horizon()
 	return s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
 			if ahead(v, horizon) || (want != nil && unwanted(v, want)) {
 				return nil
 			}
-			e, err := DecodeEvent(v)
+			e, err := tracefmt.DecodeEvent(v)
 			if err != nil {
 				return fmt.Errorf("%w: event %d: %w", ErrStore, boltkv.FromU64(k), err)
 			}
@@ -385,8 +386,8 @@ func (s *Store) scan(want func(k Kind, t int64) bool, fn func(Event)) error {
 // unwanted reports whether record v has a well-formed header (this
 // format's version, a known kind, its time) that want refuses; a record
 // whose header is not well-formed is decoded (and refused) by scan.
-func unwanted(v []byte, want func(k Kind, t int64) bool) bool {
-	kind, t, ok := recordHeader(v)
+func unwanted(v []byte, want func(k tracefmt.Kind, t int64) bool) bool {
+	kind, t, ok := tracefmt.RecordHeader(v)
 	return ok && !want(kind, t)
 }
 
@@ -410,11 +411,11 @@ func (c *collection) kept(start, until time.Time) []*tracedPod {
 // servicesOf maps the pods (in kept's order) to their services; of two
 // pods of one name (a StatefulSet's pod re-created), the later one's
 // service wins, unless it has none.
-func servicesOf(kept []*tracedPod) map[PodRef]string {
-	services := map[PodRef]string{}
+func servicesOf(kept []*tracedPod) map[tracefmt.PodRef]string {
+	services := map[tracefmt.PodRef]string{}
 	for _, p := range kept {
 		if p.Service != "" {
-			services[PodRef{Namespace: p.Namespace, Name: p.Name}] = p.Service
+			services[tracefmt.PodRef{Namespace: p.Namespace, Name: p.Name}] = p.Service
 		}
 	}
 	return services
@@ -424,7 +425,7 @@ func servicesOf(kept []*tracedPod) map[PodRef]string {
 // pod pair's samples, leaving out pairs with a pod of no known service;
 // sorted by (from, to), not capped. The pairs are added in a fixed order,
 // so the same samples always give the same sums to the last bit.
-func serviceRates(rates map[podPair][]float64, services map[PodRef]string) []kubefmt.DependencyEdge {
+func serviceRates(rates map[podPair][]float64, services map[tracefmt.PodRef]string) []kubefmt.DependencyEdge {
 	pairs := slices.SortedFunc(maps.Keys(rates), func(a, b podPair) int {
 		return cmp.Or(cmp.Compare(a.src.Namespace, b.src.Namespace), cmp.Compare(a.src.Name, b.src.Name),
 			cmp.Compare(a.dst.Namespace, b.dst.Namespace), cmp.Compare(a.dst.Name, b.dst.Name))
@@ -475,7 +476,7 @@ func meanUsage(samples []usageSample, from, to, until time.Time) float64 {
 // pools groups identical nodes (capacity, GPUs, zone, architecture,
 // failure rate) into pools and declares their zones; models collects
 // their GPU models.
-func pools(nodes []Event, models map[string]bool) ([]zoneOut, []poolOut, int) {
+func pools(nodes []tracefmt.Event, models map[string]bool) ([]zoneOut, []poolOut, int) {
 	type key struct {
 		cpu, mem int64
 		gpus     int32

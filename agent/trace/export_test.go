@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -18,31 +19,31 @@ func exportFixture(t *testing.T) *Store {
 	t.Helper()
 	s := openTest(t, filepath.Join(t.TempDir(), "trace.db"), 24*time.Hour, 1000, func() time.Time { return t0.Add(10 * time.Minute) })
 	t.Cleanup(func() { s.Close() })
-	node := func(name, zone string, gpus int32, model string) Event {
-		return Event{Kind: NodeInfo, Time: t0, Node: &Node{Name: name, CPUMilli: 4000, MemoryMiB: 8192, GPUs: gpus, GPUModel: model, Zone: zone, Arch: sim.ArchAMD64}}
+	node := func(name, zone string, gpus int32, model string) tracefmt.Event {
+		return tracefmt.Event{Kind: tracefmt.NodeInfo, Time: t0, Node: &tracefmt.Node{Name: name, CPUMilli: 4000, MemoryMiB: 8192, GPUs: gpus, GPUModel: model, Zone: zone, Arch: sim.ArchAMD64}}
 	}
-	pod := func(uid, name, svc string, at time.Duration, mod func(*Pod)) Event {
-		p := &Pod{UID: uid, Namespace: "shop", Name: name, Service: svc, CPUMilli: 1000, MemoryMiB: 512, QoS: sim.QoSBurstable}
+	pod := func(uid, name, svc string, at time.Duration, mod func(*tracefmt.Pod)) tracefmt.Event {
+		p := &tracefmt.Pod{UID: uid, Namespace: "shop", Name: name, Service: svc, CPUMilli: 1000, MemoryMiB: 512, QoS: sim.QoSBurstable}
 		if mod != nil {
 			mod(p)
 		}
-		return Event{Kind: PodArrival, Time: t0.Add(at), Pod: p}
+		return tracefmt.Event{Kind: tracefmt.PodArrival, Time: t0.Add(at), Pod: p}
 	}
-	ref := func(name string) PodRef { return PodRef{Namespace: "shop", Name: name} }
-	evs := []Event{
+	ref := func(name string) tracefmt.PodRef { return tracefmt.PodRef{Namespace: "shop", Name: name} }
+	evs := []tracefmt.Event{
 		node("n1", "zone-a", 0, ""), node("n2", "zone-a", 0, ""), node("g1", "zone-b", 2, "L4"),
 		pod("u-web1", "web-1", "web", 0, nil),
-		{Kind: PodBinding, Time: t0.Add(time.Second), Pod: &Pod{UID: "u-web1", Namespace: "shop", Name: "web-1", Node: "n1"}},
-		pod("u-db0", "db-0", "db", 30*time.Second, func(p *Pod) { p.QoS = sim.QoSLS; p.Priority = 100 }),
+		{Kind: tracefmt.PodBinding, Time: t0.Add(time.Second), Pod: &tracefmt.Pod{UID: "u-web1", Namespace: "shop", Name: "web-1", Node: "n1"}},
+		pod("u-db0", "db-0", "db", 30*time.Second, func(p *tracefmt.Pod) { p.QoS = sim.QoSLS; p.Priority = 100 }),
 		pod("u-db1", "db-1", "db", 40*time.Second, nil),
-		pod("u-web2", "web-2", "web", 50*time.Second, func(p *Pod) { p.CPUUsage = 0.4 }),
-		pod("u-gpu", "infer-0", "", 55*time.Second, func(p *Pod) { p.GPUs, p.GPUMilli, p.GPUModels = 1, 500, []string{"L4"} }),
-		{Kind: NodeUsage, Time: t0.Add(10 * time.Second), Usage: &Usage{Node: "n1", CPU: 0.25, Mem: 0.3, CPUMilli: 4000, RequestedCPUMilli: 2000}},
-		{Kind: NodeUsage, Time: t0.Add(60 * time.Second), Usage: &Usage{Node: "n1", CPU: 0.5, Mem: 0.3, CPUMilli: 4000, RequestedCPUMilli: 2000}},
-		{Kind: EdgeRate, Time: t0.Add(20 * time.Second), Edge: &Edge{Src: ref("web-1"), Dst: ref("db-0"), CallsPerSecond: 10, Reporter: "n1"}},
-		{Kind: EdgeRate, Time: t0.Add(80 * time.Second), Edge: &Edge{Src: ref("web-1"), Dst: ref("db-0"), CallsPerSecond: 20, Reporter: "n1"}},
-		{Kind: EdgeRate, Time: t0.Add(80 * time.Second), Edge: &Edge{Src: ref("web-2"), Dst: ref("db-1"), CallsPerSecond: 5, Reporter: "n2"}},
-		{Kind: PodDeletion, Time: t0.Add(90 * time.Second), Pod: &Pod{UID: "u-web1", Namespace: "shop", Name: "web-1"}},
+		pod("u-web2", "web-2", "web", 50*time.Second, func(p *tracefmt.Pod) { p.CPUUsage = 0.4 }),
+		pod("u-gpu", "infer-0", "", 55*time.Second, func(p *tracefmt.Pod) { p.GPUs, p.GPUMilli, p.GPUModels = 1, 500, []string{"L4"} }),
+		{Kind: tracefmt.NodeUsage, Time: t0.Add(10 * time.Second), Usage: &tracefmt.Usage{Node: "n1", CPU: 0.25, Mem: 0.3, CPUMilli: 4000, RequestedCPUMilli: 2000}},
+		{Kind: tracefmt.NodeUsage, Time: t0.Add(60 * time.Second), Usage: &tracefmt.Usage{Node: "n1", CPU: 0.5, Mem: 0.3, CPUMilli: 4000, RequestedCPUMilli: 2000}},
+		{Kind: tracefmt.EdgeRate, Time: t0.Add(20 * time.Second), Edge: &tracefmt.Edge{Src: ref("web-1"), Dst: ref("db-0"), CallsPerSecond: 10, Reporter: "n1"}},
+		{Kind: tracefmt.EdgeRate, Time: t0.Add(80 * time.Second), Edge: &tracefmt.Edge{Src: ref("web-1"), Dst: ref("db-0"), CallsPerSecond: 20, Reporter: "n1"}},
+		{Kind: tracefmt.EdgeRate, Time: t0.Add(80 * time.Second), Edge: &tracefmt.Edge{Src: ref("web-2"), Dst: ref("db-1"), CallsPerSecond: 5, Reporter: "n2"}},
+		{Kind: tracefmt.PodDeletion, Time: t0.Add(90 * time.Second), Pod: &tracefmt.Pod{UID: "u-web1", Namespace: "shop", Name: "web-1"}},
 	}
 	if _, err := s.Append(evs...); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 )
 
 // racyView is the pod informer's store as reconcile reads it, with one
@@ -72,7 +74,7 @@ func TestReconcileRace(t *testing.T) {
 	// "gone" (deleted while the agent was down)
 	gone := testPod("gone", "", "", "")
 	for _, p := range []string{"old", "gone"} {
-		ev := Event{Kind: PodArrival, Time: t0, Pod: &Pod{UID: "uid-" + p, Namespace: "shop", Name: p, CPUMilli: 500, MemoryMiB: 100}}
+		ev := tracefmt.Event{Kind: tracefmt.PodArrival, Time: t0, Pod: &tracefmt.Pod{UID: "uid-" + p, Namespace: "shop", Name: p, CPUMilli: 500, MemoryMiB: 100}}
 		if _, err := s.Append(ev); err != nil {
 			t.Fatal(err)
 		}
@@ -135,11 +137,11 @@ func TestReconcileRace(t *testing.T) {
 
 	poll(t, 10*time.Second, "the late pod's arrival and the gone pod's deletion", func() (bool, string) {
 		arrived, deleted := map[string]int{}, map[string]int{}
-		if err := s.Events(func(_ uint64, e Event) error {
+		if err := s.Events(func(_ uint64, e tracefmt.Event) error {
 			switch e.Kind {
-			case PodArrival:
+			case tracefmt.PodArrival:
 				arrived[e.Pod.Name]++
-			case PodDeletion:
+			case tracefmt.PodDeletion:
 				deleted[e.Pod.Name]++
 			}
 			return nil
@@ -187,13 +189,13 @@ func TestRecorderRunAgain(t *testing.T) {
 	r, stop := startRecorder(t, s, cs, nil)
 	poll(t, 10*time.Second, "the first run's list", func() (bool, string) {
 		k := countKinds(t, s)
-		return r.Synced() && k[PodArrival] == 1, fmt.Sprint(k)
+		return r.Synced() && k[tracefmt.PodArrival] == 1, fmt.Sprint(k)
 	})
 	stop()
 	// web-9 was seen as the first run stopped; its arrival never written
 	late := testPod("web-9", "", "", "")
 	r.mu.Lock()
-	r.pods[late.UID] = podState{ref: PodRef{Namespace: late.Namespace, Name: late.Name}}
+	r.pods[late.UID] = podState{ref: tracefmt.PodRef{Namespace: late.Namespace, Name: late.Name}}
 	r.mu.Unlock()
 	if _, err := cs.CoreV1().Pods("shop").Create(ctx, late, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -210,6 +212,6 @@ func TestRecorderRunAgain(t *testing.T) {
 	}()
 	poll(t, 10*time.Second, "web-9's arrival in the second run", func() (bool, string) {
 		k := countKinds(t, s)
-		return r.Synced() && k[PodArrival] == 2 && k[PodDeletion] == 0, fmt.Sprint(k)
+		return r.Synced() && k[tracefmt.PodArrival] == 2 && k[tracefmt.PodDeletion] == 0, fmt.Sprint(k)
 	})
 }

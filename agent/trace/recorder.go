@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/kubefmt"
@@ -82,16 +84,16 @@ func (c *RecorderConfig) Validate() error {
 type Recorder struct {
 	cfg RecorderConfig
 	log *slog.Logger
-	ch  chan Event
+	ch  chan tracefmt.Event
 
 	mu     sync.Mutex
-	stop   <-chan struct{}         // Run's ctx.Done(): queued sends give up
-	pods   map[types.UID]podState  // recorded pods (alive)
-	nodes  map[string]Node         // recorded node attributes
-	usage  map[string]time.Time    // newest usage sample recorded per node
-	edges  map[string]time.Time    // newest flows window recorded per reporting node
-	ahead  map[sampleKey]time.Time // per node and annotation: the last sample refused as ahead of the clock
-	flows  []FlowCount             // newest snapshot from ObserveFlows
+	stop   <-chan struct{}          // Run's ctx.Done(): queued sends give up
+	pods   map[types.UID]podState   // recorded pods (alive)
+	nodes  map[string]tracefmt.Node // recorded node attributes
+	usage  map[string]time.Time     // newest usage sample recorded per node
+	edges  map[string]time.Time     // newest flows window recorded per reporting node
+	ahead  map[sampleKey]time.Time  // per node and annotation: the last sample refused as ahead of the clock
+	flows  []FlowCount              // newest snapshot from ObserveFlows
 	flowAt time.Time
 	synced bool
 	stats  RecorderStats
@@ -99,7 +101,7 @@ type Recorder struct {
 
 // podState is what the recorder recorded of a live pod.
 type podState struct {
-	ref  PodRef
+	ref  tracefmt.PodRef
 	node string // "" while pending
 }
 
@@ -141,7 +143,7 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Recorder{cfg: cfg, log: log, ch: make(chan Event, 4096), pods: map[types.UID]podState{}, nodes: map[string]Node{},
+	return &Recorder{cfg: cfg, log: log, ch: make(chan tracefmt.Event, 4096), pods: map[types.UID]podState{}, nodes: map[string]tracefmt.Node{},
 		usage: map[string]time.Time{}, edges: map[string]time.Time{}, ahead: map[sampleKey]time.Time{}}, nil
 }
 
@@ -233,10 +235,10 @@ func (r *Recorder) load(stop <-chan struct{}) error {
 	// a Recorder run again starts afresh: what the last run held in
 	// memory may not have reached the store (events queued as it stopped)
 	r.stop, r.synced = stop, false
-	r.pods, r.nodes, r.usage, r.edges = map[types.UID]podState{}, map[string]Node{}, map[string]time.Time{}, map[string]time.Time{}
+	r.pods, r.nodes, r.usage, r.edges = map[types.UID]podState{}, map[string]tracefmt.Node{}, map[string]time.Time{}, map[string]time.Time{}
 	r.ahead = map[sampleKey]time.Time{}
 	for _, e := range live {
-		r.pods[types.UID(e.Pod.UID)] = podState{ref: PodRef{Namespace: e.Pod.Namespace, Name: e.Pod.Name}, node: e.Pod.Node}
+		r.pods[types.UID(e.Pod.UID)] = podState{ref: tracefmt.PodRef{Namespace: e.Pod.Namespace, Name: e.Pod.Name}, node: e.Pod.Node}
 	}
 	for _, e := range nodes {
 		r.nodes[e.Node.Name] = *e.Node
@@ -285,7 +287,7 @@ func (r *Recorder) informers() (recorderInformers, error) {
 // transaction with backoff; when ctx ends it drains the queue once more.
 func (r *Recorder) writeLoop(ctx context.Context) {
 	b := backoff.New(r.cfg.BackoffMin, r.cfg.BackoffMax, r.cfg.Seed^0x7ace)
-	batch := make([]Event, 0, batchMax)
+	batch := make([]tracefmt.Event, 0, batchMax)
 	for {
 		batch = batch[:0]
 		select {
@@ -325,7 +327,7 @@ func (r *Recorder) writeLoop(ctx context.Context) {
 	}
 }
 
-func (r *Recorder) append(batch []Event) bool {
+func (r *Recorder) append(batch []tracefmt.Event) bool {
 	res, err := r.cfg.Store.Append(batch...)
 	var refused *RefusedError
 	if err != nil && !errors.As(err, &refused) {
@@ -351,7 +353,7 @@ func (r *Recorder) append(batch []Event) bool {
 // emit queues an event for the writer; once Run's context ended it is
 // dropped (a restarted recorder finds arrivals again in its first list and
 // deletions by reconciling).
-func (r *Recorder) emit(e Event) {
+func (r *Recorder) emit(e tracefmt.Event) {
 	select {
 	case r.ch <- e:
 	case <-r.stop:
@@ -385,14 +387,14 @@ func (r *Recorder) podSeen(obj any) {
 		if at.IsZero() {
 			at = r.cfg.Now() // an apiserver always sets it; a fake may not
 		}
-		r.emit(Event{Kind: PodArrival, Time: at, Pod: &rec})
-		st = podState{ref: PodRef{Namespace: p.Namespace, Name: p.Name}}
+		r.emit(tracefmt.Event{Kind: tracefmt.PodArrival, Time: at, Pod: &rec})
+		st = podState{ref: tracefmt.PodRef{Namespace: p.Namespace, Name: p.Name}}
 		r.mu.Lock()
 		r.pods[p.UID] = st
 		r.mu.Unlock()
 	}
 	if p.Spec.NodeName != "" && p.Spec.NodeName != st.node {
-		r.emit(Event{Kind: PodBinding, Time: BindingTime(p, r.cfg.Now()), Pod: &Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName}})
+		r.emit(tracefmt.Event{Kind: tracefmt.PodBinding, Time: BindingTime(p, r.cfg.Now()), Pod: &tracefmt.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName}})
 		st.node = p.Spec.NodeName
 		r.mu.Lock()
 		r.pods[p.UID] = st
@@ -445,7 +447,7 @@ func (r *Recorder) podGone(obj any) {
 	if dt := p.DeletionTimestamp; dt != nil && dt.Time.Before(at) {
 		at = dt.Time
 	}
-	r.emit(Event{Kind: PodDeletion, Time: at, Pod: &Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}})
+	r.emit(tracefmt.Event{Kind: tracefmt.PodDeletion, Time: at, Pod: &tracefmt.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}})
 }
 
 // nodeSeen records a node's attributes when they change, its telemetry
@@ -463,7 +465,7 @@ func (r *Recorder) nodeSeen(obj any, pods cache.Indexer) {
 	}
 	r.mu.Unlock()
 	if changed && info.CPUMilli > 0 {
-		r.emit(Event{Kind: NodeInfo, Time: r.cfg.Now(), Node: &info})
+		r.emit(tracefmt.Event{Kind: tracefmt.NodeInfo, Time: r.cfg.Now(), Node: &info})
 	}
 	if v, ok := n.Annotations[kubefmt.AnnotationTelemetry]; ok {
 		r.nodeUsage(n, v, info, pods)
@@ -518,7 +520,7 @@ func (r *Recorder) skewed(annotation, node string, at time.Time) bool {
 	return true
 }
 
-func (r *Recorder) nodeUsage(n *v1.Node, v string, info Node, pods cache.Indexer) {
+func (r *Recorder) nodeUsage(n *v1.Node, v string, info tracefmt.Node, pods cache.Indexer) {
 	s, err := kubefmt.DecodeTelemetry(v)
 	if err != nil {
 		r.malformed(kubefmt.AnnotationTelemetry, n.Name, err)
@@ -549,7 +551,7 @@ func (r *Recorder) nodeUsage(n *v1.Node, v string, info Node, pods cache.Indexer
 			requested += max(cpu, 0)
 		}
 	}
-	r.emit(Event{Kind: NodeUsage, Time: s.Time, Usage: &Usage{Node: n.Name, CPU: min(max(s.CPU, 0), 1), Mem: min(max(s.Mem, 0), 1),
+	r.emit(tracefmt.Event{Kind: tracefmt.NodeUsage, Time: s.Time, Usage: &tracefmt.Usage{Node: n.Name, CPU: min(max(s.CPU, 0), 1), Mem: min(max(s.Mem, 0), 1),
 		CPUMilli: info.CPUMilli, RequestedCPUMilli: min(requested, sim.MaxQuantity)}})
 }
 
@@ -571,7 +573,7 @@ func (r *Recorder) nodeFlows(node, v string) {
 	r.edges[node] = f.Time
 	r.mu.Unlock()
 	for _, e := range f.Edges {
-		r.emit(Event{Kind: EdgeRate, Time: f.Time, Edge: &Edge{Src: e.Src, Dst: e.Dst, CallsPerSecond: e.CallsPerSecond, Reporter: node}})
+		r.emit(tracefmt.Event{Kind: tracefmt.EdgeRate, Time: f.Time, Edge: &tracefmt.Edge{Src: e.Src, Dst: e.Dst, CallsPerSecond: e.CallsPerSecond, Reporter: node}})
 	}
 }
 
@@ -590,7 +592,7 @@ func (r *Recorder) nodeGone(obj any) {
 	delete(r.ahead, sampleKey{kubefmt.FlowsAnnotation, n.Name})
 	r.mu.Unlock()
 	if known {
-		r.emit(Event{Kind: NodeInfo, Time: r.cfg.Now(), Node: &Node{Name: n.Name}})
+		r.emit(tracefmt.Event{Kind: tracefmt.NodeInfo, Time: r.cfg.Now(), Node: &tracefmt.Node{Name: n.Name}})
 	}
 }
 
@@ -608,18 +610,18 @@ func (r *Recorder) nodeGone(obj any) {
 // (TestReconcileRace).
 func (r *Recorder) reconcile(pods, nodes cache.Indexer) {
 	now := r.cfg.Now()
-	var gone []Event
+	var gone []tracefmt.Event
 	r.mu.Lock()
 	for uid, st := range r.pods {
 		if !podPresent(pods, uid, st.ref) {
 			delete(r.pods, uid)
-			gone = append(gone, Event{Kind: PodDeletion, Time: now, Pod: &Pod{UID: string(uid), Namespace: st.ref.Namespace, Name: st.ref.Name}})
+			gone = append(gone, tracefmt.Event{Kind: tracefmt.PodDeletion, Time: now, Pod: &tracefmt.Pod{UID: string(uid), Namespace: st.ref.Namespace, Name: st.ref.Name}})
 		}
 	}
 	for name := range r.nodes {
 		if _, exists, _ := nodes.GetByKey(name); !exists {
 			delete(r.nodes, name)
-			gone = append(gone, Event{Kind: NodeInfo, Time: now, Node: &Node{Name: name}})
+			gone = append(gone, tracefmt.Event{Kind: tracefmt.NodeInfo, Time: now, Node: &tracefmt.Node{Name: name}})
 		}
 	}
 	r.mu.Unlock()
@@ -637,7 +639,7 @@ func (r *Recorder) reconcile(pods, nodes cache.Indexer) {
 // podPresent reports whether the informer's store holds the pod uid (by
 // its namespace and name: a pod recreated under the same name has another
 // UID).
-func podPresent(pods cache.Indexer, uid types.UID, ref PodRef) bool {
+func podPresent(pods cache.Indexer, uid types.UID, ref tracefmt.PodRef) bool {
 	key := ref.Name
 	if ref.Namespace != "" {
 		key = ref.Namespace + "/" + ref.Name
@@ -674,16 +676,16 @@ func (r *Recorder) flowLoop(ctx context.Context, pods cache.Indexer) {
 		}
 		win = min(win, time.Hour)
 		f := kubefmt.Flows{Time: at, Window: win}
-		agg := map[[2]PodRef]float64{}
+		agg := map[[2]tracefmt.PodRef]float64{}
 		for k, rate := range byAddr {
 			src, ok1 := podByIP(pods, k[0])
 			dst, ok2 := podByIP(pods, k[1])
 			if ok1 && ok2 {
-				agg[[2]PodRef{src, dst}] += rate
+				agg[[2]tracefmt.PodRef{src, dst}] += rate
 			}
 		}
 		for k, rate := range agg {
-			f.Edges = append(f.Edges, kubefmt.FlowEdge{Src: k[0], Dst: k[1], CallsPerSecond: min(rate, maxRate)})
+			f.Edges = append(f.Edges, kubefmt.FlowEdge{Src: k[0], Dst: k[1], CallsPerSecond: min(rate, tracefmt.MaxRate)})
 		}
 		if len(f.Edges) == 0 && !published {
 			continue
@@ -716,13 +718,13 @@ func (r *Recorder) publishFlows(ctx context.Context, f kubefmt.Flows) error {
 	return nil
 }
 
-func podByIP(pods cache.Indexer, ip netip.Addr) (PodRef, bool) {
+func podByIP(pods cache.Indexer, ip netip.Addr) (tracefmt.PodRef, bool) {
 	objs, err := pods.ByIndex(indexIP, ip.Unmap().String())
 	if err != nil || len(objs) != 1 {
-		return PodRef{}, false // unknown (outside the cluster) or ambiguous
+		return tracefmt.PodRef{}, false // unknown (outside the cluster) or ambiguous
 	}
 	p := objs[0].(*v1.Pod)
-	return PodRef{Namespace: p.Namespace, Name: p.Name}, true
+	return tracefmt.PodRef{Namespace: p.Namespace, Name: p.Name}, true
 }
 
 func podNodeIndex(obj any) ([]string, error) {
@@ -754,8 +756,8 @@ func podIPIndex(obj any) ([]string, error) {
 	return out, nil
 }
 
-// PodRecord converts a pod into the trace's Pod (its node left to
-// bindings) through kubefmt.SimPod, the conversion the scheduler plugin
+// PodRecord converts a pod into the trace's tracefmt.Pod (its node left
+// to bindings) through kubefmt.SimPod, the conversion the scheduler plugin
 // scores with: requests (memory rounded up to MiB), the GPU request and
 // accepted models, QoS and priority. It adds what the twin enforces
 // without a kube-scheduler (the architecture of a kubernetes.io/arch node
@@ -763,21 +765,22 @@ func podIPIndex(obj any) ([]string, error) {
 // records edgesched.io/cpu-usage only when the pod gives it (the export
 // then prefers the node's measured use to the simulator's usage model).
 // Requests are kept within [0, sim.MaxQuantity]. Of the accepted GPU
-// models the first 64 are kept, each cut to MaxGPUModel bytes (see
-// there). A malformed GPU request is returned as an error with the record
-// (without GPUs, as the plugin reads it). Other fields are kept as they
-// are: one beyond the record format's limits (a string over 1,024 bytes)
-// makes Store.Append refuse the record, naming the pod and the field.
-func PodRecord(p *v1.Pod) (Pod, error) {
+// models the first 64 are kept, each cut to tracefmt.MaxGPUModel bytes
+// (see there). A malformed GPU request is returned as an error with the
+// record (without GPUs, as the plugin reads it). Other fields are kept as
+// they are: one beyond the record format's limits (a string over 1,024
+// bytes) makes Store.Append refuse the record, naming the pod and the
+// field.
+func PodRecord(p *v1.Pod) (tracefmt.Pod, error) {
 	sp, models, err := kubefmt.SimPod(p)
-	rec := Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Service: kubefmt.ServiceOf(p),
+	rec := tracefmt.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Service: kubefmt.ServiceOf(p),
 		CPUMilli: quantity(sp.CPU), MemoryMiB: quantity(sp.Mem), GPUs: sp.GPUs, GPUMilli: sp.GPUMilli,
 		QoS: sp.QoS, Priority: sp.Priority, Arch: kubefmt.PodArch(p), CPULimitMilli: quantity(kubefmt.PodCPULimit(p))}
-	if len(models) > maxModels {
-		models = models[:maxModels]
+	if len(models) > tracefmt.MaxModels {
+		models = models[:tracefmt.MaxModels]
 	}
 	for i, m := range models {
-		models[i] = truncate(m, MaxGPUModel)
+		models[i] = truncate(m, tracefmt.MaxGPUModel)
 	}
 	rec.GPUModels = models
 	if u, ok := kubefmt.PodCPUUsage(p); ok {
@@ -789,14 +792,30 @@ func PodRecord(p *v1.Pod) (Pod, error) {
 // quantity keeps a request or capacity within the record format's range.
 func quantity(v int64) int64 { return min(max(v, 0), sim.MaxQuantity) }
 
+// truncate cuts s to at most n bytes, at the start of the UTF-8
+// character that crosses n (bytes that are not UTF-8 are cut at n).
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for i := n; i > 0 && i > n-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			cut = i
+			break
+		}
+	}
+	return s[:cut]
+}
+
 // NodeRecord converts a node through kubefmt.SimNode, the conversion the
 // scheduler plugin models nodes with: allocatable CPU (milli) and memory
-// (MiB), GPUs and model (the model cut to MaxGPUModel bytes), zone (cut
-// to 1,024 bytes), architecture and edgesched.io/failure-rate.
-func NodeRecord(n *v1.Node) Node {
+// (MiB), GPUs and model (the model cut to tracefmt.MaxGPUModel bytes),
+// zone (cut to 1,024 bytes), architecture and edgesched.io/failure-rate.
+func NodeRecord(n *v1.Node) tracefmt.Node {
 	spec, _ := kubefmt.SimNode(n)
-	return Node{Name: n.Name, CPUMilli: quantity(spec.CPU), MemoryMiB: quantity(spec.Memory),
-		GPUs: int32(spec.GPUs), GPUModel: truncate(spec.GPUModel, MaxGPUModel), Zone: truncate(spec.Zone, maxString),
+	return tracefmt.Node{Name: n.Name, CPUMilli: quantity(spec.CPU), MemoryMiB: quantity(spec.Memory),
+		GPUs: int32(spec.GPUs), GPUModel: truncate(spec.GPUModel, tracefmt.MaxGPUModel), Zone: truncate(spec.Zone, tracefmt.MaxString),
 		Arch: spec.Arch, FailureRate: spec.FailureRate}
 }
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 	"github.com/edgesched/edgesched/internal/kube"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
@@ -91,10 +92,10 @@ func poll(t *testing.T, within time.Duration, what string, cond func() (bool, st
 	fltest.Poll(t, 20*time.Millisecond, within, what, cond)
 }
 
-func countKinds(t *testing.T, s *Store) map[Kind]int {
+func countKinds(t *testing.T, s *Store) map[tracefmt.Kind]int {
 	t.Helper()
-	n := map[Kind]int{}
-	if err := s.Events(func(_ uint64, e Event) error { n[e.Kind]++; return nil }); err != nil {
+	n := map[tracefmt.Kind]int{}
+	if err := s.Events(func(_ uint64, e tracefmt.Event) error { n[e.Kind]++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -114,10 +115,10 @@ func TestRecorderLogic(t *testing.T) {
 	r, stop := startRecorder(t, s, client, nil)
 	poll(t, 10*time.Second, "the first list recorded", func() (bool, string) {
 		k := countKinds(t, s)
-		return r.Synced() && k[PodArrival] == 3 && k[PodBinding] == 2 && k[NodeUsage] == 1, fmt.Sprint(k)
+		return r.Synced() && k[tracefmt.PodArrival] == 3 && k[tracefmt.PodBinding] == 2 && k[tracefmt.NodeUsage] == 1, fmt.Sprint(k)
 	})
 	live, _ := s.LivePods()
-	var web2 *Pod
+	var web2 *tracefmt.Pod
 	for _, e := range live {
 		if e.Pod.Name == "web-2" {
 			web2 = e.Pod
@@ -128,9 +129,9 @@ func TestRecorderLogic(t *testing.T) {
 	if web2 == nil || web2.CPUMilli != 500 || web2.MemoryMiB != 100 || web2.GPUs != 1 || web2.GPUMilli != 300 || web2.CPULimitMilli != 1000 || web2.Service != "web" || web2.Node != "n1" {
 		t.Fatalf("web-2 recorded as %+v", web2)
 	}
-	var usage *Usage
-	_ = s.Events(func(_ uint64, e Event) error {
-		if e.Kind == NodeUsage {
+	var usage *tracefmt.Usage
+	_ = s.Events(func(_ uint64, e tracefmt.Event) error {
+		if e.Kind == tracefmt.NodeUsage {
 			usage = e.Usage
 		}
 		return nil
@@ -170,7 +171,7 @@ func TestRecorderLogic(t *testing.T) {
 	})
 	poll(t, 10*time.Second, "edges recorded from the annotation", func() (bool, string) {
 		k := countKinds(t, s)
-		return k[EdgeRate] >= 1, fmt.Sprint(k)
+		return k[tracefmt.EdgeRate] >= 1, fmt.Sprint(k)
 	})
 	stop()
 
@@ -185,7 +186,7 @@ func TestRecorderLogic(t *testing.T) {
 	defer stop()
 	poll(t, 10*time.Second, "the changes made while down", func() (bool, string) {
 		k := countKinds(t, s)
-		return r.Synced() && k[PodArrival] == 4 && k[PodDeletion] == 1, fmt.Sprint(k)
+		return r.Synced() && k[tracefmt.PodArrival] == 4 && k[tracefmt.PodDeletion] == 1, fmt.Sprint(k)
 	})
 	live, _ = s.LivePods()
 	if len(live) != 3 {
@@ -199,7 +200,7 @@ func TestRecorderLogic(t *testing.T) {
 	}
 	poll(t, 10*time.Second, "the finished pod", func() (bool, string) {
 		k := countKinds(t, s)
-		return k[PodDeletion] == 2, fmt.Sprint(k)
+		return k[tracefmt.PodDeletion] == 2, fmt.Sprint(k)
 	})
 }
 
@@ -250,12 +251,12 @@ func TestRecordBounds(t *testing.T) {
 		want []string
 	}{
 		{"short names kept", models("T4", "A100"), []string{"T4", "A100"}},
-		{"long name cut", models("T4", strings.Repeat("g", 2000)), []string{"T4", strings.Repeat("g", MaxGPUModel)}},
+		{"long name cut", models("T4", strings.Repeat("g", 2000)), []string{"T4", strings.Repeat("g", tracefmt.MaxGPUModel)}},
 		{"cut on a character boundary", models(accent), []string{strings.Repeat("a", 62)}},
 		{"64 of 70 kept, each cut", models(many...), func() []string {
-			out := make([]string, maxModels)
+			out := make([]string, tracefmt.MaxModels)
 			for i := range out {
-				out[i] = many[i][:MaxGPUModel]
+				out[i] = many[i][:tracefmt.MaxGPUModel]
 			}
 			return out
 		}()},
@@ -269,7 +270,7 @@ func TestRecordBounds(t *testing.T) {
 			if !slices.Equal(rec.GPUModels, tc.want) {
 				t.Fatalf("models %q, want %q", rec.GPUModels, tc.want)
 			}
-			if _, err := EncodeEvent(Event{Kind: PodArrival, Time: t0, Pod: &rec}); err != nil {
+			if _, err := tracefmt.EncodeEvent(tracefmt.Event{Kind: tracefmt.PodArrival, Time: t0, Pod: &rec}); err != nil {
 				t.Fatalf("record does not encode: %v", err)
 			}
 		})
@@ -279,10 +280,10 @@ func TestRecordBounds(t *testing.T) {
 		n.Labels[kubefmt.LabelGPUModel] = strings.Repeat("g", 500)
 		n.Labels[kubefmt.LabelZone] = strings.Repeat("z", 3000)
 		rec := NodeRecord(n)
-		if len(rec.GPUModel) != MaxGPUModel || len(rec.Zone) != maxString {
-			t.Fatalf("model of %d bytes, zone of %d; want %d and %d", len(rec.GPUModel), len(rec.Zone), MaxGPUModel, maxString)
+		if len(rec.GPUModel) != tracefmt.MaxGPUModel || len(rec.Zone) != tracefmt.MaxString {
+			t.Fatalf("model of %d bytes, zone of %d; want %d and %d", len(rec.GPUModel), len(rec.Zone), tracefmt.MaxGPUModel, tracefmt.MaxString)
 		}
-		if _, err := EncodeEvent(Event{Kind: NodeInfo, Time: t0, Node: &rec}); err != nil {
+		if _, err := tracefmt.EncodeEvent(tracefmt.Event{Kind: tracefmt.NodeInfo, Time: t0, Node: &rec}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -337,8 +338,8 @@ func TestRecorderBindingTimeAfterRestart(t *testing.T) {
 	got := map[string]time.Time{}
 	poll(t, 10*time.Second, "two bindings", func() (bool, string) {
 		clear(got)
-		if err := s.Events(func(_ uint64, e Event) error {
-			if e.Kind == PodBinding {
+		if err := s.Events(func(_ uint64, e tracefmt.Event) error {
+			if e.Kind == tracefmt.PodBinding {
 				got[e.Pod.Name] = e.Time
 			}
 			return nil
@@ -420,4 +421,31 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+func TestTruncate(t *testing.T) {
+	cases := []struct {
+		name string
+		s    string
+		n    int
+		want string
+	}{
+		{"short", "T4", 63, "T4"},
+		{"exact", "abc", 3, "abc"},
+		{"ascii", "abcdef", 4, "abcd"},
+		// "é" is 2 bytes (0xC3 0xA9): a cut at 2 would split it
+		{"two-byte character across the cut", "aé", 2, "a"},
+		// "€" is 3 bytes: cut at 3 keeps "a" and drops the character
+		{"three-byte character across the cut", "a€b", 3, "a"},
+		{"character ending at the cut", "a€b", 4, "a€"},
+		// not UTF-8: continuation bytes only, cut where asked
+		{"not utf-8", "\x80\x80\x80\x80\x80\x80", 4, "\x80\x80\x80\x80"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := truncate(tc.s, tc.n); got != tc.want {
+				t.Fatalf("truncate(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+			}
+		})
+	}
 }

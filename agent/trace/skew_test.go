@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 	"github.com/edgesched/edgesched/internal/boltkv"
 	"github.com/edgesched/edgesched/kubefmt"
 )
@@ -36,7 +37,7 @@ func TestRecorderRefusesFutureTimes(t *testing.T) {
 	}
 	flows := func(at time.Time) (string, string) {
 		v, err := kubefmt.EncodeFlows(kubefmt.Flows{Time: at, Window: 10 * time.Second,
-			Edges: []kubefmt.FlowEdge{{Src: PodRef{Namespace: "shop", Name: "web-1"}, Dst: PodRef{Namespace: "shop", Name: "db-0"}, CallsPerSecond: 2}}})
+			Edges: []kubefmt.FlowEdge{{Src: tracefmt.PodRef{Namespace: "shop", Name: "web-1"}, Dst: tracefmt.PodRef{Namespace: "shop", Name: "db-0"}, CallsPerSecond: 2}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,13 +46,13 @@ func TestRecorderRefusesFutureTimes(t *testing.T) {
 	cases := []struct {
 		name       string
 		annotation func(time.Time) (string, string)
-		kind       Kind
+		kind       tracefmt.Kind
 		future     time.Time
 	}{
-		{"usage a year ahead", usage, NodeUsage, yearAhead},
-		{"usage in year 9999", usage, NodeUsage, far},
-		{"flows a year ahead", flows, EdgeRate, yearAhead},
-		{"flows in year 9999", flows, EdgeRate, far},
+		{"usage a year ahead", usage, tracefmt.NodeUsage, yearAhead},
+		{"usage in year 9999", usage, tracefmt.NodeUsage, far},
+		{"flows a year ahead", flows, tracefmt.EdgeRate, yearAhead},
+		{"flows in year 9999", flows, tracefmt.EdgeRate, far},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,7 +93,7 @@ func TestRecorderRefusesFutureTimes(t *testing.T) {
 				return k[tc.kind] == 3, fmt.Sprint(k)
 			})
 			var future []time.Time
-			if err := s.Events(func(_ uint64, e Event) error {
+			if err := s.Events(func(_ uint64, e tracefmt.Event) error {
 				if e.Kind == tc.kind && e.Time.After(now) {
 					future = append(future, e.Time)
 				}
@@ -124,11 +125,11 @@ func TestRecorderRefusesFutureTimes(t *testing.T) {
 // ever: a mark beyond kubefmt.MaxTelemetryClockSkew ahead of the store's
 // clock is ignored (and replaced); a mark within it still de-duplicates.
 func TestStoreIgnoresFutureSeenMark(t *testing.T) {
-	usage := func(at time.Time) Event {
-		return Event{Kind: NodeUsage, Time: at, Usage: &Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000, RequestedCPUMilli: 500}}
+	usage := func(at time.Time) tracefmt.Event {
+		return tracefmt.Event{Kind: tracefmt.NodeUsage, Time: at, Usage: &tracefmt.Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000, RequestedCPUMilli: 500}}
 	}
-	edge := func(at time.Time) Event {
-		return Event{Kind: EdgeRate, Time: at, Edge: &Edge{Src: PodRef{Namespace: "ns", Name: "a"}, Dst: PodRef{Namespace: "ns", Name: "b"}, CallsPerSecond: 1, Reporter: "n1"}}
+	edge := func(at time.Time) tracefmt.Event {
+		return tracefmt.Event{Kind: tracefmt.EdgeRate, Time: at, Edge: &tracefmt.Edge{Src: tracefmt.PodRef{Namespace: "ns", Name: "a"}, Dst: tracefmt.PodRef{Namespace: "ns", Name: "b"}, CallsPerSecond: 1, Reporter: "n1"}}
 	}
 	cases := []struct {
 		name     string
@@ -142,7 +143,7 @@ func TestStoreIgnoresFutureSeenMark(t *testing.T) {
 		{"older than a replaced mark", 365 * 24 * time.Hour, -time.Minute, true},
 	}
 	for _, tc := range cases {
-		for _, ev := range []func(time.Time) Event{usage, edge} {
+		for _, ev := range []func(time.Time) tracefmt.Event{usage, edge} {
 			e := ev(t0)
 			t.Run(tc.name+" "+e.Kind.String(), func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "trace.db")
@@ -176,13 +177,13 @@ func TestStoreIgnoresFutureSeenMark(t *testing.T) {
 // writeUnchecked appends evs to s's log as a build from before the store
 // bounded its samples' times wrote them: the records, the sequence and
 // the count, nothing else.
-func writeUnchecked(t *testing.T, s *Store, evs ...Event) {
+func writeUnchecked(t *testing.T, s *Store, evs ...tracefmt.Event) {
 	t.Helper()
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		meta, events := tx.Bucket(bucketMeta), tx.Bucket(bucketEvents)
 		seq, count := boltkv.GetU64(meta, keySeq), boltkv.GetU64(meta, keyCount)
 		for _, e := range evs {
-			b, err := EncodeEvent(e)
+			b, err := tracefmt.EncodeEvent(e)
 			if err != nil {
 				return err
 			}
@@ -208,7 +209,7 @@ func storedAhead(t *testing.T, s *Store, horizon time.Time) []time.Time {
 	var out []time.Time
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketEvents).ForEach(func(_, v []byte) error {
-			e, err := DecodeEvent(v)
+			e, err := tracefmt.DecodeEvent(v)
 			if err == nil && e.Time.After(horizon) {
 				out = append(out, e.Time)
 			}
@@ -232,19 +233,19 @@ func storedAhead(t *testing.T, s *Store, horizon time.Time) []time.Time {
 // they stayed for ever and were read back as current.
 func TestStorePrunesFutureSamples(t *testing.T) {
 	skew := kubefmt.MaxTelemetryClockSkew
-	web, db := PodRef{Namespace: "shop", Name: "web-1"}, PodRef{Namespace: "shop", Name: "db-0"}
-	pod := func(ref PodRef, svc string) Event {
-		return Event{Kind: PodArrival, Time: t0.Add(-2 * time.Minute), Pod: &Pod{UID: ref.Name, Namespace: ref.Namespace, Name: ref.Name, Service: svc, CPUMilli: 100, MemoryMiB: 64}}
+	web, db := tracefmt.PodRef{Namespace: "shop", Name: "web-1"}, tracefmt.PodRef{Namespace: "shop", Name: "db-0"}
+	pod := func(ref tracefmt.PodRef, svc string) tracefmt.Event {
+		return tracefmt.Event{Kind: tracefmt.PodArrival, Time: t0.Add(-2 * time.Minute), Pod: &tracefmt.Pod{UID: ref.Name, Namespace: ref.Namespace, Name: ref.Name, Service: svc, CPUMilli: 100, MemoryMiB: 64}}
 	}
-	usage := func(at time.Time) Event {
-		return Event{Kind: NodeUsage, Time: at, Usage: &Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000, RequestedCPUMilli: 500}}
+	usage := func(at time.Time) tracefmt.Event {
+		return tracefmt.Event{Kind: tracefmt.NodeUsage, Time: at, Usage: &tracefmt.Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000, RequestedCPUMilli: 500}}
 	}
-	edge := func(at time.Time, rate float64) Event {
-		return Event{Kind: EdgeRate, Time: at, Edge: &Edge{Src: web, Dst: db, CallsPerSecond: rate, Reporter: "n1"}}
+	edge := func(at time.Time, rate float64) tracefmt.Event {
+		return tracefmt.Event{Kind: tracefmt.EdgeRate, Time: at, Edge: &tracefmt.Edge{Src: web, Dst: db, CallsPerSecond: rate, Reporter: "n1"}}
 	}
 	cases := []struct {
 		name   string
-		future Event
+		future tracefmt.Event
 		head   bool // first in the log, else after the pods
 	}{
 		{"usage a year ahead at the head", usage(t0.Add(365 * 24 * time.Hour)), true},
@@ -262,15 +263,15 @@ func TestStorePrunesFutureSamples(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			kept := []Event{pod(web, "web"), pod(db, "db"), edge(t0.Add(-time.Minute), 1), usage(t0.Add(skew / 2))}
+			kept := []tracefmt.Event{pod(web, "web"), pod(db, "db"), edge(t0.Add(-time.Minute), 1), usage(t0.Add(skew / 2))}
 			if tc.head {
-				writeUnchecked(t, s, append([]Event{tc.future}, kept...)...)
+				writeUnchecked(t, s, append([]tracefmt.Event{tc.future}, kept...)...)
 			} else {
 				writeUnchecked(t, s, append(append(kept[:2:2], tc.future), kept[2:]...)...)
 			}
 			horizon := t0.Add(skew)
 			// not read back
-			if k := countKinds(t, s); k[PodArrival] != 2 || k[EdgeRate] != 1 || k[NodeUsage] != 1 {
+			if k := countKinds(t, s); k[tracefmt.PodArrival] != 2 || k[tracefmt.EdgeRate] != 1 || k[tracefmt.NodeUsage] != 1 {
 				t.Fatalf("read back %v, want the 4 events within the clock's skew", k)
 			}
 			year := 365 * 24 * time.Hour
@@ -279,7 +280,7 @@ func TestStorePrunesFutureSamples(t *testing.T) {
 				t.Fatalf("dependencies %+v (%v), want web -> db at 1 call/s", deps, err)
 			}
 			// pruned by the next append
-			res, err := s.Append(Event{Kind: PodDeletion, Time: t0, Pod: &Pod{UID: "nobody", Namespace: "shop", Name: "gone"}})
+			res, err := s.Append(tracefmt.Event{Kind: tracefmt.PodDeletion, Time: t0, Pod: &tracefmt.Pod{UID: "nobody", Namespace: "shop", Name: "gone"}})
 			if err != nil || res.Pruned != 1 || res.Ahead != 1 {
 				t.Fatalf("append: %+v (%v), want 1 pruned ahead of the clock", res, err)
 			}
@@ -308,14 +309,14 @@ func TestStorePrunesSamplesWhenTheClockGoesBack(t *testing.T) {
 	clk := &clock{t: t0}
 	s := openTest(t, filepath.Join(t.TempDir(), "trace.db"), 24*time.Hour, 1000, clk.Now)
 	defer s.Close()
-	usage := func(node string, at time.Time) Event {
-		return Event{Kind: NodeUsage, Time: at, Usage: &Usage{Node: node, CPU: 0.5, CPUMilli: 1000, RequestedCPUMilli: 500}}
+	usage := func(node string, at time.Time) tracefmt.Event {
+		return tracefmt.Event{Kind: tracefmt.NodeUsage, Time: at, Usage: &tracefmt.Usage{Node: node, CPU: 0.5, CPUMilli: 1000, RequestedCPUMilli: 500}}
 	}
 	if _, err := s.Append(arrival(1, t0), usage("n1", t0), usage("n2", t0.Add(-time.Hour))); err != nil {
 		t.Fatal(err)
 	}
 	clk.Set(t0.Add(-30 * time.Minute))
-	if k := countKinds(t, s); k[PodArrival] != 1 || k[NodeUsage] != 1 {
+	if k := countKinds(t, s); k[tracefmt.PodArrival] != 1 || k[tracefmt.NodeUsage] != 1 {
 		t.Fatalf("read back %v after the clock went back, want the arrival and n2's sample", k)
 	}
 	res, err := s.Append(arrival(2, clk.Now()))

@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 	"github.com/edgesched/edgesched/internal/boltkv"
 	"github.com/edgesched/edgesched/kubefmt"
 )
@@ -18,7 +19,7 @@ import (
 // bbolt layout (trace.db). Every Append is one transaction.
 var (
 	bucketMeta   = []byte("meta")   // schema, next sequence, event count, newest sample
-	bucketEvents = []byte("events") // sequence (uint64 BE) -> record (EncodeEvent)
+	bucketEvents = []byte("events") // sequence (uint64 BE) -> record (tracefmt.EncodeEvent)
 	bucketLive   = []byte("live")   // pod UID -> its PodArrival record, with its node once bound (pods not yet deleted)
 	bucketNodes  = []byte("nodes")  // node name -> NodeInfo record (nodes not deleted)
 	bucketSeen   = []byte("seen")   // "usage/<node>" | "edges/<node>" -> Unix nanoseconds of the newest sample recorded (a mark beyond the clock's skew bound is ignored)
@@ -168,9 +169,9 @@ var ErrRefused = errors.New("trace: records refused")
 // other records were appended in its transaction (AppendResult counts
 // them). Records holds one error per refused record in batch order, each
 // naming the record's place in the batch, its kind, its pod (namespace,
-// name and UID) or node, and the field; each wraps ErrRecord (a record
-// the format refuses), or ErrStore (a binding whose pod's current record
-// in the store does not decode: that record is left as it is).
+// name and UID) or node, and the field; each wraps tracefmt.ErrRecord (a
+// record the format refuses), or ErrStore (a binding whose pod's current
+// record in the store does not decode: that record is left as it is).
 type RefusedError struct {
 	// Batch is the number of records Append was given.
 	Batch   int
@@ -198,12 +199,12 @@ func (e *RefusedError) Error() string {
 func (e *RefusedError) Unwrap() []error { return append([]error{ErrRefused}, e.Records...) }
 
 // refusal names the record i of a batch in its refusal.
-func refusal(i int, e *Event, err error) error {
-	return fmt.Errorf("record %d (%s of %s): %w", i, e.Kind, e.subject(), err)
+func refusal(i int, e *tracefmt.Event, err error) error {
+	return fmt.Errorf("record %d (%s of %s): %w", i, e.Kind, subject(e), err)
 }
 
 // subject names what an event is about, for errors (strings clipped).
-func (e *Event) subject() string {
+func subject(e *tracefmt.Event) string {
 	switch {
 	case e.Pod != nil:
 		return fmt.Sprintf("pod %s/%s, uid %s", clip(e.Pod.Namespace), clip(e.Pod.Name), clip(e.Pod.UID))
@@ -233,13 +234,13 @@ func clip(s string) string {
 // log, with the de-duplication AppendResult describes.
 //
 // A record that cannot be written (one the format refuses, see
-// Event.Validate; a binding of a pod whose current record does not
-// decode, or would outgrow MaxRecordBytes with its node) is refused on its
-// own: the others are appended and the error is a *RefusedError naming
-// each refused record and its field (errors.Is(err, ErrRefused)), with
-// the counts in the result. Any other error is the transaction's: then
-// nothing of the batch was written and the result is zero. Nothing
-// stored before is changed by a refusal.
+// tracefmt.Event.Validate; a binding of a pod whose current record does
+// not decode, or would outgrow tracefmt.MaxRecordBytes with its node) is
+// refused on its own: the others are appended and the error is a
+// *RefusedError naming each refused record and its field (errors.Is(err,
+// ErrRefused)), with the counts in the result. Any other error is the
+// transaction's: then nothing of the batch was written and the result is
+// zero. Nothing stored before is changed by a refusal.
 //
 // Retention also deletes, wherever they are in the log, the samples and
 // flows (NodeUsage, EdgeRate) dated more than kubefmt.MaxTelemetryClockSkew
@@ -248,13 +249,13 @@ func clip(s string) string {
 // times and reads the log for them only when that bound is beyond the
 // clock's skew (and once in a store written before it), so an Append
 // stays as cheap as the head of the log.
-func (s *Store) Append(evs ...Event) (AppendResult, error) {
+func (s *Store) Append(evs ...tracefmt.Event) (AppendResult, error) {
 	var res AppendResult
 	refused := make([]error, len(evs)) // by batch index; nil: not refused
 	enc := make([][]byte, len(evs))
 	good := 0
 	for i := range evs {
-		b, err := EncodeEvent(evs[i])
+		b, err := tracefmt.EncodeEvent(evs[i])
 		if err != nil {
 			refused[i] = refusal(i, &evs[i], err)
 			continue
@@ -277,7 +278,7 @@ func (s *Store) Append(evs ...Event) (AppendResult, error) {
 				}
 				record := true
 				switch e.Kind {
-				case NodeInfo:
+				case tracefmt.NodeInfo:
 					record = false
 					var err error
 					if e.Node.CPUMilli == 0 {
@@ -289,25 +290,25 @@ func (s *Store) Append(evs ...Event) (AppendResult, error) {
 						return err
 					}
 					res.Recorded++
-				case PodArrival:
+				case tracefmt.PodArrival:
 					if live.Get([]byte(e.Pod.UID)) != nil {
 						record = false
 					} else if err := live.Put([]byte(e.Pod.UID), enc[i]); err != nil {
 						return err
 					}
-				case PodDeletion:
+				case tracefmt.PodDeletion:
 					if live.Get([]byte(e.Pod.UID)) == nil {
 						record = false
 					} else if err := live.Delete([]byte(e.Pod.UID)); err != nil {
 						return err
 					}
-				case PodBinding:
+				case tracefmt.PodBinding:
 					raw := live.Get([]byte(e.Pod.UID))
 					if raw == nil {
 						record = false
 						break
 					}
-					cur, err := DecodeEvent(raw)
+					cur, err := tracefmt.DecodeEvent(raw)
 					if err != nil {
 						inTx[i] = refusal(i, &evs[i], fmt.Errorf("%w: the pod's current record does not decode: %w", ErrStore, err))
 						continue
@@ -317,7 +318,7 @@ func (s *Store) Append(evs ...Event) (AppendResult, error) {
 						break
 					}
 					cur.Pod.Node = e.Pod.Node
-					b, err := EncodeEvent(cur)
+					b, err := tracefmt.EncodeEvent(cur)
 					if err != nil {
 						inTx[i] = refusal(i, &evs[i], fmt.Errorf("the pod's current record with its node: %w", err))
 						continue
@@ -325,12 +326,12 @@ func (s *Store) Append(evs ...Event) (AppendResult, error) {
 					if err := live.Put([]byte(e.Pod.UID), b); err != nil {
 						return err
 					}
-				case NodeUsage, EdgeRate:
+				case tracefmt.NodeUsage, tracefmt.EdgeRate:
 					// one sample per node and time: usage samples must move
 					// forward; the edges of one window share its time, so
 					// only an older window is refused
 					key, t := "", uint64(e.Time.UnixNano())
-					if e.Kind == EdgeRate {
+					if e.Kind == tracefmt.EdgeRate {
 						key = "edges/" + e.Edge.Reporter
 					} else {
 						key = "usage/" + e.Usage.Node
@@ -345,19 +346,19 @@ func (s *Store) Append(evs ...Event) (AppendResult, error) {
 							"mark", time.Unix(0, int64(last)).UTC(), "now", s.cfg.Now())
 						last = 0
 					}
-					if last != 0 && (t < last || (t == last && e.Kind == NodeUsage)) {
+					if last != 0 && (t < last || (t == last && e.Kind == tracefmt.NodeUsage)) {
 						record = false
 					} else if err := seen.Put([]byte(key), boltkv.U64(t)); err != nil {
 						return err
 					}
 				}
 				if !record {
-					if e.Kind != NodeInfo {
+					if e.Kind != tracefmt.NodeInfo {
 						res.Skipped++
 					}
 					continue
 				}
-				if e.Kind == NodeUsage || e.Kind == EdgeRate {
+				if e.Kind == tracefmt.NodeUsage || e.Kind == tracefmt.EdgeRate {
 					newest = max(newest, e.Time.UnixNano())
 				}
 				seq++
@@ -418,7 +419,7 @@ func (s *Store) prune(events *bolt.Bucket, count *uint64, now time.Time) (int, e
 	// always the first: a bbolt cursor's Next after Delete skips a key
 	for k, v := c.First(); k != nil; k, v = c.First() {
 		if *count <= uint64(s.cfg.MaxEvents) {
-			t, ok := recordTime(v)
+			t, ok := tracefmt.RecordTime(v)
 			if ok && t >= cutoff {
 				break
 			}
@@ -440,8 +441,8 @@ func sweepAhead(events *bolt.Bucket, count *uint64, horizon int64) (int, int64, 
 	newest := int64(math.MinInt64)
 	var drop [][]byte
 	err := events.ForEach(func(k, v []byte) error {
-		switch kind, t, ok := recordHeader(v); {
-		case !ok || (kind != NodeUsage && kind != EdgeRate):
+		switch kind, t, ok := tracefmt.RecordHeader(v); {
+		case !ok || (kind != tracefmt.NodeUsage && kind != tracefmt.EdgeRate):
 		case t > horizon:
 			drop = append(drop, append([]byte(nil), k...))
 		default:
@@ -464,34 +465,13 @@ func sweepAhead(events *bolt.Bucket, count *uint64, horizon int64) (int, int64, 
 // ahead reports whether record v is a sample or flows window (NodeUsage,
 // EdgeRate) dated after horizon (Unix nanoseconds): not to be read.
 func ahead(v []byte, horizon int64) bool {
-	kind, t, ok := recordHeader(v)
-	return ok && (kind == NodeUsage || kind == EdgeRate) && t > horizon
+	kind, t, ok := tracefmt.RecordHeader(v)
+	return ok && (kind == tracefmt.NodeUsage || kind == tracefmt.EdgeRate) && t > horizon
 }
 
 // horizon is the latest time (Unix nanoseconds) a sample or flows window
 // read now may have: the store's clock plus kubefmt.MaxTelemetryClockSkew.
 func (s *Store) horizon() int64 { return s.cfg.Now().Add(kubefmt.MaxTelemetryClockSkew).UnixNano() }
-
-// recordHeader reads a record's kind and time without decoding the rest;
-// ok is false when they are not well-formed (this format's version, a
-// known kind, a time).
-func recordHeader(v []byte) (Kind, int64, bool) {
-	if len(v) < 3 || (v[0] != recordVersion && v[0] != 1) || Kind(v[1]) < PodArrival || Kind(v[1]) > maxKind {
-		return 0, 0, false
-	}
-	t, ok := recordTime(v)
-	return Kind(v[1]), t, ok
-}
-
-// recordTime reads a record's time without decoding the rest.
-func recordTime(v []byte) (int64, bool) {
-	if len(v) < 3 {
-		return 0, false
-	}
-	d := decoder{b: v[2:]}
-	t := d.varint("time")
-	return t, d.err == nil
-}
 
 // Stats summarises the store.
 type Stats struct {
@@ -510,12 +490,12 @@ func (s *Store) Stats() (Stats, error) {
 		st.Events, st.LastSeq = int(boltkv.GetU64(meta, keyCount)), boltkv.GetU64(meta, keySeq)
 		c := events.Cursor()
 		if _, v := c.First(); v != nil {
-			if t, ok := recordTime(v); ok {
+			if t, ok := tracefmt.RecordTime(v); ok {
 				st.Oldest = time.Unix(0, t).UTC()
 			}
 		}
 		if _, v := c.Last(); v != nil {
-			if t, ok := recordTime(v); ok {
+			if t, ok := tracefmt.RecordTime(v); ok {
 				st.Newest = time.Unix(0, t).UTC()
 			}
 		}
@@ -530,14 +510,14 @@ func (s *Store) Stats() (Stats, error) {
 // kubefmt.MaxTelemetryClockSkew ahead of the store's clock (the next
 // Append prunes them). A record that does not decode stops the walk with
 // an ErrStore error naming its sequence (nothing is changed).
-func (s *Store) Events(fn func(seq uint64, e Event) error) error {
+func (s *Store) Events(fn func(seq uint64, e tracefmt.Event) error) error {
 	horizon := s.horizon()
 	return s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
 			if ahead(v, horizon) {
 				return nil
 			}
-			e, err := DecodeEvent(v)
+			e, err := tracefmt.DecodeEvent(v)
 			if err != nil {
 				return fmt.Errorf("%w: event %d: %w", ErrStore, boltkv.FromU64(k), err)
 			}
@@ -548,16 +528,16 @@ func (s *Store) Events(fn func(seq uint64, e Event) error) error {
 
 // LivePods returns the pods recorded as arrived and not yet deleted
 // (their arrival records, with their node once bound).
-func (s *Store) LivePods() ([]Event, error) { return s.current(bucketLive) }
+func (s *Store) LivePods() ([]tracefmt.Event, error) { return s.current(bucketLive) }
 
 // Nodes returns the current nodes (NodeInfo records).
-func (s *Store) Nodes() ([]Event, error) { return s.current(bucketNodes) }
+func (s *Store) Nodes() ([]tracefmt.Event, error) { return s.current(bucketNodes) }
 
-func (s *Store) current(bucket []byte) ([]Event, error) {
-	var out []Event
+func (s *Store) current(bucket []byte) ([]tracefmt.Event, error) {
+	var out []tracefmt.Event
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
-			e, err := DecodeEvent(v)
+			e, err := tracefmt.DecodeEvent(v)
 			if err != nil {
 				return fmt.Errorf("%w: %s %q: %w", ErrStore, bucket, k, err)
 			}

@@ -13,8 +13,12 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 	"github.com/edgesched/edgesched/internal/boltkv"
 )
+
+// t0 is the tests' reference time.
+var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 
 // clock is a settable test clock.
 type clock struct {
@@ -36,8 +40,8 @@ func openTest(t *testing.T, path string, maxAge time.Duration, maxEvents int, no
 	return s
 }
 
-func arrival(i int, at time.Time) Event {
-	return Event{Kind: PodArrival, Time: at, Pod: &Pod{UID: fmt.Sprintf("u-%d", i), Namespace: "ns", Name: fmt.Sprintf("p-%d", i), CPUMilli: 100, MemoryMiB: 64}}
+func arrival(i int, at time.Time) tracefmt.Event {
+	return tracefmt.Event{Kind: tracefmt.PodArrival, Time: at, Pod: &tracefmt.Pod{UID: fmt.Sprintf("u-%d", i), Namespace: "ns", Name: fmt.Sprintf("p-%d", i), CPUMilli: 100, MemoryMiB: 64}}
 }
 
 // TestStoreDeduplicates: an arrival seen again (relist), a deletion of an
@@ -47,12 +51,12 @@ func arrival(i int, at time.Time) Event {
 func TestStoreDeduplicates(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "trace.db")
 	s := openTest(t, path, time.Hour, 100, func() time.Time { return t0 })
-	usage := func(at time.Time) Event {
-		return Event{Kind: NodeUsage, Time: at, Usage: &Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000, RequestedCPUMilli: 500}}
+	usage := func(at time.Time) tracefmt.Event {
+		return tracefmt.Event{Kind: tracefmt.NodeUsage, Time: at, Usage: &tracefmt.Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000, RequestedCPUMilli: 500}}
 	}
-	bind := Event{Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u-1", Namespace: "ns", Name: "p-1", Node: "n1"}}
+	bind := tracefmt.Event{Kind: tracefmt.PodBinding, Time: t0, Pod: &tracefmt.Pod{UID: "u-1", Namespace: "ns", Name: "p-1", Node: "n1"}}
 	res, err := s.Append(arrival(1, t0), arrival(2, t0), arrival(1, t0), bind, bind, usage(t0), usage(t0),
-		Event{Kind: PodDeletion, Time: t0, Pod: &Pod{UID: "u-9", Namespace: "ns", Name: "p-9"}})
+		tracefmt.Event{Kind: tracefmt.PodDeletion, Time: t0, Pod: &tracefmt.Pod{UID: "u-9", Namespace: "ns", Name: "p-9"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +65,7 @@ func TestStoreDeduplicates(t *testing.T) {
 	if res.Recorded != 4 || res.Skipped != 4 || res.Pruned != 0 {
 		t.Fatalf("append: %+v, want 4 recorded, 4 skipped", res)
 	}
-	if _, err := s.Append(Event{Kind: PodDeletion, Time: t0.Add(time.Minute), Pod: &Pod{UID: "u-2", Namespace: "ns", Name: "p-2"}}); err != nil {
+	if _, err := s.Append(tracefmt.Event{Kind: tracefmt.PodDeletion, Time: t0.Add(time.Minute), Pod: &tracefmt.Pod{UID: "u-2", Namespace: "ns", Name: "p-2"}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -92,7 +96,7 @@ func TestStoreRetention(t *testing.T) {
 	first := func() (uint64, string) {
 		var seq uint64
 		var name string
-		_ = s.Events(func(q uint64, e Event) error {
+		_ = s.Events(func(q uint64, e tracefmt.Event) error {
 			if seq == 0 {
 				seq, name = q, e.Pod.Name
 			}
@@ -129,13 +133,13 @@ func TestStoreRetention(t *testing.T) {
 func TestStoreDamage(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "trace.db")
 	s := openTest(t, path, time.Hour, 100, func() time.Time { return t0 })
-	if _, err := s.Append(arrival(1, t0), Event{Kind: NodeInfo, Time: t0, Node: &Node{Name: "n", CPUMilli: 1000, MemoryMiB: 1024}}); err != nil {
+	if _, err := s.Append(arrival(1, t0), tracefmt.Event{Kind: tracefmt.NodeInfo, Time: t0, Node: &tracefmt.Node{Name: "n", CPUMilli: 1000, MemoryMiB: 1024}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketEvents).Put(boltkv.U64(7), []byte{1, 200, 0}) }); err != nil {
 		t.Fatal(err)
 	}
-	err := s.Events(func(uint64, Event) error { return nil })
+	err := s.Events(func(uint64, tracefmt.Event) error { return nil })
 	if !errors.Is(err, ErrStore) || !strings.Contains(err.Error(), "event 7") {
 		t.Fatalf("damaged record: %v, want ErrStore naming event 7", err)
 	}
@@ -167,7 +171,7 @@ func BenchmarkAppend(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	batch := make([]Event, 64)
+	batch := make([]tracefmt.Event, 64)
 	n := 0
 	for b.Loop() {
 		for i := range batch {
@@ -187,9 +191,9 @@ func BenchmarkAppend(b *testing.B) {
 // node, field); what the store held before is untouched. Every case starts
 // from a store holding two pods (p-1 bound to n1, p-2) and a node.
 func TestAppendRefusesRecordsIndividually(t *testing.T) {
-	long := strings.Repeat("x", maxString+1)
-	pod := func(uid, name string) *Pod { return &Pod{UID: uid, Namespace: "ns", Name: name} }
-	withModel := func(i int, model string) Event {
+	long := strings.Repeat("x", tracefmt.MaxString+1)
+	pod := func(uid, name string) *tracefmt.Pod { return &tracefmt.Pod{UID: uid, Namespace: "ns", Name: name} }
+	withModel := func(i int, model string) tracefmt.Event {
 		e := arrival(i, t0)
 		e.Pod.GPUs, e.Pod.GPUMilli, e.Pod.GPUModels = 1, 500, []string{"T4", model}
 		return e
@@ -199,14 +203,14 @@ func TestAppendRefusesRecordsIndividually(t *testing.T) {
 	// bytes would take the record past 16,384
 	big := arrival(90, t0)
 	big.Pod.GPUs, big.Pod.GPUMilli = 1, 500
-	for range maxModels {
+	for range tracefmt.MaxModels {
 		big.Pod.GPUModels = append(big.Pod.GPUModels, strings.Repeat("m", 240))
 	}
 	cases := []struct {
 		name string
 		// damage runs before the batch (in its own transaction)
 		damage func(tx *bolt.Tx) error
-		batch  []Event
+		batch  []tracefmt.Event
 		// recorded, skipped and refused as AppendResult counts them
 		recorded, skipped, refused int
 		// want are substrings of the error (each refused record's
@@ -218,7 +222,7 @@ func TestAppendRefusesRecordsIndividually(t *testing.T) {
 	}{
 		{
 			name:     "all good",
-			batch:    []Event{arrival(3, t0), {Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u-3", Namespace: "ns", Name: "p-3", Node: "n1"}}},
+			batch:    []tracefmt.Event{arrival(3, t0), {Kind: tracefmt.PodBinding, Time: t0, Pod: &tracefmt.Pod{UID: "u-3", Namespace: "ns", Name: "p-3", Node: "n1"}}},
 			recorded: 2,
 			live:     []string{"p-1", "p-2", "p-3"},
 		},
@@ -227,49 +231,49 @@ func TestAppendRefusesRecordsIndividually(t *testing.T) {
 			// format's 1,024 bytes) refused; the binding of 4 is then
 			// skipped (not a live pod), the deletion of p-2 written
 			name: "one oversized gpu model among good records",
-			batch: []Event{arrival(3, t0), withModel(4, strings.Repeat("g", 2000)), arrival(5, t0),
-				{Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u-4", Namespace: "ns", Name: "p-4", Node: "n1"}},
-				{Kind: PodDeletion, Time: t0, Pod: pod("u-2", "p-2")}},
+			batch: []tracefmt.Event{arrival(3, t0), withModel(4, strings.Repeat("g", 2000)), arrival(5, t0),
+				{Kind: tracefmt.PodBinding, Time: t0, Pod: &tracefmt.Pod{UID: "u-4", Namespace: "ns", Name: "p-4", Node: "n1"}},
+				{Kind: tracefmt.PodDeletion, Time: t0, Pod: pod("u-2", "p-2")}},
 			recorded: 3, skipped: 1, refused: 1,
 			want:  []string{"1 of 5", "record 1 (pod-arrival of pod ns/p-4, uid u-4)", "gpu model is 2000 bytes"},
-			store: ErrRecord,
+			store: tracefmt.ErrRecord,
 			live:  []string{"p-1", "p-3", "p-5"},
 		},
 		{
 			// refused: 1 (name), 2 (no node), 3 (NaN share), 4 (rate);
 			// written: 0 and 5
 			name: "a bad record of every kind",
-			batch: []Event{arrival(3, t0),
-				{Kind: PodDeletion, Time: t0, Pod: pod("u-2", long)},
-				{Kind: PodBinding, Time: t0, Pod: pod("u-3", "p-3")},
-				{Kind: NodeUsage, Time: t0, Usage: &Usage{Node: "n1", CPU: math.NaN()}},
-				{Kind: EdgeRate, Time: t0, Edge: &Edge{Src: PodRef{Namespace: "ns", Name: "p-1"}, Dst: PodRef{Namespace: "ns", Name: "p-2"}, Reporter: "n1", CallsPerSecond: math.Inf(1)}},
-				{Kind: NodeUsage, Time: t0, Usage: &Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000}}},
+			batch: []tracefmt.Event{arrival(3, t0),
+				{Kind: tracefmt.PodDeletion, Time: t0, Pod: pod("u-2", long)},
+				{Kind: tracefmt.PodBinding, Time: t0, Pod: pod("u-3", "p-3")},
+				{Kind: tracefmt.NodeUsage, Time: t0, Usage: &tracefmt.Usage{Node: "n1", CPU: math.NaN()}},
+				{Kind: tracefmt.EdgeRate, Time: t0, Edge: &tracefmt.Edge{Src: tracefmt.PodRef{Namespace: "ns", Name: "p-1"}, Dst: tracefmt.PodRef{Namespace: "ns", Name: "p-2"}, Reporter: "n1", CallsPerSecond: math.Inf(1)}},
+				{Kind: tracefmt.NodeUsage, Time: t0, Usage: &tracefmt.Usage{Node: "n1", CPU: 0.5, CPUMilli: 1000}}},
 			recorded: 2, refused: 4,
 			want: []string{"4 of 6",
 				"record 1 (pod-deletion of pod ns/xxxx", "uid u-2)", "name is 1025 bytes",
 				"record 2 (pod-binding of pod ns/p-3, uid u-3)", "node missing",
 				"record 3 (node-usage of node n1)", "cpu NaN",
 				"record 4 (edge-rate of edge ns/p-1 -> ns/p-2 seen by n1)", "rate +Inf"},
-			store: ErrRecord,
+			store: tracefmt.ErrRecord,
 			live:  []string{"p-1", "p-2", "p-3"},
 		},
 		{
 			name:    "every record refused",
-			batch:   []Event{{Kind: PodArrival, Time: t0, Pod: pod("", "p-7")}, {Kind: NodeInfo, Node: &Node{Name: "n2", CPUMilli: 1}}},
+			batch:   []tracefmt.Event{{Kind: tracefmt.PodArrival, Time: t0, Pod: pod("", "p-7")}, {Kind: tracefmt.NodeInfo, Node: &tracefmt.Node{Name: "n2", CPUMilli: 1}}},
 			refused: 2,
 			want:    []string{"2 of 2", "record 0 (pod-arrival of pod ns/p-7, uid )", "uid missing", "record 1 (node-info of node n2)", "no time"},
-			store:   ErrRecord,
+			store:   tracefmt.ErrRecord,
 			live:    []string{"p-1", "p-2"},
 		},
 		{
 			// the error spells out the first 8 refusals (maxListed) and
 			// counts the other 10 - 8 = 2
 			name:     "many refused",
-			batch:    append(slices.Repeat([]Event{{Kind: PodArrival, Time: t0, Pod: pod("", "p-7")}}, 10), arrival(3, t0)),
+			batch:    append(slices.Repeat([]tracefmt.Event{{Kind: tracefmt.PodArrival, Time: t0, Pod: pod("", "p-7")}}, 10), arrival(3, t0)),
 			recorded: 1, refused: 10,
 			want:  []string{"10 of 11; the other 1 were applied", "record 7 (pod-arrival", "; and 2 more"},
-			store: ErrRecord,
+			store: tracefmt.ErrRecord,
 			live:  []string{"p-1", "p-2", "p-3"},
 		},
 		{
@@ -277,17 +281,17 @@ func TestAppendRefusesRecordsIndividually(t *testing.T) {
 			// the damaged bytes left for an operator; the arrival is written
 			name:     "binding of a pod whose current record does not decode",
 			damage:   func(tx *bolt.Tx) error { return tx.Bucket(bucketLive).Put([]byte("u-2"), []byte{1, 200}) },
-			batch:    []Event{{Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u-2", Namespace: "ns", Name: "p-2", Node: "n1"}}, arrival(3, t0)},
+			batch:    []tracefmt.Event{{Kind: tracefmt.PodBinding, Time: t0, Pod: &tracefmt.Pod{UID: "u-2", Namespace: "ns", Name: "p-2", Node: "n1"}}, arrival(3, t0)},
 			recorded: 1, refused: 1,
 			want:  []string{"record 0 (pod-binding of pod ns/p-2, uid u-2)", "current record does not decode", "unknown kind 200"},
 			store: ErrStore,
 		},
 		{
 			name:     "binding that would outgrow the record",
-			batch:    []Event{big, {Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u-90", Namespace: "ns", Name: "p-90", Node: strings.Repeat("n", 1000)}}, arrival(3, t0)},
+			batch:    []tracefmt.Event{big, {Kind: tracefmt.PodBinding, Time: t0, Pod: &tracefmt.Pod{UID: "u-90", Namespace: "ns", Name: "p-90", Node: strings.Repeat("n", 1000)}}, arrival(3, t0)},
 			recorded: 2, refused: 1,
 			want:  []string{"record 1 (pod-binding of pod ns/p-90, uid u-90)", "with its node", "exceeds 16384"},
-			store: ErrRecord,
+			store: tracefmt.ErrRecord,
 			live:  []string{"p-1", "p-2", "p-3", "p-90"},
 		},
 	}
@@ -295,9 +299,9 @@ func TestAppendRefusesRecordsIndividually(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openTest(t, filepath.Join(t.TempDir(), "trace.db"), time.Hour, 100, func() time.Time { return t0 })
 			defer s.Close()
-			before := []Event{arrival(1, t0), arrival(2, t0),
-				{Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u-1", Namespace: "ns", Name: "p-1", Node: "n1"}},
-				{Kind: NodeInfo, Time: t0, Node: &Node{Name: "n1", CPUMilli: 4000, MemoryMiB: 8192}}}
+			before := []tracefmt.Event{arrival(1, t0), arrival(2, t0),
+				{Kind: tracefmt.PodBinding, Time: t0, Pod: &tracefmt.Pod{UID: "u-1", Namespace: "ns", Name: "p-1", Node: "n1"}},
+				{Kind: tracefmt.NodeInfo, Time: t0, Node: &tracefmt.Node{Name: "n1", CPUMilli: 4000, MemoryMiB: 8192}}}
 			if _, err := s.Append(before...); err != nil {
 				t.Fatal(err)
 			}
@@ -338,7 +342,7 @@ func TestAppendRefusesRecordsIndividually(t *testing.T) {
 			// changes the current nodes, not the log)
 			st, _ := s.Stats()
 			n := 0
-			if err := s.Events(func(uint64, Event) error { n++; return nil }); err != nil {
+			if err := s.Events(func(uint64, tracefmt.Event) error { n++; return nil }); err != nil {
 				t.Fatal(err)
 			}
 			if st.Events != stBefore.Events+tc.recorded || n != st.Events {

@@ -22,6 +22,7 @@ import (
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/agent/site"
 	"github.com/edgesched/edgesched/agent/trace"
+	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/kube"
@@ -466,8 +467,8 @@ func siteFailover(t *testing.T, cp *ControlPlane) {
 		_, err := cp.Client.CoreV1().ConfigMaps(kubefmt.DefaultModelConfigMapNamespace).Get(ctx, kubefmt.DefaultModelConfigMapName, metav1.GetOptions{})
 		stats, _ := leader.store.Stats()
 		edges := 0
-		_ = leader.store.Events(func(_ uint64, e trace.Event) error {
-			if e.Kind == trace.EdgeRate {
+		_ = leader.store.Events(func(_ uint64, e tracefmt.Event) error {
+			if e.Kind == tracefmt.EdgeRate {
 				edges++
 			}
 			return nil
@@ -700,18 +701,18 @@ func checkTrace(t *testing.T, a *siteAgent, created map[string]metav1.Time, dele
 	t.Helper()
 	arrivals, deletions := map[string]int{}, map[string]bool{}
 	edges := 0
-	err := a.store.Events(func(_ uint64, e trace.Event) error {
+	err := a.store.Events(func(_ uint64, e tracefmt.Event) error {
 		switch e.Kind {
-		case trace.PodArrival:
+		case tracefmt.PodArrival:
 			if e.Pod.Namespace == siteWorkNS {
 				arrivals[e.Pod.Name]++
 				if want := created[e.Pod.Name].Time; !e.Time.Equal(want) {
 					t.Errorf("pod %s arrived at %v in the trace, created at %v", e.Pod.Name, e.Time, want)
 				}
 			}
-		case trace.PodDeletion:
+		case tracefmt.PodDeletion:
 			deletions[e.Pod.Name] = true
-		case trace.EdgeRate:
+		case tracefmt.EdgeRate:
 			edges++
 		}
 		return nil

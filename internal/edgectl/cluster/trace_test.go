@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edgesched/edgesched/agent/trace"
+	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -24,17 +25,17 @@ func traceDB(t *testing.T) string {
 		t.Fatal(err)
 	}
 	start := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
-	evs := []trace.Event{
-		{Kind: trace.NodeInfo, Time: start, Node: &trace.Node{Name: "n1", CPUMilli: 8000, MemoryMiB: 16384, Zone: "a", Arch: sim.ArchAMD64}},
-		{Kind: trace.NodeInfo, Time: start, Node: &trace.Node{Name: "n2", CPUMilli: 8000, MemoryMiB: 16384, Zone: "b", Arch: sim.ArchAMD64}},
+	evs := []tracefmt.Event{
+		{Kind: tracefmt.NodeInfo, Time: start, Node: &tracefmt.Node{Name: "n1", CPUMilli: 8000, MemoryMiB: 16384, Zone: "a", Arch: sim.ArchAMD64}},
+		{Kind: tracefmt.NodeInfo, Time: start, Node: &tracefmt.Node{Name: "n2", CPUMilli: 8000, MemoryMiB: 16384, Zone: "b", Arch: sim.ArchAMD64}},
 	}
 	for i := range 6 {
-		evs = append(evs, trace.Event{Kind: trace.PodArrival, Time: start.Add(time.Duration(i) * time.Minute),
-			Pod: &trace.Pod{UID: fmt.Sprint(i), Namespace: "shop", Name: fmt.Sprintf("web-%d", i), Service: "web", CPUMilli: 250, MemoryMiB: 128}})
+		evs = append(evs, tracefmt.Event{Kind: tracefmt.PodArrival, Time: start.Add(time.Duration(i) * time.Minute),
+			Pod: &tracefmt.Pod{UID: fmt.Sprint(i), Namespace: "shop", Name: fmt.Sprintf("web-%d", i), Service: "web", CPUMilli: 250, MemoryMiB: 128}})
 	}
 	for i := range 3 {
-		evs = append(evs, trace.Event{Kind: trace.PodDeletion, Time: start.Add(time.Duration(i)*time.Minute + 30*time.Minute),
-			Pod: &trace.Pod{UID: fmt.Sprint(i), Namespace: "shop", Name: fmt.Sprintf("web-%d", i)}})
+		evs = append(evs, tracefmt.Event{Kind: tracefmt.PodDeletion, Time: start.Add(time.Duration(i)*time.Minute + 30*time.Minute),
+			Pod: &tracefmt.Pod{UID: fmt.Sprint(i), Namespace: "shop", Name: fmt.Sprintf("web-%d", i)}})
 	}
 	if _, err := s.Append(evs...); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package trace
+package tracefmt
 
 import (
 	"encoding/binary"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-	"unicode/utf8"
 
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
@@ -133,15 +132,18 @@ const (
 	// recordVersion is the version EncodeEvent writes; DecodeEvent also
 	// reads version 1, whose node records have no failure rate.
 	recordVersion = 2
-	maxString     = 1024
-	maxModels     = 64
+	// MaxString bounds every string of a record (bytes).
+	MaxString = 1024
+	// MaxModels bounds a pod's accepted GPU models.
+	MaxModels = 64
 	// MaxRecordBytes bounds one encoded record.
 	MaxRecordBytes = 16 << 10
-	// maxShare bounds usage shares and maxRate call rates.
-	maxShare = 64
-	maxRate  = sim.MaxCallRate
-	// MaxGPUModel bounds the GPU model names PodRecord and NodeRecord
-	// keep: 63 bytes, a Kubernetes label value's limit. A node's model is
+	// MaxShare bounds a pod's CPU usage share (Pod.CPUUsage) and MaxRate
+	// call rates (Edge.CallsPerSecond).
+	MaxShare = 64
+	MaxRate  = sim.MaxCallRate
+	// MaxGPUModel bounds the GPU model names trace.PodRecord and
+	// trace.NodeRecord keep: 63 bytes, a Kubernetes label value's limit. A node's model is
 	// its edgesched.io/gpu-model label (at most 63 bytes in a real
 	// cluster), so a longer accepted name matches no node either way;
 	// cutting it keeps the pod's record, which 64 names of up to 1,024
@@ -251,8 +253,8 @@ func (e *Event) Validate() error {
 		return bad("time outside the record's range [%v, %v]: %v", minTime, maxTime, e.Time)
 	}
 	str := func(name, s string, required bool) error {
-		if len(s) > maxString {
-			return bad("%s is %d bytes (at most %d)", name, len(s), maxString)
+		if len(s) > MaxString {
+			return bad("%s is %d bytes (at most %d)", name, len(s), MaxString)
 		}
 		if required && s == "" {
 			return bad("%s missing", name)
@@ -274,14 +276,14 @@ func (e *Event) Validate() error {
 				errs = append(errs, bad("requests %d milli-CPU, %d MiB out of range", p.CPUMilli, p.MemoryMiB))
 			case p.GPUs < 0 || p.GPUs > sim.MaxGPUsPerNode || p.GPUMilli < 0 || p.GPUMilli > sim.MilliGPU || (p.GPUs == 0) != (p.GPUMilli == 0):
 				errs = append(errs, bad("gpu request %d x %d milli out of range", p.GPUs, p.GPUMilli))
-			case len(p.GPUModels) > maxModels:
-				errs = append(errs, bad("%d gpu models (at most %d)", len(p.GPUModels), maxModels))
+			case len(p.GPUModels) > MaxModels:
+				errs = append(errs, bad("%d gpu models (at most %d)", len(p.GPUModels), MaxModels))
 			case p.QoS > sim.QoSGuaranteed || p.Arch > sim.ArchARM64:
 				errs = append(errs, bad("qos %d or arch %d unknown", p.QoS, p.Arch))
 			case p.CPULimitMilli < 0 || p.CPULimitMilli > sim.MaxQuantity:
 				errs = append(errs, bad("cpu limit %d out of range", p.CPULimitMilli))
-			case !share(p.CPUUsage, maxShare):
-				errs = append(errs, bad("cpu usage %v not a share in [0, %d]", p.CPUUsage, maxShare))
+			case !share(p.CPUUsage, MaxShare):
+				errs = append(errs, bad("cpu usage %v not a share in [0, %d]", p.CPUUsage, MaxShare))
 			}
 			for _, m := range p.GPUModels {
 				errs = append(errs, str("gpu model", m, true))
@@ -303,8 +305,8 @@ func (e *Event) Validate() error {
 		}
 		errs = append(errs, str("src namespace", d.Src.Namespace, true), str("src name", d.Src.Name, true),
 			str("dst namespace", d.Dst.Namespace, true), str("dst name", d.Dst.Name, true), str("reporter", d.Reporter, true))
-		if !share(d.CallsPerSecond, maxRate) {
-			errs = append(errs, bad("rate %v not in [0, %g]", d.CallsPerSecond, float64(maxRate)))
+		if !share(d.CallsPerSecond, MaxRate) {
+			errs = append(errs, bad("rate %v not in [0, %g]", d.CallsPerSecond, float64(MaxRate)))
 		}
 	case NodeInfo:
 		n := e.Node
@@ -323,22 +325,6 @@ func (e *Event) Validate() error {
 		return fmt.Errorf("%w: unknown kind %d", ErrRecord, uint8(e.Kind))
 	}
 	return errors.Join(errs...)
-}
-
-// truncate cuts s to at most n bytes, at the start of the UTF-8
-// character that crosses n (bytes that are not UTF-8 are cut at n).
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for i := n; i > 0 && i > n-utf8.UTFMax; i-- {
-		if utf8.RuneStart(s[i]) {
-			cut = i
-			break
-		}
-	}
-	return s[:cut]
 }
 
 func share(v, hi float64) bool { return !math.IsNaN(v) && v >= 0 && v <= hi }
@@ -390,8 +376,8 @@ func (d *decoder) str(what string) string {
 		d.fail("%s: truncated length", what)
 		return ""
 	}
-	if l > maxString || l > uint64(len(d.b)-n) {
-		d.fail("%s: length %d exceeds the record or %d", what, l, maxString)
+	if l > MaxString || l > uint64(len(d.b)-n) {
+		d.fail("%s: length %d exceeds the record or %d", what, l, MaxString)
 		return ""
 	}
 	s := string(d.b[n : n+int(l)])
@@ -462,8 +448,8 @@ func DecodeEvent(b []byte) (Event, error) {
 		p.CPUMilli, p.MemoryMiB = d.varint("cpu"), d.varint("memory")
 		p.GPUs, p.GPUMilli = d.int32In("gpus"), d.varint("gpu milli")
 		n := d.uvarint("gpu models")
-		if n > maxModels {
-			d.fail("%d gpu models (at most %d)", n, maxModels)
+		if n > MaxModels {
+			d.fail("%d gpu models (at most %d)", n, MaxModels)
 		}
 		for i := uint64(0); i < n && d.err == nil; i++ {
 			p.GPUModels = append(p.GPUModels, d.str("gpu model"))
@@ -502,4 +488,28 @@ func DecodeEvent(b []byte) (Event, error) {
 		return Event{}, err
 	}
 	return e, nil
+}
+
+// RecordHeader reads a record's kind and time (Unix nanoseconds) without
+// decoding the rest; ok is false when they are not well-formed (a version
+// DecodeEvent reads, a known kind, a time). The store uses it to skip
+// records by kind and time.
+func RecordHeader(v []byte) (kind Kind, unixNano int64, ok bool) {
+	if len(v) < 3 || (v[0] != recordVersion && v[0] != 1) || Kind(v[1]) < PodArrival || Kind(v[1]) > maxKind {
+		return 0, 0, false
+	}
+	t, ok := RecordTime(v)
+	return Kind(v[1]), t, ok
+}
+
+// RecordTime reads a record's time (Unix nanoseconds) without decoding
+// the rest, or checking its version and kind; ok is false when it is not
+// well-formed.
+func RecordTime(v []byte) (unixNano int64, ok bool) {
+	if len(v) < 3 {
+		return 0, false
+	}
+	d := decoder{b: v[2:]}
+	t := d.varint("time")
+	return t, d.err == nil
 }

@@ -1,6 +1,7 @@
-package trace
+package tracefmt
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"reflect"
@@ -87,7 +88,7 @@ func TestEventRefusals(t *testing.T) {
 		{"usage above 1", usage(1.5), "out of range"},
 		{"negative cpu", Event{Kind: PodArrival, Time: t0, Pod: &Pod{UID: "u", Namespace: "a", Name: "b", CPUMilli: -1}}, "out of range"},
 		{"gpu share without gpus", Event{Kind: PodArrival, Time: t0, Pod: &Pod{UID: "u", Namespace: "a", Name: "b", GPUMilli: 500}}, "gpu request"},
-		{"long name", Event{Kind: PodDeletion, Time: t0, Pod: &Pod{UID: "u", Namespace: "a", Name: strings.Repeat("x", maxString+1)}}, "name is"},
+		{"long name", Event{Kind: PodDeletion, Time: t0, Pod: &Pod{UID: "u", Namespace: "a", Name: strings.Repeat("x", MaxString+1)}}, "name is"},
 		{"binding without node", Event{Kind: PodBinding, Time: t0, Pod: &Pod{UID: "u", Namespace: "a", Name: "b"}}, "node missing"},
 		{"infinite rate", Event{Kind: EdgeRate, Time: t0, Edge: &Edge{Src: PodRef{Namespace: "a", Name: "b"}, Dst: PodRef{Namespace: "a", Name: "c"}, Reporter: "n", CallsPerSecond: math.Inf(1)}}, "rate"},
 		{"unknown kind", Event{Kind: 42, Time: t0, Node: &Node{Name: "n"}}, "unknown kind"},
@@ -118,13 +119,13 @@ func FuzzDecodeEvent(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{1, 1})
-	// the largest arrival PodRecord makes: 64 accepted models of
+	// the largest arrival trace.PodRecord makes: 64 accepted models of
 	// MaxGPUModel bytes, strings at the format's limit
 	big := sampleEvents()[0]
 	p := *big.Pod
-	p.UID, p.Name, p.Service = strings.Repeat("u", maxString), strings.Repeat("n", maxString), strings.Repeat("s", maxString)
+	p.UID, p.Name, p.Service = strings.Repeat("u", MaxString), strings.Repeat("n", MaxString), strings.Repeat("s", MaxString)
 	p.GPUModels = nil
-	for i := range maxModels {
+	for i := range MaxModels {
 		p.GPUModels = append(p.GPUModels, strings.Repeat(string(rune('a'+i%26)), MaxGPUModel))
 	}
 	big.Pod = &p
@@ -150,33 +151,6 @@ func FuzzDecodeEvent(f *testing.F) {
 			t.Fatalf("re-encoded event differs: %v\n%+v\n%+v", err, e, e2)
 		}
 	})
-}
-
-func TestTruncate(t *testing.T) {
-	cases := []struct {
-		name string
-		s    string
-		n    int
-		want string
-	}{
-		{"short", "T4", 63, "T4"},
-		{"exact", "abc", 3, "abc"},
-		{"ascii", "abcdef", 4, "abcd"},
-		// "é" is 2 bytes (0xC3 0xA9): a cut at 2 would split it
-		{"two-byte character across the cut", "aé", 2, "a"},
-		// "€" is 3 bytes: cut at 3 keeps "a" and drops the character
-		{"three-byte character across the cut", "a€b", 3, "a"},
-		{"character ending at the cut", "a€b", 4, "a€"},
-		// not UTF-8: continuation bytes only, cut where asked
-		{"not utf-8", "\x80\x80\x80\x80\x80\x80", 4, "\x80\x80\x80\x80"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := truncate(tc.s, tc.n); got != tc.want {
-				t.Fatalf("truncate(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
-			}
-		})
-	}
 }
 
 // TestNodeRecordVersions: version 2 node records carry the failure rate;
@@ -210,5 +184,32 @@ func TestNodeRecordVersions(t *testing.T) {
 		if _, err := EncodeEvent(Event{Kind: NodeInfo, Time: t0, Node: &n}); !errors.Is(err, ErrRecord) {
 			t.Fatalf("failure rate %v: %v, want ErrRecord", bad, err)
 		}
+	}
+}
+
+// TestRecordHeader: the kind and time of a record of every kind, read
+// without decoding the rest; a header that is not well-formed is not ok.
+func TestRecordHeader(t *testing.T) {
+	for _, e := range sampleEvents() {
+		b, err := EncodeEvent(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 2 + binary.PutVarint(make([]byte, binary.MaxVarintLen64), e.Time.UnixNano())
+		kind, ts, ok := RecordHeader(b[:n]) // the rest is not read
+		if !ok || kind != e.Kind || ts != e.Time.UnixNano() {
+			t.Fatalf("%s: RecordHeader = %v, %d, %v; want %v, %d", e.Kind, kind, ts, ok, e.Kind, e.Time.UnixNano())
+		}
+		if ts, ok := RecordTime(b); !ok || ts != e.Time.UnixNano() {
+			t.Fatalf("%s: RecordTime = %d, %v", e.Kind, ts, ok)
+		}
+	}
+	for _, b := range [][]byte{nil, {2, 1}, {9, 1, 0}, {2, 0, 0}, {2, 99, 0}, {2, 1, 0x80}} {
+		if _, _, ok := RecordHeader(b); ok {
+			t.Errorf("RecordHeader(%x) ok, want not", b)
+		}
+	}
+	if ts, ok := RecordTime([]byte{9, 99, 4}); !ok || ts != 2 {
+		t.Errorf("RecordTime of an unknown version and kind = %d, %v; want 2, true (it checks neither)", ts, ok)
 	}
 }
