@@ -1,14 +1,19 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/binary"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/quant/esu"
 )
 
@@ -197,5 +202,121 @@ func TestInsaneAggregateFailsRound(t *testing.T) {
 	}
 	if newest, err := c.ModelRecord(0); err != nil || newest.Version != r.BaseVersion {
 		t.Fatalf("newest model %+v %v, want the base version %d kept", newest, err, r.BaseVersion)
+	}
+}
+
+// resealed is msg, a signed message whose header (JSON, after its u32
+// length at off) is edited by replacing old with new, signed again by s:
+// what a holder of the site's (or region's) key can send, whatever the
+// encoder allows.
+func resealed(t *testing.T, msg []byte, off int, s *quant.Signer, old, new string) []byte {
+	t.Helper()
+	hl := int(binary.LittleEndian.Uint32(msg[off:]))
+	hdr := msg[off+4 : off+4+hl]
+	edited := bytes.Replace(hdr, []byte(old), []byte(new), 1)
+	if bytes.Equal(edited, hdr) {
+		t.Fatalf("%q not in header %s", old, hdr)
+	}
+	body := append(bytes.Clone(msg[:off]), binary.LittleEndian.AppendUint32(nil, uint32(len(edited)))...)
+	body = append(body, edited...)
+	body = append(body, msg[off+4+hl:len(msg)-ed25519.SignatureSize]...)
+	return append(body, s.Sign(body)...)
+}
+
+// TestImplausibleSequence: an update (or a regional aggregate's entry)
+// signed with a site's sequence above federated.MaxSeq, up to 2^64-1 (a
+// buggy or hostile sender with the key), is refused as malformed (counted,
+// in the metrics, audited, no ack) and does not touch the site's record: before, it was
+// judged, took the site's high-water mark to the top of uint64, and every
+// later update of the site was refused as a replay. MaxSeq itself is
+// still taken.
+func TestImplausibleSequence(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		seq      string // the header's sequence, as sent
+		regional bool   // in a regional aggregate, not a direct update
+		accepted bool
+	}{
+		{"update at 2^64-1", "18446744073709551615", false, false},
+		{"update at MaxSeq+1", "9223372036854775808", false, false},
+		{"update at MaxSeq", "9223372036854775807", false, true},
+		{"regional entry at 2^64-1", "18446744073709551615", true, false},
+		{"regional entry at MaxSeq+1", "9223372036854775808", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rk := testKey(t, 50)
+			u := newUnitOf(t, nil, fiveSites, func(c *Config) {
+				c.MinUpdates = 2 // the round stays open after one update
+				c.Regions = &federated.Regions{}
+				if err := c.Regions.Add("eu", rk.Public(), "site-a"); err != nil {
+					t.Fatal(err)
+				}
+			})
+			r, err := u.c.StartRound(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hwm := func() uint64 {
+				t.Helper()
+				sites, err := u.c.Sites()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range sites {
+					if s.Site.Site == "site-a" {
+						return s.Site.HWM
+					}
+				}
+				return 0
+			}
+			if tc.regional {
+				m, err := u.c.FloatModel(r.BaseVersion)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := &federated.RegionalAggregate{Header: federated.RegionalHeader{V: federated.ProtocolVersion, Region: "eu", Round: r.Round, Shift: r.Sum.Shift,
+					Sites: []federated.RegionalSite{{Site: "site-a", Seq: 1, Samples: 10, BaseVersion: r.BaseVersion, Norm: 0.01 * math.Sqrt(float64(m.NumParams()))}}}}
+				a.Hi, a.Lo = make([]int64, m.NumParams()), make([]uint64, m.NumParams())
+				for i := range a.Hi {
+					a.Hi[i], a.Lo[i] = fixed128(0.1, r.Sum.Shift)
+				}
+				raw, err := federated.EncodeRegional(a, rk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, err := u.c.ProcessRegional(ctx, "", resealed(t, raw, 5, rk, `"seq":1,`, `"seq":`+tc.seq+`,`))
+				if err != nil || v.Status != federated.Rejected || v.Reason != federated.ReasonMalformed {
+					t.Fatalf("aggregate: %+v %v, want rejected %s", v, err, federated.ReasonMalformed)
+				}
+			} else {
+				raw := resealed(t, u.update(t, "site-a", 1, r), 6+len(u.sites["site-a"].ID), u.sites["site-a"], `"seq":1,`, `"seq":`+tc.seq+`,`)
+				ack, err := u.c.Process(ctx, raw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.accepted {
+					if ack == nil || ack.Status != federated.Accepted || hwm() != federated.MaxSeq {
+						t.Fatalf("update at MaxSeq: %+v, high-water mark %d; want accepted at %d", ack, hwm(), federated.MaxSeq)
+					}
+					return
+				}
+				rej, err := u.c.Rejects()
+				if err != nil {
+					t.Fatal(err)
+				}
+				metric := testutil.ToFloat64(u.c.metrics.Updates.WithLabelValues(string(federated.Rejected), federated.ReasonMalformed))
+				if ack != nil || rej[federated.ReasonMalformed] != 1 || metric != 1 {
+					t.Fatalf("update at %s: ack %+v, %d malformed counted (metric %v); want no ack and 1", tc.seq, ack, rej[federated.ReasonMalformed], metric)
+				}
+			}
+			if got := hwm(); got != 0 {
+				t.Fatalf("site-a's high-water mark %d after the refusal, want 0", got)
+			}
+			// the site's next honest update is judged, not a replay
+			if ack, err := u.c.Process(ctx, u.update(t, "site-a", 1, r)); err != nil || ack == nil || ack.Status != federated.Accepted {
+				t.Fatalf("site-a's update 1 after the refusal: %+v %v, want accepted", ack, err)
+			}
+		})
 	}
 }

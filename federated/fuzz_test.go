@@ -159,7 +159,7 @@ func FuzzDecodeUpdateMsg(f *testing.F) {
 		if !bytes.Equal(m.Payload, b[n-len(m.Payload):n]) {
 			t.Fatal("payload is not the bytes before the signature")
 		}
-		if m.Header.V != ProtocolVersion || !ValidSite(m.Header.Site) || m.Header.Seq == 0 || m.Header.Samples <= 0 || len(m.Header.BaseModel) != 64 {
+		if m.Header.V != ProtocolVersion || !ValidSite(m.Header.Site) || m.Header.Seq == 0 || m.Header.Seq > MaxSeq || m.Header.Samples <= 0 || len(m.Header.BaseModel) != 64 {
 			t.Fatalf("accepted invalid header %+v", m.Header)
 		}
 		// Round trip with the site's own key.

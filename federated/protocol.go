@@ -55,6 +55,14 @@ const (
 	MaxUpdateBytes  = 64 << 20
 )
 
+// MaxSeq is the highest update sequence a site may use (2^63-1: a million
+// updates a second would take 292,000 years). Decoders refuse a sequence
+// above it (ErrMessage), so none from the wire can take a site's
+// high-water mark to the top of uint64, where every later update would
+// look like a replay; sites stop there (flclient.ErrSequenceExhausted)
+// instead of wrapping to 0.
+const MaxSeq uint64 = 1<<63 - 1
+
 // Errors of the protocol.
 var (
 	ErrMessage = errors.New("federated: bad message")
@@ -174,8 +182,8 @@ const (
 type UpdateHeader struct {
 	V    int    `json:"v"`
 	Site string `json:"site"`
-	// Seq increases by one with every update the site makes; with Site it
-	// is the idempotency key (MsgID).
+	// Seq increases by one with every update the site makes (1 to
+	// MaxSeq); with Site it is the idempotency key (MsgID).
 	Seq   uint64 `json:"seq"`
 	Round uint64 `json:"round"`
 	// BaseModel is the model ID the delta applies to; BaseVersion its
@@ -330,6 +338,8 @@ func (h *UpdateHeader) validate() error {
 		return fmt.Errorf("%w: site %q is not a DNS label", ErrMessage, h.Site)
 	case h.Seq == 0:
 		return fmt.Errorf("%w: sequence 0 (sequences start at 1)", ErrMessage)
+	case h.Seq > MaxSeq:
+		return fmt.Errorf("%w: sequence %d above the highest a site may use (%d)", ErrMessage, h.Seq, MaxSeq)
 	case len(h.BaseModel) != 64:
 		return fmt.Errorf("%w: base model %q is not a model ID", ErrMessage, h.BaseModel)
 	case h.Samples <= 0:

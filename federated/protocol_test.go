@@ -587,7 +587,7 @@ func TestUpdateMsgRoundTrip(t *testing.T) {
 	v0 := sampleHeader("site-a")
 	v0.V = 0 // the encoder stamps the version
 	bounds := sampleHeader("site-b")
-	bounds.Seq, bounds.Round, bounds.BaseVersion, bounds.Samples = math.MaxUint64, math.MaxUint64, math.MaxUint64, math.MaxInt64
+	bounds.Seq, bounds.Round, bounds.BaseVersion, bounds.Samples = MaxSeq, math.MaxUint64, math.MaxUint64, math.MaxInt64
 	bounds.Metrics = map[string]float64{}
 	for i := range 64 {
 		bounds.Metrics["m"+strconv.Itoa(i)] = 1e300 * float64(1-2*(i%2))
@@ -677,6 +677,8 @@ func TestEncodeUpdateMsgRefusals(t *testing.T) {
 		{"invalid site", h(func(x *UpdateHeader) { x.Site = "Site_A" }), p, f.a.signer, ErrMessage, `site "Site_A" is not a DNS label`},
 		{"empty site", h(func(x *UpdateHeader) { x.Site = "" }), p, f.a.signer, ErrMessage, "not a DNS label"},
 		{"seq 0", h(func(x *UpdateHeader) { x.Seq = 0 }), p, f.a.signer, ErrMessage, "sequence 0"},
+		{"seq above MaxSeq", h(func(x *UpdateHeader) { x.Seq = MaxSeq + 1 }), p, f.a.signer, ErrMessage, "sequence 9223372036854775808 above the highest a site may use"},
+		{"seq 2^64-1", h(func(x *UpdateHeader) { x.Seq = math.MaxUint64 }), p, f.a.signer, ErrMessage, "sequence 18446744073709551615 above the highest"},
 		{"base model short", h(func(x *UpdateHeader) { x.BaseModel = "abc" }), p, f.a.signer, ErrMessage, `base model "abc"`},
 		{"samples 0", h(func(x *UpdateHeader) { x.Samples = 0 }), p, f.a.signer, ErrMessage, "0 samples"},
 		{"samples negative", h(func(x *UpdateHeader) { x.Samples = -5 }), p, f.a.signer, ErrMessage, "-5 samples"},
@@ -762,6 +764,8 @@ func TestDecodeUpdateMsgRefusals(t *testing.T) {
 		{"header version 2", withHeader(set("v", 2)), f.reg, ErrMessage, "update version 2"},
 		{"header version missing", withHeader(del("v")), f.reg, ErrMessage, "update version 0"},
 		{"header seq 0", withHeader(set("seq", 0)), f.reg, ErrMessage, "sequence 0"},
+		{"header seq above MaxSeq", withHeader(set("seq", MaxSeq+1)), f.reg, ErrMessage, "sequence 9223372036854775808 above the highest a site may use"},
+		{"header seq 2^64-1", withHeader(set("seq", uint64(math.MaxUint64))), f.reg, ErrMessage, "sequence 18446744073709551615 above the highest"},
 		{"header base model short", withHeader(set("base_model", "ab")), f.reg, ErrMessage, `base model "ab"`},
 		{"header samples 0", withHeader(del("samples")), f.reg, ErrMessage, "0 samples"},
 		{"header metric 1e301", withHeader(set("metrics", map[string]any{"loss": 1e301})), f.reg, ErrMessage, "metric loss"},

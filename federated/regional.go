@@ -189,7 +189,7 @@ func (h *RegionalHeader) validate() error {
 		return fmt.Errorf("%w: no sites", ErrRegional)
 	}
 	for _, s := range h.Sites {
-		if !ValidSite(s.Site) || s.Seq == 0 || s.Samples <= 0 || !(s.Norm >= 0) || math.IsInf(s.Norm, 0) {
+		if !ValidSite(s.Site) || s.Seq == 0 || s.Seq > MaxSeq || s.Samples <= 0 || !(s.Norm >= 0) || math.IsInf(s.Norm, 0) {
 			return fmt.Errorf("%w: site entry %+v", ErrRegional, s)
 		}
 	}

@@ -397,6 +397,9 @@ func (c *Client) trainRound(ctx context.Context, js jetstream.JetStream, a *fede
 	if a.Round <= last && !again {
 		return nil
 	}
+	if local >= federated.MaxSeq { // (local+1 would be refused, or wrap to 0)
+		return fmt.Errorf("site %s: %w (newest %d)", c.cfg.Site, ErrSequenceExhausted, local)
+	}
 	base, baseID, baseVersion, err := c.baseModel(ctx, js, a)
 	if err != nil {
 		return err
@@ -411,8 +414,8 @@ func (c *Client) trainRound(ctx context.Context, js jetstream.JetStream, a *fede
 		if err != nil {
 			return fmt.Errorf("reserve a sequence: %w", err)
 		}
-		if s <= local {
-			return fmt.Errorf("sequencer returned %d, not above this agent's %d", s, local)
+		if s <= local || s > federated.MaxSeq {
+			return fmt.Errorf("sequencer returned %d: want one above this agent's %d and at most %d", s, local, federated.MaxSeq)
 		}
 		seq = s
 	}

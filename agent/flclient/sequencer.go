@@ -28,10 +28,11 @@ import (
 type Sequencer interface {
 	// Reserve returns a sequence greater than after (the client's own
 	// newest) and greater than any the site has used, and never returns
-	// it again. Before a round's first update (again false) it returns
-	// ErrRoundQueued when the site already queued an update for round,
-	// so a sync round gets one contribution per site, not one per
-	// leader.
+	// it again; at most federated.MaxSeq, ErrSequenceExhausted when no
+	// such sequence is left (nothing reserved). Before a round's first
+	// update (again false) it returns ErrRoundQueued when the site
+	// already queued an update for round, so a sync round gets one
+	// contribution per site, not one per leader.
 	Reserve(ctx context.Context, round, after uint64, again bool) (uint64, error)
 	// Stage durably hands the signed update msg with sequence seq over
 	// to the site before the client commits it to its outbox (so a
@@ -49,6 +50,13 @@ type Sequencer interface {
 // ErrRoundQueued is returned by a Sequencer when the site already queued
 // an update for the round.
 var ErrRoundQueued = errors.New("flclient: the site already queued an update for this round")
+
+// ErrSequenceExhausted is returned (wrapped, naming the site) when the
+// site's update sequence reached federated.MaxSeq: no update can be
+// queued, and nothing queued or recorded is changed. Going on would wrap
+// to 0, below the coordinator's high-water mark, where every update is
+// refused as a replay.
+var ErrSequenceExhausted = errors.New("flclient: update sequence exhausted")
 
 // ErrAdopt wraps Adopt's refusals of a message that is not this site's
 // signed update with the sequence given (a full outbox is ErrOutboxFull).

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -202,17 +201,19 @@ func (l *Ledger) change(ctx context.Context, f func(*LedgerState) error) (Ledger
 }
 
 // Reserve implements flclient.Sequencer: the next sequence above both the
-// ledger's and after.
+// ledger's and after; flclient.ErrSequenceExhausted (the ledger left as it
+// was) when that would be above federated.MaxSeq.
 func (l *Ledger) Reserve(ctx context.Context, round, after uint64, again bool) (uint64, error) {
 	st, err := l.change(ctx, func(st *LedgerState) error {
 		if !again && round <= st.Round {
 			return flclient.ErrRoundQueued
 		}
 		top := max(st.Seq, after)
-		if top == math.MaxUint64 {
-			// +1 would wrap to 0, below everything the coordinator has
+		if top >= federated.MaxSeq {
+			// the coordinator refuses a sequence above MaxSeq, and +1 at
+			// the top of uint64 would wrap to 0, below everything it has
 			// judged: every later update would be refused as a replay
-			return fmt.Errorf("%w: update sequence exhausted (ledger %d, agent's newest %d)", ErrLedger, st.Seq, after)
+			return fmt.Errorf("site %s: %w (ledger %d, agent's newest %d)", l.cfg.Site, flclient.ErrSequenceExhausted, st.Seq, after)
 		}
 		st.Seq = top + 1
 		return nil

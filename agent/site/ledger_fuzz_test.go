@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"testing"
 	"time"
 
@@ -12,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/edgesched/edgesched/agent/flclient"
+	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 )
 
@@ -21,7 +22,8 @@ import (
 // another site's or version's, is refused with ErrLedger, and a
 // reservation then fails without overwriting it; an accepted one is one
 // JSON value of this site's version 1, and a reservation on it hands out the next
-// sequence (or refuses an exhausted one) and writes a ledger that reads
+// sequence (or, at federated.MaxSeq or above, refuses with
+// flclient.ErrSequenceExhausted) and writes a ledger that reads
 // back with everything else kept. Seeded with a ledger the Ledger wrote.
 func FuzzLedgerState(f *testing.F) {
 	ctx := context.Background()
@@ -48,6 +50,8 @@ func FuzzLedgerState(f *testing.F) {
 	f.Add(real + "}")
 	f.Add(" \n" + real + "\r\n")
 	f.Add(`{"v":1,"site":"store-1","seq":18446744073709551615,"round":18446744073709551615,"updated":"2026-12-01T00:00:00+05:30","by":""}`)
+	f.Add(`{"v":1,"site":"store-1","seq":9223372036854775807}`)
+	f.Add(`{"v":1,"site":"store-1","seq":9223372036854775806}`)
 	f.Add(`{"v":1,"site":"store-2","seq":1}`)
 	f.Add(`{"v":1,"site":"store-1","Seq":2,"seq":3,"extra":1}`)
 	f.Add(`null`)
@@ -72,8 +76,8 @@ func FuzzLedgerState(f *testing.F) {
 			t.Fatalf("accepted ledger %+v from %q", st, raw)
 		}
 		seq, err := l.Reserve(ctx, 1, 0, true)
-		if st.Seq == math.MaxUint64 {
-			if !errors.Is(err, ErrLedger) {
+		if st.Seq >= federated.MaxSeq {
+			if !errors.Is(err, flclient.ErrSequenceExhausted) {
 				t.Fatalf("an exhausted sequence reserved %d (%v)", seq, err)
 			}
 			return

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/edgesched/edgesched/agent/flclient"
+	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
 )
 
@@ -149,44 +150,50 @@ func TestLedgerState(t *testing.T) {
 	}
 }
 
-// TestLedgerSequenceExhausted: a sequence at the top of uint64 (a
-// ledger someone edited, or an agent's outbox) is refused instead of
-// wrapping to 0, and the ledger is left as it was.
+// TestLedgerSequenceExhausted: a sequence at federated.MaxSeq or above (a
+// ledger someone edited, or an agent's outbox) is refused with
+// flclient.ErrSequenceExhausted naming the site, instead of going past
+// what the coordinator takes or wrapping to 0, and the ledger is left as
+// it was; the last usable sequence, MaxSeq itself, is still handed out.
 func TestLedgerSequenceExhausted(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name          string
 		ledger, after uint64
+		want          uint64 // 0: exhausted
 	}{
-		{"agent's newest at the top", 0, math.MaxUint64},
-		{"ledger at the top", math.MaxUint64, 3},
+		{"agent's newest at MaxSeq", 0, federated.MaxSeq, 0},
+		{"agent's newest at the top of uint64", 0, math.MaxUint64, 0},
+		{"ledger at MaxSeq", federated.MaxSeq, 3, 0},
+		{"ledger above MaxSeq", federated.MaxSeq + 1, 3, 0},
+		{"ledger at the top of uint64", math.MaxUint64, 3, 0},
+		{"agent's newest just below MaxSeq", 0, federated.MaxSeq - 1, federated.MaxSeq},
+		{"ledger just below MaxSeq", federated.MaxSeq - 1, 3, federated.MaxSeq},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client := fake.NewClientset()
-			l := newLedger(t, client, "node-a")
-			if tc.ledger > 0 {
-				if _, err := l.Reserve(ctx, 1, tc.ledger-1, false); err != nil {
-					t.Fatal(err)
-				}
-			}
-			before, err := l.State(ctx)
+			l := newLedger(t, fake.NewClientset(), "node-a")
+			before, err := l.change(ctx, func(st *LedgerState) error { st.Seq, st.Round = tc.ledger, 1; return nil })
 			if err != nil {
 				t.Fatal(err)
 			}
 			got, err := l.Reserve(ctx, 2, tc.after, false)
-			if !errors.Is(err, ErrLedger) || !strings.Contains(err.Error(), "exhausted") {
-				t.Fatalf("reserve above %d/%d: %d, %v; want ErrLedger (exhausted)", tc.ledger, tc.after, got, err)
+			after, serr := l.State(ctx)
+			if serr != nil {
+				t.Fatal(serr)
 			}
-			after, err := l.State(ctx)
-			if err != nil || after.Seq != before.Seq || after.Round != before.Round {
-				t.Fatalf("ledger %+v after the refusal, was %+v (%v)", after, before, err)
+			if tc.want != 0 {
+				if err != nil || got != tc.want || after.Seq != tc.want {
+					t.Fatalf("reserve above %d/%d: %d, %v (ledger at %d); want %d", tc.ledger, tc.after, got, err, after.Seq, tc.want)
+				}
+				return
+			}
+			if !errors.Is(err, flclient.ErrSequenceExhausted) || !strings.Contains(err.Error(), "site store-1") {
+				t.Fatalf("reserve above %d/%d: %d, %v; want ErrSequenceExhausted naming site store-1", tc.ledger, tc.after, got, err)
+			}
+			if after.Seq != before.Seq || after.Round != before.Round || after.By != before.By || !after.Updated.Equal(before.Updated) {
+				t.Fatalf("ledger %+v after the refusal, was %+v", after, before)
 			}
 		})
-	}
-	// the last usable sequence is still handed out: MaxUint64-1 -> MaxUint64
-	l := newLedger(t, fake.NewClientset(), "node-b")
-	if got, err := l.Reserve(ctx, 1, math.MaxUint64-1, false); err != nil || got != math.MaxUint64 {
-		t.Fatalf("reserve above MaxUint64-1: %d, %v", got, err)
 	}
 }
 

@@ -1,0 +1,121 @@
+package flclient
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/policy/nn"
+	"github.com/edgesched/edgesched/quant"
+)
+
+// TestSequenceExhausted: a client whose newest sequence is at
+// federated.MaxSeq or above (a store from a damaged disk, or a sequence
+// adopted from elsewhere) trains no more: trainRound returns
+// ErrSequenceExhausted naming the site, before fetching or training, and
+// the outbox, the sequence and the counters are as they were (it used to
+// queue MaxSeq+1, which the coordinator refuses, or wrap to 0). The last
+// usable sequence, MaxSeq, is still queued; a Sequencer that hands out a
+// sequence above MaxSeq is refused the same way, nothing queued.
+func TestSequenceExhausted(t *testing.T) {
+	key, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFeed(t)
+	fa, _ := f.artifacts(5, 2, time.Now())
+	fb, err := fa.Encode(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.obj.PutBytes(context.Background(), "base.float32.esa", fb); err != nil {
+		t.Fatal(err)
+	}
+	base, err := nn.FromArtifact(fa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(f.srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &federated.RoundAnnouncement{V: federated.ProtocolVersion, Round: 2, Mode: federated.Sync, BaseModel: fa.Header.ModelID,
+		BaseObject: "base.float32.esa", BaseVersion: 2, Opened: time.Now().UTC(), Deadline: time.Now().Add(time.Hour).UTC(),
+		MinUpdates: 1, Local: federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-3}}
+
+	for _, tc := range []struct {
+		name      string
+		local     uint64        // the client's newest sequence
+		sequencer *memSequencer // nil: a single-agent site
+		want      uint64        // the sequence queued; 0: none
+		wantErr   string        // with want 0: what the error says
+	}{
+		{"single agent at MaxSeq", federated.MaxSeq, nil, 0, "site store-1: " + ErrSequenceExhausted.Error()},
+		{"single agent above MaxSeq", federated.MaxSeq + 1, nil, 0, "site store-1: " + ErrSequenceExhausted.Error()},
+		{"single agent at the top of uint64", math.MaxUint64, nil, 0, "site store-1: " + ErrSequenceExhausted.Error()},
+		{"single agent just below MaxSeq", federated.MaxSeq - 1, nil, federated.MaxSeq, ""},
+		{"sequencer past MaxSeq", 9, &memSequencer{seq: federated.MaxSeq}, 0, "sequencer returned"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			cfg := testConfig(t)
+			if _, err := cfg.ModelKeys.Add(key.Public()); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Trainer = &SyntheticTrainer{Target: make([]float32, base.Net.NumParams()), Rate: 0.5, Samples: 10}
+			if tc.sequencer != nil {
+				cfg.Sequencer = tc.sequencer
+			}
+			c, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// an unsent update of round 1, then the sequence where the case wants it
+			if err := c.enqueue(ctx, 7, 1, false, fa.Header.ModelID, 2, 10, make([]float32, base.Net.NumParams()), 7); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySeq, u64(tc.local)) }); err != nil {
+				t.Fatal(err)
+			}
+			before := mustStatus(t, c)
+
+			err = c.trainRound(ctx, js, a, false)
+			st := mustStatus(t, c)
+			queued, oerr := c.Outbox()
+			if oerr != nil {
+				t.Fatal(oerr)
+			}
+			if tc.want != 0 {
+				if err != nil || st.Seq != tc.want || !slices.Equal(queued, []uint64{7, tc.want}) {
+					t.Fatalf("trained above %d: %v, sequence %d, outbox %v; want %d queued after 7", tc.local, err, st.Seq, queued, tc.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("trained above %d: %v (sequence now %d, outbox %v); want an error saying %q", tc.local, err, st.Seq, queued, tc.wantErr)
+			}
+			if tc.sequencer == nil && !errors.Is(err, ErrSequenceExhausted) {
+				t.Fatalf("%v does not wrap ErrSequenceExhausted", err)
+			}
+			if st.Seq != tc.local || st.Counters.Trained != before.Counters.Trained || !slices.Equal(queued, []uint64{7}) {
+				t.Fatalf("after the refusal: sequence %d, %d trained, outbox %v; want %d, %d, [7]", st.Seq, st.Counters.Trained, queued, tc.local, before.Counters.Trained)
+			}
+		})
+	}
+}
