@@ -293,13 +293,20 @@ func biasAct(z, b []float32, a Activation) {
 	for i := 0; i+h <= len(z); i += h {
 		row := z[i : i+h : i+h]
 		for j := range row {
-			if v := row[j] + b[j]; v > 0 {
-				row[j] = v
-			} else {
-				row[j] = 0
-			}
+			// v where v > 0, else +0 (NaN included), as relu; without a
+			// branch, which the signs of a layer's sums make unpredictable
+			v := row[j] + b[j]
+			row[j] = math.Float32frombits(math.Float32bits(v) & -positive(v))
 		}
 	}
+}
+
+// positive is 1 when v > 0, else 0 (a SETcc, not a branch).
+func positive(v float32) uint32 {
+	if v > 0 {
+		return 1
+	}
+	return 0
 }
 
 // sgemm sets c (m x n) = a (m x k) b (k x n), row-major.

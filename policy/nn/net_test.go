@@ -257,3 +257,34 @@ func TestSgemmColumnMatchesGonum(t *testing.T) {
 		}
 	}
 }
+
+// TestBiasActMatchesRelu: the branchless bias-and-ReLU pass gives every
+// bit addBias then relu give, on the values where a mask could differ
+// from a comparison: signed zeros, NaN, infinities, subnormals, and sums
+// that round to zero.
+func TestBiasActMatchesRelu(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	negz := float32(math.Copysign(0, -1))
+	sub := math.Float32frombits(1) // the least subnormal
+	vals := []float32{0, negz, 1, -1, nan, inf, -inf, sub, -sub, 1e-38, -1e-38, 3.5, -3.5}
+	// every value beside every bias, one row per bias
+	h := len(vals)
+	for _, act := range []Activation{ReLU, Tanh} {
+		for _, bias := range vals {
+			b := make([]float32, h)
+			for j := range b {
+				b[j] = bias
+			}
+			z := append([]float32(nil), vals...)
+			want := append([]float32(nil), vals...)
+			addBias(want, b)
+			act.apply(want, want)
+			biasAct(z, b, act)
+			for j := range z {
+				if math.Float32bits(z[j]) != math.Float32bits(want[j]) {
+					t.Errorf("%v: %v + %v: got %v (%#x), want %v (%#x)", act, vals[j], bias, z[j], math.Float32bits(z[j]), want[j], math.Float32bits(want[j]))
+				}
+			}
+		}
+	}
+}
