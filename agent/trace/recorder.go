@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -791,22 +790,6 @@ func PodRecord(p *v1.Pod) (tracefmt.Pod, error) {
 
 // quantity keeps a request or capacity within the record format's range.
 func quantity(v int64) int64 { return min(max(v, 0), sim.MaxQuantity) }
-
-// truncate cuts s to at most n bytes, at the start of the UTF-8
-// character that crosses n (bytes that are not UTF-8 are cut at n).
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for i := n; i > 0 && i > n-utf8.UTFMax; i-- {
-		if utf8.RuneStart(s[i]) {
-			cut = i
-			break
-		}
-	}
-	return s[:cut]
-}
 
 // NodeRecord converts a node through kubefmt.SimNode, the conversion the
 // scheduler plugin models nodes with: allocatable CPU (milli) and memory

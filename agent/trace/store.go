@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -226,6 +227,22 @@ func clip(s string) string {
 		return s
 	}
 	return fmt.Sprintf("%s...(%d bytes)", truncate(s, n), len(s))
+}
+
+// truncate cuts s to at most n bytes, at the start of the UTF-8
+// character that crosses n (bytes that are not UTF-8 are cut at n).
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for i := n; i > 0 && i > n-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			cut = i
+			break
+		}
+	}
+	return s[:cut]
 }
 
 // Append records the valid events of evs in one transaction and applies

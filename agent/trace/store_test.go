@@ -381,3 +381,30 @@ func TestAppendRefusesRecordsIndividually(t *testing.T) {
 		})
 	}
 }
+
+func TestTruncate(t *testing.T) {
+	cases := []struct {
+		name string
+		s    string
+		n    int
+		want string
+	}{
+		{"short", "T4", 63, "T4"},
+		{"exact", "abc", 3, "abc"},
+		{"ascii", "abcdef", 4, "abcd"},
+		// "é" is 2 bytes (0xC3 0xA9): a cut at 2 would split it
+		{"two-byte character across the cut", "aé", 2, "a"},
+		// "€" is 3 bytes: cut at 3 keeps "a" and drops the character
+		{"three-byte character across the cut", "a€b", 3, "a"},
+		{"character ending at the cut", "a€b", 4, "a€"},
+		// not UTF-8: continuation bytes only, cut where asked
+		{"not utf-8", "\x80\x80\x80\x80\x80\x80", 4, "\x80\x80\x80\x80"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := truncate(tc.s, tc.n); got != tc.want {
+				t.Fatalf("truncate(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+			}
+		})
+	}
+}
