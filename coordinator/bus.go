@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -135,13 +134,27 @@ func (c *Coordinator) BackupNow() (string, int64, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	old, _ := filepath.Glob(filepath.Join(dir, "coordinator-*.db"))
-	slices.Sort(old)
-	for len(old) > c.cfg.BackupKeep {
-		if !strings.HasSuffix(old[0], filepath.Base(path)) {
-			_ = os.Remove(old[0])
+	pruneBackups(dir, filepath.Base(path), c.cfg.BackupKeep)
+	return path, n, nil
+}
+
+// pruneBackups removes the oldest backups (coordinator-TIME.db, by name)
+// of dir beyond the newest keep, never the one named newest. The
+// directory is listed, not globbed: a path holding glob metacharacters
+// ("data[1]", "backups*") is that directory, never none or its
+// siblings, whose files must not be removed.
+func pruneBackups(dir, newest string, keep int) {
+	entries, _ := os.ReadDir(dir) // sorted by name: oldest first
+	var old []string
+	for _, e := range entries {
+		if n := e.Name(); e.Type().IsRegular() && strings.HasPrefix(n, "coordinator-") && strings.HasSuffix(n, ".db") {
+			old = append(old, n)
+		}
+	}
+	for len(old) > keep {
+		if old[0] != newest {
+			_ = os.Remove(filepath.Join(dir, old[0]))
 		}
 		old = old[1:]
 	}
-	return path, n, nil
 }

@@ -75,18 +75,19 @@ func LoadRegistry(dir string) (*Registry, error) {
 
 // eachPublicKey calls fn with every NAME.pub key file of dir (what names
 // the directory in errors): its name, path and key. A directory without
-// any is fine; one that cannot be read is not.
+// any is fine; one that cannot be read is not. The directory is listed,
+// not globbed: a path holding glob metacharacters ("sites[1]", "keys*")
+// names that one directory, never none or its siblings.
 func eachPublicKey(dir, what string, fn func(name, file string, pub ed25519.PublicKey) error) error {
-	files, err := filepath.Glob(filepath.Join(dir, "*.pub"))
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if len(files) == 0 {
-		if _, err := os.Stat(dir); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".pub") {
+			continue
 		}
-	}
-	for _, f := range files {
+		f := filepath.Join(dir, e.Name())
 		pub, err := quant.ReadPublicKey(f)
 		if err != nil {
 			return err

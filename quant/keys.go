@@ -202,13 +202,21 @@ func LoadKeyring(paths ...string) (*Keyring, error) {
 		}
 		files := []string{p}
 		if st.IsDir() {
-			pubs, err := filepath.Glob(filepath.Join(p, "*.pub"))
+			// listed, not globbed: a directory whose path holds glob
+			// metacharacters ("keys[1]", "keys*") is that directory, never
+			// none or its siblings
+			entries, err := os.ReadDir(p)
 			if err != nil {
 				return nil, fmt.Errorf("keyring: %w", err)
 			}
-			retired, err := filepath.Glob(filepath.Join(p, "*"+RetiredSuffix))
-			if err != nil {
-				return nil, fmt.Errorf("keyring: %w", err)
+			var pubs, retired []string
+			for _, e := range entries {
+				switch {
+				case strings.HasSuffix(e.Name(), ".pub"):
+					pubs = append(pubs, filepath.Join(p, e.Name()))
+				case strings.HasSuffix(e.Name(), RetiredSuffix):
+					retired = append(retired, filepath.Join(p, e.Name()))
+				}
 			}
 			files = append(pubs, retired...)
 		}

@@ -57,8 +57,9 @@ type Requantization struct {
 // Requantization derives the integer arithmetic of an int8 artifact
 // (QuantScheme). It refuses, wrapping ErrArtifact, an artifact that is
 // not int8 or whose input scales leave an input with no finite
-// quantization, and, wrapping ErrQuant, one whose layers have no int32
-// multiplier: Quantize refuses to make such an artifact.
+// quantization, and, wrapping ErrQuant, one whose hidden layers have no
+// int32 multiplier or whose output layer's accumulator could overflow
+// int32: Quantize refuses to make such an artifact.
 func (a *Artifact) Requantization() (*Requantization, error) {
 	if a.Header.DType != Int8 {
 		return nil, fmt.Errorf("%w: a %s artifact is not int8", ErrArtifact, a.Header.DType)
@@ -80,6 +81,16 @@ func (a *Artifact) Requantization() (*Requantization, error) {
 	}
 	if r.M2, r.S2, err = multipliers(a.Tensor("w2").I8, a.Tensor("b2").I32, l.H1, MaxActivation, t("w2_scale"), t("a2_scale")); err != nil {
 		return nil, fmt.Errorf("layer 2: %w", err)
+	}
+	// the output: b3 + a2·w3 accumulates in int32; an accumulator that
+	// could overflow would wrap to a wrong score (its float32 range is
+	// the sanity check's: quant/sanity)
+	maxAcc := int64(math.Abs(float64(a.Tensor("b3").I32[0])))
+	for _, v := range a.Tensor("w3").I8 {
+		maxAcc += MaxActivation * int64(abs8(v))
+	}
+	if maxAcc > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: output layer: accumulator up to %d does not fit int32 arithmetic", ErrQuant, maxAcc)
 	}
 	return r, nil
 }

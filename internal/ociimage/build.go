@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/edgesched/edgesched/internal/atomicfile"
+	"github.com/edgesched/edgesched/internal/boundedio"
 )
 
 // Sentinel errors.
@@ -33,7 +34,14 @@ var (
 	ErrBadPath       = errors.New("path must be absolute, clean and not /")
 	ErrDuplicatePath = errors.New("duplicate path")
 	ErrGoBuild       = errors.New("go build failed")
+	// ErrSummary: images.json is not a summary Build wrote (over
+	// MaxSummaryBytes, not JSON, or a file outside the build directory).
+	ErrSummary = errors.New("bad images.json")
 )
+
+// MaxSummaryBytes caps images.json (Build writes well under 1 KB per
+// component and platform).
+const MaxSummaryBytes = 1 << 20
 
 // Component is one program shipped as an image.
 type Component struct {
@@ -227,15 +235,29 @@ func (c Config) InputKey(goVersion string, caCerts []byte) string {
 	return hex.EncodeToString(h.Sum(nil))[:24]
 }
 
-// ReadSummary reads DIR/images.json.
+// ReadSummary reads DIR/images.json: a regular file of at most
+// MaxSummaryBytes whose binaries and archives are paths inside DIR.
+// Refusals of the file wrap ErrSummary.
 func ReadSummary(dir string) (*Summary, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "images.json"))
+	b, err := boundedio.ReadFile(context.Background(), filepath.Join(dir, "images.json"), MaxSummaryBytes)
+	if errors.Is(err, boundedio.ErrTooLarge) || errors.Is(err, boundedio.ErrNotRegular) {
+		return nil, fmt.Errorf("%w: %w", ErrSummary, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	var s Summary
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("images.json: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrSummary, err)
+	}
+	for _, cs := range s.Components {
+		for _, p := range cs.Platforms {
+			for _, f := range []string{p.Binary, p.Archive} {
+				if !filepath.IsLocal(f) {
+					return nil, fmt.Errorf("%w: %s %s: %q is not a path inside %s", ErrSummary, cs.Name, p.Platform, f, dir)
+				}
+			}
+		}
 	}
 	return &s, nil
 }

@@ -44,7 +44,8 @@ func CheckArtifact(a *quant.Artifact) error {
 // count, flat) with the artifact — the int8 scorer for an int8 artifact,
 // the float network for a float32 one — and refuses (ErrInsane) a model
 // with a score that is not a finite float32 or whose scores are all
-// equal.
+// equal, and an int8 model whose output layer could score any row beyond
+// float32 (checkScoreRange).
 func Check(a *quant.Artifact, rows []float32) error {
 	F := a.Header.Layers.F
 	if F <= 0 || len(rows) == 0 || len(rows)%F != 0 {
@@ -57,6 +58,9 @@ func Check(a *quant.Artifact, rows []float32) error {
 		n, err := int8net.New(a)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrInsane, err)
+		}
+		if err := checkScoreRange(a); err != nil {
+			return err
 		}
 		out := make([]float32, k)
 		if err := n.Scorer().Scores(rows, k, out); err != nil {
@@ -77,6 +81,21 @@ func Check(a *quant.Artifact, rows []float32) error {
 		return fmt.Errorf("%w: dtype %q", ErrInsane, a.Header.DType)
 	}
 	return checkScores(scores, a.Header.Version)
+}
+
+// checkScoreRange refuses an int8 artifact some candidate row, not
+// necessarily a calibration row, could score beyond float32: a score is
+// (b3 + a2·w3) times the output scale, with activations a2 of at most
+// quant.MaxActivation (the factor 2 absorbs float32 rounding).
+func checkScoreRange(a *quant.Artifact) error {
+	acc := math.Abs(float64(a.Tensor("b3").I32[0]))
+	for _, v := range a.Tensor("w3").I8 {
+		acc += quant.MaxActivation * math.Abs(float64(v))
+	}
+	if bound := acc * float64(a.Tensor("w3_scale").F32[0]); !(bound <= math.MaxFloat32/2) {
+		return fmt.Errorf("%w: version %d can score a row up to %v (not a finite float32)", ErrInsane, a.Header.Version, bound)
+	}
+	return nil
 }
 
 // checkScores is the rule: every score a finite float32, not all equal.
