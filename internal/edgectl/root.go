@@ -1,6 +1,10 @@
 package edgectl
 
 import (
+	"context"
+	"errors"
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/internal/cli"
@@ -59,5 +63,28 @@ this machine scores candidate nodes.`,
 	root.Flags().Bool("version", false, "print the version, commit and build date (as 'edgectl version')")
 	cli.EnforceContract(root)
 	registerCompletions(root)
+	reportInterrupts(root)
 	return root
+}
+
+// ErrInterrupted marks the error of a command whose context ended (Ctrl-C,
+// SIGTERM: cmd/edgectl cancels it) before the command finished.
+var ErrInterrupted = errors.New("interrupted")
+
+// reportInterrupts makes the error of every command that stops because its
+// context ended say so first, with the cause (the signal), rather than
+// end in a bare "context canceled" from wherever the work was.
+func reportInterrupts(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			err := run(cmd, args)
+			if ctx := cmd.Context(); err != nil && ctx != nil && ctx.Err() != nil && !errors.Is(err, ErrInterrupted) {
+				return fmt.Errorf("%w (%v): %w", ErrInterrupted, context.Cause(ctx), err)
+			}
+			return err
+		}
+	}
+	for _, sub := range c.Commands() {
+		reportInterrupts(sub)
+	}
 }

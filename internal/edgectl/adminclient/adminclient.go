@@ -16,6 +16,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
+	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/internal/natsflags"
@@ -62,7 +63,32 @@ func (f *Flags) validate() error {
 	if err != nil {
 		return err // a connection that cannot be made: a failure (docs/cli.md)
 	}
+	if err := checkSecretFiles(c.Config); err != nil {
+		return err
+	}
 	f.server, f.conn = c.URL, c.Config
+	return nil
+}
+
+// MaxSecretFileBytes caps the credentials file and the client
+// certificate and key: nats.go and crypto/tls read them whole, with no
+// limit of their own (a 2 GiB --creds took 4 GB and minutes, at every
+// reconnect).
+const MaxSecretFileBytes = 1 << 20
+
+// checkSecretFiles refuses, before they are read, a credentials file or
+// client certificate or key that is not a regular file (a FIFO would
+// block) or is larger than MaxSecretFileBytes. The NKey seed and the CA
+// are read within limits by natsauth.
+func checkSecretFiles(c natsauth.ClientConfig) error {
+	for _, f := range []struct{ flag, path string }{{"--creds", c.CredsFile}, {"--tlscert", c.CertFile}, {"--tlskey", c.KeyFile}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := boundedio.Stat(f.path, MaxSecretFileBytes); err != nil {
+			return fmt.Errorf("%s: %w", f.flag, err)
+		}
+	}
 	return nil
 }
 

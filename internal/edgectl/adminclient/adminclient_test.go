@@ -2,6 +2,8 @@ package adminclient_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/internal/edgectl/adminclient"
 	"github.com/edgesched/edgesched/internal/edgectl/edgectltest"
 )
 
@@ -108,6 +111,20 @@ func TestAdminVerbs(t *testing.T) {
 func TestAdminErrors(t *testing.T) {
 	f := edgectltest.StartAdminFleet(t)
 	srv := "--server=" + f.URL
+	// a credentials file over the cap (sparse): nats.go reads it whole at
+	// every connection attempt (a 2 GiB one took 4 GB and minutes, deaf
+	// to Ctrl-C)
+	dir := t.TempDir()
+	bigCreds := filepath.Join(dir, "big.creds")
+	if fh, err := os.Create(bigCreds); err != nil {
+		t.Fatal(err)
+	} else {
+		if err := fh.Truncate(adminclient.MaxSecretFileBytes + 1); err != nil {
+			t.Fatal(err)
+		}
+		fh.Close()
+	}
+	down := []string{"--server", "nats://127.0.0.1:1", "--timeout", "1s"}
 	cases := []struct {
 		name string
 		args []string
@@ -120,6 +137,9 @@ func TestAdminErrors(t *testing.T) {
 		{"bad limit", []string{"round", "list", srv, "--limit", "0"}, "--limit 0"},
 		{"nothing listening", []string{"sites", "--server", "nats://127.0.0.1:1", "--timeout", "1s"}, "connect to nats://127.0.0.1:1"},
 		{"unknown flag", []string{"sites", "--bogus"}, "unknown flag: --bogus"},
+		{"credentials over the cap", append([]string{"sites", "--creds", bigCreds}, down...), "--creds: " + bigCreds + ": input exceeds its size limit"},
+		{"credentials a directory", append([]string{"sites", "--creds", dir}, down...), "--creds: " + dir + ": not a regular file (a directory)"},
+		{"client certificate a directory", append([]string{"sites", "--tlscert", dir, "--tlskey", bigCreds}, down...), "--tlscert: " + dir + ": not a regular file (a directory)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/federated/natsauth"
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
@@ -278,6 +279,10 @@ func TestAuthTLS(t *testing.T) {
 	}
 	if _, _, err := run(t, "auth", "tls", "--out", out); err == nil || !strings.Contains(err.Error(), "host") {
 		t.Fatalf("no host: %v", err)
+	}
+	// a missing required flag is a usage error (exit 2); it was a failure
+	if _, _, err := run(t, "auth", "tls", "--out", out); !cli.IsUsage(err) || !strings.Contains(err.Error(), "--host: required") {
+		t.Fatalf("no host: %v (usage error %v), want a usage error naming --host", err, cli.IsUsage(err))
 	}
 }
 

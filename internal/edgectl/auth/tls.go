@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgesched/edgesched/federated/natsauth"
+	"github.com/edgesched/edgesched/internal/cli"
 )
 
 func newAuthTLSCommand() *cobra.Command {
@@ -28,6 +29,9 @@ should issue certificates from their own CA (cert-manager, step-ca, ...).`,
 	cmd.Flags().StringSliceVar(&o.Clients, "client", nil, "client certificate name (repeat)")
 	cmd.Flags().DurationVar(&o.Valid, "valid", 0, "validity (default one year)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if len(o.Hosts) == 0 {
+			return cli.Usagef("--host: required (the server's DNS name or IP; repeat for more)")
+		}
 		p, err := natsauth.DevPKI(out, o)
 		if err != nil {
 			return err

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -125,10 +127,10 @@ func newExplainPodCommand() *cobra.Command {
 			}
 			ns, name, err := splitPodRef(args[0])
 			if err != nil {
-				return err
+				return cli.Usage(err)
 			}
 			if f.timeout <= 0 {
-				return fmt.Errorf("--timeout %v: must be positive", f.timeout)
+				return cli.Usagef("--timeout %v: must be positive", f.timeout)
 			}
 			pod, err := f.getPod(cmd.Context(), ns, name)
 			if err != nil {
@@ -161,6 +163,9 @@ func newExplainFileCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if len(bytes.TrimSpace(b)) == 0 {
+				return fmt.Errorf("%s: not a pod manifest: %w", args[0], errEmptyManifest)
+			}
 			var pod v1.Pod
 			if err := yaml.Unmarshal(b, &pod); err != nil {
 				return fmt.Errorf("%s: not a pod manifest: %w", args[0], err)
@@ -174,6 +179,9 @@ func newExplainFileCommand() *cobra.Command {
 	f.registerOutput(cmd)
 	return cmd
 }
+
+// errEmptyManifest: explain file read nothing but white space.
+var errEmptyManifest = errors.New("empty input")
 
 // splitPodRef parses NAMESPACE/NAME.
 func splitPodRef(s string) (string, string, error) {
@@ -195,6 +203,9 @@ func (f *explainFlags) getPod(ctx context.Context, ns, name string) (*v1.Pod, er
 	rules := clientcmd.NewDefaultClientConfigLoadingRules() // $KUBECONFIG, then ~/.kube/config
 	if f.kubeconfig != "" {
 		rules.ExplicitPath = f.kubeconfig
+	}
+	if err := cmdutil.CheckKubeconfig(rules); err != nil {
+		return nil, err
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context}).ClientConfig()
 	if err != nil {

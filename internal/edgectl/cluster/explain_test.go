@@ -12,8 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl"
 	"github.com/edgesched/edgesched/internal/edgectl/cluster"
+	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 )
 
 // internal/edgectl/testdata/explained-pod.json carries an explanation
@@ -134,6 +136,52 @@ func TestExplainErrors(t *testing.T) {
 			_, _, err := run(t, c.args...)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestExplainInputErrors: a pod reference or --timeout wrong on its face
+// is a usage error (exit 2); an empty manifest says so (it was "pod / has
+// no edgesched.io/explanation annotation"); a kubeconfig that is not a
+// regular file or is over cmdutil.MaxKubeconfigBytes is refused before
+// client-go reads it whole (a 2 GiB one took 2.2 GB).
+func TestExplainInputErrors(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.yaml")
+	if err := os.WriteFile(empty, []byte("\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big-kubeconfig")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(cmdutil.MaxKubeconfigBytes + 1); err != nil { // sparse
+		t.Fatal(err)
+	}
+	f.Close()
+	cases := []struct {
+		name  string
+		args  []string
+		want  string
+		usage bool
+	}{
+		{"no slash", []string{"explain", "pod", "justname"}, `pod "justname": want NAMESPACE/NAME`, true},
+		{"bad namespace", []string{"explain", "pod", "/web"}, "namespace", true},
+		{"negative timeout", []string{"explain", "pod", "ns/web", "--timeout", "-1s"}, "--timeout -1s: must be positive", true},
+		{"empty manifest", []string{"explain", "file", empty}, empty + ": not a pod manifest: empty input", false},
+		{"kubeconfig over the cap", []string{"explain", "pod", "ns/web", "--kubeconfig", big}, "kubeconfig: " + big + ": input exceeds its size limit", false},
+		{"kubeconfig a directory", []string{"explain", "pod", "ns/web", "--kubeconfig", dir}, "kubeconfig: " + dir + ": not a regular file (a directory)", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := run(t, c.args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+			if cli.IsUsage(err) != c.usage {
+				t.Errorf("usage error (exit 2): %v, want %v", cli.IsUsage(err), c.usage)
 			}
 		})
 	}

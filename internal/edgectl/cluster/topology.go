@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -128,6 +129,10 @@ hours of the day in UTC.`,
 	return cmd
 }
 
+// errEmptyTopology: the topology file holds nothing but white space
+// (kubefmt would say "EOF").
+var errEmptyTopology = errors.New("empty input, want a site topology (JSON or YAML)")
+
 // readTopology reads and validates a topology file ("-": stdin), JSON
 // or YAML (converted to JSON first, so the format's checks apply to
 // both); errors name the file.
@@ -135,6 +140,9 @@ func readTopology(ctx context.Context, stdin io.Reader, path string) (*kubefmt.T
 	b, err := cmdutil.ReadFileOrStdin(ctx, stdin, path, kubefmt.MaxTopologyBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read topology: %w", err)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, fmt.Errorf("%s: %w", path, errEmptyTopology)
 	}
 	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] != '{' {
 		if b, err = yaml.YAMLToJSON(b); err != nil {

@@ -87,6 +87,10 @@ func TestTopology(t *testing.T) {
 		t.Fatalf("the ConfigMap's topology: %+v, %v", back, err)
 	}
 
+	empty := filepath.Join(dir, "empty.yaml")
+	if err := os.WriteFile(empty, []byte("\n  \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	bad := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"version":1,"zones":[{"name":"a","carbonZone":"wind"}]}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -99,6 +103,8 @@ func TestTopology(t *testing.T) {
 		{"unknown carbon zone", []string{"topology", "check", bad}, bad + `: kubefmt: bad site topology: zones[0] (a): carbon zone "wind" is not in carbonZones`},
 		{"configmap of a bad file", []string{"topology", "configmap", bad}, "is not in carbonZones"},
 		{"missing file", []string{"topology", "check", filepath.Join(dir, "none.json")}, "read topology"},
+		// an empty file was "kubefmt: bad site topology: EOF"
+		{"empty file", []string{"topology", "check", empty}, empty + ": empty input, want a site topology (JSON or YAML)"},
 		{"bad namespace", []string{"topology", "configmap", path, "-n", "Kube_System"}, `--topology-configmap: bad ConfigMap reference "edgesched-topology": namespace "Kube_System"`},
 		{"bad name", []string{"topology", "configmap", path, "--topology-configmap", "a/b/c"}, `--topology-configmap: bad ConfigMap reference "a/b/c"`},
 		{"bad name, old flag", []string{"topology", "configmap", path, "--name", "Topo_1"}, `bad ConfigMap reference "Topo_1": name "Topo_1"`},

@@ -10,7 +10,12 @@ import (
 
 	"github.com/edgesched/edgesched/agent/trace"
 	"github.com/edgesched/edgesched/internal/atomicfile"
+	"github.com/edgesched/edgesched/internal/cli"
+	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 )
+
+// errNotTraceDB: --db names something that cannot be a trace database.
+var errNotTraceDB = errors.New("not a trace database")
 
 // NewTraceCommand returns edgectl trace and its verbs.
 func NewTraceCommand() *cobra.Command {
@@ -43,14 +48,25 @@ agent's file, or from a copy taken while it was stopped.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case db == "":
-				return errors.New("--db is required (the agent's trace.db)")
+				return cli.Usagef("--db is required (the agent's trace.db)")
 			case out == "":
-				return errors.New("--out is required (the scenario file to write)")
+				return cli.Usagef("--out is required (the scenario file to write)")
 			case since < 0:
-				return fmt.Errorf("--since %v: want a positive duration (or 0 for everything)", since)
+				return cli.Usagef("--since %v: want a positive duration (or 0 for everything)", since)
 			}
-			if _, err := os.Stat(db); err != nil {
+			fi, err := os.Stat(db)
+			switch {
+			case err != nil:
 				return fmt.Errorf("--db: %w", err)
+			case fi.IsDir():
+				return fmt.Errorf("--db %s: %w (a directory), want the agent's trace.db", db, errNotTraceDB)
+			case !fi.Mode().IsRegular():
+				return fmt.Errorf("--db %s: %w (not a regular file), want the agent's trace.db", db, errNotTraceDB)
+			case fi.Size() == 0:
+				return fmt.Errorf("--db %s: %w (an empty file), want the agent's trace.db", db, errNotTraceDB)
+			}
+			if err := cmdutil.CheckOutFile("--out", out); err != nil {
+				return err
 			}
 			s, err := trace.OpenStoreReadOnly(db)
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgesched/edgesched/agent/trace"
 	"github.com/edgesched/edgesched/agent/trace/tracefmt"
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
@@ -80,6 +81,10 @@ func TestTraceExportErrors(t *testing.T) {
 	if err := os.WriteFile(notTrace, []byte("not a database"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	emptyFile := filepath.Join(t.TempDir(), "empty.db")
+	if err := os.WriteFile(emptyFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(t.TempDir(), "o.yaml")
 	cases := []struct {
 		name string
@@ -90,6 +95,10 @@ func TestTraceExportErrors(t *testing.T) {
 		{"no out", []string{"--db", db}, "--out is required"},
 		{"missing db", []string{"--db", db + ".nope", "--out", out}, "no such file"},
 		{"not a trace", []string{"--db", notTrace, "--out", out}, "trace: bad store"},
+		// an empty file was "open X: write X: bad file descriptor"
+		{"empty db", []string{"--db", emptyFile, "--out", out}, "--db " + emptyFile + ": not a trace database (an empty file)"},
+		{"directory db", []string{"--db", filepath.Dir(emptyFile), "--out", out}, "not a trace database (a directory)"},
+		{"out in a missing directory", []string{"--db", db, "--out", filepath.Join(out, "none", "o.yaml")}, "does not exist"},
 		{"negative since", []string{"--db", db, "--out", out, "--since", "-1h"}, "positive duration"},
 		{"bad since", []string{"--db", db, "--out", out, "--since", "yesterday"}, "invalid argument"},
 		{"unknown flag", []string{"--db", db, "--out", out, "--follow"}, "unknown flag"},
@@ -105,6 +114,25 @@ func TestTraceExportErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Fatalf("a failed export left %s", out)
+	}
+}
+
+// TestTraceExportUsageErrors: a missing required flag and a negative
+// --since are usage errors (exit 2); they were failures (exit 1).
+func TestTraceExportUsageErrors(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "o.yaml")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--out", out}, "--db is required"},
+		{[]string{"--db", "trace.db"}, "--out is required"},
+		{[]string{"--db", "trace.db", "--out", out, "--since", "-1h"}, "--since -1h0m0s: want a positive duration"},
+	} {
+		_, _, err := run(t, append([]string{"trace", "export"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !cli.IsUsage(err) {
+			t.Errorf("%v: %v (usage error %v), want a usage error naming %q", tc.args, err, cli.IsUsage(err), tc.want)
+		}
 	}
 }
 

@@ -108,6 +108,12 @@ func shortRef(ref string) string {
 // combined with others ("all,learned").
 // Artifacts (learned:FILE.esa) are verified with opt.
 func ResolvePolicies(list string, opt quant.DecodeOptions) ([]sim.Factory, error) {
+	return ResolvePoliciesFlag("--policies", list, opt)
+}
+
+// ResolvePoliciesFlag is ResolvePolicies for a list given with flag (its
+// name with the dashes), which its errors name.
+func ResolvePoliciesFlag(flag, list string, opt quant.DecodeOptions) ([]sim.Factory, error) {
 	list = strings.TrimSpace(list)
 	if list == "" {
 		list = "all"
@@ -131,28 +137,28 @@ func ResolvePolicies(list string, opt quant.DecodeOptions) ([]sim.Factory, error
 		case name == sage.AffinityLoad || strings.HasPrefix(name, sage.AffinityLoad+":"):
 			f, err := affinityFactory(name)
 			if err != nil {
-				return nil, fmt.Errorf("--policies: %w", err)
+				return nil, fmt.Errorf("%s: %w", flag, err)
 			}
 			add(f)
 		case strings.HasPrefix(name, "learned"):
 			f, err := learnedFactory(name, opt)
 			if err != nil {
-				return nil, fmt.Errorf("--policies: %w", err)
+				return nil, fmt.Errorf("%s: %w", flag, err)
 			}
 			add(f)
 		default:
 			f, err := baseline.Lookup(name)
 			if errors.Is(err, baseline.ErrUnknownPolicy) {
-				return nil, cli.UnknownValue("--policies", name, PolicyNames())
+				return nil, cli.UnknownValue(flag, name, PolicyNames())
 			}
 			if err != nil {
-				return nil, fmt.Errorf("--policies: %w", err)
+				return nil, fmt.Errorf("%s: %w", flag, err)
 			}
 			add(f)
 		}
 	}
 	if len(out) == 0 {
-		return nil, cli.Usagef("--policies: no policy named")
+		return nil, cli.Usagef("%s: no policy named", flag)
 	}
 	return out, nil
 }
@@ -273,8 +279,14 @@ func PartnersFor(env *sim.Env, w *policy.SageWeights) error {
 	return nil
 }
 
-// ParseSeeds reads "7", "1,2,3" or "1-5" (at most 1000 seeds).
+// ParseSeeds reads "7", "1,2,3" or "1-5" (at most 1000 seeds). Every
+// caller parses a flag's value, so its errors are usage errors (exit 2).
 func ParseSeeds(s string) ([]uint64, error) {
+	seeds, err := parseSeeds(s)
+	return seeds, cli.Usage(err)
+}
+
+func parseSeeds(s string) ([]uint64, error) {
 	var out []uint64
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)

@@ -8,10 +8,13 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/edgesched/edgesched/internal/cli"
 )
 
 // WantProgress reports whether to draw progress bars on w; mode (the
-// --progress flag) is auto (a bar when w is a terminal), always or never.
+// --progress flag) is auto (a bar when w is a terminal), always or never;
+// another value is a usage error.
 func WantProgress(mode string, w io.Writer) (bool, error) {
 	switch mode {
 	case "never":
@@ -22,7 +25,7 @@ func WantProgress(mode string, w io.Writer) (bool, error) {
 		f, ok := w.(*os.File)
 		return ok && term.IsTerminal(int(f.Fd())), nil
 	}
-	return false, fmt.Errorf("--progress: %q (want auto, always or never)", mode)
+	return false, cli.Usagef("--progress: %q (want auto, always or never)", mode)
 }
 
 // NewBar returns a progress callback drawing a bar on w, and a finish

@@ -2,6 +2,7 @@ package model
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"runtime"
@@ -181,7 +182,7 @@ func (f *benchFlags) run(cmd *cobra.Command, ref string) error {
 	var int8Ref []float32 // the first int8 kernel's scores
 	for _, s := range scorers {
 		fmt.Fprintf(stderr, "measuring %s: %d x %v\n", s.name, f.reps, f.minTime)
-		per, err := measureScorer(s.sc, batch, out, f.candidates, f.reps, f.minTime)
+		per, err := measureScorer(cmd.Context(), s.sc, batch, out, f.candidates, f.reps, f.minTime)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
@@ -222,10 +223,15 @@ func inputName(f *benchFlags) string {
 
 // measureScorer returns reps figures of nanoseconds per candidate node,
 // each from as many whole Scores calls as fill minTime (after one
-// warm-up call and a garbage collection).
-func measureScorer(sc policy.Scorer, batch, out []float32, k, reps int, minTime time.Duration) ([]float64, error) {
+// warm-up call and a garbage collection). It stops between two calls when
+// ctx ends (Ctrl-C: --reps x --min-time can be 100 minutes).
+func measureScorer(ctx context.Context, sc policy.Scorer, batch, out []float32, k, reps int, minTime time.Duration) ([]float64, error) {
 	if err := sc.Scores(batch, k, out); err != nil {
 		return nil, err
+	}
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
 	}
 	per := make([]float64, reps)
 	for r := range per {
@@ -235,6 +241,11 @@ func measureScorer(sc policy.Scorer, batch, out []float32, k, reps int, minTime 
 		calls := 0
 		start := time.Now()
 		for calls == 0 || time.Since(start) < minTime {
+			select {
+			case <-done:
+				return nil, context.Cause(ctx)
+			default:
+			}
 			if err := sc.Scores(batch, k, out); err != nil {
 				return nil, err
 			}

@@ -1,12 +1,16 @@
 package model_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/edgesched/edgesched/internal/edgectl"
 	"github.com/edgesched/edgesched/internal/edgectl/model"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
@@ -101,4 +105,46 @@ func floatKernel(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return fs.Kernel()
+}
+
+// cancelOn is a stderr that ends the command's context once it has seen
+// mark (bench writes "measuring SCORER" before each scorer).
+type cancelOn struct {
+	mark   string
+	cancel context.CancelCauseFunc
+	seen   strings.Builder
+}
+
+func (w *cancelOn) Write(p []byte) (int, error) {
+	w.seen.Write(p)
+	if strings.Contains(w.seen.String(), w.mark) {
+		w.cancel(errors.New("interrupt signal received"))
+	}
+	return len(p), nil
+}
+
+// TestBenchInterrupted: Ctrl-C during the measurements ends bench
+// promptly with the interruption (edgectl.ErrInterrupted); it ran every
+// --reps x --min-time to the end and exited 0 (50 x 1s took 100 s).
+func TestBenchInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stderr := &cancelOn{mark: "measuring float32", cancel: cancel}
+	cmd := edgectl.NewRootCommand(edgectl.Options{})
+	cmd.SetArgs([]string{"bench", "edge", "--scenario", "builtin:factory-vision", "--candidates", "40", "--reps", "3", "--min-time", "20s"})
+	var stdout strings.Builder
+	cmd.SetOut(&stdout)
+	cmd.SetErr(stderr)
+	start := time.Now()
+	err := cmd.ExecuteContext(ctx)
+	took := time.Since(start)
+	if !errors.Is(err, edgectl.ErrInterrupted) || !strings.Contains(err.Error(), "interrupt signal received") {
+		t.Fatalf("err %v after %v, want the interruption", err, took)
+	}
+	if took > 15*time.Second {
+		t.Errorf("took %v to stop (3 x 20s per scorer without the interruption)", took)
+	}
+	if stdout.Len() > 0 {
+		t.Errorf("stdout %q after an interruption", stdout.String())
+	}
 }

@@ -55,10 +55,13 @@ docs/quant.md "To PyTorch and back" shows the way through PyTorch.`, onnx.IRVers
 
 func (f *exportFlags) run(cmd *cobra.Command, ref string) error {
 	if f.format != "onnx" {
-		return fmt.Errorf("--format: %q (the only format is onnx)", f.format)
+		return cli.Usagef("--format: %q (the only format is onnx)", f.format)
 	}
 	if f.out == "" {
-		return fmt.Errorf("--out: required")
+		return cli.Usagef("--out: required")
+	}
+	if err := cmdutil.CheckOutFile("--out", f.out); err != nil {
+		return err
 	}
 	opt, err := cmdutil.DecodeOptions(f.keys, f.allowUnsigned)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/onnx"
@@ -65,5 +66,22 @@ func TestModelExport(t *testing.T) {
 	}
 	if _, _, err := run(t, "model", "export", "nosuchmodel", "--out", filepath.Join(dir, "x.onnx")); err == nil {
 		t.Error("exported a model that does not exist")
+	}
+	// a missing --out and an unknown --format are usage errors (exit 2);
+	// an --out that is a directory is refused by name (it was "rename
+	// DIR/.x.tmpN DIR: file exists")
+	for _, tc := range []struct {
+		args  []string
+		want  string
+		usage bool
+	}{
+		{[]string{"--format", "tflite", "--out", filepath.Join(dir, "x")}, `--format: "tflite"`, true},
+		{[]string{"--format", "onnx"}, "--out: required", true},
+		{[]string{"--out", dir}, "--out " + dir + ": is a directory, want a file path", false},
+	} {
+		_, _, err := run(t, append([]string{"model", "export", "edge"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || cli.IsUsage(err) != tc.usage {
+			t.Errorf("%v: error %v (usage error %v), want %q (usage error %v)", tc.args, err, cli.IsUsage(err), tc.want, tc.usage)
+		}
 	}
 }

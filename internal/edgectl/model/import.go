@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
@@ -62,11 +63,24 @@ scheme keeps unsigned 8-bit activations after each ReLU.`, policy.NumFeatures, p
 
 func (f *importFlags) run(cmd *cobra.Command, path string) error {
 	if f.out == "" {
-		return fmt.Errorf("--out: required")
+		return cli.Usagef("--out: required")
 	}
 	opt := onnx.DefaultImportOptions()
 	opt.SchemaID, opt.CriticHidden, opt.Seed = f.schemaID, f.criticHidden, f.seed
-	if err := opt.Validate(); err != nil {
+	for _, c := range []struct {
+		flag string
+		set  func(*onnx.ImportOptions)
+	}{
+		{"--schema-id", func(o *onnx.ImportOptions) { o.SchemaID = f.schemaID }},
+		{"--critic-hidden", func(o *onnx.ImportOptions) { o.CriticHidden = f.criticHidden }},
+	} {
+		one := onnx.DefaultImportOptions()
+		c.set(&one)
+		if err := one.Validate(); err != nil {
+			return cli.Usagef("%s: %w", c.flag, err)
+		}
+	}
+	if err := cmdutil.CheckOutFile("--out", f.out); err != nil {
 		return err
 	}
 	mp, err := onnx.ReadFileContext(cmd.Context(), path)

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/edgectltest"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
@@ -173,6 +174,23 @@ func TestModelImportRefuses(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x.esm")); err == nil {
 		t.Error("a refused import wrote a model file")
+	}
+	// flag values wrong on their face are usage errors (exit 2) naming
+	// the flag; an --out that is a directory is refused by name
+	for _, tc := range []struct {
+		args  []string
+		want  string
+		usage bool
+	}{
+		{[]string{src}, "--out: required", true},
+		{[]string{src, "--out", filepath.Join(dir, "x.esm"), "--schema-id", "edgesched.features/v0"}, `--schema-id: onnx: unsupported model: schema "edgesched.features/v0"`, true},
+		{[]string{src, "--out", filepath.Join(dir, "x.esm"), "--critic-hidden", "-5"}, "--critic-hidden: onnx import: critic hidden width -5", true},
+		{[]string{src, "--out", dir}, "--out " + dir + ": is a directory, want a file path", false},
+	} {
+		_, _, err := run(t, append([]string{"model", "import"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || cli.IsUsage(err) != tc.usage {
+			t.Errorf("%v: error %v (usage error %v), want %q (usage error %v)", tc.args, err, cli.IsUsage(err), tc.want, tc.usage)
+		}
 	}
 }
 

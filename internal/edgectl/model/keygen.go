@@ -4,9 +4,11 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -20,7 +22,11 @@ func newModelKeygenCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
-				return fmt.Errorf("--name: required")
+				return cli.Usagef("--name: required")
+			}
+			if name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
+				// NAME.key is written in --dir, never elsewhere
+				return cli.Usagef("--name %q: a file name, not a path (the directory is --dir)", name)
 			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return fmt.Errorf("--dir: %w", err)

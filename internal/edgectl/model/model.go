@@ -1,11 +1,11 @@
 package model
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy/nn"
@@ -66,10 +66,13 @@ func (f *artifactFlags) register(cmd *cobra.Command) {
 
 func (f *artifactFlags) signer() (*quant.Signer, error) {
 	if f.key == "" {
-		return nil, fmt.Errorf("--key: required (make one with 'edgectl model keygen')")
+		return nil, cli.Usagef("--key: required (make one with 'edgectl model keygen')")
 	}
 	if f.out == "" {
-		return nil, fmt.Errorf("--out: required")
+		return nil, cli.Usagef("--out: required")
+	}
+	if err := cmdutil.CheckOutFile("--out", f.out); err != nil {
+		return nil, err
 	}
 	return quant.ReadSigner(f.key)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/edgectltest"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/quant/int8net"
@@ -212,6 +213,63 @@ func TestModelInspectDecision(t *testing.T) {
 		}
 		if !strings.Contains(out, tc.want) {
 			t.Errorf("%s: inspect lacks %q:\n%s", tc.model, tc.want, out)
+		}
+	}
+}
+
+// TestModelFlagErrors: a missing required flag or a value wrong on its
+// face is a usage error (exit 2) naming the flag; an --out that cannot be
+// written is refused before any work (quantize ran its calibration
+// first, then failed renaming DIR.tmp over the directory and left
+// DIR.tmp behind); keygen's --name is a file name, not a path (../x
+// wrote outside --dir).
+func TestModelFlagErrors(t *testing.T) {
+	keys := edgectltest.KeyDir(t, "coord")
+	key := filepath.Join(keys, "coord.key")
+	dir := t.TempDir()
+	outDir := filepath.Join(dir, "a-directory")
+	if err := os.Mkdir(outDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	esa := filepath.Join(dir, "m.esa")
+	for _, tc := range []struct {
+		args  []string
+		want  string
+		usage bool
+	}{
+		{[]string{"keygen", "--dir", dir}, "--name: required", true},
+		{[]string{"keygen", "--dir", filepath.Join(dir, "keys"), "--name", "../evil"}, `--name "../evil": a file name, not a path`, true},
+		{[]string{"keygen", "--dir", dir, "--name", "sub/k"}, `--name "sub/k": a file name, not a path`, true},
+		{[]string{"verify", esa}, "--model-keys: required", true},
+		{[]string{"sign", "edge", "--out", esa}, "--key: required", true},
+		{[]string{"sign", "edge", "--key", key}, "--out: required", true},
+		{[]string{"sign", "edge", "--key", key, "--out", outDir}, "--out " + outDir + ": is a directory", false},
+		{[]string{"sign", "edge", "--key", key, "--out", filepath.Join(dir, "none", "m.esa")}, "directory " + filepath.Join(dir, "none") + " does not exist", false},
+		{[]string{"quantize", "edge", "--key", key, "--out", outDir, "--progress", "never"}, "--out " + outDir + ": is a directory", false},
+		{[]string{"quantize", "edge", "--key", key, "--out", esa, "--calibration", "percentile:200"}, "--calibration: quant", true},
+		{[]string{"quantize", "edge", "--key", key, "--out", esa, "--calibration", "median"}, `--calibration: "median"`, true},
+		{[]string{"quantize", "edge", "--key", key, "--out", esa, "--rounding", "up"}, `--rounding: quant: cannot quantize: rounding "up"`, true},
+		{[]string{"quantize", "edge", "--key", key, "--out", esa, "--calib-seeds", "x"}, `--calib-seeds: "x" is not a seed`, true},
+		{[]string{"quantize", "edge", "--key", key, "--out", esa, "--eval-seeds", "5-1"}, `--eval-seeds: "5-1" is not a range`, true},
+		{[]string{"quantize", "edge", "--key", key, "--out", esa, "--max-rows", "0"}, "--max-rows: 0, want >= 1", true},
+		{[]string{"quantize", "edge", "--key", key, "--out", esa, "--progress", "sometimes"}, `--progress: "sometimes"`, true},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, errOut, err := run(t, append([]string{"model"}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if cli.IsUsage(err) != tc.usage {
+				t.Errorf("usage error (exit 2): %v, want %v", cli.IsUsage(err), tc.usage)
+			}
+			if strings.Contains(errOut, "calibration run") {
+				t.Errorf("refused after a calibration run:\n%s", errOut)
+			}
+		})
+	}
+	for _, p := range []string{filepath.Join(dir, "evil.key"), outDir + ".tmp", esa} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s written by a refused command", p)
 		}
 	}
 }

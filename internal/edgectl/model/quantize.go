@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
@@ -80,10 +81,13 @@ func parseCalibration(s string) (quant.CalibrationOptions, error) {
 		v, err := strconv.ParseFloat(p, 64)
 		if err == nil {
 			o := quant.CalibrationOptions{Method: "percentile", Percentile: v}
-			return o, o.Validate()
+			if err := o.Validate(); err != nil {
+				return o, cli.Usagef("--calibration: %w", err)
+			}
+			return o, nil
 		}
 	}
-	return quant.CalibrationOptions{}, fmt.Errorf("--calibration: %q (want minmax or percentile:P)", s)
+	return quant.CalibrationOptions{}, cli.Usagef("--calibration: %q (want minmax or percentile:P)", s)
 }
 
 // envFor returns the environment and run configuration of one seed: the
@@ -124,7 +128,7 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 	}
 	calib.Rounding = f.rounding
 	if err := calib.Validate(); err != nil {
-		return fmt.Errorf("--rounding: %w", err)
+		return cli.Usagef("--rounding: %w", err)
 	}
 	calibSeeds, err := cmdutil.ParseSeeds(f.calibSeeds)
 	if err != nil {
@@ -137,7 +141,11 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 		}
 	}
 	if f.maxRows < 1 {
-		return fmt.Errorf("--max-rows: %d, want >= 1", f.maxRows)
+		return cli.Usagef("--max-rows: %d, want >= 1", f.maxRows)
+	}
+	show, err := cmdutil.WantProgress(f.progress, cmd.ErrOrStderr())
+	if err != nil {
+		return err
 	}
 	opt, err := cmdutil.DecodeOptions(f.keys, f.allowUnsigned)
 	if err != nil {
@@ -151,10 +159,6 @@ func (f *quantizeFlags) run(cmd *cobra.Command, ref string) error {
 		return fmt.Errorf("%s: %w", ref, err)
 	}
 	ctx := cmd.Context()
-	show, err := cmdutil.WantProgress(f.progress, cmd.ErrOrStderr())
-	if err != nil {
-		return err
-	}
 	var rows []float32
 	var seen int
 	for i, seed := range calibSeeds {

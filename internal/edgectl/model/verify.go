@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/quant"
 )
@@ -24,7 +25,7 @@ schema, and with --current the version must be above the running model's
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(keys) == 0 {
-				return fmt.Errorf("--model-keys: required (public keys the artifact may be signed with)")
+				return cli.Usagef("--model-keys: required (public keys the artifact may be signed with)")
 			}
 			opt, err := cmdutil.DecodeOptions(keys, false)
 			if err != nil {

@@ -67,7 +67,7 @@ never replaces the one in use (the last good one keeps working).`,
 				return cli.Usagef("--policy-configmap: %w", err)
 			}
 			if f.timeout <= 0 {
-				return fmt.Errorf("--timeout %v: must be positive", f.timeout)
+				return cli.Usagef("--timeout %v: must be positive", f.timeout)
 			}
 			b, err := cmdutil.ReadFileOrStdin(cmd.Context(), cmd.InOrStdin(), args[0], policyInputLimit)
 			if err != nil {
@@ -156,6 +156,9 @@ func kubeClient(kubeconfig, kubeContext string, timeout time.Duration) (kubernet
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kubeconfig != "" {
 		rules.ExplicitPath = kubeconfig
+	}
+	if err := cmdutil.CheckKubeconfig(rules); err != nil {
+		return nil, err
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext}).ClientConfig()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 )
 
@@ -45,20 +46,28 @@ a service when followed by "service" (服务) and as a zone after "zone" (区域
 			if err := cmdutil.CheckOutput(f.output); err != nil {
 				return err
 			}
+			if f.out != "" {
+				if err := cmdutil.CheckOutFile("--out", f.out); err != nil {
+					return err
+				}
+			}
 			var text string
 			switch {
 			case f.file != "" && len(args) > 0:
-				return fmt.Errorf("give sentences or -f FILE, not both")
+				return cli.Usagef("give sentences or -f FILE, not both")
 			case f.file != "":
 				b, err := cmdutil.ReadFileOrStdin(cmd.Context(), cmd.InOrStdin(), f.file, policyInputLimit)
 				if err != nil {
 					return err
 				}
 				text = string(b)
+				if strings.TrimSpace(text) == "" {
+					return fmt.Errorf("-f %s: no sentences: the file is empty", f.file)
+				}
 			case len(args) > 0:
 				text = strings.Join(args, "\n")
 			default:
-				return fmt.Errorf("no sentences: give them as arguments or with -f FILE")
+				return cli.Usagef("no sentences: give them as arguments or with -f FILE")
 			}
 			doc, compiled, err := compileText(text, &f.names)
 			if err != nil {

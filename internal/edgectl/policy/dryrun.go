@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/policydoc"
 	"github.com/edgesched/edgesched/sim/baseline"
@@ -53,12 +54,20 @@ could not be met).`,
 			if err := cmdutil.CheckOutput(f.output); err != nil {
 				return err
 			}
+			mode, err := engine.ParseMode(f.mode)
+			if err != nil {
+				return cli.Usagef("--mode: %w", err)
+			}
+			cfg := engine.DefaultRunConfig(mode)
+			cfg.Seed, cfg.Samples = f.seed, f.samples
+			if err := cfg.Validate(); err != nil {
+				return cli.Usagef("--samples: %w", err) // the only other flag of cfg
+			}
 			ctx := cmd.Context()
 			var doc *policydoc.Document
-			var err error
 			switch {
 			case (f.policyFile == "") == (len(f.text) == 0):
-				return fmt.Errorf("give --policy FILE or --text SENTENCE (one of them)")
+				return cli.Usagef("give --policy FILE or --text SENTENCE (one of them)")
 			case f.policyFile != "":
 				doc, err = readPolicy(ctx, cmd.InOrStdin(), f.policyFile)
 			default:
@@ -75,21 +84,12 @@ could not be met).`,
 			if err != nil {
 				return err
 			}
-			fs, err := cmdutil.ResolvePolicies(f.baseline, dopt)
+			fs, err := cmdutil.ResolvePoliciesFlag("--baseline", f.baseline, dopt)
 			if err != nil {
 				return err
 			}
 			if len(fs) != 1 {
-				return fmt.Errorf("--baseline: one policy, got %d", len(fs))
-			}
-			mode, err := engine.ParseMode(f.mode)
-			if err != nil {
-				return fmt.Errorf("--mode: %w", err)
-			}
-			cfg := engine.DefaultRunConfig(mode)
-			cfg.Seed, cfg.Samples = f.seed, f.samples
-			if err := cfg.Validate(); err != nil {
-				return err
+				return cli.Usagef("--baseline: one policy, got %d", len(fs))
 			}
 			rep, err := constraint.DryRun(ctx, in.Env, fs[0], doc, cfg)
 			if err != nil {

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/edgesched/edgesched/internal/cli"
+	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/internal/edgectl/policy"
 	"github.com/edgesched/edgesched/policydoc"
 )
@@ -189,3 +191,59 @@ var (
 	cmGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	cmGR  = cmGVR.GroupResource()
 )
+
+// TestPolicyFlagErrors: a missing input or a flag value wrong on its face
+// is a usage error (exit 2) naming the flag (dry-run's --baseline was
+// reported as "--policies"; --mode and --samples were failures, --samples
+// unnamed); an empty -f file and an --out that is a directory are named;
+// apply refuses a kubeconfig over cmdutil.MaxKubeconfigBytes before
+// client-go reads it whole.
+func TestPolicyFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.txt")
+	if err := os.WriteFile(empty, []byte(" \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(doc, []byte("apiVersion: edgesched.policy/v1\nkind: SchedulingPolicy\nrules:\n- {kind: cpu-cap, effect: required, pods: {}, maxCPUPercent: 80}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big-kubeconfig")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(cmdutil.MaxKubeconfigBytes + 1); err != nil { // sparse
+		t.Fatal(err)
+	}
+	f.Close()
+	const rule = "prefer low-carbon grids with weight 100"
+	for _, tc := range []struct {
+		args  []string
+		want  string
+		usage bool
+	}{
+		{[]string{"compile"}, "no sentences: give them as arguments or with -f FILE", true},
+		{[]string{"compile", rule, "-f", empty}, "give sentences or -f FILE, not both", true},
+		{[]string{"compile", "-f", empty}, "-f " + empty + ": no sentences: the file is empty", false},
+		{[]string{"compile", rule, "--out", dir}, "--out " + dir + ": is a directory", false},
+		{[]string{"dry-run"}, "give --policy FILE or --text SENTENCE (one of them)", true},
+		{[]string{"dry-run", "--text", rule, "--policy", doc}, "give --policy FILE or --text SENTENCE (one of them)", true},
+		{[]string{"dry-run", "--text", rule, "--baseline", "nosuch"}, `--baseline: unknown value "nosuch"`, true},
+		{[]string{"dry-run", "--text", rule, "--baseline", "all"}, "--baseline: one policy, got", true},
+		{[]string{"dry-run", "--text", rule, "--mode", "fast"}, `--mode: sim: invalid value: mode "fast"`, true},
+		{[]string{"dry-run", "--text", rule, "--samples", "-1"}, "--samples: sim: invalid value: samples must be in [2, 100000]", true},
+		{[]string{"apply", doc, "--timeout", "-1s"}, "--timeout -1s: must be positive", true},
+		{[]string{"apply", doc, "--kubeconfig", big}, "kubeconfig: " + big + ": input exceeds its size limit", false},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, _, err := run(t, append([]string{"policy"}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+			if cli.IsUsage(err) != tc.usage {
+				t.Errorf("usage error (exit 2): %v, want %v", cli.IsUsage(err), tc.usage)
+			}
+		})
+	}
+}

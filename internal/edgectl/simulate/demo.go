@@ -2,12 +2,14 @@ package simulate
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/internal/fldemo"
 	"github.com/edgesched/edgesched/quant"
@@ -57,12 +59,27 @@ Tables go to stdout; results, report.md and plots under --out.`,
 				case "federated":
 					runFed = true
 				default:
-					return fmt.Errorf("--parts: unknown part %q (want sim, federated or both)", p)
+					return cli.Usagef("--parts: unknown part %q (want sim, federated or both)", p)
 				}
 			}
 			chosen, err := pickSites(fc.Sites, sites)
 			if err != nil {
 				return err
+			}
+			if _, err := cmdutil.WantProgress(progress, io.Discard); err != nil {
+				return err
+			}
+			if err := cmdutil.CheckParallel(parallel); err != nil {
+				return err
+			}
+			if err := cmdutil.CheckOutDir("--out", out); err != nil {
+				return err
+			}
+			if runFed {
+				// before the simulator part's minutes, not after them
+				if err := checkDemoConfig(fc, chosen, out); err != nil {
+					return err
+				}
 			}
 			if runSim {
 				if err := demoSimulator(cmd, opts, out, progress, seed, parallel); err != nil {
@@ -149,6 +166,34 @@ func demoSimulator(cmd *cobra.Command, opts cmdutil.Options, out, progress strin
 	return nil
 }
 
+// checkDemoConfig checks the federated part's flags: an error names the
+// flag of the bad value and is a usage error. Each flag's value is
+// checked alone on the defaults (fldemo.Config.Validate names the field),
+// then the whole configuration.
+func checkDemoConfig(fc fldemo.Config, sites []fldemo.Site, out string) error {
+	def := fldemo.DefaultConfig()
+	def.Out = "demo-out"
+	for _, c := range []struct {
+		flag string
+		set  func(*fldemo.Config)
+	}{
+		{"--out", func(d *fldemo.Config) { d.Out = out }},
+		{"--rounds", func(d *fldemo.Config) { d.Rounds = fc.Rounds }},
+		{"--local-iterations", func(d *fldemo.Config) { d.Local.Iterations = fc.Local.Iterations }},
+		{"--local-episodes", func(d *fldemo.Config) { d.Local.Episodes = fc.Local.Episodes }},
+		{"--server-lr", func(d *fldemo.Config) { d.ServerLR = fc.ServerLR }},
+	} {
+		one := def
+		c.set(&one)
+		if err := one.Validate(); err != nil {
+			return cli.Usagef("%s: %w", c.flag, err)
+		}
+	}
+	cfg := fc
+	cfg.Sites, cfg.Out = sites, out
+	return cli.Usage(cfg.Validate())
+}
+
 // pickSites returns the named sites (all with no names).
 func pickSites(all []fldemo.Site, names []string) ([]fldemo.Site, error) {
 	if len(names) == 0 {
@@ -162,12 +207,12 @@ func pickSites(all []fldemo.Site, names []string) ([]fldemo.Site, error) {
 			for _, s := range all {
 				known = append(known, s.Name)
 			}
-			return nil, fmt.Errorf("--sites: unknown site %q (known: %s)", n, strings.Join(known, ", "))
+			return nil, cli.Usagef("--sites: unknown site %q (known: %s)", n, strings.Join(known, ", "))
 		}
 		out = append(out, all[i])
 	}
 	if len(out) < 2 {
-		return nil, fmt.Errorf("--sites: %d site(s); the comparison needs at least 2", len(out))
+		return nil, cli.Usagef("--sites: %d site(s); the comparison needs at least 2", len(out))
 	}
 	return out, nil
 }

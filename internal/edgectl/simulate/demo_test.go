@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/fldemo"
 )
 
@@ -87,12 +88,25 @@ func TestDemoFlags(t *testing.T) {
 		{"unknown site", []string{"demo", "--parts", "federated", "--sites", "mars"}, `unknown site "mars"`},
 		{"one site", []string{"demo", "--parts", "federated", "--sites", "factory-a"}, "at least 2"},
 		{"no rounds", []string{"demo", "--parts", "federated", "--rounds", "0", "--out", "-"}, "Rounds 0"},
+		// the federated part's flags are checked before the simulator
+		// part's minutes, each error naming its flag (a usage error)
+		{"no rounds, before the simulator part", []string{"demo", "--rounds", "0", "--out", t.TempDir(), "--progress", "never"}, "--rounds: fldemo: bad config: Rounds 0"},
+		{"negative server learning rate", []string{"demo", "--parts", "federated", "--server-lr", "-1"}, "--server-lr: fldemo: bad config: ServerLR -1"},
+		{"no local episodes", []string{"demo", "--parts", "federated", "--local-episodes", "0"}, "--local-episodes: fldemo: bad config"},
+		{"negative parallel", []string{"demo", "--parts", "federated", "--parallel", "-1", "--rounds", "0"}, "--parallel: -1, want 0"},
+		{"bad progress", []string{"demo", "--parts", "federated", "--progress", "sometimes", "--rounds", "0"}, `--progress: "sometimes"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := run(t, c.args...)
+			out, _, err := run(t, c.args...)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			}
+			if !cli.IsUsage(err) {
+				t.Errorf("%v is not a usage error (exit 2)", err)
+			}
+			if out != "" {
+				t.Errorf("stdout %q: a part ran before the flags were refused", out)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/sim"
 	"github.com/edgesched/edgesched/sim/baseline"
@@ -112,13 +114,16 @@ p95 latency proxy is at least the cap under any placement of the other pods).`,
 }
 
 func (f *calibrateFlags) run(ctx context.Context, opts cmdutil.Options) (*calibration, error) {
+	if err := cmdutil.CheckParallel(f.parallel); err != nil {
+		return nil, err
+	}
 	names := family.Names()
 	if f.families != "" {
 		names = nil
 		for _, n := range strings.Split(f.families, ",") {
 			n = strings.TrimPrefix(strings.TrimSpace(n), "builtin:")
 			if _, err := family.Lookup(n); err != nil {
-				return nil, fmt.Errorf("--families: %w", err)
+				return nil, cli.Usagef("--families: %w", err)
 			}
 			names = append(names, n)
 		}
@@ -128,6 +133,9 @@ func (f *calibrateFlags) run(ctx context.Context, opts cmdutil.Options) (*calibr
 		return nil, fmt.Errorf("--scenario-seeds: %w", err)
 	}
 	pol, err := baseline.Lookup(f.policy)
+	if errors.Is(err, baseline.ErrUnknownPolicy) {
+		return nil, cli.Usagef("--policies: %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--policies: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/edgesched/edgesched/internal/cli"
 )
 
 // TestScenarioCalibrate: the calibrate verb prints one row per family with
@@ -90,10 +92,14 @@ func TestScenarioCalibrate(t *testing.T) {
 		{"--families retail-stores@v9", `version "v9"`},
 		{"--scenario-seeds x", "--scenario-seeds"},
 		{"--policies nosuch", "--policies"},
+		{"--parallel -1", "--parallel: -1, want 0 (the number of CPUs) or more"},
 	} {
 		_, _, err := run(t, append([]string{"scenario", "calibrate"}, strings.Fields(c.args)...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.args, err, c.want)
+		}
+		if !cli.IsUsage(err) { // a flag value that is not valid: exit 2
+			t.Errorf("%s: %v is not a usage error", c.args, err)
 		}
 	}
 }

@@ -101,29 +101,31 @@ rule (docs/policy.md, "Decision rule").`,
 }
 
 func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts cmdutil.Options) error {
+	// the flags first, each error naming its flag (a usage error), before
+	// the inputs and the policies load
 	if err := cmdutil.CheckOutput(f.output); err != nil {
 		return err
 	}
-	in, err := cmdutil.LoadInput(ctx, f.nodes, f.pods, f.scenario, nil)
-	if err != nil {
+	if _, err := cmdutil.WantProgress(f.progress, io.Discard); err != nil {
 		return err
 	}
+	if err := cmdutil.CheckParallel(f.parallel); err != nil {
+		return err
+	}
+	if f.out != "" {
+		if err := cmdutil.CheckOutDir("--out", f.out); err != nil {
+			return err
+		}
+	}
+	var err error
 	var workloads []uint64
 	if f.scenarioSeeds != "" {
-		if !in.Generated {
-			return fmt.Errorf("--scenario-seeds: needs a --scenario with a workload generator")
+		if f.scenario == "" {
+			return cli.Usagef("--scenario-seeds: needs a --scenario with a workload generator")
 		}
 		if workloads, err = cmdutil.ParseSeeds(f.scenarioSeeds); err != nil {
 			return fmt.Errorf("--scenario-seeds: %w", err)
 		}
-	}
-	dopt, err := cmdutil.DecodeOptions(f.keys, f.allowUnsigned)
-	if err != nil {
-		return err
-	}
-	factories, err := cmdutil.ResolvePolicies(f.policies, dopt)
-	if err != nil {
-		return err
 	}
 	seeds := []uint64{f.seed}
 	if f.seeds != "" {
@@ -132,12 +134,12 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts cmdutil.Opt
 		}
 	}
 	mode := engine.Inflate
-	if in.FromScenario {
+	if f.scenario != "" { // LoadInput: a scenario's input
 		mode = engine.Replay
 	}
 	if f.mode != "" {
 		if mode, err = engine.ParseMode(f.mode); err != nil {
-			return fmt.Errorf("--mode: %w", err)
+			return cli.Usagef("--mode: %w", err)
 		}
 	}
 	cfg := engine.DefaultRunConfig(mode)
@@ -145,14 +147,8 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts cmdutil.Opt
 	cfg.InflateTarget, cfg.InflateStep, cfg.InflateResource = f.target, f.step, f.inflateBy
 	cfg.TieBreak = engine.TieBreak(f.tieBreak)
 	cfg.Samples, cfg.BaseLatencyMs = f.samples, f.baseLatencyMs
-	if err := cfg.Validate(); err != nil {
-		if errors.Is(err, engine.ErrInflateStep) {
-			return fmt.Errorf("--step: %w", err)
-		}
+	if err := validateRun(cfg); err != nil {
 		return err
-	}
-	if mode == engine.Replay && !in.Timed {
-		return fmt.Errorf("--mode replay: %s has no creation times; use --mode inflate", in.Name)
 	}
 	var cols []string
 	if f.columns != "" {
@@ -167,6 +163,24 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts cmdutil.Opt
 			}
 			cols = append(cols, c)
 		}
+	}
+	in, err := cmdutil.LoadInput(ctx, f.nodes, f.pods, f.scenario, nil)
+	if err != nil {
+		return err
+	}
+	if f.scenarioSeeds != "" && !in.Generated {
+		return fmt.Errorf("--scenario-seeds: needs a --scenario with a workload generator")
+	}
+	dopt, err := cmdutil.DecodeOptions(f.keys, f.allowUnsigned)
+	if err != nil {
+		return err
+	}
+	factories, err := cmdutil.ResolvePolicies(f.policies, dopt)
+	if err != nil {
+		return err
+	}
+	if mode == engine.Replay && !in.Timed {
+		return fmt.Errorf("--mode replay: %s has no creation times; use --mode inflate", in.Name)
 	}
 	var doc *report.Document
 	if len(workloads) == 0 {
@@ -211,6 +225,37 @@ func (f *simFlags) run(ctx context.Context, cmd *cobra.Command, opts cmdutil.Opt
 			pathsTo = cmd.ErrOrStderr()
 		}
 		return writeOutputs(pathsTo, doc, f.out)
+	}
+	return nil
+}
+
+// validateRun checks the run configuration the flags made; an error
+// names the flag of the bad value and is a usage error. Each flag's value
+// is checked alone on the mode's defaults, then all together (the step
+// against the target).
+func validateRun(cfg engine.RunConfig) error {
+	def := engine.DefaultRunConfig(cfg.Mode)
+	for _, c := range []struct {
+		flag string
+		set  func(*engine.RunConfig)
+	}{
+		{"--target", func(d *engine.RunConfig) { d.InflateTarget = cfg.InflateTarget }},
+		{"--inflate-by", func(d *engine.RunConfig) { d.InflateResource = cfg.InflateResource }},
+		{"--tie-break", func(d *engine.RunConfig) { d.TieBreak = cfg.TieBreak }},
+		{"--samples", func(d *engine.RunConfig) { d.Samples = cfg.Samples }},
+		{"--base-latency-ms", func(d *engine.RunConfig) { d.BaseLatencyMs = cfg.BaseLatencyMs }},
+	} {
+		one := def
+		c.set(&one)
+		if err := one.Validate(); err != nil && !errors.Is(err, engine.ErrInflateStep) {
+			return cli.Usagef("%s: %w", c.flag, err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		if errors.Is(err, engine.ErrInflateStep) {
+			return cli.Usagef("--step: %w", err)
+		}
+		return cli.Usage(err)
 	}
 	return nil
 }

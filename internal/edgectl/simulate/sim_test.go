@@ -1,12 +1,17 @@
 package simulate_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/edgesched/edgesched/internal/cli"
+	"github.com/edgesched/edgesched/internal/edgectl"
+	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/models"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
@@ -225,4 +230,84 @@ func TestSimOwnGraphSAGE(t *testing.T) {
 		t.Fatalf("cross-zone %v with the shipped pair and with other weights: the model's own partners were not used", a)
 	}
 	t.Logf("cross-zone traffic share: shipped pair %.4f, the model's own weights %.4f", a, b)
+}
+
+// TestSimFlagValuesAreUsageErrors: a flag value that does not parse or is
+// out of its range is a usage error (exit 2, docs/cli.md) naming the
+// flag, refused before the inputs load. They were failures (exit 1), and
+// the run configuration's errors named no flag.
+func TestSimFlagValuesAreUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sim", "--seeds", "abc"}, `--seeds: "abc" is not a seed`},
+		{[]string{"sim", "--seeds", "5-1"}, `--seeds: "5-1" is not a range`},
+		{[]string{"sim", "--seeds", "1-100000000"}, "--seeds: at most 1000 seeds"},
+		{[]string{"sim", "--scenario", "builtin:factory-vision", "--scenario-seeds", "x"}, `--scenario-seeds: "x" is not a seed`},
+		{[]string{"sim", "--scenario-seeds", "1-2"}, "--scenario-seeds: needs a --scenario"},
+		{[]string{"sim", "--mode", "fast"}, `--mode: sim: invalid value: mode "fast" (want replay or inflate)`},
+		{[]string{"sim", "--tie-break", "last"}, `--tie-break: sim: invalid value: tie break "last" (want random or first)`},
+		{[]string{"sim", "--inflate-by", "disk"}, `--inflate-by: sim: invalid value: inflate resource "disk"`},
+		{[]string{"sim", "--target", "-1"}, "--target: sim: invalid value: inflate target must be in (0, 10]"},
+		{[]string{"sim", "--step", "0"}, "--step: sim: invalid value: inflate step must be in (0, target]"},
+		{[]string{"sim", "--target", "0.5", "--step", "0.8"}, "--step: sim: invalid value: inflate step must be in (0, target], got 0.8"},
+		{[]string{"sim", "--scenario", "builtin:factory-vision", "--samples", "-5"}, "--samples: sim: invalid value: samples must be in [2, 100000]"},
+		{[]string{"sim", "--base-latency-ms", "-3"}, "--base-latency-ms: sim: invalid value: base latency"},
+		{[]string{"sim", "--progress", "sometimes"}, `--progress: "sometimes" (want auto, always or never)`},
+		{[]string{"sim", "--parallel", "-1"}, "--parallel: -1, want 0 (the number of CPUs) or more"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			out, _, err := run(t, tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !cli.IsUsage(err) {
+				t.Fatalf("error = %v (usage error: %v), want a usage error containing %q", err, cli.IsUsage(err), tt.want)
+			}
+			if out != "" {
+				t.Errorf("stdout %q: the command ran", out)
+			}
+		})
+	}
+}
+
+// TestSimOutIsAFile: an --out that exists as a file is refused before
+// the runs (the sweep ran to its end, printed its table, then failed on
+// "mkdir FILE: not a directory").
+func TestSimOutIsAFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "results")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "sim", "--policies", "fgd", "--target", "0.05", "--progress", "never", "--out", file)
+	if !errors.Is(err, cmdutil.ErrOutNotDir) || !strings.Contains(err.Error(), "--out "+file+": exists and is not a directory") {
+		t.Fatalf("err %v, want --out refused as not a directory", err)
+	}
+	if out != "" {
+		t.Errorf("stdout %q: the sweep ran before --out was refused", out)
+	}
+}
+
+// TestSimInterrupted: a sweep whose context ends (Ctrl-C: cmd/edgectl
+// cancels it with the signal as the cause) fails saying it was
+// interrupted and why (edgectl.ErrInterrupted), not with a bare "context
+// canceled" from one run, and writes no result files.
+func TestSimInterrupted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("interrupt signal received"))
+	cmd := edgectl.NewRootCommand(edgectl.Options{})
+	cmd.SetArgs([]string{"sim", "--seeds", "1-50", "--policies", "fgd,best-fit", "--progress", "never", "--out", dir})
+	var stdout, stderr strings.Builder
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	err := cmd.ExecuteContext(ctx)
+	if !errors.Is(err, edgectl.ErrInterrupted) || !strings.HasPrefix(err.Error(), "interrupted (interrupt signal received): ") {
+		t.Fatalf("err %v, want it to start with the interruption and its cause", err)
+	}
+	if stdout.Len() > 0 {
+		t.Errorf("stdout %q after an interruption", stdout.String())
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--out %s after an interruption: %v", dir, err)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/edgesched/edgesched/internal/atomicfile"
 	"github.com/edgesched/edgesched/internal/cli"
@@ -63,6 +64,9 @@ e.g. --policies fgd,learned:OUT/seed-1/model.esm@net,...
   edgectl train --config configs/train-default.yaml --seeds 1-20 --out out/seeds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkTrainFlags(cmd.Flags(), f); err != nil {
+				return err
+			}
 			cfg := ppo.DefaultConfig()
 			if f.config != "" {
 				var err error
@@ -105,6 +109,11 @@ e.g. --policies fgd,learned:OUT/seed-1/model.esm@net,...
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
+			if f.resume != "" { // before the output directory gets its config.yaml
+				if _, err := os.Stat(f.resume); err != nil {
+					return fmt.Errorf("--resume: %w", err)
+				}
+			}
 			show, err := cmdutil.WantProgress(f.progress, cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -130,6 +139,38 @@ e.g. --policies fgd,learned:OUT/seed-1/model.esm@net,...
 	fl.IntVar(&f.workers, "workers", 0, "parallel rollouts (overrides the config)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto, always or never")
 	return cmd
+}
+
+// checkTrainFlags checks the values of the flags that override the
+// config, each alone on the defaults, before any work: an error names the
+// flag and is a usage error (ppo.Config.Validate names the config's key).
+func checkTrainFlags(fl *pflag.FlagSet, f *trainFlags) error {
+	if _, err := cmdutil.WantProgress(f.progress, io.Discard); err != nil {
+		return err
+	}
+	if f.out != "" {
+		if err := cmdutil.CheckOutDir("--out", f.out); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		flag string
+		set  func(*ppo.Config)
+	}{
+		{"iterations", func(c *ppo.Config) { c.PPO.Iterations = f.iterations }},
+		{"episodes", func(c *ppo.Config) { c.PPO.EpisodesPerIter = f.episodes }},
+		{"workers", func(c *ppo.Config) { c.Workers = f.workers }},
+	} {
+		if !fl.Changed(c.flag) {
+			continue
+		}
+		one := ppo.DefaultConfig()
+		c.set(&one)
+		if err := one.Validate(); err != nil {
+			return cli.Usagef("--%s: %w", c.flag, err)
+		}
+	}
+	return nil
 }
 
 // maxTrainSeeds bounds one --seeds list (each seed is a whole training).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -102,10 +103,14 @@ func TestTrainErrors(t *testing.T) {
 		{"bad progress", []string{"train", "--progress", "sometimes"}, "progress"},
 		{"resume from junk", []string{"train", "--resume", notModel, "--out", filepath.Join(dir, "o"), "--progress", "never"}, "magic"},
 		{"zero workers", []string{"train", "--workers", "0"}, "workers"},
+		{"out is a file", []string{"train", "--out", notModel, "--progress", "never"}, "--out " + notModel + ": exists and is not a directory"},
 		// episodes and iterations are capped (ppo.MaxEpisodes, MaxIterations):
 		// 1e15 episodes panicked in makeslice
 		{"episodes beyond the cap", []string{"train", "--episodes", "1000000000000000"}, "ppo.episodesPerIteration: 1000000000000000, want at most 10000"},
 		{"iterations beyond the cap", []string{"train", "--iterations", "1000001"}, "ppo.iterations: 1000001, want at most 1000000"},
+		// a missing checkpoint is refused before the output directory
+		// gets its config.yaml and before the inputs load
+		{"resume from nothing", []string{"train", "--resume", filepath.Join(dir, "none.esc"), "--out", filepath.Join(dir, "o2"), "--progress", "never"}, "--resume: stat " + filepath.Join(dir, "none.esc")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := run(t, tc.args...)
@@ -131,6 +136,32 @@ func TestSimShippedModel(t *testing.T) {
 
 // TestTrainInterrupted: cancelling training (Ctrl-C) stops it with an
 // error naming the checkpoint to resume from, and resuming works.
+// TestTrainFlagValuesAreUsageErrors: the values of the flags that
+// override the config are checked before any work, as usage errors (exit
+// 2) naming the flag; they were failures naming the config's key, and
+// --progress was checked only after the config and inputs loaded.
+func TestTrainFlagValuesAreUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--iterations", "-1"}, "--iterations: ppo: bad config"},
+		{[]string{"--episodes", "0"}, "--episodes: ppo: bad config"},
+		{[]string{"--workers", "-1"}, "--workers: ppo: bad config: workers: -1, want 1..64"},
+		{[]string{"--progress", "sometimes"}, `--progress: "sometimes" (want auto, always or never)`},
+		{[]string{"--progress", "sometimes", "--config", "nosuch.yaml"}, `--progress: "sometimes"`},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		_, _, err := run(t, append([]string{"train", "--out", out}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !cli.IsUsage(err) {
+			t.Errorf("%v: err %v (usage error: %v), want %q", c.args, err, cli.IsUsage(err), c.want)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%v: --out written before the flags were refused (%v)", c.args, err)
+		}
+	}
+}
+
 func TestTrainInterrupted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a tiny policy (-short)")
