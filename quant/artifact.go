@@ -11,11 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/edgesched/edgesched/internal/atomicfile"
 	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/policy"
 )
@@ -688,11 +688,9 @@ func WriteFile(path string, a *Artifact, s *Signer) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("write artifact: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	// a temporary file beside it, synced, then renamed: on error path is
+	// unchanged and nothing is left behind (internal/atomicfile)
+	if err := atomicfile.Write(path, b, 0o644); err != nil {
 		return fmt.Errorf("write artifact: %w", err)
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -79,7 +78,8 @@ func (c *ClientConfig) Options() ([]nats.Option, error) {
 		// identity: a process that connects holds it either way)
 		opts = append(opts, nats.Nkey(pub, kp.Sign))
 	case c.CredsFile != "":
-		if _, err := os.Stat(c.CredsFile); err != nil {
+		// nats.go reads the file whole, at every connect and reconnect
+		if _, err := boundedio.Stat(c.CredsFile, MaxSecretFileBytes); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSecret, err)
 		}
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
@@ -87,7 +87,7 @@ func (c *ClientConfig) Options() ([]nats.Option, error) {
 	if c.Secure() {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if c.CAFile != "" {
-			pem, err := boundedio.ReadFile(context.Background(), c.CAFile, 1<<20)
+			pem, err := boundedio.ReadFile(context.Background(), c.CAFile, MaxSecretFileBytes)
 			if err != nil {
 				return nil, fmt.Errorf("%w: CA: %v", ErrClientConfig, err)
 			}
@@ -98,7 +98,7 @@ func (c *ClientConfig) Options() ([]nats.Option, error) {
 			tc.RootCAs = pool
 		}
 		if c.CertFile != "" {
-			cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+			cert, err := loadKeyPair(c.CertFile, c.KeyFile)
 			if err != nil {
 				return nil, fmt.Errorf("%w: client certificate: %v", ErrClientConfig, err)
 			}
@@ -110,4 +110,23 @@ func (c *ClientConfig) Options() ([]nats.Option, error) {
 		opts = append(opts, nats.CustomInboxPrefix(c.InboxPrefix))
 	}
 	return opts, nil
+}
+
+// MaxSecretFileBytes caps every credentials, certificate and key file a
+// client reads (nats.go and crypto/tls read theirs whole, with no limit
+// of their own).
+const MaxSecretFileBytes = 1 << 20
+
+// loadKeyPair is tls.LoadX509KeyPair on files read within
+// MaxSecretFileBytes (regular files only: a FIFO would block).
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := boundedio.ReadFile(context.Background(), certFile, MaxSecretFileBytes)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	key, err := boundedio.ReadFile(context.Background(), keyFile, MaxSecretFileBytes)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(cert, key)
 }

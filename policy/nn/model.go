@@ -10,10 +10,10 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"time"
 
+	"github.com/edgesched/edgesched/internal/atomicfile"
 	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/policy"
 )
@@ -422,11 +422,9 @@ func WriteFile(path string, m *Model, kind string, sections map[string]*Net, sta
 	if err := Encode(&buf, m, kind, sections, state); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write model: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	// a temporary file beside it, synced, then renamed: on error path is
+	// unchanged and nothing is left behind (internal/atomicfile)
+	if err := atomicfile.Write(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write model: %w", err)
 	}
 	return nil

@@ -1,0 +1,67 @@
+package natsauth_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/edgesched/edgesched/federated/natsauth"
+	"github.com/edgesched/edgesched/internal/boundedio"
+)
+
+// TestClientSecretFilesBounded: a client's credentials, certificate and
+// key files are refused before nats.go or crypto/tls read them whole when
+// they are larger than natsauth.MaxSecretFileBytes or not regular files
+// (a FIFO would block the connect); before, a 2 GiB --creds file was read
+// whole at every connect.
+func TestClientSecretFilesBounded(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(natsauth.MaxSecretFileBytes + 1); err != nil { // sparse
+		t.Fatal(err)
+	}
+	f.Close()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	small := filepath.Join(dir, "small")
+	if err := os.WriteFile(small, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		cc   natsauth.ClientConfig
+		want error
+	}{
+		{"creds too large", natsauth.ClientConfig{CredsFile: big}, boundedio.ErrTooLarge},
+		{"creds a FIFO", natsauth.ClientConfig{CredsFile: fifo}, boundedio.ErrNotRegular},
+		{"creds a directory", natsauth.ClientConfig{CredsFile: dir}, boundedio.ErrNotRegular},
+		{"certificate too large", natsauth.ClientConfig{CertFile: big, KeyFile: small}, boundedio.ErrTooLarge},
+		{"key a FIFO", natsauth.ClientConfig{CertFile: small, KeyFile: fifo}, boundedio.ErrNotRegular},
+		{"CA too large", natsauth.ClientConfig{CAFile: big}, boundedio.ErrTooLarge},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.cc.Options()
+			// the sentinel is in the message (the errors are wrapped
+			// with %v for the config's own sentinels)
+			if err == nil || !strings.Contains(err.Error(), tc.want.Error()) {
+				t.Fatalf("Options: %v, want an error saying %q", err, tc.want)
+			}
+			if errors.Is(err, tc.want) {
+				return
+			}
+			if !errors.Is(err, natsauth.ErrSecret) && !errors.Is(err, natsauth.ErrClientConfig) {
+				t.Errorf("Options: %v wraps neither ErrSecret nor ErrClientConfig", err)
+			}
+		})
+	}
+}
