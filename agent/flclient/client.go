@@ -292,8 +292,8 @@ func (c *Client) workLoop(ctx context.Context, js jetstream.JetStream, events <-
 		retryRound = nil
 		if err := c.trainRound(ctx, js, a, false); err != nil && ctx.Err() == nil {
 			c.log.Warn("training", "round", a.Round, "err", err)
-			if a.Mode != federated.Async && c.now().Before(a.Deadline) {
-				retryRound = a // (async rounds train again on the timer)
+			if retryTraining(a, err, c.now()) {
+				retryRound = a
 				c.retries.Add(1)
 			}
 		}
@@ -383,6 +383,14 @@ func retryable(err error) bool {
 		return r.Reason == RefuseFetch
 	}
 	return true
+}
+
+// retryTraining reports whether a round whose training failed with err is
+// trained again on the retry timer: a sync round before its deadline
+// (async rounds train again on their own timer), unless err is for good
+// (ErrSequenceExhausted: retrying would only log it again, every backoff).
+func retryTraining(a *federated.RoundAnnouncement, err error, now time.Time) bool {
+	return a.Mode != federated.Async && now.Before(a.Deadline) && !errors.Is(err, ErrSequenceExhausted)
 }
 
 // trainRound trains once for announcement a (unless this round was

@@ -119,3 +119,28 @@ func TestSequenceExhausted(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryTraining: a failed sync round is trained again before its
+// deadline, an async one is not (its timer trains it), and an exhausted
+// sequence never is (it would fail the same way at every backoff).
+func TestRetryTraining(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	sync := &federated.RoundAnnouncement{Mode: federated.Sync, Deadline: now.Add(time.Minute)}
+	exhausted := errors.Join(errors.New("site s1"), ErrSequenceExhausted)
+	for _, tc := range []struct {
+		name string
+		a    *federated.RoundAnnouncement
+		err  error
+		now  time.Time
+		want bool
+	}{
+		{"sync before the deadline", sync, errors.New("fetch base model: timeout"), now, true},
+		{"sync after the deadline", sync, errors.New("timeout"), now.Add(2 * time.Minute), false},
+		{"async", &federated.RoundAnnouncement{Mode: federated.Async, Deadline: now.Add(time.Minute)}, errors.New("timeout"), now, false},
+		{"sequence exhausted", sync, exhausted, now, false},
+	} {
+		if got := retryTraining(tc.a, tc.err, tc.now); got != tc.want {
+			t.Errorf("%s: retry %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -87,7 +87,7 @@ func (c *ClientConfig) Options() ([]nats.Option, error) {
 	if c.Secure() {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if c.CAFile != "" {
-			pem, err := boundedio.ReadFile(context.Background(), c.CAFile, MaxSecretFileBytes)
+			pem, err := boundedio.ReadFileOrPipe(context.Background(), c.CAFile, MaxSecretFileBytes)
 			if err != nil {
 				return nil, fmt.Errorf("%w: CA: %v", ErrClientConfig, err)
 			}
@@ -114,17 +114,19 @@ func (c *ClientConfig) Options() ([]nats.Option, error) {
 
 // MaxSecretFileBytes caps every credentials, certificate and key file a
 // client reads (nats.go and crypto/tls read theirs whole, with no limit
-// of their own).
+// of their own). The credentials file must be a regular file (nats.go
+// reads it again at every reconnect); the CA, certificate and key, read
+// once, may be pipes.
 const MaxSecretFileBytes = 1 << 20
 
 // loadKeyPair is tls.LoadX509KeyPair on files read within
-// MaxSecretFileBytes (regular files only: a FIFO would block).
+// MaxSecretFileBytes (read once, they may be pipes: `<(vault read ...)`).
 func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	cert, err := boundedio.ReadFile(context.Background(), certFile, MaxSecretFileBytes)
+	cert, err := boundedio.ReadFileOrPipe(context.Background(), certFile, MaxSecretFileBytes)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	key, err := boundedio.ReadFile(context.Background(), keyFile, MaxSecretFileBytes)
+	key, err := boundedio.ReadFileOrPipe(context.Background(), keyFile, MaxSecretFileBytes)
 	if err != nil {
 		return tls.Certificate{}, err
 	}

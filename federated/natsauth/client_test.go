@@ -12,11 +12,12 @@ import (
 	"github.com/edgesched/edgesched/internal/boundedio"
 )
 
-// TestClientSecretFilesBounded: a client's credentials, certificate and
-// key files are refused before nats.go or crypto/tls read them whole when
-// they are larger than natsauth.MaxSecretFileBytes or not regular files
-// (a FIFO would block the connect); before, a 2 GiB --creds file was read
-// whole at every connect.
+// TestClientSecretFilesBounded: a client's credentials, certificate, key
+// and CA files are refused before nats.go or crypto/tls read them whole
+// when they are larger than natsauth.MaxSecretFileBytes (before, a 2 GiB
+// --creds file was read whole at every connect) or directories; the
+// credentials file, read again at every reconnect, must be a regular
+// file, while a certificate, read once, may come through a pipe.
 func TestClientSecretFilesBounded(t *testing.T) {
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big")
@@ -45,8 +46,21 @@ func TestClientSecretFilesBounded(t *testing.T) {
 		{"creds a FIFO", natsauth.ClientConfig{CredsFile: fifo}, boundedio.ErrNotRegular},
 		{"creds a directory", natsauth.ClientConfig{CredsFile: dir}, boundedio.ErrNotRegular},
 		{"certificate too large", natsauth.ClientConfig{CertFile: big, KeyFile: small}, boundedio.ErrTooLarge},
-		{"key a FIFO", natsauth.ClientConfig{CertFile: small, KeyFile: fifo}, boundedio.ErrNotRegular},
+		{"key a directory", natsauth.ClientConfig{CertFile: small, KeyFile: dir}, boundedio.ErrNotRegular},
 		{"CA too large", natsauth.ClientConfig{CAFile: big}, boundedio.ErrTooLarge},
+	}
+	// a certificate handed over as a pipe (`<(vault read ...)`) is read:
+	// the error is about its content
+	go func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Write([]byte("not a certificate"))
+			f.Close()
+		}
+	}()
+	piped := natsauth.ClientConfig{CertFile: fifo, KeyFile: small}
+	_, err = piped.Options()
+	if err == nil || strings.Contains(err.Error(), boundedio.ErrNotRegular.Error()) || !strings.Contains(err.Error(), "PEM") {
+		t.Errorf("certificate from a pipe: %v, want it read and refused for its content (no PEM)", err)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,24 +1,25 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
-// Write replaces path with b, mode perm, atomically (see the package
-// doc). On error the target is unchanged and no temporary file is left.
+// Write replaces path with b, mode perm less the process's umask (as
+// os.WriteFile), atomically (see the package doc). On error the target is
+// unchanged and no temporary file is left.
 func Write(path string, b []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	tmp, err := createTemp(path, perm)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename: a no-op
 	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Chmod(perm); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -37,4 +38,21 @@ func Write(path string, b []byte, perm os.FileMode) error {
 		d.Close()
 	}
 	return nil
+}
+
+// createTemp creates a new file beside path (.NAME.tmpRANDOM) with mode
+// perm, which the kernel reduces by the umask (os.CreateTemp's 0600 and a
+// chmod would give exactly perm, ignoring the umask, and a chmod fails on
+// file systems without modes). The random names are not an experiment's:
+// the source is math/rand/v2's own.
+func createTemp(path string, perm os.FileMode) (*os.File, error) {
+	dir, base := filepath.Split(path)
+	for range 100 {
+		name := filepath.Join(dir, "."+base+".tmp"+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("no unused temporary name beside %s", path)
 }

@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -24,12 +25,38 @@ func TestWrite(t *testing.T) {
 			t.Fatalf("write %d: mode %v, want %v", i, st.Mode().Perm(), c.perm)
 		}
 	}
-	// a failed write (no such directory) leaves nothing behind
+	// failed writes leave nothing behind: no such directory; a target
+	// that is a directory with something in it (the rename fails)
 	if err := Write(filepath.Join(dir, "missing", "f"), []byte("x"), 0o600); err == nil {
 		t.Fatal("write into a missing directory succeeded")
 	}
+	if err := os.MkdirAll(filepath.Join(dir, "d", "in"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(filepath.Join(dir, "d"), []byte("x"), 0o600); err == nil {
+		t.Fatal("write over a non-empty directory succeeded")
+	}
 	ents, _ := os.ReadDir(dir)
-	if len(ents) != 1 {
-		t.Fatalf("directory holds %d entries, want only f (no temporary files)", len(ents))
+	if len(ents) != 2 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("directory holds %v, want only f and d (no temporary files)", names)
+	}
+}
+
+// TestWriteUmask: the mode is perm less the umask, as os.WriteFile makes
+// it (a temporary file chmod-ed to perm gave 0644 under umask 077).
+// Not parallel: the umask is the process's.
+func TestWriteUmask(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	path := filepath.Join(t.TempDir(), "f")
+	if err := Write(path, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v (%v), want 0600 under umask 077", st.Mode().Perm(), err)
 	}
 }

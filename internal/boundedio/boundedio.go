@@ -116,6 +116,45 @@ func ReadFile(ctx context.Context, path string, max int64) ([]byte, error) {
 	return b, nil
 }
 
+// StatOrPipe is Stat for an input that may also be a pipe or a device
+// (ReadFileOrPipe): a regular file over max, a directory or a socket is
+// refused.
+func StatOrPipe(path string, max int64) (fs.FileInfo, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case st.Mode().IsRegular():
+		return Stat(path, max)
+	case st.IsDir() || st.Mode()&fs.ModeSocket != 0:
+		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, kind(st.Mode()))
+	}
+	return st, nil
+}
+
+// ReadFileOrPipe is ReadFile for an input a user may hand over as a pipe
+// or a device (a process substitution, `<(sops -d creds)`, /dev/stdin,
+// /dev/null): a regular file is refused from its size as ReadFile does,
+// a directory or socket is refused, and anything else is read within max
+// bytes and ctx (a pipe nobody writes to blocks the open until ctx's
+// owner gives up on the process, as it would for any reader).
+func ReadFileOrPipe(ctx context.Context, path string, max int64) ([]byte, error) {
+	st, err := StatOrPipe(path, max)
+	if err != nil {
+		return nil, err
+	}
+	if st.Mode().IsRegular() {
+		return ReadFile(ctx, path, max)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadAll(ctx, f, path, max)
+}
+
 // Reader reads at most a cap of bytes from its source: a read beyond it
 // fails with ErrTooLarge (never a silent end of input), and every read
 // first checks its context.

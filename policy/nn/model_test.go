@@ -202,8 +202,8 @@ func TestModelFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameNet(t, m.Net, d.Model.Net)
-	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
-		t.Fatalf("temporary file left behind: %v", err)
+	if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+		t.Fatalf("directory holds %d entries, want only m.esm (no temporary file)", len(ents))
 	}
 	// A refused write leaves the existing file as it was.
 	bad := testModel(t, 10)

@@ -81,11 +81,18 @@ const MaxSecretFileBytes = 1 << 20
 // block) or is larger than MaxSecretFileBytes. The NKey seed and the CA
 // are read within limits by natsauth.
 func checkSecretFiles(c natsauth.ClientConfig) error {
-	for _, f := range []struct{ flag, path string }{{"--creds", c.CredsFile}, {"--tlscert", c.CertFile}, {"--tlskey", c.KeyFile}} {
+	if c.CredsFile != "" {
+		// nats.go reads it again at every reconnect: a regular file
+		if _, err := boundedio.Stat(c.CredsFile, MaxSecretFileBytes); err != nil {
+			return fmt.Errorf("--creds: %w", err)
+		}
+	}
+	for _, f := range []struct{ flag, path string }{{"--tlscert", c.CertFile}, {"--tlskey", c.KeyFile}} {
 		if f.path == "" {
 			continue
 		}
-		if _, err := boundedio.Stat(f.path, MaxSecretFileBytes); err != nil {
+		// read once: a pipe (`<(vault read ...)`) is fine
+		if _, err := boundedio.StatOrPipe(f.path, MaxSecretFileBytes); err != nil {
 			return fmt.Errorf("%s: %w", f.flag, err)
 		}
 	}

@@ -68,12 +68,14 @@ func CheckOutDir(flag, path string) error {
 const MaxKubeconfigBytes = 16 << 20
 
 // CheckKubeconfig refuses, before client-go reads them, the kubeconfig
-// files rules would load that are not regular files or are larger than
-// MaxKubeconfigBytes (a missing file on $KUBECONFIG or the default path
-// is client-go's to report or skip).
+// files rules would load that are directories or sockets, or regular files
+// larger than MaxKubeconfigBytes (a missing file on $KUBECONFIG or the
+// default path is client-go's to report or skip; a pipe or a device,
+// `--kubeconfig <(sops -d kc.enc)` or KUBECONFIG=/dev/null for the
+// in-cluster config, is client-go's to read, as before).
 func CheckKubeconfig(rules *clientcmd.ClientConfigLoadingRules) error {
 	for _, p := range rules.GetLoadingPrecedence() {
-		if _, err := boundedio.Stat(p, MaxKubeconfigBytes); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if _, err := boundedio.StatOrPipe(p, MaxKubeconfigBytes); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("kubeconfig: %w", err)
 		}
 	}

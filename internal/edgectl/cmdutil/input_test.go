@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -79,6 +80,10 @@ func TestFlagChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	_, progressErr := WantProgress("sometimes", io.Discard)
 	for _, tc := range []struct {
 		name  string
@@ -100,6 +105,10 @@ func TestFlagChecks(t *testing.T) {
 		{"kubeconfig missing", CheckKubeconfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: filepath.Join(dir, "none")}), "", false},
 		{"kubeconfig over the cap", CheckKubeconfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: big}), "kubeconfig: " + big + ": input exceeds its size limit", false},
 		{"kubeconfig list", CheckKubeconfig(&clientcmd.ClientConfigLoadingRules{Precedence: []string{file, dir}}), "kubeconfig: " + dir + ": not a regular file (a directory)", false},
+		// client-go reads these, as before: a process substitution, and
+		// /dev/null for the in-cluster config
+		{"kubeconfig a pipe", CheckKubeconfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: fifo}), "", false},
+		{"kubeconfig /dev/null", CheckKubeconfig(&clientcmd.ClientConfigLoadingRules{Precedence: []string{os.DevNull}}), "", false},
 	} {
 		switch {
 		case tc.want == "" && tc.err != nil:

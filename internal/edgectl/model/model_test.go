@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,9 +268,16 @@ func TestModelFlagErrors(t *testing.T) {
 			}
 		})
 	}
-	for _, p := range []string{filepath.Join(dir, "evil.key"), outDir + ".tmp", esa} {
+	for _, p := range []string{filepath.Join(dir, "evil.key"), esa} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s written by a refused command", p)
 		}
 	}
+	// nor a temporary file (atomicfile's .NAME.tmp*, or NAME.tmp) anywhere
+	_ = filepath.WalkDir(filepath.Dir(outDir), func(p string, _ fs.DirEntry, err error) error {
+		if err == nil && strings.Contains(filepath.Base(p), ".tmp") {
+			t.Errorf("%s written by a refused command", p)
+		}
+		return nil
+	})
 }
