@@ -42,17 +42,17 @@ func FuzzLoadRegistry(f *testing.F) {
 	f.Add("sites", "site-a", pubB) // a second key for site-a
 	f.Fuzz(func(t *testing.T, dirName, site string, content []byte) {
 		if !validName(dirName) || !validName(site+".pub") {
-			t.Skip()
+			t.Skipf("%q or %q is not a plain file name the fuzz test can create", dirName, site+".pub")
 		}
 		dir := filepath.Join(t.TempDir(), dirName)
 		if err := os.Mkdir(dir, 0o700); err != nil {
-			t.Skip()
+			t.Skipf("the file system refused directory %q: %v", dirName, err)
 		}
 		if _, _, err := quant.WriteKeyPair(dir, "site-a", a); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, site+".pub"), content, 0o600); err != nil {
-			t.Skip()
+			t.Skipf("the file system refused the key file: %v", err)
 		}
 		r, err := LoadRegistry(dir)
 		if err != nil {

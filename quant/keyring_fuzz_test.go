@@ -35,17 +35,17 @@ func FuzzLoadKeyring(f *testing.F) {
 	f.Add("keys", "x.pub", pub[:len(pub)-4])
 	f.Fuzz(func(t *testing.T, dirName, file string, content []byte) {
 		if !validFileName(dirName) || !validFileName(file) || file == "real.pub" || file == "real.key" {
-			t.Skip()
+			t.Skipf("%q or %q is not a plain file name the fuzz test can create (or names the real key pair)", dirName, file)
 		}
 		dir := filepath.Join(t.TempDir(), dirName)
 		if err := os.Mkdir(dir, 0o700); err != nil {
-			t.Skip()
+			t.Skipf("the file system refused directory %q: %v", dirName, err)
 		}
 		if _, _, err := WriteKeyPair(dir, "real", real); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, file), content, 0o600); err != nil {
-			t.Skip()
+			t.Skipf("the file system refused the key file: %v", err)
 		}
 		k, err := LoadKeyring(dir)
 		if err != nil {
