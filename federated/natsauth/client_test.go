@@ -5,11 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/edgesched/edgesched/federated/natsauth"
 	"github.com/edgesched/edgesched/internal/boundedio"
+	"github.com/edgesched/edgesched/internal/testutil/filefixture"
 )
 
 // TestClientSecretFilesBounded: a client's credentials, certificate, key
@@ -20,19 +20,8 @@ import (
 // file, while a certificate, read once, may come through a pipe.
 func TestClientSecretFilesBounded(t *testing.T) {
 	dir := t.TempDir()
-	big := filepath.Join(dir, "big")
-	f, err := os.Create(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(natsauth.MaxSecretFileBytes + 1); err != nil { // sparse
-		t.Fatal(err)
-	}
-	f.Close()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	big := filefixture.Sparse(t, dir, "big", natsauth.MaxSecretFileBytes+1)
+	fifo := filefixture.FIFO(t, dir, "fifo")
 	small := filepath.Join(dir, "small")
 	if err := os.WriteFile(small, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
@@ -58,7 +47,7 @@ func TestClientSecretFilesBounded(t *testing.T) {
 		}
 	}()
 	piped := natsauth.ClientConfig{CertFile: fifo, KeyFile: small}
-	_, err = piped.Options()
+	_, err := piped.Options()
 	if err == nil || strings.Contains(err.Error(), boundedio.ErrNotRegular.Error()) || !strings.Contains(err.Error(), "PEM") {
 		t.Errorf("certificate from a pipe: %v, want it read and refused for its content (no PEM)", err)
 	}

@@ -2,8 +2,6 @@ package adminclient_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/internal/edgectl/adminclient"
 	"github.com/edgesched/edgesched/internal/edgectl/edgectltest"
+	"github.com/edgesched/edgesched/internal/testutil/filefixture"
 )
 
 // TestAdminVerbs drives a round and the model registry through the CLI
@@ -115,15 +114,7 @@ func TestAdminErrors(t *testing.T) {
 	// every connection attempt (a 2 GiB one took 4 GB and minutes, deaf
 	// to Ctrl-C)
 	dir := t.TempDir()
-	bigCreds := filepath.Join(dir, "big.creds")
-	if fh, err := os.Create(bigCreds); err != nil {
-		t.Fatal(err)
-	} else {
-		if err := fh.Truncate(adminclient.MaxSecretFileBytes + 1); err != nil {
-			t.Fatal(err)
-		}
-		fh.Close()
-	}
+	bigCreds := filefixture.Sparse(t, dir, "big.creds", adminclient.MaxSecretFileBytes+1)
 	down := []string{"--server", "nats://127.0.0.1:1", "--timeout", "1s"}
 	cases := []struct {
 		name string

@@ -16,6 +16,7 @@ import (
 	"github.com/edgesched/edgesched/internal/edgectl"
 	"github.com/edgesched/edgesched/internal/edgectl/cluster"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
+	"github.com/edgesched/edgesched/internal/testutil/filefixture"
 )
 
 // internal/edgectl/testdata/explained-pod.json carries an explanation
@@ -152,15 +153,7 @@ func TestExplainInputErrors(t *testing.T) {
 	if err := os.WriteFile(empty, []byte("\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	big := filepath.Join(dir, "big-kubeconfig")
-	f, err := os.Create(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(cmdutil.MaxKubeconfigBytes + 1); err != nil { // sparse
-		t.Fatal(err)
-	}
-	f.Close()
+	big := filefixture.Sparse(t, dir, "big-kubeconfig", cmdutil.MaxKubeconfigBytes+1)
 	cases := []struct {
 		name  string
 		args  []string

@@ -7,12 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgesched/edgesched/internal/cli"
+	"github.com/edgesched/edgesched/internal/testutil/filefixture"
 	"github.com/edgesched/edgesched/sim/scenario/family"
 )
 
@@ -71,19 +71,8 @@ func TestFlagChecks(t *testing.T) {
 	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	big := filepath.Join(dir, "big")
-	f, err := os.Create(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(MaxKubeconfigBytes + 1); err != nil { // sparse
-		t.Fatal(err)
-	}
-	f.Close()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	big := filefixture.Sparse(t, dir, "big", MaxKubeconfigBytes+1)
+	fifo := filefixture.FIFO(t, dir, "fifo")
 	_, progressErr := WantProgress("sometimes", io.Discard)
 	for _, tc := range []struct {
 		name  string

@@ -19,6 +19,7 @@ import (
 	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/internal/edgectl/policy"
+	"github.com/edgesched/edgesched/internal/testutil/filefixture"
 	"github.com/edgesched/edgesched/policydoc"
 )
 
@@ -208,15 +209,7 @@ func TestPolicyFlagErrors(t *testing.T) {
 	if err := os.WriteFile(doc, []byte("apiVersion: edgesched.policy/v1\nkind: SchedulingPolicy\nrules:\n- {kind: cpu-cap, effect: required, pods: {}, maxCPUPercent: 80}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	big := filepath.Join(dir, "big-kubeconfig")
-	f, err := os.Create(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(cmdutil.MaxKubeconfigBytes + 1); err != nil { // sparse
-		t.Fatal(err)
-	}
-	f.Close()
+	big := filefixture.Sparse(t, dir, "big-kubeconfig", cmdutil.MaxKubeconfigBytes+1)
 	const rule = "prefer low-carbon grids with weight 100"
 	for _, tc := range []struct {
 		args  []string
