@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/federated"
@@ -45,15 +43,7 @@ func TestSequenceExhausted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(f.srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := mustJS(t, f)
 	a := &federated.RoundAnnouncement{V: federated.ProtocolVersion, Round: 2, Mode: federated.Sync, BaseModel: fa.Header.ModelID,
 		BaseObject: "base.float32.esa", BaseVersion: 2, Opened: time.Now().UTC(), Deadline: time.Now().Add(time.Hour).UTC(),
 		MinUpdates: 1, Local: federated.LocalTraining{Iterations: 1, Episodes: 1, LR: 1e-3}}
