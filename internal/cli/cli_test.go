@@ -102,6 +102,10 @@ func TestFlagErrors(t *testing.T) {
 	}{
 		{[]string{"--min-update", "2"}, ExitUsage, "", "unknown flag: --min-update (did you mean --min-updates?)"},
 		{[]string{"--nothing-like-it"}, ExitUsage, "", "unknown flag: --nothing-like-it\n"},
+		// a negative argument is shorthand flags to pflag: the error says so
+		{[]string{"-1"}, ExitUsage, "", "unknown shorthand flag: '1' in -1 (-1 is read as flags: an argument cannot start with a dash unless it follows --)"},
+		{[]string{"-0.5"}, ExitUsage, "", "-0.5 is read as flags"},
+		{[]string{"-x"}, ExitUsage, "", "unknown shorthand flag: 'x' in -x\n"},
 		{[]string{"--min-update-count", "3"}, ExitOK, "3", "Flag --min-update-count has been deprecated, use --min-updates instead"},
 		{[]string{"--min-update-count", "3", "--min-updates", "4"}, ExitUsage, "", "--min-update-count and --min-updates are the same flag"},
 	}

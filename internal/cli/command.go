@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -169,10 +170,18 @@ func didYouMean(cmd *cobra.Command, typed string) string {
 }
 
 // FlagError makes a flag parsing error a usage error, naming the close
-// visible flags for an unknown one (cobra's SetFlagErrorFunc).
+// visible flags for an unknown one (cobra's SetFlagErrorFunc). A negative
+// number where an argument goes (`edgectl round status -1`) reads as a
+// cluster of shorthand flags; its error says so.
 func FlagError(cmd *cobra.Command, err error) error {
 	const prefix = "unknown flag: --"
-	if msg := err.Error(); strings.HasPrefix(msg, prefix) {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, " in -"); strings.HasPrefix(msg, "unknown shorthand flag: ") && i >= 0 {
+		if arg := msg[i+len(" in "):]; isNumber(arg) {
+			return Usagef("%w (%s is read as flags: an argument cannot start with a dash unless it follows --)", err, arg)
+		}
+	}
+	if strings.HasPrefix(msg, prefix) {
 		var names []string
 		cmd.Flags().VisitAll(func(f *pflag.Flag) {
 			if !f.Hidden {
@@ -184,6 +193,12 @@ func FlagError(cmd *cobra.Command, err error) error {
 		}
 	}
 	return Usage(err)
+}
+
+// isNumber reports whether s is a number as strconv reads one (-1, -0.5).
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
 }
 
 // AddVersion gives a daemon's root its --version flag (no shorthand: -v
