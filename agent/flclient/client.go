@@ -322,7 +322,9 @@ func (c *Client) workLoop(ctx context.Context, js jetstream.JetStream, events <-
 			case federated.KeyModel:
 				n, err := federated.DecodeModelNotice(e.Value())
 				if err != nil {
-					c.log.Warn("model notice refused", "err", err)
+					// counted (and logged) once per revision: watch
+					// sends each revision once
+					_ = c.refuseModel(RefuseNotice, 0, err)
 					continue
 				}
 				c.mu.Lock()
@@ -376,7 +378,8 @@ func (c *Client) workLoop(ctx context.Context, js jetstream.JetStream, events <-
 // retryable reports whether an install failure may pass on its own: the
 // artifacts could not be fetched (a refusal for RefuseFetch, counted once
 // per notice) or the store failed; a model refused for what it is (signature,
-// rollback, staleness, sanity, ...) is not tried again.
+// rollback, staleness, sanity, an object the store holds damaged or
+// oversized: RefuseArtifact, ...) is not tried again.
 func retryable(err error) bool {
 	var r *ModelRefusal
 	if errors.As(err, &r) {
@@ -388,9 +391,10 @@ func retryable(err error) bool {
 // retryTraining reports whether a round whose training failed with err is
 // trained again on the retry timer: a sync round before its deadline
 // (async rounds train again on their own timer), unless err is for good
-// (ErrSequenceExhausted: retrying would only log it again, every backoff).
+// (ErrSequenceExhausted: retrying would only log it again, every backoff;
+// a damaged base object: it would only be downloaded again, every backoff).
 func retryTraining(a *federated.RoundAnnouncement, err error, now time.Time) bool {
-	return a.Mode != federated.Async && now.Before(a.Deadline) && !errors.Is(err, ErrSequenceExhausted)
+	return a.Mode != federated.Async && now.Before(a.Deadline) && !errors.Is(err, ErrSequenceExhausted) && !errors.Is(err, errDamagedObject)
 }
 
 // trainRound trains once for announcement a (unless this round was

@@ -3,6 +3,7 @@ package flclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -112,7 +113,8 @@ func TestSequenceExhausted(t *testing.T) {
 
 // TestRetryTraining: a failed sync round is trained again before its
 // deadline, an async one is not (its timer trains it), and an exhausted
-// sequence never is (it would fail the same way at every backoff).
+// sequence or a damaged base object never is (it would fail the same way
+// at every backoff).
 func TestRetryTraining(t *testing.T) {
 	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	sync := &federated.RoundAnnouncement{Mode: federated.Sync, Deadline: now.Add(time.Minute)}
@@ -128,6 +130,9 @@ func TestRetryTraining(t *testing.T) {
 		{"sync after the deadline", sync, errors.New("timeout"), now.Add(2 * time.Minute), false},
 		{"async", &federated.RoundAnnouncement{Mode: federated.Async, Deadline: now.Add(time.Minute)}, errors.New("timeout"), now, false},
 		{"sequence exhausted", sync, exhausted, now, false},
+		// the store holds the base object damaged: fetching it again
+		// cannot help (it used to be downloaded again at every backoff)
+		{"damaged base object", sync, fmt.Errorf("fetch base.float32.esa: %w: object base.float32.esa: digest X, its content hashes to Y", errDamagedObject), now, false},
 	} {
 		if got := retryTraining(tc.a, tc.err, tc.now); got != tc.want {
 			t.Errorf("%s: retry %v, want %v", tc.name, got, tc.want)

@@ -122,6 +122,13 @@ func (c *Client) watch(ctx context.Context, nc *nats.Conn, js jetstream.JetStrea
 	}
 }
 
+// errDamagedObject wraps what fetchObject refuses for what the store
+// holds, not for reaching it: metadata claiming more than an artifact may
+// be, or no chunks, and chunks that exceed the object's size or do not
+// hash to its digest. Fetching the same object again cannot help, so a
+// model refused for it is not retried (trust.go: reason artifact).
+var errDamagedObject = errors.New("flclient: damaged object")
+
 // fetchObject reads an object of the model store by direct gets: its
 // metadata (last message on its meta subject), then its chunks one by one
 // (next message on its chunk subject), checking size and digest. Objects
@@ -139,9 +146,9 @@ func fetchObject(ctx context.Context, js jetstream.JetStream, name string) ([]by
 	case info.Deleted:
 		return nil, fmt.Errorf("object %s: %w", name, jetstream.ErrObjectNotFound)
 	case info.Size > quant.MaxArtifactBytes:
-		return nil, fmt.Errorf("object %s: %d bytes exceeds the artifact cap of %d", name, info.Size, quant.MaxArtifactBytes)
+		return nil, fmt.Errorf("%w: object %s: %d bytes exceeds the artifact cap of %d", errDamagedObject, name, info.Size, quant.MaxArtifactBytes)
 	case info.NUID == "":
-		return nil, fmt.Errorf("object %s: metadata without chunks", name)
+		return nil, fmt.Errorf("%w: object %s: metadata without chunks", errDamagedObject, name)
 	}
 	st, err := js.Stream(ctx, "OBJ_"+federated.ModelBucket)
 	if err != nil {
@@ -156,14 +163,14 @@ func fetchObject(ctx context.Context, js jetstream.JetStream, name string) ([]by
 			return nil, fmt.Errorf("object %s: chunk after %d of %d bytes: %w", name, len(buf), info.Size, err)
 		}
 		if uint64(len(buf)+len(m.Data)) > info.Size {
-			return nil, fmt.Errorf("object %s: chunks exceed its size of %d bytes", name, info.Size)
+			return nil, fmt.Errorf("%w: object %s: chunks exceed its size of %d bytes", errDamagedObject, name, info.Size)
 		}
 		buf = append(buf, m.Data...)
 		seq = m.Sequence + 1
 	}
 	sum := sha256.Sum256(buf)
 	if want := objectDigest(sum[:]); info.Digest != want {
-		return nil, fmt.Errorf("object %s: digest %s, its content hashes to %s", name, info.Digest, want)
+		return nil, fmt.Errorf("%w: object %s: digest %s, its content hashes to %s", errDamagedObject, name, info.Digest, want)
 	}
 	return buf, nil
 }

@@ -53,6 +53,10 @@ const (
 	RefuseArtifact   = "artifact"
 	RefuseFetch      = "fetch"
 	RefuseSanity     = "sanity"
+	// RefuseNotice: the model notice itself does not decode (malformed,
+	// another protocol version, larger than federated.MaxControlBytes);
+	// its version is unknown (0 in the refusal).
+	RefuseNotice = "notice"
 )
 
 // ErrModelRefused wraps every model refusal of the client.
@@ -154,7 +158,7 @@ func artifactReason(err error) string {
 		return RefuseUnknownKey
 	case errors.Is(err, quant.ErrSignature), errors.Is(err, quant.ErrUnsigned):
 		return RefuseSignature
-	case errors.Is(err, quant.ErrArtifact):
+	case errors.Is(err, quant.ErrArtifact), errors.Is(err, errDamagedObject):
 		return RefuseArtifact
 	case errors.Is(err, errArtifactMismatch):
 		return RefuseMismatch

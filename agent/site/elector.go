@@ -61,8 +61,9 @@ type Config struct {
 	// 10s, 2s): a standby takes over at most about LeaseDuration + 2 x
 	// (1+JitterFactor) x RetryPeriod after the leader's last renewal; the
 	// leader renews every RetryPeriod, and one that cannot renew for
-	// RenewDeadline steps down. The Lease records LeaseDuration in whole
-	// seconds, rounded up (at least 1s).
+	// RenewDeadline steps down (at once when it reads another holder).
+	// The Lease records LeaseDuration in whole seconds, rounded up (at
+	// least 1s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// KeepLeaseOnStop leaves the Lease to expire when Run's context ends.
 	// The zero value releases it, after the leader-only components have

@@ -25,8 +25,8 @@ import (
 //     resourceVersion), so of two candidates at most one wins; the other
 //     gets a conflict.
 //   - The holder renews every RetryPeriod; a renewal that keeps failing
-//     (conflict, another holder, API errors) for RenewDeadline ends the
-//     term.
+//     (conflicts, API errors) for RenewDeadline ends the term, and one
+//     that reads another holder with a live term ends it at once.
 //   - On a graceful stop the holder writes an empty holder with a 1 s
 //     duration, so a standby takes over at its next try.
 //
@@ -386,7 +386,9 @@ func (e *Elector) renewWhile(ctx context.Context, stop <-chan struct{}) bool {
 }
 
 // renew is one renewal: attempts every RetryPeriod until one succeeds or
-// RenewDeadline passed (or stop is closed).
+// RenewDeadline passed (or stop is closed). An attempt that reads another
+// holder with a live term ends it at once: the Lease is lost, and
+// retrying until the deadline would leave two agents leading meanwhile.
 func (e *Elector) renew(ctx context.Context, stop <-chan struct{}) bool {
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
 	defer cancel()
@@ -395,6 +397,10 @@ func (e *Elector) renew(ctx context.Context, stop <-chan struct{}) bool {
 	for {
 		if e.tryAcquireOrRenew(rctx) {
 			return true
+		}
+		if e.heldByOther(time.Now()) {
+			e.log.Warn("the site lease is held by another agent: stepping down", "holder", str(e.lease.observed.HolderIdentity))
+			return false
 		}
 		select {
 		case <-rctx.Done():
