@@ -30,6 +30,15 @@ const ExplanationFormat = 1
 // "method"): exact Shapley values of feature groups against the mean candidate.
 const ExplanationMethod = "shapley-groups/mean-candidate"
 
+// MaxExplanationBytes caps an annotation value ParseExplanation reads.
+// EdgePolicy writes well under 1.5 KiB (a node name of up to 253
+// bytes, a 64-hex model ID, at most edge-plugin/explain.ExplainTopK
+// groups; TestMaxExplanationBytes encodes a larger one still under a
+// tenth of the cap), and Kubernetes allows 256 KiB for all of a pod's
+// annotations together: a longer value was not written by EdgePolicy and
+// is refused before it is decoded.
+const MaxExplanationBytes = 16 << 10
+
 // ErrExplanation wraps every refusal of ParseExplanation.
 var ErrExplanation = errors.New("kubefmt: malformed explanation annotation")
 
@@ -67,8 +76,11 @@ type GroupAttribution struct {
 }
 
 // ParseExplanation decodes an annotation value: JSON of ExplanationFormat
-// naming a node.
+// naming a node, at most MaxExplanationBytes long.
 func ParseExplanation(s string) (*Explanation, error) {
+	if len(s) > MaxExplanationBytes {
+		return nil, fmt.Errorf("%w %s: %d bytes (limit %d)", ErrExplanation, AnnotationExplanation, len(s), MaxExplanationBytes)
+	}
 	var e Explanation
 	if err := json.Unmarshal([]byte(s), &e); err != nil {
 		return nil, fmt.Errorf("%w %s: %v", ErrExplanation, AnnotationExplanation, err)

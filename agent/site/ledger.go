@@ -52,6 +52,12 @@ const (
 	// MaxHandoverBytes bounds an update a site can hand over (a ConfigMap
 	// holds at most 1 MiB): an int8 update of about 900,000 parameters.
 	MaxHandoverBytes = 900 << 10
+	// MaxLedgerBytes bounds the ledger's JSON (key ledger.json), refused
+	// before it is decoded. The Ledger writes at most about 450 bytes (a
+	// 63-byte site, a node name of up to 253 bytes, two 20-digit
+	// numbers); the cap leaves room for a hand edit, indented or not, and
+	// does not rely on the API server's 1 MiB limit on a ConfigMap.
+	MaxLedgerBytes = 16 << 10
 )
 
 // LedgerName is the site ledger ConfigMap.
@@ -140,6 +146,9 @@ func (l *Ledger) get(ctx context.Context) (*v1.ConfigMap, LedgerState, error) {
 	raw, ok := cm.Data[ledgerKey]
 	if !ok {
 		return nil, st, fmt.Errorf("%w: %s/%s has no %s", ErrLedger, cm.Namespace, cm.Name, ledgerKey)
+	}
+	if len(raw) > MaxLedgerBytes {
+		return nil, st, fmt.Errorf("%w: %s/%s: %s is %d bytes (limit %d)", ErrLedger, cm.Namespace, cm.Name, ledgerKey, len(raw), MaxLedgerBytes)
 	}
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,9 +19,9 @@ import (
 
 // FuzzLedgerState: no content of the site ledger ConfigMap (key
 // ledger.json) makes the ledger's reader panic. A ledger that does not
-// decode, has anything but white space after its JSON value, or is
-// another site's or version's, is refused with ErrLedger, and a
-// reservation then fails without overwriting it; an accepted one is one
+// decode, has anything but white space after its JSON value, is longer
+// than MaxLedgerBytes, or is another site's or version's, is refused with
+// ErrLedger, and a reservation then fails without overwriting it; an accepted one is one
 // JSON value of this site's version 1, and a reservation on it hands out the next
 // sequence (or, at federated.MaxSeq or above, refuses with
 // flclient.ErrSequenceExhausted) and writes a ledger that reads
@@ -55,6 +56,7 @@ func FuzzLedgerState(f *testing.F) {
 	f.Add(`{"v":1,"site":"store-2","seq":1}`)
 	f.Add(`{"v":1,"site":"store-1","Seq":2,"seq":3,"extra":1}`)
 	f.Add(`null`)
+	f.Add(real + strings.Repeat(" ", MaxLedgerBytes+1-len(real)))
 	f.Fuzz(func(t *testing.T, raw string) {
 		client := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: LedgerName("store-1"), Namespace: testNS},
 			Data: map[string]string{ledgerKey: raw}})
@@ -72,7 +74,7 @@ func FuzzLedgerState(f *testing.F) {
 			}
 			return
 		}
-		if st.V != 1 || st.Site != "store-1" || !json.Valid([]byte(raw)) {
+		if st.V != 1 || st.Site != "store-1" || !json.Valid([]byte(raw)) || len(raw) > MaxLedgerBytes {
 			t.Fatalf("accepted ledger %+v from %q", st, raw)
 		}
 		seq, err := l.Reserve(ctx, 1, 0, true)

@@ -102,10 +102,11 @@ func TestLedgerSequence(t *testing.T) {
 }
 
 // TestLedgerState: the ledger's content is one JSON object of this
-// site's version 1, white space around it allowed; anything after it (a
-// second object, a stray brace, bytes an edit left behind) is refused
-// with ErrLedger, saying so, and a reservation on it fails without
-// overwriting it.
+// site's version 1, white space around it allowed, at most
+// MaxLedgerBytes; anything after it (a second object, a stray brace,
+// bytes an edit left behind) or anything longer is refused with
+// ErrLedger, saying so and naming the ConfigMap, and a reservation on it
+// fails without overwriting it.
 func TestLedgerState(t *testing.T) {
 	ctx := context.Background()
 	const good = `{"v":1,"site":"store-1","seq":7,"round":3,"updated":"2026-01-02T03:04:05Z","by":"node-a"}`
@@ -125,6 +126,11 @@ func TestLedgerState(t *testing.T) {
 		{"a cut object", good[:len(good)-1], "unexpected EOF"},
 		{"an unknown field", `{"v":1,"site":"store-1","seq":7,"extra":1}`, "unknown field"},
 		{"another site's", `{"v":1,"site":"store-2","seq":7}`, `site "store-2"`},
+		// the cap (MaxLedgerBytes) holds before decoding: white space
+		// that would decode is refused one byte over it
+		{"at the cap", good + strings.Repeat(" ", MaxLedgerBytes-len(good)), ""},
+		{"one byte over the cap", good + strings.Repeat(" ", MaxLedgerBytes+1-len(good)), fmt.Sprintf("ledger.json is %d bytes (limit %d)", MaxLedgerBytes+1, MaxLedgerBytes)},
+		{"white space inside it, over the cap", strings.Replace(good, `"v":1`, `"v":1`+strings.Repeat("\n  ", MaxLedgerBytes), 1), "(limit 16384)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: LedgerName("store-1"), Namespace: testNS},

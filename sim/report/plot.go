@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"image/color"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -225,6 +226,7 @@ func SavePanels(path string, w, h vg.Length, panels ...*plot.Plot) error {
 
 // SaveGrid draws panels in a grid of cols columns, each w x h, into one
 // PNG; with leg, a strip on the right holds the legend, outside the data.
+// The file is written whole or not at all (MaxFileBytes).
 func SaveGrid(path string, w, h vg.Length, cols int, leg *plot.Legend, panels ...*plot.Plot) error {
 	rows := (len(panels) + cols - 1) / cols
 	plots := make([][]*plot.Plot, rows)
@@ -252,15 +254,10 @@ func SaveGrid(path string, w, h vg.Length, cols int, leg *plot.Legend, panels ..
 	if leg != nil {
 		leg.Draw(draw.Crop(dc, vg.Length(cols)*w+vg.Points(8), 0, 0, -vg.Points(24)))
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", filepath.Base(path), err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	return f.Close()
+	return writeFile(path, MaxFileBytes, func(w io.Writer) error {
+		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
+		return err
+	})
 }
 
 func (d *Document) saveUtilization(path string) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -147,7 +148,23 @@ func (f *Flags) Call(endpoint string, req coordinator.AdminRequest, out any) err
 		// the coordinator's errors start with its own name already
 		return fmt.Errorf("coordinator: %s (%s)", strings.TrimPrefix(e, "coordinator: "), msg.Header.Get(micro.ErrorCodeHeader))
 	}
-	if err := json.Unmarshal(msg.Data, out); err != nil {
+	return decodeReply(endpoint, msg.Data, MaxReplyBytes, out)
+}
+
+// MaxReplyBytes caps an answer of the coordinator (an admin, region or
+// replica reply) that Call decodes: the largest max_payload
+// natsauth.ServerOptions accepts for a hub (its default is 8 MiB), so no
+// answer an edgesched hub can carry is refused, while the server edgectl
+// is pointed at cannot make it decode without bound.
+const MaxReplyBytes = 64 << 20
+
+// decodeReply decodes endpoint's JSON answer into out, refusing one over
+// max bytes (boundedio.ErrTooLarge) before decoding it.
+func decodeReply(endpoint string, data []byte, max int, out any) error {
+	if len(data) > max {
+		return fmt.Errorf("decode %s answer: %w: %d bytes, the limit is %d", endpoint, boundedio.ErrTooLarge, len(data), max)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("decode %s answer: %w", endpoint, err)
 	}
 	return nil
@@ -182,10 +199,12 @@ func Dash(n uint64) string {
 	return fmt.Sprint(n)
 }
 
-// VersionArg parses a model version or round number argument.
+// VersionArg parses a model version or round number argument: a
+// positive decimal number that fits 64 bits, optionally after one "v"
+// ("12", "v12"), and nothing else (no sign, space, fraction or suffix).
 func VersionArg(what, s string) (uint64, error) {
-	var v uint64
-	if _, err := fmt.Sscan(strings.TrimPrefix(s, "v"), &v); err != nil || v == 0 {
+	v, err := strconv.ParseUint(strings.TrimPrefix(s, "v"), 10, 64)
+	if err != nil || v == 0 {
 		return 0, fmt.Errorf("%s %q: want a positive number", what, s)
 	}
 	return v, nil

@@ -2,6 +2,7 @@ package adminclient_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +105,52 @@ func TestAdminVerbs(t *testing.T) {
 	// SITE REGISTERED LAST-SEEN(2 fields: "Ns ago") LAST-ROUND MODEL OUTBOX ACCEPTED ...
 	if len(fields) < 9 || fields[4] != "2" || fields[5] != "v5" || fields[6] != "0" || fields[7] != "2" {
 		t.Fatalf("sites row %q: want last round 2, model v5, outbox 0, accepted 2", fields)
+	}
+}
+
+// TestVersionArg: a version or round is a positive decimal that fits 64
+// bits, after at most one "v"; nothing may follow or precede it.
+func TestVersionArg(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64 // 0: refused
+	}{
+		{"12", 12},
+		{"v12", 12},
+		{"1", 1},
+		{"18446744073709551615", 18446744073709551615},
+		{"v18446744073709551615", 18446744073709551615},
+		{"0", 0},
+		{"v0", 0},
+		{"", 0},
+		{"v", 0},
+		{"vv12", 0},
+		{"V12", 0},
+		{"12abc", 0},
+		{"12 ", 0},
+		{" 12", 0},
+		{"12\n", 0},
+		{"1.5", 0},
+		{"1e3", 0},
+		{"-1", 0},
+		{"+12", 0},
+		{"0x10", 0},
+		{"1_000", 0},
+		{"18446744073709551616", 0},
+		{"99999999999999999999999", 0},
+	} {
+		t.Run(c.in, func(t *testing.T) {
+			got, err := adminclient.VersionArg("version", c.in)
+			if c.want != 0 {
+				if err != nil || got != c.want {
+					t.Fatalf("VersionArg(%q) = %d, %v; want %d", c.in, got, err, c.want)
+				}
+				return
+			}
+			if want := fmt.Sprintf("version %q: want a positive number", c.in); err == nil || err.Error() != want || got != 0 {
+				t.Fatalf("VersionArg(%q) = %d, %v; want the error %q", c.in, got, err, want)
+			}
+		})
 	}
 }
 
