@@ -460,12 +460,14 @@ func (p *EdgePolicy) NormalizeScore(_ context.Context, cs fwk.CycleState, _ *v1.
 }
 
 // Reserve keeps what the explanation needs from the cycle's view (the
-// chosen node's features and the baseline: explain.go), then chooses the
+// chosen node's features and the baseline: explain.go) and the scheduling
+// policy's annotation (policy_filter.go), then chooses the
 // devices of a GPU pod on its node (the policy's own choice: FGD's device
 // for a share, the lowest free devices otherwise) and remembers them for
 // Bind and for the next snapshots.
 func (p *EdgePolicy) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	p.captureExplanation(ctx, cs, nodeName)
+	p.capturePolicyAnnotation(cs, nodeName) // Bind may not read the snapshot
 	if ps := readPreScore(cs); ps != nil {
 		p.core.Release(&ps.Cycle) // nothing reads the scores after this
 	}
@@ -500,9 +502,11 @@ func (p *EdgePolicy) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod,
 }
 
 // bindAnnotations is what Bind writes on the pod: the devices Reserve
-// chose (AnnotationGPUDevices) and, when the cycle scored the node, the
-// policy's AnnotationExplanation (left out if it cannot be computed). Empty
-// for pods EdgePolicy has nothing to record about.
+// chose (AnnotationGPUDevices), when the cycle scored the node the
+// policy's AnnotationExplanation (left out if it cannot be computed), and
+// the AnnotationPolicy value Reserve kept. Empty for pods EdgePolicy has
+// nothing to record about. It reads CycleState and the core, never the
+// scheduler's snapshot (the binding cycle may not: fwk.Handle).
 func (p *EdgePolicy) bindAnnotations(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) map[string]string {
 	var ann map[string]string
 	if dev, ok := p.core.Reserved(pod.UID, nodeName); ok {
@@ -514,7 +518,7 @@ func (p *EdgePolicy) bindAnnotations(ctx context.Context, cs fwk.CycleState, pod
 		}
 		ann[AnnotationExplanation] = e
 	}
-	if e := p.policyAnnotation(cs, nodeName); e != "" {
+	if e := reservedPolicyAnnotation(cs, nodeName); e != "" {
 		if ann == nil {
 			ann = map[string]string{}
 		}

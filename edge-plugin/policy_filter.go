@@ -95,8 +95,45 @@ func policyPreScore(cs fwk.CycleState, nodes []fwk.NodeInfo) {
 	}
 }
 
+// policyAnnKey is the CycleState key of the AnnotationPolicy value Reserve
+// computes for Bind.
+const policyAnnKey fwk.StateKey = "PolicyAnnotation" + Name
+
+// policyAnnState is the AnnotationPolicy value for node; read-only.
+type policyAnnState struct{ node, value string }
+
+func (s *policyAnnState) Clone() fwk.StateData { return s }
+
+// capturePolicyAnnotation keeps the AnnotationPolicy value of the cycle's
+// pod on nodeName in CycleState (Reserve): it reads the scheduler's
+// snapshot, which the framework allows in the scheduling cycle only. Bind
+// runs in the binding cycle, alongside the next pod's scheduling cycle,
+// which rewrites the snapshot's NodeInfos in place.
+func (p *EdgePolicy) capturePolicyAnnotation(cs fwk.CycleState, nodeName string) {
+	if e := p.policyAnnotation(cs, nodeName); e != "" {
+		cs.Write(policyAnnKey, &policyAnnState{node: nodeName, value: e})
+	}
+}
+
+// reservedPolicyAnnotation is the value capturePolicyAnnotation kept for
+// nodeName ("" without one).
+func reservedPolicyAnnotation(cs fwk.CycleState, nodeName string) string {
+	if cs == nil {
+		return ""
+	}
+	v, err := cs.Read(policyAnnKey)
+	if err != nil {
+		return ""
+	}
+	if s, _ := v.(*policyAnnState); s != nil && s.node == nodeName {
+		return s.value
+	}
+	return ""
+}
+
 // policyAnnotation is the AnnotationPolicy value of a cycle's pod on
-// nodeName ("" without a policy cycle).
+// nodeName ("" without a policy cycle), from the scheduler's snapshot:
+// call it in the scheduling cycle only (capturePolicyAnnotation).
 func (p *EdgePolicy) policyAnnotation(cs fwk.CycleState, nodeName string) string {
 	c := readPolicyCycle(cs)
 	if c == nil || p.handle == nil || p.handle.SnapshotSharedLister() == nil {

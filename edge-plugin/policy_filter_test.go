@@ -3,12 +3,14 @@ package edgeplugin
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -131,5 +133,81 @@ func TestPolicyCarbonPreference(t *testing.T) {
 	p.PreFilter(ctx, cs, pod, nil)
 	if got := p.policyAnnotation(cs, "n1"); !strings.HasPrefix(got, "green: 0.85 (weight 100)") {
 		t.Errorf("n1 without PreScore: %q", got)
+	}
+}
+
+// bindingPhaseHandle is clientHandle whose snapshot lister fails the test
+// once the binding cycle has begun (binding set): kube-scheduler updates
+// the snapshot in place for the next pod's scheduling cycle while a pod's
+// binding cycle runs, so the framework allows SnapshotSharedLister during
+// the scheduling cycle only (fwk.Handle's documentation).
+type bindingPhaseHandle struct {
+	*clientHandle
+	t       *testing.T
+	binding atomic.Bool
+}
+
+func (h *bindingPhaseHandle) SnapshotSharedLister() fwk.SharedLister {
+	if h.binding.Load() {
+		h.t.Error("the scheduler's snapshot was read in the binding cycle")
+	}
+	return h.clientHandle.SnapshotSharedLister()
+}
+
+// TestPolicyAnnotationNotFromBindingCycle: the policy annotation Bind
+// writes is the one of the scheduling cycle (computed at Reserve), and
+// Bind never reads the scheduler's snapshot, which the next cycle may be
+// rewriting (here it already did: n3 is now amd64, which would turn the
+// web-arm rule's 1.00 into 0.00).
+func TestPolicyAnnotationNotFromBindingCycle(t *testing.T) {
+	nodes, _ := plugintest.PolicyCluster()
+	var infos []fwk.NodeInfo
+	for _, n := range nodes {
+		infos = append(infos, nodeInfo(n))
+	}
+	client := newBindingClient()
+	h := &bindingPhaseHandle{clientHandle: &clientHandle{fakeHandle: &fakeHandle{Lister: &fakeLister{Nodes: infos}}, cs: client}, t: t}
+	p := newTestPlugin(t, h, sim.NewTargetWorkload(nil, 0.95))
+	p.core.SetClock(func() time.Time { return time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC) })
+	if _, err := p.core.Policy().Install([]byte(plugintest.TestPolicy)); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	web := plugintest.ServicePod("web-0", "web")
+	if _, err := client.CoreV1().Pods(web.Namespace).Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs := framework.NewCycleState()
+	if _, st := p.PreFilter(ctx, cs, web, nil); !st.IsSuccess() {
+		t.Fatalf("PreFilter %v", st)
+	}
+	var feasible []fwk.NodeInfo
+	for _, ni := range infos {
+		if p.Filter(ctx, cs, web, ni).IsSuccess() {
+			feasible = append(feasible, ni)
+		}
+	}
+	if st := p.PreScore(ctx, cs, web, feasible); !st.IsSuccess() {
+		t.Fatalf("PreScore %v", st)
+	}
+	if st := p.Reserve(ctx, cs, web, "n3"); !st.IsSuccess() {
+		t.Fatalf("Reserve %v", st)
+	}
+	// the next cycle's snapshot update, in place (as the scheduler's
+	// cache does: *existing = *clone)
+	n3 := nodes[2].DeepCopy()
+	n3.Labels[kubefmt.LabelArch] = sim.ArchAMD64.String()
+	*infos[2].(*framework.NodeInfo) = *nodeInfo(n3)
+	h.binding.Store(true)
+	if st := p.Bind(ctx, cs, web, "n3"); !st.IsSuccess() {
+		t.Fatalf("Bind %v", st)
+	}
+	got, err := client.CoreV1().Pods(web.Namespace).Get(ctx, web.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "web-arm: 1.00 (weight 50): prefer to run web on arm64 nodes (weight 50)\nno-zone-c: held: never run web in zone c"
+	if a := got.Annotations[AnnotationPolicy]; a != want {
+		t.Errorf("policy annotation:\n%s\nwant (the scheduling cycle's):\n%s", a, want)
 	}
 }

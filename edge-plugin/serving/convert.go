@@ -262,6 +262,10 @@ type converter struct {
 	target *sim.TargetWorkload
 	res    *reservations
 	nodes  sync.Map // node name -> *nodeEntry
+	// nodeNames counts the names in nodes; entriesLocked forgets the
+	// names gone from the snapshot once they are as many as its nodes
+	// (pruneNodesLocked).
+	nodeNames atomic.Int64
 	// known is the last snapshot's entries by NodeInfo object, for
 	// Filter's lock-free lookups (published by entriesLocked).
 	known atomic.Pointer[knownNodes]
@@ -362,8 +366,34 @@ func (c *converter) node(ni fwk.NodeInfo) *nodeEntry {
 		}
 	}
 	e := convertNode(ni, c.res, prev)
-	c.nodes.Store(n.Name, e)
+	if _, loaded := c.nodes.Swap(n.Name, e); !loaded {
+		c.nodeNames.Add(1)
+	}
 	return e
+}
+
+// pruneNodesLocked forgets the conversions of nodes that are not in the
+// last snapshot (c.lastEntries) once the cache holds more than twice as
+// many names as the snapshot (plus slack), so a fleet whose nodes come
+// and go under new names does not keep every Node object it ever saw
+// (amortised: one pass over the cache per as many new names as there are
+// nodes). Call with c.mu held, after the list changed.
+func (c *converter) pruneNodesLocked() {
+	if c.nodeNames.Load() <= int64(2*len(c.lastEntries)+64) {
+		return
+	}
+	keep := make(map[string]bool, len(c.lastEntries))
+	for _, e := range c.lastEntries {
+		keep[e.spec.Name] = true
+	}
+	c.nodes.Range(func(k, _ any) bool {
+		if !keep[k.(string)] {
+			if _, ok := c.nodes.LoadAndDelete(k); ok {
+				c.nodeNames.Add(-1)
+			}
+		}
+		return true
+	})
 }
 
 // view is the simulator's picture of the cluster. The State and the
@@ -652,6 +682,7 @@ func (c *converter) entriesLocked(all, cands []fwk.NodeInfo) ([]*nodeEntry, snap
 			e := c.node(ni)
 			c.lastEntries, c.lastGens = append(c.lastEntries, e), append(c.lastGens, e.gen)
 		}
+		c.pruneNodesLocked()
 	}
 	c.listVersion++
 	c.lastOrder = c.lastOrder[:0]

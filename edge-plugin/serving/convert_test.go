@@ -1,12 +1,16 @@
 package serving
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/edgesched/edgesched/edge-plugin/internal/plugintest"
+	"github.com/edgesched/edgesched/edge-plugin/sources"
 	"github.com/edgesched/edgesched/internal/testutil/kubefixture"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/sim"
@@ -157,5 +161,38 @@ func TestConvertPinnedArch(t *testing.T) {
 	}
 	if got := st.ArchPinned[sim.ArchARM64]; got != 250 {
 		t.Errorf("CPU pinned to arm64 %d, want the one pinned pod's 250", got)
+	}
+}
+
+// TestConverterForgetsDeletedNodes: the converter's per-name cache of
+// conversions (each holding the Node object and its pods) keeps the nodes
+// of the snapshot, not every node the process ever saw: a fleet whose
+// nodes come and go under new names must not grow it without bound.
+func TestConverterForgetsDeletedNodes(t *testing.T) {
+	c := newConverter(sim.NewTargetWorkload(nil, 0.95))
+	c.deps, c.topo = &sources.Dependencies{}, &sources.Topology{}
+	const perRound, rounds = 10, 40
+	for r := range rounds {
+		var all []fwk.NodeInfo
+		for i := range perRound {
+			all = append(all, nodeInfo(plugintest.K8sNode(sim.NodeSpec{Name: fmt.Sprintf("edge-%03d-%d", r, i), CPU: 4000, Memory: 4096, Arch: sim.ArchAMD64})))
+		}
+		for _, ni := range all { // Filter's lookups
+			c.node(ni)
+		}
+		if err := c.withView(all, all, func(*view) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := 0
+	c.nodes.Range(func(_, _ any) bool { kept++; return true })
+	if limit := 2*perRound + 64; kept > limit {
+		t.Fatalf("%d conversions kept for a snapshot of %d nodes (%d seen in all), want at most %d", kept, perRound, perRound*rounds, limit)
+	}
+	// the current snapshot's nodes are still cached
+	for i := range perRound {
+		if _, ok := c.nodes.Load(fmt.Sprintf("edge-%03d-%d", rounds-1, i)); !ok {
+			t.Fatalf("node %d of the current snapshot forgotten", i)
+		}
 	}
 }
