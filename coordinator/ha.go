@@ -166,7 +166,7 @@ func RunReplica(ctx context.Context, cfg Config, nc *nats.Conn, start *nn.Model)
 	defer c.Close()
 	c.ha = h
 	if err := c.Bootstrap(ctx, start); err != nil {
-		return err
+		return result(err) // (deposed meanwhile: ErrDeposed, not the cancellation)
 	}
 	_, _, ptr := h.Status()
 	log.Info("active: restored", "epoch", epoch, "checkpoint", ptr.Object, "floor", ptr.Floor, "takeover", took)

@@ -15,6 +15,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator/replica"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 )
 
@@ -79,5 +80,55 @@ func TestHAConsumerDeletedDeposes(t *testing.T) {
 	}
 	if _, err := lease.Get(ctx, replica.LeaseKey); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("lease after the replica stopped: %v, want it given up", err)
+	}
+}
+
+// TestHADeposedDuringBootstrap: a replica that loses its lease while it
+// bootstraps the first model (the cluster's first active, its store
+// empty) stops with ErrDeposed, as it does at any later step, not with
+// the cancellation the deposal caused: edge-coordinator takes an error
+// that is a cancellation for a clean stop (exit status 0), and the
+// replica is to exit with status 1 so that its supervisor starts it
+// again as a standby.
+func TestHADeposedDuringBootstrap(t *testing.T) {
+	url := fltest.StartNATS(t).ClientURL()
+	signer, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{7}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sitePub, err := quant.GenerateKey(rand.NewChaCha8([32]byte{8}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &federated.Registry{}
+	if err := reg.Add("site-a", sitePub); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(fltest.Connect(t, url, "impostor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fltest.CoordinatorConfig(t.TempDir(), reg, signer)
+	cfg.HA, cfg.ReplicaID, cfg.LeaseTTL, cfg.CheckpointEvery = true, "a", 2*time.Second, time.Hour
+	cfg.Calibrate = func(ctx context.Context, _ *nn.Model) ([]float32, error) {
+		// another replica takes the lease meanwhile
+		lease, err := js.KeyValue(ctx, coordinator.LeaseBucket)
+		if err == nil {
+			_, err = lease.Put(ctx, replica.LeaseKey, []byte(`{"replica":"b"}`))
+		}
+		if err != nil {
+			return nil, err
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = coordinator.RunReplica(ctx, cfg, fltest.Connect(t, url, "coordinator-a"), fltest.SmallModel(t, 1))
+	if ctx.Err() != nil {
+		t.Fatalf("replica still bootstrapping a minute after its lease was taken")
+	}
+	if !errors.Is(err, coordinator.ErrDeposed) || errors.Is(err, context.Canceled) {
+		t.Fatalf("replica deposed while bootstrapping stopped with %v, want ErrDeposed", err)
 	}
 }

@@ -25,6 +25,15 @@ import (
 // (federated.RegionUpdateStream; natsauth.RegionPermissions names it).
 const consumerName = federated.RegionConsumer
 
+// StreamMaxAge is how long the region's update stream keeps an update
+// (the root's update stream's default, coordinator.DefaultUpdateMaxAge).
+// The aggregator acks what it judged but may not purge the stream (its
+// NATS permissions: create, update and info), so the age is the stream's
+// only bound: without it the region's server kept every update its sites
+// ever sent. An update waits that long for an aggregator that is down;
+// its round is long over by then.
+const StreamMaxAge = coordinator.DefaultUpdateMaxAge
+
 // Run serves until ctx ends: it consumes the region's update stream on
 // local (the region's NATS server, or its leaf-node hub's JetStream
 // domain), answers its sites there, and on root follows the root's round
@@ -32,7 +41,10 @@ const consumerName = federated.RegionConsumer
 // round.regional), seals the region's aggregate when every site of the
 // region contributed or Lead before the round's deadline, and forwards
 // the outbox to the root's regional stream. Every goroutine it starts is
-// stopped before it returns; an ErrStore error stops it.
+// stopped before it returns; an ErrStore error stops it. Its stream and
+// consumer on local are created (or updated) first, a transient failure
+// (bus.Transient: the server's JetStream not ready) retried with capped,
+// jittered backoff until ctx ends.
 func (g *Aggregator) Run(ctx context.Context, local, root *nats.Conn) error {
 	ljs, err := jetstream.New(local)
 	if err != nil {
@@ -49,15 +61,35 @@ func (g *Aggregator) Run(ctx context.Context, local, root *nats.Conn) error {
 	for _, s := range g.cfg.Sites.Sites() {
 		subjects = append(subjects, federated.UpdateSubjectPrefix+s)
 	}
-	if _, err := ljs.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: stream,
-		Subjects: subjects, Storage: jetstream.FileStorage,
-		Duplicates: 2 * time.Minute, MaxMsgSize: federated.MaxUpdateBytes}); err != nil {
-		return fmt.Errorf("create the region's update stream: %w", err)
-	}
-	cons, err := ljs.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: consumerName,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: 4096})
-	if err != nil {
-		return fmt.Errorf("create the region's update consumer: %w", err)
+	// (the region's server not ready yet, its JetStream starting: retried
+	// with capped, jittered backoff until ctx ends; a refusal ends Run)
+	var cons jetstream.Consumer
+	for bo := backoff.New(250*time.Millisecond, 5*time.Second, g.cfg.Seed^0x5e70); ; {
+		_, err := ljs.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: stream,
+			Subjects: subjects, Storage: jetstream.FileStorage,
+			Duplicates: 2 * time.Minute, MaxMsgSize: federated.MaxUpdateBytes, MaxAge: StreamMaxAge})
+		if err != nil {
+			err = fmt.Errorf("create the region's update stream: %w", err)
+		} else {
+			cons, err = ljs.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: consumerName,
+				AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: 4096})
+			if err != nil {
+				err = fmt.Errorf("create the region's update consumer: %w", err)
+			}
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil // stopped
+		}
+		if !bus.Transient(err) {
+			return err
+		}
+		g.log.Warn("the region's server is not ready; retrying", "err", err)
+		if !bo.Sleep(ctx) {
+			return nil
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

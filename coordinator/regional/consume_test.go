@@ -219,7 +219,10 @@ func (d *deliveredJudge) ProcessRegional(ctx context.Context, _ string, data []b
 // with one, when the next came after its wait). Without the bound (as
 // before) a request took up to 8 of the largest aggregates, 512 MiB, and
 // the server delivered all five at once. Every aggregate is still judged,
-// once.
+// once. (On a machine so loaded that a request expires while its
+// aggregates are in flight, the server delivers them again after
+// AckWait and the bound cannot be read: the test says so and checks only
+// that all five are judged.)
 func TestConsumeFetchBytes(t *testing.T) {
 	const size, n = 22 << 20, 5
 	srv := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), MaxPayload: 32 << 20})
@@ -251,14 +254,31 @@ func TestConsumeFetchBytes(t *testing.T) {
 			Opened: func(c jetstream.Consumer) { d.cons <- c },
 		})
 	}()
-	fltest.Eventually(t, 60*time.Second, fmt.Sprintf("%d aggregates judged", n), func() (bool, string) {
+	// (beyond the consumer's AckWait, a minute: under heavy load a pull
+	// request can expire while its 44 MiB are in flight, and nats.go drops
+	// what arrives after; the server delivers those again after AckWait)
+	fltest.Eventually(t, 3*time.Minute, fmt.Sprintf("%d aggregates judged", n), func() (bool, string) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		return len(d.delivered) == n, fmt.Sprint("delivered when judged ", d.delivered)
 	})
+	cons := <-d.cons
+	d.cons <- cons // (for the judge, should the server deliver once more)
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("consume ended with %v", err)
+	}
+	if again := info.Delivered.Consumer - info.Delivered.Stream; again > 0 {
+		// the bound is on what one request brings: with a request lost
+		// in flight, the server's count includes its redelivery (the
+		// consumer's sequence counts every delivery, the stream's each
+		// message once)
+		t.Logf("not checking the bound: %d deliveries were again (a pull request expired while its aggregates were in flight, the machine loaded); delivered when judged %v", again, d.delivered)
+		return
 	}
 	for k := 1; k <= n; k++ {
 		if got, most := d.delivered[k], uint64(2*((k+1)/2)); got > most {

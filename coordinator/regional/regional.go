@@ -107,11 +107,17 @@ func Decode(subject string, data []byte, regions *federated.Regions) (*federated
 }
 
 // Config is the regional stream's configuration, which Consume creates
-// or updates.
+// or updates. Its de-duplication window is Duplicates held to MaxAge
+// (when there is one): the server refuses a longer window (as the update
+// stream's, bus.Options.StreamConfig).
 func (s Stream) Config() jetstream.StreamConfig {
+	dup := s.Duplicates
+	if s.MaxAge > 0 && dup > s.MaxAge {
+		dup = s.MaxAge
+	}
 	return jetstream.StreamConfig{Name: federated.RegionalStream,
 		Subjects: []string{federated.RegionalSubjectPrefix + "*"}, Storage: jetstream.FileStorage,
-		Duplicates: s.Duplicates, MaxMsgSize: federated.MaxUpdateBytes, MaxAge: s.MaxAge,
+		Duplicates: dup, MaxMsgSize: federated.MaxUpdateBytes, MaxAge: s.MaxAge,
 		Replicas: s.Replicas}
 }
 
@@ -119,12 +125,11 @@ func (s Stream) Config() jetstream.StreamConfig {
 // each aggregate to j until ctx ends, j fails fatally (h.Fatal), or the
 // consumer is deleted (an error wrapping bus.ErrConsumerGone: with
 // high availability a later active deleted it). Any other fetch failure,
-// and a store failure, is retried with capped, jittered backoff.
+// and a store failure, is retried with capped, jittered backoff; so is a
+// transient failure (bus.Transient) to create the stream or the consumer,
+// until ctx ends; a refusal of either ends Consume.
 func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h Hooks) error {
-	if _, err := js.CreateOrUpdateStream(ctx, s.Config()); err != nil {
-		return fmt.Errorf("create regional stream: %w", err)
-	}
-	cons, err := openConsumer(ctx, js, s, h.Log)
+	cons, err := setup(ctx, js, s, h)
 	if err != nil {
 		return err
 	}
@@ -177,6 +182,35 @@ func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h H
 		bo.Reset()
 	}
 	return ctx.Err()
+}
+
+// setup creates (or updates) the regional stream and opens the consumer,
+// retrying a transient failure (a timeout, no responders, a server that
+// is not ready: bus.Transient) with capped, jittered backoff until ctx
+// ends (its error); any other failure is returned.
+func setup(ctx context.Context, js jetstream.JetStream, s Stream, h Hooks) (jetstream.Consumer, error) {
+	bo := backoff.New(250*time.Millisecond, 5*time.Second, s.Seed^0x5e7a)
+	for {
+		_, err := js.CreateOrUpdateStream(ctx, s.Config())
+		if err != nil {
+			err = fmt.Errorf("create regional stream: %w", err)
+		} else {
+			var cons jetstream.Consumer
+			if cons, err = openConsumer(ctx, js, s, h.Log); err == nil {
+				return cons, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !bus.Transient(err) {
+			return nil, err
+		}
+		h.Warn("setup-regional", "setting up the regional stream failed; retrying", "err", err)
+		if !bo.Sleep(ctx) {
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // fetchBatch is the most aggregates one pull request brings (and at most

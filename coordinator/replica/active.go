@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -214,18 +215,18 @@ func (a *Active) Fence(ctx context.Context, js jetstream.JetStream, regional boo
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		var cur Checkpoint
-		var rev uint64
-		e, err := a.kv.Get(ctx, CheckpointKey)
+		// (from the leader: a KV get is a direct get, and a follower
+		// behind it showed an earlier pointer, whose revision every claim
+		// was refused on, as fast as it was asked, until it caught up; a
+		// pointer deleted by hand is claimed on its delete marker's
+		// revision, where a KV get's not found made it revision 0, refused
+		// for ever)
+		cur, rev, _, err := a.pointer(ctx)
 		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case errors.Is(err, ErrCheckpoint):
+			return false, err
 		case err != nil:
 			return false, fmt.Errorf("read the checkpoint pointer: %w", err)
-		default:
-			rev = e.Revision()
-			if cur, err = DecodeCheckpoint(e.Value()); err != nil {
-				return false, err
-			}
 		}
 		later, err := a.later(ctx, cur.Epoch)
 		if err != nil {
@@ -255,15 +256,32 @@ func (a *Active) Fence(ctx context.Context, js jetstream.JetStream, regional boo
 		a.regFloor.Store(next.Regional)
 		a.regJudged.Store(next.Regional)
 		// the streams' ends now: judged again before a deadline closes
-		if s, err := js.Stream(ctx, federated.UpdateStream); err == nil {
-			a.catchUp = s.CachedInfo().State.LastSeq
-		}
-		if s, err := js.Stream(ctx, federated.RegionalStream); err == nil && regional {
-			a.regCatchUp = s.CachedInfo().State.LastSeq
+		a.catchUp = a.streamEnd(ctx, js, federated.UpdateStream)
+		if regional {
+			a.regCatchUp = a.streamEnd(ctx, js, federated.RegionalStream)
 		}
 		a.until = time.Now().Add(CatchUpLimit)
 		return took, nil
 	}
+}
+
+// streamEnd is the last sequence of stream (0: there is none), what a
+// new active judges again before a deadline closes a round. One it
+// cannot read (a takeover after the server leading the stream was lost:
+// the lookup times out while the stream elects a leader) is taken for
+// more than will be judged: the deadline is held for all of CatchUpLimit
+// (with 0 it was not held at all, and an update the deposed active had
+// accepted in time could be refused as late).
+func (a *Active) streamEnd(ctx context.Context, js jetstream.JetStream, stream string) uint64 {
+	s, err := js.Stream(ctx, stream)
+	switch {
+	case err == nil:
+		return s.CachedInfo().State.LastSeq
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return 0
+	}
+	a.log.Warn("read where a stream ends: rounds wait the whole catch-up limit before closing at a deadline", "stream", stream, "limit", CatchUpLimit, "err", err)
+	return math.MaxUint64
 }
 
 // later reports whether epoch e is a later active's than this one's: it

@@ -132,3 +132,61 @@ func TestFenceRegionalCatchUp(t *testing.T) {
 		}
 	}
 }
+
+// streamless fails every stream lookup of the named stream with a
+// timeout (its leader lost with a server, not yet elected again).
+type streamless struct {
+	jetstream.JetStream
+	name string
+}
+
+func (j streamless) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	if name == j.name {
+		return nil, context.DeadlineExceeded
+	}
+	return j.JetStream.Stream(ctx, name)
+}
+
+// TestFenceCatchUpStreamUnreadable: a new active that cannot read where
+// a stream it consumes ends (a takeover after the NATS server leading
+// that stream was lost: the lookup times out while the stream elects a
+// leader) holds back closing a round at its deadline for CatchUpLimit,
+// as if the stream held more than it has judged, rather than not at all:
+// an update (or regional aggregate) the deposed active accepted in time
+// would otherwise be refused as late. A stream that does not exist has
+// nothing to catch up on.
+func TestFenceCatchUpStreamUnreadable(t *testing.T) {
+	js, b, log := setup(t)
+	ctx := context.Background()
+	for _, name := range []string{federated.UpdateStream, federated.RegionalStream} {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := js.Publish(ctx, name+".x", []byte("m")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i, name := range []string{federated.UpdateStream, federated.RegionalStream} {
+		a := replica.NewActive("b", uint64(i+1), b, func() {}, log)
+		if _, err := a.Fence(ctx, streamless{js, name}, true); err != nil {
+			t.Fatalf("fence with %s unreadable: %v", name, err)
+		}
+		a.Judged(3)
+		a.RegionalJudged(3)
+		if !a.CatchingUp() {
+			t.Errorf("%s unreadable at the fence: not catching up; want the deadline held for CatchUpLimit", name)
+		}
+	}
+	if err := js.DeleteStream(ctx, federated.RegionalStream); err != nil {
+		t.Fatal(err)
+	}
+	a := replica.NewActive("b", 3, b, func() {}, log)
+	if _, err := a.Fence(ctx, js, true); err != nil {
+		t.Fatal(err)
+	}
+	if a.Judged(3); a.CatchingUp() {
+		t.Error("no regional stream, update stream judged to its end: still catching up")
+	}
+}

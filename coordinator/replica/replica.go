@@ -90,23 +90,32 @@ func IsConflict(err error) bool {
 // CASPut writes key by compare-and-set on rev and returns the new
 // revision. A write of ours that the server applied though its answer
 // was lost (a timeout under load) leaves rev stale: a conflict with a
-// value ours says (an earlier write of this replica) adopts that value's
-// revision (and is the answer when it is raw itself); any other conflict
-// is returned (IsConflict).
+// value ours says (an earlier write of this replica) writes raw again by
+// compare-and-set on that value's revision; any other conflict is
+// returned (IsConflict). The value read is never adopted without that
+// write: a KV get is a direct get, which a follower behind the stream's
+// leader may answer with an earlier write of ours after another
+// replica's (the lease's value is the same at every renewal), and only
+// the leader's compare-and-set tells (a refused one reads again, at most
+// casReads times in all: the next read may come from a replica that is
+// up to date).
 func CASPut(ctx context.Context, kv jetstream.KeyValue, key string, raw []byte, rev uint64, ours func([]byte) bool) (uint64, error) {
 	nrev, err := kv.Update(ctx, key, raw, rev)
-	if !IsConflict(err) {
-		return nrev, err
+	for range casReads {
+		if !IsConflict(err) {
+			return nrev, err
+		}
+		e, gerr := kv.Get(ctx, key)
+		if gerr != nil || !ours(e.Value()) {
+			return 0, err
+		}
+		nrev, err = kv.Update(ctx, key, raw, e.Revision())
 	}
-	e, gerr := kv.Get(ctx, key)
-	if gerr != nil || !ours(e.Value()) {
-		return 0, err
-	}
-	if bytes.Equal(e.Value(), raw) {
-		return e.Revision(), nil
-	}
-	return kv.Update(ctx, key, raw, e.Revision())
+	return nrev, err
 }
+
+// casReads bounds CASPut's reads after a refused compare-and-set.
+const casReads = 3
 
 // Clock is what a lease is timed with: SystemClock, or a test's.
 type Clock interface {

@@ -1,0 +1,134 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
+	"github.com/edgesched/edgesched/internal/testutil/natstest"
+)
+
+// TestRunStreamAgeLimit: the region's update stream keeps its sites'
+// updates for at most StreamMaxAge. The aggregator acks what it judged
+// but cannot purge it (its NATS permissions: stream create, update and
+// info only), and the stream had no limit: the region's server kept every
+// update ever sent, until its disk filled. A stream an earlier version
+// created without a limit gets it.
+func TestRunStreamAgeLimit(t *testing.T) {
+	srv := natstest.StartNATS(t)
+	nc := natstest.Connect(t, srv.ClientURL(), t.Name())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stream := federated.RegionUpdateStream("eu")
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{federated.UpdateSubjectPrefix + "s1"},
+		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute, MaxMsgSize: federated.MaxUpdateBytes}); err != nil {
+		t.Fatal(err)
+	}
+	reg := &federated.Registry{}
+	if err := reg.Add("s1", key(t, 1).Public()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Region, cfg.DataDir, cfg.Sites, cfg.Signer = "eu", t.TempDir(), reg, key(t, 9)
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- g.Run(rctx, nc, nc) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	var got jetstream.StreamConfig
+	fltest.Eventually(t, 10*time.Second, "the region's stream limited by age", func() (bool, string) {
+		select {
+		case err := <-done:
+			done <- err // (for the deferred wait)
+			t.Fatalf("run ended: %v", err)
+		default:
+		}
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return false, err.Error()
+		}
+		got = s.CachedInfo().Config
+		return got.MaxAge == StreamMaxAge, fmt.Sprintf("max age %v, want %v", got.MaxAge, StreamMaxAge)
+	})
+	if got.Duplicates != 2*time.Minute {
+		t.Fatalf("duplicates window %v, want 2m", got.Duplicates)
+	}
+}
+
+// TestRunSetupRetried: the region's server not ready when the aggregator
+// starts (its JetStream not yet up: both restarted by a node's reboot)
+// is waited for with backoff, rather than ending Run, and with it the
+// process (which its supervisor then starts again at growing intervals).
+func TestRunSetupRetried(t *testing.T) {
+	dir := t.TempDir()
+	first := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1}) // (no JetStream yet)
+	port := first.Addr().(*net.TCPAddr).Port
+	nc := natstest.Connect(t, first.ClientURL(), t.Name())
+	reg := &federated.Registry{}
+	if err := reg.Add("s1", key(t, 1).Public()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Region, cfg.DataDir, cfg.Sites, cfg.Signer = "eu", t.TempDir(), reg, key(t, 9)
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, nc, nc) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	// the first attempt is refused (no JetStream), then the server
+	// restarts with it
+	fltest.Eventually(t, 10*time.Second, "a refused attempt", func() (bool, string) {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("run ended while the region's server had no JetStream: %v", err)
+		default:
+		}
+		return first.NumSubscriptions() > 0 && nc.Stats().OutMsgs > 0, "none yet"
+	})
+	first.Shutdown()
+	srv := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir})
+	js, err := jetstream.New(natstest.Connect(t, srv.ClientURL(), "probe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fltest.Eventually(t, 30*time.Second, "the region's stream and consumer", func() (bool, string) {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("run ended: %v", err)
+		default:
+		}
+		_, err := js.Consumer(context.Background(), federated.RegionUpdateStream("eu"), consumerName)
+		return err == nil, fmt.Sprint(err)
+	})
+}
