@@ -327,8 +327,8 @@ func TestOutOfOrderRedelivery(t *testing.T) {
 		t.Fatalf("seq 2 again: %+v with %d replays, want accepted and none more counted", ack, replays())
 	}
 	// a judged one below HWM again: a replay, counted
-	if ack := process(1); ack.Status != federated.Duplicate || ack.Reason != federated.ReasonReplay || replays() != 2 {
-		t.Fatalf("seq 1 again: %+v with %d replays, want duplicate/replay and 2 counted", ack, replays())
+	if ack := process(1); ack.Status != federated.Duplicate || ack.Reason != federated.ReasonReplay || ack.HWM != 2 || replays() != 2 {
+		t.Fatalf("seq 1 again: %+v with %d replays, want duplicate/replay with high-water mark 2 and 2 counted", ack, replays())
 	}
 	// far below the kept verdicts: a replay even though never judged (with
 	// HWM 2+judgedWindow+1, verdicts are kept for seqs above 3: 3 is out)

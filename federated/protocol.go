@@ -152,6 +152,14 @@ type Ack struct {
 	Status AckStatus `json:"status"`
 	// Reason names why an update was rejected (a RejectReason).
 	Reason string `json:"reason,omitempty"`
+	// HWM, on a replay (Duplicate, ReasonReplay) only, is the highest
+	// sequence the coordinator has seen from the site: a site whose
+	// store lost its sequence (a new agent.db) continues above it rather
+	// than have every update refused until its count passes it. Zero is
+	// absent (a coordinator before it sends none). An agent before it
+	// refuses the field (decoders are strict): it misses counting that
+	// duplicate, nothing else.
+	HWM uint64 `json:"hwm,omitempty"`
 }
 
 // Reasons an update is rejected; the coordinator counts each.
@@ -423,6 +431,10 @@ func DecodeAck(b []byte) (*Ack, error) {
 		return nil, fmt.Errorf("%w: ack for site %q seq %d", ErrMessage, a.Site, a.Seq)
 	case a.Status != Accepted && a.Status != Duplicate && a.Status != Rejected:
 		return nil, fmt.Errorf("%w: ack status %q", ErrMessage, a.Status)
+	case a.HWM != 0 && (a.Status != Duplicate || a.Reason != ReasonReplay):
+		return nil, fmt.Errorf("%w: ack %s (%s) with a high-water mark: only a replay carries one", ErrMessage, a.Status, a.Reason)
+	case a.HWM != 0 && (a.HWM < a.Seq || a.HWM > MaxSeq):
+		return nil, fmt.Errorf("%w: ack of replayed seq %d with high-water mark %d: want from the seq to %d", ErrMessage, a.Seq, a.HWM, uint64(MaxSeq))
 	}
 	return &a, nil
 }

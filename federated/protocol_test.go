@@ -359,6 +359,8 @@ func TestControlRoundTrip(t *testing.T) {
 	rejected.Status, rejected.Reason = Rejected, ReasonStaleRound
 	dup := sampleAck()
 	dup.Status, dup.Round = Duplicate, 0
+	replay := sampleAck()
+	replay.Status, replay.Reason, replay.HWM = Duplicate, ReasonReplay, MaxSeq
 	notice := sampleNotice()
 	noticeNoRound := sampleNotice()
 	noticeNoRound.Round = 0
@@ -416,6 +418,7 @@ func TestControlRoundTrip(t *testing.T) {
 		{"ack accepted", sampleAck(), ack(sampleAck())},
 		{"ack rejected with reason", rejected, ack(rejected)},
 		{"ack duplicate", dup, ack(dup)},
+		{"ack replay with the high-water mark", replay, ack(replay)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := mustMarshal(t, tc.msg)
@@ -571,6 +574,13 @@ func TestDecodeAckRefusals(t *testing.T) {
 		{"status unknown", `ack status "ok"`, m(set("status", "ok"))},
 		{"status wrong case", `ack status "Accepted"`, m(set("status", "Accepted"))},
 		{"reason not a string", "cannot unmarshal number", m(set("reason", 3))},
+		// a high-water mark only on a replay, from its seq to MaxSeq
+		{"hwm on an accepted ack", "only a replay carries one", m(set("hwm", 9))},
+		{"hwm on a duplicate without reason", "only a replay carries one", m(func(v map[string]any) { v["status"], v["hwm"] = "duplicate", 9 })},
+		{"hwm on a rejection", "only a replay carries one", m(func(v map[string]any) { v["status"], v["reason"], v["hwm"] = "rejected", ReasonReplay, 9 })},
+		{"hwm below the seq", "high-water mark 6", m(func(v map[string]any) { v["status"], v["reason"], v["hwm"] = "duplicate", ReasonReplay, 6 })},
+		{"hwm above MaxSeq", "high-water mark 9223372036854775808", m(func(v map[string]any) { v["status"], v["reason"], v["hwm"] = "duplicate", ReasonReplay, uint64(MaxSeq) + 1 })},
+		{"hwm negative", "cannot unmarshal number", m(func(v map[string]any) { v["status"], v["reason"], v["hwm"] = "duplicate", ReasonReplay, -1 })},
 	})
 }
 

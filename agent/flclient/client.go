@@ -717,7 +717,19 @@ func (c *Client) onAck(m *nats.Msg) {
 	if err != nil || a.Site != c.cfg.Site {
 		return
 	}
+	var caught, from uint64
 	_ = c.db.Update(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		from = getU64(m, keySeq)
+		if a.HWM > from && a.HWM-from <= maxSeqCatchUp {
+			// the coordinator has seen sequences above this store's
+			// newest (the store was lost or restored from an old copy):
+			// continue above them; the update acked is lost either way
+			if err := m.Put(keySeq, u64(a.HWM)); err != nil {
+				return err
+			}
+			caught = a.HWM
+		}
 		return bumpCounters(tx, func(k *Counters) {
 			switch a.Status {
 			case federated.Accepted:
@@ -730,10 +742,25 @@ func (c *Client) onAck(m *nats.Msg) {
 				}
 				k.Rejected[a.Reason]++
 			}
+			if caught != 0 {
+				k.SequenceCatchUps++
+			}
 		})
 	})
+	switch {
+	case caught != 0:
+		c.log.Warn("the coordinator has seen newer sequences of this site than this store (a lost or restored agent.db?): continuing above them",
+			"refused", a.Seq, "store", from, "coordinator", a.HWM)
+	case a.HWM > from:
+		c.log.Warn("a replay ack's high-water mark is implausibly far ahead: ignored", "refused", a.Seq, "store", from, "coordinator", a.HWM, "limit", maxSeqCatchUp)
+	}
 	c.report()
 }
+
+// maxSeqCatchUp bounds how far one replay ack may move this store's
+// sequence (onAck): 2^32 updates, beyond any site's history, so an ack
+// that is not the coordinator's cannot exhaust the sequence at once.
+const maxSeqCatchUp = 1 << 32
 
 // pruneBlobs keeps the artifacts of the installed and last-known-good
 // versions only.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/federated"
@@ -137,5 +138,59 @@ func TestRetryTraining(t *testing.T) {
 		if got := retryTraining(tc.a, tc.err, tc.now); got != tc.want {
 			t.Errorf("%s: retry %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestReplayAckCatchUp: a replay ack carrying the coordinator's
+// high-water mark above this store's newest sequence moves the sequence
+// up to it (the store was lost or restored from an old copy), so the next
+// update is above it; an ack whose mark is not above the store's, or is
+// more than maxSeqCatchUp ahead, another site's, or an accepted one,
+// changes nothing. The counters count the ack either way.
+func TestReplayAckCatchUp(t *testing.T) {
+	const local = 5
+	replay := func(seq, hwm uint64) federated.Ack {
+		return federated.Ack{V: federated.ProtocolVersion, Site: "store-1", Seq: seq, Round: 3, Status: federated.Duplicate, Reason: federated.ReasonReplay, HWM: hwm}
+	}
+	other := replay(1, 40)
+	other.Site = "store-2"
+	for _, tc := range []struct {
+		name    string
+		ack     federated.Ack
+		wantSeq uint64
+		caught  int
+	}{
+		{"mark ahead: caught up", replay(1, 40), 40, 1},
+		{"mark at the bound", replay(1, local+maxSeqCatchUp), local + maxSeqCatchUp, 1},
+		{"mark past the bound: ignored", replay(1, local+maxSeqCatchUp+1), local, 0},
+		{"mark at MaxSeq: ignored", replay(1, federated.MaxSeq), local, 0},
+		{"mark equal to the store's", replay(2, local), local, 0},
+		{"mark below the store's (an old replay)", replay(2, 3), local, 0},
+		{"replay without a mark (an older coordinator)", replay(2, 0), local, 0},
+		{"another site's ack", other, local, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(testConfig(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySeq, u64(local)) }); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := federated.Marshal(tc.ack)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.onAck(&nats.Msg{Data: raw})
+			st := mustStatus(t, c)
+			wantDup := 1
+			if tc.ack.Site != "store-1" {
+				wantDup = 0
+			}
+			if st.Seq != tc.wantSeq || st.Counters.SequenceCatchUps != tc.caught || st.Counters.Duplicate != wantDup {
+				t.Fatalf("sequence %d, %d catch-ups, %d duplicates; want %d, %d, %d", st.Seq, st.Counters.SequenceCatchUps, st.Counters.Duplicate, tc.wantSeq, tc.caught, wantDup)
+			}
+		})
 	}
 }

@@ -51,7 +51,11 @@ type Counters struct {
 	RefusedModelReasons map[string]int `json:"refused_model_reasons,omitempty"`
 	LastRefusal         string         `json:"last_refusal,omitempty"`
 	// Freezes counts the times the model feed was found frozen.
-	Freezes          int    `json:"freezes,omitempty"`
+	Freezes int `json:"freezes,omitempty"`
+	// SequenceCatchUps counts replay acks that moved this store's
+	// sequence up to the coordinator's high-water mark (federated.Ack.HWM:
+	// the store had lost its sequence).
+	SequenceCatchUps int    `json:"sequence_catch_ups,omitempty"`
 	PublishFailures  int    `json:"publish_failures"`
 	LastPublishError string `json:"last_publish_error,omitempty"`
 }

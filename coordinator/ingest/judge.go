@@ -128,7 +128,9 @@ func (b *Batch) Judge(tx *bolt.Tx, in *Incoming, now time.Time) error {
 		// the same message again (a retry whose ack was lost, after the
 		// stream's de-duplication window) or an old one replayed: either
 		// way it changes nothing, and it is counted
-		ack.Status, ack.Reason = federated.Duplicate, federated.ReasonReplay
+		// with the high-water mark, so a site whose store lost its
+		// sequence continues above it (federated.Ack.HWM)
+		ack.Status, ack.Reason, ack.HWM = federated.Duplicate, federated.ReasonReplay, site.HWM
 		if site.Rejected == nil {
 			site.Rejected = map[string]int{}
 		}

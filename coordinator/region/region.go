@@ -240,15 +240,20 @@ func (g *Aggregator) judge(group []*incoming) error {
 				terms = append(terms, t)
 			}
 		}
-		if len(terms) == 0 {
-			return nil
+		if sum == nil {
+			return nil // (no summing round collects: nothing to seal)
 		}
-		sum.Add(terms, g.cfg.Verifiers)
-		g.buf = store.EncodeSum(g.buf, g.cur.Round.Round, sum)
-		if err := tx.Bucket(bucketSums).Put(u64(g.cur.Round.Round), g.buf); err != nil {
-			return err
+		if len(terms) > 0 {
+			sum.Add(terms, g.cfg.Verifiers)
+			g.buf = store.EncodeSum(g.buf, g.cur.Round.Round, sum)
+			if err := tx.Bucket(bucketSums).Put(u64(g.cur.Round.Round), g.buf); err != nil {
+				return err
+			}
 		}
-		complete = countPrefix(tx.Bucket(bucketCovered), u64(g.cur.Round.Round)) >= len(g.cfg.Sites.Sites()) // (a summing round)
+		// (also with nothing new: the update that completed the round
+		// delivered again after the seal that followed its commit failed,
+		// or never ran, seals it now)
+		complete = countPrefix(tx.Bucket(bucketCovered), u64(g.cur.Round.Round)) >= len(g.cfg.Sites.Sites())
 		return nil
 	})
 	if err != nil {
@@ -292,7 +297,9 @@ func (g *Aggregator) judgeOne(tx *bolt.Tx, in *incoming, sum *federated.FixedSum
 		}
 	}
 	if h.Seq <= hwm {
-		ack.Status, ack.Reason = federated.Duplicate, federated.ReasonReplay
+		// with the high-water mark: a site whose store lost its sequence
+		// continues above it (federated.Ack.HWM)
+		ack.Status, ack.Reason, ack.HWM = federated.Duplicate, federated.ReasonReplay, hwm
 		return none, false, nil
 	}
 	if err := hb.Put([]byte(h.Site), u64(h.Seq)); err != nil {

@@ -132,6 +132,11 @@ func TestVerdicts(t *testing.T) {
 			t.Errorf("%s: ack %+v, want none", tc.name, ack)
 		case tc.status != "" && (ack == nil || ack.Status != tc.status || ack.Reason != tc.reason):
 			t.Errorf("%s: ack %+v, want %s %s", tc.name, ack, tc.status, tc.reason)
+		case ack != nil && tc.status == federated.Duplicate && ack.HWM != 5:
+			// a replay tells the site how far it had come (s1's newest: 5)
+			t.Errorf("%s: ack %+v, want the high-water mark 5", tc.name, ack)
+		case ack != nil && tc.status != federated.Duplicate && ack.HWM != 0:
+			t.Errorf("%s: ack %+v with a high-water mark, want none (only a replay's has one)", tc.name, ack)
 		case counted != tc.counted:
 			t.Errorf("%s: %d counted, want %d", tc.name, counted, tc.counted)
 		}
