@@ -19,6 +19,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/backoff"
 	"github.com/edgesched/edgesched/internal/boltkv"
+	"github.com/edgesched/edgesched/internal/ratelog"
 )
 
 // consumerName is the region's durable consumer of its update stream
@@ -246,6 +247,10 @@ func (g *Aggregator) relay(ctx context.Context, rjs jetstream.JetStream, in *inc
 func (g *Aggregator) follow(ctx context.Context, root *nats.Conn, rjs jetstream.JetStream) error {
 	t := time.NewTicker(g.cfg.PollInterval)
 	defer t.Stop()
+	// (a warning a minute at most: a WAN outage fails every tick, and an
+	// aggregate the root never takes, one over its max_payload, stops the
+	// region following rounds, which an operator must see)
+	lim := ratelog.New(g.log, time.Minute)
 	var kv jetstream.KeyValue
 	for {
 		if err := g.step(ctx, root, rjs, &kv); err != nil {
@@ -253,7 +258,7 @@ func (g *Aggregator) follow(ctx context.Context, root *nats.Conn, rjs jetstream.
 				return err
 			}
 			if ctx.Err() == nil {
-				g.log.Debug("following the root's round", "err", err)
+				lim.Warn("follow", "following the root's round failed; retried every poll", "err", err)
 			}
 		}
 		select {
