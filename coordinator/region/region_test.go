@@ -3,27 +3,16 @@ package region
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgesched/edgesched/coordinator"
-	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/quant/esu"
 )
-
-func key(t *testing.T, seed byte) *quant.Signer {
-	t.Helper()
-	s, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{seed, 0x6e}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 func TestConfigValidate(t *testing.T) {
 	reg := &federated.Registry{}
@@ -60,22 +49,8 @@ func TestConfigValidate(t *testing.T) {
 // when its last site contributed, and keeps all of it across a restart.
 func TestVerdicts(t *testing.T) {
 	const dims = 64
-	sites := []string{"s1", "s2", "s3"}
-	keys := map[string]*quant.Signer{}
-	reg := &federated.Registry{}
-	for i, s := range sites {
-		keys[s] = key(t, byte(i+1))
-		if err := reg.Add(s, keys[s].Public()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	base := strings.Repeat("ab", 32)
-	shift, wshift, ok := federated.FixedShifts(10, 1000, 10)
-	if !ok {
-		t.Fatal("bounds")
-	}
-	round := &coordinator.Round{Round: 2, Mode: federated.Sync, State: coordinator.StateCollecting, BaseModel: base, BaseVersion: 1,
-		MaxNorm: 100, MaxSamples: 1000, ClipNorm: 10, Sum: &store.SumSpec{Rule: federated.RuleFedAvg, N: 10, MaxWeight: 1000, MaxAbs: 10, Shift: shift, WShift: wshift}}
+	reg, keys := testSites(t, "s1", "s2", "s3")
+	round, base := summingRound(t)
 	cfg := DefaultConfig()
 	cfg.Region, cfg.DataDir, cfg.Sites, cfg.Signer = "eu", t.TempDir(), reg, key(t, 9)
 	g, err := New(cfg)

@@ -1,14 +1,11 @@
 package region
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgesched/edgesched/coordinator"
-	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
-	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/quant/esu"
 )
 
@@ -22,22 +19,8 @@ import (
 // region that had everything.
 func TestSealAfterFailedSeal(t *testing.T) {
 	const dims = 16
-	sites := []string{"s1", "s2"}
-	keys := map[string]*quant.Signer{}
-	reg := &federated.Registry{}
-	for i, s := range sites {
-		keys[s] = key(t, byte(i+1))
-		if err := reg.Add(s, keys[s].Public()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	base := strings.Repeat("ab", 32)
-	shift, wshift, ok := federated.FixedShifts(10, 1000, 10)
-	if !ok {
-		t.Fatal("bounds")
-	}
-	round := &coordinator.Round{Round: 2, Mode: federated.Sync, State: coordinator.StateCollecting, BaseModel: base, BaseVersion: 1,
-		MaxNorm: 100, MaxSamples: 1000, ClipNorm: 10, Sum: &store.SumSpec{Rule: federated.RuleFedAvg, N: 10, MaxWeight: 1000, MaxAbs: 10, Shift: shift, WShift: wshift}}
+	reg, keys := testSites(t, "s1", "s2")
+	round, base := summingRound(t)
 	msg := func(site string) []byte {
 		v := make([]float32, dims)
 		for j := range v {

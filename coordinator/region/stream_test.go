@@ -2,7 +2,6 @@ package region
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"testing"
@@ -35,34 +34,11 @@ func TestRunStreamAgeLimit(t *testing.T) {
 		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute, MaxMsgSize: federated.MaxUpdateBytes}); err != nil {
 		t.Fatal(err)
 	}
-	reg := &federated.Registry{}
-	if err := reg.Add("s1", key(t, 1).Public()); err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.Region, cfg.DataDir, cfg.Sites, cfg.Signer = "eu", t.TempDir(), reg, key(t, 9)
-	g, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- g.Run(rctx, nc, nc) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("run: %v", err)
-		}
-	}()
+	reg, _ := testSites(t, "s1")
+	ended := runAggregator(t, newAggregator(t, reg), nc)
 	var got jetstream.StreamConfig
 	fltest.Eventually(t, 10*time.Second, "the region's stream limited by age", func() (bool, string) {
-		select {
-		case err := <-done:
-			done <- err // (for the deferred wait)
-			t.Fatalf("run ended: %v", err)
-		default:
-		}
+		ended()
 		s, err := js.Stream(ctx, stream)
 		if err != nil {
 			return false, err.Error()
@@ -84,35 +60,12 @@ func TestRunSetupRetried(t *testing.T) {
 	first := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1}) // (no JetStream yet)
 	port := first.Addr().(*net.TCPAddr).Port
 	nc := natstest.Connect(t, first.ClientURL(), t.Name())
-	reg := &federated.Registry{}
-	if err := reg.Add("s1", key(t, 1).Public()); err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.Region, cfg.DataDir, cfg.Sites, cfg.Signer = "eu", t.TempDir(), reg, key(t, 9)
-	g, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, nc, nc) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("run: %v", err)
-		}
-	}()
+	reg, _ := testSites(t, "s1")
+	ended := runAggregator(t, newAggregator(t, reg), nc)
 	// the first attempt is refused (no JetStream), then the server
 	// restarts with it
 	fltest.Eventually(t, 10*time.Second, "a refused attempt", func() (bool, string) {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("run ended while the region's server had no JetStream: %v", err)
-		default:
-		}
+		ended()
 		return first.NumSubscriptions() > 0 && nc.Stats().OutMsgs > 0, "none yet"
 	})
 	first.Shutdown()
@@ -122,12 +75,7 @@ func TestRunSetupRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	fltest.Eventually(t, 30*time.Second, "the region's stream and consumer", func() (bool, string) {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("run ended: %v", err)
-		default:
-		}
+		ended()
 		_, err := js.Consumer(context.Background(), federated.RegionUpdateStream("eu"), consumerName)
 		return err == nil, fmt.Sprint(err)
 	})
