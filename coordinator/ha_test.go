@@ -26,18 +26,7 @@ import (
 // lease (no replica would then ingest anything).
 func TestHAConsumerDeletedDeposes(t *testing.T) {
 	url := fltest.StartNATS(t).ClientURL()
-	signer, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{7}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sitePub, err := quant.GenerateKey(rand.NewChaCha8([32]byte{8}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := &federated.Registry{}
-	if err := reg.Add("site-a", sitePub); err != nil {
-		t.Fatal(err)
-	}
+	signer, reg := haKeys(t)
 	cfg := fltest.CoordinatorConfig(t.TempDir(), reg, signer)
 	cfg.HA, cfg.ReplicaID, cfg.LeaseTTL, cfg.CheckpointEvery = true, "a", 2*time.Second, time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
@@ -92,18 +81,7 @@ func TestHAConsumerDeletedDeposes(t *testing.T) {
 // again as a standby.
 func TestHADeposedDuringBootstrap(t *testing.T) {
 	url := fltest.StartNATS(t).ClientURL()
-	signer, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{7}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sitePub, err := quant.GenerateKey(rand.NewChaCha8([32]byte{8}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := &federated.Registry{}
-	if err := reg.Add("site-a", sitePub); err != nil {
-		t.Fatal(err)
-	}
+	signer, reg := haKeys(t)
 	js, err := jetstream.New(fltest.Connect(t, url, "impostor"))
 	if err != nil {
 		t.Fatal(err)
@@ -131,4 +109,23 @@ func TestHADeposedDuringBootstrap(t *testing.T) {
 	if !errors.Is(err, coordinator.ErrDeposed) || errors.Is(err, context.Canceled) {
 		t.Fatalf("replica deposed while bootstrapping stopped with %v, want ErrDeposed", err)
 	}
+}
+
+// haKeys is a coordinator's signing key and a registry of one site,
+// site-a.
+func haKeys(t *testing.T) (*quant.Signer, *federated.Registry) {
+	t.Helper()
+	signer, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{7}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sitePub, err := quant.GenerateKey(rand.NewChaCha8([32]byte{8}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &federated.Registry{}
+	if err := reg.Add("site-a", sitePub); err != nil {
+		t.Fatal(err)
+	}
+	return signer, reg
 }
