@@ -15,6 +15,16 @@ import (
 	"github.com/edgesched/edgesched/quant"
 )
 
+// trusting is a keyring that trusts key alone.
+func trusting(t *testing.T, key *quant.Signer) *quant.Keyring {
+	t.Helper()
+	k := &quant.Keyring{}
+	if _, err := k.Add(key.Public()); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 func testConfig(t *testing.T) Config {
 	t.Helper()
 	signer, _, err := quant.GenerateKey(rand.NewChaCha8([32]byte{7}))

@@ -72,10 +72,7 @@ func TestDamagedObjectRefusedNotRefetched(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFeed(t)
 			cfg := testConfig(t)
-			cfg.ModelKeys = &quant.Keyring{}
-			if _, err := cfg.ModelKeys.Add(key.Public()); err != nil {
-				t.Fatal(err)
-			}
+			cfg.ModelKeys = trusting(t, key)
 			cfg.StatePoll, cfg.PublishTimeout = 50*time.Millisecond, time.Second
 			cfg.BackoffMin, cfg.BackoffMax, cfg.ReportInterval = 10*time.Millisecond, 50*time.Millisecond, 0
 			r := startClient(t, f, cfg)
@@ -139,10 +136,7 @@ func TestDamagedNoticeCounted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFeed(t)
 			cfg := testConfig(t)
-			cfg.ModelKeys = &quant.Keyring{}
-			if _, err := cfg.ModelKeys.Add(key.Public()); err != nil {
-				t.Fatal(err)
-			}
+			cfg.ModelKeys = trusting(t, key)
 			cfg.StatePoll, cfg.ReportInterval = 50*time.Millisecond, 0
 			r := startClient(t, f, cfg)
 			if _, err := f.kv.Put(context.Background(), federated.KeyModel, tc.notice); err != nil {

@@ -82,10 +82,7 @@ func TestFetchFailuresAreRetried(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFeed(t)
 			cfg := testConfig(t)
-			cfg.ModelKeys = &quant.Keyring{}
-			if _, err := cfg.ModelKeys.Add(key.Public()); err != nil {
-				t.Fatal(err)
-			}
+			cfg.ModelKeys = trusting(t, key)
 			cfg.StatePoll, cfg.PublishTimeout = 50*time.Millisecond, time.Second
 			cfg.BackoffMin, cfg.BackoffMax, cfg.ReportInterval = 10*time.Millisecond, 50*time.Millisecond, 0
 			fa, qa := f.artifacts(5, 2, time.Now())

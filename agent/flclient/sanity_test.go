@@ -18,10 +18,7 @@ func TestAbsurdModelRefused(t *testing.T) {
 	f := newFeed(t)
 	key, _, _ := quant.GenerateKey(rand.NewChaCha8([32]byte{6}))
 	cfg := testConfig(t)
-	cfg.ModelKeys = &quant.Keyring{}
-	if _, err := cfg.ModelKeys.Add(key.Public()); err != nil {
-		t.Fatal(err)
-	}
+	cfg.ModelKeys = trusting(t, key)
 	cfg.StatePoll, cfg.ReportInterval = 50*time.Millisecond, 0
 	r := startClient(t, f, cfg)
 	now := time.Now()

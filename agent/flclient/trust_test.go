@@ -218,10 +218,7 @@ func TestModelTrustRefusals(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	now := clk.Now()
 	cfg := testConfig(t)
-	cfg.ModelKeys = &quant.Keyring{}
-	if _, err := cfg.ModelKeys.Add(newKey.Public()); err != nil {
-		t.Fatal(err)
-	}
+	cfg.ModelKeys = trusting(t, newKey)
 	if _, err := cfg.ModelKeys.Retire(oldKey.Public()); err != nil {
 		t.Fatal(err)
 	}
@@ -320,10 +317,7 @@ func TestFreezeDetection(t *testing.T) {
 	key, _, _ := quant.GenerateKey(rand.NewChaCha8([32]byte{2}))
 	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	cfg := testConfig(t)
-	cfg.ModelKeys = &quant.Keyring{}
-	if _, err := cfg.ModelKeys.Add(key.Public()); err != nil {
-		t.Fatal(err)
-	}
+	cfg.ModelKeys = trusting(t, key)
 	cfg.MaxModelAge, cfg.FreezeAfter, cfg.Now, cfg.StatePoll = 24*time.Hour, time.Hour, clk.Now, 50*time.Millisecond
 	cfg.BackoffMin, cfg.BackoffMax, cfg.ReportInterval = 10*time.Millisecond, 100*time.Millisecond, 0
 	r := startClient(t, f, cfg)
