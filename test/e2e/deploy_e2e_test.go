@@ -621,6 +621,98 @@ func agentArgs(t *testing.T, s objSet) []string {
 	return container(t, typed[appsv1.DaemonSet](t, s, agentDS).Spec.Template.Spec, "agent").Args
 }
 
+// rbacPerms is every "GROUP RESOURCE VERB" (with " NAME" for rules
+// narrowed by resourceNames) that rules grant, sorted.
+func rbacPerms(rules []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					p := fmt.Sprintf("%s %s %s", g, res, v)
+					if len(r.ResourceNames) == 0 {
+						out = append(out, p)
+					}
+					for _, n := range r.ResourceNames {
+						out = append(out, p+" "+n)
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// checkAgentRBAC asserts the agent's RBAC is what its API client
+// (internal/kube.Interface) does and no more: every agent merge-patches
+// its own Node's annotation; with a site name every agent's trace
+// recorder lists and watches Pods and Nodes (informers: never a get), and
+// the site leader's Role covers its Lease (get, watch with the name's
+// field selector, update; create), the model, dependency graph and ledger
+// ConfigMaps (get, update; create) and the handovers (get, list, delete).
+// The agent records no Events (its client has no Events API).
+func checkAgentRBAC(t *testing.T, s objSet, site string) {
+	t.Helper()
+	want := []string{" nodes patch"}
+	if site != "" {
+		want = append(want, " nodes list", " nodes watch", " pods list", " pods watch")
+	}
+	slices.Sort(want)
+	if got := rbacPerms(typed[rbacv1.ClusterRole](t, s, "ClusterRole/edgesched:agent").Rules); !slices.Equal(got, want) {
+		t.Errorf("agent ClusterRole grants %q, want exactly %q", got, want)
+	}
+	if site == "" {
+		if _, ok := s[siteLeaderRol]; ok {
+			t.Errorf("%s rendered without a site name", siteLeaderRol)
+		}
+		return
+	}
+	lease, ledger := "edgesched-site-"+site, "edgesched-site-"+site+"-ledger"
+	want = []string{
+		"coordination.k8s.io leases create",
+		"coordination.k8s.io leases get " + lease, "coordination.k8s.io leases update " + lease, "coordination.k8s.io leases watch " + lease,
+		" configmaps create", " configmaps delete", " configmaps get", " configmaps list",
+		" configmaps get edgesched-model", " configmaps update edgesched-model",
+		" configmaps get edgesched-dependencies", " configmaps update edgesched-dependencies",
+		" configmaps get " + ledger, " configmaps update " + ledger,
+	}
+	slices.Sort(want)
+	if got := rbacPerms(typed[rbacv1.Role](t, s, siteLeaderRol).Rules); !slices.Equal(got, want) {
+		t.Errorf("site-leader Role grants %q, want exactly %q", got, want)
+	}
+}
+
+// checkSchedulerArch asserts the scheduler's pods may only run on nodes
+// of the architectures its image has (a required node affinity on
+// kubernetes.io/arch): the chart's edge-scheduler image is built for
+// linux/amd64 and linux/arm64 only, and an arm/v7 node of a mixed fleet
+// (the agent's third platform) has no image to run it.
+func checkSchedulerArch(t *testing.T, s objSet, want []string) {
+	t.Helper()
+	checkPodArch(t, schedDeploy, typed[appsv1.Deployment](t, s, schedDeploy).Spec.Template.Spec, want)
+}
+
+// checkPodArch asserts that the pods of spec require a node whose
+// kubernetes.io/arch is one of want (nil: no such requirement).
+func checkPodArch(t *testing.T, who string, spec corev1.PodSpec, want []string) {
+	t.Helper()
+	aff := spec.Affinity
+	var got []string
+	if aff != nil && aff.NodeAffinity != nil && aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, term := range aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, e := range term.MatchExpressions {
+				if e.Key == corev1.LabelArchStable && e.Operator == corev1.NodeSelectorOpIn {
+					got = append(got, e.Values...)
+				}
+			}
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: node affinity %+v: kubernetes.io/arch in %q, want %q", who, aff, got, want)
+	}
+}
+
 func TestDeployChart(t *testing.T) {
 	h := findHelm(t)
 	pub := testPublicKey(t)
@@ -649,6 +741,35 @@ func TestDeployChart(t *testing.T) {
 					t.Errorf("agent pod annotations %v: want prometheus.io/scrape and port 9560", a)
 				}
 				checkSchedulerModelState(t, s, true)
+				checkAgentRBAC(t, s, "")
+				checkSchedulerArch(t, s, []string{"amd64", "arm64"})
+			},
+		},
+		{
+			// two leader-elected replicas with the rollback floor: on
+			// distinct nodes (each opens its node's state file) and, as
+			// every scheduler pod, only on amd64 and arm64 nodes
+			name: "scheduler-replicas",
+			args: []string{"--set", "scheduler.replicas=2"},
+			want: []string{schedDeploy},
+			check: func(t *testing.T, s objSet) {
+				checkSchedulerArch(t, s, []string{"amd64", "arm64"})
+				spec := typed[appsv1.Deployment](t, s, schedDeploy).Spec.Template.Spec
+				if a := spec.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+					t.Errorf("scheduler affinity %+v: want the required anti-affinity of the replicas", a)
+				}
+				if !strings.Contains(typed[corev1.ConfigMap](t, s, schedConfig).Data["scheduler-config.yaml"], "leaderElect: true") {
+					t.Error("two scheduler replicas without leader election")
+				}
+			},
+		},
+		{
+			// an operator's own scheduler image for every architecture
+			name: "scheduler-any-architecture",
+			args: []string{"--set", "scheduler.architectures=null"},
+			want: []string{schedDeploy},
+			check: func(t *testing.T, s objSet) {
+				checkSchedulerArch(t, s, nil)
 			},
 		},
 		{
@@ -712,6 +833,10 @@ func TestDeployChart(t *testing.T) {
 				if ns := s[nsObj].GetLabels(); ns["pod-security.kubernetes.io/enforce"] != "privileged" {
 					t.Errorf("namespace labels %v: the agent needs the privileged Pod Security level", ns)
 				}
+				checkAgentRBAC(t, s, "lab-1")
+				// Docker Hub's nats image has every platform: the leaf may
+				// run on any node unless nats.leaf.architectures says
+				checkPodArch(t, leafDeploy, typed[appsv1.Deployment](t, s, leafDeploy).Spec.Template.Spec, nil)
 			},
 		},
 		{
@@ -802,6 +927,18 @@ func TestDeployChart(t *testing.T) {
 			},
 		},
 		{
+			// kernels 5.8 to 5.10 have CAP_BPF and CAP_PERFMON but still
+			// charge eBPF maps to the memlock rlimit (64 KiB under K3s's
+			// systemd unit on such distributions): the loader raises it,
+			// which takes CAP_SYS_RESOURCE (docs/deploy.md, "Privileges")
+			name: "kernel-5.10",
+			args: []string{"--set", "agent.extraCapabilities={SYS_RESOURCE}"},
+			want: []string{agentDS},
+			check: func(t *testing.T, s objSet) {
+				checkAgentPrivileges(t, s, []corev1.Capability{"BPF", "PERFMON", "SYS_RESOURCE"}, true)
+			},
+		},
+		{
 			name: "proc-only",
 			args: []string{"--set", "agent.ebpf.enabled=false", "--set", "agent.hostNetwork=false"},
 			want: []string{agentDS},
@@ -831,6 +968,12 @@ func TestDeployChart(t *testing.T) {
 		{"policy in the topology's ConfigMap", []string{"--set", "site.policyConfigMap=edgesched-topology"}, "site.policyConfigMap must differ"},
 		{"policy ConfigMap name", []string{"--set", "site.policyConfigMap=Policy_1"}, "/site/policyConfigMap"},
 		{"dependency graph interval", []string{"--set", "site.dependenciesInterval=often"}, "/site/dependenciesInterval"},
+		// two active schedulers would bind the same pods
+		{"scheduler replicas without leader election", []string{"--set", "scheduler.replicas=2", "--set", "scheduler.leaderElect=false"}, "need leader election"},
+		// K3s's embedded kube-scheduler is default-scheduler: edge-scheduler
+		// under that name would place every pod of the cluster, racing it
+		{"K3s's own scheduler name", []string{"--set", "scheduler.schedulerName=default-scheduler"}, "K3s's own scheduler"},
+		{"scheduler architecture", []string{"--set", "scheduler.architectures={arm/v7}"}, "/scheduler/architectures"},
 	}...)
 
 	// Everything that only renders runs before the control plane starts.
@@ -1305,8 +1448,10 @@ func checkInstall(ctx context.Context, t *testing.T, h *helmCLI, a *applier, cp 
 	t.Run("AgentRBAC", func(t *testing.T) {
 		checkAccess(ctx, t, cp, "edgesched-agent", []access{
 			{"patch", "", "nodes", "", "node-1", true},
-			{"get", "", "nodes", "", "node-1", true},
+			{"get", "", "nodes", "", "node-1", false},
+			{"list", "", "nodes", "", "", true},
 			{"watch", "", "pods", "", "", true},
+			{"get", "", "pods", "default", "p", false},
 			{"update", "coordination.k8s.io", "leases", chartNamespace, "edgesched-site-lab-1", true},
 			{"create", "coordination.k8s.io", "leases", chartNamespace, "", true},
 			{"update", "coordination.k8s.io", "leases", chartNamespace, "edgesched-scheduler", false},
@@ -1323,7 +1468,14 @@ func checkInstall(ctx context.Context, t *testing.T, h *helmCLI, a *applier, cp 
 			{"update", "", "configmaps", chartNamespace, "edgesched-scheduler-config", false},
 			{"delete", "", "configmaps", "kube-system", "edgesched-site-lab-1-update-17", false},
 			{"update", "", "configmaps", "kube-system", "edgesched-model", false},
-			{"create", "", "events", chartNamespace, "", true},
+			// the agent's client has no Events API: it records none
+			{"create", "", "events", chartNamespace, "", false},
+			{"patch", "coordination.k8s.io", "leases", chartNamespace, "edgesched-site-lab-1", false},
+			// the elector's watch carries the field selector
+			// metadata.name=edgesched-site-lab-1: the authorizer sees the name
+			{"watch", "coordination.k8s.io", "leases", chartNamespace, "edgesched-site-lab-1", true},
+			{"watch", "coordination.k8s.io", "leases", chartNamespace, "", false},
+			{"list", "", "pods", "", "", true},
 			{"get", "", "secrets", chartNamespace, "edgesched-site-key", false},
 			{"delete", "", "nodes", "", "node-1", false},
 			{"update", "", "pods", "default", "p", false},

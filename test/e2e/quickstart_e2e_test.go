@@ -433,6 +433,14 @@ func (r *quickstartRun) helmChart(t *testing.T, hc *unstructured.Unstructured) {
 	if _, ok := s[coordSTS]; ok {
 		t.Errorf("the page's site renders the coordinator")
 	}
+	// The page's fleet may mix in arm/v7 boards, whose archives hold the
+	// agent alone: the scheduler and the build's nats-server (amd64 and
+	// arm64 images) must only be placed on amd64 and arm64 nodes.
+	for _, k := range []string{schedDeploy, leafDeploy} {
+		if _, ok := s[k]; ok {
+			checkPodArch(t, k, typed[appsv1.Deployment](t, s, k).Spec.Template.Spec, []string{"amd64", "arm64"})
+		}
+	}
 	// install it (K3s's Helm controller would): every object stored
 	r.a.applyAll(r.ctx, t, objs, false)
 	checkAccess(r.ctx, t, r.cp, "edgesched-agent", []access{

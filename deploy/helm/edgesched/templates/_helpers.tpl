@@ -79,6 +79,17 @@ it over). "true" or "". */}}
 {{- if and .Values.site.enabled (or .Values.agent.enabled (and .Values.scheduler.enabled .Values.scheduler.modelState.hostPath)) -}}true{{- end -}}
 {{- end -}}
 
+{{/* A required node affinity on kubernetes.io/arch: the nodes of the
+architectures in the list (the platforms of a pod's image). */}}
+{{- define "edgesched.archNodeAffinity" -}}
+requiredDuringSchedulingIgnoredDuringExecution:
+  nodeSelectorTerms:
+    - matchExpressions:
+        - key: kubernetes.io/arch
+          operator: In
+          values: {{ toJson . }}
+{{- end -}}
+
 {{/* NATS URL of the site leader: site.natsURL, else the leaf node. */}}
 {{- define "edgesched.siteNatsURL" -}}
 {{- if .Values.site.natsURL -}}
@@ -253,6 +264,14 @@ the coordinator's stream replicas, the regions. */}}
 {{- with .Values.site.policyConfigMap -}}
 {{- if or (eq . $.Values.model.configMapName) (eq . ($.Values.site.dependenciesConfigMap | default "")) (eq . ($.Values.site.topologyConfigMap | default "")) -}}
 {{- fail "site.policyConfigMap must differ from model.configMapName, site.dependenciesConfigMap and site.topologyConfigMap: each has a ConfigMap of its own" -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.site.enabled .Values.scheduler.enabled -}}
+{{- if and (gt (int .Values.scheduler.replicas) 1) (not .Values.scheduler.leaderElect) -}}
+{{- fail (printf "scheduler.replicas is %d with scheduler.leaderElect false: replicas above 1 need leader election, or every replica schedules and they bind the same pods against each other (set scheduler.leaderElect=true)" (int .Values.scheduler.replicas)) -}}
+{{- end -}}
+{{- if eq .Values.scheduler.schedulerName "default-scheduler" -}}
+{{- fail "scheduler.schedulerName must not be default-scheduler, the name of K3s's own scheduler (its embedded kube-scheduler): edge-scheduler would place every pod of the cluster in a race with it. Keep edgesched (or another name) and let pods opt in with spec.schedulerName; for every pod, use extender mode (docs/quickstart-k3s.md)" -}}
 {{- end -}}
 {{- end -}}
 {{- if .Values.cloud.enabled -}}
