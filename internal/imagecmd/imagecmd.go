@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -136,6 +137,16 @@ var chartImage = map[string][]string{
 	"nats-server":      {"nats", "image"},
 }
 
+// chartArch is where the chart takes the node architectures a
+// component's pods may run on (a required kubernetes.io/arch affinity):
+// the platforms of its image, for the components that are not built for
+// every architecture the fleet may have (the scheduler, and the NATS
+// leaf on the built nats-server image, are not built for arm/v7).
+var chartArch = map[string][]string{
+	"edge-scheduler": {"scheduler", "architectures"},
+	"nats-server":    {"nats", "leaf", "architectures"},
+}
+
 // writeHelmValues writes the chart values of this build's images:
 // helm-values.yaml references them by digest (pushed to the registry
 // they are named after), helm-values-airgap.yaml by tag (imported from
@@ -166,7 +177,9 @@ func writeHelmValues(c ociimage.Config, sum *ociimage.Summary) error {
 // HelmValues are the chart values (YAML) that make the chart run the
 // images of sum: registry, repository and tag of the agent, scheduler,
 // coordinator and NATS images, and with byDigest their index digests
-// (which then win over the tags).
+// (which then win over the tags); for the scheduler and the NATS leaf,
+// the architectures of their images' platforms (chartArch), so that no
+// pod of theirs lands on a node its image has no platform for.
 func HelmValues(sum *ociimage.Summary, byDigest bool) ([]byte, error) {
 	values := map[string]any{}
 	for _, cs := range sum.Components {
@@ -182,16 +195,45 @@ func HelmValues(sum *ociimage.Summary, byDigest bool) ([]byte, error) {
 		if byDigest {
 			img["digest"] = cs.Digest
 		}
-		m := values
-		for _, k := range path[:len(path)-1] {
-			next, ok := m[k].(map[string]any)
-			if !ok {
-				next = map[string]any{}
-				m[k] = next
+		setValue(values, path, img)
+		if path, ok := chartArch[cs.Name]; ok && len(cs.Platforms) > 0 {
+			archs, err := architectures(cs.Platforms)
+			if err != nil {
+				return nil, fmt.Errorf("image %q: %w", cs.Image, err)
 			}
-			m = next
+			setValue(values, path, archs)
 		}
-		m[path[len(path)-1]] = img
 	}
 	return yaml.Marshal(values)
+}
+
+// setValue sets values at path, making the maps on the way.
+func setValue(values map[string]any, path []string, v any) {
+	m := values
+	for _, k := range path[:len(path)-1] {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
+}
+
+// architectures are the kubernetes.io/arch values (GOARCH: linux/arm/v7
+// is arm) of platforms, sorted, each once.
+func architectures(platforms []ociimage.PlatformSummary) ([]string, error) {
+	var out []string
+	for _, p := range platforms {
+		parts := strings.Split(p.Platform, "/")
+		if len(parts) < 2 || parts[0] != "linux" || parts[1] == "" {
+			return nil, fmt.Errorf("platform %q: want linux/ARCH[/VARIANT]", p.Platform)
+		}
+		if !slices.Contains(out, parts[1]) {
+			out = append(out, parts[1])
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

@@ -3,6 +3,7 @@ package imagecmd
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,6 +37,11 @@ func TestHelmValues(t *testing.T) {
 		{Name: "edge-agent", Image: "registry.lan:5000/edgesched/edge-agent:abc", Digest: "sha256:" + strings.Repeat("1", 64)},
 		{Name: "edge-coordinator", Image: "ghcr.io/edgesched/edge-coordinator:abc", Digest: "sha256:" + strings.Repeat("2", 64)},
 		{Name: "edgectl", Image: "ghcr.io/edgesched/edgectl:abc", Digest: "sha256:" + strings.Repeat("3", 64)},
+		// not built for arm/v7: their pods must stay off such nodes
+		{Name: "edge-scheduler", Image: "ghcr.io/edgesched/edge-scheduler:abc", Digest: "sha256:" + strings.Repeat("4", 64),
+			Platforms: []ociimage.PlatformSummary{{Platform: "linux/arm64"}, {Platform: "linux/amd64"}}},
+		{Name: "nats-server", Image: "ghcr.io/edgesched/nats-server:abc", Digest: "sha256:" + strings.Repeat("5", 64),
+			Platforms: []ociimage.PlatformSummary{{Platform: "linux/amd64"}, {Platform: "linux/arm64"}}},
 	}}
 	for _, byDigest := range []bool{true, false} {
 		b, err := HelmValues(sum, byDigest)
@@ -47,7 +53,15 @@ func TestHelmValues(t *testing.T) {
 			Cloud struct {
 				Coordinator struct{ Image map[string]string } `yaml:"coordinator"`
 			} `yaml:"cloud"`
-			Edgectl any `yaml:"edgectl"`
+			Edgectl   any `yaml:"edgectl"`
+			Scheduler struct {
+				Architectures []string `yaml:"architectures"`
+			} `yaml:"scheduler"`
+			NATS struct {
+				Leaf struct {
+					Architectures []string `yaml:"architectures"`
+				} `yaml:"leaf"`
+			} `yaml:"nats"`
 		}
 		if err := yaml.Unmarshal(b, &v); err != nil {
 			t.Fatal(err)
@@ -59,6 +73,10 @@ func TestHelmValues(t *testing.T) {
 		}
 		if got := a["digest"]; (got == sum.Components[0].Digest) != byDigest {
 			t.Errorf("byDigest %v: agent digest %q", byDigest, got)
+		}
+		want := []string{"amd64", "arm64"}
+		if !slices.Equal(v.Scheduler.Architectures, want) || !slices.Equal(v.NATS.Leaf.Architectures, want) {
+			t.Errorf("byDigest %v: scheduler on %v, leaf on %v; want both on %v (their images' platforms)", byDigest, v.Scheduler.Architectures, v.NATS.Leaf.Architectures, want)
 		}
 	}
 }
