@@ -360,7 +360,7 @@ func TestConfigValidate(t *testing.T) {
 		{"tiny interval", Config{SampleInterval: time.Millisecond}, "below 10ms"},
 		{"sample longer than annotate", Config{SampleInterval: 20 * time.Second}, "longer than the annotate interval"},
 		{"window too short", Config{SampleInterval: 100 * time.Millisecond, Window: 500 * time.Millisecond}, "window 500ms not in"},
-		{"annotate too slow for staleness", Config{AnnotateInterval: time.Minute}, "below half the stale-after"},
+		{"annotate too slow for staleness", Config{Client: kubeclientset.Wrap(cs), NodeName: "n1", AnnotateInterval: time.Minute}, "below half the stale-after"},
 		{"stall too short", Config{StallAfter: time.Second}, "stall-after 1s must exceed"},
 		{"retry order", Config{RetryMin: time.Second, RetryMax: time.Millisecond}, "retry max"},
 		{"relative cgroup", Config{}, ""},
@@ -378,6 +378,11 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatalf("DefaultConfig: %v", err)
+	}
+	// without a client nothing is written: the staleness bound does not
+	// constrain the annotate interval (still the summary window)
+	if err := (Config{AnnotateInterval: time.Minute}).Validate(); err != nil {
+		t.Fatalf("no client, annotate interval of half the staleness bound: %v", err)
 	}
 	d := DefaultConfig()
 	if d.SampleInterval != time.Second || d.AnnotateInterval != 10*time.Second || d.Window != 10*time.Second ||

@@ -113,7 +113,9 @@ type Config struct {
 	Window time.Duration
 	// StaleAfter is the scheduler plugin's staleness bound: an unchanged
 	// summary is rewritten once the last write is StaleAfter/2 old, so it
-	// never goes stale. Zero means DefaultStaleAfter.
+	// never goes stale. Zero means DefaultStaleAfter. With a Client,
+	// AnnotateInterval must be below StaleAfter/2; without one nothing is
+	// written and the bound is not checked.
 	StaleAfter time.Duration
 	// StallAfter is how long without a successful sample makes /healthz
 	// fail. Zero means 5 × SampleInterval, at least 5 s.
@@ -226,7 +228,7 @@ func (c Config) Validate() error {
 		bad("sample interval %v with window %v keeps %d samples in memory, above the cap of %d (MaxRingSamples): sample every %v or more, or shorten the window",
 			c.SampleInterval, c.Window, ringSamples(c.Window, c.SampleInterval), MaxRingSamples, least)
 	}
-	if c.StaleAfter > 0 && c.AnnotateInterval >= c.StaleAfter/2 {
+	if c.Client != nil && c.StaleAfter > 0 && c.AnnotateInterval >= c.StaleAfter/2 {
 		bad("annotate interval %v must be below half the stale-after bound %v", c.AnnotateInterval, c.StaleAfter)
 	}
 	if c.StallAfter > 0 && c.StallAfter <= c.SampleInterval {

@@ -49,6 +49,9 @@ type EdgePolicy struct {
 	// (the extender's source).
 	policySource *sources.Feed
 	policyLister func() []fwk.NodeInfo
+	// stopped are the waits of what New started (the model file's watch,
+	// the ConfigMap watches): Wait calls them in turn.
+	stopped []func()
 	// last is the latest PreScore's cycle and result: Score, called once
 	// per node, finds its state here without a CycleState lookup. Holding
 	// the cycle's CycleState keeps its address from being reused.
@@ -106,32 +109,55 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	if set.policy.name != "" {
 		serving.RegisterPolicyMetrics()
-		p.policySource, _ = sources.StartPolicy(ctx, h.ClientSet(), p.core.Policy(), set.policy.ns, set.policy.name)
+		var wait func()
+		p.policySource, wait = sources.StartPolicy(ctx, h.ClientSet(), p.core.Policy(), set.policy.ns, set.policy.name)
+		p.stopped = append(p.stopped, wait)
 	}
 	// The feeds' and the model ConfigMap's first lists are waited for
 	// (each at most configMapSyncTimeout) at the same time, not one after
 	// the other, and before New returns.
 	feedsStarted := make(chan struct{})
+	feedsWait := func() {}
 	go func() { // owned by New: waited for below
 		defer close(feedsStarted)
 		if set.feeds() {
-			p.startFeeds(ctx, h.ClientSet(), set)
+			feedsWait = p.startFeeds(ctx, h.ClientSet(), set)
 		}
 	}()
-	defer func() { <-feedsStarted }()
+	defer func() {
+		<-feedsStarted
+		p.stopped = append(p.stopped, feedsWait)
+	}()
 	if set.model.name != "" {
 		var rec events.EventRecorder
 		if r := h.EventRecorder(); r != nil {
 			rec = r
 		}
-		p.cmSource, _ = sources.StartModelSource(ctx, h.ClientSet(), rec, models, set.model.ns, set.model.name, args.ModelConfigMapKey)
+		var wait func()
+		p.cmSource, wait = sources.StartModelSource(ctx, h.ClientSet(), rec, models, set.model.ns, set.model.name, args.ModelConfigMapKey)
+		p.stopped = append(p.stopped, wait)
 		return p, nil
 	}
 	if _, err := models.LoadFile(args.ModelPath); err != nil {
 		logger.Error(err, "No model yet: scoring neutrally until one loads", "path", args.ModelPath)
 	}
-	go models.Watch(ctx, args.ModelPath, set.reload)
+	watched := make(chan struct{})
+	go func() { // owned by the plugin: Wait waits for it
+		defer close(watched)
+		models.Watch(ctx, args.ModelPath, set.reload)
+	}()
+	p.stopped = append(p.stopped, func() { <-watched })
 	return p, nil
+}
+
+// Wait blocks until every goroutine New started (the model file's watch,
+// or the model ConfigMap's, and the dependency graph's, site topology's
+// and scheduling policy's watches) has stopped; they stop when New's ctx
+// ends. A plugin made otherwise (NewWithModels) has none.
+func (p *EdgePolicy) Wait() {
+	for _, wait := range p.stopped {
+		wait()
+	}
 }
 
 // startFeeds watches the dependency graph and site topology ConfigMaps

@@ -17,7 +17,8 @@ import (
 // AnnotationPolicy is written at Bind on pods a policy rule applied to: one
 // line per rule, "NAME: held" for a required rule, "NAME: 0.75 (weight
 // 50)" for a preferred rule's satisfaction on the chosen node, each with
-// its canonical sentence, so the placement's explanation names the rules.
+// its canonical sentence, so the placement's explanation names the rules;
+// at most kubefmt.MaxPolicyBytes, cut at a line (serving.PolicyCycle.Explain).
 const AnnotationPolicy = kubefmt.AnnotationPolicy
 
 // policyKey is the CycleState key of a cycle's policy state.

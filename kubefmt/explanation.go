@@ -23,6 +23,16 @@ const AnnotationExplanation = "edgesched.io/explanation"
 // the rules.
 const AnnotationPolicy = "edgesched.io/policy"
 
+// MaxPolicyBytes caps the AnnotationPolicy value EdgePolicy writes. A
+// policy may hold 256 rules (policydoc.MaxRules) and a rule's sentence
+// runs to kilobytes (64 names a list), while Kubernetes allows 256 KiB for
+// all of a pod's annotations together: a pod over that fails validation
+// on every later update, the kubelet's status included. A longer value
+// is cut after the last whole line that fits, and its last line says how
+// many rules were left out ("... 12 more rules left out: ..."); with
+// MaxExplanationBytes the two annotations take at most 32 KiB.
+const MaxPolicyBytes = 16 << 10
+
 // ExplanationFormat is the version of the annotation's JSON (field "v").
 const ExplanationFormat = 1
 

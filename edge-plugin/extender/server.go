@@ -78,6 +78,14 @@ func (s *InformerSource) Start(ctx context.Context) {
 	}
 }
 
+// Wait blocks until the informers Start started have stopped, after its
+// ctx ended.
+func (s *InformerSource) Wait() {
+	for _, f := range s.factories {
+		f.Shutdown()
+	}
+}
+
 // Synced implements ClusterSource.
 func (s *InformerSource) Synced() bool { return s.nodes.HasSynced() && s.pods.HasSynced() }
 
@@ -162,8 +170,12 @@ type Server struct {
 // Start loads the policy, starts the cluster source, binds
 // cfg.Listen and serves until ctx ends (then shuts down gracefully). It
 // returns once the listener is bound: Addr is usable at once. The
-// informers sync in the background (/readyz reports it).
-func Start(ctx context.Context, cfg Config) (*Server, error) {
+// informers sync in the background (/readyz reports it). Everything it
+// starts runs under a context of its own: when Start fails (the address
+// is taken, no API client), it stops what it had started (the model
+// watch, the informers) before returning; Done closes once the server and
+// all of them have stopped.
+func Start(parent context.Context, cfg Config) (_ *Server, err error) {
 	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
 		return nil, errors.New("edgesched extender: --tls-cert and --tls-key go together")
 	}
@@ -184,11 +196,27 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	// with the extender's own.
 	watches := *args
 	args.DependenciesConfigMap, args.TopologyConfigMap, args.PolicyConfigMap = "", "", ""
+	// ctx ends with parent, or when Start fails, or once the server has
+	// stopped serving; stop cancels it and waits for what runs under it.
+	ctx, cancel := context.WithCancel(parent)
+	var waits []func()
+	stop := func() {
+		cancel()
+		for _, wait := range waits {
+			wait()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
 	pl, err := edgeplugin.New(ctx, args, nil) // loads keys, target and model, watches the model file
 	if err != nil {
 		return nil, err
 	}
 	p := pl.(*edgeplugin.EdgePolicy)
+	waits = append(waits, p.Wait)
 	var client kubernetes.Interface
 	newClient := func() (kubernetes.Interface, error) {
 		if client != nil {
@@ -222,6 +250,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("edgesched extender: informers: %w", err)
 		}
 		is.Start(ctx)
+		waits = append(waits, is.Wait)
 		src = is
 	}
 	opts := cfg.Options
@@ -281,6 +310,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		defer func() {
 			stopDeps()
 			<-depsDone
+			stop() // the model watch and the informers
 		}()
 		select {
 		case <-ctx.Done():

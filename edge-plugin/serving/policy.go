@@ -165,27 +165,68 @@ func (c *PolicyCycle) Score(ni fwk.NodeInfo, base int64) int64 {
 }
 
 // Explain is the kubefmt.AnnotationPolicy value for the chosen node (""
-// when no rule applies).
+// when no rule applies): one line per rule that applies, at most
+// kubefmt.MaxPolicyBytes (capLines).
 func (c *PolicyCycle) Explain(ni fwk.NodeInfo) string {
 	if c == nil || ni == nil || ni.Node() == nil {
 		return ""
 	}
 	n := c.node(ni)
-	var b strings.Builder
+	var lines []string
 	for i := range c.doc.Rules {
 		r := &c.doc.Rules[i]
 		if !r.Applies(c.pod, c.hour) {
 			continue
 		}
 		if r.Effect == policydoc.Required {
-			fmt.Fprintf(&b, "%s: held: %s\n", r.Name, r.English())
+			lines = append(lines, fmt.Sprintf("%s: held: %s", r.Name, r.English()))
 			continue
 		}
 		one := policydoc.Document{APIVersion: c.doc.APIVersion, Kind: c.doc.Kind, Rules: []policydoc.Rule{*r}}
 		v := one.Evaluate(c.pod, n, c.placed, c.hour)
-		fmt.Fprintf(&b, "%s: %.2f (weight %d): %s\n", r.Name, v.Score/policydoc.MaxNodeScore, r.Weight, r.English())
+		lines = append(lines, fmt.Sprintf("%s: %.2f (weight %d): %s", r.Name, v.Score/policydoc.MaxNodeScore, r.Weight, r.English()))
 	}
-	return strings.TrimSuffix(b.String(), "\n")
+	return capLines(lines, kubefmt.MaxPolicyBytes)
+}
+
+// capLines joins lines with newlines in at most limit bytes: when they do
+// not all fit, the first ones that do (whole lines) and a last line saying
+// how many were left out.
+func capLines(lines []string, limit int) string {
+	total := max(len(lines)-1, 0) // the newlines
+	for _, l := range lines {
+		total += len(l)
+	}
+	if total <= limit {
+		return strings.Join(lines, "\n")
+	}
+	var b strings.Builder
+	for i, l := range lines {
+		sep := min(b.Len(), 1)
+		// line i is kept if the marker for the lines after it still fits
+		// after it (the last line never does: they would all fit)
+		if b.Len()+sep+len(l)+1+len(leftOut(len(lines)-i-1, limit)) > limit {
+			if sep > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(leftOut(len(lines)-i, limit))
+			break
+		}
+		if sep > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(l)
+	}
+	return b.String()
+}
+
+// leftOut is capLines' last line.
+func leftOut(n, limit int) string {
+	rules := "rules"
+	if n == 1 {
+		rules = "rule"
+	}
+	return fmt.Sprintf("... %d more %s left out: the annotation is capped at %d bytes", n, rules, limit)
 }
 
 // Check evaluates the required rules on a node: ok, or the rule that

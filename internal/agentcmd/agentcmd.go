@@ -184,6 +184,18 @@ func run(ctx context.Context, fs *pflag.FlagSet, o *options, stderr io.Writer) e
 			return usagef("%s %v: must not be negative (0 turns it off)", d.name, d.v)
 		}
 	}
+	// The relations between the interval flags, named as typed
+	// (agent.Config.Validate checks them too, in its field names). The
+	// summary is sampled at least once per window (--annotate-interval);
+	// the staleness bound matters only to an agent that writes the
+	// annotation: with --no-annotate nothing is rewritten at half of it.
+	if o.sampleInterval > o.annotateInterval {
+		return usagef("--sample-interval %v is longer than --annotate-interval %v (the summary window): sample at least once per window", o.sampleInterval, o.annotateInterval)
+	}
+	if !o.noAnnotate && o.annotateInterval >= o.telemetryMaxAge/2 {
+		return usagef("--annotate-interval %v must be below half of --telemetry-max-age %v (an unchanged summary is rewritten at half of it, so it never goes stale): lower --annotate-interval or raise --telemetry-max-age",
+			o.annotateInterval, o.telemetryMaxAge)
+	}
 	if o.traceMaxEvents <= 0 {
 		return usagef("--trace-max-events %d: must be positive", o.traceMaxEvents)
 	}

@@ -69,8 +69,12 @@ func TestFlags(t *testing.T) {
 		{"relative cgroup", []string{"--no-annotate", "--cgroup", "pods"}, 2, "must start with /"},
 		{"unknown cgroup", []string{"--no-annotate", "--no-ebpf", "--cgroup", "/edgesched-no-such-cgroup"}, 2, "/edgesched-no-such-cgroup"},
 		{"relative tracefs", []string{"--no-annotate", "--tracefs", "sys/kernel/tracing"}, 2, "--tracefs"},
-		{"sample slower than annotate", []string{"--no-annotate", "--sample-interval", "20s"}, 2, "longer than the annotate interval"},
-		{"annotate too slow for staleness", []string{"--no-annotate", "--annotate-interval", "90s"}, 2, "below half the stale-after"},
+		{"sample slower than annotate", []string{"--no-annotate", "--sample-interval", "20s"}, 2, "--sample-interval 20s is longer than --annotate-interval 10s"},
+		// the relation names both flags as typed (it named Config fields:
+		// "annotate interval 2m0s must be below half the stale-after bound")
+		{"annotate too slow for staleness", []string{"--annotate-interval", "90s"}, 2, "--annotate-interval 1m30s must be below half of --telemetry-max-age 2m0s"},
+		{"annotate at half the staleness bound", []string{"--node-name", "n1", "--annotate-interval", "2m", "--telemetry-max-age", "4m"}, 2, "--annotate-interval 2m0s must be below half of --telemetry-max-age 4m0s"},
+		{"staleness bound too short", []string{"--node-name", "n1", "--telemetry-max-age", "20s"}, 2, "lower --annotate-interval or raise --telemetry-max-age"},
 		{"bad trace events", []string{"--no-annotate", "--trace-max-events", "0"}, 2, "--trace-max-events"},
 		{"site flags without --site", []string{"--no-annotate", "--server", "nats://127.0.0.1:4222"}, 2, "--server given without --site"},
 		{"deprecated --nats without --site", []string{"--no-annotate", "--nats", "nats://127.0.0.1:4222"}, 2, "--nats given without --site"},
@@ -399,6 +403,23 @@ func TestRunAndStop(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Fatalf("log lacks %q:\n%s", want, log)
 		}
+	}
+}
+
+// TestNoAnnotateIgnoresStaleness: with --no-annotate nothing is written,
+// so the staleness bound does not limit --annotate-interval (still the
+// summary window): an interval of half --telemetry-max-age or more runs.
+// It was refused (exit 2) naming neither flag.
+func TestNoAnnotateIgnoresStaleness(t *testing.T) {
+	for _, args := range [][]string{
+		{"--annotate-interval", "2m"},
+		{"--annotate-interval", "30s", "--telemetry-max-age", "1m"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			if code, log, _ := runUntilHealthy(t, args...); code != 0 {
+				t.Fatalf("exit %d; log:\n%s", code, log)
+			}
+		})
 	}
 }
 

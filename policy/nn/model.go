@@ -294,6 +294,12 @@ type Decoded struct {
 	Sections map[string]*Net
 }
 
+// IsModelFile reports whether b starts as a model or checkpoint file does
+// (its magic), without decoding it: a cheap test for tools that read
+// other formats (edgectl model inspect, which reads artifacts) to say
+// what they were given.
+func IsModelFile(b []byte) bool { return bytes.HasPrefix(b, []byte(modelMagic)) }
+
 // Decode parses and verifies a model file: magic, sizes, checksum, format
 // version, schema (ID, names and hash must be this build's), layer sizes,
 // finite weights and finite section values, in that order.

@@ -454,3 +454,28 @@ func TestModelBounds(t *testing.T) {
 		t.Fatalf("crossed bounds: %v", err)
 	}
 }
+
+// TestIsModelFile: the magic alone tells a model file from the artifacts
+// and other files tools are given, without decoding.
+func TestIsModelFile(t *testing.T) {
+	var model bytes.Buffer
+	if err := Encode(&model, testModel(t, 1), "model", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want bool
+	}{
+		{"model file", model.Bytes(), true},
+		{"magic alone", []byte("ESM1"), true},
+		{"artifact", []byte("ESA1\x01\x00"), false},
+		{"short", []byte("ESM"), false},
+		{"empty", nil, false},
+		{"text", []byte("apiVersion: v1"), false},
+	} {
+		if got := IsModelFile(tc.b); got != tc.want {
+			t.Errorf("%s: IsModelFile = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -292,7 +292,7 @@ func TestAuthConfig(t *testing.T) {
 	if _, _, err := run(t, "auth", "tls", "--out", tlsDir, "--host", "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := run(t, "auth", "config", "--dir", dir); err == nil || !strings.Contains(err.Error(), "TLS: required") {
+	if _, _, err := run(t, "auth", "config", "--dir", dir); cli.ExitCode(err) != cli.ExitUsage || !strings.Contains(err.Error(), "--tls-cert and --tls-key: required") {
 		t.Fatalf("config without TLS: %v", err)
 	}
 	out, _, err := run(t, "auth", "config", "--dir", dir, "--listen", "127.0.0.1:-1", "--store-dir", t.TempDir(),
@@ -303,6 +303,56 @@ func TestAuthConfig(t *testing.T) {
 	}
 	if _, err := server.ProcessConfigFile(natsauth.Dir{Path: dir}.File(natsauth.ServerConfFile)); err != nil {
 		t.Fatalf("nats-server cannot read it: %v", err)
+	}
+}
+
+// TestAuthConfigFlags: config checks its flags before any work, each
+// refusal a usage error (exit 2) naming the flags as typed. Without TLS
+// flags it was a failure (exit 1) naming ServerOptions' fields ("natsauth:
+// bad server options: TLS: required: ... (set AllowPlaintext ...)"),
+// found after loading the fleet directory.
+func TestAuthConfigFlags(t *testing.T) {
+	fleet := initFleet(t)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no TLS", nil, "--tls-cert and --tls-key: required: sites reach the server over the WAN (--insecure-plaintext serves without TLS, for loopback tests only)"},
+		{"key without a certificate", []string{"--tls-key", "k.pem"}, "--tls-cert: required with --tls-key"},
+		{"certificate without a key", []string{"--tls-cert", "c.pem", "--tls-ca", "ca.pem"}, "--tls-key: required with --tls-cert --tls-ca"},
+		{"verify without a CA", []string{"--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-verify"}, "--tls-verify needs --tls-ca"},
+		{"plaintext with TLS", []string{"--insecure-plaintext", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "--insecure-plaintext serves without TLS: not with --tls-cert --tls-key"},
+		{"payload too small", []string{"--insecure-plaintext", "--max-payload", "10"}, "--max-payload: 10, want between 64 KiB and 64 MiB"},
+		{"listen without a port", []string{"--insecure-plaintext", "--listen", "nats.example"}, `--listen: "nats.example"`},
+		{"empty store dir", []string{"--insecure-plaintext", "--store-dir", ""}, "--store-dir: required"},
+		{"server name with a space", []string{"--insecure-plaintext", "--server-name", "edge hub"}, `--server-name: "edge hub": want a non-empty word`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// a fleet directory, and one that does not exist: the flags
+			// are refused first either way, and nothing is written
+			missing := filepath.Join(t.TempDir(), "no-fleet")
+			for _, dir := range []string{fleet, missing} {
+				_, _, err := run(t, append([]string{"auth", "config", "--dir", dir}, tc.args...)...)
+				if cli.ExitCode(err) != cli.ExitUsage || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("--dir %s: %v (exit %d), want a usage error (exit 2) with %q", dir, err, cli.ExitCode(err), tc.want)
+				}
+				if strings.Contains(err.Error(), "natsauth") {
+					t.Errorf("the error names natsauth's options, not the flags: %v", err)
+				}
+			}
+			if _, err := os.Stat(natsauth.Dir{Path: fleet}.File(natsauth.ServerConfFile)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a refused config wrote the server configuration: %v", err)
+			}
+			if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a refused config made the fleet directory: %v", err)
+			}
+		})
+	}
+	// --insecure-plaintext alone still writes (loopback tests)
+	if out, _, err := run(t, "auth", "config", "--dir", fleet, "--insecure-plaintext", "--store-dir", t.TempDir()); err != nil {
+		t.Fatalf("--insecure-plaintext: %v\n%s", err, out)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/edgesched/edgesched/internal/boundedio"
 	"github.com/edgesched/edgesched/internal/edgectl/cmdutil"
 	"github.com/edgesched/edgesched/policy"
+	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/quant/int8net"
 )
@@ -25,7 +26,9 @@ func newModelInspectCommand() *cobra.Command {
 		Short: "Print an artifact's header, tensors and signature status",
 		Long: `inspect prints an artifact's header and tensor table. With --model-keys the
 signature is verified; without, a signed artifact is shown as "not verified"
-(its content is still checked) and an unsigned one as "unsigned".`,
+(its content is still checked) and an unsigned one as "unsigned". A model
+file (.esm) is refused with the verbs that make an artifact of it (sign,
+quantize).`,
 		Example: `  edgectl model inspect default-int8.esa --model-keys keys/
   edgectl model inspect default-int8.esa -o json`,
 		Args: cobra.ExactArgs(1),
@@ -36,6 +39,9 @@ signature is verified; without, a signed artifact is shown as "not verified"
 			b, err := boundedio.ReadFile(cmd.Context(), args[0], quant.MaxArtifactBytes)
 			if err != nil {
 				return fmt.Errorf("read artifact: %w", err)
+			}
+			if nn.IsModelFile(b) {
+				return fmt.Errorf("%s: %w", args[0], notArtifact(args[0]))
 			}
 			opt, err := cmdutil.DecodeOptions(keys, true)
 			if err != nil {
@@ -112,6 +118,14 @@ signature is verified; without, a signed artifact is shown as "not verified"
 	cmdutil.AddModelKeysFlag(cmd.Flags(), &keys, "to verify the signature with")
 	cmdutil.AddOutputFlag(cmd, &output)
 	return cmd
+}
+
+// notArtifact is inspect's answer to a model file (.esm, what train and
+// model import write): it reads artifacts (.esa), which sign and quantize
+// make from one.
+func notArtifact(path string) error {
+	return fmt.Errorf("a model file (.esm, as train and model import write), not an artifact (.esa): inspect reads artifacts; "+
+		"make one with 'edgectl model sign %[1]s --key KEY --out FILE.esa' (float32) or 'edgectl model quantize %[1]s --key KEY --out FILE.esa' (int8)", path)
 }
 
 // decodeUnverified checks an artifact's content without its signature:

@@ -218,6 +218,50 @@ func TestModelInspectDecision(t *testing.T) {
 	}
 }
 
+// TestModelInspectModelFile: inspect reads artifacts (.esa); given a model
+// file (.esm: what train and model import write, the shipped models) it
+// says so and names the verbs that make an artifact of it, and the first
+// of them does. It said "quant: bad artifact: not an edgesched artifact
+// (magic)".
+func TestModelInspectModelFile(t *testing.T) {
+	keys := edgectltest.KeyDir(t, "coord")
+	shipped := filepath.Join("..", "..", "..", "models")
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"default.esm", nil},
+		{"edge.esm", nil},
+		{"edge.esm", []string{"--model-keys", keys}}, // a keyring changes nothing
+		{"edge-sage.esm", []string{"-o", "json"}},
+	} {
+		t.Run(strings.Join(append([]string{tc.name}, tc.args...), " "), func(t *testing.T) {
+			path := filepath.Join(shipped, tc.name)
+			out, _, err := run(t, append([]string{"model", "inspect", path}, tc.args...)...)
+			if err == nil {
+				t.Fatalf("inspect of a model file succeeded:\n%s", out)
+			}
+			for _, want := range []string{path + ": a model file (.esm", "not an artifact (.esa)",
+				"'edgectl model sign " + path + " --key KEY --out FILE.esa'", "'edgectl model quantize " + path + " --key KEY --out FILE.esa'"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "magic") || cli.ExitCode(err) != cli.ExitFailure {
+				t.Errorf("error %q (exit %d): want a failure (exit 1) that does not blame the magic", err, cli.ExitCode(err))
+			}
+		})
+	}
+	// the advice works: sign the model file, then inspect the artifact
+	esa := filepath.Join(t.TempDir(), "default.esa")
+	if _, _, err := run(t, "model", "sign", filepath.Join(shipped, "default.esm"), "--key", filepath.Join(keys, "coord.key"), "--out", esa); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := run(t, "model", "inspect", esa, "--model-keys", keys); err != nil || !strings.Contains(out, "dtype      float32") {
+		t.Fatalf("inspect of the signed model file: %v\n%s", err, out)
+	}
+}
+
 // TestModelFlagErrors: a missing required flag or a value wrong on its
 // face is a usage error (exit 2) naming the flag; an --out that cannot be
 // written is refused before any work (quantize ran its calibration
