@@ -44,6 +44,10 @@ const (
 	EndpointHAStatus      = admin.EndpointHAStatus
 )
 
+// MaxListLimit is the largest limit of round and model listings
+// (admin.MaxListLimit).
+const MaxListLimit = admin.MaxListLimit
+
 // adminBackend is the coordinator as the admin API's Backend.
 type adminBackend struct{ *Coordinator }
 
@@ -51,9 +55,10 @@ var _ admin.Backend = adminBackend{}
 
 func (a adminBackend) CurrentRound() (*Round, error) { return a.currentRoundLocked() }
 
-// serveAdmin registers the admin API as a NATS micro service.
-func (c *Coordinator) serveAdmin(nc *nats.Conn) (micro.Service, error) {
-	return admin.Serve(nc, adminBackend{c}, ErrBusy, ErrNotFound)
+// serveAdmin registers the admin API as a NATS micro service whose
+// requests end with ctx.
+func (c *Coordinator) serveAdmin(ctx context.Context, nc *nats.Conn) (micro.Service, error) {
+	return admin.Serve(ctx, nc, adminBackend{c}, ErrBusy, ErrNotFound)
 }
 
 // ErrNotFound is returned for an unknown round or model version.
@@ -83,42 +88,33 @@ func (c *Coordinator) RoundRecord(n uint64) (*Round, error) {
 	return r, err
 }
 
-// Rounds lists the newest rounds first (limit 0: 50).
+// maxListBytes bounds the stored bytes of the records one listing
+// decodes (admin.ListBudget; a variable for tests).
+var maxListBytes = admin.MaxListBytes
+
+// Rounds lists the newest rounds first (limit 0: 50), refusing a list
+// whose records are more than maxListBytes.
 func (c *Coordinator) Rounds(limit int) ([]Round, error) {
-	if limit <= 0 {
-		limit = 50
-	}
-	var out []Round
-	err := c.view(func(tx *bolt.Tx) error {
-		cur := tx.Bucket(store.BucketRounds).Cursor()
-		for k, v := cur.Last(); k != nil && len(out) < limit; k, v = cur.Prev() {
-			var r Round
-			if err := store.DecodeRecord(v, &r, store.RecordName(store.BucketRounds, k)); err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return nil
-	})
-	return out, err
+	return newest[Round](c, store.BucketRounds, limit, "rounds")
 }
 
-// Models lists the registry, newest first (limit 0: 50).
+// Models lists the registry, newest first (limit 0: 50), refusing a list
+// whose records are more than maxListBytes.
 func (c *Coordinator) Models(limit int) ([]Model, error) {
+	return newest[Model](c, store.BucketModels, limit, "models")
+}
+
+// newest lists a bucket's newest records (limit 0: 50) within
+// maxListBytes.
+func newest[T any](c *Coordinator, bucket []byte, limit int, what string) ([]T, error) {
 	if limit <= 0 {
 		limit = 50
 	}
-	var out []Model
+	var out []T
 	err := c.view(func(tx *bolt.Tx) error {
-		cur := tx.Bucket(store.BucketModels).Cursor()
-		for k, v := cur.Last(); k != nil && len(out) < limit; k, v = cur.Prev() {
-			var m Model
-			if err := store.DecodeRecord(v, &m, store.RecordName(store.BucketModels, k)); err != nil {
-				return err
-			}
-			out = append(out, m)
-		}
-		return nil
+		var err error
+		out, err = store.Newest[T](tx, bucket, limit, admin.ListBudget(what, maxListBytes))
+		return err
 	})
 	return out, err
 }
@@ -168,7 +164,26 @@ func (c *Coordinator) Promote(ctx context.Context, version uint64) (*Model, erro
 	}); err != nil {
 		return nil, err
 	}
-	return m, c.publishModel(ctx, m)
+	// published (or left pending for Tick), then the round it supersedes
+	// fails (should that fail, its aggregation fails it)
+	perr := c.publishModel(ctx, m)
+	if err := c.supersede(); err != nil {
+		return nil, errors.Join(perr, err)
+	}
+	return m, perr
+}
+
+// supersede fails the current round, collecting or aggregating, when a
+// rollback or promotion has just stored a newer version than its base
+// (superseded): the next round trains from that version, and the round's
+// own model, made from the older base, cannot undo it. Callers hold c.mu.
+func (c *Coordinator) supersede() error {
+	r, err := c.currentRound()
+	if err != nil || r == nil || (r.State != StateCollecting && r.State != StateAggregating) {
+		return err
+	}
+	_, err = c.superseded(r)
+	return err
 }
 
 // Rollback republishes an older model's weights as a new version (loaders
@@ -202,7 +217,11 @@ func (c *Coordinator) Rollback(ctx context.Context, version uint64) (*Model, err
 			return nil, err
 		}
 	}
-	return rec, c.publishModel(ctx, rec)
+	perr := c.publishModel(ctx, rec)
+	if err := c.supersede(); err != nil {
+		return nil, errors.Join(perr, err)
+	}
+	return rec, perr
 }
 
 // Sites reports every registered site and any other that sent updates.
@@ -237,13 +256,8 @@ func (c *Coordinator) Sites() ([]SiteStatus, error) {
 
 // Rejects returns the count of refused updates by reason.
 func (c *Coordinator) Rejects() (map[string]uint64, error) {
-	out := map[string]uint64{}
-	err := c.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(store.BucketRejects).ForEach(func(k, v []byte) error {
-			out[string(k)] = getU64(tx.Bucket(store.BucketRejects), k)
-			return nil
-		})
-	})
+	var out map[string]uint64
+	err := c.view(func(tx *bolt.Tx) error { out = store.Rejects(tx); return nil })
 	return out, err
 }
 

@@ -16,21 +16,10 @@ import (
 	"github.com/edgesched/edgesched/policy/nn"
 )
 
-// floatModel decodes a stored float32 artifact (release.LoadFloat) into
-// a model, cached by version. Callers hold c.mu.
+// floatModel decodes a stored float32 artifact (release.Models: a few
+// cached by version). Callers hold c.mu.
 func (c *Coordinator) floatModel(tx *bolt.Tx, version uint64) (*nn.Model, error) {
-	if m, ok := c.cache[version]; ok {
-		return m, nil
-	}
-	m, err := release.LoadFloat(tx, version, c.cfg.Signer, c.cfg.ModelKeys)
-	if err != nil {
-		return nil, err
-	}
-	if c.cache == nil {
-		c.cache = map[uint64]*nn.Model{}
-	}
-	c.cache[version] = m
-	return m, nil
+	return c.models.Float(tx, version)
 }
 
 // aggregate combines a closed round's stored updates (in key order, so a
@@ -43,6 +32,9 @@ func (c *Coordinator) floatModel(tx *bolt.Tx, version uint64) (*nn.Model, error)
 // bus failures are returned to be retried. Callers hold c.mu.
 func (c *Coordinator) aggregate(ctx context.Context, r *Round) error {
 	started := time.Now()
+	if done, err := c.superseded(r); done || err != nil {
+		return err
+	}
 	base, col, err := c.collect(r)
 	if err != nil {
 		return err
@@ -153,6 +145,19 @@ func (c *Coordinator) nextRound(ctx context.Context) error {
 	return nil
 }
 
+// superseded fails round r, collecting or aggregating, when a model
+// version newer than its base has been published (or is pending) since it
+// opened: an operator's rollback or promotion, which its model, made from
+// the older base and numbered above it, would otherwise undo. It reports
+// whether it failed the round. Callers hold c.mu.
+func (c *Coordinator) superseded(r *Round) (bool, error) {
+	latest, err := c.latestPublished()
+	if err != nil || latest == nil || latest.Version <= r.BaseVersion {
+		return false, err
+	}
+	return true, c.failRound(r, FailReasonSuperseded, fmt.Sprintf("model version %d was published while the round trained from version %d (a rollback or promotion): its model would have undone it", latest.Version, r.BaseVersion))
+}
+
 // failRound records that round r failed, and why (reason: a FailReason*
 // value; note: the detail); the next round can then open (Tick opens it
 // when rounds run on their own). Callers hold c.mu.
@@ -165,6 +170,7 @@ func (c *Coordinator) failRound(r *Round, reason, note string) error {
 		if err := store.PutRound(tx, r); err != nil {
 			return err
 		}
+		c.pruneUpdates(tx, r.Round)
 		return store.Audit(tx, c.clock.Now(), c.cfg.AuditKeep, "round.failed", r.Round, "", reason+": "+note)
 	}); err != nil {
 		return err
@@ -175,11 +181,12 @@ func (c *Coordinator) failRound(r *Round, reason, note string) error {
 	return nil
 }
 
-// pruneUpdates drops stored updates of rounds older than KeepUpdates.
+// pruneUpdates drops the stored updates (and running sums) of every
+// round more than KeepUpdates rounds before round, however those rounds
+// ended: a round that failed, or one left behind by a round that failed,
+// is dropped too.
 func (c *Coordinator) pruneUpdates(tx *bolt.Tx, round uint64) {
-	if round <= uint64(c.cfg.KeepUpdates) {
-		return
+	if round > uint64(c.cfg.KeepUpdates) {
+		store.PruneUpdates(tx, round-uint64(c.cfg.KeepUpdates)+1)
 	}
-	_ = tx.Bucket(store.BucketUpdates).DeleteBucket(u64(round - uint64(c.cfg.KeepUpdates)))
-	_ = tx.Bucket(store.BucketSums).Delete(u64(round - uint64(c.cfg.KeepUpdates)))
 }

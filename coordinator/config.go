@@ -68,7 +68,9 @@ type Config struct {
 	// RoundDuration is a sync round's deadline after it opens.
 	RoundDuration time.Duration
 	// MinUpdates is a sync round's quorum; at the deadline with fewer
-	// updates the round fails and the model stays.
+	// updates the round fails and the model stays. At most the number of
+	// registered sites. An async round closes when its buffer is full:
+	// its quorum is the smaller of MinUpdates and Buffer.
 	MinUpdates int
 	// Buffer is the async mode's aggregation size. Under a robust rule or
 	// DP an async round takes one update per site, so Buffer is at most
@@ -281,6 +283,8 @@ func (c *Config) Validate() error {
 		return bad("RoundDuration", "%v, want > 0", c.RoundDuration)
 	case c.MinUpdates < 1:
 		return bad("MinUpdates", "%d, want >= 1", c.MinUpdates)
+	case c.Mode == federated.Sync && c.MinUpdates > len(c.Sites.Sites()):
+		return bad("MinUpdates", "%d, but %d sites are registered: no round could reach its quorum", c.MinUpdates, len(c.Sites.Sites()))
 	case c.Mode == federated.Async && c.Buffer < 1:
 		return bad("Buffer", "%d, want >= 1", c.Buffer)
 	case c.MaxStaleness < 0 || c.Rounds < 0 || c.KeepUpdates < 1:

@@ -47,11 +47,15 @@ type Coordinator struct {
 	bus *bus.Bus   // nil until Run
 	// dp accountant (rounds of noise so far); rebuilt from the store
 	dp *federated.Accountant
-	// decoded float models by version (guarded by mu)
-	cache map[uint64]*nn.Model
+	// decoded float models by version, a few, and every version's
+	// parameter count (guarded by mu; floatModel, dims)
+	models release.Models
 	// publishDue: a publication failed and a stored model may be pending
 	// (guarded by mu; Tick publishes it)
 	publishDue bool
+	// announceDue: the current round's announcement failed (guarded by
+	// mu; Tick announces it again)
+	announceDue bool
 
 	repMu   sync.Mutex // guards reports
 	reports map[string]federated.SiteReport
@@ -103,7 +107,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Coordinator{cfg: cfg, db: db, log: log, clock: cfg.Clock, path: path}
+	c := &Coordinator{cfg: cfg, db: db, log: log, clock: cfg.Clock, path: path, models: release.Models{Own: cfg.Signer, Other: cfg.ModelKeys}}
 	if st, err := os.Stat(path); err == nil {
 		c.fileSize = st.Size()
 	}
@@ -224,11 +228,16 @@ func (c *Coordinator) Run(ctx context.Context, nc *nats.Conn) error {
 			return ctx.Err()
 		}
 	}
-	admin, err := c.serveAdmin(nc)
+	// the admin API's requests end with Run: one under way (a promotion
+	// publishing) is cancelled, and one still queued is answered 503
+	actx, acancel := context.WithCancel(ctx)
+	admin, err := c.serveAdmin(actx, nc)
 	if err != nil {
+		acancel()
 		return err
 	}
 	defer admin.Stop()
+	defer acancel()
 	reports, err := nc.Subscribe(federated.StatusSubjectPrefix+"*", c.onSiteReport)
 	if err != nil {
 		return fmt.Errorf("subscribe to site reports: %w", err)
@@ -305,15 +314,20 @@ func (c *Coordinator) recover(ctx context.Context) error {
 func (c *Coordinator) currentRound() (*Round, error) {
 	var r *Round
 	err := c.view(func(tx *bolt.Tx) error {
-		n := getU64(tx.Bucket(store.BucketMeta), store.KeyRound)
-		if n == 0 {
-			return nil
-		}
 		var err error
-		r, err = c.rounds.Get(tx, n)
+		r, err = c.currentRoundTx(tx)
 		return err
 	})
 	return r, err
+}
+
+// currentRoundTx is the current round (nil: none) in tx.
+func (c *Coordinator) currentRoundTx(tx *bolt.Tx) (*Round, error) {
+	cur := getU64(tx.Bucket(store.BucketMeta), store.KeyRound)
+	if cur == 0 {
+		return nil, nil
+	}
+	return c.rounds.Get(tx, cur)
 }
 
 func (c *Coordinator) roundsLeft() bool {
@@ -471,6 +485,9 @@ func (c *Coordinator) openRound(ctx context.Context) (*Round, error) {
 	n := len(r.Expected)
 	if r.Mode == federated.Async {
 		n = c.cfg.Buffer
+		// it closes at its buffer: a quorum above it would fail every
+		// round (MinUpdates is the sync rounds')
+		r.MinUpdates = min(r.MinUpdates, c.cfg.Buffer)
 	}
 	r.Sum = aggregation.SumSpec(c.cfg.sumConfig(), n)
 	err = c.update(func(tx *bolt.Tx) error {
@@ -501,11 +518,14 @@ func (c *Coordinator) openRound(ctx context.Context) (*Round, error) {
 	return r, c.announce(ctx, r)
 }
 
-// announce writes the round announcement to the KV bucket.
-func (c *Coordinator) announce(ctx context.Context, r *Round) error {
+// announce writes the round announcement to the KV bucket; when that
+// fails Tick tries again (a round stored but never announced would wait
+// for updates no site knows to send). Callers hold c.mu.
+func (c *Coordinator) announce(ctx context.Context, r *Round) (err error) {
 	if c.bus == nil {
 		return nil // announced when Run starts
 	}
+	defer func() { c.announceDue = err != nil }()
 	a := federated.RoundAnnouncement{V: federated.ProtocolVersion, Round: r.Round, Mode: r.Mode, BaseModel: r.BaseModel,
 		BaseObject: release.ObjectName(r.BaseVersion, quant.Float32), BaseVersion: r.BaseVersion, Opened: r.Opened, Deadline: r.Deadline,
 		MinUpdates: r.MinUpdates, Local: r.Local}
@@ -558,6 +578,14 @@ func (c *Coordinator) Tick(ctx context.Context) error {
 	r, err := c.currentRound()
 	if err != nil || r == nil {
 		return err
+	}
+	if c.announceDue && c.bus != nil && r.State == StateCollecting {
+		if err := c.announce(ctx, r); err != nil {
+			if errors.Is(err, ErrStore) {
+				return err
+			}
+			c.limited.Warn("announce", "announcing the round again failed", "round", r.Round, "err", err)
+		}
 	}
 	switch {
 	case r.State == StateCollecting && r.Mode == federated.Sync && !c.clock.Now().Before(r.Deadline) && !c.ha.CatchingUp():

@@ -2,10 +2,8 @@ package coordinator
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	bolt "go.etcd.io/bbolt"
@@ -125,52 +123,13 @@ func (c *Coordinator) RegionalRound(n uint64) (*RegionalRound, error) {
 
 // RegionStatuses lists the configured regions (none without Regions).
 func (c *Coordinator) RegionStatuses() ([]RegionStatus, error) {
-	out := []RegionStatus{}
-	at := map[string]int{}
-	for _, g := range c.cfg.Regions.Names() {
-		at[g] = len(out)
-		out = append(out, RegionStatus{Region: g, Sites: len(c.cfg.Regions.Sites(g))})
-	}
+	var out []RegionStatus
 	err := c.view(func(tx *bolt.Tx) error {
-		rb := tx.Bucket(regional.Bucket)
-		if rb == nil {
-			return nil
-		}
-		return rb.ForEach(func(k, v []byte) error { // (by round, then region)
-			if len(k) <= 8 {
-				return nil
-			}
-			g, _, _ := strings.Cut(string(k[8:]), "\x00")
-			i, ok := at[g]
-			if !ok {
-				return nil
-			}
-			var vd store.Verdict
-			if err := store.DecodeRecord(v, &vd, store.RecordName(regional.Bucket, k)); err != nil {
-				return err
-			}
-			s := &out[i]
-			if vd.Status == federated.Accepted {
-				s.Accepted++
-			} else {
-				s.Refused++
-			}
-			s.LastRound, s.Status, s.Reason = getU64Key(k), vd.Status, vd.Reason
-			return nil
-		})
+		var err error
+		out, err = regional.Statuses(tx, c.cfg.Regions)
+		return err
 	})
 	return out, err
-}
-
-func getU64Key(k []byte) uint64 { return binary.BigEndian.Uint64(k[:8]) }
-
-// currentRoundTx is the current round (nil: none) in tx.
-func (c *Coordinator) currentRoundTx(tx *bolt.Tx) (*Round, error) {
-	cur := getU64(tx.Bucket(store.BucketMeta), store.KeyRound)
-	if cur == 0 {
-		return nil, nil
-	}
-	return c.rounds.Get(tx, cur)
 }
 
 func (c *Coordinator) countRegional(v *RegionalVerdict) {

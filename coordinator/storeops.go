@@ -37,13 +37,14 @@ const (
 
 // Reasons a round fails (Round.Reason).
 const (
-	FailReasonQuorum    = store.FailReasonQuorum
-	FailReasonAggregate = store.FailReasonAggregate
-	FailReasonDP        = store.FailReasonDP
-	FailReasonNonFinite = store.FailReasonNonFinite
-	FailReasonQuantize  = store.FailReasonQuantize
-	FailReasonSanity    = store.FailReasonSanity
-	FailReasonCalibrate = store.FailReasonCalibrate
+	FailReasonQuorum     = store.FailReasonQuorum
+	FailReasonAggregate  = store.FailReasonAggregate
+	FailReasonDP         = store.FailReasonDP
+	FailReasonNonFinite  = store.FailReasonNonFinite
+	FailReasonQuantize   = store.FailReasonQuantize
+	FailReasonSanity     = store.FailReasonSanity
+	FailReasonCalibrate  = store.FailReasonCalibrate
+	FailReasonSuperseded = store.FailReasonSuperseded
 )
 
 // ErrStore wraps a damaged or foreign database.

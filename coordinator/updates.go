@@ -191,11 +191,8 @@ func (c *Coordinator) afterAccept(ctx context.Context, r *Round) error {
 	return nil
 }
 
-// dims is the parameter count of a stored model version.
+// dims is the parameter count of a stored model version (decoded once
+// per version: the model cache keeps only a few). Callers hold c.mu.
 func (c *Coordinator) dims(tx *bolt.Tx, version uint64) (int, error) {
-	m, err := c.floatModel(tx, version)
-	if err != nil {
-		return 0, err
-	}
-	return m.NumParams(), nil
+	return c.models.Dims(tx, version)
 }

@@ -9,6 +9,7 @@
 // the service; the NATS connection's goroutines call the Backend, one
 // request at a time per endpoint but endpoints concurrently, so a Backend
 // is safe for concurrent use. Each request gets a context of at most two
-// minutes. The caller stops the service (Stop) before the Backend goes
-// away.
+// minutes, derived from Serve's: when that ends, requests under way are
+// cancelled and later ones answered 503. The caller stops the service
+// (Stop) before the Backend goes away.
 package admin

@@ -70,7 +70,7 @@ func New(reg prometheus.Registerer) (*Coordinator, error) {
 		Reports: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "site_reports_total",
 			Help: "Site heartbeat reports, by outcome (ok, refused)."}, []string{"outcome"}),
 		RoundFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "round_failures_total",
-			Help: "Rounds that failed, by reason (quorum, aggregate, dp, non_finite, quantize, sanity, calibrate)."}, []string{"reason"}),
+			Help: "Rounds that failed, by reason (quorum, aggregate, dp, non_finite, quantize, sanity, calibrate, superseded)."}, []string{"reason"}),
 		StoreErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "coordinator", Name: "store_errors_total",
 			Help: "Groups of update verdicts the store could not record (a full disk, say); their messages are delivered again."}),
 	}

@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/admin"
 	"github.com/edgesched/edgesched/coordinator/aggregation"
 	"github.com/edgesched/edgesched/coordinator/bounds"
 	"github.com/edgesched/edgesched/coordinator/store"
@@ -225,4 +227,44 @@ func (l *Ledger) Refuse(tx *bolt.Tx, now time.Time, v *Verdict) error {
 		return err
 	}
 	return store.Audit(tx, now, l.AuditKeep, "regional.rejected", v.Round, "", fmt.Sprintf("region %q: %s: %s", v.Region, v.Reason, v.Detail))
+}
+
+// Statuses are the regions' records in the ledger (Bucket) of tx: per
+// configured region, its sites, how many of its aggregates were accepted
+// and refused, and the newest one's verdict (regions: none; a region
+// the ledger holds but no longer configured is left out).
+func Statuses(tx *bolt.Tx, regions *federated.Regions) ([]admin.RegionStatus, error) {
+	out := []admin.RegionStatus{}
+	at := map[string]int{}
+	for _, g := range regions.Names() {
+		at[g] = len(out)
+		out = append(out, admin.RegionStatus{Region: g, Sites: len(regions.Sites(g))})
+	}
+	rb := tx.Bucket(Bucket)
+	if rb == nil {
+		return out, nil
+	}
+	err := rb.ForEach(func(k, v []byte) error { // (by round, then region)
+		if len(k) <= 8 {
+			return nil
+		}
+		g, _, _ := strings.Cut(string(k[8:]), "\x00")
+		i, ok := at[g]
+		if !ok {
+			return nil
+		}
+		var vd store.Verdict
+		if err := store.DecodeRecord(v, &vd, store.RecordName(Bucket, k)); err != nil {
+			return err
+		}
+		s := &out[i]
+		if vd.Status == federated.Accepted {
+			s.Accepted++
+		} else {
+			s.Refused++
+		}
+		s.LastRound, s.Status, s.Reason = binary.BigEndian.Uint64(k[:8]), vd.Status, vd.Reason
+		return nil
+	})
+	return out, err
 }

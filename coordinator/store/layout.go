@@ -133,6 +133,10 @@ const (
 	FailReasonQuantize  = "quantize"   // the new model cannot be quantized to int8
 	FailReasonSanity    = "sanity"     // the new model scores the calibration set absurdly
 	FailReasonCalibrate = "calibrate"  // no calibration rows for the new model
+	// FailReasonSuperseded: a newer model version was published while the
+	// round ran (an operator's rollback or promotion); the round's model,
+	// made from the older base, would have undone it.
+	FailReasonSuperseded = "superseded"
 )
 
 // Site is what the coordinator knows of a site.

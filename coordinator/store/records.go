@@ -17,6 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/boltkv"
 )
 
 // Stored records (schema 2). Every JSON record is its JSON followed by the
@@ -447,4 +448,56 @@ func DecodeEvent(raw []byte) (*Event, error) {
 		return nil, err
 	}
 	return &e, nil
+}
+
+// Newest decodes the last limit records of bucket, newest (highest key)
+// first. check sees each record's stored bytes, with how many were
+// decoded before it, before it is decoded: an error from it (a budget of
+// bytes spent) ends the listing with that error.
+func Newest[T any](tx *bolt.Tx, bucket []byte, limit int, check func(raw []byte, n int) error) ([]T, error) {
+	var out []T
+	cur := tx.Bucket(bucket).Cursor()
+	for k, v := cur.Last(); k != nil && len(out) < limit; k, v = cur.Prev() {
+		if err := check(v, len(out)); err != nil {
+			return nil, err
+		}
+		var r T
+		if err := DecodeRecord(v, &r, RecordName(bucket, k)); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// PruneUpdates drops the stored updates (BucketUpdates) and running sums
+// (BucketSums) of every round below round.
+func PruneUpdates(tx *bolt.Tx, round uint64) {
+	cutoff := binary.BigEndian.AppendUint64(nil, round) // keys below it go
+	var old [][]byte
+	ub := tx.Bucket(BucketUpdates)
+	cur := ub.Cursor()
+	for k, _ := cur.First(); k != nil && bytes.Compare(k, cutoff) < 0; k, _ = cur.Next() {
+		old = append(old, bytes.Clone(k))
+	}
+	for _, k := range old {
+		_ = ub.DeleteBucket(k)
+	}
+	sc := tx.Bucket(BucketSums).Cursor()
+	for k, _ := sc.First(); k != nil && bytes.Compare(k, cutoff) < 0; k, _ = sc.First() {
+		if sc.Delete() != nil {
+			break
+		}
+	}
+}
+
+// Rejects returns the counts of refused updates by reason (BucketRejects).
+func Rejects(tx *bolt.Tx) map[string]uint64 {
+	out := map[string]uint64{}
+	b := tx.Bucket(BucketRejects)
+	_ = b.ForEach(func(k, _ []byte) error {
+		out[string(k)] = boltkv.GetU64(b, k)
+		return nil
+	})
+	return out
 }

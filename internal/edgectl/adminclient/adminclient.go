@@ -199,6 +199,16 @@ func Dash(n uint64) string {
 	return fmt.Sprint(n)
 }
 
+// CheckLimit validates a listing's --limit: 1 to the coordinator's
+// coordinator.MaxListLimit, a usage error otherwise (checked before any
+// request).
+func CheckLimit(limit int) error {
+	if limit < 1 || limit > coordinator.MaxListLimit {
+		return cli.Usagef("--limit %d: want 1 to %d", limit, coordinator.MaxListLimit)
+	}
+	return nil
+}
+
 // VersionArg parses a model version or round number argument: a
 // positive decimal number that fits 64 bits, optionally after one "v"
 // ("12", "v12"), and nothing else (no sign, space, fraction or suffix).

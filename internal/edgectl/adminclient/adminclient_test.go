@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/edgesched/edgesched/coordinator"
+	"github.com/edgesched/edgesched/internal/cli"
 	"github.com/edgesched/edgesched/internal/edgectl/adminclient"
 	"github.com/edgesched/edgesched/internal/edgectl/edgectltest"
 	"github.com/edgesched/edgesched/internal/testutil/filefixture"
@@ -172,7 +173,9 @@ func TestAdminErrors(t *testing.T) {
 		{"bad version", []string{"model", "promote", "x", srv}, `version "x": want a positive number`},
 		{"bad output", []string{"sites", srv, "-o", "yml"}, `-o/--output: unknown value "yml" (did you mean yaml?); valid values: table, json, yaml`},
 		{"no round yet", []string{"round", "status", srv}, "coordinator: not found: no round yet (409)"},
-		{"bad limit", []string{"round", "list", srv, "--limit", "0"}, "--limit 0"},
+		{"bad limit", []string{"round", "list", srv, "--limit", "0"}, "--limit 0: want 1 to 1000"},
+		// above what the coordinator lists (it answers 400): refused first
+		{"limit above the coordinator's", []string{"model", "list", srv, "--limit", "1001"}, "--limit 1001: want 1 to 1000"},
 		{"nothing listening", []string{"sites", "--server", "nats://127.0.0.1:1", "--timeout", "1s"}, "connect to nats://127.0.0.1:1"},
 		{"unknown flag", []string{"sites", "--bogus"}, "unknown flag: --bogus"},
 		{"credentials over the cap", append([]string{"sites", "--creds", bigCreds}, down...), "--creds: " + bigCreds + ": input exceeds its size limit"},
@@ -184,6 +187,9 @@ func TestAdminErrors(t *testing.T) {
 			_, _, err := run(t, c.args...)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("%v: got %v, want an error containing %q", c.args, err, c.want)
+			}
+			if strings.HasPrefix(c.want, "--limit") && !cli.IsUsage(err) {
+				t.Fatalf("%v: %v is not a usage error (exit 2)", c.args, err)
 			}
 			if n := strings.Count(err.Error(), "coordinator: "); n > 1 {
 				t.Fatalf("%v: %q names the coordinator %d times", c.args, err, n)

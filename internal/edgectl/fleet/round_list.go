@@ -20,8 +20,8 @@ func newRoundListCommand() *cobra.Command {
 		Example: `  edgectl round list --limit 10`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if limit < 1 {
-				return fmt.Errorf("--limit %d: must be at least 1", limit)
+			if err := adminclient.CheckLimit(limit); err != nil {
+				return err
 			}
 			var rs []coordinator.Round
 			if err := f.Call(coordinator.EndpointRoundList, coordinator.AdminRequest{Limit: limit}, &rs); err != nil {

@@ -21,8 +21,8 @@ func newModelListCommand() *cobra.Command {
 		Example: `  edgectl model list --server nats://cloud:4222`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if limit < 1 {
-				return fmt.Errorf("--limit %d: must be at least 1", limit)
+			if err := adminclient.CheckLimit(limit); err != nil {
+				return err
 			}
 			var ms []coordinator.Model
 			if err := f.Call(coordinator.EndpointModelList, coordinator.AdminRequest{Limit: limit}, &ms); err != nil {
