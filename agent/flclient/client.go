@@ -403,7 +403,9 @@ func (c *Client) trainRound(ctx context.Context, js jetstream.JetStream, a *fede
 	var last, local uint64
 	_ = c.db.View(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
-		last, local = getU64(m, keyRound), getU64(m, keySeq)
+		// (above the coordinator's mark too, once a replay's ack told it:
+		// onAck)
+		last, local = getU64(m, keyRound), max(getU64(m, keySeq), getU64(m, keySeqFloor))
 		return nil
 	})
 	if a.Round <= last && !again {
@@ -720,12 +722,17 @@ func (c *Client) onAck(m *nats.Msg) {
 	var caught, from uint64
 	_ = c.db.Update(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
-		from = getU64(m, keySeq)
-		if a.HWM > from && a.HWM-from <= maxSeqCatchUp {
-			// the coordinator has seen sequences above this store's
-			// newest (the store was lost or restored from an old copy):
-			// continue above them; the update acked is lost either way
-			if err := m.Put(keySeq, u64(a.HWM)); err != nil {
+		from = max(getU64(m, keySeq), getU64(m, keySeqFloor))
+		// the coordinator has seen sequences of this site above this
+		// store's newest (the store was lost or restored from an old
+		// copy): the next update continues above them. Only the ack of a
+		// sequence this store used, at most maxSeqCatchUp ahead. The
+		// floor is its own key: an update trained meanwhile with the
+		// sequence reserved before it is still queued (and refused as a
+		// replay), where moving the sequence itself would fail its
+		// enqueue and, with a site ledger, skip the round.
+		if a.HWM > from && a.Seq <= getU64(m, keySeq) && a.HWM-from <= maxSeqCatchUp {
+			if err := m.Put(keySeqFloor, u64(a.HWM)); err != nil {
 				return err
 			}
 			caught = a.HWM
@@ -752,7 +759,7 @@ func (c *Client) onAck(m *nats.Msg) {
 		c.log.Warn("the coordinator has seen newer sequences of this site than this store (a lost or restored agent.db?): continuing above them",
 			"refused", a.Seq, "store", from, "coordinator", a.HWM)
 	case a.HWM > from:
-		c.log.Warn("a replay ack's high-water mark is implausibly far ahead: ignored", "refused", a.Seq, "store", from, "coordinator", a.HWM, "limit", maxSeqCatchUp)
+		c.log.Warn("a replay ack's high-water mark ignored: implausibly far ahead, or of a sequence this store never used", "refused", a.Seq, "store", from, "coordinator", a.HWM, "limit", maxSeqCatchUp)
 	}
 	c.report()
 }
@@ -819,7 +826,9 @@ func (c *Client) InstalledInt8() (*Installed, *quant.Artifact, error) {
 
 // Status is a snapshot of the client.
 type Status struct {
-	Site      string     `json:"site"`
+	Site string `json:"site"`
+	// Seq is what the next update's sequence is above: the newest used,
+	// or the coordinator's high-water mark a replay's ack told, if higher.
 	Seq       uint64     `json:"seq"`
 	Round     uint64     `json:"last_trained_round"`
 	Outbox    int        `json:"outbox"`
@@ -832,7 +841,7 @@ func (c *Client) Status() (Status, error) {
 	s := Status{Site: c.cfg.Site}
 	err := c.db.View(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
-		s.Seq, s.Round = getU64(m, keySeq), getU64(m, keyRound)
+		s.Seq, s.Round = max(getU64(m, keySeq), getU64(m, keySeqFloor)), getU64(m, keyRound)
 		s.Outbox = tx.Bucket(bucketOutbox).Stats().KeyN
 		if v := tx.Bucket(bucketModels).Get(keyInstalled); v != nil {
 			s.Installed = &Installed{}

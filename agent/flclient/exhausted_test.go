@@ -145,8 +145,12 @@ func TestRetryTraining(t *testing.T) {
 // high-water mark above this store's newest sequence moves the sequence
 // up to it (the store was lost or restored from an old copy), so the next
 // update is above it; an ack whose mark is not above the store's, or is
-// more than maxSeqCatchUp ahead, another site's, or an accepted one,
-// changes nothing. The counters count the ack either way.
+// more than maxSeqCatchUp ahead, of a sequence this store never used,
+// another site's, or an accepted one, changes nothing. The counters count
+// the ack either way. An update trained meanwhile with the sequence
+// reserved before the ack (local+1) is still queued: it used to fail
+// ("not above the outbox's"), and with a site ledger the round was then
+// skipped.
 func TestReplayAckCatchUp(t *testing.T) {
 	const local = 5
 	replay := func(seq, hwm uint64) federated.Ack {
@@ -163,6 +167,7 @@ func TestReplayAckCatchUp(t *testing.T) {
 		{"mark ahead: caught up", replay(1, 40), 40, 1},
 		{"mark at the bound", replay(1, local+maxSeqCatchUp), local + maxSeqCatchUp, 1},
 		{"mark past the bound: ignored", replay(1, local+maxSeqCatchUp+1), local, 0},
+		{"of a sequence this store never used: ignored", replay(local+1, 40), local, 0},
 		{"mark at MaxSeq: ignored", replay(1, federated.MaxSeq), local, 0},
 		{"mark equal to the store's", replay(2, local), local, 0},
 		{"mark below the store's (an old replay)", replay(2, 3), local, 0},
@@ -190,6 +195,13 @@ func TestReplayAckCatchUp(t *testing.T) {
 			}
 			if st.Seq != tc.wantSeq || st.Counters.SequenceCatchUps != tc.caught || st.Counters.Duplicate != wantDup {
 				t.Fatalf("sequence %d, %d catch-ups, %d duplicates; want %d, %d, %d", st.Seq, st.Counters.SequenceCatchUps, st.Counters.Duplicate, tc.wantSeq, tc.caught, wantDup)
+			}
+			// an update trained with the sequence reserved before the ack
+			if err := c.enqueue(context.Background(), local+1, 3, false, strings.Repeat("ab", 32), 1, 10, make([]float32, 8), 1); err != nil {
+				t.Fatalf("the update trained meanwhile: %v", err)
+			}
+			if st := mustStatus(t, c); st.Seq != max(tc.wantSeq, local+1) {
+				t.Fatalf("after it: sequence %d, want %d", st.Seq, max(tc.wantSeq, local+1))
 			}
 		})
 	}

@@ -21,6 +21,7 @@ var (
 
 	keySchema    = []byte("schema")
 	keySeq       = []byte("seq")        // last sequence used
+	keySeqFloor  = []byte("seqfloor")   // the coordinator's high-water mark, from a replay's ack: sequences continue above it
 	keyRound     = []byte("round")      // last round trained
 	keyResidual  = []byte("residual")   // error-feedback residual (float32 LE)
 	keyInstalled = []byte("installed")  // Installed JSON

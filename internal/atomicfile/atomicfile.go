@@ -1,8 +1,10 @@
 package atomicfile
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -14,12 +16,28 @@ import (
 // os.WriteFile), atomically (see the package doc). On error the target is
 // unchanged and no temporary file is left.
 func Write(path string, b []byte, perm os.FileMode) error {
+	return WriteFunc(path, perm, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+// WriteFunc replaces path with what fn writes, as Write does, streaming
+// to the temporary file (buffered): nothing is held in memory, so the
+// file may be larger than memory. When fn fails the target is unchanged
+// and no temporary file is left, and the error is fn's.
+func WriteFunc(path string, perm os.FileMode, fn func(w io.Writer) error) error {
 	tmp, err := createTemp(path, perm)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename: a no-op
-	if _, err := tmp.Write(b); err != nil {
+	bw := bufio.NewWriterSize(tmp, 64<<10)
+	if err := fn(bw); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := bw.Flush(); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}

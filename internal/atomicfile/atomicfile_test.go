@@ -1,6 +1,9 @@
 package atomicfile
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -58,5 +61,36 @@ func TestWriteUmask(t *testing.T) {
 	}
 	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("mode %v (%v), want 0600 under umask 077", st.Mode().Perm(), err)
+	}
+}
+
+// TestWriteFunc: what fn writes replaces the file, streamed (more than
+// the writer's buffer); a fn that fails after writing leaves the earlier
+// content whole, returns fn's error, and leaves no temporary file.
+func TestWriteFunc(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	big := bytes.Repeat([]byte("0123456789abcdef"), 20<<10) // 320 KiB
+	if err := WriteFunc(path, 0o644, func(w io.Writer) error { _, err := w.Write(big); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("read %d bytes, %v; want the %d written", len(got), err, len(big))
+	}
+	boom := errors.New("boom")
+	err := WriteFunc(path, 0o644, func(w io.Writer) error {
+		if _, err := w.Write(big); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("WriteFunc: %v, want fn's error", err)
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("after a failed write: %d bytes, %v; want the earlier %d", len(got), err, len(big))
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("directory holds %d entries: a temporary file was left", len(ents))
 	}
 }

@@ -226,7 +226,7 @@ func SavePanels(path string, w, h vg.Length, panels ...*plot.Plot) error {
 
 // SaveGrid draws panels in a grid of cols columns, each w x h, into one
 // PNG; with leg, a strip on the right holds the legend, outside the data.
-// The file is written whole or not at all (MaxFileBytes).
+// The file is written whole or not at all (writeFile).
 func SaveGrid(path string, w, h vg.Length, cols int, leg *plot.Legend, panels ...*plot.Plot) error {
 	rows := (len(panels) + cols - 1) / cols
 	plots := make([][]*plot.Plot, rows)
@@ -254,7 +254,7 @@ func SaveGrid(path string, w, h vg.Length, cols int, leg *plot.Legend, panels ..
 	if leg != nil {
 		leg.Draw(draw.Crop(dc, vg.Length(cols)*w+vg.Points(8), 0, 0, -vg.Points(24)))
 	}
-	return writeFile(path, MaxFileBytes, func(w io.Writer) error {
+	return writeFile(path, func(w io.Writer) error {
 		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
 		return err
 	})

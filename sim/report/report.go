@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -223,52 +222,27 @@ func formatMeasure(name string, v float64, n int) string {
 	return fmt.Sprintf("%.2f%%", 100*v)
 }
 
-// MaxFileBytes caps one file WriteFiles or SaveGrid writes. Each is
-// built in memory and written whole through internal/atomicfile, so that
-// a failed or interrupted write never leaves a partial file under its
-// name. The largest is results.json, about 250 bytes a series or curve
-// point (indented): 1 GiB holds some 4 million points, 16,000 runs at
-// the default 240 samples or 40 at --samples 100000 (series.csv takes
-// about 75 bytes a point); a PNG is well under 1 MiB.
-const MaxFileBytes = 1 << 30
-
-// errFileTooLarge: what a file's writer wrote exceeds MaxFileBytes.
-var errFileTooLarge = errors.New("report: output file exceeds its size limit")
-
-// cappedBuffer is a bytes.Buffer that refuses to grow beyond max bytes.
-type cappedBuffer struct {
-	buf bytes.Buffer
-	max int
-}
-
-func (c *cappedBuffer) Write(p []byte) (int, error) {
-	if len(p) > c.max-c.buf.Len() {
-		return 0, fmt.Errorf("%w: more than %d bytes", errFileTooLarge, c.max)
+// writeFile replaces path with what fn writes, with mode 0666 less the
+// umask (as os.Create), through atomicfile.WriteFunc: streamed to a
+// temporary file beside it and renamed only once fn succeeded, so on any
+// error (or an interruption) the file is as it was, absent or its earlier
+// content, and never a partial file under its name.
+func writeFile(path string, fn func(io.Writer) error) error {
+	if err := atomicfile.WriteFunc(path, 0o666, fn); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), errors.Unwrap(err))
 	}
-	return c.buf.Write(p)
-}
-
-// writeFile replaces path with what fn writes, at most max bytes, with
-// mode 0666 less the umask (as os.Create): the bytes are buffered and
-// written through atomicfile only once fn succeeded, so on any error the
-// file is as it was (absent, or its earlier content).
-func writeFile(path string, max int, fn func(io.Writer) error) error {
-	w := &cappedBuffer{max: max}
-	if err := fn(w); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	return atomicfile.Write(path, w.buf.Bytes(), 0o666)
+	return nil
 }
 
 // WriteFiles writes results.json, runs.csv, failures.csv and, when
 // present, curve.csv and series.csv into dir (created if needed). Each
-// file is written whole or not at all (MaxFileBytes).
+// file is written whole or not at all (writeFile).
 func (d *Document) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create output dir: %w", err)
 	}
 	write := func(name string, fn func(io.Writer) error) error {
-		return writeFile(filepath.Join(dir, name), MaxFileBytes, fn)
+		return writeFile(filepath.Join(dir, name), fn)
 	}
 	if err := write("results.json", d.WriteJSON); err != nil {
 		return err
