@@ -277,8 +277,7 @@ func TestConsumeFetchBytes(t *testing.T) {
 		// in flight, the server's count includes its redelivery (the
 		// consumer's sequence counts every delivery, the stream's each
 		// message once)
-		t.Logf("not checking the bound: %d deliveries were again (a pull request expired while its aggregates were in flight, the machine loaded); delivered when judged %v", again, d.delivered)
-		return
+		t.Skipf("all %d judged, but the bound is not checked: %d deliveries were again (a pull request expired while its aggregates were in flight, the machine loaded); delivered when judged %v", n, again, d.delivered)
 	}
 	for k := 1; k <= n; k++ {
 		if got, most := d.delivered[k], uint64(2*((k+1)/2)); got > most {

@@ -221,12 +221,18 @@ func (a *Active) Fence(ctx context.Context, js jetstream.JetStream, regional boo
 		// pointer deleted by hand is claimed on its delete marker's
 		// revision, where a KV get's not found made it revision 0, refused
 		// for ever)
-		cur, rev, _, err := a.pointer(ctx)
+		cur, rev, found, err := a.pointer(ctx)
 		switch {
 		case errors.Is(err, ErrCheckpoint):
 			return false, err
 		case err != nil:
 			return false, fmt.Errorf("read the checkpoint pointer: %w", err)
+		case !found && rev > 0:
+			// written once and since deleted (by hand: nothing here
+			// deletes it): this active restores no checkpoint and the
+			// federation starts again from its first model, which an
+			// operator must know
+			a.log.Warn("the checkpoint pointer was deleted: no checkpoint is restored, this active starts from the store it has", "key", CheckpointKey, "marker_revision", rev)
 		}
 		later, err := a.later(ctx, cur.Epoch)
 		if err != nil {
