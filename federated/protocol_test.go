@@ -579,7 +579,9 @@ func TestDecodeAckRefusals(t *testing.T) {
 		{"hwm on a duplicate without reason", "only a replay carries one", m(func(v map[string]any) { v["status"], v["hwm"] = "duplicate", 9 })},
 		{"hwm on a rejection", "only a replay carries one", m(func(v map[string]any) { v["status"], v["reason"], v["hwm"] = "rejected", ReasonReplay, 9 })},
 		{"hwm below the seq", "high-water mark 6", m(func(v map[string]any) { v["status"], v["reason"], v["hwm"] = "duplicate", ReasonReplay, 6 })},
-		{"hwm above MaxSeq", "high-water mark 9223372036854775808", m(func(v map[string]any) { v["status"], v["reason"], v["hwm"] = "duplicate", ReasonReplay, uint64(MaxSeq) + 1 })},
+		{"hwm above MaxSeq", "high-water mark 9223372036854775808", m(func(v map[string]any) {
+			v["status"], v["reason"], v["hwm"] = "duplicate", ReasonReplay, uint64(MaxSeq)+1
+		})},
 		{"hwm negative", "cannot unmarshal number", m(func(v map[string]any) { v["status"], v["reason"], v["hwm"] = "duplicate", ReasonReplay, -1 })},
 	})
 }
