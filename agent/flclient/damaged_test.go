@@ -78,14 +78,7 @@ func TestDamagedObjectRefusedNotRefetched(t *testing.T) {
 			r := startClient(t, f, cfg)
 
 			fa, qa := f.artifacts(5, 2, time.Now())
-			fb, err := fa.Encode(key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			qb, err := qa.Encode(key)
-			if err != nil {
-				t.Fatal(err)
-			}
+			fb, qb := encodeBoth(t, fa, qa, key)
 			ctx := context.Background()
 			if _, err := f.obj.PutBytes(ctx, "bad.float32.esa", fb); err != nil {
 				t.Fatal(err)

@@ -86,14 +86,7 @@ func TestFetchFailuresAreRetried(t *testing.T) {
 			cfg.StatePoll, cfg.PublishTimeout = 50*time.Millisecond, time.Second
 			cfg.BackoffMin, cfg.BackoffMax, cfg.ReportInterval = 10*time.Millisecond, 50*time.Millisecond, 0
 			fa, qa := f.artifacts(5, 2, time.Now())
-			fb, err := fa.Encode(key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			qb, err := qa.Encode(key)
-			if err != nil {
-				t.Fatal(err)
-			}
+			fb, qb := encodeBoth(t, fa, qa, key)
 			base, err := nn.FromArtifact(fa)
 			if err != nil {
 				t.Fatal(err)

@@ -57,16 +57,22 @@ func TestAbsurdModelRefused(t *testing.T) {
 	waitFor(t, r.c, "a sane version 3", func(s Status) bool { return s.Installed != nil && s.Installed.Version == 3 })
 }
 
+// encodeBoth signs a model's float and int8 artifacts with key.
+func encodeBoth(t *testing.T, fa, qa *quant.Artifact, key *quant.Signer) (fb, qb []byte) {
+	t.Helper()
+	var err error
+	if fb, err = fa.Encode(key); err != nil {
+		t.Fatal(err)
+	}
+	if qb, err = qa.Encode(key); err != nil {
+		t.Fatal(err)
+	}
+	return fb, qb
+}
+
 // publishSigned signs and publishes a model's artifacts as version.
 func publishSigned(t *testing.T, f *feed, fa, qa *quant.Artifact, key *quant.Signer, version uint64) {
 	t.Helper()
-	fb, err := fa.Encode(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qb, err := qa.Encode(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fb, qb := encodeBoth(t, fa, qa, key)
 	f.put(fb, qb, version, fa.Header.ModelID, qa.Header.ModelID)
 }
