@@ -9,15 +9,17 @@ import (
 // docs/edge-plugin.md documents each of them. These names keep the
 // plugin's API.
 const (
-	ResourceGPU           = kubefmt.ResourceGPU
-	ResourceGPUMilli      = kubefmt.ResourceGPUMilli
-	LabelGPUModel         = kubefmt.LabelGPUModel
-	LabelZone             = kubefmt.LabelZone
-	LabelArch             = kubefmt.LabelArch
-	AnnotationGPUMilli    = kubefmt.AnnotationGPUMilli
-	AnnotationGPUModels   = kubefmt.AnnotationGPUModels
-	AnnotationGPUDevices  = kubefmt.AnnotationGPUDevices
-	AnnotationQoS         = kubefmt.AnnotationQoS
-	AnnotationCPUUsage    = kubefmt.AnnotationCPUUsage
-	AnnotationFailureRate = kubefmt.AnnotationFailureRate
+	ResourceGPU            = kubefmt.ResourceGPU
+	ResourceGPUMilli       = kubefmt.ResourceGPUMilli
+	LabelGPUModel          = kubefmt.LabelGPUModel
+	LabelZone              = kubefmt.LabelZone
+	LabelArch              = kubefmt.LabelArch
+	AnnotationGPUMilli     = kubefmt.AnnotationGPUMilli
+	AnnotationGPUModels    = kubefmt.AnnotationGPUModels
+	AnnotationGPUDevices   = kubefmt.AnnotationGPUDevices
+	AnnotationQoS          = kubefmt.AnnotationQoS
+	AnnotationCPUUsage     = kubefmt.AnnotationCPUUsage
+	AnnotationFailureRate  = kubefmt.AnnotationFailureRate
+	AnnotationWattsPerCore = kubefmt.AnnotationWattsPerCore
+	AnnotationWattsPerGPU  = kubefmt.AnnotationWattsPerGPU
 )

@@ -57,6 +57,13 @@ const (
 	// AnnotationFailureRate is a node's expected failures per day (float
 	// >= 0), set by whoever tracks node health; absent means 0.
 	AnnotationFailureRate = "edgesched.io/failure-rate"
+	// AnnotationWattsPerCore is the power (watts, float >= 0) a node draws
+	// per busy core for placed work; absent, the simulator's default for
+	// its architecture (sim.DefaultPower: amd64 8 W, arm64 2 W).
+	AnnotationWattsPerCore = "edgesched.io/watts-per-core"
+	// AnnotationWattsPerGPU is the power (watts, float >= 0) a node draws
+	// per busy GPU; absent or 0, its GPU model's board power (sim.GPUWatts).
+	AnnotationWattsPerGPU = "edgesched.io/watts-per-gpu"
 )
 
 // DefaultNamespace is edgesched's namespace on a site: the Helm chart's

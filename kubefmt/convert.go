@@ -101,10 +101,39 @@ func NodeFailureRate(n *v1.Node) float64 {
 	return 0
 }
 
+// NodePower is a node's power model from AnnotationWattsPerCore and
+// AnnotationWattsPerGPU, nil when neither is set; either absent, malformed
+// or outside [0, sim.MaxWatts] keeps its default (sim.DefaultPower of
+// arch; a GPU's is its model's, sim.PowerModel's zero WattsPerGPU).
+func NodePower(n *v1.Node, arch sim.Arch) *sim.PowerModel {
+	perCore, okCore := annotationWatts(n, AnnotationWattsPerCore)
+	perGPU, okGPU := annotationWatts(n, AnnotationWattsPerGPU)
+	if !okCore && !okGPU {
+		return nil
+	}
+	pw := sim.DefaultPower(arch)
+	if okCore {
+		pw.WattsPerCore = perCore
+	}
+	if okGPU {
+		pw.WattsPerGPU = perGPU
+	}
+	return &pw
+}
+
+func annotationWatts(n *v1.Node, key string) (float64, bool) {
+	s, ok := n.Annotations[key]
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	return v, err == nil && v >= 0 && v <= sim.MaxWatts
+}
+
 // SimNode converts a node's static attributes into the simulator's node:
 // allocatable CPU (milli) and memory (MiB, rounded down), GPUs and model
 // (NodeGPUs), zone, architecture (amd64 when the label is absent or
-// unknown) and failure rate (NodeFailureRate). ok is false for a node the
+// unknown), failure rate (NodeFailureRate) and power (NodePower). ok is false for a node the
 // simulator cannot model: no CPU or memory, or more than sim.MaxQuantity.
 func SimNode(n *v1.Node) (spec sim.NodeSpec, ok bool) {
 	a := n.Status.Allocatable
@@ -116,6 +145,7 @@ func SimNode(n *v1.Node) (spec sim.NodeSpec, ok bool) {
 	}
 	spec.Arch = arch
 	spec.FailureRate = NodeFailureRate(n)
+	spec.Power = NodePower(n, arch)
 	ok = spec.CPU > 0 && spec.Memory > 0 && spec.CPU <= sim.MaxQuantity && spec.Memory <= sim.MaxQuantity
 	return spec, ok
 }

@@ -1,6 +1,7 @@
 package kubefmt
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 
@@ -109,6 +110,16 @@ func TestSimNode(t *testing.T) {
 			sim.NodeSpec{Name: "n", CPU: 1000, Memory: 1024, GPUs: 2, GPUModel: "unknown", Arch: sim.ArchAMD64}, true},
 		{"malformed failure rate reads 0", node("1", "1Gi", nil, map[string]string{AnnotationFailureRate: "NaN"}),
 			sim.NodeSpec{Name: "n", CPU: 1000, Memory: 1024, GPUs: 2, GPUModel: "unknown", Arch: sim.ArchAMD64}, true},
+		{"power annotations over the arm64 defaults (idle 3 W kept)", node("4", "8Gi", map[string]string{LabelArch: "arm64", LabelGPUModel: "Orin"},
+			map[string]string{AnnotationWattsPerCore: "1.5", AnnotationWattsPerGPU: "25"}),
+			sim.NodeSpec{Name: "n", CPU: 4000, Memory: 8192, GPUs: 2, GPUModel: "Orin", Arch: sim.ArchARM64,
+				Power: &sim.PowerModel{IdleWatts: 3, WattsPerCore: 1.5, WattsPerGPU: 25}}, true},
+		{"per-core watts only: the GPU's stays its model's (0)", node("1", "1Gi", nil, map[string]string{AnnotationWattsPerCore: "6"}),
+			sim.NodeSpec{Name: "n", CPU: 1000, Memory: 1024, GPUs: 2, GPUModel: "unknown", Arch: sim.ArchAMD64,
+				Power: &sim.PowerModel{IdleWatts: 60, WattsPerCore: 6}}, true},
+		{"malformed or out-of-range watts keep the defaults", node("1", "1Gi", nil,
+			map[string]string{AnnotationWattsPerCore: "NaN", AnnotationWattsPerGPU: "-1"}),
+			sim.NodeSpec{Name: "n", CPU: 1000, Memory: 1024, GPUs: 2, GPUModel: "unknown", Arch: sim.ArchAMD64}, true},
 		{"no memory: not modelled", node("1", "0", nil, nil),
 			sim.NodeSpec{Name: "n", CPU: 1000, GPUs: 2, GPUModel: "unknown", Arch: sim.ArchAMD64}, false},
 	}
@@ -116,7 +127,8 @@ func TestSimNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := SimNode(tc.node)
 			if ok != tc.ok || got.Name != tc.want.Name || got.CPU != tc.want.CPU || got.Memory != tc.want.Memory || got.GPUs != tc.want.GPUs ||
-				got.GPUModel != tc.want.GPUModel || got.Zone != tc.want.Zone || got.Arch != tc.want.Arch || got.FailureRate != tc.want.FailureRate {
+				got.GPUModel != tc.want.GPUModel || got.Zone != tc.want.Zone || got.Arch != tc.want.Arch || got.FailureRate != tc.want.FailureRate ||
+				!reflect.DeepEqual(got.Power, tc.want.Power) {
 				t.Fatalf("got %+v %v, want %+v %v", got, ok, tc.want, tc.ok)
 			}
 		})

@@ -17,7 +17,7 @@ import (
 // SchemaID names the feature schema version. Artifacts carry it with
 // Schema.Hash; a model is only ever fed features of the schema it was
 // trained on.
-const SchemaID = "edgesched.features/v5"
+const SchemaID = "edgesched.features/v6"
 
 // Errors of the schema.
 var (
@@ -91,22 +91,25 @@ var featureList = [NumFeatures]Feature{
 	{"pod_arch_pinned", "1 when the pod needs one CPU architecture (a kubernetes.io/arch node selector: a single-arch image)"},
 	{"arch_pinned_share", "share of the running pods' CPU requests that need the node's architecture, in steps of 1/20 (sim.State.ArchShares)"},
 	{"arch_free_share", "the node's architecture's share of the cluster's free CPU, in steps of 1/20 (sim.State.ArchShares)"},
+	// the node's power for the pod
+	{"emission", "log(1 + the pod's emission rate on the node now, gCO2/h), in steps of 1/8: the grid's intensity at the node times the node's power for the pod's requests (watts per requested core, and per requested GPU; sim.NodeInfo, in a cluster the node's power annotations)"},
 }
 
 // NumFeatures is the length of a feature vector.
-const NumFeatures = 44
+const NumFeatures = 45
 
 // FeatureGroups name sets of features a training configuration can leave
 // out of a network's inputs (ppo.NetConfig.Exclude, for ablations and for
 // models of workloads that do not have them): the telemetry features, the
 // one-hop dependency features, the carbon feature, the embeddings'
-// affinity, the architecture features.
+// affinity, the architecture features, the node's power for the pod.
 var FeatureGroups = map[string][]string{
 	"telemetry":    {"cpu_busy", "runq_p99", "mem_pressure", "retrans"},
 	"dependencies": {"dep_zone_colocation", "dep_rtt"},
 	"carbon":       {"carbon"},
 	"affinity":     {"dep_affinity"},
 	"arch":         {"pod_arch_pinned", "arch_pinned_share", "arch_free_share"},
+	"emission":     {"emission"},
 }
 
 // FirstTelemetryFeature is the index of the first telemetry feature; the
@@ -124,6 +127,13 @@ const (
 	ArchPinnedFeature      = 41 // pod_arch_pinned
 	ArchPinnedShareFeature = 42 // arch_pinned_share
 	ArchFreeShareFeature   = 43 // arch_free_share
+)
+
+// EmissionFeature is the index of emission, and emissionSteps its steps
+// per unit of log(1 + gCO2/h).
+const (
+	EmissionFeature = 44
+	emissionSteps   = 8
 )
 
 // AffinityEncoder identifies the shipped GraphSAGE encoder and decoder
@@ -162,7 +172,7 @@ func ExcludeMask(names []string) ([]bool, error) {
 		}
 		i := FeatureIndex(n)
 		if i < 0 {
-			return nil, fmt.Errorf("%w: unknown feature or group %q (groups: affinity, arch, carbon, dependencies, telemetry; features: the names of docs/policy.md)", ErrSchema, n)
+			return nil, fmt.Errorf("%w: unknown feature or group %q (groups: affinity, arch, carbon, dependencies, emission, telemetry; features: the names of docs/policy.md)", ErrSchema, n)
 		}
 		mask[i] = true
 	}
@@ -881,6 +891,7 @@ func (x *Extractor) Extract(st *sim.State, p *sim.Pod, n int, out []float32) {
 	a := x.arch[nd.Arch]
 	out[ArchPinnedShareFeature] = float32(a&0x1f) / archSteps
 	out[ArchFreeShareFeature] = float32(a>>5) / archSteps
+	out[EmissionFeature] = EmissionStep(x.env.CarbonAt(nd.CarbonZone, st.Now) * sim.RequestWatts(&nd.NodeInfo, p) / 1000)
 	if x.skipTel {
 		out[36], out[37], out[38], out[39] = 0, 0, 0, 0
 		return
@@ -890,6 +901,16 @@ func (x *Extractor) Extract(st *sim.State, p *sim.Pod, n int, out []float32) {
 	out[37] = float32(tel>>16&0xffff) / runqSteps
 	out[38] = float32(tel>>32&0xffff) / memSteps
 	out[39] = float32(tel>>48) / retransSteps
+}
+
+// EmissionStep is the emission feature of an emission rate in gCO2/h:
+// log(1 + rate) in steps of 1/emissionSteps (rounded down; a rate below 0
+// or not a number reads as 0).
+func EmissionStep(gPerHour float64) float32 {
+	if !(gPerHour > 0) {
+		return 0
+	}
+	return float32(math.Floor(math.Log1p(gPerHour)*emissionSteps)) / emissionSteps
 }
 
 // fitBefore is node n's GPUFragFitOf as it stands, memoised by node

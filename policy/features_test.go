@@ -121,6 +121,9 @@ func TestExtract(t *testing.T) {
 	near("dep_zone_colocation", 0) // no service
 	near("gpu_node_cpu_pod", 0)
 	near("arch_arm64", 0)
+	// 4 cores at amd64's 8 W and half a T4 (70 W): 67 W at 475 gCO2/kWh
+	// is 31.825 gCO2/h; log(32.825) = 3.491, 27 steps of 1/8.
+	near("emission", 27.0/8)
 
 	// api-0 talks to web (10/s, 1 replica in zone a) and db (30/s, one
 	// replica in each zone). On arm (zone b): co-location
@@ -134,6 +137,9 @@ func TestExtract(t *testing.T) {
 	near("arch_arm64", 1)
 	near("carbon", 0.3)
 	near("gpu_node_cpu_pod", 0)
+	// 2 arm64 cores at 2 W: 4 W at 300 gCO2/kWh is 1.2 gCO2/h; log(2.2)
+	// = 0.788, 6 steps of 1/8.
+	near("emission", 6.0/8)
 	// On g8 (zone a): (10*1 + 30*0.5) / 40 = 0.625, RTT (0 + 30*10)/40 = 7.5 ms.
 	x.Extract(st, api, 1, f)
 	near("dep_zone_colocation", 0.625)
@@ -316,6 +322,27 @@ func TestTelemetryFeatures(t *testing.T) {
 	for i, w := range want {
 		if got := out[FirstTelemetryFeature+i]; math.Abs(float64(got)-w) > 1e-6 {
 			t.Errorf("%s = %v, want %v", featureList[FirstTelemetryFeature+i].Name, got, w)
+		}
+	}
+}
+
+// TestEmissionStep: log(1 + gCO2/h) rounded down to steps of 1/8; no rate,
+// a negative one or NaN read as 0.
+func TestEmissionStep(t *testing.T) {
+	for _, tc := range []struct {
+		rate float64
+		want float32
+	}{
+		{0, 0},
+		{-3, 0},
+		{math.NaN(), 0},
+		{math.E - 1, 1},                // log(e) = 1, exactly 8 steps
+		{math.Exp(0.3) - 1, 2.0 / 8},   // 0.3 is 2.4 steps: 2
+		{math.Exp(5.99) - 1, 47.0 / 8}, // 47.92 steps: 47
+		{math.Inf(1), float32(math.Inf(1))},
+	} {
+		if got := EmissionStep(tc.rate); got != tc.want {
+			t.Errorf("EmissionStep(%v) = %v, want %v", tc.rate, got, tc.want)
 		}
 	}
 }

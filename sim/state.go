@@ -471,6 +471,13 @@ func podWatts(nd *Node, p *Pod) float64 {
 	return float64(p.CPU)*p.Usage/1000*nd.WattsPerCore + float64(p.GPUDemand())/MilliGPU*nd.WattsPerGPU
 }
 
+// RequestWatts is the power node nd would draw for pod p's requests: what
+// a scheduler knows (requested cores and GPUs), not the pod's use, which
+// the emissions the simulator reports follow.
+func RequestWatts(nd *NodeInfo, p *Pod) float64 {
+	return float64(p.CPU)/1000*nd.WattsPerCore + float64(p.GPUDemand())/MilliGPU*nd.WattsPerGPU
+}
+
 // NumGPUTags is the number of GPU-affinity tags: tag 0 is "shares one
 // GPU", tag k >= 1 is "takes k whole GPUs".
 const NumGPUTags = MaxGPUsPerNode + 1

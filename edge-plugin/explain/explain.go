@@ -30,7 +30,7 @@ type FeatureGroup struct {
 	index             []int
 }
 
-// featureGroups partition the 44 features of edgesched.features/v5. They
+// featureGroups partition the 45 features of edgesched.features/v6. They
 // follow the schema's own sections, except that its "node attributes and
 // load" section is split into architecture, load/failure and carbon (the
 // load group holds the telemetry features too), which
@@ -50,8 +50,8 @@ var featureGroups = resolveGroups([]FeatureGroup{
 		Features: []string{"arch_arm64", "arch_pinned_share", "arch_free_share"}},
 	{Name: "load", Description: "node load as measured (CPU, run-queue latency, memory pressure, TCP retransmits), the pod's share of the node's CPU, node failure rate",
 		Features: []string{"load", "pod_cpu_rel", "failure_rate", "cpu_busy", "runq_p99", "mem_pressure", "retrans"}},
-	{Name: "carbon", Description: "grid carbon intensity at the node",
-		Features: []string{"carbon"}},
+	{Name: "carbon", Description: "grid carbon intensity at the node, and the pod's emission rate there",
+		Features: []string{"carbon", "emission"}},
 	{Name: "dependencies", Description: "co-location with and RTT to the pod's service dependencies, and with its partners within two calls by the embeddings' predicted links (0 without a dependency graph: dependenciesConfigMap; dep_affinity 0 without the leader's partners)",
 		Features: []string{"dep_zone_colocation", "dep_rtt", "dep_affinity"}},
 })

@@ -867,6 +867,12 @@ func specSig(s *sim.NodeSpec) uint64 {
 	b = append(b, s.Zone...)
 	b = append(b, 0)
 	b = strconv.AppendUint(b, math.Float64bits(s.FailureRate), 16)
+	if s.Power != nil {
+		for _, w := range []float64{s.Power.IdleWatts, s.Power.WattsPerCore, s.Power.WattsPerGPU} {
+			b = append(b, ',')
+			b = strconv.AppendUint(b, math.Float64bits(w), 16)
+		}
+	}
 	h.Write(b)
 	return h.Sum64()
 }

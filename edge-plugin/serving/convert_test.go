@@ -196,3 +196,48 @@ func TestConverterForgetsDeletedNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestConvertNodePower: a node's power annotations reach the compiled
+// environment the features read (the emission feature, sim.RequestWatts)
+// and the policy language's view (nodeWatts), and a changed annotation
+// recompiles it. The arm64 board: 1.5 W per core and an Orin at 25 W
+// (its board power without the annotation would be sim.DefaultGPUWatts,
+// 250 W, an unknown model); the amd64 server keeps the defaults.
+func TestConvertNodePower(t *testing.T) {
+	board := sim.NodeSpec{Name: "board", CPU: 4000, Memory: 4096, Arch: sim.ArchARM64, GPUs: 1, GPUModel: "Orin",
+		Power: &sim.PowerModel{WattsPerCore: 1.5, WattsPerGPU: 25}}
+	server := sim.NodeSpec{Name: "server", CPU: 8000, Memory: 8192, Arch: sim.ArchAMD64}
+	c := newConverter(sim.NewTargetWorkload(nil, 0.95))
+	c.deps, c.topo = &sources.Dependencies{}, &sources.Topology{}
+	watts := func(all []fwk.NodeInfo) (got [2][2]float64) {
+		t.Helper()
+		for _, ni := range all {
+			c.node(ni)
+		}
+		if err := c.withView(all, all, func(v *view) error {
+			for i, name := range []string{"board", "server"} {
+				nd := v.env.Nodes[v.index[name]]
+				got[i] = [2]float64{nd.WattsPerCore, nd.WattsPerGPU}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	all := []fwk.NodeInfo{nodeInfo(plugintest.K8sNode(board)), nodeInfo(plugintest.K8sNode(server))}
+	if got, want := watts(all), [2][2]float64{{1.5, 25}, {8, 0}}; got != want {
+		t.Fatalf("compiled watts per core and per GPU %v, want %v", got, want)
+	}
+	for i, want := range [][2]float64{{1.5, 25}, {8, 0}} {
+		if pc, pg := nodeWatts(func() sim.NodeSpec { s, _ := kubefmt.SimNode(all[i].Node()); return s }()); pc != want[0] || pg != want[1] {
+			t.Errorf("node %d: the policy view's watts %v, %v, want %v", i, pc, pg, want)
+		}
+	}
+	n := all[0].Node().DeepCopy()
+	n.Annotations[kubefmt.AnnotationWattsPerCore] = "2.5"
+	all[0].SetNode(n)
+	if got, want := watts(all), [2][2]float64{{2.5, 25}, {8, 0}}; got != want {
+		t.Fatalf("after the annotation changed: %v, want %v", got, want)
+	}
+}

@@ -127,15 +127,22 @@ func (c *PolicyCycle) node(ni fwk.NodeInfo) *policydoc.Node {
 	return v
 }
 
-// nodeWatts is a node's power for placed work as the simulator assumes it
-// without a figure: by architecture (sim.DefaultPower), and the GPU
-// model's board power (sim.GPUWatts).
+// nodeWatts is a node's power for placed work as the simulator compiles
+// it: its power annotations (kubefmt.NodePower), else by architecture
+// (sim.DefaultPower), and the GPU model's board power (sim.GPUWatts)
+// where no annotation gives a GPU's.
 func nodeWatts(spec sim.NodeSpec) (perCore, perGPU float64) {
-	perCore = sim.DefaultPower(spec.Arch).WattsPerCore
-	if spec.GPUs == 0 {
-		return perCore, 0
+	pw := sim.DefaultPower(spec.Arch)
+	if spec.Power != nil {
+		pw = *spec.Power
 	}
-	return perCore, sim.GPUWatts(spec.GPUModel)
+	if spec.GPUs == 0 {
+		return pw.WattsPerCore, 0
+	}
+	if pw.WattsPerGPU == 0 {
+		pw.WattsPerGPU = sim.GPUWatts(spec.GPUModel)
+	}
+	return pw.WattsPerCore, pw.WattsPerGPU
 }
 
 // WithLeastEmissions is the cycle with the pod's least emissions over the

@@ -62,9 +62,9 @@ func learningConfig(nodes, pods string) Config {
 	c.Env = EnvConfig{Nodes: nodes, Pods: pods, Mode: "inflate", InflateTarget: 1, NodeFraction: 1}
 	// the trace has no services and no architectures: dep_affinity and
 	// the arch features are 0 throughout, and the network leaves them out
-	// as the shipped default model does (the same initial weights and run
-	// as before the inputs existed)
-	c.Net = NetConfig{Hidden1: 16, Hidden2: 16, CriticHidden: 16, Exclude: []string{"affinity", "arch"}}
+	// as the shipped default model does, and emission with them (the same
+	// initial weights and run as before the inputs existed)
+	c.Net = NetConfig{Hidden1: 16, Hidden2: 16, CriticHidden: 16, Exclude: []string{"affinity", "arch", "emission"}}
 	c.BC = BCConfig{}
 	c.PPO = PPOConfig{Iterations: 16, EpisodesPerIter: 6, Epochs: 4, Minibatch: 64, Clip: 0.2, Gamma: 1, Lambda: 0.95, LR: 3e-3, ValueCoef: 0.5, EntropyCoef: 0.001, MaxGradNorm: 0.5}
 	c.Reward = Reward{Fragmentation: 1, Failure: 1}

@@ -38,15 +38,13 @@ func (*carbonLoad) Name() string { return CarbonLoad }
 func (c *carbonLoad) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
 	c.dep.Score(st, p, nodes, scores)
 	c.rate = zeroed(c.rate, len(nodes))
-	gpuW := float64(p.GPUDemand()) / sim.MilliGPU
 	worst := 0.0
 	for i, n := range nodes {
 		nd := &st.Nodes[n]
-		watts := float64(p.CPU)/1000*nd.WattsPerCore + gpuW*nd.WattsPerGPU
-		c.rate[i] = st.Env.CarbonAt(nd.CarbonZone, st.Now) * watts
+		c.rate[i] = st.Env.CarbonAt(nd.CarbonZone, st.Now) * sim.RequestWatts(&nd.NodeInfo, p)
 		worst = max(worst, c.rate[i])
 	}
-	if gpuW == 0 {
+	if p.GPUDemand() == 0 {
 		for i, n := range nodes {
 			if st.Nodes[n].GPUs > 0 {
 				c.rate[i] = worst

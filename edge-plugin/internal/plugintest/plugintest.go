@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -179,6 +180,12 @@ func K8sNode(s sim.NodeSpec) *v1.Node {
 	}
 	if s.Zone != "" {
 		n.Labels[kubefmt.LabelZone] = s.Zone
+	}
+	if s.Power != nil {
+		n.Annotations = map[string]string{kubefmt.AnnotationWattsPerCore: strconv.FormatFloat(s.Power.WattsPerCore, 'g', -1, 64)}
+		if s.Power.WattsPerGPU > 0 {
+			n.Annotations[kubefmt.AnnotationWattsPerGPU] = strconv.FormatFloat(s.Power.WattsPerGPU, 'g', -1, 64)
+		}
 	}
 	n.Status.Allocatable = alloc
 	n.Status.Capacity = alloc
