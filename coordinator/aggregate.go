@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/coordinator/aggregation"
+	"github.com/edgesched/edgesched/coordinator/regional"
 	"github.com/edgesched/edgesched/coordinator/release"
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
@@ -181,12 +182,13 @@ func (c *Coordinator) failRound(r *Round, reason, note string) error {
 	return nil
 }
 
-// pruneUpdates drops the stored updates (and running sums) of every
-// round more than KeepUpdates rounds before round, however those rounds
-// ended: a round that failed, or one left behind by a round that failed,
-// is dropped too.
+// pruneUpdates drops the stored updates (and running sums) and the
+// regional verdicts of every round more than KeepUpdates rounds before
+// round, however those rounds ended: a round that failed, or one left
+// behind by a round that failed, is dropped too.
 func (c *Coordinator) pruneUpdates(tx *bolt.Tx, round uint64) {
 	if round > uint64(c.cfg.KeepUpdates) {
 		store.PruneUpdates(tx, round-uint64(c.cfg.KeepUpdates)+1)
+		_ = regional.Prune(tx, round-uint64(c.cfg.KeepUpdates)+1) // (a failed delete leaves them for the next round)
 	}
 }

@@ -11,8 +11,11 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesched/edgesched/coordinator/regional"
 	"github.com/edgesched/edgesched/federated"
+	"github.com/edgesched/edgesched/internal/boltkv"
 	"github.com/edgesched/edgesched/quant"
 	"github.com/edgesched/edgesched/quant/esu"
 )
@@ -271,20 +274,7 @@ func TestImplausibleSequence(t *testing.T) {
 				return 0
 			}
 			if tc.regional {
-				m, err := u.c.FloatModel(r.BaseVersion)
-				if err != nil {
-					t.Fatal(err)
-				}
-				a := &federated.RegionalAggregate{Header: federated.RegionalHeader{V: federated.ProtocolVersion, Region: "eu", Round: r.Round, Shift: r.Sum.Shift,
-					Sites: []federated.RegionalSite{{Site: "site-a", Seq: 1, Samples: 10, BaseVersion: r.BaseVersion, Norm: 0.01 * math.Sqrt(float64(m.NumParams()))}}}}
-				a.Hi, a.Lo = make([]int64, m.NumParams()), make([]uint64, m.NumParams())
-				for i := range a.Hi {
-					a.Hi[i], a.Lo[i] = fixed128(0.1, r.Sum.Shift)
-				}
-				raw, err := federated.EncodeRegional(a, rk)
-				if err != nil {
-					t.Fatal(err)
-				}
+				raw := u.regionalAggregate(t, rk, r, "site-a")
 				v, err := u.c.ProcessRegional(ctx, "", resealed(t, raw, 5, rk, `"seq":1,`, `"seq":`+tc.seq+`,`))
 				if err != nil || v.Status != federated.Rejected || v.Reason != federated.ReasonMalformed {
 					t.Fatalf("aggregate: %+v %v, want rejected %s", v, err, federated.ReasonMalformed)
@@ -318,5 +308,83 @@ func TestImplausibleSequence(t *testing.T) {
 				t.Fatalf("site-a's update 1 after the refusal: %+v %v, want accepted", ack, err)
 			}
 		})
+	}
+}
+
+// regionalAggregate is region eu's aggregate of round r (signed with rk):
+// site's update 1, 10 samples, every parameter 0.1.
+func (u *unit) regionalAggregate(t *testing.T, rk *quant.Signer, r *Round, site string) []byte {
+	t.Helper()
+	m, err := u.c.FloatModel(r.BaseVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &federated.RegionalAggregate{Header: federated.RegionalHeader{V: federated.ProtocolVersion, Region: "eu", Round: r.Round, Shift: r.Sum.Shift,
+		Sites: []federated.RegionalSite{{Site: site, Seq: 1, Samples: 10, BaseVersion: r.BaseVersion, Norm: 0.01 * math.Sqrt(float64(m.NumParams()))}}}}
+	a.Hi, a.Lo = make([]int64, m.NumParams()), make([]uint64, m.NumParams())
+	for i := range a.Hi {
+		a.Hi[i], a.Lo[i] = fixed128(0.1, r.Sum.Shift)
+	}
+	raw, err := federated.EncodeRegional(a, rk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestRegionalVerdictsPruned: the verdicts of regional aggregates (a
+// refused one here: it lists a site of another region) are dropped with
+// the round's stored updates, KeepUpdates rounds on; they were kept for
+// ever, one per distinct refused aggregate a region's key holder sent.
+func TestRegionalVerdictsPruned(t *testing.T) {
+	ctx := context.Background()
+	rk := testKey(t, 51)
+	u := newUnitOf(t, nil, fiveSites, func(c *Config) {
+		c.MinUpdates, c.KeepUpdates = 2, 1
+		c.Regions = &federated.Regions{}
+		if err := c.Regions.Add("eu", rk.Public(), "site-a"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	verdicts := func(round uint64) (n int) {
+		t.Helper()
+		if err := u.c.view(func(tx *bolt.Tx) error {
+			b := tx.Bucket(regional.Bucket)
+			if b == nil {
+				return nil
+			}
+			return b.ForEach(func(k, _ []byte) error {
+				if boltkv.FromU64(k[:8]) == round {
+					n++
+				}
+				return nil
+			})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	r1, err := u.c.StartRound(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := u.c.ProcessRegional(ctx, "", u.regionalAggregate(t, rk, r1, "site-b")); err != nil || v.Status != federated.Rejected {
+		t.Fatalf("an aggregate listing another region's site: %+v %v, want rejected", v, err)
+	}
+	for i, step := range []struct {
+		close uint64
+		want  int // round 1's verdicts left
+	}{{r1.Round, 1}, {r1.Round + 1, 0}} { // KeepUpdates 1: round 2's close prunes round 1
+		if step.close != r1.Round {
+			if _, err := u.c.StartRound(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := u.c.CloseRound(ctx, step.close); err != nil {
+			t.Fatal(err)
+		}
+		if got := verdicts(r1.Round); got != step.want {
+			t.Fatalf("step %d: round %d closed, %d verdicts of round 1 left, want %d", i, step.close, got, step.want)
+		}
 	}
 }

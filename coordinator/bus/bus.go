@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -97,6 +98,24 @@ func Transient(err error) bool {
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) ||
 		(errors.As(err, &api) && api.Code == 503)
+}
+
+// Denied is the permissions violation behind a JetStream request that
+// timed out (a Transient err), or nil. A server that refuses the
+// connection's user publish on a JetStream API subject drops the request
+// and tells the client only asynchronously: the request times out as if
+// the server were not ready, and retrying it never succeeds. The
+// connection's last error says which; one older than the request can
+// only name a refused $JS.API subject too.
+func Denied(nc *nats.Conn, err error) error {
+	if nc == nil || err == nil || !Transient(err) {
+		return nil
+	}
+	last := nc.LastError()
+	if !errors.Is(last, nats.ErrPermissionViolation) || !strings.Contains(last.Error(), `"$JS.API.`) {
+		return nil
+	}
+	return fmt.Errorf("%w (the server refused this user a JetStream request: %w; natsauth.CoordinatorPermissions and RegionPermissions list what it needs; docs/security.md)", err, last)
 }
 
 // Setup checks the server (at least federated.MinServerVersion) and

@@ -45,7 +45,8 @@ const StreamMaxAge = coordinator.DefaultUpdateMaxAge
 // stopped before it returns; an ErrStore error stops it. Its stream and
 // consumer on local are created (or updated) first, a transient failure
 // (bus.Transient: the server's JetStream not ready) retried with capped,
-// jittered backoff until ctx ends.
+// jittered backoff until ctx ends; a timeout behind which the server
+// refused the user the request (bus.Denied) ends Run.
 func (g *Aggregator) Run(ctx context.Context, local, root *nats.Conn) error {
 	ljs, err := jetstream.New(local)
 	if err != nil {
@@ -86,6 +87,9 @@ func (g *Aggregator) Run(ctx context.Context, local, root *nats.Conn) error {
 		}
 		if !bus.Transient(err) {
 			return err
+		}
+		if denied := bus.Denied(local, err); denied != nil {
+			return denied
 		}
 		g.log.Warn("the region's server is not ready; retrying", "err", err)
 		if !bo.Sleep(ctx) {

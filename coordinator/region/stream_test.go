@@ -2,12 +2,15 @@ package region
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgesched/edgesched/federated"
@@ -79,4 +82,29 @@ func TestRunSetupRetried(t *testing.T) {
 		_, err := js.Consumer(context.Background(), federated.RegionUpdateStream("eu"), consumerName)
 		return err == nil, fmt.Sprint(err)
 	})
+}
+
+// TestRunSetupDenied: a user the region's server refuses the JetStream
+// request that creates the stream (its permissions) sees only a timeout;
+// the setup retried it for ever, as if the server were not ready. Run now
+// ends with the permissions violation named (bus.Denied), well before its
+// context, after the first request's timeout (jetstream's default 5 s).
+func TestRunSetupDenied(t *testing.T) {
+	srv := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		Users: []*server.User{{Username: "region", Password: "pw", Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.CREATE.>"}}}}}})
+	nc := natstest.Connect(t, srv.ClientURL(), t.Name(), nats.UserInfo("region", "pw"))
+	reg, _ := testSites(t, "s1")
+	// no deadline (a process's context has none), so each request takes
+	// jetstream's default timeout; the test's limit cancels it
+	ctx, cancel := context.WithCancel(context.Background())
+	defer time.AfterFunc(2*time.Minute, cancel).Stop()
+	defer cancel()
+	err := newAggregator(t, reg).Run(ctx, nc, nc)
+	if !errors.Is(err, nats.ErrPermissionViolation) || ctx.Err() != nil {
+		t.Fatalf("Run = %v (context: %v), want a permissions violation before the context ends", err, ctx.Err())
+	}
+	if !strings.Contains(err.Error(), "$JS.API.STREAM.CREATE."+federated.RegionUpdateStream("eu")) {
+		t.Fatalf("Run = %v, want the refused subject named", err)
+	}
 }

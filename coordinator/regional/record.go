@@ -1,6 +1,7 @@
 package regional
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -218,6 +219,26 @@ func (l *Ledger) merge(tx *bolt.Tx, r *store.Round, a *federated.RegionalAggrega
 		return false, err
 	}
 	return r.Accepted >= len(r.Expected), nil
+}
+
+// Prune drops the verdicts of every round before round, accepted and
+// refused: a region holding its key could otherwise grow Bucket without
+// end with aggregates refused for their content, each its own digest. An
+// aggregate of a pruned round delivered again is judged again and refused
+// (its round is not open; ReasonRoundNotOpen, counted once more).
+func Prune(tx *bolt.Tx, round uint64) error {
+	b := tx.Bucket(Bucket)
+	if b == nil {
+		return nil
+	}
+	cutoff := boltkv.U64(round)
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil && bytes.Compare(k, cutoff) < 0; k, _ = c.First() {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Refuse records a refused aggregate in tx: the reason's count and the

@@ -187,7 +187,8 @@ func Consume(ctx context.Context, js jetstream.JetStream, s Stream, j Judge, h H
 // setup creates (or updates) the regional stream and opens the consumer,
 // retrying a transient failure (a timeout, no responders, a server that
 // is not ready: bus.Transient) with capped, jittered backoff until ctx
-// ends (its error); any other failure is returned.
+// ends (its error); any other failure is returned, and so is a timeout
+// behind which the server refused the user the request (bus.Denied).
 func setup(ctx context.Context, js jetstream.JetStream, s Stream, h Hooks) (jetstream.Consumer, error) {
 	bo := backoff.New(250*time.Millisecond, 5*time.Second, s.Seed^0x5e7a)
 	for {
@@ -205,6 +206,9 @@ func setup(ctx context.Context, js jetstream.JetStream, s Stream, h Hooks) (jets
 		}
 		if !bus.Transient(err) {
 			return nil, err
+		}
+		if denied := bus.Denied(js.Conn(), err); denied != nil {
+			return nil, denied
 		}
 		h.Warn("setup-regional", "setting up the regional stream failed; retrying", "err", err)
 		if !bo.Sleep(ctx) {

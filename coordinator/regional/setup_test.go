@@ -3,15 +3,19 @@ package regional_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgesched/edgesched/coordinator/regional"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
+	"github.com/edgesched/edgesched/internal/testutil/natstest"
 )
 
 // TestConsumeDuplicatesAboveMaxAge: a root whose de-duplication window is
@@ -132,5 +136,31 @@ func TestConsumeSetupRetried(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("consume goes on retrying its setup after ctx ended")
+	}
+}
+
+// TestConsumeSetupDenied: a root whose user the server refuses the
+// JetStream request that creates the regional stream sees only a
+// timeout, which was retried for ever as a server not ready; Consume now
+// ends with the permissions violation named (bus.Denied), after the first
+// request's timeout (jetstream's default 5 s).
+func TestConsumeSetupDenied(t *testing.T) {
+	srv := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		Users: []*server.User{{Username: "root", Password: "pw", Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.CREATE.>"}}}}}})
+	js, err := jetstream.New(natstest.Connect(t, srv.ClientURL(), t.Name(), nats.UserInfo("root", "pw")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background()) // no deadline, as a process's
+	defer time.AfterFunc(2*time.Minute, cancel).Stop()
+	defer cancel()
+	err = regional.Consume(ctx, js, regional.Stream{}, &recorder{}, regional.Hooks{
+		Fatal: func(error) bool { return true }, StoreError: func() {}, Warn: func(string, string, ...any) {}})
+	if !errors.Is(err, nats.ErrPermissionViolation) || ctx.Err() != nil {
+		t.Fatalf("Consume = %v (context: %v), want a permissions violation before the context ends", err, ctx.Err())
+	}
+	if !strings.Contains(err.Error(), "$JS.API.STREAM.CREATE."+federated.RegionalStream) {
+		t.Fatalf("Consume = %v, want the refused subject named", err)
 	}
 }
