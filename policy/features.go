@@ -414,6 +414,8 @@ type Extractor struct {
 	arch     [sim.NumArch]uint16
 	nodeArch []sim.Arch
 	useArch  bool
+	// skipEmission: Extract writes 0 for emission (UseEmission)
+	skipEmission bool
 	// per-decision dependency context, by zone
 	coloc, rtt []float32
 	hasDeps    bool
@@ -545,6 +547,12 @@ func (x *Extractor) UseTelemetry(on bool) { x.useTel, x.skipTel = on, !on }
 // network that does not read them (Net.ReadsInput) stay valid when the
 // cluster's shares move a step. Extract computes them either way.
 func (x *Extractor) UseArch(on bool) { x.useArch = on }
+
+// UseEmission says whether the scorer reads emission: off, Extract
+// writes 0 for it (a network that leaves it out scores the same whatever
+// it is, and it costs a logarithm per row). Without a call, Extract
+// computes it: what training rollouts record, and the plugin's view.
+func (x *Extractor) UseEmission(on bool) { x.skipEmission = !on }
 
 // UsePartnersOf makes dep_affinity read the environment's partners only
 // when they come from the GraphSAGE weights of ID encoder (the model's
@@ -891,7 +899,10 @@ func (x *Extractor) Extract(st *sim.State, p *sim.Pod, n int, out []float32) {
 	a := x.arch[nd.Arch]
 	out[ArchPinnedShareFeature] = float32(a&0x1f) / archSteps
 	out[ArchFreeShareFeature] = float32(a>>5) / archSteps
-	out[EmissionFeature] = EmissionStep(x.env.CarbonAt(nd.CarbonZone, st.Now) * sim.RequestWatts(&nd.NodeInfo, p) / 1000)
+	out[EmissionFeature] = 0
+	if !x.skipEmission {
+		out[EmissionFeature] = EmissionStep(x.env.CarbonAt(nd.CarbonZone, st.Now) * sim.RequestWatts(&nd.NodeInfo, p) / 1000)
+	}
 	if x.skipTel {
 		out[36], out[37], out[38], out[39] = 0, 0, 0, 0
 		return

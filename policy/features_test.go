@@ -124,6 +124,10 @@ func TestExtract(t *testing.T) {
 	// 4 cores at amd64's 8 W and half a T4 (70 W): 67 W at 475 gCO2/kWh
 	// is 31.825 gCO2/h; log(32.825) = 3.491, 27 steps of 1/8.
 	near("emission", 27.0/8)
+	x.UseEmission(false) // a scorer that does not read it
+	x.Extract(st, share, 0, f)
+	near("emission", 0)
+	x.UseEmission(true)
 
 	// api-0 talks to web (10/s, 1 replica in zone a) and db (30/s, one
 	// replica in each zone). On arm (zone b): co-location

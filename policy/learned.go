@@ -137,6 +137,7 @@ func NewLearnedScorer(name string, sc Scorer, d Decision, env *sim.Env) *Learned
 	ext := NewExtractor(env)
 	ext.UseTelemetry(readsAny(sc, TelemetryFeatures...))
 	ext.UseArch(readsAny(sc, ArchShareFeatures...))
+	ext.UseEmission(readsAny(sc, EmissionFeature))
 	if r, ok := sc.(AffinityReader); ok {
 		ext.UsePartnersOf(r.AffinityEncoder())
 	}
