@@ -115,6 +115,9 @@ func TestScoreCacheTelemetrySteps(t *testing.T) {
 			if got := f.p.Models().Current().ReadsArch(); got != tc.telemetry {
 				t.Fatalf("model reads the architecture shares: %v, want %v", got, tc.telemetry)
 			}
+			if got := f.p.Models().Current().ReadsEmission(); got != tc.telemetry {
+				t.Fatalf("model reads emission: %v, want %v", got, tc.telemetry)
+			}
 			for i := range f.infos {
 				f.setAnnotation(i, encodeMeasured(t, 0.4, 20, f.now.Add(-10*time.Second)))
 			}

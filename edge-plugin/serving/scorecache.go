@@ -169,6 +169,7 @@ func (v *view) scoreCandidates(m *sources.Model, p *sim.Pod, cand []int32, raw [
 		// cluster's architecture shares move a step.
 		v.ext.UseTelemetry(m.ReadsTelemetry())
 		v.ext.UseArch(m.ReadsArch())
+		v.ext.UseEmission(m.ReadsEmission())
 		// dep_affinity reads partners of the model's GraphSAGE weights only
 		v.ext.UsePartnersOf(m.AffinityEncoder())
 	}

@@ -27,10 +27,10 @@ type Model struct {
 	// scorers hands each cycle its own scratch (an int8net.Scorer is not
 	// safe for concurrent use; the Net is).
 	scorers sync.Pool
-	// tel, arch: the network reads a telemetry feature, an architecture
-	// share (true when it cannot tell: a scorer installed without its int8
-	// net).
-	tel, arch bool
+	// tel, arch, emission: the network reads a telemetry feature, an
+	// architecture share, emission (true when it cannot tell: a scorer
+	// installed without its int8 net).
+	tel, arch, emission bool
 }
 
 // ReadsTelemetry reports whether the model reads a telemetry feature (the
@@ -41,6 +41,10 @@ func (m *Model) ReadsTelemetry() bool { return m.tel }
 // (policy.ArchShareFeatures: the score cache keys on their steps only
 // then).
 func (m *Model) ReadsArch() bool { return m.arch }
+
+// ReadsEmission reports whether the model reads emission (the view's
+// extractor computes it only then: policy.Extractor.UseEmission).
+func (m *Model) ReadsEmission() bool { return m.emission }
 
 // AffinityEncoder is the ID of the GraphSAGE weights whose partners the
 // model's dep_affinity reads: those its artifact carries, else the
@@ -65,7 +69,7 @@ func netReads(n *int8net.Net, features []int) bool {
 }
 
 func NewModel(h quant.Header, newScorer func() policy.Scorer) *Model {
-	m := &Model{Header: h, tel: true, arch: true}
+	m := &Model{Header: h, tel: true, arch: true, emission: true}
 	m.scorers.New = func() any { return newScorer() }
 	return m
 }
@@ -158,6 +162,7 @@ func (s *ModelStore) installHeader(h quant.Header, newScorer func() policy.Score
 	m.net = net
 	m.tel = net == nil || netReads(net, policy.TelemetryFeatures)
 	m.arch = net == nil || netReads(net, policy.ArchShareFeatures)
+	m.emission = net == nil || netReads(net, []int{policy.EmissionFeature})
 	// Metrics first: whoever sees the new model also sees them counted.
 	metricSwaps.Inc()
 	if cur != nil {
