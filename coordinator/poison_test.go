@@ -336,6 +336,7 @@ func (u *unit) regionalAggregate(t *testing.T, rk *quant.Signer, r *Round, site 
 // refused one here: it lists a site of another region) are dropped with
 // the round's stored updates, KeepUpdates rounds on; they were kept for
 // ever, one per distinct refused aggregate a region's key holder sent.
+// One of a round not yet open is not kept at all.
 func TestRegionalVerdictsPruned(t *testing.T) {
 	ctx := context.Background()
 	rk := testKey(t, 51)
@@ -370,6 +371,18 @@ func TestRegionalVerdictsPruned(t *testing.T) {
 	}
 	if v, err := u.c.ProcessRegional(ctx, "", u.regionalAggregate(t, rk, r1, "site-b")); err != nil || v.Status != federated.Rejected {
 		t.Fatalf("an aggregate listing another region's site: %+v %v, want rejected", v, err)
+	}
+	// one of a round far ahead (any round number verifies) is refused and
+	// keeps no verdict: no round's close would prune it
+	far := *r1
+	far.Round = 1 << 40
+	for range 2 {
+		if v, err := u.c.ProcessRegional(ctx, "", u.regionalAggregate(t, rk, &far, "site-a")); err != nil || v.Status != federated.Rejected || v.Reason != regional.ReasonRoundNotOpen {
+			t.Fatalf("an aggregate of round %d: %+v %v, want rejected (%s)", far.Round, v, err, regional.ReasonRoundNotOpen)
+		}
+	}
+	if got := verdicts(far.Round); got != 0 {
+		t.Fatalf("%d verdicts kept of round %d, want none", got, far.Round)
 	}
 	for i, step := range []struct {
 		close uint64

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,23 +102,36 @@ func Transient(err error) bool {
 		(errors.As(err, &api) && api.Code == 503)
 }
 
-// Denied is the permissions violation behind a JetStream request that
-// timed out (a Transient err), or nil. A server that refuses the
-// connection's user publish on a JetStream API subject drops the request
-// and tells the client only asynchronously: the request times out as if
-// the server were not ready, and retrying it never succeeds. The
-// connection's last error says which; one older than the request can
-// only name a refused $JS.API subject too.
-func Denied(nc *nats.Conn, err error) error {
+// Denied is the permissions violation behind a JetStream request on
+// stream that timed out (a Transient err), or nil. A server that refuses
+// the connection's user publish on a JetStream API subject drops the
+// request and tells the client only asynchronously: the request times
+// out as if the server were not ready, and retrying it never succeeds.
+// The connection's last error says which, when it is a violation on an
+// API subject naming stream (the stream's or one of its consumers'
+// requests); one on any other subject, older or from another user of
+// the connection, does not count.
+func Denied(nc *nats.Conn, err error, stream string) error {
 	if nc == nil || err == nil || !Transient(err) {
 		return nil
 	}
 	last := nc.LastError()
-	if !errors.Is(last, nats.ErrPermissionViolation) || !strings.Contains(last.Error(), `"$JS.API.`) {
+	if !errors.Is(last, nats.ErrPermissionViolation) {
+		return nil
+	}
+	m := deniedSubject.FindStringSubmatch(last.Error())
+	if m == nil {
+		return nil
+	}
+	tokens := strings.Split(m[1], ".")
+	if tokens[0] != "$JS" || !slices.Contains(tokens, "API") || !slices.Contains(tokens, stream) {
 		return nil
 	}
 	return fmt.Errorf("%w (the server refused this user a JetStream request: %w; natsauth.CoordinatorPermissions and RegionPermissions list what it needs; docs/security.md)", err, last)
 }
+
+// deniedSubject finds the subject in the server's permissions error.
+var deniedSubject = regexp.MustCompile(`(?i)publish to "([^"]+)"`)
 
 // Setup checks the server (at least federated.MinServerVersion) and
 // creates (or updates) the stream, the KV bucket and the object store.

@@ -88,7 +88,7 @@ func (g *Aggregator) Run(ctx context.Context, local, root *nats.Conn) error {
 		if !bus.Transient(err) {
 			return err
 		}
-		if denied := bus.Denied(local, err); denied != nil {
+		if denied := bus.Denied(local, err, stream); denied != nil {
 			return denied
 		}
 		g.log.Warn("the region's server is not ready; retrying", "err", err)

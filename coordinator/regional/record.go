@@ -100,6 +100,12 @@ func (l *Ledger) Record(tx *bolt.Tx, a *federated.RegionalAggregate, digest uint
 	}
 	if v.Status == federated.Rejected {
 		key = refusedKey
+		if r == nil || a.Header.Round > r.Round {
+			// a round not yet open: no verdict is kept, as Prune could not
+			// reach it (any round number verifies); delivered again, it is
+			// judged and refused again
+			return r, complete, l.Refuse(tx, now, v)
+		}
 	}
 	if err := store.PutRecord(rb, key, &store.Verdict{Status: v.Status, Reason: v.Reason, Stream: digest}); err != nil {
 		return r, complete, err
@@ -252,8 +258,9 @@ func (l *Ledger) Refuse(tx *bolt.Tx, now time.Time, v *Verdict) error {
 
 // Statuses are the regions' records in the ledger (Bucket) of tx: per
 // configured region, its sites, how many of its aggregates were accepted
-// and refused, and the newest one's verdict (regions: none; a region
-// the ledger holds but no longer configured is left out).
+// and refused in the rounds whose verdicts are kept (Prune), and the
+// newest one's verdict (regions: none; a region the ledger holds but no
+// longer configured is left out).
 func Statuses(tx *bolt.Tx, regions *federated.Regions) ([]admin.RegionStatus, error) {
 	out := []admin.RegionStatus{}
 	at := map[string]int{}

@@ -207,7 +207,7 @@ func setup(ctx context.Context, js jetstream.JetStream, s Stream, h Hooks) (jets
 		if !bus.Transient(err) {
 			return nil, err
 		}
-		if denied := bus.Denied(js.Conn(), err); denied != nil {
+		if denied := bus.Denied(js.Conn(), err, s.Config().Name); denied != nil {
 			return nil, denied
 		}
 		h.Warn("setup-regional", "setting up the regional stream failed; retrying", "err", err)

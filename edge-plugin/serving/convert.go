@@ -896,7 +896,9 @@ func (c *converter) compileEnv(entries []*nodeEntry, g *sources.DepGraph, tp *so
 		if s.GPUModel != "" && !known[s.GPUModel] {
 			if len(cl.GPUModels) < 64 { // unknown models are appended: known indices stay fixed
 				known[s.GPUModel] = true
-				cl.GPUModels = append(cl.GPUModels, sim.GPUModel{Name: s.GPUModel})
+				// (with its typical board power, as the policy's view
+				// assumes: nodeWatts)
+				cl.GPUModels = append(cl.GPUModels, sim.GPUModel{Name: s.GPUModel, Watts: sim.GPUWatts(s.GPUModel)})
 			} else {
 				s.GPUs, s.GPUModel = 0, ""
 			}

@@ -240,4 +240,17 @@ func TestConvertNodePower(t *testing.T) {
 	if got, want := watts(all), [2][2]float64{{2.5, 25}, {8, 0}}; got != want {
 		t.Fatalf("after the annotation changed: %v, want %v", got, want)
 	}
+	// without annotations: the architecture's cores and the GPU model's
+	// typical board power (sim.GPUWatts: an Orin's 25 W, which the
+	// simulator's edge families declare too; it was DefaultGPUWatts, 250,
+	// a model outside the openb list compiled without a figure)
+	n = all[0].Node().DeepCopy()
+	n.Annotations = nil
+	all[0].SetNode(n)
+	if got, want := watts(all), [2][2]float64{{2, 25}, {8, 0}}; got != want {
+		t.Fatalf("without power annotations: %v, want %v", got, want)
+	}
+	if pc, pg := nodeWatts(func() sim.NodeSpec { s, _ := kubefmt.SimNode(n); return s }()); pc != 2 || pg != 25 {
+		t.Errorf("without power annotations, the policy view's watts %v, %v, want 2, 25", pc, pg)
+	}
 }

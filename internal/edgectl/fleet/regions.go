@@ -18,8 +18,10 @@ func NewRegionsCommand() *cobra.Command {
 		Short: "List the regional aggregators of hierarchical rounds",
 		Long: `regions lists the regions the coordinator takes aggregates from
 (edge-coordinator --regions; docs/federated.md "Hierarchical rounds"):
-each region's sites, the aggregates accepted and refused from it, and the
-verdict on its newest one.`,
+each region's sites, the aggregates accepted and refused from it in the
+rounds the coordinator keeps verdicts for (the last 10), and
+the verdict on its newest one; refusals of aggregates of rounds not yet
+open are counted in the coordinator's rejects only.`,
 		Example: `  edgectl regions
   edgectl regions -o json`,
 		Args: cobra.NoArgs,
