@@ -109,8 +109,10 @@ func Transient(err error) bool {
 // out as if the server were not ready, and retrying it never succeeds.
 // The connection's last error says which, when it is a violation on an
 // API subject naming stream (the stream's or one of its consumers'
-// requests); one on any other subject, older or from another user of
-// the connection, does not count.
+// requests); one on any other subject, from another user of the
+// connection, does not count. Its age is not checked: an older refusal
+// on the stream's subjects still counts (a user refused once is, short
+// of a reload of the server's permissions, refused again).
 func Denied(nc *nats.Conn, err error, stream string) error {
 	if nc == nil || err == nil || !Transient(err) {
 		return nil

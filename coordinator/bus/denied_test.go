@@ -64,8 +64,10 @@ func TestDenied(t *testing.T) {
 	if err := Denied(nc, timeout, "MINE"); !errors.Is(err, nats.ErrPermissionViolation) {
 		t.Errorf("a consumer of the stream refused: Denied = %v, want the violation", err)
 	}
-	refuse("forbidden.MINE")
-	if err := Denied(nc, timeout, "MINE"); err != nil {
-		t.Errorf("a plain subject refused: Denied = %v, want nil", err)
+	for _, subject := range []string{"forbidden.MINE", "forbidden.API.MINE"} {
+		refuse(subject)
+		if err := Denied(nc, timeout, "MINE"); err != nil {
+			t.Errorf("%s refused: Denied = %v, want nil (not a JetStream API subject)", subject, err)
+		}
 	}
 }

@@ -29,7 +29,8 @@ import (
 // and the refusal is named (Reason*), counted and audited. Its verdict
 // is kept in Bucket with the aggregate's digest: the stream delivering it
 // again, or the region sending it again after a restart, gets the same
-// verdict and counts nothing; once a region's aggregate of a round is
+// verdict and counts nothing (but for one refused for a round not yet
+// open, whose verdict is not kept: it is judged again); once a region's aggregate of a round is
 // accepted, any other aggregate of the region for that round is refused
 // (ReasonRegionAgain).
 
@@ -103,7 +104,8 @@ func (l *Ledger) Record(tx *bolt.Tx, a *federated.RegionalAggregate, digest uint
 		if r == nil || a.Header.Round > r.Round {
 			// a round not yet open: no verdict is kept, as Prune could not
 			// reach it (any round number verifies); delivered again, it is
-			// judged and refused again
+			// judged again (refused, or counted once its round is open:
+			// this refusal counted nothing)
 			return r, complete, l.Refuse(tx, now, v)
 		}
 	}

@@ -35,11 +35,12 @@ import (
 // heap figures cover the server's buffers too.
 
 // tpLayers are the hidden sizes giving exactly 50,000 parameters with
-// policy.NumFeatures (44) inputs: 44*119+119 + 119*123+123 + 123+1 +
-// 246*120+120 + 120+1 (41 inputs had 112, 128, 119).
+// policy.NumFeatures (45) inputs: 45*125+125 + 125*124+124 + 124+1 +
+// 248*114+114 + 114+1 (44 inputs had 119, 123, 120; 41 had 112, 128,
+// 119).
 // TestThroughputHarness checks the count, so a new feature schema cannot
 // silently break the benchmark.
-var tpLayers = [3]int{119, 123, 120}
+var tpLayers = [3]int{125, 124, 114}
 
 const tpParams = 50_000
 
