@@ -83,7 +83,7 @@ func (c *Coordinator) RoundRecord(n uint64) (*Round, error) {
 		return err
 	})
 	if err == nil && r == nil {
-		err = fmt.Errorf("%w: round %d", ErrNotFound, n)
+		err = fmt.Errorf("%w: round %d (round records kept: edge-coordinator --round-keep %d, 0 is all)", ErrNotFound, n, c.cfg.RoundKeep)
 	}
 	return r, err
 }

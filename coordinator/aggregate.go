@@ -184,11 +184,14 @@ func (c *Coordinator) failRound(r *Round, reason, note string) error {
 
 // pruneUpdates drops the stored updates (and running sums) and the
 // regional verdicts of every round more than KeepUpdates rounds before
-// round, however those rounds ended: a round that failed, or one left
-// behind by a round that failed, is dropped too.
+// round, however those rounds ended, and the records of those more than
+// RoundKeep before it (a failed delete leaves them for the next round).
 func (c *Coordinator) pruneUpdates(tx *bolt.Tx, round uint64) {
 	if round > uint64(c.cfg.KeepUpdates) {
 		store.PruneUpdates(tx, round-uint64(c.cfg.KeepUpdates)+1)
-		_ = regional.Prune(tx, round-uint64(c.cfg.KeepUpdates)+1) // (a failed delete leaves them for the next round)
+		_ = regional.Prune(tx, round-uint64(c.cfg.KeepUpdates)+1)
+	}
+	if keep := uint64(c.cfg.RoundKeep); keep > 0 && round > keep {
+		_ = store.PruneRounds(tx, round-keep+1)
 	}
 }

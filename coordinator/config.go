@@ -116,9 +116,10 @@ type Config struct {
 	DuplicateWindow time.Duration
 	// KeepUpdates is how many rounds' stored updates are kept (default 10).
 	KeepUpdates int
-	// AuditKeep is how many audit events are kept, the oldest forgotten
-	// first (DefaultAuditKeep; 0: all).
-	AuditKeep int
+	// AuditKeep and RoundKeep are how many audit events and round records
+	// are kept, the oldest forgotten first (DefaultAuditKeep,
+	// DefaultRoundKeep; 0: all; RoundKeep at least KeepUpdates).
+	AuditKeep, RoundKeep int
 	// UpdateMaxAge and UpdateMaxBytes limit the update stream (the
 	// coordinator also removes what it has judged, below its consumer's
 	// ack floor, every PollInterval): older messages expire, and when
@@ -211,6 +212,7 @@ const (
 	DefaultMaxUpdateNorm  = 1000
 	DefaultMaxSamples     = 100_000_000
 	DefaultAuditKeep      = 10_000
+	DefaultRoundKeep      = 1000
 	DefaultUpdateMaxAge   = 72 * time.Hour
 	DefaultUpdateMaxBytes = 4 << 30
 	// MaxReplicas is JetStream's largest replica count.
@@ -227,7 +229,7 @@ func DefaultConfig() Config {
 		ServerLR: 1, AutoPublish: true, Calibration: quant.DefaultCalibration(),
 		ClipNorm: DefaultClipNorm, MaxUpdateNorm: DefaultMaxUpdateNorm, MaxSamples: DefaultMaxSamples,
 		PollInterval: 200 * time.Millisecond, DuplicateWindow: 2 * time.Minute, KeepUpdates: 10,
-		AuditKeep: DefaultAuditKeep, UpdateMaxAge: DefaultUpdateMaxAge, UpdateMaxBytes: DefaultUpdateMaxBytes,
+		AuditKeep: DefaultAuditKeep, RoundKeep: DefaultRoundKeep, UpdateMaxAge: DefaultUpdateMaxAge, UpdateMaxBytes: DefaultUpdateMaxBytes,
 		Batch: 256, BackupKeep: 3,
 	}
 }
@@ -289,6 +291,8 @@ func (c *Config) Validate() error {
 		return bad("Buffer", "%d, want >= 1", c.Buffer)
 	case c.MaxStaleness < 0 || c.Rounds < 0 || c.KeepUpdates < 1:
 		return bad("MaxStaleness/Rounds/KeepUpdates", "must be >= 0 (KeepUpdates >= 1)")
+	case c.RoundKeep < 0 || c.RoundKeep > 0 && c.RoundKeep < c.KeepUpdates:
+		return bad("RoundKeep", "%d, want 0 (all) or at least KeepUpdates (%d)", c.RoundKeep, c.KeepUpdates)
 	case !(c.ServerLR > 0 && c.ServerLR <= 10):
 		return bad("ServerLR", "%v, want (0, 10]", c.ServerLR)
 	case !(c.ClipNorm >= 0) || math.IsInf(c.ClipNorm, 0):

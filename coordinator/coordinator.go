@@ -120,13 +120,10 @@ func New(cfg Config) (*Coordinator, error) {
 		c.dp = federated.NewAccountant(*cfg.DP)
 		// rounds already noised, from the store (checked at open)
 		_ = c.view(func(tx *bolt.Tx) error {
-			return tx.Bucket(store.BucketRounds).ForEach(func(k, v []byte) error {
-				var r Round
-				if store.DecodeRecord(v, &r, store.RecordName(store.BucketRounds, k)) == nil && r.State == StatePublished && r.Stats["dp_epsilon"] > 0 {
-					c.dp.Step()
-				}
-				return nil
-			})
+			for range store.NoisedRounds(tx) {
+				c.dp.Step()
+			}
+			return nil
 		})
 	}
 	return c, nil

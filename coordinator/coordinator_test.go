@@ -254,6 +254,8 @@ func TestConfigValidate(t *testing.T) {
 		{"async median buffer above the sites", func(c *Config) {
 			c.Mode, c.Buffer, c.Aggregator.Rule = federated.Async, 2, federated.RuleMedian
 		}, "Buffer"},
+		{"round records kept fewer than the rounds' updates", func(c *Config) { c.RoundKeep, c.KeepUpdates = 5, 10 }, "RoundKeep"},
+		{"round records kept negative", func(c *Config) { c.RoundKeep = -1 }, "RoundKeep"},
 		{"async DP buffer above the sites", func(c *Config) {
 			c.Mode, c.Buffer = federated.Async, 2
 			c.DP = &federated.DPConfig{ClipNorm: 1, NoiseMultiplier: 1, Delta: 1e-5}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -251,5 +252,51 @@ func TestDPNoiseUnpredictable(t *testing.T) {
 	}
 	if other := draw(mk().c); slices.Equal(first, other) {
 		t.Fatalf("two stores draw the same noise %v", other)
+	}
+}
+
+// TestRoundRecordsPruned: round records are kept for RoundKeep rounds
+// (each lists the round's expected sites: about 20 KB at 1,000 sites,
+// and they were kept for ever), and the DP accountant, which counts the
+// noised rounds from their records when the coordinator starts, still
+// counts the pruned ones: its epsilon must not fall back after a restart.
+func TestRoundRecordsPruned(t *testing.T) {
+	u := newUnitOf(t, nil, fiveSites, func(c *Config) {
+		c.DP = &federated.DPConfig{ClipNorm: 1, NoiseMultiplier: 1, Delta: 1e-5}
+		c.KeepUpdates, c.RoundKeep = 1, 2
+	})
+	const rounds = 5
+	ctx := context.Background()
+	for seq := uint64(1); seq <= rounds; seq++ {
+		r, err := u.c.StartRound(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack, err := u.c.Process(ctx, u.update(t, "site-a", seq, r)); err != nil || ack.Status != federated.Accepted {
+			t.Fatalf("round %d: %+v %v", r.Round, ack, err)
+		}
+		u.clock.Add(10 * time.Minute)
+		if err := u.c.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n := uint64(1); n <= rounds; n++ {
+		_, err := u.c.RoundRecord(n)
+		if kept := n > rounds-2; kept != (err == nil) || !kept && !errors.Is(err, ErrNotFound) {
+			t.Fatalf("round %d of %d: %v, want kept %v (RoundKeep 2)", n, rounds, err, kept)
+		}
+	}
+	if got := u.c.dp.Rounds(); got != rounds {
+		t.Fatalf("DP accountant at %d noised rounds, want %d", got, rounds)
+	}
+	cfg := u.c.cfg
+	u.c.Close()
+	c2, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if got := c2.dp.Rounds(); got != rounds {
+		t.Fatalf("after a restart the DP accountant counts %d noised rounds, want %d (3 of them pruned)", got, rounds)
 	}
 }

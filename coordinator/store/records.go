@@ -491,6 +491,52 @@ func PruneUpdates(tx *bolt.Tx, round uint64) {
 	}
 }
 
+// keyDPPruned counts the noised rounds whose records PruneRounds dropped.
+var keyDPPruned = []byte("dp_pruned")
+
+// Noised reports whether r is a published round whose model was noised
+// for differential privacy (a step of the DP accountant).
+func (r *Round) Noised() bool { return r.State == StatePublished && r.Stats["dp_epsilon"] > 0 }
+
+// PruneRounds drops the records of every round before round, counting
+// the noised ones first (DPPruned), so the DP accountant's steps survive
+// them; a record that does not decode counts as noised (an overstated
+// privacy loss, never an understated one).
+func PruneRounds(tx *bolt.Tx, round uint64) error {
+	cutoff := u64(round)
+	var noised uint64
+	c := tx.Bucket(BucketRounds).Cursor()
+	for k, v := c.First(); k != nil && bytes.Compare(k, cutoff) < 0; k, v = c.First() {
+		var r Round
+		if DecodeRecord(v, &r, RecordName(BucketRounds, k)) != nil || r.Noised() {
+			noised++
+		}
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	if noised == 0 {
+		return nil
+	}
+	meta := tx.Bucket(BucketMeta)
+	return meta.Put(keyDPPruned, u64(getU64(meta, keyDPPruned)+noised))
+}
+
+// NoisedRounds is how many rounds were noised: the records that say so
+// and those PruneRounds dropped (a record that does not decode is not
+// counted here: the store's integrity check refuses it at open).
+func NoisedRounds(tx *bolt.Tx) uint64 {
+	n := getU64(tx.Bucket(BucketMeta), keyDPPruned)
+	_ = tx.Bucket(BucketRounds).ForEach(func(k, v []byte) error {
+		var r Round
+		if DecodeRecord(v, &r, RecordName(BucketRounds, k)) == nil && r.Noised() {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
 // Rejects returns the counts of refused updates by reason (BucketRejects).
 func Rejects(tx *bolt.Tx) map[string]uint64 {
 	out := map[string]uint64{}

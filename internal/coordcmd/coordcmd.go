@@ -103,6 +103,7 @@ func coordinatorFlags(fs *pflag.FlagSet) func(ctx context.Context, stderr io.Wri
 	fs.Int64Var(&o.maxSamples, "max-samples", d.MaxSamples, "refuse updates claiming more samples than this as too_heavy (0: no bound)")
 	fs.BoolVar(&o.storePay, "store-payloads", false, "fedavg/fedbuff: store every accepted update and combine them when the round closes, instead of keeping running sums")
 	fs.IntVar(&o.auditKeep, "audit-keep", d.AuditKeep, "audit events kept in coordinator.db, the oldest forgotten first (0: all)")
+	fs.IntVar(&o.roundKeep, "round-keep", d.RoundKeep, fmt.Sprintf("round records kept in coordinator.db, the oldest forgotten first (0: all; at least %d)", d.KeepUpdates))
 	fs.DurationVar(&o.streamAge, "update-max-age", d.UpdateMaxAge, "update stream: messages expire after this (0: never)")
 	fs.Int64Var(&o.streamBytes, "update-max-bytes", d.UpdateMaxBytes, "update stream: size limit; when full, sites keep their updates and retry (0: none)")
 	fs.Int64Var(&o.maxInflight, "max-inflight-bytes", d.MaxInflightBytes, maxInflightUsage)
@@ -156,6 +157,7 @@ type coordOptions struct {
 	maxSamples  int64
 	storePay    bool
 	auditKeep   int
+	roundKeep   int
 	streamAge   time.Duration
 	streamBytes int64
 	maxInflight int64
@@ -248,7 +250,7 @@ func runCoordinator(ctx context.Context, stderr io.Writer, d coordinator.Config,
 	cfg.Rounds, cfg.AutoRounds, cfg.AutoPublish = o.rounds, o.autoRounds, !o.manualPub
 	cfg.Aggregator.Rule, cfg.Aggregator.TrimBeta, cfg.Aggregator.Byzantine = o.rule, o.trimBeta, o.byzantine
 	cfg.ClipNorm, cfg.ServerLR, cfg.MaxUpdateNorm, cfg.MaxSamples, cfg.StorePayloads = o.clip, o.serverLR, o.maxNorm, o.maxSamples, o.storePay
-	cfg.AuditKeep, cfg.UpdateMaxAge, cfg.UpdateMaxBytes, cfg.Replicas = o.auditKeep, o.streamAge, o.streamBytes, o.replicas
+	cfg.AuditKeep, cfg.RoundKeep, cfg.UpdateMaxAge, cfg.UpdateMaxBytes, cfg.Replicas = o.auditKeep, o.roundKeep, o.streamAge, o.streamBytes, o.replicas
 	cfg.MaxInflightBytes = o.maxInflight
 	cfg.BackupDir, cfg.BackupEvery, cfg.BackupKeep = o.backupDir, o.backupEvery, o.backupKeep
 	cfg.HA, cfg.ReplicaID, cfg.LeaseTTL, cfg.CheckpointEvery = o.ha, o.replicaID, o.leaseTTL, o.ckptEvery
