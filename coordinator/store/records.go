@@ -499,7 +499,7 @@ var keyDPPruned = []byte("dp_pruned")
 func (r *Round) Noised() bool { return r.State == StatePublished && r.Stats["dp_epsilon"] > 0 }
 
 // PruneRounds drops the records of every round before round, counting
-// the noised ones first (DPPruned), so the DP accountant's steps survive
+// the noised ones first (NoisedRounds), so the DP accountant's steps survive
 // them; a record that does not decode counts as noised (an overstated
 // privacy loss, never an understated one).
 func PruneRounds(tx *bolt.Tx, round uint64) error {
