@@ -382,7 +382,7 @@ func migrate1(tx *bolt.Tx, opts Options) error {
 func verifyStore(db *bolt.DB, keys Keys) error {
 	return db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(BucketMeta)
-		for _, k := range [][]byte{KeyRound, KeyVersion, keyAudit} {
+		for _, k := range [][]byte{KeyRound, KeyVersion, keyAudit, keyDPPruned} {
 			if v := meta.Get(k); v != nil && len(v) != 8 {
 				return fmt.Errorf("%w: meta/%s is %d bytes, want 8", ErrStore, k, len(v))
 			}

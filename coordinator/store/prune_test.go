@@ -70,3 +70,52 @@ func TestPruneRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPruneRoundsBounded: one call drops at most pruneRoundsMax records,
+// the oldest first (a store that kept every round, upgraded, catches up
+// over later rounds rather than in one transaction).
+func TestPruneRoundsBounded(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "c.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const n = pruneRoundsMax + pruneRoundsMax/2
+	left := func(tx *bolt.Tx) (count int, first uint64) {
+		c := tx.Bucket(BucketRounds).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if count == 0 {
+				first = getU64Key(k)
+			}
+			count++
+		}
+		return count, first
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{BucketMeta, BucketRounds} {
+			if _, err := tx.CreateBucket(b); err != nil {
+				return err
+			}
+		}
+		for r := uint64(1); r <= n; r++ {
+			if err := tx.Bucket(BucketRounds).Put(u64(r), []byte("undecodable: counted as noised")); err != nil {
+				return err
+			}
+		}
+		for i, want := range []struct {
+			count int
+			first uint64
+			dp    uint64
+		}{{n - pruneRoundsMax, pruneRoundsMax + 1, pruneRoundsMax}, {1, n, n - 1}} {
+			if err := PruneRounds(tx, n); err != nil {
+				return err
+			}
+			if count, first := left(tx); count != want.count || first != want.first || NoisedRounds(tx) != want.dp {
+				t.Errorf("call %d: %d records left from round %d, %d counted noised; want %d from %d, %d", i+1, count, first, NoisedRounds(tx), want.count, want.first, want.dp)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

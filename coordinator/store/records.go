@@ -498,29 +498,40 @@ var keyDPPruned = []byte("dp_pruned")
 // for differential privacy (a step of the DP accountant).
 func (r *Round) Noised() bool { return r.State == StatePublished && r.Stats["dp_epsilon"] > 0 }
 
-// PruneRounds drops the records of every round before round, counting
-// the noised ones first (NoisedRounds), so the DP accountant's steps survive
-// them; a record that does not decode counts as noised (an overstated
-// privacy loss, never an understated one).
+// PruneRounds drops the records of the oldest rounds before round, at
+// most pruneRoundsMax of them (a store that kept every round catches up
+// over later calls, not in one transaction), counting the noised ones
+// first (NoisedRounds), so the DP accountant's steps survive them: the
+// count is written before any delete, and a record that does not decode
+// counts as noised (an overstated privacy loss, never an understated one).
 func PruneRounds(tx *bolt.Tx, round uint64) error {
 	cutoff := u64(round)
 	var noised uint64
+	var old [][]byte
 	c := tx.Bucket(BucketRounds).Cursor()
-	for k, v := c.First(); k != nil && bytes.Compare(k, cutoff) < 0; k, v = c.First() {
+	for k, v := c.First(); k != nil && bytes.Compare(k, cutoff) < 0 && len(old) < pruneRoundsMax; k, v = c.Next() {
 		var r Round
 		if DecodeRecord(v, &r, RecordName(BucketRounds, k)) != nil || r.Noised() {
 			noised++
 		}
-		if err := c.Delete(); err != nil {
+		old = append(old, bytes.Clone(k))
+	}
+	if noised > 0 {
+		meta := tx.Bucket(BucketMeta)
+		if err := meta.Put(keyDPPruned, u64(getU64(meta, keyDPPruned)+noised)); err != nil {
 			return err
 		}
 	}
-	if noised == 0 {
-		return nil
+	for _, k := range old {
+		if err := tx.Bucket(BucketRounds).Delete(k); err != nil {
+			return err
+		}
 	}
-	meta := tx.Bucket(BucketMeta)
-	return meta.Put(keyDPPruned, u64(getU64(meta, keyDPPruned)+noised))
+	return nil
 }
+
+// pruneRoundsMax is the most round records one PruneRounds drops.
+const pruneRoundsMax = 100
 
 // NoisedRounds is how many rounds were noised: the records that say so
 // and those PruneRounds dropped (a record that does not decode is not
