@@ -140,12 +140,18 @@ func (u *unit) updateOf(t *testing.T, site string, seq uint64, r *Round, v float
 // is accepted, and the deadline aggregates it (a unit of minUpdates 1).
 func (u *unit) publishedRound(t *testing.T) (opened, record *Round) {
 	t.Helper()
+	return u.publishedRoundSeq(t, 1)
+}
+
+// publishedRoundSeq is publishedRound with site-a's update seq.
+func (u *unit) publishedRoundSeq(t *testing.T, seq uint64) (opened, record *Round) {
+	t.Helper()
 	ctx := context.Background()
 	r, err := u.c.StartRound(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ack, err := u.c.Process(ctx, u.update(t, "site-a", 1, r)); err != nil || ack.Status != federated.Accepted {
+	if ack, err := u.c.Process(ctx, u.update(t, "site-a", seq, r)); err != nil || ack.Status != federated.Accepted {
 		t.Fatalf("update: %+v %v", ack, err)
 	}
 	u.clock.Add(10 * time.Minute)
@@ -462,4 +468,17 @@ func TestVersionsKeepInputBounds(t *testing.T) {
 	if m, _ := u.c.FloatModel(got.Result); slices.Equal(m.Net.Flat(), base.Net.Flat()) {
 		t.Fatal("the aggregate's network did not move: the round was not applied")
 	}
+}
+
+// reopen closes the unit's coordinator and opens its store again with
+// the same configuration (the caller closes the new one).
+func (u *unit) reopen(t *testing.T) *Coordinator {
+	t.Helper()
+	cfg := u.c.cfg
+	u.c.Close()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatalf("the store does not open again: %v", err)
+	}
+	return c
 }

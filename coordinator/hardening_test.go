@@ -161,12 +161,7 @@ func TestRegionalAggregateBounds(t *testing.T) {
 				t.Fatalf("verdict %s %s (%s), want accepted %v, reason %q", v.Status, v.Reason, v.Detail, tc.accepted, tc.reason)
 			}
 			// the store still opens, and a round still closes
-			cfg := u.c.cfg
-			u.c.Close()
-			c2, err := New(cfg)
-			if err != nil {
-				t.Fatalf("the store does not open again: %v", err)
-			}
+			c2 := u.reopen(t)
 			defer c2.Close()
 			u.c = c2
 			if ack, err := c2.Process(ctx, u.update(t, "site-b", 1, r)); err != nil || ack.Status != federated.Accepted {
@@ -240,12 +235,7 @@ func TestDPNoiseUnpredictable(t *testing.T) {
 		return s
 	}
 	first, s1 := draw(u.c), secret(u.c)
-	cfg := u.c.cfg
-	u.c.Close()
-	c2, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2 := u.reopen(t)
 	defer c2.Close()
 	if again := draw(c2); !slices.Equal(first, again) || !bytes.Equal(s1, secret(c2)) {
 		t.Fatalf("after a reopen round 7 draws %v, before %v", again, first)
@@ -266,19 +256,8 @@ func TestRoundRecordsPruned(t *testing.T) {
 		c.KeepUpdates, c.RoundKeep = 1, 2
 	})
 	const rounds = 5
-	ctx := context.Background()
 	for seq := uint64(1); seq <= rounds; seq++ {
-		r, err := u.c.StartRound(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ack, err := u.c.Process(ctx, u.update(t, "site-a", seq, r)); err != nil || ack.Status != federated.Accepted {
-			t.Fatalf("round %d: %+v %v", r.Round, ack, err)
-		}
-		u.clock.Add(10 * time.Minute)
-		if err := u.c.Tick(ctx); err != nil {
-			t.Fatal(err)
-		}
+		u.publishedRoundSeq(t, seq)
 	}
 	for n := uint64(1); n <= rounds; n++ {
 		_, err := u.c.RoundRecord(n)
@@ -289,12 +268,7 @@ func TestRoundRecordsPruned(t *testing.T) {
 	if got := u.c.dp.Rounds(); got != rounds {
 		t.Fatalf("DP accountant at %d noised rounds, want %d", got, rounds)
 	}
-	cfg := u.c.cfg
-	u.c.Close()
-	c2, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2 := u.reopen(t)
 	defer c2.Close()
 	if got := c2.dp.Rounds(); got != rounds {
 		t.Fatalf("after a restart the DP accountant counts %d noised rounds, want %d (3 of them pruned)", got, rounds)
