@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -225,32 +223,24 @@ func (c *Coordinator) Rollback(ctx context.Context, version uint64) (*Model, err
 }
 
 // Sites reports every registered site and any other that sent updates.
-func (c *Coordinator) Sites() ([]SiteStatus, error) {
-	seen := map[string]bool{}
-	var out []SiteStatus
-	err := c.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(store.BucketSites).ForEach(func(k, v []byte) error {
-			var s Site
-			if err := store.DecodeRecord(v, &s, store.RecordName(store.BucketSites, k)); err != nil {
-				return err
-			}
-			_, reg := c.cfg.Sites.SiteKey(s.Site)
-			seen[s.Site] = true
-			out = append(out, SiteStatus{Site: s, Registered: reg})
-			return nil
-		})
+func (c *Coordinator) Sites() ([]SiteStatus, error) { return c.SitesPage("", 0) }
+
+// SitesPage is one page of Sites in name order: at most limit sites
+// (limit <= 0: every one) whose names sort after after.
+func (c *Coordinator) SitesPage(after string, limit int) ([]SiteStatus, error) {
+	var ss []Site
+	err := c.view(func(tx *bolt.Tx) (err error) {
+		ss, err = store.SitesAfter(tx, after, limit, c.cfg.Sites.Sites())
+		return err
 	})
-	for _, s := range c.cfg.Sites.Sites() {
-		if !seen[s] {
-			out = append(out, SiteStatus{Site: Site{Site: s}, Registered: true})
-		}
-	}
-	for i := range out {
-		if r, ok := c.siteReport(out[i].Site.Site); ok {
+	out := make([]SiteStatus, len(ss))
+	for i, s := range ss {
+		_, reg := c.cfg.Sites.SiteKey(s.Site)
+		out[i] = SiteStatus{Site: s, Registered: reg}
+		if r, ok := c.siteReport(s.Site); ok {
 			out[i].Report = &r
 		}
 	}
-	slices.SortFunc(out, func(a, b SiteStatus) int { return strings.Compare(a.Site.Site, b.Site.Site) })
 	return out, err
 }
 

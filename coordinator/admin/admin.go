@@ -45,6 +45,9 @@ type Request struct {
 	Round   uint64 `json:"round,omitempty"`
 	Version uint64 `json:"version,omitempty"`
 	Limit   int    `json:"limit,omitempty"`
+	// After pages sites: the sites whose names sort after it (with
+	// Limit, at most that many; "": from the first).
+	After string `json:"after,omitempty"`
 }
 
 // MaxListLimit is the largest Limit of round.list and model.list (0:
@@ -90,6 +93,9 @@ func DecodeRequest(data []byte) (Request, error) {
 	}
 	if r.Limit < 0 || r.Limit > MaxListLimit {
 		return Request{}, fmt.Errorf("limit %d: want 1 to %d (0: the default)", r.Limit, MaxListLimit)
+	}
+	if r.After != "" && !federated.ValidSite(r.After) {
+		return Request{}, fmt.Errorf("after %.80q: not a site name", r.After)
 	}
 	return r, nil
 }
@@ -151,7 +157,9 @@ type Backend interface {
 	ModelRecord(version uint64) (*store.Model, error)
 	Promote(ctx context.Context, version uint64) (*store.Model, error)
 	Rollback(ctx context.Context, version uint64) (*store.Model, error)
-	Sites() ([]SiteStatus, error)
+	// SitesPage lists at most limit sites (limit 0: every one) whose
+	// names sort after after, in name order.
+	SitesPage(after string, limit int) ([]SiteStatus, error)
 	RegionalRound(n uint64) (*RegionalRound, error)
 	RegionStatuses() ([]RegionStatus, error)
 	Rejects() (map[string]uint64, error)
@@ -204,7 +212,7 @@ func Serve(ctx context.Context, nc *nats.Conn, c Backend, conflicts ...error) (m
 			}
 			return c.Rollback(ctx, r.Version)
 		},
-		EndpointSites:         func(_ context.Context, _ Request) (any, error) { return c.Sites() },
+		EndpointSites:         func(_ context.Context, r Request) (any, error) { return c.SitesPage(r.After, r.Limit) },
 		EndpointRegionalRound: func(_ context.Context, r Request) (any, error) { return c.RegionalRound(r.Round) },
 		EndpointRegions:       func(_ context.Context, _ Request) (any, error) { return c.RegionStatuses() },
 		EndpointRejects:       func(_ context.Context, _ Request) (any, error) { return c.Rejects() },
@@ -277,7 +285,7 @@ var errVersion = errors.New("coordinator: a model version is required (version >
 // tooLargeHint says how to get an answer that did not fit.
 func tooLargeHint(endpoint string) string {
 	switch endpoint {
-	case EndpointRoundList, EndpointModelList:
+	case EndpointRoundList, EndpointModelList, EndpointSites:
 		return ": ask for fewer (limit)"
 	}
 	return ": raise the server's max_payload"

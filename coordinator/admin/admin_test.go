@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,10 +78,13 @@ func (f *fakeBackend) Rollback(_ context.Context, v uint64) (*store.Model, error
 	f.called("Rollback(%d)", v)
 	return &store.Model{Version: v}, nil
 }
-func (f *fakeBackend) Sites() ([]SiteStatus, error) {
-	out := make([]SiteStatus, f.sites)
-	for i := range out {
-		out[i] = SiteStatus{Site: store.Site{Site: fmt.Sprintf("site-%05d", i), HWM: 12345}, Registered: true}
+func (f *fakeBackend) SitesPage(after string, limit int) ([]SiteStatus, error) {
+	f.called("SitesPage(%q, %d)", after, limit)
+	var out []SiteStatus
+	for i := range f.sites {
+		if name := fmt.Sprintf("site-%05d", i); name > after && (limit == 0 || len(out) < limit) {
+			out = append(out, SiteStatus{Site: store.Site{Site: name, HWM: 12345}, Registered: true})
+		}
 	}
 	return out, nil
 }
@@ -135,6 +139,7 @@ func TestRequestsValidated(t *testing.T) {
 		{EndpointModelPromote, ``, "version is required"},
 		{EndpointModelRollback, `{}`, "version is required"},
 		{EndpointRoundList, `{"limit":5} {"limit":7}`, "trailing data"},
+		{EndpointSites, `{"after":"Site_A"}`, `after "Site_A": not a site name`},
 	} {
 		code, desc := call(t, nc, tc.endpoint, tc.body)
 		if code != "400" || !strings.Contains(desc, tc.want) {
@@ -163,8 +168,15 @@ func TestAnswerOverMaxPayload(t *testing.T) {
 	b := &fakeBackend{sites: 2000} // about 200 KB of JSON, the server takes 64 KiB
 	nc := serveFake(t, t.Context(), b)
 	code, desc := call(t, nc, EndpointSites, "")
-	if code != "413" || !strings.Contains(desc, "max_payload (65536 bytes)") {
-		t.Fatalf("answer %q %q, want 413 naming max_payload", code, desc)
+	if code != "413" || !strings.Contains(desc, "max_payload (65536 bytes)") || !strings.Contains(desc, "ask for fewer (limit)") {
+		t.Fatalf("answer %q %q, want 413 naming max_payload and the limit", code, desc)
+	}
+	// a page of them fits, and the request's paging reaches the backend
+	if code, desc := call(t, nc, EndpointSites, `{"after":"site-00099","limit":100}`); code != "" {
+		t.Fatalf("a page of 100 sites: %s %s", code, desc)
+	}
+	if got, want := b.Calls(), []string{`SitesPage("", 0)`, `SitesPage("site-00099", 100)`}; !slices.Equal(got, want) {
+		t.Fatalf("backend calls %v, want %v", got, want)
 	}
 	b.sites = 10
 	if code, desc := call(t, nc, EndpointSites, ""); code != "" {

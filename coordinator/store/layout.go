@@ -342,6 +342,46 @@ func GetSite(tx *bolt.Tx, site string) (*Site, error) {
 	return &s, nil
 }
 
+// SitesAfter returns, in name order, the site records whose names sort
+// after after ("": from the first), merged with the names of also (sorted,
+// as federated.Registry.Sites gives them) that have no record, as zero
+// records naming them; at most limit of them (limit <= 0: every one). A
+// page of a listing: the next page starts after the last name returned.
+func SitesAfter(tx *bolt.Tx, after string, limit int, also []string) ([]Site, error) {
+	var out []Site
+	full := func() bool { return limit > 0 && len(out) >= limit }
+	i, _ := slices.BinarySearch(also, after)
+	if i < len(also) && also[i] == after {
+		i++
+	}
+	// names of also before name, not recorded: added in order
+	upTo := func(name string, recorded bool) {
+		for ; i < len(also) && (!recorded || also[i] <= name) && !full(); i++ {
+			if !recorded || also[i] != name {
+				out = append(out, Site{Site: also[i]})
+			}
+		}
+	}
+	c := tx.Bucket(BucketSites).Cursor()
+	k, v := c.Seek([]byte(after))
+	if k != nil && string(k) == after {
+		k, v = c.Next()
+	}
+	for ; k != nil && !full(); k, v = c.Next() {
+		upTo(string(k), true)
+		if full() {
+			break
+		}
+		var s Site
+		if err := DecodeRecord(v, &s, RecordName(BucketSites, k)); err != nil {
+			return out, err
+		}
+		out = append(out, s)
+	}
+	upTo("", false)
+	return out, nil
+}
+
 // BlobKey is the key of a model version's artifact of dtype.
 func BlobKey(version uint64, dtype string) []byte {
 	return []byte(fmt.Sprintf("%020d/%s", version, dtype))

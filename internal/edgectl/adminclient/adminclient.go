@@ -146,10 +146,18 @@ func (f *Flags) Call(endpoint string, req coordinator.AdminRequest, out any) err
 	}
 	if e := msg.Header.Get(micro.ErrorHeader); e != "" {
 		// the coordinator's errors start with its own name already
-		return fmt.Errorf("coordinator: %s (%s)", strings.TrimPrefix(e, "coordinator: "), msg.Header.Get(micro.ErrorCodeHeader))
+		return &ServerError{Code: msg.Header.Get(micro.ErrorCodeHeader), Message: strings.TrimPrefix(e, "coordinator: ")}
 	}
 	return decodeReply(endpoint, msg.Data, MaxReplyBytes, out)
 }
+
+// ServerError is the coordinator's refusal of a request: an HTTP-like
+// code ("400", "409", "413", "500", "503") and its description.
+type ServerError struct {
+	Code, Message string
+}
+
+func (e *ServerError) Error() string { return fmt.Sprintf("coordinator: %s (%s)", e.Message, e.Code) }
 
 // MaxReplyBytes caps an answer of the coordinator (an admin, region or
 // replica reply) that Call decodes: the largest max_payload

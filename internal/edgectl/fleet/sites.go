@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -21,17 +22,16 @@ func NewSitesCommand() *cobra.Command {
 send updates) as the coordinator knows it: the last update it received,
 updates accepted and rejected, and from the site's own periodic report
 the model version it runs and the updates still waiting in its outbox
-("-" until the site has reported to this coordinator).`,
+("-" until the site has reported to this coordinator). It asks for the
+sites 500 at a time (fewer when an answer would not fit the NATS
+server's max_payload), so a fleet of any size is listed.`,
 		Example: `  edgectl sites
   edgectl sites -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var ss []coordinator.SiteStatus
-			if err := f.Call(coordinator.EndpointSites, coordinator.AdminRequest{}, &ss); err != nil {
+			ss, err := listSites(&f, SitesPage)
+			if err != nil {
 				return err
-			}
-			if ss == nil {
-				ss = []coordinator.SiteStatus{}
 			}
 			now := time.Now()
 			return f.Print(cmd.OutOrStdout(), ss, func(tw *tabwriter.Writer) {
@@ -56,4 +56,39 @@ the model version it runs and the updates still waiting in its outbox
 	}
 	f.Register(cmd)
 	return cmd
+}
+
+// SitesPage is how many sites edgectl sites asks for in one request: a
+// site's status is at most about 1 KB of JSON (its report and a count per
+// rejection reason), so a page fits NATS's default max_payload of 1 MiB.
+const SitesPage = 500
+
+// listSites asks for every site, page by page from limit sites a page,
+// halving the page while the coordinator answers that it would not fit
+// the server's max_payload (413). The names must rise from page to page:
+// an answer that goes back is an error, so the walk always ends.
+func listSites(f *adminclient.Flags, limit int) ([]coordinator.SiteStatus, error) {
+	out := []coordinator.SiteStatus{}
+	after := ""
+	for {
+		var page []coordinator.SiteStatus
+		err := f.Call(coordinator.EndpointSites, coordinator.AdminRequest{After: after, Limit: limit}, &page)
+		if se := (*adminclient.ServerError)(nil); errors.As(err, &se) && se.Code == "413" && limit > 1 {
+			limit /= 2
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range page {
+			if s.Site.Site <= after {
+				return nil, fmt.Errorf("sites: the coordinator answered site %q after %q: not a page in name order", s.Site.Site, after)
+			}
+			after = s.Site.Site
+		}
+		out = append(out, page...)
+		if len(page) < limit {
+			return out, nil
+		}
+	}
 }
