@@ -3,15 +3,12 @@ package serving
 import (
 	"fmt"
 	"strings"
-	"sync/atomic"
 
 	"github.com/edgesched/edgesched/edge-plugin/sources"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policydoc"
 	"github.com/edgesched/edgesched/sim"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
@@ -20,24 +17,9 @@ import (
 // nodes (Check), preferred rules mix into scores (Score), bounded within
 // [0, MaxScore].
 
-var (
-	metricPolicyRejection = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "policy_filter_rejections_total",
-		Help:           "Nodes refused by a required rule of the scheduling policy, by rule.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"rule"})
-	policyMetricsRegistered atomic.Bool
-)
-
 // RegisterPolicyMetrics registers the policy's metrics (once; they are
 // left out of the registry until a policy is watched).
-func RegisterPolicyMetrics() {
-	sources.RegisterPolicyMetrics()
-	if policyMetricsRegistered.CompareAndSwap(false, true) {
-		_ = legacyregistry.Register(metricPolicyRejection)
-	}
-}
+func RegisterPolicyMetrics() { sources.RegisterPolicyMetrics() }
 
 // PolicyCycle is one cycle's view for the policy: the document, the pod,
 // where every service runs, the hour. Read-only once built.
@@ -249,6 +231,6 @@ func (c *PolicyCycle) Check(ni fwk.NodeInfo) (ok bool, rule, reason string) {
 	if v.Fits {
 		return true, "", ""
 	}
-	metricPolicyRejection.WithLabelValues(v.Rule).Inc()
+	sources.CountPolicyRejection(v.Rule)
 	return false, v.Rule, v.Reason
 }

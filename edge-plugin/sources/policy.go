@@ -26,7 +26,13 @@ var (
 		Help:           "Rules of the scheduling policy in use (0 without one).",
 		StabilityLevel: metrics.ALPHA,
 	})
-	metricPolicyUpdates     = newFeedUpdates("policy_updates_total", "Scheduling policy")
+	metricPolicyUpdates   = newFeedUpdates("policy_updates_total", "Scheduling policy")
+	metricPolicyRejection = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      MetricsSubsystem,
+		Name:           "policy_filter_rejections_total",
+		Help:           "Nodes refused by a required rule of the scheduling policy, by rule (rules of the policy in use).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"rule"})
 	policyMetricsRegistered atomic.Bool
 )
 
@@ -63,24 +69,52 @@ func (r *PolicyRules) Install(raw []byte) (bool, error) {
 	if c := r.cur.Load(); c != nil && bytes.Equal(c.raw, raw) {
 		return false, nil
 	}
-	r.cur.Store(&policyInUse{doc: d, raw: bytes.Clone(raw)})
+	old := r.cur.Swap(&policyInUse{doc: d, raw: bytes.Clone(raw)})
 	metricPolicyRules.Set(float64(len(d.Rules)))
+	forgetRejections(old, d)
 	return true, nil
+}
+
+// CountPolicyRejection counts one node refused by rule
+// (policy_filter_rejections_total).
+func CountPolicyRejection(rule string) { metricPolicyRejection.WithLabelValues(rule).Inc() }
+
+// forgetRejections deletes the rejection series of old's rules that cur
+// (nil: none) no longer has, so a policy edited over months keeps one
+// series per rule in use, not one per rule it ever had. A Check still
+// running on old may count one of them again; the next change deletes it.
+func forgetRejections(old *policyInUse, cur *policydoc.Document) {
+	if old == nil {
+		return
+	}
+	keep := map[string]bool{}
+	if cur != nil {
+		for _, r := range cur.Rules {
+			keep[r.Name] = true
+		}
+	}
+	for _, r := range old.doc.Rules {
+		if !keep[r.Name] {
+			metricPolicyRejection.Delete(map[string]string{"rule": r.Name}) // (DeleteLabelValues panics before registration)
+		}
+	}
 }
 
 // Set installs a document directly (tests, and a file in a later version).
 func (r *PolicyRules) Set(d *policydoc.Document) {
-	if d == nil {
-		r.cur.Store(nil)
-		return
+	var next *policyInUse
+	if d != nil {
+		next = &policyInUse{doc: d}
 	}
-	r.cur.Store(&policyInUse{doc: d})
+	forgetRejections(r.cur.Swap(next), d)
 }
 
 // Clear implements FeedTarget.
 func (r *PolicyRules) Clear() bool {
 	metricPolicyRules.Set(0)
-	return r.cur.Swap(nil) != nil
+	old := r.cur.Swap(nil)
+	forgetRejections(old, nil)
+	return old != nil
 }
 
 // InUse implements FeedTarget.
@@ -106,7 +140,7 @@ func StartPolicy(ctx context.Context, client kubernetes.Interface, rules *Policy
 // are left out of the registry until a policy is watched).
 func RegisterPolicyMetrics() {
 	if policyMetricsRegistered.CompareAndSwap(false, true) {
-		for _, m := range []metrics.Registerable{metricPolicyRules, metricPolicyUpdates} {
+		for _, m := range []metrics.Registerable{metricPolicyRules, metricPolicyUpdates, metricPolicyRejection} {
 			_ = legacyregistry.Register(m)
 		}
 	}
