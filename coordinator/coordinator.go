@@ -21,6 +21,7 @@ import (
 
 	"github.com/edgesched/edgesched/coordinator/aggregation"
 	"github.com/edgesched/edgesched/coordinator/bus"
+	"github.com/edgesched/edgesched/coordinator/ingest"
 	"github.com/edgesched/edgesched/coordinator/metrics"
 	"github.com/edgesched/edgesched/coordinator/release"
 	"github.com/edgesched/edgesched/coordinator/replica"
@@ -558,7 +559,8 @@ func (c *Coordinator) tickLoop(ctx context.Context) error {
 }
 
 // Tick evaluates the current round against the clock: a sync round past
-// its deadline aggregates (with its quorum) or fails. Run calls it every
+// its deadline aggregates (with its quorum) or fails, and a complete one
+// (every expected site's update, or an async buffer's worth) closes. Run calls it every
 // PollInterval; tests with an injected clock may call it directly.
 func (c *Coordinator) Tick(ctx context.Context) error {
 	c.mu.Lock()
@@ -585,7 +587,10 @@ func (c *Coordinator) Tick(ctx context.Context) error {
 		}
 	}
 	switch {
-	case r.State == StateCollecting && r.Mode == federated.Sync && !c.clock.Now().Before(r.Deadline) && !c.ha.CatchingUp():
+	case r.State == StateCollecting && !c.ha.CatchingUp() &&
+		(r.Mode == federated.Sync && !c.clock.Now().Before(r.Deadline) || ingest.RoundComplete(r, c.cfg.Buffer)):
+		// past its deadline, or complete (whose close after the update
+		// that completed it failed: it would wait for another update)
 		return c.closeRound(ctx, r)
 	case r.State == StateAggregating:
 		return c.aggregate(ctx, r)

@@ -139,6 +139,51 @@ func TestAsyncQuorumIsTheBuffer(t *testing.T) {
 	}
 }
 
+// TestCompleteRoundClosesOnTick: an async round whose buffer is full
+// but whose close did not follow the update that filled it (a write error
+// of the close; here a failpoint stops Process between the two) closes
+// on the next tick, where it used to wait for another update that might
+// never come.
+func TestCompleteRoundClosesOnTick(t *testing.T) {
+	ctx := context.Background()
+	stop := errors.New("stopped after the update was committed")
+	armed := false
+	u := newUnitOf(t, nil, []string{"site-a", "site-b", "site-c"}, func(c *Config) {
+		c.Mode, c.Buffer = federated.Async, 2
+		c.Failpoint = func(name string) {
+			if armed && name == FailUpdateCommitted {
+				panic(stop)
+			}
+		}
+	})
+	r, err := u.c.StartRound(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.accept(t, "site-a", 1, r)
+	armed = true
+	func() {
+		defer func() {
+			if p := recover(); p != stop {
+				panic(p)
+			}
+		}()
+		_, _ = u.c.Process(ctx, u.update(t, "site-b", 1, r))
+		t.Fatal("the failpoint did not fire")
+	}()
+	armed = false
+	got, err := u.c.RoundRecord(r.Round)
+	if err != nil || got.State != StateCollecting || got.Accepted != 2 {
+		t.Fatalf("round after the interrupted close: %+v %v, want collecting with 2 accepted", got, err)
+	}
+	if err := u.c.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = u.c.RoundRecord(r.Round); err != nil || got.State != StatePublished {
+		t.Fatalf("complete round after a tick: %+v %v, want published", got, err)
+	}
+}
+
 // TestQuorumAboveSitesRefused: a sync quorum larger than the registered
 // sites could never be met: the configuration is refused, naming it,
 // instead of every round failing.
