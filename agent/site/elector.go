@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +54,14 @@ type Config struct {
 	Namespace string
 	// Identity is this agent's name in the election: its node name.
 	Identity string
+	// Instance tells apart agent processes with one Identity (two agents
+	// given the same node name, or an old and a new pod of a rolling
+	// update): the Lease's holder is Identity + "_" + Instance, so only
+	// one of them can hold it (client-go names holders hostname_UUID the
+	// same way). Zero value: 8 random hex digits drawn by New. A restarted
+	// agent is a new instance: it waits out its predecessor's term (at
+	// most LeaseDuration) unless that one released the Lease.
+	Instance string
 	// Client talks to the site's apiserver (leases get/create/update):
 	// kube.NewForConfig's clients, or a clientset adapted by
 	// kube/kubeclientset. Required.
@@ -100,6 +110,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: Namespace %q is not a DNS label", ErrConfig, c.Namespace)
 	case c.Identity == "":
 		return fmt.Errorf("%w: Identity (the node name) required", ErrConfig)
+	case strings.Contains(c.Identity, "_") || strings.Contains(c.Instance, "_"):
+		return fmt.Errorf("%w: Identity %q and Instance %q must not contain \"_\" (it separates them in the Lease)", ErrConfig, c.Identity, c.Instance)
 	case c.Client == nil:
 		return fmt.Errorf("%w: Client required", ErrConfig)
 	case c.RetryPeriod <= 0 || c.RenewDeadline <= time.Duration(JitterFactor*float64(c.RetryPeriod)) || c.LeaseDuration <= c.RenewDeadline:
@@ -124,6 +136,7 @@ func (c *Config) Validate() error {
 // safe for concurrent use.
 type Elector struct {
 	cfg    Config
+	holder string // Identity_Instance: this agent in the Lease
 	log    *slog.Logger
 	leader atomic.Value // string: the holder last observed
 	is     atomic.Bool
@@ -145,7 +158,11 @@ func New(cfg Config) (*Elector, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	e := &Elector{cfg: cfg, log: log.With("site", cfg.Site, "identity", cfg.Identity),
+	if cfg.Instance == "" {
+		cfg.Instance = fmt.Sprintf("%08x", rand.Uint32())
+	}
+	holder := cfg.Identity + "_" + cfg.Instance
+	e := &Elector{cfg: cfg, holder: holder, log: log.With("site", cfg.Site, "holder", holder),
 		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "edgesched", Subsystem: "site", Name: "is_leader",
 			Help: "1 while this agent leads its site (holds the site Lease), else 0.", ConstLabels: prometheus.Labels{"site": cfg.Site}}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "site", Name: "leader_transitions_total",
@@ -165,9 +182,22 @@ func New(cfg Config) (*Elector, error) {
 // IsLeader reports whether this agent leads now.
 func (e *Elector) IsLeader() bool { return e.is.Load() }
 
-// Leader is the identity of the leader this agent last observed ("" before
-// any; a released Lease does not clear it).
-func (e *Elector) Leader() string { return e.leader.Load().(string) }
+// Leader is the identity (node name) of the leader this agent last
+// observed ("" before any; a released Lease does not clear it).
+func (e *Elector) Leader() string { return HolderNode(e.leader.Load().(string)) }
+
+// Holder is this agent in the Lease: Identity_Instance.
+func (e *Elector) Holder() string { return e.holder }
+
+// HolderNode is the node name of a Lease holder (Identity_Instance; a
+// holder without "_", written by an agent before instances, is its node
+// name).
+func HolderNode(holder string) string {
+	if i := strings.LastIndexByte(holder, '_'); i >= 0 {
+		return holder[:i]
+	}
+	return holder
+}
 
 // Run takes part in the election until ctx ends: standing by, leading
 // (running the leader-only components) when it wins the Lease, and back

@@ -51,6 +51,7 @@ func fastConfig(client kubernetes.Interface, id string, comps ...Component) Conf
 	// lease 1.5 s > renew 1 s > 1.2 x retry 0.2 s
 	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 1500*time.Millisecond, time.Second, 200*time.Millisecond
 	cfg.BackoffMin, cfg.BackoffMax = 10*time.Millisecond, 50*time.Millisecond
+	cfg.Instance = "1" // the Lease names it id_1
 	return cfg
 }
 
@@ -84,11 +85,11 @@ func TestElectorLeadsAndReleases(t *testing.T) {
 	poll(t, 10*time.Second, "leadership", func() (bool, string) {
 		return e.IsLeader() && p.runs.Load() == 1 && flaky.runs.Load() == 2, e.Leader()
 	})
-	if got := testutil.ToFloat64(e.isLeader); got != 1 || holder(t, client) != "node-a" || e.Leader() != "node-a" {
+	if got := testutil.ToFloat64(e.isLeader); got != 1 || holder(t, client) != "node-a_1" || e.Leader() != "node-a" {
 		t.Fatalf("is_leader %v, holder %q, observed %q", got, holder(t, client), e.Leader())
 	}
 	stop()
-	if p.holderAtStop[0] != "node-a" || flaky.holderAtStop[0] != "node-a" {
+	if p.holderAtStop[0] != "node-a_1" || flaky.holderAtStop[0] != "node-a_1" {
 		t.Fatalf("components stopped after the Lease went: holders %v %v", p.holderAtStop, flaky.holderAtStop)
 	}
 	if h := holder(t, client); h != "" {
@@ -120,7 +121,7 @@ func TestElectorKeepsLeaseOnStop(t *testing.T) {
 	stop := runBackground(t, e.Run)
 	poll(t, 10*time.Second, "leadership", func() (bool, string) { return e.IsLeader(), e.Leader() })
 	stop()
-	if h := holder(t, client); h != "node-a" || p.runs.Load() != 1 || e.IsLeader() {
+	if h := holder(t, client); h != "node-a_1" || p.runs.Load() != 1 || e.IsLeader() {
 		t.Fatalf("holder %q, runs %d, leading %v; want the Lease kept, 1 run, not leading", h, p.runs.Load(), e.IsLeader())
 	}
 }

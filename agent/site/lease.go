@@ -111,7 +111,7 @@ func (e *Elector) observe(l *coordinationv1.Lease, now time.Time) {
 func (e *Elector) heldByOther(now time.Time) bool {
 	s := &e.lease
 	h := str(s.observed.HolderIdentity)
-	if h == "" || h == e.cfg.Identity {
+	if h == "" || h == e.holder {
 		return false
 	}
 	return now.Before(s.seenAt.Add(time.Duration(i32(s.observed.LeaseDurationSeconds)) * time.Second))
@@ -132,7 +132,7 @@ func (e *Elector) apiFailed(what string, err error) {
 // spec is the spec this agent writes as holder at now, continuing from
 // old (nil: a new Lease).
 func (e *Elector) spec(old *coordinationv1.LeaseSpec, now metav1.MicroTime) coordinationv1.LeaseSpec {
-	id, dur := e.cfg.Identity, e.lease.duration
+	id, dur := e.holder, e.lease.duration
 	sp := coordinationv1.LeaseSpec{HolderIdentity: &id, LeaseDurationSeconds: &dur, AcquireTime: &now, RenewTime: &now}
 	var transitions int32
 	if old != nil {
@@ -157,7 +157,7 @@ func (e *Elector) tryAcquireOrRenew(ctx context.Context) bool {
 
 	// Renewing a Lease we hold: write over the copy we have; a conflict
 	// means someone else wrote it, and the slow path finds out who.
-	if c := e.lease.cached; c != nil && str(c.Spec.HolderIdentity) == e.cfg.Identity &&
+	if c := e.lease.cached; c != nil && str(c.Spec.HolderIdentity) == e.holder &&
 		start.Before(e.lease.seenAt.Add(time.Duration(i32(c.Spec.LeaseDurationSeconds))*time.Second)) {
 		l := c.DeepCopy()
 		l.Spec = e.spec(&c.Spec, now)
@@ -290,7 +290,7 @@ func (e *Elector) acquire(ctx context.Context) bool {
 func (e *Elector) termEnd() (time.Time, bool) {
 	s := &e.lease
 	h := str(s.observed.HolderIdentity)
-	if h == "" || h == e.cfg.Identity || s.seenAt.IsZero() {
+	if h == "" || h == e.holder || s.seenAt.IsZero() {
 		return time.Time{}, false
 	}
 	return s.seenAt.Add(time.Duration(i32(s.observed.LeaseDurationSeconds)) * time.Second), true
@@ -418,7 +418,7 @@ func (e *Elector) renew(ctx context.Context, stop <-chan struct{}) bool {
 // Lease changed meanwhile) leaves it as it is.
 func (e *Elector) release(ctx context.Context) {
 	c := e.lease.cached
-	if c == nil || str(c.Spec.HolderIdentity) != e.cfg.Identity {
+	if c == nil || str(c.Spec.HolderIdentity) != e.holder {
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)

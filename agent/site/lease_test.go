@@ -43,7 +43,7 @@ func TestSpec(t *testing.T) {
 	e.lease = newLeaseState(e.cfg)
 	t0 := metav1.NewMicroTime(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	now := metav1.NewMicroTime(t0.Add(time.Minute))
-	me, other, three := "node-a", "node-b", int32(3)
+	me, other, three := "node-a_1", "node-b_1", int32(3)
 	for _, tc := range []struct {
 		name        string
 		old         *coordinationv1.LeaseSpec
@@ -60,7 +60,7 @@ func TestSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := e.spec(tc.old, now)
 			// fastConfig's lease of 1.5 s is written as 2 s
-			if str(sp.HolderIdentity) != "node-a" || i32(sp.LeaseDurationSeconds) != 2 || !sp.RenewTime.Equal(&now) {
+			if str(sp.HolderIdentity) != "node-a_1" || i32(sp.LeaseDurationSeconds) != 2 || !sp.RenewTime.Equal(&now) {
 				t.Fatalf("holder %q, duration %d, renew %v", str(sp.HolderIdentity), i32(sp.LeaseDurationSeconds), sp.RenewTime)
 			}
 			if !sp.AcquireTime.Equal(&tc.acquire) || i32(sp.LeaseTransitions) != tc.transitions {
@@ -92,7 +92,9 @@ func TestHeldByOther(t *testing.T) {
 		{"other, fresh", "node-b", 9 * time.Second, true},
 		{"other, expired", "node-b", 10 * time.Second, false}, // seen + 10 s: the term is over
 		{"nobody", "", time.Second, false},
-		{"me", "node-a", time.Second, false},
+		{"me", "node-a_1", time.Second, false},
+		// the same node name, another process
+		{"my node, another instance", "node-a_2", time.Second, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.lease.seenAt = time.Time{}
@@ -171,8 +173,52 @@ func TestElectorFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if str(l.Spec.HolderIdentity) != "node-b" || i32(l.Spec.LeaseTransitions) != 1 || l.Labels[labelSite] != "store-1" {
+	if str(l.Spec.HolderIdentity) != "node-b_1" || i32(l.Spec.LeaseTransitions) != 1 || l.Labels[labelSite] != "store-1" {
 		t.Fatalf("Lease %+v, labels %v; want node-b after 1 transition, labelled", l.Spec, l.Labels)
+	}
+}
+
+// TestOneNodeNameOneLeader: two agent processes given one node name (a
+// misconfiguration, or the old and the new pod of a rolling update) are
+// two instances in the Lease: one leads, the other stands by through
+// several of its renewals. Both used to lead, each taking the other's
+// renewals for its own.
+func TestOneNodeNameOneLeader(t *testing.T) {
+	client := fake.NewClientset()
+	pa, pb := &probe{client: client}, &probe{client: client}
+	ca, cb := fastConfig(client, "node-a", pa), fastConfig(client, "node-a", pb)
+	ca.Instance, cb.Instance, cb.Seed = "", "", 2 // drawn by New, as in the agent
+	a, err := New(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Holder() == b.Holder() || HolderNode(a.Holder()) != "node-a" {
+		t.Fatalf("holders %q and %q: want two instances of node-a", a.Holder(), b.Holder())
+	}
+	runBackground(t, a.Run)
+	runBackground(t, b.Run)
+	// until the Lease has been renewed over 3 durations (2 s each) after
+	// the first term began, exactly one of them leads at every look
+	var first *metav1.MicroTime
+	poll(t, 20*time.Second, "three Lease durations of one leader", func() (bool, string) {
+		if a.IsLeader() && b.IsLeader() {
+			t.Fatalf("both instances of node-a lead (runs %d and %d)", pa.runs.Load(), pb.runs.Load())
+		}
+		l, err := client.CoordinationV1().Leases(testNS).Get(context.Background(), LeaseName("store-1"), metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			return false, fmt.Sprintf("no Lease yet (%v)", err)
+		}
+		if first == nil {
+			first = l.Spec.AcquireTime
+		}
+		return l.Spec.RenewTime.Sub(first.Time) > 6*time.Second, fmt.Sprintf("held by %s", str(l.Spec.HolderIdentity))
+	})
+	if runs := pa.runs.Load() + pb.runs.Load(); runs != 1 {
+		t.Fatalf("leader components started %d times, want once", runs)
 	}
 }
 

@@ -33,7 +33,7 @@ func TestLeaderStepsDownWhenAnotherHolds(t *testing.T) {
 		if err != nil {
 			return false, nil, nil
 		}
-		if h := str(cur.(*coordinationv1.Lease).Spec.HolderIdentity); h != "" && h != str(l.Spec.HolderIdentity) && str(l.Spec.HolderIdentity) == "node-a" {
+		if h := str(cur.(*coordinationv1.Lease).Spec.HolderIdentity); h != "" && h != str(l.Spec.HolderIdentity) && str(l.Spec.HolderIdentity) == "node-a_1" {
 			return true, nil, apierrors.NewConflict(leaseGVR.GroupResource(), l.Name, fmt.Errorf("the object has been modified (held by %s)", h))
 		}
 		return false, nil, nil

@@ -80,7 +80,7 @@ func siteAgentProcess(t *testing.T, cp *ControlPlane) {
 		return *l.Spec.HolderIdentity
 	}
 	siteEventually(t, 30*time.Second, "the agent to lead its site", func() (bool, string) {
-		return holder() == node, "holder " + holder()
+		return site.HolderNode(holder()) == node, "holder " + holder()
 	})
 	siteEventually(t, 60*time.Second, "the coordinator's model in the scheduler's ConfigMap", func() (bool, string) {
 		cm, err := cms.Get(ctx, "edgesched-model", metav1.GetOptions{})

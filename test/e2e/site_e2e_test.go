@@ -501,7 +501,7 @@ func siteFailover(t *testing.T, cp *ControlPlane) {
 	// the crashed leader's last renewal, from the Lease it left behind
 	// (it renews while its components stop)
 	left, err := cp.Client.CoordinationV1().Leases(siteNamespace).Get(ctx, site.LeaseName(siteName), metav1.GetOptions{})
-	if err != nil || left.Spec.RenewTime == nil || left.Spec.HolderIdentity == nil || *left.Spec.HolderIdentity != leader.id {
+	if err != nil || left.Spec.RenewTime == nil || left.Spec.HolderIdentity == nil || site.HolderNode(*left.Spec.HolderIdentity) != leader.id {
 		t.Fatalf("the crashed leader's Lease: %+v (%v)", left.Spec, err)
 	}
 	lastRenewal := left.Spec.RenewTime.Time
