@@ -425,18 +425,21 @@ type refusal struct {
 
 // Names the chart gives objects installed as release "edgesched".
 const (
-	agentDS       = "DaemonSet/edgesched-agent"
-	schedDeploy   = "Deployment/edgesched-scheduler"
-	schedConfig   = "ConfigMap/edgesched-scheduler-config"
-	coordSTS      = "StatefulSet/edgesched-coordinator"
-	natsSTS       = "StatefulSet/edgesched-nats"
-	natsCM        = "ConfigMap/edgesched-nats"
-	leafDeploy    = "Deployment/edgesched-nats-leaf"
-	leafCM        = "ConfigMap/edgesched-nats-leaf"
-	siteLeaderRol = "Role/edgesched:site-leader"
-	modelCM       = "ConfigMap/edgesched-model"
-	keysCM        = "ConfigMap/edgesched-trusted-keys"
-	nsObj         = "Namespace/" + chartNamespace
+	agentDS = "DaemonSet/edgesched-agent"
+	// the admission policy that keeps each agent to its own Node
+	agentNodePolicy        = "ValidatingAdmissionPolicy/edgesched-agent-own-node"
+	agentNodePolicyBinding = "ValidatingAdmissionPolicyBinding/edgesched-agent-own-node"
+	schedDeploy            = "Deployment/edgesched-scheduler"
+	schedConfig            = "ConfigMap/edgesched-scheduler-config"
+	coordSTS               = "StatefulSet/edgesched-coordinator"
+	natsSTS                = "StatefulSet/edgesched-nats"
+	natsCM                 = "ConfigMap/edgesched-nats"
+	leafDeploy             = "Deployment/edgesched-nats-leaf"
+	leafCM                 = "ConfigMap/edgesched-nats-leaf"
+	siteLeaderRol          = "Role/edgesched:site-leader"
+	modelCM                = "ConfigMap/edgesched-model"
+	keysCM                 = "ConfigMap/edgesched-trusted-keys"
+	nsObj                  = "Namespace/" + chartNamespace
 )
 
 // A public key in edgectl's format, for value sets that only render.
@@ -720,8 +723,9 @@ func TestDeployChart(t *testing.T) {
 
 	sets := []valueSet{
 		{
-			name:   "default",
-			want:   []string{agentDS, schedDeploy, schedConfig, "ServiceAccount/edgesched-agent", "ClusterRole/edgesched:agent", "Service/edgesched-agent-metrics"},
+			name: "default",
+			want: []string{agentDS, schedDeploy, schedConfig, "ServiceAccount/edgesched-agent", "ClusterRole/edgesched:agent", "Service/edgesched-agent-metrics",
+				agentNodePolicy, agentNodePolicyBinding},
 			absent: []string{coordSTS, natsSTS, leafDeploy, siteLeaderRol, modelCM, keysCM, nsObj, "ServiceMonitor/edgesched-agent"},
 			notes:  "No site.name: telemetry only",
 			check: func(t *testing.T, s objSet) {
@@ -780,7 +784,7 @@ func TestDeployChart(t *testing.T) {
 			args: []string{"--set", "namespace.create=true", "--set", "agent.enabled=false", "--set", "scheduler.modelState.hostPath=",
 				"--set", "site.dependenciesConfigMap="},
 			want:   []string{nsObj, schedDeploy, schedConfig},
-			absent: []string{agentDS},
+			absent: []string{agentDS, agentNodePolicy},
 			check: func(t *testing.T, s objSet) {
 				checkSchedulerModelState(t, s, false)
 				checkSchedulerDependencies(t, s, "")
@@ -907,7 +911,7 @@ func TestDeployChart(t *testing.T) {
 				"--set", "cloud.nats.leafnodeAuthSecret=leaf-auth", "--set", "cloud.nats.leafnodeServiceType=LoadBalancer"},
 			want:   []string{nsObj, coordSTS, natsSTS, "ConfigMap/edgesched-sites"},
 			notes:  "edge-coordinator edgesched-coordinator",
-			absent: []string{agentDS, schedDeploy, schedConfig, leafDeploy, "ServiceAccount/edgesched-agent", "ClusterRole/edgesched:agent"},
+			absent: []string{agentDS, schedDeploy, schedConfig, leafDeploy, "ServiceAccount/edgesched-agent", "ClusterRole/edgesched:agent", agentNodePolicy},
 			check: func(t *testing.T, s objSet) {
 				if ns := s[nsObj].GetLabels(); ns["pod-security.kubernetes.io/enforce"] != "restricted" {
 					t.Errorf("namespace labels %v: without the agent every pod meets restricted", ns)
@@ -1481,6 +1485,7 @@ func checkInstall(ctx context.Context, t *testing.T, h *helmCLI, a *applier, cp 
 			{"update", "", "pods", "default", "p", false},
 		})
 	})
+	t.Run("AgentOwnNodeOnly", func(t *testing.T) { checkAgentOwnNode(ctx, t, cp) })
 	t.Run("SchedulerRBAC", func(t *testing.T) {
 		checkAccess(ctx, t, cp, "edgesched-scheduler", []access{
 			{"create", "", "pods/binding", "default", "p", true},
