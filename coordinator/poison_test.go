@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesched/edgesched/coordinator/regional"
+	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/boltkv"
 	"github.com/edgesched/edgesched/quant"
@@ -231,21 +233,27 @@ func resealed(t *testing.T, msg []byte, off int, s *quant.Signer, old, new strin
 // buggy or hostile sender with the key), is refused as malformed (counted,
 // in the metrics, audited, no ack) and does not touch the site's record: before, it was
 // judged, took the site's high-water mark to the top of uint64, and every
-// later update of the site was refused as a replay. MaxSeq itself is
-// still taken.
+// later update of the site was refused as a replay. A valid sequence more
+// than federated.MaxSeqJump (2^32) above the mark (0 here), MaxSeq itself
+// among them, is refused as seq_jump and leaves the mark too: it used to
+// be taken, and the site's own sequence, whose catch-up to a replay ack's
+// mark moves at most 2^32, could never follow it. 2^32 itself is taken.
 func TestImplausibleSequence(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name     string
 		seq      string // the header's sequence, as sent
 		regional bool   // in a regional aggregate, not a direct update
-		accepted bool
+		reason   string // "": accepted
 	}{
-		{"update at 2^64-1", "18446744073709551615", false, false},
-		{"update at MaxSeq+1", "9223372036854775808", false, false},
-		{"update at MaxSeq", "9223372036854775807", false, true},
-		{"regional entry at 2^64-1", "18446744073709551615", true, false},
-		{"regional entry at MaxSeq+1", "9223372036854775808", true, false},
+		{"update at 2^64-1", "18446744073709551615", false, federated.ReasonMalformed},
+		{"update at MaxSeq+1", "9223372036854775808", false, federated.ReasonMalformed},
+		{"update at MaxSeq", "9223372036854775807", false, federated.ReasonSeqJump},
+		{"update at 2^32+1", "4294967297", false, federated.ReasonSeqJump},
+		{"update at 2^32", "4294967296", false, ""},
+		{"regional entry at 2^64-1", "18446744073709551615", true, federated.ReasonMalformed},
+		{"regional entry at MaxSeq+1", "9223372036854775808", true, federated.ReasonMalformed},
+		{"regional entry at 2^32+1", "4294967297", true, federated.ReasonSeqJump},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rk := testKey(t, 50)
@@ -276,8 +284,8 @@ func TestImplausibleSequence(t *testing.T) {
 			if tc.regional {
 				raw := u.regionalAggregate(t, rk, r, "site-a")
 				v, err := u.c.ProcessRegional(ctx, "", resealed(t, raw, 5, rk, `"seq":1,`, `"seq":`+tc.seq+`,`))
-				if err != nil || v.Status != federated.Rejected || v.Reason != federated.ReasonMalformed {
-					t.Fatalf("aggregate: %+v %v, want rejected %s", v, err, federated.ReasonMalformed)
+				if err != nil || v.Status != federated.Rejected || v.Reason != tc.reason {
+					t.Fatalf("aggregate: %+v %v, want rejected %s", v, err, tc.reason)
 				}
 			} else {
 				raw := resealed(t, u.update(t, "site-a", 1, r), 6+len(u.sites["site-a"].ID), u.sites["site-a"], `"seq":1,`, `"seq":`+tc.seq+`,`)
@@ -285,9 +293,9 @@ func TestImplausibleSequence(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if tc.accepted {
-					if ack == nil || ack.Status != federated.Accepted || hwm() != federated.MaxSeq {
-						t.Fatalf("update at MaxSeq: %+v, high-water mark %d; want accepted at %d", ack, hwm(), federated.MaxSeq)
+				if tc.reason == "" {
+					if ack == nil || ack.Status != federated.Accepted || fmt.Sprint(hwm()) != tc.seq {
+						t.Fatalf("update at %s: %+v, high-water mark %d; want accepted at %s", tc.seq, ack, hwm(), tc.seq)
 					}
 					return
 				}
@@ -295,13 +303,25 @@ func TestImplausibleSequence(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				metric := testutil.ToFloat64(u.c.metrics.Updates.WithLabelValues(string(federated.Rejected), federated.ReasonMalformed))
-				if ack != nil || rej[federated.ReasonMalformed] != 1 || metric != 1 {
-					t.Fatalf("update at %s: ack %+v, %d malformed counted (metric %v); want no ack and 1", tc.seq, ack, rej[federated.ReasonMalformed], metric)
+				metric := testutil.ToFloat64(u.c.metrics.Updates.WithLabelValues(string(federated.Rejected), tc.reason))
+				wantAck := tc.reason != federated.ReasonMalformed // a malformed message is nobody's to ack
+				if (ack != nil) != wantAck || (ack != nil && (ack.Status != federated.Rejected || ack.Reason != tc.reason)) || rej[tc.reason] != 1 || metric != 1 {
+					t.Fatalf("update at %s: ack %+v, %d %s counted (metric %v); want %s counted once", tc.seq, ack, rej[tc.reason], tc.reason, metric, tc.reason)
 				}
 			}
 			if got := hwm(); got != 0 {
 				t.Fatalf("site-a's high-water mark %d after the refusal, want 0", got)
+			}
+			// and keeps no verdict (one above the mark would never be pruned)
+			verdicts := 0
+			if err := u.c.view(func(tx *bolt.Tx) error {
+				c := tx.Bucket(store.BucketJudged).Cursor()
+				for k, _ := c.Seek([]byte("site-a\x00")); k != nil && bytes.HasPrefix(k, []byte("site-a\x00")); k, _ = c.Next() {
+					verdicts++
+				}
+				return nil
+			}); err != nil || verdicts != 0 {
+				t.Fatalf("%d verdicts kept for site-a after the refusal (%v), want none", verdicts, err)
 			}
 			// the site's next honest update is judged, not a replay
 			if ack, err := u.c.Process(ctx, u.update(t, "site-a", 1, r)); err != nil || ack == nil || ack.Status != federated.Accepted {

@@ -63,6 +63,18 @@ const (
 // instead of wrapping to 0.
 const MaxSeq uint64 = 1<<63 - 1
 
+// MaxSeqJump is how far above a site's high-water mark an update's
+// sequence may be: 2^32 updates, beyond any site's history. The
+// coordinator and a region refuse one further ahead (ReasonSeqJump,
+// the mark unmoved), so whoever holds a site's key cannot lift the mark
+// where the site's own sequence cannot follow (a site's catch-up to the
+// mark of a replay ack moves at most this far, flclient), nor to MaxSeq
+// in a few messages.
+const MaxSeqJump uint64 = 1 << 32
+
+// SeqJump reports whether seq is more than MaxSeqJump above hwm.
+func SeqJump(hwm, seq uint64) bool { return seq > hwm && seq-hwm > MaxSeqJump }
+
 // Errors of the protocol.
 var (
 	ErrMessage = errors.New("federated: bad message")
@@ -184,6 +196,9 @@ const (
 	// the one its header names (a site relaying a message it did not
 	// make); it is not attributed to either site.
 	ReasonSubject = "wrong_subject"
+	// ReasonSeqJump: the update's sequence is more than MaxSeqJump above
+	// the site's high-water mark, which it does not move.
+	ReasonSeqJump = "seq_jump"
 )
 
 // UpdateHeader describes an update message.

@@ -767,7 +767,7 @@ func (c *Client) onAck(m *nats.Msg) {
 // maxSeqCatchUp bounds how far one replay ack may move this store's
 // sequence (onAck): 2^32 updates, beyond any site's history, so an ack
 // that is not the coordinator's cannot exhaust the sequence at once.
-const maxSeqCatchUp uint64 = 1 << 32
+const maxSeqCatchUp = federated.MaxSeqJump
 
 // pruneBlobs keeps the artifacts of the installed and last-known-good
 // versions only.

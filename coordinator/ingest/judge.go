@@ -140,10 +140,16 @@ func (b *Batch) Judge(tx *bolt.Tx, in *Incoming, now time.Time) error {
 		}
 		return store.PutRecord(tx.Bucket(store.BucketSites), []byte(h.Site), site)
 	}
-	site.HWM = max(site.HWM, h.Seq)
-	reason, detail, err := b.accept(tx, in, now)
-	if err != nil {
-		return err
+	var reason, detail string
+	if federated.SeqJump(site.HWM, h.Seq) {
+		// refused before it moves the mark: the site's own next
+		// sequence stays above it
+		reason, detail = federated.ReasonSeqJump, fmt.Sprintf("more than %d above the site's high-water mark %d", federated.MaxSeqJump, site.HWM)
+	} else {
+		site.HWM = max(site.HWM, h.Seq)
+		if reason, detail, err = b.accept(tx, in, now); err != nil {
+			return err
+		}
 	}
 	if reason != "" {
 		ack.Status, ack.Reason = federated.Rejected, reason
@@ -165,8 +171,12 @@ func (b *Batch) Judge(tx *bolt.Tx, in *Incoming, now time.Time) error {
 	if h.Seq == site.HWM {
 		site.LastStatus, site.LastReason = ack.Status, ack.Reason
 	}
-	if err := store.PutVerdict(tx, h.Site, h.Seq, site.HWM, store.Verdict{Status: ack.Status, Reason: ack.Reason, Stream: in.StreamSeq}); err != nil {
-		return err
+	if reason != federated.ReasonSeqJump {
+		// (a verdict above the mark would never be pruned: a flood of
+		// such sequences keeps none)
+		if err := store.PutVerdict(tx, h.Site, h.Seq, site.HWM, store.Verdict{Status: ack.Status, Reason: ack.Reason, Stream: in.StreamSeq}); err != nil {
+			return err
+		}
 	}
 	return store.PutRecord(tx.Bucket(store.BucketSites), []byte(h.Site), site)
 }

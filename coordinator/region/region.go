@@ -302,6 +302,10 @@ func (g *Aggregator) judgeOne(tx *bolt.Tx, in *incoming, sum *federated.FixedSum
 		ack.Status, ack.Reason, ack.HWM = federated.Duplicate, federated.ReasonReplay, hwm
 		return none, false, nil
 	}
+	if federated.SeqJump(hwm, h.Seq) {
+		ack.Reason = federated.ReasonSeqJump // the mark unmoved
+		return none, false, nil
+	}
 	if err := hb.Put([]byte(h.Site), u64(h.Seq)); err != nil {
 		return none, false, err
 	}

@@ -88,6 +88,9 @@ func TestVerdicts(t *testing.T) {
 		{"another base model", msg("s1", 2, 2, other, 10, keys["s1"]), federated.Rejected, federated.ReasonBaseModel, 0},
 		{"too heavy", msg("s1", 3, 2, base, 5000, keys["s1"]), federated.Rejected, federated.ReasonTooHeavy, 0},
 		{"signed by another site's key", msg("s1", 4, 2, base, 10, keys["s2"]), "", "", 0},
+		// s1's mark is 3 (the rows above): 2^32 + 2 above it is refused
+		// and leaves the mark, so 5 is accepted next
+		{"a sequence too far ahead", msg("s1", 3+federated.MaxSeqJump+2, 2, base, 10, keys["s1"]), federated.Rejected, federated.ReasonSeqJump, 0},
 		{"accepted", msg("s1", 5, 2, base, 10, keys["s1"]), federated.Accepted, "", 1},
 		{"the same again", msg("s1", 5, 2, base, 10, keys["s1"]), federated.Accepted, "", 1},
 		{"an older sequence", msg("s1", 4, 2, base, 10, keys["s1"]), federated.Duplicate, federated.ReasonReplay, 1},
