@@ -28,6 +28,9 @@ type FLConfig struct {
 	// BackoffMin and BackoffMax pace retries of the reconciliation
 	// (defaults 1s, 30s).
 	BackoffMin, BackoffMax time.Duration
+	// AdoptInterval is how often the leader looks for handovers other
+	// agents made after its term began (Ledger.AdoptLate; default 1m).
+	AdoptInterval time.Duration
 	Seed                   uint64
 	Logger                 *slog.Logger
 }
@@ -51,11 +54,16 @@ func NewFL(cfg FLConfig) (*FL, error) {
 	if cfg.BackoffMax == 0 {
 		cfg.BackoffMax = 30 * time.Second
 	}
+	if cfg.AdoptInterval == 0 {
+		cfg.AdoptInterval = time.Minute
+	}
 	switch {
 	case cfg.Client == nil || cfg.Conn == nil || cfg.Ledger == nil:
 		return nil, fmt.Errorf("%w: FL needs Client, Conn and Ledger", ErrConfig)
 	case cfg.BackoffMax < cfg.BackoffMin || cfg.BackoffMin < 0:
 		return nil, fmt.Errorf("%w: FL backoff", ErrConfig)
+	case cfg.AdoptInterval < 0:
+		return nil, fmt.Errorf("%w: FL AdoptInterval %v", ErrConfig, cfg.AdoptInterval)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -64,12 +72,14 @@ func NewFL(cfg FLConfig) (*FL, error) {
 	return &FL{cfg: cfg, log: log}, nil
 }
 
-// Run reconciles, then runs the client until ctx ends.
+// Run reconciles, then runs the client until ctx ends, adopting every
+// AdoptInterval the handovers other agents made meanwhile.
 func (f *FL) Run(ctx context.Context) error {
 	b := backoff.New(f.cfg.BackoffMin, f.cfg.BackoffMax, f.cfg.Seed^0xf1)
+	var r Reconciled
 	for {
-		r, err := f.cfg.Ledger.Reconcile(ctx, f.cfg.Client)
-		if err == nil {
+		var err error
+		if r, err = f.cfg.Ledger.Reconcile(ctx, f.cfg.Client); err == nil {
 			f.log.Info("FL client starting as the site's leader", "ledger_seq", r.Ledger.Seq, "adopted", len(r.Adopted), "forgotten", len(r.Forgotten), "full", len(r.Full))
 			break
 		}
@@ -78,5 +88,38 @@ func (f *FL) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return f.cfg.Client.Run(ctx, f.cfg.Conn)
+	seen := map[uint64]bool{}
+	r.addSeen(seen)
+	actx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { // owned by Run: stopped and waited for before it returns
+		defer close(done)
+		t := time.NewTicker(f.cfg.AdoptInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-actx.Done():
+				return
+			case <-t.C:
+			}
+			late, err := f.cfg.Ledger.AdoptLate(actx, f.cfg.Client, seen)
+			late.addSeen(seen)
+			if err != nil && actx.Err() == nil {
+				f.log.Warn("late handovers not adopted; trying again later", "err", err, "in", f.cfg.AdoptInterval)
+			}
+		}
+	}()
+	err := f.cfg.Client.Run(ctx, f.cfg.Conn)
+	stop()
+	<-done
+	return err
+}
+
+// addSeen marks the handovers r adopted, refused or had no room for.
+func (r Reconciled) addSeen(seen map[uint64]bool) {
+	for _, l := range [][]uint64{r.Adopted, r.Refused, r.Full} {
+		for _, s := range l {
+			seen[s] = true
+		}
+	}
 }

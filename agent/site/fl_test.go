@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 // testCoordinator runs an async (FedBuff, buffer 3) coordinator for site
@@ -109,7 +111,7 @@ func TestFLHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fb, err := NewFL(FLConfig{Client: cb, Conn: fltest.Connect(t, srv.ClientURL(), "node-b"), Ledger: lb})
+	fb, err := NewFL(FLConfig{Client: cb, Conn: fltest.Connect(t, srv.ClientURL(), "node-b"), Ledger: lb, AdoptInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +120,22 @@ func TestFLHandover(t *testing.T) {
 		s := siteRecord(t, coord)
 		st, _ := cb.Status()
 		return s.HWM > slices.Max(pendingA) && st.Counters.Published > len(pendingA), fmt.Sprintf("hwm %d, B %+v", s.HWM, st.Counters)
+	})
+	// A, an old leader that has not seen its term end, stages one more
+	// update after B's term began: B adopts it within its AdoptInterval
+	// and delivers it (its client then removes the handover), where it
+	// used to wait for the next change of leader.
+	lateSeq, err := la.Reserve(context.Background(), 0, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := lateUpdate(t, siteKey, lateSeq)
+	if err := la.handOver(context.Background(), lateSeq, late); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "B to adopt and deliver A's late update", func() (bool, string) {
+		hs, _ := lb.Handovers(context.Background())
+		return !slices.ContainsFunc(hs, func(h Handover) bool { return h.Seq == lateSeq }), fmt.Sprintf("handovers %d, late %d", len(hs), lateSeq)
 	})
 	stopB()
 	// a second term on the same client (leadership comes back to B)
@@ -155,8 +173,9 @@ func TestFLHandover(t *testing.T) {
 			pending++
 		}
 	}
-	// every update either agent made has a verdict or is still handed over
-	if made := stA.Counters.Trained + stB.Counters.Trained; verdicts+pending != made {
+	// every update either agent made (and A's late one) has a verdict or
+	// is still handed over
+	if made := stA.Counters.Trained + stB.Counters.Trained + 1; verdicts+pending != made {
 		t.Fatalf("made %d updates (A %d, B %d); the coordinator decided on %d (%+v), %d still handed over", made, stA.Counters.Trained, stB.Counters.Trained, verdicts, s, pending)
 	}
 	t.Logf("A made %d (%d left queued at its stop), B made %d; verdicts %d (accepted %d), %d pending; site sequence %d",
@@ -177,4 +196,22 @@ func TestFLHandover(t *testing.T) {
 	if err := cb.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lateUpdate is a signed update of store-1 with sequence seq (a small
+// delta of another model's size: the coordinator judges and refuses it,
+// which gives it a verdict all the same).
+func lateUpdate(t *testing.T, siteKey *quant.Signer, seq uint64) []byte {
+	t.Helper()
+	base := strings.Repeat("ab", 32)
+	payload, err := esu.Encode(&esu.Update{Base: base, Values: make([]float32, 8)}, esu.DefaultOptions(seq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := federated.EncodeUpdateMsg(federated.UpdateHeader{Site: "store-1", Seq: seq, Round: 1, BaseModel: base, BaseVersion: 1,
+		Samples: 10, Created: time.Unix(0, 0).UTC()}, payload, siteKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
 }

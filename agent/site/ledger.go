@@ -389,6 +389,57 @@ func (r *Reconciled) keepQueued(ob Outbox) error {
 	return nil
 }
 
+// adopt puts into ob the handovers of hs that want selects, recording
+// each in r (Adopted, Refused or Full), then moves to Full the adopted
+// ones ob no longer holds.
+func (l *Ledger) adopt(ctx context.Context, ob Outbox, hs []Handover, want func(Handover) bool, r *Reconciled) error {
+	for _, h := range hs {
+		if !want(h) {
+			continue
+		}
+		switch err := ob.Adopt(ctx, h.Seq, h.Msg); {
+		case errors.Is(err, flclient.ErrAdopt):
+			r.Refused = append(r.Refused, h.Seq)
+			l.log.Error("handover refused: not a signed update of this site", "seq", h.Seq, "by", h.By, "err", err)
+		case errors.Is(err, flclient.ErrOutboxFull):
+			r.Full = append(r.Full, h.Seq)
+		case err != nil:
+			return err
+		default:
+			r.Adopted = append(r.Adopted, h.Seq)
+		}
+	}
+	return r.keepQueued(ob)
+}
+
+// AdoptLate adopts, during a term, the handovers another agent made
+// after the term's Reconcile: an old leader that had not yet seen its
+// term end and staged an update left it where no leader would look until
+// the next change of leader. Handovers this agent made, ones in ob, and
+// the sequences in seen (what this term adopted or refused already: an
+// adopted one ob delivered keeps its handover until the client's Done
+// removes it) are left alone.
+func (l *Ledger) AdoptLate(ctx context.Context, ob Outbox, seen map[uint64]bool) (Reconciled, error) {
+	var r Reconciled
+	hs, err := l.Handovers(ctx)
+	if err != nil {
+		return r, err
+	}
+	local, err := ob.Outbox()
+	if err != nil {
+		return r, fmt.Errorf("read the outbox: %w", err)
+	}
+	mine := make(map[uint64]bool, len(local))
+	for _, s := range local {
+		mine[s] = true
+	}
+	err = l.adopt(ctx, ob, hs, func(h Handover) bool { return !mine[h.Seq] && !seen[h.Seq] && h.By != l.cfg.Identity }, &r)
+	if len(r.Adopted)+len(r.Full)+len(r.Refused) > 0 {
+		l.log.Info("handovers made after this term began adopted", "adopted", r.Adopted, "full", r.Full, "refused", r.Refused)
+	}
+	return r, err
+}
+
 // Reconcile makes this agent's outbox the site's before its client
 // publishes as leader: it adopts every handover it does not hold (so
 // they go out oldest first, before any newer update of its own), and
@@ -435,23 +486,7 @@ func (l *Ledger) Reconcile(ctx context.Context, ob Outbox) (Reconciled, error) {
 	if err := ob.Forget(r.Forgotten...); err != nil {
 		return r, err
 	}
-	for _, h := range hs {
-		if mine[h.Seq] {
-			continue
-		}
-		switch err := ob.Adopt(ctx, h.Seq, h.Msg); {
-		case errors.Is(err, flclient.ErrAdopt):
-			r.Refused = append(r.Refused, h.Seq)
-			l.log.Error("handover refused: not a signed update of this site", "seq", h.Seq, "by", h.By, "err", err)
-		case errors.Is(err, flclient.ErrOutboxFull):
-			r.Full = append(r.Full, h.Seq)
-		case err != nil:
-			return r, err
-		default:
-			r.Adopted = append(r.Adopted, h.Seq)
-		}
-	}
-	if err := r.keepQueued(ob); err != nil {
+	if err := l.adopt(ctx, ob, hs, func(h Handover) bool { return !mine[h.Seq] }, &r); err != nil {
 		return r, err
 	}
 	for _, s := range legacy {

@@ -334,3 +334,44 @@ func TestReconcileDropOldest(t *testing.T) {
 		t.Fatalf("reconciled %+v, outbox %v; want 4 and 5 adopted, 3 full", r, got)
 	}
 }
+
+// TestAdoptLate: this agent (node-a) reconciled at the start of its term,
+// adopting node-b's handovers 1 and 2; then node-b, an old leader that
+// had not yet seen its term end, handed over 3, and this agent staged 4
+// (its handover made, its outbox entry not yet committed), and delivered
+// 1 (out of its outbox, its handover not yet removed). AdoptLate adopts 3
+// only: 4 is this agent's own, 1 was adopted this term already. A forged
+// late handover is refused once and then left alone.
+func TestAdoptLate(t *testing.T) {
+	ctx := context.Background()
+	other, me := handedOver(t, 4, 1, 2)
+	ob := &memOutbox{entries: map[uint64][]byte{}}
+	r, err := me.Reconcile(ctx, ob)
+	if err != nil || !slices.Equal(r.Adopted, []uint64{1, 2}) {
+		t.Fatalf("reconciled %+v (%v), want 1 and 2 adopted", r, err)
+	}
+	seen := map[uint64]bool{}
+	r.addSeen(seen)
+	for _, h := range []struct {
+		l   *Ledger
+		seq uint64
+		msg string
+	}{{other, 3, "msg-3"}, {me, 4, "msg-4"}, {other, 5, "bad-5"}} {
+		if err := h.l.handOver(ctx, h.seq, []byte(h.msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delete(ob.entries, 1) // delivered; its handover still there
+	late, err := me.AdoptLate(ctx, ob, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := ob.Outbox()
+	if !slices.Equal(late.Adopted, []uint64{3}) || !slices.Equal(late.Refused, []uint64{5}) || !slices.Equal(got, []uint64{2, 3}) {
+		t.Fatalf("adopted late %+v, outbox %v; want 3 adopted, 5 refused, outbox [2 3]", late, got)
+	}
+	late.addSeen(seen)
+	if again, err := me.AdoptLate(ctx, ob, seen); err != nil || len(again.Adopted)+len(again.Refused)+len(again.Full) != 0 {
+		t.Fatalf("a second pass: %+v (%v), want nothing done", again, err)
+	}
+}
