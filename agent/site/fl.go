@@ -31,8 +31,8 @@ type FLConfig struct {
 	// AdoptInterval is how often the leader looks for handovers other
 	// agents made after its term began (Ledger.AdoptLate; default 1m).
 	AdoptInterval time.Duration
-	Seed                   uint64
-	Logger                 *slog.Logger
+	Seed          uint64
+	Logger        *slog.Logger
 }
 
 // FL is the leader-only component that runs the FL client: on each term
