@@ -235,9 +235,10 @@ func resealed(t *testing.T, msg []byte, off int, s *quant.Signer, old, new strin
 // judged, took the site's high-water mark to the top of uint64, and every
 // later update of the site was refused as a replay. A valid sequence more
 // than federated.MaxSeqJump (2^32) above the mark (0 here), MaxSeq itself
-// among them, is refused as seq_jump and leaves the mark too: it used to
-// be taken, and the site's own sequence, whose catch-up to a replay ack's
-// mark moves at most 2^32, could never follow it. 2^32 itself is taken.
+// among them, is refused as seq_jump and leaves the mark too (it used to
+// be taken in one message); 2^32 itself is taken. A regional entry is the
+// region's to judge (its own marks move with refused updates too, so the
+// root's may lag them): the root takes one 2^32+1 ahead.
 func TestImplausibleSequence(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -253,7 +254,7 @@ func TestImplausibleSequence(t *testing.T) {
 		{"update at 2^32", "4294967296", false, ""},
 		{"regional entry at 2^64-1", "18446744073709551615", true, federated.ReasonMalformed},
 		{"regional entry at MaxSeq+1", "9223372036854775808", true, federated.ReasonMalformed},
-		{"regional entry at 2^32+1", "4294967297", true, federated.ReasonSeqJump},
+		{"regional entry at 2^32+1", "4294967297", true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rk := testKey(t, 50)
@@ -284,6 +285,12 @@ func TestImplausibleSequence(t *testing.T) {
 			if tc.regional {
 				raw := u.regionalAggregate(t, rk, r, "site-a")
 				v, err := u.c.ProcessRegional(ctx, "", resealed(t, raw, 5, rk, `"seq":1,`, `"seq":`+tc.seq+`,`))
+				if tc.reason == "" {
+					if err != nil || v.Status != federated.Accepted || fmt.Sprint(hwm()) != tc.seq {
+						t.Fatalf("aggregate: %+v %v, high-water mark %d; want accepted at %s", v, err, hwm(), tc.seq)
+					}
+					return
+				}
 				if err != nil || v.Status != federated.Rejected || v.Reason != tc.reason {
 					t.Fatalf("aggregate: %+v %v, want rejected %s", v, err, tc.reason)
 				}
@@ -328,6 +335,52 @@ func TestImplausibleSequence(t *testing.T) {
 				t.Fatalf("site-a's update 1 after the refusal: %+v %v, want accepted", ack, err)
 			}
 		})
+	}
+}
+
+// TestSeqJumpCountedOnce: a seq_jump refusal keeps no verdict under its
+// sequence, so the stream's redelivery of the same message (same stream
+// sequence: the coordinator stopped between its commit and its ack) is
+// known by the stream sequence and answered again without being counted
+// again (it was counted on every delivery); the same update under another
+// stream sequence (sent again after the de-duplication window) counts.
+func TestSeqJumpCountedOnce(t *testing.T) {
+	ctx := context.Background()
+	u := newUnitOf(t, nil, fiveSites, func(c *Config) { c.MinUpdates = 2 })
+	r, err := u.c.StartRound(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.accept(t, "site-a", 1, r)
+	jump := resealed(t, u.update(t, "site-a", 1, r), 6+len(u.sites["site-a"].ID), u.sites["site-a"], `"seq":1,`, `"seq":4294967298,`) // 1 + 2^32 + 1
+	counted := func() (site, store int) {
+		t.Helper()
+		rej, err := u.c.Rejects()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss, err := u.c.Sites()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range ss {
+			if st.Site.Site == "site-a" {
+				site = st.Rejected[federated.ReasonSeqJump]
+			}
+		}
+		return site, int(rej[federated.ReasonSeqJump])
+	}
+	for i, tc := range []struct {
+		stream     uint64
+		site, kept int
+	}{{42, 1, 1}, {42, 1, 1}, {43, 2, 2}} {
+		ack, err := u.c.processFrom(ctx, "", jump, tc.stream)
+		if err != nil || ack == nil || ack.Status != federated.Rejected || ack.Reason != federated.ReasonSeqJump {
+			t.Fatalf("delivery %d (stream %d): %+v %v, want rejected %s", i+1, tc.stream, ack, err, federated.ReasonSeqJump)
+		}
+		if site, kept := counted(); site != tc.site || kept != tc.kept {
+			t.Fatalf("after delivery %d (stream %d): %d counted in the site record, %d in the store; want %d and %d", i+1, tc.stream, site, kept, tc.site, tc.kept)
+		}
 	}
 }
 

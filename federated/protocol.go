@@ -65,11 +65,11 @@ const MaxSeq uint64 = 1<<63 - 1
 
 // MaxSeqJump is how far above a site's high-water mark an update's
 // sequence may be: 2^32 updates, beyond any site's history. The
-// coordinator and a region refuse one further ahead (ReasonSeqJump,
-// the mark unmoved), so whoever holds a site's key cannot lift the mark
-// where the site's own sequence cannot follow (a site's catch-up to the
-// mark of a replay ack moves at most this far, flclient), nor to MaxSeq
-// in a few messages.
+// coordinator and a region refuse one further ahead (ReasonSeqJump, the
+// mark unmoved), so whoever holds a site's key lifts the mark at most
+// this far a message (about 2^31 messages to MaxSeq, where one used to
+// do); a site follows a mark ahead of its own sequence this far a replay
+// ack (flclient), so it is back above the mark once they stop.
 const MaxSeqJump uint64 = 1 << 32
 
 // SeqJump reports whether seq is more than MaxSeqJump above hwm.

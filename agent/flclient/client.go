@@ -730,12 +730,15 @@ func (c *Client) onAck(m *nats.Msg) {
 		// floor is its own key: an update trained meanwhile with the
 		// sequence reserved before it is still queued (and refused as a
 		// replay), where moving the sequence itself would fail its
-		// enqueue and, with a site ledger, skip the round.
-		if a.HWM > from && a.Seq <= getU64(m, keySeq) && a.HWM-from <= maxSeqCatchUp {
-			if err := m.Put(keySeqFloor, u64(a.HWM)); err != nil {
+		// enqueue and, with a site ledger, skip the round. A mark more
+		// than maxSeqCatchUp ahead is followed that far (the next
+		// replay's ack moves it on), so the sequence reaches any mark
+		// in steps while no single ack can exhaust it.
+		if a.HWM > from && a.Seq <= getU64(m, keySeq) {
+			caught = min(a.HWM, from+maxSeqCatchUp)
+			if err := m.Put(keySeqFloor, u64(caught)); err != nil {
 				return err
 			}
-			caught = a.HWM
 		}
 		return bumpCounters(tx, func(k *Counters) {
 			switch a.Status {
@@ -757,16 +760,17 @@ func (c *Client) onAck(m *nats.Msg) {
 	switch {
 	case caught != 0:
 		c.log.Warn("the coordinator has seen newer sequences of this site than this store (a lost or restored agent.db?): continuing above them",
-			"refused", a.Seq, "store", from, "coordinator", a.HWM)
+			"refused", a.Seq, "store", from, "coordinator", a.HWM, "floor", caught)
 	case a.HWM > from:
-		c.log.Warn("a replay ack's high-water mark ignored: implausibly far ahead, or of a sequence this store never used", "refused", a.Seq, "store", from, "coordinator", a.HWM, "limit", maxSeqCatchUp)
+		c.log.Warn("a replay ack's high-water mark ignored: the ack is of a sequence this store never used", "refused", a.Seq, "store", from, "coordinator", a.HWM)
 	}
 	c.report()
 }
 
 // maxSeqCatchUp bounds how far one replay ack may move this store's
-// sequence (onAck): 2^32 updates, beyond any site's history, so an ack
-// that is not the coordinator's cannot exhaust the sequence at once.
+// sequence (onAck): 2^32 updates, beyond any site's history, so no single
+// ack can exhaust the sequence; a mark further ahead is reached in steps
+// of it, one replay ack each.
 const maxSeqCatchUp = federated.MaxSeqJump
 
 // pruneBlobs keeps the artifacts of the installed and last-known-good

@@ -144,8 +144,10 @@ func TestRetryTraining(t *testing.T) {
 // TestReplayAckCatchUp: a replay ack carrying the coordinator's
 // high-water mark above this store's newest sequence moves the sequence
 // up to it (the store was lost or restored from an old copy), so the next
-// update is above it; an ack whose mark is not above the store's, or is
-// more than maxSeqCatchUp ahead, of a sequence this store never used,
+// update is above it; a mark more than maxSeqCatchUp ahead moves it
+// maxSeqCatchUp (a step: the next replay's ack moves it on, where such a
+// mark used to be ignored and the site refused for ever); an ack whose
+// mark is not above the store's, of a sequence this store never used,
 // another site's, or an accepted one, changes nothing. The counters count
 // the ack either way. An update trained meanwhile with the sequence
 // reserved before the ack (local+1) is still queued: it used to fail
@@ -166,9 +168,9 @@ func TestReplayAckCatchUp(t *testing.T) {
 	}{
 		{"mark ahead: caught up", replay(1, 40), 40, 1},
 		{"mark at the bound", replay(1, local+maxSeqCatchUp), local + maxSeqCatchUp, 1},
-		{"mark past the bound: ignored", replay(1, local+maxSeqCatchUp+1), local, 0},
+		{"mark past the bound: one step", replay(1, local+maxSeqCatchUp+1), local + maxSeqCatchUp, 1},
 		{"of a sequence this store never used: ignored", replay(local+1, 40), local, 0},
-		{"mark at MaxSeq: ignored", replay(1, federated.MaxSeq), local, 0},
+		{"mark at MaxSeq: one step", replay(1, federated.MaxSeq), local + maxSeqCatchUp, 1},
 		{"mark equal to the store's", replay(2, local), local, 0},
 		{"mark below the store's (an old replay)", replay(2, 3), local, 0},
 		{"replay without a mark (an older coordinator)", replay(2, 0), local, 0},

@@ -140,16 +140,13 @@ func (b *Batch) Judge(tx *bolt.Tx, in *Incoming, now time.Time) error {
 		}
 		return store.PutRecord(tx.Bucket(store.BucketSites), []byte(h.Site), site)
 	}
-	var reason, detail string
 	if federated.SeqJump(site.HWM, h.Seq) {
-		// refused before it moves the mark: the site's own next
-		// sequence stays above it
-		reason, detail = federated.ReasonSeqJump, fmt.Sprintf("more than %d above the site's high-water mark %d", federated.MaxSeqJump, site.HWM)
-	} else {
-		site.HWM = max(site.HWM, h.Seq)
-		if reason, detail, err = b.accept(tx, in, now); err != nil {
-			return err
-		}
+		return b.refuseJump(tx, in, site, now)
+	}
+	site.HWM = max(site.HWM, h.Seq)
+	reason, detail, err := b.accept(tx, in, now)
+	if err != nil {
+		return err
 	}
 	if reason != "" {
 		ack.Status, ack.Reason = federated.Rejected, reason
@@ -171,12 +168,40 @@ func (b *Batch) Judge(tx *bolt.Tx, in *Incoming, now time.Time) error {
 	if h.Seq == site.HWM {
 		site.LastStatus, site.LastReason = ack.Status, ack.Reason
 	}
-	if reason != federated.ReasonSeqJump {
-		// (a verdict above the mark would never be pruned: a flood of
-		// such sequences keeps none)
-		if err := store.PutVerdict(tx, h.Site, h.Seq, site.HWM, store.Verdict{Status: ack.Status, Reason: ack.Reason, Stream: in.StreamSeq}); err != nil {
+	if err := store.PutVerdict(tx, h.Site, h.Seq, site.HWM, store.Verdict{Status: ack.Status, Reason: ack.Reason, Stream: in.StreamSeq}); err != nil {
+		return err
+	}
+	return store.PutRecord(tx.Bucket(store.BucketSites), []byte(h.Site), site)
+}
+
+// refuseJump refuses an update whose sequence is more than
+// federated.MaxSeqJump above the site's high-water mark (seq_jump),
+// leaving the mark where it was, so the site's own next sequence stays
+// above it. It keeps no verdict under the site and sequence (one above
+// the mark would never be pruned, and a flood of such sequences would
+// grow the store): a redelivery of the same stream message is known by
+// its stream sequence, as an unattributable message's is, and answered
+// again without being counted again.
+func (b *Batch) refuseJump(tx *bolt.Tx, in *Incoming, site *store.Site, now time.Time) error {
+	h := in.Msg.Header
+	in.Ack.Status, in.Ack.Reason = federated.Rejected, federated.ReasonSeqJump
+	if in.StreamSeq > 0 {
+		again, err := store.SeenUnattributed(tx, in.StreamSeq)
+		if err != nil || again {
+			in.Again = again
 			return err
 		}
+	}
+	if site.Rejected == nil {
+		site.Rejected = map[string]int{}
+	}
+	site.Rejected[federated.ReasonSeqJump]++
+	if err := store.CountReject(tx, federated.ReasonSeqJump); err != nil {
+		return err
+	}
+	if err := store.Audit(tx, now, b.AuditKeep, "update.rejected", h.Round, h.Site,
+		fmt.Sprintf("seq %d: %s: more than %d above the site's high-water mark %d", h.Seq, federated.ReasonSeqJump, federated.MaxSeqJump, site.HWM)); err != nil {
+		return err
 	}
 	return store.PutRecord(tx.Bucket(store.BucketSites), []byte(h.Site), site)
 }

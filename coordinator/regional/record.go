@@ -173,9 +173,6 @@ func (l *Ledger) merge(tx *bolt.Tx, r *store.Round, a *federated.RegionalAggrega
 		if s.Seq <= sites[i].HWM {
 			return refuse(federated.ReasonReplay, "site %s seq %d, seen up to %d", s.Site, s.Seq, sites[i].HWM)
 		}
-		if federated.SeqJump(sites[i].HWM, s.Seq) {
-			return refuse(federated.ReasonSeqJump, "site %s seq %d, more than %d above its high-water mark %d", s.Site, s.Seq, federated.MaxSeqJump, sites[i].HWM)
-		}
 	}
 	acc, err := l.Sums.Get(tx, r, dims)
 	if err != nil {
