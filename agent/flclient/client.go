@@ -541,16 +541,28 @@ func (c *Client) enqueue(ctx context.Context, seq, round uint64, again bool, bas
 	var dropped uint64 // the oldest entry, dropped for room (drop-oldest)
 	err = c.db.Update(func(tx *bolt.Tx) error {
 		m, ob := tx.Bucket(bucketMeta), tx.Bucket(bucketOutbox)
-		if cur := getU64(m, keySeq); seq <= cur {
+		// Without a Sequencer seq is above every sequence used here. With
+		// one the site ledger makes sequences unique, and an update
+		// adopted while this one trained (an old leader's, staged late:
+		// site.Ledger.AdoptLate) may be above it: seq must only be new.
+		cur := getU64(m, keySeq)
+		switch {
+		case sq == nil && seq <= cur:
 			return fmt.Errorf("sequence %d is not above the outbox's %d", seq, cur)
+		case ob.Get(u64(seq)) != nil:
+			return fmt.Errorf("sequence %d is in the outbox already", seq)
 		}
 		var err error
-		// seq is above every entry, so drop-oldest never drops seq itself;
 		// ErrOutboxFull is counted below: this transaction rolls back
 		if dropped, err = c.makeRoom(tx, seq); err != nil {
 			return err
 		}
-		for _, kv := range [][2][]byte{{keySeq, u64(seq)}, {keyRound, u64(max(round, getU64(m, keyRound)))}, {keyTrained, u64(baseVersion)}, {keyResidual, floatsBytes(res.Values())}} {
+		if dropped == seq {
+			// drop-oldest and seq older than every entry of the full
+			// outbox (adopted ones above it): not queued, as refuse-new
+			return ErrOutboxFull
+		}
+		for _, kv := range [][2][]byte{{keySeq, u64(max(seq, cur))}, {keyRound, u64(max(round, getU64(m, keyRound)))}, {keyTrained, u64(baseVersion)}, {keyResidual, floatsBytes(res.Values())}} {
 			if err := m.Put(kv[0], kv[1]); err != nil {
 				return err
 			}

@@ -125,10 +125,11 @@ func TestSequencerStagesBeforeCommit(t *testing.T) {
 		t.Fatalf("failed stage: %v, queued %v", err, c.has(45))
 	}
 	sq.stageErr = nil
-	// a sequence not above the outbox's own is refused by the commit and
+	// a sequence already in the outbox (the site ledger hands none out
+	// twice; here the test reuses one) is refused by the commit and
 	// un-staged
 	sq.inOut = nil
-	if err := c.enqueue(ctx, 43, 9, true, base, 1, 10, []float32{1, 2, 3}, 43); err == nil || !strings.Contains(err.Error(), "not above") {
+	if err := c.enqueue(ctx, 43, 9, true, base, 1, 10, []float32{1, 2, 3}, 43); err == nil || !strings.Contains(err.Error(), "in the outbox already") {
 		t.Fatalf("reused sequence: %v", err)
 	}
 	if sq.done[len(sq.done)-1] != 43 {
@@ -137,6 +138,57 @@ func TestSequencerStagesBeforeCommit(t *testing.T) {
 	st, err := c.Status()
 	if err != nil || st.Seq != 43 {
 		t.Fatalf("status seq %d (%v), want 43", st.Seq, err)
+	}
+}
+
+// TestAdoptAboveATrainingSequence: with a site ledger, an old leader's
+// late update (sequence 8) is adopted while this agent trains the update
+// it reserved sequence 7 for (site.Ledger.AdoptLate during a term); the
+// update trained under 7 still queues, and the sequence stays at 8. It
+// used to fail ("not above the outbox's 8") and be discarded. With the
+// outbox full of entries above it (limit 1: only 8), drop-oldest does not
+// queue it either, as refuse-new would not: counted and reported Done.
+func TestAdoptAboveATrainingSequence(t *testing.T) {
+	base := strings.Repeat("ab", 32)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		limit  int
+		queued []uint64
+	}{
+		{"room", 4, []uint64{7, 8}},
+		{"full of later entries", 1, []uint64{8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			late := staged(t, base, 8).staged[8] // a message of sequence 8, signed with the site's key
+			cfg := testConfig(t)
+			cfg.OutboxLimit = tc.limit
+			sq := &memSequencer{seq: 6}
+			cfg.Sequencer = sq
+			c, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			seq, err := sq.Reserve(ctx, 1, 0, false)
+			if err != nil || seq != 7 {
+				t.Fatalf("reserved %d (%v), want 7", seq, err)
+			}
+			if err := c.Adopt(ctx, 8, late); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.enqueue(ctx, seq, 1, false, base, 1, 10, []float32{1, 2, 3}, seq); err != nil {
+				t.Fatalf("the update trained under 7: %v", err)
+			}
+			got, err := c.Outbox()
+			st := mustStatus(t, c)
+			if err != nil || !slices.Equal(got, tc.queued) || st.Seq != 8 {
+				t.Fatalf("outbox %v, sequence %d (%v); want %v and 8", got, st.Seq, err, tc.queued)
+			}
+			if !slices.Contains(tc.queued, 7) && (!slices.Contains(sq.done, 7) || st.Counters.DroppedFull != 1) {
+				t.Fatalf("7 not queued: done %v, %d dropped; want 7 reported Done and counted", sq.done, st.Counters.DroppedFull)
+			}
+		})
 	}
 }
 

@@ -88,8 +88,7 @@ func (f *FL) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	seen := map[uint64]bool{}
-	r.addSeen(seen)
+	scan := NewLateScan(r)
 	actx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { // owned by Run: stopped and waited for before it returns
@@ -102,9 +101,7 @@ func (f *FL) Run(ctx context.Context) error {
 				return
 			case <-t.C:
 			}
-			late, err := f.cfg.Ledger.AdoptLate(actx, f.cfg.Client, seen)
-			late.addSeen(seen)
-			if err != nil && actx.Err() == nil {
+			if _, err := f.cfg.Ledger.AdoptLate(actx, f.cfg.Client, scan); err != nil && actx.Err() == nil {
 				f.log.Warn("late handovers not adopted; trying again later", "err", err, "in", f.cfg.AdoptInterval)
 			}
 		}
@@ -113,13 +110,4 @@ func (f *FL) Run(ctx context.Context) error {
 	stop()
 	<-done
 	return err
-}
-
-// addSeen marks the handovers r adopted, refused or had no room for.
-func (r Reconciled) addSeen(seen map[uint64]bool) {
-	for _, l := range [][]uint64{r.Adopted, r.Refused, r.Full} {
-		for _, s := range l {
-			seen[s] = true
-		}
-	}
 }

@@ -100,7 +100,7 @@ func (e *Elector) observe(l *coordinationv1.Lease, now time.Time) {
 	if s.seenAt.IsZero() || !sameSpec(s.observed, l.Spec) {
 		s.observed, s.seenAt = *l.Spec.DeepCopy(), now
 	}
-	if h := str(l.Spec.HolderIdentity); h != "" && h != e.Leader() {
+	if h := str(l.Spec.HolderIdentity); h != "" && h != e.leader.Load().(string) { // (the holder, not Leader's node name)
 		e.leader.Store(h)
 		e.log.Info("site leader", "leader", h)
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -101,6 +102,9 @@ type LedgerConfig struct {
 type Ledger struct {
 	cfg LedgerConfig
 	log *slog.Logger
+
+	mu     sync.Mutex
+	staged map[uint64]bool // handovers this Ledger made and has not removed (AdoptLate leaves them)
 }
 
 var _ flclient.Sequencer = (*Ledger)(nil)
@@ -121,7 +125,25 @@ func NewLedger(cfg LedgerConfig) (*Ledger, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Ledger{cfg: cfg, log: log.With("site", cfg.Site)}, nil
+	return &Ledger{cfg: cfg, log: log.With("site", cfg.Site), staged: map[uint64]bool{}}, nil
+}
+
+// markStaged records that this Ledger made (on) or removed (off) the
+// handover of seq.
+func (l *Ledger) markStaged(seq uint64, on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if on {
+		l.staged[seq] = true
+	} else {
+		delete(l.staged, seq)
+	}
+}
+
+func (l *Ledger) isStaged(seq uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.staged[seq]
 }
 
 func (l *Ledger) cms() kube.ConfigMapInterface {
@@ -246,7 +268,9 @@ func (l *Ledger) Stage(ctx context.Context, seq, round uint64, again bool, msg [
 	if !again && round <= st.Round {
 		return flclient.ErrRoundQueued
 	}
+	l.markStaged(seq, true) // (before it exists: AdoptLate must never take it)
 	if err := l.handOver(ctx, seq, msg); err != nil {
+		l.markStaged(seq, false)
 		return err
 	}
 	_, err = l.change(ctx, func(st *LedgerState) error {
@@ -298,6 +322,7 @@ func (l *Ledger) Done(ctx context.Context, seq uint64) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete handover %d: %w", seq, err)
 	}
+	l.markStaged(seq, false)
 	return nil
 }
 
@@ -358,6 +383,8 @@ type Reconciled struct {
 	HandedOver []uint64
 	// Ledger is the ledger as read.
 	Ledger LedgerState
+	// Listed: every handover there was (Reconcile), whatever became of it.
+	Listed []uint64
 }
 
 // keepQueued moves from Adopted to Full the handovers no longer in ob: an
@@ -412,15 +439,51 @@ func (l *Ledger) adopt(ctx context.Context, ob Outbox, hs []Handover, want func(
 	return r.keepQueued(ob)
 }
 
+// LateScan is what AdoptLate carries from one call to the next within a
+// term. Owned by one goroutine.
+type LateScan struct {
+	seen    map[uint64]bool // handovers there were at Reconcile, and adopted or refused since
+	version string          // the ledger ConfigMap's resourceVersion at the last listing
+}
+
+// NewLateScan starts a term's scans after its Reconcile, r.
+func NewLateScan(r Reconciled) *LateScan {
+	s := &LateScan{seen: map[uint64]bool{}}
+	s.note(r)
+	return s
+}
+
+func (s *LateScan) note(r Reconciled) {
+	for _, l := range [][]uint64{r.Listed, r.Adopted, r.Refused, r.Full} {
+		for _, q := range l {
+			s.seen[q] = true
+		}
+	}
+}
+
 // AdoptLate adopts, during a term, the handovers another agent made
 // after the term's Reconcile: an old leader that had not yet seen its
 // term end and staged an update left it where no leader would look until
-// the next change of leader. Handovers this agent made, ones in ob, and
-// the sequences in seen (what this term adopted or refused already: an
-// adopted one ob delivered keeps its handover until the client's Done
-// removes it) are left alone.
-func (l *Ledger) AdoptLate(ctx context.Context, ob Outbox, seen map[uint64]bool) (Reconciled, error) {
+// the next change of leader. The handovers there were at Reconcile (one
+// of them delivered keeps its handover until the client's Done removes
+// it), the ones adopted or refused since, the ones this Ledger made (its
+// own, staged before their outbox entry exists) and the ones in ob are
+// left alone. It lists the handovers only when the ledger changed since
+// the last listing (every Reserve and Stage changes it; a Stage writes it
+// after its handover), so a quiet site costs one small read a call.
+func (l *Ledger) AdoptLate(ctx context.Context, ob Outbox, s *LateScan) (Reconciled, error) {
 	var r Reconciled
+	cm, _, err := l.get(ctx)
+	if err != nil {
+		return r, err
+	}
+	version := ""
+	if cm != nil {
+		version = cm.ResourceVersion
+	}
+	if version != "" && version == s.version {
+		return r, nil
+	}
 	hs, err := l.Handovers(ctx)
 	if err != nil {
 		return r, err
@@ -430,12 +493,16 @@ func (l *Ledger) AdoptLate(ctx context.Context, ob Outbox, seen map[uint64]bool)
 		return r, fmt.Errorf("read the outbox: %w", err)
 	}
 	mine := make(map[uint64]bool, len(local))
-	for _, s := range local {
-		mine[s] = true
+	for _, q := range local {
+		mine[q] = true
 	}
-	err = l.adopt(ctx, ob, hs, func(h Handover) bool { return !mine[h.Seq] && !seen[h.Seq] && h.By != l.cfg.Identity }, &r)
+	err = l.adopt(ctx, ob, hs, func(h Handover) bool { return !mine[h.Seq] && !s.seen[h.Seq] && !l.isStaged(h.Seq) }, &r)
+	s.note(r)
 	if len(r.Adopted)+len(r.Full)+len(r.Refused) > 0 {
 		l.log.Info("handovers made after this term began adopted", "adopted", r.Adopted, "full", r.Full, "refused", r.Refused)
+	}
+	if err == nil {
+		s.version = version
 	}
 	return r, err
 }
@@ -470,6 +537,7 @@ func (l *Ledger) Reconcile(ctx context.Context, ob Outbox) (Reconciled, error) {
 	held := map[uint64]bool{}
 	for _, h := range hs {
 		held[h.Seq] = true
+		r.Listed = append(r.Listed, h.Seq)
 	}
 	mine := map[uint64]bool{}
 	var legacy []uint64

@@ -12,8 +12,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/federated"
@@ -336,42 +338,112 @@ func TestReconcileDropOldest(t *testing.T) {
 }
 
 // TestAdoptLate: this agent (node-a) reconciled at the start of its term,
-// adopting node-b's handovers 1 and 2; then node-b, an old leader that
-// had not yet seen its term end, handed over 3, and this agent staged 4
-// (its handover made, its outbox entry not yet committed), and delivered
-// 1 (out of its outbox, its handover not yet removed). AdoptLate adopts 3
-// only: 4 is this agent's own, 1 was adopted this term already. A forged
-// late handover is refused once and then left alone.
+// adopting node-b's handovers 1 and 2, and it delivered 1 (out of its
+// outbox, its handover not yet removed). Then node-b, an old leader that
+// had not yet seen its term end, handed over 3; this agent staged 4 (its
+// handover made, its outbox entry not yet committed); another agent
+// process given the same node name, node-a, handed over 6; and a forged
+// handover, 5, appeared. AdoptLate adopts 3 and 6 and refuses 5, once:
+// 4 is this agent's own, 1 was there at Reconcile.
 func TestAdoptLate(t *testing.T) {
 	ctx := context.Background()
-	other, me := handedOver(t, 4, 1, 2)
+	other, me := handedOver(t, 6, 1, 2)
+	twin, err := NewLedger(LedgerConfig{Client: other.cfg.Client, Namespace: testNS, Site: "store-1", Identity: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ob := &memOutbox{entries: map[uint64][]byte{}}
 	r, err := me.Reconcile(ctx, ob)
-	if err != nil || !slices.Equal(r.Adopted, []uint64{1, 2}) {
-		t.Fatalf("reconciled %+v (%v), want 1 and 2 adopted", r, err)
+	if err != nil || !slices.Equal(r.Adopted, []uint64{1, 2}) || !slices.Equal(r.Listed, []uint64{1, 2}) {
+		t.Fatalf("reconciled %+v (%v), want 1 and 2 listed and adopted", r, err)
 	}
-	seen := map[uint64]bool{}
-	r.addSeen(seen)
-	for _, h := range []struct {
-		l   *Ledger
-		seq uint64
-		msg string
-	}{{other, 3, "msg-3"}, {me, 4, "msg-4"}, {other, 5, "bad-5"}} {
-		if err := h.l.handOver(ctx, h.seq, []byte(h.msg)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scan := NewLateScan(r)
 	delete(ob.entries, 1) // delivered; its handover still there
-	late, err := me.AdoptLate(ctx, ob, seen)
+	if err := other.handOver(ctx, 3, []byte("msg-3")); err != nil {
+		t.Fatal(err)
+	}
+	if err := me.Stage(ctx, 4, 0, true, []byte("msg-4")); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.handOver(ctx, 5, []byte("bad-5")); err != nil {
+		t.Fatal(err)
+	}
+	if err := twin.handOver(ctx, 6, []byte("msg-6")); err != nil {
+		t.Fatal(err)
+	}
+	late, err := me.AdoptLate(ctx, ob, scan)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := ob.Outbox()
-	if !slices.Equal(late.Adopted, []uint64{3}) || !slices.Equal(late.Refused, []uint64{5}) || !slices.Equal(got, []uint64{2, 3}) {
-		t.Fatalf("adopted late %+v, outbox %v; want 3 adopted, 5 refused, outbox [2 3]", late, got)
+	if !slices.Equal(late.Adopted, []uint64{3, 6}) || !slices.Equal(late.Refused, []uint64{5}) || !slices.Equal(got, []uint64{2, 3, 6}) {
+		t.Fatalf("adopted late %+v, outbox %v; want 3 and 6 adopted, 5 refused, outbox [2 3 6]", late, got)
 	}
-	late.addSeen(seen)
-	if again, err := me.AdoptLate(ctx, ob, seen); err != nil || len(again.Adopted)+len(again.Refused)+len(again.Full) != 0 {
+	if again, err := me.AdoptLate(ctx, ob, scan); err != nil || len(again.Adopted)+len(again.Refused)+len(again.Full) != 0 {
 		t.Fatalf("a second pass: %+v (%v), want nothing done", again, err)
+	}
+	// once this agent's own is done (delivered), it is not staged any more,
+	// and its handover gone
+	if err := me.Done(ctx, 4); err != nil || me.isStaged(4) {
+		t.Fatalf("Done(4): %v, still staged %v", err, me.isStaged(4))
+	}
+}
+
+// TestAdoptLateListsOnlyAfterAChange: the handovers (whole updates, up to
+// 900 KiB each) are listed only when the ledger changed since the last
+// listing; an unchanged ledger costs one read. (The fake clientset keeps
+// no resourceVersions: a reactor numbers the ledger's writes as the
+// apiserver would.)
+func TestAdoptLateListsOnlyAfterAChange(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	version, lists := 0, 0
+	client.PrependReactor("*", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		switch a := a.(type) {
+		case k8stesting.CreateAction:
+			version++
+			a.GetObject().(*v1.ConfigMap).ResourceVersion = fmt.Sprint(version)
+		case k8stesting.UpdateAction:
+			version++
+			a.GetObject().(*v1.ConfigMap).ResourceVersion = fmt.Sprint(version)
+		case k8stesting.ListAction:
+			lists++
+		}
+		return false, nil, nil
+	})
+	other, me := newLedger(t, client, "node-b"), newLedger(t, client, "node-a")
+	if _, err := other.Reserve(ctx, 1, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ob := &memOutbox{entries: map[uint64][]byte{}}
+	r, err := me.Reconcile(ctx, ob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scan := NewLateScan(r)
+	for i, tc := range []struct {
+		change    func() error
+		wantLists int
+	}{
+		{nil, 1}, // the first pass lists
+		{nil, 0}, // nothing changed
+		{func() error { return other.Stage(ctx, 2, 2, false, []byte("msg-2")) }, 1}, // an old leader's late stage
+		{nil, 0},
+	} {
+		if tc.change != nil {
+			if err := tc.change(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := lists
+		if _, err := me.AdoptLate(ctx, ob, scan); err != nil {
+			t.Fatal(err)
+		}
+		if got := lists - before; got != tc.wantLists {
+			t.Errorf("pass %d: %d listings, want %d", i+1, got, tc.wantLists)
+		}
+	}
+	if got, _ := ob.Outbox(); !slices.Equal(got, []uint64{2}) {
+		t.Errorf("outbox %v, want the late update 2 adopted", got)
 	}
 }
