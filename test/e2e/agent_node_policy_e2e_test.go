@@ -92,6 +92,7 @@ func checkAgentOwnNode(ctx context.Context, t *testing.T, cp *ControlPlane) {
 		{"own label", agent, "own-1", map[string]any{"labels": map[string]string{"topology.kubernetes.io/zone": "elsewhere"}}, nil, "may change only its Node's edgesched.io/telemetry"},
 		{"own other annotation", agent, "own-1", annotation("edgesched.io/watts-per-core", "0.1"), nil, "may change only its Node's edgesched.io/telemetry"},
 		{"own spec", agent, "own-1", map[string]any{}, map[string]any{"unschedulable": true}, "may change only its Node's edgesched.io/telemetry"},
+		{"own finalizer", agent, "own-1", map[string]any{"finalizers": []string{"example.com/hold"}}, nil, "may change only its Node's edgesched.io/telemetry"},
 		{"a token bound to no pod", unbound, "own-1", annotation(kubefmt.AnnotationTelemetry, `{"v":2}`), nil, "only with a token bound to its pod"},
 		{"an administrator's label", cp.Client, "own-1", map[string]any{"labels": map[string]string{"edgesched.io/test": "admin"}}, nil, ""},
 	} {

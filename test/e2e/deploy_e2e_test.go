@@ -217,11 +217,16 @@ func (h *helmCLI) run(args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// template renders the chart as release edgesched in edgesched-system with
-// extra helm arguments (--set, -f).
+// template renders the chart as release edgesched in edgesched-system,
+// for a cluster with chartAPI, with extra helm arguments (--set, -f).
 func (h *helmCLI) template(args ...string) (string, error) {
-	return h.run(append([]string{"template", chartRelease, "deploy/helm/edgesched", "--namespace", chartNamespace}, args...)...)
+	return h.run(append([]string{"template", chartRelease, "deploy/helm/edgesched", "--namespace", chartNamespace, "--api-versions", chartAPI}, args...)...)
 }
+
+// chartAPI is an API of the clusters the chart is rendered for beyond
+// those helm template assumes (it asks no cluster): the agent's admission
+// policy needs it (Kubernetes 1.30+), and the e2e apiserver serves it.
+const chartAPI = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
 
 // render renders the chart (h.template) and returns its objects, also
 // indexed; it fails t when helm or the YAML fails.
@@ -1014,6 +1019,28 @@ func TestDeployChart(t *testing.T) {
 		})
 	}
 	t.Run("SchedulerInSync", func(t *testing.T) { checkSchedulerSync(t, rendered["default"]) })
+	// a cluster without ValidatingAdmissionPolicy (older than 1.30; helm
+	// template without --api-versions assumes one): the agent keeps to
+	// RBAC alone, and nothing else changes
+	t.Run("Render/without-admission-policy-api", func(t *testing.T) {
+		raw, err := h.run("template", chartRelease, "deploy/helm/edgesched", "--namespace", chartNamespace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := parseObjects(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, def := indexObjects(t, objs), indexObjects(t, rendered["default"])
+		for name := range def {
+			if _, ok := s[name]; !ok && name != agentNodePolicy && name != agentNodePolicyBinding {
+				t.Errorf("%s missing without the admission policy API", name)
+			}
+		}
+		if _, ok := s[agentNodePolicy]; ok || len(s) != len(def)-2 {
+			t.Errorf("without the admission policy API: %d objects (policy rendered: %v), want the default's %d less its policy and binding", len(s), ok, len(def))
+		}
+	})
 
 	cp := Start(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
