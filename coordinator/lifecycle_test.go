@@ -143,13 +143,16 @@ func TestAsyncQuorumIsTheBuffer(t *testing.T) {
 // but whose close did not follow the update that filled it (a write error
 // of the close; here a failpoint stops Process between the two) closes
 // on the next tick, where it used to wait for another update that might
-// never come.
+// never come; meanwhile it refuses more updates (round_closed), where it
+// took them past its buffer.
 func TestCompleteRoundClosesOnTick(t *testing.T) {
 	ctx := context.Background()
 	stop := errors.New("stopped after the update was committed")
 	armed := false
 	u := newUnitOf(t, nil, []string{"site-a", "site-b", "site-c"}, func(c *Config) {
-		c.Mode, c.Buffer = federated.Async, 2
+		// the median keeps the updates themselves (no running sum
+		// whose size would refuse a third)
+		c.Mode, c.Buffer, c.Aggregator.Rule = federated.Async, 2, federated.RuleMedian
 		c.Failpoint = func(name string) {
 			if armed && name == FailUpdateCommitted {
 				panic(stop)
@@ -175,6 +178,11 @@ func TestCompleteRoundClosesOnTick(t *testing.T) {
 	got, err := u.c.RoundRecord(r.Round)
 	if err != nil || got.State != StateCollecting || got.Accepted != 2 {
 		t.Fatalf("round after the interrupted close: %+v %v, want collecting with 2 accepted", got, err)
+	}
+	// until the tick closes it, the complete round takes no more (it took
+	// one past its buffer)
+	if ack, err := u.c.Process(ctx, u.update(t, "site-c", 1, r)); err != nil || ack.Status != federated.Rejected || ack.Reason != federated.ReasonRoundClosed {
+		t.Fatalf("site-c's update to the complete round: %+v %v, want rejected %s", ack, err, federated.ReasonRoundClosed)
 	}
 	if err := u.c.Tick(ctx); err != nil {
 		t.Fatal(err)

@@ -221,7 +221,9 @@ func (b *Batch) accept(tx *bolt.Tx, in *Incoming, now time.Time) (string, string
 		return federated.ReasonFutureRound, fmt.Sprintf("round %d, current %d", h.Round, cur), nil
 	case r.Mode == federated.Sync && h.Round < r.Round:
 		return federated.ReasonStaleRound, fmt.Sprintf("round %d, current %d", h.Round, r.Round), nil
-	case r.State != store.StateCollecting || b.Complete:
+	case r.State != store.StateCollecting || b.Complete || RoundComplete(r, b.Buffer):
+		// (complete but not yet closed: its close failed, and the next
+		// tick closes it)
 		return federated.ReasonRoundClosed, fmt.Sprintf("round %d is %s", r.Round, r.State), nil
 	case r.Mode == federated.Sync && h.BaseModel != r.BaseModel:
 		return federated.ReasonBaseModel, fmt.Sprintf("trained from %s, round base %s", quant.ShortID(h.BaseModel), quant.ShortID(r.BaseModel)), nil

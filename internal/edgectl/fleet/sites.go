@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -73,9 +74,15 @@ func listSites(f *adminclient.Flags, limit int) ([]coordinator.SiteStatus, error
 	for {
 		var page []coordinator.SiteStatus
 		err := f.Call(coordinator.EndpointSites, coordinator.AdminRequest{After: after, Limit: limit}, &page)
-		if se := (*adminclient.ServerError)(nil); errors.As(err, &se) && se.Code == "413" && limit > 1 {
+		se := (*adminclient.ServerError)(nil)
+		switch {
+		case errors.As(err, &se) && se.Code == "413" && limit > 1:
 			limit /= 2
 			continue
+		case errors.As(err, &se) && se.Code == "400" && after != "" && strings.Contains(se.Message, `unknown field "after"`):
+			// a coordinator from before paging answered every site on
+			// the first page (exactly limit of them)
+			return out, nil
 		}
 		if err != nil {
 			return nil, err
@@ -87,7 +94,9 @@ func listSites(f *adminclient.Flags, limit int) ([]coordinator.SiteStatus, error
 			after = s.Site.Site
 		}
 		out = append(out, page...)
-		if len(page) < limit {
+		// fewer than asked for: the last page; more: a coordinator from
+		// before paging, which answered every site at once
+		if len(page) != limit {
 			return out, nil
 		}
 	}

@@ -9,9 +9,11 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/edgesched/edgesched/coordinator/admin"
 	"github.com/edgesched/edgesched/coordinator/store"
+	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/edgectl/edgectltest"
 	"github.com/edgesched/edgesched/internal/testutil/natstest"
 )
@@ -80,5 +82,47 @@ func TestSitesPages(t *testing.T) {
 	out, _, err = edgectltest.Run(t, "sites", "--server", srv.ClientURL())
 	if err != nil || strings.Count(out, "\n") != b.n+1 || !strings.Contains(out, "site-02999") {
 		t.Errorf("sites table: %d lines (want %d), %v", strings.Count(out, "\n"), b.n+1, err)
+	}
+}
+
+// TestSitesFromACoordinatorWithoutPaging: a coordinator from before
+// paging answers every site at once and refuses a request naming "after"
+// (400, unknown field): edgectl lists every site from the first answer,
+// whether it holds more sites than a page (700: no second request) or
+// exactly a page (500: the second request is refused, and the first was
+// the whole list).
+func TestSitesFromACoordinatorWithoutPaging(t *testing.T) {
+	for _, n := range []int{700, 500} {
+		srv := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1})
+		nc := natstest.Connect(t, srv.ClientURL(), "old-coordinator")
+		requests := 0
+		svc, err := micro.AddService(nc, micro.Config{Name: "old", Version: "0.9.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = svc.AddEndpoint("sites", micro.HandlerFunc(func(req micro.Request) {
+			requests++
+			if strings.Contains(string(req.Data()), `"after"`) {
+				_ = req.Error("400", `bad request: json: unknown field "after"`, nil)
+				return
+			}
+			all := make([]admin.SiteStatus, n)
+			for i := range all {
+				all[i] = admin.SiteStatus{Site: store.Site{Site: fmt.Sprintf("site-%05d", i)}, Registered: true}
+			}
+			_ = req.RespondJSON(all)
+		}), micro.WithEndpointSubject(federated.AdminSubjectPrefix+".sites"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := edgectltest.Run(t, "sites", "--server", srv.ClientURL(), "-o", "json")
+		var ss []admin.SiteStatus
+		if err != nil || json.Unmarshal([]byte(out), &ss) != nil || len(ss) != n {
+			t.Fatalf("%d sites from an old coordinator: listed %d (%v)", n, len(ss), err)
+		}
+		if want := 1 + min(1, 1-(n-500+499)/500); n == 700 && requests != 1 || n == 500 && requests != 2 {
+			t.Fatalf("%d sites: %d requests (want %d)", n, requests, want)
+		}
+		_ = svc.Stop()
 	}
 }
