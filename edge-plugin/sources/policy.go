@@ -3,6 +3,7 @@ package sources
 import (
 	"bytes"
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"github.com/edgesched/edgesched/policydoc"
@@ -69,35 +70,43 @@ func (r *PolicyRules) Install(raw []byte) (bool, error) {
 	if c := r.cur.Load(); c != nil && bytes.Equal(c.raw, raw) {
 		return false, nil
 	}
-	old := r.cur.Swap(&policyInUse{doc: d, raw: bytes.Clone(raw)})
+	r.cur.Store(&policyInUse{doc: d, raw: bytes.Clone(raw)})
 	metricPolicyRules.Set(float64(len(d.Rules)))
-	forgetRejections(old, d)
+	forgetRejections(d)
 	return true, nil
 }
 
 // CountPolicyRejection counts one node refused by rule
 // (policy_filter_rejections_total).
-func CountPolicyRejection(rule string) { metricPolicyRejection.WithLabelValues(rule).Inc() }
+func CountPolicyRejection(rule string) {
+	countedRules.Store(rule, true)
+	metricPolicyRejection.WithLabelValues(rule).Inc()
+}
 
-// forgetRejections deletes the rejection series of old's rules that cur
-// (nil: none) no longer has, so a policy edited over months keeps one
-// series per rule in use, not one per rule it ever had. A Check still
-// running on old may count one of them again; the next change deletes it.
-func forgetRejections(old *policyInUse, cur *policydoc.Document) {
-	if old == nil {
-		return
-	}
+// countedRules holds every rule with a rejection series (rule -> true).
+var countedRules sync.Map
+
+// forgetRejections deletes the rejection series of every rule cur (nil:
+// none) does not have, so a policy edited over months keeps one series
+// per rule in use, not one per rule it ever had. A Check still running on
+// the document cur replaced may count one of its rules again: the next
+// change deletes that one. The series are the process's: one policy per
+// scheduler process (a second profile watching another policy would have
+// its series deleted by this one's changes).
+func forgetRejections(cur *policydoc.Document) {
 	keep := map[string]bool{}
 	if cur != nil {
 		for _, r := range cur.Rules {
 			keep[r.Name] = true
 		}
 	}
-	for _, r := range old.doc.Rules {
-		if !keep[r.Name] {
-			metricPolicyRejection.Delete(map[string]string{"rule": r.Name}) // (DeleteLabelValues panics before registration)
+	countedRules.Range(func(k, _ any) bool {
+		if rule := k.(string); !keep[rule] {
+			countedRules.Delete(rule)
+			metricPolicyRejection.Delete(map[string]string{"rule": rule}) // (DeleteLabelValues panics before registration)
 		}
-	}
+		return true
+	})
 }
 
 // Set installs a document directly (tests, and a file in a later version).
@@ -106,14 +115,15 @@ func (r *PolicyRules) Set(d *policydoc.Document) {
 	if d != nil {
 		next = &policyInUse{doc: d}
 	}
-	forgetRejections(r.cur.Swap(next), d)
+	r.cur.Store(next)
+	forgetRejections(d)
 }
 
 // Clear implements FeedTarget.
 func (r *PolicyRules) Clear() bool {
 	metricPolicyRules.Set(0)
 	old := r.cur.Swap(nil)
-	forgetRejections(old, nil)
+	forgetRejections(nil)
 	return old != nil
 }
 

@@ -46,8 +46,10 @@ func rejectionSeries(t *testing.T) map[string]float64 {
 
 // TestPolicyRejectionSeriesFollowTheDocument: a new document keeps the
 // rejection series of the rules it still has (their counts too) and
-// deletes those of the rules it dropped; clearing the policy deletes
-// every one, so months of edits leave one series per rule in use.
+// deletes those of the rules it dropped, and of any other rule counted
+// (one a Check on the replaced document counted late); clearing the
+// policy deletes every one, so months of edits leave one series per rule
+// in use.
 func TestPolicyRejectionSeriesFollowTheDocument(t *testing.T) {
 	RegisterPolicyMetrics()
 	var r PolicyRules
@@ -75,6 +77,9 @@ func TestPolicyRejectionSeriesFollowTheDocument(t *testing.T) {
 		}
 	}
 	step("first document", policyDoc("a", "b"), []string{"a", "a", "b"}, map[string]float64{"a": 2, "b": 1})
-	step("b kept, a dropped, c added", policyDoc("b", "c"), []string{"c"}, map[string]float64{"b": 1, "c": 1})
+	// a Check still running on the first document counts a once more
+	// after the change: its series is back, until the next change
+	step("b kept, a dropped, c added", policyDoc("b", "c"), []string{"c", "a"}, map[string]float64{"a": 1, "b": 1, "c": 1})
+	step("c dropped", policyDoc("b"), nil, map[string]float64{"b": 1})
 	step("cleared", nil, nil, map[string]float64{})
 }
