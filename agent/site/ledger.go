@@ -484,13 +484,9 @@ func (l *Ledger) AdoptLate(ctx context.Context, ob Outbox, s *LateScan) (Reconci
 	if version != "" && version == s.version {
 		return r, nil
 	}
-	hs, err := l.Handovers(ctx)
+	hs, local, err := l.handoversAndOutbox(ctx, ob)
 	if err != nil {
 		return r, err
-	}
-	local, err := ob.Outbox()
-	if err != nil {
-		return r, fmt.Errorf("read the outbox: %w", err)
 	}
 	mine := make(map[uint64]bool, len(local))
 	for _, q := range local {
@@ -505,6 +501,19 @@ func (l *Ledger) AdoptLate(ctx context.Context, ob Outbox, s *LateScan) (Reconci
 		s.version = version
 	}
 	return r, err
+}
+
+// handoversAndOutbox lists the site's handovers and ob's entries.
+func (l *Ledger) handoversAndOutbox(ctx context.Context, ob Outbox) ([]Handover, []uint64, error) {
+	hs, err := l.Handovers(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	local, err := ob.Outbox()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the outbox: %w", err)
+	}
+	return hs, local, nil
 }
 
 // Reconcile makes this agent's outbox the site's before its client
@@ -526,13 +535,9 @@ func (l *Ledger) Reconcile(ctx context.Context, ob Outbox) (Reconciled, error) {
 	if err != nil {
 		return r, err
 	}
-	hs, err := l.Handovers(ctx)
+	hs, local, err := l.handoversAndOutbox(ctx, ob)
 	if err != nil {
 		return r, err
-	}
-	local, err := ob.Outbox()
-	if err != nil {
-		return r, fmt.Errorf("read the outbox: %w", err)
 	}
 	held := map[uint64]bool{}
 	for _, h := range hs {
