@@ -245,18 +245,26 @@ func TestImplausibleSequence(t *testing.T) {
 		name     string
 		seq      string // the header's sequence, as sent
 		regional bool   // in a regional aggregate, not a direct update
+		relayed  bool   // a direct update of site-a, a site of region eu (a region relays them)
 		reason   string // "": accepted
 	}{
-		{"update at 2^64-1", "18446744073709551615", false, federated.ReasonMalformed},
-		{"update at MaxSeq+1", "9223372036854775808", false, federated.ReasonMalformed},
-		{"update at MaxSeq", "9223372036854775807", false, federated.ReasonSeqJump},
-		{"update at 2^32+1", "4294967297", false, federated.ReasonSeqJump},
-		{"update at 2^32", "4294967296", false, ""},
-		{"regional entry at 2^64-1", "18446744073709551615", true, federated.ReasonMalformed},
-		{"regional entry at MaxSeq+1", "9223372036854775808", true, federated.ReasonMalformed},
-		{"regional entry at 2^32+1", "4294967297", true, ""},
+		{"update at 2^64-1", "18446744073709551615", false, false, federated.ReasonMalformed},
+		{"update at MaxSeq+1", "9223372036854775808", false, false, federated.ReasonMalformed},
+		{"update at MaxSeq", "9223372036854775807", false, false, federated.ReasonSeqJump},
+		{"update at 2^32+1", "4294967297", false, false, federated.ReasonSeqJump},
+		{"update at 2^32", "4294967296", false, false, ""},
+		// the region judged it against its own marks, which the root's lag
+		{"relayed update of a regional site at 2^32+1", "4294967297", false, true, ""},
+		{"regional entry at 2^64-1", "18446744073709551615", true, false, federated.ReasonMalformed},
+		{"regional entry at MaxSeq+1", "9223372036854775808", true, false, federated.ReasonMalformed},
+		{"regional entry at 2^32+1", "4294967297", true, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// site-a sends through region eu, site-b directly
+			site := "site-b"
+			if tc.regional || tc.relayed {
+				site = "site-a"
+			}
 			rk := testKey(t, 50)
 			u := newUnitOf(t, nil, fiveSites, func(c *Config) {
 				c.MinUpdates = 2 // the round stays open after one update
@@ -276,7 +284,7 @@ func TestImplausibleSequence(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, s := range sites {
-					if s.Site.Site == "site-a" {
+					if s.Site.Site == site {
 						return s.Site.HWM
 					}
 				}
@@ -295,7 +303,7 @@ func TestImplausibleSequence(t *testing.T) {
 					t.Fatalf("aggregate: %+v %v, want rejected %s", v, err, tc.reason)
 				}
 			} else {
-				raw := resealed(t, u.update(t, "site-a", 1, r), 6+len(u.sites["site-a"].ID), u.sites["site-a"], `"seq":1,`, `"seq":`+tc.seq+`,`)
+				raw := resealed(t, u.update(t, site, 1, r), 6+len(u.sites[site].ID), u.sites[site], `"seq":1,`, `"seq":`+tc.seq+`,`)
 				ack, err := u.c.Process(ctx, raw)
 				if err != nil {
 					t.Fatal(err)
@@ -317,22 +325,22 @@ func TestImplausibleSequence(t *testing.T) {
 				}
 			}
 			if got := hwm(); got != 0 {
-				t.Fatalf("site-a's high-water mark %d after the refusal, want 0", got)
+				t.Fatalf("%s's high-water mark %d after the refusal, want 0", site, got)
 			}
 			// and keeps no verdict (one above the mark would never be pruned)
 			verdicts := 0
 			if err := u.c.view(func(tx *bolt.Tx) error {
 				c := tx.Bucket(store.BucketJudged).Cursor()
-				for k, _ := c.Seek([]byte("site-a\x00")); k != nil && bytes.HasPrefix(k, []byte("site-a\x00")); k, _ = c.Next() {
+				for k, _ := c.Seek([]byte(site + "\x00")); k != nil && bytes.HasPrefix(k, []byte(site+"\x00")); k, _ = c.Next() {
 					verdicts++
 				}
 				return nil
 			}); err != nil || verdicts != 0 {
-				t.Fatalf("%d verdicts kept for site-a after the refusal (%v), want none", verdicts, err)
+				t.Fatalf("%d verdicts kept for %s after the refusal (%v), want none", verdicts, site, err)
 			}
 			// the site's next honest update is judged, not a replay
-			if ack, err := u.c.Process(ctx, u.update(t, "site-a", 1, r)); err != nil || ack == nil || ack.Status != federated.Accepted {
-				t.Fatalf("site-a's update 1 after the refusal: %+v %v, want accepted", ack, err)
+			if ack, err := u.c.Process(ctx, u.update(t, site, 1, r)); err != nil || ack == nil || ack.Status != federated.Accepted {
+				t.Fatalf("%s's update 1 after the refusal: %+v %v, want accepted", site, ack, err)
 			}
 		})
 	}
@@ -342,8 +350,10 @@ func TestImplausibleSequence(t *testing.T) {
 // sequence, so the stream's redelivery of the same message (same stream
 // sequence: the coordinator stopped between its commit and its ack) is
 // known by the stream sequence and answered again without being counted
-// again (it was counted on every delivery); the same update under another
-// stream sequence (sent again after the de-duplication window) counts.
+// again (it was counted on every delivery), also after the site's mark
+// moved so near that it would no longer be a jump (it would be judged
+// afresh); the same update under another stream sequence (sent again
+// after the de-duplication window) counts.
 func TestSeqJumpCountedOnce(t *testing.T) {
 	ctx := context.Background()
 	u := newUnitOf(t, nil, fiveSites, func(c *Config) { c.MinUpdates = 2 })
@@ -372,8 +382,14 @@ func TestSeqJumpCountedOnce(t *testing.T) {
 	}
 	for i, tc := range []struct {
 		stream     uint64
+		moveMark   bool // first, site-a's update 2 (refused: the site contributed) moves its mark to 2
 		site, kept int
-	}{{42, 1, 1}, {42, 1, 1}, {43, 2, 2}} {
+	}{{42, false, 1, 1}, {42, false, 1, 1}, {43, false, 2, 2}, {42, true, 2, 2}} {
+		if tc.moveMark {
+			if _, err := u.c.Process(ctx, u.update(t, "site-a", 2, r)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		ack, err := u.c.processFrom(ctx, "", jump, tc.stream)
 		if err != nil || ack == nil || ack.Status != federated.Rejected || ack.Reason != federated.ReasonSeqJump {
 			t.Fatalf("delivery %d (stream %d): %+v %v, want rejected %s", i+1, tc.stream, ack, err, federated.ReasonSeqJump)

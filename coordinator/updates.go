@@ -71,7 +71,8 @@ func (c *Coordinator) processFrom(ctx context.Context, subject string, data []by
 // ingestRules are the rules the verdicts on updates follow.
 func (c *Coordinator) ingestRules() ingest.Rules {
 	return ingest.Rules{AuditKeep: c.cfg.AuditKeep, MaxStaleness: c.cfg.MaxStaleness, Buffer: c.cfg.Buffer,
-		OnePerSite: c.cfg.onePerSite(), Workers: c.cfg.Verifiers, Sums: &c.sums}
+		OnePerSite: c.cfg.onePerSite(), Workers: c.cfg.Verifiers, Sums: &c.sums,
+		Regional: func(site string) bool { _, ok := c.cfg.Regions.RegionOf(site); return ok }}
 }
 
 // judge records the verdicts on a prefix of group in one transaction and

@@ -103,8 +103,8 @@ type Ledger struct {
 	cfg LedgerConfig
 	log *slog.Logger
 
-	mu     sync.Mutex
-	staged map[uint64]bool // handovers this Ledger made and has not removed (AdoptLate leaves them)
+	mu   sync.Mutex
+	made map[uint64]bool // the handovers this Ledger made (AdoptLate leaves them; one uint64 an update, for the process's life)
 }
 
 var _ flclient.Sequencer = (*Ledger)(nil)
@@ -125,25 +125,22 @@ func NewLedger(cfg LedgerConfig) (*Ledger, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Ledger{cfg: cfg, log: log.With("site", cfg.Site), staged: map[uint64]bool{}}, nil
+	return &Ledger{cfg: cfg, log: log.With("site", cfg.Site), made: map[uint64]bool{}}, nil
 }
 
-// markStaged records that this Ledger made (on) or removed (off) the
-// handover of seq.
-func (l *Ledger) markStaged(seq uint64, on bool) {
+// markMade records that this Ledger makes the handover of seq. It stays
+// marked after Done removed it: a listing taken before the removal must
+// not look like another agent's late handover.
+func (l *Ledger) markMade(seq uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if on {
-		l.staged[seq] = true
-	} else {
-		delete(l.staged, seq)
-	}
+	l.made[seq] = true
 }
 
-func (l *Ledger) isStaged(seq uint64) bool {
+func (l *Ledger) isMade(seq uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.staged[seq]
+	return l.made[seq]
 }
 
 func (l *Ledger) cms() kube.ConfigMapInterface {
@@ -268,9 +265,8 @@ func (l *Ledger) Stage(ctx context.Context, seq, round uint64, again bool, msg [
 	if !again && round <= st.Round {
 		return flclient.ErrRoundQueued
 	}
-	l.markStaged(seq, true) // (before it exists: AdoptLate must never take it)
+	l.markMade(seq) // (before it exists: AdoptLate must never take it)
 	if err := l.handOver(ctx, seq, msg); err != nil {
-		l.markStaged(seq, false)
 		return err
 	}
 	_, err = l.change(ctx, func(st *LedgerState) error {
@@ -322,7 +318,6 @@ func (l *Ledger) Done(ctx context.Context, seq uint64) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete handover %d: %w", seq, err)
 	}
-	l.markStaged(seq, false)
 	return nil
 }
 
@@ -444,7 +439,13 @@ func (l *Ledger) adopt(ctx context.Context, ob Outbox, hs []Handover, want func(
 type LateScan struct {
 	seen    map[uint64]bool // handovers there were at Reconcile, and adopted or refused since
 	version string          // the ledger ConfigMap's resourceVersion at the last listing
+	calls   int
 }
+
+// lateScanEvery: AdoptLate lists the handovers at least every this many
+// calls even when the ledger did not change (a handover whose agent
+// stopped before its Stage wrote the ledger changes nothing).
+const lateScanEvery = 10
 
 // NewLateScan starts a term's scans after its Reconcile, r.
 func NewLateScan(r Reconciled) *LateScan {
@@ -469,8 +470,8 @@ func (s *LateScan) note(r Reconciled) {
 // it), the ones adopted or refused since, the ones this Ledger made (its
 // own, staged before their outbox entry exists) and the ones in ob are
 // left alone. It lists the handovers only when the ledger changed since
-// the last listing (every Reserve and Stage changes it; a Stage writes it
-// after its handover), so a quiet site costs one small read a call.
+// the last listing (a Stage writes it after its handover) or every
+// lateScanEvery calls, so a quiet site costs one small read most calls.
 func (l *Ledger) AdoptLate(ctx context.Context, ob Outbox, s *LateScan) (Reconciled, error) {
 	var r Reconciled
 	cm, _, err := l.get(ctx)
@@ -481,7 +482,8 @@ func (l *Ledger) AdoptLate(ctx context.Context, ob Outbox, s *LateScan) (Reconci
 	if cm != nil {
 		version = cm.ResourceVersion
 	}
-	if version != "" && version == s.version {
+	s.calls++
+	if version != "" && version == s.version && s.calls%lateScanEvery != 0 {
 		return r, nil
 	}
 	hs, local, err := l.handoversAndOutbox(ctx, ob)
@@ -492,7 +494,7 @@ func (l *Ledger) AdoptLate(ctx context.Context, ob Outbox, s *LateScan) (Reconci
 	for _, q := range local {
 		mine[q] = true
 	}
-	err = l.adopt(ctx, ob, hs, func(h Handover) bool { return !mine[h.Seq] && !s.seen[h.Seq] && !l.isStaged(h.Seq) }, &r)
+	err = l.adopt(ctx, ob, hs, func(h Handover) bool { return !mine[h.Seq] && !s.seen[h.Seq] && !l.isMade(h.Seq) }, &r)
 	s.note(r)
 	if len(r.Adopted)+len(r.Full)+len(r.Refused) > 0 {
 		l.log.Info("handovers made after this term began adopted", "adopted", r.Adopted, "full", r.Full, "refused", r.Refused)
@@ -568,6 +570,7 @@ func (l *Ledger) Reconcile(ctx context.Context, ob Outbox) (Reconciled, error) {
 			return r, fmt.Errorf("read outbox entry %d: %w", s, err)
 		}
 		if msg != nil {
+			l.markMade(s)
 			if err := l.handOver(ctx, s, msg); err != nil {
 				return r, err
 			}

@@ -382,10 +382,10 @@ func TestAdoptLate(t *testing.T) {
 	if again, err := me.AdoptLate(ctx, ob, scan); err != nil || len(again.Adopted)+len(again.Refused)+len(again.Full) != 0 {
 		t.Fatalf("a second pass: %+v (%v), want nothing done", again, err)
 	}
-	// once this agent's own is done (delivered), it is not staged any more,
-	// and its handover gone
-	if err := me.Done(ctx, 4); err != nil || me.isStaged(4) {
-		t.Fatalf("Done(4): %v, still staged %v", err, me.isStaged(4))
+	// this agent's own stays its own after Done (a listing taken before
+	// the removal must not adopt it)
+	if err := me.Done(ctx, 4); err != nil || !me.isMade(4) {
+		t.Fatalf("Done(4): %v, made here %v", err, me.isMade(4))
 	}
 }
 
@@ -429,6 +429,10 @@ func TestAdoptLateListsOnlyAfterAChange(t *testing.T) {
 		{nil, 0}, // nothing changed
 		{func() error { return other.Stage(ctx, 2, 2, false, []byte("msg-2")) }, 1}, // an old leader's late stage
 		{nil, 0},
+		// a handover whose agent stopped before its Stage wrote the
+		// ledger: found by the listing every lateScanEvery calls
+		{func() error { return other.handOver(ctx, 3, []byte("msg-3")) }, 0},
+		{nil, 0}, {nil, 0}, {nil, 0}, {nil, 0}, {nil, 1}, // the 10th call
 	} {
 		if tc.change != nil {
 			if err := tc.change(); err != nil {
@@ -443,7 +447,7 @@ func TestAdoptLateListsOnlyAfterAChange(t *testing.T) {
 			t.Errorf("pass %d: %d listings, want %d", i+1, got, tc.wantLists)
 		}
 	}
-	if got, _ := ob.Outbox(); !slices.Equal(got, []uint64{2}) {
-		t.Errorf("outbox %v, want the late update 2 adopted", got)
+	if got, _ := ob.Outbox(); !slices.Equal(got, []uint64{2, 3}) {
+		t.Errorf("outbox %v, want the late updates 2 and 3 adopted", got)
 	}
 }

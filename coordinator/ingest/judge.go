@@ -29,7 +29,13 @@ type Rules struct {
 	OnePerSite bool
 	// Workers add a group's accepted updates to the sums (0: GOMAXPROCS).
 	Workers int
-	Sums    *aggregation.Cache
+	// Regional reports whether a site belongs to a region (nil: none
+	// does). Its updates reach this coordinator relayed by the region,
+	// which refuses a sequence jump against its own marks; this
+	// coordinator's marks lag the region's (a region's move with the
+	// updates it refuses), so it does not check them again.
+	Regional func(site string) bool
+	Sums     *aggregation.Cache
 }
 
 // Batch is what one judging transaction keeps in memory: the current
@@ -89,6 +95,12 @@ func (b *Batch) Judge(tx *bolt.Tx, in *Incoming, now time.Time) error {
 	h := in.Msg.Header
 	ack := &federated.Ack{V: federated.ProtocolVersion, Site: h.Site, Seq: h.Seq, Round: h.Round}
 	in.Ack = ack
+	if in.StreamSeq > 0 && store.RefusedAs(tx, in.StreamSeq) == federated.ReasonSeqJump {
+		// refused as seq_jump before (refuseJump): the same verdict,
+		// whatever the mark is now, and nothing changes
+		ack.Status, ack.Reason, in.Again = federated.Rejected, federated.ReasonSeqJump, true
+		return nil
+	}
 	site, err := store.GetSite(tx, h.Site)
 	if err != nil {
 		return err
@@ -140,7 +152,7 @@ func (b *Batch) Judge(tx *bolt.Tx, in *Incoming, now time.Time) error {
 		}
 		return store.PutRecord(tx.Bucket(store.BucketSites), []byte(h.Site), site)
 	}
-	if federated.SeqJump(site.HWM, h.Seq) {
+	if federated.SeqJump(site.HWM, h.Seq) && (b.Regional == nil || !b.Regional(h.Site)) {
 		return b.refuseJump(tx, in, site, now)
 	}
 	site.HWM = max(site.HWM, h.Seq)
@@ -180,15 +192,14 @@ func (b *Batch) Judge(tx *bolt.Tx, in *Incoming, now time.Time) error {
 // above it. It keeps no verdict under the site and sequence (one above
 // the mark would never be pruned, and a flood of such sequences would
 // grow the store): a redelivery of the same stream message is known by
-// its stream sequence, as an unattributable message's is, and answered
-// again without being counted again.
+// its stream sequence (Judge), as an unattributable message's is, and
+// answered again without being counted again, even when the mark has
+// moved meanwhile.
 func (b *Batch) refuseJump(tx *bolt.Tx, in *Incoming, site *store.Site, now time.Time) error {
 	h := in.Msg.Header
 	in.Ack.Status, in.Ack.Reason = federated.Rejected, federated.ReasonSeqJump
 	if in.StreamSeq > 0 {
-		again, err := store.SeenUnattributed(tx, in.StreamSeq)
-		if err != nil || again {
-			in.Again = again
+		if err := store.RecordRefusal(tx, in.StreamSeq, federated.ReasonSeqJump); err != nil {
 			return err
 		}
 	}

@@ -433,22 +433,34 @@ const refusedWindow = 1 << 16
 // sequence seq was refused before, and records it if not (forgetting the
 // ones more than refusedWindow older).
 func SeenUnattributed(tx *bolt.Tx, seq uint64) (bool, error) {
-	b := tx.Bucket(BucketRefused)
-	k := u64(seq)
-	if b.Get(k) != nil {
+	if tx.Bucket(BucketRefused).Get(u64(seq)) != nil {
 		return true, nil
 	}
-	if err := b.Put(k, []byte{}); err != nil {
-		return false, err
+	return false, RecordRefusal(tx, seq, "")
+}
+
+// RefusedAs is the reason stream message seq was recorded refused for
+// (RecordRefusal), "" when it was not (or as unattributable).
+func RefusedAs(tx *bolt.Tx, seq uint64) string {
+	return string(tx.Bucket(BucketRefused).Get(u64(seq)))
+}
+
+// RecordRefusal records stream message seq refused for reason ("": an
+// unattributable message), forgetting the records more than
+// refusedWindow stream sequences older.
+func RecordRefusal(tx *bolt.Tx, seq uint64, reason string) error {
+	b := tx.Bucket(BucketRefused)
+	if err := b.Put(u64(seq), []byte(reason)); err != nil {
+		return err
 	}
 	if seq > refusedWindow {
 		cutoff := u64(seq - refusedWindow)
 		c := b.Cursor()
 		for k, _ := c.First(); k != nil && bytes.Compare(k, cutoff) < 0; k, _ = c.First() {
 			if err := c.Delete(); err != nil {
-				return false, err
+				return err
 			}
 		}
 	}
-	return false, nil
+	return nil
 }

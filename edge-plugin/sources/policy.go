@@ -79,8 +79,10 @@ func (r *PolicyRules) Install(raw []byte) (bool, error) {
 // CountPolicyRejection counts one node refused by rule
 // (policy_filter_rejections_total).
 func CountPolicyRejection(rule string) {
-	countedRules.Store(rule, true)
+	// the series first: forgetRejections then either sees the rule or
+	// deletes nothing this call made after it looked
 	metricPolicyRejection.WithLabelValues(rule).Inc()
+	countedRules.Store(rule, true)
 }
 
 // countedRules holds every rule with a rejection series (rule -> true).
