@@ -15,13 +15,20 @@
 // compare-and-swap on a ConfigMap, and every queued update is handed over
 // in a ConfigMap until the stream stored it, so a new leader continues the
 // sequence above every one used before and sends its predecessors' unsent
-// updates first. docs/site-leader.md states what that guarantees.
+// updates first; during a term the leader also adopts, every
+// FLConfig.AdoptInterval, what an old leader staged after the term began
+// (Ledger.AdoptLate). The Lease names its holder NODE_INSTANCE
+// (Config.Instance), so two agent processes given one node name are two
+// candidates. docs/site-leader.md states what that guarantees.
 //
 // Concurrency and lifetimes: Elector.Run blocks until its context ends
 // and returns only after the leader-only components stopped (and, unless
 // Config.KeepLeaseOnStop, after the Lease was released). Components are
 // started with a context that ends with the term; FL, Installer and
-// DependencyPublisher are reused across terms. Ledger, Installer.Notify
+// DependencyPublisher are reused across terms; FL's late-adoption
+// goroutine lives as long as its Run (one term). Ledger (it remembers
+// the sequences it staged for the process's life: one uint64 an update),
+// Installer.Notify
 // and DependencyPublisher.Sync are safe for concurrent use. The caller owns and closes what it passed in (the FL
 // client, the NATS connection, the trace store) after Run returned.
 package site
