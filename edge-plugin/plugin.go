@@ -108,7 +108,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%w: modelConfigMap, dependenciesConfigMap, topologyConfigMap and policyConfigMap need the scheduler's API client", ErrArgs)
 	}
 	if set.policy.name != "" {
-		serving.RegisterPolicyMetrics()
+		sources.RegisterPolicyMetrics()
 		var wait func()
 		p.policySource, wait = sources.StartPolicy(ctx, h.ClientSet(), p.core.Policy(), set.policy.ns, set.policy.name)
 		p.stopped = append(p.stopped, wait)
@@ -197,7 +197,7 @@ func (p *EdgePolicy) StartFeeds(ctx context.Context, client kubernetes.Interface
 	}
 	waitPolicy := func() {}
 	if set.policy.name != "" {
-		serving.RegisterPolicyMetrics()
+		sources.RegisterPolicyMetrics()
 		_, waitPolicy = sources.StartPolicy(ctx, client, p.core.Policy(), set.policy.ns, set.policy.name)
 	}
 	return func() {

@@ -143,11 +143,7 @@ func (b *Batch) Judge(tx *bolt.Tx, in *Incoming, now time.Time) error {
 		// with the high-water mark, so a site whose store lost its
 		// sequence continues above it (federated.Ack.HWM)
 		ack.Status, ack.Reason, ack.HWM = federated.Duplicate, federated.ReasonReplay, site.HWM
-		if site.Rejected == nil {
-			site.Rejected = map[string]int{}
-		}
-		site.Rejected[federated.ReasonReplay]++
-		if err := store.CountReject(tx, federated.ReasonReplay); err != nil {
+		if err := countRejected(tx, site, federated.ReasonReplay); err != nil {
 			return err
 		}
 		return store.PutRecord(tx.Bucket(store.BucketSites), []byte(h.Site), site)
@@ -162,11 +158,7 @@ func (b *Batch) Judge(tx *bolt.Tx, in *Incoming, now time.Time) error {
 	}
 	if reason != "" {
 		ack.Status, ack.Reason = federated.Rejected, reason
-		if site.Rejected == nil {
-			site.Rejected = map[string]int{}
-		}
-		site.Rejected[reason]++
-		if err := store.CountReject(tx, reason); err != nil {
+		if err := countRejected(tx, site, reason); err != nil {
 			return err
 		}
 		if err := store.Audit(tx, now, b.AuditKeep, "update.rejected", h.Round, h.Site, fmt.Sprintf("seq %d: %s: %s", h.Seq, reason, detail)); err != nil {
@@ -203,11 +195,7 @@ func (b *Batch) refuseJump(tx *bolt.Tx, in *Incoming, site *store.Site, now time
 			return err
 		}
 	}
-	if site.Rejected == nil {
-		site.Rejected = map[string]int{}
-	}
-	site.Rejected[federated.ReasonSeqJump]++
-	if err := store.CountReject(tx, federated.ReasonSeqJump); err != nil {
+	if err := countRejected(tx, site, federated.ReasonSeqJump); err != nil {
 		return err
 	}
 	if err := store.Audit(tx, now, b.AuditKeep, "update.rejected", h.Round, h.Site,
@@ -215,6 +203,16 @@ func (b *Batch) refuseJump(tx *bolt.Tx, in *Incoming, site *store.Site, now time
 		return err
 	}
 	return store.PutRecord(tx.Bucket(store.BucketSites), []byte(h.Site), site)
+}
+
+// countRejected counts a refusal for reason in the site's record (written
+// by the caller) and in the store's per-reason counts.
+func countRejected(tx *bolt.Tx, site *store.Site, reason string) error {
+	if site.Rejected == nil {
+		site.Rejected = map[string]int{}
+	}
+	site.Rejected[reason]++
+	return store.CountReject(tx, reason)
 }
 
 // accept checks an authenticated update against the current round and

@@ -5,12 +5,11 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/edgesched/edgesched/edge-plugin/sources"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	fwk "k8s.io/kube-scheduler/framework"
-
-	"github.com/edgesched/edgesched/edge-plugin/serving"
 )
 
 var metricPolicyBindRefusals = metrics.NewCounter(&metrics.CounterOpts{
@@ -24,7 +23,7 @@ var metricPolicyBindRefusals = metrics.NewCounter(&metrics.CounterOpts{
 // included (once each; they are left out of the registry until a policy
 // is watched).
 func registerPolicyMetrics() {
-	serving.RegisterPolicyMetrics()
+	sources.RegisterPolicyMetrics()
 	registerBindRefusals.Do(func() { legacyregistry.MustRegister(metricPolicyBindRefusals) })
 }
 

@@ -17,10 +17,6 @@ import (
 // nodes (Check), preferred rules mix into scores (Score), bounded within
 // [0, MaxScore].
 
-// RegisterPolicyMetrics registers the policy's metrics (once; they are
-// left out of the registry until a policy is watched).
-func RegisterPolicyMetrics() { sources.RegisterPolicyMetrics() }
-
 // PolicyCycle is one cycle's view for the policy: the document, the pod,
 // where every service runs, the hour. Read-only once built.
 type PolicyCycle struct {

@@ -30,7 +30,7 @@ server's max_payload), so a fleet of any size is listed.`,
   edgectl sites -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ss, err := listSites(&f, SitesPage)
+			ss, err := listSites(&f, sitesPerPage)
 			if err != nil {
 				return err
 			}
@@ -59,10 +59,10 @@ server's max_payload), so a fleet of any size is listed.`,
 	return cmd
 }
 
-// SitesPage is how many sites edgectl sites asks for in one request: a
+// sitesPerPage is how many sites edgectl sites asks for in one request: a
 // site's status is at most about 1 KB of JSON (its report and a count per
 // rejection reason), so a page fits NATS's default max_payload of 1 MiB.
-const SitesPage = 500
+const sitesPerPage = 500
 
 // listSites asks for every site, page by page from limit sites a page,
 // halving the page while the coordinator answers that it would not fit
