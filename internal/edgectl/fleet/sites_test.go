@@ -115,6 +115,10 @@ func TestSitesFromACoordinatorWithoutPaging(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// the subscription reaches the server before edgectl asks
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		out, _, err := edgectltest.Run(t, "sites", "--server", srv.ClientURL(), "-o", "json")
 		var ss []admin.SiteStatus
 		if err != nil || json.Unmarshal([]byte(out), &ss) != nil || len(ss) != n {
