@@ -40,6 +40,12 @@ type Decision struct {
 	// workload where no pod names a GPU model every pressure is 0 and the
 	// order is FGD's. 0: FGD's order.
 	PressureWeight float64 `json:"pressure_weight,omitzero" yaml:"pressureWeight,omitempty"`
+	// StrandWeight, when set, also lowers every pod's in-band key by
+	// StrandWeight times the GPU, in devices, the placement strands for
+	// lack of CPU or memory (sim.Strand.Delta against the target
+	// workload's ratios; negative when it takes stranded devices): with
+	// PressureWeight, the fgd-strand teacher's score. 0: no such term.
+	StrandWeight float64 `json:"strand_weight,omitzero" yaml:"strandWeight,omitempty"`
 	// CPUCap, when set, is a share of a node's CPU in (0, 1]: a candidate
 	// on which the pod would bring the node's CPU requests above it
 	// (OverCap) ranks below every candidate on which it would not, as
@@ -62,7 +68,8 @@ type Decision struct {
 	BusyCap float64 `json:"busy_cap,omitzero" yaml:"busyCap,omitempty"`
 }
 
-// MaxPressureWeight bounds Decision.PressureWeight.
+// MaxPressureWeight bounds Decision.PressureWeight and
+// Decision.StrandWeight.
 const MaxPressureWeight = 1e6
 
 // Validate checks that both bands are finite and within [0, MaxBand].
@@ -75,8 +82,13 @@ func (d Decision) Validate() error {
 			return fmt.Errorf("%w: %s %v is outside [0, %d]", ErrDecision, b.name, b.v, MaxBand)
 		}
 	}
-	if w := d.PressureWeight; math.IsNaN(w) || w < 0 || w > MaxPressureWeight {
-		return fmt.Errorf("%w: pressure weight %v is outside [0, %g]", ErrDecision, w, float64(MaxPressureWeight))
+	for _, w := range []struct {
+		name string
+		v    float64
+	}{{"pressure weight", d.PressureWeight}, {"strand weight", d.StrandWeight}} {
+		if math.IsNaN(w.v) || w.v < 0 || w.v > MaxPressureWeight {
+			return fmt.Errorf("%w: %s %v is outside [0, %g]", ErrDecision, w.name, w.v, float64(MaxPressureWeight))
+		}
 	}
 	for _, c := range []struct {
 		name string
@@ -86,21 +98,21 @@ func (d Decision) Validate() error {
 			return fmt.Errorf("%w: %s %v is outside [0, 1] (a share of the node's CPU; 0: none)", ErrDecision, c.name, c.v)
 		}
 	}
-	if (d.CPUCap > 0 || d.BusyCap > 0) && (d.Band > 0 || d.WholeGPUBand > 0 || d.PressureWeight > 0) {
-		return fmt.Errorf("%w: CPU cap %v and busy cap %v with band %v, whole-GPU band %v and pressure weight %v: a rule has caps or a band (which the pressure weight orders), not both", ErrDecision, d.CPUCap, d.BusyCap, d.Band, d.WholeGPUBand, d.PressureWeight)
+	if (d.CPUCap > 0 || d.BusyCap > 0) && (d.Band > 0 || d.WholeGPUBand > 0 || d.PressureWeight > 0 || d.StrandWeight > 0) {
+		return fmt.Errorf("%w: CPU cap %v and busy cap %v with band %v, whole-GPU band %v, pressure weight %v and strand weight %v: a rule has caps or a band (which the weights order), not both", ErrDecision, d.CPUCap, d.BusyCap, d.Band, d.WholeGPUBand, d.PressureWeight, d.StrandWeight)
 	}
 	return nil
 }
 
 // For returns the rule for pod p: Band, or WholeGPUBand (when set) for a
-// pod asking for whole GPUs, with the same PressureWeight, CPUCap and
-// BusyCap. Apply then uses its Band.
+// pod asking for whole GPUs, with the same PressureWeight, StrandWeight,
+// CPUCap and BusyCap. Apply then uses its Band.
 func (d Decision) For(p *sim.Pod) Decision {
 	b := d.Band
 	if d.WholeGPUBand > 0 && p.GPUs > 0 && p.GPUMilli >= sim.MilliGPU {
 		b = d.WholeGPUBand
 	}
-	return Decision{Band: b, PressureWeight: d.PressureWeight, CPUCap: d.CPUCap, BusyCap: d.BusyCap}
+	return Decision{Band: b, PressureWeight: d.PressureWeight, StrandWeight: d.StrandWeight, CPUCap: d.CPUCap, BusyCap: d.BusyCap}
 }
 
 // Demote rewrites scores (one per candidate; over at least as long) so

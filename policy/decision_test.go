@@ -266,6 +266,13 @@ func TestDecisionValidate(t *testing.T) {
 		{policy.Decision{BusyCap: math.NaN()}, false},
 		{policy.Decision{BusyCap: 0.9, Band: 4}, false},
 		{policy.Decision{BusyCap: 0.9, PressureWeight: 1}, false},
+		// the strand weight: in [0, MaxPressureWeight], with a band only
+		{policy.Decision{Band: 6, StrandWeight: 20}, true},
+		{policy.Decision{Band: 6, StrandWeight: policy.MaxPressureWeight}, true},
+		{policy.Decision{Band: 6, StrandWeight: -1}, false},
+		{policy.Decision{Band: 6, StrandWeight: math.NaN()}, false},
+		{policy.Decision{Band: 6, StrandWeight: math.Inf(1)}, false},
+		{policy.Decision{CPUCap: 0.8, StrandWeight: 20}, false},
 	} {
 		err := tc.d.Validate()
 		if (err == nil) != tc.ok || err != nil && !errors.Is(err, policy.ErrDecision) {
@@ -423,6 +430,9 @@ func TestDecisionFor(t *testing.T) {
 			if got := (policy.Decision{CPUCap: 0.8, BusyCap: 0.9, PressureWeight: 2}).For(p); got != (policy.Decision{CPUCap: 0.8, BusyCap: 0.9, PressureWeight: 2}) {
 				t.Fatalf("caps: %+v, want them kept for every pod", got)
 			}
+			if got := (policy.Decision{Band: 4, WholeGPUBand: 8, PressureWeight: 10, StrandWeight: 20}).For(p); got != (policy.Decision{Band: tc.both, PressureWeight: 10, StrandWeight: 20}) {
+				t.Fatalf("weights: %+v, want them kept for every pod", got)
+			}
 		})
 	}
 }
@@ -579,6 +589,59 @@ func TestDecideBusyCap(t *testing.T) {
 				scores = []float64{1, 5}
 			}
 			x.Decide(tc.d, st, &st.Pods[id], []int32{0, 1}, scores)
+			got := 0
+			if scores[1] > scores[0] {
+				got = 1
+			}
+			if got != tc.want {
+				t.Fatalf("scores %v: node %d wins, want %d", scores, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDecideStrandWeight: a CPU-only pod between two GPU nodes that FGD
+// holds equal but for its packing key. The target workload's only GPU
+// class asks for 8 CPUs per half GPU (16 milli-CPU per milli-GPU), so
+// "tight" (16 CPUs, 2 free GPUs) can serve one GPU and the pod's 8 CPUs
+// strand another half (1,000 -> 1,500 stranded milli-GPU), while "roomy"
+// (64 CPUs) strands nothing. FGD's fragmentation is unchanged on both (the
+// class still fits on tight), and its packing key prefers the fuller
+// tight; a strand weight of 20 takes 20 x 0.5 = 10 from tight's key.
+func TestDecideStrandWeight(t *testing.T) {
+	spec := func(name string, cpu int64) sim.NodeSpec {
+		return sim.NodeSpec{Name: name, CPU: cpu, Memory: 1 << 20, GPUs: 2, GPUModel: "T4", Arch: sim.ArchAMD64, Zone: "z"}
+	}
+	cluster := &sim.Cluster{Name: "two", Zones: []sim.Zone{{Name: "z"}}, Nodes: []sim.NodeSpec{spec("tight", 16000), spec("roomy", 64000)}}
+	pods := []sim.PodSpec{{Name: "share", CPU: 8000, Memory: 1, GPUs: 1, GPUMilli: 500}, {Name: "batch", CPU: 8000, Memory: 1}}
+	env, err := sim.NewEnv(cluster, &sim.Workload{Name: "two", Pods: pods}, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		d      policy.Decision
+		scores []float64 // the network's
+		want   int       // the node that wins
+	}{
+		{"FGD's key alone", policy.Decision{Band: 6}, []float64{5, 5}, 0},
+		{"with the strand weight", policy.Decision{Band: 6, StrandWeight: 20}, []float64{5, 5}, 1},
+		// a weight of 1 takes 0.5: more than the packing keys' gap (0.75
+		// of a node's CPU, scaled below 1)
+		{"a small weight", policy.Decision{Band: 6, StrandWeight: 1}, []float64{5, 5}, 1},
+		// the pressure weight is for GPU pods: no change here
+		{"pressure weight only", policy.Decision{Band: 6, PressureWeight: 10}, []float64{5, 5}, 0},
+		// outside the band the network decides
+		{"roomy outside the band", policy.Decision{Band: 6, StrandWeight: 20}, []float64{5, -2}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := sim.NewState(env)
+			id, err := st.AddPod(env.Pods[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			scores := slices.Clone(tc.scores)
+			policy.NewExtractor(env).Decide(tc.d, st, &st.Pods[id], []int32{0, 1}, scores)
 			got := 0
 			if scores[1] > scores[0] {
 				got = 1

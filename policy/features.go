@@ -400,6 +400,8 @@ type Extractor struct {
 	env *sim.Env
 	fgd *baseline.FGDPolicy
 	md  sim.ModelDemand
+	// strand measures the GPU a placement strands (Decision.StrandWeight)
+	strand sim.Strand
 	// capShare[g]: model g's share of the cluster's GPU capacity;
 	// wl: the workload features, fixed for the run
 	capShare []float64
@@ -454,6 +456,7 @@ func NewExtractor(env *sim.Env) *Extractor {
 	x := &Extractor{
 		env: env, fgd: baseline.NewFGD(env),
 		md:       sim.NewModelDemand(env.Target, env.Nodes, len(env.Models)),
+		strand:   sim.NewStrand(env.Target),
 		capShare: make([]float64, len(env.Models)),
 		pressure: make([]uint16, len(env.Models)),
 		exact:    make([]float64, len(env.Models)),
@@ -628,7 +631,10 @@ func (x *Extractor) modelChoice(p *sim.Pod) float32 {
 // candidates within it are keyed by FGD's score of each placement (its
 // fragmentation bucket plus its packing key, as the FGD baseline ranks
 // nodes), less d.PressureWeight times the pressure of the node's GPU model
-// for GPU pods (the fgd-pressure teacher's score); the band leaves alone
+// for GPU pods (the fgd-pressure teacher's score), less d.StrandWeight
+// times the GPU (in devices) the placement strands for lack of CPU or
+// memory, for every pod (sim.Strand.Delta; the fgd-strand teacher's
+// score); the band leaves alone
 // the scores of a pod with a dependency neighbour already placed: FGD
 // does not see dependencies, so the network's colocation preference must
 // not be handed to it. Scores of a model without a rule are left alone.
@@ -648,12 +654,17 @@ func (x *Extractor) Decide(d Decision, st *sim.State, p *sim.Pod, nodes []int32,
 		x.md.Pressures(st, x.exact)
 	}
 	d.Apply(scores, x.keys, func(i int) float64 {
-		x.n1[0] = nodes[i]
+		n := nodes[i]
+		x.n1[0] = n
 		x.fgd.Score(st, p, x.n1[:], x.s1[:])
-		if g := x.model[nodes[i]]; weigh && g >= 0 {
-			return x.s1[0] - d.PressureWeight*x.exact[g]
+		k := x.s1[0]
+		if g := x.model[n]; weigh && g >= 0 {
+			k -= d.PressureWeight * x.exact[g]
 		}
-		return x.s1[0]
+		if d.StrandWeight > 0 {
+			k -= d.StrandWeight * x.strand.Delta(&st.Nodes[n], p) / sim.MilliGPU
+		}
+		return k
 	})
 }
 

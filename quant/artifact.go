@@ -251,6 +251,10 @@ func modelID(hd *Header, payload []byte) string {
 			h.Write([]byte("decision.pressure_weight=" + strconv.FormatFloat(d.PressureWeight, 'g', -1, 64)))
 			h.Write([]byte{0})
 		}
+		if d.StrandWeight != 0 {
+			h.Write([]byte("decision.strand_weight=" + strconv.FormatFloat(d.StrandWeight, 'g', -1, 64)))
+			h.Write([]byte{0})
+		}
 		if d.CPUCap != 0 {
 			h.Write([]byte("decision.cpu_cap=" + strconv.FormatFloat(d.CPUCap, 'g', -1, 64)))
 			h.Write([]byte{0})

@@ -206,6 +206,23 @@ func TestArtifactDecision(t *testing.T) {
 	if _, got := signedRoundTrip(t, busy, s, keys); got.Header.Decision != (policy.Decision{CPUCap: 0.8, BusyCap: 0.9}) {
 		t.Fatalf("a busy-capped artifact's decision came back as %+v", got.Header.Decision)
 	}
+	// A strand weight (the fgd-strand key in the band) is a fourth, and
+	// comes back.
+	m.Decision = policy.Decision{Band: 6, PressureWeight: 10}
+	pressed, _ := FromModel(m.Float(), Info{})
+	m.Decision = policy.Decision{Band: 6, PressureWeight: 10, StrandWeight: 20}
+	stranded, _ := FromModel(m.Float(), Info{})
+	for _, a := range []*Artifact{pressed, stranded} {
+		if _, err := a.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if stranded.Header.ModelID == pressed.Header.ModelID {
+		t.Fatalf("a strand weight left the model ID at %s: the ID must cover it", stranded.Header.ModelID)
+	}
+	if _, got := signedRoundTrip(t, stranded, s, keys); got.Header.Decision != m.Decision {
+		t.Fatalf("a strand-weighted artifact's decision came back as %+v", got.Header.Decision)
+	}
 	// Without a rule there is no "decision" field, and the ID is the one
 	// artifacts always had (schema hash, dtype and payload only).
 	if bytes.Contains(pb, []byte(`"decision"`)) {

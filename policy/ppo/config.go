@@ -166,9 +166,13 @@ type BCConfig struct {
 	// PressureWeight is the weight of the fgd-pressure teacher
 	// (baseline.FGDPressurePolicy; 0: its default).
 	PressureWeight float64 `yaml:"pressureWeight,omitempty"`
-	Episodes       int     `yaml:"episodes"`
-	Epochs         int     `yaml:"epochs"`
-	LR             float64 `yaml:"lr"`
+	// StrandWeight is the strand weight of the fgd-strand teacher
+	// (baseline.FGDStrandPolicy, whose pressure weight is PressureWeight;
+	// 0: its default).
+	StrandWeight float64 `yaml:"strandWeight,omitempty"`
+	Episodes     int     `yaml:"episodes"`
+	Epochs       int     `yaml:"epochs"`
+	LR           float64 `yaml:"lr"`
 	// RecordFrom records the teacher's decisions only once the allocated
 	// share of the primary resource reaches it (0: all decisions).
 	RecordFrom float64 `yaml:"recordFrom"`
@@ -347,7 +351,7 @@ func (c *Config) validate(env bool) error {
 	case c.BC.validate() != nil:
 		return bad("bc", "%v", c.BC.validate())
 	case c.Decision.Validate() != nil:
-		return bad("decision", "band %v, wholeGPUBand %v, pressureWeight %v, cpuCap %v, busyCap %v: %v", c.Decision.Band, c.Decision.WholeGPUBand, c.Decision.PressureWeight, c.Decision.CPUCap, c.Decision.BusyCap, c.Decision.Validate())
+		return bad("decision", "band %v, wholeGPUBand %v, pressureWeight %v, strandWeight %v, cpuCap %v, busyCap %v: %v", c.Decision.Band, c.Decision.WholeGPUBand, c.Decision.PressureWeight, c.Decision.StrandWeight, c.Decision.CPUCap, c.Decision.BusyCap, c.Decision.Validate())
 	case c.Refine != nil && c.Refine.Episodes > MaxEpisodes:
 		return bad("refine.episodes", "%d, want at most %d", c.Refine.Episodes, MaxEpisodes)
 	case c.Refine != nil && c.Refine.Epochs > MaxEpochs:
@@ -420,8 +424,8 @@ func (b *BCConfig) validate() error {
 		return errors.New("recordFrom in [0, 3), recordTopK in [0, 4096]")
 	case !(b.NodeFraction >= 0 && b.NodeFraction <= 1):
 		return errors.New("nodeFraction in [0, 1]")
-	case !(b.PressureWeight >= 0 && b.PressureWeight <= 1e6):
-		return errors.New("pressureWeight in [0, 1e6]")
+	case !(b.PressureWeight >= 0 && b.PressureWeight <= 1e6) || !(b.StrandWeight >= 0 && b.StrandWeight <= 1e6):
+		return errors.New("pressureWeight and strandWeight in [0, 1e6]")
 	case !(b.SoftTargets >= 0 && b.SoftTargets <= 1000):
 		return errors.New("softTargets in [0, 1000]")
 	case b.Episodes > 0 && (b.Teacher == "" || b.Epochs < 1 || !(b.LR > 0) || math.IsInf(b.LR, 0)):

@@ -321,6 +321,12 @@ func newTeacher(ctx context.Context, bc BCConfig, env *sim.Env, seed uint64) (si
 		return newLookahead(ctx, bc.Lookahead, env, seed), nil
 	case baseline.FGDPressure:
 		return baseline.NewFGDPressure(env, bc.PressureWeight), nil
+	case baseline.FGDStrand:
+		t := baseline.NewFGDStrand(env, bc.StrandWeight)
+		if bc.PressureWeight != 0 {
+			t.FGDPressurePolicy.Weight = bc.PressureWeight
+		}
+		return t, nil
 	}
 	f, err := baseline.Lookup(bc.Teacher)
 	if err != nil {

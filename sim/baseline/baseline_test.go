@@ -336,3 +336,45 @@ func TestLookup(t *testing.T) {
 		t.Errorf("Names() = %v, want 8 baselines", Names())
 	}
 }
+
+func TestFGDStrand(t *testing.T) {
+	// Target workload: one share pod asking for 8 CPUs and half a GPU, so
+	// a free GPU needs 16 CPUs beside it (16 milli-CPU per milli-GPU;
+	// memory 1 MiB per 500 milli-GPU, never short here).
+	f := newFixture(t, sim.PodSpec{Name: "share", CPU: 8000, Memory: 1, GPUs: 1, GPUMilli: 500, Delete: sim.NoDeletion})
+	pressure := NewFGDPressure(f.st.Env, 0)
+	strand := NewFGDStrand(f.st.Env, 0)
+	if strand.Name() != FGDStrand || NewFGDStrand(f.st.Env, 3).Name() != "fgd-strand(3)" {
+		t.Fatalf("names %q, %q", strand.Name(), NewFGDStrand(f.st.Env, 3).Name())
+	}
+	for _, tc := range []struct {
+		name string
+		pod  sim.Pod
+		// stranded milli-GPU the placement adds on n1 (32 CPUs, 2 free
+		// T4s: exactly enough CPU) and n2 (no GPUs)
+		n1, n2 float64
+	}{
+		// 8 CPUs taken leave 24, which serve 1,500 of the 2,000
+		{"CPU-only pod", sim.Pod{CPU: 8000, Mem: 1}, 500, 0},
+		// a share pod at the ratio: 24 CPUs serve the 1,500 left
+		{"share pod", sim.Pod{CPU: 8000, Mem: 1, GPUs: 1, GPUMilli: 500}, 0, 0},
+		// a whole GPU with 24 CPUs: 8 left serve 500 of the 1,000 left
+		{"CPU-heavy GPU pod", sim.Pod{CPU: 24000, Mem: 1, GPUs: 1, GPUMilli: 1000}, 500, 0},
+	} {
+		want := f.scores(t, pressure, tc.pod, 1, 2)
+		want[0] -= DefaultStrandWeight * tc.n1 / sim.MilliGPU
+		want[1] -= DefaultStrandWeight * tc.n2 / sim.MilliGPU
+		expectScores(t, f.scores(t, strand, tc.pod, 1, 2), want)
+	}
+	// FGD's fragmentation does not see it: the share class still fits on
+	// n1 after the CPU-only pod (24 CPUs left), so both primaries are 50
+	// and only the packing key (below 1) sets n2 first; the penalty, 20 x
+	// 0.5 devices, puts n2 ahead by 10 more
+	s := f.scores(t, strand, sim.Pod{CPU: 8000, Mem: 1}, 1, 2)
+	if !(s[1] > s[0]+9) {
+		t.Errorf("CPU-only pod: scores %v, want n2 ahead by the penalty", s)
+	}
+	if _, err := Lookup(FGDStrand); err != nil {
+		t.Errorf("Lookup(%q): %v", FGDStrand, err)
+	}
+}

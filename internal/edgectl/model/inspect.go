@@ -173,8 +173,15 @@ func describeDecision(d policy.Decision) string {
 	if d.WholeGPUBand > 0 {
 		s += fmt.Sprintf(", %g for whole-GPU pods", d.WholeGPUBand)
 	}
+	var less []string
 	if d.PressureWeight > 0 {
-		return s + fmt.Sprintf(" (FGD less %g x the GPU model's pressure orders the candidates within it)", d.PressureWeight)
+		less = append(less, fmt.Sprintf("%g x the GPU model's pressure", d.PressureWeight))
+	}
+	if d.StrandWeight > 0 {
+		less = append(less, fmt.Sprintf("%g x the GPUs it strands", d.StrandWeight))
+	}
+	if len(less) > 0 {
+		return s + fmt.Sprintf(" (FGD less %s orders the candidates within it)", strings.Join(less, " and "))
 	}
 	return s + " (FGD orders the candidates within it)"
 }

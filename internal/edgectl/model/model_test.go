@@ -188,13 +188,13 @@ func TestModelDeprecatedNames(t *testing.T) {
 
 // TestModelInspectDecision: inspect names each shipped model's decision
 // rule: edge-loaded's CPU and busy caps, default's band (ordered by FGD less the GPU
-// model's pressure), none for edge.
+// model's pressure and the GPUs a placement strands), none for edge.
 func TestModelInspectDecision(t *testing.T) {
 	keys := edgectltest.KeyDir(t, "coord")
 	dir := t.TempDir()
 	for _, tc := range []struct{ model, want string }{
 		{"edge-loaded", "decision   CPU cap 0.8 (nodes the pod would bring above 80% of their CPU by requests rank last); busy cap 0.9 (nodes measured at 90% CPU or more rank below the others on their side of the CPU cap)"},
-		{"default", "decision   band 6 logits, 8 for whole-GPU pods (FGD less 10 x the GPU model's pressure orders the candidates within it)"},
+		{"default", "decision   band 6 logits, 8 for whole-GPU pods (FGD less 10 x the GPU model's pressure and 20 x the GPUs it strands orders the candidates within it)"},
 		{"edge", "decision   busy cap 0.9 (nodes measured at 90% CPU or more rank last)"},
 		{"edge-carbon", ""},
 	} {

@@ -78,7 +78,7 @@ rule (docs/policy.md, "Decision rule").`,
 	fl.StringVar(&f.nodes, "nodes", "", "openb node list: a CSV file or openb:all_node|gpu_node (default openb:all_node)")
 	fl.StringVar(&f.pods, "pods", "", "openb pod list: a CSV file or openb:default|cpu050|gpushare40|gpuspec10|multigpu20 (default openb:default)")
 	fl.StringVar(&f.scenario, "scenario", "", "scenario YAML file, or builtin:NAME (see 'edgectl scenario list')")
-	fl.StringVar(&f.policies, "policies", "all", "comma-separated policies (see 'edgectl sim --help'): random-fit, best-fit, dot-product, gpu-packing, gpu-clustering, fgd, k8s-default, trimaran-tlp, all (the baselines), fgd-pressure, network-overhead, dep-load, carbon-load, learned, learned:NAME (shipped model) or learned:FILE")
+	fl.StringVar(&f.policies, "policies", "all", "comma-separated policies (see 'edgectl sim --help'): random-fit, best-fit, dot-product, gpu-packing, gpu-clustering, fgd, k8s-default, trimaran-tlp, all (the baselines), fgd-pressure, fgd-strand, network-overhead, dep-load, carbon-load, learned, learned:NAME (shipped model) or learned:FILE")
 	fl.StringVar(&f.scenarioSeeds, "scenario-seeds", "", "scenarios with a generator: regenerate the workload with each of these seeds (N,M or N-M) and run on every one (held-out workloads)")
 	cmdutil.AddModelKeysFlag(fl, &f.keys, "that learned:FILE.esa artifacts must be signed with")
 	fl.BoolVar(&f.allowUnsigned, "allow-unsigned", false, "accept unsigned learned:FILE.esa artifacts")
