@@ -847,7 +847,7 @@ func (x *Extractor) Extract(st *sim.State, p *sim.Pod, n int, out []float32) {
 
 	full := nd.FullFree
 	var leftover float64
-	delta, dev := x.fgd.Delta(st, p, n)
+	delta, fgdScore, dev := x.fgd.DeltaScore(st, p, n)
 	x.buf = x.buf[:0]
 	if p.GPUs > 0 {
 		x.buf = x.fgd.PickGPUs(st, p, n, x.buf)
@@ -863,7 +863,7 @@ func (x *Extractor) Extract(st *sim.State, p *sim.Pod, n int, out []float32) {
 	out[18] = float32(full) / 8
 	out[19] = float32(leftover)
 	out[20] = float32(delta / sim.MilliGPU)
-	out[21] = float32(baseline.FGDScore(delta)) / 100
+	out[21] = float32(fgdScore) / 100
 	out[22] = float32((nd.FragGPU + delta) / x.maxGPU)
 	fitDelta := delta // no class names a model: the fit measure is FGD's
 	if len(nd.GPUFree) > 0 && x.wl[3] > 0 {

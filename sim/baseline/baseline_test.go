@@ -267,6 +267,9 @@ func TestFGD(t *testing.T) {
 		if s := FGDScore(d); s != tt.score {
 			t.Errorf("node %d: FGDScore(%v) = %d, want %d", tt.node, d, s, tt.score)
 		}
+		if dd, s, gg := fgd.DeltaScore(f.st, &p, tt.node); dd != d || s != tt.score || gg != g {
+			t.Errorf("node %d: DeltaScore = %v, %d, %d, want %v, %d, %d", tt.node, dd, s, gg, d, tt.score, g)
+		}
 	}
 	s := f.scores(t, fgd, p, 1, 3, 4)
 	if !(s[1] > s[2] && s[2] > s[0]) {

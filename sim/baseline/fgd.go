@@ -95,6 +95,13 @@ func (f *FGDPolicy) PickGPUs(st *sim.State, p *sim.Pod, n int, dst []int) []int 
 // n and the device a shared-GPU pod would use there (-1 otherwise).
 func (f *FGDPolicy) Delta(st *sim.State, p *sim.Pod, n int) (float64, int) { return f.eval(st, p, n) }
 
+// DeltaScore is Delta with FGDScore of the delta, from the same cache
+// entry (the sigmoid is not computed again).
+func (f *FGDPolicy) DeltaScore(st *sim.State, p *sim.Pod, n int) (delta float64, score int64, gpu int) {
+	e := f.entry(st, p, n)
+	return e.delta, int64(e.score), int(e.gpu)
+}
+
 func (f *FGDPolicy) eval(st *sim.State, p *sim.Pod, n int) (float64, int) {
 	e := f.entry(st, p, n)
 	return e.delta, int(e.gpu)
