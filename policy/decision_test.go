@@ -282,10 +282,11 @@ func TestDecisionValidate(t *testing.T) {
 }
 
 // wideBandCheck runs the learned policy and checks every decision against
-// FGD's scores of the same candidates.
+// a reference policy's scores of the same candidates (FGD, or the teacher
+// whose key the rule uses).
 type wideBandCheck struct {
 	*policy.Learned
-	fgd       *baseline.FGDPolicy
+	fgd       sim.Policy
 	buf       []float64
 	decisions int
 	worst     float64 // largest FGD score given up by the learned choice
@@ -308,35 +309,48 @@ func (c *wideBandCheck) Score(st *sim.State, p *sim.Pod, nodes []int32, scores [
 // TestLearnedWideBandIsFGD: a band wider than any score range holds every
 // candidate, so the learned policy's choice is always a node FGD scores
 // best (the key is FGD's score); without the band the random network
-// chooses otherwise.
+// chooses otherwise. With the pressure and strand weights the key is
+// fgd-strand's score, so the choice is one fgd-strand scores best (on
+// gpuspec10, where pods name GPU models and the pressure term moves
+// choices too).
 func TestLearnedWideBandIsFGD(t *testing.T) {
-	env, err := openb.LoadEnv("openb:"+openb.AllNodes, "openb:default")
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := engine.DefaultRunConfig(engine.Inflate)
 	cfg.Seed, cfg.InflateTarget = 5, 0.3
+	strand := func(env *sim.Env) sim.Policy { return baseline.NewFGDStrand(env, 20) }
+	fgd := func(env *sim.Env) sim.Policy { return baseline.NewFGD(env) }
 	for _, tc := range []struct {
-		name string
-		band float64
-		fgd  bool
-	}{{"wide band", policy.MaxBand, true}, {"no band", 0, false}} {
+		name   string
+		pods   string
+		d      policy.Decision
+		ref    func(*sim.Env) sim.Policy
+		agrees bool
+	}{
+		{"wide band", openb.Default, policy.Decision{Band: policy.MaxBand}, fgd, true},
+		{"no band", openb.Default, policy.Decision{}, fgd, false},
+		{"wide band with fgd-strand's weights", openb.GPUSpec10, policy.Decision{Band: policy.MaxBand, PressureWeight: baseline.DefaultPressureWeight, StrandWeight: 20}, strand, true},
+		// FGD's key alone gives up some of fgd-strand's score
+		{"wide band against fgd-strand", openb.GPUSpec10, policy.Decision{Band: policy.MaxBand}, strand, false},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
+			env, err := openb.LoadEnv("openb:"+openb.AllNodes, "openb:"+tc.pods)
+			if err != nil {
+				t.Fatal(err)
+			}
 			m := randomModel(t, 3)
-			m.Decision = policy.Decision{Band: tc.band}
+			m.Decision = tc.d
 			var c *wideBandCheck
 			f := sim.Factory{Name: "check", New: func(env *sim.Env) (sim.Policy, error) {
 				l, err := nn.NewLearned("learned", m, env)
-				c = &wideBandCheck{Learned: l, fgd: baseline.NewFGD(env)}
+				c = &wideBandCheck{Learned: l, fgd: tc.ref(env)}
 				return c, err
 			}}
 			if _, err := engine.Run(context.Background(), env, f, cfg); err != nil {
 				t.Fatal(err)
 			}
-			// With the band the choice is one of FGD's best nodes, exactly:
-			// the key is FGD's own score, so nothing is given up.
-			t.Logf("%d decisions, largest FGD score given up %.3g", c.decisions, c.worst)
-			if c.decisions < 1000 || (c.worst == 0) != tc.fgd {
+			// With the band the choice is one of the reference's best nodes,
+			// exactly: the key is its own score, so nothing is given up.
+			t.Logf("%d decisions, largest reference score given up %.3g", c.decisions, c.worst)
+			if c.decisions < 1000 || (c.worst == 0) != tc.agrees {
 				t.Fatalf("%d decisions, the learned choice gave up up to %v of FGD's best score", c.decisions, c.worst)
 			}
 		})
@@ -629,8 +643,6 @@ func TestDecideStrandWeight(t *testing.T) {
 		// a weight of 1 takes 0.5: more than the packing keys' gap (0.75
 		// of a node's CPU, scaled below 1)
 		{"a small weight", policy.Decision{Band: 6, StrandWeight: 1}, []float64{5, 5}, 1},
-		// the pressure weight is for GPU pods: no change here
-		{"pressure weight only", policy.Decision{Band: 6, PressureWeight: 10}, []float64{5, 5}, 0},
 		// outside the band the network decides
 		{"roomy outside the band", policy.Decision{Band: 6, StrandWeight: 20}, []float64{5, -2}, 0},
 	} {

@@ -6,11 +6,13 @@ package sim
 // MiB per milli-GPU, popularity-weighted over the GPU classes), so a
 // node's free GPU beyond what its free CPU (or memory) can accompany at
 // that ratio is stranded. FGD's fragmentation counts such a GPU only for
-// the classes that no longer fit, weighted by their popularity; at
-// saturation, measured on openb (docs/training.md, "Stranded GPUs"), most
-// of the GPU left unallocated sits on nodes with free devices and not
-// enough CPU for any GPU pod, and most of the one-GPU pods that fail do
-// so while a free device exists. The measure is a smooth stand-in: it
+// the classes that no longer fit, weighted by their popularity. Measured
+// on openb at saturation (docs/training.md, "Stranded GPUs"): a quarter of
+// the GPU FGD leaves unallocated (1.2 of 4.7 points) sits on nodes whose
+// free CPU is below every GPU class's request; the one-GPU and
+// GPU-sharing pods that fail once the demand has arrived fail while a
+// free device exists on a node short of CPU or memory; no CPU-only pod
+// fails. The measure is a smooth stand-in: it
 // charges a placement for the stranded GPU it adds, whichever pods would
 // have used it.
 //

@@ -49,6 +49,7 @@ func TestStranded(t *testing.T) {
 		{"both short", 32000, 4000, 8000, 7000},
 		// an overcommitted node (negative free) serves nothing
 		{"negative CPU", -1000, 32000, 3000, 3000},
+		{"negative memory", 64000, -1, 3000, 3000},
 	} {
 		if got := s.Stranded(tc.cpu, tc.mem, tc.gpu); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s: Stranded(%d, %d, %d) = %v, want %v", tc.name, tc.cpu, tc.mem, tc.gpu, got, tc.want)

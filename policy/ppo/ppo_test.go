@@ -15,6 +15,8 @@ import (
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/nn"
 	"github.com/edgesched/edgesched/sim"
+	"github.com/edgesched/edgesched/sim/baseline"
+	"github.com/edgesched/edgesched/sim/openb"
 	"github.com/edgesched/edgesched/sim/scenario"
 )
 
@@ -717,5 +719,39 @@ func TestTrainedBounds(t *testing.T) {
 	}
 	if !slices.Equal(same.Model.Net.Flat(), b.Model.Net.Flat()) {
 		t.Error("KeepBounds: bounds no row reaches changed the fine-tuned network")
+	}
+}
+
+// TestTeacherWeights: bc's weights reach the fgd-pressure and fgd-strand
+// teachers (0: each policy's default).
+func TestTeacherWeights(t *testing.T) {
+	env, err := openb.LoadEnv("openb:"+openb.AllNodes, "openb:"+openb.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		bc               BCConfig
+		pressure, strand float64 // 0: not an fgd-strand teacher
+	}{
+		{BCConfig{Teacher: baseline.FGDStrand}, baseline.DefaultPressureWeight, baseline.DefaultStrandWeight},
+		{BCConfig{Teacher: baseline.FGDStrand, PressureWeight: 3, StrandWeight: 5}, 3, 5},
+		{BCConfig{Teacher: baseline.FGDPressure, PressureWeight: 3}, 3, 0},
+	} {
+		p, err := newTeacher(context.Background(), tc.bc, env, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch pol := p.(type) {
+		case *baseline.FGDStrandPolicy:
+			if pol.Weight != tc.strand || pol.FGDPressurePolicy.Weight != tc.pressure {
+				t.Errorf("%+v: strand %v, pressure %v; want %v, %v", tc.bc, pol.Weight, pol.FGDPressurePolicy.Weight, tc.strand, tc.pressure)
+			}
+		case *baseline.FGDPressurePolicy:
+			if tc.strand != 0 || pol.Weight != tc.pressure {
+				t.Errorf("%+v: fgd-pressure with weight %v; want strand %v, pressure %v", tc.bc, pol.Weight, tc.strand, tc.pressure)
+			}
+		default:
+			t.Errorf("%+v: teacher %T", tc.bc, p)
+		}
 	}
 }

@@ -10,7 +10,9 @@
 //   - trimaran-tlp: scheduler-plugins' Trimaran TargetLoadPacking.
 //
 // Extras are references that are not in "all": fgd-pressure (policy v2's
-// teacher), network-overhead (scheduler-plugins' network-aware profile),
+// first teacher), fgd-strand (fgd-pressure less the GPU a placement
+// strands for lack of CPU or memory: the default model's teacher),
+// network-overhead (scheduler-plugins' network-aware profile),
 // and edgesched's own dep-load (dependencies and measured load) and
 // carbon-load (dep-load and the pod's marginal emission rate).
 //
