@@ -316,7 +316,7 @@ func (c *wideBandCheck) Score(st *sim.State, p *sim.Pod, nodes []int32, scores [
 func TestLearnedWideBandIsFGD(t *testing.T) {
 	cfg := engine.DefaultRunConfig(engine.Inflate)
 	cfg.Seed, cfg.InflateTarget = 5, 0.3
-	strand := func(env *sim.Env) sim.Policy { return baseline.NewFGDStrand(env, 20) }
+	strand := func(env *sim.Env) sim.Policy { return baseline.NewFGDStrand(env, 0, 20) }
 	fgd := func(env *sim.Env) sim.Policy { return baseline.NewFGD(env) }
 	for _, tc := range []struct {
 		name   string

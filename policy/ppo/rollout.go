@@ -322,11 +322,7 @@ func newTeacher(ctx context.Context, bc BCConfig, env *sim.Env, seed uint64) (si
 	case baseline.FGDPressure:
 		return baseline.NewFGDPressure(env, bc.PressureWeight), nil
 	case baseline.FGDStrand:
-		t := baseline.NewFGDStrand(env, bc.StrandWeight)
-		if bc.PressureWeight != 0 {
-			t.FGDPressurePolicy.Weight = bc.PressureWeight
-		}
-		return t, nil
+		return baseline.NewFGDStrand(env, bc.PressureWeight, bc.StrandWeight), nil
 	}
 	f, err := baseline.Lookup(bc.Teacher)
 	if err != nil {

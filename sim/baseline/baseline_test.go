@@ -346,9 +346,9 @@ func TestFGDStrand(t *testing.T) {
 	// memory 1 MiB per 500 milli-GPU, never short here).
 	f := newFixture(t, sim.PodSpec{Name: "share", CPU: 8000, Memory: 1, GPUs: 1, GPUMilli: 500, Delete: sim.NoDeletion})
 	pressure := NewFGDPressure(f.st.Env, 0)
-	strand := NewFGDStrand(f.st.Env, 0)
-	if strand.Name() != FGDStrand || NewFGDStrand(f.st.Env, 3).Name() != "fgd-strand(3)" {
-		t.Fatalf("names %q, %q", strand.Name(), NewFGDStrand(f.st.Env, 3).Name())
+	strand := NewFGDStrand(f.st.Env, 0, 0)
+	if strand.Name() != FGDStrand || NewFGDStrand(f.st.Env, 0, 3).Name() != "fgd-strand(3)" {
+		t.Fatalf("names %q, %q", strand.Name(), NewFGDStrand(f.st.Env, 0, 3).Name())
 	}
 	for _, tc := range []struct {
 		name string

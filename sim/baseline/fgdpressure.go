@@ -68,7 +68,7 @@ func (f *FGDPressurePolicy) Score(st *sim.State, p *sim.Pod, nodes []int32, scor
 func Extras() []sim.Factory {
 	return []sim.Factory{
 		{Name: FGDPressure, New: func(env *sim.Env) (sim.Policy, error) { return NewFGDPressure(env, 0), nil }},
-		{Name: FGDStrand, New: func(env *sim.Env) (sim.Policy, error) { return NewFGDStrand(env, 0), nil }},
+		{Name: FGDStrand, New: func(env *sim.Env) (sim.Policy, error) { return NewFGDStrand(env, 0, 0), nil }},
 		{Name: NetworkOverhead, New: func(*sim.Env) (sim.Policy, error) { return &networkOverhead{}, nil }},
 		{Name: DepLoad, New: func(env *sim.Env) (sim.Policy, error) { return NewDepLoad(env, 0), nil }},
 		{Name: CarbonLoad, New: func(env *sim.Env) (sim.Policy, error) { return NewCarbonLoad(env, 0), nil }},

@@ -31,21 +31,27 @@ type FGDStrandPolicy struct {
 	strand sim.Strand
 }
 
-// NewFGDStrand returns the policy for env with strand weight w (0 means
-// DefaultStrandWeight) and fgd-pressure's default pressure weight.
-func NewFGDStrand(env *sim.Env, w float64) *FGDStrandPolicy {
+// NewFGDStrand returns the policy for env with pressure weight pressure
+// (0 means DefaultPressureWeight) and strand weight w (0 means
+// DefaultStrandWeight).
+func NewFGDStrand(env *sim.Env, pressure, w float64) *FGDStrandPolicy {
 	if w == 0 {
 		w = DefaultStrandWeight
 	}
-	return &FGDStrandPolicy{FGDPressurePolicy: NewFGDPressure(env, 0), Weight: w, strand: sim.NewStrand(env.Target)}
+	return &FGDStrandPolicy{FGDPressurePolicy: NewFGDPressure(env, pressure), Weight: w, strand: sim.NewStrand(env.Target)}
 }
 
-// Name implements sim.Policy.
+// Name implements sim.Policy: fgd-strand with the default weights,
+// fgd-strand(W) with strand weight W, fgd-strand(W, pressure P) with a
+// pressure weight of its own.
 func (f *FGDStrandPolicy) Name() string {
-	if f.Weight == DefaultStrandWeight {
-		return FGDStrand
+	switch {
+	case f.FGDPressurePolicy.Weight != DefaultPressureWeight:
+		return fmt.Sprintf("%s(%g, pressure %g)", FGDStrand, f.Weight, f.FGDPressurePolicy.Weight)
+	case f.Weight != DefaultStrandWeight:
+		return fmt.Sprintf("%s(%g)", FGDStrand, f.Weight)
 	}
-	return fmt.Sprintf("%s(%g)", FGDStrand, f.Weight)
+	return FGDStrand
 }
 
 // Score implements sim.Policy.
