@@ -286,16 +286,16 @@ func TestDecisionValidate(t *testing.T) {
 // whose key the rule uses).
 type wideBandCheck struct {
 	*policy.Learned
-	fgd       sim.Policy
+	ref       sim.Policy
 	buf       []float64
 	decisions int
-	worst     float64 // largest FGD score given up by the learned choice
+	worst     float64 // largest reference score given up by the learned choice
 }
 
 func (c *wideBandCheck) Score(st *sim.State, p *sim.Pod, nodes []int32, scores []float64) {
 	c.Learned.Score(st, p, nodes, scores)
 	c.buf = slices.Grow(c.buf[:0], len(nodes))[:len(nodes)]
-	c.fgd.Score(st, p, nodes, c.buf)
+	c.ref.Score(st, p, nodes, c.buf)
 	pick := 0
 	for i := range scores {
 		if scores[i] > scores[pick] {
@@ -341,7 +341,7 @@ func TestLearnedWideBandIsFGD(t *testing.T) {
 			var c *wideBandCheck
 			f := sim.Factory{Name: "check", New: func(env *sim.Env) (sim.Policy, error) {
 				l, err := nn.NewLearned("learned", m, env)
-				c = &wideBandCheck{Learned: l, fgd: tc.ref(env)}
+				c = &wideBandCheck{Learned: l, ref: tc.ref(env)}
 				return c, err
 			}}
 			if _, err := engine.Run(context.Background(), env, f, cfg); err != nil {
@@ -351,7 +351,7 @@ func TestLearnedWideBandIsFGD(t *testing.T) {
 			// exactly: the key is its own score, so nothing is given up.
 			t.Logf("%d decisions, largest reference score given up %.3g", c.decisions, c.worst)
 			if c.decisions < 1000 || (c.worst == 0) != tc.agrees {
-				t.Fatalf("%d decisions, the learned choice gave up up to %v of FGD's best score", c.decisions, c.worst)
+				t.Fatalf("%d decisions, the learned choice gave up up to %v of the reference's best score (want none: %v)", c.decisions, c.worst, tc.agrees)
 			}
 		})
 	}
