@@ -681,6 +681,41 @@ func (st *State) CrossZoneShare() (share float64, ok bool) {
 	return crossing / total, true
 }
 
+// PodCrossZoneShare is the share of one replica's dependency call rate
+// that crosses zones when that replica of service s runs in zone z: the
+// edges from s to its callees and from its callers to s, each weighed by
+// its call rate, and each crossing with the share of the other end's
+// running replicas outside z (calls spread evenly over replicas). Edges
+// whose other end has no running replica do not count; ok is false when
+// none counts. A self-edge counts the replicas as they are (the replica
+// itself included once it runs).
+func (st *State) PodCrossZoneShare(s, z int) (share float64, ok bool) {
+	var total, crossing float64
+	for _, e := range st.Env.Edges {
+		var other int
+		switch {
+		case e.Rate == 0:
+			continue
+		case int(e.From) == s:
+			other = int(e.To)
+		case int(e.To) == s:
+			other = int(e.From)
+		default:
+			continue
+		}
+		b := st.ServiceCount(other)
+		if b == 0 {
+			continue
+		}
+		total += e.Rate
+		crossing += e.Rate * (1 - float64(st.ServiceZoneCount(other, z))/float64(b))
+	}
+	if total == 0 {
+		return 0, false
+	}
+	return crossing / total, true
+}
+
 // DependencyRTT is the call-rate weighted mean round-trip time (ms) from
 // zone z to the replicas of service s's callees, calls spread evenly over
 // each callee's replicas (RTTs as State.RTT gives them now); 0 when no

@@ -284,3 +284,71 @@ func TestArchShares(t *testing.T) {
 		t.Errorf("after unbinding: free %v pinned %v", st.ArchFree, st.ArchPinned)
 	}
 }
+
+// TestPodCrossZoneShare: one replica's share of its own dependency call
+// rate that crosses zones, against shares counted by hand. Services: web
+// calls api at 30/s, api calls db at 10/s; zones a and b.
+func TestPodCrossZoneShare(t *testing.T) {
+	node := func(name, zone string) NodeSpec {
+		return NodeSpec{Name: name, CPU: 8000, Memory: 16 << 10, Arch: ArchAMD64, Zone: zone}
+	}
+	cluster := &Cluster{Name: "two-zones", Zones: []Zone{{Name: "a"}, {Name: "b"}},
+		Nodes: []NodeSpec{node("a0", "a"), node("b0", "b")}}
+	svc := func(name, service string) PodSpec {
+		return PodSpec{Name: name, CPU: 100, Memory: 64, Service: service, Delete: NoDeletion}
+	}
+	wl := &Workload{Name: "chain",
+		Pods:         []PodSpec{svc("web-0", "web"), svc("api-0", "api"), svc("db-0", "db"), svc("db-1", "db"), svc("db-2", "db")},
+		Dependencies: []Dependency{{From: "web", To: "api", CallsPerSecond: 30}, {From: "api", To: "db", CallsPerSecond: 10}}}
+	env, err := NewEnv(cluster, wl, EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	service := func(name string) int {
+		for i, s := range env.Services {
+			if s == name {
+				return i
+			}
+		}
+		t.Fatalf("no service %q", name)
+		return -1
+	}
+	web, api, db := service("web"), service("api"), service("db")
+	st := NewState(env)
+	if _, ok := st.PodCrossZoneShare(api, 0); ok {
+		t.Error("nothing runs: want ok false")
+	}
+	// web-0 in a; db-0, db-1 in a; db-2 in b (pods 0, 2, 3, 4).
+	for i, n := range map[int]int{0: 0, 2: 0, 3: 0, 4: 1} {
+		id, err := st.AddPod(env.Pods[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Bind(id, n, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		service int
+		zone    int
+		want    float64
+		wantOK  bool
+	}{
+		// api in a: web's 30/s stay (web runs only in a); of db's 10/s,
+		// one replica in three is in b: crossing 10/3 of 40.
+		{"api in a", api, 0, (10.0 / 3) / 40, true},
+		// api in b: all 30 from web cross, 2/3 of the 10 to db cross.
+		{"api in b", api, 1, (30 + 10*2.0/3) / 40, true},
+		// web calls only api, which does not run yet.
+		{"web, callee not running", web, 0, 0, false},
+		// db in b: its caller api does not run.
+		{"db, caller not running", db, 1, 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := st.PodCrossZoneShare(tt.service, tt.zone)
+		if ok != tt.wantOK || math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("%s: share %v ok %v, want %v ok %v", tt.name, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}

@@ -237,6 +237,14 @@ type Reward struct {
 	// CrossZone: minus the change of the cross-zone share of dependency
 	// traffic.
 	CrossZone float64 `yaml:"crossZone"`
+	// CrossZonePod: minus the share of the placed service pod's own
+	// dependency call rate (to its callees' and from its callers' running
+	// replicas) that crosses zones (sim.State.PodCrossZoneShare), charged
+	// at every service-pod placement like the latency terms, so that
+	// co-location weighs per pod rather than once per episode as
+	// CrossZone's changes sum to. Omitted when zero, so models trained
+	// before it keep their bytes.
+	CrossZonePod float64 `yaml:"crossZonePod,omitempty"`
 	// Carbon: minus the placed pod's emission rate / 100 gCO2/h.
 	Carbon float64 `yaml:"carbon"`
 	// Utilization: plus the change of the used-CPU share of the nodes that
@@ -374,7 +382,7 @@ func (c *Config) validate(env bool) error {
 		return bad("ppo.gamma/lambda", "want gamma in (0, 1], lambda in [0, 1]")
 	case !pos(c.PPO.LR) || !nonneg(c.PPO.ValueCoef) || !nonneg(c.PPO.EntropyCoef) || !pos(c.PPO.MaxGradNorm) || !nonneg(c.PPO.TargetKL):
 		return bad("ppo", "lr and maxGradNorm > 0; valueCoef, entropyCoef, targetKL >= 0")
-	case !nonneg(c.Reward.Fragmentation) || !nonneg(c.Reward.Latency) || !nonneg(c.Reward.LatencyProxy) || !nonneg(c.Reward.DecisionLatency) || !nonneg(c.Reward.Failure) || !nonneg(c.Reward.FailureCount) || !nonneg(c.Reward.CrossZone) || !nonneg(c.Reward.Carbon) || !nonneg(c.Reward.Utilization):
+	case !nonneg(c.Reward.Fragmentation) || !nonneg(c.Reward.Latency) || !nonneg(c.Reward.LatencyProxy) || !nonneg(c.Reward.DecisionLatency) || !nonneg(c.Reward.Failure) || !nonneg(c.Reward.FailureCount) || !nonneg(c.Reward.CrossZone) || !nonneg(c.Reward.CrossZonePod) || !nonneg(c.Reward.Carbon) || !nonneg(c.Reward.Utilization):
 		return bad("reward", "weights must be finite and >= 0")
 	case c.Eval.Every < 0 || len(c.Eval.Seeds) > 100 || c.Eval.Measure == "":
 		return bad("eval", "every >= 0, at most 100 seeds, a measure")

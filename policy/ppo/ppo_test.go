@@ -43,6 +43,7 @@ func TestParseConfig(t *testing.T) {
 		{"node fraction zero", "env: {nodeFraction: 0}", "env.nodeFraction"},
 		{"clip out of range", "ppo: {clip: 1.5}", "ppo.clip"},
 		{"negative reward weight", "reward: {crossZone: -1}", "reward"},
+		{"negative per-pod cross-zone weight", "reward: {crossZonePod: -1}", "reward"},
 		{"NaN learning rate", "ppo: {lr: .nan}", "ppo"},
 		{"bc without teacher", "bc: {teacher: '', episodes: 3}", "bc"},
 		{"lookahead out of range", "bc: {teacher: fgd-lookahead, lookahead: {topK: 1, horizon: 10, samples: 1}}", "lookahead"},

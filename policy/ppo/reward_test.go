@@ -55,3 +55,66 @@ func TestLatencyProxyReward(t *testing.T) {
 		t.Errorf("latency (requests): cool %v, hot %v: want equal (equal requests)", c, h)
 	}
 }
+
+// TestCrossZonePodReward: reward.crossZonePod charges each placed service
+// pod the share of its own call rate that crosses zones, so the replica
+// placed beside its running partners is paid more than one placed a zone
+// away, and a pod with no running partner is charged nothing.
+func TestCrossZonePodReward(t *testing.T) {
+	node := func(name, zone string) sim.NodeSpec {
+		return sim.NodeSpec{Name: name, CPU: 8000, Memory: 16 << 10, Arch: sim.ArchAMD64, Zone: zone}
+	}
+	cluster := &sim.Cluster{Name: "two-zones", Zones: []sim.Zone{{Name: "a"}, {Name: "b"}},
+		Nodes: []sim.NodeSpec{node("a0", "a"), node("b0", "b")}}
+	svc := func(name, service string) sim.PodSpec {
+		return sim.PodSpec{Name: name, CPU: 100, Memory: 64, Service: service, Delete: sim.NoDeletion}
+	}
+	wl := &sim.Workload{Name: "pair", Pods: []sim.PodSpec{svc("web-0", "web"), svc("api-0", "api")},
+		Dependencies: []sim.Dependency{{From: "web", To: "api", CallsPerSecond: 20}}}
+	env, err := sim.NewEnv(cluster, wl, sim.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcfg := engine.DefaultRunConfig(engine.Replay)
+	w := Reward{CrossZonePod: 3}
+	// place binds web-0 in zone a when withWeb, then api-0 on node n, and
+	// returns the reward of api-0's placement.
+	place := func(withWeb bool, n int) float64 {
+		st := sim.NewState(env)
+		if withWeb {
+			id, err := st.AddPod(env.Pods[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Bind(id, 0, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		id, err := st.AddPod(env.Pods[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Bind(id, n, nil); err != nil {
+			t.Fatal(err)
+		}
+		ep := &episode{steps: []step{{}}}
+		newRewarder(w, env, ep, rcfg).outcome(st, &st.Pods[id], n)
+		return ep.ret
+	}
+	tests := []struct {
+		name    string
+		withWeb bool
+		node    int
+		want    float64
+	}{
+		{"beside its caller", true, 0, 0},
+		// all 20 calls/s cross: share 1, weight 3.
+		{"a zone from its caller", true, 1, -3},
+		{"no partner running", false, 1, 0},
+	}
+	for _, tt := range tests {
+		if got := place(tt.withWeb, tt.node); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("%s: reward %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -282,6 +282,11 @@ func (r *rewarder) outcome(st *sim.State, p *sim.Pod, node int) {
 			r.prevCross = c
 		}
 		nd := &st.Nodes[node]
+		if w.CrossZonePod != 0 && p.Service >= 0 {
+			if c, ok := st.PodCrossZoneShare(int(p.Service), int(nd.Zone)); ok {
+				rw -= w.CrossZonePod * c
+			}
+		}
 		if w.Latency != 0 {
 			rho := math.Min(nd.CPUUsed/float64(nd.CPU), r.maxUtil)
 			lat := r.baseLatency / (1 - rho)
