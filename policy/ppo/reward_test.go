@@ -29,13 +29,7 @@ func TestLatencyProxyReward(t *testing.T) {
 		cool, hot := lm.FromMeasured(0.15, 0.2, 0.5, 40, 0), lm.FromMeasured(0.95, 0.2, 7.5, 20_000, 0)
 		st.SetMeasured(0, &cool)
 		st.SetMeasured(1, &hot)
-		id, err := st.AddPod(env.Pods[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Bind(id, node, nil); err != nil {
-			t.Fatal(err)
-		}
+		id := runPod(t, st, env.Pods[0], node)
 		ep := &episode{steps: []step{{}}}
 		r := newRewarder(w, env, ep, rcfg)
 		r.outcome(st, &st.Pods[id], node)
@@ -82,21 +76,9 @@ func TestCrossZonePodReward(t *testing.T) {
 	place := func(withWeb bool, n int) float64 {
 		st := sim.NewState(env)
 		if withWeb {
-			id, err := st.AddPod(env.Pods[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := st.Bind(id, 0, nil); err != nil {
-				t.Fatal(err)
-			}
+			runPod(t, st, env.Pods[0], 0)
 		}
-		id, err := st.AddPod(env.Pods[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Bind(id, n, nil); err != nil {
-			t.Fatal(err)
-		}
+		id := runPod(t, st, env.Pods[1], n)
 		ep := &episode{steps: []step{{}}}
 		newRewarder(w, env, ep, rcfg).outcome(st, &st.Pods[id], n)
 		return ep.ret
@@ -117,4 +99,18 @@ func TestCrossZonePodReward(t *testing.T) {
 			t.Errorf("%s: reward %v, want %v", tt.name, got, tt.want)
 		}
 	}
+}
+
+// runPod adds pod p to st and binds it to node n, failing the test on
+// any error; it returns the pod's ID.
+func runPod(t *testing.T, st *sim.State, p sim.Pod, n int) int32 {
+	t.Helper()
+	id, err := st.AddPod(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Bind(id, n, nil); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
