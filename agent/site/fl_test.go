@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes/fake"
-
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/coordinator"
 	"github.com/edgesched/edgesched/federated"
@@ -72,7 +70,8 @@ func run(comp Component) (stop func()) {
 }
 
 // TestFLHandover (embedded NATS, the real coordinator, real bbolt; the
-// site ledger on the fake clientset): agent A leads, delivers updates,
+// site ledger on a fake clientset that checks resourceVersions, since A's
+// late reservation races B's): agent A leads, delivers updates,
 // loses its NATS link and queues more, and stops; agent B leads next,
 // adopts A's unsent updates and delivers them before its own, continuing
 // the sequence. The coordinator refuses none as a replay and decides on
@@ -81,7 +80,7 @@ func TestFLHandover(t *testing.T) {
 	srv := fltest.StartNATS(t)
 	coordKey, siteKey := key(t, 10), key(t, 11)
 	coord := testCoordinator(t, srv.ClientURL(), coordKey, siteKey)
-	k8s := fake.NewClientset()
+	k8s := casClientset()
 	la, lb := newLedger(t, k8s, "node-a"), newLedger(t, k8s, "node-b")
 	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	ca, cb := newSiteClient(t, dirA, siteKey, coordKey, la), newSiteClient(t, dirB, siteKey, coordKey, lb)

@@ -4,9 +4,16 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/policy/nn"
@@ -81,4 +88,43 @@ func runBackground(t *testing.T, run func(context.Context) error) (stop func()) 
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// casClientset is a fake clientset that keeps resourceVersions as the
+// apiserver does: every create and update gets the next one, and an
+// update carrying another object's version than the stored one is
+// refused with a Conflict (an update without one is unconditional).
+// The fake's own tracker checks none, so agents racing for the ledger on
+// a plain fake.NewClientset can both write the same sequence, which a
+// real cluster never allows. Reactors run under the fake's lock, so the
+// check and the write are one step.
+func casClientset() *fake.Clientset {
+	c := fake.NewClientset()
+	version := 0
+	c.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		// (a create and an update satisfy each other's interfaces: the
+		// verb tells them apart)
+		o, ok := a.(interface{ GetObject() runtime.Object })
+		if !ok || (a.GetVerb() != "create" && a.GetVerb() != "update") {
+			return false, nil, nil
+		}
+		obj := o.GetObject()
+		if a.GetVerb() == "update" {
+			m, err := meta.Accessor(obj)
+			if err == nil && m.GetResourceVersion() != "" {
+				cur, err := c.Tracker().Get(a.GetResource(), a.GetNamespace(), m.GetName())
+				if cm, aerr := meta.Accessor(cur); err == nil && aerr == nil && cm.GetResourceVersion() != m.GetResourceVersion() {
+					return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), m.GetName(),
+						errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+				}
+				// (not found: the tracker answers NotFound itself)
+			}
+		}
+		if m, err := meta.Accessor(obj); err == nil {
+			version++
+			m.SetResourceVersion(strconv.Itoa(version))
+		}
+		return false, nil, nil
+	})
+	return c
 }

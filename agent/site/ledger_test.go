@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -37,8 +38,9 @@ func newLedger(t *testing.T, client kubernetes.Interface, identity string) *Ledg
 // increasing sequence; a reservation is above the agent's own newest; a
 // round the site queued is refused before training and at staging; a
 // refused stage leaves no handover; Done removes it. (Logic only: the
-// fake clientset does not check resourceVersions, so the e2e test runs
-// concurrent reservations against the real apiserver.)
+// plain fake clientset does not check resourceVersions; concurrent
+// reservations are TestLedgerReserveRace's, on casClientset, and the e2e
+// test's against the real apiserver.)
 func TestLedgerSequence(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
@@ -100,6 +102,46 @@ func TestLedgerSequence(t *testing.T) {
 	}
 	if _, err := a.Reserve(ctx, 9, 0, false); !errors.Is(err, ErrLedger) {
 		t.Fatalf("damaged ledger: %v, want ErrLedger", err)
+	}
+}
+
+// TestLedgerReserveRace: two agents reserving at once (an old leader
+// that has not seen its term end beside the new one) never get the same
+// sequence, and the ledger ends at the number of reservations: each
+// write is a compare-and-swap that a loser retries. On a fake clientset
+// that checks resourceVersions (casClientset); the plain fake lets both
+// writers win.
+func TestLedgerReserveRace(t *testing.T) {
+	ctx := context.Background()
+	client := casClientset()
+	const per = 25
+	got := make([][]uint64, 2)
+	var wg sync.WaitGroup
+	for i, l := range []*Ledger{newLedger(t, client, "node-a"), newLedger(t, client, "node-b")} {
+		wg.Go(func() {
+			for range per {
+				seq, err := l.Reserve(ctx, 0, 0, true)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got[i] = append(got[i], seq)
+			}
+		})
+	}
+	wg.Wait()
+	all := slices.Concat(got[0], got[1])
+	slices.Sort(all)
+	if n := len(slices.Compact(slices.Clone(all))); n != 2*per {
+		t.Fatalf("%d distinct sequences of %d reserved: %v", n, 2*per, all)
+	}
+	for i, seqs := range got {
+		if !slices.IsSorted(seqs) {
+			t.Errorf("agent %d's sequences not increasing: %v", i, seqs)
+		}
+	}
+	if st, err := newLedger(t, client, "node-c").State(ctx); err != nil || st.Seq != 2*per {
+		t.Fatalf("ledger %+v (%v), want seq %d", st, err, 2*per)
 	}
 }
 
