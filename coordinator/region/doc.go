@@ -8,7 +8,9 @@
 // closes for it, forwards one signed RegionalAggregate to the root.
 //
 // Its state is region.db (bbolt): the current round, each site's highest
-// sequence, the sites counted in each round, the round's partial sums and
+// sequence and its verdicts down to store.JudgedWindow below it (so a
+// late update below the mark is judged, not refused as a replay), the
+// sites counted in each round, the round's partial sums and
 // an outbox of sealed aggregates. A group of updates is one transaction,
 // committed before the updates are acked on the stream; a sealed
 // aggregate stays in the outbox until the root's stream acknowledged it

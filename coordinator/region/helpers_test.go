@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/edgesched/edgesched/coordinator/store"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/quant"
+	"github.com/edgesched/edgesched/quant/esu"
 )
 
 func key(t *testing.T, seed byte) *quant.Signer {
@@ -96,4 +98,24 @@ func runAggregator(t *testing.T, g *Aggregator, nc *nats.Conn) (ended func()) {
 		default:
 		}
 	}
+}
+
+// updateMsg is site's signed update seq for round rnd of baseModel: dims
+// small values, samples claimed.
+func updateMsg(t *testing.T, site string, seq, rnd uint64, baseModel string, samples int64, dims int, signer *quant.Signer) []byte {
+	t.Helper()
+	v := make([]float32, dims)
+	for j := range v {
+		v[j] = 0.01 * float32(j%7)
+	}
+	payload, err := esu.Encode(&esu.Update{Base: baseModel, Values: v}, esu.DefaultOptions(seq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := federated.EncodeUpdateMsg(federated.UpdateHeader{Site: site, Seq: seq, Round: rnd, BaseModel: baseModel, BaseVersion: 1,
+		Samples: samples, Created: time.Unix(0, 0).UTC()}, payload, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

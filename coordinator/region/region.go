@@ -34,9 +34,16 @@ var (
 	bucketCovered = []byte("covered") // round (uint64 BE) + site -> federated.RegionalSite (JSON)
 	bucketSums    = []byte("sums")    // round (uint64 BE) -> partial sums (store.EncodeSum)
 	bucketOutbox  = []byte("outbox")  // round (uint64 BE) -> sealed, signed aggregate
-	keyRound      = []byte("round")
-	keySchema     = []byte("schema")
-	allBuckets    = [][]byte{bucketMeta, bucketHWM, bucketCovered, bucketSums, bucketOutbox}
+	// site 0x00 seq (uint64 BE) -> store.Verdict: the verdicts on a site's
+	// updates down to store.JudgedWindow below its mark (the root's
+	// layout and code, coordinator/store)
+	bucketJudged = store.BucketJudged
+	// site -> the first sequence whose verdict is kept (uint64 BE; a
+	// site first seen by a region that kept none starts above its mark)
+	bucketJudgedFrom = []byte("judgedfrom")
+	keyRound         = []byte("round")
+	keySchema        = []byte("schema")
+	allBuckets       = [][]byte{bucketMeta, bucketHWM, bucketCovered, bucketSums, bucketOutbox, bucketJudged, bucketJudgedFrom}
 )
 
 var u64, getU64 = boltkv.U64, boltkv.GetU64
@@ -236,6 +243,9 @@ func (g *Aggregator) judge(group []*incoming) error {
 			if err != nil {
 				return err
 			}
+			if err := keepVerdict(tx, in); err != nil {
+				return err
+			}
 			if ok {
 				terms = append(terms, t)
 			}
@@ -282,6 +292,14 @@ func (g *Aggregator) judgeOne(tx *bolt.Tx, in *incoming, sum *federated.FixedSum
 	in.ack = ack
 	hb := tx.Bucket(bucketHWM)
 	hwm := getU64(hb, []byte(h.Site))
+	fb := tx.Bucket(bucketJudgedFrom)
+	from := getU64(fb, []byte(h.Site))
+	if from == 0 {
+		from = hwm + 1 // verdicts are kept from here on
+		if err := fb.Put([]byte(h.Site), u64(from)); err != nil {
+			return none, false, err
+		}
+	}
 	cb := tx.Bucket(bucketCovered)
 	ckey := append(u64(h.Round), h.Site...)
 	var prior federated.RegionalSite
@@ -296,18 +314,33 @@ func (g *Aggregator) judgeOne(tx *bolt.Tx, in *incoming, sum *federated.FixedSum
 			return none, false, nil
 		}
 	}
-	if h.Seq <= hwm {
-		// with the high-water mark: a site whose store lost its sequence
-		// continues above it (federated.Ack.HWM)
-		ack.Status, ack.Reason, ack.HWM = federated.Duplicate, federated.ReasonReplay, hwm
+	switch {
+	case h.Seq <= hwm:
+		judged := h.Seq < from || h.Seq+store.JudgedWindow <= hwm // below the kept verdicts: the mark says
+		if !judged {
+			v, err := store.GetVerdict(tx, h.Site, h.Seq)
+			if err != nil {
+				return none, false, fmt.Errorf("%w: %w", ErrStore, err)
+			}
+			// not judged though below the mark: a late update (one an
+			// agent adopted from an old leader after its own newer ones
+			// went out, docs/site-leader.md) is judged now, as the root
+			// does; the mark stays
+			judged = v != nil
+		}
+		if judged {
+			// with the high-water mark: a site whose store lost its
+			// sequence continues above it (federated.Ack.HWM)
+			ack.Status, ack.Reason, ack.HWM = federated.Duplicate, federated.ReasonReplay, hwm
+			return none, false, nil
+		}
+	case federated.SeqJump(hwm, h.Seq):
+		ack.Reason = federated.ReasonSeqJump // the mark unmoved, no verdict kept (one above the mark would never go)
 		return none, false, nil
-	}
-	if federated.SeqJump(hwm, h.Seq) {
-		ack.Reason = federated.ReasonSeqJump // the mark unmoved
-		return none, false, nil
-	}
-	if err := hb.Put([]byte(h.Site), u64(h.Seq)); err != nil {
-		return none, false, err
+	default:
+		if err := hb.Put([]byte(h.Site), u64(h.Seq)); err != nil {
+			return none, false, err
+		}
 	}
 	r := (*coordinator.Round)(nil)
 	if g.cur != nil {
@@ -359,6 +392,20 @@ func (g *Aggregator) judgeOne(tx *bolt.Tx, in *incoming, sum *federated.FixedSum
 	sum.AddWeight(eff, samples, staleness)
 	ack.Status = federated.Accepted
 	return term, true, nil
+}
+
+// keepVerdict records the verdict judgeOne gave in under its site and
+// sequence (store.PutVerdict, which forgets the site's verdicts more than
+// store.JudgedWindow below its mark): an update whose sequence has one is
+// a replay, one below the mark without one is late and judged. Repeated
+// verdicts, replays and seq_jump refusals keep none.
+func keepVerdict(tx *bolt.Tx, in *incoming) error {
+	a := in.ack
+	if a == nil || in.again || a.Status == federated.Duplicate || a.Reason == federated.ReasonSeqJump {
+		return nil
+	}
+	hwm := getU64(tx.Bucket(bucketHWM), []byte(a.Site))
+	return store.PutVerdict(tx, a.Site, a.Seq, hwm, store.Verdict{Status: a.Status, Reason: a.Reason})
 }
 
 func (g *Aggregator) logVerdict(in *incoming) {
