@@ -106,9 +106,9 @@ func TestElectorLeadsAndReleases(t *testing.T) {
 
 // TestElectorKeepsLeaseOnStop: with KeepLeaseOnStop (a simulated crash)
 // the components stop but the Lease stays with the agent until it
-// expires. (Stepping down when another agent holds the Lease needs the
-// apiserver's resourceVersion checks, which the fake clientset lacks: the
-// e2e test covers it.)
+// expires. (Stepping down when another agent holds the Lease is
+// TestLeaderStepsDownWhenAnotherHolds's, on casClientset, and the e2e
+// test's.)
 func TestElectorKeepsLeaseOnStop(t *testing.T) {
 	client := fake.NewClientset()
 	p := &probe{client: client}

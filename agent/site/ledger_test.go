@@ -433,24 +433,14 @@ func TestAdoptLate(t *testing.T) {
 
 // TestAdoptLateListsOnlyAfterAChange: the handovers (whole updates, up to
 // 900 KiB each) are listed only when the ledger changed since the last
-// listing; an unchanged ledger costs one read. (The fake clientset keeps
-// no resourceVersions: a reactor numbers the ledger's writes as the
-// apiserver would.)
+// listing; an unchanged ledger costs one read. (On casClientset, which
+// numbers the ledger's writes as the apiserver would.)
 func TestAdoptLateListsOnlyAfterAChange(t *testing.T) {
 	ctx := context.Background()
-	client := fake.NewClientset()
-	version, lists := 0, 0
-	client.PrependReactor("*", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		switch a := a.(type) {
-		case k8stesting.CreateAction:
-			version++
-			a.GetObject().(*v1.ConfigMap).ResourceVersion = fmt.Sprint(version)
-		case k8stesting.UpdateAction:
-			version++
-			a.GetObject().(*v1.ConfigMap).ResourceVersion = fmt.Sprint(version)
-		case k8stesting.ListAction:
-			lists++
-		}
+	client := casClientset()
+	lists := 0
+	client.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists++
 		return false, nil, nil
 	})
 	other, me := newLedger(t, client, "node-b"), newLedger(t, client, "node-a")

@@ -6,12 +6,7 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 )
 
 // TestLeaderStepsDownWhenAnotherHolds: another agent writes itself into
@@ -22,22 +17,10 @@ import (
 // after retrying for the whole renew deadline (10 s here) while the other
 // agent leads too. It does not take the Lease back during that term.
 //
-// The fake clientset does not check resourceVersions, so a reactor plays
-// the apiserver's refusal of node-a's write over its stale copy.
+// On casClientset, as the apiserver does, node-a's write over its stale
+// copy is refused.
 func TestLeaderStepsDownWhenAnotherHolds(t *testing.T) {
-	client := fake.NewClientset()
-	leaseGVR := coordinationv1.SchemeGroupVersion.WithResource("leases")
-	client.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		l := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
-		cur, err := client.Tracker().Get(leaseGVR, l.Namespace, l.Name)
-		if err != nil {
-			return false, nil, nil
-		}
-		if h := str(cur.(*coordinationv1.Lease).Spec.HolderIdentity); h != "" && h != str(l.Spec.HolderIdentity) && str(l.Spec.HolderIdentity) == "node-a_1" {
-			return true, nil, apierrors.NewConflict(leaseGVR.GroupResource(), l.Name, fmt.Errorf("the object has been modified (held by %s)", h))
-		}
-		return false, nil, nil
-	})
+	client := casClientset()
 	p := &probe{client: client}
 	cfg := fastConfig(client, "node-a", p)
 	// lease 15 s > renew 10 s > 1.2 x retry 0.2 s: the leader renews
