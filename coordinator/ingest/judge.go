@@ -117,7 +117,7 @@ func (b *Batch) Judge(tx *bolt.Tx, in *Incoming, now time.Time) error {
 		return nil
 	}
 	judged := h.Seq <= site.HWM // without kept verdicts, HWM says
-	if h.Seq >= site.JudgedFrom && h.Seq+store.JudgedWindow > site.HWM {
+	if store.VerdictKept(h.Seq, site.JudgedFrom, site.HWM) {
 		v, err := store.GetVerdict(tx, h.Site, h.Seq)
 		if err != nil {
 			return err

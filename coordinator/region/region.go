@@ -316,8 +316,8 @@ func (g *Aggregator) judgeOne(tx *bolt.Tx, in *incoming, sum *federated.FixedSum
 	}
 	switch {
 	case h.Seq <= hwm:
-		judged := h.Seq < from || h.Seq+store.JudgedWindow <= hwm // below the kept verdicts: the mark says
-		if !judged {
+		judged := true // below the kept verdicts: the mark says
+		if store.VerdictKept(h.Seq, from, hwm) {
 			v, err := store.GetVerdict(tx, h.Site, h.Seq)
 			if err != nil {
 				return none, false, fmt.Errorf("%w: %w", ErrStore, err)

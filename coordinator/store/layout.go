@@ -172,6 +172,15 @@ type Site struct {
 // site sends far fewer than 4,096 updates in an AckWait.
 const JudgedWindow = 4096
 
+// VerdictKept reports whether the verdict on update seq of a site at mark
+// hwm, whose verdicts are kept from sequence from, is still in the judged
+// bucket (should it have one): seq is at or above from and less than
+// JudgedWindow below hwm. An update at or below hwm outside that range
+// was judged, or is a replay; within it, only a kept verdict says so.
+func VerdictKept(seq, from, hwm uint64) bool {
+	return seq >= from && seq+JudgedWindow > hwm
+}
+
 // verdict is a judged update's recorded outcome.
 type Verdict struct {
 	Status federated.AckStatus `json:"status"`

@@ -102,3 +102,23 @@ func TestSitesAfter(t *testing.T) {
 		t.Errorf("a damaged record: %v, want an error naming site-d", err)
 	}
 }
+
+// TestVerdictKept: a verdict is looked up from the first kept sequence
+// (from) up to the mark, down to JudgedWindow (4,096) below it.
+func TestVerdictKept(t *testing.T) {
+	for _, tc := range []struct {
+		seq, from, hwm uint64
+		want           bool
+	}{
+		{5, 1, 10, true},       // within the window, above from
+		{5, 6, 10, false},      // below from: the older layout kept none
+		{6, 6, 10, true},       // from itself
+		{10, 1, 10, true},      // the mark itself
+		{4905, 1, 9000, true},  // 4,095 below the mark
+		{4904, 1, 9000, false}, // 4,096 below: pruned
+	} {
+		if got := VerdictKept(tc.seq, tc.from, tc.hwm); got != tc.want {
+			t.Errorf("VerdictKept(%d, %d, %d) = %v, want %v", tc.seq, tc.from, tc.hwm, got, tc.want)
+		}
+	}
+}
