@@ -516,6 +516,66 @@ func TestReplayLongTraceIsFast(t *testing.T) {
 	if got := m["carbon_g"]; math.Abs(got-want) > 1e-6*want {
 		t.Errorf("carbon_g = %v, want %v", got, want)
 	}
+	// one curve, one intensity, whatever ran
+	if got := m["carbon_g_per_kwh"]; math.Abs(got-sim.DefaultCarbonIntensity) > 1e-9*sim.DefaultCarbonIntensity {
+		t.Errorf("carbon_g_per_kwh = %v, want the flat curve's %v", got, sim.DefaultCarbonIntensity)
+	}
+}
+
+// carbon_g_per_kwh is the energy-weighted intensity of where and when
+// placed work ran: it does not grow with the amount of work placed.
+func TestCarbonIntensityOfPlacedWork(t *testing.T) {
+	const h = 3600
+	cluster := func(nodes ...string) *sim.Cluster {
+		c := &sim.Cluster{
+			Zones:       []sim.Zone{{Name: "clean"}, {Name: "dirty"}},
+			CarbonZones: []sim.CarbonZone{{Name: "clean", Curve: []float64{100, 300}}, {Name: "dirty", Curve: []float64{700}}},
+		}
+		for _, z := range nodes {
+			c.Nodes = append(c.Nodes, sim.NodeSpec{Name: "n-" + z, CPU: 1000, Memory: 1000, Arch: sim.ArchAMD64, Zone: z})
+		}
+		return c
+	}
+	pod := func(name string, create, del int64) sim.PodSpec {
+		// one usage for all: equal power (DefaultUsage differs by name)
+		return sim.PodSpec{Name: name, CPU: 600, Memory: 1, Create: create, Delete: del, CPUUsage: 0.5}
+	}
+	cases := []struct {
+		name  string
+		nodes []string
+		pods  []sim.PodSpec
+		want  float64
+	}{
+		// the clean grid's two hours, equally long: (100 + 300) / 2
+		{"two hours of one curve", []string{"clean"}, []sim.PodSpec{pod("a", 0, 2*h)}, 200},
+		// its first hour only
+		{"the clean hour", []string{"clean"}, []sim.PodSpec{pod("a", 0, h)}, 100},
+		// three equal pods half an hour each, two in hour 0 (100), one in
+		// hour 1 (300): (100 + 100 + 300) / 3
+		{"energy-weighted hours", []string{"clean"}, []sim.PodSpec{pod("a", 0, h/2), pod("b", h/2, h), pod("c", h, h+h/2)}, 500.0 / 3},
+		// two equal pods, one per node (600 of 1000 each), two hours: the
+		// clean zone's 200 and the dirty one's 700, equally weighted
+		{"two zones", []string{"clean", "dirty"}, []sim.PodSpec{pod("a", 0, 2*h), pod("b", 0, 2*h)}, 450},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env, err := sim.NewEnv(cluster(c.nodes...), &sim.Workload{Pods: c.pods}, sim.EnvOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, _ := baseline.Lookup(baseline.BestFit)
+			res, err := engine.Run(context.Background(), env, f, engine.DefaultRunConfig(engine.Replay))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Measures["pods_placed"] != float64(len(c.pods)) {
+				t.Fatalf("placed %v of %d pods", res.Measures["pods_placed"], len(c.pods))
+			}
+			if got := res.Measures["carbon_g_per_kwh"]; math.Abs(got-c.want) > 1e-9*c.want {
+				t.Errorf("carbon_g_per_kwh = %v, want %v (carbon_g %v)", got, c.want, res.Measures["carbon_g"])
+			}
+		})
+	}
 }
 
 func TestInflateRefusesUnboundedRuns(t *testing.T) {

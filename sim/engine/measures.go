@@ -55,6 +55,7 @@ func Measures() []MeasureInfo {
 		{"cross_zone_traffic", "share", "mean over samples of the share of dependency call rate that crosses zones", ""},
 		{"carbon_g_per_h", "gCO2/h", "mean over samples of the emission rate of placed work (replay: curve at the hour; inflate: daily mean curve)", ""},
 		{"carbon_g", "gCO2", "emissions of placed work integrated over the trace", "replay"},
+		{"carbon_g_per_kwh", "gCO2/kWh", "carbon intensity of placed work: carbon_g over the energy of placed work (where and when it ran, not how much of it ran)", "replay"},
 		{"pods_evicted", "pods", "evictions of running pods by node failures (scenarios with disruptions)", "replay"},
 		{"pods_lost", "pods", "evicted pods not placed again before their end (scenarios with disruptions)", "replay"},
 		{"node_failures", "events", "node failures during the trace (scenarios with disruptions)", "replay"},
@@ -91,9 +92,12 @@ type recorder struct {
 
 	clock   int64
 	carbonG float64
-	svcRTT  []float64
-	svcRate []float64
-	tel     []sim.NodeTelemetry
+	// energyKWh is the energy of placed work integrated with carbonG
+	// (carbon_g_per_kwh = carbonG / energyKWh).
+	energyKWh float64
+	svcRTT    []float64
+	svcRate   []float64
+	tel       []sim.NodeTelemetry
 
 	evicted, lost, nodeFailures, flaps int
 	classes                            classCounts
@@ -159,6 +163,7 @@ func (r *recorder) advanceTo(st *sim.State, t int64) {
 		if w != 0 {
 			// W * s / 3600 = Wh; / 1000 = kWh; * g/kWh = g
 			r.carbonG += w / 3600 / 1000 * r.env.CarbonIntegral(int32(cz), r.clock, t)
+			r.energyKWh += w * float64(max(t, 0)-max(r.clock, 0)) / 3600 / 1000 // CarbonIntegral's clamp
 		}
 	}
 	r.clock = t
@@ -306,6 +311,9 @@ func (r *recorder) result() *Result {
 	} else {
 		m["pods_pending"] = float64(r.nPending)
 		m["carbon_g"] = r.carbonG
+		if r.energyKWh > 0 {
+			m["carbon_g_per_kwh"] = r.carbonG / r.energyKWh
+		}
 		if r.env.Disruptions.NodeFailures || slices.ContainsFunc(r.env.Uplinks, func(u disrupt.Uplink) bool { return u.FlapsPerDay > 0 }) {
 			m["pods_evicted"], m["pods_lost"] = float64(r.evicted), float64(r.lost)
 			m["node_failures"], m["uplink_flaps"] = float64(r.nodeFailures), float64(r.flaps)
