@@ -66,6 +66,18 @@ const (
 	AnnotationWattsPerGPU = "edgesched.io/watts-per-gpu"
 )
 
+// Labels and annotations on the objects the site leader writes (Lease,
+// ledger, handover, model and dependency-graph ConfigMaps), so that
+// kubectl -l edgesched.io/site=S lists one site's.
+const (
+	// LabelSite names the site (edge-agent's --site).
+	LabelSite = "edgesched.io/site"
+	// LabelComponent names the leader component that owns the object.
+	LabelComponent = "edgesched.io/component"
+	// AnnotationAgent names the agent (its node) that last wrote it.
+	AnnotationAgent = "edgesched.io/agent"
+)
+
 // DefaultNamespace is edgesched's namespace on a site: the Helm chart's
 // release namespace, the shipped scheduler config's ConfigMaps (model,
 // dependency graph, topology), edge-agent's --namespace and edgectl

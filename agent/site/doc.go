@@ -6,9 +6,8 @@
 // the site's twin with TwinTrainer from the workload trace that every
 // agent records with agent/trace), the model installer (Installer,
 // which writes verified models into the ConfigMap the scheduler plugin
-// watches) and the dependency graph publisher (DependencyPublisher, which
-// writes the service call graph measured in the trace into the ConfigMap
-// the plugin reads its dependency features from).
+// watches) and the components the caller adds (edge-agent adds the
+// dependency graph publisher, agent/depgraph).
 //
 // The site's update sequence and its unsent updates live in the cluster
 // (Ledger, a flclient.Sequencer): sequences are reserved by
@@ -24,11 +23,10 @@
 // Concurrency and lifetimes: Elector.Run blocks until its context ends
 // and returns only after the leader-only components stopped (and, unless
 // Config.KeepLeaseOnStop, after the Lease was released). Components are
-// started with a context that ends with the term; FL, Installer and
-// DependencyPublisher are reused across terms; FL's late-adoption
-// goroutine lives as long as its Run (one term). Ledger (it remembers
-// the sequences it staged for the process's life: one uint64 an update),
-// Installer.Notify
-// and DependencyPublisher.Sync are safe for concurrent use. The caller owns and closes what it passed in (the FL
+// started with a context that ends with the term; FL and Installer are
+// reused across terms; FL's late-adoption goroutine lives as long as its
+// Run (one term). Ledger (it remembers the sequences it staged for the
+// process's life: one uint64 an update) and Installer.Notify are safe for
+// concurrent use. The caller owns and closes what it passed in (the FL
 // client, the NATS connection, the trace store) after Run returned.
 package site

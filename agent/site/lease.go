@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // The election on the site Lease (docs/site-leader.md, "Leader
@@ -153,7 +155,7 @@ func (e *Elector) tryAcquireOrRenew(ctx context.Context) bool {
 	leases := e.cfg.Client.Leases(e.lease.namespace)
 	start := time.Now()
 	now := metav1.NewMicroTime(start)
-	labels := map[string]string{labelSite: e.cfg.Site}
+	labels := map[string]string{kubefmt.LabelSite: e.cfg.Site}
 
 	// Renewing a Lease we hold: write over the copy we have; a conflict
 	// means someone else wrote it, and the slow path finds out who.

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 func TestLeaseSeconds(t *testing.T) {
@@ -173,7 +175,7 @@ func TestElectorFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if str(l.Spec.HolderIdentity) != "node-b_1" || i32(l.Spec.LeaseTransitions) != 1 || l.Labels[labelSite] != "store-1" {
+	if str(l.Spec.HolderIdentity) != "node-b_1" || i32(l.Spec.LeaseTransitions) != 1 || l.Labels[kubefmt.LabelSite] != "store-1" {
 		t.Fatalf("Lease %+v, labels %v; want node-b after 1 transition, labelled", l.Spec, l.Labels)
 	}
 }

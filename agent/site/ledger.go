@@ -26,6 +26,7 @@ import (
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/federated"
 	"github.com/edgesched/edgesched/internal/kube"
+	"github.com/edgesched/edgesched/kubefmt"
 )
 
 // The site ledger: how the agents of one site share the federated
@@ -43,13 +44,10 @@ import (
 //     publishes anything, so the sequences reach the coordinator in order
 //     and none is lost when its writer died.
 const (
-	ledgerKey      = "ledger.json"
-	handoverKey    = "update"
-	labelSite      = "edgesched.io/site"
-	labelComponent = "edgesched.io/component"
-	componentFL    = "fl-handover"
-	annotationSeq  = "edgesched.io/seq"
-	annotationBy   = "edgesched.io/agent"
+	ledgerKey     = "ledger.json"
+	handoverKey   = "update"
+	componentFL   = "fl-handover"
+	annotationSeq = "edgesched.io/seq"
 	// MaxHandoverBytes bounds an update a site can hand over (a ConfigMap
 	// holds at most 1 MiB): an int8 update of about 900,000 parameters.
 	MaxHandoverBytes = 900 << 10
@@ -210,7 +208,7 @@ func (l *Ledger) change(ctx context.Context, f func(*LedgerState) error) (Ledger
 		}
 		if cm == nil {
 			cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: LedgerName(l.cfg.Site), Namespace: l.cfg.Namespace,
-				Labels: map[string]string{labelSite: l.cfg.Site, labelComponent: "fl-ledger"}}, Data: map[string]string{ledgerKey: string(raw)}}
+				Labels: map[string]string{kubefmt.LabelSite: l.cfg.Site, kubefmt.LabelComponent: "fl-ledger"}}, Data: map[string]string{ledgerKey: string(raw)}}
 			_, err = l.cms().Create(ctx, cm, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(v1.Resource("configmaps"), cm.Name, err) // someone created it first: read it again
@@ -292,8 +290,8 @@ func (l *Ledger) handOver(ctx context.Context, seq uint64, msg []byte) error {
 	}
 	name := HandoverName(l.cfg.Site, seq)
 	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.cfg.Namespace,
-		Labels:      map[string]string{labelSite: l.cfg.Site, labelComponent: componentFL},
-		Annotations: map[string]string{annotationSeq: strconv.FormatUint(seq, 10), annotationBy: l.cfg.Identity}},
+		Labels:      map[string]string{kubefmt.LabelSite: l.cfg.Site, kubefmt.LabelComponent: componentFL},
+		Annotations: map[string]string{annotationSeq: strconv.FormatUint(seq, 10), kubefmt.AnnotationAgent: l.cfg.Identity}},
 		BinaryData: map[string][]byte{handoverKey: msg}}
 	_, err := l.cms().Create(ctx, cm, metav1.CreateOptions{})
 	if err == nil {
@@ -330,7 +328,7 @@ type Handover struct {
 
 // Handovers lists the site's unsent updates, oldest first.
 func (l *Ledger) Handovers(ctx context.Context) ([]Handover, error) {
-	sel := labels.SelectorFromSet(labels.Set{labelSite: l.cfg.Site, labelComponent: componentFL}).String()
+	sel := labels.SelectorFromSet(labels.Set{kubefmt.LabelSite: l.cfg.Site, kubefmt.LabelComponent: componentFL}).String()
 	list, err := l.cms().List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("list handovers: %w", err)
@@ -343,7 +341,7 @@ func (l *Ledger) Handovers(ctx context.Context) ([]Handover, error) {
 			l.log.Warn("not a handover of this site: ignored", "configmap", cm.Name)
 			continue
 		}
-		out = append(out, Handover{Seq: seq, By: cm.Annotations[annotationBy], Msg: cm.BinaryData[handoverKey]})
+		out = append(out, Handover{Seq: seq, By: cm.Annotations[kubefmt.AnnotationAgent], Msg: cm.BinaryData[handoverKey]})
 	}
 	slices.SortFunc(out, func(a, b Handover) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgesched/edgesched/agent"
+	"github.com/edgesched/edgesched/agent/depgraph"
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/agent/site"
 	"github.com/edgesched/edgesched/agent/telemetry/bpf"
@@ -194,7 +195,7 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 
 	leader := []site.Component{flc, inst}
 	if o.dependenciesConfigMap != "" {
-		dc := site.DefaultDependencyConfig()
+		dc := depgraph.DefaultConfig()
 		if dc.Namespace, dc.Name, err = o.dependenciesConfigMapRef(); err != nil {
 			return nil, err
 		}
@@ -208,7 +209,7 @@ func buildSite(o *options, kc kube.Interface, reg prometheus.Registerer, log *sl
 			dc.Encoder, dc.Decoder = p.Encoder, p.Decoder
 			log.Info("service embeddings on", "encoder", p.ID())
 		}
-		deps, err := site.NewDependencyPublisher(dc)
+		deps, err := depgraph.NewPublisher(dc)
 		if err != nil {
 			return nil, fmt.Errorf("--dependencies-configmap: %w", err)
 		}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/edgesched/edgesched/agent/depgraph"
 	"github.com/edgesched/edgesched/agent/flclient"
 	"github.com/edgesched/edgesched/agent/site"
 	"github.com/edgesched/edgesched/agent/trace"
@@ -267,7 +268,7 @@ func (r *siteRig) startAgent(id, dir string) *siteAgent {
 		t.Fatal(err)
 	}
 	a.fl.OnModel(func(flclient.Installed) { inst.Notify() })
-	dcfg := site.DefaultDependencyConfig()
+	dcfg := depgraph.DefaultConfig()
 	dcfg.Client, dcfg.Namespace, dcfg.Trace, dcfg.Site, dcfg.Identity = client, siteNamespace, a.store, siteName, id
 	dcfg.Interval = siteDepsInterval
 	enc, err := sage.Default() // the GraphSAGE encoder: the leader writes the services' embeddings too
@@ -275,7 +276,7 @@ func (r *siteRig) startAgent(id, dir string) *siteAgent {
 		t.Fatal(err)
 	}
 	dcfg.Encoder, dcfg.Decoder = enc.Encoder, enc.Decoder // and each service's partners
-	deps, err := site.NewDependencyPublisher(dcfg)
+	deps, err := depgraph.NewPublisher(dcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

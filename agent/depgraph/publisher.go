@@ -1,9 +1,10 @@
-package site
+package depgraph
 
 import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,53 +28,56 @@ import (
 	"github.com/edgesched/edgesched/policy/sage"
 )
 
+// ErrConfig wraps configuration refusals.
+var ErrConfig = errors.New("depgraph: bad config")
+
 // The service dependency graph the site leader publishes for the
 // scheduler plugin (docs/site-leader.md, "Service dependency graph").
 const (
-	// DependencyRefreshIntervals: an unchanged graph is rewritten once the
-	// one in the ConfigMap is this many intervals old (less half of one,
-	// so timer jitter does not push it to the next), so its updated time
+	// RefreshIntervals: an unchanged graph is rewritten once the one in
+	// the ConfigMap is this many intervals old (less half of one, so
+	// timer jitter does not push it to the next), so its updated time
 	// says the leader is alive.
-	DependencyRefreshIntervals = 10
-	// DependencyRateTolerance: a graph with the same edges is rewritten
-	// only when some rate moved by more than this share of the rate in
-	// the ConfigMap.
-	DependencyRateTolerance = 0.1
+	RefreshIntervals = 10
+	// RateTolerance: a graph with the same edges is rewritten only when
+	// some rate moved by more than this share of the rate in the
+	// ConfigMap.
+	RateTolerance = 0.1
 
 	componentDependencies = "dependency-graph"
 	labelManagedBy        = "app.kubernetes.io/managed-by"
 	managedByAgent        = "edge-agent"
 )
 
-// Results of DependencyPublisher.Sync (the writes_total label values but
-// for failed and trace_error).
+// Results of Publisher.Sync (the writes_total label values but for
+// failed and trace_error).
 const (
-	// DependencyCreated: the ConfigMap did not exist and was created.
-	DependencyCreated = "created"
-	// DependencyUpdated: the graph changed (or grew old) and was written.
-	DependencyUpdated = "updated"
-	// DependencyReplaced: the ConfigMap held something that is not a
-	// valid graph; it was overwritten (and logged).
-	DependencyReplaced = "replaced"
-	// DependencyUnchanged: the ConfigMap's graph is current; no write.
-	DependencyUnchanged = "unchanged"
+	// Created: the ConfigMap did not exist and was created.
+	Created = "created"
+	// Updated: the graph changed (or grew old) and was written.
+	Updated = "updated"
+	// Replaced: the ConfigMap held something that is not a valid graph;
+	// it was overwritten (and logged).
+	Replaced = "replaced"
+	// Unchanged: the ConfigMap's graph is current; no write.
+	Unchanged = "unchanged"
 
 	resultFailed     = "failed"
 	resultTraceError = "trace_error"
 )
 
-// DependencySource computes the service call graph over the window
+// Source computes the service call graph over the window
 // ending at until (trace.Store.ServiceDependencies).
-type DependencySource interface {
+type Source interface {
 	ServiceDependencies(window time.Duration, until time.Time) ([]kubefmt.DependencyEdge, error)
 }
 
-var _ DependencySource = (*trace.Store)(nil)
+var _ Source = (*trace.Store)(nil)
 
-// DependencyConfig configures a DependencyPublisher. Start from
-// DefaultDependencyConfig; the zero values of the optional fields are
+// Config configures a Publisher. Start from
+// DefaultConfig; the zero values of the optional fields are
 // documented on each.
-type DependencyConfig struct {
+type Config struct {
 	// Client reads and writes the ConfigMap (get/create/update on it):
 	// kube.NewForConfig's clients, or a clientset adapted by
 	// kube/kubeclientset. Required.
@@ -83,7 +87,7 @@ type DependencyConfig struct {
 	// edgesched-system, kubefmt.DefaultDependenciesConfigMapName).
 	Namespace, Name string
 	// Trace computes the graph: the site trace (*trace.Store). Required.
-	Trace DependencySource
+	Trace Source
 	// Interval is how often the graph is computed (default 1m); Window
 	// the span of call-rate samples each computation averages over
 	// (default 10m).
@@ -121,14 +125,14 @@ type DependencyConfig struct {
 	Logger *slog.Logger
 }
 
-// DefaultDependencyConfig returns the defaults.
-func DefaultDependencyConfig() DependencyConfig {
-	return DependencyConfig{Namespace: DefaultNamespace, Name: kubefmt.DefaultDependenciesConfigMapName,
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{Namespace: kubefmt.DefaultNamespace, Name: kubefmt.DefaultDependenciesConfigMapName,
 		Interval: time.Minute, Window: 10 * time.Minute, BackoffMin: time.Second, BackoffMax: 30 * time.Second}
 }
 
 // Validate names the first bad field.
-func (c *DependencyConfig) Validate() error {
+func (c *Config) Validate() error {
 	switch {
 	case c.Client == nil:
 		return fmt.Errorf("%w: dependency graph Client required", ErrConfig)
@@ -150,19 +154,19 @@ func (c *DependencyConfig) Validate() error {
 	return nil
 }
 
-// DependencyPublisher is the leader-only component that computes the
+// Publisher is the leader-only component that computes the
 // site's service dependency graph from the trace every Interval and
 // writes it into the ConfigMap EdgePolicy reads (data
 // kubefmt.DependenciesConfigMapKey, kubefmt.DependencyGraph's
 // encoding). It writes only when the graph changed (another edge set, or
-// a rate that moved by more than DependencyRateTolerance) or the graph
-// there is DependencyRefreshIntervals old, with optimistic concurrency
+// a rate that moved by more than RateTolerance) or the graph
+// there is RefreshIntervals old, with optimistic concurrency
 // (resourceVersion); a ConfigMap that does not hold a valid graph is
 // replaced. Failures are logged, counted and retried with backoff; Run
 // returns only when its context ends. Run once per term (reusable across
 // terms); Sync is safe for concurrent use.
-type DependencyPublisher struct {
-	cfg    DependencyConfig
+type Publisher struct {
+	cfg    Config
 	log    *slog.Logger
 	writes *prometheus.CounterVec
 	edges  prometheus.Gauge
@@ -181,8 +185,6 @@ type DependencyPublisher struct {
 	reweighed chan struct{}
 }
 
-var _ Component = (*DependencyPublisher)(nil)
-
 // embedder is an encoder, its decoder (nil: none) and their ID.
 type embedder struct {
 	enc *sage.Encoder
@@ -198,7 +200,7 @@ type embedder struct {
 // scheduler that has loaded the model reads a dep_affinity of 0 until
 // then). Without an encoder configured (embeddings off) it does nothing;
 // nil w goes back to cfg's encoder. Safe while Sync runs.
-func (p *DependencyPublisher) SetWeights(w *policy.SageWeights) error {
+func (p *Publisher) SetWeights(w *policy.SageWeights) error {
 	if p.cfg.Encoder == nil {
 		return nil
 	}
@@ -221,8 +223,8 @@ func (p *DependencyPublisher) SetWeights(w *policy.SageWeights) error {
 	return nil
 }
 
-// NewDependencyPublisher checks cfg and registers the metrics.
-func NewDependencyPublisher(cfg DependencyConfig) (*DependencyPublisher, error) {
+// NewPublisher checks cfg and registers the metrics.
+func NewPublisher(cfg Config) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -233,7 +235,7 @@ func NewDependencyPublisher(cfg DependencyConfig) (*DependencyPublisher, error) 
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	p := &DependencyPublisher{cfg: cfg, log: log.With("configmap", cfg.Namespace+"/"+cfg.Name),
+	p := &Publisher{cfg: cfg, log: log.With("configmap", cfg.Namespace+"/"+cfg.Name),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgesched", Subsystem: "site", Name: "dependency_graph_writes_total",
 			Help: "Computations of the service dependency graph by result: created, updated, replaced (the ConfigMap held no valid graph), unchanged (no write needed), failed (API error; retried), trace_error (the site trace could not be read; retried)."},
 			[]string{"result"}),
@@ -264,7 +266,7 @@ func NewDependencyPublisher(cfg DependencyConfig) (*DependencyPublisher, error) 
 // switches the weights, until ctx ends (then it returns ctx's error); a
 // failed attempt is retried after a capped, jittered backoff instead of
 // the next Interval.
-func (p *DependencyPublisher) Run(ctx context.Context) error {
+func (p *Publisher) Run(ctx context.Context) error {
 	b := backoff.New(p.cfg.BackoffMin, p.cfg.BackoffMax, p.cfg.Seed^0xde9)
 	t := time.NewTicker(p.cfg.Interval)
 	defer t.Stop()
@@ -278,7 +280,7 @@ func (p *DependencyPublisher) Run(ctx context.Context) error {
 			again = time.After(d)
 		case err == nil:
 			b.Reset()
-			if res.Action == DependencyUnchanged {
+			if res.Action == Unchanged {
 				p.log.Debug("dependency graph unchanged", "edges", res.Edges)
 			} else {
 				p.log.Info("dependency graph written", "action", res.Action, "edges", res.Edges, "reason", res.Reason, "dropped", res.Dropped)
@@ -294,10 +296,10 @@ func (p *DependencyPublisher) Run(ctx context.Context) error {
 	}
 }
 
-// DependencyResult says what Sync did.
-type DependencyResult struct {
-	// Action is DependencyCreated, DependencyUpdated, DependencyReplaced
-	// or DependencyUnchanged.
+// Result says what Sync did.
+type Result struct {
+	// Action is Created, Updated, Replaced
+	// or Unchanged.
 	Action string
 	// Reason names why a graph was written ("new", "edges changed",
 	// "rates moved", "refresh", "window changed", "no graph", "invalid";
@@ -312,10 +314,10 @@ type DependencyResult struct {
 
 // Sync computes the graph over the Window ending now and writes it into
 // the ConfigMap when it differs from the one there (see
-// DependencyPublisher), creating the ConfigMap when absent. Conflicting
+// Publisher), creating the ConfigMap when absent. Conflicting
 // writes are retried from a fresh read.
-func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error) {
-	var res DependencyResult
+func (p *Publisher) Sync(ctx context.Context) (Result, error) {
+	var res Result
 	now := p.cfg.Now()
 	edges, err := p.cfg.Trace.ServiceDependencies(p.cfg.Window, now)
 	if err != nil {
@@ -376,7 +378,7 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 				return err
 			}
 			p.stamp(cm, raw, e)
-			res.Action, res.Reason = DependencyCreated, "new"
+			res.Action, res.Reason = Created, "new"
 			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(v1.Resource("configmaps"), p.cfg.Name, err)
@@ -386,15 +388,15 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 		if err != nil {
 			return err
 		}
-		res.Action = DependencyUpdated
+		res.Action = Updated
 		if cur, ok := cm.Data[kubefmt.DependenciesConfigMapKey]; !ok {
 			res.Reason = "no graph"
 		} else if old, derr := kubefmt.DecodeDependencyGraph([]byte(cur)); derr != nil {
 			p.log.Warn("the ConfigMap's dependency graph does not decode: replacing it", "err", derr)
-			res.Action, res.Reason = DependencyReplaced, "invalid"
+			res.Action, res.Reason = Replaced, "invalid"
 		} else if res.Reason = p.changed(old, &g, now); res.Reason == "" {
 			if res.Reason = p.embeddingsStale(cm, old.Updated, w); res.Reason == "" {
-				res.Action = DependencyUnchanged
+				res.Action = Unchanged
 				return nil
 			}
 		}
@@ -423,7 +425,7 @@ func (p *DependencyPublisher) Sync(ctx context.Context) (DependencyResult, error
 // rewrote the graph and kept the old key), or of the other format
 // version (with partners when the leader has no decoder, without them
 // when it has one); or present when the leader has no encoder.
-func (p *DependencyPublisher) embeddingsStale(cm *v1.ConfigMap, graphUpdated time.Time, w *embedder) string {
+func (p *Publisher) embeddingsStale(cm *v1.ConfigMap, graphUpdated time.Time, w *embedder) string {
 	cur, ok := cm.Data[kubefmt.EmbeddingsConfigMapKey]
 	switch {
 	case w == nil && ok:
@@ -450,10 +452,10 @@ func (p *DependencyPublisher) embeddingsStale(cm *v1.ConfigMap, graphUpdated tim
 }
 
 // changed says why g must replace old ("" when it need not): another
-// edge set, a rate that moved by more than DependencyRateTolerance,
-// another window, or old's updated time DependencyRefreshIntervals
+// edge set, a rate that moved by more than RateTolerance,
+// another window, or old's updated time RefreshIntervals
 // intervals ago (or in the future: another leader's clock).
-func (p *DependencyPublisher) changed(old, g *kubefmt.DependencyGraph, now time.Time) string {
+func (p *Publisher) changed(old, g *kubefmt.DependencyGraph, now time.Time) string {
 	if old.Window != g.Window {
 		return "window changed"
 	}
@@ -470,12 +472,12 @@ func (p *DependencyPublisher) changed(old, g *kubefmt.DependencyGraph, now time.
 		if !ok {
 			return "edges changed"
 		}
-		moved = moved || math.Abs(e.CallsPerSecond-r) > DependencyRateTolerance*r
+		moved = moved || math.Abs(e.CallsPerSecond-r) > RateTolerance*r
 	}
 	if moved {
 		return "rates moved"
 	}
-	refresh := time.Duration((DependencyRefreshIntervals - 0.5) * float64(p.cfg.Interval))
+	refresh := time.Duration((RefreshIntervals - 0.5) * float64(p.cfg.Interval))
 	if age := now.Sub(old.Updated); age >= refresh || age < -p.cfg.Interval {
 		return "refresh"
 	}
@@ -486,7 +488,7 @@ func (p *DependencyPublisher) changed(old, g *kubefmt.DependencyGraph, now time.
 // format refuses and, beyond kubefmt.MaxDependencyEdges or
 // MaxDependencyGraphBytes encoded, the lightest ones (the heaviest are
 // kept). It returns the edges kept and how many were dropped.
-func (p *DependencyPublisher) fit(edges []kubefmt.DependencyEdge) ([]kubefmt.DependencyEdge, int) {
+func (p *Publisher) fit(edges []kubefmt.DependencyEdge) ([]kubefmt.DependencyEdge, int) {
 	kept := make([]kubefmt.DependencyEdge, 0, len(edges))
 	bad := 0
 	for _, e := range edges {
@@ -533,7 +535,7 @@ func (p *DependencyPublisher) fit(edges []kubefmt.DependencyEdge) ([]kubefmt.Dep
 
 // stamp puts the graph, the embeddings (nil: none), the labels and the
 // writer on cm.
-func (p *DependencyPublisher) stamp(cm *v1.ConfigMap, raw, emb []byte) {
+func (p *Publisher) stamp(cm *v1.ConfigMap, raw, emb []byte) {
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
@@ -549,14 +551,14 @@ func (p *DependencyPublisher) stamp(cm *v1.ConfigMap, raw, emb []byte) {
 		cm.Labels = map[string]string{}
 	}
 	cm.Labels[labelManagedBy] = managedByAgent
-	cm.Labels[labelComponent] = componentDependencies
+	cm.Labels[kubefmt.LabelComponent] = componentDependencies
 	if p.cfg.Site != "" {
-		cm.Labels[labelSite] = p.cfg.Site
+		cm.Labels[kubefmt.LabelSite] = p.cfg.Site
 	}
 	if p.cfg.Identity != "" {
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}
 		}
-		cm.Annotations[annotationBy] = p.cfg.Identity
+		cm.Annotations[kubefmt.AnnotationAgent] = p.cfg.Identity
 	}
 }

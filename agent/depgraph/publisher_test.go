@@ -1,4 +1,4 @@
-package site
+package depgraph
 
 import (
 	"cmp"
@@ -25,6 +25,7 @@ import (
 	"github.com/edgesched/edgesched/agent/trace"
 	"github.com/edgesched/edgesched/agent/trace/tracefmt"
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/kubefmt"
 )
 
@@ -88,23 +89,23 @@ func edge(from, to string, r float64) kubefmt.DependencyEdge {
 	return kubefmt.DependencyEdge{From: from, To: to, CallsPerSecond: r}
 }
 
-// TestDependencyPublisherSync follows one publisher through the life of a
+// TestPublisherSync follows one publisher through the life of a
 // site: a real trace store, the fake API, a clock moved by hand (interval
 // 1m, window 1h, so the samples stay in the window until the last step).
-func TestDependencyPublisherSync(t *testing.T) {
+func TestPublisherSync(t *testing.T) {
 	ctx := context.Background()
 	clk := &depClock{}
 	store := depStore(t, clk)
 	client := fake.NewClientset()
 	reg := prometheus.NewPedanticRegistry()
-	cfg := DefaultDependencyConfig()
+	cfg := DefaultConfig()
 	cfg.Client, cfg.Trace, cfg.Now, cfg.Registerer = kubeclientset.Wrap(client), store, clk.Now, reg
 	cfg.Window, cfg.Site, cfg.Identity = time.Hour, "store-1", "node-a"
-	p, err := NewDependencyPublisher(cfg)
+	p, err := NewPublisher(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cms := client.CoreV1().ConfigMaps(DefaultNamespace)
+	cms := client.CoreV1().ConfigMaps(kubefmt.DefaultNamespace)
 	steps := []struct {
 		name    string
 		at      time.Duration // the clock, from depT0
@@ -115,42 +116,42 @@ func TestDependencyPublisherSync(t *testing.T) {
 		written time.Duration            // its updated time, from depT0
 	}{
 		{
-			name: "first graph", at: 2 * time.Minute, action: DependencyCreated, reason: "new",
+			name: "first graph", at: 2 * time.Minute, action: Created, reason: "new",
 			before: func() { sample(t, store, time.Minute, "web-0", "db-0", 10) },
 			want:   []kubefmt.DependencyEdge{edge("web", "db", 10)}, written: 2 * time.Minute,
 		},
 		{
-			name: "nothing new", at: 3 * time.Minute, action: DependencyUnchanged,
+			name: "nothing new", at: 3 * time.Minute, action: Unchanged,
 			want: []kubefmt.DependencyEdge{edge("web", "db", 10)}, written: 2 * time.Minute,
 		},
 		{
 			// (10 + 11) / 2 = 10.5: 5% above the 10 written, within 10%
-			name: "rate moved 5%", at: 4 * time.Minute, action: DependencyUnchanged,
+			name: "rate moved 5%", at: 4 * time.Minute, action: Unchanged,
 			before: func() { sample(t, store, 210*time.Second, "web-0", "db-0", 11) },
 			want:   []kubefmt.DependencyEdge{edge("web", "db", 10)}, written: 2 * time.Minute,
 		},
 		{
 			// (10 + 11 + 15) / 3 = 12: 20% above the 10 written
-			name: "rate moved 20%", at: 5 * time.Minute, action: DependencyUpdated, reason: "rates moved",
+			name: "rate moved 20%", at: 5 * time.Minute, action: Updated, reason: "rates moved",
 			before: func() { sample(t, store, 270*time.Second, "web-0", "db-0", 15) },
 			want:   []kubefmt.DependencyEdge{edge("web", "db", 12)}, written: 5 * time.Minute,
 		},
 		{
-			name: "new edge", at: 6 * time.Minute, action: DependencyUpdated, reason: "edges changed",
+			name: "new edge", at: 6 * time.Minute, action: Updated, reason: "edges changed",
 			before: func() { sample(t, store, 330*time.Second, "web-0", "cache-0", 4) },
 			want:   []kubefmt.DependencyEdge{edge("web", "cache", 4), edge("web", "db", 12)}, written: 6 * time.Minute,
 		},
 		{
 			// 9 intervals after the last write: not yet refreshed
-			name: "nine intervals later", at: 15 * time.Minute, action: DependencyUnchanged,
+			name: "nine intervals later", at: 15 * time.Minute, action: Unchanged,
 			want: []kubefmt.DependencyEdge{edge("web", "cache", 4), edge("web", "db", 12)}, written: 6 * time.Minute,
 		},
 		{
-			name: "ten intervals later", at: 16 * time.Minute, action: DependencyUpdated, reason: "refresh",
+			name: "ten intervals later", at: 16 * time.Minute, action: Updated, reason: "refresh",
 			want: []kubefmt.DependencyEdge{edge("web", "cache", 4), edge("web", "db", 12)}, written: 16 * time.Minute,
 		},
 		{
-			name: "garbage in the ConfigMap", at: 17 * time.Minute, action: DependencyReplaced, reason: "invalid",
+			name: "garbage in the ConfigMap", at: 17 * time.Minute, action: Replaced, reason: "invalid",
 			before: func() {
 				cm, _ := cms.Get(ctx, kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
 				cm.Data[kubefmt.DependenciesConfigMapKey] = `{"version": 1, "edges": [{"from": "web", "to": "db", "callsPerSecond": -1}]}`
@@ -163,7 +164,7 @@ func TestDependencyPublisherSync(t *testing.T) {
 		{
 			// someone took the key out and left a note: the graph goes
 			// back, the note stays
-			name: "key removed", at: 18 * time.Minute, action: DependencyUpdated, reason: "no graph",
+			name: "key removed", at: 18 * time.Minute, action: Updated, reason: "no graph",
 			before: func() {
 				cm, _ := cms.Get(ctx, kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
 				cm.Data = map[string]string{"note": "kept"}
@@ -175,7 +176,7 @@ func TestDependencyPublisherSync(t *testing.T) {
 		},
 		{
 			// the window [1h30m, 2h30m] holds no sample any more
-			name: "samples left the window", at: 150 * time.Minute, action: DependencyUpdated, reason: "edges changed",
+			name: "samples left the window", at: 150 * time.Minute, action: Updated, reason: "edges changed",
 			want: []kubefmt.DependencyEdge{}, written: 150 * time.Minute,
 		},
 	}
@@ -188,15 +189,15 @@ func TestDependencyPublisherSync(t *testing.T) {
 		if err != nil || res.Action != s.action || res.Reason != s.reason || res.Edges != len(s.want) {
 			t.Fatalf("%s: %+v, %v; want %s (%q) with %d edges", s.name, res, err, s.action, s.reason, len(s.want))
 		}
-		cm, g := readGraph(t, client, DefaultNamespace)
+		cm, g := readGraph(t, client, kubefmt.DefaultNamespace)
 		if !slices.Equal(g.Edges, s.want) || !g.Updated.Equal(depT0.Add(s.written)) || g.Window != "1h0m0s" {
 			t.Fatalf("%s: ConfigMap graph %+v; want edges %v updated %v", s.name, g, s.want, depT0.Add(s.written))
 		}
-		if l := cm.Labels; l[labelManagedBy] != managedByAgent || l[labelComponent] != componentDependencies || l[labelSite] != "store-1" || cm.Annotations[annotationBy] != "node-a" {
+		if l := cm.Labels; l[labelManagedBy] != managedByAgent || l[kubefmt.LabelComponent] != componentDependencies || l[kubefmt.LabelSite] != "store-1" || cm.Annotations[kubefmt.AnnotationAgent] != "node-a" {
 			t.Fatalf("%s: labels %v annotations %v", s.name, cm.Labels, cm.Annotations)
 		}
 	}
-	if cm, _ := readGraph(t, client, DefaultNamespace); cm.Data["note"] != "kept" {
+	if cm, _ := readGraph(t, client, kubefmt.DefaultNamespace); cm.Data["note"] != "kept" {
 		t.Errorf("another key of the ConfigMap was lost: %v", cm.Data)
 	}
 	// created 1; unchanged 3 (nothing new, 5%, nine intervals); updated 5
@@ -214,11 +215,11 @@ func TestDependencyPublisherSync(t *testing.T) {
 	}
 }
 
-// TestDependencyPublisherErrors: API errors are counted and returned (Run
+// TestPublisherErrors: API errors are counted and returned (Run
 // retries them), a conflicting write is retried from a fresh read within
 // one Sync, a trace that cannot be read is counted as trace_error, and
 // nothing panics.
-func TestDependencyPublisherErrors(t *testing.T) {
+func TestPublisherErrors(t *testing.T) {
 	ctx := context.Background()
 	clk := &depClock{t: depT0.Add(2 * time.Minute)}
 	store := depStore(t, clk)
@@ -226,7 +227,7 @@ func TestDependencyPublisherErrors(t *testing.T) {
 	cases := []struct {
 		name    string
 		react   func(c *fake.Clientset)
-		trace   DependencySource
+		trace   Source
 		wantErr bool
 		counted map[string]float64
 	}{
@@ -279,12 +280,12 @@ func TestDependencyPublisherErrors(t *testing.T) {
 			if tc.react != nil {
 				tc.react(client)
 			}
-			cfg := DefaultDependencyConfig()
+			cfg := DefaultConfig()
 			cfg.Client, cfg.Trace, cfg.Now = kubeclientset.Wrap(client), store, clk.Now
 			if tc.trace != nil {
 				cfg.Trace = tc.trace
 			}
-			p, err := NewDependencyPublisher(cfg)
+			p, err := NewPublisher(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -311,11 +312,11 @@ func closedStore(t *testing.T) *trace.Store {
 	return s
 }
 
-// TestDependencyPublisherRun: Run writes at once, retries a failing
+// TestPublisherRun: Run writes at once, retries a failing
 // apiserver with its backoff (the interval is an hour, so every attempt
 // after the first is a retry), follows the trace, and returns when its
 // context ends.
-func TestDependencyPublisherRun(t *testing.T) {
+func TestPublisherRun(t *testing.T) {
 	clk := &depClock{t: depT0.Add(2 * time.Minute)}
 	store := depStore(t, clk)
 	sample(t, store, time.Minute, "web-0", "db-0", 10)
@@ -328,15 +329,15 @@ func TestDependencyPublisherRun(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	cfg := DefaultDependencyConfig()
+	cfg := DefaultConfig()
 	cfg.Client, cfg.Trace, cfg.Now, cfg.Namespace = kubeclientset.Wrap(client), store, clk.Now, "edge"
 	cfg.Interval, cfg.BackoffMin, cfg.BackoffMax, cfg.Seed = time.Hour, 5*time.Millisecond, 20*time.Millisecond, 7
-	p, err := NewDependencyPublisher(cfg)
+	p, err := NewPublisher(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := runBackground(t, p.Run)
-	poll(t, 5*time.Second, "the graph after three failed attempts", func() (bool, string) {
+	stop := fltest.RunBackground(t, p.Run)
+	fltest.Eventually(t, 5*time.Second, "the graph after three failed attempts", func() (bool, string) {
 		// from the tracker: a Get through the clientset would meet the
 		// failing reactor too
 		obj, err := client.Tracker().Get(v1.SchemeGroupVersion.WithResource("configmaps"), "edge", kubefmt.DefaultDependenciesConfigMapName)
@@ -352,34 +353,34 @@ func TestDependencyPublisherRun(t *testing.T) {
 	stop()
 }
 
-// TestDependencyPublisherRunInterval: with a short interval the graph
+// TestPublisherRunInterval: with a short interval the graph
 // follows the trace without anyone calling Sync.
-func TestDependencyPublisherRunInterval(t *testing.T) {
+func TestPublisherRunInterval(t *testing.T) {
 	clk := &depClock{t: depT0.Add(2 * time.Minute)}
 	store := depStore(t, clk)
 	sample(t, store, time.Minute, "web-0", "db-0", 10)
 	client := fake.NewClientset()
-	cfg := DefaultDependencyConfig()
+	cfg := DefaultConfig()
 	cfg.Client, cfg.Trace, cfg.Now, cfg.Interval = kubeclientset.Wrap(client), store, clk.Now, 20*time.Millisecond
-	p, err := NewDependencyPublisher(cfg)
+	p, err := NewPublisher(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := runBackground(t, p.Run)
+	stop := fltest.RunBackground(t, p.Run)
 	graph := func() string {
-		cm, err := client.CoreV1().ConfigMaps(DefaultNamespace).Get(context.Background(), kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+		cm, err := client.CoreV1().ConfigMaps(kubefmt.DefaultNamespace).Get(context.Background(), kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
 		}
 		return cm.Data[kubefmt.DependenciesConfigMapKey]
 	}
-	poll(t, 5*time.Second, "the first graph", func() (bool, string) { g := graph(); return strings.Contains(g, `"to":"db"`), g })
+	fltest.Eventually(t, 5*time.Second, "the first graph", func() (bool, string) { g := graph(); return strings.Contains(g, `"to":"db"`), g })
 	sample(t, store, 90*time.Second, "web-0", "cache-0", 3)
-	poll(t, 5*time.Second, "the new edge", func() (bool, string) { g := graph(); return strings.Contains(g, `"to":"cache"`), g })
+	fltest.Eventually(t, 5*time.Second, "the new edge", func() (bool, string) { g := graph(); return strings.Contains(g, `"to":"cache"`), g })
 	stop()
 }
 
-// fixedEdges is a DependencySource returning a fixed list (the bounds of
+// fixedEdges is a Source returning a fixed list (the bounds of
 // the format are impractical to reach through a trace).
 type fixedEdges []kubefmt.DependencyEdge
 
@@ -387,9 +388,9 @@ func (f fixedEdges) ServiceDependencies(time.Duration, time.Time) ([]kubefmt.Dep
 	return slices.Clone(f), nil
 }
 
-// TestDependencyFit: edges the format refuses are left out; a graph beyond
+// TestFit: edges the format refuses are left out; a graph beyond
 // the format's bounds keeps its heaviest edges; what is written decodes.
-func TestDependencyFit(t *testing.T) {
+func TestFit(t *testing.T) {
 	many := func(n, nameLen int) fixedEdges {
 		var out fixedEdges
 		for i := range n {
@@ -414,9 +415,9 @@ func TestDependencyFit(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewClientset()
-			cfg := DefaultDependencyConfig()
+			cfg := DefaultConfig()
 			cfg.Client, cfg.Trace = kubeclientset.Wrap(client), tc.src
-			p, err := NewDependencyPublisher(cfg)
+			p, err := NewPublisher(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -424,7 +425,7 @@ func TestDependencyFit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cm, g := readGraph(t, client, DefaultNamespace)
+			cm, g := readGraph(t, client, kubefmt.DefaultNamespace)
 			raw := cm.Data[kubefmt.DependenciesConfigMapKey]
 			if len(g.Edges) != res.Edges || res.Edges+res.Dropped != len(tc.src) || len(raw) > kubefmt.MaxDependencyGraphBytes {
 				t.Fatalf("%+v: %d edges written in %d bytes", res, len(g.Edges), len(raw))
@@ -447,33 +448,33 @@ func TestDependencyFit(t *testing.T) {
 	}
 }
 
-// TestDependencyConfigValidate names the bad field.
-func TestDependencyConfigValidate(t *testing.T) {
-	good := func() DependencyConfig {
-		c := DefaultDependencyConfig()
+// TestConfigValidate names the bad field.
+func TestConfigValidate(t *testing.T) {
+	good := func() Config {
+		c := DefaultConfig()
 		c.Client, c.Trace = kubeclientset.Wrap(fake.NewClientset()), fixedEdges{}
 		return c
 	}
 	cases := []struct {
 		name string
-		mod  func(*DependencyConfig)
+		mod  func(*Config)
 		want string // in the error; "" valid
 	}{
-		{"defaults", func(*DependencyConfig) {}, ""},
-		{"no client", func(c *DependencyConfig) { c.Client = nil }, "Client required"},
-		{"no trace", func(c *DependencyConfig) { c.Trace = nil }, "Trace required"},
-		{"bad namespace", func(c *DependencyConfig) { c.Namespace = "Edge_System" }, `Namespace "Edge_System"`},
-		{"empty name", func(c *DependencyConfig) { c.Name = "" }, `Name ""`},
-		{"zero interval", func(c *DependencyConfig) { c.Interval = 0 }, "Interval 0s"},
-		{"negative window", func(c *DependencyConfig) { c.Window = -time.Minute }, "Window -1m0s"},
-		{"backoff upside down", func(c *DependencyConfig) { c.BackoffMin, c.BackoffMax = time.Minute, time.Second }, "backoff"},
-		{"bad site label", func(c *DependencyConfig) { c.Site = "store 1" }, `Site "store 1"`},
+		{"defaults", func(*Config) {}, ""},
+		{"no client", func(c *Config) { c.Client = nil }, "Client required"},
+		{"no trace", func(c *Config) { c.Trace = nil }, "Trace required"},
+		{"bad namespace", func(c *Config) { c.Namespace = "Edge_System" }, `Namespace "Edge_System"`},
+		{"empty name", func(c *Config) { c.Name = "" }, `Name ""`},
+		{"zero interval", func(c *Config) { c.Interval = 0 }, "Interval 0s"},
+		{"negative window", func(c *Config) { c.Window = -time.Minute }, "Window -1m0s"},
+		{"backoff upside down", func(c *Config) { c.BackoffMin, c.BackoffMax = time.Minute, time.Second }, "backoff"},
+		{"bad site label", func(c *Config) { c.Site = "store 1" }, `Site "store 1"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good()
 			tc.mod(&c)
-			_, err := NewDependencyPublisher(c)
+			_, err := NewPublisher(c)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)

@@ -1,4 +1,4 @@
-package site
+package depgraph
 
 import (
 	"context"
@@ -14,21 +14,22 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/edgesched/edgesched/internal/kube/kubeclientset"
+	"github.com/edgesched/edgesched/internal/testutil/fltest"
 	"github.com/edgesched/edgesched/kubefmt"
 	"github.com/edgesched/edgesched/policy"
 	"github.com/edgesched/edgesched/policy/sage"
 )
 
-// TestDependencyPublisherEmbeddings follows a leader with an encoder: the
+// TestPublisherEmbeddings follows a leader with an encoder: the
 // first write carries the graph's service embeddings (the encoder's own
 // computation, quantized); an unchanged graph leaves them; a new encoder,
 // damaged embeddings, embeddings of another write of the graph or a
 // leader without an encoder rewrite them.
-func TestDependencyPublisherEmbeddings(t *testing.T) {
+func TestPublisherEmbeddings(t *testing.T) {
 	ctx := context.Background()
 	edges := fixedEdges{edge("web", "db", 10), edge("web", "cache", 40), edge("cache", "db", 4)}
 	client := fake.NewClientset()
-	cms := client.CoreV1().ConfigMaps(DefaultNamespace)
+	cms := client.CoreV1().ConfigMaps(kubefmt.DefaultNamespace)
 	encoder := func(seed uint64) *sage.Encoder {
 		cfg := sage.DefaultPretrainConfig()
 		cfg.Seed = seed
@@ -39,11 +40,11 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 		return e
 	}
 	reg := prometheus.NewPedanticRegistry()
-	publisher := func(enc *sage.Encoder, reg prometheus.Registerer) *DependencyPublisher {
-		cfg := DefaultDependencyConfig()
+	publisher := func(enc *sage.Encoder, reg prometheus.Registerer) *Publisher {
+		cfg := DefaultConfig()
 		cfg.Client, cfg.Trace, cfg.Encoder, cfg.Registerer = kubeclientset.Wrap(client), edges, enc, reg
 		cfg.Now = func() time.Time { return depT0 }
-		p, err := NewDependencyPublisher(cfg)
+		p, err := NewPublisher(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +65,7 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 		}
 		return cm.Data, m
 	}
-	sync := func(p *DependencyPublisher, action, reason string) {
+	sync := func(p *Publisher, action, reason string) {
 		t.Helper()
 		res, err := p.Sync(ctx)
 		if err != nil || res.Action != action || res.Reason != reason {
@@ -74,7 +75,7 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 
 	enc := encoder(1)
 	p := publisher(enc, reg)
-	sync(p, DependencyCreated, "new")
+	sync(p, Created, "new")
 	_, m := read()
 	if m == nil || m.Encoder != enc.ID() || m.Dim != enc.Net.D || len(m.Services) != 3 || !m.Updated.Equal(depT0) {
 		t.Fatalf("embeddings %+v", m)
@@ -94,8 +95,8 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 		t.Fatalf("embedding_seconds: %d series", n)
 	}
 
-	sync(p, DependencyUnchanged, "")
-	sync(publisher(encoder(2), nil), DependencyUpdated, "encoder changed")
+	sync(p, Unchanged, "")
+	sync(publisher(encoder(2), nil), Updated, "encoder changed")
 	if _, m := read(); m.Encoder != encoder(2).ID() {
 		t.Fatalf("encoder %s after the change", m.Encoder)
 	}
@@ -104,7 +105,7 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sync(p, DependencyUpdated, "invalid embeddings")
+	sync(p, Updated, "invalid embeddings")
 	// embeddings from another write of the graph (an agent without them
 	// rewrote the graph during an upgrade and kept the key): stale
 	_, m = read()
@@ -118,14 +119,14 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sync(p, DependencyUpdated, "embeddings stale")
-	sync(p, DependencyUnchanged, "")
-	sync(publisher(nil, nil), DependencyUpdated, "no encoder")
+	sync(p, Updated, "embeddings stale")
+	sync(p, Unchanged, "")
+	sync(publisher(nil, nil), Updated, "no encoder")
 	if data, m := read(); m != nil || data[kubefmt.DependenciesConfigMapKey] == "" {
 		t.Fatalf("without an encoder: %v", data)
 	}
-	sync(publisher(nil, nil), DependencyUnchanged, "")
-	sync(p, DependencyUpdated, "no embeddings")
+	sync(publisher(nil, nil), Unchanged, "")
+	sync(p, Updated, "no embeddings")
 
 	// a leader with the decoder too publishes partners (format version
 	// 2), the same as sage.Publish computes for the graph (what the
@@ -134,15 +135,15 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	withDecoder := func() *DependencyPublisher {
+	withDecoder := func() *Publisher {
 		pd := publisher(pre.Encoder, nil)
 		if err := pd.SetWeights(pre.Weights()); err != nil {
 			t.Fatal(err)
 		}
 		return pd
 	}
-	sync(withDecoder(), DependencyUpdated, "encoder changed")
-	sync(withDecoder(), DependencyUnchanged, "")
+	sync(withDecoder(), Updated, "encoder changed")
+	sync(withDecoder(), Unchanged, "")
 	_, m = read()
 	ref, err := sage.Publish(pre.Encoder, pre.Decoder, pre.ID(), sage.FromDependencies(edges), depT0)
 	if err != nil {
@@ -161,7 +162,7 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 		t.Fatalf("version %d, %d partners; want 2, 6", m.Version, partners)
 	}
 	// (the pair's ID covers the decoder: the encoder alone is another)
-	sync(publisher(pre.Encoder, nil), DependencyUpdated, "encoder changed")
+	sync(publisher(pre.Encoder, nil), Updated, "encoder changed")
 	if _, m := read(); m.Version != 1 || len(m.Services[0].Partners) != 0 {
 		t.Fatalf("without a decoder: version %d, %v", m.Version, m.Services[0].Partners)
 	}
@@ -175,15 +176,15 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 	if err := pm.SetWeights(own); err != nil {
 		t.Fatal(err)
 	}
-	sync(pm, DependencyUpdated, "encoder changed")
+	sync(pm, Updated, "encoder changed")
 	if _, m := read(); m.Encoder != own.ID() || m.Version != 2 || m.Encoder == pre.ID() {
 		t.Fatalf("with the model's weights: encoder %s version %d, want %s version 2", m.Encoder, m.Version, own.ID())
 	}
-	sync(pm, DependencyUnchanged, "")
+	sync(pm, Unchanged, "")
 	if err := pm.SetWeights(nil); err != nil {
 		t.Fatal(err)
 	}
-	sync(pm, DependencyUpdated, "encoder changed")
+	sync(pm, Updated, "encoder changed")
 	if _, m := read(); m.Encoder != pre.Encoder.ID() || m.Version != 1 {
 		t.Fatalf("back to the configured encoder: %s version %d, want %s version 1", m.Encoder, m.Version, pre.Encoder.ID())
 	}
@@ -198,25 +199,25 @@ func TestDependencyPublisherEmbeddings(t *testing.T) {
 	}
 }
 
-// TestDependencyPublisherRunReweighs: Run publishes the partners of new
+// TestPublisherRunReweighs: Run publishes the partners of new
 // GraphSAGE weights as soon as SetWeights switches to them, not an
 // Interval later (an hour here, so only the wake-up can do it); setting
 // the same weights again writes nothing.
-func TestDependencyPublisherRunReweighs(t *testing.T) {
+func TestPublisherRunReweighs(t *testing.T) {
 	pre, err := sage.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := fake.NewClientset()
-	cfg := DefaultDependencyConfig()
+	cfg := DefaultConfig()
 	cfg.Client, cfg.Trace, cfg.Encoder, cfg.Decoder = kubeclientset.Wrap(client), fixedEdges{edge("web", "db", 10)}, pre.Encoder, pre.Decoder
 	cfg.Now, cfg.Interval = func() time.Time { return depT0 }, time.Hour
-	p, err := NewDependencyPublisher(cfg)
+	p, err := NewPublisher(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	encoder := func() string {
-		cm, err := client.CoreV1().ConfigMaps(DefaultNamespace).Get(context.Background(), kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
+		cm, err := client.CoreV1().ConfigMaps(kubefmt.DefaultNamespace).Get(context.Background(), kubefmt.DefaultDependenciesConfigMapName, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
 		}
@@ -226,15 +227,15 @@ func TestDependencyPublisherRunReweighs(t *testing.T) {
 		}
 		return m.Encoder
 	}
-	stop := runBackground(t, p.Run)
+	stop := fltest.RunBackground(t, p.Run)
 	defer stop()
-	poll(t, 5*time.Second, "the first embeddings", func() (bool, string) { e := encoder(); return e == pre.ID(), e })
+	fltest.Eventually(t, 5*time.Second, "the first embeddings", func() (bool, string) { e := encoder(); return e == pre.ID(), e })
 	own := pre.Weights()
 	own.Decoder[0] += 0.5
 	if err := p.SetWeights(own); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 5*time.Second, "the model's weights' embeddings", func() (bool, string) { e := encoder(); return e == own.ID(), e })
+	fltest.Eventually(t, 5*time.Second, "the model's weights' embeddings", func() (bool, string) { e := encoder(); return e == own.ID(), e })
 	stop()
 	// with Run stopped, the wake-ups wait in the channel: none for the
 	// same weights, one (not two) for two switches
