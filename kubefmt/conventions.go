@@ -66,8 +66,8 @@ const (
 	AnnotationWattsPerGPU = "edgesched.io/watts-per-gpu"
 )
 
-// Labels and annotations on the objects the site leader writes (Lease,
-// ledger, handover, model and dependency-graph ConfigMaps), so that
+// Labels and annotations on the objects the site leader writes (the
+// Lease; the ledger, handover and dependency-graph ConfigMaps), so that
 // kubectl -l edgesched.io/site=S lists one site's.
 const (
 	// LabelSite names the site (edge-agent's --site).
